@@ -1,0 +1,126 @@
+# llmux: one non-recursive Makefile.  Objects go to build/$(MODE)/ so flags
+# never mix: MODE=release (default), debug, asan (ASan+UBSan), tsan.
+#
+#   make            build build/release/llmux
+#   make run        build, then serve (local engine + any cloud keys)
+#   make test       build and run the whole test suite
+#   make check      ASan+UBSan build of the whole test suite, run
+#   make bench      benchmarks -> bench/BENCHMARKS.md
+#   make fuzz       libFuzzer targets (clang), short runs
+#   make install    PREFIX=/usr/local
+
+MODE ?= release
+BUILD := build/$(MODE)
+CC ?= cc
+PREFIX ?= /usr/local
+LLMUX_TEST_DATA ?= $(abspath ../shared/data)
+export LLMUX_TEST_DATA
+
+PKGS := libevent libevent_pthreads libevent_openssl libcurl jansson openssl sqlite3
+APT_PKGS := build-essential pkg-config libevent-dev libcurl4-openssl-dev \
+            libjansson-dev libssl-dev libsqlite3-dev curl
+
+# Recursive (=) so pkg-config runs only after the deps check has installed
+# what was missing.
+PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS))
+PKG_LIBS = $(shell pkg-config --libs $(PKGS))
+
+WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Werror
+BASE_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) -MMD -MP -pthread
+ifeq ($(MODE),release)
+  MODE_CFLAGS := -O2 -g
+else ifeq ($(MODE),debug)
+  MODE_CFLAGS := -O0 -g
+else ifeq ($(MODE),asan)
+  MODE_CFLAGS := -O1 -g -fno-omit-frame-pointer \
+                 -fsanitize=address,undefined -fno-sanitize-recover=all
+  MODE_LDFLAGS := -fsanitize=address,undefined
+else ifeq ($(MODE),tsan)
+  MODE_CFLAGS := -O1 -g -fsanitize=thread
+  MODE_LDFLAGS := -fsanitize=thread
+else
+  $(error MODE must be release, debug, asan or tsan)
+endif
+CFLAGS_ALL = $(BASE_CFLAGS) $(MODE_CFLAGS) $(PKG_CFLAGS) $(CFLAGS)
+LDLIBS_ALL = $(PKG_LIBS) -lm -pthread $(MODE_LDFLAGS) $(LDFLAGS)
+
+# SIMD kernels: ISA flags on their own files only (chosen at run time).
+AVX2_FLAGS := -mavx2 -mfma -mf16c
+
+LIB_SRC := $(sort $(wildcard common/*.c config/*.c pricing/*.c \
+             providers/*.c router/*.c local_engine/*.c) \
+             $(filter-out gateway/main.c,$(wildcard gateway/*.c)))
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
+MAIN_OBJ := $(BUILD)/gateway/main.o
+TESTLIB_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/lib/*.c))
+TEST_SRC := $(sort $(wildcard tests/test_*.c))
+TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+TOOL_SRC := tests/fake_provider.c $(wildcard tests/tool_*.c)
+TOOL_BIN := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard $(TOOL_SRC)))
+LIBA := $(BUILD)/libllmux.a
+DEPS_OK := build/.deps-ok
+
+.SECONDARY:
+.PHONY: all run test check bench fuzz install clean deps format
+all: $(BUILD)/llmux
+
+# --- dependencies: install when root, else print the exact command -------
+deps: $(DEPS_OK)
+$(DEPS_OK):
+	@if ! pkg-config --exists $(PKGS) 2>/dev/null || ! command -v cc >/dev/null; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "llmux: installing build dependencies with apt-get"; \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(APT_PKGS)) >/dev/null || exit 1; \
+	  else \
+	    echo "llmux: missing libraries; run as root:"; \
+	    echo "  apt-get install -y $(APT_PKGS)"; exit 1; \
+	  fi; \
+	fi
+	@mkdir -p build && touch $@
+
+# --- build ----------------------------------------------------------------
+$(BUILD)/%.o: %.c | $(DEPS_OK)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $(if $(findstring _avx2,$<),$(AVX2_FLAGS)) -c $< -o $@
+
+$(LIBA): $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/llmux: $(MAIN_OBJ) $(LIBA)
+	$(CC) $(MODE_CFLAGS) -o $@ $^ $(LDLIBS_ALL)
+
+$(BUILD)/tests/%: $(BUILD)/tests/%.o $(TESTLIB_OBJ) $(LIBA)
+	$(CC) $(MODE_CFLAGS) -o $@ $^ $(LDLIBS_ALL)
+
+-include $(shell find build -name '*.d' 2>/dev/null)
+
+# --- run: serve with built-in defaults so a first curl answers -----------
+run: $(BUILD)/llmux
+	@model="$${LLMUX_MODEL:-$$(ls models/*.gguf 2>/dev/null | head -n 1)}"; \
+	[ -n "$$model" ] || model="$(LLMUX_TEST_DATA)/models/stories260K.gguf"; \
+	echo "llmux: local model $$model"; \
+	LLMUX_MODEL="$$model" exec $(BUILD)/llmux serve $(RUN_ARGS)
+
+# --- tests ----------------------------------------------------------------
+test: $(BUILD)/llmux $(TEST_BIN) $(TOOL_BIN)
+	@sh tests/run.sh $(BUILD)
+
+check:
+	@$(MAKE) --no-print-directory MODE=asan test
+
+bench: $(BUILD)/llmux $(TOOL_BIN)
+	@sh bench/run.sh $(BUILD)
+
+fuzz:
+	@sh tests/fuzz/run.sh
+
+install: $(BUILD)/llmux
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 755 $(BUILD)/llmux $(DESTDIR)$(PREFIX)/bin/llmux
+
+format:
+	clang-format -i $$(git ls-files '*.c' '*.h')
+
+clean:
+	rm -rf build

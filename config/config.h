@@ -1,0 +1,153 @@
+/*
+ * config: loads the JSON configuration of DESIGN.md section 5, replaces
+ * ${VAR} from the environment, validates it strictly and resolves it into
+ * the plain structs below, or builds the built-in defaults (section 4).
+ *
+ * Errors name the JSON path and FILE:LINE:COL, e.g.
+ *   "llmux.json:12:30: providers.relay.models.gpt-4.1.input_per_mtok:
+ *    expected a number, got a string"
+ *
+ * Ownership: cfg_load_* and cfg_defaults return a struct cfg that the caller
+ * frees with cfg_free; every string and array inside belongs to it.  A
+ * loaded cfg is immutable and may be read from any thread.
+ * May use pricing/ (for the built-in price table) and common/.
+ */
+#ifndef LLMUX_CONFIG_H
+#define LLMUX_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "../common/common.h"
+
+/* Prices: picodollars per token (USD per million tokens x 1e6). */
+struct cfg_model {
+    char *name;      /* the name clients use, e.g. "gpt-4.1" */
+    char *upstream;  /* the name sent upstream; == name when not given */
+    int has_price;   /* 1 if the config or the built-in table priced it */
+    int64_t input_pusd;        /* per prompt token */
+    int64_t cached_input_pusd; /* per cached prompt token (= input if none) */
+    int64_t output_pusd;       /* per completion token */
+};
+
+struct cfg_header {
+    char *name;
+    char *value;
+};
+
+enum cfg_kind { CFG_KIND_OPENAI = 0, CFG_KIND_LOCAL = 1 };
+
+struct cfg_provider {
+    char *name; /* key under "providers" */
+    enum cfg_kind kind;
+    /* openai */
+    char *base_url; /* no trailing slash, e.g. "https://relay.example/v1" */
+    char *api_key;  /* secret: never log or return it */
+    int timeout_ms;            /* total, default 120000 */
+    int connect_timeout_ms;    /* default 3000 */
+    int first_byte_timeout_ms; /* default 20000 */
+    struct cfg_header *headers;
+    size_t n_headers;
+    /* local */
+    char *model_path;
+    int threads;  /* default: number of CPUs */
+    int context;  /* tokens, default 4096 */
+    int parallel; /* sequences decoded together, default 4 */
+    struct cfg_model *models;
+    size_t n_models;
+};
+
+enum cfg_policy {
+    CFG_POLICY_PRIORITY = 0,
+    CFG_POLICY_WEIGHTED,
+    CFG_POLICY_COST,
+    CFG_POLICY_LATENCY
+};
+
+/* A resolved target: indexes into cfg->providers and that provider's models. */
+struct cfg_target {
+    size_t provider; /* index into cfg->providers */
+    size_t model;    /* index into cfg->providers[provider].models */
+};
+
+struct cfg_route {
+    char *name;
+    enum cfg_policy policy;
+    struct cfg_target *targets;
+    size_t n_targets;
+    double *weights; /* n_targets entries when policy is weighted, else NULL */
+    int has_fallback;
+    struct cfg_target fallback;
+    int max_latency_ms; /* 0 = no limit */
+};
+
+struct cfg_failover {
+    int max_attempts;     /* default 3 */
+    int *retry_on_status; /* default 408 409 429 500 502 503 504 */
+    size_t n_retry_on_status;
+    int backoff_ms;          /* default 50 */
+    int hedge_after_ms;      /* default 0 (off) */
+    int circuit_failures;    /* default 5 */
+    int circuit_cooldown_ms; /* default 30000 */
+};
+
+struct cfg {
+    char *path;        /* file it came from, or "(defaults)" */
+    char *listen_host; /* default "127.0.0.1" */
+    int listen_port;   /* default 8080 */
+    int workers;       /* default: number of CPUs */
+    char *database;    /* default "llmux.db"; ":memory:" allowed */
+    char *admin_key;   /* NULL if none */
+    int require_keys;  /* default 1 in a file, 0 for built-in defaults */
+    int64_t max_body_bytes; /* default 4194304 */
+    int max_connections;    /* default 10000 */
+    char *tls_cert;         /* NULL unless "tls": {"cert","key"} */
+    char *tls_key;
+    struct cfg_provider *providers;
+    size_t n_providers;
+    struct cfg_route *routes;
+    size_t n_routes;
+    struct cfg_failover failover;
+};
+
+/* Loads and validates FILE.  On error returns GX_EINVAL (or GX_EIO when the
+ * file cannot be read) and writes "FILE:LINE:COL: path: reason" to err. */
+enum gx_status cfg_load_file(const char *path, struct cfg **out, char *err,
+                             size_t errlen);
+
+/* Same from a string; name is used in messages in place of FILE. */
+enum gx_status cfg_load_string(const char *text, const char *name,
+                               struct cfg **out, char *err, size_t errlen);
+
+/* Built-in defaults of DESIGN.md section 4, from the environment:
+ * OPENAI_API_KEY, ANTHROPIC_API_KEY, GEMINI_API_KEY, DEEPSEEK_API_KEY,
+ * LLMUX_RELAY_URL + LLMUX_RELAY_KEY, LLMUX_MODEL (a GGUF file: local
+ * provider with model "local"). */
+enum gx_status cfg_defaults(struct cfg **out, char *err, size_t errlen);
+
+void cfg_free(struct cfg *c); /* accepts NULL */
+
+/* Lookups; NULL / -1 when absent. */
+const struct cfg_provider *cfg_provider_find(const struct cfg *c,
+                                             const char *name);
+const struct cfg_route *cfg_route_find(const struct cfg *c, const char *name);
+
+/*
+ * Resolves a request's "model" (DESIGN.md section 5): a route name, a
+ * MODEL@PROVIDER target, or a bare model name served by one or more
+ * providers (config order).  Fills up to cap targets into out and returns
+ * how many; 0 = unknown model.  *route is set to the route when it was a
+ * route name, else NULL.
+ */
+size_t cfg_resolve(const struct cfg *c, const char *model,
+                   const struct cfg_route **route, struct cfg_target *out,
+                   size_t cap);
+
+/* Prints the resolved providers and routes, one line each (for check). */
+void cfg_print(const struct cfg *c, FILE *f);
+
+/* `llmux check --config FILE`: returns the exit code (0, 1 or 2). */
+int cfg_cli_check(int argc, char **argv);
+
+#endif

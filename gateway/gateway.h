@@ -1,0 +1,14 @@
+/*
+ * gateway: the HTTP server (N libevent workers on one port), the request
+ * lifecycle, auth, admin and usage API.  main.c is the CLI.
+ */
+#ifndef LLMUX_GATEWAY_H
+#define LLMUX_GATEWAY_H
+
+#include "../common/common.h"
+#include "../config/config.h"
+
+/* `llmux serve ...`: runs until SIGTERM/SIGINT; returns the exit code. */
+int gw_cli_serve(int argc, char **argv);
+
+#endif

@@ -1,0 +1,209 @@
+/*
+ * le_int.h: structs and functions shared inside local_engine only.  Never
+ * included from another folder.
+ *
+ * Modules (one file each, prefix le_):
+ *   gguf.c      GGUF v2/v3 reader (mmap / read / mlock), every length checked
+ *   quants.c    per-type table: dequantise, quantise, dot product (plain C)
+ *   tokenizer.c SPM and byte-level BPE tokenizers from GGUF metadata
+ *   unicode.c   code point categories for the BPE pre-tokenizers
+ *   model.c     llama / qwen2 weights and the forward pass
+ *   sampler.c, chat.c, pool.c (thread pool), cli.c
+ */
+#ifndef LLMUX_LE_INT_H
+#define LLMUX_LE_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "local_engine.h"
+
+/* ------------------------------------------------------------------ */
+/* Tensor types (values are GGUF's ggml_type numbers).                  */
+
+enum le_type {
+    LE_TYPE_F32 = 0,
+    LE_TYPE_F16 = 1,
+    LE_TYPE_Q4_0 = 2,
+    LE_TYPE_Q4_1 = 3,
+    LE_TYPE_Q5_0 = 6,
+    LE_TYPE_Q5_1 = 7,
+    LE_TYPE_Q8_0 = 8,
+    LE_TYPE_Q8_1 = 9,
+    LE_TYPE_Q2_K = 10,
+    LE_TYPE_Q3_K = 11,
+    LE_TYPE_Q4_K = 12,
+    LE_TYPE_Q5_K = 13,
+    LE_TYPE_Q6_K = 14,
+    LE_TYPE_Q8_K = 15,
+    LE_TYPE_BF16 = 30,
+    LE_TYPE_COUNT = 31
+};
+
+/*
+ * What the engine needs of a type.  A row of n values (n a multiple of
+ * blck_size) takes n / blck_size * type_size bytes.
+ *   to_float:   dequantise k values (k % blck_size == 0)
+ *   from_float: quantise k values (used for activations in vec_dot_type,
+ *               and by the test GGUF writer); NULL if not supported
+ *   vec_dot:    *s = dot(x, y) over n values, x of this type, y of
+ *               vec_dot_type
+ */
+struct le_type_traits {
+    const char *name; /* "q4_0" */
+    int blck_size;    /* values per block */
+    size_t type_size; /* bytes per block */
+    int is_quantized;
+    void (*to_float)(const void *x, float *y, int64_t k);
+    void (*from_float)(const float *x, void *y, int64_t k);
+    void (*vec_dot)(int n, float *s, const void *x, const void *y);
+    enum le_type vec_dot_type;
+};
+
+/* NULL for a type number this build does not support. */
+const struct le_type_traits *le_type_get(uint32_t type);
+/* Bytes of a row of n values, 0 if n is not a multiple of the block. */
+size_t le_row_size(enum le_type t, int64_t n);
+
+/* IEEE half and bfloat16 conversions (plain C, exact, round to nearest
+ * even on the way down). */
+float le_fp16_to_fp32(uint16_t h);
+uint16_t le_fp32_to_fp16(float f);
+float le_bf16_to_fp32(uint16_t h);
+uint16_t le_fp32_to_bf16(float f);
+
+/* ------------------------------------------------------------------ */
+/* GGUF reader.                                                         */
+
+enum le_gguf_vtype {
+    LE_GGUF_UINT8 = 0,
+    LE_GGUF_INT8 = 1,
+    LE_GGUF_UINT16 = 2,
+    LE_GGUF_INT16 = 3,
+    LE_GGUF_UINT32 = 4,
+    LE_GGUF_INT32 = 5,
+    LE_GGUF_FLOAT32 = 6,
+    LE_GGUF_BOOL = 7,
+    LE_GGUF_STRING = 8,
+    LE_GGUF_ARRAY = 9,
+    LE_GGUF_UINT64 = 10,
+    LE_GGUF_INT64 = 11,
+    LE_GGUF_FLOAT64 = 12
+};
+
+/* A string inside the file: NOT NUL-terminated; ptr points into the
+ * mapping and lives as long as the le_gguf. */
+struct le_gguf_str {
+    uint64_t len;
+    const char *ptr;
+};
+
+struct le_gguf_kv {
+    struct le_gguf_str key;
+    enum le_gguf_vtype type;
+    union {
+        uint64_t u64; /* every unsigned integer type and bool */
+        int64_t i64;  /* every signed integer type */
+        double f64;   /* float32 and float64 */
+        struct le_gguf_str str;
+        struct {
+            enum le_gguf_vtype type; /* element type (never ARRAY) */
+            uint64_t n;
+            const void *data; /* raw little-endian elements (non-strings) */
+            struct le_gguf_str *strs; /* n entries when type == STRING */
+        } arr;
+    } v;
+};
+
+struct le_gguf_tensor {
+    struct le_gguf_str name;
+    uint32_t n_dims;
+    int64_t ne[4];    /* ne[0] = row length (innermost); unused dims = 1 */
+    enum le_type type;
+    uint64_t offset;  /* from the start of the data section */
+    const void *data; /* checked to lie inside the file */
+    size_t nbytes;
+};
+
+enum le_gguf_mode {
+    LE_GGUF_MMAP = 0,   /* default */
+    LE_GGUF_READ = 1,   /* read the whole file into memory (no-mmap) */
+    LE_GGUF_MLOCK = 2   /* flag: also mlock the bytes */
+};
+
+struct le_gguf {
+    uint32_t version;
+    uint64_t n_kv;
+    struct le_gguf_kv *kv;
+    uint64_t n_tensors;
+    struct le_gguf_tensor *tensors;
+    uint32_t alignment; /* general.alignment or 32 */
+    const uint8_t *base; /* the file's bytes */
+    size_t size;
+    /* private to gguf.c */
+    int owns_map; /* 1 mmap'd, 2 malloc'd, 0 borrowed */
+};
+
+/* Opens and checks a GGUF file; mode is LE_GGUF_MMAP or LE_GGUF_READ, or'ed
+ * with LE_GGUF_MLOCK.  Every offset, count, shape and type is checked
+ * against the file size; errors are sentences naming the file and what is
+ * wrong.  The caller frees with le_gguf_free. */
+enum le_status le_gguf_open(const char *path, int mode, struct le_gguf **out,
+                            char *err, size_t errlen);
+/* Same over bytes the caller keeps alive for the le_gguf's life. */
+enum le_status le_gguf_open_mem(const void *buf, size_t len,
+                                struct le_gguf **out, char *err,
+                                size_t errlen);
+void le_gguf_free(struct le_gguf *g);
+
+/* Lookups by key / name; NULL if absent. */
+const struct le_gguf_kv *le_gguf_find(const struct le_gguf *g,
+                                      const char *key);
+const struct le_gguf_tensor *le_gguf_tensor(const struct le_gguf *g,
+                                            const char *name);
+/* Typed getters: return 1 and fill *out when the key exists with a
+ * compatible type (any integer type in range for the integer getters,
+ * float32/float64 for get_f32); 0 otherwise. */
+int le_gguf_get_u32(const struct le_gguf *g, const char *key, uint32_t *out);
+int le_gguf_get_i64(const struct le_gguf *g, const char *key, int64_t *out);
+int le_gguf_get_f32(const struct le_gguf *g, const char *key, float *out);
+int le_gguf_get_bool(const struct le_gguf *g, const char *key, bool *out);
+int le_gguf_get_str(const struct le_gguf *g, const char *key,
+                    struct le_gguf_str *out);
+/* 1 if s equals the NUL-terminated z. */
+int le_gguf_str_eq(struct le_gguf_str s, const char *z);
+
+/* ------------------------------------------------------------------ */
+/* Tokenizer (tokenizer.c).                                             */
+
+struct le_vocab;
+
+/* Builds the vocabulary from tokenizer.ggml.* metadata (model "llama" =
+ * SentencePiece, "gpt2" = byte-level BPE with tokenizer.ggml.pre rules).
+ * The result copies what it needs; g may be freed afterwards. */
+enum le_status le_vocab_load(const struct le_gguf *g, struct le_vocab **out,
+                             char *err, size_t errlen);
+void le_vocab_free(struct le_vocab *v);
+
+/* Tokenizes text[0..len).  add_special: add BOS (and EOS) as the vocab's
+ * add_bos_token / add_eos_token say.  parse_special: text of special /
+ * control tokens becomes those tokens.  Writes up to cap ids, returns the
+ * total count needed (may be > cap: call again with more room), or -1 on
+ * error. */
+int64_t le_tokenize(const struct le_vocab *v, const char *text, size_t len,
+                    bool add_special, bool parse_special, int32_t *ids,
+                    size_t cap);
+/* The bytes of one token as it appears in text (SPM's U+2581 becomes a
+ * space, byte tokens become their byte, BPE's byte-level mapping is
+ * undone).  Control tokens give "" unless special is true.  Returns the
+ * length written (up to cap; the needed length if larger). */
+size_t le_token_to_piece(const struct le_vocab *v, int32_t id, bool special,
+                         char *buf, size_t cap);
+int32_t le_vocab_n_tokens(const struct le_vocab *v);
+int32_t le_vocab_bos(const struct le_vocab *v); /* -1 if none */
+int32_t le_vocab_eos(const struct le_vocab *v); /* -1 if none */
+/* 1 if id ends generation (EOS, EOT, EOM...). */
+int le_vocab_is_eog(const struct le_vocab *v, int32_t id);
+
+#endif

@@ -1,0 +1,147 @@
+/*
+ * providers: the provider interface and its kinds (openai.c; local.c later),
+ * the libcurl-multi-on-libevent HTTP client, and the SSE parser.
+ *
+ * Threads: a pv_loop belongs to one worker thread (its event_base); every
+ * pv_* call on a loop and every callback happens on that thread.
+ *
+ * A call's life: pv_call_start -> on_head (once, when the upstream status
+ * is known) -> on_event (stream only, once per SSE event, in order) ->
+ * on_done (exactly once) -> the call is freed by the loop after on_done
+ * returns.  pv_call_cancel before on_done frees it at once; no callback
+ * runs after cancel.  Callbacks may call pv_call_cancel on their own call
+ * (not on_done) and may start other calls.
+ */
+#ifndef LLMUX_PROVIDERS_H
+#define LLMUX_PROVIDERS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "../common/common.h"
+#include "../config/config.h"
+
+struct event_base;
+struct pv_loop;
+struct pv_call;
+
+/* Creates the per-worker client: a curl multi driven by base's events
+ * (CURLMOPT_SOCKETFUNCTION / TIMERFUNCTION).  The caller owns the result. */
+struct pv_loop *pv_loop_new(struct event_base *base, char *err, size_t errlen);
+/* Cancels every call still running (no callbacks) and frees.  NULL ok. */
+void pv_loop_free(struct pv_loop *loop);
+/* Number of calls in flight on this loop. */
+size_t pv_loop_active(const struct pv_loop *loop);
+
+enum pv_outcome {
+    PV_OK = 0,               /* 2xx and a well-formed body/stream */
+    PV_ERR_CONNECT,          /* could not connect / DNS / TLS */
+    PV_ERR_CONNECT_TIMEOUT,  /* connect_timeout_ms passed */
+    PV_ERR_FIRST_BYTE_TIMEOUT, /* first_byte_timeout_ms passed */
+    PV_ERR_TIMEOUT,          /* timeout_ms (total) passed */
+    PV_ERR_TRANSPORT,        /* reset, truncated, stream dropped midway */
+    PV_ERR_STATUS,           /* non-2xx status: see http_status, body */
+    PV_ERR_MALFORMED,        /* 2xx but body/SSE not valid OpenAI JSON */
+    PV_ERR_TOO_BIG,          /* upstream body over the cap */
+    PV_ERR_INTERNAL          /* our side failed (memory, engine) */
+};
+
+/* Short reason for messages: "connect failed", "first byte timeout", ... */
+const char *pv_outcome_str(enum pv_outcome o);
+
+struct pv_usage {
+    int have;                  /* 1 if the upstream reported usage */
+    int64_t prompt_tokens;     /* includes cached_tokens, as OpenAI counts */
+    int64_t completion_tokens;
+    int64_t cached_tokens;     /* prompt_tokens_details.cached_tokens */
+};
+
+struct pv_result {
+    enum pv_outcome outcome;
+    int http_status;      /* 0 when no status was received */
+    const char *body;     /* non-stream: the whole upstream body (also on
+                             PV_ERR_STATUS); NULL for streams.  Borrowed:
+                             valid only during on_done. */
+    size_t body_len;
+    struct pv_usage usage;
+    int retry_after_s;    /* from a Retry-After header, else -1 */
+    int64_t ttfb_us;      /* request start to first body byte, -1 if none */
+    int64_t total_us;     /* request start to done */
+    char detail[256];     /* human sentence; never contains a secret */
+};
+
+struct pv_callbacks {
+    void *ud;
+    /* Upstream status line and headers are in (status 2xx or not). */
+    void (*on_head)(void *ud, int http_status);
+    /* Stream only: one SSE event's data field (no "data: " prefix, no
+     * trailing newline), e.g. "{...chunk...}" or "[DONE]".  data is
+     * borrowed for the call.  The usage chunk llmux itself asked for
+     * (include_usage added when the client did not) is not delivered. */
+    void (*on_event)(void *ud, const char *data, size_t len);
+    /* Exactly once, last. res is borrowed for the call. */
+    void (*on_done)(void *ud, const struct pv_result *res);
+};
+
+struct pv_request {
+    const struct cfg_provider *provider;
+    const struct cfg_model *model; /* its upstream name replaces "model" */
+    const json_t *body;  /* the client's parsed request; borrowed, not
+                            changed (the provider copies what it edits) */
+    int stream;          /* body's "stream" was true */
+    int client_include_usage; /* client set stream_options.include_usage */
+    const char *request_id;
+    int64_t max_body_bytes; /* cap on the upstream response body */
+};
+
+/* Starts req on loop; on success *out is the call (owned by the loop).
+ * Returns GX_EINVAL with a sentence in err when the request cannot be
+ * built (no callbacks then). */
+enum gx_status pv_call_start(struct pv_loop *loop, const struct pv_request *req,
+                             const struct pv_callbacks *cb,
+                             struct pv_call **out, char *err, size_t errlen);
+
+/* Stops the transfer (curl_multi_remove_handle) and frees the call; no
+ * callback runs afterwards.  Idempotent-safe only before on_done. */
+void pv_call_cancel(struct pv_call *call);
+
+/* Backpressure: stop reading from upstream while the client is slow, and
+ * go on later.  Both are cheap and idempotent. */
+void pv_call_pause(struct pv_call *call);
+void pv_call_resume(struct pv_call *call);
+
+/* A provider kind is a table: one file plus one line in the registry. */
+struct pv_ops {
+    const char *kind; /* "openai", "local" */
+    enum gx_status (*start)(struct pv_loop *loop, const struct pv_request *req,
+                            const struct pv_callbacks *cb,
+                            struct pv_call **out, char *err, size_t errlen);
+    void (*cancel)(struct pv_call *call);
+    void (*pause)(struct pv_call *call);
+    void (*resume)(struct pv_call *call);
+};
+
+/*
+ * Incremental SSE parser (the event-stream format): feed any byte slices;
+ * each complete event's data (multi-line data fields joined with '\n') is
+ * passed to cb.  Comments and other fields are skipped.  Lines longer than
+ * max_line bytes make pv_sse_feed return GX_ETOOBIG.
+ */
+struct pv_sse {
+    struct gx_buf line;
+    struct gx_buf data;
+    int have_data;
+    int skip_lf; /* last byte was CR */
+};
+typedef void (*pv_sse_cb)(void *ud, const char *data, size_t len);
+void pv_sse_init(struct pv_sse *p, size_t max_line);
+void pv_sse_cleanup(struct pv_sse *p);
+enum gx_status pv_sse_feed(struct pv_sse *p, const char *buf, size_t len,
+                           pv_sse_cb cb, void *ud);
+
+/* Parses OpenAI "usage" from a response or chunk object; returns 1 if found. */
+int pv_usage_parse(const json_t *obj, struct pv_usage *u);
+
+#endif
