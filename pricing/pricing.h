@@ -26,6 +26,10 @@ struct pr_price {
 
 /* Built-in published prices; returns 1 and fills *out if model is known. */
 int pr_price_default(const char *model, struct pr_price *out);
+/* The built-in table, for `llmux prices`: number of entries, and the i-th
+ * model name (static string; NULL past the end) with its price in *out. */
+size_t pr_price_default_count(void);
+const char *pr_price_default_at(size_t i, struct pr_price *out);
 
 /* Converts USD per million tokens, given as decimal text ("0.42", "2.5",
  * "1e-1"), to exact pUSD per token.  Fails (GX_EINVAL) on negatives, more
@@ -42,6 +46,9 @@ enum gx_status pr_usd_per_mtok_from_double(double usd, int64_t *pusd_per_tok);
 enum gx_status pr_cost(const struct pr_price *p, int64_t prompt_tokens,
                        int64_t cached_tokens, int64_t completion_tokens,
                        int64_t *cost_pusd);
+
+/* *out = a + b; GX_ETOOBIG on overflow (then *out is unchanged). */
+enum gx_status pr_pusd_add(int64_t a, int64_t b, int64_t *out);
 
 /* Exact decimal USD text of pusd, e.g. 1234 -> "0.000000001234",
  * trailing zeros trimmed but at least one decimal ("0.0"). */

@@ -1,0 +1,246 @@
+/*
+ * price.c: the built-in price table and exact money arithmetic.
+ *
+ * Money is int64_t picodollars (pUSD, 1e-12 USD).  A published price of
+ * P USD per million tokens is P * 1e6 pUSD per token, which is an integer
+ * for every price with up to 6 decimals (all published prices are), so a
+ * request's cost is an exact integer and sums never drift.  No floating
+ * point touches a total: doubles only enter through
+ * pr_usd_per_mtok_from_double, which rounds once to the nearest pUSD.
+ *
+ * Every multiplication and addition is overflow-checked
+ * (__builtin_*_overflow) and fails with GX_ETOOBIG instead of wrapping.
+ */
+#include "pricing.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <string.h>
+
+#define PUSD_PER_USD 1000000000000LL /* 1e12 */
+
+struct pr_default_entry {
+    const char *model;
+    /* pUSD per token == micro-USD per million tokens, written as integers
+     * so the table itself is exact (2.00 USD/Mtok = 2000000). */
+    int64_t input, cached_input, output;
+};
+
+/*
+ * Published list prices, USD per million tokens (input / cached input /
+ * output), standard tier, checked 2025-11:
+ *  - OpenAI gpt-4.1 2.00 / 0.50 / 8.00, gpt-4.1-mini 0.40 / 0.10 / 1.60
+ *    (openai.com/api/pricing; cached input is the automatic prompt cache).
+ *  - Anthropic claude-sonnet-4.5 3.00 / 0.30 / 15.00, claude-haiku-4.5
+ *    1.00 / 0.10 / 5.00 (docs.anthropic.com pricing; the cached price is
+ *    the cache *read* price; cache writes (1.25x input) are not modelled:
+ *    OpenAI-format usage does not report them separately).
+ *  - Google gemini-2.5-flash 0.30 / 0.03 / 2.50 (text input; the context
+ *    caching price for text), gemini-2.5-pro 1.25 / 0.31 / 10.00 (prompts
+ *    <= 200k tokens; longer prompts cost more and are not modelled)
+ *    (ai.google.dev/gemini-api/docs/pricing).
+ *  - DeepSeek deepseek-v3.2 0.28 / 0.028 (cache hit) / 0.42
+ *    (api-docs.deepseek.com/quick_start/pricing; "deepseek-chat" is the
+ *    same model under its API name).
+ * A provider without a caching price gets cached = input.
+ */
+static const struct pr_default_entry pr_defaults[] = {
+    /* model, then pUSD per token (USD/Mtok x 1e6) */
+    {"gpt-4.1", 2000000, 500000, 8000000},
+    {"gpt-4.1-mini", 400000, 100000, 1600000},
+    {"claude-sonnet-4.5", 3000000, 300000, 15000000},
+    {"claude-haiku-4.5", 1000000, 100000, 5000000},
+    {"gemini-2.5-flash", 300000, 30000, 2500000},
+    {"gemini-2.5-pro", 1250000, 310000, 10000000},
+    {"deepseek-v3.2", 280000, 28000, 420000},
+    {"deepseek-chat", 280000, 28000, 420000},
+};
+
+int
+pr_price_default(const char *model, struct pr_price *out)
+{
+    if (!model)
+        return 0;
+    for (size_t i = 0; i < sizeof(pr_defaults) / sizeof(pr_defaults[0]);
+         i++) {
+        if (strcmp(pr_defaults[i].model, model) == 0) {
+            if (out) {
+                out->input_pusd = pr_defaults[i].input;
+                out->cached_input_pusd = pr_defaults[i].cached_input;
+                out->output_pusd = pr_defaults[i].output;
+            }
+            return 1;
+        }
+    }
+    return 0;
+}
+
+size_t
+pr_price_default_count(void)
+{
+    return sizeof(pr_defaults) / sizeof(pr_defaults[0]);
+}
+
+const char *
+pr_price_default_at(size_t i, struct pr_price *out)
+{
+    if (i >= pr_price_default_count())
+        return NULL;
+    if (out) {
+        out->input_pusd = pr_defaults[i].input;
+        out->cached_input_pusd = pr_defaults[i].cached_input;
+        out->output_pusd = pr_defaults[i].output;
+    }
+    return pr_defaults[i].model;
+}
+
+/* Decimal text -> pUSD per token.  Grammar: digits [ '.' digits ]
+ * [ ('e'|'E') ['+'|'-'] digits ], surrounding spaces allowed.  The value
+ * times 1e6 must be an integer; anything finer is rejected, not rounded,
+ * because a price that cannot be represented exactly is a config error. */
+enum gx_status
+pr_usd_per_mtok_parse(const char *text, int64_t *pusd_per_tok)
+{
+    if (!text || !pusd_per_tok)
+        return GX_EINVAL;
+    const char *p = text;
+    while (isspace((unsigned char)*p))
+        p++;
+    if (*p == '+')
+        p++;
+    /* Collect significant digits into an int64 while tracking the decimal
+     * exponent: value = mant * 10^exp10. */
+    int64_t mant = 0;
+    long exp10 = 0;
+    int ndig = 0, any_nonzero_dropped = 0;
+    while (isdigit((unsigned char)*p)) {
+        int d = *p - '0';
+        if (__builtin_mul_overflow(mant, 10, &mant) ||
+            __builtin_add_overflow(mant, d, &mant))
+            return GX_ETOOBIG;
+        ndig++;
+        p++;
+    }
+    if (*p == '.') {
+        p++;
+        while (isdigit((unsigned char)*p)) {
+            int d = *p - '0';
+            int64_t m2;
+            if (__builtin_mul_overflow(mant, 10, &m2) ||
+                __builtin_add_overflow(m2, d, &m2)) {
+                /* Past int64 precision: only zeros may follow. */
+                if (d != 0)
+                    any_nonzero_dropped = 1;
+            } else {
+                mant = m2;
+                exp10--;
+            }
+            ndig++;
+            p++;
+        }
+    }
+    if (ndig == 0)
+        return GX_EINVAL;
+    if (*p == 'e' || *p == 'E') {
+        p++;
+        int neg = 0;
+        if (*p == '+' || *p == '-')
+            neg = *p++ == '-';
+        if (!isdigit((unsigned char)*p))
+            return GX_EINVAL;
+        long e = 0;
+        while (isdigit((unsigned char)*p)) {
+            if (e < 100000)
+                e = e * 10 + (*p - '0');
+            p++;
+        }
+        exp10 += neg ? -e : e;
+    }
+    while (isspace((unsigned char)*p))
+        p++;
+    if (*p != '\0' || any_nonzero_dropped)
+        return GX_EINVAL;
+    exp10 += 6; /* USD per Mtok -> pUSD per token */
+    if (mant == 0) {
+        *pusd_per_tok = 0;
+        return GX_OK;
+    }
+    while (exp10 < 0) {
+        if (mant % 10 != 0)
+            return GX_EINVAL; /* finer than 1 pUSD per token */
+        mant /= 10;
+        exp10++;
+    }
+    while (exp10 > 0) {
+        if (__builtin_mul_overflow(mant, 10, &mant))
+            return GX_ETOOBIG;
+        exp10--;
+    }
+    *pusd_per_tok = mant;
+    return GX_OK;
+}
+
+enum gx_status
+pr_usd_per_mtok_from_double(double usd, int64_t *pusd_per_tok)
+{
+    if (!pusd_per_tok || !isfinite(usd) || usd < 0)
+        return GX_EINVAL;
+    double v = usd * 1e6;
+    /* 9.2e18 is INT64_MAX; stay well inside so llround is defined. */
+    if (v >= 9.0e18)
+        return GX_ETOOBIG;
+    *pusd_per_tok = (int64_t)llround(v);
+    return GX_OK;
+}
+
+enum gx_status
+pr_cost(const struct pr_price *p, int64_t prompt_tokens,
+        int64_t cached_tokens, int64_t completion_tokens, int64_t *cost_pusd)
+{
+    if (!p || !cost_pusd || prompt_tokens < 0 || cached_tokens < 0 ||
+        completion_tokens < 0 || cached_tokens > prompt_tokens ||
+        p->input_pusd < 0 || p->cached_input_pusd < 0 || p->output_pusd < 0)
+        return GX_EINVAL;
+    int64_t a, b, c, sum;
+    if (__builtin_mul_overflow(prompt_tokens - cached_tokens, p->input_pusd,
+                               &a) ||
+        __builtin_mul_overflow(cached_tokens, p->cached_input_pusd, &b) ||
+        __builtin_mul_overflow(completion_tokens, p->output_pusd, &c) ||
+        __builtin_add_overflow(a, b, &sum) ||
+        __builtin_add_overflow(sum, c, &sum))
+        return GX_ETOOBIG;
+    *cost_pusd = sum;
+    return GX_OK;
+}
+
+enum gx_status
+pr_pusd_add(int64_t a, int64_t b, int64_t *out)
+{
+    int64_t r;
+    if (!out)
+        return GX_EINVAL;
+    if (__builtin_add_overflow(a, b, &r))
+        return GX_ETOOBIG;
+    *out = r;
+    return GX_OK;
+}
+
+void
+pr_pusd_format(int64_t pusd, char *buf, size_t buflen)
+{
+    if (!buf || buflen == 0)
+        return;
+    /* Work in uint64 so INT64_MIN has a magnitude. */
+    int neg = pusd < 0;
+    uint64_t mag = neg ? (uint64_t)0 - (uint64_t)pusd : (uint64_t)pusd;
+    uint64_t whole = mag / (uint64_t)PUSD_PER_USD;
+    uint64_t frac = mag % (uint64_t)PUSD_PER_USD;
+    char fbuf[16];
+    snprintf(fbuf, sizeof(fbuf), "%012llu", (unsigned long long)frac);
+    size_t n = 12;
+    while (n > 1 && fbuf[n - 1] == '0')
+        n--;
+    fbuf[n] = '\0';
+    snprintf(buf, buflen, "%s%llu.%s", neg ? "-" : "",
+             (unsigned long long)whole, fbuf);
+}

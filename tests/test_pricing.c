@@ -1,0 +1,224 @@
+/* test_pricing: price table, exact cost arithmetic, overflow, formatting. */
+#include "../pricing/pricing.h"
+#include "harness.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+
+static void
+test_defaults(void)
+{
+    struct pr_price p;
+    T_CHECK(pr_price_default("gpt-4.1", &p));
+    T_EQ_INT(p.input_pusd, 2000000);
+    T_EQ_INT(p.cached_input_pusd, 500000);
+    T_EQ_INT(p.output_pusd, 8000000);
+    T_CHECK(pr_price_default("gpt-4.1-mini", &p));
+    T_EQ_INT(p.input_pusd, 400000);
+    T_EQ_INT(p.cached_input_pusd, 100000);
+    T_EQ_INT(p.output_pusd, 1600000);
+    T_CHECK(pr_price_default("claude-sonnet-4.5", &p));
+    T_EQ_INT(p.input_pusd, 3000000);
+    T_EQ_INT(p.cached_input_pusd, 300000);
+    T_EQ_INT(p.output_pusd, 15000000);
+    T_CHECK(pr_price_default("claude-haiku-4.5", &p));
+    T_EQ_INT(p.output_pusd, 5000000);
+    T_CHECK(pr_price_default("gemini-2.5-flash", &p));
+    T_EQ_INT(p.input_pusd, 300000);
+    T_EQ_INT(p.output_pusd, 2500000);
+    T_CHECK(pr_price_default("gemini-2.5-pro", &p));
+    T_EQ_INT(p.input_pusd, 1250000);
+    T_EQ_INT(p.output_pusd, 10000000);
+    T_CHECK(pr_price_default("deepseek-v3.2", &p));
+    T_EQ_INT(p.input_pusd, 280000);
+    T_EQ_INT(p.cached_input_pusd, 28000);
+    T_EQ_INT(p.output_pusd, 420000);
+    T_CHECK(!pr_price_default("no-such-model", &p));
+    T_CHECK(!pr_price_default(NULL, &p));
+    /* The enumeration covers the same table. */
+    size_t n = pr_price_default_count();
+    T_CHECK(n >= 7);
+    for (size_t i = 0; i < n; i++) {
+        struct pr_price a, b;
+        const char *m = pr_price_default_at(i, &a);
+        T_CHECK(m != NULL);
+        T_CHECK(m && pr_price_default(m, &b) && a.input_pusd == b.input_pusd &&
+                a.output_pusd == b.output_pusd);
+        /* cached never above input: that would be a table typo. */
+        T_CHECK(a.cached_input_pusd <= a.input_pusd);
+    }
+    T_CHECK(pr_price_default_at(n, NULL) == NULL);
+}
+
+static void
+test_parse(void)
+{
+    int64_t v = -1;
+    T_EQ_INT(pr_usd_per_mtok_parse("0.42", &v), GX_OK);
+    T_EQ_INT(v, 420000);
+    T_EQ_INT(pr_usd_per_mtok_parse("2.5", &v), GX_OK);
+    T_EQ_INT(v, 2500000);
+    T_EQ_INT(pr_usd_per_mtok_parse("2.50", &v), GX_OK);
+    T_EQ_INT(v, 2500000);
+    T_EQ_INT(pr_usd_per_mtok_parse("1e-1", &v), GX_OK);
+    T_EQ_INT(v, 100000);
+    T_EQ_INT(pr_usd_per_mtok_parse("0.000001", &v), GX_OK);
+    T_EQ_INT(v, 1);
+    T_EQ_INT(pr_usd_per_mtok_parse("0.028", &v), GX_OK);
+    T_EQ_INT(v, 28000);
+    T_EQ_INT(pr_usd_per_mtok_parse("0", &v), GX_OK);
+    T_EQ_INT(v, 0);
+    T_EQ_INT(pr_usd_per_mtok_parse("15", &v), GX_OK);
+    T_EQ_INT(v, 15000000);
+    T_EQ_INT(pr_usd_per_mtok_parse("3E2", &v), GX_OK);
+    T_EQ_INT(v, 300000000);
+    T_EQ_INT(pr_usd_per_mtok_parse(" 1.0000000 ", &v), GX_OK);
+    T_EQ_INT(v, 1000000);
+    v = 77;
+    T_EQ_INT(pr_usd_per_mtok_parse("0.0000001", &v), GX_EINVAL);
+    T_EQ_INT(v, 77);
+    T_EQ_INT(pr_usd_per_mtok_parse("-1", &v), GX_EINVAL);
+    T_EQ_INT(pr_usd_per_mtok_parse("", &v), GX_EINVAL);
+    T_EQ_INT(pr_usd_per_mtok_parse(".", &v), GX_EINVAL);
+    T_EQ_INT(pr_usd_per_mtok_parse("1.2.3", &v), GX_EINVAL);
+    T_EQ_INT(pr_usd_per_mtok_parse("abc", &v), GX_EINVAL);
+    T_EQ_INT(pr_usd_per_mtok_parse("1e", &v), GX_EINVAL);
+    T_EQ_INT(pr_usd_per_mtok_parse("1e30", &v), GX_ETOOBIG);
+    T_EQ_INT(pr_usd_per_mtok_parse("99999999999999999999", &v), GX_ETOOBIG);
+
+    T_EQ_INT(pr_usd_per_mtok_from_double(0.42, &v), GX_OK);
+    T_EQ_INT(v, 420000);
+    T_EQ_INT(pr_usd_per_mtok_from_double(2.50, &v), GX_OK);
+    T_EQ_INT(v, 2500000);
+    T_EQ_INT(pr_usd_per_mtok_from_double(0.028, &v), GX_OK);
+    T_EQ_INT(v, 28000);
+    T_EQ_INT(pr_usd_per_mtok_from_double(0.075, &v), GX_OK);
+    T_EQ_INT(v, 75000);
+    T_EQ_INT(pr_usd_per_mtok_from_double(0.1 + 0.2, &v), GX_OK);
+    T_EQ_INT(v, 300000);
+    T_EQ_INT(pr_usd_per_mtok_from_double(-0.01, &v), GX_EINVAL);
+    T_EQ_INT(pr_usd_per_mtok_from_double(1.0 / 0.0, &v), GX_EINVAL);
+    T_EQ_INT(pr_usd_per_mtok_from_double(0.0 / 0.0, &v), GX_EINVAL);
+    T_EQ_INT(pr_usd_per_mtok_from_double(1e20, &v), GX_ETOOBIG);
+}
+
+static void
+test_cost(void)
+{
+    struct pr_price ds = {280000, 28000, 420000};
+    int64_t c = -1;
+    /* 1000 prompt (200 cached), 500 completion:
+     * 800*280000 + 200*28000 + 500*420000 = 224e6 + 5.6e6 + 210e6. */
+    T_EQ_INT(pr_cost(&ds, 1000, 200, 500, &c), GX_OK);
+    T_EQ_INT(c, 439600000);
+    char buf[64];
+    pr_pusd_format(c, buf, sizeof(buf));
+    T_EQ_STR(buf, "0.0004396");
+
+    /* Billions of tokens at 2.50 / 0.42. */
+    struct pr_price p = {2500000, 420000, 420000};
+    T_EQ_INT(pr_cost(&p, 3000000000LL, 1000000000LL, 7000000000LL, &c), GX_OK);
+    /* 2e9*2.5e6 + 1e9*4.2e5 + 7e9*4.2e5 = 5e15 + 4.2e14 + 2.94e15 */
+    T_EQ_INT(c, 8360000000000000LL);
+    pr_pusd_format(c, buf, sizeof(buf));
+    T_EQ_STR(buf, "8360.0"); /* USD 8360 exactly */
+
+    /* One token at the smallest prices stays exact. */
+    struct pr_price tiny = {1, 1, 1};
+    T_EQ_INT(pr_cost(&tiny, 1, 0, 0, &c), GX_OK);
+    T_EQ_INT(c, 1);
+    pr_pusd_format(c, buf, sizeof(buf));
+    T_EQ_STR(buf, "0.000000000001");
+
+    /* Zero usage costs zero. */
+    T_EQ_INT(pr_cost(&ds, 0, 0, 0, &c), GX_OK);
+    T_EQ_INT(c, 0);
+
+    /* Errors. */
+    c = 5;
+    T_EQ_INT(pr_cost(&ds, 10, 11, 0, &c), GX_EINVAL);
+    T_EQ_INT(pr_cost(&ds, -1, 0, 0, &c), GX_EINVAL);
+    T_EQ_INT(pr_cost(&ds, 0, 0, -1, &c), GX_EINVAL);
+    T_EQ_INT(c, 5);
+    struct pr_price huge = {INT64_MAX / 2, 0, INT64_MAX / 2};
+    T_EQ_INT(pr_cost(&huge, 3, 0, 0, &c), GX_ETOOBIG);
+    T_EQ_INT(pr_cost(&huge, 1, 0, 1, &c), GX_OK);
+    T_EQ_INT(pr_cost(&huge, 2, 0, 1, &c), GX_ETOOBIG);
+    /* Largest token count before overflow at 15 USD/Mtok. */
+    struct pr_price son = {3000000, 300000, 15000000};
+    int64_t lim = INT64_MAX / 15000000;
+    T_EQ_INT(pr_cost(&son, 0, 0, lim, &c), GX_OK);
+    T_EQ_INT(c, lim * 15000000);
+    T_EQ_INT(pr_cost(&son, 0, 0, lim + 1, &c), GX_ETOOBIG);
+
+    int64_t s = 0;
+    T_EQ_INT(pr_pusd_add(INT64_MAX - 1, 1, &s), GX_OK);
+    T_EQ_INT(s, INT64_MAX);
+    T_EQ_INT(pr_pusd_add(INT64_MAX, 1, &s), GX_ETOOBIG);
+    T_EQ_INT(s, INT64_MAX);
+}
+
+/* Sum of many randomly priced requests equals the cost of the summed
+ * tokens per price class: integer arithmetic has no drift. */
+static void
+test_sum_no_drift(void)
+{
+    struct pr_price p = {420000, 28000, 2500000};
+    int64_t total = 0, sp = 0, sc = 0, so = 0;
+    unsigned seed = 12345;
+    for (int i = 0; i < 100000; i++) {
+        seed = seed * 1103515245u + 12345u;
+        int64_t prompt = (seed >> 8) % 100000;
+        seed = seed * 1103515245u + 12345u;
+        int64_t cached = prompt ? (seed >> 8) % (prompt + 1) : 0;
+        seed = seed * 1103515245u + 12345u;
+        int64_t out = (seed >> 8) % 8000;
+        int64_t c;
+        if (pr_cost(&p, prompt, cached, out, &c) != GX_OK) {
+            T_CHECK(!"pr_cost failed");
+            return;
+        }
+        total += c;
+        sp += prompt;
+        sc += cached;
+        so += out;
+    }
+    int64_t whole;
+    T_EQ_INT(pr_cost(&p, sp, sc, so, &whole), GX_OK);
+    T_EQ_INT(total, whole);
+}
+
+static void
+test_format(void)
+{
+    char b[64];
+    pr_pusd_format(0, b, sizeof(b));
+    T_EQ_STR(b, "0.0");
+    pr_pusd_format(1234, b, sizeof(b));
+    T_EQ_STR(b, "0.000000001234");
+    pr_pusd_format(1000000000000LL, b, sizeof(b));
+    T_EQ_STR(b, "1.0");
+    pr_pusd_format(1500000000000LL, b, sizeof(b));
+    T_EQ_STR(b, "1.5");
+    pr_pusd_format(-2500000, b, sizeof(b));
+    T_EQ_STR(b, "-0.0000025");
+    pr_pusd_format(INT64_MAX, b, sizeof(b));
+    T_EQ_STR(b, "9223372.036854775807");
+    pr_pusd_format(INT64_MIN, b, sizeof(b));
+    T_EQ_STR(b, "-9223372.036854775808");
+    /* Truncates safely into a short buffer. */
+    char s[4];
+    pr_pusd_format(1234, s, sizeof(s));
+    T_EQ_STR(s, "0.0");
+}
+
+int
+main(void)
+{
+    T_RUN(test_defaults);
+    T_RUN(test_parse);
+    T_RUN(test_cost);
+    T_RUN(test_sum_no_drift);
+    T_RUN(test_format);
+    return T_END();
+}
