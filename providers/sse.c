@@ -1,0 +1,131 @@
+/*
+ * Incremental parser for the event-stream format (text/event-stream), as
+ * upstream providers send it:
+ *
+ *   stream = *event
+ *   event  = *(comment / field) end-of-line     ; a blank line dispatches
+ *   comment = ":" *any-char end-of-line          ; ignored
+ *   field  = name [":" [" "] value] end-of-line  ; only "data" is kept
+ *   end-of-line = CRLF / LF / CR
+ *
+ * Bytes may arrive in any slices: a line is collected in p->line until its
+ * end, and a CR at the end of one slice followed by LF at the start of the
+ * next counts as one line end (p->skip_lf).  Several "data" lines of one
+ * event are joined with '\n'.  An event without any data line dispatches
+ * nothing (as browsers do).  An event still open when the stream ends is
+ * dropped by the caller simply not feeding more (the format says so).
+ *
+ * Bounds: a single line longer than max_line bytes, or an event's data
+ * longer than max_line bytes, makes pv_sse_feed return GX_ETOOBIG; the
+ * parser is then in an unspecified state and should be cleaned up.
+ */
+#include "providers.h"
+
+#include <string.h>
+
+void
+pv_sse_init(struct pv_sse *p, size_t max_line)
+{
+    gx_buf_init(&p->line, max_line);
+    gx_buf_init(&p->data, max_line);
+    p->have_data = 0;
+    p->skip_lf = 0;
+}
+
+void
+pv_sse_cleanup(struct pv_sse *p)
+{
+    gx_buf_cleanup(&p->line);
+    gx_buf_cleanup(&p->data);
+    p->have_data = 0;
+    p->skip_lf = 0;
+}
+
+/* One complete line (without its end) is in s[0..n). */
+static enum gx_status
+sse_line(struct pv_sse *p, const char *s, size_t n, pv_sse_cb cb, void *ud)
+{
+    if (n == 0) {
+        if (p->have_data) {
+            /* data.data may be NULL for an empty "data:" line. */
+            const char *d = p->data.data ? p->data.data : "";
+            size_t dl = p->data.len;
+            p->have_data = 0;
+            if (cb)
+                cb(ud, d, dl);
+            gx_buf_reset(&p->data);
+        }
+        return GX_OK;
+    }
+    if (s[0] == ':')
+        return GX_OK;
+    const char *colon = memchr(s, ':', n);
+    size_t name_len = colon ? (size_t)(colon - s) : n;
+    if (name_len != 4 || memcmp(s, "data", 4) != 0)
+        return GX_OK; /* event, id, retry and unknown fields: not ours */
+    const char *v = colon ? colon + 1 : s + n;
+    size_t vl = (size_t)(s + n - v);
+    if (vl > 0 && v[0] == ' ') {
+        v++;
+        vl--;
+    }
+    enum gx_status st;
+    if (p->have_data) {
+        st = gx_buf_append(&p->data, "\n", 1);
+        if (st != GX_OK)
+            return st;
+    }
+    st = gx_buf_append(&p->data, v, vl);
+    if (st != GX_OK)
+        return st;
+    p->have_data = 1;
+    return GX_OK;
+}
+
+enum gx_status
+pv_sse_feed(struct pv_sse *p, const char *buf, size_t len, pv_sse_cb cb,
+            void *ud)
+{
+    size_t i = 0;
+    if (p->skip_lf && len > 0) {
+        p->skip_lf = 0;
+        if (buf[0] == '\n')
+            i = 1;
+    }
+    while (i < len) {
+        /* Find the next CR or LF from i without a byte-by-byte loop in the
+         * common case: memchr for each and take the nearer. */
+        const char *lf = memchr(buf + i, '\n', len - i);
+        size_t lim = lf ? (size_t)(lf - buf) : len;
+        const char *cr = memchr(buf + i, '\r', lim - i);
+        size_t end = cr ? (size_t)(cr - buf) : lim;
+        if (end == len) {
+            /* No line end in the rest: keep it for the next feed. */
+            return gx_buf_append(&p->line, buf + i, len - i);
+        }
+        enum gx_status st;
+        if (p->line.len > 0) {
+            st = gx_buf_append(&p->line, buf + i, end - i);
+            if (st != GX_OK)
+                return st;
+            st = sse_line(p, p->line.data, p->line.len, cb, ud);
+            gx_buf_reset(&p->line);
+        } else {
+            if (end - i > p->line.max)
+                return GX_ETOOBIG;
+            st = sse_line(p, buf + i, end - i, cb, ud);
+        }
+        if (st != GX_OK)
+            return st;
+        i = end + 1;
+        if (buf[end] == '\r') {
+            if (i < len) {
+                if (buf[i] == '\n')
+                    i++;
+            } else {
+                p->skip_lf = 1;
+            }
+        }
+    }
+    return GX_OK;
+}
