@@ -1,12 +1,458 @@
+/*
+ * server: `llmux serve`.  N worker threads, each with its own event_base,
+ * evhttp and curl multi, all accepting on one port through SO_REUSEPORT so
+ * the kernel spreads connections without a shared accept lock.  The main
+ * thread only waits for signals: SIGTERM/SIGINT start a graceful shutdown
+ * (stop accepting, let in-flight chat requests finish, bounded by
+ * GW_DRAIN_MS), then the ledger is flushed and the process exits 0.
+ */
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
-#include "gateway.h"
+#include <curl/curl.h>
+#include <event2/buffer.h>
+#include <event2/thread.h>
+#include <openssl/rand.h>
+
+#include "gw_int.h"
+
+#define GW_DRAIN_MS 15000
+
+void
+gw_worker_wake(struct gw_worker *w)
+{
+    event_active(w->ev_wake, EV_READ, 0);
+}
+
+static void
+send_simple_json(struct evhttp_request *req, const char *text)
+{
+    struct evbuffer *b = evbuffer_new();
+    if (!b) {
+        evhttp_send_error(req, 500, NULL);
+        return;
+    }
+    evbuffer_add(b, text, strlen(text));
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
+                      "application/json");
+    evhttp_send_reply(req, 200, "OK", b);
+    evbuffer_free(b);
+}
+
+static void
+on_http(struct evhttp_request *req, void *arg)
+{
+    struct gw_worker *w = arg;
+    struct gw_server *srv = w->srv;
+    atomic_fetch_add(&srv->stats.http_requests, 1);
+    const char *uri = evhttp_request_get_uri(req);
+    enum evhttp_cmd_type m = evhttp_request_get_command(req);
+    char path[256];
+    size_t n = 0;
+    if (uri) {
+        while (uri[n] && uri[n] != '?' && n + 1 < sizeof(path)) {
+            path[n] = uri[n];
+            n++;
+        }
+    }
+    path[n] = '\0';
+
+    if (!strcmp(path, "/v1/chat/completions") ||
+        !strcmp(path, "/chat/completions")) {
+        if (m != EVHTTP_REQ_POST) {
+            gw_reply_error(req, 405, "invalid_request_error",
+                           "method_not_allowed", NULL,
+                           "Use POST for %s.", path);
+            return;
+        }
+        if (atomic_load(&w->stop)) {
+            gw_reply_error(req, 503, "server_error", "shutting_down", NULL,
+                           "llmux is shutting down; retry on another "
+                           "instance.");
+            return;
+        }
+        gw_chat_handle(w, req);
+        return;
+    }
+    if (!strcmp(path, "/health")) {
+        send_simple_json(req, "{\"status\":\"ok\"}");
+        return;
+    }
+    if (!strcmp(path, "/v1/models") || !strcmp(path, "/models")) {
+        gw_handle_models(srv, req);
+        return;
+    }
+    if (!strcmp(path, "/metrics")) {
+        gw_handle_metrics(srv, req);
+        return;
+    }
+    gw_reply_error(req, 404, "invalid_request_error", "not_found", NULL,
+                   "No route for %s %s.",
+                   m == EVHTTP_REQ_GET    ? "GET"
+                   : m == EVHTTP_REQ_POST ? "POST"
+                                          : "this method",
+                   path[0] ? path : "/");
+}
+
+static void
+drain_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct gw_worker *w = arg;
+    if (w->inflight == 0 || gx_mono_us() >= w->drain_deadline_us) {
+        if (w->inflight)
+            GX_LOG(GX_LOG_WARN, NULL,
+                   "worker %d: %zu requests still in flight at the drain "
+                   "deadline; closing them",
+                   w->index, w->inflight);
+        event_base_loopexit(w->base, NULL);
+        return;
+    }
+    struct timeval tv = {0, 20000};
+    evtimer_add(w->ev_drain, &tv);
+}
+
+static void
+wake_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct gw_worker *w = arg;
+    gw_chat_run_done(w);
+    if (atomic_load(&w->stop) && w->bound) {
+        /* Stop accepting; connections already open finish their work. */
+        evhttp_del_accept_socket(w->http, w->bound);
+        w->bound = NULL;
+        w->drain_deadline_us = gx_mono_us() + (int64_t)GW_DRAIN_MS * 1000;
+        drain_cb(-1, 0, w);
+    }
+}
+
+static int
+make_listener(const char *host, int port, int *bound_port, char *err,
+              size_t errlen)
+{
+    struct addrinfo hints, *ai = NULL;
+    memset(&hints, 0, sizeof(hints));
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    char portstr[16];
+    snprintf(portstr, sizeof(portstr), "%d", port);
+    int rc = getaddrinfo(host, portstr, &hints, &ai);
+    if (rc != 0) {
+        gx_errf(err, errlen, "cannot resolve listen address '%s': %s", host,
+                gai_strerror(rc));
+        return -1;
+    }
+    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
+                    0);
+    if (fd < 0) {
+        gx_errf(err, errlen, "socket: %s", strerror(errno));
+        freeaddrinfo(ai);
+        return -1;
+    }
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
+    if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 1024) != 0) {
+        gx_errf(err, errlen, "cannot listen on %s:%d: %s", host, port,
+                strerror(errno));
+        close(fd);
+        freeaddrinfo(ai);
+        return -1;
+    }
+    freeaddrinfo(ai);
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+    if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0) {
+        if (ss.ss_family == AF_INET)
+            *bound_port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+        else
+            *bound_port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+    }
+    return fd;
+}
+
+static void
+worker_cleanup(struct gw_worker *w)
+{
+    pv_loop_free(w->pv);
+    w->pv = NULL;
+    if (w->http)
+        evhttp_free(w->http);
+    w->http = NULL;
+    if (w->ev_wake)
+        event_free(w->ev_wake);
+    if (w->ev_drain)
+        event_free(w->ev_drain);
+    w->ev_wake = w->ev_drain = NULL;
+    if (w->base)
+        event_base_free(w->base);
+    w->base = NULL;
+    pthread_mutex_destroy(&w->done_mu);
+}
+
+static int
+worker_init(struct gw_server *srv, struct gw_worker *w, int index, int fd,
+            char *err, size_t errlen)
+{
+    memset(w, 0, sizeof(*w));
+    w->srv = srv;
+    w->index = index;
+    pthread_mutex_init(&w->done_mu, NULL);
+    uint64_t seed = 0;
+    if (RAND_bytes((unsigned char *)&seed, sizeof(seed)) != 1)
+        seed = (uint64_t)gx_mono_us() * 2654435761u + (uint64_t)index;
+    w->rng = seed | 1;
+    w->base = event_base_new();
+    if (!w->base)
+        goto fail;
+    w->http = evhttp_new(w->base);
+    if (!w->http)
+        goto fail;
+    evhttp_set_max_body_size(w->http, srv->cfg->max_body_bytes);
+    /* Headers: generous for real clients, small enough to refuse abuse. */
+    evhttp_set_max_headers_size(w->http, 64 * 1024);
+    evhttp_set_timeout(w->http, 120);
+    evhttp_set_allowed_methods(w->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST |
+                                            EVHTTP_REQ_DELETE |
+                                            EVHTTP_REQ_OPTIONS);
+    evhttp_set_gencb(w->http, on_http, w);
+    w->bound = evhttp_accept_socket_with_handle(w->http, fd);
+    if (!w->bound) {
+        gx_errf(err, errlen, "worker %d cannot accept on the socket", index);
+        close(fd);
+        goto fail_quiet;
+    }
+    w->ev_wake = event_new(w->base, -1, 0, wake_cb, w);
+    w->ev_drain = evtimer_new(w->base, drain_cb, w);
+    if (!w->ev_wake || !w->ev_drain)
+        goto fail;
+    w->pv = pv_loop_new(w->base, err, errlen);
+    if (!w->pv)
+        goto fail_quiet;
+    return 0;
+fail:
+    gx_errf(err, errlen, "out of memory creating worker %d", index);
+fail_quiet:
+    worker_cleanup(w);
+    return -1;
+}
+
+static void *
+worker_main(void *arg)
+{
+    struct gw_worker *w = arg;
+    event_base_dispatch(w->base);
+    return NULL;
+}
+
+static void
+serve_usage(FILE *f)
+{
+    fputs("usage: llmux serve [--config FILE] [--listen HOST:PORT] "
+          "[--workers N]\n"
+          "\n"
+          "Serves the OpenAI-compatible API.  Without --config, built-in\n"
+          "defaults: 127.0.0.1:8080, providers from the API keys in the\n"
+          "environment, the local engine when LLMUX_MODEL names a GGUF file.\n"
+          "SIGTERM/SIGINT finish in-flight requests, then exit 0.\n",
+          f);
+}
+
+static int
+parse_hostport(const char *s, char **host, int *port)
+{
+    const char *colon = strrchr(s, ':');
+    if (!colon || colon == s)
+        return -1;
+    char *end;
+    long p = strtol(colon + 1, &end, 10);
+    if (*end || p < 0 || p > 65535 || colon[1] == '\0')
+        return -1;
+    size_t hl = (size_t)(colon - s);
+    if (s[0] == '[' && hl >= 2 && s[hl - 1] == ']') {
+        s++;
+        hl -= 2;
+    }
+    char *h = strndup(s, hl);
+    if (!h)
+        return -1;
+    free(*host);
+    *host = h;
+    *port = (int)p;
+    return 0;
+}
 
 int
 gw_cli_serve(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "llmux serve: not built yet\n");
-    return 1;
+    const char *config_path = NULL, *listen_arg = NULL;
+    int workers = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            serve_usage(stdout);
+            return 0;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "llmux serve: %s needs a value\n", a);
+            serve_usage(stderr);
+            return 2;
+        }
+        if (!strcmp(a, "--config")) {
+            config_path = argv[++i];
+        } else if (!strcmp(a, "--listen")) {
+            listen_arg = argv[++i];
+        } else if (!strcmp(a, "--workers")) {
+            char *end;
+            long n = strtol(argv[++i], &end, 10);
+            if (*end || n < 1 || n > 256) {
+                fprintf(stderr, "llmux serve: --workers must be 1..256\n");
+                return 2;
+            }
+            workers = (int)n;
+        } else {
+            fprintf(stderr, "llmux serve: unknown option '%s'\n", a);
+            serve_usage(stderr);
+            return 2;
+        }
+    }
+
+    char err[1024] = "";
+    struct gw_server srv;
+    memset(&srv, 0, sizeof(srv));
+    srv.started_ms = gx_now_ms();
+    enum gx_status st = config_path
+                            ? cfg_load_file(config_path, &srv.cfg, err,
+                                            sizeof(err))
+                            : cfg_defaults(&srv.cfg, err, sizeof(err));
+    if (st != GX_OK) {
+        fprintf(stderr, "llmux serve: %s\n", err);
+        return 1;
+    }
+    if (listen_arg &&
+        parse_hostport(listen_arg, &srv.cfg->listen_host,
+                       &srv.cfg->listen_port) != 0) {
+        fprintf(stderr, "llmux serve: --listen wants HOST:PORT, got '%s'\n",
+                listen_arg);
+        cfg_free(srv.cfg);
+        return 2;
+    }
+    if (workers)
+        srv.cfg->workers = workers;
+    if (srv.cfg->workers < 1)
+        srv.cfg->workers = 1;
+
+    /* Threads and signals: workers never see the signals; main waits. */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    evthread_use_pthreads();
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+
+    int rc = 1;
+    st = pr_ledger_open(srv.cfg->database, &srv.ledger, err, sizeof(err));
+    if (st != GX_OK) {
+        fprintf(stderr, "llmux serve: usage database: %s\n", err);
+        goto out;
+    }
+
+    srv.n_workers = srv.cfg->workers;
+    srv.workers = calloc((size_t)srv.n_workers, sizeof(*srv.workers));
+    if (!srv.workers) {
+        fprintf(stderr, "llmux serve: out of memory\n");
+        goto out;
+    }
+    int port = srv.cfg->listen_port;
+    int inited = 0, running = 0;
+    for (int i = 0; i < srv.n_workers; i++) {
+        int bound = port;
+        int fd = make_listener(srv.cfg->listen_host, port, &bound, err,
+                               sizeof(err));
+        if (fd < 0 ||
+            worker_init(&srv, &srv.workers[i], i, fd, err, sizeof(err)) != 0) {
+            fprintf(stderr, "llmux serve: %s\n", err);
+            goto stop;
+        }
+        port = bound; /* port 0: the others join the kernel's choice */
+        inited++;
+    }
+    srv.port = port;
+    for (int i = 0; i < srv.n_workers; i++) {
+        if (pthread_create(&srv.workers[i].thread, NULL, worker_main,
+                           &srv.workers[i]) != 0) {
+            fprintf(stderr, "llmux serve: cannot start worker thread\n");
+            goto stop_threads;
+        }
+        running++;
+    }
+    {
+        const char *h = srv.cfg->listen_host;
+        int v6 = strchr(h, ':') != NULL;
+        printf("llmux: listening on http://%s%s%s:%d (%d workers, %zu "
+               "providers, %zu routes)\n",
+               v6 ? "[" : "", h, v6 ? "]" : "", port, srv.n_workers,
+               srv.cfg->n_providers, srv.cfg->n_routes);
+        printf("llmux: try  curl http://%s%s%s:%d/v1/chat/completions "
+               "-H 'Content-Type: application/json' -d "
+               "'{\"model\":\"%s\",\"messages\":[{\"role\":\"user\","
+               "\"content\":\"Hello\"}]}'\n",
+               v6 ? "[" : "", h, v6 ? "]" : "", port,
+               srv.cfg->n_routes ? srv.cfg->routes[0].name
+               : srv.cfg->n_providers && srv.cfg->providers[0].n_models
+                   ? srv.cfg->providers[0].models[0].name
+                   : "MODEL");
+        fflush(stdout);
+    }
+    rc = 0;
+    for (;;) {
+        int sig = 0;
+        if (sigwait(&sigs, &sig) != 0)
+            continue;
+        if (sig == SIGHUP) {
+            GX_LOG(GX_LOG_WARN, NULL,
+                   "SIGHUP: config reload is not supported yet; keeping the "
+                   "current config");
+            continue;
+        }
+        GX_LOG(GX_LOG_INFO, NULL, "signal %d: shutting down gracefully", sig);
+        break;
+    }
+stop_threads:
+    for (int i = 0; i < running; i++) {
+        atomic_store(&srv.workers[i].stop, 1);
+        gw_worker_wake(&srv.workers[i]);
+    }
+    for (int i = 0; i < running; i++)
+        pthread_join(srv.workers[i].thread, NULL);
+    if (running < srv.n_workers)
+        rc = 1;
+stop:
+    for (int i = 0; i < inited; i++)
+        worker_cleanup(&srv.workers[i]);
+    if (inited < srv.n_workers)
+        rc = 1;
+out:
+    free(srv.workers);
+    pr_ledger_close(srv.ledger);
+    cfg_free(srv.cfg);
+    curl_global_cleanup();
+    libevent_global_shutdown();
+    return rc;
 }

@@ -1,0 +1,761 @@
+/*
+ * chat: the life of POST /v1/chat/completions.
+ *
+ *   parse + validate body -> rt_plan -> attempt (pv_call_start)
+ *     -> stream: forward each SSE event as it arrives (headers go out with
+ *        the first event, so a failure before it can still fail over)
+ *     -> on failure: retryable and attempts left? backoff, next target
+ *   -> finish: cost, one ledger row; the response completes (non-stream
+ *      body, or the stream's final "data: [DONE]") only after the row is
+ *      committed, so a client that saw a complete response has its row.
+ *
+ * Client disconnects: libevent calls the connection's close callback; the
+ * upstream call is cancelled and the row is still logged (status 499).
+ * Memory: a gw_req owns its parsed body, attempt log and response copy;
+ * it is freed in req_free once the reply is done or the client is gone.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/http.h>
+
+#include "gw_int.h"
+
+/* Past this many bytes waiting for a slow client, stop reading upstream. */
+#define GW_STREAM_HIGH_WATER (256 * 1024)
+
+struct gw_req {
+    struct gw_worker *w;
+    struct evhttp_request *req;    /* NULL once libevent owns/freed it */
+    struct evhttp_connection *evcon;
+    char id[48];
+    json_t *body;
+    const char *model_arg; /* borrowed from body */
+    int stream;
+    int client_include_usage;
+    int64_t max_tokens;
+    struct rt_plan plan;
+    size_t next; /* next index into plan.targets */
+    int attempts;
+    struct pv_call *call;
+    const struct cfg_provider *prov; /* of the current / last attempt */
+    const struct cfg_model *model;
+    struct gx_buf attempt_log; /* "gpt-4.1@relay: status 503; ..." */
+    int all_timeouts;
+    struct event *ev_backoff;
+    int64_t start_us;
+    int64_t ttft_us; /* -1 until the first byte reached the client */
+    int sent_head;   /* stream: 200 + headers sent */
+    int paused;
+    int64_t n_events;
+    int upstream_done_marker; /* upstream sent [DONE] */
+    int own_req;   /* libevent detached req: we must free it */
+    int client_gone;
+    int finishing; /* row handed to the ledger */
+    /* The outcome. */
+    int status;
+    char *resp_body; /* non-stream: what the client gets */
+    size_t resp_len;
+    struct pv_usage usage;
+    const char *usage_source;
+    int64_t cost_pusd;
+    char error[512];
+    struct gw_req *done_next;
+};
+
+static void start_attempt(struct gw_req *r);
+static void finish(struct gw_req *r);
+
+/* ------------------------------------------------------------------ */
+
+static void
+req_free(struct gw_req *r)
+{
+    if (r->call)
+        pv_call_cancel(r->call);
+    if (r->ev_backoff)
+        event_free(r->ev_backoff);
+    if (r->evcon && !r->client_gone)
+        evhttp_connection_set_closecb(r->evcon, NULL, NULL);
+    if (r->own_req && r->req)
+        evhttp_request_free(r->req);
+    json_decref(r->body);
+    gx_buf_cleanup(&r->attempt_log);
+    free(r->resp_body);
+    r->w->inflight--;
+    atomic_fetch_sub(&r->w->srv->stats.inflight, 1);
+    free(r);
+}
+
+static void
+on_client_close(struct evhttp_connection *evcon, void *arg)
+{
+    (void)evcon;
+    struct gw_req *r = arg;
+    r->client_gone = 1;
+    /* Detached by libevent (EOF while we still owned the reply): ours to
+     * free.  Otherwise libevent frees it right after this callback. */
+    if (r->req && evhttp_request_get_connection(r->req) == NULL)
+        r->own_req = 1;
+    else
+        r->req = NULL;
+    r->evcon = NULL;
+    if (r->call) {
+        pv_call_cancel(r->call);
+        r->call = NULL;
+    }
+    if (r->ev_backoff)
+        event_del(r->ev_backoff);
+    if (!r->finishing) {
+        r->status = 499;
+        snprintf(r->error, sizeof(r->error),
+                 "client disconnected before the response completed");
+        finish(r); /* logs the row; nothing is sent to a gone client */
+    }
+}
+
+static const char *
+target_name(const struct gw_req *r, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s@%s", r->model ? r->model->name : "?",
+             r->prov ? r->prov->name : "?");
+    return buf;
+}
+
+static void
+add_llmux_headers(struct gw_req *r, struct evkeyvalq *h)
+{
+    char n[32];
+    evhttp_add_header(h, "X-Request-Id", r->id);
+    evhttp_add_header(h, "X-Llmux-Route",
+                      r->plan.route ? r->plan.route->name : r->model_arg);
+    if (r->prov)
+        evhttp_add_header(h, "X-Llmux-Provider", r->prov->name);
+    if (r->model)
+        evhttp_add_header(h, "X-Llmux-Model", r->model->name);
+    snprintf(n, sizeof(n), "%d", r->attempts);
+    evhttp_add_header(h, "X-Llmux-Attempts", n);
+}
+
+/* ------------------------------------------------------------------ */
+/* Usage and cost.                                                      */
+
+static int64_t
+estimate_prompt_tokens(const json_t *body)
+{
+    /* About 4 bytes per token for English text, plus per-message framing;
+     * only used when the upstream reports no usage. */
+    const json_t *msgs = json_object_get(body, "messages");
+    int64_t bytes = 0, n = 0;
+    size_t i;
+    const json_t *m;
+    json_array_foreach(msgs, i, m) {
+        const json_t *c = json_object_get(m, "content");
+        if (json_is_string(c))
+            bytes += (int64_t)json_string_length(c);
+        n++;
+    }
+    return (bytes + 3) / 4 + 3 * n + 3;
+}
+
+static void
+settle_usage(struct gw_req *r, const struct pv_result *res)
+{
+    if (res && res->usage.have) {
+        r->usage = res->usage;
+        r->usage_source =
+            r->prov && r->prov->kind == CFG_KIND_LOCAL ? "local" : "upstream";
+    } else {
+        memset(&r->usage, 0, sizeof(r->usage));
+        r->usage.prompt_tokens = estimate_prompt_tokens(r->body);
+        if (r->stream) {
+            r->usage.completion_tokens = r->n_events;
+        } else if (res && res->body) {
+            json_t *o = json_loadb(res->body, res->body_len, 0, NULL);
+            const json_t *c = json_object_get(
+                json_object_get(json_array_get(json_object_get(o, "choices"),
+                                               0),
+                                "message"),
+                "content");
+            r->usage.completion_tokens =
+                json_is_string(c) ? ((int64_t)json_string_length(c) + 3) / 4
+                                  : 0;
+            json_decref(o);
+        }
+        r->usage_source = "estimated";
+    }
+    r->cost_pusd = 0;
+    if (r->model && r->model->has_price) {
+        struct pr_price p = {r->model->input_pusd,
+                             r->model->cached_input_pusd,
+                             r->model->output_pusd};
+        int64_t cached = r->usage.cached_tokens;
+        if (cached > r->usage.prompt_tokens)
+            cached = r->usage.prompt_tokens;
+        if (pr_cost(&p, r->usage.prompt_tokens, cached,
+                    r->usage.completion_tokens, &r->cost_pusd) != GX_OK) {
+            GX_LOG(GX_LOG_WARN, r->id, "cost could not be computed; logged 0");
+            r->cost_pusd = 0;
+        }
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* Completion: ledger first, reply after the commit.                    */
+
+static void
+on_committed(void *ud, int ok)
+{
+    /* Ledger thread: hand the request back to its worker. */
+    struct gw_req *r = ud;
+    struct gw_worker *w = r->w;
+    if (!ok)
+        GX_LOG(GX_LOG_ERROR, r->id, "usage row could not be committed");
+    pthread_mutex_lock(&w->done_mu);
+    r->done_next = w->done_head;
+    w->done_head = r;
+    pthread_mutex_unlock(&w->done_mu);
+    gw_worker_wake(w);
+}
+
+static void
+complete_reply(struct gw_req *r)
+{
+    if (r->client_gone || !r->req) {
+        req_free(r);
+        return;
+    }
+    struct evhttp_request *req = r->req;
+    if (r->stream && r->sent_head) {
+        struct evbuffer *b = evbuffer_new();
+        if (b) {
+            if (r->status >= 400) {
+                json_t *e = json_pack("{s:{s:s,s:s,s:n,s:s}}", "error",
+                                      "message", r->error, "type",
+                                      "upstream_error", "param", "code",
+                                      "stream_interrupted");
+                char *t = e ? json_dumps(e, JSON_COMPACT) : NULL;
+                if (t)
+                    evbuffer_add_printf(b, "data: %s\n\n", t);
+                free(t);
+                json_decref(e);
+            }
+            evbuffer_add(b, "data: [DONE]\n\n", 14);
+            evhttp_send_reply_chunk(req, b);
+            evbuffer_free(b);
+        }
+        evhttp_send_reply_end(req);
+    } else {
+        struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+        add_llmux_headers(r, h);
+        if (r->status < 400) {
+            char cost[48];
+            pr_pusd_format(r->cost_pusd, cost, sizeof(cost));
+            evhttp_add_header(h, "X-Llmux-Cost-Usd", cost);
+        }
+        evhttp_add_header(h, "Content-Type", "application/json");
+        struct evbuffer *b = evbuffer_new();
+        if (b && r->resp_body)
+            evbuffer_add(b, r->resp_body, r->resp_len);
+        evhttp_send_reply(req, r->status, gw_status_reason(r->status), b);
+        if (b)
+            evbuffer_free(b);
+    }
+    if (r->status >= 400)
+        atomic_fetch_add(&r->w->srv->stats.errors, 1);
+    req_free(r);
+}
+
+void
+gw_chat_run_done(struct gw_worker *w)
+{
+    pthread_mutex_lock(&w->done_mu);
+    struct gw_req *r = w->done_head;
+    w->done_head = NULL;
+    pthread_mutex_unlock(&w->done_mu);
+    while (r) {
+        struct gw_req *next = r->done_next;
+        complete_reply(r);
+        r = next;
+    }
+}
+
+static void
+finish(struct gw_req *r)
+{
+    r->finishing = 1;
+    struct pr_usage_row row = {
+        .ts_ms = gx_now_ms(),
+        .request_id = r->id,
+        .key_id = -1,
+        .route = r->plan.route ? r->plan.route->name : NULL,
+        .provider = r->prov ? r->prov->name : NULL,
+        .model = r->model ? r->model->name : r->model_arg,
+        .status = r->status,
+        .attempts = r->attempts,
+        .stream = r->stream,
+        .prompt_tokens = r->usage.prompt_tokens,
+        .completion_tokens = r->usage.completion_tokens,
+        .cached_tokens = r->usage.cached_tokens,
+        .cost_pusd = r->cost_pusd,
+        .latency_ms = (gx_mono_us() - r->start_us) / 1000,
+        .ttft_ms = r->ttft_us >= 0 ? r->ttft_us / 1000 : -1,
+        .usage_source = r->usage_source ? r->usage_source : "estimated",
+        .error = r->error[0] ? r->error : NULL,
+    };
+    struct pr_ledger *l = r->w->srv->ledger;
+    if (!l || pr_ledger_submit(l, &row, on_committed, r) != GX_OK) {
+        if (l)
+            GX_LOG(GX_LOG_ERROR, r->id,
+                   "usage ledger refused the row; answering anyway");
+        complete_reply(r);
+    }
+}
+
+/* Sets a non-stream error body in OpenAI's shape and finishes. */
+static void
+finish_error(struct gw_req *r, int status, const char *type, const char *code,
+             const char *msg)
+{
+    r->status = status;
+    snprintf(r->error, sizeof(r->error), "%s", msg);
+    json_t *o = json_pack("{s:{s:s,s:s,s:n,s:s}}", "error", "message", msg,
+                          "type", type, "param", "code", code);
+    free(r->resp_body);
+    r->resp_body = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    r->resp_len = r->resp_body ? strlen(r->resp_body) : 0;
+    json_decref(o);
+    if (r->usage_source == NULL)
+        r->usage_source = "estimated";
+    finish(r);
+}
+
+/* ------------------------------------------------------------------ */
+/* Upstream callbacks.                                                  */
+
+static void
+on_drained(struct evhttp_connection *evcon, void *arg)
+{
+    (void)evcon;
+    struct gw_req *r = arg;
+    if (r->paused && r->call) {
+        r->paused = 0;
+        pv_call_resume(r->call);
+    }
+}
+
+static void
+on_head(void *ud, int http_status)
+{
+    (void)ud;
+    (void)http_status;
+}
+
+static void
+on_event(void *ud, const char *data, size_t len)
+{
+    struct gw_req *r = ud;
+    if (r->client_gone || !r->req)
+        return;
+    if (len == 6 && !memcmp(data, "[DONE]", 6)) {
+        r->upstream_done_marker = 1; /* held until the row commits */
+        return;
+    }
+    struct evhttp_request *req = r->req;
+    if (!r->sent_head) {
+        struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+        add_llmux_headers(r, h);
+        evhttp_add_header(h, "Content-Type", "text/event-stream");
+        evhttp_add_header(h, "Cache-Control", "no-cache");
+        evhttp_send_reply_start(req, 200, "OK");
+        r->sent_head = 1;
+        r->ttft_us = gx_mono_us() - r->start_us;
+    }
+    r->n_events++;
+    struct evbuffer *b = evbuffer_new();
+    if (!b)
+        return;
+    evbuffer_add(b, "data: ", 6);
+    evbuffer_add(b, data, len);
+    evbuffer_add(b, "\n\n", 2);
+    evhttp_send_reply_chunk_with_cb(req, b, on_drained, r);
+    evbuffer_free(b);
+    if (r->evcon && r->call && !r->paused) {
+        struct bufferevent *bev = evhttp_connection_get_bufferevent(r->evcon);
+        if (bev && evbuffer_get_length(bufferevent_get_output(bev)) >
+                       GW_STREAM_HIGH_WATER) {
+            r->paused = 1;
+            pv_call_pause(r->call);
+        }
+    }
+}
+
+static int
+outcome_retryable(const struct gw_req *r, const struct pv_result *res)
+{
+    switch (res->outcome) {
+    case PV_ERR_STATUS:
+        return rt_status_retryable(r->w->srv->cfg, res->http_status);
+    case PV_ERR_INTERNAL:
+    case PV_OK:
+        return 0;
+    default:
+        return 1;
+    }
+}
+
+static void
+on_backoff(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    start_attempt(arg);
+}
+
+/* Replaces every occurrence of the provider's secret in text with "***". */
+static void
+scrub_secret(char *text, size_t len, const char *secret)
+{
+    size_t sl = secret ? strlen(secret) : 0;
+    if (sl < 4 || len < sl)
+        return;
+    for (size_t i = 0; i + sl <= len; i++) {
+        if (text[i] == secret[0] && !memcmp(text + i, secret, sl)) {
+            memset(text + i, '*', sl);
+            i += sl - 1;
+        }
+    }
+}
+
+static void
+fail_all(struct gw_req *r)
+{
+    char msg[1024];
+    int status = r->all_timeouts && r->attempts ? 504 : 502;
+    snprintf(msg, sizeof(msg), "All %d upstream attempt%s failed: %s",
+             r->attempts, r->attempts == 1 ? "" : "s",
+             r->attempt_log.data ? r->attempt_log.data : "no target");
+    finish_error(r, status, "upstream_error",
+                 status == 504 ? "upstream_timeout" : "upstream_failed", msg);
+}
+
+static void
+on_done(void *ud, const struct pv_result *res)
+{
+    struct gw_req *r = ud;
+    r->call = NULL;
+    if (r->client_gone)
+        return; /* the row was logged when the client left */
+    if (res->outcome == PV_OK) {
+        settle_usage(r, res);
+        r->status = 200;
+        if (!r->stream) {
+            r->resp_body = malloc(res->body_len + 1);
+            if (!r->resp_body) {
+                finish_error(r, 500, "server_error", "internal_error",
+                             "out of memory copying the response");
+                return;
+            }
+            memcpy(r->resp_body, res->body, res->body_len);
+            r->resp_body[res->body_len] = '\0';
+            r->resp_len = res->body_len;
+        }
+        finish(r);
+        return;
+    }
+
+    char tname[256];
+    target_name(r, tname, sizeof(tname));
+    const char *reason = pv_outcome_str(res->outcome);
+    if (res->outcome == PV_ERR_STATUS)
+        gx_buf_printf(&r->attempt_log, "%s%s: status %d", 
+                      r->attempt_log.len ? "; " : "", tname,
+                      res->http_status);
+    else
+        gx_buf_printf(&r->attempt_log, "%s%s: %s",
+                      r->attempt_log.len ? "; " : "", tname, reason);
+    int timeout = res->outcome == PV_ERR_CONNECT_TIMEOUT ||
+                  res->outcome == PV_ERR_FIRST_BYTE_TIMEOUT ||
+                  res->outcome == PV_ERR_TIMEOUT;
+    if (!timeout)
+        r->all_timeouts = 0;
+    GX_LOG(GX_LOG_INFO, r->id, "attempt %d on %s failed: %s", r->attempts,
+           tname, res->detail[0] ? res->detail : reason);
+
+    if (r->stream && r->sent_head) {
+        /* Bytes reached the client: no failover; close the stream with an
+         * error event. */
+        settle_usage(r, NULL);
+        r->status = 502;
+        snprintf(r->error, sizeof(r->error),
+                 "upstream stream from %s failed after the first byte: %s",
+                 tname, reason);
+        finish(r);
+        return;
+    }
+    if (!outcome_retryable(r, res)) {
+        /* The upstream's own 4xx: pass it on (its secret scrubbed). */
+        r->status = res->http_status ? res->http_status : 502;
+        json_t *o = res->body ? json_loadb(res->body, res->body_len, 0, NULL)
+                              : NULL;
+        if (json_is_object(json_object_get(o, "error"))) {
+            r->resp_body = malloc(res->body_len + 1);
+            if (r->resp_body) {
+                memcpy(r->resp_body, res->body, res->body_len);
+                r->resp_body[res->body_len] = '\0';
+                r->resp_len = res->body_len;
+                scrub_secret(r->resp_body, r->resp_len, r->prov->api_key);
+            }
+            snprintf(r->error, sizeof(r->error), "%s: status %d", tname,
+                     res->http_status);
+            json_decref(o);
+            settle_usage(r, NULL);
+            r->usage.completion_tokens = 0;
+            r->cost_pusd = 0;
+            finish(r);
+            return;
+        }
+        json_decref(o);
+        char msg[600];
+        snprintf(msg, sizeof(msg), "Upstream %s refused the request: %s",
+                 tname, res->outcome == PV_ERR_STATUS ? "non-retryable status"
+                                                      : reason);
+        finish_error(r, r->status >= 400 ? r->status : 502, "upstream_error",
+                     "upstream_rejected", msg);
+        return;
+    }
+    if (r->next < r->plan.n && r->attempts < r->plan.max_attempts) {
+        int backoff = r->w->srv->cfg->failover.backoff_ms;
+        for (int i = 1; i < r->attempts && backoff < 1000; i++)
+            backoff *= 2;
+        if (backoff > 1000)
+            backoff = 1000;
+        if (backoff > 0) {
+            /* Full jitter in [backoff/2, backoff]. */
+            r->w->rng ^= r->w->rng << 13;
+            r->w->rng ^= r->w->rng >> 7;
+            r->w->rng ^= r->w->rng << 17;
+            backoff = backoff / 2 + (int)(r->w->rng % (uint64_t)(backoff / 2 + 1));
+            if (!r->ev_backoff)
+                r->ev_backoff = evtimer_new(r->w->base, on_backoff, r);
+            if (r->ev_backoff) {
+                struct timeval tv = {backoff / 1000, (backoff % 1000) * 1000};
+                evtimer_add(r->ev_backoff, &tv);
+                return;
+            }
+        }
+        start_attempt(r);
+        return;
+    }
+    fail_all(r);
+}
+
+static void
+start_attempt(struct gw_req *r)
+{
+    const struct cfg *c = r->w->srv->cfg;
+    while (r->next < r->plan.n && r->attempts < r->plan.max_attempts) {
+        struct cfg_target t = r->plan.targets[r->next++];
+        r->prov = &c->providers[t.provider];
+        r->model = &r->prov->models[t.model];
+        r->attempts++;
+        atomic_fetch_add(&r->w->srv->stats.upstream_attempts, 1);
+        struct pv_request pr = {
+            .provider = r->prov,
+            .model = r->model,
+            .body = r->body,
+            .stream = r->stream,
+            .client_include_usage = r->client_include_usage,
+            .request_id = r->id,
+            .max_body_bytes = c->max_body_bytes * 4,
+        };
+        struct pv_callbacks cb = {r, on_head, on_event, on_done};
+        char err[256] = "";
+        if (pv_call_start(r->w->pv, &pr, &cb, &r->call, err, sizeof(err)) ==
+            GX_OK)
+            return;
+        char tname[256];
+        gx_buf_printf(&r->attempt_log, "%s%s: %s",
+                      r->attempt_log.len ? "; " : "",
+                      target_name(r, tname, sizeof(tname)), err);
+        r->all_timeouts = 0;
+    }
+    fail_all(r);
+}
+
+/* ------------------------------------------------------------------ */
+/* Entry.                                                               */
+
+static int
+validate_body(json_t *body, char *msg, size_t len, const char **param)
+{
+    if (!json_is_object(body)) {
+        snprintf(msg, len, "The request body must be a JSON object.");
+        return -1;
+    }
+    const json_t *model = json_object_get(body, "model");
+    if (!model) {
+        *param = "model";
+        snprintf(msg, len, "Missing required parameter: 'model'.");
+        return -1;
+    }
+    if (!json_is_string(model) || json_string_length(model) == 0) {
+        *param = "model";
+        snprintf(msg, len, "'model' must be a non-empty string.");
+        return -1;
+    }
+    const json_t *msgs = json_object_get(body, "messages");
+    if (!msgs) {
+        *param = "messages";
+        snprintf(msg, len, "Missing required parameter: 'messages'.");
+        return -1;
+    }
+    if (!json_is_array(msgs) || json_array_size(msgs) == 0) {
+        *param = "messages";
+        snprintf(msg, len, "'messages' must be a non-empty array.");
+        return -1;
+    }
+    size_t i;
+    const json_t *m;
+    json_array_foreach(msgs, i, m) {
+        const json_t *role = json_object_get(m, "role");
+        const json_t *content = json_object_get(m, "content");
+        if (!json_is_object(m) || !json_is_string(role)) {
+            *param = "messages";
+            snprintf(msg, len,
+                     "messages[%zu] must be an object with a string 'role'.",
+                     i);
+            return -1;
+        }
+        if (content && !json_is_string(content) && !json_is_array(content) &&
+            !json_is_null(content)) {
+            *param = "messages";
+            snprintf(msg, len,
+                     "messages[%zu].content must be a string, an array of "
+                     "parts or null.",
+                     i);
+            return -1;
+        }
+    }
+    const json_t *stream = json_object_get(body, "stream");
+    if (stream && !json_is_boolean(stream) && !json_is_null(stream)) {
+        *param = "stream";
+        snprintf(msg, len, "'stream' must be a boolean.");
+        return -1;
+    }
+    static const char *const ints[] = {"max_tokens",
+                                       "max_completion_tokens", "n", "seed"};
+    for (size_t k = 0; k < sizeof(ints) / sizeof(ints[0]); k++) {
+        const json_t *v = json_object_get(body, ints[k]);
+        if (v && !json_is_integer(v) && !json_is_null(v)) {
+            *param = ints[k];
+            snprintf(msg, len, "'%s' must be an integer.", ints[k]);
+            return -1;
+        }
+        if (json_is_integer(v) && json_integer_value(v) < 0) {
+            *param = ints[k];
+            snprintf(msg, len, "'%s' must not be negative.", ints[k]);
+            return -1;
+        }
+    }
+    static const char *const nums[] = {"temperature", "top_p",
+                                       "presence_penalty",
+                                       "frequency_penalty"};
+    for (size_t k = 0; k < sizeof(nums) / sizeof(nums[0]); k++) {
+        const json_t *v = json_object_get(body, nums[k]);
+        if (v && !json_is_number(v) && !json_is_null(v)) {
+            *param = nums[k];
+            snprintf(msg, len, "'%s' must be a number.", nums[k]);
+            return -1;
+        }
+    }
+    const json_t *so = json_object_get(body, "stream_options");
+    if (so && !json_is_object(so) && !json_is_null(so)) {
+        *param = "stream_options";
+        snprintf(msg, len, "'stream_options' must be an object.");
+        return -1;
+    }
+    return 0;
+}
+
+void
+gw_chat_handle(struct gw_worker *w, struct evhttp_request *req)
+{
+    struct evbuffer *in = evhttp_request_get_input_buffer(req);
+    size_t n = evbuffer_get_length(in);
+    if (n == 0) {
+        gw_reply_error(req, 400, "invalid_request_error", "invalid_json",
+                       NULL, "The request body is empty; send a JSON object "
+                             "with 'model' and 'messages'.");
+        return;
+    }
+    if ((int64_t)n > w->srv->cfg->max_body_bytes) {
+        gw_reply_error(req, 413, "invalid_request_error",
+                       "request_too_large", NULL,
+                       "The request body is %zu bytes; the limit is %lld.", n,
+                       (long long)w->srv->cfg->max_body_bytes);
+        return;
+    }
+    const char *text = (const char *)evbuffer_pullup(in, -1);
+    json_error_t jerr;
+    json_t *body = json_loadb(text, n, JSON_REJECT_DUPLICATES, &jerr);
+    if (!body) {
+        gw_reply_error(req, 400, "invalid_request_error", "invalid_json",
+                       NULL,
+                       "We could not parse the JSON body of your request "
+                       "(line %d, column %d): %s.",
+                       jerr.line, jerr.column, jerr.text);
+        return;
+    }
+    char msg[512];
+    const char *param = NULL;
+    if (validate_body(body, msg, sizeof(msg), &param) != 0) {
+        gw_reply_error(req, 400, "invalid_request_error", "invalid_value",
+                       param, "%s", msg);
+        json_decref(body);
+        return;
+    }
+    struct gw_req *r = calloc(1, sizeof(*r));
+    if (!r) {
+        json_decref(body);
+        gw_reply_error(req, 500, "server_error", "internal_error", NULL,
+                       "Out of memory.");
+        return;
+    }
+    r->w = w;
+    r->req = req;
+    r->body = body;
+    r->start_us = gx_mono_us();
+    r->ttft_us = -1;
+    r->all_timeouts = 1;
+    gx_buf_init(&r->attempt_log, 4096);
+    gw_request_id(w, req, r->id, sizeof(r->id));
+    r->model_arg = json_string_value(json_object_get(body, "model"));
+    r->stream = json_is_true(json_object_get(body, "stream"));
+    r->client_include_usage = json_is_true(json_object_get(
+        json_object_get(body, "stream_options"), "include_usage"));
+    w->inflight++;
+    atomic_fetch_add(&w->srv->stats.inflight, 1);
+    atomic_fetch_add(&w->srv->stats.requests, 1);
+
+    if (rt_plan_make(w->srv->cfg, r->model_arg, &r->plan) == 0) {
+        evhttp_add_header(evhttp_request_get_output_headers(req),
+                          "X-Request-Id", r->id);
+        gw_reply_error(req, 404, "invalid_request_error", "model_not_found",
+                       "model",
+                       "The model '%s' does not exist: it is not a route, "
+                       "a MODEL@PROVIDER target or a model any provider "
+                       "serves (GET /v1/models lists them).",
+                       r->model_arg);
+        atomic_fetch_add(&w->srv->stats.errors, 1);
+        req_free(r);
+        return;
+    }
+    r->evcon = evhttp_request_get_connection(req);
+    if (r->evcon)
+        evhttp_connection_set_closecb(r->evcon, on_client_close, r);
+    start_attempt(r);
+}

@@ -1,0 +1,191 @@
+/*
+ * http: reply helpers shared by the gateway's handlers: OpenAI-shaped
+ * errors, JSON replies, request ids, /v1/models and /metrics.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+#include <event2/keyvalq_struct.h>
+
+#include "gw_int.h"
+
+const char *
+gw_status_reason(int status)
+{
+    switch (status) {
+    case 200: return "OK";
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 408: return "Request Timeout";
+    case 409: return "Conflict";
+    case 413: return "Payload Too Large";
+    case 422: return "Unprocessable Entity";
+    case 429: return "Too Many Requests";
+    case 500: return "Internal Server Error";
+    case 502: return "Bad Gateway";
+    case 503: return "Service Unavailable";
+    case 504: return "Gateway Timeout";
+    default: return status < 400 ? "OK" : "Error";
+    }
+}
+
+void
+gw_reply_json(struct evhttp_request *req, int status, json_t *obj)
+{
+    char *text = json_dumps(obj, JSON_COMPACT);
+    struct evbuffer *b = evbuffer_new();
+    if (!text || !b) {
+        free(text);
+        if (b)
+            evbuffer_free(b);
+        evhttp_send_error(req, 500, NULL);
+        return;
+    }
+    evbuffer_add_reference(b, text, strlen(text), NULL, NULL);
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
+                      "application/json");
+    evhttp_send_reply(req, status, gw_status_reason(status), b);
+    evbuffer_free(b);
+    free(text);
+}
+
+void
+gw_reply_error(struct evhttp_request *req, int status, const char *type,
+               const char *code, const char *param, const char *fmt, ...)
+{
+    char msg[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    json_t *o = json_pack("{s:{s:s,s:s,s:o,s:o}}", "error", "message", msg,
+                          "type", type, "param",
+                          param ? json_string(param) : json_null(), "code",
+                          code ? json_string(code) : json_null());
+    if (!o) {
+        /* msg may hold invalid UTF-8 copied from input: fall back. */
+        o = json_pack("{s:{s:s,s:s,s:n,s:n}}", "error", "message",
+                      "request failed", "type", type, "param", "code");
+    }
+    gw_reply_json(req, status, o);
+    json_decref(o);
+}
+
+static int
+request_id_ok(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > 64)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+              (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.'))
+            return 0;
+    }
+    return 1;
+}
+
+void
+gw_request_id(struct gw_worker *w, struct evhttp_request *req, char *out,
+              size_t outlen)
+{
+    const char *h = evhttp_find_header(evhttp_request_get_input_headers(req),
+                                       "X-Request-Id");
+    if (h && request_id_ok(h)) {
+        snprintf(out, outlen, "%s", h);
+        return;
+    }
+    /* xorshift64*: unique enough within a worker, seeded from RAND_bytes;
+     * the worker index and a sequence number make ids unique across
+     * workers of one process. */
+    uint64_t x = w->rng;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    w->rng = x;
+    x *= 0x2545F4914F6CDD1DULL;
+    snprintf(out, outlen, "req_%016llx%02x%06llx", (unsigned long long)x,
+             (unsigned)w->index & 0xff,
+             (unsigned long long)(++w->seq & 0xffffff));
+}
+
+void
+gw_handle_models(struct gw_server *srv, struct evhttp_request *req)
+{
+    const struct cfg *c = srv->cfg;
+    json_t *data = json_array();
+    json_t *seen = json_object();
+    for (size_t i = 0; i < c->n_routes; i++) {
+        if (json_object_get(seen, c->routes[i].name))
+            continue;
+        json_object_set_new(seen, c->routes[i].name, json_true());
+        json_array_append_new(
+            data, json_pack("{s:s,s:s,s:i,s:s}", "id", c->routes[i].name,
+                            "object", "model", "created", 0, "owned_by",
+                            "llmux"));
+    }
+    for (size_t p = 0; p < c->n_providers; p++) {
+        const struct cfg_provider *pv = &c->providers[p];
+        for (size_t m = 0; m < pv->n_models; m++) {
+            const char *name = pv->models[m].name;
+            if (json_object_get(seen, name))
+                continue;
+            json_object_set_new(seen, name, json_true());
+            json_array_append_new(
+                data, json_pack("{s:s,s:s,s:i,s:s}", "id", name, "object",
+                                "model", "created", 0, "owned_by", pv->name));
+        }
+    }
+    json_t *o = json_pack("{s:s,s:o}", "object", "list", "data", data);
+    gw_reply_json(req, 200, o);
+    json_decref(o);
+    json_decref(seen);
+}
+
+void
+gw_handle_metrics(struct gw_server *srv, struct evhttp_request *req)
+{
+    struct evbuffer *b = evbuffer_new();
+    if (!b) {
+        evhttp_send_error(req, 500, NULL);
+        return;
+    }
+    struct gw_stats *s = &srv->stats;
+    evbuffer_add_printf(
+        b,
+        "# HELP llmux_http_requests_total HTTP requests received.\n"
+        "# TYPE llmux_http_requests_total counter\n"
+        "llmux_http_requests_total %lld\n"
+        "# HELP llmux_chat_requests_total Chat completion requests.\n"
+        "# TYPE llmux_chat_requests_total counter\n"
+        "llmux_chat_requests_total %lld\n"
+        "# HELP llmux_chat_errors_total Chat requests answered with an "
+        "error status.\n"
+        "# TYPE llmux_chat_errors_total counter\n"
+        "llmux_chat_errors_total %lld\n"
+        "# HELP llmux_upstream_attempts_total Upstream attempts started.\n"
+        "# TYPE llmux_upstream_attempts_total counter\n"
+        "llmux_upstream_attempts_total %lld\n"
+        "# HELP llmux_chat_inflight Chat requests in flight.\n"
+        "# TYPE llmux_chat_inflight gauge\n"
+        "llmux_chat_inflight %lld\n"
+        "# HELP llmux_uptime_seconds Seconds since start.\n"
+        "# TYPE llmux_uptime_seconds gauge\n"
+        "llmux_uptime_seconds %lld\n",
+        (long long)atomic_load(&s->http_requests),
+        (long long)atomic_load(&s->requests),
+        (long long)atomic_load(&s->errors),
+        (long long)atomic_load(&s->upstream_attempts),
+        (long long)atomic_load(&s->inflight),
+        (long long)((gx_now_ms() - srv->started_ms) / 1000));
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
+                      "text/plain; version=0.0.4");
+    evhttp_send_reply(req, 200, "OK", b);
+    evbuffer_free(b);
+}

@@ -1,0 +1,274 @@
+/*
+ * e2e: see e2e.h.
+ */
+#include "e2e.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+
+static long long
+now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+char *
+e2e_temp_dir(void)
+{
+    char tmpl[] = "/tmp/llmux-test-XXXXXX";
+    char *d = mkdtemp(tmpl);
+    return d ? strdup(d) : NULL;
+}
+
+static char *temp_root;
+
+char *
+e2e_write_temp(const char *name, const char *text)
+{
+    if (!temp_root)
+        temp_root = e2e_temp_dir();
+    if (!temp_root)
+        return NULL;
+    size_t n = strlen(temp_root) + strlen(name) + 2;
+    char *path = malloc(n);
+    if (!path)
+        return NULL;
+    snprintf(path, n, "%s/%s", temp_root, name);
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        free(path);
+        return NULL;
+    }
+    fputs(text, f);
+    fclose(f);
+    return path;
+}
+
+const char *
+e2e_env(const char *name, const char *fallback)
+{
+    const char *v = getenv(name);
+    return v && *v ? v : fallback;
+}
+
+int
+e2e_start(struct e2e_proc *p, char *const argv[], const char *marker,
+          int timeout_ms)
+{
+    memset(p, 0, sizeof(*p));
+    p->out_fd = -1;
+    int fds[2];
+    if (pipe(fds) != 0)
+        return -1;
+    snprintf(p->log_path, sizeof(p->log_path), "/tmp/llmux-e2e-%d-%lld.log",
+             (int)getpid(), now_ms());
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        dup2(fds[1], 1);
+        int lf = open(p->log_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (lf >= 0)
+            dup2(lf, 2);
+        close(fds[0]);
+        close(fds[1]);
+        execv(argv[0], argv);
+        fprintf(stderr, "exec %s: %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    close(fds[1]);
+    p->pid = pid;
+    p->out_fd = fds[0];
+    char buf[4096];
+    size_t len = 0;
+    long long deadline = now_ms() + timeout_ms;
+    while (now_ms() < deadline) {
+        struct pollfd pf = {p->out_fd, POLLIN, 0};
+        int rc = poll(&pf, 1, 50);
+        if (rc < 0 && errno != EINTR)
+            break;
+        if (rc > 0) {
+            ssize_t n = read(p->out_fd, buf + len, sizeof(buf) - 1 - len);
+            if (n <= 0)
+                break;
+            len += (size_t)n;
+            buf[len] = '\0';
+            char *m = strstr(buf, marker);
+            if (m) {
+                char *num = m + strlen(marker);
+                char *end;
+                long port = strtol(num, &end, 10);
+                if (end != num && (*end == '\n' || *end == ' ' ||
+                                   *end == '\r' || *end == '/')) {
+                    p->port = (int)port;
+                    /* Keep reading the pipe in the background? No: the
+                     * child writes little after start; leave it open so
+                     * it never gets SIGPIPE. */
+                    return 0;
+                }
+            }
+            if (len == sizeof(buf) - 1)
+                len = 0;
+        }
+        int st;
+        if (waitpid(pid, &st, WNOHANG) == pid) {
+            p->pid = 0;
+            break;
+        }
+    }
+    fprintf(stderr, "e2e: %s did not report its port; its stderr:\n",
+            argv[0]);
+    FILE *f = fopen(p->log_path, "r");
+    if (f) {
+        int c, k = 0;
+        while ((c = fgetc(f)) != EOF && k++ < 4000)
+            fputc(c, stderr);
+        fclose(f);
+    }
+    e2e_stop(p, SIGKILL, 1000);
+    return -1;
+}
+
+int
+e2e_stop(struct e2e_proc *p, int sig, int timeout_ms)
+{
+    int result = -1;
+    if (p->pid > 0) {
+        kill(p->pid, sig);
+        long long deadline = now_ms() + timeout_ms;
+        int st = 0;
+        for (;;) {
+            pid_t r = waitpid(p->pid, &st, WNOHANG);
+            if (r == p->pid) {
+                result = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+                break;
+            }
+            if (now_ms() >= deadline) {
+                kill(p->pid, SIGKILL);
+                waitpid(p->pid, &st, 0);
+                break;
+            }
+            usleep(10000);
+        }
+        p->pid = 0;
+    }
+    if (p->out_fd >= 0)
+        close(p->out_fd);
+    p->out_fd = -1;
+    return result;
+}
+
+int
+e2e_start_fake(struct e2e_proc *p)
+{
+    const char *bin = e2e_env("FAKE_PROVIDER", "build/release/tests/fake_provider");
+    char *argv[] = {(char *)bin, "--port", "0", "--max-seconds", "600", NULL};
+    return e2e_start(p, argv, "PORT ", 10000);
+}
+
+struct grow {
+    char *p;
+    size_t n;
+};
+
+static size_t
+grow_cb(char *data, size_t size, size_t nmemb, void *ud)
+{
+    struct grow *g = ud;
+    size_t n = size * nmemb;
+    char *q = realloc(g->p, g->n + n + 1);
+    if (!q)
+        return 0;
+    memcpy(q + g->n, data, n);
+    g->n += n;
+    q[g->n] = '\0';
+    g->p = q;
+    return n;
+}
+
+int
+e2e_http(const char *method, const char *url, const char *body,
+         const char *const *extra_headers, int timeout_ms,
+         struct e2e_resp *out)
+{
+    memset(out, 0, sizeof(*out));
+    CURL *c = curl_easy_init();
+    if (!c)
+        return -1;
+    struct grow b = {0}, h = {0};
+    struct curl_slist *hl = NULL;
+    if (body)
+        hl = curl_slist_append(hl, "Content-Type: application/json");
+    for (size_t i = 0; extra_headers && extra_headers[i]; i++)
+        hl = curl_slist_append(hl, extra_headers[i]);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+    if (body) {
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
+    }
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hl);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, grow_cb);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, grow_cb);
+    curl_easy_setopt(c, CURLOPT_HEADERDATA, &h);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    CURLcode rc = curl_easy_perform(c);
+    out->curl_code = (int)rc;
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &out->status);
+    curl_easy_getinfo(c, CURLINFO_TOTAL_TIME, &out->total_s);
+    out->body = b.p ? b.p : strdup("");
+    out->body_len = b.n;
+    out->headers = h.p ? h.p : strdup("");
+    curl_slist_free_all(hl);
+    curl_easy_cleanup(c);
+    return rc == CURLE_OK ? 0 : -1;
+}
+
+void
+e2e_resp_free(struct e2e_resp *r)
+{
+    free(r->body);
+    free(r->headers);
+    r->body = r->headers = NULL;
+}
+
+const char *
+e2e_header(const struct e2e_resp *r, const char *name, char *buf, size_t len)
+{
+    size_t nl = strlen(name);
+    const char *p = r->headers;
+    while (p && *p) {
+        const char *eol = strchr(p, '\n');
+        size_t ll = eol ? (size_t)(eol - p) : strlen(p);
+        if (ll > nl && p[nl] == ':' && !strncasecmp(p, name, nl)) {
+            const char *v = p + nl + 1;
+            while (*v == ' ')
+                v++;
+            size_t vl = (size_t)(p + ll - v);
+            while (vl && (v[vl - 1] == '\r' || v[vl - 1] == ' '))
+                vl--;
+            if (vl >= len)
+                vl = len - 1;
+            memcpy(buf, v, vl);
+            buf[vl] = '\0';
+            return buf;
+        }
+        p = eol ? eol + 1 : NULL;
+    }
+    return NULL;
+}

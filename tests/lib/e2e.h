@@ -1,0 +1,60 @@
+/*
+ * e2e: helpers for end-to-end tests: start a real program and learn its
+ * port, make real HTTP requests with libcurl, write temp files.
+ * Every wait is bounded.  Memory: e2e_resp fields are owned by the resp
+ * and freed by e2e_resp_free.
+ */
+#ifndef LLMUX_TEST_E2E_H
+#define LLMUX_TEST_E2E_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+struct e2e_proc {
+    pid_t pid;
+    int port;     /* from the first line matching the pattern */
+    int out_fd;   /* the child's stdout (read end) */
+    char log_path[256]; /* its stderr */
+};
+
+/* Starts argv (argv[0] a path) with stdout piped; waits up to timeout_ms
+ * for a line containing marker followed by a port number (e.g. "PORT " or
+ * "listening on http://127.0.0.1:").  Returns 0 and fills p. */
+int e2e_start(struct e2e_proc *p, char *const argv[], const char *marker,
+              int timeout_ms);
+/* Sends sig and waits up to timeout_ms; returns the exit status (as from
+ * waitpid's WEXITSTATUS) or -1 (killed with SIGKILL after the timeout, or
+ * died of a signal). */
+int e2e_stop(struct e2e_proc *p, int sig, int timeout_ms);
+/* Starts the fake provider ($FAKE_PROVIDER). */
+int e2e_start_fake(struct e2e_proc *p);
+
+struct e2e_resp {
+    long status;
+    char *body;     /* NUL-terminated */
+    size_t body_len;
+    char *headers;  /* raw header block, NUL-terminated */
+    double total_s;
+    int curl_code;  /* CURLcode */
+};
+
+/* One request.  method "GET"/"POST"/...; body may be NULL; extra_headers a
+ * NULL-terminated list of "Name: value" or NULL.  timeout_ms bounds it. */
+int e2e_http(const char *method, const char *url, const char *body,
+             const char *const *extra_headers, int timeout_ms,
+             struct e2e_resp *out);
+void e2e_resp_free(struct e2e_resp *r);
+/* Value of header name (case-insensitive) in r->headers, copied into buf;
+ * returns buf or NULL. */
+const char *e2e_header(const struct e2e_resp *r, const char *name, char *buf,
+                       size_t len);
+
+/* Writes text to a new file under a temp dir; returns a static-lifetime
+ * path (malloc'd; caller frees). */
+char *e2e_write_temp(const char *name, const char *text);
+/* A fresh temp directory (malloc'd path). */
+char *e2e_temp_dir(void);
+/* Environment helpers. */
+const char *e2e_env(const char *name, const char *fallback);
+
+#endif
