@@ -206,4 +206,152 @@ int32_t le_vocab_eos(const struct le_vocab *v); /* -1 if none */
 /* 1 if id ends generation (EOS, EOT, EOM...). */
 int le_vocab_is_eog(const struct le_vocab *v, int32_t id);
 
+/* ------------------------------------------------------------------ */
+/* Thread pool (pool.c).                                                */
+
+struct le_pool;
+
+/* Starts n_threads - 1 workers (the caller of le_pool_run is worker 0). */
+enum le_status le_pool_new(int n_threads, struct le_pool **out);
+void le_pool_free(struct le_pool *p);
+int le_pool_size(const struct le_pool *p);
+/* Runs fn(arg, ith, nth) for ith = 0..nth-1 (ith 0 on the calling thread)
+ * and returns when all are done.  nth = min(pool size, max_nth) (max_nth
+ * <= 0: the pool size).  Calls from several threads are serialised. */
+void le_pool_run(struct le_pool *p, void (*fn)(void *arg, int ith, int nth),
+                 void *arg, int max_nth);
+
+/* ------------------------------------------------------------------ */
+/* Sampler (sampler.c).                                                 */
+
+struct le_cand {
+    int32_t id;
+    float logit;
+    float p; /* after le_samp_softmax */
+};
+
+struct le_cands {
+    struct le_cand *data;
+    size_t n;
+    int sorted; /* 1: data sorted by logit, descending (ties: lower id) */
+};
+
+/* The steps, each on a candidate list (exposed for tests). */
+void le_samp_sort(struct le_cands *c);
+void le_samp_softmax(struct le_cands *c); /* sorts, fills p */
+void le_samp_top_k(struct le_cands *c, int k);
+void le_samp_top_p(struct le_cands *c, float p, size_t min_keep);
+void le_samp_min_p(struct le_cands *c, float p, size_t min_keep);
+void le_samp_temp(struct le_cands *c, float t);
+void le_samp_penalties(struct le_cands *c, const int32_t *last,
+                       size_t n_last, float repeat, float freq,
+                       float presence);
+int32_t le_samp_argmax(const float *logits, int32_t n);
+
+/* splitmix64-seeded xoshiro256** PRNG. */
+struct le_rng {
+    uint64_t s[4];
+};
+void le_rng_seed(struct le_rng *r, uint64_t seed);
+uint64_t le_rng_next(struct le_rng *r);
+double le_rng_uniform(struct le_rng *r); /* [0, 1) */
+
+struct le_sampler;
+/* Copies sp (not its stop strings). */
+enum le_status le_sampler_new(const struct le_sampling *sp, int32_t n_vocab,
+                              struct le_sampler **out);
+void le_sampler_free(struct le_sampler *s);
+/* Picks a token from logits[0..n_vocab) (not modified). */
+int32_t le_sampler_sample(struct le_sampler *s, const float *logits);
+/* Records a token (prompt or generated) for the penalty window. */
+void le_sampler_accept(struct le_sampler *s, int32_t id);
+
+/* Stop strings over generated text held in buf[0..len): returns the number
+ * of leading bytes safe to emit now.  *matched is set to 1 when a stop
+ * string occurs (the return value is then where it starts).  Bytes that
+ * could begin a stop string, or an incomplete UTF-8 sequence at the end,
+ * are held back. */
+size_t le_stop_scan(const char *buf, size_t len, const char *const *stops,
+                    size_t n_stop, int *matched);
+
+/* ------------------------------------------------------------------ */
+/* Model (model.c).                                                     */
+
+enum le_arch {
+    LE_ARCH_LLAMA = 0,
+    LE_ARCH_QWEN2 = 1
+};
+
+struct le_layer {
+    const struct le_gguf_tensor *attn_norm; /* [n_embd] f32 */
+    const struct le_gguf_tensor *wq;        /* [n_embd] x n_head*head_dim */
+    const struct le_gguf_tensor *wk;        /* [n_embd] x n_head_kv*hd */
+    const struct le_gguf_tensor *wv;        /* [n_embd] x n_head_kv*hd */
+    const struct le_gguf_tensor *bq, *bk, *bv; /* qwen2 biases, f32 */
+    const struct le_gguf_tensor *wo;        /* [n_head*hd] x n_embd */
+    const struct le_gguf_tensor *ffn_norm;  /* [n_embd] f32 */
+    const struct le_gguf_tensor *w_gate;    /* [n_embd] x n_ff */
+    const struct le_gguf_tensor *w_up;      /* [n_embd] x n_ff */
+    const struct le_gguf_tensor *w_down;    /* [n_ff] x n_embd */
+};
+
+struct le_hparams {
+    enum le_arch arch;
+    int32_t n_vocab, n_ctx_train, n_embd, n_layer, n_ff;
+    int32_t n_head, n_head_kv, head_dim, n_rot;
+    float eps;            /* RMSNorm epsilon */
+    float rope_base;      /* rope.freq_base, default 10000 */
+    float rope_scale;     /* 1 / rope.scaling.factor (linear), else 1 */
+    int rope_neox;        /* 1: rotate halves (qwen2); 0: adjacent pairs */
+};
+
+struct le_model {
+    struct le_gguf *gguf; /* owns the bytes every tensor points into */
+    struct le_vocab *vocab;
+    struct le_hparams hp;
+    struct le_model_params params;
+    int vocab_only;
+    const struct le_gguf_tensor *tok_embd;    /* [n_embd] x n_vocab */
+    const struct le_gguf_tensor *output_norm; /* [n_embd] f32 */
+    const struct le_gguf_tensor *output;      /* [n_embd] x n_vocab */
+    float *rope_freqs;  /* [n_rot/2] llama3 frequency factors or NULL */
+    struct le_layer *layers; /* [n_layer] */
+    struct le_pool *pool;
+    enum le_chat_template chat;
+    char desc[160];
+};
+
+/* Loads weights and hyperparameters from an opened GGUF (model takes
+ * ownership of g on success and on failure). */
+enum le_status le_model_load(struct le_gguf *g, const struct le_model_params *p,
+                             struct le_model **out, char *err, size_t errlen);
+/* Forward pass over n tokens at positions pos..pos+n-1 using the session's
+ * cache and scratch (engine.c owns the session struct). */
+enum le_status le_model_forward(struct le_session *s, const int32_t *ids,
+                                size_t n, char *err, size_t errlen);
+
+/* One sequence's state.  Sizes: kv* = kv_rows; scratch per batch token. */
+struct le_session {
+    struct le_model *m;
+    int32_t n_ctx, n_batch;
+    int32_t n_past;          /* positions filled in the KV cache */
+    int32_t *hist;           /* [n_ctx] the tokens in the cache */
+    enum le_type kv_type;    /* LE_TYPE_F16 or LE_TYPE_Q8_0 */
+    size_t kv_row;           /* bytes of one position's K (or V) per layer */
+    uint8_t *kv_k, *kv_v;    /* [n_layer][n_ctx][kv_row] */
+    float *x, *xb;           /* [n_batch][n_embd] residual, normed */
+    float *q;                /* [n_batch][n_head * head_dim] */
+    float *k, *v;            /* [n_batch][n_head_kv * head_dim] */
+    float *att;              /* [n_batch][n_head * head_dim] */
+    float *hb, *hb2;         /* [n_batch][n_ff] */
+    float *logits;           /* [n_vocab] of the last evaluated token */
+    uint8_t *qact;           /* activations in a vec_dot_type, one batch */
+    size_t qact_size;
+    float *scores;           /* [n_threads][n_ctx] attention */
+    uint8_t *qhead;          /* [n_threads][row of head_dim in vec_dot] */
+    float *vrow;             /* [n_threads][head_dim] */
+    size_t qhead_size;
+    struct le_sampler *smp;  /* of the current generation */
+};
+
 #endif

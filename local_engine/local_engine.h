@@ -4,6 +4,27 @@
  *
  * This header is the face other folders use (providers/local.c and the
  * CLI in gateway/main.c).  Internal structs live in le_int.h.
+ *
+ * Objects and threads
+ *   le_model    the weights (mmap'd GGUF, read-only), the vocabulary, the
+ *               chat template and ONE compute pool of `threads` workers.
+ *               After le_model_open returns, every function taking a
+ *               const struct le_model * may be called from any thread at
+ *               any time.  le_model_free must run after every session of
+ *               the model is freed, and on no other thread at the same time.
+ *   le_session  one sequence: KV cache, scratch buffers, sampler state.  A
+ *               session is used by one thread at a time (any thread; no
+ *               thread-local state).  Several sessions of one model may
+ *               decode at the same time from different threads: they share
+ *               the model's compute pool, which runs one matrix product at
+ *               a time (a mutex), so sessions interleave at the granularity
+ *               of one matrix product.  One pool per model (not per
+ *               session) keeps the CPU from being oversubscribed.
+ *
+ * Ownership: the caller of _open/_new owns the result and frees it with the
+ * matching _free (which accepts NULL).  Strings passed in are borrowed for
+ * the call only.  Errors: every fallible function returns an le_status and,
+ * when err is not NULL, writes a sentence into err[0..errlen).
  */
 #ifndef LLMUX_LOCAL_ENGINE_H
 #define LLMUX_LOCAL_ENGINE_H
@@ -21,7 +42,197 @@ enum le_status {
     LE_ECANCELED /* cancelled */
 };
 
+/* A static English phrase for st ("context window full", ...). */
 const char *le_status_str(enum le_status st);
+
+/* ------------------------------------------------------------------ */
+/* Model                                                                */
+
+struct le_model;
+struct le_session;
+
+enum le_kv_type {
+    LE_KV_F16 = 0, /* default */
+    LE_KV_Q8_0 = 1 /* half the memory; needs head_dim % 32 == 0 */
+};
+
+struct le_model_params {
+    int n_threads;  /* compute pool size incl. the calling thread; <= 0: 1 */
+    int n_ctx;      /* context window (tokens) of each session; <= 0: the
+                       model's context_length, capped at 4096 */
+    int use_mmap;   /* 1 (default): map the file; 0: read it into memory */
+    int use_mlock;  /* 1: mlock the weights */
+    int n_batch;    /* prompt tokens evaluated per forward pass; <= 0: 32 */
+    enum le_kv_type kv_type;
+};
+
+/* Fills p with the defaults above (1 thread, model context, mmap). */
+void le_model_params_default(struct le_model_params *p);
+
+/*
+ * Opens a GGUF model (architectures llama and qwen2), checks every tensor
+ * shape against the hyperparameters and starts the compute pool.  A GGUF
+ * file holding only a vocabulary (no weights) opens too when vocab_only is
+ * set; then only the tokenizer functions work.  p may be NULL (defaults).
+ */
+enum le_status le_model_open(const char *path, const struct le_model_params *p,
+                             struct le_model **out, char *err, size_t errlen);
+enum le_status le_model_open_vocab(const char *path, struct le_model **out,
+                                   char *err, size_t errlen);
+void le_model_free(struct le_model *m);
+
+int32_t le_model_n_ctx(const struct le_model *m);   /* per session */
+int32_t le_model_n_vocab(const struct le_model *m);
+int le_model_n_threads(const struct le_model *m);
+/* A one-line description ("llama 5 layers, 64 embd, f32, 292800 params"). */
+const char *le_model_desc(const struct le_model *m);
+
+/* Tokenizes text[0..len) with the model's vocabulary.  add_special: BOS
+ * (EOS) as the vocab says.  parse_special: special-token text such as
+ * "<|im_start|>" becomes that token (use it for chat-template output).
+ * Writes up to cap ids and returns the count needed (call again with more
+ * room when > cap), or -1 on error. */
+int64_t le_model_tokenize(const struct le_model *m, const char *text,
+                          size_t len, int add_special, int parse_special,
+                          int32_t *ids, size_t cap);
+/* The text of one token (special tokens give "" unless special).  Returns
+ * the length needed; writes min(that, cap) bytes, not NUL-terminated. */
+size_t le_model_token_to_piece(const struct le_model *m, int32_t id,
+                               int special, char *buf, size_t cap);
+int32_t le_model_bos(const struct le_model *m); /* -1 if none */
+int32_t le_model_eos(const struct le_model *m); /* -1 if none */
+int le_model_is_eog(const struct le_model *m, int32_t id);
+
+/* ------------------------------------------------------------------ */
+/* Chat templates                                                       */
+
+enum le_chat_template {
+    LE_CHAT_CHATML = 0, /* also the fallback for unknown templates */
+    LE_CHAT_LLAMA2,
+    LE_CHAT_LLAMA3,
+    LE_CHAT_MISTRAL,
+    LE_CHAT_PHI3,
+    LE_CHAT_GEMMA,
+    LE_CHAT_ZEPHYR
+};
+
+struct le_chat_msg {
+    const char *role;    /* "system", "user", "assistant" ("tool" etc. are
+                            passed through where the format has roles) */
+    const char *content; /* NUL-terminated UTF-8 */
+};
+
+/* Template from the text of tokenizer.chat_template (NULL or unknown:
+ * chatml). */
+enum le_chat_template le_chat_detect(const char *tmpl, size_t len);
+/* "chatml", "llama2", ... ; and the reverse (-1 if unknown). */
+const char *le_chat_template_name(enum le_chat_template t);
+int le_chat_template_from_name(const char *name);
+/* The template detected for the model's tokenizer.chat_template. */
+enum le_chat_template le_model_chat_template(const struct le_model *m);
+
+/*
+ * Renders messages into a prompt string (malloc'd, NUL-terminated, caller
+ * frees) to be tokenized with add_special = 1 and parse_special = 1: the
+ * text never starts with the BOS token (the tokenizer adds it).  With
+ * add_generation_prompt the assistant turn's header ends the text.
+ */
+enum le_status le_chat_apply(enum le_chat_template t,
+                             const struct le_chat_msg *msgs, size_t n_msgs,
+                             int add_generation_prompt, char **out,
+                             size_t *out_len);
+
+/* ------------------------------------------------------------------ */
+/* Sampling                                                             */
+
+#define LE_SEED_RANDOM UINT64_MAX
+
+struct le_sampling {
+    float temperature;       /* <= 0: greedy (argmax, ties to lowest id) */
+    int top_k;               /* <= 0: off */
+    float top_p;             /* >= 1: off */
+    float min_p;             /* <= 0: off */
+    float repeat_penalty;    /* 1: off (llama.cpp's divide/multiply rule) */
+    float frequency_penalty; /* 0: off; subtracts count * f */
+    float presence_penalty;  /* 0: off; subtracts p if seen */
+    int penalty_last_n;      /* window of past tokens for penalties; 64 */
+    uint64_t seed;           /* LE_SEED_RANDOM: from the clock */
+    int max_tokens;          /* <= 0: until the context is full */
+    const char *const *stop; /* stop strings (borrowed for the call) */
+    size_t n_stop;
+    int ignore_eos;          /* 1: EOS/EOG tokens do not stop */
+};
+
+/* temperature 0.8, top_k 40, top_p 0.95, min_p 0.05, penalties off
+ * (repeat 1.0, last 64), seed random, max_tokens 256, no stops. */
+void le_sampling_default(struct le_sampling *s);
+
+/* ------------------------------------------------------------------ */
+/* Sessions and generation                                              */
+
+enum le_status le_session_new(struct le_model *m, struct le_session **out,
+                              char *err, size_t errlen);
+void le_session_free(struct le_session *s);
+
+/*
+ * Called once per generated token, on the generating thread.  id is the
+ * token; text[0..len) is the text that became safe to emit with it: it may
+ * be empty (held back because it could be the start of a stop string or an
+ * incomplete UTF-8 sequence) or hold text of earlier tokens too.  A stop
+ * string itself is never emitted.  The last call may have id -1: the held
+ * back text flushed at the end.  Return nonzero to cancel the generation
+ * (le_session_generate then returns LE_ECANCELED).
+ */
+typedef int (*le_token_cb)(void *ud, int32_t id, const char *text,
+                           size_t len);
+
+enum le_finish {
+    LE_FINISH_NONE = 0,
+    LE_FINISH_STOP,    /* EOS/EOG token or a stop string */
+    LE_FINISH_LENGTH,  /* max_tokens reached, or the context filled up
+                          while generating */
+    LE_FINISH_CANCEL   /* the callback returned nonzero */
+};
+
+struct le_gen_result {
+    int32_t prompt_tokens;     /* tokens of the prompt (all of them, also
+                                  those reused from the KV cache) */
+    int32_t completion_tokens; /* tokens sampled, not counting the EOG
+                                  token that stopped the generation */
+    int32_t cached_tokens;     /* prompt tokens reused from the cache */
+    enum le_finish finish;
+    double prompt_ms;          /* prefill wall time */
+    double gen_ms;             /* generation wall time */
+};
+
+/*
+ * Generates from prompt[0..n_prompt) (ids, BOS included when wanted; see
+ * le_model_tokenize).  The KV cache keeps the previous prompt+output of this
+ * session: a prompt sharing a prefix with it is evaluated from the first
+ * differing token.  Fails with LE_ECONTEXT (and a sentence naming the
+ * numbers in err) before evaluating anything when n_prompt + max_tokens
+ * exceeds the context window (when max_tokens <= 0: when the prompt alone
+ * does not leave room for one token); never truncates.  res (may be NULL)
+ * is filled also on failure.  cb may be NULL.
+ */
+enum le_status le_session_generate(struct le_session *s,
+                                   const int32_t *prompt, size_t n_prompt,
+                                   const struct le_sampling *sp,
+                                   le_token_cb cb, void *ud,
+                                   struct le_gen_result *res, char *err,
+                                   size_t errlen);
+
+/*
+ * Low level: evaluates ids[0..n) at positions n_past.. of the session (the
+ * KV cache grows by n) and leaves the logits of the last one in
+ * le_session_logits (n_vocab floats, valid until the next call).
+ * LE_ECONTEXT when the window would overflow.
+ */
+enum le_status le_session_decode(struct le_session *s, const int32_t *ids,
+                                 size_t n, char *err, size_t errlen);
+const float *le_session_logits(const struct le_session *s);
+int32_t le_session_n_past(const struct le_session *s);
+void le_session_reset(struct le_session *s); /* empties the KV cache */
 
 /*
  * CLI entry points for `llmux run`, `llmux bench` and `llmux tokenize`

@@ -1,0 +1,322 @@
+/*
+ * chat.c: chat templates.  We do not run Jinja: the template text from
+ * tokenizer.chat_template is only searched for the characteristic markers
+ * of the formats we know, and the messages are rendered by hand-written
+ * code per format.  A template we do not recognise (or none) renders as
+ * ChatML, the most widely trained-on format, and the choice is visible
+ * through le_chat_template_name.
+ *
+ * Conventions (as llama.cpp's built-in templates): the output never starts
+ * with the BOS token, because the tokenizer adds it; special tokens appear
+ * as text and are parsed with parse_special.  Formats without a system
+ * role (mistral, gemma) put the system text in front of the first user
+ * message, separated by a blank line.  Where the published template trims
+ * message content (llama2, llama3, gemma), we trim it too.
+ *
+ * The formats (S system, U user, A assistant; "\n" newlines):
+ *   chatml   <|im_start|>ROLE\nTEXT<|im_end|>\n ...   gen: <|im_start|>assistant\n
+ *   llama2   [INST] <<SYS>>\nS\n<</SYS>>\n\nU [/INST] A </s><s>[INST] U [/INST]
+ *   llama3   <|start_header_id|>ROLE<|end_header_id|>\n\nTEXT<|eot_id|> ...
+ *            gen: <|start_header_id|>assistant<|end_header_id|>\n\n
+ *   mistral  [INST] S\n\nU [/INST]A</s>[INST] U [/INST]
+ *   phi3     <|ROLE|>\nTEXT<|end|>\n ...               gen: <|assistant|>\n
+ *   gemma    <start_of_turn>user\nS\n\nU<end_of_turn>\n<start_of_turn>model\nA<end_of_turn>\n
+ *            gen: <start_of_turn>model\n
+ *   zephyr   <|ROLE|>\nTEXT</s>\n ...                  gen: <|assistant|>\n
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "le_int.h"
+
+static const char *const chat_names[] = {"chatml", "llama2", "llama3",
+                                         "mistral", "phi3",  "gemma",
+                                         "zephyr"};
+
+const char *
+le_chat_template_name(enum le_chat_template t)
+{
+    if ((unsigned)t < sizeof(chat_names) / sizeof(chat_names[0]))
+        return chat_names[t];
+    return "chatml";
+}
+
+int
+le_chat_template_from_name(const char *name)
+{
+    for (size_t i = 0; i < sizeof(chat_names) / sizeof(chat_names[0]); i++)
+        if (name && strcmp(name, chat_names[i]) == 0)
+            return (int)i;
+    return -1;
+}
+
+static int
+has(const char *t, size_t len, const char *marker)
+{
+    size_t ml = strlen(marker);
+    return ml <= len && memmem(t, len, marker, ml) != NULL;
+}
+
+enum le_chat_template
+le_chat_detect(const char *t, size_t len)
+{
+    if (!t || !len)
+        return LE_CHAT_CHATML;
+    if (has(t, len, "<|im_start|>"))
+        return LE_CHAT_CHATML;
+    if (has(t, len, "<|start_header_id|>") && has(t, len, "<|end_header_id|>"))
+        return LE_CHAT_LLAMA3;
+    if (has(t, len, "[INST]"))
+        return has(t, len, "<<SYS>>") ? LE_CHAT_LLAMA2 : LE_CHAT_MISTRAL;
+    if (has(t, len, "<|assistant|>") && has(t, len, "<|end|>"))
+        return LE_CHAT_PHI3;
+    if (has(t, len, "<start_of_turn>"))
+        return LE_CHAT_GEMMA;
+    if (has(t, len, "<|user|>"))
+        return LE_CHAT_ZEPHYR;
+    return LE_CHAT_CHATML; /* unknown: ChatML (see the file comment) */
+}
+
+/* A growing string; on allocation failure `bad` is set and appends stop. */
+struct chat_buf {
+    char *p;
+    size_t len, cap;
+    int bad;
+};
+
+static void
+cb_add(struct chat_buf *b, const char *s, size_t n)
+{
+    if (b->bad)
+        return;
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->len + n + 1)
+            cap *= 2;
+        char *np = realloc(b->p, cap);
+        if (!np) {
+            b->bad = 1;
+            return;
+        }
+        b->p = np;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+}
+
+static void
+cb_str(struct chat_buf *b, const char *s)
+{
+    cb_add(b, s, strlen(s));
+}
+
+static int
+is_space(char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' ||
+           c == '\f';
+}
+
+static void
+cb_trim(struct chat_buf *b, const char *s)
+{
+    size_t n = strlen(s);
+    while (n && is_space(*s))
+        s++, n--;
+    while (n && is_space(s[n - 1]))
+        n--;
+    cb_add(b, s, n);
+}
+
+static const char *
+content_of(const struct le_chat_msg *m)
+{
+    return m->content ? m->content : "";
+}
+
+static const char *
+role_of(const struct le_chat_msg *m)
+{
+    return m->role ? m->role : "user";
+}
+
+static void
+render_chatml(struct chat_buf *b, const struct le_chat_msg *msgs, size_t n,
+              int gen)
+{
+    for (size_t i = 0; i < n; i++) {
+        cb_str(b, "<|im_start|>");
+        cb_str(b, role_of(&msgs[i]));
+        cb_str(b, "\n");
+        cb_str(b, content_of(&msgs[i]));
+        cb_str(b, "<|im_end|>\n");
+    }
+    if (gen)
+        cb_str(b, "<|im_start|>assistant\n");
+}
+
+static void
+render_llama2(struct chat_buf *b, const struct le_chat_msg *msgs, size_t n)
+{
+    /* Meta's template: BOS [INST] ... [/INST] per user turn, " A </s>"
+     * after it; the system text goes inside the first [INST].  The
+     * generation prompt is implied by the trailing [/INST]. */
+    int first = 1, in_turn = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *role = role_of(&msgs[i]);
+        if (!strcmp(role, "assistant")) {
+            if (in_turn) {
+                cb_str(b, " [/INST]");
+                in_turn = 0;
+            }
+            cb_str(b, " ");
+            cb_trim(b, content_of(&msgs[i]));
+            cb_str(b, " </s>");
+            continue;
+        }
+        if (!in_turn) {
+            cb_str(b, first ? "[INST] " : "<s>[INST] ");
+            first = 0;
+            in_turn = 1;
+        }
+        if (!strcmp(role, "system")) {
+            cb_str(b, "<<SYS>>\n");
+            cb_trim(b, content_of(&msgs[i]));
+            cb_str(b, "\n<</SYS>>\n\n");
+        } else {
+            cb_trim(b, content_of(&msgs[i]));
+            cb_str(b, " [/INST]");
+            in_turn = 0;
+        }
+    }
+    if (in_turn)
+        cb_str(b, " [/INST]");
+}
+
+static void
+render_llama3(struct chat_buf *b, const struct le_chat_msg *msgs, size_t n,
+              int gen)
+{
+    for (size_t i = 0; i < n; i++) {
+        cb_str(b, "<|start_header_id|>");
+        cb_str(b, role_of(&msgs[i]));
+        cb_str(b, "<|end_header_id|>\n\n");
+        cb_trim(b, content_of(&msgs[i]));
+        cb_str(b, "<|eot_id|>");
+    }
+    if (gen)
+        cb_str(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+}
+
+static void
+render_mistral(struct chat_buf *b, const struct le_chat_msg *msgs, size_t n)
+{
+    const char *sys = NULL;
+    for (size_t i = 0; i < n; i++) {
+        const char *role = role_of(&msgs[i]);
+        if (!strcmp(role, "system")) {
+            sys = content_of(&msgs[i]);
+        } else if (!strcmp(role, "assistant")) {
+            cb_str(b, content_of(&msgs[i]));
+            cb_str(b, "</s>");
+        } else {
+            cb_str(b, "[INST] ");
+            if (sys) {
+                cb_str(b, sys);
+                cb_str(b, "\n\n");
+                sys = NULL;
+            }
+            cb_str(b, content_of(&msgs[i]));
+            cb_str(b, " [/INST]");
+        }
+    }
+}
+
+static void
+render_tagged(struct chat_buf *b, const struct le_chat_msg *msgs, size_t n,
+              int gen, const char *end)
+{
+    for (size_t i = 0; i < n; i++) {
+        cb_str(b, "<|");
+        cb_str(b, role_of(&msgs[i]));
+        cb_str(b, "|>\n");
+        cb_str(b, content_of(&msgs[i]));
+        cb_str(b, end);
+        cb_str(b, "\n");
+    }
+    if (gen)
+        cb_str(b, "<|assistant|>\n");
+}
+
+static void
+render_gemma(struct chat_buf *b, const struct le_chat_msg *msgs, size_t n,
+             int gen)
+{
+    const char *sys = NULL;
+    for (size_t i = 0; i < n; i++) {
+        const char *role = role_of(&msgs[i]);
+        if (!strcmp(role, "system")) {
+            sys = content_of(&msgs[i]);
+            continue;
+        }
+        int is_model = !strcmp(role, "assistant");
+        cb_str(b, "<start_of_turn>");
+        cb_str(b, is_model ? "model" : role);
+        cb_str(b, "\n");
+        if (sys && !is_model) {
+            cb_trim(b, sys);
+            cb_str(b, "\n\n");
+            sys = NULL;
+        }
+        cb_trim(b, content_of(&msgs[i]));
+        cb_str(b, "<end_of_turn>\n");
+    }
+    if (gen)
+        cb_str(b, "<start_of_turn>model\n");
+}
+
+enum le_status
+le_chat_apply(enum le_chat_template t, const struct le_chat_msg *msgs,
+              size_t n_msgs, int add_generation_prompt, char **out,
+              size_t *out_len)
+{
+    if (!out || (n_msgs && !msgs))
+        return LE_EINVAL;
+    struct chat_buf b = {0};
+    cb_add(&b, "", 0);
+    int gen = add_generation_prompt != 0;
+    switch (t) {
+    case LE_CHAT_LLAMA2:
+        render_llama2(&b, msgs, n_msgs);
+        break;
+    case LE_CHAT_LLAMA3:
+        render_llama3(&b, msgs, n_msgs, gen);
+        break;
+    case LE_CHAT_MISTRAL:
+        render_mistral(&b, msgs, n_msgs);
+        break;
+    case LE_CHAT_PHI3:
+        render_tagged(&b, msgs, n_msgs, gen, "<|end|>");
+        break;
+    case LE_CHAT_GEMMA:
+        render_gemma(&b, msgs, n_msgs, gen);
+        break;
+    case LE_CHAT_ZEPHYR:
+        render_tagged(&b, msgs, n_msgs, gen, "</s>");
+        break;
+    case LE_CHAT_CHATML:
+    default:
+        render_chatml(&b, msgs, n_msgs, gen);
+        break;
+    }
+    if (b.bad) {
+        free(b.p);
+        return LE_ENOMEM;
+    }
+    *out = b.p;
+    if (out_len)
+        *out_len = b.len;
+    return LE_OK;
+}

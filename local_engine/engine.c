@@ -1,0 +1,262 @@
+/*
+ * engine.c: the public face over model, tokenizer and sampler: status
+ * words, defaults, tokenizer wrappers and the generation loop.
+ *
+ * Generation: the prompt is checked against the context window first
+ * (LE_ECONTEXT, never silent truncation), the longest prefix already in
+ * the session's KV cache is reused, the rest is prefilled in batches, then
+ * tokens are sampled one by one.  Text goes to the callback through a
+ * hold-back buffer so that no stop string (and no half UTF-8 character)
+ * ever reaches the caller.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "le_int.h"
+
+const char *
+le_status_str(enum le_status st)
+{
+    switch (st) {
+    case LE_OK:
+        return "ok";
+    case LE_ENOMEM:
+        return "out of memory";
+    case LE_EINVAL:
+        return "invalid argument";
+    case LE_EIO:
+        return "i/o error";
+    case LE_EFORMAT:
+        return "bad or unsupported model file";
+    case LE_ECONTEXT:
+        return "context window exceeded";
+    case LE_ECANCELED:
+        return "cancelled";
+    }
+    return "unknown status";
+}
+
+void
+le_sampling_default(struct le_sampling *s)
+{
+    memset(s, 0, sizeof(*s));
+    s->temperature = 0.8f;
+    s->top_k = 40;
+    s->top_p = 0.95f;
+    s->min_p = 0.05f;
+    s->repeat_penalty = 1.0f;
+    s->penalty_last_n = 64;
+    s->seed = LE_SEED_RANDOM;
+    s->max_tokens = 256;
+}
+
+int64_t
+le_model_tokenize(const struct le_model *m, const char *text, size_t len,
+                  int add_special, int parse_special, int32_t *ids,
+                  size_t cap)
+{
+    if (!m || !m->vocab || (!text && len))
+        return -1;
+    return le_tokenize(m->vocab, text ? text : "", len, add_special != 0,
+                       parse_special != 0, ids, cap);
+}
+
+size_t
+le_model_token_to_piece(const struct le_model *m, int32_t id, int special,
+                        char *buf, size_t cap)
+{
+    if (!m || !m->vocab || id < 0 || id >= le_vocab_n_tokens(m->vocab))
+        return 0;
+    return le_token_to_piece(m->vocab, id, special != 0, buf, cap);
+}
+
+int32_t
+le_model_bos(const struct le_model *m)
+{
+    return le_vocab_bos(m->vocab);
+}
+
+int32_t
+le_model_eos(const struct le_model *m)
+{
+    return le_vocab_eos(m->vocab);
+}
+
+int
+le_model_is_eog(const struct le_model *m, int32_t id)
+{
+    return le_vocab_is_eog(m->vocab, id);
+}
+
+static double
+now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* Held-back generated text. */
+struct pending {
+    char *p;
+    size_t len, cap;
+};
+
+static int
+pending_add(struct pending *b, const char *s, size_t n)
+{
+    if (b->len + n > b->cap) {
+        size_t cap = b->cap ? b->cap * 2 : 256;
+        while (cap < b->len + n)
+            cap *= 2;
+        char *np = realloc(b->p, cap);
+        if (!np)
+            return -1;
+        b->p = np;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    return 0;
+}
+
+static void
+pending_drop(struct pending *b, size_t n)
+{
+    memmove(b->p, b->p + n, b->len - n);
+    b->len -= n;
+}
+
+enum le_status
+le_session_generate(struct le_session *s, const int32_t *prompt,
+                    size_t n_prompt, const struct le_sampling *sp,
+                    le_token_cb cb, void *ud, struct le_gen_result *res,
+                    char *err, size_t errlen)
+{
+    struct le_gen_result r;
+    memset(&r, 0, sizeof(r));
+    enum le_status st = LE_OK;
+    struct pending pend = {0};
+    struct le_sampling dsp;
+    if (!sp) {
+        le_sampling_default(&dsp);
+        sp = &dsp;
+    }
+    if (!s || !prompt || n_prompt == 0) {
+        st = LE_EINVAL;
+        if (err && errlen)
+            snprintf(err, errlen, "generate: the prompt is empty");
+        goto out;
+    }
+    struct le_model *m = s->m;
+    r.prompt_tokens = (int32_t)(n_prompt > INT32_MAX ? INT32_MAX : n_prompt);
+    size_t want = (size_t)(sp->max_tokens > 0 ? sp->max_tokens : 1);
+    if (n_prompt > (size_t)s->n_ctx || want > (size_t)s->n_ctx - n_prompt) {
+        st = LE_ECONTEXT;
+        if (err && errlen) {
+            if (sp->max_tokens > 0)
+                snprintf(err, errlen,
+                         "this model's context window is %d tokens; the "
+                         "prompt has %zu tokens and %d more were requested "
+                         "(max_tokens)",
+                         (int)s->n_ctx, n_prompt, sp->max_tokens);
+            else
+                snprintf(err, errlen,
+                         "this model's context window is %d tokens; the "
+                         "prompt has %zu tokens",
+                         (int)s->n_ctx, n_prompt);
+        }
+        goto out;
+    }
+
+    /* reuse the cached prefix; the last prompt token is always evaluated
+     * again because its logits are needed */
+    size_t common = 0;
+    while (common < (size_t)s->n_past && common < n_prompt &&
+           s->hist[common] == prompt[common])
+        common++;
+    if (common == n_prompt)
+        common--;
+    s->n_past = (int32_t)common;
+    r.cached_tokens = (int32_t)common;
+
+    le_sampler_free(s->smp);
+    s->smp = NULL;
+    st = le_sampler_new(sp, m->hp.n_vocab, &s->smp);
+    if (st != LE_OK)
+        goto out;
+
+    double t0 = now_ms();
+    st = le_session_decode(s, prompt + common, n_prompt - common, err, errlen);
+    double t1 = now_ms();
+    r.prompt_ms = t1 - t0;
+    if (st != LE_OK)
+        goto out;
+    for (size_t i = 0; i < n_prompt; i++)
+        le_sampler_accept(s->smp, prompt[i]);
+
+    char piece[256];
+    for (;;) {
+        if (sp->max_tokens > 0 && r.completion_tokens >= sp->max_tokens) {
+            r.finish = LE_FINISH_LENGTH;
+            break;
+        }
+        int32_t id = le_sampler_sample(s->smp, s->logits);
+        if (!sp->ignore_eos && le_vocab_is_eog(m->vocab, id)) {
+            r.finish = LE_FINISH_STOP;
+            break;
+        }
+        le_sampler_accept(s->smp, id);
+        r.completion_tokens++;
+        size_t pl = le_token_to_piece(m->vocab, id, false, piece,
+                                      sizeof(piece));
+        if (pl > sizeof(piece))
+            pl = sizeof(piece); /* no real token is this long */
+        if (pending_add(&pend, piece, pl) != 0) {
+            st = LE_ENOMEM;
+            goto out;
+        }
+        int matched = 0;
+        size_t safe = le_stop_scan(pend.p, pend.len, sp->stop, sp->n_stop,
+                                   &matched);
+        int cancel = cb ? cb(ud, id, pend.p, safe) : 0;
+        if (matched) {
+            pend.len = 0; /* the stop string and what follows are dropped */
+            r.finish = LE_FINISH_STOP;
+            if (cancel) {
+                r.finish = LE_FINISH_CANCEL;
+                st = LE_ECANCELED;
+            }
+            break;
+        }
+        pending_drop(&pend, safe);
+        if (cancel) {
+            r.finish = LE_FINISH_CANCEL;
+            st = LE_ECANCELED;
+            break;
+        }
+        if (sp->max_tokens > 0 && r.completion_tokens >= sp->max_tokens) {
+            r.finish = LE_FINISH_LENGTH;
+            break;
+        }
+        if (s->n_past >= s->n_ctx) {
+            r.finish = LE_FINISH_LENGTH; /* only when max_tokens <= 0 */
+            break;
+        }
+        st = le_session_decode(s, &id, 1, err, errlen);
+        if (st != LE_OK)
+            goto out;
+    }
+    if (st == LE_OK && pend.len && cb)
+        cb(ud, -1, pend.p, pend.len);
+    r.gen_ms = now_ms() - t1;
+    if (st == LE_ECANCELED && err && errlen)
+        snprintf(err, errlen, "generation cancelled");
+out:
+    free(pend.p);
+    if (res)
+        *res = r;
+    return st;
+}

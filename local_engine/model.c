@@ -1,0 +1,909 @@
+/*
+ * model.c: llama / qwen2 weights and the forward pass.
+ *
+ * What it does: reads the hyperparameters from GGUF metadata, finds every
+ * tensor and checks its shape and type against them (a wrong file is a
+ * clear LE_EFORMAT, never a bad read), and runs the transformer over a
+ * batch of tokens of one session.  What it does not: tokenize (tokenizer.c),
+ * sample (sampler.c), own the bytes (gguf.c maps them; weights are never
+ * copied or written).
+ *
+ * The forward pass, per token t at position pos (llama.cpp's graph):
+ *   x = tok_embd[id]                                   [n_embd]
+ *   per layer:
+ *     xb = rmsnorm(x) * attn_norm
+ *     q = Wq xb (+bq)  k = Wk xb (+bk)  v = Wv xb (+bv)  (biases: qwen2)
+ *     rope(q, k, pos)   llama: adjacent pairs (GGML "normal" mode);
+ *                       qwen2: halves (GGML NEOX mode)
+ *     K/V cache[pos] = k, v (f16 or q8_0)
+ *     att_h = softmax(q_h . K[kv(h)][0..pos] / sqrt(hd)) V[kv(h)]   (GQA)
+ *     x += Wo att
+ *     xb = rmsnorm(x) * ffn_norm
+ *     x += Wdown (silu(Wgate xb) * (Wup xb))
+ *   logits = Woutput (rmsnorm(x) * output_norm)        (last token only)
+ *
+ * Matrix products go through the per-type table (le_type_get): the
+ * activation row is quantised once to the weight type's vec_dot_type, then
+ * each output row is one vec_dot.  Rows are split over the model's pool;
+ * a row is always computed whole by one thread with the same function, so
+ * the result does not depend on the thread count.  The products already
+ * take a batch of tokens (the weight row is reused across the batch), so
+ * batched kernels can replace matmul_rows without touching the graph.
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "le_int.h"
+
+/* ------------------------------------------------------------------ */
+/* Loading                                                              */
+
+static enum le_status
+fail(char *err, size_t errlen, enum le_status st, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static enum le_status
+fail(char *err, size_t errlen, enum le_status st, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return st;
+}
+
+static int
+arch_u32(const struct le_gguf *g, const char *arch, const char *key,
+         uint32_t *out)
+{
+    char k[128];
+    snprintf(k, sizeof(k), "%s.%s", arch, key);
+    return le_gguf_get_u32(g, k, out);
+}
+
+static int
+arch_f32(const struct le_gguf *g, const char *arch, const char *key,
+         float *out)
+{
+    char k[128];
+    snprintf(k, sizeof(k), "%s.%s", arch, key);
+    return le_gguf_get_f32(g, k, out);
+}
+
+static int
+arch_str(const struct le_gguf *g, const char *arch, const char *key,
+         struct le_gguf_str *out)
+{
+    char k[128];
+    snprintf(k, sizeof(k), "%s.%s", arch, key);
+    return le_gguf_get_str(g, k, out);
+}
+
+/*
+ * Finds tensor `name` and checks it is 1-D [ne0] (ne1 == 0) or 2-D
+ * [ne0, ne1] of a type the engine can use; norms and biases (1-D) must be
+ * f32.  Returns NULL with err set when absent (and required) or wrong.
+ */
+static const struct le_gguf_tensor *
+want(const struct le_gguf *g, const char *name, int64_t ne0, int64_t ne1,
+     int required, enum le_status *st, char *err, size_t errlen)
+{
+    const struct le_gguf_tensor *t = le_gguf_tensor(g, name);
+    if (!t) {
+        if (required)
+            *st = fail(err, errlen, LE_EFORMAT,
+                       "model: tensor %s is missing", name);
+        return NULL;
+    }
+    int dims = ne1 ? 2 : 1;
+    int64_t n1 = t->n_dims >= 2 ? t->ne[1] : 1;
+    int extra = t->n_dims > 2 && (t->ne[2] != 1 || t->ne[3] != 1);
+    if (t->ne[0] != ne0 || n1 != (ne1 ? ne1 : 1) || extra) {
+        *st = fail(err, errlen, LE_EFORMAT,
+                   "model: tensor %s has shape [%lld, %lld], expected "
+                   "[%lld, %lld] from the hyperparameters",
+                   name, (long long)t->ne[0], (long long)n1, (long long)ne0,
+                   (long long)(ne1 ? ne1 : 1));
+        return NULL;
+    }
+    const struct le_type_traits *tt = le_type_get(t->type);
+    if (!tt || !tt->to_float) {
+        *st = fail(err, errlen, LE_EFORMAT,
+                   "model: tensor %s has unsupported type %u", name,
+                   (unsigned)t->type);
+        return NULL;
+    }
+    if (dims == 1 && t->type != LE_TYPE_F32) {
+        *st = fail(err, errlen, LE_EFORMAT,
+                   "model: tensor %s must be f32, is %s", name, tt->name);
+        return NULL;
+    }
+    if (dims == 2 && (!tt->vec_dot || ne0 % tt->blck_size != 0 ||
+                      !le_type_get(tt->vec_dot_type) ||
+                      (tt->vec_dot_type != LE_TYPE_F32 &&
+                       !le_type_get(tt->vec_dot_type)->from_float))) {
+        *st = fail(err, errlen, LE_EFORMAT,
+                   "model: tensor %s: type %s cannot be used for a %lld-wide "
+                   "matrix product",
+                   name, tt->name, (long long)ne0);
+        return NULL;
+    }
+    if (t->nbytes < le_row_size(t->type, ne0) * (size_t)(ne1 ? ne1 : 1)) {
+        *st = fail(err, errlen, LE_EFORMAT, "model: tensor %s is too short",
+                   name);
+        return NULL;
+    }
+    return t;
+}
+
+static enum le_status
+load_hparams(struct le_model *m, char *err, size_t errlen)
+{
+    const struct le_gguf *g = m->gguf;
+    struct le_hparams *hp = &m->hp;
+    struct le_gguf_str as;
+    char arch[32];
+    if (!le_gguf_get_str(g, "general.architecture", &as))
+        return fail(err, errlen, LE_EFORMAT,
+                    "model: general.architecture is missing");
+    if (as.len >= sizeof(arch))
+        return fail(err, errlen, LE_EFORMAT, "model: architecture too long");
+    memcpy(arch, as.ptr, as.len);
+    arch[as.len] = '\0';
+    if (!strcmp(arch, "llama"))
+        hp->arch = LE_ARCH_LLAMA;
+    else if (!strcmp(arch, "qwen2"))
+        hp->arch = LE_ARCH_QWEN2;
+    else
+        return fail(err, errlen, LE_EFORMAT,
+                    "model: architecture '%s' is not supported (llama, qwen2)",
+                    arch);
+
+    uint32_t u;
+#define REQ(key, field)                                                      \
+    do {                                                                     \
+        if (!arch_u32(g, arch, key, &u) || u == 0 || u > (1u << 24))         \
+            return fail(err, errlen, LE_EFORMAT,                             \
+                        "model: %s.%s is missing or out of range", arch,     \
+                        key);                                                \
+        hp->field = (int32_t)u;                                              \
+    } while (0)
+    REQ("context_length", n_ctx_train);
+    REQ("embedding_length", n_embd);
+    REQ("block_count", n_layer);
+    REQ("feed_forward_length", n_ff);
+    REQ("attention.head_count", n_head);
+#undef REQ
+    if (hp->n_layer > 4096)
+        return fail(err, errlen, LE_EFORMAT, "model: block_count too large");
+    hp->n_head_kv = hp->n_head;
+    if (arch_u32(g, arch, "attention.head_count_kv", &u))
+        hp->n_head_kv = (int32_t)u;
+    if (hp->n_head_kv <= 0 || hp->n_head % hp->n_head_kv != 0)
+        return fail(err, errlen, LE_EFORMAT,
+                    "model: head_count %d is not a multiple of head_count_kv "
+                    "%d",
+                    hp->n_head, hp->n_head_kv);
+    hp->head_dim = hp->n_embd / hp->n_head;
+    if (arch_u32(g, arch, "attention.key_length", &u))
+        hp->head_dim = (int32_t)u;
+    if (hp->head_dim <= 0 || hp->head_dim % 2 ||
+        (!arch_u32(g, arch, "attention.key_length", &u) &&
+         hp->n_embd % hp->n_head))
+        return fail(err, errlen, LE_EFORMAT,
+                    "model: bad head size (embedding_length %d, heads %d)",
+                    hp->n_embd, hp->n_head);
+    if (arch_u32(g, arch, "attention.value_length", &u) &&
+        (int32_t)u != hp->head_dim)
+        return fail(err, errlen, LE_EFORMAT,
+                    "model: value_length != key_length is not supported");
+    hp->n_rot = hp->head_dim;
+    if (arch_u32(g, arch, "rope.dimension_count", &u))
+        hp->n_rot = (int32_t)u;
+    if (hp->n_rot <= 0 || hp->n_rot > hp->head_dim || hp->n_rot % 2)
+        return fail(err, errlen, LE_EFORMAT,
+                    "model: rope.dimension_count %d does not fit head size "
+                    "%d",
+                    hp->n_rot, hp->head_dim);
+    hp->eps = 1e-5f;
+    float f;
+    if (arch_f32(g, arch, "attention.layer_norm_rms_epsilon", &f))
+        hp->eps = f;
+    if (!(hp->eps > 0 && hp->eps < 1))
+        return fail(err, errlen, LE_EFORMAT, "model: bad rms epsilon");
+    hp->rope_base = 10000.0f;
+    if (arch_f32(g, arch, "rope.freq_base", &f))
+        hp->rope_base = f;
+    if (!(hp->rope_base > 1))
+        return fail(err, errlen, LE_EFORMAT, "model: bad rope.freq_base");
+    hp->rope_scale = 1.0f;
+    struct le_gguf_str st;
+    float factor = 0;
+    if (arch_f32(g, arch, "rope.scale_linear", &f) && f > 0)
+        factor = f;
+    if (arch_str(g, arch, "rope.scaling.type", &st)) {
+        if (le_gguf_str_eq(st, "linear")) {
+            if (arch_f32(g, arch, "rope.scaling.factor", &f) && f > 0)
+                factor = f;
+        } else if (le_gguf_str_eq(st, "yarn")) {
+            return fail(err, errlen, LE_EFORMAT,
+                        "model: YaRN rope scaling is not supported");
+        }
+        /* "none", and "llama3" (whose factors come as rope_freqs.weight) */
+    }
+    if (factor > 0)
+        hp->rope_scale = 1.0f / factor;
+    hp->rope_neox = hp->arch == LE_ARCH_QWEN2;
+    return LE_OK;
+}
+
+static enum le_status
+load_tensors(struct le_model *m, char *err, size_t errlen)
+{
+    const struct le_gguf *g = m->gguf;
+    struct le_hparams *hp = &m->hp;
+    enum le_status st = LE_EFORMAT;
+    m->tok_embd = le_gguf_tensor(g, "token_embd.weight");
+    if (!m->tok_embd)
+        return fail(err, errlen, LE_EFORMAT,
+                    "model: tensor token_embd.weight is missing");
+    if (m->tok_embd->n_dims < 2 || m->tok_embd->ne[1] <= 0 ||
+        m->tok_embd->ne[1] > (1 << 24))
+        return fail(err, errlen, LE_EFORMAT,
+                    "model: token_embd.weight is not a matrix");
+    hp->n_vocab = (int32_t)m->tok_embd->ne[1];
+    int32_t E = hp->n_embd, V = hp->n_vocab, F = hp->n_ff;
+    int32_t QD = hp->n_head * hp->head_dim, KD = hp->n_head_kv * hp->head_dim;
+    if (!want(g, "token_embd.weight", E, V, 1, &st, err, errlen))
+        return st;
+    m->output_norm = want(g, "output_norm.weight", E, 0, 1, &st, err, errlen);
+    if (!m->output_norm)
+        return st;
+    m->output = want(g, "output.weight", E, V, 0, &st, err, errlen);
+    if (!m->output) {
+        if (le_gguf_tensor(g, "output.weight"))
+            return st;
+        /* tied embeddings: the output projection is the embedding matrix */
+        m->output = want(g, "token_embd.weight", E, V, 1, &st, err, errlen);
+        if (!m->output)
+            return st;
+    }
+    const struct le_gguf_tensor *rf =
+        want(g, "rope_freqs.weight", hp->n_rot / 2, 0, 0, &st, err, errlen);
+    if (!rf && le_gguf_tensor(g, "rope_freqs.weight"))
+        return st;
+    if (rf) {
+        m->rope_freqs = malloc((size_t)hp->n_rot / 2 * sizeof(float));
+        if (!m->rope_freqs)
+            return LE_ENOMEM;
+        memcpy(m->rope_freqs, rf->data, (size_t)hp->n_rot / 2 * sizeof(float));
+    }
+    m->layers = calloc((size_t)hp->n_layer, sizeof(*m->layers));
+    if (!m->layers)
+        return LE_ENOMEM;
+    int bias = hp->arch == LE_ARCH_QWEN2;
+    for (int32_t l = 0; l < hp->n_layer; l++) {
+        struct le_layer *L = &m->layers[l];
+        char n[96];
+#define T(field, suffix, a, b, req)                                          \
+    do {                                                                     \
+        snprintf(n, sizeof(n), "blk.%d.%s", (int)l, suffix);                 \
+        L->field = want(g, n, a, b, req, &st, err, errlen);                  \
+        if (!L->field && ((req) || le_gguf_tensor(g, n)))                    \
+            return st;                                                       \
+    } while (0)
+        T(attn_norm, "attn_norm.weight", E, 0, 1);
+        T(wq, "attn_q.weight", E, QD, 1);
+        T(wk, "attn_k.weight", E, KD, 1);
+        T(wv, "attn_v.weight", E, KD, 1);
+        T(bq, "attn_q.bias", QD, 0, bias);
+        T(bk, "attn_k.bias", KD, 0, bias);
+        T(bv, "attn_v.bias", KD, 0, bias);
+        T(wo, "attn_output.weight", QD, E, 1);
+        T(ffn_norm, "ffn_norm.weight", E, 0, 1);
+        T(w_gate, "ffn_gate.weight", E, F, 1);
+        T(w_up, "ffn_up.weight", E, F, 1);
+        T(w_down, "ffn_down.weight", F, E, 1);
+#undef T
+    }
+    return LE_OK;
+}
+
+void
+le_model_params_default(struct le_model_params *p)
+{
+    memset(p, 0, sizeof(*p));
+    p->n_threads = 1;
+    p->use_mmap = 1;
+    p->n_batch = 32;
+    p->kv_type = LE_KV_F16;
+}
+
+static void
+set_chat(struct le_model *m)
+{
+    struct le_gguf_str t;
+    m->chat = LE_CHAT_CHATML;
+    if (le_gguf_get_str(m->gguf, "tokenizer.chat_template", &t))
+        m->chat = le_chat_detect(t.ptr, (size_t)t.len);
+}
+
+enum le_status
+le_model_load(struct le_gguf *g, const struct le_model_params *p,
+              struct le_model **out, char *err, size_t errlen)
+{
+    enum le_status st = LE_ENOMEM;
+    struct le_model *m = calloc(1, sizeof(*m));
+    if (!m) {
+        le_gguf_free(g);
+        return st;
+    }
+    m->gguf = g;
+    if (p)
+        m->params = *p;
+    else
+        le_model_params_default(&m->params);
+    if (m->params.n_threads <= 0)
+        m->params.n_threads = 1;
+    if (m->params.n_batch <= 0)
+        m->params.n_batch = 32;
+    if (m->params.n_batch > 512)
+        m->params.n_batch = 512;
+    st = load_hparams(m, err, errlen);
+    if (st != LE_OK)
+        goto out;
+    st = load_tensors(m, err, errlen);
+    if (st != LE_OK)
+        goto out;
+    st = le_vocab_load(g, &m->vocab, err, errlen);
+    if (st != LE_OK)
+        goto out;
+    if (le_vocab_n_tokens(m->vocab) > m->hp.n_vocab) {
+        st = fail(err, errlen, LE_EFORMAT,
+                  "model: the vocabulary has %d tokens but token_embd.weight "
+                  "only %d rows",
+                  (int)le_vocab_n_tokens(m->vocab), (int)m->hp.n_vocab);
+        goto out;
+    }
+    if (m->params.n_ctx <= 0)
+        m->params.n_ctx = m->hp.n_ctx_train < 4096 ? m->hp.n_ctx_train : 4096;
+    if (m->params.n_ctx > (1 << 20)) {
+        st = fail(err, errlen, LE_EINVAL, "model: context %d is too large",
+                  m->params.n_ctx);
+        goto out;
+    }
+    if (m->params.kv_type == LE_KV_Q8_0 &&
+        (m->hp.head_dim % 32 || !le_type_get(LE_TYPE_Q8_0) ||
+         !le_type_get(LE_TYPE_Q8_0)->from_float)) {
+        st = fail(err, errlen, LE_EINVAL,
+                  "model: a q8_0 KV cache needs a head size that is a "
+                  "multiple of 32 (it is %d)",
+                  m->hp.head_dim);
+        goto out;
+    }
+    const struct le_type_traits *kt = le_type_get(LE_TYPE_F16);
+    if (!kt || !kt->from_float || !kt->vec_dot || !kt->to_float) {
+        st = fail(err, errlen, LE_EFORMAT, "model: f16 kernels are missing");
+        goto out;
+    }
+    set_chat(m);
+    st = le_pool_new(m->params.n_threads, &m->pool);
+    if (st != LE_OK)
+        goto out;
+    int64_t params = 0;
+    for (uint64_t i = 0; i < g->n_tensors; i++)
+        params += g->tensors[i].ne[0] * g->tensors[i].ne[1] *
+                  g->tensors[i].ne[2] * g->tensors[i].ne[3];
+    const struct le_type_traits *wt = le_type_get(m->layers[0].wq->type);
+    snprintf(m->desc, sizeof(m->desc),
+             "%s, %d layers, %d embd, %d heads (%d kv), %d vocab, %s, %lld "
+             "params",
+             m->hp.arch == LE_ARCH_QWEN2 ? "qwen2" : "llama", m->hp.n_layer,
+             m->hp.n_embd, m->hp.n_head, m->hp.n_head_kv, m->hp.n_vocab,
+             wt ? wt->name : "?", (long long)params);
+    *out = m;
+    m = NULL;
+out:
+    le_model_free(m);
+    return st;
+}
+
+static enum le_status
+open_gguf(const char *path, int use_mmap, int use_mlock, struct le_gguf **g,
+          char *err, size_t errlen)
+{
+    int mode = use_mmap ? LE_GGUF_MMAP : LE_GGUF_READ;
+    if (use_mlock)
+        mode |= LE_GGUF_MLOCK;
+    return le_gguf_open(path, mode, g, err, errlen);
+}
+
+enum le_status
+le_model_open(const char *path, const struct le_model_params *p,
+              struct le_model **out, char *err, size_t errlen)
+{
+    struct le_model_params dp;
+    if (!p) {
+        le_model_params_default(&dp);
+        p = &dp;
+    }
+    if (!path || !out)
+        return fail(err, errlen, LE_EINVAL, "model: no path");
+    struct le_gguf *g = NULL;
+    enum le_status st = open_gguf(path, p->use_mmap, p->use_mlock, &g, err,
+                                  errlen);
+    if (st != LE_OK)
+        return st;
+    return le_model_load(g, p, out, err, errlen);
+}
+
+enum le_status
+le_model_open_vocab(const char *path, struct le_model **out, char *err,
+                    size_t errlen)
+{
+    if (!path || !out)
+        return fail(err, errlen, LE_EINVAL, "model: no path");
+    struct le_gguf *g = NULL;
+    enum le_status st = open_gguf(path, 1, 0, &g, err, errlen);
+    if (st != LE_OK)
+        return st;
+    struct le_model *m = calloc(1, sizeof(*m));
+    if (!m) {
+        le_gguf_free(g);
+        return LE_ENOMEM;
+    }
+    m->gguf = g;
+    m->vocab_only = 1;
+    le_model_params_default(&m->params);
+    st = le_vocab_load(g, &m->vocab, err, errlen);
+    if (st != LE_OK) {
+        le_model_free(m);
+        return st;
+    }
+    m->hp.n_vocab = le_vocab_n_tokens(m->vocab);
+    set_chat(m);
+    snprintf(m->desc, sizeof(m->desc), "vocabulary only, %d tokens",
+             (int)m->hp.n_vocab);
+    *out = m;
+    return LE_OK;
+}
+
+void
+le_model_free(struct le_model *m)
+{
+    if (!m)
+        return;
+    le_pool_free(m->pool);
+    le_vocab_free(m->vocab);
+    free(m->layers);
+    free(m->rope_freqs);
+    le_gguf_free(m->gguf);
+    free(m);
+}
+
+int32_t
+le_model_n_ctx(const struct le_model *m)
+{
+    return m->params.n_ctx;
+}
+
+int32_t
+le_model_n_vocab(const struct le_model *m)
+{
+    return m->hp.n_vocab;
+}
+
+int
+le_model_n_threads(const struct le_model *m)
+{
+    return le_pool_size(m->pool);
+}
+
+const char *
+le_model_desc(const struct le_model *m)
+{
+    return m->desc;
+}
+
+enum le_chat_template
+le_model_chat_template(const struct le_model *m)
+{
+    return m->chat;
+}
+
+/* ------------------------------------------------------------------ */
+/* Sessions                                                             */
+
+static void *
+xcalloc(size_t n, size_t size, int *bad)
+{
+    void *p = n ? calloc(n, size) : NULL;
+    if (n && !p)
+        *bad = 1;
+    return p;
+}
+
+void
+le_session_free(struct le_session *s)
+{
+    if (!s)
+        return;
+    free(s->hist);
+    free(s->kv_k);
+    free(s->kv_v);
+    free(s->x);
+    free(s->xb);
+    free(s->q);
+    free(s->k);
+    free(s->v);
+    free(s->att);
+    free(s->hb);
+    free(s->hb2);
+    free(s->logits);
+    free(s->qact);
+    free(s->scores);
+    free(s->qhead);
+    free(s->vrow);
+    le_sampler_free(s->smp);
+    free(s);
+}
+
+enum le_status
+le_session_new(struct le_model *m, struct le_session **out, char *err,
+               size_t errlen)
+{
+    if (!m || !out)
+        return fail(err, errlen, LE_EINVAL, "session: no model");
+    if (m->vocab_only)
+        return fail(err, errlen, LE_EINVAL,
+                    "session: the model was opened as a vocabulary only");
+    const struct le_hparams *hp = &m->hp;
+    struct le_session *s = calloc(1, sizeof(*s));
+    if (!s)
+        return fail(err, errlen, LE_ENOMEM, "session: out of memory");
+    int bad = 0;
+    size_t B = (size_t)m->params.n_batch, C = (size_t)m->params.n_ctx;
+    size_t E = (size_t)hp->n_embd, F = (size_t)hp->n_ff;
+    size_t QD = (size_t)hp->n_head * (size_t)hp->head_dim;
+    size_t KD = (size_t)hp->n_head_kv * (size_t)hp->head_dim;
+    size_t NT = (size_t)le_pool_size(m->pool);
+    s->m = m;
+    s->n_ctx = m->params.n_ctx;
+    s->n_batch = m->params.n_batch;
+    s->kv_type =
+        m->params.kv_type == LE_KV_Q8_0 ? LE_TYPE_Q8_0 : LE_TYPE_F16;
+    s->kv_row = le_row_size(s->kv_type, (int64_t)KD);
+    size_t kv_bytes = (size_t)hp->n_layer * C;
+    if (s->kv_row == 0 || kv_bytes > SIZE_MAX / s->kv_row) {
+        le_session_free(s);
+        return fail(err, errlen, LE_EINVAL, "session: bad KV cache size");
+    }
+    kv_bytes *= s->kv_row;
+    s->hist = xcalloc(C, sizeof(int32_t), &bad);
+    s->kv_k = xcalloc(kv_bytes, 1, &bad);
+    s->kv_v = xcalloc(kv_bytes, 1, &bad);
+    s->x = xcalloc(B * E, sizeof(float), &bad);
+    s->xb = xcalloc(B * (E > QD ? E : QD), sizeof(float), &bad);
+    s->q = xcalloc(B * QD, sizeof(float), &bad);
+    s->k = xcalloc(B * KD, sizeof(float), &bad);
+    s->v = xcalloc(B * KD, sizeof(float), &bad);
+    s->att = xcalloc(B * QD, sizeof(float), &bad);
+    s->hb = xcalloc(B * F, sizeof(float), &bad);
+    s->hb2 = xcalloc(B * F, sizeof(float), &bad);
+    s->logits = xcalloc((size_t)hp->n_vocab, sizeof(float), &bad);
+    /* activations quantised for the widest input (n_embd, q dim or n_ff)
+     * in the largest vec_dot type (f32 is the largest per value) */
+    size_t widest = E > F ? E : F;
+    widest = widest > QD ? widest : QD;
+    s->qact_size = B * widest * sizeof(float) + 64;
+    s->qact = xcalloc(s->qact_size, 1, &bad);
+    s->scores = xcalloc(NT * C, sizeof(float), &bad);
+    s->qhead_size = (size_t)hp->head_dim * sizeof(float) + 64;
+    s->qhead = xcalloc(NT * s->qhead_size, 1, &bad);
+    s->vrow = xcalloc(NT * (size_t)hp->head_dim, sizeof(float), &bad);
+    if (bad) {
+        le_session_free(s);
+        return fail(err, errlen, LE_ENOMEM,
+                    "session: out of memory for a %d-token context",
+                    (int)C);
+    }
+    *out = s;
+    return LE_OK;
+}
+
+const float *
+le_session_logits(const struct le_session *s)
+{
+    return s->logits;
+}
+
+int32_t
+le_session_n_past(const struct le_session *s)
+{
+    return s->n_past;
+}
+
+void
+le_session_reset(struct le_session *s)
+{
+    s->n_past = 0;
+}
+
+enum le_status
+le_session_decode(struct le_session *s, const int32_t *ids, size_t n,
+                  char *err, size_t errlen)
+{
+    if (!s || (!ids && n))
+        return fail(err, errlen, LE_EINVAL, "decode: bad arguments");
+    if (n > (size_t)(s->n_ctx - s->n_past))
+        return fail(err, errlen, LE_ECONTEXT,
+                    "the context window of %d tokens is full (%d used, %zu "
+                    "more requested)",
+                    (int)s->n_ctx, (int)s->n_past, n);
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= s->m->hp.n_vocab)
+            return fail(err, errlen, LE_EINVAL,
+                        "decode: token id %d is outside the vocabulary",
+                        (int)ids[i]);
+    size_t done = 0;
+    while (done < n) {
+        size_t b = n - done;
+        if (b > (size_t)s->n_batch)
+            b = (size_t)s->n_batch;
+        enum le_status st = le_model_forward(s, ids + done, b, err, errlen);
+        if (st != LE_OK)
+            return st;
+        done += b;
+    }
+    return LE_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* Kernels of the graph                                                 */
+
+static void
+rmsnorm(float *o, const float *x, const float *w, int n, float eps)
+{
+    double ss = 0;
+    for (int i = 0; i < n; i++)
+        ss += (double)x[i] * x[i];
+    float scale = 1.0f / sqrtf((float)(ss / n) + eps);
+    for (int i = 0; i < n; i++)
+        o[i] = x[i] * scale * w[i];
+}
+
+/*
+ * Rotates the first n_rot values of each of n_heads heads of head_dim at
+ * position pos, as GGML's rope: theta_i = pos * base^(-2i/n_rot), computed
+ * by repeated multiplication in float like ggml so that results match it
+ * bit for bit where possible; llama3 frequency factors divide theta.
+ */
+static void
+rope(const struct le_model *m, float *x, int n_heads, int pos)
+{
+    const struct le_hparams *hp = &m->hp;
+    int nr = hp->n_rot;
+    float theta_scale = powf(hp->rope_base, -2.0f / (float)nr);
+    float theta = (float)pos;
+    for (int i0 = 0; i0 < nr; i0 += 2) {
+        float ff = m->rope_freqs ? m->rope_freqs[i0 / 2] : 1.0f;
+        float th = hp->rope_scale * (theta / ff);
+        float c = cosf(th), sn = sinf(th);
+        for (int h = 0; h < n_heads; h++) {
+            float *v = x + (size_t)h * hp->head_dim;
+            int a = hp->rope_neox ? i0 / 2 : i0;
+            int b = hp->rope_neox ? i0 / 2 + nr / 2 : i0 + 1;
+            float x0 = v[a], x1 = v[b];
+            v[a] = x0 * c - x1 * sn;
+            v[b] = x0 * sn + x1 * c;
+        }
+        theta *= theta_scale;
+    }
+}
+
+struct mm_job {
+    const struct le_type_traits *tt;
+    const uint8_t *w;   /* rows of the weight */
+    size_t w_row;       /* bytes per weight row */
+    const uint8_t *xq;  /* n_tok activation rows in vec_dot_type */
+    size_t x_row;       /* bytes per activation row */
+    float *y;           /* [n_tok][n_out] */
+    int n_in, n_out, n_tok;
+};
+
+static void
+matmul_rows(void *arg, int ith, int nth)
+{
+    struct mm_job *j = arg;
+    int per = (j->n_out + nth - 1) / nth;
+    int r0 = ith * per, r1 = r0 + per;
+    if (r1 > j->n_out)
+        r1 = j->n_out;
+    for (int r = r0; r < r1; r++) {
+        const uint8_t *wr = j->w + (size_t)r * j->w_row;
+        for (int t = 0; t < j->n_tok; t++)
+            j->tt->vec_dot(j->n_in, &j->y[(size_t)t * j->n_out + r], wr,
+                           j->xq + (size_t)t * j->x_row);
+    }
+}
+
+/* y[t] = W x[t] for t < n_tok; x rows are n_in floats apart, y rows n_out. */
+static void
+matmul(struct le_session *s, const struct le_gguf_tensor *W, const float *x,
+       float *y, int n_tok)
+{
+    const struct le_type_traits *tt = le_type_get(W->type);
+    const struct le_type_traits *vt = le_type_get(tt->vec_dot_type);
+    int n_in = (int)W->ne[0], n_out = (int)W->ne[1];
+    struct mm_job j;
+    j.tt = tt;
+    j.w = W->data;
+    j.w_row = le_row_size(W->type, n_in);
+    j.n_in = n_in;
+    j.n_out = n_out;
+    j.n_tok = n_tok;
+    j.y = y;
+    if (tt->vec_dot_type == LE_TYPE_F32) {
+        j.xq = (const uint8_t *)x;
+        j.x_row = (size_t)n_in * sizeof(float);
+    } else {
+        j.x_row = le_row_size(tt->vec_dot_type, n_in);
+        for (int t = 0; t < n_tok; t++)
+            vt->from_float(x + (size_t)t * n_in, s->qact + (size_t)t * j.x_row,
+                           n_in);
+        j.xq = s->qact;
+    }
+    /* Small products are not worth waking the pool for. */
+    int max_nth = (int64_t)n_in * n_out * n_tok < 16384 ? 1 : 0;
+    le_pool_run(s->m->pool, matmul_rows, &j, max_nth);
+}
+
+static void
+add_bias(float *y, const struct le_gguf_tensor *b, int n, int n_tok)
+{
+    if (!b)
+        return;
+    const float *bb = b->data;
+    for (int t = 0; t < n_tok; t++)
+        for (int i = 0; i < n; i++)
+            y[(size_t)t * n + i] += bb[i];
+}
+
+struct att_job {
+    struct le_session *s;
+    int layer, n_tok, pos0;
+};
+
+static void
+attention_heads(void *arg, int ith, int nth)
+{
+    struct att_job *j = arg;
+    struct le_session *s = j->s;
+    const struct le_hparams *hp = &s->m->hp;
+    int hd = hp->head_dim, QD = hp->n_head * hd;
+    int group = hp->n_head / hp->n_head_kv;
+    const struct le_type_traits *kt = le_type_get(s->kv_type);
+    const struct le_type_traits *qt = le_type_get(kt->vec_dot_type);
+    float *sc = s->scores + (size_t)ith * s->n_ctx;
+    uint8_t *qh = s->qhead + (size_t)ith * s->qhead_size;
+    float *vr = s->vrow + (size_t)ith * hd;
+    size_t layer_off = (size_t)j->layer * s->n_ctx * s->kv_row;
+    size_t head_bytes = le_row_size(s->kv_type, hd);
+    float scale = 1.0f / sqrtf((float)hd);
+    int total = j->n_tok * hp->n_head;
+    for (int i = ith; i < total; i += nth) {
+        int t = i / hp->n_head, h = i % hp->n_head, kvh = h / group;
+        int pos = j->pos0 + t;
+        const float *q = s->q + (size_t)t * QD + (size_t)h * hd;
+        float *out = s->att + (size_t)t * QD + (size_t)h * hd;
+        qt->from_float(q, qh, hd);
+        float max = -INFINITY;
+        for (int p = 0; p <= pos; p++) {
+            const uint8_t *kr = s->kv_k + layer_off + (size_t)p * s->kv_row +
+                                (size_t)kvh * head_bytes;
+            float d;
+            kt->vec_dot(hd, &d, kr, qh);
+            sc[p] = d * scale;
+            if (sc[p] > max)
+                max = sc[p];
+        }
+        double sum = 0;
+        for (int p = 0; p <= pos; p++) {
+            sc[p] = expf(sc[p] - max);
+            sum += sc[p];
+        }
+        float inv = (float)(1.0 / sum);
+        memset(out, 0, (size_t)hd * sizeof(float));
+        for (int p = 0; p <= pos; p++) {
+            const uint8_t *vrw = s->kv_v + layer_off + (size_t)p * s->kv_row +
+                                 (size_t)kvh * head_bytes;
+            kt->to_float(vrw, vr, hd);
+            float w = sc[p] * inv;
+            for (int d = 0; d < hd; d++)
+                out[d] += w * vr[d];
+        }
+    }
+}
+
+static float
+silu(float x)
+{
+    return x / (1.0f + expf(-x));
+}
+
+enum le_status
+le_model_forward(struct le_session *s, const int32_t *ids, size_t n,
+                 char *err, size_t errlen)
+{
+    struct le_model *m = s->m;
+    const struct le_hparams *hp = &m->hp;
+    int E = hp->n_embd, F = hp->n_ff, hd = hp->head_dim;
+    int QD = hp->n_head * hd, KD = hp->n_head_kv * hd;
+    int nt = (int)n, pos0 = s->n_past;
+    if (n == 0)
+        return LE_OK;
+    if (nt > s->n_batch || pos0 + nt > s->n_ctx)
+        return fail(err, errlen, LE_ECONTEXT,
+                    "the context window of %d tokens is full", s->n_ctx);
+
+    /* embeddings */
+    const struct le_type_traits *et = le_type_get(m->tok_embd->type);
+    size_t erow = le_row_size(m->tok_embd->type, E);
+    for (int t = 0; t < nt; t++)
+        et->to_float((const uint8_t *)m->tok_embd->data +
+                         (size_t)ids[t] * erow,
+                     s->x + (size_t)t * E, E);
+
+    const struct le_type_traits *kt = le_type_get(s->kv_type);
+    for (int l = 0; l < hp->n_layer; l++) {
+        const struct le_layer *L = &m->layers[l];
+        for (int t = 0; t < nt; t++)
+            rmsnorm(s->xb + (size_t)t * E, s->x + (size_t)t * E,
+                    L->attn_norm->data, E, hp->eps);
+        matmul(s, L->wq, s->xb, s->q, nt);
+        matmul(s, L->wk, s->xb, s->k, nt);
+        matmul(s, L->wv, s->xb, s->v, nt);
+        add_bias(s->q, L->bq, QD, nt);
+        add_bias(s->k, L->bk, KD, nt);
+        add_bias(s->v, L->bv, KD, nt);
+        size_t layer_off = (size_t)l * s->n_ctx * s->kv_row;
+        for (int t = 0; t < nt; t++) {
+            rope(m, s->q + (size_t)t * QD, hp->n_head, pos0 + t);
+            rope(m, s->k + (size_t)t * KD, hp->n_head_kv, pos0 + t);
+            size_t off = layer_off + (size_t)(pos0 + t) * s->kv_row;
+            kt->from_float(s->k + (size_t)t * KD, s->kv_k + off, KD);
+            kt->from_float(s->v + (size_t)t * KD, s->kv_v + off, KD);
+        }
+        struct att_job aj = {s, l, nt, pos0};
+        int64_t work = (int64_t)nt * hp->n_head * (pos0 + nt) * hd;
+        le_pool_run(m->pool, attention_heads, &aj, work < 16384 ? 1 : 0);
+        matmul(s, L->wo, s->att, s->xb, nt);
+        for (size_t i = 0; i < (size_t)nt * E; i++)
+            s->x[i] += s->xb[i];
+
+        for (int t = 0; t < nt; t++)
+            rmsnorm(s->xb + (size_t)t * E, s->x + (size_t)t * E,
+                    L->ffn_norm->data, E, hp->eps);
+        matmul(s, L->w_gate, s->xb, s->hb, nt);
+        matmul(s, L->w_up, s->xb, s->hb2, nt);
+        for (size_t i = 0; i < (size_t)nt * F; i++)
+            s->hb[i] = silu(s->hb[i]) * s->hb2[i];
+        matmul(s, L->w_down, s->hb, s->xb, nt);
+        for (size_t i = 0; i < (size_t)nt * E; i++)
+            s->x[i] += s->xb[i];
+    }
+
+    /* logits of the last token only */
+    rmsnorm(s->xb, s->x + (size_t)(nt - 1) * E, m->output_norm->data, E,
+            hp->eps);
+    matmul(s, m->output, s->xb, s->logits, 1);
+    for (int t = 0; t < nt; t++)
+        s->hist[pos0 + t] = ids[t];
+    s->n_past = pos0 + nt;
+    return LE_OK;
+}
