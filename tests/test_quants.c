@@ -1,0 +1,366 @@
+/*
+ * test_quants.c: the per-type table of local_engine/quants.c.
+ *
+ * For every type: quantise random data, dequantise, and hold the error to
+ * a stated per-type bound (relative RMS error, i.e. RMS(x - x') / RMS(x));
+ * vec_dot against its vec_dot_type equals the double-precision dot of the
+ * two dequantised vectors within a stated bound relative to sum |x_i y_i|.
+ * Hand-made blocks pin the byte layouts (Q4_0, Q8_0, Q4_K, Q6_K, Q5_0,
+ * Q3_K, Q2_K) to values worked out from the GGUF/ggml block definitions.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "../local_engine/le_int.h"
+#include "harness.h"
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+
+static float
+frand(void) /* uniform in [-1, 1) */
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (float)((rng_state >> 40) * 0x1p-24 * 2.0 - 1.0);
+}
+
+/* Gaussian-ish with occasional outliers, like real weights. */
+static void
+fill(float *x, int n, float scale)
+{
+    for (int i = 0; i < n; i++) {
+        float v = (frand() + frand() + frand()) * scale;
+        if (i % 97 == 13)
+            v *= 4;
+        x[i] = v;
+    }
+}
+
+struct case_ {
+    enum le_type t;
+    double rt_tol;  /* relative RMS error of the round trip */
+    double dot_tol; /* |vec_dot - ref| / sum|x y| */
+};
+
+/* Bounds: about 1.5x the error measured with this generator (measured:
+ * f16 2.1e-4, bf16 1.7e-3, q8_0 6.4e-3, q4_0 0.10, q4_1 0.084, q5_0 0.051,
+ * q5_1 0.041, q2_K 0.35, q3_K 0.166, q4_K 0.085, q5_K 0.042, q6_K 0.022,
+ * q8_K 0.011).  The vec_dot bounds are rounding only (float accumulation;
+ * for the _1 types also the fp16 rounding of the Q8_1 block sum s, measured
+ * up to 2.5e-5). */
+static const struct case_ cases[] = {
+    {LE_TYPE_F32, 0.0, 1e-6},   {LE_TYPE_F16, 5e-4, 1e-6},
+    {LE_TYPE_BF16, 4e-3, 1e-6}, {LE_TYPE_Q8_0, 0.012, 1e-6},
+    {LE_TYPE_Q8_1, 0.012, 1e-6}, {LE_TYPE_Q4_0, 0.15, 1e-6},
+    {LE_TYPE_Q4_1, 0.12, 5e-5}, {LE_TYPE_Q5_0, 0.075, 1e-6},
+    {LE_TYPE_Q5_1, 0.06, 5e-5}, {LE_TYPE_Q2_K, 0.50, 1e-6},
+    {LE_TYPE_Q3_K, 0.24, 1e-6}, {LE_TYPE_Q4_K, 0.12, 1e-6},
+    {LE_TYPE_Q5_K, 0.06, 1e-6}, {LE_TYPE_Q6_K, 0.03, 1e-6},
+    {LE_TYPE_Q8_K, 0.02, 1e-6},
+};
+
+#define N 4096
+
+static void
+test_types_table(void)
+{
+    static const struct {
+        uint32_t t;
+        int blck;
+        size_t size;
+        uint32_t vd;
+    } want[] = {
+        {0, 1, 4, 0},       {1, 1, 2, 1},       {30, 1, 2, 30},
+        {2, 32, 18, 8},     {3, 32, 20, 9},     {6, 32, 22, 8},
+        {7, 32, 24, 9},     {8, 32, 34, 8},     {9, 32, 36, 9},
+        {10, 256, 84, 15},  {11, 256, 110, 15}, {12, 256, 144, 15},
+        {13, 256, 176, 15}, {14, 256, 210, 15}, {15, 256, 292, 15},
+    };
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+        const struct le_type_traits *tt = le_type_get(want[i].t);
+        T_CHECK(tt != NULL);
+        if (!tt)
+            continue;
+        T_EQ_INT(tt->blck_size, want[i].blck);
+        T_EQ_INT(tt->type_size, want[i].size);
+        T_EQ_INT(tt->vec_dot_type, want[i].vd);
+        T_CHECK(tt->to_float && tt->from_float && tt->vec_dot);
+    }
+    T_CHECK(le_type_get(4) == NULL); /* removed Q4_2 */
+    T_CHECK(le_type_get(5) == NULL);
+    T_CHECK(le_type_get(16) == NULL); /* IQ types: not supported */
+    T_CHECK(le_type_get(31) == NULL);
+    T_CHECK(le_type_get(0xffffffffu) == NULL);
+    T_EQ_INT(le_row_size(LE_TYPE_Q4_0, 4096), 4096 / 32 * 18);
+    T_EQ_INT(le_row_size(LE_TYPE_Q6_K, 512), 2 * 210);
+    T_EQ_INT(le_row_size(LE_TYPE_Q4_0, 100), 0);
+    T_EQ_INT(le_row_size(LE_TYPE_F32, 7), 28);
+}
+
+static void
+test_fp16(void)
+{
+    /* Exhaustive: every half converts to float and back unchanged (NaNs
+     * stay NaN). */
+    int bad = 0;
+    for (uint32_t h = 0; h < 65536; h++) {
+        float f = le_fp16_to_fp32((uint16_t)h);
+        uint16_t back = le_fp32_to_fp16(f);
+        if (isnan(f)) {
+            if ((back & 0x7c00) != 0x7c00 || (back & 0x3ff) == 0)
+                bad++;
+        } else if (back != h) {
+            bad++;
+        }
+    }
+    T_EQ_INT(bad, 0);
+    T_EQ_INT(le_fp32_to_fp16(1.0f), 0x3c00);
+    T_EQ_INT(le_fp32_to_fp16(-2.0f), 0xc000);
+    T_EQ_INT(le_fp32_to_fp16(65504.0f), 0x7bff);
+    T_EQ_INT(le_fp32_to_fp16(65520.0f), 0x7c00); /* rounds to inf */
+    T_EQ_INT(le_fp32_to_fp16(65519.0f), 0x7bff);
+    T_EQ_INT(le_fp32_to_fp16(0x1p-24f), 0x0001);  /* smallest subnormal */
+    T_EQ_INT(le_fp32_to_fp16(0x1p-25f), 0x0000);  /* tie to even: 0 */
+    T_EQ_INT(le_fp32_to_fp16(0x1.8p-24f), 0x0002); /* tie to even: 2 */
+    /* 1 + 2^-11 is halfway between 1 and 1 + 2^-10: even is 1. */
+    T_EQ_INT(le_fp32_to_fp16(1.0f + 0x1p-11f), 0x3c00);
+    T_EQ_INT(le_fp32_to_fp16(1.0f + 0x1.8p-10f), 0x3c02);
+    T_NEAR(le_fp16_to_fp32(0x3555), 0.333251953125, 0);
+    T_EQ_INT(le_fp32_to_bf16(1.0f), 0x3f80);
+    T_EQ_INT(le_fp32_to_bf16(1.00390625f), 0x3f80); /* tie -> even */
+    T_EQ_INT(le_fp32_to_bf16(1.01171875f), 0x3f82); /* tie -> even (up) */
+    T_NEAR(le_bf16_to_fp32(0xc040), -3.0, 0);
+    T_CHECK(isnan(le_bf16_to_fp32(le_fp32_to_bf16(NAN))));
+}
+
+static void
+test_roundtrip_and_dot(void)
+{
+    float *x = malloc(N * sizeof(float)), *y = malloc(N * sizeof(float));
+    float *xd = malloc(N * sizeof(float)), *yd = malloc(N * sizeof(float));
+    void *qx = malloc(N * 4), *qy = malloc(N * 4);
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        const struct le_type_traits *tt = le_type_get(cases[c].t);
+        T_CHECK(tt != NULL);
+        if (!tt)
+            continue;
+        const struct le_type_traits *vt = le_type_get(tt->vec_dot_type);
+        for (int rep = 0; rep < 3; rep++) {
+            fill(x, N, rep == 2 ? 1e-3f : 1.0f);
+            fill(y, N, 0.5f);
+            if (rep == 1) /* one all-zero block, one constant block */
+                for (int i = 0; i < 512; i++)
+                    x[i] = i < 256 ? 0.0f : 0.25f;
+            tt->from_float(x, qx, N);
+            tt->to_float(qx, xd, N);
+            double se = 0, sx = 0;
+            for (int i = 0; i < N; i++) {
+                se += (double)(x[i] - xd[i]) * (x[i] - xd[i]);
+                sx += (double)x[i] * x[i];
+            }
+            double rel = sqrt(se / sx);
+            if (rel > cases[c].rt_tol)
+                fprintf(stderr, "%s rep %d: round-trip rel rms %g\n",
+                        tt->name, rep, rel);
+            T_CHECK(rel <= cases[c].rt_tol);
+
+            vt->from_float(y, qy, N);
+            vt->to_float(qy, yd, N);
+            double ref = 0, mag = 0;
+            for (int i = 0; i < N; i++) {
+                ref += (double)xd[i] * yd[i];
+                mag += fabs((double)xd[i] * yd[i]);
+            }
+            float s = NAN;
+            tt->vec_dot(N, &s, qx, qy);
+            double err = fabs(s - ref) / mag;
+            if (!(err <= cases[c].dot_tol))
+                fprintf(stderr, "%s rep %d: vec_dot %g ref %g rel err %g\n",
+                        tt->name, rep, s, ref, err);
+            T_CHECK(err <= cases[c].dot_tol);
+            /* And the quantised dot is close to the exact float dot. */
+            double exact = 0, emag = 0;
+            for (int i = 0; i < N; i++) {
+                exact += (double)x[i] * y[i];
+                emag += fabs((double)x[i] * y[i]);
+            }
+            T_CHECK(fabs(s - exact) / emag <= 2 * cases[c].rt_tol + 0.02);
+        }
+    }
+    free(x);
+    free(y);
+    free(xd);
+    free(yd);
+    free(qx);
+    free(qy);
+}
+
+/* ---- pinned layouts: blocks built by hand byte by byte ---- */
+
+static void
+test_layout_q4_0(void)
+{
+    uint8_t b[18];
+    b[0] = 0x00, b[1] = 0x3c; /* d = 1.0 (fp16 little-endian) */
+    for (int j = 0; j < 16; j++)
+        b[2 + j] = (uint8_t)(j | ((15 - j) << 4));
+    float y[32];
+    le_type_get(LE_TYPE_Q4_0)->to_float(b, y, 32);
+    for (int j = 0; j < 16; j++) {
+        T_NEAR(y[j], j - 8, 0);
+        T_NEAR(y[j + 16], (15 - j) - 8, 0);
+    }
+}
+
+static void
+test_layout_q8_0(void)
+{
+    uint8_t b[34];
+    b[0] = 0x00, b[1] = 0x38; /* d = 0.5 */
+    for (int j = 0; j < 32; j++)
+        b[2 + j] = (uint8_t)(int8_t)(j * 7 - 100);
+    float y[32];
+    le_type_get(LE_TYPE_Q8_0)->to_float(b, y, 32);
+    for (int j = 0; j < 32; j++)
+        T_NEAR(y[j], (j * 7 - 100) * 0.5, 0);
+    /* Q8_0 . Q8_0 = d^2 * sum q^2 */
+    float s;
+    le_type_get(LE_TYPE_Q8_0)->vec_dot(32, &s, b, b);
+    double want = 0;
+    for (int j = 0; j < 32; j++)
+        want += (j * 7 - 100) * (j * 7 - 100) * 0.25;
+    T_NEAR(s, want, 0);
+}
+
+static void
+test_layout_q5_0(void)
+{
+    uint8_t b[22] = {0x00, 0x40}; /* d = 2.0 */
+    /* qh = 0x80000001: value 0 and value 31 have their 5th bit set. */
+    b[2] = 0x01, b[3] = 0, b[4] = 0, b[5] = 0x80;
+    for (int j = 0; j < 16; j++)
+        b[6 + j] = 0x53; /* low nibble 3 (values 0..15), high 5 (16..31) */
+    float y[32];
+    le_type_get(LE_TYPE_Q5_0)->to_float(b, y, 32);
+    T_NEAR(y[0], ((3 | 16) - 16) * 2.0, 0);
+    T_NEAR(y[1], (3 - 16) * 2.0, 0);
+    T_NEAR(y[16], (5 - 16) * 2.0, 0);
+    T_NEAR(y[31], ((5 | 16) - 16) * 2.0, 0);
+}
+
+static void
+test_layout_q4_K(void)
+{
+    /* d = 1.0, dmin = 0.5; 12 scale bytes chosen so that the 8 (scale,
+     * min) pairs are, by the GGUF packing (bytes 0-3: low 6 bits scale
+     * 0-3; 4-7: low 6 bits min 0-3; 8-11: low nibble scale 4-7 and high
+     * nibble min 4-7; top 2 bits of 0-3 / 4-7: high bits of scale / min
+     * 4-7): sc = 1 2 3 4 1 3 21 7, mn = 5 6 7 8 2 4 6 8. */
+    uint8_t b[144] = {0x00, 0x3c, 0x00, 0x38, 1,    2,    3 | 0x40,
+                      4,    5,    6,    7,    8,    0x21, 0x43, 0x65,
+                      0x87};
+    for (int j = 0; j < 128; j++)
+        b[16 + j] = 0x21; /* low nibble 1, high nibble 2 */
+    static const int sc[8] = {1, 2, 3, 4, 1, 3, 21, 7};
+    static const int mn[8] = {5, 6, 7, 8, 2, 4, 6, 8};
+    float y[256];
+    le_type_get(LE_TYPE_Q4_K)->to_float(b, y, 256);
+    /* Values 64*jj + 0..31 use byte low nibbles and sub-block 2*jj;
+     * 64*jj + 32..63 the high nibbles and sub-block 2*jj+1. */
+    int bad = 0;
+    for (int i = 0; i < 256; i++) {
+        int s = i / 32, q = (i % 64) < 32 ? 1 : 2;
+        if (y[i] != 1.0f * sc[s] * q - 0.5f * mn[s])
+            bad++;
+    }
+    T_EQ_INT(bad, 0);
+    T_NEAR(y[0], -1.5, 0);
+    T_NEAR(y[32], 1.0, 0);
+    T_NEAR(y[192], 18.0, 0);
+    T_NEAR(y[255], 10.0, 0);
+}
+
+static void
+test_layout_q6_K(void)
+{
+    /* ql[0..127], qh[128..191], scales[192..207], d[208..209] */
+    uint8_t b[210] = {0};
+    b[0] = 0x21;   /* ql[0]: value 0 low 1, value 64 low 2 */
+    b[32] = 0x43;  /* ql[32]: value 32 low 3, value 96 low 4 */
+    b[128] = 0xe4; /* qh[0]: 2-bit highs 0,1,2,3 for values 0,32,64,96 */
+    b[128 + 32] = 0x03; /* qh[32]: value 128 high bits 3 */
+    b[64] = 0x0f;       /* ql[64]: value 128 low 15 */
+    for (int s = 0; s < 16; s++)
+        b[192 + s] = (uint8_t)(int8_t)(s - 8);
+    b[208] = 0x00, b[209] = 0x3c; /* d = 1.0 */
+    float y[256];
+    le_type_get(LE_TYPE_Q6_K)->to_float(b, y, 256);
+    /* value = d * scale[i/16] * (q - 32) */
+    T_NEAR(y[0], (0 - 8) * ((1 | 0 << 4) - 32), 0);
+    T_NEAR(y[32], (2 - 8) * ((3 | 1 << 4) - 32), 0);
+    T_NEAR(y[64], (4 - 8) * ((2 | 2 << 4) - 32), 0);
+    T_NEAR(y[96], (6 - 8) * ((4 | 3 << 4) - 32), 0);
+    T_NEAR(y[128], (8 - 8) * ((15 | 3 << 4) - 32), 0);
+    T_NEAR(y[1], (0 - 8) * (0 - 32), 0);
+    T_NEAR(y[255], (15 - 8) * (0 - 32), 0);
+    b[192 + 8] = 5;
+    le_type_get(LE_TYPE_Q6_K)->to_float(b, y, 256);
+    T_NEAR(y[128], 5 * ((15 | 3 << 4) - 32), 0);
+}
+
+static void
+test_layout_q3_K(void)
+{
+    /* hmask[0..31], qs[32..95], scales[96..107], d[108..109] */
+    uint8_t b[110] = {0};
+    b[0] = 0x01;  /* hmask[0] bit 0: value 0 has its high bit (no -4) */
+    b[32] = 0x0b; /* qs[0]: value 0 low 3, value 32 low 2 (shift 2) */
+    /* scale 0 = 33 (-> +1): low nibble 1 in byte 0, high bits 2 (10b) in
+     * byte 8 bits 0-1; scale 2 = 30 (-> -2): low nibble 14 in byte 2, high
+     * bits 1 in byte 10. */
+    b[96 + 0] = 0x01;
+    b[96 + 8] = 0x02;
+    b[96 + 2] = 0x0e;
+    b[96 + 10] = 0x01;
+    b[108] = 0x00, b[109] = 0x40; /* d = 2 */
+    float y[256];
+    le_type_get(LE_TYPE_Q3_K)->to_float(b, y, 256);
+    T_NEAR(y[0], 2.0 * 1 * 3, 0);         /* q = 3, high bit set */
+    T_NEAR(y[1], 2.0 * 1 * (0 - 4), 0);   /* q = 0, high bit clear */
+    T_NEAR(y[32], 2.0 * -2 * (2 - 4), 0); /* sub-block 2 */
+    T_NEAR(y[16], 2.0 * (0 - 32) * -4, 0);  /* scale 1 = 0 -> -32 */
+}
+
+static void
+test_layout_q2_K(void)
+{
+    /* scales[0..15], qs[16..79], d[80..81], dmin[82..83] */
+    uint8_t b[84] = {0};
+    b[0] = 0x32;  /* sub-block 0: scale 2, min 3 */
+    b[2] = 0x15;  /* sub-block 2 (values 32..47): scale 5, min 1 */
+    b[16] = 0x0d; /* qs[0]: value 0 = 1, value 32 = 3 */
+    b[80] = 0x00, b[81] = 0x3c; /* d = 1 */
+    b[82] = 0x00, b[83] = 0x38; /* dmin = 0.5 */
+    float y[256];
+    le_type_get(LE_TYPE_Q2_K)->to_float(b, y, 256);
+    T_NEAR(y[0], 2 * 1 - 0.5 * 3, 0);
+    T_NEAR(y[1], 0 - 0.5 * 3, 0);
+    T_NEAR(y[32], 5 * 3 - 0.5 * 1, 0);
+}
+
+int
+main(void)
+{
+    T_RUN(test_types_table);
+    T_RUN(test_fp16);
+    T_RUN(test_roundtrip_and_dot);
+    T_RUN(test_layout_q4_0);
+    T_RUN(test_layout_q8_0);
+    T_RUN(test_layout_q5_0);
+    T_RUN(test_layout_q4_K);
+    T_RUN(test_layout_q6_K);
+    T_RUN(test_layout_q3_K);
+    T_RUN(test_layout_q2_K);
+    return T_END();
+}
