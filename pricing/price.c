@@ -36,9 +36,11 @@ struct pr_default_entry {
  *    the cache *read* price; cache writes (1.25x input) are not modelled:
  *    OpenAI-format usage does not report them separately).
  *  - Google gemini-2.5-flash 0.30 / 0.03 / 2.50 (text input; the context
- *    caching price for text), gemini-2.5-pro 1.25 / 0.31 / 10.00 (prompts
+ *    caching price for text), gemini-2.5-pro 1.25 / 0.125 / 10.00 (prompts
  *    <= 200k tokens; longer prompts cost more and are not modelled)
- *    (ai.google.dev/gemini-api/docs/pricing).
+ *    (ai.google.dev/gemini-api/docs/pricing).  Both cached prices are
+ *    the current 90%-off context-caching rate of the 2.5 models; the
+ *    older 0.075 / 0.31 figures were the earlier 75%-off rate.
  *  - DeepSeek deepseek-v3.2 0.28 / 0.028 (cache hit) / 0.42
  *    (api-docs.deepseek.com/quick_start/pricing; "deepseek-chat" is the
  *    same model under its API name).
@@ -51,7 +53,7 @@ static const struct pr_default_entry pr_defaults[] = {
     {"claude-sonnet-4.5", 3000000, 300000, 15000000},
     {"claude-haiku-4.5", 1000000, 100000, 5000000},
     {"gemini-2.5-flash", 300000, 30000, 2500000},
-    {"gemini-2.5-pro", 1250000, 310000, 10000000},
+    {"gemini-2.5-pro", 1250000, 125000, 10000000},
     {"deepseek-v3.2", 280000, 28000, 420000},
     {"deepseek-chat", 280000, 28000, 420000},
 };

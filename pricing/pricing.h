@@ -95,4 +95,179 @@ enum gx_status pr_ledger_submit(struct pr_ledger *l,
                                 const struct pr_usage_row *row,
                                 pr_commit_cb cb, void *ud);
 
+/* ---- ledger extras ------------------------------------------------- */
+
+/* Durability of a commit.  NORMAL (default): WAL, fsync at checkpoints
+ * only; a committed row survives the process being killed (kill -9,
+ * crash) but not an OS crash or power loss.  FULL: one fsync per group
+ * commit, shared by every row in it. */
+enum pr_ledger_sync { PR_LEDGER_SYNC_NORMAL = 0, PR_LEDGER_SYNC_FULL = 1 };
+
+struct pr_ledger_opts {
+    size_t queue_max;         /* rows queued before submit says GX_EAGAIN;
+                                 0 = 65536 */
+    enum pr_ledger_sync sync;
+};
+
+/* pr_ledger_open with options (opts may be NULL = defaults).  The queue is
+ * bounded: pr_ledger_submit returns GX_EAGAIN when queue_max rows wait
+ * (it never blocks), GX_ECANCELED once pr_ledger_close has begun. */
+enum gx_status pr_ledger_open_ex(const char *path,
+                                 const struct pr_ledger_opts *opts,
+                                 struct pr_ledger **out, char *err,
+                                 size_t errlen);
+
+/* Blocks until every row submitted before the call is committed (or
+ * failed) and its callback has returned.  Not for event-loop threads. */
+void pr_ledger_flush(struct pr_ledger *l);
+
+/* The name readers open for usage queries: the file path, or for
+ * ":memory:" a shared-cache URI ("file:...?mode=memory&cache=shared") that
+ * lives as long as the ledger.  Owned by the ledger. */
+const char *pr_ledger_path(const struct pr_ledger *l);
+
+struct pr_ledger_stats {
+    int64_t rows;    /* rows committed since open */
+    int64_t commits; /* transactions committed (rows/commits = batch) */
+    int64_t failed;  /* rows whose callback got ok=0 */
+    int64_t queued;  /* rows waiting now */
+    int migrations_applied; /* schema migrations run by this open */
+};
+void pr_ledger_stats(struct pr_ledger *l, struct pr_ledger_stats *out);
+
+/* Schema version this code writes (PRAGMA user_version after open). */
+int pr_ledger_schema_version(void);
+
+/* ---- budgets --------------------------------------------------------
+ *
+ * An in-memory spend counter per key, exact under concurrency (one
+ * mutex, held for a few instructions).  Per key: limit (budget_pusd),
+ * spent (settled cost) and reserved (sum of in-flight reservations).
+ *
+ *   before sending:  pr_budget_reserve(b, key, max_cost)
+ *                    GX_EAGAIN if spent + reserved + max_cost > limit
+ *                    (the gateway answers 429 insufficient_quota)
+ *   after success:   pr_budget_settle(b, key, max_cost, actual_cost)
+ *                    reserved -= max_cost; spent += actual_cost
+ *   after failure:   pr_budget_release(b, key, max_cost)
+ *
+ * So spent never exceeds limit unless a request's actual cost exceeded its
+ * reservation (then by at most that excess).  Keys never set with
+ * pr_budget_set have no limit: reserve always succeeds and nothing is
+ * tracked.  The persisted spend is keys.spent_pusd, updated by the ledger
+ * writer in the row's transaction; load it at start with pr_budget_set
+ * (or pr_budget_load).  All functions are thread-safe.
+ */
+struct pr_budget;
+
+struct pr_budget *pr_budget_new(void);
+void pr_budget_free(struct pr_budget *b);
+
+/* Sets (or replaces) key's limit and settled spend; limit_pusd < 0 means
+ * unlimited but tracked.  Keeps the key's current reservations. */
+enum gx_status pr_budget_set(struct pr_budget *b, int64_t key_id,
+                             int64_t limit_pusd, int64_t spent_pusd);
+/* Forgets a key (revoked). */
+void pr_budget_remove(struct pr_budget *b, int64_t key_id);
+/* GX_OK (reserved), GX_EAGAIN (would exceed the budget), GX_EINVAL
+ * (negative amount), GX_ETOOBIG (overflow). */
+enum gx_status pr_budget_reserve(struct pr_budget *b, int64_t key_id,
+                                 int64_t amount_pusd);
+/* Releases reserved_pusd and adds actual_pusd to spent.  A key unknown
+ * (or removed meanwhile) is ignored. */
+void pr_budget_settle(struct pr_budget *b, int64_t key_id,
+                      int64_t reserved_pusd, int64_t actual_pusd);
+void pr_budget_release(struct pr_budget *b, int64_t key_id,
+                       int64_t reserved_pusd);
+/* Reads a key's counters; GX_ENOTFOUND if it has none. */
+enum gx_status pr_budget_get(struct pr_budget *b, int64_t key_id,
+                             int64_t *limit_pusd, int64_t *spent_pusd,
+                             int64_t *reserved_pusd);
+/* Loads every non-revoked key's budget_pusd (NULL = unlimited) and
+ * spent_pusd from the keys table of the database at path. */
+enum gx_status pr_budget_load(struct pr_budget *b, const char *path,
+                              char *err, size_t errlen);
+
+/* ---- usage queries --------------------------------------------------
+ *
+ * Run on their own read-only connection: call them from a thread that may
+ * block (never an event loop).  Totals (requests, errors, tokens, cost)
+ * are exact for any range.  Whole hours inside [since, until) are read
+ * from the usage_hourly rollup, the partial hours at the edges from raw
+ * rows, so a month over 10M rows costs a scan of the rollup.  p50/p95 are
+ * estimated from a fixed latency histogram (buckets 0-50-100-200-300-500-
+ * 750-1000-1500-2000-3000-5000-7500-10000-15000-20000-30000-60000 ms,
+ * linear inside a bucket): approximate, to within the bucket holding the
+ * percentile.  Set raw_only to ignore the rollup (for tests/benchmarks).
+ */
+enum pr_group {
+    PR_GROUP_NONE = 0,
+    PR_GROUP_MODEL,
+    PR_GROUP_PROVIDER,
+    PR_GROUP_ROUTE,
+    PR_GROUP_KEY,
+    PR_GROUP_DAY,  /* UTC, group text "YYYY-MM-DD" */
+    PR_GROUP_HOUR  /* UTC, group text "YYYY-MM-DDTHH:00Z" */
+};
+
+/* "none"|""|"model"|"provider"|"route"|"key"|"day"|"hour" -> *out;
+ * GX_EINVAL otherwise. */
+enum gx_status pr_group_parse(const char *s, enum pr_group *out);
+const char *pr_group_name(enum pr_group g);
+
+#define PR_KEY_ALL INT64_MIN /* key_filter: every key */
+
+struct pr_usage_query {
+    int64_t since_ms;   /* inclusive */
+    int64_t until_ms;   /* exclusive */
+    enum pr_group group_by;
+    int64_t key_filter; /* PR_KEY_ALL, a key id, or -1 = anonymous rows */
+    int raw_only;       /* 1: skip the rollup */
+};
+
+struct pr_usage_group {
+    char group[64]; /* model/provider/route name ("" if none), key id as
+                       decimal ("" = anonymous), day or hour, "" for none */
+    int64_t requests;
+    int64_t errors; /* status not 2xx */
+    int64_t prompt_tokens;
+    int64_t completion_tokens;
+    int64_t cached_tokens;
+    int64_t cost_pusd;
+    char cost_usd[32]; /* exact decimal of cost_pusd */
+    int64_t p50_ms;    /* approximate; -1 when no requests */
+    int64_t p95_ms;
+};
+
+struct pr_usage_result {
+    size_t n;
+    struct pr_usage_group *rows; /* sorted by group text */
+};
+
+/* Runs q against the database at path (a file, or pr_ledger_path()).
+ * On success *out is owned by the caller (pr_usage_result_free). */
+enum gx_status pr_usage_query(const char *path,
+                              const struct pr_usage_query *q,
+                              struct pr_usage_result **out, char *err,
+                              size_t errlen);
+void pr_usage_result_free(struct pr_usage_result *r);
+
+/* Appends {"data":[{"group","requests","errors","prompt_tokens",
+ * "completion_tokens","cached_tokens","cost_usd","cost_pusd","p50_ms",
+ * "p95_ms"}...]} (cost_usd is the exact decimal as a JSON number; p50/p95
+ * null when no requests): the body of GET /v1/usage. */
+enum gx_status pr_usage_result_json(const struct pr_usage_result *r,
+                                    struct gx_buf *out);
+
+/* Parses a --since/--until value: "24h", "7d", "30m", "90s" (relative to
+ * now_ms, in the past), an integer of epoch ms, or ISO 8601 UTC
+ * ("2026-11-29", "2026-11-29T15:00", "2026-11-29T15:00:00Z"). */
+enum gx_status pr_time_parse(const char *s, int64_t now_ms, int64_t *out_ms);
+
+/* `llmux usage [--since 24h|7d|ISO] [--until ...] [--group-by G]
+ * [--format table|json|csv] [--key ID] [--db FILE]`; argv[0] = "usage".
+ * Prints to stdout; returns the exit code (0 ok, 1 bad input or database
+ * error, 2 usage error). */
+int pr_cli_usage(int argc, char **argv);
+
 #endif

@@ -1,0 +1,701 @@
+/*
+ * ledger.c: the SQLite usage ledger.  One writer thread owns the only
+ * write connection; every other thread hands it rows through a bounded
+ * queue (pr_ledger_submit), and the writer commits everything queued at
+ * each wake-up in ONE transaction (group commit), then calls each row's
+ * callback.  The cost of a commit is shared by every row that arrived
+ * while the previous one was being written, so throughput grows with load.
+ *
+ * Schema (user_version 1; DESIGN.md section 7 names are the contract):
+ *
+ *   usage         one row per chat request that reached routing
+ *     id INTEGER PRIMARY KEY, ts_ms, request_id, key_id (NULL = anonymous),
+ *     route, provider, model, status, attempts, stream, prompt_tokens,
+ *     completion_tokens, cached_tokens, cost_pusd, latency_ms,
+ *     ttft_ms (NULL = unknown), usage_source, error
+ *     indexes: (ts_ms), (key_id, ts_ms)
+ *   keys          id, name, hash, created_ms, expires_ms, revoked_ms,
+ *                 budget_pusd, spent_pusd, rpm, tpm, models
+ *                 (rows are created by the keys code; the writer adds each
+ *                 committed row's cost to keys.spent_pusd)
+ *   usage_hourly  rollup maintained by the writer in the same transaction:
+ *     PRIMARY KEY (hour_ms, model, provider, route, key_id), NULLs stored
+ *     as '' and -1 so the key is total; requests, errors, prompt_tokens,
+ *     completion_tokens, cached_tokens, cost_pusd, latency_sum_ms and the
+ *     latency histogram h0..h17 (bounds in pr_lat_bounds).
+ *     index: (key_id, hour_ms) for per-key queries.
+ *
+ * Durability: WAL with synchronous=NORMAL by default.  A commit has been
+ * write()n to the WAL file before COMMIT returns, so it is in the kernel's
+ * page cache and survives the process being killed (kill -9, crash); only
+ * an OS crash or power loss can lose the last transactions, because NORMAL
+ * fsyncs at checkpoints only.  That is the promise the gateway makes ("a
+ * client that saw a complete response has its row, even if the process is
+ * killed right after").  For power-loss durability open with
+ * PR_LEDGER_SYNC_FULL (one fsync per group commit, shared by the batch).
+ *
+ * Queue: bounded (opts.queue_max, default 65536 rows); when full, submit
+ * fails with GX_EAGAIN instead of blocking an event loop.  The gateway
+ * then answers 503 rather than serve a response it cannot log.
+ */
+#include "pricing.h"
+#include "pricing_int.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ---------------------------------------------------------------------
+ * Histogram helpers (shared with query.c)
+ */
+const int64_t pr_lat_bounds[PR_LAT_NBUCKETS - 1] = {
+    50,   100,  200,  300,  500,   750,   1000,  1500,  2000,
+    3000, 5000, 7500, 10000, 15000, 20000, 30000, 60000};
+
+int
+pr_lat_bucket(int64_t latency_ms)
+{
+    int i = 0;
+    while (i < PR_LAT_NBUCKETS - 1 && latency_ms >= pr_lat_bounds[i])
+        i++;
+    return i;
+}
+
+int64_t
+pr_lat_quantile(const int64_t *hist, double q)
+{
+    int64_t n = 0;
+    for (int i = 0; i < PR_LAT_NBUCKETS; i++)
+        n += hist[i];
+    if (n <= 0)
+        return -1;
+    /* rank in 1..n */
+    double rank = q * (double)n;
+    if (rank < 1)
+        rank = 1;
+    int64_t cum = 0;
+    for (int i = 0; i < PR_LAT_NBUCKETS; i++) {
+        if (hist[i] == 0)
+            continue;
+        if ((double)(cum + hist[i]) >= rank) {
+            int64_t lo = i == 0 ? 0 : pr_lat_bounds[i - 1];
+            if (i == PR_LAT_NBUCKETS - 1)
+                return lo; /* open-ended: report the lower bound */
+            int64_t hi = pr_lat_bounds[i];
+            double frac = (rank - (double)cum) / (double)hist[i];
+            return lo + (int64_t)((double)(hi - lo) * frac + 0.5);
+        }
+        cum += hist[i];
+    }
+    return pr_lat_bounds[PR_LAT_NBUCKETS - 2];
+}
+
+int
+pr_db_open(const char *path, int readonly, sqlite3 **out, char *err,
+           size_t errlen)
+{
+    sqlite3 *db = NULL;
+    int flags = SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX |
+                (readonly ? SQLITE_OPEN_READONLY
+                          : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+    int rc = sqlite3_open_v2(path, &db, flags, NULL);
+    if (rc != SQLITE_OK) {
+        gx_errf(err, errlen, "cannot open %s: %s", path,
+                db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+        sqlite3_close(db);
+        return rc;
+    }
+    sqlite3_busy_timeout(db, 5000);
+    *out = db;
+    return SQLITE_OK;
+}
+
+/* ---------------------------------------------------------------------
+ * Migrations: migrations[i] takes the schema from version i to i+1.  Add
+ * version 2 by appending a string; never edit a released one.
+ */
+static const char *const migrations[] = {
+    /* 0 -> 1 */
+    "CREATE TABLE usage ("
+    " id INTEGER PRIMARY KEY,"
+    " ts_ms INTEGER NOT NULL,"
+    " request_id TEXT,"
+    " key_id INTEGER,"
+    " route TEXT,"
+    " provider TEXT,"
+    " model TEXT,"
+    " status INTEGER NOT NULL,"
+    " attempts INTEGER NOT NULL DEFAULT 1,"
+    " stream INTEGER NOT NULL DEFAULT 0,"
+    " prompt_tokens INTEGER NOT NULL DEFAULT 0,"
+    " completion_tokens INTEGER NOT NULL DEFAULT 0,"
+    " cached_tokens INTEGER NOT NULL DEFAULT 0,"
+    " cost_pusd INTEGER NOT NULL DEFAULT 0,"
+    " latency_ms INTEGER NOT NULL DEFAULT 0,"
+    " ttft_ms INTEGER,"
+    " usage_source TEXT NOT NULL DEFAULT 'upstream',"
+    " error TEXT);"
+    "CREATE INDEX usage_ts ON usage(ts_ms);"
+    "CREATE INDEX usage_key_ts ON usage(key_id, ts_ms);"
+    "CREATE TABLE IF NOT EXISTS keys ("
+    " id INTEGER PRIMARY KEY,"
+    " name TEXT NOT NULL,"
+    " hash TEXT NOT NULL UNIQUE,"
+    " created_ms INTEGER NOT NULL,"
+    " expires_ms INTEGER,"
+    " revoked_ms INTEGER,"
+    " budget_pusd INTEGER,"
+    " spent_pusd INTEGER NOT NULL DEFAULT 0,"
+    " rpm INTEGER,"
+    " tpm INTEGER,"
+    " models TEXT);"
+    "CREATE TABLE usage_hourly ("
+    " hour_ms INTEGER NOT NULL,"
+    " model TEXT NOT NULL,"
+    " provider TEXT NOT NULL,"
+    " route TEXT NOT NULL,"
+    " key_id INTEGER NOT NULL,"
+    " requests INTEGER NOT NULL DEFAULT 0,"
+    " errors INTEGER NOT NULL DEFAULT 0,"
+    " prompt_tokens INTEGER NOT NULL DEFAULT 0,"
+    " completion_tokens INTEGER NOT NULL DEFAULT 0,"
+    " cached_tokens INTEGER NOT NULL DEFAULT 0,"
+    " cost_pusd INTEGER NOT NULL DEFAULT 0,"
+    " latency_sum_ms INTEGER NOT NULL DEFAULT 0,"
+    " h0 INTEGER NOT NULL DEFAULT 0, h1 INTEGER NOT NULL DEFAULT 0,"
+    " h2 INTEGER NOT NULL DEFAULT 0, h3 INTEGER NOT NULL DEFAULT 0,"
+    " h4 INTEGER NOT NULL DEFAULT 0, h5 INTEGER NOT NULL DEFAULT 0,"
+    " h6 INTEGER NOT NULL DEFAULT 0, h7 INTEGER NOT NULL DEFAULT 0,"
+    " h8 INTEGER NOT NULL DEFAULT 0, h9 INTEGER NOT NULL DEFAULT 0,"
+    " h10 INTEGER NOT NULL DEFAULT 0, h11 INTEGER NOT NULL DEFAULT 0,"
+    " h12 INTEGER NOT NULL DEFAULT 0, h13 INTEGER NOT NULL DEFAULT 0,"
+    " h14 INTEGER NOT NULL DEFAULT 0, h15 INTEGER NOT NULL DEFAULT 0,"
+    " h16 INTEGER NOT NULL DEFAULT 0, h17 INTEGER NOT NULL DEFAULT 0,"
+    " PRIMARY KEY (hour_ms, model, provider, route, key_id)"
+    ") WITHOUT ROWID;"
+    "CREATE INDEX usage_hourly_key ON usage_hourly(key_id, hour_ms);",
+};
+#define N_MIGRATIONS ((int)(sizeof(migrations) / sizeof(migrations[0])))
+_Static_assert(PR_LAT_NBUCKETS == 18, "usage_hourly has h0..h17");
+
+int
+pr_ledger_schema_version(void)
+{
+    return N_MIGRATIONS;
+}
+
+static int
+exec_sql(sqlite3 *db, const char *sql, char *err, size_t errlen)
+{
+    char *msg = NULL;
+    int rc = sqlite3_exec(db, sql, NULL, NULL, &msg);
+    if (rc != SQLITE_OK) {
+        gx_errf(err, errlen, "%s", msg ? msg : sqlite3_errstr(rc));
+        sqlite3_free(msg);
+    }
+    return rc;
+}
+
+static int
+get_user_version(sqlite3 *db, int *v)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL);
+    if (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        *v = sqlite3_column_int(st, 0);
+        rc = SQLITE_OK;
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
+/* Runs the missing migrations, each in its own transaction together with
+ * its user_version bump, so a crash mid-way leaves a consistent version.
+ * BEGIN IMMEDIATE takes the write lock first: two processes opening the
+ * same new file migrate once. */
+static enum gx_status
+migrate(sqlite3 *db, int *applied, char *err, size_t errlen)
+{
+    *applied = 0;
+    for (;;) {
+        if (exec_sql(db, "BEGIN IMMEDIATE", err, errlen) != SQLITE_OK)
+            return GX_EIO;
+        int v = 0;
+        if (get_user_version(db, &v) != SQLITE_OK) {
+            gx_errf(err, errlen, "user_version: %s", sqlite3_errmsg(db));
+            goto fail;
+        }
+        if (v > N_MIGRATIONS) {
+            gx_errf(err, errlen,
+                    "database schema version %d is newer than this "
+                    "llmux (%d)",
+                    v, N_MIGRATIONS);
+            exec_sql(db, "ROLLBACK", NULL, 0);
+            return GX_EINVAL;
+        }
+        if (v == N_MIGRATIONS)
+            return exec_sql(db, "COMMIT", err, errlen) == SQLITE_OK ? GX_OK
+                                                                    : GX_EIO;
+        char bump[64];
+        snprintf(bump, sizeof(bump), "PRAGMA user_version = %d", v + 1);
+        if (exec_sql(db, migrations[v], err, errlen) != SQLITE_OK ||
+            exec_sql(db, bump, err, errlen) != SQLITE_OK ||
+            exec_sql(db, "COMMIT", err, errlen) != SQLITE_OK)
+            goto fail;
+        (*applied)++;
+    }
+fail:
+    exec_sql(db, "ROLLBACK", NULL, 0);
+    return GX_EIO;
+}
+
+/* ---------------------------------------------------------------------
+ * The queue and the writer
+ */
+struct pr_qrow {
+    struct pr_qrow *next;
+    struct pr_usage_row row; /* strings point into the same allocation */
+    pr_commit_cb cb;
+    void *ud;
+};
+
+struct pr_ledger {
+    sqlite3 *db;
+    char *path;     /* what readers open (a shared-cache URI for :memory:) */
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    pthread_cond_t idle_cv;
+    struct pr_qrow *head, *tail; /* guarded by mu */
+    size_t queued;               /* guarded by mu */
+    size_t queue_max;
+    int stopping;                /* guarded by mu */
+    int busy;                    /* writer holds a batch; guarded by mu */
+    int migrations_applied;
+    sqlite3_stmt *ins_usage, *up_hourly, *up_key;
+    /* statistics; written by the writer, read by anyone */
+    _Atomic int64_t n_rows, n_commits, n_failed;
+};
+
+static char *
+copy_str(char **pp, const char *s)
+{
+    if (!s)
+        return NULL;
+    size_t n = strlen(s) + 1;
+    char *d = *pp;
+    memcpy(d, s, n);
+    *pp += n;
+    return d;
+}
+
+static struct pr_qrow *
+qrow_new(const struct pr_usage_row *r, pr_commit_cb cb, void *ud)
+{
+    const char *strs[] = {r->request_id, r->route,        r->provider,
+                          r->model,      r->usage_source, r->error};
+    size_t extra = 0;
+    for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++)
+        if (strs[i])
+            extra += strlen(strs[i]) + 1;
+    struct pr_qrow *q = malloc(sizeof(*q) + extra);
+    if (!q)
+        return NULL;
+    q->next = NULL;
+    q->row = *r;
+    q->cb = cb;
+    q->ud = ud;
+    char *p = (char *)(q + 1);
+    q->row.request_id = copy_str(&p, r->request_id);
+    q->row.route = copy_str(&p, r->route);
+    q->row.provider = copy_str(&p, r->provider);
+    q->row.model = copy_str(&p, r->model);
+    q->row.usage_source = copy_str(&p, r->usage_source);
+    q->row.error = copy_str(&p, r->error);
+    return q;
+}
+
+static void
+bind_text_or_null(sqlite3_stmt *st, int i, const char *s)
+{
+    if (s)
+        sqlite3_bind_text(st, i, s, -1, SQLITE_STATIC);
+    else
+        sqlite3_bind_null(st, i);
+}
+
+static int
+step_reset(sqlite3_stmt *st)
+{
+    int rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+static int
+write_row(struct pr_ledger *l, const struct pr_usage_row *r)
+{
+    sqlite3_stmt *st = l->ins_usage;
+    sqlite3_bind_int64(st, 1, r->ts_ms);
+    bind_text_or_null(st, 2, r->request_id);
+    if (r->key_id >= 0)
+        sqlite3_bind_int64(st, 3, r->key_id);
+    else
+        sqlite3_bind_null(st, 3);
+    bind_text_or_null(st, 4, r->route);
+    bind_text_or_null(st, 5, r->provider);
+    bind_text_or_null(st, 6, r->model);
+    sqlite3_bind_int(st, 7, r->status);
+    sqlite3_bind_int(st, 8, r->attempts);
+    sqlite3_bind_int(st, 9, r->stream ? 1 : 0);
+    sqlite3_bind_int64(st, 10, r->prompt_tokens);
+    sqlite3_bind_int64(st, 11, r->completion_tokens);
+    sqlite3_bind_int64(st, 12, r->cached_tokens);
+    sqlite3_bind_int64(st, 13, r->cost_pusd);
+    sqlite3_bind_int64(st, 14, r->latency_ms);
+    if (r->ttft_ms >= 0)
+        sqlite3_bind_int64(st, 15, r->ttft_ms);
+    else
+        sqlite3_bind_null(st, 15);
+    sqlite3_bind_text(st, 16, r->usage_source ? r->usage_source : "upstream",
+                      -1, SQLITE_STATIC);
+    bind_text_or_null(st, 17, r->error);
+    int rc = step_reset(st);
+    if (rc != SQLITE_OK)
+        return rc;
+
+    /* Rollup: same transaction, so rollups always equal the raw sums. */
+    st = l->up_hourly;
+    int64_t hour = r->ts_ms - (((r->ts_ms % 3600000) + 3600000) % 3600000);
+    int is_err = r->status < 200 || r->status >= 300;
+    sqlite3_bind_int64(st, 1, hour);
+    sqlite3_bind_text(st, 2, r->model ? r->model : "", -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, r->provider ? r->provider : "", -1,
+                      SQLITE_STATIC);
+    sqlite3_bind_text(st, 4, r->route ? r->route : "", -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 5, r->key_id >= 0 ? r->key_id : -1);
+    sqlite3_bind_int(st, 6, is_err);
+    sqlite3_bind_int64(st, 7, r->prompt_tokens);
+    sqlite3_bind_int64(st, 8, r->completion_tokens);
+    sqlite3_bind_int64(st, 9, r->cached_tokens);
+    sqlite3_bind_int64(st, 10, r->cost_pusd);
+    sqlite3_bind_int64(st, 11, r->latency_ms);
+    sqlite3_bind_int(st, 12, pr_lat_bucket(r->latency_ms));
+    rc = step_reset(st);
+    if (rc != SQLITE_OK)
+        return rc;
+
+    if (r->key_id >= 0 && r->cost_pusd != 0) {
+        st = l->up_key;
+        sqlite3_bind_int64(st, 1, r->cost_pusd);
+        sqlite3_bind_int64(st, 2, r->key_id);
+        rc = step_reset(st);
+    }
+    return rc;
+}
+
+/* Writes one batch in one transaction; returns 1 if committed. */
+static int
+write_batch(struct pr_ledger *l, struct pr_qrow *batch)
+{
+    if (sqlite3_exec(l->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) !=
+        SQLITE_OK) {
+        GX_LOG(GX_LOG_ERROR, NULL, "ledger: begin: %s",
+               sqlite3_errmsg(l->db));
+        return 0;
+    }
+    int64_t n = 0;
+    for (struct pr_qrow *q = batch; q; q = q->next) {
+        int rc = write_row(l, &q->row);
+        if (rc != SQLITE_OK) {
+            GX_LOG(GX_LOG_ERROR, q->row.request_id, "ledger: insert: %s",
+                   sqlite3_errmsg(l->db));
+            sqlite3_exec(l->db, "ROLLBACK", NULL, NULL, NULL);
+            return 0;
+        }
+        n++;
+    }
+    if (sqlite3_exec(l->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
+        GX_LOG(GX_LOG_ERROR, NULL, "ledger: commit: %s",
+               sqlite3_errmsg(l->db));
+        sqlite3_exec(l->db, "ROLLBACK", NULL, NULL, NULL);
+        return 0;
+    }
+    atomic_fetch_add(&l->n_rows, n);
+    atomic_fetch_add(&l->n_commits, 1);
+    return 1;
+}
+
+static void *
+writer_main(void *arg)
+{
+    struct pr_ledger *l = arg;
+    pthread_mutex_lock(&l->mu);
+    for (;;) {
+        while (!l->head && !l->stopping)
+            pthread_cond_wait(&l->cv, &l->mu);
+        if (!l->head && l->stopping)
+            break;
+        struct pr_qrow *batch = l->head;
+        l->head = l->tail = NULL;
+        l->queued = 0;
+        l->busy = 1;
+        pthread_mutex_unlock(&l->mu);
+
+        int ok = write_batch(l, batch);
+        if (!ok) {
+            /* A failed batch fails every row in it; one bad row must not
+             * take its neighbours down, so retry the rows one by one. */
+            struct pr_qrow *q = batch;
+            while (q) {
+                struct pr_qrow *next = q->next;
+                q->next = NULL;
+                int ok1 = write_batch(l, q);
+                if (!ok1)
+                    atomic_fetch_add(&l->n_failed, 1);
+                if (q->cb)
+                    q->cb(q->ud, ok1);
+                free(q);
+                q = next;
+            }
+        } else {
+            while (batch) {
+                struct pr_qrow *next = batch->next;
+                if (batch->cb)
+                    batch->cb(batch->ud, 1);
+                free(batch);
+                batch = next;
+            }
+        }
+        pthread_mutex_lock(&l->mu);
+        l->busy = 0;
+        pthread_cond_broadcast(&l->idle_cv);
+    }
+    pthread_mutex_unlock(&l->mu);
+    return NULL;
+}
+
+static enum gx_status
+prepare_all(struct pr_ledger *l, char *err, size_t errlen)
+{
+    static const char ins[] =
+        "INSERT INTO usage (ts_ms, request_id, key_id, route, provider,"
+        " model, status, attempts, stream, prompt_tokens,"
+        " completion_tokens, cached_tokens, cost_pusd, latency_ms,"
+        " ttft_ms, usage_source, error)"
+        " VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,"
+        "?17)";
+    /* h<?12> gets +1: the bucket index picks the column through a CASE per
+     * column, so one statement serves every bucket. */
+    char up[4096];
+    int n = snprintf(
+        up, sizeof(up),
+        "INSERT INTO usage_hourly (hour_ms, model, provider, route, key_id,"
+        " requests, errors, prompt_tokens, completion_tokens, cached_tokens,"
+        " cost_pusd, latency_sum_ms");
+    for (int i = 0; i < PR_LAT_NBUCKETS; i++)
+        n += snprintf(up + n, sizeof(up) - (size_t)n, ", h%d", i);
+    n += snprintf(up + n, sizeof(up) - (size_t)n,
+                  ") VALUES (?1,?2,?3,?4,?5,1,?6,?7,?8,?9,?10,?11");
+    for (int i = 0; i < PR_LAT_NBUCKETS; i++)
+        n += snprintf(up + n, sizeof(up) - (size_t)n, ", ?12 = %d", i);
+    n += snprintf(up + n, sizeof(up) - (size_t)n,
+                  ") ON CONFLICT (hour_ms, model, provider, route, key_id)"
+                  " DO UPDATE SET requests = requests + 1,"
+                  " errors = errors + excluded.errors,"
+                  " prompt_tokens = prompt_tokens + excluded.prompt_tokens,"
+                  " completion_tokens = completion_tokens +"
+                  " excluded.completion_tokens,"
+                  " cached_tokens = cached_tokens + excluded.cached_tokens,"
+                  " cost_pusd = cost_pusd + excluded.cost_pusd,"
+                  " latency_sum_ms = latency_sum_ms + excluded.latency_sum_ms");
+    for (int i = 0; i < PR_LAT_NBUCKETS; i++)
+        n += snprintf(up + n, sizeof(up) - (size_t)n,
+                      ", h%d = h%d + excluded.h%d", i, i, i);
+    if (n <= 0 || (size_t)n >= sizeof(up)) {
+        gx_errf(err, errlen, "internal: rollup statement too long");
+        return GX_EINVAL;
+    }
+    static const char key[] =
+        "UPDATE keys SET spent_pusd = spent_pusd + ?1 WHERE id = ?2";
+    if (sqlite3_prepare_v3(l->db, ins, -1, SQLITE_PREPARE_PERSISTENT,
+                           &l->ins_usage, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v3(l->db, up, -1, SQLITE_PREPARE_PERSISTENT,
+                           &l->up_hourly, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v3(l->db, key, -1, SQLITE_PREPARE_PERSISTENT,
+                           &l->up_key, NULL) != SQLITE_OK) {
+        gx_errf(err, errlen, "prepare: %s", sqlite3_errmsg(l->db));
+        return GX_EIO;
+    }
+    return GX_OK;
+}
+
+static void
+ledger_destroy(struct pr_ledger *l)
+{
+    sqlite3_finalize(l->ins_usage);
+    sqlite3_finalize(l->up_hourly);
+    sqlite3_finalize(l->up_key);
+    sqlite3_close(l->db);
+    free(l->path);
+    pthread_mutex_destroy(&l->mu);
+    pthread_cond_destroy(&l->cv);
+    pthread_cond_destroy(&l->idle_cv);
+    free(l);
+}
+
+enum gx_status
+pr_ledger_open_ex(const char *path, const struct pr_ledger_opts *opts,
+                  struct pr_ledger **out, char *err, size_t errlen)
+{
+    if (!path || !out) {
+        gx_errf(err, errlen, "no database path");
+        return GX_EINVAL;
+    }
+    enum gx_status st = GX_ENOMEM;
+    struct pr_ledger *l = calloc(1, sizeof(*l));
+    if (!l) {
+        gx_errf(err, errlen, "out of memory");
+        return GX_ENOMEM;
+    }
+    pthread_mutex_init(&l->mu, NULL);
+    pthread_cond_init(&l->cv, NULL);
+    pthread_cond_init(&l->idle_cv, NULL);
+    l->queue_max = opts && opts->queue_max ? opts->queue_max : 65536;
+
+    int is_mem = strcmp(path, ":memory:") == 0;
+    if (is_mem) {
+        /* A named shared-cache memory database, so usage queries on their
+         * own connection see the same data. */
+        static _Atomic unsigned long seq;
+        char uri[128];
+        snprintf(uri, sizeof(uri),
+                 "file:llmux-ledger-%ld-%lu?mode=memory&cache=shared",
+                 (long)getpid(),
+                 (unsigned long)atomic_fetch_add(&seq, 1));
+        l->path = strdup(uri);
+    } else {
+        l->path = strdup(path);
+    }
+    if (!l->path)
+        goto fail;
+    st = GX_EIO;
+    if (pr_db_open(l->path, 0, &l->db, err, errlen) != SQLITE_OK)
+        goto fail;
+    if (!is_mem) {
+        if (exec_sql(l->db, "PRAGMA journal_mode=WAL", err, errlen) !=
+            SQLITE_OK)
+            goto fail;
+        const char *sync = opts && opts->sync == PR_LEDGER_SYNC_FULL
+                               ? "PRAGMA synchronous=FULL"
+                               : "PRAGMA synchronous=NORMAL";
+        if (exec_sql(l->db, sync, err, errlen) != SQLITE_OK)
+            goto fail;
+    }
+    st = migrate(l->db, &l->migrations_applied, err, errlen);
+    if (st != GX_OK)
+        goto fail;
+    st = prepare_all(l, err, errlen);
+    if (st != GX_OK)
+        goto fail;
+    if (pthread_create(&l->thread, NULL, writer_main, l) != 0) {
+        gx_errf(err, errlen, "cannot start the ledger writer thread");
+        st = GX_ENOMEM;
+        goto fail;
+    }
+    *out = l;
+    return GX_OK;
+fail:
+    ledger_destroy(l);
+    return st;
+}
+
+enum gx_status
+pr_ledger_open(const char *path, struct pr_ledger **out, char *err,
+               size_t errlen)
+{
+    return pr_ledger_open_ex(path, NULL, out, err, errlen);
+}
+
+void
+pr_ledger_close(struct pr_ledger *l)
+{
+    if (!l)
+        return;
+    pthread_mutex_lock(&l->mu);
+    l->stopping = 1;
+    pthread_cond_signal(&l->cv);
+    pthread_mutex_unlock(&l->mu);
+    pthread_join(l->thread, NULL);
+    /* A checkpoint on close keeps the WAL file from growing across
+     * restarts; failure is harmless. */
+    sqlite3_exec(l->db, "PRAGMA wal_checkpoint(TRUNCATE)", NULL, NULL, NULL);
+    ledger_destroy(l);
+}
+
+enum gx_status
+pr_ledger_submit(struct pr_ledger *l, const struct pr_usage_row *row,
+                 pr_commit_cb cb, void *ud)
+{
+    if (!l || !row)
+        return GX_EINVAL;
+    struct pr_qrow *q = qrow_new(row, cb, ud);
+    if (!q)
+        return GX_ENOMEM;
+    pthread_mutex_lock(&l->mu);
+    enum gx_status st = GX_OK;
+    if (l->stopping)
+        st = GX_ECANCELED;
+    else if (l->queued >= l->queue_max)
+        st = GX_EAGAIN;
+    if (st != GX_OK) {
+        pthread_mutex_unlock(&l->mu);
+        free(q);
+        return st;
+    }
+    if (l->tail)
+        l->tail->next = q;
+    else
+        l->head = q;
+    l->tail = q;
+    l->queued++;
+    pthread_cond_signal(&l->cv);
+    pthread_mutex_unlock(&l->mu);
+    return GX_OK;
+}
+
+void
+pr_ledger_flush(struct pr_ledger *l)
+{
+    if (!l)
+        return;
+    pthread_mutex_lock(&l->mu);
+    while (l->head || l->busy)
+        pthread_cond_wait(&l->idle_cv, &l->mu);
+    pthread_mutex_unlock(&l->mu);
+}
+
+const char *
+pr_ledger_path(const struct pr_ledger *l)
+{
+    return l ? l->path : NULL;
+}
+
+void
+pr_ledger_stats(struct pr_ledger *l, struct pr_ledger_stats *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (!l)
+        return;
+    out->rows = atomic_load(&l->n_rows);
+    out->commits = atomic_load(&l->n_commits);
+    out->failed = atomic_load(&l->n_failed);
+    out->migrations_applied = l->migrations_applied;
+    pthread_mutex_lock(&l->mu);
+    out->queued = (int64_t)l->queued;
+    pthread_mutex_unlock(&l->mu);
+}

@@ -1,0 +1,463 @@
+/*
+ * query.c: grouped usage queries on a read-only connection.
+ *
+ * One SQL statement per query, a UNION ALL of up to three pre-aggregated
+ * branches summed by group:
+ *
+ *   [since .. h0)  raw usage rows      (partial first hour, index usage_ts)
+ *   [h0 .. h1)     usage_hourly rollup (whole hours, PK starts at hour_ms)
+ *   [h1 .. until)  raw usage rows      (partial last hour)
+ *
+ * where h0 = since rounded up and h1 = until rounded down to the hour.
+ * Totals are exact either way (the rollup is written in the same
+ * transaction as the rows it sums); p50/p95 come from the 18-bucket
+ * histogram both branches produce, so they are estimates.  The raw
+ * branches can touch at most two hours of rows, so a month-long query
+ * reads about (hours x distinct model/provider/route/key combinations)
+ * rollup rows instead of millions of raw rows.
+ */
+#include "pricing.h"
+#include "pricing_int.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static const char *const group_names[] = {
+    [PR_GROUP_NONE] = "none",   [PR_GROUP_MODEL] = "model",
+    [PR_GROUP_PROVIDER] = "provider", [PR_GROUP_ROUTE] = "route",
+    [PR_GROUP_KEY] = "key",     [PR_GROUP_DAY] = "day",
+    [PR_GROUP_HOUR] = "hour"};
+
+enum gx_status
+pr_group_parse(const char *s, enum pr_group *out)
+{
+    if (!s || !out)
+        return GX_EINVAL;
+    if (*s == '\0') {
+        *out = PR_GROUP_NONE;
+        return GX_OK;
+    }
+    for (size_t i = 0; i < sizeof(group_names) / sizeof(group_names[0]);
+         i++) {
+        if (strcmp(s, group_names[i]) == 0) {
+            *out = (enum pr_group)i;
+            return GX_OK;
+        }
+    }
+    return GX_EINVAL;
+}
+
+const char *
+pr_group_name(enum pr_group g)
+{
+    if ((unsigned)g < sizeof(group_names) / sizeof(group_names[0]))
+        return group_names[g];
+    return "none";
+}
+
+/* ------------------------------------------------------------------ */
+
+static int
+parse_uint(const char **pp, int ndig, int *out)
+{
+    int v = 0;
+    for (int i = 0; i < ndig; i++) {
+        if (!isdigit((unsigned char)**pp))
+            return 0;
+        v = v * 10 + (**pp - '0');
+        (*pp)++;
+    }
+    *out = v;
+    return 1;
+}
+
+enum gx_status
+pr_time_parse(const char *s, int64_t now_ms, int64_t *out_ms)
+{
+    if (!s || !*s || !out_ms)
+        return GX_EINVAL;
+    size_t n = strlen(s);
+    /* relative: digits + unit */
+    char unit = s[n - 1];
+    if (n >= 2 && strchr("smhdw", unit)) {
+        int64_t v = 0;
+        for (size_t i = 0; i + 1 < n; i++) {
+            if (!isdigit((unsigned char)s[i]) || v > 1000000000)
+                return GX_EINVAL;
+            v = v * 10 + (s[i] - '0');
+        }
+        int64_t mul = unit == 's'   ? 1000
+                      : unit == 'm' ? 60000
+                      : unit == 'h' ? 3600000
+                      : unit == 'd' ? 86400000
+                                    : 7 * 86400000LL;
+        *out_ms = now_ms - v * mul;
+        return GX_OK;
+    }
+    /* epoch ms: all digits, no dash */
+    int all_digits = 1;
+    for (size_t i = 0; i < n; i++)
+        if (!isdigit((unsigned char)s[i]))
+            all_digits = 0;
+    if (all_digits) {
+        if (n > 18)
+            return GX_EINVAL;
+        *out_ms = strtoll(s, NULL, 10);
+        return GX_OK;
+    }
+    /* ISO 8601 UTC */
+    struct tm tm;
+    memset(&tm, 0, sizeof(tm));
+    const char *p = s;
+    int y, mo, d, h = 0, mi = 0, se = 0;
+    if (!parse_uint(&p, 4, &y) || *p++ != '-' || !parse_uint(&p, 2, &mo) ||
+        *p++ != '-' || !parse_uint(&p, 2, &d))
+        return GX_EINVAL;
+    if (*p == 'T' || *p == ' ') {
+        p++;
+        if (!parse_uint(&p, 2, &h) || *p++ != ':' || !parse_uint(&p, 2, &mi))
+            return GX_EINVAL;
+        if (*p == ':') {
+            p++;
+            if (!parse_uint(&p, 2, &se))
+                return GX_EINVAL;
+            if (*p == '.') { /* fractional seconds: ignored */
+                p++;
+                while (isdigit((unsigned char)*p))
+                    p++;
+            }
+        }
+    }
+    if (*p == 'Z')
+        p++;
+    if (*p != '\0' || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 ||
+        mi > 59 || se > 60)
+        return GX_EINVAL;
+    tm.tm_year = y - 1900;
+    tm.tm_mon = mo - 1;
+    tm.tm_mday = d;
+    tm.tm_hour = h;
+    tm.tm_min = mi;
+    tm.tm_sec = se;
+    time_t t = timegm(&tm);
+    *out_ms = (int64_t)t * 1000;
+    return GX_OK;
+}
+
+/* ------------------------------------------------------------------ */
+
+static const char *
+group_expr(enum pr_group g, int rollup)
+{
+    switch (g) {
+    case PR_GROUP_MODEL:
+        return rollup ? "model" : "COALESCE(model,'')";
+    case PR_GROUP_PROVIDER:
+        return rollup ? "provider" : "COALESCE(provider,'')";
+    case PR_GROUP_ROUTE:
+        return rollup ? "route" : "COALESCE(route,'')";
+    case PR_GROUP_KEY:
+        return rollup ? "key_id" : "COALESCE(key_id,-1)";
+    case PR_GROUP_DAY:
+        return rollup ? "(hour_ms - hour_ms % 86400000)"
+                      : "(ts_ms - ts_ms % 86400000)";
+    case PR_GROUP_HOUR:
+        return rollup ? "hour_ms" : "(ts_ms - ts_ms % 3600000)";
+    case PR_GROUP_NONE:
+    default:
+        return "''";
+    }
+}
+
+static enum gx_status
+append_raw_branch(struct gx_buf *b, enum pr_group g, const char *where,
+                  const char *keyw)
+{
+    enum gx_status st = gx_buf_printf(
+        b,
+        "SELECT %s AS g, COUNT(*) AS n, SUM(" PR_IS_ERROR_SQL ") AS e,"
+        " SUM(prompt_tokens) AS pt, SUM(completion_tokens) AS ct,"
+        " SUM(cached_tokens) AS cc, SUM(cost_pusd) AS cost",
+        group_expr(g, 0));
+    for (int i = 0; st == GX_OK && i < PR_LAT_NBUCKETS; i++) {
+        if (i == 0)
+            st = gx_buf_printf(b, ", SUM(latency_ms < %lld) AS h0",
+                               (long long)pr_lat_bounds[0]);
+        else if (i == PR_LAT_NBUCKETS - 1)
+            st = gx_buf_printf(b, ", SUM(latency_ms >= %lld) AS h%d",
+                               (long long)pr_lat_bounds[i - 1], i);
+        else
+            st = gx_buf_printf(
+                b, ", SUM(latency_ms >= %lld AND latency_ms < %lld) AS h%d",
+                (long long)pr_lat_bounds[i - 1], (long long)pr_lat_bounds[i],
+                i);
+    }
+    if (st == GX_OK)
+        st = gx_buf_printf(b, " FROM usage WHERE %s%s GROUP BY 1", where,
+                           keyw);
+    return st;
+}
+
+static enum gx_status
+build_sql(const struct pr_usage_query *q, int use_rollup, struct gx_buf *b)
+{
+    const char *keyw_raw = "", *keyw_roll = "";
+    if (q->key_filter == -1) {
+        keyw_raw = " AND key_id IS NULL";
+        keyw_roll = " AND key_id = -1";
+    } else if (q->key_filter != PR_KEY_ALL) {
+        keyw_raw = " AND key_id = ?5";
+        keyw_roll = " AND key_id = ?5";
+    }
+    enum gx_status st = gx_buf_printf(b, "SELECT g, SUM(n), SUM(e), SUM(pt),"
+                                         " SUM(ct), SUM(cc), SUM(cost)");
+    for (int i = 0; st == GX_OK && i < PR_LAT_NBUCKETS; i++)
+        st = gx_buf_printf(b, ", SUM(h%d)", i);
+    if (st == GX_OK)
+        st = gx_buf_printf(b, " FROM (");
+    if (st != GX_OK)
+        return st;
+    if (use_rollup) {
+        st = gx_buf_printf(b,
+                           "SELECT %s AS g, SUM(requests) AS n,"
+                           " SUM(errors) AS e, SUM(prompt_tokens) AS pt,"
+                           " SUM(completion_tokens) AS ct,"
+                           " SUM(cached_tokens) AS cc, SUM(cost_pusd) AS cost",
+                           group_expr(q->group_by, 1));
+        for (int i = 0; st == GX_OK && i < PR_LAT_NBUCKETS; i++)
+            st = gx_buf_printf(b, ", SUM(h%d) AS h%d", i, i);
+        if (st == GX_OK)
+            st = gx_buf_printf(b,
+                               " FROM usage_hourly WHERE hour_ms >= ?3 AND"
+                               " hour_ms < ?4%s GROUP BY 1 UNION ALL ",
+                               keyw_roll);
+        if (st == GX_OK)
+            st = append_raw_branch(b, q->group_by, "ts_ms >= ?1 AND ts_ms < ?3",
+                                   keyw_raw);
+        if (st == GX_OK)
+            st = gx_buf_printf(b, " UNION ALL ");
+        if (st == GX_OK)
+            st = append_raw_branch(b, q->group_by, "ts_ms >= ?4 AND ts_ms < ?2",
+                                   keyw_raw);
+    } else {
+        st = append_raw_branch(b, q->group_by, "ts_ms >= ?1 AND ts_ms < ?2",
+                               keyw_raw);
+    }
+    if (st == GX_OK)
+        st = gx_buf_printf(b, ") GROUP BY g ORDER BY g");
+    return st;
+}
+
+static void
+format_group(enum pr_group g, sqlite3_stmt *st, char *out, size_t n)
+{
+    if (g == PR_GROUP_NONE) {
+        snprintf(out, n, "%s", "");
+        return;
+    }
+    if (g == PR_GROUP_MODEL || g == PR_GROUP_PROVIDER ||
+        g == PR_GROUP_ROUTE) {
+        const unsigned char *t = sqlite3_column_text(st, 0);
+        snprintf(out, n, "%s", t ? (const char *)t : "");
+        return;
+    }
+    int64_t v = sqlite3_column_int64(st, 0);
+    if (g == PR_GROUP_KEY) {
+        if (v < 0)
+            snprintf(out, n, "%s", "");
+        else
+            snprintf(out, n, "%lld", (long long)v);
+        return;
+    }
+    time_t t = (time_t)(v / 1000);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    if (g == PR_GROUP_DAY)
+        strftime(out, n, "%Y-%m-%d", &tm);
+    else
+        strftime(out, n, "%Y-%m-%dT%H:00Z", &tm);
+}
+
+static int64_t
+floor_hour(int64_t ms)
+{
+    int64_t r = ms % 3600000;
+    if (r < 0)
+        r += 3600000;
+    return ms - r;
+}
+
+enum gx_status
+pr_usage_query(const char *path, const struct pr_usage_query *q,
+               struct pr_usage_result **out, char *err, size_t errlen)
+{
+    if (!path || !q || !out)
+        return GX_EINVAL;
+    enum gx_status rs = GX_EIO;
+    sqlite3 *db = NULL;
+    sqlite3_stmt *st = NULL;
+    struct gx_buf sql;
+    gx_buf_init(&sql, 64 * 1024);
+    struct pr_usage_result *res = NULL;
+    size_t cap = 0;
+
+    int64_t since = q->since_ms, until = q->until_ms;
+    if (until < since)
+        until = since;
+    int64_t h0 = floor_hour(since);
+    if (h0 < since)
+        h0 += 3600000;
+    int64_t h1 = floor_hour(until);
+    int use_rollup = !q->raw_only && h0 < h1;
+
+    if (build_sql(q, use_rollup, &sql) != GX_OK) {
+        gx_errf(err, errlen, "internal: query text too long");
+        rs = GX_ENOMEM;
+        goto out;
+    }
+    if (pr_db_open(path, 1, &db, err, errlen) != SQLITE_OK)
+        goto out;
+    if (sqlite3_prepare_v2(db, sql.data, -1, &st, NULL) != SQLITE_OK) {
+        gx_errf(err, errlen, "usage query: %s", sqlite3_errmsg(db));
+        goto out;
+    }
+    sqlite3_bind_int64(st, 1, since);
+    sqlite3_bind_int64(st, 2, until);
+    if (use_rollup) {
+        sqlite3_bind_int64(st, 3, h0);
+        sqlite3_bind_int64(st, 4, h1);
+    }
+    if (q->key_filter != PR_KEY_ALL && q->key_filter != -1)
+        sqlite3_bind_int64(st, 5, q->key_filter);
+
+    res = calloc(1, sizeof(*res));
+    if (!res) {
+        rs = GX_ENOMEM;
+        goto out;
+    }
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (res->n == cap) {
+            size_t nc = cap ? cap * 2 : 16;
+            struct pr_usage_group *nr =
+                realloc(res->rows, nc * sizeof(*nr));
+            if (!nr) {
+                rs = GX_ENOMEM;
+                goto out;
+            }
+            res->rows = nr;
+            cap = nc;
+        }
+        struct pr_usage_group *g = &res->rows[res->n++];
+        memset(g, 0, sizeof(*g));
+        format_group(q->group_by, st, g->group, sizeof(g->group));
+        g->requests = sqlite3_column_int64(st, 1);
+        g->errors = sqlite3_column_int64(st, 2);
+        g->prompt_tokens = sqlite3_column_int64(st, 3);
+        g->completion_tokens = sqlite3_column_int64(st, 4);
+        g->cached_tokens = sqlite3_column_int64(st, 5);
+        g->cost_pusd = sqlite3_column_int64(st, 6);
+        pr_pusd_format(g->cost_pusd, g->cost_usd, sizeof(g->cost_usd));
+        int64_t hist[PR_LAT_NBUCKETS];
+        for (int i = 0; i < PR_LAT_NBUCKETS; i++)
+            hist[i] = sqlite3_column_int64(st, 7 + i);
+        g->p50_ms = pr_lat_quantile(hist, 0.50);
+        g->p95_ms = pr_lat_quantile(hist, 0.95);
+    }
+    if (rc != SQLITE_DONE) {
+        /* SQLite's SUM fails with "integer overflow" rather than wrap. */
+        gx_errf(err, errlen, "usage query: %s", sqlite3_errmsg(db));
+        goto out;
+    }
+    /* A range with no rows gives no group, except for group none where the
+     * outer SUMs over zero branches give no row either: return one zero
+     * row so "total" always has an answer. */
+    if (q->group_by == PR_GROUP_NONE && res->n == 0) {
+        res->rows = calloc(1, sizeof(*res->rows));
+        if (!res->rows) {
+            rs = GX_ENOMEM;
+            goto out;
+        }
+        res->n = 1;
+        pr_pusd_format(0, res->rows[0].cost_usd,
+                       sizeof(res->rows[0].cost_usd));
+        res->rows[0].p50_ms = res->rows[0].p95_ms = -1;
+    }
+    *out = res;
+    res = NULL;
+    rs = GX_OK;
+out:
+    pr_usage_result_free(res);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    gx_buf_cleanup(&sql);
+    return rs;
+}
+
+void
+pr_usage_result_free(struct pr_usage_result *r)
+{
+    if (!r)
+        return;
+    free(r->rows);
+    free(r);
+}
+
+/* JSON string body of s, escaped. */
+static enum gx_status
+json_str(struct gx_buf *b, const char *s)
+{
+    enum gx_status st = gx_buf_append(b, "\"", 1);
+    for (const unsigned char *p = (const unsigned char *)s;
+         st == GX_OK && *p; p++) {
+        if (*p == '"' || *p == '\\') {
+            char e[2] = {'\\', (char)*p};
+            st = gx_buf_append(b, e, 2);
+        } else if (*p < 0x20) {
+            st = gx_buf_printf(b, "\\u%04x", *p);
+        } else {
+            st = gx_buf_append(b, p, 1);
+        }
+    }
+    if (st == GX_OK)
+        st = gx_buf_append(b, "\"", 1);
+    return st;
+}
+
+enum gx_status
+pr_usage_result_json(const struct pr_usage_result *r, struct gx_buf *out)
+{
+    if (!r || !out)
+        return GX_EINVAL;
+    enum gx_status st = gx_buf_printf(out, "{\"data\":[");
+    for (size_t i = 0; st == GX_OK && i < r->n; i++) {
+        const struct pr_usage_group *g = &r->rows[i];
+        st = gx_buf_printf(out, "%s{\"group\":", i ? "," : "");
+        if (st == GX_OK)
+            st = json_str(out, g->group);
+        if (st == GX_OK)
+            st = gx_buf_printf(
+                out,
+                ",\"requests\":%lld,\"errors\":%lld,\"prompt_tokens\":%lld,"
+                "\"completion_tokens\":%lld,\"cached_tokens\":%lld,"
+                "\"cost_usd\":%s,\"cost_pusd\":%lld",
+                (long long)g->requests, (long long)g->errors,
+                (long long)g->prompt_tokens, (long long)g->completion_tokens,
+                (long long)g->cached_tokens, g->cost_usd,
+                (long long)g->cost_pusd);
+        if (st == GX_OK) {
+            if (g->p50_ms < 0)
+                st = gx_buf_printf(out, ",\"p50_ms\":null,\"p95_ms\":null}");
+            else
+                st = gx_buf_printf(out, ",\"p50_ms\":%lld,\"p95_ms\":%lld}",
+                                   (long long)g->p50_ms,
+                                   (long long)g->p95_ms);
+        }
+    }
+    if (st == GX_OK)
+        st = gx_buf_printf(out, "]}");
+    return st;
+}
