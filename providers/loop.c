@@ -1,0 +1,772 @@
+/*
+ * loop.c: the per-worker HTTP client, a libcurl multi handle driven by the
+ * worker's libevent event_base, and the generic call life shared by every
+ * kind (pv_call_start/cancel/pause/resume dispatch through pv_ops).
+ *
+ * How it is driven: libcurl tells us which sockets to watch
+ * (CURLMOPT_SOCKETFUNCTION -> one persistent event per socket) and when to
+ * wake it (CURLMOPT_TIMERFUNCTION -> one timer event); each event calls
+ * curl_multi_socket_action and then reads finished transfers with
+ * curl_multi_info_read.  Nothing here blocks: DNS goes through libcurl's
+ * threaded resolver (AsynchDNS), and there is no curl_multi_perform loop.
+ *
+ * The multi handle lives as long as the loop, so its connection cache
+ * keeps upstream connections open between calls (HTTP/1.1 keep-alive, or
+ * one HTTP/2 connection multiplexing many calls when TLS offers h2).
+ *
+ * Re-entrancy (see providers_int.h): every user callback runs with
+ * loop->depth raised; cancel, start, resume made meanwhile are queued and
+ * done by pv_loop_settle once libcurl has returned.  A cancelled call's
+ * write callback returns 0 so libcurl stops feeding it; its memory stays
+ * valid until settle removes the easy handle.
+ *
+ * Timeouts: connect -> CURLOPT_CONNECTTIMEOUT_MS; total ->
+ * CURLOPT_TIMEOUT_MS; first byte -> our own timer from start until the
+ * first body byte (headers alone do not count: a server that sends 200 and
+ * then nothing has not answered).
+ */
+#include "providers.h"
+#include "providers_int.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+/* A socket libcurl asked us to watch. */
+struct pv_sock {
+    struct pv_loop *loop;
+    struct event *ev;
+    curl_socket_t fd;
+    struct pv_sock *prev, *next;
+};
+
+/* Idle upstream connections kept per worker: enough for a few hundred
+ * concurrent HTTP/1.1 streams to one relay, bounded so a burst does not
+ * leave thousands of sockets behind. */
+#define PV_MAXCONNECTS 256L
+
+static void loop_destroy_call(struct pv_loop *loop, struct pv_call *c);
+
+const char *
+pv_outcome_str(enum pv_outcome o)
+{
+    switch (o) {
+    case PV_OK: return "ok";
+    case PV_ERR_CONNECT: return "connect failed";
+    case PV_ERR_CONNECT_TIMEOUT: return "connect timeout";
+    case PV_ERR_FIRST_BYTE_TIMEOUT: return "first byte timeout";
+    case PV_ERR_TIMEOUT: return "timeout";
+    case PV_ERR_TRANSPORT: return "transport error";
+    case PV_ERR_STATUS: return "upstream error status";
+    case PV_ERR_MALFORMED: return "malformed upstream response";
+    case PV_ERR_TOO_BIG: return "upstream response too large";
+    case PV_ERR_INTERNAL: return "internal error";
+    }
+    return "unknown outcome";
+}
+
+/* ---- deferred work ------------------------------------------------------ */
+
+static void
+pend(struct pv_call *c)
+{
+    if (c->pending)
+        return;
+    c->pending = 1;
+    c->pend_next = c->loop->pending;
+    c->loop->pending = c;
+}
+
+static void
+deliver_done(struct pv_call *c)
+{
+    struct pv_loop *loop = c->loop;
+    if (c->finished || c->cancelled)
+        return;
+    c->finished = 1;
+    if (c->fb_timer)
+        evtimer_del(c->fb_timer);
+    c->res.total_us = gx_mono_us() - c->t_start_us;
+    if (loop->n_active > 0)
+        loop->n_active--;
+    loop->depth++;
+    if (c->cb.on_done)
+        c->cb.on_done(c->cb.ud, &c->res);
+    loop->depth--;
+    c->dead = 1;
+    pend(c);
+}
+
+static enum pv_outcome
+outcome_from_curl(struct pv_call *c, CURLcode code)
+{
+    switch (code) {
+    case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_COULDNT_RESOLVE_PROXY:
+    case CURLE_COULDNT_CONNECT:
+    case CURLE_SSL_CONNECT_ERROR:
+    case CURLE_PEER_FAILED_VERIFICATION:
+    case CURLE_SSL_CERTPROBLEM:
+    case CURLE_SSL_CIPHER:
+    case CURLE_SSL_CACERT_BADFILE:
+    case CURLE_UNSUPPORTED_PROTOCOL:
+    case CURLE_URL_MALFORMAT:
+        return PV_ERR_CONNECT;
+    case CURLE_OPERATION_TIMEDOUT:
+        return c->connected ? PV_ERR_TIMEOUT : PV_ERR_CONNECT_TIMEOUT;
+    case CURLE_FILESIZE_EXCEEDED:
+        return PV_ERR_TOO_BIG;
+    case CURLE_OUT_OF_MEMORY:
+        return PV_ERR_INTERNAL;
+    default:
+        /* RECV_ERROR, SEND_ERROR, PARTIAL_FILE, GOT_NOTHING, HTTP2 ... */
+        return PV_ERR_TRANSPORT;
+    }
+}
+
+static void
+finish_transfer(struct pv_call *c, CURLcode code)
+{
+    if (c->finished || c->cancelled)
+        return;
+    if (c->failed) {
+        c->res.outcome = c->fail;
+    } else if (code == CURLE_OK) {
+        c->hooks->on_finish(c);
+    } else {
+        c->res.outcome = outcome_from_curl(c, code);
+        /* errbuf names host and port, never headers or the key. */
+        snprintf(c->res.detail, sizeof(c->res.detail), "%s: %.200s",
+                 pv_outcome_str(c->res.outcome),
+                 c->errbuf[0] ? c->errbuf : curl_easy_strerror(code));
+        size_t dl = strlen(c->res.detail);
+        if (dl > 0 && c->res.detail[dl - 1] == '\n')
+            c->res.detail[dl - 1] = '\0';
+    }
+    deliver_done(c);
+}
+
+void
+pv_loop_settle(struct pv_loop *loop)
+{
+    if (loop->depth > 0 || loop->settling)
+        return;
+    loop->settling = 1;
+    for (;;) {
+        int progress = 0;
+        CURLMsg *msg;
+        int left;
+        while ((msg = curl_multi_info_read(loop->multi, &left))) {
+            if (msg->msg != CURLMSG_DONE)
+                continue;
+            struct pv_call *c = NULL;
+            curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&c);
+            CURLcode code = msg->data.result;
+            if (c)
+                finish_transfer(c, code);
+            progress = 1;
+        }
+        while (loop->pending) {
+            struct pv_call *c = loop->pending;
+            loop->pending = c->pend_next;
+            c->pending = 0;
+            c->pend_next = NULL;
+            progress = 1;
+            if (c->dead) {
+                loop_destroy_call(loop, c);
+                continue;
+            }
+            if (c->need_add) {
+                c->need_add = 0;
+                if (curl_multi_add_handle(loop->multi, c->easy) == CURLM_OK) {
+                    c->added = 1;
+                } else {
+                    pv_call_failf(c, PV_ERR_INTERNAL,
+                                  "could not add the transfer");
+                    deliver_done(c);
+                    continue;
+                }
+            }
+            if (c->need_resume) {
+                c->need_resume = 0;
+                if (c->added && !c->finished && !c->cancelled) {
+                    /* Unpausing may deliver held data at once, i.e. run
+                     * our write callback and the caller's on_event. */
+                    loop->depth++;
+                    curl_easy_pause(c->easy, CURLPAUSE_CONT);
+                    loop->depth--;
+                }
+            }
+        }
+        if (!progress)
+            break;
+    }
+    loop->settling = 0;
+}
+
+/* ---- libevent <-> libcurl ---------------------------------------------- */
+
+static void
+sock_event_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct pv_loop *loop = arg;
+    int flags = 0, running = 0;
+    if (what & EV_READ)
+        flags |= CURL_CSELECT_IN;
+    if (what & EV_WRITE)
+        flags |= CURL_CSELECT_OUT;
+    loop->depth++;
+    curl_multi_socket_action(loop->multi, fd, flags, &running);
+    loop->depth--;
+    pv_loop_settle(loop);
+}
+
+static void
+timer_event_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct pv_loop *loop = arg;
+    int running = 0;
+    loop->depth++;
+    curl_multi_socket_action(loop->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+    loop->depth--;
+    pv_loop_settle(loop);
+}
+
+static void
+sock_free(struct pv_sock *s)
+{
+    struct pv_loop *loop = s->loop;
+    if (s->prev)
+        s->prev->next = s->next;
+    else
+        loop->socks = s->next;
+    if (s->next)
+        s->next->prev = s->prev;
+    if (s->ev)
+        event_free(s->ev);
+    free(s);
+}
+
+static int
+curl_sock_cb(CURL *easy, curl_socket_t fd, int what, void *userp,
+             void *socketp)
+{
+    (void)easy;
+    struct pv_loop *loop = userp;
+    struct pv_sock *s = socketp;
+    if (what == CURL_POLL_REMOVE) {
+        if (s) {
+            curl_multi_assign(loop->multi, fd, NULL);
+            sock_free(s);
+        }
+        return 0;
+    }
+    if (!s) {
+        s = calloc(1, sizeof(*s));
+        if (!s)
+            return -1;
+        s->loop = loop;
+        s->fd = fd;
+        s->next = loop->socks;
+        if (loop->socks)
+            loop->socks->prev = s;
+        loop->socks = s;
+        curl_multi_assign(loop->multi, fd, s);
+    }
+    short ev = EV_PERSIST;
+    if (what & CURL_POLL_IN)
+        ev |= EV_READ;
+    if (what & CURL_POLL_OUT)
+        ev |= EV_WRITE;
+    if (s->ev) {
+        event_del(s->ev);
+        if (event_assign(s->ev, loop->base, fd, ev, sock_event_cb, loop) < 0)
+            return -1;
+    } else {
+        s->ev = event_new(loop->base, fd, ev, sock_event_cb, loop);
+        if (!s->ev)
+            return -1;
+    }
+    if (event_add(s->ev, NULL) < 0)
+        return -1;
+    return 0;
+}
+
+static int
+curl_timer_cb(CURLM *multi, long timeout_ms, void *userp)
+{
+    (void)multi;
+    struct pv_loop *loop = userp;
+    if (timeout_ms < 0) {
+        evtimer_del(loop->timer);
+        return 0;
+    }
+    struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+    return evtimer_add(loop->timer, &tv) < 0 ? -1 : 0;
+}
+
+struct pv_loop *
+pv_loop_new(struct event_base *base, char *err, size_t errlen)
+{
+    struct pv_loop *loop = NULL;
+    if (!base) {
+        gx_errf(err, errlen, "pv_loop_new: no event base");
+        return NULL;
+    }
+    /* libcurl here is built thread-safe (curl-config --features lists
+     * "threadsafe"), so a reference-counted global init per loop is
+     * safe even when workers start in parallel. */
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+        gx_errf(err, errlen, "curl_global_init failed");
+        return NULL;
+    }
+    loop = calloc(1, sizeof(*loop));
+    if (!loop)
+        goto nomem;
+    loop->base = base;
+    loop->multi = curl_multi_init();
+    loop->timer = evtimer_new(base, timer_event_cb, loop);
+    if (!loop->multi || !loop->timer)
+        goto nomem;
+    curl_multi_setopt(loop->multi, CURLMOPT_SOCKETFUNCTION, curl_sock_cb);
+    curl_multi_setopt(loop->multi, CURLMOPT_SOCKETDATA, loop);
+    curl_multi_setopt(loop->multi, CURLMOPT_TIMERFUNCTION, curl_timer_cb);
+    curl_multi_setopt(loop->multi, CURLMOPT_TIMERDATA, loop);
+    curl_multi_setopt(loop->multi, CURLMOPT_MAXCONNECTS, PV_MAXCONNECTS);
+    curl_multi_setopt(loop->multi, CURLMOPT_PIPELINING, CURLPIPE_MULTIPLEX);
+    return loop;
+nomem:
+    gx_errf(err, errlen, "pv_loop_new: out of memory");
+    if (loop) {
+        if (loop->multi)
+            curl_multi_cleanup(loop->multi);
+        if (loop->timer)
+            event_free(loop->timer);
+        free(loop);
+    }
+    curl_global_cleanup();
+    return NULL;
+}
+
+void
+pv_loop_free(struct pv_loop *loop)
+{
+    if (!loop)
+        return;
+    while (loop->calls) {
+        struct pv_call *c = loop->calls;
+        c->cancelled = 1;
+        loop_destroy_call(loop, c);
+    }
+    loop->pending = NULL;
+    curl_multi_cleanup(loop->multi);
+    /* Sockets libcurl did not report as removed during cleanup. */
+    while (loop->socks)
+        sock_free(loop->socks);
+    event_free(loop->timer);
+    free(loop);
+    curl_global_cleanup();
+}
+
+size_t
+pv_loop_active(const struct pv_loop *loop)
+{
+    return loop ? loop->n_active : 0;
+}
+
+/* ---- the call head ------------------------------------------------------- */
+
+struct pv_call *
+pv_call_alloc(struct pv_loop *loop, const struct pv_ops *ops,
+              const struct pv_request *req, const struct pv_callbacks *cb,
+              size_t impl_size)
+{
+    struct pv_call *c = calloc(1, sizeof(*c));
+    if (!c)
+        return NULL;
+    if (impl_size) {
+        c->impl = calloc(1, impl_size);
+        if (!c->impl) {
+            free(c);
+            return NULL;
+        }
+    }
+    c->ops = ops;
+    c->loop = loop;
+    if (cb)
+        c->cb = *cb;
+    snprintf(c->request_id, sizeof(c->request_id), "%s",
+             req && req->request_id ? req->request_id : "-");
+    c->t_start_us = gx_mono_us();
+    c->res.outcome = PV_OK;
+    c->res.retry_after_s = -1;
+    c->res.ttfb_us = -1;
+    c->next = loop->calls;
+    if (loop->calls)
+        loop->calls->prev = c;
+    loop->calls = c;
+    loop->n_active++;
+    return c;
+}
+
+static void
+loop_destroy_call(struct pv_loop *loop, struct pv_call *c)
+{
+    if (c->prev)
+        c->prev->next = c->next;
+    else if (loop->calls == c)
+        loop->calls = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    c->prev = c->next = NULL;
+    if (!c->finished && !c->cancelled && loop->n_active > 0)
+        loop->n_active--;
+    if (c->pending) {
+        /* Unlink from the pending list (only pv_loop_free gets here with a
+         * call still pending). */
+        struct pv_call **pp = &loop->pending;
+        while (*pp && *pp != c)
+            pp = &(*pp)->pend_next;
+        if (*pp)
+            *pp = c->pend_next;
+        c->pending = 0;
+    }
+    if (c->easy) {
+        if (c->added)
+            curl_multi_remove_handle(loop->multi, c->easy);
+        curl_easy_cleanup(c->easy);
+    }
+    if (c->fb_timer)
+        event_free(c->fb_timer);
+    curl_slist_free_all(c->headers);
+    free(c->req_body);
+    if (c->hooks && c->hooks->free_impl)
+        c->hooks->free_impl(c);
+    free(c->impl);
+    free(c);
+}
+
+void
+pv_call_failf(struct pv_call *c, enum pv_outcome o, const char *fmt, ...)
+{
+    if (c->failed)
+        return;
+    c->failed = 1;
+    c->fail = o;
+    c->res.outcome = o;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->res.detail, sizeof(c->res.detail), fmt, ap);
+    va_end(ap);
+}
+
+void
+pv_call_emit_event(struct pv_call *c, const char *data, size_t len)
+{
+    if (c->cancelled || c->finished || !c->cb.on_event)
+        return;
+    c->loop->depth++;
+    c->cb.on_event(c->cb.ud, data, len);
+    c->loop->depth--;
+}
+
+void
+pv_call_complete(struct pv_call *c)
+{
+    deliver_done(c);
+    pv_loop_settle(c->loop);
+}
+
+/* ---- public dispatch ------------------------------------------------------ */
+
+enum gx_status
+pv_call_start(struct pv_loop *loop, const struct pv_request *req,
+              const struct pv_callbacks *cb, struct pv_call **out, char *err,
+              size_t errlen)
+{
+    if (!loop || !req || !req->provider || !req->model || !req->body ||
+        !cb || !out) {
+        gx_errf(err, errlen, "pv_call_start: missing argument");
+        return GX_EINVAL;
+    }
+    const struct pv_ops *ops = pv_ops_for(req->provider->kind);
+    if (!ops || !ops->start) {
+        gx_errf(err, errlen, "provider %s: kind not supported in this build",
+                req->provider->name ? req->provider->name : "?");
+        return GX_EINVAL;
+    }
+    return ops->start(loop, req, cb, out, err, errlen);
+}
+
+void
+pv_call_cancel(struct pv_call *call)
+{
+    if (call && call->ops && call->ops->cancel)
+        call->ops->cancel(call);
+}
+
+void
+pv_call_pause(struct pv_call *call)
+{
+    if (call && call->ops && call->ops->pause)
+        call->ops->pause(call);
+}
+
+void
+pv_call_resume(struct pv_call *call)
+{
+    if (call && call->ops && call->ops->resume)
+        call->ops->resume(call);
+}
+
+/* ---- the HTTP transfer ---------------------------------------------------- */
+
+static int
+parse_retry_after(const char *v)
+{
+    while (*v == ' ' || *v == '\t')
+        v++;
+    if (*v >= '0' && *v <= '9') {
+        long s = 0;
+        while (*v >= '0' && *v <= '9' && s < 1000000)
+            s = s * 10 + (*v++ - '0');
+        return (int)s;
+    }
+    /* HTTP-date form. */
+    time_t t = curl_getdate(v, NULL);
+    if (t < 0)
+        return -1;
+    time_t now = time(NULL);
+    return t > now ? (int)(t - now) : 0;
+}
+
+static size_t
+http_header_cb(char *p, size_t size, size_t nmemb, void *ud)
+{
+    struct pv_call *c = ud;
+    size_t n = size * nmemb;
+    if (c->cancelled)
+        return 0;
+    if (c->head_done)
+        return n; /* trailers */
+    if (n >= 5 && memcmp(p, "HTTP/", 5) == 0) {
+        /* A new header block (after a 1xx): forget the previous one. */
+        c->content_type[0] = '\0';
+        c->res.retry_after_s = -1;
+        return n;
+    }
+    if (n <= 2 && (n == 0 || p[0] == '\r' || p[0] == '\n')) {
+        long code = 0;
+        curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &code);
+        if (code >= 200) {
+            c->head_done = 1;
+            c->res.http_status = (int)code;
+            if (c->cb.on_head) {
+                c->loop->depth++;
+                c->cb.on_head(c->cb.ud, (int)code);
+                c->loop->depth--;
+            }
+            if (c->cancelled)
+                return 0;
+        }
+        return n;
+    }
+    const char *colon = memchr(p, ':', n);
+    if (!colon)
+        return n;
+    size_t name_len = (size_t)(colon - p);
+    const char *v = colon + 1;
+    size_t vl = n - name_len - 1;
+    while (vl > 0 && (*v == ' ' || *v == '\t')) {
+        v++;
+        vl--;
+    }
+    while (vl > 0 && (v[vl - 1] == '\r' || v[vl - 1] == '\n' ||
+                      v[vl - 1] == ' '))
+        vl--;
+    if (name_len == 12 && strncasecmp(p, "content-type", 12) == 0) {
+        if (vl >= sizeof(c->content_type))
+            vl = sizeof(c->content_type) - 1;
+        memcpy(c->content_type, v, vl);
+        c->content_type[vl] = '\0';
+    } else if (name_len == 11 && strncasecmp(p, "retry-after", 11) == 0) {
+        char tmp[64];
+        if (vl >= sizeof(tmp))
+            vl = sizeof(tmp) - 1;
+        memcpy(tmp, v, vl);
+        tmp[vl] = '\0';
+        c->res.retry_after_s = parse_retry_after(tmp);
+    }
+    return n;
+}
+
+static size_t
+http_write_cb(char *p, size_t size, size_t nmemb, void *ud)
+{
+    struct pv_call *c = ud;
+    size_t n = size * nmemb;
+    if (c->cancelled || c->finished || c->failed)
+        return 0;
+    if (c->paused) {
+        /* libcurl keeps these bytes and hands them back after
+         * curl_easy_pause(CURLPAUSE_CONT). */
+        c->recv_paused = 1;
+        return CURL_WRITEFUNC_PAUSE;
+    }
+    if (!c->got_body) {
+        c->got_body = 1;
+        c->res.ttfb_us = gx_mono_us() - c->t_start_us;
+        if (c->fb_timer)
+            evtimer_del(c->fb_timer);
+    }
+    if (c->hooks->on_body(c, p, n) != 0)
+        return 0;
+    if (c->cancelled)
+        return 0;
+    return n;
+}
+
+static int
+http_prereq_cb(void *ud, char *primary_ip, char *local_ip, int primary_port,
+               int local_port)
+{
+    (void)primary_ip;
+    (void)local_ip;
+    (void)primary_port;
+    (void)local_port;
+    struct pv_call *c = ud;
+    c->connected = 1;
+    return CURL_PREREQFUNC_OK;
+}
+
+static void
+fb_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct pv_call *c = arg;
+    if (c->got_body || c->finished || c->cancelled)
+        return;
+    if (c->connected)
+        pv_call_failf(c, PV_ERR_FIRST_BYTE_TIMEOUT,
+                      "first byte timeout: no response body after %d ms",
+                      c->fb_timeout_ms);
+    else
+        pv_call_failf(c, PV_ERR_CONNECT_TIMEOUT,
+                      "connect timeout: not connected after %d ms",
+                      c->fb_timeout_ms);
+    c->res.outcome = c->fail;
+    deliver_done(c);
+    pv_loop_settle(c->loop);
+}
+
+enum gx_status
+pv_http_start(struct pv_call *c, const struct pv_http_hooks *hooks,
+              const struct cfg_provider *prov, const char *url,
+              struct curl_slist *headers, char *body, size_t body_len,
+              char *err, size_t errlen)
+{
+    struct pv_loop *loop = c->loop;
+    c->hooks = hooks;
+    c->headers = headers;
+    c->req_body = body;
+    c->easy = curl_easy_init();
+    if (!c->easy)
+        goto nomem;
+    CURL *e = c->easy;
+    curl_easy_setopt(e, CURLOPT_URL, url);
+    curl_easy_setopt(e, CURLOPT_PRIVATE, (char *)c);
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
+    curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
+    curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
+    curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(e, CURLOPT_POST, 1L);
+    curl_easy_setopt(e, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body_len);
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, headers);
+    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, http_header_cb);
+    curl_easy_setopt(e, CURLOPT_HEADERDATA, c);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, http_write_cb);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, c);
+    curl_easy_setopt(e, CURLOPT_PREREQFUNCTION, http_prereq_cb);
+    curl_easy_setopt(e, CURLOPT_PREREQDATA, c);
+    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, c->errbuf);
+    if (prov->connect_timeout_ms > 0)
+        curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
+                         (long)prov->connect_timeout_ms);
+    if (prov->timeout_ms > 0)
+        curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)prov->timeout_ms);
+    if (prov->first_byte_timeout_ms > 0) {
+        c->fb_timeout_ms = prov->first_byte_timeout_ms;
+        c->fb_timer = evtimer_new(loop->base, fb_timer_cb, c);
+        if (!c->fb_timer)
+            goto nomem;
+        struct timeval tv = {c->fb_timeout_ms / 1000,
+                             (c->fb_timeout_ms % 1000) * 1000};
+        evtimer_add(c->fb_timer, &tv);
+    }
+    if (loop->depth > 0 || loop->settling) {
+        /* Inside libcurl or a callback: add once the stack unwinds. */
+        c->need_add = 1;
+        pend(c);
+        return GX_OK;
+    }
+    if (curl_multi_add_handle(loop->multi, e) != CURLM_OK) {
+        gx_errf(err, errlen, "could not add the transfer");
+        loop_destroy_call(loop, c);
+        return GX_EINVAL;
+    }
+    c->added = 1;
+    return GX_OK;
+nomem:
+    gx_errf(err, errlen, "out of memory");
+    loop_destroy_call(loop, c);
+    return GX_ENOMEM;
+}
+
+void
+pv_http_cancel(struct pv_call *c)
+{
+    if (!c || c->cancelled || c->finished)
+        return;
+    struct pv_loop *loop = c->loop;
+    c->cancelled = 1;
+    if (loop->n_active > 0)
+        loop->n_active--;
+    if (c->fb_timer)
+        evtimer_del(c->fb_timer);
+    if (loop->depth > 0 || loop->settling) {
+        c->dead = 1;
+        pend(c);
+        return;
+    }
+    loop_destroy_call(loop, c);
+}
+
+void
+pv_http_pause(struct pv_call *c)
+{
+    if (!c || c->cancelled || c->finished)
+        return;
+    c->paused = 1;
+}
+
+void
+pv_http_resume(struct pv_call *c)
+{
+    if (!c || c->cancelled || c->finished || !c->paused)
+        return;
+    c->paused = 0;
+    if (!c->recv_paused)
+        return; /* libcurl never saw the pause */
+    c->recv_paused = 0;
+    c->need_resume = 1;
+    pend(c);
+    pv_loop_settle(c->loop);
+}

@@ -1,0 +1,424 @@
+/*
+ * openai.c: the "openai" kind, for any upstream that speaks OpenAI Chat
+ * Completions (OpenAI itself, relays, DeepSeek, vLLM, ...).
+ *
+ * Request: POST {base_url}/chat/completions with the client's JSON, its
+ * "model" replaced by the upstream name.  For a stream whose client did
+ * not ask for stream_options.include_usage we ask for it anyway (llmux
+ * must bill from the upstream's own counts) and swallow the usage-only
+ * chunk that results, so the client sees exactly what it asked for.
+ *
+ * Response:
+ *   non-stream 2xx  the body must be a JSON object with "choices", else
+ *                   PV_ERR_MALFORMED; usage is read from it.
+ *   stream 2xx      text/event-stream parsed as it arrives; each event is
+ *                   handed to on_event at once (nothing buffered beyond
+ *                   the current event); every data event but [DONE] must
+ *                   be a JSON object; a stream that ends before [DONE] is
+ *                   PV_ERR_TRANSPORT.
+ *   non-2xx         PV_ERR_STATUS with the (capped) body, stream or not.
+ *
+ * Bounds: the non-stream and error bodies are capped at max_body_bytes;
+ * a stream is capped per event (one SSE line or event's data may not
+ * exceed max_body_bytes) but not in total, since long generations are
+ * legitimate and memory stays bounded by one event.
+ *
+ * Secrets: the api_key goes only into the Authorization header.  An error
+ * body or message echoed by a misbehaving upstream is scrubbed of it
+ * before it reaches res.detail or res.body.
+ */
+#include "providers.h"
+#include "providers_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+/* Used when a request carries no cap. */
+#define OA_DEFAULT_MAX_BODY (8 * 1024 * 1024)
+
+struct oa_call {
+    int stream;
+    int client_include_usage;
+    int ct_checked;
+    int done_seen;
+    int n_events;
+    struct pv_sse sse;
+    struct gx_buf body; /* non-stream or error body */
+    char *api_key;      /* copy, only to scrub echoes; never logged */
+};
+
+int
+pv_usage_parse(const json_t *obj, struct pv_usage *u)
+{
+    json_t *usage = json_object_get(obj, "usage");
+    if (!json_is_object(usage))
+        return 0;
+    memset(u, 0, sizeof(*u));
+    u->have = 1;
+    json_t *v = json_object_get(usage, "prompt_tokens");
+    if (json_is_number(v))
+        u->prompt_tokens = (int64_t)json_number_value(v);
+    v = json_object_get(usage, "completion_tokens");
+    if (json_is_number(v))
+        u->completion_tokens = (int64_t)json_number_value(v);
+    json_t *d = json_object_get(usage, "prompt_tokens_details");
+    v = json_is_object(d) ? json_object_get(d, "cached_tokens") : NULL;
+    if (json_is_number(v))
+        u->cached_tokens = (int64_t)json_number_value(v);
+    if (u->prompt_tokens < 0)
+        u->prompt_tokens = 0;
+    if (u->completion_tokens < 0)
+        u->completion_tokens = 0;
+    if (u->cached_tokens < 0)
+        u->cached_tokens = 0;
+    if (u->cached_tokens > u->prompt_tokens)
+        u->cached_tokens = u->prompt_tokens;
+    return 1;
+}
+
+/* Overwrites every occurrence of key in s[0..n) with '*'. */
+static void
+scrub(char *s, size_t n, const char *key)
+{
+    size_t kl = key ? strlen(key) : 0;
+    if (!s || kl < 4 || n < kl)
+        return;
+    char *p = s, *end = s + n;
+    while ((size_t)(end - p) >= kl) {
+        char *hit = memmem(p, (size_t)(end - p), key, kl);
+        if (!hit)
+            break;
+        memset(hit, '*', kl);
+        p = hit + kl;
+    }
+}
+
+static void
+oa_event(void *ud, const char *data, size_t len)
+{
+    struct pv_call *c = ud;
+    struct oa_call *oa = c->impl;
+    if (c->failed || c->cancelled || c->finished || oa->done_seen)
+        return;
+    oa->n_events++;
+    if (len == 6 && memcmp(data, "[DONE]", 6) == 0) {
+        oa->done_seen = 1;
+        pv_call_emit_event(c, data, len);
+        return;
+    }
+    json_error_t je;
+    json_t *j = json_loadb(data, len, 0, &je);
+    if (!json_is_object(j)) {
+        pv_call_failf(c, PV_ERR_MALFORMED,
+                      "malformed stream: event %d is not a JSON object (%s)",
+                      oa->n_events, j ? "wrong type" : je.text);
+        json_decref(j);
+        return;
+    }
+    struct pv_usage u;
+    int usage_only = 0;
+    if (pv_usage_parse(j, &u)) {
+        c->res.usage = u;
+        json_t *ch = json_object_get(j, "choices");
+        usage_only = !ch || (json_is_array(ch) && json_array_size(ch) == 0);
+    }
+    json_decref(j);
+    if (usage_only && !oa->client_include_usage)
+        return;
+    pv_call_emit_event(c, data, len);
+}
+
+static int
+oa_on_body(struct pv_call *c, const char *p, size_t n)
+{
+    struct oa_call *oa = c->impl;
+    int st2xx = c->res.http_status >= 200 && c->res.http_status < 300;
+    if (!oa->stream || !st2xx) {
+        enum gx_status st = gx_buf_append(&oa->body, p, n);
+        if (st == GX_ETOOBIG) {
+            pv_call_failf(c, PV_ERR_TOO_BIG,
+                          "upstream body over %zu bytes", oa->body.max);
+            return -1;
+        }
+        if (st != GX_OK) {
+            pv_call_failf(c, PV_ERR_INTERNAL, "out of memory");
+            return -1;
+        }
+        return 0;
+    }
+    if (!oa->ct_checked) {
+        oa->ct_checked = 1;
+        if (strncasecmp(c->content_type, "text/event-stream", 17) != 0) {
+            pv_call_failf(c, PV_ERR_MALFORMED,
+                          "malformed stream: content-type \"%.60s\", "
+                          "expected text/event-stream",
+                          c->content_type);
+            return -1;
+        }
+    }
+    if (oa->done_seen)
+        return 0;
+    enum gx_status st = pv_sse_feed(&oa->sse, p, n, oa_event, c);
+    if (st == GX_ETOOBIG)
+        pv_call_failf(c, PV_ERR_TOO_BIG, "upstream stream event over %zu bytes",
+                      oa->sse.line.max);
+    else if (st != GX_OK)
+        pv_call_failf(c, PV_ERR_INTERNAL, "out of memory");
+    return c->failed ? -1 : 0;
+}
+
+/* Appends ": <error.message>" from an OpenAI error body, if any. */
+static void
+detail_add_message(struct pv_call *c, const struct oa_call *oa)
+{
+    if (!oa->body.len)
+        return;
+    json_t *j = json_loadb(oa->body.data, oa->body.len, 0, NULL);
+    json_t *e = json_object_get(j, "error");
+    json_t *m = json_is_object(e) ? json_object_get(e, "message")
+                                  : json_is_string(e) ? e : NULL;
+    if (json_is_string(m)) {
+        size_t used = strlen(c->res.detail);
+        snprintf(c->res.detail + used, sizeof(c->res.detail) - used,
+                 ": %.160s", json_string_value(m));
+    }
+    json_decref(j);
+}
+
+static void
+oa_on_finish(struct pv_call *c)
+{
+    struct oa_call *oa = c->impl;
+    int status = c->res.http_status;
+    if (status < 200 || status >= 300) {
+        c->res.outcome = PV_ERR_STATUS;
+        snprintf(c->res.detail, sizeof(c->res.detail), "upstream status %d",
+                 status);
+        scrub(oa->body.data, oa->body.len, oa->api_key);
+        detail_add_message(c, oa);
+        scrub(c->res.detail, strlen(c->res.detail), oa->api_key);
+        c->res.body = oa->body.data ? oa->body.data : "";
+        c->res.body_len = oa->body.len;
+        return;
+    }
+    if (oa->stream) {
+        if (!oa->done_seen) {
+            c->res.outcome = PV_ERR_TRANSPORT;
+            snprintf(c->res.detail, sizeof(c->res.detail),
+                     "stream ended before [DONE] (after %d events)",
+                     oa->n_events);
+            return;
+        }
+        c->res.outcome = PV_OK;
+        return;
+    }
+    c->res.body = oa->body.data ? oa->body.data : "";
+    c->res.body_len = oa->body.len;
+    json_error_t je;
+    json_t *j = json_loadb(c->res.body, c->res.body_len, 0, &je);
+    if (!json_is_object(j) || !json_object_get(j, "choices")) {
+        c->res.outcome = PV_ERR_MALFORMED;
+        snprintf(c->res.detail, sizeof(c->res.detail),
+                 "malformed upstream body: %s",
+                 !j ? je.text
+                    : !json_is_object(j) ? "not a JSON object"
+                                         : "no \"choices\"");
+        json_decref(j);
+        return;
+    }
+    pv_usage_parse(j, &c->res.usage);
+    json_decref(j);
+    c->res.outcome = PV_OK;
+}
+
+static void
+oa_free_impl(struct pv_call *c)
+{
+    struct oa_call *oa = c->impl;
+    if (!oa)
+        return;
+    pv_sse_cleanup(&oa->sse);
+    gx_buf_cleanup(&oa->body);
+    if (oa->api_key) {
+        memset(oa->api_key, 0, strlen(oa->api_key));
+        free(oa->api_key);
+    }
+}
+
+static const struct pv_http_hooks oa_hooks = {
+    .on_body = oa_on_body,
+    .on_finish = oa_on_finish,
+    .free_impl = oa_free_impl,
+};
+
+static int
+header_ok(const char *s)
+{
+    return s && !strpbrk(s, "\r\n");
+}
+
+static struct curl_slist *
+add_header(struct curl_slist *l, int *ok, const char *fmt, const char *a,
+           const char *b)
+{
+    if (!*ok)
+        return l;
+    char small[512];
+    size_t need = strlen(fmt) + strlen(a) + (b ? strlen(b) : 0) + 1;
+    char *buf = need <= sizeof(small) ? small : malloc(need);
+    if (!buf) {
+        *ok = 0;
+        return l;
+    }
+    snprintf(buf, need, fmt, a, b ? b : "");
+    struct curl_slist *n = curl_slist_append(l, buf);
+    if (buf != small)
+        free(buf);
+    if (!n) {
+        *ok = 0;
+        return l;
+    }
+    return n;
+}
+
+static enum gx_status
+oa_start(struct pv_loop *loop, const struct pv_request *req,
+         const struct pv_callbacks *cb, struct pv_call **out, char *err,
+         size_t errlen)
+{
+    const struct cfg_provider *prov = req->provider;
+    const struct cfg_model *model = req->model;
+    const char *pname = prov->name ? prov->name : "?";
+    struct curl_slist *hdr = NULL;
+    char *body = NULL, *url = NULL, *key = NULL;
+    enum gx_status st = GX_EINVAL;
+
+    if (!prov->base_url || !*prov->base_url) {
+        gx_errf(err, errlen, "provider %s: no base_url", pname);
+        return GX_EINVAL;
+    }
+    if (!json_is_object(req->body)) {
+        gx_errf(err, errlen, "request body is not a JSON object");
+        return GX_EINVAL;
+    }
+    const char *up = model->upstream ? model->upstream : model->name;
+    if (!up) {
+        gx_errf(err, errlen, "provider %s: model without a name", pname);
+        return GX_EINVAL;
+    }
+
+    /* Shallow copy: only "model" and "stream_options" change, and those
+     * are replaced, never edited in place, so the client's object stays
+     * as it was. */
+    json_t *copy = json_copy((json_t *)req->body);
+    if (!copy)
+        goto nomem;
+    json_object_set_new(copy, "model", json_string(up));
+    if (req->stream && !req->client_include_usage) {
+        json_t *so = json_object_get(copy, "stream_options");
+        json_t *nso = json_is_object(so) ? json_copy(so) : json_object();
+        if (!nso) {
+            json_decref(copy);
+            goto nomem;
+        }
+        json_object_set_new(nso, "include_usage", json_true());
+        json_object_set_new(copy, "stream_options", nso);
+    }
+    body = json_dumps(copy, JSON_COMPACT);
+    json_decref(copy);
+    if (!body)
+        goto nomem;
+
+    size_t blen = strlen(prov->base_url);
+    while (blen > 0 && prov->base_url[blen - 1] == '/')
+        blen--;
+    url = malloc(blen + sizeof("/chat/completions"));
+    if (!url)
+        goto nomem;
+    memcpy(url, prov->base_url, blen);
+    memcpy(url + blen, "/chat/completions", sizeof("/chat/completions"));
+
+    int ok = 1;
+    hdr = add_header(hdr, &ok, "Content-Type: application/json%s", "", NULL);
+    hdr = add_header(hdr, &ok, "Accept: %s",
+                     req->stream ? "text/event-stream" : "application/json",
+                     NULL);
+    /* No "Expect: 100-continue" round trip for large prompts. */
+    hdr = add_header(hdr, &ok, "Expect:%s", "", NULL);
+    if (prov->api_key && *prov->api_key) {
+        if (!header_ok(prov->api_key)) {
+            gx_errf(err, errlen, "provider %s: api_key has a line break",
+                    pname);
+            goto out;
+        }
+        hdr = add_header(hdr, &ok, "Authorization: Bearer %s%s",
+                         prov->api_key, "");
+    }
+    for (size_t i = 0; i < prov->n_headers; i++) {
+        const struct cfg_header *h = &prov->headers[i];
+        if (!header_ok(h->name) || !header_ok(h->value) || !*h->name) {
+            gx_errf(err, errlen, "provider %s: bad header %zu", pname, i);
+            goto out;
+        }
+        hdr = add_header(hdr, &ok, "%s: %s", h->name, h->value);
+    }
+    if (req->request_id && *req->request_id) {
+        if (!header_ok(req->request_id)) {
+            gx_errf(err, errlen, "request id has a line break");
+            goto out;
+        }
+        hdr = add_header(hdr, &ok, "X-Request-Id: %s%s", req->request_id, "");
+    }
+    if (!ok)
+        goto nomem;
+
+    if (prov->api_key && *prov->api_key) {
+        key = strdup(prov->api_key);
+        if (!key)
+            goto nomem;
+    }
+    struct pv_call *c =
+        pv_call_alloc(loop, &pv_openai_ops, req, cb, sizeof(struct oa_call));
+    if (!c)
+        goto nomem;
+    struct oa_call *oa = c->impl;
+    size_t cap = req->max_body_bytes > 0 ? (size_t)req->max_body_bytes
+                                         : (size_t)OA_DEFAULT_MAX_BODY;
+    oa->stream = req->stream;
+    oa->client_include_usage = req->client_include_usage;
+    pv_sse_init(&oa->sse, cap);
+    gx_buf_init(&oa->body, cap);
+    oa->api_key = key;
+    key = NULL;
+    size_t body_len = strlen(body);
+    /* pv_http_start owns hdr and body from here on, even on failure. */
+    st = pv_http_start(c, &oa_hooks, prov, url, hdr, body, body_len, err,
+                       errlen);
+    hdr = NULL;
+    body = NULL;
+    if (st == GX_OK)
+        *out = c;
+    goto out;
+nomem:
+    gx_errf(err, errlen, "out of memory");
+    st = GX_ENOMEM;
+out:
+    if (key) {
+        memset(key, 0, strlen(key));
+        free(key);
+    }
+    curl_slist_free_all(hdr);
+    free(body);
+    free(url);
+    return st;
+}
+
+const struct pv_ops pv_openai_ops = {
+    .kind = "openai",
+    .start = oa_start,
+    .cancel = pv_http_cancel,
+    .pause = pv_http_pause,
+    .resume = pv_http_resume,
+};
