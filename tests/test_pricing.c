@@ -2,6 +2,7 @@
 #include "../pricing/pricing.h"
 #include "harness.h"
 
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -212,6 +213,160 @@ test_format(void)
     T_EQ_STR(s, "0.0");
 }
 
+/* ---- budgets ------------------------------------------------------ */
+
+static void
+test_budget_basic(void)
+{
+    struct pr_budget *b = pr_budget_new();
+    T_CHECK(b != NULL);
+    if (!b)
+        return;
+    int64_t lim, spent, res;
+    /* Unknown key: no budget, nothing tracked. */
+    T_EQ_INT(pr_budget_reserve(b, 9, 1000000), GX_OK);
+    T_EQ_INT(pr_budget_get(b, 9, &lim, &spent, &res), GX_ENOTFOUND);
+    pr_budget_settle(b, 9, 1000000, 5); /* ignored */
+
+    T_EQ_INT(pr_budget_set(b, 1, 1000, 100), GX_OK);
+    T_EQ_INT(pr_budget_reserve(b, 1, 600), GX_OK);
+    T_EQ_INT(pr_budget_reserve(b, 1, 301), GX_EAGAIN); /* 100+600+301 */
+    T_EQ_INT(pr_budget_reserve(b, 1, 300), GX_OK);      /* exactly 1000 */
+    T_EQ_INT(pr_budget_reserve(b, 1, 1), GX_EAGAIN);
+    T_EQ_INT(pr_budget_reserve(b, 1, 0), GX_OK);
+    T_EQ_INT(pr_budget_reserve(b, 1, -1), GX_EINVAL);
+    T_EQ_INT(pr_budget_get(b, 1, &lim, &spent, &res), GX_OK);
+    T_EQ_INT(lim, 1000);
+    T_EQ_INT(spent, 100);
+    T_EQ_INT(res, 900);
+    pr_budget_settle(b, 1, 600, 250); /* actual below the reservation */
+    T_EQ_INT(pr_budget_get(b, 1, &lim, &spent, &res), GX_OK);
+    T_EQ_INT(spent, 350);
+    T_EQ_INT(res, 300);
+    pr_budget_release(b, 1, 300); /* failed request */
+    T_EQ_INT(pr_budget_get(b, 1, &lim, &spent, &res), GX_OK);
+    T_EQ_INT(spent, 350);
+    T_EQ_INT(res, 0);
+    T_EQ_INT(pr_budget_reserve(b, 1, 650), GX_OK);
+    pr_budget_settle(b, 1, 650, 700); /* actual above: overshoot by 50 */
+    T_EQ_INT(pr_budget_get(b, 1, &lim, &spent, &res), GX_OK);
+    T_EQ_INT(spent, 1050);
+    T_EQ_INT(pr_budget_reserve(b, 1, 0), GX_EAGAIN);
+    /* Raising the limit keeps spend and reservations. */
+    T_EQ_INT(pr_budget_set(b, 1, 2000, 1050), GX_OK);
+    T_EQ_INT(pr_budget_reserve(b, 1, 950), GX_OK);
+    T_EQ_INT(pr_budget_set(b, 1, 2000, 1050), GX_OK);
+    T_EQ_INT(pr_budget_get(b, 1, &lim, &spent, &res), GX_OK);
+    T_EQ_INT(res, 950);
+    /* Over-release never goes below zero. */
+    pr_budget_release(b, 1, 5000);
+    T_EQ_INT(pr_budget_get(b, 1, &lim, &spent, &res), GX_OK);
+    T_EQ_INT(res, 0);
+    /* Unlimited but tracked. */
+    T_EQ_INT(pr_budget_set(b, 2, -1, 0), GX_OK);
+    T_EQ_INT(pr_budget_reserve(b, 2, INT64_MAX / 2), GX_OK);
+    T_EQ_INT(pr_budget_reserve(b, 2, INT64_MAX / 2), GX_OK);
+    T_EQ_INT(pr_budget_reserve(b, 2, INT64_MAX / 2), GX_ETOOBIG);
+    pr_budget_remove(b, 2);
+    T_EQ_INT(pr_budget_get(b, 2, &lim, &spent, &res), GX_ENOTFOUND);
+    /* Many keys (table growth). */
+    for (int64_t k = 100; k < 1100; k++)
+        pr_budget_set(b, k, k, 0);
+    int good = 1;
+    for (int64_t k = 100; k < 1100; k++)
+        if (pr_budget_get(b, k, &lim, &spent, &res) != GX_OK || lim != k)
+            good = 0;
+    T_CHECK(good);
+    pr_budget_free(b);
+    pr_budget_free(NULL);
+}
+
+#define B_THREADS 8
+#define B_KEYS 3
+#define B_LIMIT 5000000LL
+
+struct bworker {
+    struct pr_budget *b;
+    unsigned seed;
+    int mode; /* 0: settle at the full reservation, 1: mixed */
+    int64_t settled[B_KEYS];
+    int64_t denied;
+    int violations;
+};
+
+static void *
+bworker_main(void *arg)
+{
+    struct bworker *w = arg;
+    for (int it = 0; it < 60000; it++) {
+        w->seed = w->seed * 1103515245u + 12345u;
+        int key = (int)((w->seed >> 16) % B_KEYS);
+        int64_t amount = 1 + (int64_t)((w->seed >> 4) % 2000);
+        if (pr_budget_reserve(w->b, key, amount) != GX_OK) {
+            w->denied++;
+            continue;
+        }
+        int64_t lim, spent, res;
+        pr_budget_get(w->b, key, &lim, &spent, &res);
+        if (spent + res > lim)
+            w->violations++;
+        int r = (int)((w->seed >> 12) % 4);
+        if (w->mode == 0 || r == 0) {
+            pr_budget_settle(w->b, key, amount, amount);
+            w->settled[key] += amount;
+        } else if (r == 1) {
+            pr_budget_release(w->b, key, amount);
+        } else {
+            int64_t actual = amount / 3;
+            pr_budget_settle(w->b, key, amount, actual);
+            w->settled[key] += actual;
+        }
+    }
+    return NULL;
+}
+
+/* Concurrent reservations never let spent + reserved pass the limit, and
+ * the final spend equals exactly the sum of what was settled. */
+static void
+test_budget_concurrent(void)
+{
+    for (int mode = 0; mode < 2; mode++) {
+        struct pr_budget *b = pr_budget_new();
+        for (int k = 0; k < B_KEYS; k++)
+            pr_budget_set(b, k, B_LIMIT, 0);
+        struct bworker w[B_THREADS];
+        pthread_t th[B_THREADS];
+        for (int i = 0; i < B_THREADS; i++) {
+            memset(&w[i], 0, sizeof(w[i]));
+            w[i].b = b;
+            w[i].seed = 77u + (unsigned)i * 7919u;
+            w[i].mode = mode;
+            pthread_create(&th[i], NULL, bworker_main, &w[i]);
+        }
+        int64_t settled[B_KEYS] = {0}, denied = 0;
+        int violations = 0;
+        for (int i = 0; i < B_THREADS; i++) {
+            pthread_join(th[i], NULL);
+            for (int k = 0; k < B_KEYS; k++)
+                settled[k] += w[i].settled[k];
+            denied += w[i].denied;
+            violations += w[i].violations;
+        }
+        T_EQ_INT(violations, 0);
+        T_CHECK(denied > 0); /* the budget was actually reached */
+        for (int k = 0; k < B_KEYS; k++) {
+            int64_t lim, spent, res;
+            T_EQ_INT(pr_budget_get(b, k, &lim, &spent, &res), GX_OK);
+            T_EQ_INT(res, 0);
+            T_EQ_INT(spent, settled[k]);
+            T_CHECK(spent <= B_LIMIT);
+            if (mode == 0) /* full settles: filled to within one request */
+                T_CHECK(spent > B_LIMIT - 2000);
+        }
+        pr_budget_free(b);
+    }
+}
+
 int
 main(void)
 {
@@ -220,5 +375,7 @@ main(void)
     T_RUN(test_cost);
     T_RUN(test_sum_no_drift);
     T_RUN(test_format);
+    T_RUN(test_budget_basic);
+    T_RUN(test_budget_concurrent);
     return T_END();
 }
