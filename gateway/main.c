@@ -7,6 +7,7 @@
 
 #include "../config/config.h"
 #include "../local_engine/local_engine.h"
+#include "../pricing/pricing.h"
 #include "gateway.h"
 
 static void
@@ -44,6 +45,8 @@ main(int argc, char **argv)
         return gw_cli_serve(argc - 1, argv + 1);
     if (!strcmp(cmd, "check"))
         return cfg_cli_check(argc - 1, argv + 1);
+    if (!strcmp(cmd, "usage"))
+        return pr_cli_usage(argc - 1, argv + 1);
     if (!strcmp(cmd, "run"))
         return le_cli_run(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench"))

@@ -367,6 +367,13 @@ gw_cli_serve(int argc, char **argv)
     curl_global_init(CURL_GLOBAL_DEFAULT);
 
     int rc = 1;
+    int local_started = 0;
+    st = pv_local_init(srv.cfg, err, sizeof(err));
+    local_started = 1;
+    if (st != GX_OK) {
+        fprintf(stderr, "llmux serve: %s\n", err);
+        goto out;
+    }
     st = pr_ledger_open(srv.cfg->database, &srv.ledger, err, sizeof(err));
     if (st != GX_OK) {
         fprintf(stderr, "llmux serve: usage database: %s\n", err);
@@ -449,6 +456,8 @@ stop:
     if (inited < srv.n_workers)
         rc = 1;
 out:
+    if (local_started)
+        pv_local_shutdown();
     free(srv.workers);
     pr_ledger_close(srv.ledger);
     cfg_free(srv.cfg);

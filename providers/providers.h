@@ -112,6 +112,17 @@ void pv_call_cancel(struct pv_call *call);
 void pv_call_pause(struct pv_call *call);
 void pv_call_resume(struct pv_call *call);
 
+/*
+ * The local engine (providers/local.c): opens the model of every provider
+ * of kind local in c and starts its engine threads (`parallel` sessions
+ * each).  Call once at start, before any loop starts a call, and only
+ * after evthread_use_pthreads(); it blocks while models load.  c must
+ * outlive pv_local_shutdown, which stops the threads (in-flight
+ * generations end at their next token) and frees the models.
+ */
+enum gx_status pv_local_init(const struct cfg *c, char *err, size_t errlen);
+void pv_local_shutdown(void);
+
 /* A provider kind is a table: one file plus one line in the registry. */
 struct pv_ops {
     const char *kind; /* "openai", "local" */

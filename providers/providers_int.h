@@ -91,7 +91,7 @@ struct pv_call {
 
 /* Ops of each kind (one file each). */
 extern const struct pv_ops pv_openai_ops;
-/* extern const struct pv_ops pv_local_ops;   providers/local.c, later */
+extern const struct pv_ops pv_local_ops; /* providers/local.c */
 
 /* registry.c: the kind for a provider, NULL when none is built in. */
 const struct pv_ops *pv_ops_for(enum cfg_kind kind);

@@ -12,7 +12,7 @@ static const struct {
     const struct pv_ops *ops;
 } kinds[] = {
     {CFG_KIND_OPENAI, &pv_openai_ops},
-    /* {CFG_KIND_LOCAL, &pv_local_ops},   providers/local.c */
+    {CFG_KIND_LOCAL, &pv_local_ops},
 };
 
 const struct pv_ops *
