@@ -1,0 +1,211 @@
+/*
+ * End to end: llmux serving the local engine (provider kind local) with the
+ * real stories260K model: non-stream and streamed chats with exact usage,
+ * greedy determinism, the context limit as 400 context_length_exceeded,
+ * and a client that disconnects mid-stream does not hurt the server.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <curl/curl.h>
+#include <jansson.h>
+
+#include "harness.h"
+#include "lib/e2e.h"
+
+static struct e2e_proc gw;
+static char url[256];
+
+static int
+start(void)
+{
+    char model[1024], cfg[4096];
+    snprintf(model, sizeof(model), "%s/models/stories260K.gguf",
+             e2e_env("LLMUX_TEST_DATA", "../shared/data"));
+    char *dir = e2e_temp_dir();
+    snprintf(cfg, sizeof(cfg),
+             "{\"listen\": \"127.0.0.1:0\", \"workers\": 2,\n"
+             " \"database\": \"%s/ledger.db\", \"require_keys\": false,\n"
+             " \"providers\": {\"local\": {\"kind\": \"local\", "
+             "\"model_path\": \"%s\",\n"
+             "   \"threads\": 1, \"context\": 256, \"parallel\": 2}}}\n",
+             dir, model);
+    free(dir);
+    char *path = e2e_write_temp("local.json", cfg);
+    const char *bin = e2e_env("LLMUX_BIN", "build/release/llmux");
+    char *argv[] = {(char *)bin, "serve", "--config", path, NULL};
+    int rc = e2e_start(&gw, argv, "listening on http://127.0.0.1:", 30000);
+    free(path);
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/v1/chat/completions",
+             gw.port);
+    return rc;
+}
+
+static json_t *
+post(const char *body, long *status, char **raw)
+{
+    struct e2e_resp r;
+    json_t *o = NULL;
+    *status = -1;
+    if (e2e_http("POST", url, body, NULL, 60000, &r) == 0) {
+        *status = r.status;
+        o = json_loads(r.body, 0, NULL);
+        if (raw)
+            *raw = strdup(r.body);
+    }
+    e2e_resp_free(&r);
+    return o;
+}
+
+static void
+test_nonstream(void)
+{
+    long st;
+    const char *body = "{\"model\":\"local\",\"temperature\":0,"
+                       "\"max_tokens\":20,\"messages\":[{\"role\":\"user\","
+                       "\"content\":\"Once upon a time\"}]}";
+    json_t *a = post(body, &st, NULL);
+    T_EQ_INT(st, 200);
+    const json_t *ch = json_array_get(json_object_get(a, "choices"), 0);
+    const char *text = json_string_value(
+        json_object_get(json_object_get(ch, "message"), "content"));
+    T_CHECK(text && strlen(text) > 0);
+    const json_t *u = json_object_get(a, "usage");
+    T_CHECK(json_integer_value(json_object_get(u, "prompt_tokens")) > 4);
+    T_CHECK(json_integer_value(json_object_get(u, "completion_tokens")) >= 1);
+    T_CHECK(json_integer_value(json_object_get(u, "completion_tokens")) <= 20);
+    /* Greedy is deterministic. */
+    json_t *b = post(body, &st, NULL);
+    const json_t *ch2 = json_array_get(json_object_get(b, "choices"), 0);
+    const char *text2 = json_string_value(
+        json_object_get(json_object_get(ch2, "message"), "content"));
+    T_EQ_STR(text, text2);
+    json_decref(a);
+    json_decref(b);
+}
+
+static void
+test_stream(void)
+{
+    struct e2e_resp r;
+    const char *body =
+        "{\"model\":\"local\",\"stream\":true,\"temperature\":0,"
+        "\"max_tokens\":12,\"stream_options\":{\"include_usage\":true},"
+        "\"messages\":[{\"role\":\"user\",\"content\":\"Hello\"}]}";
+    T_EQ_INT(e2e_http("POST", url, body, NULL, 60000, &r), 0);
+    T_EQ_INT(r.status, 200);
+    int events = 0, usage = 0, done = 0, finish = 0;
+    struct e2e_resp *rp = &r;
+    const char *p = rp->body;
+    while ((p = strstr(p, "data: ")) != NULL) {
+        p += 6;
+        const char *e = strstr(p, "\n\n");
+        if (!e)
+            break;
+        if (!strncmp(p, "[DONE]", 6)) {
+            done = 1;
+        } else {
+            json_t *o = json_loadb(p, (size_t)(e - p), 0, NULL);
+            T_CHECK(o != NULL);
+            const json_t *u = json_object_get(o, "usage");
+            if (json_is_object(u)) {
+                usage++;
+                T_EQ_INT(json_integer_value(
+                             json_object_get(u, "completion_tokens")),
+                         12);
+            }
+            const json_t *fr = json_object_get(
+                json_array_get(json_object_get(o, "choices"), 0),
+                "finish_reason");
+            if (json_is_string(fr))
+                finish++;
+            json_decref(o);
+            events++;
+        }
+        p = e;
+    }
+    T_CHECK(events >= 3);
+    T_EQ_INT(usage, 1);
+    T_EQ_INT(finish, 1);
+    T_CHECK(done);
+    e2e_resp_free(&r);
+}
+
+static void
+test_context_limit(void)
+{
+    /* context 256: a prompt of ~400 tokens cannot fit. */
+    char *big = malloc(8192);
+    strcpy(big, "{\"model\":\"local\",\"messages\":[{\"role\":\"user\","
+                "\"content\":\"");
+    for (int i = 0; i < 400; i++)
+        strcat(big, "once ");
+    strcat(big, "\"}]}");
+    long st;
+    char *raw = NULL;
+    json_t *o = post(big, &st, &raw);
+    T_EQ_INT(st, 400);
+    T_EQ_STR(json_string_value(json_object_get(json_object_get(o, "error"),
+                                               "code")),
+             "context_length_exceeded");
+    json_decref(o);
+    free(raw);
+    free(big);
+}
+
+static size_t
+abort_after_first(char *d, size_t s, size_t n, void *ud)
+{
+    (void)d;
+    int *seen = ud;
+    (*seen)++;
+    return *seen > 1 ? 0 : s * n; /* returning 0 aborts the transfer */
+}
+
+static void
+test_disconnect(void)
+{
+    CURL *c = curl_easy_init();
+    int seen = 0;
+    const char *body = "{\"model\":\"local\",\"stream\":true,"
+                       "\"max_tokens\":200,\"messages\":[{\"role\":"
+                       "\"user\",\"content\":\"Tell a story\"}]}";
+    struct curl_slist *h =
+        curl_slist_append(NULL, "Content-Type: application/json");
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, abort_after_first);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &seen);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 30000L);
+    CURLcode rc = curl_easy_perform(c);
+    T_CHECK(rc == CURLE_WRITE_ERROR);
+    curl_slist_free_all(h);
+    curl_easy_cleanup(c);
+    /* The server keeps answering. */
+    long st;
+    json_t *o = post("{\"model\":\"local\",\"max_tokens\":3,\"messages\":"
+                     "[{\"role\":\"user\",\"content\":\"Hi\"}]}",
+                     &st, NULL);
+    T_EQ_INT(st, 200);
+    json_decref(o);
+}
+
+int
+main(void)
+{
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    if (start() != 0) {
+        printf("0 passed, 1 failed\n");
+        return 1;
+    }
+    T_RUN(test_nonstream);
+    T_RUN(test_stream);
+    T_RUN(test_context_limit);
+    T_RUN(test_disconnect);
+    T_EQ_INT(e2e_stop(&gw, SIGTERM, 20000), 0);
+    curl_global_cleanup();
+    return T_END();
+}
