@@ -1,0 +1,229 @@
+/*
+ * cli.c: `llmux usage`, a grouped usage report on stdout (table, json or
+ * csv) read from the ledger database with pr_usage_query.
+ */
+#include "pricing.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void
+usage_help(FILE *f)
+{
+    fprintf(f,
+            "usage: llmux usage [--since 24h|7d|ISO] [--until 1h|ISO]\n"
+            "                   [--group-by none|model|provider|route|key|"
+            "day|hour]\n"
+            "                   [--format table|json|csv] [--key ID]"
+            " [--db FILE] [--raw]\n"
+            "\n"
+            "Requests, errors, tokens, exact cost (USD) and approximate\n"
+            "p50/p95 latency from the usage ledger, grouped.  --since\n"
+            "defaults to 24h, --until to now, --group-by to model, --db to\n"
+            "llmux.db.  Times: 30m, 24h, 7d, 2w (ago), epoch ms, or UTC ISO\n"
+            "8601 (2026-11-29 or 2026-11-29T15:00:00Z); --until is\n"
+            "exclusive.  --key -1 selects anonymous requests.  --raw reads\n"
+            "raw rows only (slow on big ledgers; same totals).\n");
+}
+
+/* CSV field: quoted when it holds a comma, quote or newline. */
+static void
+csv_field(const char *s)
+{
+    if (!strpbrk(s, ",\"\n\r")) {
+        fputs(s, stdout);
+        return;
+    }
+    putchar('"');
+    for (; *s; s++) {
+        if (*s == '"')
+            putchar('"');
+        putchar(*s);
+    }
+    putchar('"');
+}
+
+static void
+fmt_ms(int64_t v, char *buf, size_t n)
+{
+    if (v < 0)
+        snprintf(buf, n, "-");
+    else
+        snprintf(buf, n, "%lld", (long long)v);
+}
+
+static void
+print_table(const struct pr_usage_result *r, enum pr_group g)
+{
+    const char *gname = g == PR_GROUP_NONE ? "total" : pr_group_name(g);
+    int w = (int)strlen(gname);
+    for (size_t i = 0; i < r->n; i++) {
+        int l = (int)strlen(r->rows[i].group);
+        if (l == 0)
+            l = 6; /* "(none)" */
+        if (l > w)
+            w = l;
+    }
+    printf("%-*s %10s %8s %14s %14s %12s %18s %8s %8s\n", w, gname,
+           "requests", "errors", "prompt_tok", "completion_tok",
+           "cached_tok", "cost_usd", "p50_ms", "p95_ms");
+    int64_t tr = 0, te = 0, tp = 0, tc = 0, tk = 0, tcost = 0;
+    int overflow = 0;
+    for (size_t i = 0; i < r->n; i++) {
+        const struct pr_usage_group *x = &r->rows[i];
+        char p50[24], p95[24];
+        fmt_ms(x->p50_ms, p50, sizeof(p50));
+        fmt_ms(x->p95_ms, p95, sizeof(p95));
+        const char *name = x->group[0]          ? x->group
+                           : g == PR_GROUP_NONE ? "total"
+                                                : "(none)";
+        printf("%-*s %10lld %8lld %14lld %14lld %12lld %18s %8s %8s\n", w,
+               name, (long long)x->requests, (long long)x->errors,
+               (long long)x->prompt_tokens, (long long)x->completion_tokens,
+               (long long)x->cached_tokens, x->cost_usd, p50, p95);
+        tr += x->requests;
+        te += x->errors;
+        tp += x->prompt_tokens;
+        tc += x->completion_tokens;
+        tk += x->cached_tokens;
+        if (pr_pusd_add(tcost, x->cost_pusd, &tcost) != GX_OK)
+            overflow = 1;
+    }
+    if (g != PR_GROUP_NONE && r->n > 1) {
+        char cost[32];
+        if (overflow)
+            snprintf(cost, sizeof(cost), "overflow");
+        else
+            pr_pusd_format(tcost, cost, sizeof(cost));
+        printf("%-*s %10lld %8lld %14lld %14lld %12lld %18s\n", w, "total",
+               (long long)tr, (long long)te, (long long)tp, (long long)tc,
+               (long long)tk, cost);
+    }
+}
+
+static void
+print_csv(const struct pr_usage_result *r, enum pr_group g)
+{
+    printf("%s,requests,errors,prompt_tokens,completion_tokens,"
+           "cached_tokens,cost_usd,cost_pusd,p50_ms,p95_ms\n",
+           g == PR_GROUP_NONE ? "group" : pr_group_name(g));
+    for (size_t i = 0; i < r->n; i++) {
+        const struct pr_usage_group *x = &r->rows[i];
+        csv_field(x->group);
+        printf(",%lld,%lld,%lld,%lld,%lld,%s,%lld,", (long long)x->requests,
+               (long long)x->errors, (long long)x->prompt_tokens,
+               (long long)x->completion_tokens, (long long)x->cached_tokens,
+               x->cost_usd, (long long)x->cost_pusd);
+        if (x->p50_ms >= 0)
+            printf("%lld,%lld\n", (long long)x->p50_ms, (long long)x->p95_ms);
+        else
+            printf(",\n");
+    }
+}
+
+int
+pr_cli_usage(int argc, char **argv)
+{
+    const char *since_s = "24h", *until_s = NULL, *group_s = "model";
+    const char *format = "table", *db = "llmux.db", *key_s = NULL;
+    int raw = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char **dst = NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage_help(stdout);
+            return 0;
+        } else if (!strcmp(a, "--raw")) {
+            raw = 1;
+            continue;
+        } else if (!strcmp(a, "--since")) {
+            dst = &since_s;
+        } else if (!strcmp(a, "--until")) {
+            dst = &until_s;
+        } else if (!strcmp(a, "--group-by")) {
+            dst = &group_s;
+        } else if (!strcmp(a, "--format")) {
+            dst = &format;
+        } else if (!strcmp(a, "--db")) {
+            dst = &db;
+        } else if (!strcmp(a, "--key")) {
+            dst = &key_s;
+        } else {
+            fprintf(stderr, "llmux usage: unknown argument '%s'\n", a);
+            usage_help(stderr);
+            return 2;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "llmux usage: %s needs a value\n", a);
+            return 2;
+        }
+        *dst = argv[++i];
+    }
+
+    int64_t now = gx_now_ms();
+    struct pr_usage_query q = {.key_filter = PR_KEY_ALL, .raw_only = raw};
+    if (pr_time_parse(since_s, now, &q.since_ms) != GX_OK) {
+        fprintf(stderr, "llmux usage: bad --since '%s'\n", since_s);
+        return 2;
+    }
+    q.until_ms = now + 1;
+    if (until_s && pr_time_parse(until_s, now, &q.until_ms) != GX_OK) {
+        fprintf(stderr, "llmux usage: bad --until '%s'\n", until_s);
+        return 2;
+    }
+    if (pr_group_parse(group_s, &q.group_by) != GX_OK) {
+        fprintf(stderr, "llmux usage: bad --group-by '%s'\n", group_s);
+        return 2;
+    }
+    if (strcmp(format, "table") && strcmp(format, "json") &&
+        strcmp(format, "csv")) {
+        fprintf(stderr, "llmux usage: bad --format '%s'\n", format);
+        return 2;
+    }
+    if (key_s) {
+        char *end = NULL;
+        long long k = strtoll(key_s, &end, 10);
+        if (!*key_s || *end || k < -1) {
+            fprintf(stderr, "llmux usage: bad --key '%s'\n", key_s);
+            return 2;
+        }
+        q.key_filter = k;
+    }
+    /* A missing file must not be created by a read: check first. */
+    if (strncmp(db, "file:", 5) != 0) {
+        FILE *f = fopen(db, "rb");
+        if (!f) {
+            fprintf(stderr, "llmux usage: cannot open database %s\n", db);
+            return 1;
+        }
+        fclose(f);
+    }
+
+    char err[256] = "";
+    struct pr_usage_result *r = NULL;
+    if (pr_usage_query(db, &q, &r, err, sizeof(err)) != GX_OK) {
+        fprintf(stderr, "llmux usage: %s\n", err[0] ? err : "query failed");
+        return 1;
+    }
+    int rc = 0;
+    if (!strcmp(format, "json")) {
+        struct gx_buf b;
+        gx_buf_init(&b, 0);
+        if (pr_usage_result_json(r, &b) == GX_OK) {
+            fwrite(b.data, 1, b.len, stdout);
+            putchar('\n');
+        } else {
+            rc = 1;
+        }
+        gx_buf_cleanup(&b);
+    } else if (!strcmp(format, "csv")) {
+        print_csv(r, q.group_by);
+    } else {
+        print_table(r, q.group_by);
+    }
+    pr_usage_result_free(r);
+    if (fflush(stdout) != 0)
+        rc = 1;
+    return rc;
+}
