@@ -1,0 +1,323 @@
+/*
+ * test_sampler: each step of the sampler chain on hand-made logits, the
+ * PRNG's determinism, the full sampler (greedy, seeds, penalties) and the
+ * stop-string hold-back scanner.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../local_engine/le_int.h"
+#include "harness.h"
+
+/* logits 0..n-1 given; candidates in id order, unsorted */
+static struct le_cands
+mk(struct le_cand *buf, const float *logits, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        buf[i].id = (int32_t)i;
+        buf[i].logit = logits[i];
+        buf[i].p = 0;
+    }
+    struct le_cands c = {buf, n, 0};
+    return c;
+}
+
+static int
+has_id(const struct le_cands *c, int32_t id)
+{
+    for (size_t i = 0; i < c->n; i++)
+        if (c->data[i].id == id)
+            return 1;
+    return 0;
+}
+
+static void
+test_argmax_ties(void)
+{
+    float l[6] = {0.5f, 2.0f, -1.0f, 2.0f, 1.9f, 2.0f};
+    T_EQ_INT(le_samp_argmax(l, 6), 1); /* ties go to the lowest id */
+    float l2[3] = {-3, -2, -2.5f};
+    T_EQ_INT(le_samp_argmax(l2, 3), 1);
+}
+
+static void
+test_top_k(void)
+{
+    float l[8] = {0.1f, 3.0f, -2.0f, 2.5f, 7.0f, 0.0f, 2.5f, 1.0f};
+    struct le_cand buf[8];
+    struct le_cands c = mk(buf, l, 8);
+    le_samp_top_k(&c, 3);
+    T_EQ_INT(c.n, 3);
+    T_CHECK(c.sorted);
+    T_EQ_INT(c.data[0].id, 4);
+    T_EQ_INT(c.data[1].id, 1);
+    T_EQ_INT(c.data[2].id, 3); /* 3 and 6 tie at 2.5: lower id kept */
+    T_CHECK(!has_id(&c, 6));
+    /* k >= n or k <= 0 keeps all */
+    c = mk(buf, l, 8);
+    le_samp_top_k(&c, 0);
+    T_EQ_INT(c.n, 8);
+    le_samp_top_k(&c, 100);
+    T_EQ_INT(c.n, 8);
+    /* k = 1 on sorted input */
+    c = mk(buf, l, 8);
+    le_samp_sort(&c);
+    le_samp_top_k(&c, 1);
+    T_EQ_INT(c.n, 1);
+    T_EQ_INT(c.data[0].id, 4);
+}
+
+static void
+test_softmax(void)
+{
+    float l[3] = {0.0f, (float)log(2.0), (float)log(5.0)}; /* 1 : 2 : 5 */
+    struct le_cand buf[3];
+    struct le_cands c = mk(buf, l, 3);
+    le_samp_softmax(&c);
+    T_EQ_INT(c.data[0].id, 2);
+    T_NEAR(c.data[0].p, 5.0 / 8, 1e-6);
+    T_NEAR(c.data[1].p, 2.0 / 8, 1e-6);
+    T_NEAR(c.data[2].p, 1.0 / 8, 1e-6);
+}
+
+static void
+test_top_p(void)
+{
+    /* probabilities 0.5, 0.25, 0.125, 0.0625, 0.0625 */
+    float l[5] = {(float)log(0.0625), (float)log(0.5), (float)log(0.125),
+                  (float)log(0.25), (float)log(0.0625)};
+    struct le_cand buf[5];
+    struct le_cands c = mk(buf, l, 5);
+    le_samp_top_p(&c, 0.7f, 1); /* 0.5 < 0.7 <= 0.75: two kept */
+    T_EQ_INT(c.n, 2);
+    T_EQ_INT(c.data[0].id, 1);
+    T_EQ_INT(c.data[1].id, 3);
+    c = mk(buf, l, 5);
+    le_samp_top_p(&c, 0.8f, 1); /* 0.75 < 0.8 <= 0.875: three */
+    T_EQ_INT(c.n, 3);
+    c = mk(buf, l, 5);
+    le_samp_top_p(&c, 0.1f, 1); /* the top token alone */
+    T_EQ_INT(c.n, 1);
+    c = mk(buf, l, 5);
+    le_samp_top_p(&c, 0.1f, 3); /* min_keep wins */
+    T_EQ_INT(c.n, 3);
+    c = mk(buf, l, 5);
+    le_samp_top_p(&c, 1.0f, 1); /* off */
+    T_EQ_INT(c.n, 5);
+}
+
+static void
+test_min_p(void)
+{
+    /* p: 0.5, 0.25, 0.125, 0.0625, 0.0625; min_p 0.2 -> keep p >= 0.1 */
+    float l[5] = {(float)log(0.0625), (float)log(0.5), (float)log(0.125),
+                  (float)log(0.25), (float)log(0.0625)};
+    struct le_cand buf[5];
+    struct le_cands c = mk(buf, l, 5);
+    le_samp_min_p(&c, 0.2f, 1);
+    T_EQ_INT(c.n, 3);
+    T_CHECK(has_id(&c, 1) && has_id(&c, 3) && has_id(&c, 2));
+    c = mk(buf, l, 5);
+    le_samp_min_p(&c, 0.9f, 1);
+    T_EQ_INT(c.n, 1);
+    T_EQ_INT(c.data[0].id, 1);
+    c = mk(buf, l, 5);
+    le_samp_min_p(&c, 0.0f, 1);
+    T_EQ_INT(c.n, 5);
+}
+
+static void
+test_temperature(void)
+{
+    float l[2] = {2.0f, -4.0f};
+    struct le_cand buf[2];
+    struct le_cands c = mk(buf, l, 2);
+    le_samp_temp(&c, 2.0f);
+    T_NEAR(c.data[0].logit, 1.0, 1e-7);
+    T_NEAR(c.data[1].logit, -2.0, 1e-7);
+}
+
+static void
+test_penalties(void)
+{
+    float l[5] = {2.0f, -2.0f, 1.0f, 0.5f, 3.0f};
+    int32_t last[5] = {0, 1, 0, 0, 3};
+    struct le_cand buf[5];
+    struct le_cands c = mk(buf, l, 5);
+    le_samp_penalties(&c, last, 5, 2.0f, 0.0f, 0.0f);
+    /* repeat: positive divided, negative multiplied, unseen unchanged */
+    T_NEAR(c.data[0].logit, 1.0, 1e-7);
+    T_NEAR(c.data[1].logit, -4.0, 1e-7);
+    T_NEAR(c.data[2].logit, 1.0, 1e-7);
+    T_NEAR(c.data[3].logit, 0.25, 1e-7);
+    T_NEAR(c.data[4].logit, 3.0, 1e-7);
+    c = mk(buf, l, 5);
+    le_samp_penalties(&c, last, 5, 1.0f, 0.5f, 0.25f);
+    /* frequency: count * f; presence: p once */
+    T_NEAR(c.data[0].logit, 2.0 - 3 * 0.5 - 0.25, 1e-6);
+    T_NEAR(c.data[1].logit, -2.0 - 0.5 - 0.25, 1e-6);
+    T_NEAR(c.data[3].logit, 0.5 - 0.5 - 0.25, 1e-6);
+    T_NEAR(c.data[2].logit, 1.0, 1e-7);
+    T_NEAR(c.data[4].logit, 3.0, 1e-7);
+}
+
+static void
+test_rng(void)
+{
+    struct le_rng a, b, c;
+    le_rng_seed(&a, 42);
+    le_rng_seed(&b, 42);
+    le_rng_seed(&c, 43);
+    int same = 1, diff = 0, in_range = 1;
+    for (int i = 0; i < 1000; i++) {
+        uint64_t x = le_rng_next(&a), y = le_rng_next(&b),
+                 z = le_rng_next(&c);
+        same &= x == y;
+        diff += x != z;
+    }
+    for (int i = 0; i < 1000; i++) {
+        double u = le_rng_uniform(&a);
+        in_range &= u >= 0 && u < 1;
+    }
+    T_CHECK(same);
+    T_CHECK(diff > 990);
+    T_CHECK(in_range);
+}
+
+/* logits shaped so that several tokens are likely */
+static void
+fill_logits(float *l, int n)
+{
+    for (int i = 0; i < n; i++)
+        l[i] = (float)((i * 37) % 11) * 0.3f;
+}
+
+static void
+draw(const struct le_sampling *sp, float *l, int n, int32_t *out, int k)
+{
+    struct le_sampler *s = NULL;
+    T_EQ_INT(le_sampler_new(sp, n, &s), LE_OK);
+    if (!s)
+        return;
+    for (int i = 0; i < k; i++) {
+        out[i] = le_sampler_sample(s, l);
+        le_sampler_accept(s, out[i]);
+    }
+    le_sampler_free(s);
+}
+
+static void
+test_sampler_seed(void)
+{
+    enum { N = 100, K = 64 };
+    float l[N];
+    fill_logits(l, N);
+    struct le_sampling sp;
+    le_sampling_default(&sp);
+    sp.temperature = 1.0f;
+    sp.top_k = 0;
+    sp.top_p = 1.0f;
+    sp.min_p = 0.0f;
+    sp.seed = 1234;
+    int32_t a[K], b[K], c[K];
+    draw(&sp, l, N, a, K);
+    draw(&sp, l, N, b, K);
+    sp.seed = 999;
+    draw(&sp, l, N, c, K);
+    T_CHECK(memcmp(a, b, sizeof(a)) == 0);
+    T_CHECK(memcmp(a, c, sizeof(a)) != 0);
+    /* several distinct tokens drawn, all among the top logit group */
+    int distinct = 0;
+    for (int i = 0; i < K; i++) {
+        int dup = 0;
+        for (int j = 0; j < i; j++)
+            dup |= a[j] == a[i];
+        distinct += !dup;
+    }
+    T_CHECK(distinct > 3);
+
+    /* top_k 1 is greedy whatever the temperature */
+    sp.top_k = 1;
+    draw(&sp, l, N, a, 8);
+    int all_top = 1;
+    int32_t am = le_samp_argmax(l, N);
+    for (int i = 0; i < 8; i++)
+        all_top &= a[i] == am;
+    T_CHECK(all_top);
+
+    /* temperature 0: greedy */
+    sp.top_k = 0;
+    sp.temperature = 0;
+    draw(&sp, l, N, a, 4);
+    T_EQ_INT(a[0], am);
+    T_EQ_INT(a[3], am);
+}
+
+static void
+test_sampler_repeat_greedy(void)
+{
+    /* with a strong repeat penalty greedy moves off a token once seen */
+    float l[4] = {1.0f, 0.9f, 0.8f, -1.0f};
+    struct le_sampling sp;
+    le_sampling_default(&sp);
+    sp.temperature = 0;
+    sp.repeat_penalty = 2.0f;
+    sp.penalty_last_n = 2;
+    int32_t out[4];
+    draw(&sp, l, 4, out, 4);
+    T_EQ_INT(out[0], 0);
+    T_EQ_INT(out[1], 1);
+    T_EQ_INT(out[2], 2);
+    T_EQ_INT(out[3], 0); /* token 0 fell out of the 2-token window */
+}
+
+static void
+test_stop_scan(void)
+{
+    const char *stops[] = {"END", "\n\n"};
+    int matched;
+    size_t safe;
+    safe = le_stop_scan("hello", 5, stops, 2, &matched);
+    T_EQ_INT(matched, 0);
+    T_EQ_INT(safe, 5);
+    safe = le_stop_scan("hello E", 7, stops, 2, &matched);
+    T_EQ_INT(matched, 0);
+    T_EQ_INT(safe, 6); /* "E" may begin END */
+    safe = le_stop_scan("hello EN", 8, stops, 2, &matched);
+    T_EQ_INT(safe, 6);
+    safe = le_stop_scan("hello ENX", 9, stops, 2, &matched);
+    T_EQ_INT(matched, 0);
+    T_EQ_INT(safe, 9);
+    safe = le_stop_scan("hi END more", 11, stops, 2, &matched);
+    T_EQ_INT(matched, 1);
+    T_EQ_INT(safe, 3); /* text before the stop string only */
+    safe = le_stop_scan("a\n\nb END", 8, stops, 2, &matched);
+    T_EQ_INT(matched, 1);
+    T_EQ_INT(safe, 1); /* the earliest stop wins */
+    safe = le_stop_scan("line\n", 5, stops, 2, &matched);
+    T_EQ_INT(safe, 4);
+    /* an incomplete UTF-8 character is held back, a complete one not */
+    safe = le_stop_scan("caf\xc3", 4, NULL, 0, &matched);
+    T_EQ_INT(safe, 3);
+    safe = le_stop_scan("caf\xc3\xa9", 5, NULL, 0, &matched);
+    T_EQ_INT(safe, 5);
+    safe = le_stop_scan("x\xe2\x96", 3, NULL, 0, &matched);
+    T_EQ_INT(safe, 1);
+}
+
+int
+main(void)
+{
+    T_RUN(test_argmax_ties);
+    T_RUN(test_top_k);
+    T_RUN(test_softmax);
+    T_RUN(test_top_p);
+    T_RUN(test_min_p);
+    T_RUN(test_temperature);
+    T_RUN(test_penalties);
+    T_RUN(test_rng);
+    T_RUN(test_sampler_seed);
+    T_RUN(test_sampler_repeat_greedy);
+    T_RUN(test_stop_scan);
+    return T_END();
+}
