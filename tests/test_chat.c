@@ -1,0 +1,171 @@
+/*
+ * test_chat: template detection from real-looking tokenizer.chat_template
+ * snippets, and the exact prompt text of each format for a system + user
+ * + assistant + user conversation.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../local_engine/le_int.h"
+#include "harness.h"
+
+static const struct le_chat_msg conv[] = {
+    {"system", "You are terse."},
+    {"user", "Hi"},
+    {"assistant", "Hello."},
+    {"user", "2+2?"},
+};
+#define N_CONV (sizeof(conv) / sizeof(conv[0]))
+
+static void
+check(enum le_chat_template t, const struct le_chat_msg *m, size_t n,
+      int gen, const char *want)
+{
+    char *out = NULL;
+    size_t len = 0;
+    T_EQ_INT(le_chat_apply(t, m, n, gen, &out, &len), LE_OK);
+    T_EQ_STR(out, want);
+    if (out)
+        T_EQ_INT(len, strlen(out));
+    free(out);
+}
+
+static void
+test_detect(void)
+{
+#define D(s) le_chat_detect(s, strlen(s))
+    T_EQ_INT(D("{% for message in messages %}{{'<|im_start|>' + "
+               "message['role'] + '\\n' + message['content'] + "
+               "'<|im_end|>' + '\\n'}}{% endfor %}"),
+             LE_CHAT_CHATML);
+    T_EQ_INT(D("{{ bos_token }}{% for m in messages %}{{ "
+               "'<|start_header_id|>' + m['role'] + '<|end_header_id|>\\n\\n' "
+               "+ m['content'] | trim + '<|eot_id|>' }}{% endfor %}"),
+             LE_CHAT_LLAMA3);
+    T_EQ_INT(D("{% if messages[0]['role'] == 'system' %}... '<<SYS>>\\n' + "
+               "system_message ... bos_token + '[INST] ' + content.strip() + "
+               "' [/INST]'"),
+             LE_CHAT_LLAMA2);
+    T_EQ_INT(D("{{ bos_token }}{% for message in messages %}{% if "
+               "message['role'] == 'user' %}{{ '[INST] ' + message['content'] "
+               "+ ' [/INST]' }}{% elif %}{{ message['content'] + eos_token}}"),
+             LE_CHAT_MISTRAL);
+    T_EQ_INT(D("{% for message in messages %}{{'<|' + message['role'] + "
+               "'|>' + '\\n' + message['content'] + '<|end|>\\n' }}{% endfor "
+               "%}{% if add_generation_prompt %}{{ '<|assistant|>\\n' }}"),
+             LE_CHAT_PHI3);
+    T_EQ_INT(D("{{ bos_token }}{% for message in messages %}{{ "
+               "'<start_of_turn>' + role + '\\n' + message['content'] | trim "
+               "+ '<end_of_turn>\\n' }}{% endfor %}"),
+             LE_CHAT_GEMMA);
+    T_EQ_INT(D("{% for message in messages %}{% if message['role'] == 'user' "
+               "%}{{ '<|user|>\\n' + message['content'] + eos_token }}"),
+             LE_CHAT_ZEPHYR);
+    T_EQ_INT(D("something else entirely"), LE_CHAT_CHATML);
+    T_EQ_INT(le_chat_detect(NULL, 0), LE_CHAT_CHATML);
+#undef D
+    T_EQ_STR(le_chat_template_name(LE_CHAT_GEMMA), "gemma");
+    T_EQ_INT(le_chat_template_from_name("llama3"), LE_CHAT_LLAMA3);
+    T_EQ_INT(le_chat_template_from_name("nope"), -1);
+}
+
+static void
+test_chatml(void)
+{
+    check(LE_CHAT_CHATML, conv, N_CONV, 1,
+          "<|im_start|>system\nYou are terse.<|im_end|>\n"
+          "<|im_start|>user\nHi<|im_end|>\n"
+          "<|im_start|>assistant\nHello.<|im_end|>\n"
+          "<|im_start|>user\n2+2?<|im_end|>\n"
+          "<|im_start|>assistant\n");
+    check(LE_CHAT_CHATML, conv + 1, 1, 0, "<|im_start|>user\nHi<|im_end|>\n");
+}
+
+static void
+test_llama2(void)
+{
+    check(LE_CHAT_LLAMA2, conv, N_CONV, 1,
+          "[INST] <<SYS>>\nYou are terse.\n<</SYS>>\n\nHi [/INST] Hello. "
+          "</s><s>[INST] 2+2? [/INST]");
+    check(LE_CHAT_LLAMA2, conv + 1, 1, 1, "[INST] Hi [/INST]");
+}
+
+static void
+test_llama3(void)
+{
+    check(LE_CHAT_LLAMA3, conv, N_CONV, 1,
+          "<|start_header_id|>system<|end_header_id|>\n\nYou are "
+          "terse.<|eot_id|>"
+          "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
+          "<|start_header_id|>assistant<|end_header_id|>\n\nHello.<|eot_id|>"
+          "<|start_header_id|>user<|end_header_id|>\n\n2+2?<|eot_id|>"
+          "<|start_header_id|>assistant<|end_header_id|>\n\n");
+    /* content is trimmed as Meta's template does */
+    struct le_chat_msg m = {"user", "  spaced \n"};
+    check(LE_CHAT_LLAMA3, &m, 1, 0,
+          "<|start_header_id|>user<|end_header_id|>\n\nspaced<|eot_id|>");
+}
+
+static void
+test_mistral(void)
+{
+    check(LE_CHAT_MISTRAL, conv, N_CONV, 1,
+          "[INST] You are terse.\n\nHi [/INST]Hello.</s>[INST] 2+2? [/INST]");
+}
+
+static void
+test_phi3(void)
+{
+    check(LE_CHAT_PHI3, conv, N_CONV, 1,
+          "<|system|>\nYou are terse.<|end|>\n"
+          "<|user|>\nHi<|end|>\n"
+          "<|assistant|>\nHello.<|end|>\n"
+          "<|user|>\n2+2?<|end|>\n"
+          "<|assistant|>\n");
+}
+
+static void
+test_gemma(void)
+{
+    check(LE_CHAT_GEMMA, conv, N_CONV, 1,
+          "<start_of_turn>user\nYou are terse.\n\nHi<end_of_turn>\n"
+          "<start_of_turn>model\nHello.<end_of_turn>\n"
+          "<start_of_turn>user\n2+2?<end_of_turn>\n"
+          "<start_of_turn>model\n");
+}
+
+static void
+test_zephyr(void)
+{
+    check(LE_CHAT_ZEPHYR, conv, N_CONV, 1,
+          "<|system|>\nYou are terse.</s>\n"
+          "<|user|>\nHi</s>\n"
+          "<|assistant|>\nHello.</s>\n"
+          "<|user|>\n2+2?</s>\n"
+          "<|assistant|>\n");
+}
+
+static void
+test_empty_and_bad(void)
+{
+    check(LE_CHAT_CHATML, NULL, 0, 1, "<|im_start|>assistant\n");
+    char *out = NULL;
+    T_EQ_INT(le_chat_apply(LE_CHAT_CHATML, NULL, 2, 1, &out, NULL),
+             LE_EINVAL);
+    T_CHECK(out == NULL);
+}
+
+int
+main(void)
+{
+    T_RUN(test_detect);
+    T_RUN(test_chatml);
+    T_RUN(test_llama2);
+    T_RUN(test_llama3);
+    T_RUN(test_mistral);
+    T_RUN(test_phi3);
+    T_RUN(test_gemma);
+    T_RUN(test_zephyr);
+    T_RUN(test_empty_and_bad);
+    return T_END();
+}
