@@ -93,6 +93,26 @@ pr_lat_quantile(const int64_t *hist, double q)
     return pr_lat_bounds[PR_LAT_NBUCKETS - 2];
 }
 
+enum gx_status
+pr_sql_hist_sums(struct gx_buf *b)
+{
+    enum gx_status st = GX_OK;
+    for (int i = 0; st == GX_OK && i < PR_LAT_NBUCKETS; i++) {
+        if (i == 0)
+            st = gx_buf_printf(b, ", SUM(latency_ms < %lld) AS h0",
+                               (long long)pr_lat_bounds[0]);
+        else if (i == PR_LAT_NBUCKETS - 1)
+            st = gx_buf_printf(b, ", SUM(latency_ms >= %lld) AS h%d",
+                               (long long)pr_lat_bounds[i - 1], i);
+        else
+            st = gx_buf_printf(
+                b, ", SUM(latency_ms >= %lld AND latency_ms < %lld) AS h%d",
+                (long long)pr_lat_bounds[i - 1], (long long)pr_lat_bounds[i],
+                i);
+    }
+    return st;
+}
+
 int
 pr_db_open(const char *path, int readonly, sqlite3 **out, char *err,
            size_t errlen)
@@ -698,4 +718,48 @@ pr_ledger_stats(struct pr_ledger *l, struct pr_ledger_stats *out)
     pthread_mutex_lock(&l->mu);
     out->queued = (int64_t)l->queued;
     pthread_mutex_unlock(&l->mu);
+}
+
+enum gx_status
+pr_ledger_rebuild_rollups(const char *path, char *err, size_t errlen)
+{
+    sqlite3 *db = NULL;
+    struct gx_buf sql;
+    gx_buf_init(&sql, 64 * 1024);
+    enum gx_status st = gx_buf_printf(
+        &sql,
+        "BEGIN IMMEDIATE; DELETE FROM usage_hourly;"
+        " INSERT INTO usage_hourly (hour_ms, model, provider, route, key_id,"
+        " requests, errors, prompt_tokens, completion_tokens, cached_tokens,"
+        " cost_pusd, latency_sum_ms");
+    for (int i = 0; st == GX_OK && i < PR_LAT_NBUCKETS; i++)
+        st = gx_buf_printf(&sql, ", h%d", i);
+    if (st == GX_OK)
+        st = gx_buf_printf(
+            &sql,
+            ") SELECT ts_ms - ((ts_ms %% 3600000) + 3600000) %% 3600000,"
+            " COALESCE(model,''), COALESCE(provider,''), COALESCE(route,''),"
+            " COALESCE(key_id,-1), COUNT(*), SUM(" PR_IS_ERROR_SQL "),"
+            " SUM(prompt_tokens), SUM(completion_tokens),"
+            " SUM(cached_tokens), SUM(cost_pusd), SUM(latency_ms)");
+    if (st == GX_OK)
+        st = pr_sql_hist_sums(&sql);
+    if (st == GX_OK)
+        st = gx_buf_printf(&sql, " FROM usage GROUP BY 1,2,3,4,5; COMMIT;");
+    if (st != GX_OK) {
+        gx_errf(err, errlen, "internal: rebuild statement");
+        goto out;
+    }
+    st = GX_EIO;
+    if (pr_db_open(path, 0, &db, err, errlen) != SQLITE_OK)
+        goto out;
+    if (exec_sql(db, sql.data, err, errlen) != SQLITE_OK) {
+        exec_sql(db, "ROLLBACK", NULL, 0);
+        goto out;
+    }
+    st = GX_OK;
+out:
+    sqlite3_close(db);
+    gx_buf_cleanup(&sql);
+    return st;
 }

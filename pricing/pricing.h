@@ -135,6 +135,13 @@ struct pr_ledger_stats {
 };
 void pr_ledger_stats(struct pr_ledger *l, struct pr_ledger_stats *out);
 
+/* Recomputes usage_hourly from the raw usage rows in one transaction (for
+ * bulk imports, benchmarks and future migrations that change the rollup).
+ * Do not run while a ledger is writing the same file: the writer would
+ * wait on busy_timeout.  Blocks; not for event loops. */
+enum gx_status pr_ledger_rebuild_rollups(const char *path, char *err,
+                                         size_t errlen);
+
 /* Schema version this code writes (PRAGMA user_version after open). */
 int pr_ledger_schema_version(void);
 

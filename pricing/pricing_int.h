@@ -8,6 +8,7 @@
 #include <sqlite3.h>
 #include <stdint.h>
 
+#include "../common/common.h"
 #include "pricing.h"
 
 /* Latency histogram of the rollup table: bucket i counts latencies
@@ -23,6 +24,10 @@ int pr_lat_bucket(int64_t latency_ms);
 /* Approximate q-quantile (0..1) of a histogram: linear inside the bucket
  * that holds the rank.  -1 when n is 0. */
 int64_t pr_lat_quantile(const int64_t *hist, double q);
+
+/* Appends ", SUM(latency_ms < 50) AS h0, ..., SUM(latency_ms >= 60000)
+ * AS h17": the histogram of raw usage rows, same buckets as the rollup. */
+enum gx_status pr_sql_hist_sums(struct gx_buf *b);
 
 /* A row counts as an error unless its status is 2xx. */
 #define PR_IS_ERROR_SQL "(status < 200 OR status >= 300)"

@@ -182,19 +182,8 @@ append_raw_branch(struct gx_buf *b, enum pr_group g, const char *where,
         " SUM(prompt_tokens) AS pt, SUM(completion_tokens) AS ct,"
         " SUM(cached_tokens) AS cc, SUM(cost_pusd) AS cost",
         group_expr(g, 0));
-    for (int i = 0; st == GX_OK && i < PR_LAT_NBUCKETS; i++) {
-        if (i == 0)
-            st = gx_buf_printf(b, ", SUM(latency_ms < %lld) AS h0",
-                               (long long)pr_lat_bounds[0]);
-        else if (i == PR_LAT_NBUCKETS - 1)
-            st = gx_buf_printf(b, ", SUM(latency_ms >= %lld) AS h%d",
-                               (long long)pr_lat_bounds[i - 1], i);
-        else
-            st = gx_buf_printf(
-                b, ", SUM(latency_ms >= %lld AND latency_ms < %lld) AS h%d",
-                (long long)pr_lat_bounds[i - 1], (long long)pr_lat_bounds[i],
-                i);
-    }
+    if (st == GX_OK)
+        st = pr_sql_hist_sums(b);
     if (st == GX_OK)
         st = gx_buf_printf(b, " FROM usage WHERE %s%s GROUP BY 1", where,
                            keyw);
