@@ -1,0 +1,1057 @@
+/*
+ * fake_provider: a misbehaving OpenAI-compatible upstream for end-to-end
+ * tests and benchmarks.  A real libevent evhttp server on 127.0.0.1.
+ *
+ *   fake_provider --port 0 [--host 127.0.0.1] [--threads N]
+ *                 [--max-seconds S]
+ *
+ * Prints "PORT <n>" on stdout (flushed) once listening; exits 0 on
+ * SIGTERM/SIGINT or after --max-seconds (default 300) so it can never hang
+ * a test run.  --threads N runs N event loops on the same port
+ * (SO_REUSEPORT) for benchmarks.
+ *
+ * Endpoints
+ *   POST /v1/chat/completions, /chat/completions   an OpenAI answer
+ *   POST /f/<DIRECTIVES>/v1/chat/completions        same, with directives
+ *                                                   (so a base_url can
+ *                                                   carry a behaviour)
+ *   GET  /v1/models                                 a one-model list
+ *   GET  /fake/stats   {"requests","streams","connections","by_model":{},
+ *                       "by_status":{},"last":{"path","model","headers",
+ *                       "body"}}
+ *   POST /fake/reset   zeroes the counters
+ *
+ * Behaviour per request, from (later wins) the /f/ path prefix, the
+ * X-Fake header, and the last user message when it starts with "fake:";
+ * a list of directives separated by ';':
+ *   status=N            answer N with an OpenAI error body (stream or not)
+ *   retry_after=S       add Retry-After: S
+ *   delay_ms=N          wait before answering at all
+ *   slow_first_byte_ms=N  send the headers at once, the body after N ms
+ *   headers_then_hang   send 200 headers, then nothing (hang_ms, default
+ *                       30000, then end the response)
+ *   reset               close the connection (RST) without answering
+ *   malformed           200 with broken JSON (non-stream) or a broken SSE
+ *                       data line after the role chunk (stream)
+ *   drop_after=N        stream: close the connection after N events,
+ *                       without [DONE]
+ *   chunks=N            N content chunks (default: one per word)
+ *   chunk_delay_ms=N    wait between stream events
+ *   content=TEXT        answer text (default "Hello from fake provider")
+ *   echo                answer with the last user message
+ *   big=N               answer text of N 'x' bytes
+ *   no_usage            no usage object / usage chunk
+ *   prompt_tokens=N completion_tokens=N cached=N   usage numbers (defaults:
+ *                       9, the number of content chunks, 0)
+ *   crlf                stream lines end in CRLF
+ *   comments            a ": ping" comment before each stream event
+ * The usage chunk is sent only when the request has
+ * stream_options.include_usage true, as OpenAI does.
+ *
+ * Deterministic: fixed "created", ids numbered per process.  Every wait is
+ * bounded (delays capped at 60 s).
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <event2/thread.h>
+#include <jansson.h>
+
+#define FP_MAX_THREADS 16
+#define FP_MAX_DELAY_MS 60000
+#define FP_MAX_BIG (64 * 1024 * 1024)
+#define FP_LAST_BODY_MAX 65536
+
+/* ---- shared counters ---------------------------------------------------- */
+
+static pthread_mutex_t st_mu = PTHREAD_MUTEX_INITIALIZER;
+static long st_requests, st_streams, st_connections, st_ids;
+static json_t *st_by_model, *st_by_status, *st_last;
+
+static void
+stats_count_status(int status)
+{
+    char k[16];
+    snprintf(k, sizeof(k), "%d", status);
+    pthread_mutex_lock(&st_mu);
+    json_t *v = json_object_get(st_by_status, k);
+    json_object_set_new(st_by_status, k,
+                        json_integer(v ? json_integer_value(v) + 1 : 1));
+    pthread_mutex_unlock(&st_mu);
+}
+
+/* ---- workers -------------------------------------------------------------- */
+
+struct job;
+
+struct worker {
+    int idx;
+    struct event_base *base;
+    struct evhttp *http;
+    pthread_t thread;
+    struct job *jobs; /* in flight, freed at exit */
+};
+
+static struct worker workers[FP_MAX_THREADS];
+static int n_workers = 1;
+
+struct opts {
+    int status; /* 0: a normal 200 */
+    int retry_after;
+    int delay_ms;
+    int slow_first_byte_ms;
+    int headers_then_hang;
+    int hang_ms;
+    int reset;
+    int malformed;
+    int drop_after; /* -1: no drop */
+    int chunks;
+    int chunk_delay_ms;
+    int echo;
+    long big;
+    int no_usage;
+    long prompt_tokens, completion_tokens, cached;
+    int crlf, comments;
+    char content[1024];
+    int has_content;
+};
+
+enum job_stage { J_BEGIN, J_BODY, J_EVENTS, J_HANG, J_DROP };
+
+struct job {
+    struct worker *w;
+    struct evhttp_request *req; /* NULL once evhttp took it back */
+    struct event *timer;
+    struct opts o;
+    enum job_stage stage;
+    int stream;
+    char *body;       /* non-stream body */
+    char **events;    /* stream events, each a full "data: ...\n\n" */
+    size_t n_events, next;
+    struct job *prev, *nextj;
+};
+
+static int
+clampi(long v, long lo, long hi)
+{
+    return (int)(v < lo ? lo : v > hi ? hi : v);
+}
+
+static void
+opts_default(struct opts *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->retry_after = -1;
+    o->drop_after = -1;
+    o->hang_ms = 30000;
+    o->prompt_tokens = -1;
+    o->completion_tokens = -1;
+}
+
+/* Parses "a=1;b;c=x" into o.  Unknown names are ignored. */
+static void
+opts_parse(struct opts *o, const char *s, size_t n)
+{
+    size_t i = 0;
+    while (i < n) {
+        size_t j = i;
+        while (j < n && s[j] != ';')
+            j++;
+        const char *p = s + i;
+        size_t len = j - i;
+        while (len && (*p == ' ' || *p == '\t')) {
+            p++;
+            len--;
+        }
+        while (len && (p[len - 1] == ' ' || p[len - 1] == '\t' ||
+                       p[len - 1] == '\n' || p[len - 1] == '\r'))
+            len--;
+        const char *eq = memchr(p, '=', len);
+        size_t nl = eq ? (size_t)(eq - p) : len;
+        char name[32], val[1024];
+        if (nl < sizeof(name)) {
+            memcpy(name, p, nl);
+            name[nl] = '\0';
+            size_t vl = eq ? len - nl - 1 : 0;
+            if (vl >= sizeof(val))
+                vl = sizeof(val) - 1;
+            if (eq)
+                memcpy(val, eq + 1, vl);
+            val[vl] = '\0';
+            long v = strtol(val, NULL, 10);
+#define IS(x) (strcmp(name, (x)) == 0)
+            if (IS("status"))
+                o->status = clampi(v, 0, 999);
+            else if (IS("retry_after"))
+                o->retry_after = clampi(v, 0, 86400);
+            else if (IS("delay_ms"))
+                o->delay_ms = clampi(v, 0, FP_MAX_DELAY_MS);
+            else if (IS("slow_first_byte_ms"))
+                o->slow_first_byte_ms = clampi(v, 0, FP_MAX_DELAY_MS);
+            else if (IS("headers_then_hang"))
+                o->headers_then_hang = 1;
+            else if (IS("hang_ms"))
+                o->hang_ms = clampi(v, 0, FP_MAX_DELAY_MS);
+            else if (IS("reset"))
+                o->reset = 1;
+            else if (IS("malformed"))
+                o->malformed = 1;
+            else if (IS("drop_after"))
+                o->drop_after = clampi(v, 0, 100000);
+            else if (IS("chunks"))
+                o->chunks = clampi(v, 0, 100000);
+            else if (IS("chunk_delay_ms"))
+                o->chunk_delay_ms = clampi(v, 0, FP_MAX_DELAY_MS);
+            else if (IS("echo"))
+                o->echo = 1;
+            else if (IS("big"))
+                o->big = clampi(v, 0, FP_MAX_BIG);
+            else if (IS("no_usage"))
+                o->no_usage = 1;
+            else if (IS("prompt_tokens"))
+                o->prompt_tokens = clampi(v, 0, 1000000000);
+            else if (IS("completion_tokens"))
+                o->completion_tokens = clampi(v, 0, 1000000000);
+            else if (IS("cached"))
+                o->cached = clampi(v, 0, 1000000000);
+            else if (IS("crlf"))
+                o->crlf = 1;
+            else if (IS("comments"))
+                o->comments = 1;
+            else if (IS("content")) {
+                snprintf(o->content, sizeof(o->content), "%s", val);
+                o->has_content = 1;
+            }
+#undef IS
+        }
+        i = j + 1;
+    }
+}
+
+/* The text of a message's content: a string, or the text parts. */
+static const char *
+message_text(json_t *msg)
+{
+    json_t *c = json_object_get(msg, "content");
+    if (json_is_string(c))
+        return json_string_value(c);
+    if (json_is_array(c)) {
+        size_t i;
+        json_t *part;
+        json_array_foreach(c, i, part) {
+            json_t *t = json_object_get(part, "text");
+            if (json_is_string(t))
+                return json_string_value(t);
+        }
+    }
+    return NULL;
+}
+
+static const char *
+last_user_text(json_t *body)
+{
+    json_t *msgs = json_object_get(body, "messages");
+    if (!json_is_array(msgs))
+        return NULL;
+    for (size_t i = json_array_size(msgs); i > 0; i--) {
+        json_t *m = json_array_get(msgs, i - 1);
+        json_t *role = json_object_get(m, "role");
+        if (json_is_string(role) &&
+            strcmp(json_string_value(role), "user") == 0)
+            return message_text(m);
+    }
+    return NULL;
+}
+
+static void
+job_free(struct job *j)
+{
+    if (!j)
+        return;
+    struct worker *w = j->w;
+    if (j->prev)
+        j->prev->nextj = j->nextj;
+    else if (w->jobs == j)
+        w->jobs = j->nextj;
+    if (j->nextj)
+        j->nextj->prev = j->prev;
+    if (j->timer)
+        event_free(j->timer);
+    free(j->body);
+    for (size_t i = 0; i < j->n_events; i++)
+        free(j->events[i]);
+    free(j->events);
+    free(j);
+}
+
+static void
+add_common_headers(struct evhttp_request *req, const char *ctype)
+{
+    struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+    evhttp_add_header(h, "Content-Type", ctype);
+}
+
+static void
+send_json(struct evhttp_request *req, int status, const char *text)
+{
+    struct evbuffer *b = evbuffer_new();
+    if (b)
+        evbuffer_add(b, text, strlen(text));
+    add_common_headers(req, "application/json");
+    evhttp_send_reply(req, status, status == 200 ? "OK" : "Error", b);
+    if (b)
+        evbuffer_free(b);
+    stats_count_status(status);
+}
+
+static void
+send_error(struct evhttp_request *req, int status, int retry_after,
+           const char *message)
+{
+    const char *type = status == 429   ? "rate_limit_exceeded"
+                       : status >= 500 ? "server_error"
+                                       : "invalid_request_error";
+    json_t *e = json_pack("{s:{s:s,s:s,s:n,s:s}}", "error", "message",
+                          message, "type", type, "param", "code", type);
+    char *text = e ? json_dumps(e, JSON_COMPACT) : NULL;
+    json_decref(e);
+    if (retry_after >= 0) {
+        char ra[16];
+        snprintf(ra, sizeof(ra), "%d", retry_after);
+        evhttp_add_header(evhttp_request_get_output_headers(req),
+                          "Retry-After", ra);
+    }
+    send_json(req, status, text ? text : "{}");
+    free(text);
+}
+
+static json_t *
+usage_json(const struct opts *o, long completion)
+{
+    long prompt = o->prompt_tokens >= 0 ? o->prompt_tokens : 9;
+    long comp = o->completion_tokens >= 0 ? o->completion_tokens : completion;
+    return json_pack("{s:I,s:I,s:I,s:{s:I}}", "prompt_tokens",
+                     (json_int_t)prompt, "completion_tokens",
+                     (json_int_t)comp, "total_tokens",
+                     (json_int_t)(prompt + comp), "prompt_tokens_details",
+                     "cached_tokens", (json_int_t)o->cached);
+}
+
+/* Splits text into pieces: n pieces by bytes (on UTF-8 boundaries) when
+ * n > 0, else one per word (each but the first starting with its space).
+ * Returns the count; *out holds malloc'd strings. */
+static size_t
+split_text(const char *text, int n, char ***out)
+{
+    size_t len = strlen(text);
+    size_t cap = n > 0 ? (size_t)n : 1;
+    if (n <= 0)
+        for (size_t i = 1; i < len; i++)
+            if (text[i] == ' ')
+                cap++;
+    char **v = calloc(cap, sizeof(*v));
+    if (!v)
+        return 0;
+    size_t k = 0, start = 0;
+    if (n > 0) {
+        for (size_t i = 0; i < cap; i++) {
+            size_t end = i + 1 == cap ? len : len * (i + 1) / cap;
+            while (end < len && ((unsigned char)text[end] & 0xC0) == 0x80)
+                end++;
+            if (end < start)
+                end = start;
+            v[k] = strndup(text + start, end - start);
+            k++;
+            start = end;
+        }
+    } else {
+        for (size_t i = 1; i <= len; i++) {
+            if (i == len || text[i] == ' ') {
+                v[k++] = strndup(text + start, i - start);
+                start = i;
+            }
+        }
+        if (k == 0)
+            v[k++] = strdup("");
+    }
+    *out = v;
+    return k;
+}
+
+static char *
+sse_event(const struct opts *o, json_t *chunk, const char *raw)
+{
+    char *text = raw ? NULL : json_dumps(chunk, JSON_COMPACT);
+    const char *d = raw ? raw : text ? text : "{}";
+    const char *nl = o->crlf ? "\r\n" : "\n";
+    size_t need = strlen(d) + 64;
+    char *s = malloc(need);
+    if (s)
+        snprintf(s, need, "%s%s%sdata: %s%s%s", o->comments ? ": ping" : "",
+                 o->comments ? nl : "", o->comments ? nl : "", d, nl, nl);
+    free(text);
+    json_decref(chunk);
+    return s;
+}
+
+static json_t *
+chunk_new(long id, const char *model, json_t *delta, const char *finish)
+{
+    char ids[48];
+    snprintf(ids, sizeof(ids), "chatcmpl-fake-%ld", id);
+    return json_pack("{s:s,s:s,s:i,s:s,s:[{s:i,s:o,s:o}]}", "id", ids,
+                     "object", "chat.completion.chunk", "created", 1700000000,
+                     "model", model, "choices", "index", 0, "delta", delta,
+                     "finish_reason",
+                     finish ? json_string(finish) : json_null());
+}
+
+/* Builds the answer (body or events) for j from the request. */
+static int
+job_build(struct job *j, json_t *body, const char *model, int include_usage)
+{
+    const struct opts *o = &j->o;
+    long id;
+    pthread_mutex_lock(&st_mu);
+    id = ++st_ids;
+    pthread_mutex_unlock(&st_mu);
+    char *big = NULL;
+    const char *text = "Hello from fake provider";
+    char gen[4096];
+    if (o->big > 0) {
+        big = malloc((size_t)o->big + 1);
+        if (!big)
+            return -1;
+        memset(big, 'x', (size_t)o->big);
+        big[o->big] = '\0';
+        text = big;
+    } else if (o->has_content) {
+        text = o->content;
+    } else if (o->echo) {
+        const char *t = last_user_text(body);
+        text = t ? t : "";
+    } else if (o->chunks > 0) {
+        size_t used = 0;
+        gen[0] = '\0';
+        for (int i = 1; i <= o->chunks && used + 16 < sizeof(gen); i++)
+            used += (size_t)snprintf(gen + used, sizeof(gen) - used, "%stok%d",
+                                     i > 1 ? " " : "", i);
+        text = gen;
+    }
+    char **pieces = NULL;
+    size_t np = 0;
+    if (j->stream) {
+        int n = o->chunks;
+        if (n > 0 && !o->has_content && !o->echo && !big)
+            n = 0; /* generated words: already one per chunk */
+        np = split_text(text, n, &pieces);
+        if (!pieces) {
+            free(big);
+            return -1;
+        }
+    }
+    char ids[48];
+    snprintf(ids, sizeof(ids), "chatcmpl-fake-%ld", id);
+    if (!j->stream) {
+        long words = 1;
+        for (const char *p = text; *p; p++)
+            if (*p == ' ')
+                words++;
+        json_t *r = json_pack(
+            "{s:s,s:s,s:i,s:s,s:[{s:i,s:{s:s,s:s},s:n,s:s}]}", "id", ids,
+            "object", "chat.completion", "created", 1700000000, "model", model,
+            "choices", "index", 0, "message", "role", "assistant", "content",
+            text, "logprobs", "finish_reason", "stop");
+        if (r && !o->no_usage)
+            json_object_set_new(r, "usage", usage_json(o, words));
+        j->body = r ? json_dumps(r, JSON_COMPACT) : NULL;
+        json_decref(r);
+        free(big);
+        if (!j->body)
+            return -1;
+        if (o->malformed) {
+            /* Cut it in the middle: valid prefix, broken JSON. */
+            size_t l = strlen(j->body);
+            j->body[l / 2] = '\0';
+        }
+        return 0;
+    }
+    size_t cap = np + 4;
+    j->events = calloc(cap, sizeof(char *));
+    if (!j->events)
+        goto fail;
+    j->events[j->n_events++] = sse_event(
+        o,
+        chunk_new(id, model, json_pack("{s:s,s:s}", "role", "assistant",
+                                       "content", ""),
+                  NULL),
+        NULL);
+    for (size_t i = 0; i < np; i++) {
+        if (i == 0 && o->malformed)
+            j->events[j->n_events++] =
+                sse_event(o, NULL, "{\"id\":\"broken\",\"choices\":[{");
+        else
+            j->events[j->n_events++] = sse_event(
+                o,
+                chunk_new(id, model, json_pack("{s:s}", "content", pieces[i]),
+                          NULL),
+                NULL);
+    }
+    j->events[j->n_events++] =
+        sse_event(o, chunk_new(id, model, json_object(), "stop"), NULL);
+    if (include_usage && !o->no_usage) {
+        json_t *u = json_pack("{s:s,s:s,s:i,s:s,s:[]}", "id", ids, "object",
+                              "chat.completion.chunk", "created", 1700000000,
+                              "model", model, "choices");
+        if (u)
+            json_object_set_new(u, "usage", usage_json(o, (long)np));
+        j->events[j->n_events++] = sse_event(o, u, NULL);
+    }
+    j->events[j->n_events++] = sse_event(o, NULL, "[DONE]");
+    for (size_t i = 0; i < j->n_events; i++)
+        if (!j->events[i])
+            goto fail;
+    for (size_t i = 0; i < np; i++)
+        free(pieces[i]);
+    free(pieces);
+    free(big);
+    return 0;
+fail:
+    for (size_t i = 0; i < np; i++)
+        free(pieces[i]);
+    free(pieces);
+    free(big);
+    return -1;
+}
+
+static void job_step(evutil_socket_t fd, short what, void *arg);
+
+static void
+job_wait(struct job *j, int ms)
+{
+    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+    evtimer_add(j->timer, &tv);
+}
+
+/* Closes j's connection with an RST, without a (further) answer. */
+static void
+job_kill_connection(struct job *j)
+{
+    struct evhttp_connection *evcon =
+        j->req ? evhttp_request_get_connection(j->req) : NULL;
+    if (evcon) {
+        struct bufferevent *bev = evhttp_connection_get_bufferevent(evcon);
+        evutil_socket_t fd = bev ? bufferevent_getfd(bev) : -1;
+        if (fd >= 0) {
+            struct linger l = {1, 0};
+            setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof(l));
+        }
+        evhttp_connection_free(evcon); /* frees j->req too */
+    } else if (j->req) {
+        evhttp_request_free(j->req); /* orphaned by a client close */
+    }
+    j->req = NULL;
+}
+
+static void
+drop_flushed_cb(struct evhttp_connection *evcon, void *arg)
+{
+    (void)evcon;
+    struct job *j = arg;
+    /* Close from a fresh event, not from inside evhttp's write path. */
+    j->stage = J_DROP;
+    job_wait(j, 0);
+}
+
+static void
+job_step(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct job *j = arg;
+    struct evhttp_request *req = j->req;
+    if (!req)
+        goto done;
+    if (!evhttp_request_get_connection(req)) {
+        /* The client went away; evhttp handed the request back to us. */
+        evhttp_request_free(req);
+        j->req = NULL;
+        goto done;
+    }
+    switch (j->stage) {
+    case J_BEGIN:
+        if (j->o.reset) {
+            job_kill_connection(j);
+            goto done;
+        }
+        if (j->o.status && j->o.status != 200) {
+            char msg[64];
+            snprintf(msg, sizeof(msg), "fake error: status %d", j->o.status);
+            send_error(req, j->o.status, j->o.retry_after, msg);
+            j->req = NULL;
+            goto done;
+        }
+        if (j->o.retry_after >= 0) {
+            char ra[16];
+            snprintf(ra, sizeof(ra), "%d", j->o.retry_after);
+            evhttp_add_header(evhttp_request_get_output_headers(req),
+                              "Retry-After", ra);
+        }
+        if (j->o.headers_then_hang) {
+            add_common_headers(req, j->stream ? "text/event-stream"
+                                              : "application/json");
+            evhttp_send_reply_start(req, 200, "OK");
+            stats_count_status(200);
+            j->stage = J_HANG;
+            job_wait(j, j->o.hang_ms);
+            return;
+        }
+        if (!j->stream) {
+            if (!j->o.slow_first_byte_ms) {
+                send_json(req, 200, j->body);
+                j->req = NULL;
+                goto done;
+            }
+            add_common_headers(req, "application/json");
+            evhttp_send_reply_start(req, 200, "OK");
+            stats_count_status(200);
+            j->stage = J_BODY;
+            job_wait(j, j->o.slow_first_byte_ms);
+            return;
+        }
+        add_common_headers(req, "text/event-stream");
+        evhttp_add_header(evhttp_request_get_output_headers(req),
+                          "Cache-Control", "no-cache");
+        evhttp_send_reply_start(req, 200, "OK");
+        stats_count_status(200);
+        j->stage = J_EVENTS;
+        if (j->o.slow_first_byte_ms) {
+            job_wait(j, j->o.slow_first_byte_ms);
+            return;
+        }
+        /* fall through */
+    case J_EVENTS:
+        if (j->o.drop_after == 0) {
+            /* Nothing to flush but the headers: give them a moment. */
+            j->stage = J_DROP;
+            job_wait(j, 20);
+            return;
+        }
+        while (j->next < j->n_events) {
+            int last = j->o.drop_after > 0 &&
+                       j->next + 1 >= (size_t)j->o.drop_after;
+            struct evbuffer *b = evbuffer_new();
+            if (b) {
+                evbuffer_add(b, j->events[j->next],
+                             strlen(j->events[j->next]));
+                /* The drop waits until this event left our buffer, so
+                 * the client surely gets N events before the close. */
+                evhttp_send_reply_chunk_with_cb(
+                    req, b, last ? drop_flushed_cb : NULL, last ? j : NULL);
+                evbuffer_free(b);
+            }
+            j->next++;
+            if (last)
+                return;
+            if (j->o.chunk_delay_ms && j->next < j->n_events) {
+                job_wait(j, j->o.chunk_delay_ms);
+                return;
+            }
+        }
+        evhttp_send_reply_end(req);
+        j->req = NULL;
+        goto done;
+    case J_BODY: {
+        struct evbuffer *b = evbuffer_new();
+        if (b) {
+            evbuffer_add(b, j->body, strlen(j->body));
+            evhttp_send_reply_chunk(req, b);
+            evbuffer_free(b);
+        }
+        evhttp_send_reply_end(req);
+        j->req = NULL;
+        goto done;
+    }
+    case J_HANG:
+        evhttp_send_reply_end(req);
+        j->req = NULL;
+        goto done;
+    case J_DROP:
+        job_kill_connection(j);
+        goto done;
+    }
+done:
+    job_free(j);
+}
+
+static void
+record_last(struct evhttp_request *req, const char *path, const char *model,
+            const char *raw, size_t raw_len)
+{
+    json_t *h = json_object();
+    struct evkeyvalq *in = evhttp_request_get_input_headers(req);
+    for (struct evkeyval *kv = in->tqh_first; kv; kv = kv->next.tqe_next) {
+        char lower[128];
+        size_t n = strlen(kv->key);
+        if (n >= sizeof(lower))
+            continue;
+        for (size_t i = 0; i <= n; i++)
+            lower[i] = (char)(kv->key[i] >= 'A' && kv->key[i] <= 'Z'
+                                  ? kv->key[i] + 32
+                                  : kv->key[i]);
+        json_object_set_new(h, lower, json_string(kv->value));
+    }
+    json_t *last = json_pack("{s:s,s:s,s:o}", "path", path, "model", model,
+                             "headers", h);
+    if (last && raw_len <= FP_LAST_BODY_MAX) {
+        json_t *b = json_loadb(raw, raw_len, 0, NULL);
+        if (b)
+            json_object_set_new(last, "body", b);
+    }
+    pthread_mutex_lock(&st_mu);
+    json_decref(st_last);
+    st_last = last;
+    pthread_mutex_unlock(&st_mu);
+}
+
+static void
+handle_chat(struct worker *w, struct evhttp_request *req, const char *path,
+            const char *path_directives)
+{
+    struct evbuffer *in = evhttp_request_get_input_buffer(req);
+    size_t len = evbuffer_get_length(in);
+    char *raw = malloc(len + 1);
+    if (!raw) {
+        send_error(req, 500, -1, "fake: out of memory");
+        return;
+    }
+    evbuffer_copyout(in, raw, len);
+    raw[len] = '\0';
+    json_error_t je;
+    json_t *body = json_loadb(raw, len, 0, &je);
+    if (!json_is_object(body)) {
+        free(raw);
+        json_decref(body);
+        send_error(req, 400, -1, "fake: request body is not a JSON object");
+        return;
+    }
+    json_t *m = json_object_get(body, "model");
+    const char *model = json_is_string(m) ? json_string_value(m) : "";
+    int stream = json_is_true(json_object_get(body, "stream"));
+    json_t *so = json_object_get(body, "stream_options");
+    int include_usage = json_is_true(json_object_get(so, "include_usage"));
+
+    pthread_mutex_lock(&st_mu);
+    st_requests++;
+    if (stream)
+        st_streams++;
+    json_t *c = json_object_get(st_by_model, model);
+    json_object_set_new(st_by_model, model,
+                        json_integer(c ? json_integer_value(c) + 1 : 1));
+    pthread_mutex_unlock(&st_mu);
+    record_last(req, path, model, raw, len);
+
+    struct job *j = calloc(1, sizeof(*j));
+    if (!j) {
+        free(raw);
+        json_decref(body);
+        send_error(req, 500, -1, "fake: out of memory");
+        return;
+    }
+    j->w = w;
+    j->req = req;
+    j->stream = stream;
+    opts_default(&j->o);
+    if (path_directives)
+        opts_parse(&j->o, path_directives, strlen(path_directives));
+    const char *hx =
+        evhttp_find_header(evhttp_request_get_input_headers(req), "X-Fake");
+    if (hx)
+        opts_parse(&j->o, hx, strlen(hx));
+    const char *ut = last_user_text(body);
+    if (ut && strncmp(ut, "fake:", 5) == 0)
+        opts_parse(&j->o, ut + 5, strlen(ut + 5));
+    j->nextj = w->jobs;
+    if (w->jobs)
+        w->jobs->prev = j;
+    w->jobs = j;
+    j->timer = evtimer_new(w->base, job_step, j);
+    int ok = j->timer && job_build(j, body, model, include_usage) == 0;
+    json_decref(body);
+    free(raw);
+    if (!ok) {
+        job_free(j);
+        send_error(req, 500, -1, "fake: could not build the answer");
+        return;
+    }
+    j->stage = J_BEGIN;
+    if (j->o.delay_ms || j->o.reset)
+        job_wait(j, j->o.delay_ms); /* reset: from a fresh event too */
+    else
+        job_step(-1, 0, j);
+}
+
+static void
+handle_stats(struct evhttp_request *req)
+{
+    pthread_mutex_lock(&st_mu);
+    json_t *s = json_pack("{s:I,s:I,s:I,s:O,s:O,s:O}", "requests",
+                          (json_int_t)st_requests, "streams",
+                          (json_int_t)st_streams, "connections",
+                          (json_int_t)st_connections, "by_model", st_by_model,
+                          "by_status", st_by_status, "last",
+                          st_last ? st_last : json_null());
+    char *text = s ? json_dumps(s, JSON_COMPACT) : NULL;
+    json_decref(s);
+    pthread_mutex_unlock(&st_mu);
+    send_json(req, 200, text ? text : "{}");
+    free(text);
+}
+
+static void
+stats_reset(void)
+{
+    pthread_mutex_lock(&st_mu);
+    st_requests = st_streams = st_connections = 0;
+    json_object_clear(st_by_model);
+    json_object_clear(st_by_status);
+    json_decref(st_last);
+    st_last = NULL;
+    pthread_mutex_unlock(&st_mu);
+}
+
+static void
+http_cb(struct evhttp_request *req, void *arg)
+{
+    struct worker *w = arg;
+    const char *uri = evhttp_request_get_uri(req);
+    if (!uri) {
+        /* evhttp calls back again on some connection errors: detach any
+         * job still holding this request, then answer to release it. */
+        for (struct job *j = w->jobs; j; j = j->nextj)
+            if (j->req == req)
+                j->req = NULL;
+        evhttp_send_error(req, 500, NULL);
+        return;
+    }
+    enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
+    char path[1024];
+    size_t pl = strcspn(uri, "?");
+    if (pl >= sizeof(path))
+        pl = sizeof(path) - 1;
+    memcpy(path, uri, pl);
+    path[pl] = '\0';
+    char *directives = NULL;
+    const char *route = path;
+    if (strncmp(path, "/f/", 3) == 0) {
+        char *seg = path + 3;
+        char *slash = strchr(seg, '/');
+        if (slash) {
+            *slash = '\0';
+            directives = evhttp_uridecode(seg, 0, NULL);
+            *slash = '/';
+            route = slash;
+        }
+    }
+    if (cmd == EVHTTP_REQ_POST && (strcmp(route, "/v1/chat/completions") == 0 ||
+                                   strcmp(route, "/chat/completions") == 0)) {
+        handle_chat(w, req, path, directives);
+    } else if (cmd == EVHTTP_REQ_GET && strcmp(route, "/fake/stats") == 0) {
+        handle_stats(req);
+    } else if (cmd == EVHTTP_REQ_POST && strcmp(route, "/fake/reset") == 0) {
+        stats_reset();
+        send_json(req, 200, "{\"ok\":true}");
+    } else if (cmd == EVHTTP_REQ_GET && (strcmp(route, "/v1/models") == 0 ||
+                                         strcmp(route, "/models") == 0)) {
+        send_json(req, 200,
+                  "{\"object\":\"list\",\"data\":[{\"id\":\"fake-model\","
+                  "\"object\":\"model\",\"created\":1700000000,"
+                  "\"owned_by\":\"fake\"}]}");
+    } else {
+        send_error(req, 404, -1, "fake: no such endpoint");
+    }
+    free(directives);
+}
+
+/* Called by evhttp once per accepted connection: count it. */
+static struct bufferevent *
+bev_cb(struct event_base *base, void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&st_mu);
+    st_connections++;
+    pthread_mutex_unlock(&st_mu);
+    return bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
+}
+
+static int
+listen_socket(const char *host, int port, int reuseport)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (reuseport)
+        setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
+    struct sockaddr_in sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons((uint16_t)port);
+    if (inet_pton(AF_INET, host, &sa.sin_addr) != 1 ||
+        bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+        listen(fd, 1024) < 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static void *
+worker_main(void *arg)
+{
+    struct worker *w = arg;
+    event_base_loop(w->base, EVLOOP_NO_EXIT_ON_EMPTY);
+    return NULL;
+}
+
+static void
+stop_all(void)
+{
+    for (int i = 0; i < n_workers; i++)
+        if (workers[i].base)
+            event_base_loopbreak(workers[i].base);
+}
+
+static void
+stop_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    (void)arg;
+    stop_all();
+}
+
+static void
+usage(void)
+{
+    fprintf(stderr, "usage: fake_provider --port N [--host ADDR] "
+                    "[--threads N] [--max-seconds S]\n");
+}
+
+int
+main(int argc, char **argv)
+{
+    const char *host = "127.0.0.1";
+    int port = -1, max_seconds = 300;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--port") && i + 1 < argc)
+            port = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--host") && i + 1 < argc)
+            host = argv[++i];
+        else if (!strcmp(argv[i], "--threads") && i + 1 < argc)
+            n_workers = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--max-seconds") && i + 1 < argc)
+            max_seconds = atoi(argv[++i]);
+        else {
+            usage();
+            return 2;
+        }
+    }
+    if (port < 0 || port > 65535 || n_workers < 1 ||
+        n_workers > FP_MAX_THREADS || max_seconds < 1) {
+        usage();
+        return 2;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    evthread_use_pthreads();
+    st_by_model = json_object();
+    st_by_status = json_object();
+
+    int rc = 1;
+    for (int i = 0; i < n_workers; i++) {
+        struct worker *w = &workers[i];
+        w->idx = i;
+        w->base = event_base_new();
+        w->http = w->base ? evhttp_new(w->base) : NULL;
+        if (!w->http) {
+            fprintf(stderr, "fake_provider: libevent setup failed\n");
+            goto out;
+        }
+        evhttp_set_gencb(w->http, http_cb, w);
+        evhttp_set_bevcb(w->http, bev_cb, w);
+        evhttp_set_max_body_size(w->http, 64 * 1024 * 1024);
+        evhttp_set_timeout(w->http, 120);
+        int fd = listen_socket(host, port, n_workers > 1);
+        if (fd < 0) {
+            fprintf(stderr, "fake_provider: cannot listen on %s:%d: %s\n",
+                    host, port, strerror(errno));
+            goto out;
+        }
+        if (i == 0 && port == 0) {
+            struct sockaddr_in sa;
+            socklen_t sl = sizeof(sa);
+            getsockname(fd, (struct sockaddr *)&sa, &sl);
+            port = ntohs(sa.sin_port);
+        }
+        if (!evhttp_accept_socket_with_handle(w->http, fd)) {
+            close(fd);
+            fprintf(stderr, "fake_provider: accept setup failed\n");
+            goto out;
+        }
+    }
+    struct event *sigterm = evsignal_new(workers[0].base, SIGTERM, stop_cb, NULL);
+    struct event *sigint = evsignal_new(workers[0].base, SIGINT, stop_cb, NULL);
+    struct event *deadline = evtimer_new(workers[0].base, stop_cb, NULL);
+    struct timeval tv = {max_seconds, 0};
+    if (sigterm)
+        evsignal_add(sigterm, NULL);
+    if (sigint)
+        evsignal_add(sigint, NULL);
+    if (deadline)
+        evtimer_add(deadline, &tv);
+    printf("PORT %d\n", port);
+    fflush(stdout);
+    for (int i = 1; i < n_workers; i++)
+        pthread_create(&workers[i].thread, NULL, worker_main, &workers[i]);
+    event_base_loop(workers[0].base, EVLOOP_NO_EXIT_ON_EMPTY);
+    stop_all();
+    for (int i = 1; i < n_workers; i++)
+        pthread_join(workers[i].thread, NULL);
+    if (sigterm)
+        event_free(sigterm);
+    if (sigint)
+        event_free(sigint);
+    if (deadline)
+        event_free(deadline);
+    rc = 0;
+out:
+    for (int i = 0; i < n_workers; i++) {
+        struct worker *w = &workers[i];
+        while (w->jobs)
+            job_free(w->jobs); /* their requests die with evhttp_free */
+        if (w->http)
+            evhttp_free(w->http);
+        if (w->base)
+            event_base_free(w->base);
+    }
+    json_decref(st_by_model);
+    json_decref(st_by_status);
+    json_decref(st_last);
+    return rc;
+}
