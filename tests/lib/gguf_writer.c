@@ -1,0 +1,674 @@
+/*
+ * gguf_writer.c: GGUF v3 writer for tests (see gguf_writer.h).
+ *
+ * Everything is serialised little-endian at add time into per-item byte
+ * buffers; write_mem concatenates header, key/value pairs, tensor infos,
+ * padding and tensor data (each tensor padded to the alignment).
+ */
+#include "gguf_writer.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct wbuf {
+    uint8_t *p;
+    size_t len, cap;
+    int failed;
+};
+
+static void
+wb_put(struct wbuf *b, const void *src, size_t n)
+{
+    if (b->failed)
+        return;
+    if (b->len + n > b->cap) {
+        size_t cap = b->cap ? b->cap : 64;
+        while (cap < b->len + n)
+            cap *= 2;
+        uint8_t *p = realloc(b->p, cap);
+        if (!p) {
+            b->failed = 1;
+            return;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+    if (n)
+        memcpy(b->p + b->len, src, n);
+    b->len += n;
+}
+
+static void
+wb_u32(struct wbuf *b, uint32_t v)
+{
+    uint8_t x[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16),
+                    (uint8_t)(v >> 24)};
+    wb_put(b, x, 4);
+}
+
+static void
+wb_u64(struct wbuf *b, uint64_t v)
+{
+    wb_u32(b, (uint32_t)v);
+    wb_u32(b, (uint32_t)(v >> 32));
+}
+
+static void
+wb_str(struct wbuf *b, const char *s, size_t len)
+{
+    wb_u64(b, len);
+    wb_put(b, s, len);
+}
+
+struct wtensor {
+    char *name;
+    int n_dims;
+    int64_t ne[4];
+    enum le_type type;
+    uint8_t *data;
+    size_t nbytes;
+};
+
+struct gguf_w {
+    struct wbuf kv; /* serialised pairs */
+    uint64_t n_kv;
+    struct wtensor *t;
+    size_t n_t, cap_t;
+    uint32_t alignment;
+    int failed;
+};
+
+struct gguf_w *
+gguf_w_new(void)
+{
+    struct gguf_w *w = calloc(1, sizeof(*w));
+    if (w)
+        w->alignment = 32;
+    return w;
+}
+
+void
+gguf_w_free(struct gguf_w *w)
+{
+    if (!w)
+        return;
+    free(w->kv.p);
+    for (size_t i = 0; i < w->n_t; i++) {
+        free(w->t[i].name);
+        free(w->t[i].data);
+    }
+    free(w->t);
+    free(w);
+}
+
+void
+gguf_w_set_alignment(struct gguf_w *w, uint32_t alignment)
+{
+    if (w)
+        w->alignment = alignment;
+}
+
+static void
+kv_head(struct gguf_w *w, const char *key, enum le_gguf_vtype t)
+{
+    wb_str(&w->kv, key, strlen(key));
+    wb_u32(&w->kv, (uint32_t)t);
+    w->n_kv++;
+}
+
+static void
+put_scalar(struct wbuf *b, enum le_gguf_vtype t, const void *v)
+{
+    uint8_t x[8];
+    switch (t) {
+    case LE_GGUF_UINT8:
+    case LE_GGUF_INT8:
+    case LE_GGUF_BOOL:
+        wb_put(b, v, 1);
+        break;
+    case LE_GGUF_UINT16:
+    case LE_GGUF_INT16: {
+        uint16_t u;
+        memcpy(&u, v, 2);
+        x[0] = (uint8_t)u;
+        x[1] = (uint8_t)(u >> 8);
+        wb_put(b, x, 2);
+        break;
+    }
+    case LE_GGUF_UINT32:
+    case LE_GGUF_INT32:
+    case LE_GGUF_FLOAT32: {
+        uint32_t u;
+        memcpy(&u, v, 4);
+        wb_u32(b, u);
+        break;
+    }
+    default: {
+        uint64_t u;
+        memcpy(&u, v, 8);
+        wb_u64(b, u);
+        break;
+    }
+    }
+}
+
+static size_t
+scalar_size(enum le_gguf_vtype t)
+{
+    switch (t) {
+    case LE_GGUF_UINT8:
+    case LE_GGUF_INT8:
+    case LE_GGUF_BOOL:
+        return 1;
+    case LE_GGUF_UINT16:
+    case LE_GGUF_INT16:
+        return 2;
+    case LE_GGUF_UINT32:
+    case LE_GGUF_INT32:
+    case LE_GGUF_FLOAT32:
+        return 4;
+    case LE_GGUF_UINT64:
+    case LE_GGUF_INT64:
+    case LE_GGUF_FLOAT64:
+        return 8;
+    default:
+        return 0;
+    }
+}
+
+static void
+add_scalar(struct gguf_w *w, const char *key, enum le_gguf_vtype t,
+           const void *v)
+{
+    if (!w)
+        return;
+    kv_head(w, key, t);
+    put_scalar(&w->kv, t, v);
+}
+
+void
+gguf_w_add_u8(struct gguf_w *w, const char *key, uint8_t v)
+{
+    add_scalar(w, key, LE_GGUF_UINT8, &v);
+}
+
+void
+gguf_w_add_i8(struct gguf_w *w, const char *key, int8_t v)
+{
+    add_scalar(w, key, LE_GGUF_INT8, &v);
+}
+
+void
+gguf_w_add_u16(struct gguf_w *w, const char *key, uint16_t v)
+{
+    add_scalar(w, key, LE_GGUF_UINT16, &v);
+}
+
+void
+gguf_w_add_i16(struct gguf_w *w, const char *key, int16_t v)
+{
+    add_scalar(w, key, LE_GGUF_INT16, &v);
+}
+
+void
+gguf_w_add_u32(struct gguf_w *w, const char *key, uint32_t v)
+{
+    add_scalar(w, key, LE_GGUF_UINT32, &v);
+}
+
+void
+gguf_w_add_i32(struct gguf_w *w, const char *key, int32_t v)
+{
+    add_scalar(w, key, LE_GGUF_INT32, &v);
+}
+
+void
+gguf_w_add_f32(struct gguf_w *w, const char *key, float v)
+{
+    add_scalar(w, key, LE_GGUF_FLOAT32, &v);
+}
+
+void
+gguf_w_add_bool(struct gguf_w *w, const char *key, int v)
+{
+    uint8_t b = v ? 1 : 0;
+    add_scalar(w, key, LE_GGUF_BOOL, &b);
+}
+
+void
+gguf_w_add_u64(struct gguf_w *w, const char *key, uint64_t v)
+{
+    add_scalar(w, key, LE_GGUF_UINT64, &v);
+}
+
+void
+gguf_w_add_i64(struct gguf_w *w, const char *key, int64_t v)
+{
+    add_scalar(w, key, LE_GGUF_INT64, &v);
+}
+
+void
+gguf_w_add_f64(struct gguf_w *w, const char *key, double v)
+{
+    add_scalar(w, key, LE_GGUF_FLOAT64, &v);
+}
+
+void
+gguf_w_add_strn(struct gguf_w *w, const char *key, const char *v, size_t len)
+{
+    if (!w)
+        return;
+    kv_head(w, key, LE_GGUF_STRING);
+    wb_str(&w->kv, v, len);
+}
+
+void
+gguf_w_add_str(struct gguf_w *w, const char *key, const char *v)
+{
+    gguf_w_add_strn(w, key, v, strlen(v));
+}
+
+void
+gguf_w_add_arr(struct gguf_w *w, const char *key,
+               enum le_gguf_vtype elem_type, const void *data, size_t n)
+{
+    if (!w)
+        return;
+    size_t sz = scalar_size(elem_type);
+    if (sz == 0) {
+        w->failed = 1;
+        return;
+    }
+    kv_head(w, key, LE_GGUF_ARRAY);
+    wb_u32(&w->kv, (uint32_t)elem_type);
+    wb_u64(&w->kv, n);
+    for (size_t i = 0; i < n; i++)
+        put_scalar(&w->kv, elem_type, (const uint8_t *)data + i * sz);
+}
+
+void
+gguf_w_add_str_arr(struct gguf_w *w, const char *key, const char *const *strs,
+                   size_t n)
+{
+    if (!w)
+        return;
+    kv_head(w, key, LE_GGUF_ARRAY);
+    wb_u32(&w->kv, LE_GGUF_STRING);
+    wb_u64(&w->kv, n);
+    for (size_t i = 0; i < n; i++)
+        wb_str(&w->kv, strs[i], strlen(strs[i]));
+}
+
+/* Appends a tensor entry; takes ownership of data. */
+static void
+push_tensor(struct gguf_w *w, const char *name, enum le_type type, int n_dims,
+            const int64_t *ne, uint8_t *data, size_t nbytes)
+{
+    if (w->n_t == w->cap_t) {
+        size_t cap = w->cap_t ? w->cap_t * 2 : 16;
+        struct wtensor *t = realloc(w->t, cap * sizeof(*t));
+        if (!t) {
+            free(data);
+            w->failed = 1;
+            return;
+        }
+        w->t = t;
+        w->cap_t = cap;
+    }
+    struct wtensor *t = &w->t[w->n_t];
+    memset(t, 0, sizeof(*t));
+    t->name = strdup(name);
+    if (!t->name) {
+        free(data);
+        w->failed = 1;
+        return;
+    }
+    t->n_dims = n_dims;
+    for (int d = 0; d < 4; d++)
+        t->ne[d] = d < n_dims ? ne[d] : 1;
+    t->type = type;
+    t->data = data;
+    t->nbytes = nbytes;
+    w->n_t++;
+}
+
+/* Bytes of a tensor of this shape, 0 if the shape does not fit the type. */
+static size_t
+shape_bytes(enum le_type type, int n_dims, const int64_t *ne)
+{
+    if (n_dims < 1 || n_dims > 4)
+        return 0;
+    size_t row = le_row_size(type, ne[0]);
+    if (row == 0)
+        return 0;
+    size_t rows = 1;
+    for (int d = 1; d < n_dims; d++) {
+        if (ne[d] <= 0)
+            return 0;
+        rows *= (size_t)ne[d];
+    }
+    return row * rows;
+}
+
+void
+gguf_w_add_tensor_raw(struct gguf_w *w, const char *name, enum le_type type,
+                      int n_dims, const int64_t *ne, const void *bytes,
+                      size_t nbytes)
+{
+    if (!w)
+        return;
+    size_t want = shape_bytes(type, n_dims, ne);
+    if (want == 0 || want != nbytes) {
+        w->failed = 1;
+        return;
+    }
+    uint8_t *copy = malloc(nbytes ? nbytes : 1);
+    if (!copy) {
+        w->failed = 1;
+        return;
+    }
+    memcpy(copy, bytes, nbytes);
+    push_tensor(w, name, type, n_dims, ne, copy, nbytes);
+}
+
+void
+gguf_w_add_tensor(struct gguf_w *w, const char *name, enum le_type type,
+                  int n_dims, const int64_t *ne, const float *x)
+{
+    if (!w)
+        return;
+    const struct le_type_traits *tt = le_type_get((uint32_t)type);
+    size_t nbytes = shape_bytes(type, n_dims, ne);
+    if (!tt || !tt->from_float || nbytes == 0) {
+        w->failed = 1;
+        return;
+    }
+    uint8_t *data = malloc(nbytes);
+    if (!data) {
+        w->failed = 1;
+        return;
+    }
+    size_t row = le_row_size(type, ne[0]);
+    size_t rows = nbytes / row;
+    for (size_t r = 0; r < rows; r++)
+        tt->from_float(x + r * (size_t)ne[0], data + r * row, ne[0]);
+    push_tensor(w, name, type, n_dims, ne, data, nbytes);
+}
+
+static size_t
+pad_to(size_t n, size_t a)
+{
+    return n % a ? n + (a - n % a) : n;
+}
+
+int
+gguf_w_write_mem(struct gguf_w *w, uint8_t **out, size_t *len,
+                 struct gguf_w_layout *layout)
+{
+    if (!w || w->failed || w->kv.failed)
+        return -1;
+    size_t a = w->alignment ? w->alignment : 32;
+    struct wbuf b = {0};
+    wb_put(&b, "GGUF", 4);
+    wb_u32(&b, 3);
+    wb_u64(&b, w->n_t);
+    int add_align = w->alignment != 32;
+    wb_u64(&b, w->n_kv + (uint64_t)add_align);
+    size_t kv_start = b.len;
+    wb_put(&b, w->kv.p, w->kv.len);
+    if (add_align) {
+        const char *k = "general.alignment";
+        wb_str(&b, k, strlen(k));
+        wb_u32(&b, LE_GGUF_UINT32);
+        wb_u32(&b, w->alignment);
+    }
+    size_t tensors_start = b.len;
+    size_t off = 0;
+    for (size_t i = 0; i < w->n_t; i++) {
+        const struct wtensor *t = &w->t[i];
+        wb_str(&b, t->name, strlen(t->name));
+        wb_u32(&b, (uint32_t)t->n_dims);
+        for (int d = 0; d < t->n_dims; d++)
+            wb_u64(&b, (uint64_t)t->ne[d]);
+        wb_u32(&b, (uint32_t)t->type);
+        wb_u64(&b, off);
+        off = pad_to(off + t->nbytes, a);
+    }
+    static const uint8_t zeros[64];
+    while (b.len % a && !b.failed)
+        wb_put(&b, zeros, 1);
+    size_t data_start = b.len;
+    for (size_t i = 0; i < w->n_t; i++) {
+        wb_put(&b, w->t[i].data, w->t[i].nbytes);
+        while ((b.len - data_start) % a && !b.failed)
+            wb_put(&b, zeros, 1);
+    }
+    if (b.failed) {
+        free(b.p);
+        return -1;
+    }
+    if (layout) {
+        layout->kv_start = kv_start;
+        layout->tensors_start = tensors_start;
+        layout->data_start = data_start;
+        layout->size = b.len;
+    }
+    *out = b.p;
+    *len = b.len;
+    return 0;
+}
+
+int
+gguf_w_write_file(struct gguf_w *w, const char *path)
+{
+    uint8_t *buf;
+    size_t len;
+    if (gguf_w_write_mem(w, &buf, &len, NULL) != 0)
+        return -1;
+    FILE *f = fopen(path, "wb");
+    int rc = -1;
+    if (f) {
+        rc = fwrite(buf, 1, len, f) == len ? 0 : -1;
+        if (fclose(f) != 0)
+            rc = -1;
+    }
+    free(buf);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ */
+/* Random llama model.                                                  */
+
+static uint64_t
+xs_next(uint64_t *s)
+{
+    uint64_t x = *s;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    *s = x;
+    return x;
+}
+
+static float
+xs_uniform(uint64_t *s) /* [-1, 1) */
+{
+    return (float)((xs_next(s) >> 40) * 0x1p-24 * 2.0 - 1.0);
+}
+
+/* Each tensor gets its own stream (seed mixed with the tensor's number),
+ * so values do not depend on the order or type of other tensors. */
+static void
+add_weight(struct gguf_w *w, const char *name, enum le_type type, int64_t ne0,
+           int64_t ne1, uint64_t seed, uint64_t salt, int is_norm)
+{
+    size_t n = (size_t)ne0 * (size_t)ne1;
+    float *x = malloc(n * sizeof(float));
+    if (!x) {
+        w->failed = 1;
+        return;
+    }
+    uint64_t s = seed * 0x9e3779b97f4a7c15ull + salt * 0xbf58476d1ce4e5b9ull;
+    s ^= s >> 31;
+    if (s == 0)
+        s = 0x2545f4914f6cdd1dull;
+    for (int i = 0; i < 8; i++)
+        xs_next(&s);
+    float a = is_norm ? 0.1f : 1.0f / sqrtf((float)ne0);
+    for (size_t i = 0; i < n; i++)
+        x[i] = (is_norm ? 1.0f : 0.0f) + a * xs_uniform(&s);
+    int64_t ne[2] = {ne0, ne1};
+    const struct le_type_traits *tt = le_type_get((uint32_t)type);
+    if (is_norm || !tt || ne0 % tt->blck_size != 0)
+        type = LE_TYPE_F32;
+    gguf_w_add_tensor(w, name, type, ne1 == 1 ? 1 : 2, ne, x);
+    free(x);
+}
+
+/* Piece i (0-based) of the generated vocabulary, written to buf. */
+static void
+make_piece(int i, char *buf, size_t cap)
+{
+    static const char sp[] = "\xe2\x96\x81"; /* U+2581 */
+    if (i == 0) {
+        snprintf(buf, cap, "%s", sp);
+        return;
+    }
+    i--;
+    if (i < 26) {
+        snprintf(buf, cap, "%s%c", sp, 'a' + i);
+        return;
+    }
+    i -= 26;
+    if (i < 26) {
+        snprintf(buf, cap, "%c", 'a' + i);
+        return;
+    }
+    i -= 26;
+    if (i < 26 * 26) {
+        snprintf(buf, cap, "%c%c", 'a' + i / 26, 'a' + i % 26);
+        return;
+    }
+    i -= 26 * 26;
+    if (i < 26 * 26) {
+        snprintf(buf, cap, "%s%c%c", sp, 'a' + i / 26, 'a' + i % 26);
+        return;
+    }
+    i -= 26 * 26;
+    snprintf(buf, cap, "%sw%d", sp, i);
+}
+
+int
+gguf_w_llama_fill(struct gguf_w *w, const struct gguf_w_llama *p)
+{
+    if (!w)
+        return -1;
+    if (p->n_vocab < 259 || p->n_embd <= 0 || p->n_layer <= 0 ||
+        p->n_head <= 0 || p->n_head_kv <= 0 || p->n_ff <= 0 ||
+        p->n_embd % p->n_head != 0 || p->n_head % p->n_head_kv != 0 ||
+        !le_type_get((uint32_t)p->type)) {
+        w->failed = 1;
+        return -1;
+    }
+    int head_dim = p->n_embd / p->n_head;
+    int n_embd_kv = head_dim * p->n_head_kv;
+
+    gguf_w_add_str(w, "general.architecture", "llama");
+    gguf_w_add_str(w, "general.name", "llmux-test");
+    gguf_w_add_u32(w, "llama.context_length",
+                   (uint32_t)(p->n_ctx > 0 ? p->n_ctx : 512));
+    gguf_w_add_u32(w, "llama.embedding_length", (uint32_t)p->n_embd);
+    gguf_w_add_u32(w, "llama.block_count", (uint32_t)p->n_layer);
+    gguf_w_add_u32(w, "llama.feed_forward_length", (uint32_t)p->n_ff);
+    gguf_w_add_u32(w, "llama.attention.head_count", (uint32_t)p->n_head);
+    gguf_w_add_u32(w, "llama.attention.head_count_kv",
+                   (uint32_t)p->n_head_kv);
+    gguf_w_add_u32(w, "llama.rope.dimension_count", (uint32_t)head_dim);
+    gguf_w_add_f32(w, "llama.rope.freq_base", 10000.0f);
+    gguf_w_add_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
+
+    /* Tokenizer. */
+    size_t nv = (size_t)p->n_vocab;
+    char **toks = calloc(nv, sizeof(*toks));
+    float *scores = calloc(nv, sizeof(float));
+    int32_t *types = calloc(nv, sizeof(int32_t));
+    int ok = toks && scores && types;
+    for (size_t i = 0; ok && i < nv; i++) {
+        char buf[32];
+        if (i == 0)
+            snprintf(buf, sizeof(buf), "<unk>");
+        else if (i == 1)
+            snprintf(buf, sizeof(buf), "<s>");
+        else if (i == 2)
+            snprintf(buf, sizeof(buf), "</s>");
+        else if (i < 259)
+            snprintf(buf, sizeof(buf), "<0x%02X>", (unsigned)(i - 3));
+        else
+            make_piece((int)(i - 259), buf, sizeof(buf));
+        toks[i] = strdup(buf);
+        ok = toks[i] != NULL;
+        scores[i] = i < 259 ? 0.0f : -(float)(i - 259);
+        types[i] = i == 0 ? 2 : i < 3 ? 3 : i < 259 ? 6 : 1;
+    }
+    if (ok) {
+        gguf_w_add_str(w, "tokenizer.ggml.model", "llama");
+        gguf_w_add_str_arr(w, "tokenizer.ggml.tokens",
+                           (const char *const *)toks, nv);
+        gguf_w_add_arr(w, "tokenizer.ggml.scores", LE_GGUF_FLOAT32, scores,
+                       nv);
+        gguf_w_add_arr(w, "tokenizer.ggml.token_type", LE_GGUF_INT32, types,
+                       nv);
+        gguf_w_add_u32(w, "tokenizer.ggml.bos_token_id", 1);
+        gguf_w_add_u32(w, "tokenizer.ggml.eos_token_id", 2);
+        gguf_w_add_u32(w, "tokenizer.ggml.unknown_token_id", 0);
+        gguf_w_add_bool(w, "tokenizer.ggml.add_bos_token", 1);
+        gguf_w_add_bool(w, "tokenizer.ggml.add_eos_token", 0);
+    } else {
+        w->failed = 1;
+    }
+    if (toks)
+        for (size_t i = 0; i < nv; i++)
+            free(toks[i]);
+    free(toks);
+    free(scores);
+    free(types);
+
+    /* Weights: salt = a fixed number per tensor role and layer. */
+    enum le_type t = p->type;
+    uint64_t sd = p->seed;
+    add_weight(w, "token_embd.weight", t, p->n_embd, p->n_vocab, sd, 1, 0);
+    add_weight(w, "output_norm.weight", t, p->n_embd, 1, sd, 2, 1);
+    if (!p->tied)
+        add_weight(w, "output.weight", t, p->n_embd, p->n_vocab, sd, 3, 0);
+    for (int l = 0; l < p->n_layer; l++) {
+        char name[64];
+        uint64_t salt = 100 + (uint64_t)l * 16;
+#define W(suffix, ne0, ne1, k, norm)                                         \
+    snprintf(name, sizeof(name), "blk.%d." suffix, l);                       \
+    add_weight(w, name, t, ne0, ne1, sd, salt + k, norm)
+        W("attn_norm.weight", p->n_embd, 1, 0, 1);
+        W("attn_q.weight", p->n_embd, p->n_embd, 1, 0);
+        W("attn_k.weight", p->n_embd, n_embd_kv, 2, 0);
+        W("attn_v.weight", p->n_embd, n_embd_kv, 3, 0);
+        W("attn_output.weight", p->n_embd, p->n_embd, 4, 0);
+        W("ffn_norm.weight", p->n_embd, 1, 5, 1);
+        W("ffn_gate.weight", p->n_embd, p->n_ff, 6, 0);
+        W("ffn_up.weight", p->n_embd, p->n_ff, 7, 0);
+        W("ffn_down.weight", p->n_ff, p->n_embd, 8, 0);
+#undef W
+    }
+    return w->failed ? -1 : 0;
+}
+
+int
+gguf_w_llama_write(const struct gguf_w_llama *p, const char *path)
+{
+    struct gguf_w *w = gguf_w_new();
+    int rc = -1;
+    if (w && gguf_w_llama_fill(w, p) == 0)
+        rc = gguf_w_write_file(w, path);
+    gguf_w_free(w);
+    return rc;
+}

@@ -1,0 +1,162 @@
+/*
+ * gguf_writer.h: builds GGUF v3 files for tests (in memory or on disk).
+ *
+ * Not part of the engine: tests use it to make model files from known
+ * float data (no downloaded model needed) and to make hostile files by
+ * damaging a valid one.
+ *
+ * Usage:
+ *
+ *     struct gguf_w *w = gguf_w_new();
+ *     gguf_w_add_str(w, "general.architecture", "llama");
+ *     gguf_w_add_u32(w, "llama.block_count", 2);
+ *     const char *toks[] = {"<unk>", "<s>"};
+ *     gguf_w_add_str_arr(w, "tokenizer.ggml.tokens", toks, 2);
+ *     int64_t ne[2] = {64, 32};           // ne[0] = row length
+ *     gguf_w_add_tensor(w, "w", LE_TYPE_Q8_0, 2, ne, floats); // quantised
+ *     uint8_t *buf; size_t len;
+ *     if (gguf_w_write_mem(w, &buf, &len) == 0) { ...; free(buf); }
+ *     gguf_w_free(w);
+ *
+ * Errors are sticky: an add that fails (out of memory, a type without
+ * from_float, ne[0] not a multiple of the block size, a bad argument)
+ * marks the writer failed and every later write returns -1, so a test can
+ * chain adds and check once.  Keys and names are copied; float data is
+ * quantised at add time, so the caller's buffers may be freed right after.
+ * Duplicate keys / names are written as given (tests use that to make
+ * bad files).
+ */
+#ifndef LLMUX_TESTS_GGUF_WRITER_H
+#define LLMUX_TESTS_GGUF_WRITER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../../local_engine/le_int.h"
+
+struct gguf_w;
+
+struct gguf_w *gguf_w_new(void); /* NULL if out of memory */
+void gguf_w_free(struct gguf_w *w);
+
+/* Alignment of the data section and of each tensor (default 32).  When
+ * not 32 it is also written as general.alignment (u32) at write time. */
+void gguf_w_set_alignment(struct gguf_w *w, uint32_t alignment);
+
+/* Scalars. */
+void gguf_w_add_u8(struct gguf_w *w, const char *key, uint8_t v);
+void gguf_w_add_i8(struct gguf_w *w, const char *key, int8_t v);
+void gguf_w_add_u16(struct gguf_w *w, const char *key, uint16_t v);
+void gguf_w_add_i16(struct gguf_w *w, const char *key, int16_t v);
+void gguf_w_add_u32(struct gguf_w *w, const char *key, uint32_t v);
+void gguf_w_add_i32(struct gguf_w *w, const char *key, int32_t v);
+void gguf_w_add_f32(struct gguf_w *w, const char *key, float v);
+void gguf_w_add_bool(struct gguf_w *w, const char *key, int v);
+void gguf_w_add_str(struct gguf_w *w, const char *key, const char *v);
+/* A string with explicit length (may hold NUL bytes). */
+void gguf_w_add_strn(struct gguf_w *w, const char *key, const char *v,
+                     size_t len);
+void gguf_w_add_u64(struct gguf_w *w, const char *key, uint64_t v);
+void gguf_w_add_i64(struct gguf_w *w, const char *key, int64_t v);
+void gguf_w_add_f64(struct gguf_w *w, const char *key, double v);
+
+/* Arrays.  gguf_w_add_arr: n elements of the scalar type elem_type
+ * (LE_GGUF_UINT8 .. LE_GGUF_FLOAT64 but not STRING / ARRAY) stored in
+ * host order in data (e.g. float[] for LE_GGUF_FLOAT32, uint8_t[] with 0/1
+ * for BOOL). */
+void gguf_w_add_arr(struct gguf_w *w, const char *key,
+                    enum le_gguf_vtype elem_type, const void *data,
+                    size_t n);
+void gguf_w_add_str_arr(struct gguf_w *w, const char *key,
+                        const char *const *strs, size_t n);
+
+/* Tensors.  ne[0] is the row length (innermost), n_dims 1..4.
+ * gguf_w_add_tensor quantises x (ne[0]*...*ne[n_dims-1] floats, row-major)
+ * to type with the type's from_float; gguf_w_add_tensor_raw takes the
+ * bytes as they are (nbytes must be the type's size for that shape). */
+void gguf_w_add_tensor(struct gguf_w *w, const char *name, enum le_type type,
+                       int n_dims, const int64_t *ne, const float *x);
+void gguf_w_add_tensor_raw(struct gguf_w *w, const char *name,
+                           enum le_type type, int n_dims, const int64_t *ne,
+                           const void *bytes, size_t nbytes);
+
+/* Where the sections start in the written bytes (for tests that damage
+ * files): the first key/value pair, the first tensor info, the data
+ * section, and the total size. */
+struct gguf_w_layout {
+    size_t kv_start;
+    size_t tensors_start;
+    size_t data_start;
+    size_t size;
+};
+
+/* Writes the file to a malloc'd buffer (*out, caller frees) and fills
+ * layout if not NULL.  Returns 0, or -1 if the writer failed earlier or
+ * memory ran out.  The writer stays usable (write again after more adds). */
+int gguf_w_write_mem(struct gguf_w *w, uint8_t **out, size_t *len,
+                     struct gguf_w_layout *layout);
+/* Same to a file (created or truncated).  Returns 0 or -1. */
+int gguf_w_write_file(struct gguf_w *w, const char *path);
+
+/* ------------------------------------------------------------------ */
+/* A small random-weight llama model.                                   */
+
+struct gguf_w_llama {
+    int n_vocab;   /* >= 259: <unk> <s> </s>, 256 byte tokens, then pieces */
+    int n_embd;    /* hidden size */
+    int n_layer;
+    int n_head;    /* n_embd % n_head == 0 */
+    int n_head_kv; /* n_head % n_head_kv == 0 (GQA) */
+    int n_ff;      /* feed-forward size */
+    int n_ctx;     /* llama.context_length; 0 means 512 */
+    enum le_type type; /* type of every 2-D weight (norms are always F32) */
+    uint64_t seed;     /* same seed, same float weights, whatever the type */
+    int tied;          /* 1: no output.weight (token_embd is reused) */
+};
+
+/*
+ * Fills w with a llama model as llama.cpp names it:
+ *
+ *   general.architecture "llama", general.name "llmux-test",
+ *   llama.context_length, .embedding_length, .block_count,
+ *   .feed_forward_length, .attention.head_count, .attention.head_count_kv,
+ *   .rope.dimension_count (= n_embd / n_head), .rope.freq_base 10000,
+ *   .attention.layer_norm_rms_epsilon 1e-5,
+ *   tokenizer.ggml.model "llama" (SentencePiece), .tokens, .scores,
+ *   .token_type, .bos_token_id 1, .eos_token_id 2, .unknown_token_id 0,
+ *   .add_bos_token true, .add_eos_token false.
+ *
+ *   Tokens: 0 <unk> (type 2 unknown), 1 <s>, 2 </s> (type 3 control),
+ *   3..258 <0x00>..<0xFF> (type 6 byte), then normal pieces (type 1):
+ *   "▁", "▁a".."▁z", "a".."z", "e"+"a".."z" style pairs ... until n_vocab;
+ *   scores decrease with the id.
+ *
+ *   Tensors (shapes in GGUF order, ne[0] first):
+ *     token_embd.weight     [n_embd, n_vocab]     type
+ *     output_norm.weight    [n_embd]              F32
+ *     output.weight         [n_embd, n_vocab]     type (absent if tied)
+ *     blk.N.attn_norm.weight [n_embd]             F32
+ *     blk.N.attn_q.weight   [n_embd, n_embd]      type
+ *     blk.N.attn_k.weight   [n_embd, n_embd_kv]   type
+ *     blk.N.attn_v.weight   [n_embd, n_embd_kv]   type
+ *     blk.N.attn_output.weight [n_embd, n_embd]   type
+ *     blk.N.ffn_norm.weight [n_embd]              F32
+ *     blk.N.ffn_gate.weight [n_embd, n_ff]        type
+ *     blk.N.ffn_up.weight   [n_embd, n_ff]        type
+ *     blk.N.ffn_down.weight [n_ff, n_embd]        type
+ *   with n_embd_kv = n_embd / n_head * n_head_kv.  A weight whose ne[0] is
+ *   not a multiple of type's block size is stored F32 instead (as
+ *   llama.cpp's quantiser falls back).
+ *
+ * Weights are uniform in +-1/sqrt(ne[0]) from a xorshift stream seeded by
+ * seed; norms are 1 +- 0.1.  The float values depend only on the seed and
+ * the shapes, not on type: writing the same parameters as F32 and as Q8_0
+ * gives the "same" model at two precisions.
+ * Returns 0, or -1 on a bad parameter (the writer is then failed).
+ */
+int gguf_w_llama_fill(struct gguf_w *w, const struct gguf_w_llama *p);
+
+/* Convenience: a new writer, filled, written to path, freed.  0 or -1. */
+int gguf_w_llama_write(const struct gguf_w_llama *p, const char *path);
+
+#endif
