@@ -269,8 +269,21 @@ greedy(struct le_model *m, const int32_t *prompt, size_t n, int max_tokens,
     le_session_free(s);
 }
 
+/*
+ * valid: how many reference tokens are real.  llama.cpp's reference for
+ * llama-2-tiny-random.gguf is only valid for its first 28 generated tokens:
+ * when that run evaluated position 32 (a KV length of 33) its logits
+ * became NaN, and with all-NaN logits llama.cpp's sampler chain (top-k 40
+ * by std::partial_sort with `a.logit > b.logit`, then the temperature-0
+ * argmax) returns token 38 every time: the reference ends in 36 tokens of
+ * 38 ("#").  (libstdc++'s partial_sort of 32000 NaN candidates puts id 38
+ * first: checked with a 10-line C++ program.)  Our logits there are finite
+ * and the model is random, so we hold our output to the reference exactly
+ * up to that point, check the rest of the reference is that NaN signature,
+ * and check our logits stay finite over the whole run.
+ */
 static void
-reference_case(const char *file)
+reference_case(const char *file, int valid)
 {
     struct ref r;
     char path[512];
@@ -283,6 +296,8 @@ reference_case(const char *file)
         le_model_free(m);
         return;
     }
+    if (valid < 0)
+        valid = r.n_gen;
     /* the tokenizer gives the reference prompt ids (BOS added) */
     int32_t ids[32];
     int64_t n = le_model_tokenize(m, "Once upon a time", 16, 1, 0, ids, 32);
@@ -294,10 +309,10 @@ reference_case(const char *file)
 
     struct collect *c = malloc(sizeof(*c));
     struct le_gen_result res;
-    greedy(m, r.prompt, (size_t)r.n_prompt, r.n_gen, c, &res);
-    T_EQ_INT(c->n, r.n_gen);
+    greedy(m, r.prompt, (size_t)r.n_prompt, valid, c, &res);
+    T_EQ_INT(c->n, valid);
     int first_diff = -1;
-    for (int i = 0; i < r.n_gen && i < c->n; i++)
+    for (int i = 0; i < valid && i < c->n; i++)
         if (c->ids[i] != r.gen[i]) {
             first_diff = i;
             break;
@@ -306,10 +321,43 @@ reference_case(const char *file)
         fprintf(stderr, "%s: first differing token at %d: %d vs %d\n", file,
                 first_diff, c->ids[first_diff], r.gen[first_diff]);
     T_EQ_INT(first_diff, -1);
-    T_EQ_STR(c->text, r.text);
     T_EQ_INT(res.prompt_tokens, r.n_prompt);
-    T_EQ_INT(res.completion_tokens, r.n_gen);
+    T_EQ_INT(res.completion_tokens, valid);
     T_EQ_INT(res.finish, LE_FINISH_LENGTH);
+    if (valid == r.n_gen) {
+        T_EQ_STR(c->text, r.text);
+    } else {
+        /* the rest of the reference is the NaN signature, and its text is
+         * our text followed by one '#' per remaining token */
+        int sig = 1;
+        for (int i = valid; i < r.n_gen; i++)
+            sig &= r.gen[i] == 38;
+        T_CHECK(sig);
+        size_t tl = strlen(r.text), tail = (size_t)(r.n_gen - valid);
+        T_CHECK(tl >= tail);
+        if (tl >= tail) {
+            r.text[tl - tail] = '\0';
+            T_EQ_STR(c->text, r.text);
+        }
+        /* our own run over the whole length stays finite */
+        struct le_session *s = NULL;
+        char err[256];
+        T_EQ_INT(le_session_new(m, &s, err, sizeof(err)), LE_OK);
+        int finite = s != NULL;
+        int32_t nv = le_model_n_vocab(m);
+        if (s)
+            finite = le_session_decode(s, r.prompt, (size_t)r.n_prompt, err,
+                                       sizeof(err)) == LE_OK;
+        for (int i = 0; finite && i < r.n_gen; i++) {
+            const float *l = le_session_logits(s);
+            for (int32_t v = 0; v < nv; v++)
+                finite &= isfinite(l[v]) != 0;
+            int32_t id = le_samp_argmax(l, nv);
+            finite &= le_session_decode(s, &id, 1, err, sizeof(err)) == LE_OK;
+        }
+        T_CHECK(finite);
+        le_session_free(s);
+    }
     free(c);
     free(r.text);
     le_model_free(m);
@@ -318,13 +366,13 @@ reference_case(const char *file)
 static void
 test_stories_reference(void)
 {
-    reference_case("stories260K.gguf");
+    reference_case("stories260K.gguf", -1);
 }
 
 static void
 test_tiny_random_reference(void)
 {
-    reference_case("llama-2-tiny-random.gguf");
+    reference_case("llama-2-tiny-random.gguf", 28);
 }
 
 static void
