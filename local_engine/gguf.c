@@ -638,6 +638,15 @@ parse(struct gguf_priv *p, const char *name, char *err, size_t errlen)
             return LE_EFORMAT;
         }
         t->data = g->base + data_start + t->offset;
+        /* Blocks hold uint16/float fields read in place: a general.alignment
+         * below 4 (or a caller's odd buffer) would make those loads
+         * misaligned. */
+        if ((uintptr_t)t->data % 4 != 0) {
+            set_err(&c, "tensor '%s' data at byte %zu is not 4-byte aligned",
+                    nb, data_start + (size_t)t->offset);
+            free(o);
+            return LE_EFORMAT;
+        }
         o[i].off = t->offset;
         o[i].i = i;
     }
