@@ -46,7 +46,7 @@ gw_reply_json(struct evhttp_request *req, int status, json_t *obj)
         evhttp_send_error(req, 500, NULL);
         return;
     }
-    evbuffer_add_reference(b, text, strlen(text), NULL, NULL);
+    evbuffer_add(b, text, strlen(text));
     evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
                       "application/json");
     evhttp_send_reply(req, status, gw_status_reason(status), b);
