@@ -116,6 +116,53 @@ test_tiny_random(void)
 }
 
 
+static void
+test_vocab_files(void)
+{
+    static const struct {
+        const char *name, *model, *pre;
+        uint64_t n_vocab;
+    } v[] = {
+        {"llama-spm", "llama", "default", 32000},
+        {"phi-3", "llama", "default", 32064},
+        {"gpt-2", "gpt2", "gpt-2", 50257},
+        {"falcon", "gpt2", "falcon", 65024},
+        {"deepseek-coder", "gpt2", "deepseek-coder", 32256},
+        {"starcoder", "gpt2", "starcoder", 49152},
+        {"bert-bge", "bert", "bert-bge", 30522},
+    };
+    for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+        char path[1024], err[512];
+        snprintf(path, sizeof(path), "%s/tokenizer/ggml-vocab-%s.gguf",
+                 data_dir(), v[i].name);
+        struct le_gguf *g = NULL;
+        enum le_status st = le_gguf_open(path, i % 2 ? LE_GGUF_READ : 0, &g,
+                                         err, sizeof(err));
+        T_EQ_INT(st, LE_OK);
+        if (st != LE_OK) {
+            fprintf(stderr, "%s\n", err);
+            continue;
+        }
+        T_EQ_INT(g->n_tensors, 0);
+        struct le_gguf_str s;
+        T_CHECK(le_gguf_get_str(g, "tokenizer.ggml.model", &s) &&
+                le_gguf_str_eq(s, v[i].model));
+        if (le_gguf_get_str(g, "tokenizer.ggml.pre", &s))
+            T_CHECK(le_gguf_str_eq(s, v[i].pre));
+        else /* SPM files may omit it; BPE files must have it */
+            T_CHECK(strcmp(v[i].model, "llama") == 0);
+        const struct le_gguf_kv *kv = le_gguf_find(g, "tokenizer.ggml.tokens");
+        T_CHECK(kv && kv->type == LE_GGUF_ARRAY &&
+                kv->v.arr.type == LE_GGUF_STRING &&
+                kv->v.arr.n == v[i].n_vocab && kv->v.arr.strs);
+        kv = le_gguf_find(g, "tokenizer.ggml.merges");
+        if (strcmp(v[i].model, "gpt2") == 0)
+            T_CHECK(kv && kv->v.arr.type == LE_GGUF_STRING &&
+                    kv->v.arr.n > 1000);
+        le_gguf_free(g);
+    }
+}
+
 /* ------------------------------------------------------------------ */
 /* Files made with the writer.                                          */
 
@@ -705,6 +752,7 @@ main(void)
 {
     T_RUN(test_stories);
     T_RUN(test_tiny_random);
+    T_RUN(test_vocab_files);
     T_RUN(test_writer_roundtrip);
     T_RUN(test_truncated);
     T_RUN(test_hostile);
