@@ -583,6 +583,13 @@ cfg_parse_listen(const char *s, char **host, int *port)
 }
 
 enum gx_status
+cfg_listen_parse(const char *s, char **host, int *port)
+{
+    int rc = s ? cfg_parse_listen(s, host, port) : -1;
+    return rc == 0 ? GX_OK : rc == -3 ? GX_ENOMEM : GX_EINVAL;
+}
+
+enum gx_status
 cfg_failover_defaults(struct cfg_failover *f)
 {
     static const int retry[] = {408, 409, 429, 500, 502, 503, 504};

@@ -25,7 +25,8 @@
 struct cfg_model {
     char *name;      /* the name clients use, e.g. "gpt-4.1" */
     char *upstream;  /* the name sent upstream; == name when not given */
-    int has_price;   /* 1 if the config or the built-in table priced it */
+    int has_price;   /* 1 if the config or the built-in table priced it;
+                        local models are always priced (0 unless given) */
     int64_t input_pusd;        /* per prompt token */
     int64_t cached_input_pusd; /* per cached prompt token (= input if none) */
     int64_t output_pusd;       /* per completion token */
@@ -146,6 +147,12 @@ size_t cfg_resolve(const struct cfg *c, const char *model,
 
 /* Prints the resolved providers and routes, one line each (for check). */
 void cfg_print(const struct cfg *c, FILE *f);
+
+/* Parses "HOST:PORT" or "[IPV6]:PORT" (port 0..65535; 0 = any free port)
+ * as `listen` and LLMUX_LISTEN take it, e.g. for `serve --listen`.  On
+ * GX_OK *host is a malloc'd copy without brackets, owned by the caller;
+ * GX_EINVAL on bad syntax or port, GX_ENOMEM. */
+enum gx_status cfg_listen_parse(const char *s, char **host, int *port);
 
 /* `llmux check --config FILE`: returns the exit code (0, 1 or 2). */
 int cfg_cli_check(int argc, char **argv);

@@ -58,7 +58,9 @@ int cfg_edit_distance(const char *a, const char *b);
 
 /* Helpers shared by config.c and cfg_defaults.c. */
 int cfg_ncpu(void); /* online CPUs, clamped to 1..256 */
-/* Parses "HOST:PORT" / "[V6]:PORT"; *host is malloc'd.  0 or -1. */
+/* Parses "HOST:PORT" / "[V6]:PORT"; *host is malloc'd.  0 ok, -1 bad
+ * syntax, -2 port out of range, -3 out of memory (cfg_listen_parse wraps
+ * it for other folders). */
 int cfg_parse_listen(const char *s, char **host, int *port);
 /* Fills f with the defaults of config.h; GX_ENOMEM possible. */
 enum gx_status cfg_failover_defaults(struct cfg_failover *f);

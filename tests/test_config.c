@@ -7,6 +7,7 @@
  * where(text, needle, nth) counts lines and characters up to the nth
  * occurrence of needle; a few are also spelled out as literal numbers.
  */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -999,6 +1000,110 @@ test_file_and_print(void)
     rmdir(dir);
 }
 
+static void
+test_listen_parse(void)
+{
+    char *h = NULL;
+    int port = -1;
+    T_EQ_INT(cfg_listen_parse("0.0.0.0:80", &h, &port), GX_OK);
+    T_EQ_STR(h, "0.0.0.0");
+    T_EQ_INT(port, 80);
+    free(h);
+    h = NULL;
+    T_EQ_INT(cfg_listen_parse("[fe80::1]:65535", &h, &port), GX_OK);
+    T_EQ_STR(h, "fe80::1");
+    T_EQ_INT(port, 65535);
+    free(h);
+    h = NULL;
+    T_EQ_INT(cfg_listen_parse("localhost:65536", &h, &port), GX_EINVAL);
+    T_EQ_INT(cfg_listen_parse("localhost", &h, &port), GX_EINVAL);
+    T_EQ_INT(cfg_listen_parse("[::1]8080", &h, &port), GX_EINVAL);
+    T_EQ_INT(cfg_listen_parse("a b:1", &h, &port), GX_EINVAL);
+    T_EQ_INT(cfg_listen_parse("h:-1", &h, &port), GX_EINVAL);
+    T_EQ_INT(cfg_listen_parse(NULL, &h, &port), GX_EINVAL);
+    T_CHECK(h == NULL);
+}
+
+/*
+ * Robustness: thousands of random edits of the example must each load or
+ * fail with "t.json:LINE:COL: " where LINE is inside the text, never
+ * crash (run under ASan in make check).  Deterministic (fixed seed).
+ */
+static void
+test_mutations(void)
+{
+    set_example_env();
+    const char alphabet[] = "{}[]\",:0123456789.-eE \n\\$@tfnul\x01\xc3";
+    uint32_t seed = 12345;
+    size_t n = strlen(example);
+    char *buf = malloc(n + 16);
+    int bad = 0, ok_count = 0;
+    for (int iter = 0; buf && iter < 4000; iter++) {
+        memcpy(buf, example, n + 1);
+        size_t len = n;
+        int edits = 1 + iter % 4;
+        for (int e = 0; e < edits; e++) {
+            seed = seed * 1664525u + 1013904223u;
+            size_t at = (seed >> 8) % (len ? len : 1);
+            char ch = alphabet[(seed >> 3) % (sizeof(alphabet) - 1)];
+            switch ((seed >> 28) % 3) {
+            case 0: /* replace */
+                if (len)
+                    buf[at] = ch;
+                break;
+            case 1: /* delete */
+                if (len) {
+                    memmove(buf + at, buf + at + 1, len - at);
+                    len--;
+                }
+                break;
+            default: /* insert */
+                memmove(buf + at + 1, buf + at, len - at + 1);
+                buf[at] = ch;
+                len++;
+                break;
+            }
+        }
+        int lines = 1;
+        for (size_t k = 0; k < len; k++)
+            lines += buf[k] == '\n';
+        char err[1024] = "";
+        struct cfg *c = NULL;
+        enum gx_status st = cfg_load_string(buf, "t.json", &c, err,
+                                            sizeof(err));
+        if (st == GX_OK) {
+            ok_count++;
+            cfg_free(c);
+            continue;
+        }
+        int line = 0, col = 0, used = 0;
+        if (st != GX_EINVAL || c != NULL ||
+            sscanf(err, "t.json:%d:%d: %n", &line, &col, &used) != 2 ||
+            used == 0 || line < 1 || line > lines || col < 1) {
+            if (bad++ < 5)
+                fprintf(stderr, "  mutation %d: st %d err '%s'\n", iter,
+                        (int)st, err);
+        }
+    }
+    free(buf);
+    T_EQ_INT(bad, 0);
+    T_CHECK(ok_count > 0); /* some edits (in string values) stay valid */
+
+    /* Deep nesting stops at jansson's limit, not the stack. */
+    size_t depth = 5000;
+    char *deep = malloc(depth * 2 + 1);
+    if (deep) {
+        memset(deep, '[', depth);
+        memset(deep + depth, ']', depth);
+        deep[depth * 2] = '\0';
+        char err[256];
+        struct cfg *c = NULL;
+        T_EQ_INT(cfg_load_string(deep, "t.json", &c, err, sizeof(err)),
+                 GX_EINVAL);
+        free(deep);
+    }
+}
+
 int
 main(void)
 {
@@ -1012,5 +1117,7 @@ main(void)
     T_RUN(test_resolve);
     T_RUN(test_defaults_env);
     T_RUN(test_file_and_print);
+    T_RUN(test_listen_parse);
+    T_RUN(test_mutations);
     return T_END();
 }
