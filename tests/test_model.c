@@ -12,7 +12,10 @@
  *   - 1 and 2 threads, and two sessions decoding at once on two threads,
  *     give identical greedy output;
  *   - context overflow is LE_ECONTEXT, a callback can cancel, a repeated
- *     prompt reuses the KV cache, a wrong tensor shape is a clear error.
+ *     prompt reuses the KV cache, a wrong tensor shape is a clear error;
+ *   - qwen2: NEOX rotation of de-interleaved q/k heads equals llama's
+ *     adjacent-pair rotation (same logits), QKV biases are applied and
+ *     required; llama3 rope factors (rope_freqs.weight) are applied.
  */
 #include <dirent.h>
 #include <pthread.h>
@@ -812,6 +815,266 @@ test_tied_output(void)
     le_model_free(m);
 }
 
+/* ------------------------------------------------------------------ */
+/* qwen2 (NEOX rope, QKV biases) against llama, and llama3 rope factors */
+
+static uint64_t g_rs;
+
+static float
+frand(void)
+{
+    g_rs ^= g_rs << 13;
+    g_rs ^= g_rs >> 7;
+    g_rs ^= g_rs << 17;
+    return (float)((g_rs >> 11) * (1.0 / 9007199254740992.0)) * 2.0f - 1.0f;
+}
+
+enum { QE = 32, QH = 2, QHD = 16, QF = 64, QV = 300, QL = 2 };
+
+struct qw {
+    float emb[QV * QE], out[QV * QE], onorm[QE];
+    float anorm[QL][QE], fnorm[QL][QE];
+    float wq[QL][QE * QE], wk[QL][QE * QE], wv[QL][QE * QE], wo[QL][QE * QE];
+    float gate[QL][QE * QF], up[QL][QE * QF], down[QL][QF * QE];
+    float bq[QL][QE], bk[QL][QE], bv[QL][QE];
+};
+
+static void
+add_vocab(struct gguf_w *w)
+{
+    const char *toks[QV];
+    char store[QV][16];
+    float scores[QV];
+    int32_t types[QV];
+    for (int i = 0; i < QV; i++) {
+        if (i == 0)
+            snprintf(store[i], 16, "<unk>");
+        else if (i == 1)
+            snprintf(store[i], 16, "<s>");
+        else if (i == 2)
+            snprintf(store[i], 16, "</s>");
+        else if (i < 259)
+            snprintf(store[i], 16, "<0x%02X>", i - 3);
+        else
+            snprintf(store[i], 16, "\xe2\x96\x81w%d", i);
+        toks[i] = store[i];
+        scores[i] = -(float)i;
+        types[i] = i == 0 ? 2 : i < 3 ? 3 : i < 259 ? 6 : 1;
+    }
+    gguf_w_add_str(w, "tokenizer.ggml.model", "llama");
+    gguf_w_add_str_arr(w, "tokenizer.ggml.tokens", toks, QV);
+    gguf_w_add_arr(w, "tokenizer.ggml.scores", LE_GGUF_FLOAT32, scores, QV);
+    gguf_w_add_arr(w, "tokenizer.ggml.token_type", LE_GGUF_INT32, types, QV);
+    gguf_w_add_u32(w, "tokenizer.ggml.bos_token_id", 1);
+    gguf_w_add_u32(w, "tokenizer.ggml.eos_token_id", 2);
+    gguf_w_add_u32(w, "tokenizer.ggml.unknown_token_id", 0);
+}
+
+/* Writes the weights as arch ("llama" or "qwen2"); neox_perm: store each
+ * head's q/k rows de-interleaved (row 2j -> j, 2j+1 -> j + hd/2), which
+ * makes NEOX rotation of the result equal to llama's rotation of the
+ * original; biases: write the bias tensors (qwen2). */
+static int
+write_qw(const struct qw *q, const char *arch, int neox_perm, int biases,
+         const char *path)
+{
+    struct gguf_w *w = gguf_w_new();
+    char k[96];
+    gguf_w_add_str(w, "general.architecture", arch);
+#define U(key, v)                                                            \
+    snprintf(k, sizeof(k), "%s." key, arch);                                 \
+    gguf_w_add_u32(w, k, v)
+    U("context_length", 128);
+    U("embedding_length", QE);
+    U("block_count", QL);
+    U("feed_forward_length", QF);
+    U("attention.head_count", QH);
+    U("attention.head_count_kv", QH);
+#undef U
+    snprintf(k, sizeof(k), "%s.attention.layer_norm_rms_epsilon", arch);
+    gguf_w_add_f32(w, k, 1e-6f);
+    snprintf(k, sizeof(k), "%s.rope.freq_base", arch);
+    gguf_w_add_f32(w, k, 10000.0f);
+    add_vocab(w);
+    int64_t ne_e[2] = {QE, QV}, ne_n[1] = {QE}, ne_q[2] = {QE, QE},
+            ne_f[2] = {QE, QF}, ne_d[2] = {QF, QE};
+    gguf_w_add_tensor(w, "token_embd.weight", LE_TYPE_F32, 2, ne_e, q->emb);
+    gguf_w_add_tensor(w, "output.weight", LE_TYPE_F32, 2, ne_e, q->out);
+    gguf_w_add_tensor(w, "output_norm.weight", LE_TYPE_F32, 1, ne_n,
+                      q->onorm);
+    static float pq[QE * QE], pk[QE * QE], pbq[QE], pbk[QE];
+    for (int l = 0; l < QL; l++) {
+        for (int r = 0; r < QE; r++) {
+            int h = r / QHD, j = r % QHD;
+            int src = h * QHD + (neox_perm ? (j < QHD / 2 ? 2 * j
+                                                          : 2 * (j - QHD / 2) + 1)
+                                           : j);
+            memcpy(pq + r * QE, q->wq[l] + src * QE, QE * sizeof(float));
+            memcpy(pk + r * QE, q->wk[l] + src * QE, QE * sizeof(float));
+            pbq[r] = q->bq[l][src];
+            pbk[r] = q->bk[l][src];
+        }
+#define T(name, ty, nd, ne, x)                                               \
+    snprintf(k, sizeof(k), "blk.%d." name, l);                               \
+    gguf_w_add_tensor(w, k, ty, nd, ne, x)
+        T("attn_norm.weight", LE_TYPE_F32, 1, ne_n, q->anorm[l]);
+        T("attn_q.weight", LE_TYPE_F32, 2, ne_q, pq);
+        T("attn_k.weight", LE_TYPE_F32, 2, ne_q, pk);
+        T("attn_v.weight", LE_TYPE_F32, 2, ne_q, q->wv[l]);
+        if (biases) {
+            T("attn_q.bias", LE_TYPE_F32, 1, ne_n, pbq);
+            T("attn_k.bias", LE_TYPE_F32, 1, ne_n, pbk);
+            T("attn_v.bias", LE_TYPE_F32, 1, ne_n, q->bv[l]);
+        }
+        T("attn_output.weight", LE_TYPE_F32, 2, ne_q, q->wo[l]);
+        T("ffn_norm.weight", LE_TYPE_F32, 1, ne_n, q->fnorm[l]);
+        T("ffn_gate.weight", LE_TYPE_F32, 2, ne_f, q->gate[l]);
+        T("ffn_up.weight", LE_TYPE_F32, 2, ne_f, q->up[l]);
+        T("ffn_down.weight", LE_TYPE_F32, 2, ne_d, q->down[l]);
+#undef T
+    }
+    int rc = gguf_w_write_file(w, path);
+    gguf_w_free(w);
+    return rc;
+}
+
+static void
+fill(float *x, size_t n, float scale, float base)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = base + scale * frand();
+}
+
+static int
+qw_logits(const char *path, const int32_t *ids, size_t n, float *out,
+          char *err, size_t errlen)
+{
+    struct le_model *m = NULL;
+    if (le_model_open(path, NULL, &m, err, errlen) != LE_OK)
+        return -1;
+    int rc = logits_after(m, ids, n, out);
+    le_model_free(m);
+    return rc;
+}
+
+static void
+test_qwen2(void)
+{
+    struct qw *q = calloc(1, sizeof(*q));
+    g_rs = 0x9e3779b97f4a7c15ULL;
+    fill(q->emb, QV * QE, 1.0f, 0);
+    fill(q->out, QV * QE, 0.2f, 0);
+    fill(q->onorm, QE, 0.1f, 1);
+    for (int l = 0; l < QL; l++) {
+        fill(q->anorm[l], QE, 0.1f, 1);
+        fill(q->fnorm[l], QE, 0.1f, 1);
+        fill(q->wq[l], QE * QE, 0.5f, 0);
+        fill(q->wk[l], QE * QE, 0.5f, 0);
+        fill(q->wv[l], QE * QE, 0.2f, 0);
+        fill(q->wo[l], QE * QE, 0.2f, 0);
+        fill(q->gate[l], QE * QF, 0.2f, 0);
+        fill(q->up[l], QE * QF, 0.2f, 0);
+        fill(q->down[l], QF * QE, 0.15f, 0);
+    }
+    char pl[600], pq2[600], pb[600], pnb[600], err[512] = "";
+    snprintf(pl, sizeof(pl), "%s/qw_llama.gguf", g_tmp);
+    snprintf(pq2, sizeof(pq2), "%s/qw_qwen2.gguf", g_tmp);
+    snprintf(pb, sizeof(pb), "%s/qw_bias.gguf", g_tmp);
+    snprintf(pnb, sizeof(pnb), "%s/qw_nobias.gguf", g_tmp);
+    T_EQ_INT(write_qw(q, "llama", 0, 0, pl), 0);
+    T_EQ_INT(write_qw(q, "qwen2", 1, 1, pq2), 0); /* zero biases */
+    T_EQ_INT(write_qw(q, "qwen2", 1, 0, pnb), 0);
+    char pu[600];
+    snprintf(pu, sizeof(pu), "%s/qw_unperm.gguf", g_tmp);
+    T_EQ_INT(write_qw(q, "qwen2", 0, 1, pu), 0); /* zero biases, as llama */
+    for (int l = 0; l < QL; l++) {
+        fill(q->bq[l], QE, 0.5f, 0);
+        fill(q->bk[l], QE, 0.5f, 0);
+        fill(q->bv[l], QE, 0.5f, 0);
+    }
+    T_EQ_INT(write_qw(q, "qwen2", 1, 1, pb), 0);
+    int32_t ids[7] = {1, 260, 270, 280, 290, 299, 265};
+    float *a = malloc(QV * sizeof(float)), *b = malloc(QV * sizeof(float)),
+          *c = malloc(QV * sizeof(float));
+    T_EQ_INT(qw_logits(pl, ids, 7, a, err, sizeof(err)), 0);
+    T_EQ_INT(qw_logits(pq2, ids, 7, b, err, sizeof(err)), 0);
+    T_EQ_INT(qw_logits(pb, ids, 7, c, err, sizeof(err)), 0);
+    /* NEOX rotation of de-interleaved heads == llama's adjacent pairs: the
+     * same numbers summed in another order (float rounding only) */
+    double d = rel_diff(a, b, QV);
+    fprintf(stderr, "llama vs qwen2 (permuted q/k): %.2g\n", d);
+    T_CHECK(d < 1e-4);
+    /* without the permutation the rotation style shows */
+    T_EQ_INT(qw_logits(pu, ids, 7, c, err, sizeof(err)), 0);
+    double du = rel_diff(a, c, QV);
+    fprintf(stderr, "llama vs qwen2 (same q/k): %.2g\n", du);
+    T_CHECK(du > 1e-3);
+    T_EQ_INT(qw_logits(pb, ids, 7, c, err, sizeof(err)), 0);
+    /* the biases are applied */
+    double db = rel_diff(b, c, QV);
+    T_CHECK(db > 1e-2);
+    /* and required */
+    struct le_model *m = NULL;
+    T_EQ_INT(le_model_open(pnb, NULL, &m, err, sizeof(err)), LE_EFORMAT);
+    T_CHECK(strstr(err, "attn_q.bias") != NULL);
+    free(a);
+    free(b);
+    free(c);
+    free(q);
+}
+
+static void
+test_rope_freqs(void)
+{
+    /* llama 3.x rope factors: all 1 changes nothing, others do */
+    char p1[600], p2[600], p0[600];
+    snprintf(p0, sizeof(p0), "%s/rf0.gguf", g_tmp);
+    snprintf(p1, sizeof(p1), "%s/rf1.gguf", g_tmp);
+    snprintf(p2, sizeof(p2), "%s/rf2.gguf", g_tmp);
+    struct gguf_w_llama lp = {0};
+    lp.n_vocab = 300;
+    lp.n_embd = 32;
+    lp.n_layer = 1;
+    lp.n_head = 2;
+    lp.n_head_kv = 2;
+    lp.n_ff = 64;
+    lp.type = LE_TYPE_F32;
+    lp.seed = 3;
+    float ones[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+    float fac[8] = {1, 1, 2, 4, 8, 8, 8, 8};
+    int64_t ne[1] = {8}; /* n_rot / 2 = 16 / 2 */
+    const char *paths[3] = {p0, p1, p2};
+    for (int i = 0; i < 3; i++) {
+        struct gguf_w *w = gguf_w_new();
+        T_EQ_INT(gguf_w_llama_fill(w, &lp), 0);
+        if (i)
+            gguf_w_add_tensor(w, "rope_freqs.weight", LE_TYPE_F32, 1, ne,
+                              i == 1 ? ones : fac);
+        T_EQ_INT(gguf_w_write_file(w, paths[i]), 0);
+        gguf_w_free(w);
+    }
+    int32_t ids[6] = {1, 261, 262, 263, 264, 265};
+    float a[300], b[300], c[300];
+    char err[256];
+    T_EQ_INT(qw_logits(p0, ids, 6, a, err, sizeof(err)), 0);
+    T_EQ_INT(qw_logits(p1, ids, 6, b, err, sizeof(err)), 0);
+    T_EQ_INT(qw_logits(p2, ids, 6, c, err, sizeof(err)), 0);
+    T_CHECK(memcmp(a, b, sizeof(a)) == 0);
+    T_CHECK(rel_diff(a, c, 300) > 1e-4);
+    /* a wrongly sized factor tensor is refused */
+    char p3[600];
+    snprintf(p3, sizeof(p3), "%s/rf3.gguf", g_tmp);
+    struct gguf_w *w = gguf_w_new();
+    gguf_w_llama_fill(w, &lp);
+    int64_t ne3[1] = {5};
+    gguf_w_add_tensor(w, "rope_freqs.weight", LE_TYPE_F32, 1, ne3, fac);
+    T_EQ_INT(gguf_w_write_file(w, p3), 0);
+    gguf_w_free(w);
+    struct le_model *m = NULL;
+    T_EQ_INT(le_model_open(p3, NULL, &m, err, sizeof(err)), LE_EFORMAT);
+    T_CHECK(strstr(err, "rope_freqs") != NULL);
+}
+
 static void
 cleanup_tmp(void)
 {
@@ -846,6 +1109,8 @@ main(void)
     T_RUN(test_cancel_and_cache);
     T_RUN(test_bad_shapes);
     T_RUN(test_tied_output);
+    T_RUN(test_qwen2);
+    T_RUN(test_rope_freqs);
     cleanup_tmp();
     return T_END();
 }
