@@ -73,11 +73,16 @@ pv_outcome_str(enum pv_outcome o)
 static void
 pend(struct pv_call *c)
 {
+    struct pv_loop *loop = c->loop;
     if (c->pending)
         return;
     c->pending = 1;
-    c->pend_next = c->loop->pending;
-    c->loop->pending = c;
+    c->pend_next = loop->pending;
+    loop->pending = c;
+    /* Whoever raised depth may not settle afterwards (a kind's own event,
+     * e.g. local.c's token events): make sure the loop comes back. */
+    if (!loop->settling && loop->kick)
+        event_active(loop->kick, 0, 0);
 }
 
 static void
@@ -238,6 +243,14 @@ timer_event_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 static void
+kick_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    pv_loop_settle(arg);
+}
+
+static void
 sock_free(struct pv_sock *s)
 {
     struct pv_loop *loop = s->loop;
@@ -331,7 +344,8 @@ pv_loop_new(struct event_base *base, char *err, size_t errlen)
     loop->base = base;
     loop->multi = curl_multi_init();
     loop->timer = evtimer_new(base, timer_event_cb, loop);
-    if (!loop->multi || !loop->timer)
+    loop->kick = event_new(base, -1, 0, kick_cb, loop);
+    if (!loop->multi || !loop->timer || !loop->kick)
         goto nomem;
     curl_multi_setopt(loop->multi, CURLMOPT_SOCKETFUNCTION, curl_sock_cb);
     curl_multi_setopt(loop->multi, CURLMOPT_SOCKETDATA, loop);
@@ -347,6 +361,8 @@ nomem:
             curl_multi_cleanup(loop->multi);
         if (loop->timer)
             event_free(loop->timer);
+        if (loop->kick)
+            event_free(loop->kick);
         free(loop);
     }
     curl_global_cleanup();
@@ -369,6 +385,7 @@ pv_loop_free(struct pv_loop *loop)
     while (loop->socks)
         sock_free(loop->socks);
     event_free(loop->timer);
+    event_free(loop->kick);
     free(loop);
     curl_global_cleanup();
 }

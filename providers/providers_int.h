@@ -28,6 +28,7 @@ struct pv_loop {
     struct event_base *base;
     CURLM *multi;
     struct event *timer;     /* libcurl's single timeout */
+    struct event *kick;      /* activated when deferred work is queued */
     struct pv_call *calls;   /* every call not yet freed */
     struct pv_call *pending; /* calls with deferred work (pend_next) */
     struct pv_sock *socks;   /* every socket event we hold */

@@ -16,7 +16,8 @@
  *                                                   (so a base_url can
  *                                                   carry a behaviour)
  *   GET  /v1/models                                 a one-model list
- *   GET  /fake/stats   {"requests","streams","connections","by_model":{},
+ *   GET  /fake/stats   {"requests","completed","streams","connections",
+ *                       "by_model":{},
  *                       "by_status":{},"last":{"path","model","headers",
  *                       "body"}}
  *   POST /fake/reset   zeroes the counters
@@ -25,6 +26,7 @@
  * X-Fake header, and the last user message when it starts with "fake:";
  * a list of directives separated by ';':
  *   status=N            answer N with an OpenAI error body (stream or not)
+ *   message=TEXT        that error's message
  *   retry_after=S       add Retry-After: S
  *   delay_ms=N          wait before answering at all
  *   slow_first_byte_ms=N  send the headers at once, the body after N ms
@@ -80,8 +82,16 @@
 /* ---- shared counters ---------------------------------------------------- */
 
 static pthread_mutex_t st_mu = PTHREAD_MUTEX_INITIALIZER;
-static long st_requests, st_streams, st_connections, st_ids;
+static long st_requests, st_streams, st_connections, st_ids, st_completed;
 static json_t *st_by_model, *st_by_status, *st_last;
+
+static void
+stats_completed(void)
+{
+    pthread_mutex_lock(&st_mu);
+    st_completed++;
+    pthread_mutex_unlock(&st_mu);
+}
 
 static void
 stats_count_status(int status)
@@ -129,6 +139,7 @@ struct opts {
     int crlf, comments;
     char content[1024];
     int has_content;
+    char message[256]; /* error.message for status=N */
 };
 
 enum job_stage { J_BEGIN, J_BODY, J_EVENTS, J_HANG, J_DROP };
@@ -233,6 +244,8 @@ opts_parse(struct opts *o, const char *s, size_t n)
                 o->crlf = 1;
             else if (IS("comments"))
                 o->comments = 1;
+            else if (IS("message"))
+                snprintf(o->message, sizeof(o->message), "%.255s", val);
             else if (IS("content")) {
                 snprintf(o->content, sizeof(o->content), "%s", val);
                 o->has_content = 1;
@@ -600,8 +613,12 @@ job_step(evutil_socket_t fd, short what, void *arg)
             goto done;
         }
         if (j->o.status && j->o.status != 200) {
-            char msg[64];
-            snprintf(msg, sizeof(msg), "fake error: status %d", j->o.status);
+            char msg[300];
+            if (j->o.message[0])
+                snprintf(msg, sizeof(msg), "%s", j->o.message);
+            else
+                snprintf(msg, sizeof(msg), "fake error: status %d",
+                         j->o.status);
             send_error(req, j->o.status, j->o.retry_after, msg);
             j->req = NULL;
             goto done;
@@ -624,6 +641,7 @@ job_step(evutil_socket_t fd, short what, void *arg)
         if (!j->stream) {
             if (!j->o.slow_first_byte_ms) {
                 send_json(req, 200, j->body);
+                stats_completed();
                 j->req = NULL;
                 goto done;
             }
@@ -674,6 +692,7 @@ job_step(evutil_socket_t fd, short what, void *arg)
             }
         }
         evhttp_send_reply_end(req);
+        stats_completed();
         j->req = NULL;
         goto done;
     case J_BODY: {
@@ -684,6 +703,7 @@ job_step(evutil_socket_t fd, short what, void *arg)
             evbuffer_free(b);
         }
         evhttp_send_reply_end(req);
+        stats_completed();
         j->req = NULL;
         goto done;
     }
@@ -810,8 +830,9 @@ static void
 handle_stats(struct evhttp_request *req)
 {
     pthread_mutex_lock(&st_mu);
-    json_t *s = json_pack("{s:I,s:I,s:I,s:O,s:O,s:O}", "requests",
-                          (json_int_t)st_requests, "streams",
+    json_t *s = json_pack("{s:I,s:I,s:I,s:I,s:O,s:O,s:O}", "requests",
+                          (json_int_t)st_requests, "completed",
+                          (json_int_t)st_completed, "streams",
                           (json_int_t)st_streams, "connections",
                           (json_int_t)st_connections, "by_model", st_by_model,
                           "by_status", st_by_status, "last",
@@ -827,7 +848,7 @@ static void
 stats_reset(void)
 {
     pthread_mutex_lock(&st_mu);
-    st_requests = st_streams = st_connections = 0;
+    st_requests = st_streams = st_connections = st_completed = 0;
     json_object_clear(st_by_model);
     json_object_clear(st_by_status);
     json_decref(st_last);

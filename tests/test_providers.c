@@ -1,0 +1,895 @@
+/*
+ * End-to-end tests of providers/: the curl-multi-on-libevent client and
+ * the openai kind, against the real fake_provider binary over 127.0.0.1.
+ * Every event loop run is bounded by a timer; nothing asserts on timing.
+ */
+#include "../providers/providers.h"
+#include "harness.h"
+#include "lib/e2e.h"
+
+#include <arpa/inet.h>
+#include <curl/curl.h>
+#include <event2/event.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define MAX_EV 64
+
+static struct e2e_proc fake;
+static struct event_base *base;
+static struct pv_loop *loop;
+static char fake_url[128];
+
+/* ---- a provider built by hand ------------------------------------------ */
+
+static struct cfg_header hdrs[] = {{(char *)"X-Org", (char *)"acme"}};
+static struct cfg_model model = {(char *)"client-model",
+                                 (char *)"upstream-model", 1, 0, 0, 0};
+static struct cfg_provider prov;
+static char base_url[256];
+
+static void
+prov_set(const char *directives, int timeout_ms, int fb_ms)
+{
+    if (directives)
+        snprintf(base_url, sizeof(base_url), "%s/f/%s/v1", fake_url,
+                 directives);
+    else
+        snprintf(base_url, sizeof(base_url), "%s/v1", fake_url);
+    memset(&prov, 0, sizeof(prov));
+    prov.name = (char *)"fake";
+    prov.kind = CFG_KIND_OPENAI;
+    prov.base_url = base_url;
+    prov.api_key = (char *)"sk-test-123456";
+    prov.timeout_ms = timeout_ms;
+    prov.connect_timeout_ms = 3000;
+    prov.first_byte_timeout_ms = fb_ms;
+    prov.headers = hdrs;
+    prov.n_headers = 1;
+    prov.models = &model;
+    prov.n_models = 1;
+}
+
+/* ---- a call recorder ----------------------------------------------------- */
+
+struct rec {
+    struct pv_call *call;
+    int heads, head_status;
+    int n_ev;
+    char *ev[MAX_EV];
+    int events_after_done;
+    int done;
+    struct pv_result res;
+    char *body;
+    int cancel_at;  /* cancel from on_event when n_ev reaches it */
+    int cancel_in_head;
+    int pause_at;   /* pause from on_event when n_ev reaches it */
+    int paused;
+    struct rec *spawn; /* start this call from on_event #1 */
+    json_t *spawn_body;
+};
+
+static void start_rec(struct rec *r, json_t *body, int stream, int ciu);
+
+static void
+r_head(void *ud, int status)
+{
+    struct rec *r = ud;
+    r->heads++;
+    r->head_status = status;
+    if (r->cancel_in_head)
+        pv_call_cancel(r->call);
+}
+
+static void
+r_event(void *ud, const char *data, size_t len)
+{
+    struct rec *r = ud;
+    if (r->done)
+        r->events_after_done++;
+    if (r->n_ev < MAX_EV)
+        r->ev[r->n_ev] = strndup(data, len);
+    r->n_ev++;
+    if (r->cancel_at && r->n_ev == r->cancel_at)
+        pv_call_cancel(r->call);
+    if (r->pause_at && r->n_ev == r->pause_at) {
+        pv_call_pause(r->call);
+        r->paused = 1;
+    }
+    if (r->spawn && r->n_ev == 1)
+        start_rec(r->spawn, r->spawn_body, 0, 0);
+}
+
+static void
+r_done(void *ud, const struct pv_result *res)
+{
+    struct rec *r = ud;
+    r->done++;
+    r->res = *res;
+    r->res.body = NULL;
+    if (res->body)
+        r->body = strndup(res->body, res->body_len);
+}
+
+static void
+rec_free(struct rec *r)
+{
+    for (int i = 0; i < r->n_ev && i < MAX_EV; i++)
+        free(r->ev[i]);
+    free(r->body);
+    memset(r, 0, sizeof(*r));
+}
+
+static json_t *
+chat_body(const char *user_text, int stream, int ciu)
+{
+    json_t *b = json_pack("{s:s,s:[{s:s,s:s}]}", "model", "client-model",
+                          "messages", "role", "user", "content", user_text);
+    if (stream)
+        json_object_set_new(b, "stream", json_true());
+    if (ciu)
+        json_object_set_new(b, "stream_options",
+                            json_pack("{s:b}", "include_usage", 1));
+    return b;
+}
+
+static int64_t max_body = 1 << 20;
+
+static void
+start_rec(struct rec *r, json_t *body, int stream, int ciu)
+{
+    struct pv_request req = {
+        .provider = &prov,
+        .model = &model,
+        .body = body,
+        .stream = stream,
+        .client_include_usage = ciu,
+        .request_id = "req-42",
+        .max_body_bytes = max_body,
+    };
+    struct pv_callbacks cb = {r, r_head, r_event, r_done};
+    char err[256] = "";
+    enum gx_status st = pv_call_start(loop, &req, &cb, &r->call, err,
+                                      sizeof(err));
+    T_EQ_INT(st, GX_OK);
+}
+
+/* ---- bounded loop runs --------------------------------------------------- */
+
+static int expired;
+
+static void
+expire_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    (void)arg;
+    expired = 1;
+}
+
+/* Runs the loop until every rec in rs is done (or, with stop_paused, one
+ * is paused), or ms pass.  Returns 1 if the condition was met. */
+static int
+run_until(struct rec **rs, int n, int ms, int stop_paused)
+{
+    struct event *t = evtimer_new(base, expire_cb, NULL);
+    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+    expired = 0;
+    evtimer_add(t, &tv);
+    int met = 0;
+    while (!expired) {
+        met = 1;
+        for (int i = 0; i < n; i++) {
+            if (stop_paused && rs[i]->paused)
+                goto out;
+            if (!rs[i]->done)
+                met = 0;
+        }
+        if (met && n > 0)
+            break;
+        met = 0;
+        event_base_loop(base, EVLOOP_ONCE);
+    }
+out:
+    event_free(t);
+    return met || (stop_paused && !expired);
+}
+
+static int
+run1(struct rec *r, int ms)
+{
+    return run_until(&r, 1, ms, 0);
+}
+
+/* Runs the loop for ms whatever happens. */
+static void
+run_for(int ms)
+{
+    run_until(NULL, 0, ms, 0);
+}
+
+/* ---- fake provider stats ------------------------------------------------ */
+
+static json_t *
+fake_stats(void)
+{
+    char url[200];
+    snprintf(url, sizeof(url), "%s/fake/stats", fake_url);
+    struct e2e_resp r;
+    memset(&r, 0, sizeof(r));
+    json_t *j = NULL;
+    if (e2e_http("GET", url, NULL, NULL, 5000, &r) == 0 && r.status == 200)
+        j = json_loads(r.body, 0, NULL);
+    e2e_resp_free(&r);
+    return j;
+}
+
+static void
+fake_reset(void)
+{
+    char url[200];
+    snprintf(url, sizeof(url), "%s/fake/reset", fake_url);
+    struct e2e_resp r;
+    memset(&r, 0, sizeof(r));
+    e2e_http("POST", url, "", NULL, 5000, &r);
+    e2e_resp_free(&r);
+}
+
+static long
+stat_int(json_t *s, const char *k)
+{
+    return (long)json_integer_value(json_object_get(s, k));
+}
+
+/* ---- tests -------------------------------------------------------------- */
+
+static void
+test_nonstream_ok(void)
+{
+    prov_set(NULL, 10000, 5000);
+    struct rec r = {0};
+    json_t *b = chat_body("hi", 0, 0);
+    start_rec(&r, b, 0, 0);
+    T_EQ_INT(pv_loop_active(loop), 1);
+    T_CHECK(run1(&r, 10000));
+    T_EQ_INT(r.done, 1);
+    T_EQ_INT(r.heads, 1);
+    T_EQ_INT(r.head_status, 200);
+    T_EQ_INT(r.res.outcome, PV_OK);
+    T_EQ_INT(r.res.http_status, 200);
+    T_EQ_INT(r.n_ev, 0);
+    T_CHECK(r.body && strstr(r.body, "Hello from fake provider"));
+    T_EQ_INT(r.res.usage.have, 1);
+    T_EQ_INT(r.res.usage.prompt_tokens, 9);
+    T_EQ_INT(r.res.usage.completion_tokens, 4);
+    T_EQ_INT(r.res.retry_after_s, -1);
+    T_CHECK(r.res.ttfb_us >= 0 && r.res.total_us >= r.res.ttfb_us);
+    T_EQ_INT(pv_loop_active(loop), 0);
+    /* What the upstream saw. */
+    json_t *s = fake_stats();
+    json_t *last = json_object_get(s, "last");
+    json_t *h = json_object_get(last, "headers");
+    T_EQ_STR(json_string_value(json_object_get(last, "model")),
+             "upstream-model");
+    T_EQ_STR(json_string_value(json_object_get(last, "path")),
+             "/v1/chat/completions");
+    T_EQ_STR(json_string_value(json_object_get(h, "authorization")),
+             "Bearer sk-test-123456");
+    T_EQ_STR(json_string_value(json_object_get(h, "x-request-id")), "req-42");
+    T_EQ_STR(json_string_value(json_object_get(h, "x-org")), "acme");
+    T_EQ_STR(json_string_value(json_object_get(h, "content-type")),
+             "application/json");
+    T_CHECK(json_object_get(json_object_get(last, "body"),
+                            "stream_options") == NULL);
+    /* The client's object is untouched. */
+    T_EQ_STR(json_string_value(json_object_get(b, "model")), "client-model");
+    json_decref(s);
+    json_decref(b);
+    rec_free(&r);
+}
+
+static void
+test_no_api_key(void)
+{
+    prov_set(NULL, 10000, 5000);
+    prov.api_key = NULL;
+    struct rec r = {0};
+    json_t *b = chat_body("hi", 0, 0);
+    start_rec(&r, b, 0, 0);
+    T_CHECK(run1(&r, 10000));
+    T_EQ_INT(r.res.outcome, PV_OK);
+    json_t *s = fake_stats();
+    json_t *h = json_object_get(json_object_get(s, "last"), "headers");
+    T_CHECK(h && json_object_get(h, "authorization") == NULL);
+    json_decref(s);
+    json_decref(b);
+    rec_free(&r);
+}
+
+static void
+test_stream_ok(void)
+{
+    prov_set(NULL, 10000, 5000);
+    /* Without the client asking for usage: we ask, and hide the chunk. */
+    struct rec r = {0};
+    json_t *b = chat_body("fake:cached=3;prompt_tokens=11;completion_tokens=7",
+                          1, 0);
+    start_rec(&r, b, 1, 0);
+    T_CHECK(run1(&r, 10000));
+    T_EQ_INT(r.res.outcome, PV_OK);
+    T_EQ_INT(r.head_status, 200);
+    /* role, 4 words, finish, [DONE] */
+    T_EQ_INT(r.n_ev, 7);
+    T_EQ_INT(r.events_after_done, 0);
+    if (r.n_ev == 7) {
+        T_CHECK(strstr(r.ev[0], "\"role\":\"assistant\"") != NULL);
+        T_CHECK(strstr(r.ev[1], "\"Hello\"") != NULL);
+        T_CHECK(strstr(r.ev[4], "\" provider\"") != NULL);
+        T_CHECK(strstr(r.ev[5], "\"finish_reason\":\"stop\"") != NULL);
+        T_EQ_STR(r.ev[6], "[DONE]");
+    }
+    int saw_usage = 0;
+    for (int i = 0; i < r.n_ev && i < MAX_EV; i++)
+        if (strstr(r.ev[i], "\"usage\""))
+            saw_usage = 1;
+    T_EQ_INT(saw_usage, 0);
+    T_EQ_INT(r.res.usage.have, 1);
+    T_EQ_INT(r.res.usage.prompt_tokens, 11);
+    T_EQ_INT(r.res.usage.completion_tokens, 7);
+    T_EQ_INT(r.res.usage.cached_tokens, 3);
+    T_CHECK(r.body == NULL);
+    json_t *s = fake_stats();
+    json_t *lb = json_object_get(json_object_get(s, "last"), "body");
+    T_CHECK(json_is_true(json_object_get(
+        json_object_get(lb, "stream_options"), "include_usage")));
+    T_CHECK(json_object_get(b, "stream_options") == NULL);
+    json_decref(s);
+    json_decref(b);
+    rec_free(&r);
+
+    /* The client asked for usage: it gets the usage chunk. */
+    b = chat_body("fake:chunks=3", 1, 1);
+    start_rec(&r, b, 1, 1);
+    T_CHECK(run1(&r, 10000));
+    T_EQ_INT(r.res.outcome, PV_OK);
+    T_EQ_INT(r.n_ev, 1 + 3 + 1 + 1 + 1);
+    if (r.n_ev == 7) {
+        T_CHECK(strstr(r.ev[5], "\"usage\"") != NULL);
+        T_EQ_STR(r.ev[6], "[DONE]");
+    }
+    T_EQ_INT(r.res.usage.completion_tokens, 3);
+    json_decref(b);
+    rec_free(&r);
+
+    /* CRLF line ends and comments between events: same events. */
+    b = chat_body("fake:crlf;comments;chunks=2", 1, 0);
+    start_rec(&r, b, 1, 0);
+    T_CHECK(run1(&r, 10000));
+    T_EQ_INT(r.res.outcome, PV_OK);
+    T_EQ_INT(r.n_ev, 1 + 2 + 1 + 1);
+    T_EQ_INT(r.res.usage.have, 1);
+    json_decref(b);
+    rec_free(&r);
+
+    /* Upstream without usage at all. */
+    b = chat_body("fake:no_usage", 1, 0);
+    start_rec(&r, b, 1, 0);
+    T_CHECK(run1(&r, 10000));
+    T_EQ_INT(r.res.outcome, PV_OK);
+    T_EQ_INT(r.res.usage.have, 0);
+    json_decref(b);
+    rec_free(&r);
+}
+
+static void
+test_status(void)
+{
+    /* 500, non-stream. */
+    prov_set("status=500", 10000, 5000);
+    struct rec r = {0};
+    json_t *b = chat_body("hi", 0, 0);
+    start_rec(&r, b, 0, 0);
+    T_CHECK(run1(&r, 10000));
+    T_EQ_INT(r.res.outcome, PV_ERR_STATUS);
+    T_EQ_INT(r.res.http_status, 500);
+    T_EQ_INT(r.head_status, 500);
+    T_EQ_INT(r.res.retry_after_s, -1);
+    T_CHECK(r.body && strstr(r.body, "fake error: status 500"));
+    T_CHECK(strstr(r.res.detail, "500") != NULL);
+    rec_free(&r);
+    json_decref(b);
+
+    /* 429 with Retry-After, on a stream request. */
+    prov_set("status=429;retry_after=2", 10000, 5000);
+    b = chat_body("hi", 1, 0);
+    start_rec(&r, b, 1, 0);
+    T_CHECK(run1(&r, 10000));
+    T_EQ_INT(r.res.outcome, PV_ERR_STATUS);
+    T_EQ_INT(r.res.http_status, 429);
+    T_EQ_INT(r.res.retry_after_s, 2);
+    T_EQ_INT(r.n_ev, 0);
+    T_CHECK(r.body && strstr(r.body, "rate_limit_exceeded"));
+    rec_free(&r);
+    json_decref(b);
+
+    /* An upstream that echoes our key in its error: scrubbed. */
+    prov_set(NULL, 10000, 5000);
+    b = chat_body("fake:status=401;message=bad key sk-test-123456 given", 0, 0);
+    start_rec(&r, b, 0, 0);
+    T_CHECK(run1(&r, 10000));
+    T_EQ_INT(r.res.outcome, PV_ERR_STATUS);
+    T_EQ_INT(r.res.http_status, 401);
+    T_CHECK(strstr(r.res.detail, "bad key") != NULL);
+    T_CHECK(strstr(r.res.detail, "sk-test-123456") == NULL);
+    T_CHECK(r.body && !strstr(r.body, "sk-test-123456"));
+    rec_free(&r);
+    json_decref(b);
+}
+
+static void
+test_reset_and_malformed(void)
+{
+    prov_set(NULL, 10000, 5000);
+    struct rec r = {0};
+    json_t *b = chat_body("fake:reset", 0, 0);
+    start_rec(&r, b, 0, 0);
+    T_CHECK(run1(&r, 10000));
+    T_EQ_INT(r.res.outcome, PV_ERR_TRANSPORT);
+    T_EQ_INT(r.res.http_status, 0);
+    T_EQ_INT(r.heads, 0);
+    T_CHECK(r.res.detail[0] != '\0');
+    rec_free(&r);
+    json_decref(b);
+
+    b = chat_body("fake:malformed", 0, 0);
+    start_rec(&r, b, 0, 0);
+    T_CHECK(run1(&r, 10000));
+    T_EQ_INT(r.res.outcome, PV_ERR_MALFORMED);
+    T_EQ_INT(r.res.http_status, 200);
+    T_CHECK(r.body != NULL);
+    rec_free(&r);
+    json_decref(b);
+
+    /* Stream: the role chunk arrives, then a broken data line. */
+    b = chat_body("fake:malformed", 1, 0);
+    start_rec(&r, b, 1, 0);
+    T_CHECK(run1(&r, 10000));
+    T_EQ_INT(r.res.outcome, PV_ERR_MALFORMED);
+    T_EQ_INT(r.n_ev, 1);
+    T_EQ_INT(r.events_after_done, 0);
+    rec_free(&r);
+    json_decref(b);
+
+    /* A stream dropped after 3 events: transport error, 3 delivered. */
+    b = chat_body("fake:drop_after=3", 1, 0);
+    start_rec(&r, b, 1, 0);
+    T_CHECK(run1(&r, 10000));
+    T_EQ_INT(r.res.outcome, PV_ERR_TRANSPORT);
+    T_EQ_INT(r.n_ev, 3);
+    rec_free(&r);
+    json_decref(b);
+
+    /* Headers, then the connection closes before any event. */
+    b = chat_body("fake:drop_after=0", 1, 0);
+    start_rec(&r, b, 1, 0);
+    T_CHECK(run1(&r, 10000));
+    T_EQ_INT(r.res.outcome, PV_ERR_TRANSPORT);
+    T_EQ_INT(r.n_ev, 0);
+    rec_free(&r);
+    json_decref(b);
+}
+
+static void
+test_too_big(void)
+{
+    prov_set(NULL, 10000, 5000);
+    max_body = 100; /* the normal answer is ~300 bytes */
+    struct rec r = {0};
+    json_t *b = chat_body("hi", 0, 0);
+    start_rec(&r, b, 0, 0);
+    T_CHECK(run1(&r, 10000));
+    T_EQ_INT(r.res.outcome, PV_ERR_TOO_BIG);
+    rec_free(&r);
+    json_decref(b);
+    /* Stream: one event larger than the cap. */
+    max_body = 2000;
+    b = chat_body("fake:big=5000;chunks=1", 1, 0);
+    start_rec(&r, b, 1, 0);
+    T_CHECK(run1(&r, 10000));
+    T_EQ_INT(r.res.outcome, PV_ERR_TOO_BIG);
+    T_EQ_INT(r.n_ev, 1); /* the role chunk fitted */
+    rec_free(&r);
+    json_decref(b);
+    max_body = 1 << 20;
+}
+
+static void
+test_timeouts(void)
+{
+    /* No byte for longer than the first-byte timeout. */
+    prov_set("delay_ms=5000", 20000, 300);
+    struct rec r = {0};
+    json_t *b = chat_body("hi", 0, 0);
+    start_rec(&r, b, 0, 0);
+    T_CHECK(run1(&r, 10000));
+    T_EQ_INT(r.res.outcome, PV_ERR_FIRST_BYTE_TIMEOUT);
+    T_EQ_INT(r.heads, 0);
+    T_EQ_INT(pv_loop_active(loop), 0);
+    rec_free(&r);
+    json_decref(b);
+    b = chat_body("hi", 1, 0);
+    /* Headers at once, but the body late: still a first-byte timeout. */
+    prov_set("slow_first_byte_ms=5000", 20000, 300);
+    start_rec(&r, b, 1, 0);
+    T_CHECK(run1(&r, 10000));
+    T_EQ_INT(r.res.outcome, PV_ERR_FIRST_BYTE_TIMEOUT);
+    T_EQ_INT(r.head_status, 200);
+    T_EQ_INT(r.n_ev, 0);
+    rec_free(&r);
+    /* headers_then_hang on a stream. */
+    prov_set("headers_then_hang;hang_ms=5000", 20000, 300);
+    start_rec(&r, b, 1, 0);
+    T_CHECK(run1(&r, 10000));
+    T_EQ_INT(r.res.outcome, PV_ERR_FIRST_BYTE_TIMEOUT);
+    rec_free(&r);
+    /* Total timeout in the middle of a slow stream. */
+    prov_set("chunks=40;chunk_delay_ms=100", 600, 0);
+    start_rec(&r, b, 1, 0);
+    T_CHECK(run1(&r, 10000));
+    T_EQ_INT(r.res.outcome, PV_ERR_TIMEOUT);
+    T_CHECK(r.n_ev < 43);
+    T_CHECK(strstr(r.res.detail, "timeout") != NULL);
+    rec_free(&r);
+    json_decref(b);
+    /* A stream request answered with plain JSON: not an event stream. */
+    prov_set(NULL, 10000, 5000);
+    b = chat_body("hi", 0, 0);
+    start_rec(&r, b, 1, 0);
+    T_CHECK(run1(&r, 10000));
+    T_EQ_INT(r.res.outcome, PV_ERR_MALFORMED);
+    T_CHECK(strstr(r.res.detail, "text/event-stream") != NULL);
+    rec_free(&r);
+    json_decref(b);
+}
+
+static int
+closed_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t sl = sizeof(sa);
+    bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+    getsockname(fd, (struct sockaddr *)&sa, &sl);
+    close(fd); /* bound, never listened: connecting is refused */
+    return ntohs(sa.sin_port);
+}
+
+static void
+test_connect_refused(void)
+{
+    prov_set(NULL, 10000, 5000);
+    snprintf(base_url, sizeof(base_url), "http://127.0.0.1:%d/v1",
+             closed_port());
+    struct rec r = {0};
+    json_t *b = chat_body("hi", 0, 0);
+    start_rec(&r, b, 0, 0);
+    T_CHECK(run1(&r, 10000));
+    T_EQ_INT(r.res.outcome, PV_ERR_CONNECT);
+    T_EQ_INT(r.heads, 0);
+    T_CHECK(strstr(r.res.detail, "sk-test") == NULL);
+    rec_free(&r);
+    json_decref(b);
+}
+
+static void
+test_bad_start(void)
+{
+    prov_set(NULL, 10000, 5000);
+    struct rec r = {0};
+    struct pv_callbacks cb = {&r, r_head, r_event, r_done};
+    char err[256] = "";
+    struct pv_call *c = NULL;
+    json_t *arr = json_array();
+    struct pv_request req = {.provider = &prov, .model = &model, .body = arr};
+    T_EQ_INT(pv_call_start(loop, &req, &cb, &c, err, sizeof(err)), GX_EINVAL);
+    T_CHECK(err[0] != '\0');
+    json_decref(arr);
+    json_t *b = chat_body("hi", 0, 0);
+    req.body = b;
+    prov.base_url = NULL;
+    T_EQ_INT(pv_call_start(loop, &req, &cb, &c, err, sizeof(err)), GX_EINVAL);
+    prov.base_url = base_url;
+    struct cfg_header bad = {(char *)"X-Evil", (char *)"a\r\nInjected: 1"};
+    prov.headers = &bad;
+    T_EQ_INT(pv_call_start(loop, &req, &cb, &c, err, sizeof(err)), GX_EINVAL);
+    prov.headers = hdrs;
+    T_EQ_INT(pv_loop_active(loop), 0);
+    run_for(50);
+    T_EQ_INT(r.done + r.heads + r.n_ev, 0);
+    json_decref(b);
+}
+
+static void
+test_reuse(void)
+{
+    /* A fresh loop: its first call opens one connection, and 20 calls
+     * one after another all ride on it. */
+    pv_loop_free(loop);
+    loop = pv_loop_new(base, NULL, 0);
+    fake_reset();
+    prov_set(NULL, 10000, 5000);
+    int ok = 0;
+    for (int i = 0; i < 20; i++) {
+        struct rec r = {0};
+        json_t *b = chat_body("hi", i % 2, 0);
+        start_rec(&r, b, i % 2, 0);
+        if (run1(&r, 10000) && r.res.outcome == PV_OK)
+            ok++;
+        rec_free(&r);
+        json_decref(b);
+    }
+    T_EQ_INT(ok, 20);
+    json_t *s = fake_stats();
+    T_EQ_INT(stat_int(s, "requests"), 20);
+    /* 1 for our calls (the stats request itself uses its own). */
+    T_CHECK(stat_int(s, "connections") <= 3);
+    long conns_before = stat_int(s, "connections");
+    json_decref(s);
+    for (int i = 0; i < 10; i++) {
+        struct rec r = {0};
+        json_t *b = chat_body("hi", 0, 0);
+        start_rec(&r, b, 0, 0);
+        run1(&r, 10000);
+        rec_free(&r);
+        json_decref(b);
+    }
+    s = fake_stats();
+    /* +1 for the second stats request; none for our 10 calls. */
+    T_EQ_INT(stat_int(s, "connections"), conns_before + 1);
+    json_decref(s);
+}
+
+static void
+test_cancel(void)
+{
+    prov_set(NULL, 10000, 5000);
+    /* From on_event, in the middle of a stream. */
+    struct rec r = {0};
+    r.cancel_at = 3;
+    json_t *b = chat_body("fake:chunks=20;chunk_delay_ms=20", 1, 0);
+    start_rec(&r, b, 1, 0);
+    run_for(1500);
+    T_EQ_INT(r.n_ev, 3);
+    T_EQ_INT(r.done, 0);
+    T_EQ_INT(pv_loop_active(loop), 0);
+    rec_free(&r);
+    /* From on_event when the whole stream is in one read. */
+    r.cancel_at = 2;
+    json_decref(b);
+    b = chat_body("fake:chunks=5", 1, 0);
+    start_rec(&r, b, 1, 0);
+    run_for(500);
+    T_EQ_INT(r.n_ev, 2);
+    T_EQ_INT(r.done, 0);
+    rec_free(&r);
+    /* From on_head. */
+    r.cancel_in_head = 1;
+    start_rec(&r, b, 1, 0);
+    run_for(500);
+    T_EQ_INT(r.heads, 1);
+    T_EQ_INT(r.n_ev, 0);
+    T_EQ_INT(r.done, 0);
+    rec_free(&r);
+    /* Right after start, before any byte. */
+    start_rec(&r, b, 1, 0);
+    pv_call_cancel(r.call);
+    T_EQ_INT(pv_loop_active(loop), 0);
+    run_for(300);
+    T_EQ_INT(r.heads + r.n_ev + r.done, 0);
+    rec_free(&r);
+    json_decref(b);
+    /* The loop still works afterwards. */
+    b = chat_body("hi", 0, 0);
+    start_rec(&r, b, 0, 0);
+    T_CHECK(run1(&r, 10000));
+    T_EQ_INT(r.res.outcome, PV_OK);
+    rec_free(&r);
+    json_decref(b);
+}
+
+static void
+test_pause_resume(void)
+{
+    prov_set(NULL, 20000, 5000);
+    fake_reset();
+    struct rec r = {0};
+    r.pause_at = 1;
+    json_t *b = chat_body("fake:chunks=8;chunk_delay_ms=30", 1, 0);
+    start_rec(&r, b, 1, 0);
+    struct rec *rp = &r;
+    T_CHECK(run_until(&rp, 1, 10000, 1));
+    T_EQ_INT(r.paused, 1);
+    int n1 = r.n_ev;
+    /* Wait until the fake has written the whole stream: all bytes are
+     * then ours to read, and only the pause holds them back. */
+    for (int i = 0; i < 100; i++) {
+        json_t *s = fake_stats();
+        long done = stat_int(s, "completed");
+        json_decref(s);
+        if (done >= 1)
+            break;
+        usleep(50000);
+    }
+    run_for(300);
+    T_EQ_INT(r.n_ev, n1);
+    T_EQ_INT(r.done, 0);
+    T_EQ_INT(pv_loop_active(loop), 1);
+    pv_call_resume(r.call);
+    pv_call_resume(r.call); /* idempotent */
+    T_CHECK(run1(&r, 10000));
+    T_EQ_INT(r.res.outcome, PV_OK);
+    T_EQ_INT(r.n_ev, 1 + 8 + 1 + 1);
+    if (r.n_ev == 11)
+        T_EQ_STR(r.ev[10], "[DONE]");
+    /* Events in order: tok1 .. tok8. */
+    int in_order = r.n_ev == 11;
+    for (int i = 1; in_order && i <= 8; i++) {
+        char want[16];
+        snprintf(want, sizeof(want), "tok%d\"", i);
+        if (!strstr(r.ev[i], want))
+            in_order = 0;
+    }
+    T_CHECK(in_order);
+    rec_free(&r);
+    json_decref(b);
+}
+
+static void
+test_concurrent(void)
+{
+    prov_set(NULL, 20000, 5000);
+    fake_reset();
+    enum { N = 20 };
+    struct rec rs[N];
+    struct rec *ptr[N];
+    json_t *bodies[N];
+    memset(rs, 0, sizeof(rs));
+    for (int i = 0; i < N; i++) {
+        bodies[i] = chat_body("fake:chunks=5;chunk_delay_ms=10", i % 2, 0);
+        ptr[i] = &rs[i];
+        start_rec(&rs[i], bodies[i], i % 2, 0);
+    }
+    T_EQ_INT(pv_loop_active(loop), N);
+    T_CHECK(run_until(ptr, N, 20000, 0));
+    int ok = 0, events_ok = 0;
+    for (int i = 0; i < N; i++) {
+        if (rs[i].done == 1 && rs[i].res.outcome == PV_OK)
+            ok++;
+        if (rs[i].n_ev == (i % 2 ? 1 + 5 + 1 + 1 : 0))
+            events_ok++;
+        rec_free(&rs[i]);
+        json_decref(bodies[i]);
+    }
+    T_EQ_INT(ok, N);
+    T_EQ_INT(events_ok, N);
+    T_EQ_INT(pv_loop_active(loop), 0);
+    json_t *s = fake_stats();
+    T_EQ_INT(stat_int(s, "requests"), N);
+    json_decref(s);
+}
+
+static void
+test_start_from_callback(void)
+{
+    /* on_event of one call starts another (the start is deferred until
+     * libcurl returns); both finish. */
+    prov_set(NULL, 10000, 5000);
+    struct rec a = {0}, c = {0};
+    json_t *ba = chat_body("fake:chunks=2", 1, 0);
+    json_t *bc = chat_body("hi", 0, 0);
+    a.spawn = &c;
+    a.spawn_body = bc;
+    start_rec(&a, ba, 1, 0);
+    struct rec *both[2] = {&a, &c};
+    T_CHECK(run1(&a, 10000));
+    T_CHECK(run_until(both, 2, 10000, 0));
+    T_EQ_INT(a.res.outcome, PV_OK);
+    T_EQ_INT(c.res.outcome, PV_OK);
+    T_CHECK(c.body && strstr(c.body, "Hello from fake provider"));
+    rec_free(&a);
+    rec_free(&c);
+    json_decref(ba);
+    json_decref(bc);
+}
+
+static void
+test_loop_free_in_flight(void)
+{
+    /* Freeing a loop with calls in flight: no callback, nothing leaks
+     * (the asan build checks the latter). */
+    struct pv_loop *l2 = pv_loop_new(base, NULL, 0);
+    struct pv_loop *saved = loop;
+    loop = l2;
+    prov_set("delay_ms=2000", 10000, 5000);
+    struct rec r[3];
+    memset(r, 0, sizeof(r));
+    json_t *b = chat_body("hi", 1, 0);
+    for (int i = 0; i < 3; i++)
+        start_rec(&r[i], b, 1, 0);
+    run_for(200);
+    T_EQ_INT(pv_loop_active(l2), 3);
+    pv_loop_free(l2);
+    loop = saved;
+    run_for(100);
+    for (int i = 0; i < 3; i++) {
+        T_EQ_INT(r[i].done + r[i].heads + r[i].n_ev, 0);
+        rec_free(&r[i]);
+    }
+    json_decref(b);
+    pv_loop_free(NULL);
+}
+
+static void
+test_outcome_str(void)
+{
+    T_EQ_STR(pv_outcome_str(PV_OK), "ok");
+    T_EQ_STR(pv_outcome_str(PV_ERR_FIRST_BYTE_TIMEOUT), "first byte timeout");
+    T_CHECK(pv_outcome_str((enum pv_outcome)99) != NULL);
+    struct pv_usage u;
+    json_t *j = json_loads("{\"usage\":{\"prompt_tokens\":5,"
+                           "\"completion_tokens\":2,\"prompt_tokens_details\":"
+                           "{\"cached_tokens\":9}}}",
+                           0, NULL);
+    T_EQ_INT(pv_usage_parse(j, &u), 1);
+    T_EQ_INT(u.prompt_tokens, 5);
+    T_EQ_INT(u.cached_tokens, 5); /* never more than the prompt */
+    json_decref(j);
+    j = json_loads("{\"usage\":null}", 0, NULL);
+    T_EQ_INT(pv_usage_parse(j, &u), 0);
+    json_decref(j);
+}
+
+int
+main(void)
+{
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    if (e2e_start_fake(&fake) != 0) {
+        fprintf(stderr, "cannot start the fake provider\n");
+        T_CHECK(0);
+        return T_END();
+    }
+    snprintf(fake_url, sizeof(fake_url), "http://127.0.0.1:%d", fake.port);
+    base = event_base_new();
+    char err[256] = "";
+    loop = pv_loop_new(base, err, sizeof(err));
+    T_CHECK(loop != NULL);
+    if (loop) {
+        T_RUN(test_outcome_str);
+        T_RUN(test_nonstream_ok);
+        T_RUN(test_no_api_key);
+        T_RUN(test_stream_ok);
+        T_RUN(test_status);
+        T_RUN(test_reset_and_malformed);
+        T_RUN(test_too_big);
+        T_RUN(test_timeouts);
+        T_RUN(test_connect_refused);
+        T_RUN(test_bad_start);
+        T_RUN(test_reuse);
+        T_RUN(test_cancel);
+        T_RUN(test_pause_resume);
+        T_RUN(test_concurrent);
+        T_RUN(test_start_from_callback);
+        T_RUN(test_loop_free_in_flight);
+    }
+    pv_loop_free(loop);
+    event_base_free(base);
+    e2e_stop(&fake, 15, 5000);
+    curl_global_cleanup();
+    return T_END();
+}
