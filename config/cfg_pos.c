@@ -21,6 +21,7 @@ struct scan {
     int line;
     int ncol; /* characters consumed on this line */
     struct gx_buf path;
+    const char *key; /* the member key being scanned, NULL in arrays */
     struct cfg_pos *p;
 };
 
@@ -78,7 +79,8 @@ add(struct scan *sc, int kline, int kcol, int line, int col)
         p->dup_first = *slot - 1;
         p->dup_line = kline;
         p->dup_col = kcol;
-        return GX_EINVAL;
+        p->dup_key = strdup(sc->key ? sc->key : "");
+        return p->dup_key ? GX_EINVAL : GX_ENOMEM;
     }
     if (p->n == p->cap) {
         size_t cap = p->cap ? p->cap * 2 : 64;
@@ -261,7 +263,9 @@ scan_object(struct scan *sc, int depth)
         if ((keep && (st = gx_buf_append(&sc->path, ".", 1)) != GX_OK) ||
             (st = gx_buf_append(&sc->path, key.data, key.len)) != GX_OK)
             goto out;
+        sc->key = key.data;
         st = scan_value(sc, kline, kcol, depth + 1);
+        sc->key = NULL;
         sc->path.len = keep;
         sc->path.data[keep] = '\0';
         if (st != GX_OK)
@@ -370,6 +374,7 @@ cfg_pos_cleanup(struct cfg_pos *p)
         free(p->a[k].path);
     free(p->a);
     free(p->slots);
+    free(p->dup_key);
     memset(p, 0, sizeof(*p));
 }
 

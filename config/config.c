@@ -1396,11 +1396,15 @@ cfg_load_string(const char *text, const char *name, struct cfg **out,
     enum gx_status st = GX_ENOMEM;
     struct vctx v = {.name = name ? name : "(config)",
                      .text = text,
-                     .len = strlen(text),
+                     .len = text ? strlen(text) : 0,
                      .err = err,
                      .errlen = errlen};
     struct cfg *c = NULL;
     json_error_t je;
+    if (!text) {
+        gx_errf(err, errlen, "%s: no text", v.name);
+        return GX_EINVAL;
+    }
     json_t *root = json_loadb(text, v.len, JSON_REJECT_DUPLICATES, &je);
     gx_buf_init(&v.path, 0);
     if (!root) {
@@ -1409,13 +1413,11 @@ cfg_load_string(const char *text, const char *name, struct cfg **out,
         if (json_error_code(&je) == json_error_duplicate_key &&
             cfg_pos_build(&pos, text, v.len) != GX_ENOMEM && pos.dup) {
             const struct cfg_pos_entry *first = &pos.a[pos.dup_first];
-            const char *dot = strrchr(first->path, '.');
             gx_errf(err, errlen,
                     "%s:%d:%d: %s: duplicate key '%s' (first at line %d, "
                     "column %d)",
                     v.name, pos.dup_line, pos.dup_col, first->path,
-                    dot ? dot + 1 : first->path, first->key_line,
-                    first->key_col);
+                    pos.dup_key, first->key_line, first->key_col);
         } else {
             gx_errf(err, errlen, "%s:%d:%d: invalid JSON: %s", v.name,
                     je.line > 0 ? je.line : 1,

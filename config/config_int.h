@@ -37,6 +37,7 @@ struct cfg_pos {
     int dup;
     size_t dup_first; /* index of the first occurrence in a */
     int dup_line, dup_col; /* of the second key */
+    char *dup_key;         /* the repeated key, decoded */
 };
 
 /*

@@ -619,6 +619,14 @@ test_errors_top(void)
              GX_EINVAL);
     T_EQ_STR(err, "d.json:3:13: routes.r: duplicate key 'r' (first at "
                   "line 2, column 13)");
+    /* A key with dots in it is named whole. */
+    const char *dup3 = "{\"providers\": {\"p\": {\"kind\": \"openai\", "
+                       "\"base_url\": \"http://h\", \"models\": {\n"
+                       "  \"gpt-4.1\": {}, \"gpt-4.1\": {}}}}}";
+    T_EQ_INT(cfg_load_string(dup3, "d.json", &c, err, sizeof(err)),
+             GX_EINVAL);
+    T_EQ_STR(err, "d.json:2:18: providers.p.models.gpt-4.1: duplicate key "
+                  "'gpt-4.1' (first at line 2, column 3)");
     T_CHECK(c == NULL);
 }
 
