@@ -514,6 +514,7 @@ main(void)
     e2e_stop(&gw, SIGKILL, 1000);
     e2e_stop(&fake, SIGTERM, 5000);
     free(dbpath);
+    T_EQ_INT(e2e_sanitizer_reports, 0);
     curl_global_cleanup();
     return T_END();
 }

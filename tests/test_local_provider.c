@@ -206,6 +206,7 @@ main(void)
     T_RUN(test_context_limit);
     T_RUN(test_disconnect);
     T_EQ_INT(e2e_stop(&gw, SIGTERM, 20000), 0);
+    T_EQ_INT(e2e_sanitizer_reports, 0);
     curl_global_cleanup();
     return T_END();
 }

@@ -142,6 +142,33 @@ e2e_start(struct e2e_proc *p, char *const argv[], const char *marker,
     return -1;
 }
 
+int e2e_sanitizer_reports;
+
+/* Scans the child's stderr for sanitizer reports; prints the log if any. */
+static void
+check_log(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return;
+    char line[1024];
+    int bad = 0;
+    while (fgets(line, sizeof(line), f))
+        if (strstr(line, "Sanitizer") || strstr(line, "runtime error:"))
+            bad = 1;
+    if (bad) {
+        e2e_sanitizer_reports++;
+        rewind(f);
+        fprintf(stderr, "e2e: sanitizer report in %s:\n", path);
+        int k = 0;
+        while (fgets(line, sizeof(line), f) && k++ < 200)
+            fputs(line, stderr);
+    }
+    fclose(f);
+    if (!bad)
+        unlink(path);
+}
+
 int
 e2e_stop(struct e2e_proc *p, int sig, int timeout_ms)
 {
@@ -164,6 +191,7 @@ e2e_stop(struct e2e_proc *p, int sig, int timeout_ms)
             usleep(10000);
         }
         p->pid = 0;
+        check_log(p->log_path);
     }
     if (p->out_fd >= 0)
         close(p->out_fd);

@@ -26,6 +26,11 @@ int e2e_start(struct e2e_proc *p, char *const argv[], const char *marker,
  * waitpid's WEXITSTATUS) or -1 (killed with SIGKILL after the timeout, or
  * died of a signal). */
 int e2e_stop(struct e2e_proc *p, int sig, int timeout_ms);
+/* Number of stopped processes whose stderr held a sanitizer report
+ * (AddressSanitizer, LeakSanitizer, UBSan "runtime error"); e2e_stop prints
+ * such a log.  Tests check it is 0 at the end. */
+extern int e2e_sanitizer_reports;
+
 /* Starts the fake provider ($FAKE_PROVIDER). */
 int e2e_start_fake(struct e2e_proc *p);
 
