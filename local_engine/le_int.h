@@ -205,6 +205,13 @@ int32_t le_vocab_bos(const struct le_vocab *v); /* -1 if none */
 int32_t le_vocab_eos(const struct le_vocab *v); /* -1 if none */
 /* 1 if id ends generation (EOS, EOT, EOM...). */
 int le_vocab_is_eog(const struct le_vocab *v, int32_t id);
+/* Debug / test hook for BPE vocabularies: splits text[0..len) into the
+ * words of the vocab's tokenizer.ggml.pre rules (no special-token cutting)
+ * and writes the byte offset where each word ends to ends (up to cap).
+ * Returns the word count (may be > cap), or -1 for a non-BPE vocab or on
+ * error. */
+int64_t le_vocab_pretokenize(const struct le_vocab *v, const char *text,
+                             size_t len, size_t *ends, size_t cap);
 
 /* ------------------------------------------------------------------ */
 /* Thread pool (pool.c).                                                */

@@ -859,16 +859,6 @@ struct tk_ctx {
     int failed;
 };
 
-static unsigned
-utf8_lead_len(unsigned char c)
-{
-    static const unsigned char lens[16] = {1, 1, 1, 1, 1, 1, 1, 1,
-                                           1, 1, 1, 1, 2, 2, 3, 4};
-    return lens[c >> 4];
-}
-
-/* Splits buf[0..len) into UTF-8 characters by their lead byte (a bad
- * sequence just gives odd-sized symbols; they fall back to bytes). */
 static int
 syms_init(struct tk_ctx *c, size_t len)
 {
@@ -877,9 +867,9 @@ syms_init(struct tk_ctx *c, size_t len)
     size_t off = 0;
     int32_t k = 0;
     while (off < len) {
-        size_t l = utf8_lead_len((unsigned char)c->buf[off]);
-        if (l > len - off)
-            l = len - off;
+        uint32_t cp;
+        size_t l = le_utf8_decode((const uint8_t *)c->buf + off, len - off,
+                                  &cp);
         c->syms[k].off = (uint32_t)off;
         c->syms[k].n = (uint32_t)l;
         c->syms[k].prev = k - 1;
@@ -1937,4 +1927,23 @@ out:
     }
     le_vocab_free(v);
     return st;
+}
+
+int64_t
+le_vocab_pretokenize(const struct le_vocab *v, const char *text, size_t len,
+                     size_t *ends, size_t cap)
+{
+    if (!v || v->kind != VK_BPE || (!text && len) || (!ends && cap) ||
+        len > ((size_t)1 << 28))
+        return -1;
+    struct pt t;
+    memset(&t, 0, sizeof(t));
+    int64_t n = -1;
+    if (pt_decode(&t, text, len) == 0 && pt_split(&t, pre_rules(v->pre)) == 0) {
+        for (size_t i = 0; i < t.na && i < cap; i++)
+            ends[i] = t.off[t.a[i].e];
+        n = (int64_t)t.na;
+    }
+    pt_free(&t);
+    return n;
 }

@@ -7,11 +7,13 @@
  */
 #include "../local_engine/le_int.h"
 #include "harness.h"
+#include "lib/gguf_writer.h"
 
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static char data_dir[1024];
 
@@ -260,6 +262,507 @@ test_bert_bge(void)
     vec_case("bert-bge", false);
 }
 
+
+/* ------------------------------------------------------------------ */
+/* Synthetic vocabularies (built with the test GGUF writer)             */
+
+/* GPT-2's byte -> code point image, as UTF-8, for building BPE vocabs. */
+static size_t
+byte_image(unsigned b, char *o)
+{
+    static unsigned map[256];
+    static int ready;
+    if (!ready) {
+        unsigned nx = 256;
+        for (unsigned i = 0; i < 256; i++)
+            map[i] = ((i >= 33 && i <= 126) || (i >= 161 && i <= 172) ||
+                      i >= 174)
+                         ? i
+                         : nx++;
+        ready = 1;
+    }
+    unsigned cp = map[b];
+    if (cp < 0x80) {
+        o[0] = (char)cp;
+        return 1;
+    }
+    o[0] = (char)(0xC0 | (cp >> 6));
+    o[1] = (char)(0x80 | (cp & 0x3F));
+    return 2;
+}
+
+/* Byte-level image of a whole string (static buffer). */
+static const char *
+bl(const char *s)
+{
+    static char out[8][256];
+    static int k;
+    char *o = out[k++ & 7];
+    size_t n = 0;
+    for (; *s && n < 250; s++)
+        n += byte_image((unsigned char)*s, o + n);
+    o[n] = 0;
+    return o;
+}
+
+/* A gpt2 vocab: ids 0..255 the byte images, then extra[] (byte-level
+ * images of the given strings unless raw), with types; merges as given.
+ * Opens it into vf.  Returns 0 or -1. */
+struct extra_tok {
+    const char *text;
+    int type; /* GGUF token_type */
+    int raw;  /* store the text as is (control / user-defined tokens) */
+};
+
+static uint8_t *synth_buf;
+
+static int
+synth_bpe(const char *pre, const struct extra_tok *extra, int n_extra,
+          const char *const *merges, int n_merges, int add_bos, int add_eos,
+          struct vocab_file *vf)
+{
+    struct gguf_w *w = gguf_w_new();
+    char bytes[256][4];
+    const char *toks[300];
+    int32_t types[300];
+    int n = 0;
+    for (int i = 0; i < 256; i++, n++) {
+        size_t k = byte_image((unsigned)i, bytes[i]);
+        bytes[i][k] = 0;
+        toks[n] = bytes[i];
+        types[n] = 1;
+    }
+    static char ebuf[32][256];
+    for (int i = 0; i < n_extra && n < 300; i++, n++) {
+        snprintf(ebuf[i], sizeof(ebuf[i]), "%s",
+                 extra[i].raw ? extra[i].text : bl(extra[i].text));
+        toks[n] = ebuf[i];
+        types[n] = extra[i].type;
+    }
+    gguf_w_add_str(w, "general.architecture", "llama");
+    gguf_w_add_str(w, "tokenizer.ggml.model", "gpt2");
+    if (pre)
+        gguf_w_add_str(w, "tokenizer.ggml.pre", pre);
+    gguf_w_add_str_arr(w, "tokenizer.ggml.tokens", toks, (size_t)n);
+    gguf_w_add_arr(w, "tokenizer.ggml.token_type", LE_GGUF_INT32, types,
+                   (size_t)n);
+    gguf_w_add_str_arr(w, "tokenizer.ggml.merges", merges, (size_t)n_merges);
+    gguf_w_add_u32(w, "tokenizer.ggml.bos_token_id", 256);
+    gguf_w_add_u32(w, "tokenizer.ggml.eos_token_id", 257);
+    if (add_bos >= 0)
+        gguf_w_add_bool(w, "tokenizer.ggml.add_bos_token", add_bos);
+    if (add_eos >= 0)
+        gguf_w_add_bool(w, "tokenizer.ggml.add_eos_token", add_eos);
+    size_t len = 0;
+    free(synth_buf);
+    synth_buf = NULL;
+    int rc = gguf_w_write_mem(w, &synth_buf, &len, NULL);
+    gguf_w_free(w);
+    if (rc)
+        return -1;
+    char err[256] = "";
+    memset(vf, 0, sizeof(*vf));
+    if (le_gguf_open_mem(synth_buf, len, &vf->g, err, sizeof(err)) != LE_OK ||
+        le_vocab_load(vf->g, &vf->v, err, sizeof(err)) != LE_OK) {
+        fprintf(stderr, "synthetic vocab: %s\n", err);
+        le_gguf_free(vf->g);
+        return -1;
+    }
+    return 0;
+}
+
+/* Expected word splits, generated from the published regexes of each
+ * pre-tokenizer with an independent regex engine (Python's `regex`),
+ * applied in sequence piece by piece as llama.cpp does. */
+struct pt_case {
+    const char *pre;
+    const char *text;
+    int n;
+    const char *words[12];
+};
+
+static const struct pt_case pt_cases[] = {
+    {"gpt-2", "Hello world's end", 4, {"Hello", " world", "'s", " end"}},
+    {"gpt-2", "  two  spaces \n\n x", 6, {" ", " two", " ", " spaces", " \n\n", " x"}},
+    {"gpt-2", "I'VE 12345 dogs!!", 6, {"I", "'", "VE", " 12345", " dogs", "!!"}},
+    {"gpt-2", "\tTab\xc2\xa0nbsp", 4, {"\t", "Tab", "\xc2\xa0", "nbsp"}},
+    {"llama3", "Hello World'S", 3, {"Hello", " World", "'S"}},
+    {"llama3", "12345678 x", 4, {"123", "456", "78", " x"}},
+    {"llama3", "  hi\n\n\nthere\r\n ok", 6, {" ", " hi", "\n\n\n", "there", "\r\n", " ok"}},
+    {"llama3", "'quote ?!?\n\nx", 3, {"'quote", " ?!?\n\n", "x"}},
+    {"llama3", "\xc3\xbc""ber \xe4\xb8\xad\xe6\x96\x87 \xf0\x9f\x98\x80 test", 4, {"\xc3\xbc""ber", " \xe4\xb8\xad\xe6\x96\x87", " \xf0\x9f\x98\x80", " test"}},
+    {"qwen2", "12345 abc", 6, {"1", "2", "3", "4", "5", " abc"}},
+    {"qwen2", "I'll  go\n\n", 5, {"I", "'ll", " ", " go", "\n\n"}},
+    {"qwen2", "a\xc2\xa0""b ...", 3, {"a", "\xc2\xa0""b", " ..."}},
+    {"falcon", "1234567 dogs,cats", 6, {"123", "456", "7", " dogs", ",", "cats"}},
+    {"falcon", "a+b=c^2 `x`", 11, {"a", "+", "b", "=", "c", "^", "2", " ", "`", "x", "`"}},
+    {"starcoder", "x123 y45", 7, {"x", "1", "2", "3", " y", "4", "5"}},
+    {"starcoder", "foo_bar(1)", 6, {"foo", "_", "bar", "(", "1", ")"}},
+    {"deepseek-coder", "Hello \xe4\xb8\xad\xe6\x96\x87\xe5\xad\x97 123\nx", 9, {"Hello", " ", "\xe4\xb8\xad\xe6\x96\x87\xe5\xad\x97", " ", "1", "2", "3", "\n", "x"}},
+    {"deepseek-coder", "a, b; \xc3\xa9t\xc3\xa9", 5, {"a", ",", " b", ";", " \xc3\xa9t\xc3\xa9"}},
+    {"deepseek-llm", "Hello \xce\xa9 \xe2\x84\xaa \xe4\xb8\xad\xe6\x96\x87 12345  ", 9, {"Hello", " \xce\xa9", " ", "\xe2\x84\xaa", " ", "\xe4\xb8\xad\xe6\x96\x87", " ", "12345", "  "}},
+    {"deepseek-llm", "x!!\n\ny", 5, {"x", "!!", "\n", "\n", "y"}},
+    {"default", "a...b 1234567", 7, {"a", "...", "b", " ", "123", "456", "7"}},
+    {"bloom", "hi (there), 1.5", 7, {"hi", " (", "there", "),", " 1", ".", "5"}},
+};
+
+static void
+test_pretokenizer_rules(void)
+{
+    const char *last = "";
+    struct vocab_file vf = {0};
+    const char *m[] = {"a b"};
+    for (size_t i = 0; i < sizeof(pt_cases) / sizeof(pt_cases[0]); i++) {
+        const struct pt_case *c = &pt_cases[i];
+        if (strcmp(c->pre, last) != 0) {
+            if (vf.v)
+                close_vocab(&vf);
+            memset(&vf, 0, sizeof(vf));
+            T_EQ_INT(synth_bpe(c->pre, NULL, 0, m, 1, -1, -1, &vf), 0);
+            last = c->pre;
+        }
+        if (!vf.v)
+            continue;
+        size_t ends[32], len = strlen(c->text);
+        int64_t n = le_vocab_pretokenize(vf.v, c->text, len, ends, 32);
+        bool ok = n == c->n;
+        size_t at = 0;
+        for (int k = 0; ok && k < c->n; k++) {
+            size_t wl = strlen(c->words[k]);
+            ok = ends[k] == at + wl && memcmp(c->text + at, c->words[k], wl) == 0;
+            at += wl;
+        }
+        T_CHECK(ok);
+        if (!ok) {
+            fprintf(stderr, "  %s \"%s\": got", c->pre, c->text);
+            for (int64_t k = 0, s = 0; k < n && k < 32; s = (int64_t)ends[k], k++)
+                fprintf(stderr, " [%.*s]", (int)(ends[k] - (size_t)s), c->text + s);
+            fprintf(stderr, "\n");
+        }
+    }
+    if (vf.v)
+        close_vocab(&vf);
+    /* an unknown pre-tokenizer name is an error, not a silent default */
+    struct vocab_file bad;
+    T_CHECK(synth_bpe("no-such-pre", NULL, 0, m, 1, -1, -1, &bad) != 0);
+}
+
+/* ids of a tokenization as a string "a b c" for compact checks */
+static const char *
+ids_str(const struct le_vocab *v, const char *s, bool add_special,
+        bool parse_special)
+{
+    static char out[4096];
+    size_t n = 0;
+    int32_t *ids = tok(v, s, strlen(s), add_special, parse_special, &n);
+    size_t at = 0;
+    out[0] = 0;
+    for (size_t i = 0; ids && i < n && at < sizeof(out) - 16; i++)
+        at += (size_t)snprintf(out + at, sizeof(out) - at, "%s%d",
+                               i ? " " : "", ids[i]);
+    free(ids);
+    return out;
+}
+
+static void
+test_bpe_merges_and_flags(void)
+{
+    /* merges rank: "a b" before "b c" so "abc" -> "ab" + "c" */
+    struct extra_tok ex[] = {{"<s>", 3, 1},   {"</s>", 3, 1}, {"ab", 1, 0},
+                             {"bc", 1, 0},    {"abc", 1, 0},  {"  ", 4, 1},
+                             {" hello", 1, 0}};
+    const char *m[] = {"a b", "b c", "ab c"};
+    struct vocab_file vf;
+    if (synth_bpe("gpt-2", ex, 7, m, 2, -1, -1, &vf) != 0) {
+        T_CHECK(0);
+        return;
+    }
+    T_EQ_INT(le_vocab_bos(vf.v), 256);
+    T_EQ_INT(le_vocab_eos(vf.v), 257);
+    T_EQ_STR(ids_str(vf.v, "abc", false, false), "258 99");
+    T_EQ_STR(ids_str(vf.v, "bcab", false, false), "259 258");
+    /* gpt-2 adds no BOS by default */
+    T_EQ_STR(ids_str(vf.v, "abc", true, false), "258 99");
+    /* user-defined "  " is cut out even without parse_special */
+    T_EQ_STR(ids_str(vf.v, "a  b", false, false), "97 261 98");
+    /* control text is plain text unless parse_special */
+    T_EQ_STR(ids_str(vf.v, "<s>a", true, true), "256 97");
+    T_EQ_STR(ids_str(vf.v, "<s>a", false, false), "60 115 62 97");
+    T_CHECK(le_vocab_is_eog(vf.v, 257));
+    T_CHECK(!le_vocab_is_eog(vf.v, 256));
+    char piece[16];
+    T_EQ_INT(le_token_to_piece(vf.v, 256, false, piece, sizeof(piece)), 0);
+    T_EQ_INT(le_token_to_piece(vf.v, 256, true, piece, sizeof(piece)), 3);
+    T_CHECK(memcmp(piece, "<s>", 3) == 0);
+    T_EQ_INT(le_token_to_piece(vf.v, 262, false, piece, sizeof(piece)), 6);
+    T_CHECK(memcmp(piece, " hello", 6) == 0);
+    T_EQ_INT(le_token_to_piece(vf.v, 261, false, piece, sizeof(piece)), 2);
+    T_EQ_INT(le_token_to_piece(vf.v, -1, true, piece, sizeof(piece)), 0);
+    T_EQ_INT(le_token_to_piece(vf.v, 1 << 30, true, piece, sizeof(piece)), 0);
+    /* short buffer: the needed length comes back, nothing past cap */
+    memset(piece, 'X', sizeof(piece));
+    T_EQ_INT(le_token_to_piece(vf.v, 262, false, piece, 2), 6);
+    T_CHECK(piece[2] == 'X');
+    close_vocab(&vf);
+
+    /* add_bos / add_eos from the metadata */
+    if (synth_bpe("gpt-2", ex, 7, m, 3, 1, 1, &vf) == 0) {
+        T_EQ_STR(ids_str(vf.v, "abc", true, false), "256 260 257");
+        T_EQ_STR(ids_str(vf.v, "abc", false, false), "260");
+        T_EQ_STR(ids_str(vf.v, "", true, false), "256 257");
+        close_vocab(&vf);
+    }
+    /* llama3 family: BOS by default, whole-word tokens skip the merges */
+    if (synth_bpe("llama-bpe", ex, 7, m, 1, -1, -1, &vf) == 0) {
+        T_EQ_STR(ids_str(vf.v, "abc", true, false), "256 260");
+        T_EQ_STR(ids_str(vf.v, " hello", false, false), "262");
+        close_vocab(&vf);
+    }
+}
+
+static void
+test_spm_special_and_bos(void)
+{
+    char path[1200];
+    snprintf(path, sizeof(path), "%s/tokenizer/ggml-vocab-llama-spm.gguf",
+             data_dir);
+    struct vocab_file vf;
+    if (open_vocab(path, &vf)) {
+        T_CHECK(0);
+        return;
+    }
+    T_EQ_INT(le_vocab_n_tokens(vf.v), 32000);
+    T_EQ_INT(le_vocab_bos(vf.v), 1);
+    T_EQ_INT(le_vocab_eos(vf.v), 2);
+    T_CHECK(le_vocab_is_eog(vf.v, 2));
+    T_CHECK(!le_vocab_is_eog(vf.v, 15043));
+    T_EQ_STR(ids_str(vf.v, "Hello", false, false), "15043");
+    T_EQ_STR(ids_str(vf.v, "Hello", true, false), "1 15043");
+    T_EQ_STR(ids_str(vf.v, "", true, false), "1");
+    T_EQ_STR(ids_str(vf.v, "", false, false), "");
+    /* parse_special: <s> and </s> become tokens; text after a special
+     * token gets the SentencePiece space prefix again */
+    T_EQ_STR(ids_str(vf.v, "<s>Hello</s>", false, true), "1 15043 2");
+    const char *plain = ids_str(vf.v, "<s>Hello</s>", false, false);
+    T_CHECK(strlen(plain) > 0 && strncmp(plain, "1 ", 2) != 0 &&
+            strstr(plain, " 2 ") == NULL);
+    char piece[16];
+    T_EQ_INT(le_token_to_piece(vf.v, 1, false, piece, sizeof(piece)), 0);
+    T_EQ_INT(le_token_to_piece(vf.v, 1, true, piece, sizeof(piece)), 3);
+    T_EQ_INT(le_token_to_piece(vf.v, 15043, false, piece, sizeof(piece)), 6);
+    T_CHECK(memcmp(piece, " Hello", 6) == 0);
+    /* byte token <0x0A> is the newline byte */
+    T_EQ_INT(le_token_to_piece(vf.v, 13, false, piece, sizeof(piece)), 1);
+    T_EQ_INT(piece[0], '\n');
+    close_vocab(&vf);
+}
+
+static void
+test_gpt2_special(void)
+{
+    char path[1200];
+    snprintf(path, sizeof(path), "%s/tokenizer/ggml-vocab-gpt-2.gguf",
+             data_dir);
+    struct vocab_file vf;
+    if (open_vocab(path, &vf)) {
+        T_CHECK(0);
+        return;
+    }
+    T_EQ_STR(ids_str(vf.v, "<|endoftext|>", false, true), "50256");
+    T_CHECK(strcmp(ids_str(vf.v, "<|endoftext|>", false, false), "50256") != 0);
+    T_EQ_STR(ids_str(vf.v, "a<|endoftext|>b", false, true), "64 50256 65");
+    T_CHECK(le_vocab_is_eog(vf.v, 50256));
+    T_EQ_STR(ids_str(vf.v, "Hello world", true, false),
+             ids_str(vf.v, "Hello world", false, false));
+    close_vocab(&vf);
+}
+
+/* Random bytes (mostly invalid UTF-8) never crash and give ids in range;
+ * where the vocabulary can spell every byte (GPT-2's 256 byte images, SPM's
+ * <0xNN> fallback) they come back byte for byte.  Falcon and StarCoder lack
+ * some byte images and DeepSeek-Coder has user-defined tokens that shadow
+ * some, so for them the text cannot always survive (the reference drops
+ * those bytes too). */
+static void
+test_invalid_utf8_roundtrip(void)
+{
+    const char *names[] = {"llama-spm", "gpt-2", "falcon", "deepseek-coder",
+                           "starcoder", "bert-bge"};
+    uint64_t x = 88172645463325252ull;
+    for (size_t vi = 0; vi < sizeof(names) / sizeof(names[0]); vi++) {
+        char path[1200];
+        snprintf(path, sizeof(path), "%s/tokenizer/ggml-vocab-%s.gguf",
+                 data_dir, names[vi]);
+        struct vocab_file vf;
+        if (open_vocab(path, &vf)) {
+            T_CHECK(0);
+            continue;
+        }
+        bool is_spm = strcmp(names[vi], "llama-spm") == 0;
+        bool exact = is_spm || strcmp(names[vi], "gpt-2") == 0;
+        int bad = 0;
+        for (int iter = 0; iter < 200; iter++) {
+            char buf[64];
+            size_t n = (size_t)(iter % 40) + 1;
+            for (size_t i = 0; i < n; i++) {
+                x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+                /* mix of ASCII, spaces, lead and continuation bytes */
+                unsigned r = (unsigned)(x >> 24);
+                buf[i] = (char)((r & 3) == 0 ? ' ' + (r >> 8) % 95
+                                             : (r >> 8) & 0xFF);
+            }
+            size_t nt = 0;
+            int32_t *ids = tok(vf.v, buf, n, true, true, &nt);
+            if (!ids) {
+                bad++;
+                continue;
+            }
+            for (size_t i = 0; i < nt; i++)
+                if (ids[i] < 0 || ids[i] >= le_vocab_n_tokens(vf.v))
+                    bad++;
+            if (exact) {
+                size_t dl = 0;
+                /* without special parsing, so pieces are plain text */
+                free(ids);
+                ids = tok(vf.v, buf, n, false, false, &nt);
+                char *d = detok(vf.v, ids, nt, false, &dl);
+                bool rt = (dl == n && memcmp(d, buf, n) == 0) ||
+                          (is_spm && dl == n + 1 && d[0] == ' ' &&
+                           memcmp(d + 1, buf, n) == 0);
+                if (!rt) {
+                    if (bad < 2) {
+                        fprintf(stderr, "  %s round trip differs: in", names[vi]);
+                        for (size_t i = 0; i < n; i++)
+                            fprintf(stderr, " %02x", (unsigned char)buf[i]);
+                        fprintf(stderr, "\n  out");
+                        for (size_t i = 0; i < dl; i++)
+                            fprintf(stderr, " %02x", (unsigned char)d[i]);
+                        fprintf(stderr, "\n");
+                    }
+                    bad++;
+                }
+                free(d);
+            }
+            free(ids);
+        }
+        if (bad)
+            fprintf(stderr, "%s: %d random-byte failures\n", names[vi], bad);
+        T_EQ_INT(bad, 0);
+        close_vocab(&vf);
+    }
+}
+
+/* ~100 KB of mixed text: finishes, round-trips, and the count protocol
+ * (cap too small returns the full count, writes nothing past cap) holds. */
+static void
+test_large_input(void)
+{
+    const char *names[] = {"llama-spm", "gpt-2", "deepseek-coder"};
+    const char *unit = "The quick brown fox, 12345 \xe4\xb8\xad\xe6\x96\x87 "
+                       "\xf0\x9f\x98\x80 jumps\tover\n\n   the lazy dog's "
+                       "back!!! ";
+    size_t ul = strlen(unit), total = 0;
+    char *text = malloc(110000);
+    while (total + ul < 100000) {
+        memcpy(text + total, unit, ul);
+        total += ul;
+    }
+    for (size_t vi = 0; vi < sizeof(names) / sizeof(names[0]); vi++) {
+        char path[1200];
+        snprintf(path, sizeof(path), "%s/tokenizer/ggml-vocab-%s.gguf",
+                 data_dir, names[vi]);
+        struct vocab_file vf;
+        if (open_vocab(path, &vf)) {
+            T_CHECK(0);
+            continue;
+        }
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        size_t n = 0;
+        int32_t *ids = tok(vf.v, text, total, false, false, &n);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        double ms = (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6;
+        fprintf(stderr, "%s: %zu bytes -> %zu tokens in %.1f ms (x2 calls)\n",
+                names[vi], total, n, ms);
+        T_CHECK(ids != NULL && n > total / 8);
+        if (ids) {
+            size_t dl = 0;
+            char *d = detok(vf.v, ids, n, false, &dl);
+            bool rt = (dl == total && memcmp(d, text, total) == 0) ||
+                      (dl == total + 1 && memcmp(d + 1, text, total) == 0);
+            T_CHECK(rt);
+            free(d);
+            int32_t small[5] = {-7, -7, -7, -7, -7};
+            T_EQ_INT(le_tokenize(vf.v, text, total, false, false, small, 4),
+                     (int64_t)n);
+            T_CHECK(memcmp(small, ids, 4 * sizeof(int32_t)) == 0);
+            T_EQ_INT(small[4], -7);
+        }
+        free(ids);
+        close_vocab(&vf);
+    }
+    free(text);
+}
+
+static void
+model_prompt(const char *file, const char *want)
+{
+    char path[1200];
+    snprintf(path, sizeof(path), "%s/models/%s", data_dir, file);
+    struct vocab_file vf;
+    if (open_vocab(path, &vf)) {
+        T_CHECK(0);
+        return;
+    }
+    T_EQ_STR(ids_str(vf.v, "Once upon a time", false, false), want);
+    char with_bos[256];
+    snprintf(with_bos, sizeof(with_bos), "1 %s", want);
+    T_EQ_STR(ids_str(vf.v, "Once upon a time", true, false), with_bos);
+    close_vocab(&vf);
+}
+
+static void
+test_model_prompts(void)
+{
+    model_prompt("stories260K.gguf", "403 407 261 378");
+    model_prompt("llama-2-tiny-random.gguf", "9038 2501 263 931");
+}
+
+static void
+test_bad_metadata(void)
+{
+    /* no tokenizer.ggml.model, unknown model, missing merges: clear
+     * errors, no crash */
+    struct gguf_w *w = gguf_w_new();
+    gguf_w_add_str(w, "general.architecture", "llama");
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    struct le_gguf *g = NULL;
+    struct le_vocab *v = NULL;
+    char err[256] = "";
+    T_EQ_INT(gguf_w_write_mem(w, &buf, &len, NULL), 0);
+    T_EQ_INT(le_gguf_open_mem(buf, len, &g, err, sizeof(err)), LE_OK);
+    T_CHECK(le_vocab_load(g, &v, err, sizeof(err)) != LE_OK);
+    T_CHECK(strlen(err) > 0);
+    le_gguf_free(g);
+    free(buf);
+    gguf_w_add_str(w, "tokenizer.ggml.model", "gpt2");
+    const char *toks[] = {"a", "b"};
+    gguf_w_add_str_arr(w, "tokenizer.ggml.tokens", toks, 2);
+    T_EQ_INT(gguf_w_write_mem(w, &buf, &len, NULL), 0);
+    T_EQ_INT(le_gguf_open_mem(buf, len, &g, err, sizeof(err)), LE_OK);
+    err[0] = 0;
+    T_CHECK(le_vocab_load(g, &v, err, sizeof(err)) != LE_OK);
+    T_CHECK(strstr(err, "merges") != NULL);
+    le_gguf_free(g);
+    free(buf);
+    gguf_w_free(w);
+    /* NULL and out-of-range arguments */
+    T_EQ_INT(le_tokenize(NULL, "a", 1, false, false, NULL, 0), -1);
+    T_EQ_INT(le_vocab_n_tokens(NULL), 0);
+    T_EQ_INT(le_token_to_piece(NULL, 0, true, err, sizeof(err)), 0);
+}
+
 int
 main(void)
 {
@@ -272,5 +775,14 @@ main(void)
     T_RUN(test_deepseek_coder);
     T_RUN(test_starcoder);
     T_RUN(test_bert_bge);
+    T_RUN(test_pretokenizer_rules);
+    T_RUN(test_bpe_merges_and_flags);
+    T_RUN(test_spm_special_and_bos);
+    T_RUN(test_gpt2_special);
+    T_RUN(test_invalid_utf8_roundtrip);
+    T_RUN(test_large_input);
+    T_RUN(test_model_prompts);
+    T_RUN(test_bad_metadata);
+    free(synth_buf);
     return T_END();
 }
