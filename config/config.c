@@ -817,6 +817,17 @@ parse_headers(struct vctx *v, json_t *po, struct cfg_provider *p)
         if (!header_name_ok(key)) {
             st = verr(v, AT_KEY, "'%s' is not a valid HTTP header name",
                       key);
+        } else if (!strcasecmp(key, "Host") ||
+                   !strcasecmp(key, "Content-Length") ||
+                   !strcasecmp(key, "Transfer-Encoding") ||
+                   !strcasecmp(key, "Connection")) {
+            /* Framing headers belong to the HTTP client; overriding them
+             * would corrupt the upstream request. */
+            st = verr(v, AT_KEY, "header '%s' is set by llmux itself", key);
+        } else if (p->api_key && !strcasecmp(key, "Authorization")) {
+            st = verr(v, AT_KEY, "header 'Authorization' conflicts with "
+                                 "api_key (sent as a Bearer token); set "
+                                 "one of them");
         } else {
             struct cfg_header *hd = &p->headers[p->n_headers];
             st = str_value(v, val, STR_PLAIN, &hd->value);

@@ -538,6 +538,14 @@ test_errors_providers(void)
                      "[\"gpt-4.1\"]",
                  "\"Bad Header", "providers.p.headers.Bad Header",
                  "not a valid HTTP header name");
+    PROVIDER_ERR(OAI "\"headers\": {\"content-length\": \"1\"}, "
+                     "\"models\": [\"gpt-4.1\"]",
+                 "\"content-length", "providers.p.headers.content-length",
+                 "set by llmux itself");
+    PROVIDER_ERR(OAI "\"api_key\": \"k\", \"headers\": {\"Authorization\": "
+                     "\"Bearer x\"}, \"models\": [\"gpt-4.1\"]",
+                 "\"Authorization", "providers.p.headers.Authorization",
+                 "conflicts with api_key");
     PROVIDER_ERR(OAI "\"headers\": [], \"models\": [\"gpt-4.1\"]", "[]",
                  "providers.p.headers", "expected an object, got an array");
 
