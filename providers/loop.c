@@ -784,6 +784,8 @@ pv_http_resume(struct pv_call *c)
         return; /* libcurl never saw the pause */
     c->recv_paused = 0;
     c->need_resume = 1;
+    /* Unpausing makes libcurl hand over held data at once; doing it from
+     * the kick event (not here) means no callback of this call runs
+     * inside pv_call_resume, so callers need not expect re-entry. */
     pend(c);
-    pv_loop_settle(c->loop);
 }

@@ -588,6 +588,43 @@ test_connect_refused(void)
 }
 
 static void
+test_connect_timeout(void)
+{
+    /* A listener whose accept queue is full and never drained: the
+     * kernel drops further SYNs, so our connect hangs. */
+    int lfd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t sl = sizeof(sa);
+    T_CHECK(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) == 0);
+    T_CHECK(listen(lfd, 0) == 0);
+    getsockname(lfd, (struct sockaddr *)&sa, &sl);
+    int fillers[4];
+    for (int i = 0; i < 4; i++) {
+        fillers[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+        connect(fillers[i], (struct sockaddr *)&sa, sizeof(sa));
+    }
+    usleep(100000); /* let the handshakes land in the queue */
+    prov_set(NULL, 20000, 0);
+    prov.connect_timeout_ms = 300;
+    snprintf(base_url, sizeof(base_url), "http://127.0.0.1:%d/v1",
+             ntohs(sa.sin_port));
+    struct rec r = {0};
+    json_t *b = chat_body("hi", 0, 0);
+    start_rec(&r, b, 0, 0);
+    T_CHECK(run1(&r, 10000));
+    T_EQ_INT(r.res.outcome, PV_ERR_CONNECT_TIMEOUT);
+    T_EQ_INT(r.heads, 0);
+    rec_free(&r);
+    json_decref(b);
+    for (int i = 0; i < 4; i++)
+        close(fillers[i]);
+    close(lfd);
+}
+
+static void
 test_bad_start(void)
 {
     prov_set(NULL, 10000, 5000);
@@ -879,6 +916,7 @@ main(void)
         T_RUN(test_too_big);
         T_RUN(test_timeouts);
         T_RUN(test_connect_refused);
+        T_RUN(test_connect_timeout);
         T_RUN(test_bad_start);
         T_RUN(test_reuse);
         T_RUN(test_cancel);
