@@ -570,6 +570,48 @@ test_kv_q8_0(void)
 }
 
 static void
+test_batch_equals_sequential(void)
+{
+    /* prefill in one batch, in batches of 3 (n_batch) and token by token
+     * must give the same logits: the graph is the same per token */
+    const char *p = write_model("batch.gguf", LE_TYPE_Q8_0, 64, 4, 2, 0);
+    struct le_model_params mp;
+    le_model_params_default(&mp);
+    struct le_model *mb = NULL, *m3 = NULL;
+    char err[256];
+    T_EQ_INT(le_model_open(p, &mp, &mb, err, sizeof(err)), LE_OK);
+    mp.n_batch = 3;
+    T_EQ_INT(le_model_open(p, &mp, &m3, err, sizeof(err)), LE_OK);
+    if (!mb || !m3) {
+        le_model_free(mb);
+        le_model_free(m3);
+        return;
+    }
+    int32_t ids[10] = {1, 300, 301, 7, 8, 9, 260, 261, 262, 10};
+    int nv = le_model_n_vocab(mb);
+    float *a = malloc((size_t)nv * sizeof(float));
+    float *b = malloc((size_t)nv * sizeof(float));
+    float *c = malloc((size_t)nv * sizeof(float));
+    T_EQ_INT(logits_after(mb, ids, 10, a), 0);
+    T_EQ_INT(logits_after(m3, ids, 10, b), 0);
+    struct le_session *s = NULL;
+    T_EQ_INT(le_session_new(mb, &s, err, sizeof(err)), LE_OK);
+    for (int i = 0; s && i < 10; i++)
+        T_EQ_INT(le_session_decode(s, ids + i, 1, err, sizeof(err)), LE_OK);
+    if (s)
+        memcpy(c, le_session_logits(s), (size_t)nv * sizeof(float));
+    T_EQ_INT(le_session_n_past(s), 10);
+    T_CHECK(memcmp(a, b, (size_t)nv * sizeof(float)) == 0);
+    T_CHECK(memcmp(a, c, (size_t)nv * sizeof(float)) == 0);
+    le_session_free(s);
+    free(a);
+    free(b);
+    free(c);
+    le_model_free(mb);
+    le_model_free(m3);
+}
+
+static void
 test_threads_identical(void)
 {
     /* 128-wide so the products are big enough to be split */
@@ -1103,6 +1145,7 @@ main(void)
     T_RUN(test_cli_run);
     T_RUN(test_f32_vs_q8_0);
     T_RUN(test_kv_q8_0);
+    T_RUN(test_batch_equals_sequential);
     T_RUN(test_threads_identical);
     T_RUN(test_sessions_in_parallel);
     T_RUN(test_context_limit);
