@@ -65,6 +65,16 @@ struct le_type_traits {
 const struct le_type_traits *le_type_get(uint32_t type);
 /* Bytes of a row of n values, 0 if n is not a multiple of the block. */
 size_t le_row_size(enum le_type t, int64_t n);
+/* The plain C table whatever the CPU (le_type_get may hold SIMD vec_dot
+ * kernels instead; tests hold those against these).  NULL as le_type_get. */
+const struct le_type_traits *le_type_get_ref(uint32_t type);
+/* AVX2 kernels (quants_avx2.c, x86 only; le_type_get uses them when the
+ * CPU has AVX2+FMA+F16C and LLMUX_NO_SIMD is unset).  Same contract as
+ * le_type_traits.vec_dot, bit-identical results to the plain C twins. */
+void le_vec_dot_q4_0_q8_0_avx2(int n, float *s, const void *x, const void *y);
+void le_vec_dot_q8_0_q8_0_avx2(int n, float *s, const void *x, const void *y);
+void le_vec_dot_q4_K_q8_K_avx2(int n, float *s, const void *x, const void *y);
+void le_vec_dot_q6_K_q8_K_avx2(int n, float *s, const void *x, const void *y);
 
 /* IEEE half and bfloat16 conversions (plain C, exact, round to nearest
  * even on the way down). */

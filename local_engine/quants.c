@@ -6,6 +6,10 @@
  * GGUF/ggml block layouts.  The SIMD kernels (quants_avx2.c) are twins of
  * these and are held against them in tests/test_quants.c.
  *
+ * le_type_get serves this table with the AVX2 vec_dots of quants_avx2.c
+ * patched in when the CPU has them (LLMUX_NO_SIMD=1 turns that off);
+ * le_type_get_ref always serves the plain C one.
+ *
  * Invariants: every function takes counts that are multiples of the
  * type's block size (callers check shapes; gguf.c checks ne[0]); blocks are
  * read and written as packed little-endian structs whose sizes are pinned
@@ -14,6 +18,8 @@
 #include "le_int.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ------------------------------------------------------------------ */
@@ -1139,11 +1145,42 @@ static const struct le_type_traits type_table[LE_TYPE_COUNT] = {
 };
 
 const struct le_type_traits *
-le_type_get(uint32_t type)
+le_type_get_ref(uint32_t type)
 {
     if (type >= LE_TYPE_COUNT || !type_table[type].name)
         return NULL;
     return &type_table[type];
+}
+
+/* The table le_type_get serves: type_table with SIMD vec_dots patched in
+ * for this CPU, built once. */
+static struct le_type_traits rt_table[LE_TYPE_COUNT];
+static pthread_once_t rt_once = PTHREAD_ONCE_INIT;
+
+static void
+rt_init(void)
+{
+    memcpy(rt_table, type_table, sizeof(rt_table));
+#if defined(__x86_64__) || defined(__i386__)
+    const char *no = getenv("LLMUX_NO_SIMD");
+    if ((!no || !*no || strcmp(no, "0") == 0) &&
+        __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+        __builtin_cpu_supports("f16c")) {
+        rt_table[LE_TYPE_Q4_0].vec_dot = le_vec_dot_q4_0_q8_0_avx2;
+        rt_table[LE_TYPE_Q8_0].vec_dot = le_vec_dot_q8_0_q8_0_avx2;
+        rt_table[LE_TYPE_Q4_K].vec_dot = le_vec_dot_q4_K_q8_K_avx2;
+        rt_table[LE_TYPE_Q6_K].vec_dot = le_vec_dot_q6_K_q8_K_avx2;
+    }
+#endif
+}
+
+const struct le_type_traits *
+le_type_get(uint32_t type)
+{
+    if (type >= LE_TYPE_COUNT || !type_table[type].name)
+        return NULL;
+    pthread_once(&rt_once, rt_init);
+    return &rt_table[type];
 }
 
 size_t

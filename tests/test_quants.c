@@ -196,6 +196,72 @@ test_roundtrip_and_dot(void)
     free(qy);
 }
 
+/* SIMD kernels (if this CPU runs them) against their plain C twins: the
+ * kernels do the same integer sums and float steps, so they must agree
+ * bit for bit.  Weights are both quantised data and random bytes (every
+ * bit pattern of nibbles / scales) with finite fp16 scales patched in. */
+static void
+test_simd_vs_ref(void)
+{
+    static const struct {
+        enum le_type t;
+        size_t d_off[2]; /* fp16 fields in a block (0 = none for [1]) */
+        int n_d;
+    } k[] = {
+        {LE_TYPE_Q4_0, {0, 0}, 1},
+        {LE_TYPE_Q8_0, {0, 0}, 1},
+        {LE_TYPE_Q4_K, {0, 2}, 2},
+        {LE_TYPE_Q6_K, {208, 0}, 1},
+    };
+    int n_simd = 0;
+    float *x = malloc(N * sizeof(float)), *y = malloc(N * sizeof(float));
+    uint8_t *qx = malloc(N * 4), *qy = malloc(N * 4);
+    for (size_t c = 0; c < sizeof(k) / sizeof(k[0]); c++) {
+        const struct le_type_traits *tt = le_type_get(k[c].t);
+        const struct le_type_traits *rt = le_type_get_ref(k[c].t);
+        T_CHECK(tt && rt);
+        if (!tt || !rt)
+            continue;
+        n_simd += tt->vec_dot != rt->vec_dot;
+        const struct le_type_traits *vt = le_type_get_ref(rt->vec_dot_type);
+        int mismatches = 0;
+        for (int rep = 0; rep < 40; rep++) {
+            int n = (rep % 4 + 1) * 256 * (rep % 3 + 1); /* 256 .. 3072 */
+            fill(y, n, rep % 5 == 0 ? 100.0f : 1.0f);
+            vt->from_float(y, qy, n);
+            if (rep % 2 == 0) {
+                fill(x, n, 1.0f);
+                rt->from_float(x, qx, n);
+            } else {
+                size_t nb = (size_t)n / (size_t)rt->blck_size;
+                for (size_t i = 0; i < nb * rt->type_size; i++)
+                    qx[i] = (uint8_t)(frand() * 128 + 128);
+                for (size_t b = 0; b < nb; b++)
+                    for (int f = 0; f < k[c].n_d; f++) {
+                        uint16_t h = le_fp32_to_fp16(frand() * 0.01f);
+                        uint8_t *p = qx + b * rt->type_size + k[c].d_off[f];
+                        p[0] = (uint8_t)h;
+                        p[1] = (uint8_t)(h >> 8);
+                    }
+            }
+            float a = NAN, r = NAN;
+            tt->vec_dot(n, &a, qx, qy);
+            rt->vec_dot(n, &r, qx, qy);
+            if (memcmp(&a, &r, sizeof(float)) != 0) {
+                fprintf(stderr, "%s n=%d rep %d: simd %.9g ref %.9g\n",
+                        rt->name, n, rep, a, r);
+                mismatches++;
+            }
+        }
+        T_EQ_INT(mismatches, 0);
+    }
+    fprintf(stderr, "  (%d SIMD kernels active on this CPU)\n", n_simd);
+    free(x);
+    free(y);
+    free(qx);
+    free(qy);
+}
+
 /* ---- pinned layouts: blocks built by hand byte by byte ---- */
 
 static void
@@ -355,6 +421,7 @@ main(void)
     T_RUN(test_types_table);
     T_RUN(test_fp16);
     T_RUN(test_roundtrip_and_dot);
+    T_RUN(test_simd_vs_ref);
     T_RUN(test_layout_q4_0);
     T_RUN(test_layout_q8_0);
     T_RUN(test_layout_q5_0);

@@ -1,0 +1,228 @@
+/*
+ * quants_avx2.c: AVX2 dot products for the hottest weight types (Q4_0,
+ * Q8_0 against Q8_0; Q4_K, Q6_K against Q8_K).
+ *
+ * Built with -mavx2 -mfma -mf16c (Makefile: files named *_avx2.c) and
+ * called only when the CPU has AVX2, FMA and F16C (quants.c checks with
+ * __builtin_cpu_supports and then puts these into the type table).
+ *
+ * Each kernel computes, per block, the same integer sums as its plain C
+ * twin in quants.c and then the same float expression in the same order,
+ * so the results are bit-identical to the plain C ones (test_quants.c
+ * checks that).  The integer sums cannot overflow int16 in maddubs for
+ * blocks made by our quantisers (|q8| <= 127); a Q8 block holding -128
+ * from a hostile file may saturate, which only changes that dot product.
+ *
+ * The block structs repeat quants.c's (the same fields, pinned to the same
+ * sizes by _Static_assert): only the four layouts used here.
+ */
+#if defined(__x86_64__) || defined(__i386__)
+
+#include "le_int.h"
+
+#include <immintrin.h>
+#include <string.h>
+
+struct le_block_q4_0 {
+    uint16_t d;
+    uint8_t qs[16];
+};
+_Static_assert(sizeof(struct le_block_q4_0) == 18, "as in quants.c");
+
+struct le_block_q8_0 {
+    uint16_t d;
+    int8_t qs[32];
+};
+_Static_assert(sizeof(struct le_block_q8_0) == 34, "as in quants.c");
+
+struct le_block_q4_K {
+    uint16_t d, dmin;
+    uint8_t scales[12];
+    uint8_t qs[128];
+};
+_Static_assert(sizeof(struct le_block_q4_K) == 144, "as in quants.c");
+
+struct le_block_q6_K {
+    uint8_t ql[128];
+    uint8_t qh[64];
+    int8_t scales[16];
+    uint16_t d;
+};
+_Static_assert(sizeof(struct le_block_q6_K) == 210, "as in quants.c");
+
+struct le_block_q8_K {
+    float d;
+    int8_t qs[256];
+    int16_t bsums[16];
+};
+_Static_assert(sizeof(struct le_block_q8_K) == 292, "as in quants.c");
+
+static inline float
+h2f(uint16_t h)
+{
+    return _cvtsh_ss(h); /* exact, like le_fp16_to_fp32 */
+}
+
+static inline int32_t
+hsum_i32(__m256i v)
+{
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v),
+                              _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+    return _mm_cvtsi128_si32(s);
+}
+
+/* 8 int32 sums of adjacent products of 32 signed bytes x and y. */
+static inline __m256i
+dot_i8(__m256i x, __m256i y)
+{
+    /* maddubs wants unsigned x signed: move x's sign onto y. */
+    __m256i ax = _mm256_sign_epi8(x, x);
+    __m256i sy = _mm256_sign_epi8(y, x);
+    __m256i p16 = _mm256_maddubs_epi16(ax, sy);
+    return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
+}
+
+void
+le_vec_dot_q8_0_q8_0_avx2(int n, float *s, const void *vx, const void *vy)
+{
+    const struct le_block_q8_0 *x = vx, *y = vy;
+    float sumf = 0;
+    for (int i = 0; i < n / 32; i++) {
+        __m256i qx = _mm256_loadu_si256((const __m256i *)x[i].qs);
+        __m256i qy = _mm256_loadu_si256((const __m256i *)y[i].qs);
+        int sumi = hsum_i32(dot_i8(qx, qy));
+        sumf += sumi * h2f(x[i].d) * h2f(y[i].d);
+    }
+    *s = sumf;
+}
+
+void
+le_vec_dot_q4_0_q8_0_avx2(int n, float *s, const void *vx, const void *vy)
+{
+    const struct le_block_q4_0 *x = vx;
+    const struct le_block_q8_0 *y = vy;
+    const __m128i m4 = _mm_set1_epi8(0x0f);
+    const __m256i eight = _mm256_set1_epi8(8);
+    float sumf = 0;
+    for (int i = 0; i < n / 32; i++) {
+        __m128i b = _mm_loadu_si128((const __m128i *)x[i].qs);
+        __m128i lo = _mm_and_si128(b, m4);                    /* values 0-15 */
+        __m128i hi = _mm_and_si128(_mm_srli_epi16(b, 4), m4); /* 16-31 */
+        __m256i qx = _mm256_sub_epi8(_mm256_set_m128i(hi, lo), eight);
+        __m256i qy = _mm256_loadu_si256((const __m256i *)y[i].qs);
+        int sumi = hsum_i32(dot_i8(qx, qy));
+        sumf += sumi * h2f(x[i].d) * h2f(y[i].d);
+    }
+    *s = sumf;
+}
+
+/* As quants.c's k4_scale_min. */
+static inline void
+k4_scale_min(const uint8_t *q, int j, int *d, int *m)
+{
+    if (j < 4) {
+        *d = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *d = (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4);
+        *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+    }
+}
+
+void
+le_vec_dot_q4_K_q8_K_avx2(int n, float *s, const void *vx, const void *vy)
+{
+    const struct le_block_q4_K *x = vx;
+    const struct le_block_q8_K *y = vy;
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    float sumf = 0;
+    for (int i = 0; i < n / 256; i++) {
+        int sc[8], mn[8];
+        for (int j = 0; j < 8; j++)
+            k4_scale_min(x[i].scales, j, &sc[j], &mn[j]);
+        int32_t msum = 0;
+        for (int j = 0; j < 8; j++)
+            msum += mn[j] * (y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]);
+        __m256i acc = _mm256_setzero_si256();
+        for (int jj = 0; jj < 4; jj++) {
+            __m256i b =
+                _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * jj));
+            __m256i lo = _mm256_and_si256(b, m4);
+            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(b, 4), m4);
+            __m256i y0 = _mm256_loadu_si256(
+                (const __m256i *)(y[i].qs + 64 * jj));
+            __m256i y1 = _mm256_loadu_si256(
+                (const __m256i *)(y[i].qs + 64 * jj + 32));
+            /* unsigned nibbles x signed q8: pairs fit int16 (2*15*128) */
+            __m256i p0 = _mm256_maddubs_epi16(lo, y0);
+            __m256i p1 = _mm256_maddubs_epi16(hi, y1);
+            p0 = _mm256_madd_epi16(p0, _mm256_set1_epi16((short)sc[2 * jj]));
+            p1 = _mm256_madd_epi16(p1,
+                                   _mm256_set1_epi16((short)sc[2 * jj + 1]));
+            acc = _mm256_add_epi32(acc, _mm256_add_epi32(p0, p1));
+        }
+        int32_t isum = hsum_i32(acc);
+        float d = h2f(x[i].d), dmin = h2f(x[i].dmin);
+        sumf += y[i].d * (d * (float)isum) - y[i].d * (dmin * (float)msum);
+    }
+    *s = sumf;
+}
+
+void
+le_vec_dot_q6_K_q8_K_avx2(int n, float *s, const void *vx, const void *vy)
+{
+    const struct le_block_q6_K *x = vx;
+    const struct le_block_q8_K *y = vy;
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    const __m256i m3 = _mm256_set1_epi8(0x03);
+    float sumf = 0;
+    for (int i = 0; i < n / 256; i++) {
+        const int8_t *sc = x[i].scales;
+        /* q is stored + 32: subtract 32 * sum(sc * q8) at the end. */
+        int32_t off = 0;
+        for (int j = 0; j < 16; j++)
+            off += sc[j] * y[i].bsums[j];
+        __m256i acc = _mm256_setzero_si256();
+        for (int nn = 0; nn < 2; nn++) {
+            const uint8_t *ql = x[i].ql + 64 * nn, *qh = x[i].qh + 32 * nn;
+            const int8_t *q8 = y[i].qs + 128 * nn;
+            __m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
+            __m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
+            __m256i h = _mm256_loadu_si256((const __m256i *)qh);
+            __m256i q[4];
+            q[0] = _mm256_or_si256(
+                _mm256_and_si256(l0, m4),
+                _mm256_slli_epi16(_mm256_and_si256(h, m3), 4));
+            q[1] = _mm256_or_si256(
+                _mm256_and_si256(l1, m4),
+                _mm256_slli_epi16(
+                    _mm256_and_si256(_mm256_srli_epi16(h, 2), m3), 4));
+            q[2] = _mm256_or_si256(
+                _mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                _mm256_slli_epi16(
+                    _mm256_and_si256(_mm256_srli_epi16(h, 4), m3), 4));
+            q[3] = _mm256_or_si256(
+                _mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                _mm256_slli_epi16(
+                    _mm256_and_si256(_mm256_srli_epi16(h, 6), m3), 4));
+            for (int k = 0; k < 4; k++) {
+                __m256i yy =
+                    _mm256_loadu_si256((const __m256i *)(q8 + 32 * k));
+                /* q in 0..63 unsigned x q8: pairs fit int16 (2*63*128) */
+                __m256i p = _mm256_maddubs_epi16(q[k], yy);
+                int s0 = sc[nn * 8 + 2 * k], s1 = sc[nn * 8 + 2 * k + 1];
+                __m256i scv = _mm256_set_m128i(_mm_set1_epi16((short)s1),
+                                               _mm_set1_epi16((short)s0));
+                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, scv));
+            }
+        }
+        int32_t isum = hsum_i32(acc) - 32 * off;
+        float d = h2f(x[i].d);
+        sumf += y[i].d * (d * (float)isum) - y[i].d * (0.0f * (float)0);
+    }
+    *s = sumf;
+}
+
+#endif /* x86 */
