@@ -1405,6 +1405,10 @@ cfg_load_string(const char *text, const char *name, struct cfg **out,
                 char *err, size_t errlen)
 {
     enum gx_status st = GX_ENOMEM;
+    /* Some editors start UTF-8 files with a BOM; editors do not count it
+     * as a column, so neither do we. */
+    if (text && !strncmp(text, "\xEF\xBB\xBF", 3))
+        text += 3;
     struct vctx v = {.name = name ? name : "(config)",
                      .text = text,
                      .len = text ? strlen(text) : 0,

@@ -441,6 +441,12 @@ test_errors_positions(void)
     T_EQ_INT(cfg_load_string(t3, "t.json", &c, err, sizeof(err)), GX_EINVAL);
     T_EQ_STR(err, "t.json:1:13: workers: expected an integer, got a string");
 
+    /* A UTF-8 BOM is skipped and not counted as a column. */
+    T_EQ_INT(cfg_load_string("\xEF\xBB\xBF{\"workers\": 0}", "t.json", &c,
+                             err, sizeof(err)),
+             GX_EINVAL);
+    T_EQ_STR(err, "t.json:1:13: workers: must be between 1 and 256, got 0");
+
     /* Keys spelled with escapes still map to their decoded path. */
     EXPECT_ERR("{\"providers\": {\"p\": {\"kind\": \"openai\", \"base_url\": "
                "\"http://h\", \"models\": {\"gpt\\u002d4.1\": {\n"
