@@ -123,6 +123,42 @@ tokenize_all(const struct le_model *m, const char *text, size_t len,
     return ids;
 }
 
+/* Model options shared by run and bench: returns 1 if argv[i] was one
+ * (advancing *i past its value), 0 if not, -1 on a bad value. */
+static int
+model_opt(int argc, char **argv, int *i, struct le_model_params *mp)
+{
+    const char *a = argv[*i];
+    const char *v = *i + 1 < argc ? argv[*i + 1] : NULL;
+    if (!strcmp(a, "--no-mmap")) {
+        mp->use_mmap = 0;
+        return 1;
+    }
+    if (!strcmp(a, "--mlock")) {
+        mp->use_mlock = 1;
+        return 1;
+    }
+    if (!strcmp(a, "--kv-type")) {
+        if (!v)
+            return -1;
+        (*i)++;
+        if (!strcmp(v, "f16"))
+            mp->kv_type = LE_KV_F16;
+        else if (!strcmp(v, "q8_0"))
+            mp->kv_type = LE_KV_Q8_0;
+        else
+            return -1;
+        return 1;
+    }
+    if (!strcmp(a, "--batch") || !strcmp(a, "-b")) {
+        if (!v || parse_int(v, 1, 512, &mp->n_batch))
+            return -1;
+        (*i)++;
+        return 1;
+    }
+    return 0;
+}
+
 /* ------------------------------------------------------------------ */
 /* run                                                                  */
 
@@ -147,7 +183,11 @@ run_usage(FILE *f)
           "  --seed S       random seed (default: from the clock)\n"
           "  --threads N    compute threads (default 1)\n"
           "  --ctx N        context window (default: the model's, <= 4096)\n"
-          "  --echo         print the prompt before the generated text\n",
+          "  --echo         print the prompt before the generated text\n"
+          "  --kv-type T    KV cache f16 (default) or q8_0\n"
+          "  --batch N      prompt tokens per forward pass (default 32)\n"
+          "  --no-mmap      read the file into memory instead of mapping\n"
+          "  --mlock        lock the weights in memory\n",
           f);
 }
 
@@ -174,6 +214,16 @@ le_cli_run(int argc, char **argv)
     le_sampling_default(&sp);
     sp.max_tokens = 64;
     for (int i = 1; i < argc; i++) {
+        const char *opt = argv[i];
+        int mo = model_opt(argc, argv, &i, &mp);
+        if (mo < 0) {
+            fprintf(stderr, "llmux run: bad or missing value for '%s'\n\n",
+                    opt);
+            run_usage(stderr);
+            return 2;
+        }
+        if (mo > 0)
+            continue;
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         int bad = 0, takes = 1;
@@ -310,7 +360,8 @@ static void
 bench_usage(FILE *f)
 {
     fputs("usage: llmux bench --model FILE.gguf [-p 128] [-n 64] [-r 1]\n"
-          "                   [--threads N] [--json]\n"
+          "                   [--threads N] [--json] [--kv-type f16|q8_0]\n"
+          "                   [--batch N] [--no-mmap] [--mlock]\n"
           "\n"
           "Prefill (pp: -p prompt tokens in batches) and generation (tg: -n\n"
           "tokens one at a time) speed in tokens/s, like llama-bench; -r\n"
@@ -326,6 +377,16 @@ le_cli_bench(int argc, char **argv)
     struct le_model_params mp;
     le_model_params_default(&mp);
     for (int i = 1; i < argc; i++) {
+        const char *opt = argv[i];
+        int mo = model_opt(argc, argv, &i, &mp);
+        if (mo < 0) {
+            fprintf(stderr, "llmux bench: bad or missing value for '%s'\n\n",
+                    opt);
+            bench_usage(stderr);
+            return 2;
+        }
+        if (mo > 0)
+            continue;
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         int bad = 0, takes = 1;
