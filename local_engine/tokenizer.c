@@ -268,7 +268,8 @@ struct pt {
     uint32_t *cp;
     uint8_t *fl;
     size_t *off;
-    size_t n, cap_cp, cap_fl, cap_off;
+    size_t *ws_end; /* ws_end[i]: end of the whitespace run at i (i if none) */
+    size_t n, cap_cp, cap_fl, cap_off, cap_ws;
     struct span *a, *b; /* piece lists, swapped per rule */
     size_t na, cap_a, nb, cap_b;
 };
@@ -287,7 +288,8 @@ pt_decode(struct pt *t, const char *text, size_t len)
 {
     if (grow((void **)&t->cp, &t->cap_cp, len + 1, sizeof(uint32_t)) ||
         grow((void **)&t->off, &t->cap_off, len + 1, sizeof(size_t)) ||
-        grow((void **)&t->fl, &t->cap_fl, len + 1, 1))
+        grow((void **)&t->fl, &t->cap_fl, len + 1, 1) ||
+        grow((void **)&t->ws_end, &t->cap_ws, len + 1, sizeof(size_t)))
         return -1;
     const uint8_t *s = (const uint8_t *)text;
     size_t i = 0, n = 0;
@@ -302,6 +304,11 @@ pt_decode(struct pt *t, const char *text, size_t len)
     }
     t->off[n] = len;
     t->n = n;
+    /* whitespace run ends, so a rule that fails after a long run (\s+$)
+     * does not rescan it from every position: no O(n^2) on long runs */
+    t->ws_end[n] = n;
+    for (size_t j = n; j-- > 0;)
+        t->ws_end[j] = (t->fl[j] & F_WS) ? t->ws_end[j + 1] : j;
     return 0;
 }
 
@@ -313,6 +320,10 @@ typedef size_t (*pt_match_fn)(const struct pt *t, size_t p, size_t e);
 static size_t
 run_of(const struct pt *t, size_t p, size_t e, unsigned mask)
 {
+    if (mask == F_WS) {
+        size_t q = t->ws_end[p];
+        return (q < e ? q : e) - p;
+    }
     size_t q = p;
     while (q < e && (t->fl[q] & mask))
         q++;
@@ -779,6 +790,7 @@ pt_free(struct pt *t)
     free(t->cp);
     free(t->fl);
     free(t->off);
+    free(t->ws_end);
     free(t->a);
     free(t->b);
 }

@@ -704,6 +704,44 @@ test_large_input(void)
     free(text);
 }
 
+/* Inputs that would be quadratic for a naive matcher or merge loop: a
+ * long whitespace run before a non-matching character (deepseek-llm's
+ * \s+$ rule), one 100 KB word, a long run of newlines and spaces.  No
+ * timing assertion: the test's own time bound is the check. */
+static void
+test_pathological_inputs(void)
+{
+    const char *m[] = {"a a", "aa aa"};
+    size_t n = 200000;
+    char *text = malloc(n + 8);
+    struct vocab_file vf;
+    size_t ends[4];
+    if (synth_bpe("deepseek-llm", NULL, 0, m, 2, -1, -1, &vf) == 0) {
+        memset(text, ' ', n);
+        memcpy(text + n, "\xe4\xb8\xad", 3);
+        T_EQ_INT(le_vocab_pretokenize(vf.v, text, n + 3, ends, 4), 2);
+        T_EQ_INT(ends[0], n);
+        close_vocab(&vf);
+    }
+    if (synth_bpe("llama3", NULL, 0, m, 2, -1, -1, &vf) == 0) {
+        text[0] = '\n';
+        memset(text + 1, ' ', n);
+        text[n + 1] = 'x';
+        T_EQ_INT(le_vocab_pretokenize(vf.v, text, n + 2, ends, 4), 3);
+        T_EQ_INT(ends[0], 1);
+        T_EQ_INT(ends[1], n);
+        memset(text, 'a', 100000);
+        size_t nt = 0;
+        int32_t *ids = tok(vf.v, text, 100000, false, false, &nt);
+        /* the merges build "aaaa" symbols, which are no tokens in this
+         * vocab, so each falls back to its single bytes: 100000 ids */
+        T_CHECK(ids != NULL && nt == 100000);
+        free(ids);
+        close_vocab(&vf);
+    }
+    free(text);
+}
+
 static void
 model_prompt(const char *file, const char *want)
 {
@@ -781,6 +819,7 @@ main(void)
     T_RUN(test_gpt2_special);
     T_RUN(test_invalid_utf8_roundtrip);
     T_RUN(test_large_input);
+    T_RUN(test_pathological_inputs);
     T_RUN(test_model_prompts);
     T_RUN(test_bad_metadata);
     free(synth_buf);
