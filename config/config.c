@@ -978,15 +978,24 @@ out:
  * Routes
  */
 
+/* Finds model[0..len) among p's models (model need not be terminated). */
 static int
-find_model(const struct cfg_provider *p, const char *model, size_t *out)
+find_model_n(const struct cfg_provider *p, const char *model, size_t len,
+             size_t *out)
 {
     for (size_t k = 0; k < p->n_models; k++)
-        if (!strcmp(p->models[k].name, model)) {
+        if (!strncmp(p->models[k].name, model, len) &&
+            p->models[k].name[len] == '\0') {
             *out = k;
             return 1;
         }
     return 0;
+}
+
+static int
+find_model(const struct cfg_provider *p, const char *model, size_t *out)
+{
+    return find_model_n(p, model, strlen(model), out);
 }
 
 static int
@@ -1001,18 +1010,16 @@ find_provider(const struct cfg *c, const char *name, size_t *out)
 }
 
 /* Parses "MODEL@PROVIDER" (split at the last '@', so a model name may hold
- * '@'); 1 when both exist. */
+ * '@'); 1 when both exist.  No allocation: cfg_resolve runs per request. */
 static int
 parse_target(const struct cfg *c, const char *s, struct cfg_target *t)
 {
     const char *at = strrchr(s, '@');
     if (!at || at == s || !at[1])
         return 0;
-    char *model = strndup(s, (size_t)(at - s));
-    int ok = model && find_provider(c, at + 1, &t->provider) &&
-             find_model(&c->providers[t->provider], model, &t->model);
-    free(model);
-    return ok;
+    return find_provider(c, at + 1, &t->provider) &&
+           find_model_n(&c->providers[t->provider], s, (size_t)(at - s),
+                        &t->model);
 }
 
 /* Explains why the string value j at the current path is not a target. */

@@ -138,8 +138,10 @@ const struct cfg_route *cfg_route_find(const struct cfg *c, const char *name);
  * Resolves a request's "model" (DESIGN.md section 5): a route name, a
  * MODEL@PROVIDER target, or a bare model name served by one or more
  * providers (config order).  Fills up to cap targets into out and returns
- * how many; 0 = unknown model.  *route is set to the route when it was a
- * route name, else NULL.
+ * how many it wrote (<= cap); 0 = unknown model.  A route's fallback comes
+ * last (skipped if it is already a target).  *route is set to the route
+ * when it was a route name, else NULL (route may be NULL).  Allocation-free
+ * and read-only: any thread, per request.
  */
 size_t cfg_resolve(const struct cfg *c, const char *model,
                    const struct cfg_route **route, struct cfg_target *out,
