@@ -5,7 +5,8 @@
  * branches summed by group:
  *
  *   [since .. h0)  raw usage rows      (partial first hour, index usage_ts)
- *   [h0 .. h1)     usage_hourly rollup (whole hours, PK starts at hour_ms)
+ *   [h0 .. h1)     usage_hourly rollup (whole hours; one PK range:
+ *                  dim, key_id, hour_ms)
  *   [h1 .. until)  raw usage rows      (partial last hour)
  *
  * where h0 = since rounded up and h1 = until rounded down to the hour.
@@ -13,8 +14,8 @@
  * transaction as the rows it sums); p50/p95 come from the 18-bucket
  * histogram both branches produce, so they are estimates.  The raw
  * branches can touch at most two hours of rows, so a month-long query
- * reads about (hours x distinct model/provider/route/key combinations)
- * rollup rows instead of millions of raw rows.
+ * reads hours x distinct values rollup cells (720 x a few models), or
+ * hours x keys when grouping by key, instead of millions of raw rows.
  */
 #include "pricing.h"
 #include "pricing_int.h"
@@ -154,11 +155,11 @@ group_expr(enum pr_group g, int rollup)
 {
     switch (g) {
     case PR_GROUP_MODEL:
-        return rollup ? "model" : "COALESCE(model,'')";
+        return rollup ? "value" : "COALESCE(model,'')";
     case PR_GROUP_PROVIDER:
-        return rollup ? "provider" : "COALESCE(provider,'')";
+        return rollup ? "value" : "COALESCE(provider,'')";
     case PR_GROUP_ROUTE:
-        return rollup ? "route" : "COALESCE(route,'')";
+        return rollup ? "value" : "COALESCE(route,'')";
     case PR_GROUP_KEY:
         return rollup ? "key_id" : "COALESCE(key_id,-1)";
     case PR_GROUP_DAY:
@@ -169,6 +170,22 @@ group_expr(enum pr_group g, int rollup)
     case PR_GROUP_NONE:
     default:
         return "''";
+    }
+}
+
+/* The rollup's dim holding the grouping (ledger.c's dim_names). */
+static const char *
+group_dim(enum pr_group g)
+{
+    switch (g) {
+    case PR_GROUP_MODEL:
+        return "model";
+    case PR_GROUP_PROVIDER:
+        return "provider";
+    case PR_GROUP_ROUTE:
+        return "route";
+    default:
+        return "none";
     }
 }
 
@@ -193,13 +210,17 @@ append_raw_branch(struct gx_buf *b, enum pr_group g, const char *where,
 static enum gx_status
 build_sql(const struct pr_usage_query *q, int use_rollup, struct gx_buf *b)
 {
-    const char *keyw_raw = "", *keyw_roll = "";
+    /* Rollup cells: key_id -2 sums all keys; grouping by key reads the
+     * per-key cells (-1 = anonymous) instead. */
+    const char *keyw_raw = "", *keyw_roll = " AND key_id = -2";
     if (q->key_filter == -1) {
         keyw_raw = " AND key_id IS NULL";
         keyw_roll = " AND key_id = -1";
     } else if (q->key_filter != PR_KEY_ALL) {
         keyw_raw = " AND key_id = ?5";
         keyw_roll = " AND key_id = ?5";
+    } else if (q->group_by == PR_GROUP_KEY) {
+        keyw_roll = " AND key_id >= -1";
     }
     enum gx_status st = gx_buf_printf(b, "SELECT g, SUM(n), SUM(e), SUM(pt),"
                                          " SUM(ct), SUM(cc), SUM(cost)");
@@ -220,9 +241,10 @@ build_sql(const struct pr_usage_query *q, int use_rollup, struct gx_buf *b)
             st = gx_buf_printf(b, ", SUM(h%d) AS h%d", i, i);
         if (st == GX_OK)
             st = gx_buf_printf(b,
-                               " FROM usage_hourly WHERE hour_ms >= ?3 AND"
-                               " hour_ms < ?4%s GROUP BY 1 UNION ALL ",
-                               keyw_roll);
+                               " FROM usage_hourly WHERE dim = '%s'%s AND"
+                               " hour_ms >= ?3 AND hour_ms < ?4 GROUP BY 1"
+                               " UNION ALL ",
+                               group_dim(q->group_by), keyw_roll);
         if (st == GX_OK)
             st = append_raw_branch(b, q->group_by, "ts_ms >= ?1 AND ts_ms < ?3",
                                    keyw_raw);

@@ -203,38 +203,49 @@ check_rows_exact(sqlite3 *db)
 }
 
 /* Every rollup cell equals the SQL sums over the raw rows, including the
- * histogram, and no raw group is missing from the rollup. */
+ * histogram, for each dimension, per key and for all keys together; and no
+ * raw group is missing from the rollup. */
 static void
 check_rollups(sqlite3 *db)
 {
-    const char *raw =
-        "SELECT ts_ms - ts_ms % 3600000 AS h, COALESCE(model,'') AS m,"
-        " COALESCE(provider,'') AS p, COALESCE(route,'') AS r,"
-        " COALESCE(key_id,-1) AS k, COUNT(*) AS n,"
-        " SUM(status < 200 OR status >= 300) AS e, SUM(prompt_tokens) AS pt,"
-        " SUM(completion_tokens) AS ct, SUM(cached_tokens) AS cc,"
-        " SUM(cost_pusd) AS cost, SUM(latency_ms) AS ls,"
-        " SUM(latency_ms < 50) AS b0,"
-        " SUM(latency_ms >= 1000 AND latency_ms < 1500) AS b7,"
-        " SUM(latency_ms >= 7500 AND latency_ms < 10000) AS b12,"
-        " SUM(latency_ms >= 60000) AS b17"
-        " FROM usage GROUP BY 1,2,3,4,5";
-    char sql[4096];
-    snprintf(sql, sizeof(sql),
-             "SELECT COUNT(*) FROM (%s) AS x LEFT JOIN usage_hourly u ON"
-             " u.hour_ms = x.h AND u.model = x.m AND u.provider = x.p AND"
-             " u.route = x.r AND u.key_id = x.k WHERE u.requests IS NULL OR"
-             " u.requests != x.n OR u.errors != x.e OR u.prompt_tokens != x.pt"
-             " OR u.completion_tokens != x.ct OR u.cached_tokens != x.cc OR"
-             " u.cost_pusd != x.cost OR u.latency_sum_ms != x.ls OR"
-             " u.h0 != x.b0 OR u.h7 != x.b7 OR u.h12 != x.b12 OR"
-             " u.h17 != x.b17",
-             raw);
-    T_EQ_INT(sql_int(db, sql), 0);
-    snprintf(sql, sizeof(sql), "SELECT COUNT(*) FROM (%s)", raw);
-    int64_t groups = sql_int(db, sql);
-    T_EQ_INT(sql_int(db, "SELECT COUNT(*) FROM usage_hourly"), groups);
-    T_CHECK(groups > 10);
+    static const char *const dims[4] = {"none", "model", "provider",
+                                        "route"};
+    static const char *const vals[4] = {"''", "COALESCE(model,'')",
+                                        "COALESCE(provider,'')",
+                                        "COALESCE(route,'')"};
+    int64_t cells = 0;
+    for (int d = 0; d < 4; d++) {
+        for (int all = 0; all < 2; all++) {
+            char raw[2048], sql[4096];
+            snprintf(
+                raw, sizeof(raw),
+                "SELECT ts_ms - ts_ms %% 3600000 AS h, %s AS v, %s AS k,"
+                " COUNT(*) AS n, SUM(status < 200 OR status >= 300) AS e,"
+                " SUM(prompt_tokens) AS pt, SUM(completion_tokens) AS ct,"
+                " SUM(cached_tokens) AS cc, SUM(cost_pusd) AS cost,"
+                " SUM(latency_ms) AS ls, SUM(latency_ms < 50) AS b0,"
+                " SUM(latency_ms >= 1000 AND latency_ms < 1500) AS b7,"
+                " SUM(latency_ms >= 7500 AND latency_ms < 10000) AS b12,"
+                " SUM(latency_ms >= 60000) AS b17"
+                " FROM usage GROUP BY 1,2,3",
+                vals[d], all ? "-2" : "COALESCE(key_id,-1)");
+            snprintf(sql, sizeof(sql),
+                     "SELECT COUNT(*) FROM (%s) AS x LEFT JOIN usage_hourly u"
+                     " ON u.dim = '%s' AND u.hour_ms = x.h AND u.value = x.v"
+                     " AND u.key_id = x.k WHERE u.requests IS NULL OR"
+                     " u.requests != x.n OR u.errors != x.e OR"
+                     " u.prompt_tokens != x.pt OR u.completion_tokens != x.ct"
+                     " OR u.cached_tokens != x.cc OR u.cost_pusd != x.cost OR"
+                     " u.latency_sum_ms != x.ls OR u.h0 != x.b0 OR"
+                     " u.h7 != x.b7 OR u.h12 != x.b12 OR u.h17 != x.b17",
+                     raw, dims[d]);
+            T_EQ_INT(sql_int(db, sql), 0);
+            snprintf(sql, sizeof(sql), "SELECT COUNT(*) FROM (%s)", raw);
+            cells += sql_int(db, sql);
+        }
+    }
+    T_EQ_INT(sql_int(db, "SELECT COUNT(*) FROM usage_hourly"), cells);
+    T_CHECK(cells > 10);
     /* The histogram columns of each cell add up to its requests. */
     T_EQ_INT(sql_int(db, "SELECT COUNT(*) FROM usage_hourly WHERE requests !="
                          " h0+h1+h2+h3+h4+h5+h6+h7+h8+h9+h10+h11+h12+h13+h14"
@@ -308,7 +319,9 @@ test_group_commit(void)
             per_key[r.key_id] += r.cost_pusd;
     }
     T_EQ_INT(sql_int(db, "SELECT SUM(cost_pusd) FROM usage"), sum);
-    T_EQ_INT(sql_int(db, "SELECT SUM(cost_pusd) FROM usage_hourly"), sum);
+    T_EQ_INT(sql_int(db, "SELECT SUM(cost_pusd) FROM usage_hourly WHERE"
+                         " dim = 'model' AND key_id = -2"),
+             sum);
     T_EQ_INT(sql_int(db, "SELECT spent_pusd FROM keys WHERE id = 1"),
              per_key[1]);
     T_EQ_INT(sql_int(db, "SELECT spent_pusd FROM keys WHERE id = 2"),
@@ -448,7 +461,8 @@ test_bounded_queue(void)
                          " AND key_id IS NULL AND model IS NULL"),
              9);
     T_EQ_INT(sql_int(db, "SELECT SUM(requests) FROM usage_hourly WHERE"
-                         " model = '' AND key_id = -1 AND hour_ms = 0"),
+                         " dim = 'model' AND value = '' AND key_id = -1 AND"
+                         " hour_ms = 0"),
              9);
     sqlite3_close(db);
     rm_db(path);
@@ -623,8 +637,11 @@ test_kill9(void)
     int64_t total = sql_int(db, "SELECT COUNT(*) FROM usage");
     T_CHECK(total >= nseen);
     /* Rollups survived consistently with the raw rows. */
-    T_EQ_INT(sql_int(db, "SELECT SUM(requests) FROM usage_hourly"), total);
-    T_EQ_INT(sql_int(db, "SELECT SUM(cost_pusd) FROM usage_hourly"),
+    T_EQ_INT(sql_int(db, "SELECT SUM(requests) FROM usage_hourly WHERE"
+                         " dim = 'none' AND key_id = -2"),
+             total);
+    T_EQ_INT(sql_int(db, "SELECT SUM(cost_pusd) FROM usage_hourly WHERE"
+                         " dim = 'route' AND key_id = -1"),
              sql_int(db, "SELECT SUM(cost_pusd) FROM usage"));
     sqlite3_close(db);
     rm_db(path);

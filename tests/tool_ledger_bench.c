@@ -1,0 +1,395 @@
+/*
+ * tool_ledger_bench: ledger and usage-query benchmark.
+ *
+ *   tool_ledger_bench [--rows N] [--writer-rows M] [--threads T]
+ *                     [--db FILE] [--reuse] [--keep] [--raw]
+ *
+ * 1. Writer: T threads submit M rows through pr_ledger_submit (the real
+ *    path: queue, writer thread, group commit, rollup upsert, callback) to
+ *    a fresh file, then to ":memory:"; prints rows/s and rows per commit.
+ * 2. Generate: N rows (default 1,000,000; 10,000,000 for the README
+ *    number) spread over 30 days, bulk-inserted in one transaction of
+ *    prepared inserts (not through the writer: that is phase 1's job), then
+ *    the rollup is rebuilt with pr_ledger_rebuild_rollups.  --reuse skips
+ *    this and queries an existing --db.
+ * 3. Queries: every group_by over the 30 days (hour-aligned and not),
+ *    with and without a key filter; best of 3 runs, in ms.  --raw also
+ *    times the raw-rows path (slow on big ledgers).
+ *
+ * Short runs only on shared machines: the 10M generation takes minutes.
+ */
+#include "../pricing/pricing.h"
+
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static _Atomic long n_done;
+
+static void
+done_cb(void *ud, int ok)
+{
+    (void)ud;
+    if (ok)
+        atomic_fetch_add(&n_done, 1);
+}
+
+struct wsub {
+    struct pr_ledger *l;
+    long first, n;
+};
+
+static const char *const wmodels[] = {"gpt-4.1", "deepseek-v3.2",
+                                      "claude-sonnet-4.5", "local"};
+
+static void *
+wsub_main(void *arg)
+{
+    struct wsub *w = arg;
+    int64_t now = gx_now_ms();
+    for (long i = w->first; i < w->first + w->n; i++) {
+        char id[32];
+        snprintf(id, sizeof(id), "bench-%ld", i);
+        struct pr_usage_row r = {
+            .ts_ms = now + i / 100, .request_id = id, .key_id = i % 50,
+            .route = "auto", .provider = "relay", .model = wmodels[i % 4],
+            .status = 200, .attempts = 1, .stream = (int)(i & 1),
+            .prompt_tokens = 500 + i % 1000, .completion_tokens = 200,
+            .cached_tokens = 0, .cost_pusd = 123456789,
+            .latency_ms = 300 + i % 2000, .ttft_ms = 120,
+            .usage_source = "upstream"};
+        while (pr_ledger_submit(w->l, &r, done_cb, NULL) == GX_EAGAIN)
+            usleep(200);
+    }
+    return NULL;
+}
+
+static void
+bench_writer(const char *path, long rows, int threads, int sync_full)
+{
+    char err[256];
+    struct pr_ledger *l = NULL;
+    struct pr_ledger_opts o = {.queue_max = 1 << 16,
+                               .sync = sync_full ? PR_LEDGER_SYNC_FULL
+                                                 : PR_LEDGER_SYNC_NORMAL};
+    if (pr_ledger_open_ex(path, &o, &l, err, sizeof(err)) != GX_OK) {
+        fprintf(stderr, "open %s: %s\n", path, err);
+        exit(1);
+    }
+    atomic_store(&n_done, 0);
+    pthread_t th[64];
+    struct wsub ws[64];
+    if (threads > 64)
+        threads = 64;
+    int64_t t0 = gx_mono_us();
+    for (int t = 0; t < threads; t++) {
+        ws[t] = (struct wsub){l, t * (rows / threads), rows / threads};
+        pthread_create(&th[t], NULL, wsub_main, &ws[t]);
+    }
+    for (int t = 0; t < threads; t++)
+        pthread_join(th[t], NULL);
+    pr_ledger_flush(l);
+    int64_t t1 = gx_mono_us();
+    struct pr_ledger_stats s;
+    pr_ledger_stats(l, &s);
+    pr_ledger_close(l);
+    double secs = (double)(t1 - t0) / 1e6;
+    printf("writer %-9s %-6s %d threads: %ld rows in %.2f s = %.0f rows/s,"
+           " %lld commits (%.0f rows/commit)\n",
+           strcmp(path, ":memory:") ? "file" : ":memory:",
+           sync_full ? "FULL" : "NORMAL", threads, (long)atomic_load(&n_done),
+           secs, (double)atomic_load(&n_done) / secs, (long long)s.commits,
+           s.commits ? (double)s.rows / (double)s.commits : 0.0);
+}
+
+/* ------------------------------------------------------------------ */
+
+struct pick {
+    const char *route, *model, *provider;
+};
+/* What a realistic config produces: each route reaches a few targets. */
+static const struct pick picks[] = {
+    {"auto", "deepseek-v3.2", "relay"},
+    {"auto", "gpt-4.1", "relay"},
+    {"auto", "local", "local"},
+    {"fast", "gpt-4.1", "relay"},
+    {"fast", "claude-sonnet-4.5", "relay"},
+    {"fast", "deepseek-v3.2", "deepseek"},
+    {"gpt", "gpt-4.1", "relay"},
+    {"gpt", "gpt-4.1-mini", "relay"},
+    {"mix", "gemini-2.5-flash", "google"},
+    {"mix", "deepseek-v3.2", "relay"},
+    {NULL, "claude-haiku-4.5", "relay"}, /* a bare model name */
+};
+#define NPICKS (sizeof(picks) / sizeof(picks[0]))
+#define NKEYS 50
+
+static int
+generate(const char *path, long rows, int64_t t_end)
+{
+    char err[256];
+    struct pr_ledger *l = NULL;
+    /* The ledger creates the schema. */
+    if (pr_ledger_open(path, &l, err, sizeof(err)) != GX_OK) {
+        fprintf(stderr, "open: %s\n", err);
+        return 1;
+    }
+    pr_ledger_close(l);
+    sqlite3 *db = NULL;
+    if (sqlite3_open(path, &db) != SQLITE_OK)
+        return 1;
+    sqlite3_exec(db,
+                 "PRAGMA synchronous=OFF; PRAGMA cache_size=-262144;"
+                 " BEGIN",
+                 NULL, NULL, NULL);
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(
+            db,
+            "INSERT INTO usage (ts_ms, request_id, key_id, route, provider,"
+            " model, status, attempts, stream, prompt_tokens,"
+            " completion_tokens, cached_tokens, cost_pusd, latency_ms,"
+            " ttft_ms, usage_source, error) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,"
+            "?9,?10,?11,?12,?13,?14,?15,?16,?17)",
+            -1, &st, NULL) != SQLITE_OK) {
+        fprintf(stderr, "prepare: %s\n", sqlite3_errmsg(db));
+        return 1;
+    }
+    int64_t span = 30LL * 86400000;
+    int64_t t_start = t_end - span;
+    unsigned s = 99;
+    int64_t t0 = gx_mono_us();
+    for (long i = 0; i < rows; i++) {
+        s = s * 1103515245u + 12345u;
+        const struct pick *p = &picks[(s >> 8) % NPICKS];
+        s = s * 1103515245u + 12345u;
+        int64_t key = (s >> 8) % 10 == 0 ? -1 : (int64_t)((s >> 12) % NKEYS);
+        int status = (s >> 4) % 50 == 0 ? 502 : 200;
+        s = s * 1103515245u + 12345u;
+        int64_t prompt = 100 + (s >> 6) % 8000;
+        int64_t cached = (s >> 3) % 3 == 0 ? prompt / 2 : 0;
+        int64_t completion = 20 + (s >> 9) % 1500;
+        int64_t lat = 80 + (s >> 10) % 6000;
+        struct pr_price price;
+        if (!pr_price_default(p->model, &price))
+            price = (struct pr_price){0, 0, 0};
+        int64_t cost = 0;
+        pr_cost(&price, prompt, cached, completion, &cost);
+        if (status != 200)
+            cost = 0;
+        char id[32];
+        snprintf(id, sizeof(id), "g%ld", i);
+        sqlite3_bind_int64(st, 1, t_start + (int64_t)((double)i * (double)span / (double)rows));
+        sqlite3_bind_text(st, 2, id, -1, SQLITE_TRANSIENT);
+        if (key >= 0)
+            sqlite3_bind_int64(st, 3, key);
+        else
+            sqlite3_bind_null(st, 3);
+        if (p->route)
+            sqlite3_bind_text(st, 4, p->route, -1, SQLITE_STATIC);
+        else
+            sqlite3_bind_null(st, 4);
+        sqlite3_bind_text(st, 5, p->provider, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 6, p->model, -1, SQLITE_STATIC);
+        sqlite3_bind_int(st, 7, status);
+        sqlite3_bind_int(st, 8, status == 200 ? 1 : 3);
+        sqlite3_bind_int(st, 9, (int)(i & 1));
+        sqlite3_bind_int64(st, 10, prompt);
+        sqlite3_bind_int64(st, 11, completion);
+        sqlite3_bind_int64(st, 12, cached);
+        sqlite3_bind_int64(st, 13, cost);
+        sqlite3_bind_int64(st, 14, lat);
+        sqlite3_bind_int64(st, 15, lat / 4);
+        sqlite3_bind_text(st, 16, "upstream", -1, SQLITE_STATIC);
+        if (status != 200)
+            sqlite3_bind_text(st, 17, "upstream 502", -1, SQLITE_STATIC);
+        else
+            sqlite3_bind_null(st, 17);
+        if (sqlite3_step(st) != SQLITE_DONE) {
+            fprintf(stderr, "insert: %s\n", sqlite3_errmsg(db));
+            return 1;
+        }
+        sqlite3_reset(st);
+    }
+    sqlite3_finalize(st);
+    if (sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
+        fprintf(stderr, "commit: %s\n", sqlite3_errmsg(db));
+        return 1;
+    }
+    sqlite3_close(db);
+    int64_t t1 = gx_mono_us();
+    printf("generate: %ld rows in %.1f s = %.0f rows/s (bulk, one"
+           " transaction)\n",
+           rows, (double)(t1 - t0) / 1e6,
+           (double)rows / ((double)(t1 - t0) / 1e6));
+    if (pr_ledger_rebuild_rollups(path, err, sizeof(err)) != GX_OK) {
+        fprintf(stderr, "rollup: %s\n", err);
+        return 1;
+    }
+    int64_t t2 = gx_mono_us();
+    printf("rollup rebuild: %.1f s\n", (double)(t2 - t1) / 1e6);
+    return 0;
+}
+
+static double
+time_query(const char *path, const struct pr_usage_query *q, size_t *ngroups,
+           int64_t *requests)
+{
+    double best = 1e18;
+    for (int rep = 0; rep < 3; rep++) {
+        char err[256];
+        struct pr_usage_result *r = NULL;
+        int64_t t0 = gx_mono_us();
+        if (pr_usage_query(path, q, &r, err, sizeof(err)) != GX_OK) {
+            fprintf(stderr, "query: %s\n", err);
+            exit(1);
+        }
+        int64_t t1 = gx_mono_us();
+        double ms = (double)(t1 - t0) / 1000.0;
+        if (ms < best)
+            best = ms;
+        *ngroups = r->n;
+        *requests = 0;
+        for (size_t i = 0; i < r->n; i++)
+            *requests += r->rows[i].requests;
+        pr_usage_result_free(r);
+    }
+    return best;
+}
+
+static void
+bench_queries(const char *path, int64_t t_end, int raw)
+{
+    sqlite3 *db = NULL;
+    sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL);
+    sqlite3_stmt *st = NULL;
+    long long nrows = 0, nroll = 0;
+    if (sqlite3_prepare_v2(db, "SELECT (SELECT MAX(id) FROM usage),"
+                               " (SELECT COUNT(*) FROM usage_hourly)",
+                           -1, &st, NULL) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW) {
+        nrows = sqlite3_column_int64(st, 0);
+        nroll = sqlite3_column_int64(st, 1);
+    }
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    struct stat sb;
+    stat(path, &sb);
+    printf("ledger: %lld rows, %lld rollup rows, %.0f MB\n", nrows, nroll,
+           (double)sb.st_size / 1e6);
+    int64_t month = 30LL * 86400000;
+    for (int g = PR_GROUP_NONE; g <= PR_GROUP_HOUR; g++) {
+        for (int variant = 0; variant < 3; variant++) {
+            struct pr_usage_query q = {.group_by = (enum pr_group)g,
+                                       .key_filter = PR_KEY_ALL};
+            const char *what;
+            if (variant == 0) {
+                q.since_ms = t_end - month;
+                q.until_ms = t_end;
+                what = "30d aligned";
+            } else if (variant == 1) {
+                q.since_ms = t_end - month + 1234567;
+                q.until_ms = t_end - 7654321;
+                what = "30d unaligned";
+            } else {
+                q.since_ms = t_end - month + 1234567;
+                q.until_ms = t_end - 7654321;
+                q.key_filter = 7;
+                what = "30d unaligned, key 7";
+            }
+            size_t ng;
+            int64_t req;
+            double ms = time_query(path, &q, &ng, &req);
+            printf("query group_by=%-8s %-22s %8.1f ms  (%zu groups, %lld"
+                   " requests)\n",
+                   pr_group_name(q.group_by), what, ms, ng, (long long)req);
+            if (raw && variant == 1) {
+                q.raw_only = 1;
+                ms = time_query(path, &q, &ng, &req);
+                printf("query group_by=%-8s %-22s %8.1f ms  (raw rows)\n",
+                       pr_group_name(q.group_by), what, ms);
+            }
+        }
+    }
+}
+
+int
+main(int argc, char **argv)
+{
+    long rows = 1000000, wrows = 200000;
+    int threads = 4, reuse = 0, keep = 0, raw = 0;
+    const char *path = "/tmp/llmux-ledger-bench.db";
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--rows") && i + 1 < argc)
+            rows = atol(argv[++i]);
+        else if (!strcmp(argv[i], "--writer-rows") && i + 1 < argc)
+            wrows = atol(argv[++i]);
+        else if (!strcmp(argv[i], "--threads") && i + 1 < argc)
+            threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--db") && i + 1 < argc)
+            path = argv[++i];
+        else if (!strcmp(argv[i], "--reuse"))
+            reuse = 1;
+        else if (!strcmp(argv[i], "--keep"))
+            keep = 1;
+        else if (!strcmp(argv[i], "--raw"))
+            raw = 1;
+        else {
+            fprintf(stderr,
+                    "usage: %s [--rows N] [--writer-rows M] [--threads T]"
+                    " [--db FILE] [--reuse] [--keep] [--raw]\n",
+                    argv[0]);
+            return 2;
+        }
+    }
+    if (threads < 1)
+        threads = 1;
+    char wpath[600], side[700];
+    snprintf(wpath, sizeof(wpath), "%s.writer", path);
+    if (wrows > 0) {
+        for (int k = 0; k < 3; k++) {
+            const char *sfx[] = {"", "-wal", "-shm"};
+            snprintf(side, sizeof(side), "%s%s", wpath, sfx[k]);
+            unlink(side);
+        }
+        bench_writer(wpath, wrows, threads, 0);
+        for (int k = 0; k < 3; k++) {
+            const char *sfx[] = {"", "-wal", "-shm"};
+            snprintf(side, sizeof(side), "%s%s", wpath, sfx[k]);
+            unlink(side);
+        }
+        bench_writer(wpath, wrows, threads, 1);
+        for (int k = 0; k < 3; k++) {
+            const char *sfx[] = {"", "-wal", "-shm"};
+            snprintf(side, sizeof(side), "%s%s", wpath, sfx[k]);
+            unlink(side);
+        }
+        bench_writer(":memory:", wrows, threads, 0);
+    }
+    /* A fixed, hour-aligned end so runs are comparable. */
+    int64_t t_end = 1764547200000LL; /* 2025-12-01T00:00:00Z */
+    if (rows > 0) {
+        if (!reuse) {
+            for (int k = 0; k < 3; k++) {
+                const char *sfx[] = {"", "-wal", "-shm"};
+                snprintf(side, sizeof(side), "%s%s", path, sfx[k]);
+                unlink(side);
+            }
+            if (generate(path, rows, t_end) != 0)
+                return 1;
+        }
+        bench_queries(path, t_end, raw);
+        if (!keep && !reuse) {
+            for (int k = 0; k < 3; k++) {
+                const char *sfx[] = {"", "-wal", "-shm"};
+                snprintf(side, sizeof(side), "%s%s", path, sfx[k]);
+                unlink(side);
+            }
+        }
+    }
+    return 0;
+}
