@@ -14,7 +14,8 @@ What it emits (facts from the Unicode standard, nothing else):
   - le_ucd_lower: simple lowercase mappings (UnicodeData field 13) as ranges
     of equal delta;
   - le_ucd_nfd: canonical decompositions (field 5 without a <tag>), one or
-    two code points each, applied recursively by the caller for NFD.
+    two code points each, applied recursively by the caller for NFD;
+  - le_ucd_ascii_flags: the LE_UF_* flags (unicode_data.h) of U+0000..U+007F.
 """
 import os
 import sys
@@ -125,7 +126,17 @@ def main():
         assert 1 <= len(d) <= 2
         w("    {0x%05X, {0x%05X, 0x%05X}},\n" % (cp, d[0], d[1] if len(d) > 1 else 0))
     w("};\n")
-    w("const size_t le_ucd_n_nfd = %d;\n" % len(decomp))
+    w("const size_t le_ucd_n_nfd = %d;\n\n" % len(decomp))
+    # LE_UF_* flags of ASCII, precomputed so the hot path needs no search
+    # and no lazy (racy) initialisation
+    flag_of = {1: 0x01, 2: 0x02, 3: 0x04, 4: 0x08, 5: 0x10, 6: 0x20, 7: 0x40}
+    w("const unsigned char le_ucd_ascii_flags[128] = {")
+    for c in range(128):
+        f = flag_of.get(cls.get(c, 0), 0)
+        if any(lo <= c <= hi for lo, hi in ws):
+            f |= 0x80
+        w("%s0x%02X," % ("\n    " if c % 8 == 0 else " ", f))
+    w("\n};\n")
 
 
 if __name__ == "__main__":

@@ -192,15 +192,13 @@ byte_is_direct(unsigned b)
 static uint32_t
 byte_to_cp(unsigned b)
 {
-    static uint32_t map[256];
-    static volatile int ready;
-    if (!ready) {
-        uint32_t next = 256;
-        for (unsigned i = 0; i < 256; i++)
-            map[i] = byte_is_direct(i) ? i : next++;
-        __atomic_store_n(&ready, 1, __ATOMIC_RELEASE);
-    }
-    return map[b];
+    if (byte_is_direct(b))
+        return b;
+    if (b <= 32)
+        return 256 + b;       /* 0..32 -> 256..288 */
+    if (b >= 127 && b <= 160)
+        return 289 + b - 127; /* 127..160 -> 289..322 */
+    return 323;               /* 173 (soft hyphen) */
 }
 
 /* -1 if cp is not the image of a byte. */
@@ -209,17 +207,11 @@ cp_to_byte(uint32_t cp)
 {
     if (cp < 256)
         return byte_is_direct(cp) ? (int)cp : -1;
-    if (cp < 256 + 68) {
-        unsigned k = cp - 256, seen = 0;
-        for (unsigned i = 0; i < 256; i++) {
-            if (!byte_is_direct(i)) {
-                if (seen == k)
-                    return (int)i;
-                seen++;
-            }
-        }
-    }
-    return -1;
+    if (cp <= 288)
+        return (int)(cp - 256);
+    if (cp <= 322)
+        return (int)(cp - 289 + 127);
+    return cp == 323 ? 173 : -1;
 }
 
 /* ================================================================== */

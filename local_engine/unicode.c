@@ -46,22 +46,11 @@ flags_slow(uint32_t cp)
     return f;
 }
 
-/* ASCII is most of most inputs: a 128-entry table filled on first use.
- * The fill is idempotent, so a race between threads only repeats it. */
-static unsigned char ascii_flags[128];
-static volatile int ascii_ready;
-
 unsigned
 le_ucp_flags(uint32_t cp)
 {
-    if (cp < 128) {
-        if (!ascii_ready) {
-            for (uint32_t c = 0; c < 128; c++)
-                ascii_flags[c] = (unsigned char)flags_slow(c);
-            __atomic_store_n(&ascii_ready, 1, __ATOMIC_RELEASE);
-        }
-        return ascii_flags[cp];
-    }
+    if (cp < 128)
+        return le_ucd_ascii_flags[cp];
     if (cp > 0x10FFFF)
         return 0;
     return flags_slow(cp);

@@ -48,6 +48,7 @@ extern const struct le_ucd_delta le_ucd_lower[];
 extern const size_t le_ucd_n_lower;
 extern const struct le_ucd_decomp le_ucd_nfd[];
 extern const size_t le_ucd_n_nfd;
+extern const unsigned char le_ucd_ascii_flags[128]; /* LE_UF_* below */
 
 /* ------------------------------------------------------------------ */
 /* Lookups (unicode.c).                                                 */

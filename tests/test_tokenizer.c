@@ -6,6 +6,7 @@
  * real models in LLMUX_TEST_DATA/models.
  */
 #include "../local_engine/le_int.h"
+#include "../local_engine/unicode_data.h"
 #include "harness.h"
 #include "lib/gguf_writer.h"
 
@@ -801,11 +802,61 @@ test_bad_metadata(void)
     T_EQ_INT(le_token_to_piece(NULL, 0, true, err, sizeof(err)), 0);
 }
 
+static void
+test_unicode(void)
+{
+    T_EQ_INT(le_ucp_cat('a'), LE_UCAT_L);
+    T_EQ_INT(le_ucp_cat(0x4E2D), LE_UCAT_L);   /* CJK, from a First/Last range */
+    T_EQ_INT(le_ucp_cat(0xAC01), LE_UCAT_L);   /* Hangul syllable range */
+    T_EQ_INT(le_ucp_cat(0x0661), LE_UCAT_N);   /* Arabic-Indic one */
+    T_EQ_INT(le_ucp_cat(0x2167), LE_UCAT_N);   /* Roman numeral eight (Nl) */
+    T_EQ_INT(le_ucp_cat(0x3001), LE_UCAT_P);
+    T_EQ_INT(le_ucp_cat(0x20AC), LE_UCAT_S);   /* euro sign */
+    T_EQ_INT(le_ucp_cat(0x0301), LE_UCAT_M);
+    T_EQ_INT(le_ucp_cat(0x200D), LE_UCAT_C);   /* ZWJ (Cf) */
+    T_EQ_INT(le_ucp_cat(0x0378), LE_UCAT_NONE); /* unassigned */
+    T_EQ_INT(le_ucp_cat(0x110000), LE_UCAT_NONE);
+    T_CHECK(le_ucp_flags(' ') & LE_UF_SPACE);
+    T_CHECK(le_ucp_flags(0x3000) & LE_UF_SPACE);
+    T_CHECK(le_ucp_flags(0x0085) & LE_UF_SPACE);
+    T_CHECK(!(le_ucp_flags(0x200B) & LE_UF_SPACE)); /* ZWSP is not */
+    T_CHECK(!(le_ucp_flags(0x1C) & LE_UF_SPACE));
+    T_EQ_INT(le_ucp_flags('$'), LE_UF_SYMBOL);
+    T_EQ_INT(le_ucp_flags('_'), LE_UF_PUNCT);
+    T_EQ_INT(le_ucp_lower('Q'), 'q');
+    T_EQ_INT(le_ucp_lower(0x0416), 0x0436); /* Ж -> ж */
+    T_EQ_INT(le_ucp_lower(0x4E2D), 0x4E2D);
+    uint32_t d[2];
+    T_EQ_INT(le_ucp_decomp(0x00E9, d), 2); /* é = e + U+0301 */
+    T_EQ_INT(d[0], 'e');
+    T_EQ_INT(d[1], 0x0301);
+    T_EQ_INT(le_ucp_decomp('e', d), 0);
+    /* strict decoding: each bad byte is one unit */
+    uint32_t cp;
+    T_EQ_INT(le_utf8_decode((const uint8_t *)"\xe4\xb8\xad", 3, &cp), 3);
+    T_EQ_INT(cp, 0x4E2D);
+    T_EQ_INT(le_utf8_decode((const uint8_t *)"\xc0\x80", 2, &cp), 1);
+    T_EQ_INT(cp, LE_UCP_INVALID); /* overlong NUL */
+    T_EQ_INT(le_utf8_decode((const uint8_t *)"\xed\xa0\x80", 3, &cp), 1);
+    T_EQ_INT(cp, LE_UCP_INVALID); /* surrogate */
+    T_EQ_INT(le_utf8_decode((const uint8_t *)"\xf4\x90\x80\x80", 4, &cp), 1);
+    T_EQ_INT(cp, LE_UCP_INVALID); /* > U+10FFFF */
+    T_EQ_INT(le_utf8_decode((const uint8_t *)"\xe4\xb8", 2, &cp), 1);
+    T_EQ_INT(cp, LE_UCP_INVALID); /* truncated */
+    T_EQ_INT(le_utf8_decode((const uint8_t *)"\x80", 1, &cp), 1);
+    T_EQ_INT(cp, LE_UCP_INVALID); /* stray continuation */
+    char buf[4];
+    T_EQ_INT(le_utf8_encode(0x1F600, buf), 4);
+    T_EQ_INT(le_utf8_decode((const uint8_t *)buf, 4, &cp), 4);
+    T_EQ_INT(cp, 0x1F600);
+}
+
 int
 main(void)
 {
     const char *d = getenv("LLMUX_TEST_DATA");
     snprintf(data_dir, sizeof(data_dir), "%s", d ? d : "../shared/data");
+    T_RUN(test_unicode);
     T_RUN(test_llama_spm);
     T_RUN(test_phi3);
     T_RUN(test_gpt2);
