@@ -233,8 +233,9 @@ enum le_status le_pool_new(int n_threads, struct le_pool **out);
 void le_pool_free(struct le_pool *p);
 int le_pool_size(const struct le_pool *p);
 /* Runs fn(arg, ith, nth) for ith = 0..nth-1 (ith 0 on the calling thread)
- * and returns when all are done.  nth = min(pool size, max_nth) (max_nth
- * <= 0: the pool size).  Calls from several threads are serialised. */
+ * and returns when all are done.  max_nth == 1 runs fn(arg, 0, 1) inline
+ * (work too small to share); otherwise nth is the pool size.  Calls from
+ * several threads are serialised. */
 void le_pool_run(struct le_pool *p, void (*fn)(void *arg, int ith, int nth),
                  void *arg, int max_nth);
 
