@@ -51,6 +51,7 @@ struct gguf_priv {
     struct le_gguf g;
     uint64_t *kv_sorted; /* [n_kv] indexes into g.kv, sorted by key */
     uint64_t *t_sorted;  /* [n_tensors] indexes into g.tensors, by name */
+    int locked;          /* mlock succeeded: munlock before releasing */
 };
 
 #define GGUF_DEFAULT_ALIGNMENT 32u
@@ -692,6 +693,8 @@ le_gguf_free(struct le_gguf *g)
     free(g->tensors);
     free(p->kv_sorted);
     free(p->t_sorted);
+    if (p->locked)
+        munlock(g->base, g->size);
     if (g->owns_map == 1)
         munmap((void *)(uintptr_t)g->base, g->size);
     else if (g->owns_map == 2)
@@ -827,6 +830,8 @@ le_gguf_open(const char *path, int mode, struct le_gguf **out, char *err,
             fprintf(stderr, "llmux: warning: %s: mlock of %zu bytes failed "
                             "(%s); continuing without it\n",
                     path, size, strerror(errno));
+        else
+            p->locked = 1;
     }
     return finish_open(p, path, out, err, errlen);
 }
