@@ -374,11 +374,14 @@ pv_loop_free(struct pv_loop *loop)
 {
     if (!loop)
         return;
+    loop->closing = 1;
     while (loop->calls) {
         struct pv_call *c = loop->calls;
         c->cancelled = 1;
         loop_destroy_call(loop, c);
     }
+    while (loop->n_easy_pool > 0)
+        curl_easy_cleanup(loop->easy_pool[--loop->n_easy_pool]);
     loop->pending = NULL;
     curl_multi_cleanup(loop->multi);
     /* Sockets libcurl did not report as removed during cleanup. */
@@ -456,7 +459,14 @@ loop_destroy_call(struct pv_loop *loop, struct pv_call *c)
     if (c->easy) {
         if (c->added)
             curl_multi_remove_handle(loop->multi, c->easy);
-        curl_easy_cleanup(c->easy);
+        if (loop->n_easy_pool < PV_EASY_POOL && !loop->closing) {
+            /* Reset keeps the handle's allocations; the connections live
+             * in the multi's cache either way. */
+            curl_easy_reset(c->easy);
+            loop->easy_pool[loop->n_easy_pool++] = c->easy;
+        } else {
+            curl_easy_cleanup(c->easy);
+        }
     }
     if (c->fb_timer)
         event_free(c->fb_timer);
@@ -692,7 +702,8 @@ pv_http_start(struct pv_call *c, const struct pv_http_hooks *hooks,
     c->hooks = hooks;
     c->headers = headers;
     c->req_body = body;
-    c->easy = curl_easy_init();
+    c->easy = loop->n_easy_pool > 0 ? loop->easy_pool[--loop->n_easy_pool]
+                                    : curl_easy_init();
     if (!c->easy)
         goto nomem;
     CURL *e = c->easy;
