@@ -1535,16 +1535,22 @@ cmp_i32(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static const struct le_vocab *sort_vocab; /* only during qsort below */
+/* (text length, id) pairs: longest first, then by id, so the cut order is
+ * deterministic.  (A key array rather than a comparator that reads the
+ * vocab through a global, which two threads loading models would race
+ * on.) */
+struct len_id {
+    uint32_t len;
+    int32_t id;
+};
 
 static int
-cmp_special(const void *a, const void *b)
+cmp_len_id(const void *a, const void *b)
 {
-    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-    uint32_t lx = sort_vocab->toks[x].len, ly = sort_vocab->toks[y].len;
-    if (lx != ly)
-        return lx > ly ? -1 : 1;
-    return (x > y) - (x < y);
+    const struct len_id *x = a, *y = b;
+    if (x->len != y->len)
+        return x->len > y->len ? -1 : 1;
+    return (x->id > y->id) - (x->id < y->id);
 }
 
 static void
@@ -1795,14 +1801,20 @@ finish_special(struct le_vocab *v, const struct le_gguf *g)
         if (v->toks[i].attr & (TA_CONTROL | TA_USER | TA_UNKNOWN))
             ns++;
     v->special = malloc((ns ? ns : 1) * sizeof(*v->special));
-    if (!v->special)
+    struct len_id *order = malloc((ns ? ns : 1) * sizeof(*order));
+    if (!v->special || !order) {
+        free(order);
         return LE_ENOMEM;
+    }
     for (int32_t i = 0; i < v->n; i++)
-        if (v->toks[i].attr & (TA_CONTROL | TA_USER | TA_UNKNOWN))
-            v->special[v->n_special++] = i;
-    sort_vocab = v;
-    qsort(v->special, v->n_special, sizeof(*v->special), cmp_special);
-    sort_vocab = NULL;
+        if (v->toks[i].attr & (TA_CONTROL | TA_USER | TA_UNKNOWN)) {
+            order[v->n_special].len = v->toks[i].len;
+            order[v->n_special++].id = i;
+        }
+    qsort(order, v->n_special, sizeof(*order), cmp_len_id);
+    for (size_t i = 0; i < v->n_special; i++)
+        v->special[i] = order[i].id;
+    free(order);
 
     /* Phi-3 strips spaces right of its special tokens (llama.cpp sets
      * this by model name: the GGUF carries no per-token strip flags) */

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <time.h>
 
 static char data_dir[1024];
@@ -802,6 +803,63 @@ test_bad_metadata(void)
     T_EQ_INT(le_token_to_piece(NULL, 0, true, err, sizeof(err)), 0);
 }
 
+/* A vocab is read-only after loading: threads may tokenize with it at
+ * once (the engine's workers do).  Each thread must get the ids a single
+ * thread gets. */
+struct thr_arg {
+    const struct le_vocab *v;
+    const char *text;
+    const int32_t *want;
+    size_t n_want;
+    int mismatches;
+};
+
+static void *
+thr_main(void *p)
+{
+    struct thr_arg *a = p;
+    for (int i = 0; i < 20; i++) {
+        size_t n = 0;
+        int32_t *ids = tok(a->v, a->text, strlen(a->text), true, true, &n);
+        if (!ids || n != a->n_want || memcmp(ids, a->want, n * 4) != 0)
+            a->mismatches++;
+        free(ids);
+    }
+    return NULL;
+}
+
+static void
+test_threads(void)
+{
+    const char *names[] = {"llama-spm", "gpt-2"};
+    const char *text = "<s>Hello, world! \xe4\xb8\xad\xe6\x96\x87 12345 "
+                       "<|endoftext|> don't \xf0\x9f\x98\x80\n\n  x";
+    for (size_t vi = 0; vi < 2; vi++) {
+        char path[1200];
+        snprintf(path, sizeof(path), "%s/tokenizer/ggml-vocab-%s.gguf",
+                 data_dir, names[vi]);
+        struct vocab_file vf;
+        if (open_vocab(path, &vf)) {
+            T_CHECK(0);
+            continue;
+        }
+        size_t n = 0;
+        int32_t *want = tok(vf.v, text, strlen(text), true, true, &n);
+        struct thr_arg args[4];
+        pthread_t th[4];
+        for (int i = 0; i < 4; i++) {
+            args[i] = (struct thr_arg){vf.v, text, want, n, 0};
+            pthread_create(&th[i], NULL, thr_main, &args[i]);
+        }
+        for (int i = 0; i < 4; i++) {
+            pthread_join(th[i], NULL);
+            T_EQ_INT(args[i].mismatches, 0);
+        }
+        free(want);
+        close_vocab(&vf);
+    }
+}
+
 static void
 test_unicode(void)
 {
@@ -871,6 +929,7 @@ main(void)
     T_RUN(test_invalid_utf8_roundtrip);
     T_RUN(test_large_input);
     T_RUN(test_pathological_inputs);
+    T_RUN(test_threads);
     T_RUN(test_model_prompts);
     T_RUN(test_bad_metadata);
     free(synth_buf);
