@@ -379,6 +379,66 @@ test_tiny_random_reference(void)
 }
 
 static void
+test_stop_and_seed(void)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/models/stories260K.gguf", data_dir());
+    struct le_model *m = open_model(path, 1, 0, LE_KV_F16);
+    T_CHECK(m != NULL);
+    if (!m)
+        return;
+    int32_t ids[5] = {1, 403, 407, 261, 378};
+    struct le_session *s = NULL;
+    char err[256];
+    T_EQ_INT(le_session_new(m, &s, err, sizeof(err)), LE_OK);
+    struct le_sampling sp;
+    le_sampling_default(&sp);
+    sp.temperature = 0;
+    sp.max_tokens = 64;
+    /* greedy text is ", there was a little girl named Lily. ..." */
+    const char *stops[2] = {"zzz", "girl named"};
+    sp.stop = stops;
+    sp.n_stop = 2;
+    struct collect *c = calloc(1, sizeof(*c));
+    struct le_gen_result res;
+    T_EQ_INT(le_session_generate(s, ids, 5, &sp, collect_cb, c, &res, err,
+                                 sizeof(err)),
+             LE_OK);
+    T_EQ_STR(c->text, ", there was a little ");
+    T_EQ_INT(res.finish, LE_FINISH_STOP);
+    T_CHECK(res.completion_tokens < 10);
+
+    /* sampling: the same seed gives the same text, another seed another */
+    sp.stop = NULL;
+    sp.n_stop = 0;
+    sp.temperature = 1.0f;
+    sp.max_tokens = 40;
+    sp.seed = 42;
+    struct collect *c2 = calloc(1, sizeof(*c2)),
+                   *c3 = calloc(1, sizeof(*c3));
+    memset(c, 0, sizeof(*c));
+    T_EQ_INT(le_session_generate(s, ids, 5, &sp, collect_cb, c, &res, err,
+                                 sizeof(err)),
+             LE_OK);
+    T_EQ_INT(le_session_generate(s, ids, 5, &sp, collect_cb, c2, &res, err,
+                                 sizeof(err)),
+             LE_OK);
+    sp.seed = 43;
+    T_EQ_INT(le_session_generate(s, ids, 5, &sp, collect_cb, c3, &res, err,
+                                 sizeof(err)),
+             LE_OK);
+    T_CHECK(c->n > 0 && c->n == c2->n &&
+            memcmp(c->ids, c2->ids, (size_t)c->n * sizeof(int32_t)) == 0);
+    T_EQ_STR(c->text, c2->text);
+    T_CHECK(strcmp(c->text, c3->text) != 0);
+    free(c);
+    free(c2);
+    free(c3);
+    le_session_free(s);
+    le_model_free(m);
+}
+
+static void
 test_cli_run(void)
 {
     const char *bin = e2e_env("LLMUX_BIN", "build/release/llmux");
@@ -435,6 +495,18 @@ test_cli_run(void)
         pclose(f);
     }
     T_EQ_STR(line, "1 403 407 261 378\n");
+    snprintf(cmd, sizeof(cmd),
+             "'%s' tokenize --no-bos --model '%s/models/stories260K.gguf' "
+             "'Once upon a time' 2>/dev/null",
+             bin, data_dir());
+    f = popen(cmd, "r");
+    line[0] = '\0';
+    if (f) {
+        if (!fgets(line, sizeof(line), f))
+            line[0] = '\0';
+        pclose(f);
+    }
+    T_EQ_STR(line, "403 407 261 378\n");
     snprintf(cmd, sizeof(cmd),
              "'%s' bench --model '%s/models/stories260K.gguf' -p 8 -n 4 "
              "--json 2>/dev/null",
@@ -1142,6 +1214,7 @@ main(void)
     free(d);
     T_RUN(test_stories_reference);
     T_RUN(test_tiny_random_reference);
+    T_RUN(test_stop_and_seed);
     T_RUN(test_cli_run);
     T_RUN(test_f32_vs_q8_0);
     T_RUN(test_kv_q8_0);
