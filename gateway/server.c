@@ -271,30 +271,6 @@ serve_usage(FILE *f)
           f);
 }
 
-static int
-parse_hostport(const char *s, char **host, int *port)
-{
-    const char *colon = strrchr(s, ':');
-    if (!colon || colon == s)
-        return -1;
-    char *end;
-    long p = strtol(colon + 1, &end, 10);
-    if (*end || p < 0 || p > 65535 || colon[1] == '\0')
-        return -1;
-    size_t hl = (size_t)(colon - s);
-    if (s[0] == '[' && hl >= 2 && s[hl - 1] == ']') {
-        s++;
-        hl -= 2;
-    }
-    char *h = strndup(s, hl);
-    if (!h)
-        return -1;
-    free(*host);
-    *host = h;
-    *port = (int)p;
-    return 0;
-}
-
 int
 gw_cli_serve(int argc, char **argv)
 {
@@ -342,13 +318,18 @@ gw_cli_serve(int argc, char **argv)
         fprintf(stderr, "llmux serve: %s\n", err);
         return 1;
     }
-    if (listen_arg &&
-        parse_hostport(listen_arg, &srv.cfg->listen_host,
-                       &srv.cfg->listen_port) != 0) {
+    char *lhost = NULL;
+    int lport = 0;
+    if (listen_arg && cfg_listen_parse(listen_arg, &lhost, &lport) != GX_OK) {
         fprintf(stderr, "llmux serve: --listen wants HOST:PORT, got '%s'\n",
                 listen_arg);
         cfg_free(srv.cfg);
         return 2;
+    }
+    if (lhost) {
+        free(srv.cfg->listen_host);
+        srv.cfg->listen_host = lhost;
+        srv.cfg->listen_port = lport;
     }
     if (workers)
         srv.cfg->workers = workers;
