@@ -18,8 +18,9 @@
  *                   PV_ERR_TRANSPORT.
  *   non-2xx         PV_ERR_STATUS with the (capped) body, stream or not.
  *
- * Bounds: the non-stream and error bodies are capped at max_body_bytes;
- * a stream is capped per event (one SSE line or event's data may not
+ * Bounds: a 2xx non-stream body over max_body_bytes is PV_ERR_TOO_BIG; an
+ * error body is cut at that size (the status still decides); a stream is
+ * capped per event (one SSE line or event's data may not
  * exceed max_body_bytes) but not in total, since long generations are
  * legitimate and memory stays bounded by one event.
  *
@@ -135,7 +136,21 @@ oa_on_body(struct pv_call *c, const char *p, size_t n)
 {
     struct oa_call *oa = c->impl;
     int st2xx = c->res.http_status >= 200 && c->res.http_status < 300;
-    if (!oa->stream || !st2xx) {
+    if (!st2xx) {
+        /* An error page over the cap is cut, not an error of its own: the
+         * status is what the router decides on (a proxy's 503 page must
+         * stay a retryable 503). */
+        size_t room = oa->body.max > oa->body.len
+                          ? oa->body.max - oa->body.len : 0;
+        if (n > room)
+            n = room;
+        if (n && gx_buf_append(&oa->body, p, n) != GX_OK) {
+            pv_call_failf(c, PV_ERR_INTERNAL, "out of memory");
+            return -1;
+        }
+        return 0;
+    }
+    if (!oa->stream) {
         enum gx_status st = gx_buf_append(&oa->body, p, n);
         if (st == GX_ETOOBIG) {
             pv_call_failf(c, PV_ERR_TOO_BIG,

@@ -494,6 +494,17 @@ test_too_big(void)
     T_EQ_INT(r.res.outcome, PV_ERR_TOO_BIG);
     rec_free(&r);
     json_decref(b);
+    /* An error body over the cap: still the status, body cut at the cap. */
+    b = chat_body("fake:status=503;message=0123456789012345678901234567890"
+                  "123456789012345678901234567890123456789",
+                  0, 0);
+    start_rec(&r, b, 0, 0);
+    T_CHECK(run1(&r, 10000));
+    T_EQ_INT(r.res.outcome, PV_ERR_STATUS);
+    T_EQ_INT(r.res.http_status, 503);
+    T_EQ_INT(r.res.body_len, 100);
+    rec_free(&r);
+    json_decref(b);
     /* Stream: one event larger than the cap. */
     max_body = 2000;
     b = chat_body("fake:big=5000;chunks=1", 1, 0);
