@@ -87,6 +87,8 @@ le_model_eos(const struct le_model *m)
 int
 le_model_is_eog(const struct le_model *m, int32_t id)
 {
+    if (id < 0 || id >= le_vocab_n_tokens(m->vocab))
+        return 0;
     return le_vocab_is_eog(m->vocab, id);
 }
 
@@ -204,17 +206,26 @@ le_session_generate(struct le_session *s, const int32_t *prompt,
             break;
         }
         int32_t id = le_sampler_sample(s->smp, s->logits);
-        if (!sp->ignore_eos && le_vocab_is_eog(m->vocab, id)) {
+        if (!sp->ignore_eos && le_model_is_eog(m, id)) {
             r.finish = LE_FINISH_STOP;
             break;
         }
         le_sampler_accept(s->smp, id);
         r.completion_tokens++;
-        size_t pl = le_token_to_piece(m->vocab, id, false, piece,
-                                      sizeof(piece));
-        if (pl > sizeof(piece))
-            pl = sizeof(piece); /* no real token is this long */
-        if (pending_add(&pend, piece, pl) != 0) {
+        /* ids past the vocabulary (token_embd padded beyond it) have no
+         * text; the wrapper checks the range */
+        size_t pl = le_model_token_to_piece(m, id, 0, piece, sizeof(piece));
+        int added;
+        if (pl <= sizeof(piece)) {
+            added = pending_add(&pend, piece, pl);
+        } else {
+            char *big = malloc(pl);
+            added = -1;
+            if (big && le_model_token_to_piece(m, id, 0, big, pl) == pl)
+                added = pending_add(&pend, big, pl);
+            free(big);
+        }
+        if (added != 0) {
             st = LE_ENOMEM;
             goto out;
         }
