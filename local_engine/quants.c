@@ -293,10 +293,25 @@ struct le_block_q8_K {
 _Static_assert(sizeof(struct le_block_q8_K) == 292,
                "f32 scale + 256 int8 + 16 int16 sums");
 
+/* Float to int with truncation, clamped to [lo, hi], NaN to 0 (clamped):
+ * a NaN or inf activation must not reach a float-to-int conversion, which
+ * would be undefined behaviour. */
+static int
+trunc_clamp(float v, int lo, int hi)
+{
+    if (v != v)
+        v = 0;
+    if (v <= (float)lo)
+        return lo;
+    if (v >= (float)hi)
+        return hi;
+    return (int)v;
+}
+
 static int
 nearest_int(float f)
 {
-    return (int)lrintf(f);
+    return trunc_clamp(rintf(f), -(1 << 30), 1 << 30);
 }
 
 static uint32_t
@@ -358,10 +373,8 @@ q4_0_from_float(const float *x, void *vy, int64_t k)
         float id = d ? 1.0f / d : 0.0f;
         y[i].d = TO_FP16(d);
         for (int j = 0; j < QK / 2; j++) {
-            int x0 = (int)(xb[j] * id + 8.5f);
-            int x1 = (int)(xb[j + QK / 2] * id + 8.5f);
-            x0 = x0 < 0 ? 0 : x0 > 15 ? 15 : x0;
-            x1 = x1 < 0 ? 0 : x1 > 15 ? 15 : x1;
+            int x0 = trunc_clamp(xb[j] * id + 8.5f, 0, 15);
+            int x1 = trunc_clamp(xb[j + QK / 2] * id + 8.5f, 0, 15);
             y[i].qs[j] = (uint8_t)(x0 | (x1 << 4));
         }
     }
@@ -407,10 +420,8 @@ q4_1_from_float(const float *x, void *vy, int64_t k)
         y[i].d = TO_FP16(d);
         y[i].m = TO_FP16(mn);
         for (int j = 0; j < QK / 2; j++) {
-            int x0 = (int)((xb[j] - mn) * id + 0.5f);
-            int x1 = (int)((xb[j + QK / 2] - mn) * id + 0.5f);
-            x0 = x0 < 0 ? 0 : x0 > 15 ? 15 : x0;
-            x1 = x1 < 0 ? 0 : x1 > 15 ? 15 : x1;
+            int x0 = trunc_clamp((xb[j] - mn) * id + 0.5f, 0, 15);
+            int x1 = trunc_clamp((xb[j + QK / 2] - mn) * id + 0.5f, 0, 15);
             y[i].qs[j] = (uint8_t)(x0 | (x1 << 4));
         }
     }
@@ -464,8 +475,7 @@ q5_0_from_float(const float *x, void *vy, int64_t k)
         float id = d ? 1.0f / d : 0.0f;
         y[i].d = TO_FP16(d);
         for (int j = 0; j < QK; j++) {
-            int v = (int)(xb[j] * id + 16.5f);
-            q[j] = v < 0 ? 0 : v > 31 ? 31 : v;
+            q[j] = trunc_clamp(xb[j] * id + 16.5f, 0, 31);
         }
         q5_pack(q, y[i].qh, y[i].qs);
     }
@@ -498,8 +508,7 @@ q5_1_from_float(const float *x, void *vy, int64_t k)
         y[i].d = TO_FP16(d);
         y[i].m = TO_FP16(mn);
         for (int j = 0; j < QK; j++) {
-            int v = (int)((xb[j] - mn) * id + 0.5f);
-            q[j] = v < 0 ? 0 : v > 31 ? 31 : v;
+            q[j] = trunc_clamp((xb[j] - mn) * id + 0.5f, 0, 31);
         }
         q5_pack(q, y[i].qh, y[i].qs);
     }
@@ -528,7 +537,7 @@ q8_0_from_float(const float *x, void *vy, int64_t k)
         float id = d ? 1.0f / d : 0.0f;
         y[i].d = TO_FP16(d);
         for (int j = 0; j < QK; j++)
-            y[i].qs[j] = (int8_t)roundf(xb[j] * id);
+            y[i].qs[j] = (int8_t)trunc_clamp(roundf(xb[j] * id), -127, 127);
     }
 }
 
@@ -555,7 +564,7 @@ q8_1_from_float(const float *x, void *vy, int64_t k)
         float id = d ? 1.0f / d : 0.0f;
         int sum = 0;
         for (int j = 0; j < QK; j++) {
-            y[i].qs[j] = (int8_t)roundf(xb[j] * id);
+            y[i].qs[j] = (int8_t)trunc_clamp(roundf(xb[j] * id), -127, 127);
             sum += y[i].qs[j];
         }
         y[i].d = TO_FP16(d);
@@ -1149,6 +1158,20 @@ static const struct le_type_traits type_table[LE_TYPE_COUNT] = {
 #undef Q
 };
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+
+/* Not every compiler's __builtin_cpu_supports knows "f16c" (clang's does
+ * not): ask CPUID leaf 1 directly (ECX bit 29).  AVX2 implies the OS saves
+ * the YMM state, which __builtin_cpu_supports("avx2") already checked. */
+static int
+cpu_has_f16c(void)
+{
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
+}
+#endif
+
 /* The table le_type_get serves: type_table with SIMD vec_dots patched in
  * for this CPU, built once (with the fp16 table). */
 static struct le_type_traits rt_table[LE_TYPE_COUNT];
@@ -1164,7 +1187,7 @@ rt_init(void)
     const char *no = getenv("LLMUX_NO_SIMD");
     if ((!no || !*no || strcmp(no, "0") == 0) &&
         __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-        __builtin_cpu_supports("f16c")) {
+        cpu_has_f16c()) {
         rt_table[LE_TYPE_Q4_0].vec_dot = le_vec_dot_q4_0_q8_0_avx2;
         rt_table[LE_TYPE_Q8_0].vec_dot = le_vec_dot_q8_0_q8_0_avx2;
         rt_table[LE_TYPE_Q4_K].vec_dot = le_vec_dot_q4_K_q8_K_avx2;

@@ -196,6 +196,39 @@ test_roundtrip_and_dot(void)
     free(qy);
 }
 
+/* NaN / inf / huge activations (a diverging model) must not reach a
+ * float-to-int conversion (UB) or crash; blocks without them still
+ * round-trip normally.  Run under -fsanitize=float-cast-overflow to see
+ * the UB side. */
+static void
+test_nonfinite(void)
+{
+    float x[512], xd[512];
+    uint8_t q[512 * 4];
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        const struct le_type_traits *tt = le_type_get(cases[c].t);
+        if (!tt)
+            continue;
+        for (int kind = 0; kind < 4; kind++) {
+            fill(x, 512, 1.0f);
+            float bad = kind == 0 ? NAN
+                        : kind == 1 ? INFINITY
+                        : kind == 2 ? -INFINITY
+                                    : 3e38f;
+            x[5] = bad; /* first block (of any size) only */
+            tt->from_float(x, q, 512);
+            tt->to_float(q, xd, 512);
+            /* The second 256 values share no block with x[5]. */
+            double se = 0, sx = 0;
+            for (int i = 256; i < 512; i++) {
+                se += (double)(x[i] - xd[i]) * (x[i] - xd[i]);
+                sx += (double)x[i] * x[i];
+            }
+            T_CHECK(sqrt(se / sx) <= cases[c].rt_tol + 1e-9);
+        }
+    }
+}
+
 /* SIMD kernels (if this CPU runs them) against their plain C twins: the
  * kernels do the same integer sums and float steps, so they must agree
  * bit for bit.  Weights are both quantised data and random bytes (every
@@ -422,6 +455,7 @@ main(void)
     T_RUN(test_fp16);
     T_RUN(test_roundtrip_and_dot);
     T_RUN(test_simd_vs_ref);
+    T_RUN(test_nonfinite);
     T_RUN(test_layout_q4_0);
     T_RUN(test_layout_q8_0);
     T_RUN(test_layout_q5_0);
