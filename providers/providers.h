@@ -62,8 +62,10 @@ struct pv_result {
     enum pv_outcome outcome;
     int http_status;      /* 0 when no status was received */
     const char *body;     /* non-stream: the whole upstream body (also on
-                             PV_ERR_STATUS); NULL for streams.  Borrowed:
-                             valid only during on_done. */
+                             PV_ERR_STATUS); NULL for streams, except on
+                             PV_ERR_STATUS where it is the error body (cut
+                             at max_body_bytes).  Borrowed: valid only
+                             during on_done. */
     size_t body_len;
     struct pv_usage usage;
     int retry_after_s;    /* from a Retry-After header, else -1 */
@@ -108,7 +110,10 @@ enum gx_status pv_call_start(struct pv_loop *loop, const struct pv_request *req,
 void pv_call_cancel(struct pv_call *call);
 
 /* Backpressure: stop reading from upstream while the client is slow, and
- * go on later.  Both are cheap and idempotent. */
+ * go on later.  Both are cheap and idempotent.  Pause takes effect at the
+ * next read (events already read in this read are still delivered);
+ * resume hands held data over from a later loop turn, never from inside
+ * pv_call_resume itself. */
 void pv_call_pause(struct pv_call *call);
 void pv_call_resume(struct pv_call *call);
 
