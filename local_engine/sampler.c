@@ -129,25 +129,32 @@ heap_down(struct le_cand *h, size_t n, size_t i)
     }
 }
 
+/* Moves the k best candidates (cand_cmp order) to data[0..k), keeping
+ * every element (swaps, not copies), in O(n log k); not sorted. */
+static void
+select_top(struct le_cands *c, size_t k)
+{
+    struct le_cand *h = c->data;
+    for (size_t i = k / 2; i-- > 0;)
+        heap_down(h, k, i);
+    for (size_t i = k; i < c->n; i++) {
+        if (cand_cmp(&c->data[i], &h[0]) < 0) {
+            struct le_cand t = h[0];
+            h[0] = c->data[i];
+            c->data[i] = t;
+            heap_down(h, k, 0);
+        }
+    }
+}
+
 void
 le_samp_top_k(struct le_cands *c, int k)
 {
     if (k <= 0 || (size_t)k >= c->n)
         return;
     if (!c->sorted) {
-        /* O(n log k) selection: keep the k best in a heap whose root is
-         * the worst of them, then sort those k. */
-        struct le_cand *h = c->data;
-        size_t kk = (size_t)k;
-        for (size_t i = kk / 2; i-- > 0;)
-            heap_down(h, kk, i);
-        for (size_t i = kk; i < c->n; i++) {
-            if (cand_cmp(&c->data[i], &h[0]) < 0) {
-                h[0] = c->data[i];
-                heap_down(h, kk, 0);
-            }
-        }
-        c->n = kk;
+        select_top(c, (size_t)k);
+        c->n = (size_t)k;
         le_samp_sort(c);
         return;
     }
@@ -159,6 +166,40 @@ le_samp_top_p(struct le_cands *c, float p, size_t min_keep)
 {
     if (p >= 1.0f || c->n == 0)
         return;
+    if (!c->sorted && c->n > 1024) {
+        /* A large unsorted list (no top-k before): the nucleus is almost
+         * always within the best few hundred, so select those first and
+         * sort the whole list only when they do not reach p.  Exact: the
+         * candidates left out are all below the selected ones. */
+        float max = -INFINITY;
+        for (size_t i = 0; i < c->n; i++)
+            if (c->data[i].logit > max)
+                max = c->data[i].logit;
+        double sum = 0;
+        for (size_t i = 0; i < c->n; i++)
+            sum += expf(c->data[i].logit - max);
+        size_t k = 256;
+        select_top(c, k);
+        double top = 0;
+        for (size_t i = 0; i < k; i++)
+            top += expf(c->data[i].logit - max);
+        if (top / sum >= p && k >= min_keep) {
+            struct le_cands sub = {c->data, k, 0};
+            le_samp_sort(&sub);
+            double cum = 0;
+            size_t keep = k;
+            for (size_t i = 0; i < k; i++) {
+                cum += expf(c->data[i].logit - max) / sum;
+                if (cum >= p && i + 1 >= min_keep) {
+                    keep = i + 1;
+                    break;
+                }
+            }
+            c->n = keep;
+            c->sorted = 1;
+            return;
+        }
+    }
     le_samp_softmax(c);
     double cum = 0;
     size_t keep = c->n;
@@ -177,6 +218,22 @@ le_samp_min_p(struct le_cands *c, float p, size_t min_keep)
 {
     if (p <= 0.0f || c->n == 0)
         return;
+    if (!c->sorted && min_keep <= 1 && p <= 1.0f) {
+        /* p_i >= p * p_max  <=>  logit_i >= max_logit + log(p): a linear
+         * filter, no sort (the best candidate always passes, so at least
+         * one is kept) */
+        float max = -INFINITY;
+        for (size_t i = 0; i < c->n; i++)
+            if (c->data[i].logit > max)
+                max = c->data[i].logit;
+        float thr = max + logf(p);
+        size_t keep = 0;
+        for (size_t i = 0; i < c->n; i++)
+            if (c->data[i].logit >= thr)
+                c->data[keep++] = c->data[i];
+        c->n = keep ? keep : 1;
+        return;
+    }
     le_samp_softmax(c);
     float thr = c->data[0].p * p;
     size_t keep = 0;

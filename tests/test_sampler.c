@@ -161,6 +161,55 @@ test_penalties(void)
     T_NEAR(c.data[4].logit, 3.0, 1e-7);
 }
 
+static int
+cand_id_cmp(const void *a, const void *b)
+{
+    const struct le_cand *x = a, *y = b;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+/* The shortcuts for large unsorted lists (top-p on the best 256 first,
+ * min-p as a linear filter) keep exactly the set the sorted rule keeps. */
+static void
+test_large_lists(void)
+{
+    enum { N = 5000 };
+    static float l[N];
+    static struct le_cand a[N], b[N];
+    struct le_rng r;
+    le_rng_seed(&r, 5);
+    for (int i = 0; i < N; i++)
+        l[i] = (float)(le_rng_uniform(&r) * 60.0); /* top 256 hold ~95% */
+    float ps[3] = {0.5f, 0.9f, 0.999f};
+    for (int t = 0; t < 3; t++) {
+        struct le_cands ca = mk(a, l, N), cb = mk(b, l, N);
+        le_samp_sort(&cb); /* sorted: the reference path */
+        le_samp_top_p(&ca, ps[t], 1);
+        le_samp_top_p(&cb, ps[t], 1);
+        T_EQ_INT(ca.n, cb.n);
+        qsort(ca.data, ca.n, sizeof(*ca.data), cand_id_cmp);
+        qsort(cb.data, cb.n, sizeof(*cb.data), cand_id_cmp);
+        int same = ca.n == cb.n;
+        for (size_t i = 0; same && i < ca.n; i++)
+            same = ca.data[i].id == cb.data[i].id;
+        T_CHECK(same);
+    }
+    float mps[2] = {0.05f, 0.5f};
+    for (int t = 0; t < 2; t++) {
+        struct le_cands ca = mk(a, l, N), cb = mk(b, l, N);
+        le_samp_sort(&cb);
+        le_samp_min_p(&ca, mps[t], 1);
+        le_samp_min_p(&cb, mps[t], 1);
+        T_EQ_INT(ca.n, cb.n);
+        qsort(ca.data, ca.n, sizeof(*ca.data), cand_id_cmp);
+        qsort(cb.data, cb.n, sizeof(*cb.data), cand_id_cmp);
+        int same = ca.n == cb.n;
+        for (size_t i = 0; same && i < ca.n; i++)
+            same = ca.data[i].id == cb.data[i].id;
+        T_CHECK(same);
+    }
+}
+
 static void
 test_rng(void)
 {
@@ -315,6 +364,7 @@ main(void)
     T_RUN(test_min_p);
     T_RUN(test_temperature);
     T_RUN(test_penalties);
+    T_RUN(test_large_lists);
     T_RUN(test_rng);
     T_RUN(test_sampler_seed);
     T_RUN(test_sampler_repeat_greedy);
