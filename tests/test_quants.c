@@ -5,8 +5,10 @@
  * a stated per-type bound (relative RMS error, i.e. RMS(x - x') / RMS(x));
  * vec_dot against its vec_dot_type equals the double-precision dot of the
  * two dequantised vectors within a stated bound relative to sum |x_i y_i|.
- * Hand-made blocks pin the byte layouts (Q4_0, Q8_0, Q4_K, Q6_K, Q5_0,
- * Q3_K, Q2_K) to values worked out from the GGUF/ggml block definitions.
+ * Hand-made blocks pin the byte layouts (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
+ * Q2_K, Q3_K, Q4_K, Q5_K, Q6_K) to values worked out from the GGUF/ggml
+ * block definitions.  SIMD kernels are held bit-exact against the plain C
+ * ones.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -448,6 +450,57 @@ test_layout_q2_K(void)
     T_NEAR(y[32], 5 * 3 - 0.5 * 1, 0);
 }
 
+static void
+test_layout_q5_K(void)
+{
+    /* d, dmin, 12 scale bytes as in the Q4_K pin, qh[32], qs[128] */
+    uint8_t b[176] = {0x00, 0x3c, 0x00, 0x38, 1,    2,    3 | 0x40,
+                      4,    5,    6,    7,    8,    0x21, 0x43, 0x65,
+                      0x87};
+    b[16 + 0] = 0x01; /* qh[0] bit 0: value 0 gets +16 */
+    b[16 + 1] = 0x02; /* qh[1] bit 1: value 32 + 1 gets +16 */
+    b[16 + 2] = 0x40; /* qh[2] bit 6: value 192 + 2 gets +16 */
+    for (int j = 0; j < 128; j++)
+        b[48 + j] = 0x21;
+    static const int sc[8] = {1, 2, 3, 4, 1, 3, 21, 7};
+    static const int mn[8] = {5, 6, 7, 8, 2, 4, 6, 8};
+    float y[256];
+    le_type_get(LE_TYPE_Q5_K)->to_float(b, y, 256);
+    int bad = 0;
+    for (int i = 0; i < 256; i++) {
+        int s = i / 32, q = (i % 64) < 32 ? 1 : 2;
+        if (i == 0 || i == 33 || i == 194)
+            q += 16;
+        if (y[i] != 1.0f * sc[s] * q - 0.5f * mn[s])
+            bad++;
+    }
+    T_EQ_INT(bad, 0);
+    T_NEAR(y[0], 17 * 1 - 2.5, 0);
+    T_NEAR(y[194], 21 * 17 - 3.0, 0);
+}
+
+static void
+test_layout_q4_1_q5_1(void)
+{
+    uint8_t b[20] = {0x00, 0x40, 0x00, 0xbc}; /* d = 2, m = -1 */
+    for (int j = 0; j < 16; j++)
+        b[4 + j] = (uint8_t)(j | (3 << 4));
+    float y[32];
+    le_type_get(LE_TYPE_Q4_1)->to_float(b, y, 32);
+    for (int j = 0; j < 16; j++) {
+        T_NEAR(y[j], j * 2.0 - 1.0, 0);
+        T_NEAR(y[j + 16], 3 * 2.0 - 1.0, 0);
+    }
+    /* Q5_1: d, m, qh[4] (bit 31: value 31 gets +16), qs[16] */
+    uint8_t c[24] = {0x00, 0x3c, 0x00, 0x40, 0, 0, 0, 0x80};
+    for (int j = 0; j < 16; j++)
+        c[8 + j] = 0xf1;
+    le_type_get(LE_TYPE_Q5_1)->to_float(c, y, 32);
+    T_NEAR(y[0], 1 + 2.0, 0);
+    T_NEAR(y[16], 15 + 2.0, 0);
+    T_NEAR(y[31], 31 + 2.0, 0);
+}
+
 int
 main(void)
 {
@@ -463,5 +516,7 @@ main(void)
     T_RUN(test_layout_q6_K);
     T_RUN(test_layout_q3_K);
     T_RUN(test_layout_q2_K);
+    T_RUN(test_layout_q5_K);
+    T_RUN(test_layout_q4_1_q5_1);
     return T_END();
 }
