@@ -721,7 +721,7 @@ done:
 
 static void
 record_last(struct evhttp_request *req, const char *path, const char *model,
-            const char *raw, size_t raw_len)
+            json_t *body, size_t raw_len)
 {
     json_t *h = json_object();
     struct evkeyvalq *in = evhttp_request_get_input_headers(req);
@@ -738,11 +738,10 @@ record_last(struct evhttp_request *req, const char *path, const char *model,
     }
     json_t *last = json_pack("{s:s,s:s,s:o}", "path", path, "model", model,
                              "headers", h);
-    if (last && raw_len <= FP_LAST_BODY_MAX) {
-        json_t *b = json_loadb(raw, raw_len, 0, NULL);
-        if (b)
-            json_object_set_new(last, "body", b);
-    }
+    /* Shared, not copied: jansson's reference counts are atomic, and the
+     * object is only read from now on. */
+    if (last && raw_len <= FP_LAST_BODY_MAX)
+        json_object_set(last, "body", body);
     pthread_mutex_lock(&st_mu);
     json_decref(st_last);
     st_last = last;
@@ -784,7 +783,7 @@ handle_chat(struct worker *w, struct evhttp_request *req, const char *path,
     json_object_set_new(st_by_model, model,
                         json_integer(c ? json_integer_value(c) + 1 : 1));
     pthread_mutex_unlock(&st_mu);
-    record_last(req, path, model, raw, len);
+    record_last(req, path, model, body, len);
 
     struct job *j = calloc(1, sizeof(*j));
     if (!j) {
