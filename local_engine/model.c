@@ -179,8 +179,15 @@ load_hparams(struct le_model *m, char *err, size_t errlen)
     REQ("feed_forward_length", n_ff);
     REQ("attention.head_count", n_head);
 #undef REQ
-    if (hp->n_layer > 4096)
-        return fail(err, errlen, LE_EFORMAT, "model: block_count too large");
+    /* bounds that keep every product below in int range (n_head *
+     * head_dim, n_batch * n_ff, ...) whatever the metadata says */
+    if (hp->n_layer > 4096 || hp->n_embd > 65536 || hp->n_head > 1024 ||
+        hp->n_ff > (1 << 20))
+        return fail(err, errlen, LE_EFORMAT,
+                    "model: hyperparameters out of range (block_count %d, "
+                    "embedding_length %d, head_count %d, "
+                    "feed_forward_length %d)",
+                    hp->n_layer, hp->n_embd, hp->n_head, hp->n_ff);
     hp->n_head_kv = hp->n_head;
     if (arch_u32(g, arch, "attention.head_count_kv", &u))
         hp->n_head_kv = (int32_t)u;
@@ -192,7 +199,7 @@ load_hparams(struct le_model *m, char *err, size_t errlen)
     hp->head_dim = hp->n_embd / hp->n_head;
     if (arch_u32(g, arch, "attention.key_length", &u))
         hp->head_dim = (int32_t)u;
-    if (hp->head_dim <= 0 || hp->head_dim % 2 ||
+    if (hp->head_dim <= 0 || hp->head_dim % 2 || hp->head_dim > 1024 ||
         (!arch_u32(g, arch, "attention.key_length", &u) &&
          hp->n_embd % hp->n_head))
         return fail(err, errlen, LE_EFORMAT,

@@ -904,6 +904,26 @@ test_bad_shapes(void)
     T_CHECK(m == NULL);
     le_model_free(m);
 
+    /* hyperparameters out of range are refused before any tensor use */
+    w = gguf_w_new();
+    gguf_w_add_str(w, "general.architecture", "llama");
+    gguf_w_add_u32(w, "llama.context_length", 64);
+    gguf_w_add_u32(w, "llama.embedding_length", 32);
+    gguf_w_add_u32(w, "llama.block_count", 1);
+    gguf_w_add_u32(w, "llama.feed_forward_length", 64);
+    gguf_w_add_u32(w, "llama.attention.head_count", 4000000);
+    T_EQ_INT(gguf_w_write_file(w, path), 0);
+    gguf_w_free(w);
+    T_EQ_INT(le_model_open(path, NULL, &m, err, sizeof(err)), LE_EFORMAT);
+    T_CHECK(strstr(err, "out of range") != NULL);
+    /* an architecture we do not run */
+    w = gguf_w_new();
+    gguf_w_add_str(w, "general.architecture", "mamba");
+    T_EQ_INT(gguf_w_write_file(w, path), 0);
+    gguf_w_free(w);
+    T_EQ_INT(le_model_open(path, NULL, &m, err, sizeof(err)), LE_EFORMAT);
+    T_CHECK(strstr(err, "mamba") != NULL);
+
     /* a file that does not exist: the reader's error */
     err[0] = '\0';
     T_CHECK(le_model_open("/nonexistent/x.gguf", NULL, &m, err,
