@@ -194,8 +194,8 @@ run_usage(FILE *f)
 static int
 run_cb(void *ud, int32_t id, const char *text, size_t len)
 {
-    (void)ud;
     (void)id;
+    *(size_t *)ud += len;
     if (len) {
         fwrite(text, 1, len, stdout);
         fflush(stdout);
@@ -325,10 +325,13 @@ le_cli_run(int argc, char **argv)
         fflush(stdout);
     }
     struct le_gen_result res;
-    st = le_session_generate(s, ids, n_ids, &sp, run_cb, NULL, &res, err,
+    size_t emitted = 0;
+    st = le_session_generate(s, ids, n_ids, &sp, run_cb, &emitted, &res, err,
                              sizeof(err));
-    fputc('\n', stdout);
-    fflush(stdout);
+    if (st == LE_OK || emitted || echo) {
+        fputc('\n', stdout);
+        fflush(stdout);
+    }
     if (st != LE_OK) {
         fprintf(stderr, "llmux run: %s\n", err);
         goto out;
