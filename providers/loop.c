@@ -151,6 +151,11 @@ finish_transfer(struct pv_call *c, CURLcode code)
         if (dl > 0 && c->res.detail[dl - 1] == '\n')
             c->res.detail[dl - 1] = '\0';
     }
+    GX_LOG(GX_LOG_DEBUG, c->request_id, "upstream %s: status %d, %s%s%s",
+           pv_outcome_str(c->res.outcome), c->res.http_status,
+           c->res.detail[0] ? c->res.detail : "",
+           c->res.detail[0] ? ", " : "",
+           c->connected ? "connected" : "not connected");
     deliver_done(c);
 }
 
@@ -338,6 +343,12 @@ pv_loop_new(struct event_base *base, char *err, size_t errlen)
         gx_errf(err, errlen, "curl_global_init failed");
         return NULL;
     }
+    const curl_version_info_data *vi = curl_version_info(CURLVERSION_NOW);
+    if (vi && !(vi->features & CURL_VERSION_ASYNCHDNS))
+        GX_LOG(GX_LOG_WARN, NULL,
+               "libcurl %s resolves names synchronously: DNS lookups will "
+               "block the worker's event loop",
+               vi->version);
     loop = calloc(1, sizeof(*loop));
     if (!loop)
         goto nomem;

@@ -28,6 +28,7 @@
  *   status=N            answer N with an OpenAI error body (stream or not)
  *   message=TEXT        that error's message
  *   retry_after=S       add Retry-After: S
+ *   retry_after_http=S  add Retry-After as an HTTP-date S seconds ahead
  *   delay_ms=N          wait before answering at all
  *   slow_first_byte_ms=N  send the headers at once, the body after N ms
  *   headers_then_hang   send 200 headers, then nothing (hang_ms, default
@@ -63,6 +64,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 #include <arpa/inet.h>
 
@@ -123,6 +125,7 @@ static int n_workers = 1;
 struct opts {
     int status; /* 0: a normal 200 */
     int retry_after;
+    int retry_after_http; /* -1, or seconds from now as an HTTP-date */
     int delay_ms;
     int slow_first_byte_ms;
     int headers_then_hang;
@@ -168,6 +171,7 @@ opts_default(struct opts *o)
 {
     memset(o, 0, sizeof(*o));
     o->retry_after = -1;
+    o->retry_after_http = -1;
     o->drop_after = -1;
     o->hang_ms = 30000;
     o->prompt_tokens = -1;
@@ -210,6 +214,8 @@ opts_parse(struct opts *o, const char *s, size_t n)
                 o->status = clampi(v, 0, 999);
             else if (IS("retry_after"))
                 o->retry_after = clampi(v, 0, 86400);
+            else if (IS("retry_after_http"))
+                o->retry_after_http = clampi(v, 0, 86400);
             else if (IS("delay_ms"))
                 o->delay_ms = clampi(v, 0, FP_MAX_DELAY_MS);
             else if (IS("slow_first_byte_ms"))
@@ -330,6 +336,18 @@ send_json(struct evhttp_request *req, int status, const char *text)
     if (b)
         evbuffer_free(b);
     stats_count_status(status);
+}
+
+static void
+add_retry_after_http(struct evhttp_request *req, int seconds)
+{
+    char date[64];
+    time_t t = time(NULL) + seconds;
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(date, sizeof(date), "%a, %d %b %Y %H:%M:%S GMT", &tm);
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After",
+                      date);
 }
 
 static void
@@ -619,6 +637,8 @@ job_step(evutil_socket_t fd, short what, void *arg)
             else
                 snprintf(msg, sizeof(msg), "fake error: status %d",
                          j->o.status);
+            if (j->o.retry_after_http >= 0)
+                add_retry_after_http(req, j->o.retry_after_http);
             send_error(req, j->o.status, j->o.retry_after, msg);
             j->req = NULL;
             goto done;

@@ -415,6 +415,16 @@ test_status(void)
     rec_free(&r);
     json_decref(b);
 
+    /* Retry-After as an HTTP-date. */
+    prov_set("status=503;retry_after_http=120", 10000, 5000);
+    b = chat_body("hi", 0, 0);
+    start_rec(&r, b, 0, 0);
+    T_CHECK(run1(&r, 10000));
+    T_EQ_INT(r.res.http_status, 503);
+    T_CHECK(r.res.retry_after_s > 60 && r.res.retry_after_s <= 121);
+    rec_free(&r);
+    json_decref(b);
+
     /* An upstream that echoes our key in its error: scrubbed. */
     prov_set(NULL, 10000, 5000);
     b = chat_body("fake:status=401;message=bad key sk-test-123456 given", 0, 0);
@@ -884,6 +894,46 @@ test_loop_free_in_flight(void)
 }
 
 static void
+test_no_secret_in_logs(void)
+{
+    /* Debug logging on, stderr into a file: calls that succeed, fail and
+     * get the key echoed back log lines, none with the key. */
+    char path[] = "/tmp/llmux-pvlog-XXXXXX";
+    int fd = mkstemp(path);
+    T_CHECK(fd >= 0);
+    if (fd < 0)
+        return;
+    fflush(stderr);
+    int saved = dup(2);
+    dup2(fd, 2);
+    int old_level = gx_log_level;
+    gx_log_level = GX_LOG_DEBUG;
+    prov_set(NULL, 10000, 5000);
+    const char *msgs[] = {"hi", "fake:status=401;message=key sk-test-123456",
+                          "fake:reset"};
+    for (int i = 0; i < 3; i++) {
+        struct rec r = {0};
+        json_t *b = chat_body(msgs[i], 0, 0);
+        start_rec(&r, b, 0, 0);
+        run1(&r, 10000);
+        rec_free(&r);
+        json_decref(b);
+    }
+    gx_log_level = old_level;
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    char buf[8192];
+    ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+    close(fd);
+    unlink(path);
+    buf[n > 0 ? n : 0] = '\0';
+    T_CHECK(strstr(buf, "upstream ok") != NULL);
+    T_CHECK(strstr(buf, "req-42") != NULL);
+    T_CHECK(strstr(buf, "sk-test-123456") == NULL);
+}
+
+static void
 test_outcome_str(void)
 {
     T_EQ_STR(pv_outcome_str(PV_OK), "ok");
@@ -907,6 +957,7 @@ int
 main(void)
 {
     curl_global_init(CURL_GLOBAL_DEFAULT);
+    gx_log_init_from_env();
     if (e2e_start_fake(&fake) != 0) {
         fprintf(stderr, "cannot start the fake provider\n");
         T_CHECK(0);
@@ -935,6 +986,7 @@ main(void)
         T_RUN(test_concurrent);
         T_RUN(test_start_from_callback);
         T_RUN(test_loop_free_in_flight);
+        T_RUN(test_no_secret_in_logs);
     }
     pv_loop_free(loop);
     event_base_free(base);
