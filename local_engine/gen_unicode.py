@@ -8,8 +8,9 @@ Run once by hand (the build never runs it and does not need the UCD):
 
 What it emits (facts from the Unicode standard, nothing else):
   - le_ucd_cat_ranges: every code point 0..0x10FFFF as sorted, non-overlapping
-    ranges of the same general-category class (L, N, P, S, M, Z, C); code
-    points not listed are unassigned (Cn);
+    ranges of the same general-category class (L, N, P, S, M, Z, C; the
+    letters further split into Lu/Lt (+16), Ll (+32) and Lm/Lo (+0), for the
+    case-aware pre-tokenizers); code points not listed are unassigned (Cn);
   - le_ucd_ws_ranges: the White_Space property (PropList.txt);
   - le_ucd_lower: simple lowercase mappings (UnicodeData field 13) as ranges
     of equal delta;
@@ -86,7 +87,10 @@ def ranges_of(values):
 def main():
     cats, lower, decomp = read_unicode_data()
     ws = read_white_space()
-    cls = {cp: CLASS[gc[0]] for cp, gc in cats.items() if gc != "Cn"}
+    def code(gc):
+        sub = 16 if gc in ("Lu", "Lt") else 32 if gc == "Ll" else 0
+        return CLASS[gc[0]] | sub
+    cls = {cp: code(gc) for cp, gc in cats.items() if gc != "Cn"}
     cat_ranges = ranges_of(cls)
     low_ranges = ranges_of({cp: lo - cp for cp, lo in lower.items()})
     with open(os.path.join(UCD, "ReadMe.txt"), encoding="utf-8") as f:
@@ -130,12 +134,17 @@ def main():
     # LE_UF_* flags of ASCII, precomputed so the hot path needs no search
     # and no lazy (racy) initialisation
     flag_of = {1: 0x01, 2: 0x02, 3: 0x04, 4: 0x08, 5: 0x10, 6: 0x20, 7: 0x40}
-    w("const unsigned char le_ucd_ascii_flags[128] = {")
+    w("const unsigned short le_ucd_ascii_flags[128] = {")
     for c in range(128):
-        f = flag_of.get(cls.get(c, 0), 0)
+        v = cls.get(c, 0)
+        f = flag_of.get(v & 15, 0)
+        if v & 16:
+            f |= 0x100
+        if v & 32:
+            f |= 0x200
         if any(lo <= c <= hi for lo, hi in ws):
             f |= 0x80
-        w("%s0x%02X," % ("\n    " if c % 8 == 0 else " ", f))
+        w("%s0x%03X," % ("\n    " if c % 8 == 0 else " ", f))
     w("\n};\n")
 
 

@@ -70,7 +70,9 @@ enum pre_kind {
     PRE_DEEPSEEK_CODER,
     PRE_BLOOM,
     PRE_VIKING,
-    PRE_CHAMELEON
+    PRE_CHAMELEON,
+    PRE_TEKKEN,
+    PRE_GPT4O
 };
 
 struct tok {
@@ -258,7 +260,7 @@ grow(void **p, size_t *cap, size_t need, size_t elem)
  * its own with cp LE_UCP_INVALID and flags 0. */
 struct pt {
     uint32_t *cp;
-    uint8_t *fl;
+    uint16_t *fl;
     size_t *off;
     size_t *ws_end; /* ws_end[i]: end of the whitespace run at i (i if none) */
     size_t n, cap_cp, cap_fl, cap_off, cap_ws;
@@ -280,7 +282,7 @@ pt_decode(struct pt *t, const char *text, size_t len)
 {
     if (grow((void **)&t->cp, &t->cap_cp, len + 1, sizeof(uint32_t)) ||
         grow((void **)&t->off, &t->cap_off, len + 1, sizeof(size_t)) ||
-        grow((void **)&t->fl, &t->cap_fl, len + 1, 1) ||
+        grow((void **)&t->fl, &t->cap_fl, len + 1, sizeof(uint16_t)) ||
         grow((void **)&t->ws_end, &t->cap_ws, len + 1, sizeof(size_t)))
         return -1;
     const uint8_t *s = (const uint8_t *)text;
@@ -289,7 +291,7 @@ pt_decode(struct pt *t, const char *text, size_t len)
         uint32_t c;
         size_t k = le_utf8_decode(s + i, len - i, &c);
         t->cp[n] = c;
-        t->fl[n] = (uint8_t)le_ucp_flags(c);
+        t->fl[n] = (uint16_t)le_ucp_flags(c);
         t->off[n] = i;
         n++;
         i += k;
@@ -445,6 +447,112 @@ static size_t
 m_qwen2(const struct pt *t, size_t p, size_t e)
 {
     return m_llama3_n(t, p, e, 1);
+}
+
+/* Case-aware words (tekken, gpt-4o):
+ *   A = [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}], B = [\p{Ll}\p{Lm}\p{Lo}\p{M}] */
+static bool
+is_case_a(const struct pt *t, size_t i)
+{
+    unsigned f = t->fl[i];
+    return ((f & F_L) && !(f & LE_UF_LL)) || (f & LE_UF_MARK);
+}
+
+static bool
+is_case_b(const struct pt *t, size_t i)
+{
+    unsigned f = t->fl[i];
+    return ((f & F_L) && !(f & LE_UF_LU_LT)) || (f & LE_UF_MARK);
+}
+
+/* A*B+ at q: the end of the match, 0 if none.  When the greedy A* leaves
+ * no B behind it, backtracking gives back A's until one that is also a B
+ * (Lm, Lo, M) can be the B+. */
+static size_t
+case_ab_plus(const struct pt *t, size_t q, size_t e)
+{
+    size_t a = q;
+    while (a < e && is_case_a(t, a))
+        a++;
+    if (a < e && is_case_b(t, a)) {
+        size_t b = a;
+        while (b < e && is_case_b(t, b))
+            b++;
+        return b;
+    }
+    for (size_t j = a; j > q; j--)
+        if (is_case_b(t, j - 1))
+            return j;
+    return 0;
+}
+
+/* A+B* at q */
+static size_t
+case_a_plus(const struct pt *t, size_t q, size_t e)
+{
+    size_t a = q;
+    while (a < e && is_case_a(t, a))
+        a++;
+    if (a == q)
+        return 0;
+    while (a < e && is_case_b(t, a))
+        a++;
+    return a;
+}
+
+/* [^\r\n\p{L}\p{N}]?A*B+C?|[^\r\n\p{L}\p{N}]?A+B*C?|\p{N}{1,max_n}|
+ *  ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+
+ * with C the optional case-insensitive contraction (gpt-4o) or nothing
+ * (tekken). */
+static size_t
+m_case_words(const struct pt *t, size_t p, size_t e, size_t max_n,
+             bool contractions)
+{
+    uint32_t c = t->cp[p];
+    bool pre = !is_crlf(c) && !(t->fl[p] & (F_L | F_N)) && p + 1 < e;
+    size_t r = 0;
+    for (int alt = 0; alt < 2 && !r; alt++) {
+        size_t (*f)(const struct pt *, size_t, size_t) =
+            alt == 0 ? case_ab_plus : case_a_plus;
+        if (pre)
+            r = f(t, p + 1, e);
+        if (!r)
+            r = f(t, p, e);
+    }
+    if (r) {
+        if (contractions && r < e)
+            r += m_contraction(t, r, e, true);
+        return r - p;
+    }
+    size_t k = run_of(t, p, e, F_N);
+    if (k)
+        return k < max_n ? k : max_n;
+    size_t q = (c == ' ' && p + 1 < e) ? p + 1 : p;
+    if ((k = run_other(t, q, e))) {
+        size_t z = q + k;
+        while (z < e && (is_crlf(t->cp[z]) || t->cp[z] == '/'))
+            z++;
+        return z - p;
+    }
+    k = run_of(t, p, e, F_WS);
+    if (k) {
+        for (size_t j = p + k; j > p; j--)
+            if (is_crlf(t->cp[j - 1]))
+                return j - p;
+    }
+    return m_trailing_ws(t, p, e);
+}
+
+static size_t
+m_tekken(const struct pt *t, size_t p, size_t e)
+{
+    return m_case_words(t, p, e, 1, false);
+}
+
+static size_t
+m_gpt4o(const struct pt *t, size_t p, size_t e)
+{
+    return m_case_words(t, p, e, 3, true);
 }
 
 /* [\p{P}\$\+<=>\^~\|`]+ (falcon) and the same without ` (default) */
@@ -703,6 +811,8 @@ static const pt_match_fn rules_ds_coder[] = {
     m_one_crlf, m_ws_letters, m_ws_puncts, m_cjk, m_one_number, NULL};
 static const pt_match_fn rules_bloom[] = {m_bloom, NULL};
 static const pt_match_fn rules_viking[] = {m_bloom, m_one_number, NULL};
+static const pt_match_fn rules_tekken[] = {m_tekken, NULL};
+static const pt_match_fn rules_gpt4o[] = {m_gpt4o, NULL};
 static const pt_match_fn rules_chameleon[] = {m_cham_ws, m_one_number,
                                               m_cham_punct, m_gpt2, NULL};
 
@@ -720,6 +830,8 @@ pre_rules(enum pre_kind k)
     case PRE_BLOOM: return rules_bloom;
     case PRE_VIKING: return rules_viking;
     case PRE_CHAMELEON: return rules_chameleon;
+    case PRE_TEKKEN: return rules_tekken;
+    case PRE_GPT4O: return rules_gpt4o;
     case PRE_DEFAULT: break;
     }
     return rules_default;
@@ -1509,6 +1621,9 @@ static const struct pre_name pre_names[] = {
     {"gpt3-finnish", PRE_BLOOM, false, false},
     {"viking", PRE_VIKING, false, false},
     {"chameleon", PRE_CHAMELEON, false, true},
+    {"tekken", PRE_TEKKEN, true, true},
+    {"gpt-4o", PRE_GPT4O, false, false},
+    {"llama4", PRE_GPT4O, false, false},
 };
 
 static const char *const eog_texts[] = {

@@ -31,7 +31,7 @@ le_ucp_cat(uint32_t cp)
         return LE_UCAT_NONE;
     const struct le_ucd_range *r =
         range_find(le_ucd_cat_ranges, le_ucd_n_cat_ranges, cp);
-    return r ? (enum le_ucat)r->val : LE_UCAT_NONE;
+    return r ? (enum le_ucat)(r->val & 15u) : LE_UCAT_NONE;
 }
 
 static unsigned
@@ -40,7 +40,13 @@ flags_slow(uint32_t cp)
     static const unsigned cat_flag[8] = {
         0,           LE_UF_LETTER, LE_UF_NUMBER,    LE_UF_PUNCT,
         LE_UF_SYMBOL, LE_UF_MARK,  LE_UF_SEPARATOR, LE_UF_CONTROL};
-    unsigned f = cat_flag[le_ucp_cat(cp)];
+    const struct le_ucd_range *r =
+        range_find(le_ucd_cat_ranges, le_ucd_n_cat_ranges, cp);
+    unsigned f = r ? cat_flag[r->val & 7u] : 0;
+    if (r && (r->val & LE_UCD_LU_LT))
+        f |= LE_UF_LU_LT;
+    if (r && (r->val & LE_UCD_LL))
+        f |= LE_UF_LL;
     if (range_find(le_ucd_ws_ranges, le_ucd_n_ws_ranges, cp))
         f |= LE_UF_SPACE;
     return f;

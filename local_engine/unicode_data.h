@@ -27,8 +27,11 @@ enum le_ucat {
 
 struct le_ucd_range {
     uint32_t lo, hi; /* inclusive */
-    uint32_t val;
+    uint32_t val;    /* cat ranges: enum le_ucat | LE_UCD_LU_LT | LE_UCD_LL */
 };
+
+#define LE_UCD_LU_LT 16u /* letter of category Lu or Lt */
+#define LE_UCD_LL 32u    /* letter of category Ll */
 
 struct le_ucd_delta {
     uint32_t lo, hi; /* inclusive; maps cp to cp + delta */
@@ -48,7 +51,7 @@ extern const struct le_ucd_delta le_ucd_lower[];
 extern const size_t le_ucd_n_lower;
 extern const struct le_ucd_decomp le_ucd_nfd[];
 extern const size_t le_ucd_n_nfd;
-extern const unsigned char le_ucd_ascii_flags[128]; /* LE_UF_* below */
+extern const unsigned short le_ucd_ascii_flags[128]; /* LE_UF_* below */
 
 /* ------------------------------------------------------------------ */
 /* Lookups (unicode.c).                                                 */
@@ -62,6 +65,8 @@ extern const unsigned char le_ucd_ascii_flags[128]; /* LE_UF_* below */
 #define LE_UF_SEPARATOR 0x20u
 #define LE_UF_CONTROL 0x40u
 #define LE_UF_SPACE 0x80u /* White_Space */
+#define LE_UF_LU_LT 0x100u /* uppercase or titlecase letter (Lu, Lt) */
+#define LE_UF_LL 0x200u    /* lowercase letter (Ll) */
 
 /* Not a code point: what le_utf8_decode reports for a byte that does not
  * start a valid UTF-8 sequence.  Its flags are 0. */
@@ -69,7 +74,8 @@ extern const unsigned char le_ucd_ascii_flags[128]; /* LE_UF_* below */
 
 /* General-category class of cp (LE_UCAT_NONE if unassigned / invalid). */
 enum le_ucat le_ucp_cat(uint32_t cp);
-/* LE_UF_* flags of cp; O(1) below 0x80, a binary search above. */
+/* LE_UF_* flags of cp; O(1) below 0x80, a binary search above.  A letter
+ * without LE_UF_LU_LT or LE_UF_LL is Lm or Lo. */
 unsigned le_ucp_flags(uint32_t cp);
 /* Simple lowercase of cp (cp itself if none). */
 uint32_t le_ucp_lower(uint32_t cp);

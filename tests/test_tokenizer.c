@@ -406,6 +406,12 @@ static const struct pt_case pt_cases[] = {
     {"deepseek-llm", "x!!\n\ny", 5, {"x", "!!", "\n", "\n", "y"}},
     {"default", "a...b 1234567", 7, {"a", "...", "b", " ", "123", "456", "7"}},
     {"bloom", "hi (there), 1.5", 7, {"hi", " (", "there", "),", " 1", ".", "5"}},
+    {"tekken", "HelloWorld ABCdef 123", 7, {"Hello", "World", " ABCdef", " ", "1", "2", "3"}},
+    {"tekken", "CamelCaseJSONParser's x/y\n\nz", 8, {"Camel", "Case", "JSONParser", "'s", " x", "/y", "\n\n", "z"}},
+    {"tekken", "\xc3\x89""COLE \xc7\x85""ab \xca\xb0x", 3, {"\xc3\x89""COLE", " \xc7\x85""ab", " \xca\xb0x"}},
+    {"gpt-4o", "I'M HERE doesn'T 12345", 6, {"I'M", " HERE", " doesn'T", " ", "123", "45"}},
+    {"gpt-4o", "getHTTPResponse//\r\nok", 4, {"get", "HTTPResponse", "//\r\n", "ok"}},
+    {"gpt-4o", "ab\xcc\x81""c \xe3\x80\x85\xe3\x80\x85 x", 3, {"ab\xcc\x81""c", " \xe3\x80\x85\xe3\x80\x85", " x"}},
 };
 
 static void
