@@ -1,6 +1,7 @@
 /*
  * quants_avx2.c: AVX2 dot products for the hottest weight types (Q4_0,
- * Q8_0 against Q8_0; Q4_K, Q6_K against Q8_K).
+ * Q8_0 against Q8_0; Q4_K, Q5_K, Q6_K against Q8_K) and for F16 (the KV
+ * cache and F16 weights: dot product and dequantisation).
  *
  * Built with -mavx2 -mfma -mf16c (Makefile: files named *_avx2.c) and
  * called only when the CPU has AVX2, FMA and F16C (quants.c checks with
@@ -9,12 +10,12 @@
  * Each kernel computes, per block, the same integer sums as its plain C
  * twin in quants.c and then the same float expression in the same order,
  * so the results are bit-identical to the plain C ones (test_quants.c
- * checks that).  The integer sums cannot overflow int16 in maddubs for
+ * checks that; F16's dot sums in another order, see there).  The integer sums cannot overflow int16 in maddubs for
  * blocks made by our quantisers (|q8| <= 127); a Q8 block holding -128
  * from a hostile file may saturate, which only changes that dot product.
  *
  * The block structs repeat quants.c's (the same fields, pinned to the same
- * sizes by _Static_assert): only the four layouts used here.
+ * sizes by _Static_assert): only the layouts used here.
  */
 #if defined(__x86_64__) || defined(__i386__)
 
@@ -223,6 +224,101 @@ le_vec_dot_q6_K_q8_K_avx2(int n, float *s, const void *vx, const void *vy)
         sumf += y[i].d * (d * (float)isum) - y[i].d * (0.0f * (float)0);
     }
     *s = sumf;
+}
+
+struct le_block_q5_K {
+    uint16_t d, dmin;
+    uint8_t scales[12];
+    uint8_t qh[32];
+    uint8_t qs[128];
+};
+_Static_assert(sizeof(struct le_block_q5_K) == 176, "as in quants.c");
+
+void
+le_vec_dot_q5_K_q8_K_avx2(int n, float *s, const void *vx, const void *vy)
+{
+    const struct le_block_q5_K *x = vx;
+    const struct le_block_q8_K *y = vy;
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    const __m256i one = _mm256_set1_epi8(1);
+    float sumf = 0;
+    for (int i = 0; i < n / 256; i++) {
+        int sc[8], mn[8];
+        for (int j = 0; j < 8; j++)
+            k4_scale_min(x[i].scales, j, &sc[j], &mn[j]);
+        int32_t msum = 0;
+        for (int j = 0; j < 8; j++)
+            msum += mn[j] * (y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]);
+        __m256i h = _mm256_loadu_si256((const __m256i *)x[i].qh);
+        __m256i acc = _mm256_setzero_si256();
+        for (int jj = 0; jj < 4; jj++) {
+            __m256i b =
+                _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * jj));
+            /* 5th bits: qh bit 2jj for the low nibbles, 2jj+1 for high;
+             * each is 0/1 in its byte, so the <<4 stays in the byte. */
+            __m256i h0 = _mm256_slli_epi16(
+                _mm256_and_si256(_mm256_srli_epi16(h, 2 * jj), one), 4);
+            __m256i h1 = _mm256_slli_epi16(
+                _mm256_and_si256(_mm256_srli_epi16(h, 2 * jj + 1), one), 4);
+            __m256i lo = _mm256_or_si256(_mm256_and_si256(b, m4), h0);
+            __m256i hi = _mm256_or_si256(
+                _mm256_and_si256(_mm256_srli_epi16(b, 4), m4), h1);
+            __m256i y0 = _mm256_loadu_si256(
+                (const __m256i *)(y[i].qs + 64 * jj));
+            __m256i y1 = _mm256_loadu_si256(
+                (const __m256i *)(y[i].qs + 64 * jj + 32));
+            /* 0..31 x q8: pairs fit int16 (2*31*128) */
+            __m256i p0 = _mm256_maddubs_epi16(lo, y0);
+            __m256i p1 = _mm256_maddubs_epi16(hi, y1);
+            p0 = _mm256_madd_epi16(p0, _mm256_set1_epi16((short)sc[2 * jj]));
+            p1 = _mm256_madd_epi16(p1,
+                                   _mm256_set1_epi16((short)sc[2 * jj + 1]));
+            acc = _mm256_add_epi32(acc, _mm256_add_epi32(p0, p1));
+        }
+        int32_t isum = hsum_i32(acc);
+        float d = h2f(x[i].d), dmin = h2f(x[i].dmin);
+        sumf += y[i].d * (d * (float)isum) - y[i].d * (dmin * (float)msum);
+    }
+    *s = sumf;
+}
+
+/* F16: products of two halves are exact in float and the plain C twin
+ * sums them in double; so does this one (in another order: equal to the
+ * last bit whenever the double sum is exact, i.e. for values of normal
+ * magnitude; otherwise within a double rounding). */
+void
+le_vec_dot_f16_f16_avx2(int n, float *s, const void *vx, const void *vy)
+{
+    const uint16_t *x = vx, *y = vy;
+    __m256d acc0 = _mm256_setzero_pd(), acc1 = _mm256_setzero_pd();
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 xf = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i)));
+        __m256 yf = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(y + i)));
+        __m256 p = _mm256_mul_ps(xf, yf);
+        acc0 = _mm256_add_pd(acc0, _mm256_cvtps_pd(_mm256_castps256_ps128(p)));
+        acc1 = _mm256_add_pd(acc1, _mm256_cvtps_pd(_mm256_extractf128_ps(p, 1)));
+    }
+    __m256d a = _mm256_add_pd(acc0, acc1);
+    __m128d t = _mm_add_pd(_mm256_castpd256_pd128(a),
+                           _mm256_extractf128_pd(a, 1));
+    double sum = _mm_cvtsd_f64(_mm_add_sd(t, _mm_unpackhi_pd(t, t)));
+    for (; i < n; i++)
+        sum += (double)h2f(x[i]) * (double)h2f(y[i]);
+    *s = (float)sum;
+}
+
+/* Exact conversion, as the plain C twin. */
+void
+le_f16_to_float_avx2(const void *vx, float *y, int64_t k)
+{
+    const uint16_t *x = vx;
+    int64_t i = 0;
+    for (; i + 8 <= k; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128(
+                                    (const __m128i *)(x + i))));
+    for (; i < k; i++)
+        y[i] = h2f(x[i]);
 }
 
 #endif /* x86 */
