@@ -1,29 +1,244 @@
 /*
- * router: turns a request's "model" into an ordered list of attempts
- * (DESIGN.md sections 5 and 8).  This first version resolves the model
- * through config/ and keeps the route's order (priority); the policies,
- * provider health, circuit breakers and hedging arrive with the router
- * issue and plug in behind rt_plan without changing its callers.
+ * router: turns a request's "model" into an ordered list of attempts by
+ * route policy and provider health (DESIGN.md sections 5 and 8), and keeps
+ * that health: per target latency (EWMA + log histogram p50/p95 of time to
+ * first byte and total time), error rate over the last RT_ERR_WINDOW
+ * outcomes, consecutive failures, circuit breaker and Retry-After cooldown.
  *
- * Threads: rt_plan only reads the immutable cfg; any thread may call it.
+ * What it does not do: HTTP, backoff timers, hedging timers, cancelling
+ * calls.  The gateway owns the failover loop and calls in here.
+ *
+ * ---------------------------------------------------------------------
+ * CALLING SEQUENCE (the gateway must follow it exactly)
+ *
+ *  serve start:  rt = rt_router_new(cfg)   (one per loaded cfg; shared by
+ *                every worker thread; rt_router_free(rt) after the workers
+ *                stopped.  On SIGHUP a new cfg gets a new router; pass the
+ *                old one to rt_router_adopt to keep the health of targets
+ *                that still exist.)
+ *
+ *  per request:
+ *   1. n = rt_plan_route(rt, model, est_prompt_tokens, max_tokens, &plan);
+ *        est_prompt_tokens: rt_estimate_prompt_tokens(body) is fine.
+ *        max_tokens: the request's max_tokens / max_completion_tokens,
+ *        or <= 0 when absent (the cost policy then assumes 256).
+ *      plan.resolved == 0           -> 404 model_not_found.
+ *      n == 0 && plan.resolved > 0  -> every target is out of rotation
+ *        (open circuit / Retry-After / probe busy): answer 503 at once;
+ *        rt_plan_explain() writes "gpt-4.1@relay: circuit open; ..." and
+ *        plan.retry_after_ms is a hint for a Retry-After header.
+ *   2. for i = 0 .. plan.n-1 while attempts < plan.max_attempts:
+ *        if (!rt_attempt_begin(rt, &plan, i, &att)) continue;
+ *            (0 = this target went out of rotation since the plan was made,
+ *             or its single half-open probe is taken: skip it, it is not an
+ *             attempt; nothing to report)
+ *        attempts++; start the call on plan.targets[i] (== att.target).
+ *        If the call cannot even be started, report RT_CANCELLED.
+ *   3. every begun attempt is reported EXACTLY ONCE, from any thread:
+ *        rt_report_pv(rt, &att, cfg, res)   from pv's on_done (maps the
+ *                                             pv_result; easiest), or
+ *        rt_report(rt, &att, outcome, ttfb_us, total_us, retry_after_s).
+ *      A hedged pair is two begun attempts: report the winner normally and
+ *      the cancelled loser as RT_CANCELLED.  A client that went away:
+ *      report the cancelled call as RT_CANCELLED.  A half-open probe that
+ *      is never reported blocks further probes of that target for
+ *      RT_PROBE_STALE_MS, so do not forget.
+ *
+ *  GET /admin/providers:  json_t *a = rt_health_json(rt);  (new reference)
+ *
+ * Order of a plan: the route's targets by policy, then the route's
+ * fallback last.  Targets out of rotation are left out of the plan (listed
+ * in plan.skipped): an open circuit, a half-open circuit whose one probe is
+ * already running, a Retry-After cooldown.  They are not "put last": a
+ * circuit breaker's point is to send the failing target nothing until its
+ * cooldown ends, and the gateway answers 503 at once when nothing is left.
+ *
+ * Policies (cfg_route.policy; a model that is not a route is priority):
+ *  priority  config order.
+ *  weighted  the first target drawn at random by weight among the targets
+ *            in rotation (seed: LLMUX_ROUTER_SEED or rt_router_seed), the
+ *            rest after it by descending weight (ties: config order).
+ *  cost      ascending expected cost of this request:
+ *              est_prompt_tokens x input_pusd
+ *              + (max_tokens > 0 ? max_tokens : 256) x output_pusd;
+ *            ties to the lower TTFB EWMA (no samples counts as 0); targets
+ *            whose p95 time to first byte exceeds the route's
+ *            max_latency_ms go after the others (in the same order).
+ *  latency   targets with no recent sample first (config order) so they
+ *            get one, then ascending EWMA of time to first byte.
+ *  "Recent": latency samples live in two rotating windows of RT_WINDOW_MS;
+ *  a target with no sample for 2 x RT_WINDOW_MS counts as having none
+ *  again, so a target once slow gets re-tried later instead of never.
+ *
+ * Circuit (failover.circuit_failures N, circuit_cooldown_ms C; N <= 0
+ * disables it): closed -> open after N consecutive RT_FAILUREs; open for C
+ * ms (no plan includes it); then half-open: exactly one probe admitted by
+ * rt_attempt_begin; its RT_SUCCESS (or RT_REJECTED) closes the circuit, its
+ * RT_FAILURE re-opens it for C ms, RT_CANCELLED frees the probe slot.
+ * Retry-After: any RT_FAILURE with retry_after_s > 0 (an upstream 429 or
+ * 503 with Retry-After) takes the target out of rotation for that long
+ * (capped at RT_RETRY_AFTER_MAX_S).
+ *
+ * Threads: everything here is thread-safe.  rt_plan_route, rt_attempt_begin
+ * and rt_report take one short per-target mutex at a time, never allocate
+ * and never block on I/O.  rt_health_json allocates (admin path only).
  */
 #ifndef LLMUX_ROUTER_H
 #define LLMUX_ROUTER_H
 
 #include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
 
 #include "../config/config.h"
 
 #define RT_MAX_TARGETS 16
+#define RT_ERR_WINDOW 100          /* outcomes in the error-rate window */
+#define RT_WINDOW_MS 60000         /* latency sample window (two kept) */
+#define RT_PROBE_STALE_MS 600000   /* an unreported probe is forgotten */
+#define RT_RETRY_AFTER_MAX_S 3600  /* Retry-After cap */
+#define RT_DEFAULT_MAX_TOKENS 256  /* cost policy, when max_tokens absent */
+
+struct rt_router;  /* opaque; health of every (provider, model) target */
+struct pv_result;  /* providers/providers.h */
+
+/* Why a resolved target is not in the plan. */
+enum rt_skip {
+    RT_SKIP_OPEN = 1,     /* circuit open (cooldown running) */
+    RT_SKIP_PROBE_BUSY,   /* half-open, its one probe is running */
+    RT_SKIP_RETRY_AFTER   /* upstream Retry-After cooldown */
+};
 
 struct rt_plan {
     const struct cfg_route *route; /* NULL when model was not a route */
-    size_t n;                      /* 0 = unknown model */
+    size_t n;                      /* targets to try; 0 = none */
     struct cfg_target targets[RT_MAX_TARGETS]; /* in the order to try */
-    int max_attempts;
+    int max_attempts;              /* failover.max_attempts (>= 1) */
+    size_t resolved;               /* targets the model named; 0 = unknown */
+    size_t n_skipped;              /* out of rotation, not in targets */
+    struct cfg_target skipped[RT_MAX_TARGETS];
+    enum rt_skip skip_reason[RT_MAX_TARGETS];
+    int64_t retry_after_ms; /* n == 0: ms until the first skipped target
+                               comes back (>= 1), else 0 */
 };
 
-/* Fills *plan for model; returns plan->n (0 when the model is unknown). */
+/* One begun attempt: filled by rt_attempt_begin, handed to rt_report. */
+struct rt_attempt {
+    struct cfg_target target;
+    uint32_t slot;  /* internal index of the target */
+    int probe;      /* 1 if this is the half-open probe */
+    int reported;   /* set by rt_report; a second report is ignored */
+};
+
+/* How an attempt ended, as far as the target's health goes. */
+enum rt_outcome {
+    RT_SUCCESS = 0, /* 2xx and well-formed: latency sample, closes probe */
+    RT_FAILURE,     /* transport error, a timeout, a retry_on_status
+                       status, malformed body: counts toward the circuit */
+    RT_REJECTED,    /* the target answered properly but said no (a 4xx not
+                       in retry_on_status): healthy, no latency sample */
+    RT_CANCELLED    /* we stopped it (hedge loser, client gone, could not
+                       start): no judgement; frees a probe slot */
+};
+
+/* ---- the router object ---- */
+
+/* Creates the health table for every (provider, model) of c.  c is
+ * borrowed and must outlive the router.  Seeds the weighted RNG from
+ * LLMUX_ROUTER_SEED when set (decimal), else from the clock.  NULL on
+ * allocation failure. */
+struct rt_router *rt_router_new(const struct cfg *c);
+void rt_router_free(struct rt_router *rt); /* NULL ok */
+
+/* Copies the health (stats, circuit, cooldown) of every target of old
+ * whose "model@provider" name also exists in rt.  For SIGHUP reloads;
+ * call before rt is shared.  old may be NULL. */
+void rt_router_adopt(struct rt_router *rt, const struct rt_router *old);
+
+/* Reseeds the weighted RNG (tests). Thread-safe. */
+void rt_router_seed(struct rt_router *rt, uint64_t seed);
+
+/* Replaces the monotonic clock (microseconds) for tests; NULL restores
+ * gx_mono_us.  Call before the router is shared. */
+void rt_router_set_clock(struct rt_router *rt, int64_t (*now_us)(void *ud),
+                         void *ud);
+
+/* ---- per request ---- */
+
+/* Resolves model (route name, MODEL@PROVIDER or bare model, as
+ * cfg_resolve) and orders its targets by policy and health into *plan.
+ * Returns plan->n.  See the calling sequence above. */
+size_t rt_plan_route(struct rt_router *rt, const char *model,
+                     int64_t est_prompt_tokens, int64_t max_tokens,
+                     struct rt_plan *plan);
+
+/* Admits plan->targets[i] as an attempt now (claims the half-open probe
+ * when the circuit is half-open).  1 = go, *a filled; 0 = skip it. */
+int rt_attempt_begin(struct rt_router *rt, const struct rt_plan *plan,
+                     size_t i, struct rt_attempt *a);
+
+/* Records how a begun attempt ended.  ttfb_us: start to first body byte,
+ * < 0 if none; total_us: start to done, < 0 if unknown; retry_after_s:
+ * the upstream's Retry-After in seconds, < 0 if none.  Any thread. */
+void rt_report(struct rt_router *rt, struct rt_attempt *a,
+               enum rt_outcome outcome, int64_t ttfb_us, int64_t total_us,
+               int retry_after_s);
+
+/* rt_report from a provider result: PV_OK -> RT_SUCCESS; PV_ERR_STATUS
+ * with a status in c's retry_on_status -> RT_FAILURE, other statuses ->
+ * RT_REJECTED; PV_ERR_INTERNAL -> RT_CANCELLED (our side, not the
+ * target's); every other error -> RT_FAILURE.  Passes res->ttfb_us,
+ * total_us and retry_after_s on. */
+void rt_report_pv(struct rt_router *rt, struct rt_attempt *a,
+                  const struct cfg *c, const struct pv_result *res);
+
+/* The outcome rt_report_pv would use (for callers that report later). */
+enum rt_outcome rt_outcome_of(const struct cfg *c,
+                              const struct pv_result *res);
+
+/* Writes "model@provider: circuit open; ..." for plan->skipped into buf
+ * (always NUL-terminated when len > 0). Returns buf. */
+char *rt_plan_explain(const struct rt_plan *plan, const struct cfg *c,
+                      char *buf, size_t len);
+
+/* A rough prompt token count for the cost policy: the characters of every
+ * message's content (strings, or the "text" of content parts) / 4, plus 4
+ * per message.  body is the client's parsed request (borrowed). */
+int64_t rt_estimate_prompt_tokens(const json_t *body);
+
+/* ---- admin ---- */
+
+/* GET /admin/providers: a new JSON array, one object per target:
+ *   {"target":"gpt-4.1@relay","provider":"relay","model":"gpt-4.1",
+ *    "state":"up"|"open"|"half_open","ewma_ms","p50_ms","p95_ms",
+ *    "total_ewma_ms","total_p50_ms","total_p95_ms" (null without samples),
+ *    "error_rate" (0..1 over the last RT_ERR_WINDOW outcomes),
+ *    "requests","failures","consecutive_failures","in_flight",
+ *    "cooldown_until" (epoch ms when it comes back, null if in rotation)}
+ * ewma/p50/p95 are of time to first byte.  NULL on allocation failure. */
+json_t *rt_health_json(struct rt_router *rt);
+
+/* Health numbers of one target (tests, metrics).  0 = found. */
+struct rt_health {
+    int state;               /* 0 up, 1 open, 2 half_open */
+    int64_t requests;        /* reported attempts, excluding cancelled */
+    int64_t failures;        /* RT_FAILURE reports */
+    int64_t consecutive_failures;
+    int64_t in_flight;       /* begun, not yet reported */
+    double error_rate;       /* over the last RT_ERR_WINDOW outcomes */
+    int64_t samples;         /* latency samples in the live windows */
+    double ewma_ttfb_ms, p50_ttfb_ms, p95_ttfb_ms; /* -1 without samples */
+    double ewma_total_ms, p50_total_ms, p95_total_ms;
+    int64_t cooldown_ms;     /* ms until back in rotation, 0 if in it */
+};
+int rt_health_get(struct rt_router *rt, struct cfg_target t,
+                  struct rt_health *out);
+
+/* ---- kept from the first version ---- */
+
+/* Config-only plan in priority order, no health (the gateway's old call;
+ * use rt_plan_route).  Fills *plan; returns plan->n (0: unknown model). */
 size_t rt_plan_make(const struct cfg *c, const char *model,
                     struct rt_plan *plan);
 
