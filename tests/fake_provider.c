@@ -461,9 +461,8 @@ job_build(struct job *j, json_t *body, const char *model, int include_usage)
     pthread_mutex_lock(&st_mu);
     id = ++st_ids;
     pthread_mutex_unlock(&st_mu);
-    char *big = NULL;
+    char *big = NULL; /* owned text: big=N, or the generated tokens */
     const char *text = "Hello from fake provider";
-    char gen[4096];
     if (o->big > 0) {
         big = malloc((size_t)o->big + 1);
         if (!big)
@@ -477,18 +476,21 @@ job_build(struct job *j, json_t *body, const char *model, int include_usage)
         const char *t = last_user_text(body);
         text = t ? t : "";
     } else if (o->chunks > 0) {
-        size_t used = 0;
-        gen[0] = '\0';
-        for (int i = 1; i <= o->chunks && used + 16 < sizeof(gen); i++)
-            used += (size_t)snprintf(gen + used, sizeof(gen) - used, "%stok%d",
+        size_t cap = (size_t)o->chunks * 12 + 1, used = 0;
+        big = malloc(cap);
+        if (!big)
+            return -1;
+        big[0] = '\0';
+        for (int i = 1; i <= o->chunks && used + 13 < cap; i++)
+            used += (size_t)snprintf(big + used, cap - used, "%stok%d",
                                      i > 1 ? " " : "", i);
-        text = gen;
+        text = big;
     }
     char **pieces = NULL;
     size_t np = 0;
     if (j->stream) {
         int n = o->chunks;
-        if (n > 0 && !o->has_content && !o->echo && !big)
+        if (n > 0 && !o->has_content && !o->echo && o->big <= 0)
             n = 0; /* generated words: already one per chunk */
         np = split_text(text, n, &pieces);
         if (!pieces) {
