@@ -31,8 +31,11 @@
  *
  * Invariants after a successful open: every le_gguf_str points inside
  * base[0..size); every tensor's data..data+nbytes lies inside the data
- * section, is aligned to `alignment` from the file start, and overlaps no
- * other tensor; key and tensor names are unique.
+ * section, is aligned to `alignment` from the file start and to 4 bytes in
+ * memory (block fields are read in place), and overlaps no other tensor;
+ * key and tensor names are unique; string arrays have their arr.strs
+ * index.  Lookups (le_gguf_find, le_gguf_tensor) are binary searches over
+ * name-sorted indexes built at open.
  */
 #include "le_int.h"
 

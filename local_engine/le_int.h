@@ -164,7 +164,8 @@ struct le_gguf {
  * wrong.  The caller frees with le_gguf_free. */
 enum le_status le_gguf_open(const char *path, int mode, struct le_gguf **out,
                             char *err, size_t errlen);
-/* Same over bytes the caller keeps alive for the le_gguf's life. */
+/* Same over bytes the caller keeps alive for the le_gguf's life (tensor
+ * data must land 4-byte aligned in memory: pass a malloc'd buffer). */
 enum le_status le_gguf_open_mem(const void *buf, size_t len,
                                 struct le_gguf **out, char *err,
                                 size_t errlen);
