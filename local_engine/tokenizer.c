@@ -72,7 +72,8 @@ enum pre_kind {
     PRE_VIKING,
     PRE_CHAMELEON,
     PRE_TEKKEN,
-    PRE_GPT4O
+    PRE_GPT4O,
+    PRE_DEEPSEEK3
 };
 
 struct tok {
@@ -795,6 +796,72 @@ m_cham_punct(const struct pt *t, size_t p, size_t e)
     return 0;
 }
 
+/* deepseek-v3:
+ *   [!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|
+ *   [^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*|
+ *   \s*[\r\n]+|\s+(?!\S)|\s+ */
+static bool
+is_ascii_alpha(uint32_t c)
+{
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z');
+}
+
+static size_t
+m_ds3(const struct pt *t, size_t p, size_t e)
+{
+    uint32_t c = t->cp[p];
+    if (c < 128 && c > ' ' && c != 127 && !is_ascii_alpha(c) &&
+        !(c >= '0' && c <= '9') && p + 1 < e &&
+        is_ascii_alpha(t->cp[p + 1])) {
+        size_t q = p + 1;
+        while (q < e && is_ascii_alpha(t->cp[q]))
+            q++;
+        return q - p;
+    }
+    const unsigned lm = F_L | LE_UF_MARK, ps = F_P | LE_UF_SYMBOL;
+    if (!is_crlf(c) && !(t->fl[p] & (F_L | ps)) && p + 1 < e &&
+        (t->fl[p + 1] & lm))
+        return 1 + run_of(t, p + 1, e, lm);
+    size_t k = run_of(t, p, e, lm);
+    if (k)
+        return k;
+    size_t q = (c == ' ' && p + 1 < e) ? p + 1 : p;
+    if ((k = run_of(t, q, e, ps))) {
+        size_t z = q + k;
+        while (z < e && is_crlf(t->cp[z]))
+            z++;
+        return z - p;
+    }
+    k = run_of(t, p, e, F_WS);
+    if (k) {
+        for (size_t j = p + k; j > p; j--)
+            if (is_crlf(t->cp[j - 1]))
+                return j - p;
+    }
+    return m_trailing_ws(t, p, e);
+}
+
+/* \p{N}{1,3} */
+static size_t
+m_numbers3(const struct pt *t, size_t p, size_t e)
+{
+    size_t k = run_of(t, p, e, F_N);
+    return k < 3 ? k : 3;
+}
+
+/* [一-龥぀-ゟ゠-ヿ]+ (CJK ideographs, hiragana, katakana) */
+static const struct cp_range cjk_kana_ranges[] = {
+    {0x4E00, 0x9FA5}, {0x3040, 0x309F}, {0x30A0, 0x30FF}};
+
+static size_t
+m_cjk_kana(const struct pt *t, size_t p, size_t e)
+{
+    size_t q = p;
+    while (q < e && in_ranges(t->cp[q], cjk_kana_ranges, 3))
+        q++;
+    return q - p;
+}
+
 /* Rule lists per pre-tokenizer, applied in order. */
 static const pt_match_fn rules_default[] = {m_default_punct, m_gpt2,
                                             m_numbers, m_digits3, NULL};
@@ -812,6 +879,7 @@ static const pt_match_fn rules_ds_coder[] = {
 static const pt_match_fn rules_bloom[] = {m_bloom, NULL};
 static const pt_match_fn rules_viking[] = {m_bloom, m_one_number, NULL};
 static const pt_match_fn rules_tekken[] = {m_tekken, NULL};
+static const pt_match_fn rules_ds3[] = {m_numbers3, m_cjk_kana, m_ds3, NULL};
 static const pt_match_fn rules_gpt4o[] = {m_gpt4o, NULL};
 static const pt_match_fn rules_chameleon[] = {m_cham_ws, m_one_number,
                                               m_cham_punct, m_gpt2, NULL};
@@ -831,6 +899,7 @@ pre_rules(enum pre_kind k)
     case PRE_VIKING: return rules_viking;
     case PRE_CHAMELEON: return rules_chameleon;
     case PRE_TEKKEN: return rules_tekken;
+    case PRE_DEEPSEEK3: return rules_ds3;
     case PRE_GPT4O: return rules_gpt4o;
     case PRE_DEFAULT: break;
     }
@@ -1622,6 +1691,7 @@ static const struct pre_name pre_names[] = {
     {"viking", PRE_VIKING, false, false},
     {"chameleon", PRE_CHAMELEON, false, true},
     {"tekken", PRE_TEKKEN, true, true},
+    {"deepseek-v3", PRE_DEEPSEEK3, false, false},
     {"gpt-4o", PRE_GPT4O, false, false},
     {"llama4", PRE_GPT4O, false, false},
 };
