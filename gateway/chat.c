@@ -27,6 +27,17 @@
 /* Past this many bytes waiting for a slow client, stop reading upstream. */
 #define GW_STREAM_HIGH_WATER (256 * 1024)
 
+struct gw_req;
+
+/* One upstream attempt of a request. */
+struct gw_try {
+    struct gw_req *r;
+    struct pv_call *call; /* NULL when not running */
+    struct rt_attempt att;
+    const struct cfg_provider *prov;
+    const struct cfg_model *model;
+};
+
 struct gw_req {
     struct gw_worker *w;
     struct evhttp_request *req;    /* NULL once libevent owns/freed it */
@@ -40,8 +51,12 @@ struct gw_req {
     struct rt_plan plan;
     size_t next; /* next index into plan.targets */
     int attempts;
-    struct pv_call *call;
-    const struct cfg_provider *prov; /* of the current / last attempt */
+    /* At most two attempts run at once (a hedge); the first to answer
+     * wins and the other is cancelled. */
+    struct gw_try tries[2];
+    int winner; /* index into tries once bytes reached the client, or -1 */
+    struct event *ev_hedge;
+    const struct cfg_provider *prov; /* of the winning / last attempt */
     const struct cfg_model *model;
     struct gx_buf attempt_log; /* "gpt-4.1@relay: status 503; ..." */
     int all_timeouts;
@@ -63,10 +78,12 @@ struct gw_req {
     const char *usage_source;
     int64_t cost_pusd;
     char error[512];
+    int64_t retry_after_s; /* > 0: a Retry-After header on the reply */
     struct gw_req *done_next;
 };
 
 static void start_attempt(struct gw_req *r);
+static void cancel_try(struct gw_req *r, struct gw_try *t);
 static void finish(struct gw_req *r);
 
 /* ------------------------------------------------------------------ */
@@ -74,10 +91,12 @@ static void finish(struct gw_req *r);
 static void
 req_free(struct gw_req *r)
 {
-    if (r->call)
-        pv_call_cancel(r->call);
+    for (int i = 0; i < 2; i++)
+        cancel_try(r, &r->tries[i]);
     if (r->ev_backoff)
         event_free(r->ev_backoff);
+    if (r->ev_hedge)
+        event_free(r->ev_hedge);
     if (r->evcon && !r->client_gone)
         evhttp_connection_set_closecb(r->evcon, NULL, NULL);
     if (r->own_req && r->req)
@@ -88,6 +107,24 @@ req_free(struct gw_req *r)
     r->w->inflight--;
     atomic_fetch_sub(&r->w->srv->stats.inflight, 1);
     free(r);
+}
+
+/* Stops a running attempt and tells the router it was ours, not the
+ * target's, doing. */
+static void
+cancel_try(struct gw_req *r, struct gw_try *t)
+{
+    if (!t->call)
+        return;
+    pv_call_cancel(t->call);
+    t->call = NULL;
+    rt_report(r->w->srv->router, &t->att, RT_CANCELLED, -1, -1, -1);
+}
+
+static int
+tries_running(const struct gw_req *r)
+{
+    return (r->tries[0].call != NULL) + (r->tries[1].call != NULL);
 }
 
 static void
@@ -103,26 +140,18 @@ on_client_close(struct evhttp_connection *evcon, void *arg)
     else
         r->req = NULL;
     r->evcon = NULL;
-    if (r->call) {
-        pv_call_cancel(r->call);
-        r->call = NULL;
-    }
+    for (int i = 0; i < 2; i++)
+        cancel_try(r, &r->tries[i]);
     if (r->ev_backoff)
         event_del(r->ev_backoff);
+    if (r->ev_hedge)
+        event_del(r->ev_hedge);
     if (!r->finishing) {
         r->status = 499;
         snprintf(r->error, sizeof(r->error),
                  "client disconnected before the response completed");
         finish(r); /* logs the row; nothing is sent to a gone client */
     }
-}
-
-static const char *
-target_name(const struct gw_req *r, char *buf, size_t len)
-{
-    snprintf(buf, len, "%s@%s", r->model ? r->model->name : "?",
-             r->prov ? r->prov->name : "?");
-    return buf;
 }
 
 static void
@@ -251,6 +280,11 @@ complete_reply(struct gw_req *r)
     } else {
         struct evkeyvalq *h = evhttp_request_get_output_headers(req);
         add_llmux_headers(r, h);
+        if (r->retry_after_s > 0) {
+            char ra[32];
+            snprintf(ra, sizeof(ra), "%lld", (long long)r->retry_after_s);
+            evhttp_add_header(h, "Retry-After", ra);
+        }
         if (r->status < 400) {
             char cost[48];
             pr_pusd_format(r->cost_pusd, cost, sizeof(cost));
@@ -341,12 +375,11 @@ on_drained(struct evhttp_connection *evcon, void *arg)
 {
     (void)evcon;
     struct gw_req *r = arg;
-    if (r->paused && r->call) {
+    if (r->paused && r->winner >= 0 && r->tries[r->winner].call) {
         r->paused = 0;
-        pv_call_resume(r->call);
+        pv_call_resume(r->tries[r->winner].call);
     }
 }
-
 static void
 on_head(void *ud, int http_status)
 {
@@ -357,9 +390,23 @@ on_head(void *ud, int http_status)
 static void
 on_event(void *ud, const char *data, size_t len)
 {
-    struct gw_req *r = ud;
+    struct gw_try *t = ud;
+    struct gw_req *r = t->r;
     if (r->client_gone || !r->req)
         return;
+    int me = (int)(t - r->tries);
+    if (r->winner < 0) {
+        /* First bytes: this attempt wins; a hedged rival is cancelled
+         * before anything of it reached the client. */
+        r->winner = me;
+        cancel_try(r, &r->tries[1 - me]);
+        if (r->ev_hedge)
+            event_del(r->ev_hedge);
+        r->prov = t->prov;
+        r->model = t->model;
+    } else if (r->winner != me) {
+        return;
+    }
     if (len == 6 && !memcmp(data, "[DONE]", 6)) {
         r->upstream_done_marker = 1; /* held until the row commits */
         return;
@@ -383,16 +430,15 @@ on_event(void *ud, const char *data, size_t len)
     evbuffer_add(b, "\n\n", 2);
     evhttp_send_reply_chunk_with_cb(req, b, on_drained, r);
     evbuffer_free(b);
-    if (r->evcon && r->call && !r->paused) {
+    if (r->evcon && t->call && !r->paused) {
         struct bufferevent *bev = evhttp_connection_get_bufferevent(r->evcon);
         if (bev && evbuffer_get_length(bufferevent_get_output(bev)) >
                        GW_STREAM_HIGH_WATER) {
             r->paused = 1;
-            pv_call_pause(r->call);
+            pv_call_pause(t->call);
         }
     }
 }
-
 static int
 outcome_retryable(const struct gw_req *r, const struct pv_result *res)
 {
@@ -445,11 +491,23 @@ fail_all(struct gw_req *r)
 static void
 on_done(void *ud, const struct pv_result *res)
 {
-    struct gw_req *r = ud;
-    r->call = NULL;
+    struct gw_try *t = ud;
+    struct gw_req *r = t->r;
+    int me = (int)(t - r->tries);
+    t->call = NULL; /* the loop frees it after we return */
+    rt_report_pv(r->w->srv->router, &t->att, r->w->srv->cfg, res);
     if (r->client_gone)
         return; /* the row was logged when the client left */
+    if (r->winner >= 0 && r->winner != me)
+        return; /* a rival already answered (cannot happen: it was
+                   cancelled), be safe */
     if (res->outcome == PV_OK) {
+        r->winner = me;
+        cancel_try(r, &r->tries[1 - me]);
+        if (r->ev_hedge)
+            event_del(r->ev_hedge);
+        r->prov = t->prov;
+        r->model = t->model;
         settle_usage(r, res);
         r->status = 200;
         if (!r->stream) {
@@ -468,10 +526,10 @@ on_done(void *ud, const struct pv_result *res)
     }
 
     char tname[256];
-    target_name(r, tname, sizeof(tname));
+    snprintf(tname, sizeof(tname), "%s@%s", t->model->name, t->prov->name);
     const char *reason = pv_outcome_str(res->outcome);
     if (res->outcome == PV_ERR_STATUS)
-        gx_buf_printf(&r->attempt_log, "%s%s: status %d", 
+        gx_buf_printf(&r->attempt_log, "%s%s: status %d",
                       r->attempt_log.len ? "; " : "", tname,
                       res->http_status);
     else
@@ -482,8 +540,8 @@ on_done(void *ud, const struct pv_result *res)
                   res->outcome == PV_ERR_TIMEOUT;
     if (!timeout)
         r->all_timeouts = 0;
-    GX_LOG(GX_LOG_INFO, r->id, "attempt %d on %s failed: %s", r->attempts,
-           tname, res->detail[0] ? res->detail : reason);
+    GX_LOG(GX_LOG_INFO, r->id, "attempt on %s failed: %s", tname,
+           res->detail[0] ? res->detail : reason);
 
     if (r->stream && r->sent_head) {
         /* Bytes reached the client: no failover; close the stream with an
@@ -498,6 +556,9 @@ on_done(void *ud, const struct pv_result *res)
     }
     if (!outcome_retryable(r, res)) {
         /* The upstream's own 4xx: pass it on (its secret scrubbed). */
+        cancel_try(r, &r->tries[1 - me]);
+        r->prov = t->prov;
+        r->model = t->model;
         r->status = res->http_status ? res->http_status : 502;
         json_t *o = res->body ? json_loadb(res->body, res->body_len, 0, NULL)
                               : NULL;
@@ -507,7 +568,7 @@ on_done(void *ud, const struct pv_result *res)
                 memcpy(r->resp_body, res->body, res->body_len);
                 r->resp_body[res->body_len] = '\0';
                 r->resp_len = res->body_len;
-                scrub_secret(r->resp_body, r->resp_len, r->prov->api_key);
+                scrub_secret(r->resp_body, r->resp_len, t->prov->api_key);
             }
             snprintf(r->error, sizeof(r->error), "%s: status %d", tname,
                      res->http_status);
@@ -527,6 +588,10 @@ on_done(void *ud, const struct pv_result *res)
                      "upstream_rejected", msg);
         return;
     }
+    r->prov = t->prov;
+    r->model = t->model;
+    if (tries_running(r))
+        return; /* a hedged rival is still running: it may yet answer */
     if (r->next < r->plan.n && r->attempts < r->plan.max_attempts) {
         int backoff = r->w->srv->cfg->failover.backoff_ms;
         for (int i = 1; i < r->attempts && backoff < 1000; i++)
@@ -534,11 +599,12 @@ on_done(void *ud, const struct pv_result *res)
         if (backoff > 1000)
             backoff = 1000;
         if (backoff > 0) {
-            /* Full jitter in [backoff/2, backoff]. */
+            /* Jitter in [backoff/2, backoff]. */
             r->w->rng ^= r->w->rng << 13;
             r->w->rng ^= r->w->rng >> 7;
             r->w->rng ^= r->w->rng << 17;
-            backoff = backoff / 2 + (int)(r->w->rng % (uint64_t)(backoff / 2 + 1));
+            backoff = backoff / 2 +
+                      (int)(r->w->rng % (uint64_t)(backoff / 2 + 1));
             if (!r->ev_backoff)
                 r->ev_backoff = evtimer_new(r->w->base, on_backoff, r);
             if (r->ev_backoff) {
@@ -554,38 +620,72 @@ on_done(void *ud, const struct pv_result *res)
 }
 
 static void
+on_hedge(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct gw_req *r = arg;
+    /* Nothing from the current attempt yet: start the next target too. */
+    if (r->winner < 0 && !r->client_gone && !r->finishing &&
+        tries_running(r) == 1 && r->next < r->plan.n &&
+        r->attempts < r->plan.max_attempts)
+        start_attempt(r);
+}
+static void
 start_attempt(struct gw_req *r)
 {
     const struct cfg *c = r->w->srv->cfg;
+    struct rt_router *rt = r->w->srv->router;
+    struct gw_try *t = !r->tries[0].call ? &r->tries[0] : &r->tries[1];
     while (r->next < r->plan.n && r->attempts < r->plan.max_attempts) {
-        struct cfg_target t = r->plan.targets[r->next++];
-        r->prov = &c->providers[t.provider];
-        r->model = &r->prov->models[t.model];
+        size_t i = r->next++;
+        if (!rt_attempt_begin(rt, &r->plan, i, &t->att))
+            continue; /* went out of rotation since the plan was made */
+        struct cfg_target tg = r->plan.targets[i];
+        t->r = r;
+        t->prov = &c->providers[tg.provider];
+        t->model = &t->prov->models[tg.model];
+        if (!r->prov) {
+            r->prov = t->prov;
+            r->model = t->model;
+        }
         r->attempts++;
         atomic_fetch_add(&r->w->srv->stats.upstream_attempts, 1);
         struct pv_request pr = {
-            .provider = r->prov,
-            .model = r->model,
+            .provider = t->prov,
+            .model = t->model,
             .body = r->body,
             .stream = r->stream,
             .client_include_usage = r->client_include_usage,
             .request_id = r->id,
             .max_body_bytes = c->max_body_bytes * 4,
         };
-        struct pv_callbacks cb = {r, on_head, on_event, on_done};
+        struct pv_callbacks cb = {t, on_head, on_event, on_done};
         char err[256] = "";
-        if (pv_call_start(r->w->pv, &pr, &cb, &r->call, err, sizeof(err)) ==
-            GX_OK)
+        if (pv_call_start(r->w->pv, &pr, &cb, &t->call, err, sizeof(err)) ==
+            GX_OK) {
+            int hedge = c->failover.hedge_after_ms;
+            if (hedge > 0 && r->next < r->plan.n && tries_running(r) == 1) {
+                if (!r->ev_hedge)
+                    r->ev_hedge = evtimer_new(r->w->base, on_hedge, r);
+                if (r->ev_hedge) {
+                    struct timeval tv = {hedge / 1000, (hedge % 1000) * 1000};
+                    evtimer_add(r->ev_hedge, &tv);
+                }
+            }
             return;
-        char tname[256];
-        gx_buf_printf(&r->attempt_log, "%s%s: %s",
-                      r->attempt_log.len ? "; " : "",
-                      target_name(r, tname, sizeof(tname)), err);
+        }
+        t->call = NULL;
+        rt_report(rt, &t->att, RT_CANCELLED, -1, -1, -1);
+        gx_buf_printf(&r->attempt_log, "%s%s@%s: %s",
+                      r->attempt_log.len ? "; " : "", t->model->name,
+                      t->prov->name, err);
         r->all_timeouts = 0;
     }
+    if (tries_running(r))
+        return; /* the running attempt decides */
     fail_all(r);
 }
-
 /* ------------------------------------------------------------------ */
 /* Entry.                                                               */
 
@@ -741,7 +841,14 @@ gw_chat_handle(struct gw_worker *w, struct evhttp_request *req)
     atomic_fetch_add(&w->srv->stats.inflight, 1);
     atomic_fetch_add(&w->srv->stats.requests, 1);
 
-    if (rt_plan_make(w->srv->cfg, r->model_arg, &r->plan) == 0) {
+    r->winner = -1;
+    const json_t *mt = json_object_get(body, "max_completion_tokens");
+    if (!json_is_integer(mt))
+        mt = json_object_get(body, "max_tokens");
+    rt_plan_route(w->srv->router, r->model_arg,
+                  rt_estimate_prompt_tokens(body),
+                  json_is_integer(mt) ? json_integer_value(mt) : 0, &r->plan);
+    if (r->plan.resolved == 0) {
         evhttp_add_header(evhttp_request_get_output_headers(req),
                           "X-Request-Id", r->id);
         gw_reply_error(req, 404, "invalid_request_error", "model_not_found",
@@ -757,5 +864,17 @@ gw_chat_handle(struct gw_worker *w, struct evhttp_request *req)
     r->evcon = evhttp_request_get_connection(req);
     if (r->evcon)
         evhttp_connection_set_closecb(r->evcon, on_client_close, r);
+    if (r->plan.n == 0) {
+        /* Every target is out of rotation (open circuits, Retry-After):
+         * answer at once rather than queue behind a dead provider. */
+        char why[512], note[700];
+        rt_plan_explain(&r->plan, w->srv->cfg, why, sizeof(why));
+        snprintf(note, sizeof(note),
+                 "No target of '%s' is in rotation right now: %s.",
+                 r->model_arg, why);
+        r->retry_after_s = (r->plan.retry_after_ms + 999) / 1000;
+        finish_error(r, 503, "upstream_error", "no_target_available", note);
+        return;
+    }
     start_attempt(r);
 }

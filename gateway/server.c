@@ -355,6 +355,11 @@ gw_cli_serve(int argc, char **argv)
         fprintf(stderr, "llmux serve: %s\n", err);
         goto out;
     }
+    srv.router = rt_router_new(srv.cfg);
+    if (!srv.router) {
+        fprintf(stderr, "llmux serve: out of memory\n");
+        goto out;
+    }
     st = pr_ledger_open(srv.cfg->database, &srv.ledger, err, sizeof(err));
     if (st != GX_OK) {
         fprintf(stderr, "llmux serve: usage database: %s\n", err);
@@ -441,6 +446,7 @@ out:
         pv_local_shutdown();
     free(srv.workers);
     pr_ledger_close(srv.ledger);
+    rt_router_free(srv.router);
     cfg_free(srv.cfg);
     curl_global_cleanup();
     libevent_global_shutdown();

@@ -111,7 +111,8 @@ start_gateway(void)
         "  \"allbad\": {\"policy\": \"priority\", \"targets\": "
         "[\"gpt-4.1@bad\", \"gpt-4.1@dead\"]}\n"
         " },\n"
-        " \"failover\": {\"max_attempts\": 3, \"backoff_ms\": 10}\n"
+        " \"failover\": {\"max_attempts\": 3, \"backoff_ms\": 10,\n"
+        "  \"circuit_failures\": 1000}\n"
         "}\n",
         dbpath, fake.port, SECRET, fake.port, SECRET, SECRET);
     char *path = e2e_write_temp("gateway.json", cfg);
