@@ -739,10 +739,15 @@ matmul_rows(void *arg, int ith, int nth)
     }
 }
 
-/* y[t] = W x[t] for t < n_tok; x rows are n_in floats apart, y rows n_out. */
+/*
+ * y[t] = W x[t] for t < n_tok; x rows are n_in floats apart, y rows n_out.
+ * *qx says which vec_dot type s->qact already holds x in (-1: none); the
+ * callers reset it when x changes, so Wq/Wk/Wv (and Wgate/Wup) quantise
+ * their shared input once.
+ */
 static void
 matmul(struct le_session *s, const struct le_gguf_tensor *W, const float *x,
-       float *y, int n_tok)
+       float *y, int n_tok, int *qx)
 {
     const struct le_type_traits *tt = le_type_get(W->type);
     const struct le_type_traits *vt = le_type_get(tt->vec_dot_type);
@@ -760,9 +765,12 @@ matmul(struct le_session *s, const struct le_gguf_tensor *W, const float *x,
         j.x_row = (size_t)n_in * sizeof(float);
     } else {
         j.x_row = le_row_size(tt->vec_dot_type, n_in);
-        for (int t = 0; t < n_tok; t++)
-            vt->from_float(x + (size_t)t * n_in, s->qact + (size_t)t * j.x_row,
-                           n_in);
+        if (*qx != (int)tt->vec_dot_type) {
+            for (int t = 0; t < n_tok; t++)
+                vt->from_float(x + (size_t)t * n_in,
+                               s->qact + (size_t)t * j.x_row, n_in);
+            *qx = (int)tt->vec_dot_type;
+        }
         j.xq = s->qact;
     }
     /* Small products are not worth waking the pool for. */
@@ -872,9 +880,10 @@ le_model_forward(struct le_session *s, const int32_t *ids, size_t n,
         for (int t = 0; t < nt; t++)
             rmsnorm(s->xb + (size_t)t * E, s->x + (size_t)t * E,
                     L->attn_norm->data, E, hp->eps);
-        matmul(s, L->wq, s->xb, s->q, nt);
-        matmul(s, L->wk, s->xb, s->k, nt);
-        matmul(s, L->wv, s->xb, s->v, nt);
+        int qx = -1; /* s->xb changed */
+        matmul(s, L->wq, s->xb, s->q, nt, &qx);
+        matmul(s, L->wk, s->xb, s->k, nt, &qx);
+        matmul(s, L->wv, s->xb, s->v, nt, &qx);
         add_bias(s->q, L->bq, QD, nt);
         add_bias(s->k, L->bk, KD, nt);
         add_bias(s->v, L->bv, KD, nt);
@@ -889,18 +898,21 @@ le_model_forward(struct le_session *s, const int32_t *ids, size_t n,
         struct att_job aj = {s, l, nt, pos0};
         int64_t work = (int64_t)nt * hp->n_head * (pos0 + nt) * hd;
         le_pool_run(m->pool, attention_heads, &aj, work < 16384 ? 1 : 0);
-        matmul(s, L->wo, s->att, s->xb, nt);
+        qx = -1;
+        matmul(s, L->wo, s->att, s->xb, nt, &qx);
         for (size_t i = 0; i < (size_t)nt * E; i++)
             s->x[i] += s->xb[i];
 
         for (int t = 0; t < nt; t++)
             rmsnorm(s->xb + (size_t)t * E, s->x + (size_t)t * E,
                     L->ffn_norm->data, E, hp->eps);
-        matmul(s, L->w_gate, s->xb, s->hb, nt);
-        matmul(s, L->w_up, s->xb, s->hb2, nt);
+        qx = -1;
+        matmul(s, L->w_gate, s->xb, s->hb, nt, &qx);
+        matmul(s, L->w_up, s->xb, s->hb2, nt, &qx);
         for (size_t i = 0; i < (size_t)nt * F; i++)
             s->hb[i] = silu(s->hb[i]) * s->hb2[i];
-        matmul(s, L->w_down, s->hb, s->xb, nt);
+        qx = -1;
+        matmul(s, L->w_down, s->hb, s->xb, nt, &qx);
         for (size_t i = 0; i < (size_t)nt * E; i++)
             s->x[i] += s->xb[i];
     }
@@ -908,7 +920,8 @@ le_model_forward(struct le_session *s, const int32_t *ids, size_t n,
     /* logits of the last token only */
     rmsnorm(s->xb, s->x + (size_t)(nt - 1) * E, m->output_norm->data, E,
             hp->eps);
-    matmul(s, m->output, s->xb, s->logits, 1);
+    int qo = -1;
+    matmul(s, m->output, s->xb, s->logits, 1, &qo);
     for (int t = 0; t < nt; t++)
         s->hist[pos0 + t] = ids[t];
     s->n_past = pos0 + nt;
