@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <jansson.h>
 #include <pthread.h>
 #include <time.h>
 
@@ -769,6 +770,53 @@ model_prompt(const char *file, const char *want)
     close_vocab(&vf);
 }
 
+/* The reference generations (llama.cpp, greedy) detokenize to the
+ * reference text, piece by piece, and re-tokenize to the same prompt ids. */
+static void
+test_reference_detok(void)
+{
+    char path[1200];
+    snprintf(path, sizeof(path), "%s/models/reference_greedy_outputs.json",
+             data_dir);
+    json_error_t jerr;
+    json_t *root = json_load_file(path, 0, &jerr);
+    T_CHECK(root != NULL);
+    if (!root)
+        return;
+    json_t *models = json_object_get(root, "models");
+    const char *name;
+    json_t *m;
+    int seen = 0;
+    json_object_foreach(models, name, m)
+    {
+        char mpath[1400];
+        snprintf(mpath, sizeof(mpath), "%s/models/%s", data_dir, name);
+        struct vocab_file vf;
+        if (open_vocab(mpath, &vf)) {
+            T_CHECK(0);
+            continue;
+        }
+        json_t *ids = json_object_get(m, "generated_token_ids");
+        const char *want = json_string_value(json_object_get(m, "generated_text"));
+        size_t n = json_array_size(ids);
+        int32_t *a = malloc((n + 1) * sizeof(*a));
+        for (size_t i = 0; i < n; i++)
+            a[i] = (int32_t)json_integer_value(json_array_get(ids, i));
+        size_t dl = 0;
+        char *d = detok(vf.v, a, n, false, &dl);
+        T_CHECK(n == 64);
+        T_CHECK(want != NULL && strlen(want) == dl && memcmp(d, want, dl) == 0);
+        if (want && (strlen(want) != dl || memcmp(d, want, dl) != 0))
+            fprintf(stderr, "  %s: detok \"%s\"\n  want \"%s\"\n", name, d, want);
+        free(d);
+        free(a);
+        close_vocab(&vf);
+        seen++;
+    }
+    T_EQ_INT(seen, 2);
+    json_decref(root);
+}
+
 static void
 test_model_prompts(void)
 {
@@ -805,6 +853,50 @@ test_bad_metadata(void)
     le_gguf_free(g);
     free(buf);
     gguf_w_free(w);
+    /* arrays that disagree with the token list, and ids out of range */
+    {
+        const char *t3[] = {"<unk>", "<s>", "</s>"};
+        float sc[2] = {0, 0};
+        float sc3[3] = {0, 0, 0};
+        int32_t ty3[3] = {2, 3, 3};
+        for (int k = 0; k < 4; k++) {
+            struct gguf_w *w2 = gguf_w_new();
+            gguf_w_add_str(w2, "tokenizer.ggml.model", "llama");
+            gguf_w_add_str_arr(w2, "tokenizer.ggml.tokens", t3, 3);
+            if (k == 0) /* scores shorter than the tokens */
+                gguf_w_add_arr(w2, "tokenizer.ggml.scores", LE_GGUF_FLOAT32,
+                               sc, 2);
+            if (k == 1) /* token_type of the wrong element type */
+                gguf_w_add_arr(w2, "tokenizer.ggml.token_type",
+                               LE_GGUF_FLOAT32, sc3, 3);
+            if (k >= 2) {
+                gguf_w_add_arr(w2, "tokenizer.ggml.scores", LE_GGUF_FLOAT32,
+                               sc3, 3);
+                gguf_w_add_arr(w2, "tokenizer.ggml.token_type",
+                               LE_GGUF_INT32, ty3, 3);
+                /* out of range: ignored, the default (2) stays */
+                gguf_w_add_u32(w2, "tokenizer.ggml.eos_token_id",
+                               k == 2 ? 4294967295u : 7u);
+            }
+            T_EQ_INT(gguf_w_write_mem(w2, &buf, &len, NULL), 0);
+            T_EQ_INT(le_gguf_open_mem(buf, len, &g, err, sizeof(err)), LE_OK);
+            v = NULL;
+            enum le_status st = le_vocab_load(g, &v, err, sizeof(err));
+            if (k < 2) {
+                T_CHECK(st != LE_OK);
+            } else {
+                T_EQ_INT(st, LE_OK);
+                T_EQ_INT(le_vocab_eos(v), 2);
+                T_EQ_INT(le_vocab_bos(v), 1);
+                /* no token, no byte tokens: <unk> per byte of "\xe2\x96\x81ab" */
+                T_EQ_STR(ids_str(v, "ab", false, false), "0 0 0 0 0");
+                le_vocab_free(v);
+            }
+            le_gguf_free(g);
+            free(buf);
+            gguf_w_free(w2);
+        }
+    }
     /* NULL and out-of-range arguments */
     T_EQ_INT(le_tokenize(NULL, "a", 1, false, false, NULL, 0), -1);
     T_EQ_INT(le_vocab_n_tokens(NULL), 0);
@@ -939,6 +1031,7 @@ main(void)
     T_RUN(test_pathological_inputs);
     T_RUN(test_threads);
     T_RUN(test_model_prompts);
+    T_RUN(test_reference_detok);
     T_RUN(test_bad_metadata);
     free(synth_buf);
     return T_END();
