@@ -48,6 +48,39 @@ send_simple_json(struct evhttp_request *req, const char *text)
     evbuffer_free(b);
 }
 
+/* GET /admin/providers: the router's health of every target (admin key
+ * only; with no admin_key configured the route is closed). */
+static void
+handle_admin_providers(struct gw_server *srv, struct evhttp_request *req,
+                       enum evhttp_cmd_type m)
+{
+    const char *authz = evhttp_find_header(
+        evhttp_request_get_input_headers(req), "Authorization");
+    const char *admin = srv->cfg->admin_key;
+    if (!admin || !admin[0] || !authz || strncmp(authz, "Bearer ", 7) != 0 ||
+        !gw_admin_equal(admin, authz + 7, strlen(authz + 7))) {
+        gw_reply_error(req, 401, "invalid_request_error", "invalid_api_key",
+                       NULL, "This route needs the admin key as a Bearer "
+                             "token.");
+        return;
+    }
+    if (m != EVHTTP_REQ_GET) {
+        gw_reply_error(req, 405, "invalid_request_error",
+                       "method_not_allowed", NULL,
+                       "Use GET for /admin/providers.");
+        return;
+    }
+    json_t *a = rt_health_json(srv->router);
+    json_t *o = a ? json_pack("{s:s,s:o}", "object", "list", "data", a) : NULL;
+    if (!o) {
+        gw_reply_error(req, 500, "server_error", "internal_error", NULL,
+                       "Out of memory.");
+        return;
+    }
+    gw_reply_json(req, 200, o);
+    json_decref(o);
+}
+
 static void
 on_http(struct evhttp_request *req, void *arg)
 {
@@ -89,6 +122,10 @@ on_http(struct evhttp_request *req, void *arg)
     }
     if (!strcmp(path, "/v1/models") || !strcmp(path, "/models")) {
         gw_handle_models(srv, req);
+        return;
+    }
+    if (!strcmp(path, "/admin/providers")) {
+        handle_admin_providers(srv, req, m);
         return;
     }
     if (!strcmp(path, "/metrics")) {

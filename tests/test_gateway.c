@@ -87,6 +87,7 @@ start_gateway(void)
         "{\n"
         " \"listen\": \"127.0.0.1:0\", \"workers\": 2,\n"
         " \"database\": \"%s\", \"require_keys\": false,\n"
+        " \"admin_key\": \"adm-0123456789abcdef\",\n"
         " \"limits\": {\"max_body_bytes\": 65536},\n"
         " \"providers\": {\n"
         "  \"fake\": {\"kind\": \"openai\", \"base_url\": "
@@ -400,6 +401,44 @@ test_upstream_failures(void)
     e2e_resp_free(&r);
 }
 
+static void
+test_admin_providers(void)
+{
+    char url[256];
+    snprintf(url, sizeof(url), "%s/admin/providers", base);
+    struct e2e_resp r;
+    T_EQ_INT(e2e_http("GET", url, NULL, NULL, 5000, &r), 0);
+    T_EQ_INT(r.status, 401);
+    e2e_resp_free(&r);
+    const char *wrong[] = {"Authorization: Bearer adm-0123456789abcdeX",
+                           NULL};
+    T_EQ_INT(e2e_http("GET", url, NULL, wrong, 5000, &r), 0);
+    T_EQ_INT(r.status, 401);
+    e2e_resp_free(&r);
+    const char *good[] = {"Authorization: Bearer adm-0123456789abcdef",
+                          NULL};
+    T_EQ_INT(e2e_http("GET", url, NULL, good, 5000, &r), 0);
+    T_EQ_INT(r.status, 200);
+    json_t *o = json_loads(r.body, 0, NULL);
+    size_t i;
+    json_t *t;
+    int found = 0;
+    json_array_foreach(json_object_get(o, "data"), i, t) {
+        const char *name = json_string_value(json_object_get(t, "target"));
+        if (name && !strcmp(name, "gpt-4.1@fake")) {
+            found = 1;
+            T_CHECK(json_integer_value(json_object_get(t, "requests")) > 5);
+            T_EQ_STR(json_string_value(json_object_get(t, "state")), "up");
+        }
+        if (name && !strcmp(name, "gpt-4.1@dead"))
+            T_CHECK(json_integer_value(json_object_get(t, "failures")) >= 1);
+    }
+    T_CHECK(found);
+    T_CHECK(strstr(r.body, SECRET) == NULL);
+    json_decref(o);
+    e2e_resp_free(&r);
+}
+
 /* Parallel requests over several connections, bounded. */
 struct par {
     int ok;
@@ -511,6 +550,7 @@ main(void)
     T_RUN(test_bad_input);
     T_RUN(test_upstream_failures);
     T_RUN(test_parallel);
+    T_RUN(test_admin_providers);
     T_RUN(test_graceful_shutdown);
     e2e_stop(&gw, SIGKILL, 1000);
     e2e_stop(&fake, SIGTERM, 5000);
