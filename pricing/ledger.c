@@ -548,51 +548,72 @@ cells_write(sqlite3_stmt *st, const struct pr_cells *c)
     return SQLITE_OK;
 }
 
-/* Writes one batch in one transaction; returns 1 if committed. */
+/* A lock held by another connection of the shared-cache memory database
+ * (SQLITE_LOCKED; busy_timeout does not cover it) or, past busy_timeout,
+ * by another process (SQLITE_BUSY): worth retrying the whole batch. */
 static int
-write_batch(struct pr_ledger *l, struct pr_qrow *batch)
+is_transient(int rc)
+{
+    return (rc & 0xff) == SQLITE_LOCKED || (rc & 0xff) == SQLITE_BUSY;
+}
+
+/* One attempt at one batch in one transaction; SQLITE_OK if committed. */
+static int
+write_batch_once(struct pr_ledger *l, struct pr_qrow *batch, int log)
 {
     struct pr_cells cells = {NULL, 0, 0};
-    int ok = 0;
-    if (sqlite3_exec(l->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) !=
-        SQLITE_OK) {
-        GX_LOG(GX_LOG_ERROR, NULL, "ledger: begin: %s",
-               sqlite3_errmsg(l->db));
-        return 0;
-    }
+    const char *what = "begin";
+    int rc = sqlite3_exec(l->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+    if (rc != SQLITE_OK)
+        goto out;
     int64_t n = 0;
+    what = "insert";
     for (struct pr_qrow *q = batch; q; q = q->next) {
-        int rc = write_row(l, &q->row);
-        if (rc != SQLITE_OK) {
-            GX_LOG(GX_LOG_ERROR, q->row.request_id, "ledger: insert: %s",
-                   sqlite3_errmsg(l->db));
+        rc = write_row(l, &q->row);
+        if (rc != SQLITE_OK)
             goto out;
-        }
         if (!cells_add_row(&cells, &q->row)) {
-            GX_LOG(GX_LOG_ERROR, q->row.request_id,
-                   "ledger: out of memory");
+            rc = SQLITE_NOMEM;
             goto out;
         }
         n++;
     }
-    if (cells_write(l->up_hourly, &cells) != SQLITE_OK) {
-        GX_LOG(GX_LOG_ERROR, NULL, "ledger: rollup: %s",
-               sqlite3_errmsg(l->db));
+    what = "rollup";
+    rc = cells_write(l->up_hourly, &cells);
+    if (rc != SQLITE_OK)
         goto out;
+    what = "commit";
+    rc = sqlite3_exec(l->db, "COMMIT", NULL, NULL, NULL);
+    if (rc == SQLITE_OK) {
+        atomic_fetch_add(&l->n_rows, n);
+        atomic_fetch_add(&l->n_commits, 1);
     }
-    if (sqlite3_exec(l->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
-        GX_LOG(GX_LOG_ERROR, NULL, "ledger: commit: %s",
-               sqlite3_errmsg(l->db));
-        goto out;
-    }
-    ok = 1;
-    atomic_fetch_add(&l->n_rows, n);
-    atomic_fetch_add(&l->n_commits, 1);
 out:
-    if (!ok)
-        sqlite3_exec(l->db, "ROLLBACK", NULL, NULL, NULL);
+    if (rc != SQLITE_OK) {
+        if (log || !is_transient(rc))
+            GX_LOG(GX_LOG_ERROR, NULL, "ledger: %s: %s", what,
+                   sqlite3_errmsg(l->db));
+        if (!sqlite3_get_autocommit(l->db))
+            sqlite3_exec(l->db, "ROLLBACK", NULL, NULL, NULL);
+    }
     cells_reset(&cells);
-    return ok;
+    return rc;
+}
+
+/* Writes one batch, retrying transient lock errors for about 10 s;
+ * returns 1 if committed. */
+static int
+write_batch(struct pr_ledger *l, struct pr_qrow *batch)
+{
+    for (int attempt = 0;; attempt++) {
+        int last = attempt >= 5000;
+        int rc = write_batch_once(l, batch, last);
+        if (rc == SQLITE_OK)
+            return 1;
+        if (!is_transient(rc) || last)
+            return 0;
+        usleep(2000);
+    }
 }
 
 static void *

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static const char *const group_names[] = {
     [PR_GROUP_NONE] = "none",   [PR_GROUP_MODEL] = "model",
@@ -364,7 +365,16 @@ pr_usage_query(const char *path, const struct pr_usage_query *q,
         goto out;
     }
     int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    /* The shared-cache memory database locks tables (SQLITE_LOCKED, not
+     * covered by busy_timeout) while the writer commits: retry. */
+    for (int tries = 0;; tries++) {
+        rc = sqlite3_step(st);
+        if ((rc & 0xff) != SQLITE_LOCKED || tries >= 2500)
+            break;
+        sqlite3_reset(st);
+        usleep(2000);
+    }
+    for (; rc == SQLITE_ROW; rc = sqlite3_step(st)) {
         if (res->n == cap) {
             size_t nc = cap ? cap * 2 : 16;
             struct pr_usage_group *nr =

@@ -10,6 +10,8 @@
 #include "harness.h"
 
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <jansson.h>
 #include <sqlite3.h>
 #include <stdint.h>
@@ -509,6 +511,105 @@ test_cli(void)
     free(out);
 }
 
+/* Queries on their own connection while the writer commits: WAL readers
+ * never wait for the writer (file), and the shared-cache memory database
+ * answers too (":memory:").  Each answer is a consistent snapshot: the
+ * total only grows. */
+struct live {
+    struct pr_ledger *l;
+    _Atomic int stop;
+    long submitted;
+};
+
+static void *
+live_writer(void *arg)
+{
+    struct live *lv = arg;
+    for (long i = 0; i < 20000 && !atomic_load(&lv->stop); i++) {
+        struct pr_usage_row u = {.ts_ms = T0 + i * 1000, .request_id = "live",
+                                 .key_id = i % 3, .model = "gpt-4.1",
+                                 .status = 200, .prompt_tokens = 1,
+                                 .completion_tokens = 1, .cost_pusd = 5,
+                                 .latency_ms = 100, .ttft_ms = -1,
+                                 .usage_source = "upstream"};
+        if (pr_ledger_submit(lv->l, &u, NULL, NULL) == GX_OK)
+            lv->submitted++;
+        else
+            usleep(1000);
+        if (i % 500 == 0)
+            usleep(2000);
+    }
+    return NULL;
+}
+
+static void
+test_concurrent_reads(void)
+{
+    char lpath[600];
+    snprintf(lpath, sizeof(lpath), "%s/live.db", dir);
+    const char *paths[2] = {lpath, ":memory:"};
+    for (int k = 0; k < 2; k++) {
+        char err[256] = "";
+        struct live lv = {.l = NULL, .stop = 0, .submitted = 0};
+        T_EQ_INT(pr_ledger_open(paths[k], &lv.l, err, sizeof(err)), GX_OK);
+        if (!lv.l)
+            continue;
+        pthread_t th;
+        pthread_create(&th, NULL, live_writer, &lv);
+        int64_t last = 0;
+        int errors = 0, shrinks = 0;
+        for (int q = 0; q < 40; q++) {
+            struct pr_usage_query uq = {T0 - 3600000, T0 + 86400000,
+                                        q % 2 ? PR_GROUP_HOUR
+                                              : PR_GROUP_NONE,
+                                        PR_KEY_ALL, 0};
+            struct pr_usage_result *r = NULL;
+            if (pr_usage_query(pr_ledger_path(lv.l), &uq, &r, err,
+                               sizeof(err)) != GX_OK) {
+                if (errors++ < 3)
+                    fprintf(stderr, "  live query: %s\n", err);
+                continue;
+            }
+            int64_t tot = 0, cost = 0;
+            for (size_t i = 0; i < r->n; i++) {
+                tot += r->rows[i].requests;
+                cost += r->rows[i].cost_pusd;
+            }
+            if (tot < last)
+                shrinks++;
+            if (cost != tot * 5)
+                errors++;
+            last = tot;
+            pr_usage_result_free(r);
+            usleep(2000);
+        }
+        atomic_store(&lv.stop, 1);
+        pthread_join(th, NULL);
+        pr_ledger_flush(lv.l);
+        struct pr_usage_query uq = {T0 - 3600000, T0 + 86400000,
+                                    PR_GROUP_KEY, PR_KEY_ALL, 0};
+        struct pr_usage_result *r = NULL;
+        T_EQ_INT(pr_usage_query(pr_ledger_path(lv.l), &uq, &r, err,
+                                sizeof(err)),
+                 GX_OK);
+        int64_t tot = 0;
+        for (size_t i = 0; r && i < r->n; i++)
+            tot += r->rows[i].requests;
+        T_EQ_INT(tot, lv.submitted);
+        T_EQ_INT(r ? r->n : 0, 3);
+        pr_usage_result_free(r);
+        T_EQ_INT(errors, 0);
+        T_EQ_INT(shrinks, 0);
+        pr_ledger_close(lv.l);
+    }
+    char b[700];
+    snprintf(b, sizeof(b), "%s-wal", lpath);
+    unlink(b);
+    snprintf(b, sizeof(b), "%s-shm", lpath);
+    unlink(b);
+    unlink(lpath);
+}
+
 int
 main(void)
 {
@@ -524,6 +625,7 @@ main(void)
     T_RUN(test_sql_sums_and_json);
     T_RUN(test_time_parse);
     T_RUN(test_cli);
+    T_RUN(test_concurrent_reads);
     char b[600];
     snprintf(b, sizeof(b), "%s-wal", path);
     unlink(b);
