@@ -246,3 +246,22 @@ pr_pusd_format(int64_t pusd, char *buf, size_t buflen)
     snprintf(buf, buflen, "%s%llu.%s", neg ? "-" : "",
              (unsigned long long)whole, fbuf);
 }
+
+void
+pr_usd_per_mtok_format(int64_t pusd_per_tok, char *buf, size_t buflen)
+{
+    if (!buf || buflen == 0)
+        return;
+    /* pUSD per token == micro-USD per million tokens: 6 decimals. */
+    int neg = pusd_per_tok < 0;
+    uint64_t mag = neg ? (uint64_t)0 - (uint64_t)pusd_per_tok
+                       : (uint64_t)pusd_per_tok;
+    char fbuf[8];
+    snprintf(fbuf, sizeof(fbuf), "%06llu", (unsigned long long)(mag % 1000000));
+    size_t n = 6;
+    while (n > 2 && fbuf[n - 1] == '0')
+        n--;
+    fbuf[n] = '\0';
+    snprintf(buf, buflen, "%s%llu.%s", neg ? "-" : "",
+             (unsigned long long)(mag / 1000000), fbuf);
+}

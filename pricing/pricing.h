@@ -47,6 +47,11 @@ enum gx_status pr_cost(const struct pr_price *p, int64_t prompt_tokens,
                        int64_t cached_tokens, int64_t completion_tokens,
                        int64_t *cost_pusd);
 
+/* A price back as USD per million tokens, exact, at least two decimals:
+ * 2000000 -> "2.00", 28000 -> "0.028", 125000 -> "0.125" (for `llmux
+ * prices`). */
+void pr_usd_per_mtok_format(int64_t pusd_per_tok, char *buf, size_t buflen);
+
 /* *out = a + b; GX_ETOOBIG on overflow (then *out is unchanged). */
 enum gx_status pr_pusd_add(int64_t a, int64_t b, int64_t *out);
 

@@ -207,6 +207,29 @@ test_format(void)
     T_EQ_STR(b, "9223372.036854775807");
     pr_pusd_format(INT64_MIN, b, sizeof(b));
     T_EQ_STR(b, "-9223372.036854775808");
+    pr_usd_per_mtok_format(2000000, b, sizeof(b));
+    T_EQ_STR(b, "2.00");
+    pr_usd_per_mtok_format(28000, b, sizeof(b));
+    T_EQ_STR(b, "0.028");
+    pr_usd_per_mtok_format(125000, b, sizeof(b));
+    T_EQ_STR(b, "0.125");
+    pr_usd_per_mtok_format(2500000, b, sizeof(b));
+    T_EQ_STR(b, "2.50");
+    pr_usd_per_mtok_format(15000000, b, sizeof(b));
+    T_EQ_STR(b, "15.00");
+    pr_usd_per_mtok_format(1, b, sizeof(b));
+    T_EQ_STR(b, "0.000001");
+    pr_usd_per_mtok_format(0, b, sizeof(b));
+    T_EQ_STR(b, "0.00");
+    /* Round trip through the parser for every default. */
+    for (size_t i = 0; i < pr_price_default_count(); i++) {
+        struct pr_price p;
+        pr_price_default_at(i, &p);
+        int64_t back = -1;
+        pr_usd_per_mtok_format(p.cached_input_pusd, b, sizeof(b));
+        T_EQ_INT(pr_usd_per_mtok_parse(b, &back), GX_OK);
+        T_EQ_INT(back, p.cached_input_pusd);
+    }
     /* Truncates safely into a short buffer. */
     char s[4];
     pr_pusd_format(1234, s, sizeof(s));
