@@ -11,4 +11,8 @@
 /* `llmux serve ...`: runs until SIGTERM/SIGINT; returns the exit code. */
 int gw_cli_serve(int argc, char **argv);
 
+/* `llmux keys create|list|revoke ...` (keys_cli.c); argv[0] = "keys".
+ * Returns the exit code (0 ok, 1 bad input or database error, 2 usage). */
+int gw_cli_keys(int argc, char **argv);
+
 #endif

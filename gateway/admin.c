@@ -1,0 +1,643 @@
+/*
+ * admin: the keys API (POST /admin/keys, GET /admin/keys, DELETE
+ * /admin/keys/{id}; admin key only), the keys table functions the CLI
+ * shares, and GET /v1/models filtered by the caller's allowlist.
+ *
+ * Writes and reads of the keys table run on the aux thread (auth.c), never
+ * on an event loop; the in-memory table is updated there before the reply,
+ * so a client that saw "created" can use its key on any worker at once,
+ * and one that saw "revoked" is refused from then on.
+ *
+ * The secret exists only in the POST reply (and the CLI's stdout): the
+ * table holds its SHA-256, listings never show either.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+#include <event2/http.h>
+#include <openssl/crypto.h>
+#include <sqlite3.h>
+
+#include "gw_int.h"
+
+#define NAME_MAX_LEN 128
+#define MODELS_MAX_LEN 4096
+
+/* ------------------------------------------------------------------ */
+/* Validation.                                                          */
+
+static int
+get_limit(const json_t *obj, const char *name, int64_t *out, char *err,
+          size_t errlen)
+{
+    const json_t *v = json_object_get(obj, name);
+    *out = 0;
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+        json_integer_value(v) > 1000000000) {
+        gx_errf(err, errlen, "'%s' must be an integer from 0 to 1000000000",
+                name);
+        return -1;
+    }
+    *out = json_integer_value(v);
+    return 0;
+}
+
+enum gx_status
+gw_key_spec_from_json(const json_t *obj, struct gw_key_spec *spec,
+                      char *models_buf, size_t models_len, char *err,
+                      size_t errlen)
+{
+    static const char *const known[] = {"name", "budget_usd", "rpm", "tpm",
+                                        "models", "expires_days", NULL};
+    memset(spec, 0, sizeof(*spec));
+    spec->expires_ms = -1;
+    spec->revoked_ms = -1;
+    spec->budget_pusd = -1;
+    if (!json_is_object(obj)) {
+        gx_errf(err, errlen, "the body must be a JSON object");
+        return GX_EINVAL;
+    }
+    const char *k;
+    const json_t *v;
+    json_object_foreach((json_t *)obj, k, v) {
+        int ok = 0;
+        for (size_t i = 0; known[i]; i++)
+            ok |= !strcmp(k, known[i]);
+        if (!ok) {
+            gx_errf(err, errlen, "unknown field '%.64s'", k);
+            return GX_EINVAL;
+        }
+    }
+    const json_t *name = json_object_get(obj, "name");
+    if (!json_is_string(name) || json_string_length(name) == 0 ||
+        json_string_length(name) > NAME_MAX_LEN) {
+        gx_errf(err, errlen, "'name' must be a string of 1 to %d bytes",
+                NAME_MAX_LEN);
+        return GX_EINVAL;
+    }
+    const char *ns = json_string_value(name);
+    for (size_t i = 0; i < json_string_length(name); i++)
+        if ((unsigned char)ns[i] < 0x20 || ns[i] == 0x7f) {
+            gx_errf(err, errlen, "'name' must not hold control characters");
+            return GX_EINVAL;
+        }
+    spec->name = ns;
+
+    const json_t *b = json_object_get(obj, "budget_usd");
+    if (b && !json_is_null(b)) {
+        int64_t per_tok = 0;
+        if (!json_is_number(b) || json_number_value(b) < 0 ||
+            pr_usd_per_mtok_from_double(json_number_value(b), &per_tok) !=
+                GX_OK ||
+            __builtin_mul_overflow(per_tok, (int64_t)1000000,
+                                   &spec->budget_pusd)) {
+            gx_errf(err, errlen, "'budget_usd' must be a number of USD >= 0 "
+                                 "(at most 6 decimals, below 9 million)");
+            return GX_EINVAL;
+        }
+    }
+    if (get_limit(obj, "rpm", &spec->rpm, err, errlen) ||
+        get_limit(obj, "tpm", &spec->tpm, err, errlen))
+        return GX_EINVAL;
+
+    const json_t *e = json_object_get(obj, "expires_days");
+    if (e && !json_is_null(e)) {
+        double d = json_is_number(e) ? json_number_value(e) : -1;
+        if (!(d > 0 && d <= 36500)) {
+            gx_errf(err, errlen,
+                    "'expires_days' must be a number of days in (0, 36500]");
+            return GX_EINVAL;
+        }
+        spec->expires_ms = gx_now_ms() + (int64_t)llround(d * 86400000.0);
+    }
+
+    const json_t *m = json_object_get(obj, "models");
+    if (m && !json_is_null(m)) {
+        if (!json_is_array(m)) {
+            gx_errf(err, errlen, "'models' must be an array of model or "
+                                 "route names");
+            return GX_EINVAL;
+        }
+        size_t used = 0, i;
+        const json_t *x;
+        models_buf[0] = '\0';
+        json_array_foreach(m, i, x) {
+            const char *s = json_string_value(x);
+            size_t sl = s ? json_string_length(x) : 0;
+            if (!s || sl == 0 || sl > 200 || strchr(s, ',') ||
+                strlen(s) != sl) {
+                gx_errf(err, errlen, "models[%zu] must be a non-empty name "
+                                     "without commas",
+                        i);
+                return GX_EINVAL;
+            }
+            if (used + sl + 2 > models_len) {
+                gx_errf(err, errlen, "'models' is too long");
+                return GX_EINVAL;
+            }
+            if (used)
+                models_buf[used++] = ',';
+            memcpy(models_buf + used, s, sl);
+            used += sl;
+            models_buf[used] = '\0';
+        }
+        if (used)
+            spec->models = models_buf;
+    }
+    return GX_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* The keys table.                                                      */
+
+static enum gx_status
+db_open(const char *path, int rw, sqlite3 **db, char *err, size_t errlen)
+{
+    int flags = SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX |
+                (rw ? SQLITE_OPEN_READWRITE : SQLITE_OPEN_READONLY);
+    if (sqlite3_open_v2(path, db, flags, NULL) != SQLITE_OK) {
+        gx_errf(err, errlen, "cannot open %s: %s", path,
+                *db ? sqlite3_errmsg(*db) : "out of memory");
+        sqlite3_close(*db);
+        *db = NULL;
+        return GX_EIO;
+    }
+    sqlite3_busy_timeout(*db, 5000);
+    return GX_OK;
+}
+
+static void
+bind_opt(sqlite3_stmt *st, int i, int64_t v, int64_t null_below)
+{
+    if (v < null_below)
+        sqlite3_bind_null(st, i);
+    else
+        sqlite3_bind_int64(st, i, v);
+}
+
+enum gx_status
+gw_keys_db_create(const char *db_path, const struct gw_key_spec *k,
+                  int64_t *id_out, char *err, size_t errlen)
+{
+    sqlite3 *db = NULL;
+    sqlite3_stmt *st = NULL;
+    enum gx_status rs = db_open(db_path, 1, &db, err, errlen);
+    if (rs != GX_OK)
+        return rs;
+    rs = GX_EIO;
+    char hex[65];
+    for (int i = 0; i < 32; i++)
+        snprintf(hex + 2 * i, 3, "%02x", k->hash[i]);
+    if (sqlite3_prepare_v2(db,
+                           "INSERT INTO keys (name, hash, created_ms,"
+                           " expires_ms, budget_pusd, spent_pusd, rpm, tpm,"
+                           " models) VALUES (?1, ?2, ?3, ?4, ?5, 0, ?6, ?7,"
+                           " ?8)",
+                           -1, &st, NULL) != SQLITE_OK) {
+        gx_errf(err, errlen, "keys table: %s", sqlite3_errmsg(db));
+        goto out;
+    }
+    sqlite3_bind_text(st, 1, k->name, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, hex, 64, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 3, k->created_ms ? k->created_ms : gx_now_ms());
+    bind_opt(st, 4, k->expires_ms, 0);
+    bind_opt(st, 5, k->budget_pusd, 0);
+    bind_opt(st, 6, k->rpm, 1);
+    bind_opt(st, 7, k->tpm, 1);
+    if (k->models && k->models[0])
+        sqlite3_bind_text(st, 8, k->models, -1, SQLITE_STATIC);
+    else
+        sqlite3_bind_null(st, 8);
+    if (sqlite3_step(st) != SQLITE_DONE) {
+        gx_errf(err, errlen, "cannot insert the key: %s", sqlite3_errmsg(db));
+        goto out;
+    }
+    *id_out = sqlite3_last_insert_rowid(db);
+    rs = GX_OK;
+out:
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return rs;
+}
+
+enum gx_status
+gw_keys_db_revoke(const char *db_path, int64_t id, int64_t now_ms, char *err,
+                  size_t errlen)
+{
+    sqlite3 *db = NULL;
+    sqlite3_stmt *st = NULL;
+    enum gx_status rs = db_open(db_path, 1, &db, err, errlen);
+    if (rs != GX_OK)
+        return rs;
+    rs = GX_EIO;
+    if (sqlite3_prepare_v2(db,
+                           "UPDATE keys SET revoked_ms = coalesce(revoked_ms,"
+                           " ?1) WHERE id = ?2",
+                           -1, &st, NULL) != SQLITE_OK) {
+        gx_errf(err, errlen, "keys table: %s", sqlite3_errmsg(db));
+        goto out;
+    }
+    sqlite3_bind_int64(st, 1, now_ms);
+    sqlite3_bind_int64(st, 2, id);
+    if (sqlite3_step(st) != SQLITE_DONE) {
+        gx_errf(err, errlen, "cannot revoke: %s", sqlite3_errmsg(db));
+        goto out;
+    }
+    if (sqlite3_changes(db) == 0) {
+        gx_errf(err, errlen, "no key with id %lld", (long long)id);
+        rs = GX_ENOTFOUND;
+        goto out;
+    }
+    rs = GX_OK;
+out:
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return rs;
+}
+
+static json_t *
+pusd_json(sqlite3_stmt *st, int i)
+{
+    if (sqlite3_column_type(st, i) == SQLITE_NULL)
+        return json_null();
+    char buf[48];
+    pr_pusd_format(sqlite3_column_int64(st, i), buf, sizeof(buf));
+    return json_real(strtod(buf, NULL));
+}
+
+static json_t *
+int_or_null(sqlite3_stmt *st, int i)
+{
+    return sqlite3_column_type(st, i) == SQLITE_NULL
+               ? json_null()
+               : json_integer(sqlite3_column_int64(st, i));
+}
+
+enum gx_status
+gw_keys_db_list(const char *db_path, json_t **out, char *err, size_t errlen)
+{
+    sqlite3 *db = NULL;
+    sqlite3_stmt *st = NULL;
+    json_t *arr = NULL;
+    enum gx_status rs = db_open(db_path, 0, &db, err, errlen);
+    if (rs != GX_OK)
+        return rs;
+    rs = GX_EIO;
+    if (sqlite3_prepare_v2(db,
+                           "SELECT id, name, created_ms, expires_ms,"
+                           " revoked_ms, budget_pusd, spent_pusd, rpm, tpm,"
+                           " models FROM keys ORDER BY id",
+                           -1, &st, NULL) != SQLITE_OK) {
+        gx_errf(err, errlen, "keys table: %s", sqlite3_errmsg(db));
+        goto out;
+    }
+    arr = json_array();
+    int rc;
+    while (arr && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *name = (const char *)sqlite3_column_text(st, 1);
+        const char *models = (const char *)sqlite3_column_text(st, 9);
+        json_t *ml = json_null();
+        if (models && models[0]) {
+            ml = json_array();
+            const char *p = models;
+            while (ml && *p) {
+                const char *c = strchr(p, ',');
+                size_t n = c ? (size_t)(c - p) : strlen(p);
+                json_array_append_new(ml, json_stringn(p, n));
+                p += n + (c ? 1 : 0);
+            }
+        }
+        int64_t exp = sqlite3_column_type(st, 3) == SQLITE_NULL
+                          ? -1
+                          : sqlite3_column_int64(st, 3);
+        int revoked = sqlite3_column_type(st, 4) != SQLITE_NULL;
+        const char *state = revoked                          ? "revoked"
+                            : exp >= 0 && gx_now_ms() >= exp ? "expired"
+                                                             : "active";
+        json_t *o = json_object();
+        json_object_set_new(o, "id", json_integer(sqlite3_column_int64(st, 0)));
+        json_object_set_new(o, "object", json_string("key"));
+        json_object_set_new(o, "name", json_string(name ? name : ""));
+        json_object_set_new(o, "state", json_string(state));
+        json_object_set_new(o, "created_ms", int_or_null(st, 2));
+        json_object_set_new(o, "expires_ms", int_or_null(st, 3));
+        json_object_set_new(o, "revoked_ms", int_or_null(st, 4));
+        json_object_set_new(o, "budget_usd", pusd_json(st, 5));
+        json_object_set_new(o, "budget_pusd", int_or_null(st, 5));
+        json_object_set_new(o, "spent_usd", pusd_json(st, 6));
+        json_object_set_new(o, "spent_pusd", int_or_null(st, 6));
+        json_object_set_new(o, "rpm", int_or_null(st, 7));
+        json_object_set_new(o, "tpm", int_or_null(st, 8));
+        json_object_set_new(o, "models", ml);
+        json_array_append_new(arr, o);
+    }
+    if (!arr || rc != SQLITE_DONE) {
+        gx_errf(err, errlen, "keys table: %s",
+                arr ? sqlite3_errmsg(db) : "out of memory");
+        goto out;
+    }
+    *out = arr;
+    arr = NULL;
+    rs = GX_OK;
+out:
+    json_decref(arr);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return rs;
+}
+
+/* ------------------------------------------------------------------ */
+/* HTTP.                                                                */
+
+void
+gw_reply_unauthorized(struct evhttp_request *req, const struct gw_authn *an)
+{
+    evhttp_add_header(evhttp_request_get_output_headers(req),
+                      "WWW-Authenticate", "Bearer realm=\"llmux\"");
+    gw_reply_error(req, an->status ? an->status : 401,
+                   "invalid_request_error",
+                   an->code ? an->code : "invalid_api_key", NULL, "%s",
+                   an->message[0] ? an->message
+                                  : "You didn't provide an API key.");
+}
+
+enum admin_op { OP_CREATE, OP_LIST, OP_REVOKE };
+
+struct admin_job {
+    enum admin_op op;
+    struct gw_key_spec spec;
+    json_t *body;      /* owns spec's strings */
+    char models[MODELS_MAX_LEN];
+    char secret[GW_KEY_LEN + 1];
+    int64_t id;
+    enum gx_status st;
+    char err[256];
+    json_t *list;
+};
+
+static void
+admin_run(struct gw_server *srv, void *arg)
+{
+    struct admin_job *j = arg;
+    const char *path = gw_auth_db_path(srv->auth);
+    switch (j->op) {
+    case OP_CREATE:
+        j->spec.created_ms = gx_now_ms();
+        j->st = gw_keys_db_create(path, &j->spec, &j->id, j->err,
+                                  sizeof(j->err));
+        if (j->st == GX_OK) {
+            j->spec.id = j->id;
+            j->st = gw_auth_put(srv->auth, &j->spec);
+            if (j->st != GX_OK)
+                snprintf(j->err, sizeof(j->err), "%s",
+                         gx_status_str(j->st));
+        }
+        break;
+    case OP_LIST:
+        j->st = gw_keys_db_list(path, &j->list, j->err, sizeof(j->err));
+        break;
+    case OP_REVOKE: {
+        int64_t now = gx_now_ms();
+        j->st = gw_keys_db_revoke(path, j->id, now, j->err, sizeof(j->err));
+        if (j->st == GX_OK)
+            gw_auth_revoke(srv->auth, j->id, now);
+        break;
+    }
+    }
+}
+
+static void
+admin_job_free(struct admin_job *j)
+{
+    json_decref(j->body);
+    json_decref(j->list);
+    OPENSSL_cleanse(j->secret, sizeof(j->secret));
+    free(j);
+}
+
+static void
+admin_reply(struct gw_server *srv, struct evhttp_request *req, void *arg)
+{
+    (void)srv;
+    struct admin_job *j = arg;
+    if (!req) {
+        admin_job_free(j);
+        return;
+    }
+    if (j->st == GX_ENOTFOUND) {
+        gw_reply_error(req, 404, "invalid_request_error", "key_not_found",
+                       "id", "No key with id %lld.", (long long)j->id);
+    } else if (j->st != GX_OK) {
+        GX_LOG(GX_LOG_ERROR, NULL, "admin keys: %s", j->err);
+        gw_reply_error(req, 500, "server_error", "internal_error", NULL,
+                       "The keys table could not be updated.");
+    } else if (j->op == OP_CREATE) {
+        json_t *o = json_object();
+        json_object_set_new(o, "id", json_integer(j->id));
+        json_object_set_new(o, "object", json_string("key"));
+        json_object_set_new(o, "key", json_string(j->secret));
+        json_object_set_new(o, "name", json_string(j->spec.name));
+        json_object_set_new(o, "created_ms",
+                            json_integer(j->spec.created_ms));
+        json_object_set_new(o, "expires_ms",
+                            j->spec.expires_ms >= 0
+                                ? json_integer(j->spec.expires_ms)
+                                : json_null());
+        char b[48];
+        pr_pusd_format(j->spec.budget_pusd, b, sizeof(b));
+        json_object_set_new(o, "budget_usd",
+                            j->spec.budget_pusd >= 0
+                                ? json_real(strtod(b, NULL))
+                                : json_null());
+        json_object_set_new(o, "rpm", j->spec.rpm ? json_integer(j->spec.rpm)
+                                                  : json_null());
+        json_object_set_new(o, "tpm", j->spec.tpm ? json_integer(j->spec.tpm)
+                                                  : json_null());
+        json_object_set(o, "models",
+                        json_object_get(j->body, "models")
+                            ? json_object_get(j->body, "models")
+                            : json_null());
+        evhttp_add_header(evhttp_request_get_output_headers(req),
+                          "Cache-Control", "no-store");
+        gw_reply_json(req, 200, o);
+        json_decref(o);
+    } else if (j->op == OP_LIST) {
+        json_t *o = json_pack("{s:s,s:O}", "object", "list", "data", j->list);
+        gw_reply_json(req, 200, o);
+        json_decref(o);
+    } else {
+        json_t *o = json_pack("{s:I,s:s,s:b}", "id", (json_int_t)j->id,
+                              "object", "key", "revoked", 1);
+        gw_reply_json(req, 200, o);
+        json_decref(o);
+    }
+    admin_job_free(j);
+}
+
+/* 1 if the caller is the admin; else replies 401/403 and returns 0. */
+static int
+require_admin(struct gw_server *srv, struct evhttp_request *req)
+{
+    struct gw_authn an;
+    const char *authz = evhttp_find_header(
+        evhttp_request_get_input_headers(req), "Authorization");
+    gw_auth_identify(srv->auth, authz, gx_now_ms(), &an);
+    if (an.who == GW_CALLER_ADMIN)
+        return 1;
+    if (an.who == GW_CALLER_NONE) {
+        gw_reply_unauthorized(req, &an);
+    } else if (an.who == GW_CALLER_ANON) {
+        an.status = 401;
+        an.code = "invalid_api_key";
+        snprintf(an.message, sizeof(an.message),
+                 "The admin API needs the admin key as a bearer token.");
+        gw_reply_unauthorized(req, &an);
+    } else {
+        gw_reply_error(req, 403, "invalid_request_error",
+                       "admin_key_required", NULL,
+                       "This key may not use the admin API.");
+    }
+    return 0;
+}
+
+void
+gw_admin_handle(struct gw_worker *w, struct evhttp_request *req,
+                const char *path)
+{
+    struct gw_server *srv = w->srv;
+    if (!srv->auth) {
+        gw_reply_error(req, 503, "server_error", "unavailable", NULL,
+                       "The admin API is not available.");
+        return;
+    }
+    if (!require_admin(srv, req))
+        return;
+    enum evhttp_cmd_type m = evhttp_request_get_command(req);
+    struct admin_job *j = calloc(1, sizeof(*j));
+    if (!j) {
+        gw_reply_error(req, 500, "server_error", "internal_error", NULL,
+                       "Out of memory.");
+        return;
+    }
+    if (!strcmp(path, "/admin/keys") && m == EVHTTP_REQ_POST) {
+        struct evbuffer *in = evhttp_request_get_input_buffer(req);
+        size_t n = evbuffer_get_length(in);
+        json_error_t jerr;
+        j->body = n ? json_loadb((const char *)evbuffer_pullup(in, -1), n,
+                                 JSON_REJECT_DUPLICATES, &jerr)
+                    : NULL;
+        char err[256];
+        if (!j->body) {
+            gw_reply_error(req, 400, "invalid_request_error", "invalid_json",
+                           NULL, "The body must be a JSON object like "
+                                 "{\"name\":\"team-a\"}.");
+            admin_job_free(j);
+            return;
+        }
+        if (gw_key_spec_from_json(j->body, &j->spec, j->models,
+                                  sizeof(j->models), err,
+                                  sizeof(err)) != GX_OK) {
+            gw_reply_error(req, 400, "invalid_request_error", "invalid_value",
+                           NULL, "%s.", err);
+            admin_job_free(j);
+            return;
+        }
+        if (gw_key_generate(j->secret, sizeof(j->secret)) != GX_OK) {
+            gw_reply_error(req, 500, "server_error", "internal_error", NULL,
+                           "No randomness available for a key.");
+            admin_job_free(j);
+            return;
+        }
+        gw_key_hash(j->secret, strlen(j->secret), j->spec.hash, NULL);
+        j->op = OP_CREATE;
+    } else if (!strcmp(path, "/admin/keys") && m == EVHTTP_REQ_GET) {
+        j->op = OP_LIST;
+    } else if (!strncmp(path, "/admin/keys/", 12) &&
+               m == EVHTTP_REQ_DELETE) {
+        char *end;
+        const char *ids = path + 12;
+        long long id = strtoll(ids, &end, 10);
+        if (!*ids || *end || id <= 0) {
+            gw_reply_error(req, 404, "invalid_request_error",
+                           "key_not_found", "id", "No such key.");
+            admin_job_free(j);
+            return;
+        }
+        j->op = OP_REVOKE;
+        j->id = id;
+    } else {
+        gw_reply_error(req, 405, "invalid_request_error",
+                       "method_not_allowed", NULL,
+                       "Use POST or GET /admin/keys, DELETE "
+                       "/admin/keys/{id}.");
+        admin_job_free(j);
+        return;
+    }
+    if (gw_aux_submit(w, req, admin_run, admin_reply, j) != 0) {
+        gw_reply_error(req, 503, "server_error", "unavailable", NULL,
+                       "The admin API is not available.");
+        admin_job_free(j);
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* GET /v1/models for a key with an allowlist.                          */
+
+static void
+add_model(json_t *data, json_t *seen, const char *id, const char *owner)
+{
+    if (json_object_get(seen, id))
+        return;
+    json_object_set_new(seen, id, json_true());
+    json_array_append_new(data, json_pack("{s:s,s:s,s:i,s:s}", "id", id,
+                                          "object", "model", "created", 0,
+                                          "owned_by", owner));
+}
+
+void
+gw_models_handle(struct gw_worker *w, struct evhttp_request *req)
+{
+    struct gw_server *srv = w->srv;
+    if (!srv->auth) {
+        gw_handle_models(srv, req);
+        return;
+    }
+    struct gw_authn an;
+    const char *authz = evhttp_find_header(
+        evhttp_request_get_input_headers(req), "Authorization");
+    gw_auth_identify(srv->auth, authz, gx_now_ms(), &an);
+    if (an.who == GW_CALLER_NONE) {
+        gw_reply_unauthorized(req, &an);
+        return;
+    }
+    if (an.who != GW_CALLER_KEY || gw_key_allows(an.key, "\x01any")) {
+        gw_handle_models(srv, req); /* everything */
+        return;
+    }
+    const struct cfg *c = srv->cfg;
+    json_t *data = json_array();
+    json_t *seen = json_object();
+    for (size_t i = 0; i < c->n_routes; i++)
+        if (gw_key_allows(an.key, c->routes[i].name))
+            add_model(data, seen, c->routes[i].name, "llmux");
+    for (size_t p = 0; p < c->n_providers; p++) {
+        const struct cfg_provider *pv = &c->providers[p];
+        for (size_t m = 0; m < pv->n_models; m++) {
+            char t[512];
+            snprintf(t, sizeof(t), "%s@%s", pv->models[m].name, pv->name);
+            if (gw_key_allows(an.key, pv->models[m].name))
+                add_model(data, seen, pv->models[m].name, pv->name);
+            else if (gw_key_allows(an.key, t))
+                add_model(data, seen, t, pv->name);
+        }
+    }
+    json_t *o = json_pack("{s:s,s:o}", "object", "list", "data", data);
+    gw_reply_json(req, 200, o);
+    json_decref(o);
+    json_decref(seen);
+}

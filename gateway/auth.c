@@ -1,0 +1,989 @@
+/*
+ * auth: bearer keys, rate limits and budgets for every request, and the
+ * aux thread that does the gateway's blocking work (admin writes, usage
+ * queries, key reloads) off the event loops.
+ *
+ * Per request nothing here touches the disk: the presented secret is
+ * hashed (SHA-256) and looked up in an in-memory table under a read lock.
+ * Secrets are high-entropy, so a plain hash (no salt, no KDF) is the
+ * right tool: nobody can brute-force 256 random bits, and a fast hash
+ * keeps the check in microseconds.  Lookup is by digest, so the table's
+ * timing reveals nothing usable about the secret; the admin key, which is
+ * compared rather than looked up, goes through CRYPTO_memcmp on digests.
+ *
+ * Rate limits: two token buckets per key (requests, tokens) behind the
+ * key's own mutex, so a check-and-take is one critical section and the
+ * limits hold exactly across workers.  Budgets: pricing's pr_budget
+ * (reserve the worst case before routing, settle the actual cost after).
+ *
+ * Key entries are never freed before gw_auth_free: a revoked key stays in
+ * the table flagged, so a request that holds a pointer to it (a ticket)
+ * stays valid.  The table only grows by keys created; that is a few
+ * hundred bytes a key.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <event2/event.h>
+#include <event2/http.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+#include <sqlite3.h>
+
+#include "gw_int.h"
+
+#define TICKS_PER_UNIT 60000000LL /* 60 s in microseconds */
+#define LIMIT_MAX 1000000000LL    /* rpm/tpm cap: keeps ticks in int64 */
+#define RELOAD_MS 2000            /* the keys table is re-read this often */
+#define DEFAULT_COMPLETION_RESERVE 1024 /* tokens, when no max_tokens */
+#define MAX_TARGETS 32
+
+/* ------------------------------------------------------------------ */
+/* Key material.                                                        */
+
+static const char base62[] =
+    "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+
+enum gx_status
+gw_key_generate(char *out, size_t outlen)
+{
+    size_t plen = sizeof(GW_KEY_PREFIX) - 1;
+    if (outlen < GW_KEY_LEN + 1)
+        return GX_EINVAL;
+    memcpy(out, GW_KEY_PREFIX, plen);
+    size_t n = 0;
+    unsigned char buf[64];
+    while (n < GW_KEY_RANDOM_LEN) {
+        if (RAND_bytes(buf, sizeof(buf)) != 1)
+            return GX_EIO;
+        /* Rejection sampling: 248 = 4 x 62, so every kept byte maps to a
+         * base62 digit with equal probability (no modulo bias). */
+        for (size_t i = 0; i < sizeof(buf) && n < GW_KEY_RANDOM_LEN; i++)
+            if (buf[i] < 248)
+                out[plen + n++] = base62[buf[i] % 62];
+    }
+    OPENSSL_cleanse(buf, sizeof(buf));
+    out[plen + n] = '\0';
+    return GX_OK;
+}
+
+void
+gw_key_hash(const char *s, size_t n, unsigned char out[32], char *hex)
+{
+    unsigned int len = 32;
+    if (EVP_Digest(s, n, out, &len, EVP_sha256(), NULL) != 1 || len != 32)
+        memset(out, 0, 32); /* cannot happen with the default provider;
+                               all-zero matches no stored key */
+    if (hex) {
+        for (int i = 0; i < 32; i++)
+            snprintf(hex + 2 * i, 3, "%02x", out[i]);
+    }
+}
+
+int
+gw_key_well_formed(const char *s, size_t n)
+{
+    size_t plen = sizeof(GW_KEY_PREFIX) - 1;
+    if (!s || n < plen + GW_KEY_MIN_RANDOM || n > plen + GW_KEY_MAX_RANDOM ||
+        memcmp(s, GW_KEY_PREFIX, plen) != 0)
+        return 0;
+    for (size_t i = plen; i < n; i++) {
+        char c = s[i];
+        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') ||
+              (c >= 'A' && c <= 'Z')))
+            return 0;
+    }
+    return 1;
+}
+
+int
+gw_admin_equal(const char *admin, const char *presented, size_t n)
+{
+    if (!admin || !admin[0] || !presented)
+        return 0;
+    unsigned char a[32], b[32];
+    gw_key_hash(admin, strlen(admin), a, NULL);
+    gw_key_hash(presented, n, b, NULL);
+    return CRYPTO_memcmp(a, b, 32) == 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Token buckets.                                                       */
+
+void
+gw_bucket_init(struct gw_bucket *b, int64_t per_min, int64_t now_us)
+{
+    if (per_min < 0)
+        per_min = 0;
+    if (per_min > LIMIT_MAX)
+        per_min = LIMIT_MAX;
+    b->per_min = per_min;
+    b->level = per_min * TICKS_PER_UNIT; /* starts full */
+    b->last_us = now_us;
+}
+
+static void
+refill(struct gw_bucket *b, int64_t now_us)
+{
+    int64_t cap = b->per_min * TICKS_PER_UNIT;
+    if (now_us > b->last_us) {
+        int64_t dt = now_us - b->last_us;
+        /* dt * per_min overflows only after ~2.9 hours at the cap;
+         * saturate instead. */
+        int64_t add;
+        if (__builtin_mul_overflow(dt, b->per_min, &add) ||
+            __builtin_add_overflow(b->level, add, &b->level) ||
+            b->level > cap)
+            b->level = cap;
+        b->last_us = now_us;
+    }
+}
+
+int
+gw_bucket_take(struct gw_bucket *b, int64_t n, int64_t now_us,
+               int64_t *retry_after_s)
+{
+    if (b->per_min == 0)
+        return 1;
+    if (n > b->per_min)
+        n = b->per_min;
+    if (n < 0)
+        n = 0;
+    refill(b, now_us);
+    int64_t need = n * TICKS_PER_UNIT;
+    if (b->level >= need) {
+        b->level -= need;
+        return 1;
+    }
+    if (retry_after_s) {
+        /* Ticks missing / ticks per microsecond, rounded up to seconds. */
+        int64_t us = (need - b->level + b->per_min - 1) / b->per_min;
+        int64_t s = (us + 999999) / 1000000;
+        *retry_after_s = s < 1 ? 1 : s;
+    }
+    return 0;
+}
+
+void
+gw_bucket_adjust(struct gw_bucket *b, int64_t n, int64_t now_us)
+{
+    if (b->per_min == 0 || n == 0)
+        return;
+    refill(b, now_us);
+    int64_t cap = b->per_min * TICKS_PER_UNIT;
+    /* Bounded both ways: a huge overrun makes the key wait at most two
+     * minutes, never forever. */
+    if (n > 2 * b->per_min)
+        n = 2 * b->per_min;
+    if (n < -b->per_min)
+        n = -b->per_min;
+    b->level -= n * TICKS_PER_UNIT;
+    if (b->level > cap)
+        b->level = cap;
+    if (b->level < -cap)
+        b->level = -cap;
+}
+
+/* ------------------------------------------------------------------ */
+/* The key table.                                                       */
+
+struct gw_key {
+    struct gw_key *next; /* hash chain */
+    struct gw_key *all;  /* every entry, for free */
+    int64_t id;
+    unsigned char hash[32];
+    char name[128];
+    int64_t expires_ms; /* -1 never */
+    atomic_llong revoked_ms; /* -1 active */
+    char **models;      /* NULL = every model */
+    size_t n_models;
+    pthread_mutex_t mu; /* the buckets */
+    struct gw_bucket rpm, tpm;
+};
+
+struct aux_job;
+
+struct gw_auth {
+    pthread_rwlock_t lk;
+    struct gw_key **slots; /* by digest */
+    size_t nslots;         /* power of two */
+    struct gw_key *all;
+    size_t n;
+    struct pr_budget *budget;
+    char *admin_key;
+    int require_keys;
+    char *db_path;
+    /* aux thread */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct aux_job *head, *tail;
+    int stop;
+    int running;
+    pthread_t thread;
+    struct gw_server *srv; /* set by gw_aux_submit's first caller */
+};
+
+static size_t
+slot_of(const struct gw_auth *a, const unsigned char *hash)
+{
+    uint64_t h;
+    memcpy(&h, hash, sizeof(h));
+    return (size_t)h & (a->nslots - 1);
+}
+
+/* Read or write lock held. */
+static struct gw_key *
+find_hash(struct gw_auth *a, const unsigned char *hash)
+{
+    for (struct gw_key *k = a->slots[slot_of(a, hash)]; k; k = k->next)
+        if (CRYPTO_memcmp(k->hash, hash, 32) == 0)
+            return k;
+    return NULL;
+}
+
+static struct gw_key *
+find_id(struct gw_auth *a, int64_t id)
+{
+    for (struct gw_key *k = a->all; k; k = k->all)
+        if (k->id == id)
+            return k;
+    return NULL;
+}
+
+static void
+key_free(struct gw_key *k)
+{
+    for (size_t i = 0; i < k->n_models; i++)
+        free(k->models[i]);
+    free(k->models);
+    pthread_mutex_destroy(&k->mu);
+    free(k);
+}
+
+/* Splits "a,b , c" into trimmed names; empty list -> NULL (every model). */
+static int
+split_models(const char *s, char ***out, size_t *n_out)
+{
+    *out = NULL;
+    *n_out = 0;
+    if (!s)
+        return 0;
+    size_t cap = 1;
+    for (const char *p = s; *p; p++)
+        cap += *p == ',';
+    char **v = calloc(cap, sizeof(*v));
+    if (!v)
+        return -1;
+    size_t n = 0;
+    const char *p = s;
+    while (*p) {
+        const char *e = strchr(p, ',');
+        if (!e)
+            e = p + strlen(p);
+        const char *b = p, *t = e;
+        while (b < t && (*b == ' ' || *b == '\t'))
+            b++;
+        while (t > b && (t[-1] == ' ' || t[-1] == '\t'))
+            t--;
+        if (t > b) {
+            v[n] = strndup(b, (size_t)(t - b));
+            if (!v[n]) {
+                for (size_t i = 0; i < n; i++)
+                    free(v[i]);
+                free(v);
+                return -1;
+            }
+            n++;
+        }
+        p = *e ? e + 1 : e;
+    }
+    if (n == 0) {
+        free(v);
+        return 0;
+    }
+    *out = v;
+    *n_out = n;
+    return 0;
+}
+
+enum gx_status
+gw_auth_put(struct gw_auth *a, const struct gw_key_spec *ks)
+{
+    struct gw_key *k = calloc(1, sizeof(*k));
+    if (!k)
+        return GX_ENOMEM;
+    k->id = ks->id;
+    memcpy(k->hash, ks->hash, 32);
+    snprintf(k->name, sizeof(k->name), "%s", ks->name ? ks->name : "");
+    k->expires_ms = ks->expires_ms;
+    atomic_store(&k->revoked_ms, ks->revoked_ms);
+    if (split_models(ks->models, &k->models, &k->n_models) != 0) {
+        free(k);
+        return GX_ENOMEM;
+    }
+    pthread_mutex_init(&k->mu, NULL);
+    int64_t now = gx_mono_us();
+    gw_bucket_init(&k->rpm, ks->rpm, now);
+    gw_bucket_init(&k->tpm, ks->tpm, now);
+
+    pthread_rwlock_wrlock(&a->lk);
+    /* Same id again (a reload of a key we have): keep the old entry's
+     * buckets, which tickets may point at; only its revocation moves. */
+    struct gw_key *old = find_id(a, ks->id);
+    if (old) {
+        if (ks->revoked_ms >= 0)
+            atomic_store(&old->revoked_ms, ks->revoked_ms);
+        pthread_rwlock_unlock(&a->lk);
+        key_free(k);
+        return GX_OK;
+    }
+    if (a->n + 1 > a->nslots) {
+        size_t nn = a->nslots * 2;
+        struct gw_key **ns = calloc(nn, sizeof(*ns));
+        if (ns) {
+            for (size_t i = 0; i < a->nslots; i++) {
+                struct gw_key *e = a->slots[i];
+                while (e) {
+                    struct gw_key *next = e->next;
+                    uint64_t h;
+                    memcpy(&h, e->hash, sizeof(h));
+                    size_t s = (size_t)h & (nn - 1);
+                    e->next = ns[s];
+                    ns[s] = e;
+                    e = next;
+                }
+            }
+            free(a->slots);
+            a->slots = ns;
+            a->nslots = nn;
+        }
+    }
+    size_t s = slot_of(a, k->hash);
+    k->next = a->slots[s];
+    a->slots[s] = k;
+    k->all = a->all;
+    a->all = k;
+    a->n++;
+    pthread_rwlock_unlock(&a->lk);
+    if (ks->revoked_ms < 0)
+        return pr_budget_set(a->budget, ks->id, ks->budget_pusd,
+                             ks->spent_pusd < 0 ? 0 : ks->spent_pusd);
+    return GX_OK;
+}
+
+void
+gw_auth_revoke(struct gw_auth *a, int64_t id, int64_t revoked_ms)
+{
+    pthread_rwlock_rdlock(&a->lk);
+    struct gw_key *k = find_id(a, id);
+    if (k)
+        atomic_store(&k->revoked_ms, revoked_ms < 0 ? 0 : revoked_ms);
+    pthread_rwlock_unlock(&a->lk);
+    pr_budget_remove(a->budget, id);
+}
+
+struct pr_budget *
+gw_auth_budget(struct gw_auth *a)
+{
+    return a->budget;
+}
+
+const char *
+gw_auth_db_path(const struct gw_auth *a)
+{
+    return a->db_path;
+}
+
+/* ------------------------------------------------------------------ */
+/* Loading the keys table.                                              */
+
+static int
+hex_digest(const char *hex, unsigned char out[32])
+{
+    if (!hex || strlen(hex) != 64)
+        return -1;
+    for (int i = 0; i < 32; i++) {
+        unsigned v = 0;
+        for (int j = 0; j < 2; j++) {
+            char c = hex[2 * i + j];
+            v <<= 4;
+            if (c >= '0' && c <= '9')
+                v |= (unsigned)(c - '0');
+            else if (c >= 'a' && c <= 'f')
+                v |= (unsigned)(c - 'a' + 10);
+            else if (c >= 'A' && c <= 'F')
+                v |= (unsigned)(c - 'A' + 10);
+            else
+                return -1;
+        }
+        out[i] = (unsigned char)v;
+    }
+    return 0;
+}
+
+static int64_t
+col_i64(sqlite3_stmt *st, int i, int64_t null_value)
+{
+    return sqlite3_column_type(st, i) == SQLITE_NULL
+               ? null_value
+               : sqlite3_column_int64(st, i);
+}
+
+/* Reads every key row: new ones are added, revocations applied.  With
+ * quiet, errors are not reported (the periodic reload retries). */
+static enum gx_status
+load_keys(struct gw_auth *a, char *err, size_t errlen)
+{
+    sqlite3 *db = NULL;
+    sqlite3_stmt *st = NULL;
+    enum gx_status rs = GX_EIO;
+    if (sqlite3_open_v2(a->db_path, &db,
+                        SQLITE_OPEN_READONLY | SQLITE_OPEN_URI |
+                            SQLITE_OPEN_NOMUTEX,
+                        NULL) != SQLITE_OK) {
+        gx_errf(err, errlen, "cannot open the keys database: %s",
+                db ? sqlite3_errmsg(db) : "out of memory");
+        goto out;
+    }
+    sqlite3_busy_timeout(db, 5000);
+    if (sqlite3_prepare_v2(db,
+                           "SELECT id, name, hash, created_ms, expires_ms,"
+                           " revoked_ms, budget_pusd, spent_pusd, rpm, tpm,"
+                           " models FROM keys",
+                           -1, &st, NULL) != SQLITE_OK) {
+        gx_errf(err, errlen, "keys table: %s", sqlite3_errmsg(db));
+        goto out;
+    }
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        struct gw_key_spec k;
+        memset(&k, 0, sizeof(k));
+        k.id = sqlite3_column_int64(st, 0);
+        k.name = (const char *)sqlite3_column_text(st, 1);
+        if (hex_digest((const char *)sqlite3_column_text(st, 2), k.hash) !=
+            0)
+            continue; /* not a hash we wrote: never matches anything */
+        k.created_ms = col_i64(st, 3, 0);
+        k.expires_ms = col_i64(st, 4, -1);
+        k.revoked_ms = col_i64(st, 5, -1);
+        k.budget_pusd = col_i64(st, 6, -1);
+        k.spent_pusd = col_i64(st, 7, 0);
+        k.rpm = col_i64(st, 8, 0);
+        k.tpm = col_i64(st, 9, 0);
+        k.models = (const char *)sqlite3_column_text(st, 10);
+        rs = gw_auth_put(a, &k);
+        if (rs != GX_OK) {
+            gx_errf(err, errlen, "keys: %s", gx_status_str(rs));
+            goto out;
+        }
+        if (k.revoked_ms >= 0)
+            pr_budget_remove(a->budget, k.id);
+    }
+    if (rc != SQLITE_DONE) {
+        gx_errf(err, errlen, "keys table: %s", sqlite3_errmsg(db));
+        rs = GX_EIO;
+        goto out;
+    }
+    rs = GX_OK;
+out:
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return rs;
+}
+
+/* ------------------------------------------------------------------ */
+/* The aux thread.                                                      */
+
+struct aux_job {
+    struct aux_job *next;
+    struct gw_worker *w;
+    struct evhttp_request *req;
+    struct evhttp_connection *evcon;
+    int own_req;
+    int gone;
+    gw_aux_run_fn run;
+    gw_aux_reply_fn reply;
+    void *arg;
+    struct event *ev;
+};
+
+static void *
+aux_main(void *arg)
+{
+    struct gw_auth *a = arg;
+    int64_t next_reload = gx_now_ms() + RELOAD_MS;
+    pthread_mutex_lock(&a->mu);
+    for (;;) {
+        if (a->head) {
+            struct aux_job *j = a->head;
+            a->head = j->next;
+            if (!a->head)
+                a->tail = NULL;
+            pthread_mutex_unlock(&a->mu);
+            j->run(j->w->srv, j->arg);
+            event_active(j->ev, EV_READ, 0); /* back to the worker */
+            pthread_mutex_lock(&a->mu);
+            continue;
+        }
+        if (a->stop)
+            break;
+        int64_t now = gx_now_ms();
+        if (now >= next_reload) {
+            /* Keys created or revoked by `llmux keys` while we run. */
+            pthread_mutex_unlock(&a->mu);
+            char err[256];
+            if (load_keys(a, err, sizeof(err)) != GX_OK)
+                GX_LOG(GX_LOG_DEBUG, NULL, "key reload: %s", err);
+            pthread_mutex_lock(&a->mu);
+            next_reload = gx_now_ms() + RELOAD_MS;
+            continue;
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        int64_t wait_ms = next_reload - now;
+        ts.tv_sec += wait_ms / 1000;
+        ts.tv_nsec += (wait_ms % 1000) * 1000000;
+        if (ts.tv_nsec >= 1000000000) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&a->cv, &a->mu, &ts);
+    }
+    pthread_mutex_unlock(&a->mu);
+    return NULL;
+}
+
+static void
+aux_on_close(struct evhttp_connection *evcon, void *arg)
+{
+    (void)evcon;
+    struct aux_job *j = arg;
+    j->gone = 1;
+    /* As in chat.c: a request libevent detached is ours to free; else
+     * libevent frees it right after this callback. */
+    if (j->req && evhttp_request_get_connection(j->req) == NULL)
+        j->own_req = 1;
+    else
+        j->req = NULL;
+    j->evcon = NULL;
+}
+
+static void
+aux_done(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct aux_job *j = arg;
+    struct gw_worker *w = j->w;
+    if (!j->gone) {
+        if (j->evcon)
+            evhttp_connection_set_closecb(j->evcon, NULL, NULL);
+        j->reply(w->srv, j->req, j->arg);
+    } else {
+        j->reply(w->srv, NULL, j->arg);
+        if (j->own_req && j->req)
+            evhttp_request_free(j->req);
+    }
+    event_free(j->ev);
+    w->inflight--;
+    free(j);
+}
+
+int
+gw_aux_submit(struct gw_worker *w, struct evhttp_request *req,
+              gw_aux_run_fn run, gw_aux_reply_fn reply, void *arg)
+{
+    struct gw_auth *a = w->srv->auth;
+    if (!a || !a->running)
+        return -1;
+    struct aux_job *j = calloc(1, sizeof(*j));
+    if (!j)
+        return -1;
+    j->w = w;
+    j->req = req;
+    j->run = run;
+    j->reply = reply;
+    j->arg = arg;
+    j->ev = event_new(w->base, -1, 0, aux_done, j);
+    if (!j->ev) {
+        free(j);
+        return -1;
+    }
+    j->evcon = evhttp_request_get_connection(req);
+    if (j->evcon)
+        evhttp_connection_set_closecb(j->evcon, aux_on_close, j);
+    w->inflight++;
+    pthread_mutex_lock(&a->mu);
+    if (a->tail)
+        a->tail->next = j;
+    else
+        a->head = j;
+    a->tail = j;
+    pthread_cond_signal(&a->cv);
+    pthread_mutex_unlock(&a->mu);
+    return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Lifecycle.                                                           */
+
+struct gw_auth *
+gw_auth_new(const char *admin_key, int require_keys, const char *db_path,
+            char *err, size_t errlen)
+{
+    struct gw_auth *a = calloc(1, sizeof(*a));
+    if (!a)
+        goto nomem;
+    pthread_rwlock_init(&a->lk, NULL);
+    pthread_mutex_init(&a->mu, NULL);
+    pthread_cond_init(&a->cv, NULL);
+    a->require_keys = require_keys;
+    a->nslots = 64;
+    a->slots = calloc(a->nslots, sizeof(*a->slots));
+    a->budget = pr_budget_new();
+    if (!a->slots || !a->budget)
+        goto nomem;
+    if (admin_key && admin_key[0] && !(a->admin_key = strdup(admin_key)))
+        goto nomem;
+    if (db_path) {
+        if (!(a->db_path = strdup(db_path)))
+            goto nomem;
+        if (load_keys(a, err, errlen) != GX_OK)
+            goto fail;
+        if (pthread_create(&a->thread, NULL, aux_main, a) != 0) {
+            gx_errf(err, errlen, "cannot start the auth thread");
+            goto fail;
+        }
+        a->running = 1;
+    }
+    return a;
+nomem:
+    gx_errf(err, errlen, "out of memory");
+fail:
+    gw_auth_free(a);
+    return NULL;
+}
+
+void
+gw_auth_stop(struct gw_auth *a)
+{
+    if (!a || !a->running)
+        return;
+    pthread_mutex_lock(&a->mu);
+    a->stop = 1;
+    pthread_cond_signal(&a->cv);
+    pthread_mutex_unlock(&a->mu);
+    pthread_join(a->thread, NULL);
+    a->running = 0;
+}
+
+void
+gw_auth_free(struct gw_auth *a)
+{
+    if (!a)
+        return;
+    gw_auth_stop(a);
+    struct gw_key *k = a->all;
+    while (k) {
+        struct gw_key *next = k->all;
+        key_free(k);
+        k = next;
+    }
+    free(a->slots);
+    pr_budget_free(a->budget);
+    if (a->admin_key) {
+        OPENSSL_cleanse(a->admin_key, strlen(a->admin_key));
+        free(a->admin_key);
+    }
+    free(a->db_path);
+    pthread_rwlock_destroy(&a->lk);
+    pthread_mutex_destroy(&a->mu);
+    pthread_cond_destroy(&a->cv);
+    free(a);
+}
+
+/* ------------------------------------------------------------------ */
+/* Identification and admission.                                        */
+
+static void
+refuse(struct gw_authn *out, const char *fmt)
+{
+    out->who = GW_CALLER_NONE;
+    out->status = 401;
+    out->code = "invalid_api_key";
+    snprintf(out->message, sizeof(out->message), "%s", fmt);
+}
+
+void
+gw_auth_identify(struct gw_auth *a, const char *authorization,
+                 int64_t now_ms, struct gw_authn *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->key_id = -1;
+    if (!authorization || !authorization[0]) {
+        if (a->require_keys) {
+            refuse(out, "You didn't provide an API key. Send it as "
+                        "'Authorization: Bearer sk-llmux-...'.");
+            return;
+        }
+        out->who = GW_CALLER_ANON;
+        return;
+    }
+    /* "Bearer <token>", scheme case-insensitive (RFC 7235). */
+    if (strncasecmp(authorization, "Bearer ", 7) != 0) {
+        refuse(out, "Malformed Authorization header; expected "
+                    "'Bearer sk-llmux-...'.");
+        return;
+    }
+    const char *tok = authorization + 7;
+    while (*tok == ' ')
+        tok++;
+    size_t n = strlen(tok);
+    while (n && tok[n - 1] == ' ')
+        n--;
+    if (a->admin_key && gw_admin_equal(a->admin_key, tok, n)) {
+        out->who = GW_CALLER_ADMIN;
+        return;
+    }
+    if (!gw_key_well_formed(tok, n)) {
+        /* Never echo what was sent: it may be someone's secret. */
+        refuse(out, "Incorrect API key provided: llmux keys look like "
+                    "sk-llmux- followed by at least 32 letters and digits.");
+        return;
+    }
+    unsigned char h[32];
+    gw_key_hash(tok, n, h, NULL);
+    pthread_rwlock_rdlock(&a->lk);
+    struct gw_key *k = find_hash(a, h);
+    pthread_rwlock_unlock(&a->lk);
+    if (!k) {
+        refuse(out, "Incorrect API key provided.");
+        return;
+    }
+    if (atomic_load(&k->revoked_ms) >= 0) {
+        refuse(out, "This API key has been revoked.");
+        return;
+    }
+    if (k->expires_ms >= 0 && now_ms >= k->expires_ms) {
+        refuse(out, "This API key has expired.");
+        return;
+    }
+    out->who = GW_CALLER_KEY;
+    out->key = k;
+    out->key_id = k->id;
+}
+
+int
+gw_key_allows(const struct gw_key *k, const char *model)
+{
+    if (!k || !k->models)
+        return 1;
+    if (!model)
+        return 0;
+    /* An entry allows itself, and a bare model name allows its targets
+     * (gpt-4.1 allows gpt-4.1@relay).  "*" allows everything. */
+    const char *at = strrchr(model, '@');
+    size_t mlen = at ? (size_t)(at - model) : strlen(model);
+    for (size_t i = 0; i < k->n_models; i++) {
+        const char *e = k->models[i];
+        if (!strcmp(e, "*") || !strcmp(e, model))
+            return 1;
+        if (at && strlen(e) == mlen && !memcmp(e, model, mlen))
+            return 1;
+    }
+    return 0;
+}
+
+void
+gw_auth_admit(struct gw_auth *a, const char *authorization,
+              const char *model, int64_t est_tokens, int64_t max_cost_pusd,
+              int64_t now_ms, struct gw_ticket *t, struct gw_refusal *ref)
+{
+    memset(t, 0, sizeof(*t));
+    memset(ref, 0, sizeof(*ref));
+    t->key_id = -1;
+    struct gw_authn an;
+    gw_auth_identify(a, authorization, now_ms, &an);
+    if (an.who == GW_CALLER_NONE) {
+        ref->status = an.status;
+        ref->type = "invalid_request_error";
+        ref->code = an.code;
+        snprintf(ref->message, sizeof(ref->message), "%s", an.message);
+        return;
+    }
+    if (an.who == GW_CALLER_ADMIN) {
+        /* Least privilege: the admin secret manages keys; it is not a
+         * spending key (no budget, no limits), so it is refused here. */
+        ref->status = 401;
+        ref->type = "invalid_request_error";
+        ref->code = "invalid_api_key";
+        snprintf(ref->message, sizeof(ref->message),
+                 "The admin key only works on /admin routes and /v1/usage; "
+                 "create a key with POST /admin/keys for chat requests.");
+        return;
+    }
+    if (an.who == GW_CALLER_ANON) {
+        t->active = 1;
+        return;
+    }
+    struct gw_key *k = an.key;
+    if (!gw_key_allows(k, model)) {
+        ref->status = 403;
+        ref->type = "invalid_request_error";
+        ref->code = "model_not_allowed";
+        snprintf(ref->message, sizeof(ref->message),
+                 "This key may not use the model '%.80s'.", model);
+        return;
+    }
+    int64_t now_us = gx_mono_us(), retry = 0;
+    if (est_tokens < 1)
+        est_tokens = 1;
+    pthread_mutex_lock(&k->mu);
+    int ok_rpm = gw_bucket_take(&k->rpm, 1, now_us, &retry);
+    int ok_tpm = ok_rpm && gw_bucket_take(&k->tpm, est_tokens, now_us, &retry);
+    if (ok_rpm && !ok_tpm)
+        gw_bucket_adjust(&k->rpm, -1, now_us);
+    pthread_mutex_unlock(&k->mu);
+    if (!ok_rpm || !ok_tpm) {
+        ref->status = 429;
+        ref->type = "requests";
+        ref->code = "rate_limit_exceeded";
+        ref->retry_after_s = retry;
+        snprintf(ref->message, sizeof(ref->message),
+                 "Rate limit reached for this key: %s per minute. Retry "
+                 "after %lld s.",
+                 ok_rpm ? "tokens" : "requests", (long long)retry);
+        return;
+    }
+    int64_t take_tpm = est_tokens > k->tpm.per_min && k->tpm.per_min
+                           ? k->tpm.per_min
+                           : est_tokens;
+    enum gx_status bs = pr_budget_reserve(a->budget, k->id,
+                                          max_cost_pusd < 0 ? 0
+                                                            : max_cost_pusd);
+    if (bs != GX_OK) {
+        pthread_mutex_lock(&k->mu);
+        gw_bucket_adjust(&k->rpm, -1, now_us);
+        gw_bucket_adjust(&k->tpm, -take_tpm, now_us);
+        pthread_mutex_unlock(&k->mu);
+        ref->status = 429;
+        ref->type = "insufficient_quota";
+        ref->code = "insufficient_quota";
+        snprintf(ref->message, sizeof(ref->message),
+                 "This key's budget is spent (or this request's worst-case "
+                 "cost would exceed what is left).");
+        return;
+    }
+    t->key = k;
+    t->key_id = k->id;
+    t->reserved_pusd = max_cost_pusd < 0 ? 0 : max_cost_pusd;
+    t->tpm_reserved = k->tpm.per_min ? take_tpm : 0;
+    t->active = 1;
+}
+
+void
+gw_ticket_settle(struct gw_auth *a, struct gw_ticket *t, int64_t tokens,
+                 int64_t cost_pusd)
+{
+    if (!a || !t || !t->active)
+        return;
+    t->active = 0;
+    if (!t->key)
+        return;
+    pr_budget_settle(a->budget, t->key_id, t->reserved_pusd,
+                     cost_pusd < 0 ? 0 : cost_pusd);
+    if (t->key->tpm.per_min) {
+        int64_t now_us = gx_mono_us();
+        pthread_mutex_lock(&t->key->mu);
+        gw_bucket_adjust(&t->key->tpm, tokens - t->tpm_reserved, now_us);
+        pthread_mutex_unlock(&t->key->mu);
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* The chat hook.                                                       */
+
+/* Upper bound of the prompt's tokens: byte-level BPE makes at most one
+ * token per byte, plus a few framing tokens per message.  Used for the
+ * budget's worst case; est_tokens (about 4 bytes a token) for TPM. */
+static void
+prompt_bounds(const json_t *body, int64_t *est, int64_t *upper)
+{
+    const json_t *msgs = json_object_get(body, "messages");
+    int64_t bytes = 0, n = 0;
+    size_t i;
+    const json_t *m;
+    json_array_foreach(msgs, i, m) {
+        const json_t *c = json_object_get(m, "content");
+        if (json_is_string(c)) {
+            bytes += (int64_t)json_string_length(c);
+        } else if (json_is_array(c)) {
+            size_t j;
+            const json_t *part;
+            json_array_foreach(c, j, part) {
+                const json_t *tx = json_object_get(part, "text");
+                bytes += json_is_string(tx)
+                             ? (int64_t)json_string_length(tx)
+                             : 1024; /* an image or other part */
+            }
+        }
+        n++;
+    }
+    *est = (bytes + 3) / 4 + 4 * n + 3;
+    *upper = bytes + 8 * n + 8;
+}
+
+int
+gw_chat_admit(struct gw_server *srv, struct evhttp_request *req,
+              const json_t *body, struct gw_ticket *t)
+{
+    const char *model = json_string_value(json_object_get(body, "model"));
+    const char *authz = evhttp_find_header(
+        evhttp_request_get_input_headers(req), "Authorization");
+    int64_t est = 0, upper = 0, max_cost = 0;
+    prompt_bounds(body, &est, &upper);
+    int64_t completion = DEFAULT_COMPLETION_RESERVE;
+    const json_t *mt = json_object_get(body, "max_completion_tokens");
+    if (!json_is_integer(mt))
+        mt = json_object_get(body, "max_tokens");
+    if (json_is_integer(mt) && json_integer_value(mt) >= 0)
+        completion = json_integer_value(mt);
+    struct cfg_target tg[MAX_TARGETS];
+    size_t nt = model ? cfg_resolve(srv->cfg, model, NULL, tg, MAX_TARGETS)
+                      : 0;
+    for (size_t i = 0; i < nt; i++) {
+        const struct cfg_model *cm =
+            &srv->cfg->providers[tg[i].provider].models[tg[i].model];
+        if (!cm->has_price)
+            continue;
+        struct pr_price p = {cm->input_pusd, cm->cached_input_pusd,
+                             cm->output_pusd};
+        int64_t c = 0;
+        if (pr_cost(&p, upper, 0, completion, &c) != GX_OK)
+            c = INT64_MAX / 4; /* absurd sizes: refused unless unlimited */
+        if (c > max_cost)
+            max_cost = c;
+    }
+    struct gw_refusal ref;
+    gw_auth_admit(srv->auth, authz, model, est, max_cost, gx_now_ms(), t,
+                  &ref);
+    if (ref.status == 0)
+        return 0;
+    struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+    if (ref.retry_after_s > 0) {
+        char ra[32];
+        snprintf(ra, sizeof(ra), "%lld", (long long)ref.retry_after_s);
+        evhttp_add_header(h, "Retry-After", ra);
+    }
+    if (ref.status == 401)
+        evhttp_add_header(h, "WWW-Authenticate", "Bearer realm=\"llmux\"");
+    gw_reply_error(req, ref.status, ref.type, ref.code, NULL, "%s",
+                   ref.message);
+    atomic_fetch_add(&srv->stats.errors, 1);
+    return -1;
+}
