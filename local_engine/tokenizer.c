@@ -73,7 +73,8 @@ enum pre_kind {
     PRE_CHAMELEON,
     PRE_TEKKEN,
     PRE_GPT4O,
-    PRE_DEEPSEEK3
+    PRE_DEEPSEEK3,
+    PRE_QWEN35
 };
 
 struct tok {
@@ -405,25 +406,29 @@ m_gpt2(const struct pt *t, size_t p, size_t e)
     return m_trailing_ws(t, p, e);
 }
 
-/* (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,max_n}|
- *  ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+ */
+/* (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?W+|\p{N}{1,max_n}|
+ *  ?[^\s W \p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+ * with W = \p{L} (llama3, qwen2) or [\p{L}\p{M}] (qwen35). */
 static size_t
-m_llama3_n(const struct pt *t, size_t p, size_t e, size_t max_n)
+m_llama3_n(const struct pt *t, size_t p, size_t e, size_t max_n,
+           unsigned word)
 {
     size_t k = m_contraction(t, p, e, true);
     if (k)
         return k;
     uint32_t c = t->cp[p];
     if (!is_crlf(c) && !(t->fl[p] & (F_L | F_N)) && p + 1 < e &&
-        (t->fl[p + 1] & F_L))
-        return 1 + run_of(t, p + 1, e, F_L);
-    if ((k = run_of(t, p, e, F_L)))
+        (t->fl[p + 1] & word))
+        return 1 + run_of(t, p + 1, e, word);
+    if ((k = run_of(t, p, e, word)))
         return k;
     if ((k = run_of(t, p, e, F_N)))
         return k < max_n ? k : max_n;
     size_t q = (c == ' ' && p + 1 < e) ? p + 1 : p;
-    if ((k = run_other(t, q, e))) {
-        size_t r = q + k;
+    size_t r = q;
+    while (r < e && !(t->fl[r] & (F_WS | F_N | word)))
+        r++;
+    if (r > q) {
         while (r < e && is_crlf(t->cp[r]))
             r++;
         return r - p;
@@ -441,13 +446,19 @@ m_llama3_n(const struct pt *t, size_t p, size_t e, size_t max_n)
 static size_t
 m_llama3(const struct pt *t, size_t p, size_t e)
 {
-    return m_llama3_n(t, p, e, 3);
+    return m_llama3_n(t, p, e, 3, F_L);
 }
 
 static size_t
 m_qwen2(const struct pt *t, size_t p, size_t e)
 {
-    return m_llama3_n(t, p, e, 1);
+    return m_llama3_n(t, p, e, 1, F_L);
+}
+
+static size_t
+m_qwen35(const struct pt *t, size_t p, size_t e)
+{
+    return m_llama3_n(t, p, e, 1, F_L | LE_UF_MARK);
 }
 
 /* Case-aware words (tekken, gpt-4o):
@@ -879,6 +890,7 @@ static const pt_match_fn rules_ds_coder[] = {
 static const pt_match_fn rules_bloom[] = {m_bloom, NULL};
 static const pt_match_fn rules_viking[] = {m_bloom, m_one_number, NULL};
 static const pt_match_fn rules_tekken[] = {m_tekken, NULL};
+static const pt_match_fn rules_qwen35[] = {m_qwen35, NULL};
 static const pt_match_fn rules_ds3[] = {m_numbers3, m_cjk_kana, m_ds3, NULL};
 static const pt_match_fn rules_gpt4o[] = {m_gpt4o, NULL};
 static const pt_match_fn rules_chameleon[] = {m_cham_ws, m_one_number,
@@ -899,6 +911,7 @@ pre_rules(enum pre_kind k)
     case PRE_VIKING: return rules_viking;
     case PRE_CHAMELEON: return rules_chameleon;
     case PRE_TEKKEN: return rules_tekken;
+    case PRE_QWEN35: return rules_qwen35;
     case PRE_DEEPSEEK3: return rules_ds3;
     case PRE_GPT4O: return rules_gpt4o;
     case PRE_DEFAULT: break;
@@ -1653,6 +1666,9 @@ static const struct pre_name pre_names[] = {
     {"llama-bpe", PRE_LLAMA3, true, true},
     {"falcon3", PRE_LLAMA3, true, true},
     {"pixtral", PRE_LLAMA3, true, true},
+    {"falcon-h1", PRE_LLAMA3, true, true},
+    {"midm-2.0", PRE_LLAMA3, true, true},
+    {"lfm2", PRE_LLAMA3, true, true},
     {"dbrx", PRE_LLAMA3, false, false},
     {"smaug-bpe", PRE_LLAMA3, false, false},
     {"chatglm-bpe", PRE_LLAMA3, false, false},
@@ -1674,6 +1690,10 @@ static const struct pre_name pre_names[] = {
     {"olmo", PRE_GPT2, false, false},
     {"jais", PRE_GPT2, false, false},
     {"exaone4", PRE_GPT2, false, false},
+    {"a.x-4.0", PRE_GPT2, false, false},
+    {"mellum", PRE_GPT2, false, false},
+    {"trillion", PRE_GPT2, false, false},
+    {"granite-docling", PRE_GPT2, false, false},
     {"starcoder", PRE_STARCODER, false, false},
     {"refact", PRE_STARCODER, false, false},
     {"command-r", PRE_STARCODER, false, false},
@@ -1681,10 +1701,16 @@ static const struct pre_name pre_names[] = {
     {"codeshell", PRE_STARCODER, false, false},
     {"exaone", PRE_STARCODER, false, false},
     {"minerva-7b", PRE_STARCODER, false, false},
+    {"mellum2", PRE_STARCODER, false, false},
     {"qwen2", PRE_QWEN2, false, false},
     {"deepseek-r1-qwen", PRE_QWEN2, false, false},
     {"stablelm2", PRE_QWEN2, false, false},
     {"megrez", PRE_QWEN2, false, false},
+    {"hunyuan", PRE_QWEN2, false, false},
+    {"grok-2", PRE_QWEN2, false, false},
+    {"solar-open", PRE_QWEN2, false, false},
+    {"kormo", PRE_QWEN2, false, false},
+    {"qwen35", PRE_QWEN35, false, false},
     {"poro-chat", PRE_BLOOM, false, false},
     {"bloom", PRE_BLOOM, false, false},
     {"gpt3-finnish", PRE_BLOOM, false, false},
@@ -1692,8 +1718,12 @@ static const struct pre_name pre_names[] = {
     {"chameleon", PRE_CHAMELEON, false, true},
     {"tekken", PRE_TEKKEN, true, true},
     {"deepseek-v3", PRE_DEEPSEEK3, false, false},
+    {"hunyuan-dense", PRE_DEEPSEEK3, false, false},
+    {"joyai-llm", PRE_DEEPSEEK3, false, false},
+    {"hy_v4", PRE_DEEPSEEK3, false, false},
     {"gpt-4o", PRE_GPT4O, false, false},
     {"llama4", PRE_GPT4O, false, false},
+    {"kanana2", PRE_GPT4O, false, false},
 };
 
 static const char *const eog_texts[] = {

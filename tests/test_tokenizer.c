@@ -409,6 +409,8 @@ static const struct pt_case pt_cases[] = {
     {"bloom", "hi (there), 1.5", 7, {"hi", " (", "there", "),", " 1", ".", "5"}},
     {"deepseek-v3", "Hello,World 1234567 \xe3\x81\x93\xe3\x82\x93\xe3\x81\xab\xe3\x81\xa1\xe3\x81\xaf\xe4\xb8\x96\xe7\x95\x8c", 8, {"Hello", ",World", " ", "123", "456", "7", " ", "\xe3\x81\x93\xe3\x82\x93\xe3\x81\xab\xe3\x81\xa1\xe3\x81\xaf\xe4\xb8\x96\xe7\x95\x8c"}},
     {"deepseek-v3", "x = a+b; // \xc3\xa9t\xc3\xa9\n\n\xe2\x82\xac""5", 10, {"x", " =", " a", "+b", ";", " //", " \xc3\xa9t\xc3\xa9", "\n\n", "\xe2\x82\xac", "5"}},
+    {"qwen35", "ab\xcc\x81""c 123 \xcc\x81x!\xcc\x81", 7, {"ab\xcc\x81""c", " ", "1", "2", "3", " \xcc\x81x", "!\xcc\x81"}},
+    {"qwen35", "I'd  go\n\n", 5, {"I", "'d", " ", " go", "\n\n"}},
     {"tekken", "HelloWorld ABCdef 123", 7, {"Hello", "World", " ABCdef", " ", "1", "2", "3"}},
     {"tekken", "CamelCaseJSONParser's x/y\n\nz", 8, {"Camel", "Case", "JSONParser", "'s", " x", "/y", "\n\n", "z"}},
     {"tekken", "\xc3\x89""COLE \xc7\x85""ab \xca\xb0x", 3, {"\xc3\x89""COLE", " \xc7\x85""ab", " \xca\xb0x"}},
