@@ -1209,6 +1209,72 @@ test_rope_freqs(void)
     T_CHECK(strstr(err, "rope_freqs") != NULL);
 }
 
+/* Every weight type through the whole model: the same random model
+ * written as F32 and as each type gives logits within a per-type bound of
+ * the F32 ones: max |diff| / max |logit| below the bound (about twice
+ * what was measured; the error doubles per bit removed, as quantisation
+ * noise does: q8_0 0.014, q6_K 0.035, q5 0.072, q4 0.15, q3_K 0.36, q2_K
+ * 0.60) and a Pearson correlation with the F32 logits above 1 - bound/2.
+ * The activations are quantised too (Q8_0 / Q8_K), as in the engine. */
+static void
+test_all_types(void)
+{
+    struct {
+        enum le_type t;
+        double tol;
+    } types[] = {
+        {LE_TYPE_F16, 0.005}, {LE_TYPE_BF16, 0.01}, {LE_TYPE_Q8_0, 0.03},
+        {LE_TYPE_Q6_K, 0.07}, {LE_TYPE_Q5_0, 0.15}, {LE_TYPE_Q5_1, 0.15},
+        {LE_TYPE_Q5_K, 0.15}, {LE_TYPE_Q4_0, 0.3},  {LE_TYPE_Q4_1, 0.3},
+        {LE_TYPE_Q4_K, 0.3},  {LE_TYPE_Q3_K, 0.6},  {LE_TYPE_Q2_K, 1.0},
+    };
+    struct gguf_w_llama lp = {0};
+    lp.n_vocab = 320;
+    lp.n_embd = 256; /* a multiple of the K-quant super-block */
+    lp.n_layer = 1;
+    lp.n_head = 4;
+    lp.n_head_kv = 2;
+    lp.n_ff = 512;
+    lp.seed = 11;
+    lp.type = LE_TYPE_F32;
+    char pf[600];
+    snprintf(pf, sizeof(pf), "%s/all_f32.gguf", g_tmp);
+    T_EQ_INT(gguf_w_llama_write(&lp, pf), 0);
+    int32_t ids[4] = {1, 300, 42, 7};
+    float ref[320], got[320];
+    char err[256];
+    T_EQ_INT(qw_logits(pf, ids, 4, ref, err, sizeof(err)), 0);
+    for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
+        char p[600];
+        snprintf(p, sizeof(p), "%s/all_%d.gguf", g_tmp, (int)types[i].t);
+        lp.type = types[i].t;
+        T_EQ_INT(gguf_w_llama_write(&lp, p), 0);
+        int rc = qw_logits(p, ids, 4, got, err, sizeof(err));
+        T_EQ_INT(rc, 0);
+        if (rc != 0) {
+            fprintf(stderr, "type %d: %s\n", (int)types[i].t, err);
+            continue;
+        }
+        double d = rel_diff(ref, got, 320);
+        /* and the logits move together: Pearson correlation */
+        double ma = 0, mb = 0, sab = 0, saa = 0, sbb = 0;
+        for (int v = 0; v < 320; v++) {
+            ma += ref[v] / 320.0;
+            mb += got[v] / 320.0;
+        }
+        for (int v = 0; v < 320; v++) {
+            sab += (ref[v] - ma) * (got[v] - mb);
+            saa += (ref[v] - ma) * (ref[v] - ma);
+            sbb += (got[v] - mb) * (got[v] - mb);
+        }
+        double corr = sab / sqrt(saa * sbb);
+        fprintf(stderr, "  %-5s vs f32: %.4f (bound %.3f), corr %.4f\n",
+                le_type_get(types[i].t)->name, d, types[i].tol, corr);
+        T_CHECK(d < types[i].tol);
+        T_CHECK(corr > 1.0 - types[i].tol / 2);
+    }
+}
+
 static void
 cleanup_tmp(void)
 {
@@ -1247,6 +1313,7 @@ main(void)
     T_RUN(test_tied_output);
     T_RUN(test_qwen2);
     T_RUN(test_rope_freqs);
+    T_RUN(test_all_types);
     cleanup_tmp();
     return T_END();
 }
