@@ -45,6 +45,7 @@ struct gw_req {
     char id[48];
     json_t *body;
     const char *model_arg; /* borrowed from body */
+    struct gw_ticket ticket; /* auth.c: key, limits, reservation */
     int stream;
     int client_include_usage;
     int64_t max_tokens;
@@ -62,6 +63,8 @@ struct gw_req {
     int all_timeouts;
     struct event *ev_backoff;
     int64_t start_us;
+    int64_t upstream_us;  /* the winning attempt's start-to-done time */
+    int64_t finish_us;    /* row handed to the ledger */
     int64_t ttft_us; /* -1 until the first byte reached the client */
     int sent_head;   /* stream: 200 + headers sent */
     int paused;
@@ -101,6 +104,7 @@ req_free(struct gw_req *r)
         evhttp_connection_set_closecb(r->evcon, NULL, NULL);
     if (r->own_req && r->req)
         evhttp_request_free(r->req);
+    gw_ticket_settle(r->w->srv->auth, &r->ticket, 0, 0); /* if unsettled */
     json_decref(r->body);
     gx_buf_cleanup(&r->attempt_log);
     free(r->resp_body);
@@ -253,6 +257,12 @@ on_committed(void *ud, int ok)
 static void
 complete_reply(struct gw_req *r)
 {
+    GX_LOG(GX_LOG_DEBUG, r->id,
+           "done status %d attempts %d total %lldus upstream %lldus "
+           "ledger %lldus",
+           r->status, r->attempts, (long long)(gx_mono_us() - r->start_us),
+           (long long)r->upstream_us,
+           (long long)(r->finish_us ? gx_mono_us() - r->finish_us : 0));
     if (r->client_gone || !r->req) {
         req_free(r);
         return;
@@ -321,10 +331,15 @@ static void
 finish(struct gw_req *r)
 {
     r->finishing = 1;
+    /* auth.c: charge the key what it cost, release the reservation. */
+    gw_ticket_settle(r->w->srv->auth, &r->ticket,
+                     r->usage.prompt_tokens + r->usage.completion_tokens,
+                     r->cost_pusd);
+    r->finish_us = gx_mono_us();
     struct pr_usage_row row = {
         .ts_ms = gx_now_ms(),
         .request_id = r->id,
-        .key_id = -1,
+        .key_id = r->ticket.key_id,
         .route = r->plan.route ? r->plan.route->name : NULL,
         .provider = r->prov ? r->prov->name : NULL,
         .model = r->model ? r->model->name : r->model_arg,
@@ -501,6 +516,7 @@ on_done(void *ud, const struct pv_result *res)
     if (r->winner >= 0 && r->winner != me)
         return; /* a rival already answered (cannot happen: it was
                    cancelled), be safe */
+    r->upstream_us = res->total_us;
     if (res->outcome == PV_OK) {
         r->winner = me;
         cancel_try(r, &r->tries[1 - me]);
@@ -818,8 +834,14 @@ gw_chat_handle(struct gw_worker *w, struct evhttp_request *req)
         json_decref(body);
         return;
     }
+    struct gw_ticket ticket; /* auth.c: key, allowlist, RPM/TPM, budget */
+    if (gw_chat_admit(w->srv, req, body, &ticket) != 0) {
+        json_decref(body); /* it replied 401/403/429 */
+        return;
+    }
     struct gw_req *r = calloc(1, sizeof(*r));
     if (!r) {
+        gw_ticket_settle(w->srv->auth, &ticket, 0, 0);
         json_decref(body);
         gw_reply_error(req, 500, "server_error", "internal_error", NULL,
                        "Out of memory.");
@@ -828,6 +850,7 @@ gw_chat_handle(struct gw_worker *w, struct evhttp_request *req)
     r->w = w;
     r->req = req;
     r->body = body;
+    r->ticket = ticket;
     r->start_us = gx_mono_us();
     r->ttft_us = -1;
     r->all_timeouts = 1;
