@@ -507,6 +507,27 @@ test_cli_run(void)
         pclose(f);
     }
     T_EQ_STR(line, "403 407 261 378\n");
+    /* --special parses "<s>" as BOS; a vocabulary-only file works */
+    const char *cases[2][2] = {
+        {"--no-bos --special --model '%s/models/stories260K.gguf' '<s>hi'",
+         "1 270 417\n"},
+        {"--model '%s/tokenizer/ggml-vocab-llama-spm.gguf' 'Hello world'",
+         "1 15043 3186\n"},
+    };
+    for (int i = 0; i < 2; i++) {
+        char args[512];
+        snprintf(args, sizeof(args), cases[i][0], data_dir());
+        snprintf(cmd, sizeof(cmd), "'%s' tokenize %s 2>/dev/null", bin,
+                 args);
+        f = popen(cmd, "r");
+        line[0] = '\0';
+        if (f) {
+            if (!fgets(line, sizeof(line), f))
+                line[0] = '\0';
+            pclose(f);
+        }
+        T_EQ_STR(line, cases[i][1]);
+    }
     snprintf(cmd, sizeof(cmd),
              "'%s' bench --model '%s/models/stories260K.gguf' -p 8 -n 4 "
              "--json 2>/dev/null",
