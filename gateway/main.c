@@ -45,6 +45,8 @@ main(int argc, char **argv)
         return gw_cli_serve(argc - 1, argv + 1);
     if (!strcmp(cmd, "check"))
         return cfg_cli_check(argc - 1, argv + 1);
+    if (!strcmp(cmd, "keys"))
+        return gw_cli_keys(argc - 1, argv + 1);
     if (!strcmp(cmd, "usage"))
         return pr_cli_usage(argc - 1, argv + 1);
     if (!strcmp(cmd, "run"))

@@ -121,7 +121,15 @@ on_http(struct evhttp_request *req, void *arg)
         return;
     }
     if (!strcmp(path, "/v1/models") || !strcmp(path, "/models")) {
-        gw_handle_models(srv, req);
+        gw_models_handle(w, req); /* admin.c: the key's allowlist */
+        return;
+    }
+    if (!strcmp(path, "/admin/keys") || !strncmp(path, "/admin/keys/", 12)) {
+        gw_admin_handle(w, req, path); /* admin.c */
+        return;
+    }
+    if (!strcmp(path, "/v1/usage") || !strcmp(path, "/usage")) {
+        gw_usage_handle(w, req); /* usage_api.c */
         return;
     }
     if (!strcmp(path, "/admin/providers")) {
@@ -266,6 +274,7 @@ worker_init(struct gw_server *srv, struct gw_worker *w, int index, int fd,
                                             EVHTTP_REQ_DELETE |
                                             EVHTTP_REQ_OPTIONS);
     evhttp_set_gencb(w->http, on_http, w);
+    gw_tls_attach(w, srv->tls_ctx); /* tls.c: HTTPS when configured */
     w->bound = evhttp_accept_socket_with_handle(w->http, fd);
     if (!w->bound) {
         gx_errf(err, errlen, "worker %d cannot accept on the socket", index);
@@ -402,6 +411,14 @@ gw_cli_serve(int argc, char **argv)
         fprintf(stderr, "llmux serve: usage database: %s\n", err);
         goto out;
     }
+    /* auth.c: keys from the database, the admin key, the aux thread. */
+    srv.auth = gw_auth_new(srv.cfg->admin_key, srv.cfg->require_keys,
+                           pr_ledger_path(srv.ledger), err, sizeof(err));
+    if (!srv.auth ||
+        gw_tls_new(srv.cfg, &srv.tls_ctx, err, sizeof(err)) != GX_OK) {
+        fprintf(stderr, "llmux serve: %s\n", err);
+        goto out;
+    }
 
     srv.n_workers = srv.cfg->workers;
     srv.workers = calloc((size_t)srv.n_workers, sizeof(*srv.workers));
@@ -435,15 +452,17 @@ gw_cli_serve(int argc, char **argv)
     {
         const char *h = srv.cfg->listen_host;
         int v6 = strchr(h, ':') != NULL;
-        printf("llmux: listening on http://%s%s%s:%d (%d workers, %zu "
+        printf("llmux: listening on %s://%s%s%s:%d (%d workers, %zu "
                "providers, %zu routes)\n",
-               v6 ? "[" : "", h, v6 ? "]" : "", port, srv.n_workers,
+               srv.tls_ctx ? "https" : "http", v6 ? "[" : "", h,
+               v6 ? "]" : "", port, srv.n_workers,
                srv.cfg->n_providers, srv.cfg->n_routes);
-        printf("llmux: try  curl http://%s%s%s:%d/v1/chat/completions "
+        printf("llmux: try  curl %s://%s%s%s:%d/v1/chat/completions "
                "-H 'Content-Type: application/json' -d "
                "'{\"model\":\"%s\",\"messages\":[{\"role\":\"user\","
                "\"content\":\"Hello\"}]}'\n",
-               v6 ? "[" : "", h, v6 ? "]" : "", port,
+               srv.tls_ctx ? "https" : "http", v6 ? "[" : "", h,
+               v6 ? "]" : "", port,
                srv.cfg->n_routes ? srv.cfg->routes[0].name
                : srv.cfg->n_providers && srv.cfg->providers[0].n_models
                    ? srv.cfg->providers[0].models[0].name
@@ -471,6 +490,7 @@ stop_threads:
     }
     for (int i = 0; i < running; i++)
         pthread_join(srv.workers[i].thread, NULL);
+    gw_auth_stop(srv.auth); /* auth.c: before the bases are freed */
     if (running < srv.n_workers)
         rc = 1;
 stop:
@@ -482,6 +502,8 @@ out:
     if (local_started)
         pv_local_shutdown();
     free(srv.workers);
+    gw_auth_free(srv.auth); /* before the ledger: it reads its database */
+    gw_tls_free(srv.tls_ctx);
     pr_ledger_close(srv.ledger);
     rt_router_free(srv.router);
     cfg_free(srv.cfg);
