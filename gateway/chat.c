@@ -63,6 +63,8 @@ struct gw_req {
     int all_timeouts;
     struct event *ev_backoff;
     int64_t start_us;
+    int64_t upstream_us;  /* the winning attempt's start-to-done time */
+    int64_t finish_us;    /* row handed to the ledger */
     int64_t ttft_us; /* -1 until the first byte reached the client */
     int sent_head;   /* stream: 200 + headers sent */
     int paused;
@@ -255,6 +257,12 @@ on_committed(void *ud, int ok)
 static void
 complete_reply(struct gw_req *r)
 {
+    GX_LOG(GX_LOG_DEBUG, r->id,
+           "done status %d attempts %d total %lldus upstream %lldus "
+           "ledger %lldus",
+           r->status, r->attempts, (long long)(gx_mono_us() - r->start_us),
+           (long long)r->upstream_us,
+           (long long)(r->finish_us ? gx_mono_us() - r->finish_us : 0));
     if (r->client_gone || !r->req) {
         req_free(r);
         return;
@@ -327,6 +335,7 @@ finish(struct gw_req *r)
     gw_ticket_settle(r->w->srv->auth, &r->ticket,
                      r->usage.prompt_tokens + r->usage.completion_tokens,
                      r->cost_pusd);
+    r->finish_us = gx_mono_us();
     struct pr_usage_row row = {
         .ts_ms = gx_now_ms(),
         .request_id = r->id,
@@ -507,6 +516,7 @@ on_done(void *ud, const struct pv_result *res)
     if (r->winner >= 0 && r->winner != me)
         return; /* a rival already answered (cannot happen: it was
                    cancelled), be safe */
+    r->upstream_us = res->total_us;
     if (res->outcome == PV_OK) {
         r->winner = me;
         cancel_try(r, &r->tries[1 - me]);
