@@ -272,16 +272,23 @@ le_samp_penalties(struct le_cands *c, const int32_t *last, size_t n_last,
         int count = 0;
         for (size_t j = i; j < n_last; j++)
             count += last[j] == id;
-        for (size_t j = 0; j < c->n; j++) {
-            struct le_cand *d = &c->data[j];
-            if (d->id != id)
-                continue;
-            if (d->logit <= 0)
-                d->logit *= repeat;
-            else
-                d->logit /= repeat;
-            d->logit -= (float)count * freq + presence;
+        /* the sampler passes candidates in id order (data[id].id == id):
+         * index directly; otherwise search */
+        struct le_cand *d = NULL;
+        if (id >= 0 && (size_t)id < c->n && c->data[id].id == id) {
+            d = &c->data[id];
+        } else {
+            for (size_t j = 0; j < c->n && !d; j++)
+                if (c->data[j].id == id)
+                    d = &c->data[j];
         }
+        if (!d)
+            continue;
+        if (d->logit <= 0)
+            d->logit *= repeat;
+        else
+            d->logit /= repeat;
+        d->logit -= (float)count * freq + presence;
     }
     c->sorted = 0;
 }

@@ -159,6 +159,18 @@ test_penalties(void)
     T_NEAR(c.data[3].logit, 0.5 - 0.5 - 0.25, 1e-6);
     T_NEAR(c.data[2].logit, 1.0, 1e-7);
     T_NEAR(c.data[4].logit, 3.0, 1e-7);
+    /* candidates not in id order (e.g. after top-k) are found by id */
+    c = mk(buf, l, 5);
+    le_samp_sort(&c); /* 4, 0, 2, 3, 1 */
+    le_samp_penalties(&c, last, 5, 2.0f, 0.0f, 0.0f);
+    for (size_t i = 0; i < 5; i++) {
+        float want = c.data[i].id == 0   ? 1.0f
+                     : c.data[i].id == 1 ? -4.0f
+                     : c.data[i].id == 3 ? 0.25f
+                                         : l[c.data[i].id];
+        T_NEAR(c.data[i].logit, want, 1e-7);
+    }
+    T_CHECK(!c.sorted);
 }
 
 static int
