@@ -299,6 +299,7 @@ struct pr_ledger {
     struct pr_qrow *head, *tail; /* guarded by mu */
     size_t queued;               /* guarded by mu */
     size_t queue_max;
+    int lock_timeout_ms;
     int stopping;                /* guarded by mu */
     int busy;                    /* writer holds a batch; guarded by mu */
     int migrations_applied;
@@ -600,18 +601,18 @@ out:
     return rc;
 }
 
-/* Writes one batch, retrying transient lock errors for about 10 s;
- * returns 1 if committed. */
+/* Writes one batch, retrying transient lock errors until lock_timeout_ms
+ * (default 10 s) has passed (a time bound, not a count: with busy_timeout one attempt may
+ * itself wait).  Returns the last SQLite result. */
 static int
 write_batch(struct pr_ledger *l, struct pr_qrow *batch)
 {
-    for (int attempt = 0;; attempt++) {
-        int last = attempt >= 5000;
+    int64_t deadline = gx_mono_us() + (int64_t)l->lock_timeout_ms * 1000;
+    for (;;) {
+        int last = gx_mono_us() >= deadline;
         int rc = write_batch_once(l, batch, last);
-        if (rc == SQLITE_OK)
-            return 1;
-        if (!is_transient(rc) || last)
-            return 0;
+        if (rc == SQLITE_OK || !is_transient(rc) || last)
+            return rc;
         usleep(2000);
     }
 }
@@ -632,15 +633,16 @@ writer_main(void *arg)
         l->busy = 1;
         pthread_mutex_unlock(&l->mu);
 
-        int ok = write_batch(l, batch);
-        if (!ok) {
-            /* A failed batch fails every row in it; one bad row must not
-             * take its neighbours down, so retry the rows one by one. */
+        int rc = write_batch(l, batch);
+        if (rc != SQLITE_OK && !is_transient(rc)) {
+            /* A bad row fails its whole transaction; it must not take its
+             * neighbours down, so write the rows one by one (no lock was
+             * in the way, so these are quick). */
             struct pr_qrow *q = batch;
             while (q) {
                 struct pr_qrow *next = q->next;
                 q->next = NULL;
-                int ok1 = write_batch(l, q);
+                int ok1 = write_batch_once(l, q, 1) == SQLITE_OK;
                 if (!ok1)
                     atomic_fetch_add(&l->n_failed, 1);
                 if (q->cb)
@@ -649,10 +651,15 @@ writer_main(void *arg)
                 q = next;
             }
         } else {
+            /* Committed, or the database stayed locked for 10 s: every
+             * row shares the batch's fate. */
+            int ok = rc == SQLITE_OK;
             while (batch) {
                 struct pr_qrow *next = batch->next;
+                if (!ok)
+                    atomic_fetch_add(&l->n_failed, 1);
                 if (batch->cb)
-                    batch->cb(batch->ud, 1);
+                    batch->cb(batch->ud, ok);
                 free(batch);
                 batch = next;
             }
@@ -758,6 +765,8 @@ pr_ledger_open_ex(const char *path, const struct pr_ledger_opts *opts,
     pthread_cond_init(&l->cv, NULL);
     pthread_cond_init(&l->idle_cv, NULL);
     l->queue_max = opts && opts->queue_max ? opts->queue_max : 65536;
+    l->lock_timeout_ms =
+        opts && opts->lock_timeout_ms > 0 ? opts->lock_timeout_ms : 10000;
 
     int is_mem = strcmp(path, ":memory:") == 0;
     if (is_mem) {
@@ -791,6 +800,10 @@ pr_ledger_open_ex(const char *path, const struct pr_ledger_opts *opts,
     st = migrate(l->db, &l->migrations_applied, err, errlen);
     if (st != GX_OK)
         goto fail;
+    /* One attempt waits at most this long; write_batch retries up to
+     * lock_timeout_ms overall. */
+    sqlite3_busy_timeout(l->db, l->lock_timeout_ms < 1000 ? l->lock_timeout_ms
+                                                          : 1000);
     st = prepare_all(l, err, errlen);
     if (st != GX_OK)
         goto fail;

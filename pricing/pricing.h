@@ -112,6 +112,9 @@ struct pr_ledger_opts {
     size_t queue_max;         /* rows queued before submit says GX_EAGAIN;
                                  0 = 65536 */
     enum pr_ledger_sync sync;
+    int lock_timeout_ms;      /* how long a batch waits for a database
+                                 locked by another process before its rows
+                                 fail (callback ok=0); 0 = 10000 */
 };
 
 /* pr_ledger_open with options (opts may be NULL = defaults).  The queue is

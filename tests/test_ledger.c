@@ -468,6 +468,65 @@ test_bounded_queue(void)
     rm_db(path);
 }
 
+/* A database locked by another connection past lock_timeout_ms fails the
+ * batch (callback ok=0, bounded wait); a broken schema fails row by row;
+ * the ledger recovers when the lock goes. */
+static _Atomic int fail_ok, fail_bad;
+static void
+fail_cb(void *ud, int ok)
+{
+    (void)ud;
+    atomic_fetch_add(ok ? &fail_ok : &fail_bad, 1);
+}
+
+static void
+test_write_failures(void)
+{
+    char path[512];
+    db_path(path, sizeof(path), "fail.db");
+    rm_db(path);
+    char err[256];
+    struct pr_ledger *l = NULL;
+    struct pr_ledger_opts o = {.lock_timeout_ms = 300};
+    T_EQ_INT(pr_ledger_open_ex(path, &o, &l, err, sizeof(err)), GX_OK);
+    if (!l)
+        return;
+    sqlite3 *db = NULL;
+    T_EQ_INT(sqlite3_open(path, &db), SQLITE_OK);
+    T_EQ_INT(sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL),
+             SQLITE_OK);
+    struct pr_usage_row r = {.ts_ms = 5000, .request_id = "locked",
+                             .key_id = -1, .status = 200, .ttft_ms = -1,
+                             .usage_source = "upstream"};
+    T_EQ_INT(pr_ledger_submit(l, &r, fail_cb, NULL), GX_OK);
+    T_EQ_INT(pr_ledger_submit(l, &r, fail_cb, NULL), GX_OK);
+    pr_ledger_flush(l); /* returns after ~0.3 s, not forever */
+    T_EQ_INT(atomic_load(&fail_bad), 2);
+    T_EQ_INT(atomic_load(&fail_ok), 0);
+    struct pr_ledger_stats s;
+    pr_ledger_stats(l, &s);
+    T_EQ_INT(s.failed, 2);
+    T_EQ_INT(sqlite3_exec(db, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
+    /* Lock gone: writes succeed again. */
+    r.request_id = "after";
+    T_EQ_INT(pr_ledger_submit(l, &r, fail_cb, NULL), GX_OK);
+    pr_ledger_flush(l);
+    T_EQ_INT(atomic_load(&fail_ok), 1);
+    T_EQ_INT(sql_int(db, "SELECT COUNT(*) FROM usage"), 1);
+    /* Schema broken under the writer: every row fails (non-transient,
+     * row-by-row fallback), none is half-written. */
+    T_EQ_INT(sqlite3_exec(db, "DROP TABLE usage_hourly", NULL, NULL, NULL),
+             SQLITE_OK);
+    for (int i = 0; i < 3; i++)
+        T_EQ_INT(pr_ledger_submit(l, &r, fail_cb, NULL), GX_OK);
+    pr_ledger_flush(l);
+    T_EQ_INT(atomic_load(&fail_bad), 5);
+    T_EQ_INT(sql_int(db, "SELECT COUNT(*) FROM usage"), 1);
+    sqlite3_close(db);
+    pr_ledger_close(l);
+    rm_db(path);
+}
+
 /* An in-memory ledger works, and its path is a URI another connection
  * can read. */
 static void
@@ -656,6 +715,7 @@ main(void)
     T_RUN(test_group_commit);
     T_RUN(test_bounded_queue);
     T_RUN(test_memory);
+    T_RUN(test_write_failures);
     rmdir(tmpdir);
     return T_END();
 }
