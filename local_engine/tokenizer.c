@@ -263,8 +263,8 @@ grow(void **p, size_t *cap, size_t need, size_t elem)
 struct pt {
     uint32_t *cp;
     uint16_t *fl;
-    size_t *off;
-    size_t *ws_end; /* ws_end[i]: end of the whitespace run at i (i if none) */
+    uint32_t *off;    /* input is at most 2^28 bytes, so 32 bits suffice */
+    uint32_t *ws_end; /* end of the whitespace run at i (i if none) */
     size_t n, cap_cp, cap_fl, cap_off, cap_ws;
     struct span *a, *b; /* piece lists, swapped per rule */
     size_t na, cap_a, nb, cap_b;
@@ -283,9 +283,9 @@ static int
 pt_decode(struct pt *t, const char *text, size_t len)
 {
     if (grow((void **)&t->cp, &t->cap_cp, len + 1, sizeof(uint32_t)) ||
-        grow((void **)&t->off, &t->cap_off, len + 1, sizeof(size_t)) ||
+        grow((void **)&t->off, &t->cap_off, len + 1, sizeof(uint32_t)) ||
         grow((void **)&t->fl, &t->cap_fl, len + 1, sizeof(uint16_t)) ||
-        grow((void **)&t->ws_end, &t->cap_ws, len + 1, sizeof(size_t)))
+        grow((void **)&t->ws_end, &t->cap_ws, len + 1, sizeof(uint32_t)))
         return -1;
     const uint8_t *s = (const uint8_t *)text;
     size_t i = 0, n = 0;
@@ -294,17 +294,17 @@ pt_decode(struct pt *t, const char *text, size_t len)
         size_t k = le_utf8_decode(s + i, len - i, &c);
         t->cp[n] = c;
         t->fl[n] = (uint16_t)le_ucp_flags(c);
-        t->off[n] = i;
+        t->off[n] = (uint32_t)i;
         n++;
         i += k;
     }
-    t->off[n] = len;
+    t->off[n] = (uint32_t)len;
     t->n = n;
     /* whitespace run ends, so a rule that fails after a long run (\s+$)
      * does not rescan it from every position: no O(n^2) on long runs */
-    t->ws_end[n] = n;
+    t->ws_end[n] = (uint32_t)n;
     for (size_t j = n; j-- > 0;)
-        t->ws_end[j] = (t->fl[j] & F_WS) ? t->ws_end[j + 1] : j;
+        t->ws_end[j] = (t->fl[j] & F_WS) ? t->ws_end[j + 1] : (uint32_t)j;
     return 0;
 }
 
