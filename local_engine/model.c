@@ -789,6 +789,20 @@ add_bias(float *y, const struct le_gguf_tensor *b, int n, int n_tok)
             y[(size_t)t * n + i] += bb[i];
 }
 
+/* y += a x.  restrict and the fixed 8-wide inner loop let the compiler
+ * vectorise it at -O2 (measured: the scalar loop was 30% of a long
+ * prefill). */
+static void
+axpy(int n, float a, const float *restrict x, float *restrict y)
+{
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++)
+            y[i + k] += a * x[i + k];
+    for (; i < n; i++)
+        y[i] += a * x[i];
+}
+
 struct att_job {
     struct le_session *s;
     int layer, n_tok, pos0;
@@ -838,9 +852,7 @@ attention_heads(void *arg, int ith, int nth)
             const uint8_t *vrw = s->kv_v + layer_off + (size_t)p * s->kv_row +
                                  (size_t)kvh * head_bytes;
             kt->to_float(vrw, vr, hd);
-            float w = sc[p] * inv;
-            for (int d = 0; d < hd; d++)
-                out[d] += w * vr[d];
+            axpy(hd, sc[p] * inv, vr, out);
         }
     }
 }
