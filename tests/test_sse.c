@@ -5,6 +5,10 @@
 #include "../providers/providers.h"
 #include "harness.h"
 
+/* The fuzz target's entry point, run here on generated inputs so CI
+ * exercises it without libFuzzer. */
+#include "fuzz/fuzz_sse.c"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -238,6 +242,72 @@ test_no_callback(void)
     T_CHECK(p.line.data == NULL);
 }
 
+/* Random streams from SSE-ish pieces: fed whole, byte by byte and in
+ * random slices, they give the same events (or the same cap error). */
+static void
+test_property_random(void)
+{
+    static const char *const parts[] = {
+        "data:", "data: ", "data", ":", ": c", "event: e", "id: 1", "x",
+        "{\"a\":1}", " ", "\r", "\n", "\r\n", "[DONE]", "retry: 3",
+        "dat", "a:", "data: x\n", "\n\n", "\r\n\r\n", "data: y\r"};
+    unsigned seed = 4242;
+    int mismatches = 0, events = 0;
+    for (int round = 0; round < 3000; round++) {
+        char in[512];
+        size_t n = 0;
+        seed = seed * 1103515245u + 12345u;
+        int np = 1 + (int)((seed >> 16) % 40);
+        for (int k = 0; k < np; k++) {
+            seed = seed * 1103515245u + 12345u;
+            const char *p = parts[(seed >> 16) % (sizeof(parts) /
+                                                  sizeof(parts[0]))];
+            size_t pl = strlen(p);
+            if (n + pl >= sizeof(in))
+                break;
+            memcpy(in + n, p, pl);
+            n += pl;
+        }
+        struct sink a, b, c;
+        struct pv_sse p;
+        memset(&a, 0, sizeof(a));
+        memset(&b, 0, sizeof(b));
+        memset(&c, 0, sizeof(c));
+        pv_sse_init(&p, 64);
+        enum gx_status sa = pv_sse_feed(&p, in, n, sink_cb, &a);
+        pv_sse_cleanup(&p);
+        pv_sse_init(&p, 64);
+        enum gx_status sb = GX_OK;
+        for (size_t i = 0; i < n && sb == GX_OK; i++)
+            sb = pv_sse_feed(&p, in + i, 1, sink_cb, &b);
+        pv_sse_cleanup(&p);
+        pv_sse_init(&p, 64);
+        enum gx_status sc = GX_OK;
+        for (size_t i = 0; i < n && sc == GX_OK;) {
+            seed = seed * 1103515245u + 12345u;
+            size_t k = 1 + (seed >> 16) % 9;
+            if (k > n - i)
+                k = n - i;
+            sc = pv_sse_feed(&p, in + i, k, sink_cb, &c);
+            i += k;
+        }
+        pv_sse_cleanup(&p);
+        /* On a cap error the events before it may differ by where the
+         * error was noticed; only the error itself must agree. */
+        if ((sa == GX_OK) != (sb == GX_OK) || (sa == GX_OK) != (sc == GX_OK))
+            mismatches++;
+        else if (sa == GX_OK &&
+                 (strcmp(a.out, b.out) != 0 || strcmp(a.out, c.out) != 0))
+            mismatches++;
+        events += a.n;
+        /* The fuzz entry point on the same bytes must not crash. */
+        LLVMFuzzerTestOneInput((const uint8_t *)in, n);
+    }
+    T_EQ_INT(mismatches, 0);
+    fprintf(stderr, "property: %d events\n", events);
+    T_CHECK(events > 1000); /* the generator does make events */
+}
+
 int
 main(void)
 {
@@ -249,5 +319,6 @@ main(void)
     T_RUN(test_comments_and_fields);
     T_RUN(test_cap);
     T_RUN(test_no_callback);
+    T_RUN(test_property_random);
     return T_END();
 }
