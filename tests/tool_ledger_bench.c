@@ -6,7 +6,8 @@
  *
  * 1. Writer: T threads submit M rows through pr_ledger_submit (the real
  *    path: queue, writer thread, group commit, rollup upsert, callback) to
- *    a fresh file, then to ":memory:"; prints rows/s and rows per commit.
+ *    a fresh file, then to ":memory:"; prints rows/s and rows per commit;
+ *    then the commit latency of lone rows (submit -> callback).
  * 2. Generate: N rows (default 1,000,000; 10,000,000 for the README
  *    number) spread over 30 days, bulk-inserted in one transaction of
  *    prepared inserts (not through the writer: that is phase 1's job), then
@@ -105,6 +106,71 @@ bench_writer(const char *path, long rows, int threads, int sync_full)
            sync_full ? "FULL" : "NORMAL", threads, (long)atomic_load(&n_done),
            secs, (double)atomic_load(&n_done) / secs, (long long)s.commits,
            s.commits ? (double)s.rows / (double)s.commits : 0.0);
+}
+
+/* Commit latency of a lone row (submit -> callback), as a request sees it
+ * on an idle server. */
+struct waiter {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int done;
+};
+
+static void
+wait_cb(void *ud, int ok)
+{
+    struct waiter *w = ud;
+    (void)ok;
+    pthread_mutex_lock(&w->mu);
+    w->done = 1;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+static int
+cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void
+bench_latency(const char *path, int sync_full, int n)
+{
+    char err[256];
+    struct pr_ledger *l = NULL;
+    struct pr_ledger_opts o = {.sync = sync_full ? PR_LEDGER_SYNC_FULL
+                                                 : PR_LEDGER_SYNC_NORMAL};
+    if (pr_ledger_open_ex(path, &o, &l, err, sizeof(err)) != GX_OK) {
+        fprintf(stderr, "open %s: %s\n", path, err);
+        exit(1);
+    }
+    int64_t *lat = calloc((size_t)n, sizeof(*lat));
+    struct waiter w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
+                       0};
+    for (int i = 0; i < n; i++) {
+        struct pr_usage_row r = {.ts_ms = gx_now_ms(), .request_id = "lat",
+                                 .key_id = 1, .model = "gpt-4.1",
+                                 .status = 200, .prompt_tokens = 100,
+                                 .completion_tokens = 10, .cost_pusd = 1000,
+                                 .latency_ms = 250, .ttft_ms = 50,
+                                 .usage_source = "upstream"};
+        w.done = 0;
+        int64_t t0 = gx_mono_us();
+        pr_ledger_submit(l, &r, wait_cb, &w);
+        pthread_mutex_lock(&w.mu);
+        while (!w.done)
+            pthread_cond_wait(&w.cv, &w.mu);
+        pthread_mutex_unlock(&w.mu);
+        lat[i] = gx_mono_us() - t0;
+    }
+    pr_ledger_close(l);
+    qsort(lat, (size_t)n, sizeof(*lat), cmp_i64);
+    printf("commit latency %-9s %-6s lone rows: p50 %lld us, p99 %lld us\n",
+           strcmp(path, ":memory:") ? "file" : ":memory:",
+           sync_full ? "FULL" : "NORMAL", (long long)lat[n / 2],
+           (long long)lat[n * 99 / 100]);
+    free(lat);
 }
 
 /* ------------------------------------------------------------------ */
@@ -369,6 +435,15 @@ main(int argc, char **argv)
             unlink(side);
         }
         bench_writer(":memory:", wrows, threads, 0);
+        for (int full = 0; full < 2; full++) {
+            bench_latency(wpath, full, 500);
+            for (int k = 0; k < 3; k++) {
+                const char *sfx[] = {"", "-wal", "-shm"};
+                snprintf(side, sizeof(side), "%s%s", wpath, sfx[k]);
+                unlink(side);
+            }
+        }
+        bench_latency(":memory:", 0, 500);
     }
     /* A fixed, hour-aligned end so runs are comparable. */
     int64_t t_end = 1764547200000LL; /* 2025-12-01T00:00:00Z */
