@@ -1,0 +1,150 @@
+/*
+ * tool_gguf_gen: writes a random-weight llama GGUF (tests/lib/gguf_writer)
+ * of a chosen shape and weight type, for benchmarks.
+ *
+ *   tool_gguf_gen --out FILE --type q4_0|q8_0|q4_k|q6_k|f16|f32|...
+ *                 --n-embd N --n-layer N --n-head N --n-head-kv N
+ *                 --n-ff N --n-vocab N [--n-ctx N] [--seed S] [--tied]
+ *
+ * Every 2-D weight is of --type (norms F32), as gguf_writer.h describes;
+ * the same seed and shape give the same float weights at every type.  The
+ * whole file is built in memory before it is written: a 1B-model slice
+ * (n_embd 2048, 4 layers, n_vocab 32000) needs about 1.5 GB for a moment.
+ * Exit codes: 0 written, 1 the writer failed, 2 usage error.
+ */
+#include "lib/gguf_writer.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void
+usage(FILE *f)
+{
+    fputs("usage: tool_gguf_gen --out FILE --type TYPE --n-embd N "
+          "--n-layer N\n"
+          "                     --n-head N --n-head-kv N --n-ff N "
+          "--n-vocab N\n"
+          "                     [--n-ctx N] [--seed S] [--tied]\n"
+          "TYPE: f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k "
+          "q5_k q6_k\n",
+          f);
+}
+
+static int
+parse_pos(const char *s, long hi, int *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < 1 || v > hi)
+        return -1;
+    *out = (int)v;
+    return 0;
+}
+
+static int
+parse_type(const char *s, enum le_type *out)
+{
+    static const struct {
+        const char *name;
+        enum le_type t;
+    } types[] = {
+        {"f32", LE_TYPE_F32},   {"f16", LE_TYPE_F16},
+        {"bf16", LE_TYPE_BF16}, {"q4_0", LE_TYPE_Q4_0},
+        {"q4_1", LE_TYPE_Q4_1}, {"q5_0", LE_TYPE_Q5_0},
+        {"q5_1", LE_TYPE_Q5_1}, {"q8_0", LE_TYPE_Q8_0},
+        {"q2_k", LE_TYPE_Q2_K}, {"q3_k", LE_TYPE_Q3_K},
+        {"q4_k", LE_TYPE_Q4_K}, {"q5_k", LE_TYPE_Q5_K},
+        {"q6_k", LE_TYPE_Q6_K},
+    };
+    for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
+        if (!strcasecmp(s, types[i].name)) {
+            *out = types[i].t;
+            return 0;
+        }
+    return -1;
+}
+
+int
+main(int argc, char **argv)
+{
+    const char *out = NULL;
+    struct gguf_w_llama p;
+    memset(&p, 0, sizeof(p));
+    int have_type = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int bad = 0;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        }
+        if (!strcmp(a, "--tied")) {
+            p.tied = 1;
+            continue;
+        }
+        if (!v) {
+            bad = 1;
+        } else if (!strcmp(a, "--out")) {
+            out = v;
+        } else if (!strcmp(a, "--type")) {
+            bad = parse_type(v, &p.type);
+            have_type = !bad;
+        } else if (!strcmp(a, "--n-embd")) {
+            bad = parse_pos(v, 1 << 16, &p.n_embd);
+        } else if (!strcmp(a, "--n-layer")) {
+            bad = parse_pos(v, 1024, &p.n_layer);
+        } else if (!strcmp(a, "--n-head")) {
+            bad = parse_pos(v, 1024, &p.n_head);
+        } else if (!strcmp(a, "--n-head-kv")) {
+            bad = parse_pos(v, 1024, &p.n_head_kv);
+        } else if (!strcmp(a, "--n-ff")) {
+            bad = parse_pos(v, 1 << 18, &p.n_ff);
+        } else if (!strcmp(a, "--n-vocab")) {
+            bad = parse_pos(v, 1 << 20, &p.n_vocab);
+        } else if (!strcmp(a, "--n-ctx")) {
+            bad = parse_pos(v, 1 << 20, &p.n_ctx);
+        } else if (!strcmp(a, "--seed")) {
+            char *end;
+            errno = 0;
+            unsigned long long s = strtoull(v, &end, 10);
+            bad = errno || end == v || *end || *v == '-';
+            p.seed = (uint64_t)s;
+        } else {
+            fprintf(stderr, "tool_gguf_gen: unknown option '%s'\n\n", a);
+            usage(stderr);
+            return 2;
+        }
+        if (bad) {
+            fprintf(stderr, "tool_gguf_gen: bad or missing value for '%s'\n\n",
+                    a);
+            usage(stderr);
+            return 2;
+        }
+        i++;
+    }
+    if (!out || !have_type || !p.n_embd || !p.n_layer || !p.n_head ||
+        !p.n_head_kv || !p.n_ff || !p.n_vocab) {
+        fprintf(stderr, "tool_gguf_gen: --out, --type and every --n-* "
+                        "shape option are required\n\n");
+        usage(stderr);
+        return 2;
+    }
+    if (p.n_vocab < 259 || p.n_embd % p.n_head || p.n_head % p.n_head_kv) {
+        fprintf(stderr, "tool_gguf_gen: need n_vocab >= 259, n_embd a "
+                        "multiple of n_head, n_head a multiple of "
+                        "n_head_kv\n");
+        return 2;
+    }
+    if (gguf_w_llama_write(&p, out) != 0) {
+        fprintf(stderr, "tool_gguf_gen: could not write %s (out of memory, "
+                        "an unwritable path, or a type without a "
+                        "quantiser)\n",
+                out);
+        return 1;
+    }
+    return 0;
+}
