@@ -32,8 +32,9 @@ size_t pr_price_default_count(void);
 const char *pr_price_default_at(size_t i, struct pr_price *out);
 
 /* Converts USD per million tokens, given as decimal text ("0.42", "2.5",
- * "1e-1"), to exact pUSD per token.  Fails (GX_EINVAL) on negatives, more
- * than 6 decimals after scaling, or overflow. */
+ * "1e-1"), to exact pUSD per token.  Fails with GX_EINVAL on negatives,
+ * malformed text or a price finer than 1 pUSD per token (more than 6
+ * decimals), GX_ETOOBIG on overflow; *pusd_per_tok is unchanged then. */
 enum gx_status pr_usd_per_mtok_parse(const char *text, int64_t *pusd_per_tok);
 /* Same from a double as jansson gives it: rounds to the nearest pUSD, which
  * is exact for any price with up to 6 decimals. */
@@ -63,11 +64,13 @@ void pr_pusd_format(int64_t pusd, char *buf, size_t buflen);
 struct pr_usage_row {
     int64_t ts_ms;
     const char *request_id;
-    int64_t key_id; /* -1 = NULL (anonymous) */
+    int64_t key_id; /* -1 = NULL (anonymous); a key's cost_pusd is also
+                       added to keys.spent_pusd in the row's transaction */
     const char *route;    /* NULL ok */
     const char *provider; /* NULL ok */
     const char *model;    /* NULL ok */
-    int status;           /* HTTP status sent to the client */
+    int status;           /* HTTP status sent to the client; anything
+                             but 2xx counts as an error in queries */
     int attempts;
     int stream;
     int64_t prompt_tokens;
@@ -95,7 +98,9 @@ void pr_ledger_close(struct pr_ledger *l);
 typedef void (*pr_commit_cb)(void *ud, int ok);
 
 /* Queues a copy of row; thread-safe, never blocks on disk.  cb may be
- * NULL.  Rows from all threads go into one transaction per wake-up. */
+ * NULL.  Rows from all threads go into one transaction per wake-up.
+ * GX_EAGAIN when the queue is full (see pr_ledger_opts), GX_ECANCELED
+ * once closing, GX_ENOMEM; cb is not called when submit fails. */
 enum gx_status pr_ledger_submit(struct pr_ledger *l,
                                 const struct pr_usage_row *row,
                                 pr_commit_cb cb, void *ud);
