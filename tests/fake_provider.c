@@ -17,9 +17,9 @@
  *                                                   carry a behaviour)
  *   GET  /v1/models                                 a one-model list
  *   GET  /fake/stats   {"requests","completed","streams","connections",
- *                       "by_model":{},
- *                       "by_status":{},"last":{"path","model","headers",
- *                       "body"}}
+ *                       "by_model":{},"by_status":{},"by_path":{},
+ *                       "by_tag":{},"last":{"path","model","headers",
+ *                       "body"}}   (counts since start or reset)
  *   POST /fake/reset   zeroes the counters
  *
  * Behaviour per request, from (later wins) the /f/ path prefix, the
@@ -46,6 +46,8 @@
  *   no_usage            no usage object / usage chunk
  *   prompt_tokens=N completion_tokens=N cached=N   usage numbers (defaults:
  *                       9, the number of content chunks, 0)
+ *   tag=NAME            count this request under by_tag.NAME (tell apart
+ *                       providers that share one fake, via their headers)
  *   crlf                stream lines end in CRLF
  *   comments            a ": ping" comment before each stream event
  * The usage chunk is sent only when the request has
@@ -85,7 +87,16 @@
 
 static pthread_mutex_t st_mu = PTHREAD_MUTEX_INITIALIZER;
 static long st_requests, st_streams, st_connections, st_ids, st_completed;
-static json_t *st_by_model, *st_by_status, *st_last;
+static json_t *st_by_model, *st_by_status, *st_by_path, *st_by_tag, *st_last;
+
+/* obj[key] += 1; call with st_mu held. */
+static void
+count_in(json_t *obj, const char *key)
+{
+    json_t *v = json_object_get(obj, key);
+    json_object_set_new(obj, key,
+                        json_integer(v ? json_integer_value(v) + 1 : 1));
+}
 
 static void
 stats_completed(void)
@@ -101,9 +112,7 @@ stats_count_status(int status)
     char k[16];
     snprintf(k, sizeof(k), "%d", status);
     pthread_mutex_lock(&st_mu);
-    json_t *v = json_object_get(st_by_status, k);
-    json_object_set_new(st_by_status, k,
-                        json_integer(v ? json_integer_value(v) + 1 : 1));
+    count_in(st_by_status, k);
     pthread_mutex_unlock(&st_mu);
 }
 
@@ -143,6 +152,7 @@ struct opts {
     char content[1024];
     int has_content;
     char message[256]; /* error.message for status=N */
+    char tag[64];      /* counted in /fake/stats by_tag */
 };
 
 enum job_stage { J_BEGIN, J_BODY, J_EVENTS, J_HANG, J_DROP };
@@ -250,6 +260,8 @@ opts_parse(struct opts *o, const char *s, size_t n)
                 o->crlf = 1;
             else if (IS("comments"))
                 o->comments = 1;
+            else if (IS("tag"))
+                snprintf(o->tag, sizeof(o->tag), "%.63s", val);
             else if (IS("message"))
                 snprintf(o->message, sizeof(o->message), "%.255s", val);
             else if (IS("content")) {
@@ -797,16 +809,6 @@ handle_chat(struct worker *w, struct evhttp_request *req, const char *path,
     json_t *so = json_object_get(body, "stream_options");
     int include_usage = json_is_true(json_object_get(so, "include_usage"));
 
-    pthread_mutex_lock(&st_mu);
-    st_requests++;
-    if (stream)
-        st_streams++;
-    json_t *c = json_object_get(st_by_model, model);
-    json_object_set_new(st_by_model, model,
-                        json_integer(c ? json_integer_value(c) + 1 : 1));
-    pthread_mutex_unlock(&st_mu);
-    record_last(req, path, model, body, len);
-
     struct job *j = calloc(1, sizeof(*j));
     if (!j) {
         free(raw);
@@ -827,6 +829,16 @@ handle_chat(struct worker *w, struct evhttp_request *req, const char *path,
     const char *ut = last_user_text(body);
     if (ut && strncmp(ut, "fake:", 5) == 0)
         opts_parse(&j->o, ut + 5, strlen(ut + 5));
+    pthread_mutex_lock(&st_mu);
+    st_requests++;
+    if (stream)
+        st_streams++;
+    count_in(st_by_model, model);
+    count_in(st_by_path, path);
+    if (j->o.tag[0])
+        count_in(st_by_tag, j->o.tag);
+    pthread_mutex_unlock(&st_mu);
+    record_last(req, path, model, body, len);
     j->nextj = w->jobs;
     if (w->jobs)
         w->jobs->prev = j;
@@ -851,13 +863,13 @@ static void
 handle_stats(struct evhttp_request *req)
 {
     pthread_mutex_lock(&st_mu);
-    json_t *s = json_pack("{s:I,s:I,s:I,s:I,s:O,s:O,s:O}", "requests",
-                          (json_int_t)st_requests, "completed",
-                          (json_int_t)st_completed, "streams",
-                          (json_int_t)st_streams, "connections",
-                          (json_int_t)st_connections, "by_model", st_by_model,
-                          "by_status", st_by_status, "last",
-                          st_last ? st_last : json_null());
+    json_t *s = json_pack(
+        "{s:I,s:I,s:I,s:I,s:O,s:O,s:O,s:O,s:O}", "requests",
+        (json_int_t)st_requests, "completed", (json_int_t)st_completed,
+        "streams", (json_int_t)st_streams, "connections",
+        (json_int_t)st_connections, "by_model", st_by_model, "by_status",
+        st_by_status, "by_path", st_by_path, "by_tag", st_by_tag, "last",
+        st_last ? st_last : json_null());
     char *text = s ? json_dumps(s, JSON_COMPACT) : NULL;
     json_decref(s);
     pthread_mutex_unlock(&st_mu);
@@ -872,6 +884,8 @@ stats_reset(void)
     st_requests = st_streams = st_connections = st_completed = 0;
     json_object_clear(st_by_model);
     json_object_clear(st_by_status);
+    json_object_clear(st_by_path);
+    json_object_clear(st_by_tag);
     json_decref(st_last);
     st_last = NULL;
     pthread_mutex_unlock(&st_mu);
@@ -1024,6 +1038,8 @@ main(int argc, char **argv)
     evthread_use_pthreads();
     st_by_model = json_object();
     st_by_status = json_object();
+    st_by_path = json_object();
+    st_by_tag = json_object();
 
     int rc = 1;
     for (int i = 0; i < n_workers; i++) {
@@ -1094,6 +1110,8 @@ out:
     }
     json_decref(st_by_model);
     json_decref(st_by_status);
+    json_decref(st_by_path);
+    json_decref(st_by_tag);
     json_decref(st_last);
     return rc;
 }

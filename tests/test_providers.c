@@ -742,6 +742,44 @@ test_reuse(void)
 }
 
 static void
+test_fake_tags(void)
+{
+    /* Two providers on one fake told apart: by path prefix and by a
+     * configured X-Fake header. */
+    fake_reset();
+    struct rec r = {0};
+    json_t *b = chat_body("hi", 0, 0);
+    prov_set("tag=p1", 10000, 5000);
+    start_rec(&r, b, 0, 0);
+    T_CHECK(run1(&r, 10000));
+    rec_free(&r);
+    struct cfg_header xh[] = {{(char *)"X-Fake", (char *)"tag=h1"}};
+    prov_set(NULL, 10000, 5000);
+    prov.headers = xh;
+    for (int i = 0; i < 2; i++) {
+        start_rec(&r, b, 0, 0);
+        T_CHECK(run1(&r, 10000));
+        rec_free(&r);
+    }
+    prov.headers = hdrs;
+    json_t *s = fake_stats();
+    json_t *tags = json_object_get(s, "by_tag");
+    json_t *paths = json_object_get(s, "by_path");
+    T_EQ_INT(json_integer_value(json_object_get(tags, "p1")), 1);
+    T_EQ_INT(json_integer_value(json_object_get(tags, "h1")), 2);
+    T_EQ_INT(json_integer_value(
+                 json_object_get(paths, "/f/tag=p1/v1/chat/completions")),
+             1);
+    T_EQ_INT(json_integer_value(json_object_get(paths, "/v1/chat/completions")),
+             2);
+    T_EQ_INT(json_integer_value(json_object_get(
+                 json_object_get(s, "by_model"), "upstream-model")),
+             3);
+    json_decref(s);
+    json_decref(b);
+}
+
+static void
 test_cancel(void)
 {
     prov_set(NULL, 10000, 5000);
@@ -1084,6 +1122,7 @@ main(void)
         T_RUN(test_connect_timeout);
         T_RUN(test_bad_start);
         T_RUN(test_reuse);
+        T_RUN(test_fake_tags);
         T_RUN(test_cancel);
         T_RUN(test_pause_resume);
         T_RUN(test_concurrent);
