@@ -15,7 +15,9 @@
  *                   handed to on_event at once (nothing buffered beyond
  *                   the current event); every data event but [DONE] must
  *                   be a JSON object; a stream that ends before [DONE] is
- *                   PV_ERR_TRANSPORT.
+ *                   PV_ERR_TRANSPORT, and so is an in-band error object
+ *                   ({"error":...} without "choices"), which is not
+ *                   passed on.
  *   non-2xx         PV_ERR_STATUS with the (capped) body, stream or not.
  *
  * Bounds: a 2xx non-stream body over max_body_bytes is PV_ERR_TOO_BIG; an
@@ -115,6 +117,20 @@ oa_event(void *ud, const char *data, size_t len)
         pv_call_failf(c, PV_ERR_MALFORMED,
                       "malformed stream: event %d is not a JSON object (%s)",
                       oa->n_events, j ? "wrong type" : je.text);
+        json_decref(j);
+        return;
+    }
+    json_t *err = json_object_get(j, "error");
+    if (err && !json_object_get(j, "choices")) {
+        /* The upstream failed mid-stream and says so in-band (OpenAI
+         * does this on server errors).  Not passed on as a chunk: the
+         * caller learns it from on_done and decides (fail over if the
+         * client has seen nothing yet, else end the client's stream). */
+        json_t *m = json_is_object(err) ? json_object_get(err, "message")
+                                        : err;
+        pv_call_failf(c, PV_ERR_TRANSPORT, "upstream error in stream: %.160s",
+                      json_is_string(m) ? json_string_value(m) : "(no message)");
+        scrub(c->res.detail, strlen(c->res.detail), oa->api_key);
         json_decref(j);
         return;
     }

@@ -36,6 +36,8 @@
  *   reset               close the connection (RST) without answering
  *   malformed           200 with broken JSON (non-stream) or a broken SSE
  *                       data line after the role chunk (stream)
+ *   error_after=N       stream: after N events an error object
+ *                       ({"error":{...}}) and the end, without [DONE]
  *   drop_after=N        stream: close the connection after N events,
  *                       without [DONE]
  *   chunks=N            N content chunks (default: one per word)
@@ -142,6 +144,7 @@ struct opts {
     int reset;
     int malformed;
     int drop_after; /* -1: no drop */
+    int error_after; /* -1: none */
     int chunks;
     int chunk_delay_ms;
     int echo;
@@ -183,6 +186,7 @@ opts_default(struct opts *o)
     o->retry_after = -1;
     o->retry_after_http = -1;
     o->drop_after = -1;
+    o->error_after = -1;
     o->hang_ms = 30000;
     o->prompt_tokens = -1;
     o->completion_tokens = -1;
@@ -238,6 +242,8 @@ opts_parse(struct opts *o, const char *s, size_t n)
                 o->reset = 1;
             else if (IS("malformed"))
                 o->malformed = 1;
+            else if (IS("error_after"))
+                o->error_after = clampi(v, 0, 100000);
             else if (IS("drop_after"))
                 o->drop_after = clampi(v, 0, 100000);
             else if (IS("chunks"))
@@ -568,6 +574,17 @@ job_build(struct job *j, json_t *body, const char *model, int include_usage)
         j->events[j->n_events++] = sse_event(o, u, NULL);
     }
     j->events[j->n_events++] = sse_event(o, NULL, "[DONE]");
+    if (o->error_after >= 0 && (size_t)o->error_after < j->n_events) {
+        /* An OpenAI-style error object in place of the rest, then the
+         * end of the response without [DONE]. */
+        for (size_t i = (size_t)o->error_after; i < j->n_events; i++)
+            free(j->events[i]);
+        j->n_events = (size_t)o->error_after;
+        j->events[j->n_events++] = sse_event(
+            o, NULL,
+            "{\"error\":{\"message\":\"fake mid-stream error\","
+            "\"type\":\"server_error\",\"param\":null,\"code\":null}}");
+    }
     for (size_t i = 0; i < j->n_events; i++)
         if (!j->events[i])
             goto fail;

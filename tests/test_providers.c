@@ -510,6 +510,17 @@ test_reset_and_malformed(void)
     rec_free(&r);
     json_decref(b);
 
+    /* An in-band error object after 2 events: not delivered, and the
+     * call fails with its message. */
+    b = chat_body("fake:error_after=2", 1, 0);
+    start_rec(&r, b, 1, 0);
+    T_CHECK(run1(&r, 10000));
+    T_EQ_INT(r.res.outcome, PV_ERR_TRANSPORT);
+    T_EQ_INT(r.n_ev, 2);
+    T_CHECK(strstr(r.res.detail, "fake mid-stream error") != NULL);
+    rec_free(&r);
+    json_decref(b);
+
     /* Headers, then the connection closes before any event. */
     b = chat_body("fake:drop_after=0", 1, 0);
     start_rec(&r, b, 1, 0);
