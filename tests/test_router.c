@@ -548,6 +548,96 @@ test_estimate(void)
     T_EQ_INT(rt_estimate_prompt_tokens(NULL), 0);
 }
 
+/* The example configs, one per policy (config/routing-*.example.json):
+ * what each orders for a typical request. */
+static struct cfg *
+load_example(const char *name)
+{
+    char path[256], err[512];
+    snprintf(path, sizeof(path), "config/%s", name);
+    struct cfg *c = NULL;
+    if (cfg_load_file(path, &c, err, sizeof(err)) != GX_OK) {
+        fprintf(stderr, "  %s\n", err);
+        return NULL;
+    }
+    return c;
+}
+
+static const char *
+order_in(const struct cfg *c, const struct rt_plan *p, char *buf, size_t len)
+{
+    size_t off = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < p->n && off < len; i++) {
+        const struct cfg_provider *pr = &c->providers[p->targets[i].provider];
+        off += (size_t)snprintf(buf + off, len - off, "%s%s@%s", i ? "," : "",
+                                pr->models[p->targets[i].model].name,
+                                pr->name);
+    }
+    return buf;
+}
+
+static void
+test_examples(void)
+{
+    setenv("LLMUX_ADMIN_KEY", "adm-example", 1);
+    setenv("OPENAI_API_KEY", "sk-example", 1);
+    setenv("RELAY_API_KEY", "sk-example", 1);
+    setenv("LLMUX_MODEL", "/nonexistent/model.gguf", 1);
+    struct rt_plan p;
+    char b[512];
+    struct cfg *c = load_example("routing-cost.example.json");
+    T_CHECK(c != NULL);
+    if (c) {
+        struct rt_router *rt = rt_router_new(c);
+        /* 1000 prompt tokens, 256 out: deepseek 0.28e-3 + 0.42*256e-6 <
+         * gemini 0.30e-3 + 2.5*256e-6 < gpt-4.1; the local fallback last. */
+        rt_plan_route(rt, "auto", 1000, 0, &p);
+        T_EQ_STR(order_in(c, &p, b, sizeof(b)),
+                 "deepseek-v3.2@relay,gemini-2.5-flash@relay,gpt-4.1@relay,"
+                 "local@local");
+        rt_router_free(rt);
+        cfg_free(c);
+    }
+    c = load_example("routing-latency.example.json");
+    T_CHECK(c != NULL);
+    if (c) {
+        struct rt_router *rt = rt_router_new(c);
+        rt_plan_route(rt, "fast", 10, 10, &p);
+        T_EQ_STR(order_in(c, &p, b, sizeof(b)),
+                 "gpt-4.1@openai,gpt-4.1@relay,claude-sonnet-4.5@relay");
+        T_EQ_INT(c->failover.hedge_after_ms, 1500);
+        rt_router_free(rt);
+        cfg_free(c);
+    }
+    c = load_example("routing-priority.example.json");
+    T_CHECK(c != NULL);
+    if (c) {
+        struct rt_router *rt = rt_router_new(c);
+        rt_plan_route(rt, "gpt", 10, 10, &p);
+        T_EQ_STR(order_in(c, &p, b, sizeof(b)),
+                 "gpt-4.1@openai,gpt-4.1@relay");
+        rt_router_free(rt);
+        cfg_free(c);
+    }
+    c = load_example("routing-weighted.example.json");
+    T_CHECK(c != NULL);
+    if (c) {
+        struct rt_router *rt = rt_router_new(c);
+        rt_router_seed(rt, 1);
+        int first_openai = 0;
+        for (int i = 0; i < 1000; i++) {
+            rt_plan_route(rt, "gpt", 10, 10, &p);
+            T_EQ_INT(p.n, 2);
+            first_openai += p.targets[0].provider == 0;
+        }
+        /* 9:1 -> 900 +- 6 sd (57). */
+        T_CHECK(first_openai > 843 && first_openai < 957);
+        rt_router_free(rt);
+        cfg_free(c);
+    }
+}
+
 /* ------------------------------------------------------------------ */
 
 #define THREADS 4
@@ -612,6 +702,7 @@ main(void)
     T_RUN(test_health_json);
     T_RUN(test_adopt);
     T_RUN(test_estimate);
+    T_RUN(test_examples);
     T_RUN(test_threads);
     cfg_free(cfg);
     return T_END();

@@ -33,6 +33,8 @@
 static struct e2e_proc fake, gw, hgw;
 static char base[128], hbase[128], fbase[128];
 
+static int run_check_file(const char *path, char *out, size_t outlen);
+
 static int64_t
 mono_ms(void)
 {
@@ -149,8 +151,16 @@ start_hedged(void)
     prov[0] = '\0';
     add_provider(prov, sizeof(prov), "hslow", "delay_ms=2000", NULL, 1, 1);
     add_provider(prov, sizeof(prov), "hfast", NULL, NULL, 1, 1);
+    add_provider(prov, sizeof(prov), "hchunky", "chunk_delay_ms=150", NULL, 1,
+                 1);
+    add_provider(prov, sizeof(prov), "hsslow", "delay_ms=2000", NULL, 1, 1);
+    add_provider(prov, sizeof(prov), "hsfast", NULL, NULL, 1, 1);
     return start_llmux(&hgw, hbase, sizeof(hbase), "hedged.json", prov,
-                       "  \"h\": {\"targets\": [\"m@hslow\", \"m@hfast\"]}",
+                       "  \"h\": {\"targets\": [\"m@hslow\", \"m@hfast\"]},\n"
+                       "  \"hc\": {\"targets\": [\"m@hchunky\", "
+                       "\"m@hsfast\"]},\n"
+                       "  \"hs\": {\"targets\": [\"m@hsslow\", "
+                       "\"m@hsfast\"]}",
                        "{\"max_attempts\": 3, \"backoff_ms\": 10, "
                        "\"hedge_after_ms\": 200}");
 }
@@ -572,6 +582,62 @@ test_hedging(void)
 }
 
 static void
+test_hedging_streams(void)
+{
+    int chunks, done, bad;
+    struct e2e_resp r;
+    /* A stream that is slow before its first byte: the hedge wins and the
+     * client sees one clean stream from it. */
+    T_EQ_INT(chat(hbase, "hs", "hello there", 1, &r), 0);
+    T_EQ_INT(r.status, 200);
+    T_EQ_STR(hdr(&r, "x-llmux-provider"), "hsfast");
+    T_EQ_STR(hdr(&r, "x-llmux-attempts"), "2");
+    sse_scan(r.body, &chunks, &done, &bad);
+    T_CHECK(chunks >= 2);
+    T_EQ_INT(done, 1);
+    T_EQ_INT(bad, 0);
+    e2e_resp_free(&r);
+    T_EQ_INT(fake_count("hsslow"), 1);
+    T_EQ_INT(fake_count("hsfast"), 1);
+    /* A stream whose first byte came at once but whose chunks are slow
+     * (5 x 150 ms > hedge_after_ms): bytes reached the client, so no
+     * hedge starts. */
+    T_EQ_INT(chat(hbase, "hc", "hello there", 1, &r), 0);
+    T_EQ_INT(r.status, 200);
+    T_EQ_STR(hdr(&r, "x-llmux-provider"), "hchunky");
+    T_EQ_STR(hdr(&r, "x-llmux-attempts"), "1");
+    sse_scan(r.body, &chunks, &done, &bad);
+    T_CHECK(chunks >= 2);
+    T_EQ_INT(done, 1);
+    T_EQ_INT(bad, 0);
+    e2e_resp_free(&r);
+    T_EQ_INT(fake_count("hchunky"), 1);
+    T_EQ_INT(fake_count("hsfast"), 1);
+}
+
+/* The example config of each policy passes `llmux check`. */
+static void
+test_check_examples(void)
+{
+    static const char *const ex[] = {
+        "routing-priority.example.json", "routing-weighted.example.json",
+        "routing-cost.example.json", "routing-latency.example.json"};
+    setenv("LLMUX_ADMIN_KEY", "adm-example", 1);
+    setenv("OPENAI_API_KEY", "sk-example", 1);
+    setenv("RELAY_API_KEY", "sk-example", 1);
+    setenv("LLMUX_MODEL", "/nonexistent/model.gguf", 1);
+    for (size_t i = 0; i < sizeof(ex) / sizeof(ex[0]); i++) {
+        char path[512], out[8192];
+        snprintf(path, sizeof(path), "config/%s", ex[i]);
+        int code = run_check_file(path, out, sizeof(out));
+        T_EQ_INT(code, 0);
+        T_CHECK(strstr(out, ": OK") != NULL);
+        if (code)
+            fprintf(stderr, "  %s: %s\n", ex[i], out);
+    }
+}
+
+static void
 test_admin_auth(void)
 {
     char url[256];
@@ -595,9 +661,8 @@ test_admin_auth(void)
 /* llmux check on bad routing configs.                                  */
 
 static int
-run_check(const char *text, char *out, size_t outlen)
+run_check_file(const char *path, char *out, size_t outlen)
 {
-    char *path = e2e_write_temp("bad-routing.json", text);
     char *dir = e2e_temp_dir();
     char opath[512];
     snprintf(opath, sizeof(opath), "%s/check.out", dir);
@@ -634,6 +699,14 @@ run_check(const char *text, char *out, size_t outlen)
         out[n] = '\0';
         fclose(f);
     }
+    return code;
+}
+
+static int
+run_check(const char *text, char *out, size_t outlen)
+{
+    char *path = e2e_write_temp("bad-routing.json", text);
+    int code = run_check_file(path, out, outlen);
     free(path);
     return code;
 }
@@ -708,9 +781,11 @@ main(void)
     T_RUN(test_weighted_policy);
     T_RUN(test_stream_failover);
     T_RUN(test_hedging);
+    T_RUN(test_hedging_streams);
     T_RUN(test_circuit);
     T_RUN(test_admin_auth);
     T_RUN(test_check_bad_configs);
+    T_RUN(test_check_examples);
     T_EQ_INT(e2e_stop(&gw, SIGTERM, 10000), 0);
     T_EQ_INT(e2e_stop(&hgw, SIGTERM, 10000), 0);
     e2e_stop(&fake, SIGTERM, 5000);
