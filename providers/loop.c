@@ -724,6 +724,11 @@ pv_http_start(struct pv_call *c, const struct pv_http_hooks *hooks,
     curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
     curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
     curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
+    if (strncasecmp(url, "https://", 8) == 0) {
+        /* A burst of calls to an h2 upstream should share the first
+         * connection once ALPN says h2, not open one connection each. */
+        curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
+    }
     curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(e, CURLOPT_POST, 1L);
     curl_easy_setopt(e, CURLOPT_POSTFIELDS, body);
