@@ -16,9 +16,19 @@
  *
  * Re-entrancy (see providers_int.h): every user callback runs with
  * loop->depth raised; cancel, start, resume made meanwhile are queued and
- * done by pv_loop_settle once libcurl has returned.  A cancelled call's
- * write callback returns 0 so libcurl stops feeding it; its memory stays
- * valid until settle removes the easy handle.
+ * done by pv_loop_settle once libcurl has returned (right after
+ * curl_multi_socket_action, or from the loop's kick event when the work
+ * was queued elsewhere).  A cancelled call's write callback returns 0 so
+ * libcurl stops feeding it; its memory stays valid until settle removes
+ * the easy handle.
+ *
+ * Backpressure: pv_call_pause sets a flag; the next write callback returns
+ * CURL_WRITEFUNC_PAUSE, so libcurl keeps those bytes and stops reading the
+ * socket (TCP flow control then slows the upstream).  Resume unpauses from
+ * the kick event and libcurl hands the held bytes over first.
+ *
+ * Easy handles are reset and kept (up to PV_EASY_POOL per loop) instead of
+ * being created and destroyed per call.
  *
  * Timeouts: connect -> CURLOPT_CONNECTTIMEOUT_MS; total ->
  * CURLOPT_TIMEOUT_MS; first byte -> our own timer from start until the
