@@ -7,6 +7,7 @@
 #   make check      ASan+UBSan build of the whole test suite, run
 #   make bench      benchmarks -> bench/BENCHMARKS.md
 #   make fuzz       libFuzzer targets (clang), short runs
+#   make valgrind   the gateway's main paths under valgrind memcheck
 #   make install    PREFIX=/usr/local
 
 MODE ?= release
@@ -61,7 +62,7 @@ LIBA := $(BUILD)/libllmux.a
 DEPS_OK := build/.deps-ok
 
 .SECONDARY:
-.PHONY: all run test check bench fuzz install clean deps format
+.PHONY: all run test check bench fuzz install clean deps format valgrind
 all: $(BUILD)/llmux
 
 # --- dependencies: install when root, else print the exact command -------
@@ -114,6 +115,9 @@ bench: $(BUILD)/llmux $(TOOL_BIN)
 
 fuzz:
 	@sh tests/fuzz/run.sh
+
+valgrind: $(BUILD)/llmux $(TOOL_BIN)
+	@sh tests/valgrind.sh $(BUILD)
 
 install: $(BUILD)/llmux
 	install -d $(DESTDIR)$(PREFIX)/bin
