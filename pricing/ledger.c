@@ -33,6 +33,9 @@
  *     hours x models x routes x keys cells (400k at 50 keys), while here it
  *     reads one contiguous PK range of hours x values cells (~5k); grouping
  *     by key reads hours x keys.  Measured in tests/tool_ledger_bench.
+ *   usage_daily   (version 2) the same cells per UTC day (day_ms), so a
+ *     month reads days x values cells, plus hourly cells for the partial
+ *     days at the edges.
  *
  * Durability: WAL with synchronous=NORMAL by default.  A commit has been
  * write()n to the WAL file before COMMIT returns, so it is in the kernel's
@@ -204,6 +207,40 @@ static const char *const migrations[] = {
     " h16 INTEGER NOT NULL DEFAULT 0, h17 INTEGER NOT NULL DEFAULT 0,"
     " PRIMARY KEY (dim, key_id, hour_ms, value)"
     ") WITHOUT ROWID;",
+    /* 1 -> 2: daily cells, so month-long queries grouped by key read
+     * days x keys cells instead of hours x keys; filled from the hourly
+     * cells, which sum to the same totals exactly. */
+    "CREATE TABLE usage_daily ("
+    " dim TEXT NOT NULL,"
+    " key_id INTEGER NOT NULL,"
+    " day_ms INTEGER NOT NULL,"
+    " value TEXT NOT NULL,"
+    " requests INTEGER NOT NULL DEFAULT 0,"
+    " errors INTEGER NOT NULL DEFAULT 0,"
+    " prompt_tokens INTEGER NOT NULL DEFAULT 0,"
+    " completion_tokens INTEGER NOT NULL DEFAULT 0,"
+    " cached_tokens INTEGER NOT NULL DEFAULT 0,"
+    " cost_pusd INTEGER NOT NULL DEFAULT 0,"
+    " latency_sum_ms INTEGER NOT NULL DEFAULT 0,"
+    " h0 INTEGER NOT NULL DEFAULT 0, h1 INTEGER NOT NULL DEFAULT 0,"
+    " h2 INTEGER NOT NULL DEFAULT 0, h3 INTEGER NOT NULL DEFAULT 0,"
+    " h4 INTEGER NOT NULL DEFAULT 0, h5 INTEGER NOT NULL DEFAULT 0,"
+    " h6 INTEGER NOT NULL DEFAULT 0, h7 INTEGER NOT NULL DEFAULT 0,"
+    " h8 INTEGER NOT NULL DEFAULT 0, h9 INTEGER NOT NULL DEFAULT 0,"
+    " h10 INTEGER NOT NULL DEFAULT 0, h11 INTEGER NOT NULL DEFAULT 0,"
+    " h12 INTEGER NOT NULL DEFAULT 0, h13 INTEGER NOT NULL DEFAULT 0,"
+    " h14 INTEGER NOT NULL DEFAULT 0, h15 INTEGER NOT NULL DEFAULT 0,"
+    " h16 INTEGER NOT NULL DEFAULT 0, h17 INTEGER NOT NULL DEFAULT 0,"
+    " PRIMARY KEY (dim, key_id, day_ms, value)"
+    ") WITHOUT ROWID;"
+    "INSERT INTO usage_daily SELECT dim, key_id,"
+    " hour_ms - ((hour_ms % 86400000) + 86400000) % 86400000, value,"
+    " SUM(requests), SUM(errors), SUM(prompt_tokens),"
+    " SUM(completion_tokens), SUM(cached_tokens), SUM(cost_pusd),"
+    " SUM(latency_sum_ms), SUM(h0), SUM(h1), SUM(h2), SUM(h3), SUM(h4),"
+    " SUM(h5), SUM(h6), SUM(h7), SUM(h8), SUM(h9), SUM(h10), SUM(h11),"
+    " SUM(h12), SUM(h13), SUM(h14), SUM(h15), SUM(h16), SUM(h17)"
+    " FROM usage_hourly GROUP BY 1, 2, 3, 4;",
 };
 #define N_MIGRATIONS ((int)(sizeof(migrations) / sizeof(migrations[0])))
 _Static_assert(PR_LAT_NBUCKETS == 18, "usage_hourly has h0..h17");
@@ -303,7 +340,7 @@ struct pr_ledger {
     int stopping;                /* guarded by mu */
     int busy;                    /* writer holds a batch; guarded by mu */
     int migrations_applied;
-    sqlite3_stmt *ins_usage, *up_hourly, *up_key;
+    sqlite3_stmt *ins_usage, *up_hourly, *up_daily, *up_key;
     /* statistics; written by the writer, read by anyone */
     _Atomic int64_t n_rows, n_commits, n_failed;
 };
@@ -415,7 +452,8 @@ static const char *const dim_names[4] = {"none", "model", "provider",
 struct pr_cell {
     char *value; /* owned copy; NULL = free slot */
     int dim;
-    int64_t key_id, hour_ms;
+    int gran; /* 0: hourly cell, 1: daily cell */
+    int64_t key_id, t_ms; /* t_ms: start of the hour or of the day */
     uint64_t hash;
     int64_t requests, errors, prompt, completion, cached, cost, lat_sum;
     int64_t hist[PR_LAT_NBUCKETS];
@@ -427,9 +465,9 @@ struct pr_cells {
 };
 
 static uint64_t
-cell_hash(int dim, int64_t key, int64_t hour, const char *v)
+cell_hash(int dim, int gran, int64_t key, int64_t hour, const char *v)
 {
-    uint64_t h = 1469598103934665603ull ^ (uint64_t)dim;
+    uint64_t h = 1469598103934665603ull ^ (uint64_t)(dim * 2 + gran);
     h = (h ^ (uint64_t)key) * 1099511628211ull;
     h = (h ^ (uint64_t)hour) * 1099511628211ull;
     for (; *v; v++)
@@ -458,14 +496,15 @@ cells_grow(struct pr_cells *c)
     return 1;
 }
 
-/* Adds row r to cell (dim, key, hour, value); 0 on allocation failure. */
+/* Adds row r to cell (dim, gran, key, t, value); 0 on allocation
+ * failure. */
 static int
-cells_add(struct pr_cells *c, int dim, int64_t key, int64_t hour,
+cells_add(struct pr_cells *c, int dim, int gran, int64_t key, int64_t t,
           const char *value, const struct pr_usage_row *r)
 {
     if ((c->n + 1) * 2 > c->cap && !cells_grow(c))
         return 0;
-    uint64_t h = cell_hash(dim, key, hour, value);
+    uint64_t h = cell_hash(dim, gran, key, t, value);
     size_t j = h & (c->cap - 1);
     struct pr_cell *x;
     for (;;) {
@@ -475,14 +514,15 @@ cells_add(struct pr_cells *c, int dim, int64_t key, int64_t hour,
             if (!x->value)
                 return 0;
             x->dim = dim;
+            x->gran = gran;
             x->key_id = key;
-            x->hour_ms = hour;
+            x->t_ms = t;
             x->hash = h;
             c->n++;
             break;
         }
-        if (x->hash == h && x->dim == dim && x->key_id == key &&
-            x->hour_ms == hour && strcmp(x->value, value) == 0)
+        if (x->hash == h && x->dim == dim && x->gran == gran &&
+            x->key_id == key && x->t_ms == t && strcmp(x->value, value) == 0)
             break;
         j = (j + 1) & (c->cap - 1);
     }
@@ -501,13 +541,17 @@ static int
 cells_add_row(struct pr_cells *c, const struct pr_usage_row *r)
 {
     int64_t hour = r->ts_ms - (((r->ts_ms % 3600000) + 3600000) % 3600000);
+    int64_t day =
+        r->ts_ms - (((r->ts_ms % 86400000) + 86400000) % 86400000);
     int64_t key = r->key_id >= 0 ? r->key_id : -1;
     const char *v[4] = {"", r->model ? r->model : "",
                         r->provider ? r->provider : "",
                         r->route ? r->route : ""};
     for (int d = 0; d < 4; d++)
-        if (!cells_add(c, d, key, hour, v[d], r) ||
-            !cells_add(c, d, -2, hour, v[d], r))
+        if (!cells_add(c, d, 0, key, hour, v[d], r) ||
+            !cells_add(c, d, 0, -2, hour, v[d], r) ||
+            !cells_add(c, d, 1, key, day, v[d], r) ||
+            !cells_add(c, d, 1, -2, day, v[d], r))
             return 0;
     return 1;
 }
@@ -522,16 +566,19 @@ cells_reset(struct pr_cells *c)
     c->cap = c->n = 0;
 }
 
+/* Upserts every cell: hourly ones with st_hour, daily ones with st_day. */
 static int
-cells_write(sqlite3_stmt *st, const struct pr_cells *c)
+cells_write(sqlite3_stmt *st_hour, sqlite3_stmt *st_day,
+            const struct pr_cells *c)
 {
     for (size_t i = 0; i < c->cap; i++) {
         const struct pr_cell *x = &c->a[i];
         if (!x->value)
             continue;
+        sqlite3_stmt *st = x->gran ? st_day : st_hour;
         sqlite3_bind_text(st, 1, dim_names[x->dim], -1, SQLITE_STATIC);
         sqlite3_bind_int64(st, 2, x->key_id);
-        sqlite3_bind_int64(st, 3, x->hour_ms);
+        sqlite3_bind_int64(st, 3, x->t_ms);
         sqlite3_bind_text(st, 4, x->value, -1, SQLITE_STATIC);
         sqlite3_bind_int64(st, 5, x->requests);
         sqlite3_bind_int64(st, 6, x->errors);
@@ -580,7 +627,7 @@ write_batch_once(struct pr_ledger *l, struct pr_qrow *batch, int log)
         n++;
     }
     what = "rollup";
-    rc = cells_write(l->up_hourly, &cells);
+    rc = cells_write(l->up_hourly, l->up_daily, &cells);
     if (rc != SQLITE_OK)
         goto out;
     what = "commit";
@@ -672,16 +719,20 @@ writer_main(void *arg)
     return NULL;
 }
 
-/* The rollup upsert: ?1 dim, ?2 key_id, ?3 hour_ms, ?4 value, ?5..?11
- * requests..latency_sum_ms, ?12..?29 h0..h17, all added to the cell. */
+/* The rollup upsert into usage_hourly (daily = 0) or usage_daily: ?1 dim,
+ * ?2 key_id, ?3 hour_ms/day_ms, ?4 value, ?5..?11 requests..latency_sum_ms,
+ * ?12..?29 h0..h17, all added to the cell. */
 static int
-upsert_sql(char *up, size_t cap)
+upsert_sql(char *up, size_t cap, int daily)
 {
+    const char *table = daily ? "usage_daily" : "usage_hourly";
+    const char *tcol = daily ? "day_ms" : "hour_ms";
     int n = snprintf(
         up, cap,
-        "INSERT INTO usage_hourly (dim, key_id, hour_ms, value,"
+        "INSERT INTO %s (dim, key_id, %s, value,"
         " requests, errors, prompt_tokens, completion_tokens, cached_tokens,"
-        " cost_pusd, latency_sum_ms");
+        " cost_pusd, latency_sum_ms",
+        table, tcol);
     for (int i = 0; i < PR_LAT_NBUCKETS; i++)
         n += snprintf(up + n, cap - (size_t)n, ", h%d", i);
     n += snprintf(up + n, cap - (size_t)n,
@@ -689,7 +740,7 @@ upsert_sql(char *up, size_t cap)
     for (int i = 0; i < PR_LAT_NBUCKETS; i++)
         n += snprintf(up + n, cap - (size_t)n, ", ?%d", 12 + i);
     n += snprintf(up + n, cap - (size_t)n,
-                  ") ON CONFLICT (dim, key_id, hour_ms, value)"
+                  ") ON CONFLICT (dim, key_id, %s, value)"
                   " DO UPDATE SET requests = requests + excluded.requests,"
                   " errors = errors + excluded.errors,"
                   " prompt_tokens = prompt_tokens + excluded.prompt_tokens,"
@@ -697,7 +748,8 @@ upsert_sql(char *up, size_t cap)
                   " excluded.completion_tokens,"
                   " cached_tokens = cached_tokens + excluded.cached_tokens,"
                   " cost_pusd = cost_pusd + excluded.cost_pusd,"
-                  " latency_sum_ms = latency_sum_ms + excluded.latency_sum_ms");
+                  " latency_sum_ms = latency_sum_ms + excluded.latency_sum_ms",
+                  tcol);
     for (int i = 0; i < PR_LAT_NBUCKETS; i++)
         n += snprintf(up + n, cap - (size_t)n,
                       ", h%d = h%d + excluded.h%d", i, i, i);
@@ -714,8 +766,8 @@ prepare_all(struct pr_ledger *l, char *err, size_t errlen)
         " ttft_ms, usage_source, error)"
         " VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,"
         "?17)";
-    char up[4096];
-    if (!upsert_sql(up, sizeof(up))) {
+    char up[4096], upd[4096];
+    if (!upsert_sql(up, sizeof(up), 0) || !upsert_sql(upd, sizeof(upd), 1)) {
         gx_errf(err, errlen, "internal: rollup statement too long");
         return GX_EINVAL;
     }
@@ -725,6 +777,8 @@ prepare_all(struct pr_ledger *l, char *err, size_t errlen)
                            &l->ins_usage, NULL) != SQLITE_OK ||
         sqlite3_prepare_v3(l->db, up, -1, SQLITE_PREPARE_PERSISTENT,
                            &l->up_hourly, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v3(l->db, upd, -1, SQLITE_PREPARE_PERSISTENT,
+                           &l->up_daily, NULL) != SQLITE_OK ||
         sqlite3_prepare_v3(l->db, key, -1, SQLITE_PREPARE_PERSISTENT,
                            &l->up_key, NULL) != SQLITE_OK) {
         gx_errf(err, errlen, "prepare: %s", sqlite3_errmsg(l->db));
@@ -738,6 +792,7 @@ ledger_destroy(struct pr_ledger *l)
 {
     sqlite3_finalize(l->ins_usage);
     sqlite3_finalize(l->up_hourly);
+    sqlite3_finalize(l->up_daily);
     sqlite3_finalize(l->up_key);
     sqlite3_close(l->db);
     free(l->path);
@@ -906,26 +961,30 @@ pr_ledger_stats(struct pr_ledger *l, struct pr_ledger_stats *out)
 }
 
 /* One pass over the rows in time order, summed in C per hour with the
- * writer's own cell code (an 8-way GROUP BY in SQL took minutes on 10M
+ * writer's own cell code (daily cells are upserted once per hour too) (an 8-way GROUP BY in SQL took minutes on 10M
  * rows; this reads each row once). */
 enum gx_status
 pr_ledger_rebuild_rollups(const char *path, char *err, size_t errlen)
 {
     sqlite3 *db = NULL;
-    sqlite3_stmt *sel = NULL, *up = NULL;
+    sqlite3_stmt *sel = NULL, *up = NULL, *upd = NULL;
     struct pr_cells cells = {NULL, 0, 0};
     enum gx_status st = GX_EIO;
-    char sql[4096];
-    if (!upsert_sql(sql, sizeof(sql))) {
+    char sql[4096], sqld[4096];
+    if (!upsert_sql(sql, sizeof(sql), 0) ||
+        !upsert_sql(sqld, sizeof(sqld), 1)) {
         gx_errf(err, errlen, "internal: rollup statement too long");
         return GX_EINVAL;
     }
     if (pr_db_open(path, 0, &db, err, errlen) != SQLITE_OK)
         goto out;
-    if (exec_sql(db, "BEGIN IMMEDIATE; DELETE FROM usage_hourly", err,
-                 errlen) != SQLITE_OK)
+    if (exec_sql(db,
+                 "BEGIN IMMEDIATE; DELETE FROM usage_hourly;"
+                 " DELETE FROM usage_daily",
+                 err, errlen) != SQLITE_OK)
         goto out;
     if (sqlite3_prepare_v2(db, sql, -1, &up, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(db, sqld, -1, &upd, NULL) != SQLITE_OK ||
         sqlite3_prepare_v2(db,
                            "SELECT ts_ms, key_id, model, provider, route,"
                            " status, prompt_tokens, completion_tokens,"
@@ -955,7 +1014,7 @@ pr_ledger_rebuild_rollups(const char *path, char *err, size_t errlen)
         r.latency_ms = sqlite3_column_int64(sel, 10);
         int64_t hour = r.ts_ms - (((r.ts_ms % 3600000) + 3600000) % 3600000);
         if (hour != cur_hour && cells.n > 0) {
-            if (cells_write(up, &cells) != SQLITE_OK) {
+            if (cells_write(up, upd, &cells) != SQLITE_OK) {
                 gx_errf(err, errlen, "rebuild: %s", sqlite3_errmsg(db));
                 goto rollback;
             }
@@ -968,13 +1027,14 @@ pr_ledger_rebuild_rollups(const char *path, char *err, size_t errlen)
             goto rollback;
         }
     }
-    if (rc != SQLITE_DONE || cells_write(up, &cells) != SQLITE_OK) {
+    if (rc != SQLITE_DONE || cells_write(up, upd, &cells) != SQLITE_OK) {
         gx_errf(err, errlen, "rebuild: %s", sqlite3_errmsg(db));
         goto rollback;
     }
     sqlite3_finalize(sel);
     sqlite3_finalize(up);
-    sel = up = NULL;
+    sqlite3_finalize(upd);
+    sel = up = upd = NULL;
     if (exec_sql(db, "COMMIT", err, errlen) != SQLITE_OK)
         goto rollback;
     st = GX_OK;
@@ -982,12 +1042,14 @@ pr_ledger_rebuild_rollups(const char *path, char *err, size_t errlen)
 rollback:
     sqlite3_finalize(sel);
     sqlite3_finalize(up);
-    sel = up = NULL;
+    sqlite3_finalize(upd);
+    sel = up = upd = NULL;
     exec_sql(db, "ROLLBACK", NULL, 0);
 out:
     cells_reset(&cells);
     sqlite3_finalize(sel);
     sqlite3_finalize(up);
+    sqlite3_finalize(upd);
     sqlite3_close(db);
     return st;
 }

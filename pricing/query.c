@@ -1,15 +1,19 @@
 /*
  * query.c: grouped usage queries on a read-only connection.
  *
- * One SQL statement per query, a UNION ALL of up to three pre-aggregated
+ * One SQL statement per query, a UNION ALL of up to five pre-aggregated
  * branches summed by group:
  *
- *   [since .. h0)  raw usage rows      (partial first hour, index usage_ts)
- *   [h0 .. h1)     usage_hourly rollup (whole hours; one PK range:
- *                  dim, key_id, hour_ms)
- *   [h1 .. until)  raw usage rows      (partial last hour)
+ *   [since .. h0)  raw usage rows  (partial first hour, index usage_ts)
+ *   [h0 .. d0)     usage_hourly    (whole hours of the partial first day)
+ *   [d0 .. d1)     usage_daily     (whole days)
+ *   [d1 .. h1)     usage_hourly    (whole hours of the partial last day)
+ *   [h1 .. until)  raw usage rows  (partial last hour)
  *
- * where h0 = since rounded up and h1 = until rounded down to the hour.
+ * where h0/d0 = since rounded up and h1/d1 = until rounded down to the
+ * hour/UTC day.  Without a whole day inside, or grouping by hour, the
+ * hourly cells cover [h0 .. h1).  Each rollup branch is one PK range
+ * (dim, key_id, time).
  * Totals are exact either way (the rollup is written in the same
  * transaction as the rows it sums); p50/p95 come from the 18-bucket
  * histogram both branches produce, so they are estimates.  The raw
@@ -151,23 +155,26 @@ pr_time_parse(const char *s, int64_t now_ms, int64_t *out_ms)
 
 /* ------------------------------------------------------------------ */
 
+/* The SQL of a group: src 0 = raw usage rows, 1 = usage_hourly,
+ * 2 = usage_daily (never used for PR_GROUP_HOUR). */
 static const char *
-group_expr(enum pr_group g, int rollup)
+group_expr(enum pr_group g, int src)
 {
     switch (g) {
     case PR_GROUP_MODEL:
-        return rollup ? "value" : "COALESCE(model,'')";
+        return src ? "value" : "COALESCE(model,'')";
     case PR_GROUP_PROVIDER:
-        return rollup ? "value" : "COALESCE(provider,'')";
+        return src ? "value" : "COALESCE(provider,'')";
     case PR_GROUP_ROUTE:
-        return rollup ? "value" : "COALESCE(route,'')";
+        return src ? "value" : "COALESCE(route,'')";
     case PR_GROUP_KEY:
-        return rollup ? "key_id" : "COALESCE(key_id,-1)";
+        return src ? "key_id" : "COALESCE(key_id,-1)";
     case PR_GROUP_DAY:
-        return rollup ? "(hour_ms - hour_ms % 86400000)"
-                      : "(ts_ms - ts_ms % 86400000)";
+        return src == 2   ? "day_ms"
+               : src == 1 ? "(hour_ms - hour_ms % 86400000)"
+                          : "(ts_ms - ts_ms % 86400000)";
     case PR_GROUP_HOUR:
-        return rollup ? "hour_ms" : "(ts_ms - ts_ms % 3600000)";
+        return src ? "hour_ms" : "(ts_ms - ts_ms % 3600000)";
     case PR_GROUP_NONE:
     default:
         return "''";
@@ -223,7 +230,33 @@ append_raw_branch(struct gx_buf *b, enum pr_group g, const char *where,
 }
 
 static enum gx_status
-build_sql(const struct pr_usage_query *q, int use_rollup, struct gx_buf *b)
+append_roll_branch(struct gx_buf *b, const struct pr_usage_query *q,
+                   int daily, const char *keyw, const char *lo,
+                   const char *hi)
+{
+    const char *tcol = daily ? "day_ms" : "hour_ms";
+    enum gx_status st = gx_buf_printf(
+        b,
+        "SELECT %s AS g, SUM(requests) AS n, SUM(errors) AS e,"
+        " SUM(prompt_tokens) AS pt, SUM(completion_tokens) AS ct,"
+        " SUM(cached_tokens) AS cc, SUM(cost_pusd) AS cost",
+        group_expr(q->group_by, daily ? 2 : 1));
+    for (int i = 0; st == GX_OK && i < PR_LAT_NBUCKETS; i++)
+        st = gx_buf_printf(b, ", SUM(h%d) AS h%d", i, i);
+    if (st == GX_OK)
+        st = gx_buf_printf(b,
+                           " FROM %s WHERE dim = '%s'%s AND %s >= %s AND"
+                           " %s < %s GROUP BY 1 UNION ALL ",
+                           daily ? "usage_daily" : "usage_hourly",
+                           group_dim(q->group_by), keyw, tcol, lo, tcol, hi);
+    return st;
+}
+
+/* levels: 0 raw rows only; 1 raw edges + hourly cells; 2 raw edges +
+ * hourly cells for the partial days + daily cells.  Parameters: ?1 since,
+ * ?2 until, ?3 h0, ?4 h1, ?5 key, ?6 d0, ?7 d1. */
+static enum gx_status
+build_sql(const struct pr_usage_query *q, int levels, struct gx_buf *b)
 {
     /* Rollup cells: key_id -2 sums all keys; grouping by key reads the
      * per-key cells (-1 = anonymous) instead. */
@@ -245,21 +278,16 @@ build_sql(const struct pr_usage_query *q, int use_rollup, struct gx_buf *b)
         st = gx_buf_printf(b, " FROM (");
     if (st != GX_OK)
         return st;
-    if (use_rollup) {
-        st = gx_buf_printf(b,
-                           "SELECT %s AS g, SUM(requests) AS n,"
-                           " SUM(errors) AS e, SUM(prompt_tokens) AS pt,"
-                           " SUM(completion_tokens) AS ct,"
-                           " SUM(cached_tokens) AS cc, SUM(cost_pusd) AS cost",
-                           group_expr(q->group_by, 1));
-        for (int i = 0; st == GX_OK && i < PR_LAT_NBUCKETS; i++)
-            st = gx_buf_printf(b, ", SUM(h%d) AS h%d", i, i);
+    if (levels == 2) {
+        st = append_roll_branch(b, q, 0, keyw_roll, "?3", "?6");
         if (st == GX_OK)
-            st = gx_buf_printf(b,
-                               " FROM usage_hourly WHERE dim = '%s'%s AND"
-                               " hour_ms >= ?3 AND hour_ms < ?4 GROUP BY 1"
-                               " UNION ALL ",
-                               group_dim(q->group_by), keyw_roll);
+            st = append_roll_branch(b, q, 1, keyw_roll, "?6", "?7");
+        if (st == GX_OK)
+            st = append_roll_branch(b, q, 0, keyw_roll, "?7", "?4");
+    } else if (levels == 1) {
+        st = append_roll_branch(b, q, 0, keyw_roll, "?3", "?4");
+    }
+    if (levels > 0) {
         if (st == GX_OK)
             st = append_raw_branch(b, q->group_by, "ts_ms >= ?1 AND ts_ms < ?3",
                                    keyw_raw);
@@ -268,7 +296,7 @@ build_sql(const struct pr_usage_query *q, int use_rollup, struct gx_buf *b)
         if (st == GX_OK)
             st = append_raw_branch(b, q->group_by, "ts_ms >= ?4 AND ts_ms < ?2",
                                    keyw_raw);
-    } else {
+    } else if (st == GX_OK) {
         st = append_raw_branch(b, q->group_by, "ts_ms >= ?1 AND ts_ms < ?2",
                                keyw_raw);
     }
@@ -316,6 +344,15 @@ floor_hour(int64_t ms)
     return ms - r;
 }
 
+static int64_t
+floor_day(int64_t ms)
+{
+    int64_t r = ms % 86400000;
+    if (r < 0)
+        r += 86400000;
+    return ms - r;
+}
+
 enum gx_status
 pr_usage_query(const char *path, const struct pr_usage_query *q,
                struct pr_usage_result **out, char *err, size_t errlen)
@@ -337,9 +374,15 @@ pr_usage_query(const char *path, const struct pr_usage_query *q,
     if (h0 < since)
         h0 += 3600000;
     int64_t h1 = floor_hour(until);
-    int use_rollup = !q->raw_only && h0 < h1;
+    int64_t d0 = floor_day(h0);
+    if (d0 < h0)
+        d0 += 86400000;
+    int64_t d1 = floor_day(h1);
+    int levels = q->raw_only || h0 >= h1 ? 0
+                 : d0 < d1 && q->group_by != PR_GROUP_HOUR ? 2
+                                                           : 1;
 
-    if (build_sql(q, use_rollup, &sql) != GX_OK) {
+    if (build_sql(q, levels, &sql) != GX_OK) {
         gx_errf(err, errlen, "internal: query text too long");
         rs = GX_ENOMEM;
         goto out;
@@ -352,9 +395,13 @@ pr_usage_query(const char *path, const struct pr_usage_query *q,
     }
     sqlite3_bind_int64(st, 1, since);
     sqlite3_bind_int64(st, 2, until);
-    if (use_rollup) {
+    if (levels > 0) {
         sqlite3_bind_int64(st, 3, h0);
         sqlite3_bind_int64(st, 4, h1);
+    }
+    if (levels == 2) {
+        sqlite3_bind_int64(st, 6, d0);
+        sqlite3_bind_int64(st, 7, d1);
     }
     if (q->key_filter != PR_KEY_ALL && q->key_filter != -1)
         sqlite3_bind_int64(st, 5, q->key_filter);

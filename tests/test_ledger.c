@@ -213,13 +213,17 @@ check_rollups(sqlite3 *db)
     static const char *const vals[4] = {"''", "COALESCE(model,'')",
                                         "COALESCE(provider,'')",
                                         "COALESCE(route,'')"};
-    int64_t cells = 0;
+    static const char *const tables[2] = {"usage_hourly", "usage_daily"};
+    static const char *const tcols[2] = {"hour_ms", "day_ms"};
+    static const long long spans[2] = {3600000LL, 86400000LL};
+    int64_t cells[2] = {0, 0};
+    for (int t = 0; t < 2; t++) {
     for (int d = 0; d < 4; d++) {
         for (int all = 0; all < 2; all++) {
             char raw[2048], sql[4096];
             snprintf(
                 raw, sizeof(raw),
-                "SELECT ts_ms - ts_ms %% 3600000 AS h, %s AS v, %s AS k,"
+                "SELECT ts_ms - ts_ms %% %lld AS h, %s AS v, %s AS k,"
                 " COUNT(*) AS n, SUM(status < 200 OR status >= 300) AS e,"
                 " SUM(prompt_tokens) AS pt, SUM(completion_tokens) AS ct,"
                 " SUM(cached_tokens) AS cc, SUM(cost_pusd) AS cost,"
@@ -228,26 +232,32 @@ check_rollups(sqlite3 *db)
                 " SUM(latency_ms >= 7500 AND latency_ms < 10000) AS b12,"
                 " SUM(latency_ms >= 60000) AS b17"
                 " FROM usage GROUP BY 1,2,3",
-                vals[d], all ? "-2" : "COALESCE(key_id,-1)");
+                spans[t], vals[d], all ? "-2" : "COALESCE(key_id,-1)");
             snprintf(sql, sizeof(sql),
-                     "SELECT COUNT(*) FROM (%s) AS x LEFT JOIN usage_hourly u"
-                     " ON u.dim = '%s' AND u.hour_ms = x.h AND u.value = x.v"
+                     "SELECT COUNT(*) FROM (%s) AS x LEFT JOIN %s u"
+                     " ON u.dim = '%s' AND u.%s = x.h AND u.value = x.v"
                      " AND u.key_id = x.k WHERE u.requests IS NULL OR"
                      " u.requests != x.n OR u.errors != x.e OR"
                      " u.prompt_tokens != x.pt OR u.completion_tokens != x.ct"
                      " OR u.cached_tokens != x.cc OR u.cost_pusd != x.cost OR"
                      " u.latency_sum_ms != x.ls OR u.h0 != x.b0 OR"
                      " u.h7 != x.b7 OR u.h12 != x.b12 OR u.h17 != x.b17",
-                     raw, dims[d]);
+                     raw, tables[t], dims[d], tcols[t]);
             T_EQ_INT(sql_int(db, sql), 0);
             snprintf(sql, sizeof(sql), "SELECT COUNT(*) FROM (%s)", raw);
-            cells += sql_int(db, sql);
+            cells[t] += sql_int(db, sql);
         }
     }
-    T_EQ_INT(sql_int(db, "SELECT COUNT(*) FROM usage_hourly"), cells);
-    T_CHECK(cells > 10);
+    }
+    T_EQ_INT(sql_int(db, "SELECT COUNT(*) FROM usage_hourly"), cells[0]);
+    T_EQ_INT(sql_int(db, "SELECT COUNT(*) FROM usage_daily"), cells[1]);
+    T_CHECK(cells[0] > cells[1] && cells[1] > 10);
     /* The histogram columns of each cell add up to its requests. */
     T_EQ_INT(sql_int(db, "SELECT COUNT(*) FROM usage_hourly WHERE requests !="
+                         " h0+h1+h2+h3+h4+h5+h6+h7+h8+h9+h10+h11+h12+h13+h14"
+                         "+h15+h16+h17"),
+             0);
+    T_EQ_INT(sql_int(db, "SELECT COUNT(*) FROM usage_daily WHERE requests !="
                          " h0+h1+h2+h3+h4+h5+h6+h7+h8+h9+h10+h11+h12+h13+h14"
                          "+h15+h16+h17"),
              0);
@@ -268,7 +278,7 @@ test_group_commit(void)
     }
     struct pr_ledger_stats stats;
     pr_ledger_stats(l, &stats);
-    T_EQ_INT(stats.migrations_applied, 1);
+    T_EQ_INT(stats.migrations_applied, 2);
 
     /* Keys 1..3 exist so the writer charges their spend. */
     sqlite3 *db = NULL;
@@ -359,12 +369,13 @@ test_group_commit(void)
     pr_ledger_close(l);
     T_EQ_INT(sqlite3_open(path, &db), SQLITE_OK);
     T_EQ_INT(sql_int(db, "PRAGMA user_version"), pr_ledger_schema_version());
-    T_EQ_INT(pr_ledger_schema_version(), 1);
+    T_EQ_INT(pr_ledger_schema_version(), 2);
     T_EQ_INT(sql_int(db, "SELECT COUNT(*) FROM usage"), NROWS);
     /* Rebuilding the rollup from raw rows gives back exactly what the
      * writer maintained incrementally. */
     T_EQ_INT(sqlite3_exec(db, "CREATE TEMP TABLE keep AS SELECT * FROM"
-                              " usage_hourly",
+                              " usage_hourly; CREATE TEMP TABLE keepd AS"
+                              " SELECT * FROM usage_daily",
                           NULL, NULL, NULL),
              SQLITE_OK);
     T_EQ_INT(pr_ledger_rebuild_rollups(path, err, sizeof(err)), GX_OK);
@@ -376,6 +387,29 @@ test_group_commit(void)
              0);
     T_EQ_INT(sql_int(db, "SELECT COUNT(*) FROM usage_hourly"),
              sql_int(db, "SELECT COUNT(*) FROM keep"));
+    T_EQ_INT(sql_int(db, "SELECT COUNT(*) FROM (SELECT * FROM keepd EXCEPT"
+                         " SELECT * FROM usage_daily)"),
+             0);
+    T_EQ_INT(sql_int(db, "SELECT COUNT(*) FROM usage_daily"),
+             sql_int(db, "SELECT COUNT(*) FROM keepd"));
+    /* A version-1 database (no usage_daily) gets migration 2 once, and
+     * its daily cells, built from the hourly ones, equal the writer's. */
+    T_EQ_INT(sqlite3_exec(db, "DROP TABLE usage_daily;"
+                              " PRAGMA user_version = 1",
+                          NULL, NULL, NULL),
+             SQLITE_OK);
+    l = NULL;
+    T_EQ_INT(pr_ledger_open(path, &l, err, sizeof(err)), GX_OK);
+    pr_ledger_stats(l, &stats);
+    T_EQ_INT(stats.migrations_applied, 1);
+    pr_ledger_close(l);
+    T_EQ_INT(sql_int(db, "PRAGMA user_version"), 2);
+    T_EQ_INT(sql_int(db, "SELECT COUNT(*) FROM (SELECT * FROM keepd EXCEPT"
+                         " SELECT * FROM usage_daily)"),
+             0);
+    T_EQ_INT(sql_int(db, "SELECT COUNT(*) FROM (SELECT * FROM usage_daily"
+                         " EXCEPT SELECT * FROM keepd)"),
+             0);
     /* A database from the future is refused, not damaged. */
     T_EQ_INT(sqlite3_exec(db, "PRAGMA user_version = 99", NULL, NULL, NULL),
              SQLITE_OK);
