@@ -366,6 +366,7 @@ struct cand {
     int64_t cost;      /* pUSD, saturating */
     double ewma;       /* us, -1 = no sample */
     int slow;          /* cost: p95 over max_latency_ms */
+    int failing;       /* no sample, and its last attempt failed */
 };
 
 static int64_t
@@ -397,6 +398,11 @@ cand_cmp(enum cfg_policy pol, const struct cand *x, const struct cand *y)
         }
         break;
     case CFG_POLICY_LATENCY:
+        /* Unknown first (so it gets a sample), then known by EWMA, then
+         * unknown-and-failing: a target that only ever failed never gets a
+         * sample and would otherwise stay "unknown" and first forever. */
+        if (x->failing != y->failing)
+            return x->failing - y->failing;
         if ((x->ewma < 0) != (y->ewma < 0))
             return x->ewma < 0 ? -1 : 1;
         if (x->ewma != y->ewma)
@@ -483,6 +489,7 @@ rt_plan_route(struct rt_router *rt, const char *model,
         slot_tick(s, now);
         int skip = slot_skip(s, now);
         struct cand cd = {.t = all[i], .idx = i, .ewma = s->ewma_ttfb_us};
+        cd.failing = cd.ewma < 0 && s->consec > 0;
         if (!skip && max_lat_us > 0 && pol == CFG_POLICY_COST) {
             double p95 = hist_quantile(&s->ttfb[0], &s->ttfb[1], 0.95);
             cd.slow = p95 > (double)max_lat_us;

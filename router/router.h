@@ -65,7 +65,8 @@
  *            whose p95 time to first byte exceeds the route's
  *            max_latency_ms go after the others (in the same order).
  *  latency   targets with no recent sample first (config order) so they
- *            get one, then ascending EWMA of time to first byte.
+ *            get one, then ascending EWMA of time to first byte, then
+ *            targets with no sample whose last attempt failed.
  *  "Recent": latency samples live in two rotating windows of RT_WINDOW_MS;
  *  a target with no sample for 2 x RT_WINDOW_MS counts as having none
  *  again, so a target once slow gets re-tried later instead of never.

@@ -49,7 +49,7 @@ static const char *CFG_TEXT =
     "   \"targets\": [\"mid@a\", \"cheap@a\", \"dear@a\"],\n"
     "   \"weights\": [1, 3, 0]},\n"
     "  \"cost\": {\"policy\": \"cost\",\n"
-    "   \"targets\": [\"dear@a\", \"mid@a\", \"cheap@a\"],\n"
+    "   \"targets\": [\"cheap@a\", \"dear@a\", \"mid@a\"],\n"
     "   \"fallback\": \"mid@b\", \"max_latency_ms\": 500},\n"
     "  \"tie\": {\"policy\": \"cost\", \"targets\": [\"cheap@a\", \"cheap@b\"]},\n"
     "  \"io\": {\"policy\": \"cost\", \"targets\": [\"inonly@a\", "
@@ -273,6 +273,20 @@ test_latency(void)
     struct rt_health h;
     T_EQ_INT(rt_health_get(rt, tg("mid@b"), &h), 0);
     T_NEAR(h.ewma_ttfb_ms, 400, 400 * 0.05);
+    rt_router_free(rt);
+
+    /* A target that only fails has no sample: it is not "unknown, try it
+     * first" but last, until it answers once. */
+    rt = new_router();
+    T_CHECK(attempt(rt, "mid@a", RT_FAILURE, -1, -1));
+    rt_plan_route(rt, "lat", 0, 0, &p);
+    T_EQ_STR(order(&p, b, sizeof(b)), "cheap@a,mid@b,mid@a");
+    T_CHECK(attempt(rt, "cheap@a", RT_SUCCESS, 9000, -1));
+    rt_plan_route(rt, "lat", 0, 0, &p);
+    T_EQ_STR(order(&p, b, sizeof(b)), "mid@b,cheap@a,mid@a");
+    T_CHECK(attempt(rt, "mid@a", RT_SUCCESS, 1000, -1));
+    rt_plan_route(rt, "lat", 0, 0, &p);
+    T_EQ_STR(order(&p, b, sizeof(b)), "mid@b,mid@a,cheap@a");
     rt_router_free(rt);
 }
 
