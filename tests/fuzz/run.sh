@@ -1,0 +1,197 @@
+#!/bin/sh
+# make fuzz: builds every tests/fuzz/fuzz_*.c with clang's libFuzzer plus
+# ASan and UBSan, runs each for FUZZ_SECONDS (default 60) on a corpus kept
+# in build/fuzz/corpus/NAME (seeded from real files on the first run),
+# prints a summary and exits nonzero if any target crashed or would not
+# build.  Crash inputs land in build/fuzz/artifacts/NAME/.
+#
+#   FUZZ_SECONDS=N      seconds per target (default 60)
+#   FUZZ_TARGETS="a b"  run only these (names without fuzz_, e.g. gguf)
+#   FUZZ_JOBS=N         compile jobs (default 2; this is a 2-core machine)
+#
+# Which library sources a target links is decided by its name below
+# (sources_for); a new target that needs something else adds a line there.
+# The engine targets take every local_engine/*.c, the *_avx2.c files with
+# the same ISA flags as the Makefile gives them.
+set -u
+cd "$(dirname "$0")/../.." || exit 2
+SECS=${FUZZ_SECONDS:-60}
+JOBS=${FUZZ_JOBS:-2}
+CC=${FUZZ_CC:-clang}
+OUT=build/fuzz
+: "${LLMUX_TEST_DATA:=$(cd .. && pwd)/shared/data}"
+export LLMUX_TEST_DATA
+mkdir -p "$OUT/obj" "$OUT/bin" "$OUT/corpus" "$OUT/artifacts" "$OUT/log"
+
+# --- toolchain: clang with the libFuzzer runtime ---------------------------
+probe() {
+    printf 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n)\n{ (void)d; (void)n; return 0; }\n' >"$OUT/probe.c"
+    "$CC" -fsanitize=fuzzer,address,undefined "$OUT/probe.c" -o "$OUT/probe" >/dev/null 2>&1
+}
+if ! command -v "$CC" >/dev/null || ! probe; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+        echo "fuzz: installing clang and its libFuzzer runtime with apt-get"
+        (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang libclang-rt-dev) >/dev/null 2>&1 ||
+            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang libclang-rt-14-dev >/dev/null 2>&1
+    fi
+    if ! command -v "$CC" >/dev/null || ! probe; then
+        echo "fuzz: clang with libFuzzer is needed; as root run:"
+        echo "  apt-get install -y clang libclang-rt-dev   (Debian 12: libclang-rt-14-dev)"
+        exit 1
+    fi
+fi
+
+CFLAGS="-std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer -pthread \
+ -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all"
+LDFLAGS="-fsanitize=fuzzer,address,undefined -pthread -lm"
+AVX2_FLAGS="-mavx2 -mfma -mf16c"
+
+# sources_for NAME -> library sources; libs_for NAME -> extra link flags
+sources_for() {
+    case "$1" in
+    sse) echo providers/sse.c common/common.c ;;
+    config) echo config/*.c pricing/*.c common/*.c ;;
+    *) echo local_engine/*.c ;;
+    esac
+}
+libs_for() {
+    case "$1" in
+    config) pkg-config --libs jansson sqlite3 2>/dev/null || echo "-ljansson -lsqlite3" ;;
+    *) echo "" ;;
+    esac
+}
+pkg_cflags_for() {
+    case "$1" in
+    config) pkg-config --cflags jansson sqlite3 2>/dev/null ;;
+    *) echo "" ;;
+    esac
+}
+
+# Object of a library source: rebuilt when the source or any header of the
+# tree is newer (headers are few; this keeps the script make-free).
+obj_of() { echo "$OUT/obj/$(echo "$1" | tr / _ | sed 's/\.c$/.o/')"; }
+NEWEST_H=$(ls -t */*.h tests/lib/*.h 2>/dev/null | head -n 1)
+compile() { # src extra-cflags
+    o=$(obj_of "$1")
+    if [ -f "$o" ] && [ "$o" -nt "$1" ] && { [ -z "$NEWEST_H" ] || [ "$o" -nt "$NEWEST_H" ]; }; then
+        return 0
+    fi
+    case "$1" in *_avx2.c) isa=$AVX2_FLAGS ;; *) isa= ;; esac
+    # shellcheck disable=SC2086
+    "$CC" $CFLAGS $isa $2 -c "$1" -o "$o" 2>"$o.err" || { cat "$o.err"; return 1; }
+}
+
+# --- seeds (first run only: the corpus then grows by itself) --------------
+seed_gguf() { # dir
+    gen=build/release/tests/tool_gguf_gen
+    [ -x "$gen" ] || make -s "$gen" >/dev/null 2>&1
+    if [ -x "$gen" ]; then
+        # small files mutate fast: K-quants need rows of 256, others 32
+        for t in f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k q5_k q6_k; do
+            case $t in *_k) e=256 ;; *) e=32 ;; esac
+            "$gen" --out "$1/tiny_$t.gguf" --type "$t" --n-embd $e --n-layer 1 \
+                --n-head 4 --n-head-kv 2 --n-ff $e --n-vocab 259 --seed 1 >/dev/null 2>&1
+        done
+    fi
+    # (no real vocabulary file: at 700 KB each run parses 32000 strings and
+    # the fuzzer manages a few runs a second; the tokenizer target covers them)
+}
+seed_tokenizer() { # dir: each test string of the shared .inp, for each vocab
+    inp="$LLMUX_TEST_DATA/tokenizer/ggml-vocab-gpt-2.gguf.inp"
+    [ -f "$inp" ] || return 0
+    awk -v dir="$1" 'BEGIN { RS = "\n__ggml_vocab_test__\n"; ORS = "" }
+        { f = sprintf("%s/str_%03d", dir, NR); printf "%s", $0 > f; close(f) }' "$inp"
+    for s in "$1"/str_*; do
+        for k in 0 1 2 3 4 5 6; do
+            # byte 0: vocab k with parse_special (64); add_special for some
+            b=$((k + 64 + (k % 2) * 128))
+            { printf "\\$(printf '%03o' "$b")"; cat "$s"; } >"$s.v$k"
+        done
+        rm -f "$s"
+    done
+    printf '\100<s>Hello <|endoftext|> world</s>' >"$1/special"
+}
+seed_config() {
+    for f in config/*.json; do [ -f "$f" ] && cp "$f" "$1/"; done
+    printf '{"listen":"127.0.0.1:0","providers":{}}' >"$1/min.json"
+}
+seed_sse() {
+    printf '\005data: {"a":1}\r\n\r\nevent: x\ndata: y\n\n: c\n\n' >"$1/basic"
+    printf '\003data: [DONE]\n\n' >"$1/done"
+}
+
+# --- build and run ---------------------------------------------------------
+targets=""
+for f in tests/fuzz/fuzz_*.c; do
+    n=$(basename "$f" .c); n=${n#fuzz_}
+    if [ -n "${FUZZ_TARGETS:-}" ]; then
+        case " $FUZZ_TARGETS " in *" $n "*) ;; *) continue ;; esac
+    fi
+    targets="$targets $n"
+done
+[ -n "$targets" ] || { echo "fuzz: no targets"; exit 2; }
+
+failed=0
+summary=""
+for n in $targets; do
+    bin="$OUT/bin/fuzz_$n"
+    pc=$(pkg_cflags_for "$n")
+    objs=""; ok=1
+    srcs=$(sources_for "$n")
+    # two compiles at a time at most
+    set -- $srcs
+    while [ $# -gt 0 ]; do
+        pids=""; i=0
+        while [ $# -gt 0 ] && [ $i -lt "$JOBS" ]; do
+            compile "$1" "$pc" & pids="$pids $!"; objs="$objs $(obj_of "$1")"
+            shift; i=$((i + 1))
+        done
+        for p in $pids; do wait "$p" || ok=0; done
+    done
+    if [ $ok = 1 ]; then
+        # shellcheck disable=SC2086
+        "$CC" $CFLAGS $pc "tests/fuzz/fuzz_$n.c" $objs $LDFLAGS $(libs_for "$n") -o "$bin" \
+            2>"$OUT/log/$n.build" || ok=0
+    fi
+    if [ $ok = 0 ]; then
+        echo "== fuzz_$n: BUILD FAILED"; tail -n 20 "$OUT/log/$n.build" 2>/dev/null
+        summary="$summary
+fuzz_$n: build failed"
+        failed=$((failed + 1)); continue
+    fi
+    corpus="$OUT/corpus/$n"
+    if [ ! -d "$corpus" ]; then
+        mkdir -p "$corpus"
+        case "$n" in
+        gguf) seed_gguf "$corpus" ;;
+        tokenizer) seed_tokenizer "$corpus" ;;
+        config) seed_config "$corpus" ;;
+        sse) seed_sse "$corpus" ;;
+        esac
+    fi
+    art="$OUT/artifacts/$n/"
+    mkdir -p "$art"
+    echo "== fuzz_$n: ${SECS}s"
+    log="$OUT/log/$n.log"
+    "$bin" -max_total_time="$SECS" -timeout=20 -rss_limit_mb=3072 \
+        -print_final_stats=1 -artifact_prefix="$art" "$corpus" >"$log" 2>&1
+    rc=$?
+    execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
+    cov=$(grep -Eo 'cov: [0-9]+' "$log" | tail -n 1 | sed 's/cov: //')
+    ncorp=$(ls "$corpus" | wc -l)
+    if [ $rc = 0 ]; then
+        line="fuzz_$n: ok, ${execs:-?} runs, cov ${cov:-?}, corpus $ncorp"
+    else
+        crash=$(ls -t "$art" 2>/dev/null | head -n 1)
+        line="fuzz_$n: CRASH (exit $rc), input $art$crash"
+        failed=$((failed + 1))
+        grep -E 'ERROR|SUMMARY|runtime error|#[0-9]+ 0x' "$log" | head -n 25
+    fi
+    echo "   $line"
+    summary="$summary
+$line"
+done
+echo
+echo "fuzz summary (${SECS}s each):$summary"
+[ $failed = 0 ] || { echo "fuzz: $failed target(s) failed; logs in $OUT/log/"; exit 1; }
+exit 0
