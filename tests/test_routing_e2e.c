@@ -429,6 +429,16 @@ test_circuit(void)
     T_EQ_INT(fake_count("cb") - cb0, 4);
     /* The failed probe re-opened it. */
     T_EQ_STR(admin_state("m@cb", st, sizeof(st)), "open");
+    /* Asked for by name while open: nothing is left to try, so 503 at
+     * once, saying why and when to come back, and m@cb sees nothing. */
+    struct e2e_resp r;
+    T_EQ_INT(chat(base, "m@cb", "hello", 0, &r), 0);
+    T_EQ_INT(r.status, 503);
+    T_CHECK(r.body && strstr(r.body, "m@cb") && strstr(r.body, "circuit"));
+    long ra = atol(hdr(&r, "retry-after"));
+    T_CHECK(ra >= 1 && ra <= COOLDOWN_MS / 1000);
+    e2e_resp_free(&r);
+    T_EQ_INT(fake_count("cb") - cb0, 4);
 }
 
 static void
