@@ -267,6 +267,9 @@ void gw_usage_handle(struct gw_worker *w, struct evhttp_request *req);
 
 /* keys_cli.c: gw_cli_keys is declared in gateway.h (main.c calls it). */
 
+/* dashboard.c: GET /dashboard, the self-contained HTML page (no key). */
+void gw_dashboard_handle(struct gw_worker *w, struct evhttp_request *req);
+
 /* tls.c: SSL_CTX from cfg->tls_cert/tls_key (NULL when not configured;
  * *out NULL too).  gw_tls_attach makes w's evhttp speak HTTPS. */
 enum gx_status gw_tls_new(const struct cfg *c, void **out, char *err,

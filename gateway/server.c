@@ -140,6 +140,10 @@ on_http(struct evhttp_request *req, void *arg)
         gw_handle_metrics(srv, req);
         return;
     }
+    if (!strcmp(path, "/dashboard")) {
+        gw_dashboard_handle(w, req); /* dashboard.c */
+        return;
+    }
     gw_reply_error(req, 404, "invalid_request_error", "not_found", NULL,
                    "No route for %s %s.",
                    m == EVHTTP_REQ_GET    ? "GET"
