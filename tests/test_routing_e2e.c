@@ -111,7 +111,7 @@ start_main(void)
     add_provider(prov, sizeof(prov), "cb", "status=500", NULL, 1, 1);
     add_provider(prov, sizeof(prov), "exp", NULL, NULL, 10, 30);
     add_provider(prov, sizeof(prov), "chp", NULL, NULL, 1, 2);
-    add_provider(prov, sizeof(prov), "lslow", "delay_ms=400", NULL, 1, 1);
+    add_provider(prov, sizeof(prov), "lslow", "delay_ms=600", NULL, 1, 1);
     add_provider(prov, sizeof(prov), "lfast", NULL, NULL, 1, 1);
     add_provider(prov, sizeof(prov), "wa", NULL, NULL, 1, 1);
     add_provider(prov, sizeof(prov), "wb", NULL, NULL, 1, 1);
@@ -128,7 +128,7 @@ start_main(void)
         "  \"allfail\": {\"targets\": [\"m@s500\", \"m@s503\"]},\n"
         "  \"circ\": {\"targets\": [\"m@cb\", \"m@ok\"]},\n"
         "  \"cost\": {\"policy\": \"cost\", \"targets\": [\"m@exp\", "
-        "\"m@chp\"], \"max_latency_ms\": 300},\n"
+        "\"m@chp\"], \"max_latency_ms\": 1000},\n"
         "  \"lat\": {\"policy\": \"latency\", \"targets\": [\"m@lslow\", "
         "\"m@lfast\"]},\n"
         "  \"w\": {\"policy\": \"weighted\", \"targets\": [\"m@wa\", "
@@ -151,7 +151,7 @@ start_hedged(void)
     prov[0] = '\0';
     add_provider(prov, sizeof(prov), "hslow", "delay_ms=2000", NULL, 1, 1);
     add_provider(prov, sizeof(prov), "hfast", NULL, NULL, 1, 1);
-    add_provider(prov, sizeof(prov), "hchunky", "chunk_delay_ms=150", NULL, 1,
+    add_provider(prov, sizeof(prov), "hchunky", "chunk_delay_ms=250", NULL, 1,
                  1);
     add_provider(prov, sizeof(prov), "hsslow", "delay_ms=2000", NULL, 1, 1);
     add_provider(prov, sizeof(prov), "hsfast", NULL, NULL, 1, 1);
@@ -162,7 +162,7 @@ start_hedged(void)
                        "  \"hs\": {\"targets\": [\"m@hsslow\", "
                        "\"m@hsfast\"]}",
                        "{\"max_attempts\": 3, \"backoff_ms\": 10, "
-                       "\"hedge_after_ms\": 200}");
+                       "\"hedge_after_ms\": 500}");
 }
 
 /* ------------------------------------------------------------------ */
@@ -417,6 +417,7 @@ test_circuit(void)
      * never touch m@cb.  All four succeed. */
     pthread_t th[4];
     struct par p[4];
+    int64_t probe_start = mono_ms();
     for (int i = 0; i < 4; i++) {
         p[i].content = "fake:delay_ms=500";
         pthread_create(&th[i], NULL, par_main, &p[i]);
@@ -427,7 +428,12 @@ test_circuit(void)
         T_EQ_STR(p[i].provider, "ok");
     }
     T_EQ_INT(fake_count("cb") - cb0, 4);
-    /* The failed probe re-opened it. */
+    /* The failed probe re-opened it (for a cooldown from when it failed,
+     * which was after probe_start). */
+    if (mono_ms() - probe_start >= COOLDOWN_MS - 500) {
+        fprintf(stderr, "  (machine too slow to check the re-open)\n");
+        return;
+    }
     T_EQ_STR(admin_state("m@cb", st, sizeof(st)), "open");
     /* Asked for by name while open: nothing is left to try, so 503 at
      * once, saying why and when to come back, and m@cb sees nothing. */
@@ -452,8 +458,8 @@ test_cost_policy(void)
     e2e_resp_free(&r);
     T_EQ_INT(fake_count("chp"), 1);
     T_EQ_INT(fake_count("exp"), 0);
-    /* It turns slow (450 ms first byte > max_latency_ms 300)... */
-    T_EQ_INT(chat(base, "cost", "fake:delay_ms=450", 0, &r), 0);
+    /* It turns slow (1200 ms first byte > max_latency_ms 1000)... */
+    T_EQ_INT(chat(base, "cost", "fake:delay_ms=1200", 0, &r), 0);
     T_EQ_INT(r.status, 200);
     T_EQ_STR(hdr(&r, "x-llmux-provider"), "chp");
     e2e_resp_free(&r);
@@ -468,7 +474,7 @@ test_cost_policy(void)
     T_EQ_INT(fake_count("chp"), 2);
     T_EQ_INT(fake_count("exp"), 3);
     json_t *t = admin_target(base, "m@chp");
-    T_CHECK(json_number_value(json_object_get(t, "p95_ms")) > 300);
+    T_CHECK(json_number_value(json_object_get(t, "p95_ms")) > 1000);
     json_decref(t);
 }
 
@@ -488,7 +494,7 @@ test_latency_policy(void)
     T_EQ_INT(fake_count("lfast"), 5);
     json_t *s = admin_target(base, "m@lslow"), *f = admin_target(base,
                                                                   "m@lfast");
-    T_CHECK(json_number_value(json_object_get(s, "ewma_ms")) >= 400);
+    T_CHECK(json_number_value(json_object_get(s, "ewma_ms")) >= 600);
     T_CHECK(json_number_value(json_object_get(f, "ewma_ms")) <
             json_number_value(json_object_get(s, "ewma_ms")));
     json_decref(s);
@@ -610,7 +616,7 @@ test_hedging_streams(void)
     T_EQ_INT(fake_count("hsslow"), 1);
     T_EQ_INT(fake_count("hsfast"), 1);
     /* A stream whose first byte came at once but whose chunks are slow
-     * (5 x 150 ms > hedge_after_ms): bytes reached the client, so no
+     * (5 x 250 ms > hedge_after_ms): bytes reached the client, so no
      * hedge starts. */
     T_EQ_INT(chat(hbase, "hc", "hello there", 1, &r), 0);
     T_EQ_INT(r.status, 200);
