@@ -1,0 +1,145 @@
+#!/bin/sh
+# bench/engine.sh BUILD_DIR: the local engine against llama.cpp, side by
+# side in one run on this machine.  Writes bench/out/engine.md (bench/run.sh
+# appends it to bench/BENCHMARKS.md).
+#
+# Models: $LLMUX_TEST_DATA/models/stories260K.gguf (real, F32, tiny) and
+# random-weight llama "slices" of a 1B model written by tool_gguf_gen into
+# $ENGINE_BENCH_MODELS (default /tmp/llmux-bench-models, never the repo):
+# n_embd 2048, n_head 32, n_head_kv 8, n_ff 5632, n_vocab 32000 (TinyLlama
+# / Llama 3.2 1B widths), ENGINE_BENCH_LAYERS layers (default 4), one file
+# per type in ENGINE_BENCH_TYPES (default "q4_0 q8_0 q4_k").  Files are made
+# once and reused (about 30 s each).
+#
+# Each model: `llmux bench -p P -n N --threads T --json`, then llama.cpp's
+# llama-bench on the same file with the same -p/-n/-t, when
+# $LLAMA_BENCH (default /tmp/llama.cpp/build/bin/llama-bench) exists; it is
+# never downloaded or built here (its column says so when absent).
+#   ENGINE_BENCH_P (128), ENGINE_BENCH_N (64), ENGINE_BENCH_THREADS (2),
+#   ENGINE_BENCH_REPS (1: each llmux number is one run; llama-bench is
+#   given the same -r and reports its mean)
+set -u
+BUILD=${1:-build/release}
+P=${ENGINE_BENCH_P:-128}
+N=${ENGINE_BENCH_N:-64}
+T=${ENGINE_BENCH_THREADS:-2}
+R=${ENGINE_BENCH_REPS:-1}
+LAYERS=${ENGINE_BENCH_LAYERS:-4}
+TYPES=${ENGINE_BENCH_TYPES:-q4_0 q8_0 q4_k}
+MDIR=${ENGINE_BENCH_MODELS:-/tmp/llmux-bench-models}
+LB=${LLAMA_BENCH:-/tmp/llama.cpp/build/bin/llama-bench}
+: "${LLMUX_TEST_DATA:=$(cd .. && pwd)/shared/data}"
+OUT=bench/out/engine.md
+LLMUX="$BUILD/llmux"
+GEN="$BUILD/tests/tool_gguf_gen"
+TMP=$(mktemp -d /tmp/llmux-engine-bench-XXXXXX)
+trap 'rm -rf "$TMP"' EXIT
+mkdir -p bench/out "$MDIR"
+
+if [ ! -x "$LLMUX" ]; then
+    echo "engine bench: $LLMUX not built"; exit 1
+fi
+
+load() { cut -d' ' -f1-3 /proc/loadavg; }
+LOAD0=$(load)
+
+# --- models ---------------------------------------------------------------
+models=""
+S="$LLMUX_TEST_DATA/models/stories260K.gguf"
+[ -f "$S" ] && models="$S"
+for t in $TYPES; do
+    f="$MDIR/slice-2048x${LAYERS}-$t.gguf"
+    if [ ! -s "$f" ]; then
+        if [ -x "$GEN" ]; then
+            echo "engine bench: generating $f"
+            "$GEN" --out "$f.part" --type "$t" --n-embd 2048 --n-layer "$LAYERS" \
+                --n-head 32 --n-head-kv 8 --n-ff 5632 --n-vocab 32000 \
+                --n-ctx 2048 --seed 1 && mv "$f.part" "$f" || rm -f "$f.part"
+        else
+            echo "engine bench: $GEN not built; skipping the $t slice"
+        fi
+    fi
+    [ -s "$f" ] && models="$models $f"
+done
+[ -n "$models" ] || { echo "engine bench: no model"; exit 1; }
+
+# --- runs -----------------------------------------------------------------
+# num FIELD FILE: the number after "FIELD": in a one-line JSON object
+jnum() { sed -n "s/.*\"$1\": *\([-0-9.eE+]*\).*/\1/p" "$2" | head -n 1; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2f", a / b; else print "-" }'; }
+
+fmt() { case "$1" in [0-9]*) printf '%.2f' "$1" ;; *) printf '%s' "$1" ;; esac; }
+have_lb=0
+descs=""
+[ -x "$LB" ] && have_lb=1
+rows=""
+i=0
+for m in $models; do
+    i=$((i + 1))
+    name=$(basename "$m")
+    size=$(stat -c %s "$m" | awk '{ printf "%.1f", $1 / 1048576 }')
+    echo "engine bench: llmux on $name"
+    if "$LLMUX" bench --model "$m" -p "$P" -n "$N" -r "$R" --threads "$T" --json \
+        >"$TMP/llmux$i.json" 2>"$TMP/llmux$i.err"; then
+        # "pp":{..."tokens_per_s":X}, "tg":{..."tokens_per_s":Y}
+        lpp=$(sed -n 's/.*"pp":{[^}]*"tokens_per_s":\([0-9.]*\).*/\1/p' "$TMP/llmux$i.json")
+        ltg=$(sed -n 's/.*"tg":{[^}]*"tokens_per_s":\([0-9.]*\).*/\1/p' "$TMP/llmux$i.json")
+        desc=$(sed -n 's/.*"desc":"\([^"]*\)".*/\1/p' "$TMP/llmux$i.json")
+    else
+        lpp="error"; ltg="error"
+        desc="llmux: $(head -n 1 "$TMP/llmux$i.err")"
+    fi
+    cpp="n/a"; ctg="n/a"
+    if [ $have_lb = 1 ]; then
+        echo "engine bench: llama-bench on $name"
+        # jsonl: one object per test (pp then tg); llama.cpp's own warm-up
+        # run is not counted by it.
+        if "$LB" -m "$m" -p "$P" -n "$N" -t "$T" -r "$R" -o jsonl \
+            >"$TMP/lb$i.jsonl" 2>"$TMP/lb$i.err"; then
+            grep '"n_gen": *0[,}]' "$TMP/lb$i.jsonl" >"$TMP/lb$i.pp"
+            grep '"n_prompt": *0[,}]' "$TMP/lb$i.jsonl" >"$TMP/lb$i.tg"
+            cpp=$(jnum avg_ts "$TMP/lb$i.pp"); ctg=$(jnum avg_ts "$TMP/lb$i.tg")
+            [ -n "$cpp" ] || cpp="?"; [ -n "$ctg" ] || ctg="?"
+            lbc=$(sed -n 's/.*"build_commit": *"\([^"]*\)".*/\1/p' "$TMP/lb$i.jsonl" | head -n 1)
+        else
+            cpp="error"; ctg="error"
+            tail -n 3 "$TMP/lb$i.err"
+        fi
+    fi
+    rows="$rows
+| $name | $size MiB | $(fmt "$lpp") | $(fmt "$cpp") | $(ratio "$lpp" "$cpp") | $(fmt "$ltg") | $(fmt "$ctg") | $(ratio "$ltg" "$ctg") |"
+    descs="$descs
+- \`$name\`: $desc"
+done
+LOAD1=$(load)
+
+# Where the time goes: measured by hand (perf record -e cpu-clock on
+# `llmux bench` over the q4_0 slice); kept here so each run reprints it.
+notes() {
+    cat <<'NOTES'
+NOTES
+}
+
+# --- report ---------------------------------------------------------------
+{
+echo "## Local engine vs llama.cpp (bench/engine.sh)"
+echo
+echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC'); llmux commit $(git rev-parse --short HEAD 2>/dev/null)"
+echo "- machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -n 1); load average before/after: $LOAD0 / $LOAD1 (a shared machine: a load above the core count means other work ran beside the benchmark and both columns are low)"
+echo "- llmux: \`llmux bench --model M -p $P -n $N -r $R --threads $T --json\` (pp: $P prompt tokens in batches; tg: $N tokens one at a time)"
+if [ $have_lb = 1 ]; then
+    src=""
+    [ -f "$(dirname "$(dirname "$(dirname "$LB")")")/SOURCE" ] && src=" ($(cat "$(dirname "$(dirname "$(dirname "$LB")")")/SOURCE"))"
+    echo "- llama.cpp: \`llama-bench -m M -p $P -n $N -t $T -r $R -o jsonl\`, build ${lbc:-?}$src, CPU backend built with GGML_NATIVE=ON (its AVX2 kernels and, for q4_0, its run-time repacking)"
+else
+    echo "- llama.cpp: not measured in this run (no llama-bench at $LB; set LLAMA_BENCH to one built on this machine to get the column)"
+fi
+echo "- slices: random weights (tool_gguf_gen --seed 1), n_embd 2048, $LAYERS layers, 32 heads (8 kv), n_ff 5632, n_vocab 32000: a $LAYERS-layer slice of a 1B llama with its full embedding and output matrices; every 2-D weight in the named type, norms F32"
+echo
+echo "| model | size | llmux pp$P t/s | llama.cpp pp$P t/s | pp ratio | llmux tg$N t/s | llama.cpp tg$N t/s | tg ratio |"
+echo "|---|---|---|---|---|---|---|---|$rows"
+echo
+echo "Ratios are llmux / llama.cpp (1.00 = as fast).$descs"
+notes
+} >"$OUT"
+echo "wrote $OUT"
