@@ -37,6 +37,9 @@
 
 #define ADMIN "adm-0123456789abcdef-dashboard"
 #define SECRET "sk-upstream-SECRET-dashboard-0123456789"
+/* A model name that is markup: the page must show it as text. */
+#define ODD_MODEL "<i>x</i>&amp;"
+#define ODD_MODEL_ESCAPED "&lt;i&gt;x&lt;/i&gt;&amp;amp;"
 
 static struct e2e_proc fake, gw;
 static char base[128];
@@ -59,7 +62,9 @@ start_gateway(void)
         "\"http://127.0.0.1:%d/v1\",\n"
         "   \"api_key\": \"%s\", \"timeout_ms\": 4000,\n"
         "   \"models\": {\"gpt-4.1\": {}, \"cheap\": {\"input_per_mtok\": "
-        "0.5, \"output_per_mtok\": 1.0}}},\n"
+        "0.5, \"output_per_mtok\": 1.0},\n"
+        "    \"" ODD_MODEL "\": {\"input_per_mtok\": 1, "
+        "\"output_per_mtok\": 1}}},\n"
         "  \"bad\": {\"kind\": \"openai\", \"base_url\": "
         "\"http://127.0.0.1:%d/v1\",\n"
         "   \"api_key\": \"%s\", \"headers\": {\"X-Fake\": \"status=503\"},\n"
@@ -223,8 +228,11 @@ make_traffic(void)
         T_EQ_INT(st, 200);
         n_ok += st == 200;
     }
+    long st = chat(ODD_MODEL, "odd");
+    T_EQ_INT(st, 200);
+    n_ok += st == 200;
     for (int i = 0; i < 2; i++) {
-        long st = chat("allbad", "this fails");
+        st = chat("allbad", "this fails");
         T_CHECK(st >= 500);
         n_err += st >= 500;
     }
@@ -528,6 +536,9 @@ test_in_browser(void)
         T_CHECK(strstr(dom, "<polyline") != NULL ||
                 strstr(dom, "<circle") != NULL);
         T_CHECK(strstr(dom, "Provider health needs the admin key.") != NULL);
+        /* A name that is markup shows as text, never as an element. */
+        T_CHECK(strstr(dom, ODD_MODEL_ESCAPED) != NULL);
+        T_CHECK(strstr(dom, "<i>x</i>") == NULL);
         free(dom);
     }
     /* A picture for a human to look at. */
