@@ -333,20 +333,23 @@ bench_queries(const char *path, int64_t t_end, int raw)
     sqlite3 *db = NULL;
     sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL);
     sqlite3_stmt *st = NULL;
-    long long nrows = 0, nroll = 0;
+    long long nrows = 0, nroll = 0, nday = 0;
     if (sqlite3_prepare_v2(db, "SELECT (SELECT MAX(id) FROM usage),"
-                               " (SELECT COUNT(*) FROM usage_hourly)",
+                               " (SELECT COUNT(*) FROM usage_hourly),"
+                               " (SELECT COUNT(*) FROM usage_daily)",
                            -1, &st, NULL) == SQLITE_OK &&
         sqlite3_step(st) == SQLITE_ROW) {
         nrows = sqlite3_column_int64(st, 0);
         nroll = sqlite3_column_int64(st, 1);
+        nday = sqlite3_column_int64(st, 2);
     }
     sqlite3_finalize(st);
     sqlite3_close(db);
     struct stat sb;
     stat(path, &sb);
-    printf("ledger: %lld rows, %lld rollup rows, %.0f MB\n", nrows, nroll,
-           (double)sb.st_size / 1e6);
+    printf("ledger: %lld rows, %lld hourly + %lld daily rollup cells,"
+           " %.0f MB\n",
+           nrows, nroll, nday, (double)sb.st_size / 1e6);
     int64_t month = 30LL * 86400000;
     for (int g = PR_GROUP_NONE; g <= PR_GROUP_HOUR; g++) {
         for (int variant = 0; variant < 3; variant++) {
