@@ -864,7 +864,7 @@ check_base_url(struct vctx *v, char *url)
 
 static const char *const openai_keys[] = {
     "kind",    "base_url",   "api_key", "timeout_ms", "connect_timeout_ms",
-    "first_byte_timeout_ms", "headers", "models",     NULL};
+    "first_byte_timeout_ms", "headers", "models",     "ca_file", NULL};
 static const char *const local_keys[] = {
     "kind",   "model_path", "threads", "context", "parallel",
     "timeout_ms", "first_byte_timeout_ms", "models", NULL};
@@ -935,6 +935,7 @@ parse_provider(struct vctx *v, const char *name, json_t *po,
         path_pop(v, keep);
         if (st != GX_OK ||
             (st = get_str(v, po, "api_key", 0, STR_SECRET, &p->api_key)) ||
+            (st = get_str(v, po, "ca_file", 0, STR_OPTIONAL, &p->ca_file)) ||
             (st = parse_headers(v, po, p)))
             return st;
     }
@@ -1540,6 +1541,7 @@ cfg_free(struct cfg *c)
             free(p->headers[h].value);
         }
         free(p->headers);
+        free(p->ca_file);
         free(p->model_path);
         for (size_t m = 0; m < p->n_models; m++) {
             free(p->models[m].name);

@@ -50,6 +50,8 @@ struct cfg_provider {
     int first_byte_timeout_ms; /* default 20000 */
     struct cfg_header *headers;
     size_t n_headers;
+    char *ca_file; /* PEM CA bundle to verify an https upstream with, in
+                      place of the system's; NULL = system default */
     /* local */
     char *model_path;
     int threads;  /* default: number of CPUs */

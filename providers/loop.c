@@ -756,6 +756,14 @@ pv_http_start(struct pv_call *c, const struct pv_http_hooks *hooks,
                          (long)prov->connect_timeout_ms);
     if (prov->timeout_ms > 0)
         curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)prov->timeout_ms);
+    if (prov->ca_file) {
+        /* The provider's own CA bundle is the whole trust: no CA directory
+         * beside it, so a private relay CA cannot be widened by the system
+         * store.  Peer and host name checks stay on (libcurl's default);
+         * the pool's curl_easy_reset puts the defaults back. */
+        curl_easy_setopt(e, CURLOPT_CAINFO, prov->ca_file);
+        curl_easy_setopt(e, CURLOPT_CAPATH, (char *)NULL);
+    }
     if (prov->first_byte_timeout_ms > 0) {
         c->fb_timeout_ms = prov->first_byte_timeout_ms;
         c->fb_timer = evtimer_new(loop->base, fb_timer_cb, c);

@@ -3,12 +3,15 @@
  * tests and benchmarks.  A real libevent evhttp server on 127.0.0.1.
  *
  *   fake_provider --port 0 [--host 127.0.0.1] [--threads N]
- *                 [--max-seconds S]
+ *                 [--max-seconds S] [--tls-cert FILE --tls-key FILE]
  *
  * Prints "PORT <n>" on stdout (flushed) once listening; exits 0 on
  * SIGTERM/SIGINT or after --max-seconds (default 300) so it can never hang
  * a test run.  --threads N runs N event loops on the same port
- * (SO_REUSEPORT) for benchmarks.
+ * (SO_REUSEPORT) for benchmarks.  With --tls-cert and --tls-key (PEM files)
+ * it speaks HTTPS only (libevent's bufferevent_openssl under evhttp, so
+ * HTTP/1.1 only: evhttp has no h2, ALPN offers are ignored); every
+ * directive works the same over TLS.
  *
  * Endpoints
  *   POST /v1/chat/completions, /chat/completions   an OpenAI answer
@@ -78,7 +81,10 @@
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 #include <event2/thread.h>
+#include <event2/bufferevent_ssl.h>
 #include <jansson.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 
 #define FP_MAX_THREADS 16
 #define FP_MAX_DELAY_MS 60000
@@ -86,6 +92,8 @@
 #define FP_LAST_BODY_MAX 65536
 
 /* ---- shared counters ---------------------------------------------------- */
+
+static SSL_CTX *tls_ctx; /* NULL: plain HTTP */
 
 static pthread_mutex_t st_mu = PTHREAD_MUTEX_INITIALIZER;
 static long st_requests, st_streams, st_connections, st_ids, st_completed;
@@ -969,7 +977,39 @@ bev_cb(struct event_base *base, void *arg)
     pthread_mutex_lock(&st_mu);
     st_connections++;
     pthread_mutex_unlock(&st_mu);
-    return bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
+    if (!tls_ctx)
+        return bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
+    SSL *ssl = SSL_new(tls_ctx);
+    if (!ssl)
+        return NULL;
+    /* On success the bufferevent owns ssl (freed with it). */
+    struct bufferevent *bev = bufferevent_openssl_socket_new(
+        base, -1, ssl, BUFFEREVENT_SSL_ACCEPTING, BEV_OPT_CLOSE_ON_FREE);
+    if (!bev) {
+        SSL_free(ssl);
+        return NULL;
+    }
+    /* Clients (and our own reset/drop directives) close without a TLS
+     * close_notify; that is an ordinary end, not an error. */
+    bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
+    return bev;
+}
+
+/* Loads a PEM certificate chain and key into tls_ctx; 0 on success. */
+static int
+tls_setup(const char *cert, const char *key)
+{
+    tls_ctx = SSL_CTX_new(TLS_server_method());
+    if (!tls_ctx)
+        return -1;
+    SSL_CTX_set_min_proto_version(tls_ctx, TLS1_2_VERSION);
+    if (SSL_CTX_use_certificate_chain_file(tls_ctx, cert) != 1 ||
+        SSL_CTX_use_PrivateKey_file(tls_ctx, key, SSL_FILETYPE_PEM) != 1 ||
+        SSL_CTX_check_private_key(tls_ctx) != 1) {
+        ERR_print_errors_fp(stderr);
+        return -1;
+    }
+    return 0;
 }
 
 static int
@@ -1024,13 +1064,15 @@ static void
 usage(void)
 {
     fprintf(stderr, "usage: fake_provider --port N [--host ADDR] "
-                    "[--threads N] [--max-seconds S]\n");
+                    "[--threads N] [--max-seconds S] "
+                    "[--tls-cert FILE --tls-key FILE]\n");
 }
 
 int
 main(int argc, char **argv)
 {
     const char *host = "127.0.0.1";
+    const char *tls_cert = NULL, *tls_key = NULL;
     int port = -1, max_seconds = 300;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--port") && i + 1 < argc)
@@ -1041,15 +1083,26 @@ main(int argc, char **argv)
             n_workers = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--max-seconds") && i + 1 < argc)
             max_seconds = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--tls-cert") && i + 1 < argc)
+            tls_cert = argv[++i];
+        else if (!strcmp(argv[i], "--tls-key") && i + 1 < argc)
+            tls_key = argv[++i];
         else {
             usage();
             return 2;
         }
     }
     if (port < 0 || port > 65535 || n_workers < 1 ||
-        n_workers > FP_MAX_THREADS || max_seconds < 1) {
+        n_workers > FP_MAX_THREADS || max_seconds < 1 ||
+        !tls_cert != !tls_key) {
         usage();
         return 2;
+    }
+    if (tls_cert && tls_setup(tls_cert, tls_key) != 0) {
+        fprintf(stderr, "fake_provider: cannot load %s / %s\n", tls_cert,
+                tls_key);
+        SSL_CTX_free(tls_ctx);
+        return 1;
     }
     signal(SIGPIPE, SIG_IGN);
     evthread_use_pthreads();
@@ -1130,5 +1183,6 @@ out:
     json_decref(st_by_path);
     json_decref(st_by_tag);
     json_decref(st_last);
+    SSL_CTX_free(tls_ctx);
     return rc;
 }

@@ -11,6 +11,10 @@
 #include <curl/curl.h>
 #include <event2/event.h>
 #include <netinet/in.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -1105,6 +1109,343 @@ test_outcome_str(void)
     json_decref(j);
 }
 
+/* ---- HTTPS upstream ------------------------------------------------------
+ * A CA and a server certificate made here (OpenSSL API, EC P-256), the fake
+ * provider serving TLS with them, and a provider loaded from JSON with
+ * "ca_file": the openai kind over https, non-stream and streamed, and the
+ * same calls refused when the CA does not match (verification is on).
+ * evhttp speaks HTTP/1.1 only, so HTTP/2 over TLS is not covered here. */
+
+static EVP_PKEY *
+tls_key_new(void)
+{
+    return EVP_PKEY_Q_keygen(NULL, NULL, "EC", "P-256");
+}
+
+static int
+tls_ext(X509 *x, X509 *issuer, int nid, const char *value)
+{
+    X509V3_CTX ctx;
+    X509V3_set_ctx_nodb(&ctx);
+    X509V3_set_ctx(&ctx, issuer, x, NULL, NULL, 0);
+    X509_EXTENSION *e = X509V3_EXT_conf_nid(NULL, &ctx, nid, value);
+    int ok = e && X509_add_ext(x, e, -1) == 1;
+    X509_EXTENSION_free(e);
+    return ok;
+}
+
+/* A certificate for key named cn, signed by issuer_key (issuer NULL: self-
+ * signed).  is_ca: a CA; else a server certificate for 127.0.0.1 and
+ * localhost.  NULL on failure. */
+static X509 *
+tls_cert_new(EVP_PKEY *key, const char *cn, int is_ca, X509 *issuer,
+             EVP_PKEY *issuer_key, long serial)
+{
+    X509 *x = X509_new();
+    if (!x)
+        return NULL;
+    X509_NAME *name = X509_get_subject_name(x);
+    int ok = X509_set_version(x, 2) == 1 &&
+             ASN1_INTEGER_set(X509_get_serialNumber(x), serial) == 1 &&
+             X509_gmtime_adj(X509_getm_notBefore(x), -3600) &&
+             X509_gmtime_adj(X509_getm_notAfter(x), 86400) &&
+             X509_set_pubkey(x, key) == 1 &&
+             X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC,
+                                        (const unsigned char *)cn, -1, -1,
+                                        0) == 1 &&
+             X509_set_issuer_name(x, issuer ? X509_get_subject_name(issuer)
+                                            : name) == 1;
+    X509 *iss = issuer ? issuer : x;
+    if (ok && is_ca)
+        ok = tls_ext(x, iss, NID_basic_constraints, "critical,CA:TRUE") &&
+             tls_ext(x, iss, NID_key_usage, "critical,keyCertSign,cRLSign") &&
+             tls_ext(x, iss, NID_subject_key_identifier, "hash");
+    else if (ok)
+        ok = tls_ext(x, iss, NID_basic_constraints, "critical,CA:FALSE") &&
+             tls_ext(x, iss, NID_key_usage, "critical,digitalSignature") &&
+             tls_ext(x, iss, NID_ext_key_usage, "serverAuth") &&
+             tls_ext(x, iss, NID_subject_alt_name,
+                     "IP:127.0.0.1,DNS:localhost") &&
+             tls_ext(x, iss, NID_authority_key_identifier, "keyid:always");
+    if (ok)
+        ok = X509_sign(x, issuer_key ? issuer_key : key, EVP_sha256()) > 0;
+    if (!ok) {
+        X509_free(x);
+        return NULL;
+    }
+    return x;
+}
+
+static int
+tls_write_pem(const char *dir, const char *file, X509 *x, EVP_PKEY *k,
+              char *path, size_t cap)
+{
+    snprintf(path, cap, "%s/%s", dir, file);
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return 0;
+    int ok = x ? PEM_write_X509(f, x) == 1
+               : PEM_write_PrivateKey(f, k, NULL, NULL, 0, NULL, NULL) == 1;
+    return fclose(f) == 0 && ok;
+}
+
+/* Starts a call on prov/model (not the hand-built globals). */
+static void
+tls_start(struct rec *r, const struct cfg_provider *p, json_t *body,
+          int stream)
+{
+    struct pv_request req = {
+        .provider = p,
+        .model = &p->models[0],
+        .body = body,
+        .stream = stream,
+        .request_id = "req-tls",
+        .max_body_bytes = max_body,
+    };
+    struct pv_callbacks cb = {r, r_head, r_event, r_done};
+    char err[256] = "";
+    T_EQ_INT(pv_call_start(loop, &req, &cb, &r->call, err, sizeof(err)),
+             GX_OK);
+}
+
+/* A provider from JSON: base_url over https to port, ca_file ca (may be
+ * NULL: none). */
+static struct cfg *
+tls_cfg(int port, const char *ca)
+{
+    char text[2048], cafield[600] = "";
+    if (ca)
+        snprintf(cafield, sizeof(cafield), "\"ca_file\": \"%s\",", ca);
+    snprintf(text, sizeof(text),
+             "{\"providers\": {\"tls\": {\"kind\": \"openai\","
+             " \"base_url\": \"https://127.0.0.1:%d/v1\", %s"
+             " \"api_key\": \"sk-tls\", \"timeout_ms\": 20000,"
+             " \"first_byte_timeout_ms\": 15000,"
+             " \"models\": {\"client-model\": {\"upstream\": \"up-tls\","
+             " \"input_per_mtok\": 1, \"output_per_mtok\": 2}}}}}",
+             port, cafield);
+    struct cfg *c = NULL;
+    char err[512] = "";
+    if (cfg_load_string(text, "tls.json", &c, err, sizeof(err)) != GX_OK)
+        fprintf(stderr, "  tls config: %s\n", err);
+    return c;
+}
+
+struct tls_buf {
+    char b[65536];
+    size_t n;
+};
+
+static size_t
+tls_buf_cb(char *data, size_t size, size_t nmemb, void *ud)
+{
+    struct tls_buf *t = ud;
+    size_t n = size * nmemb;
+    if (n > sizeof(t->b) - 1 - t->n)
+        return 0; /* too big: fail the transfer */
+    memcpy(t->b + t->n, data, n);
+    t->n += n;
+    return n;
+}
+
+/* GET /fake/stats over https verified with ca; "requests", or -1. */
+static long
+tls_fake_requests(int port, const char *ca)
+{
+    char url[128];
+    snprintf(url, sizeof(url), "https://127.0.0.1:%d/fake/stats", port);
+    struct tls_buf *t = calloc(1, sizeof(*t));
+    CURL *e = curl_easy_init();
+    long n = -1;
+    if (e && t) {
+        curl_easy_setopt(e, CURLOPT_URL, url);
+        curl_easy_setopt(e, CURLOPT_CAINFO, ca);
+        curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, 10000L);
+        curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, tls_buf_cb);
+        curl_easy_setopt(e, CURLOPT_WRITEDATA, t);
+        if (curl_easy_perform(e) == CURLE_OK) {
+            json_t *j = json_loadb(t->b, t->n, 0, NULL);
+            if (j)
+                n = stat_int(j, "requests");
+            json_decref(j);
+        }
+    }
+    curl_easy_cleanup(e);
+    free(t);
+    return n;
+}
+
+static void
+test_https(void)
+{
+    char *dir = e2e_temp_dir();
+    char ca_path[512], cert_path[512], key_path[512], other_path[512];
+    EVP_PKEY *ca_key = tls_key_new(), *srv_key = tls_key_new();
+    EVP_PKEY *other_key = tls_key_new();
+    X509 *ca = ca_key ? tls_cert_new(ca_key, "llmux test CA", 1, NULL, NULL, 1)
+                      : NULL;
+    X509 *srv = ca && srv_key ? tls_cert_new(srv_key, "127.0.0.1", 0, ca,
+                                             ca_key, 2)
+                              : NULL;
+    X509 *other = other_key ? tls_cert_new(other_key, "another CA", 1, NULL,
+                                           NULL, 3)
+                            : NULL;
+    int made = dir && srv && other &&
+               tls_write_pem(dir, "ca.pem", ca, NULL, ca_path,
+                             sizeof(ca_path)) &&
+               tls_write_pem(dir, "server.pem", srv, NULL, cert_path,
+                             sizeof(cert_path)) &&
+               tls_write_pem(dir, "server.key", NULL, srv_key, key_path,
+                             sizeof(key_path)) &&
+               tls_write_pem(dir, "other.pem", other, NULL, other_path,
+                             sizeof(other_path));
+    T_CHECK(made);
+    X509_free(ca);
+    X509_free(srv);
+    X509_free(other);
+    EVP_PKEY_free(ca_key);
+    EVP_PKEY_free(srv_key);
+    EVP_PKEY_free(other_key);
+    if (!made) {
+        free(dir);
+        return;
+    }
+
+    struct e2e_proc tf;
+    const char *bin =
+        e2e_env("FAKE_PROVIDER", "build/release/tests/fake_provider");
+    char *argv[] = {(char *)bin,  "--port",     "0",      "--max-seconds",
+                    "300",        "--tls-cert", cert_path, "--tls-key",
+                    key_path,     NULL};
+    if (e2e_start(&tf, argv, "PORT ", 10000) != 0) {
+        T_CHECK(0);
+        free(dir);
+        return;
+    }
+
+    /* The config path: "ca_file" reaches the provider. */
+    struct cfg *c = tls_cfg(tf.port, ca_path);
+    T_CHECK(c != NULL);
+    if (c) {
+        const struct cfg_provider *p = &c->providers[0];
+        T_EQ_STR(p->ca_file, ca_path);
+
+        /* Non-stream over https. */
+        struct rec r = {0};
+        json_t *b = chat_body("fake:content=over tls", 0, 0);
+        tls_start(&r, p, b, 0);
+        T_CHECK(run1(&r, 20000));
+        T_EQ_INT(r.res.outcome, PV_OK);
+        T_EQ_INT(r.head_status, 200);
+        T_CHECK(r.body && strstr(r.body, "over tls"));
+        T_EQ_INT(r.res.usage.have, 1);
+        if (r.res.outcome != PV_OK)
+            fprintf(stderr, "  https call: %s\n", r.res.detail);
+        json_decref(b);
+        rec_free(&r);
+
+        /* Streamed over https: role, 3 chunks, finish, [DONE]. */
+        b = chat_body("fake:chunks=3;chunk_delay_ms=5", 1, 0);
+        tls_start(&r, p, b, 1);
+        T_CHECK(run1(&r, 20000));
+        T_EQ_INT(r.res.outcome, PV_OK);
+        T_EQ_INT(r.n_ev, 1 + 3 + 1 + 1);
+        if (r.n_ev == 6)
+            T_EQ_STR(r.ev[5], "[DONE]");
+        T_EQ_INT(r.res.usage.have, 1);
+        T_EQ_INT(r.res.usage.completion_tokens, 3);
+        json_decref(b);
+        rec_free(&r);
+
+        /* A mid-stream drop over TLS is a transport error, not a hang. */
+        b = chat_body("fake:drop_after=2", 1, 0);
+        tls_start(&r, p, b, 1);
+        T_CHECK(run1(&r, 20000));
+        T_EQ_INT(r.res.outcome, PV_ERR_TRANSPORT);
+        T_EQ_INT(r.done, 1);
+        json_decref(b);
+        rec_free(&r);
+        cfg_free(c);
+    }
+
+    /* Another CA: the handshake fails and nothing reaches the upstream. */
+    c = tls_cfg(tf.port, other_path);
+    T_CHECK(c != NULL);
+    if (c) {
+        struct rec r = {0};
+        json_t *b = chat_body("hi", 0, 0);
+        tls_start(&r, &c->providers[0], b, 0);
+        T_CHECK(run1(&r, 20000));
+        T_EQ_INT(r.res.outcome, PV_ERR_CONNECT);
+        T_EQ_INT(r.heads, 0);
+        T_CHECK(strstr(r.res.detail, "sk-tls") == NULL);
+        json_decref(b);
+        rec_free(&r);
+        cfg_free(c);
+    }
+    /* No ca_file: the system store does not know our CA either. */
+    c = tls_cfg(tf.port, NULL);
+    T_CHECK(c != NULL);
+    if (c) {
+        T_CHECK(c->providers[0].ca_file == NULL);
+        struct rec r = {0};
+        json_t *b = chat_body("hi", 1, 0);
+        tls_start(&r, &c->providers[0], b, 1);
+        T_CHECK(run1(&r, 20000));
+        T_EQ_INT(r.res.outcome, PV_ERR_CONNECT);
+        T_EQ_INT(r.n_ev, 0);
+        json_decref(b);
+        rec_free(&r);
+        cfg_free(c);
+    }
+
+    /* The TLS fake served exactly the three good calls: the refused
+     * handshakes never became requests. */
+    T_EQ_INT(tls_fake_requests(tf.port, ca_path), 3);
+    T_EQ_INT(e2e_stop(&tf, 15, 10000), 0);
+    unlink(ca_path);
+    unlink(cert_path);
+    unlink(key_path);
+    unlink(other_path);
+    rmdir(dir);
+    free(dir);
+}
+
+/* "ca_file": an optional string on openai providers only. */
+static void
+test_ca_file_config(void)
+{
+    struct cfg *c = NULL;
+    char err[512] = "";
+    T_EQ_INT(cfg_load_string(
+                 "{\"providers\": {\"p\": {\"kind\": \"openai\", \"base_url\":"
+                 " \"https://x.example/v1\", \"ca_file\": 5,"
+                 " \"models\": {\"gpt-4.1\": {}}}}}",
+                 "t.json", &c, err, sizeof(err)),
+             GX_EINVAL);
+    T_CHECK(strstr(err, "providers.p.ca_file") != NULL);
+    T_CHECK(c == NULL);
+    err[0] = '\0';
+    T_EQ_INT(cfg_load_string(
+                 "{\"providers\": {\"l\": {\"kind\": \"local\", \"model_path\":"
+                 " \"/m.gguf\", \"ca_file\": \"/ca.pem\","
+                 " \"models\": {\"local\": {}}}}}",
+                 "t.json", &c, err, sizeof(err)),
+             GX_EINVAL);
+    T_CHECK(strstr(err, "ca_file") != NULL);
+    /* An unset variable means "none", like other optional strings. */
+    unsetenv("LLMUX_TEST_NO_SUCH_CA");
+    T_EQ_INT(cfg_load_string(
+                 "{\"providers\": {\"p\": {\"kind\": \"openai\", \"base_url\":"
+                 " \"https://x.example/v1\","
+                 " \"ca_file\": \"${LLMUX_TEST_NO_SUCH_CA}\","
+                 " \"models\": {\"gpt-4.1\": {}}}}}",
+                 "t.json", &c, err, sizeof(err)),
+             GX_OK);
+    T_CHECK(c && c->providers[0].ca_file == NULL);
+    cfg_free(c);
+}
+
 int
 main(void)
 {
@@ -1141,6 +1482,8 @@ main(void)
         T_RUN(test_chaos);
         T_RUN(test_loop_free_in_flight);
         T_RUN(test_no_secret_in_logs);
+        T_RUN(test_ca_file_config);
+        T_RUN(test_https);
     }
     pv_loop_free(loop);
     event_base_free(base);
