@@ -382,13 +382,30 @@ pr_usage_query(const char *path, const struct pr_usage_query *q,
                  : d0 < d1 && q->group_by != PR_GROUP_HOUR ? 2
                                                            : 1;
 
+    if (pr_db_open(path, 1, &db, err, errlen) != SQLITE_OK)
+        goto out;
+    /* Read-only: never migrate here.  A version-1 ledger (not yet opened
+     * by this llmux's writer) has no daily cells: use the hourly ones. */
+    int version = 0;
+    if (sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL) ==
+            SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW)
+        version = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+    st = NULL;
+    if (version < 1) {
+        gx_errf(err, errlen, "%s is not an llmux usage database (empty or"
+                             " another schema)", path);
+        rs = GX_ENOTFOUND;
+        goto out;
+    }
+    if (version < 2 && levels == 2)
+        levels = 1;
     if (build_sql(q, levels, &sql) != GX_OK) {
         gx_errf(err, errlen, "internal: query text too long");
         rs = GX_ENOMEM;
         goto out;
     }
-    if (pr_db_open(path, 1, &db, err, errlen) != SQLITE_OK)
-        goto out;
     if (sqlite3_prepare_v2(db, sql.data, -1, &st, NULL) != SQLITE_OK) {
         gx_errf(err, errlen, "usage query: %s", sqlite3_errmsg(db));
         goto out;

@@ -384,6 +384,47 @@ test_sql_sums_and_json(void)
         gx_buf_cleanup(&b);
         pr_usage_result_free(r);
     }
+    /* A file that is not a ledger is an error, not an empty answer. */
+    char other[600];
+    snprintf(other, sizeof(other), "%s/other.db", dir);
+    sqlite3 *odb = NULL;
+    sqlite3_open(other, &odb);
+    sqlite3_exec(odb, "CREATE TABLE t(x)", NULL, NULL, NULL);
+    sqlite3_close(odb);
+    r = NULL;
+    T_EQ_INT(pr_usage_query(other, &q, &r, err, sizeof(err)), GX_ENOTFOUND);
+    T_CHECK(strstr(err, "not an llmux usage database") != NULL);
+    T_CHECK(r == NULL);
+    unlink(other);
+    /* A version-1 ledger (no daily cells yet) answers the same from its
+     * hourly cells, without being migrated by a read. */
+    char v1[600], sqlv[700];
+    snprintf(v1, sizeof(v1), "%s/v1.db", dir);
+    snprintf(sqlv, sizeof(sqlv), "VACUUM INTO '%s'", v1);
+    T_EQ_INT(sqlite3_exec(db, sqlv, NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_open(v1, &odb);
+    T_EQ_INT(sqlite3_exec(odb, "DROP TABLE usage_daily;"
+                               " PRAGMA user_version = 1",
+                          NULL, NULL, NULL),
+             SQLITE_OK);
+    sqlite3_close(odb);
+    struct pr_usage_query mq = {T0 + 1000, T0 + 80 * 3600000LL,
+                                PR_GROUP_MODEL, PR_KEY_ALL, 0};
+    struct pr_usage_result *ra = NULL, *rb = NULL;
+    T_EQ_INT(pr_usage_query(path, &mq, &ra, err, sizeof(err)), GX_OK);
+    T_EQ_INT(pr_usage_query(v1, &mq, &rb, err, sizeof(err)), GX_OK);
+    T_CHECK(ra && rb && ra->n == rb->n && ra->n > 0);
+    for (size_t i = 0; ra && rb && i < ra->n && i < rb->n; i++) {
+        T_EQ_STR(ra->rows[i].group, rb->rows[i].group);
+        T_EQ_INT(ra->rows[i].cost_pusd, rb->rows[i].cost_pusd);
+        T_EQ_INT(ra->rows[i].requests, rb->rows[i].requests);
+    }
+    pr_usage_result_free(ra);
+    pr_usage_result_free(rb);
+    sqlite3_open(v1, &odb);
+    T_EQ_INT(sql_int(odb, "PRAGMA user_version"), 1);
+    sqlite3_close(odb);
+    unlink(v1);
     /* A missing file is an error, not an empty answer. */
     r = NULL;
     T_CHECK(pr_usage_query("/nonexistent/x.db", &q, &r, err, sizeof(err)) !=
