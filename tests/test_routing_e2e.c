@@ -445,6 +445,27 @@ test_circuit(void)
     T_CHECK(ra >= 1 && ra <= COOLDOWN_MS / 1000);
     e2e_resp_free(&r);
     T_EQ_INT(fake_count("cb") - cb0, 4);
+    /* Half-open again; this time the probe succeeds ("status=200" in the
+     * message overrides the provider's X-Fake) and closes the circuit. */
+    deadline = mono_ms() + COOLDOWN_MS + 10000;
+    while (strcmp(admin_state("m@cb", st, sizeof(st)), "half_open") &&
+           mono_ms() < deadline)
+        usleep(100 * 1000);
+    T_EQ_STR(st, "half_open");
+    T_EQ_INT(chat(base, "circ", "fake:status=200", 0, &r), 0);
+    T_EQ_INT(r.status, 200);
+    T_EQ_STR(hdr(&r, "x-llmux-provider"), "cb");
+    T_EQ_STR(hdr(&r, "x-llmux-attempts"), "1");
+    e2e_resp_free(&r);
+    T_EQ_STR(admin_state("m@cb", st, sizeof(st)), "up");
+    T_EQ_INT(fake_count("cb") - cb0, 5);
+    /* Closed: it is first in the plan again (and fails over again). */
+    T_EQ_INT(chat(base, "circ", "hello", 0, &r), 0);
+    T_EQ_INT(r.status, 200);
+    T_EQ_STR(hdr(&r, "x-llmux-attempts"), "2");
+    e2e_resp_free(&r);
+    T_EQ_INT(fake_count("cb") - cb0, 6);
+    T_EQ_STR(admin_state("m@cb", st, sizeof(st)), "up");
 }
 
 static void
