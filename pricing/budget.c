@@ -239,8 +239,7 @@ pr_budget_get(struct pr_budget *b, int64_t key_id, int64_t *limit_pusd,
 }
 
 enum gx_status
-pr_budget_load(struct pr_budget *b, const char *path, char *err,
-               size_t errlen)
+pr_budget_load(struct pr_budget *b, const char *path, char *err, size_t errlen)
 {
     if (!b || !path)
         return GX_EINVAL;

@@ -65,9 +65,9 @@ print_table(const struct pr_usage_result *r, enum pr_group g)
         if (l > w)
             w = l;
     }
-    printf("%-*s %10s %8s %14s %14s %12s %18s %8s %8s\n", w, gname,
-           "requests", "errors", "prompt_tok", "completion_tok",
-           "cached_tok", "cost_usd", "p50_ms", "p95_ms");
+    printf("%-*s %10s %8s %14s %14s %12s %18s %8s %8s\n", w, gname, "requests",
+           "errors", "prompt_tok", "completion_tok", "cached_tok", "cost_usd",
+           "p50_ms", "p95_ms");
     int64_t tr = 0, te = 0, tp = 0, tc = 0, tk = 0, tcost = 0;
     int overflow = 0;
     for (size_t i = 0; i < r->n; i++) {
@@ -78,8 +78,8 @@ print_table(const struct pr_usage_result *r, enum pr_group g)
         const char *name = x->group[0]          ? x->group
                            : g == PR_GROUP_NONE ? "total"
                                                 : "(none)";
-        printf("%-*s %10lld %8lld %14lld %14lld %12lld %18s %8s %8s\n", w,
-               name, (long long)x->requests, (long long)x->errors,
+        printf("%-*s %10lld %8lld %14lld %14lld %12lld %18s %8s %8s\n", w, name,
+               (long long)x->requests, (long long)x->errors,
                (long long)x->prompt_tokens, (long long)x->completion_tokens,
                (long long)x->cached_tokens, x->cost_usd, p50, p95);
         tr += x->requests;

@@ -64,7 +64,7 @@
  * Histogram helpers (shared with query.c)
  */
 const int64_t pr_lat_bounds[PR_LAT_NBUCKETS - 1] = {
-    50,   100,  200,  300,  500,   750,   1000,  1500,  2000,
+    50,   100,  200,  300,   500,   750,   1000,  1500, 2000,
     3000, 5000, 7500, 10000, 15000, 20000, 30000, 60000};
 
 int
@@ -328,7 +328,7 @@ struct pr_qrow {
 
 struct pr_ledger {
     sqlite3 *db;
-    char *path;     /* what readers open (a shared-cache URI for :memory:) */
+    char *path; /* what readers open (a shared-cache URI for :memory:) */
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -337,8 +337,8 @@ struct pr_ledger {
     size_t queued;               /* guarded by mu */
     size_t queue_max;
     int lock_timeout_ms;
-    int stopping;                /* guarded by mu */
-    int busy;                    /* writer holds a batch; guarded by mu */
+    int stopping; /* guarded by mu */
+    int busy;     /* writer holds a batch; guarded by mu */
     int migrations_applied;
     sqlite3_stmt *ins_usage, *up_hourly, *up_daily, *up_key;
     /* statistics; written by the writer, read by anyone */
@@ -446,13 +446,12 @@ write_row(struct pr_ledger *l, const struct pr_usage_row *r)
  * Rollup cells of one batch, summed in C before they are upserted, so a
  * batch of 20,000 rows costs a few hundred upserts rather than 160,000.
  */
-static const char *const dim_names[4] = {"none", "model", "provider",
-                                         "route"};
+static const char *const dim_names[4] = {"none", "model", "provider", "route"};
 
 struct pr_cell {
     char *value; /* owned copy; NULL = free slot */
     int dim;
-    int gran; /* 0: hourly cell, 1: daily cell */
+    int gran;             /* 0: hourly cell, 1: daily cell */
     int64_t key_id, t_ms; /* t_ms: start of the hour or of the day */
     uint64_t hash;
     int64_t requests, errors, prompt, completion, cached, cost, lat_sum;
@@ -541,8 +540,7 @@ static int
 cells_add_row(struct pr_cells *c, const struct pr_usage_row *r)
 {
     int64_t hour = r->ts_ms - (((r->ts_ms % 3600000) + 3600000) % 3600000);
-    int64_t day =
-        r->ts_ms - (((r->ts_ms % 86400000) + 86400000) % 86400000);
+    int64_t day = r->ts_ms - (((r->ts_ms % 86400000) + 86400000) % 86400000);
     int64_t key = r->key_id >= 0 ? r->key_id : -1;
     const char *v[4] = {"", r->model ? r->model : "",
                         r->provider ? r->provider : "",
@@ -649,8 +647,8 @@ out:
 }
 
 /* Writes one batch, retrying transient lock errors until lock_timeout_ms
- * (default 10 s) has passed (a time bound, not a count: with busy_timeout one attempt may
- * itself wait).  Returns the last SQLite result. */
+ * (default 10 s) has passed (a time bound, not a count: with busy_timeout one
+ * attempt may itself wait).  Returns the last SQLite result. */
 static int
 write_batch(struct pr_ledger *l, struct pr_qrow *batch)
 {
@@ -751,8 +749,8 @@ upsert_sql(char *up, size_t cap, int daily)
                   " latency_sum_ms = latency_sum_ms + excluded.latency_sum_ms",
                   tcol);
     for (int i = 0; i < PR_LAT_NBUCKETS; i++)
-        n += snprintf(up + n, cap - (size_t)n,
-                      ", h%d = h%d + excluded.h%d", i, i, i);
+        n += snprintf(up + n, cap - (size_t)n, ", h%d = h%d + excluded.h%d", i,
+                      i, i);
     return n > 0 && (size_t)n < cap;
 }
 
@@ -831,8 +829,7 @@ pr_ledger_open_ex(const char *path, const struct pr_ledger_opts *opts,
         char uri[128];
         snprintf(uri, sizeof(uri),
                  "file:llmux-ledger-%ld-%lu?mode=memory&cache=shared",
-                 (long)getpid(),
-                 (unsigned long)atomic_fetch_add(&seq, 1));
+                 (long)getpid(), (unsigned long)atomic_fetch_add(&seq, 1));
         l->path = strdup(uri);
     } else {
         l->path = strdup(path);
@@ -857,8 +854,8 @@ pr_ledger_open_ex(const char *path, const struct pr_ledger_opts *opts,
         goto fail;
     /* One attempt waits at most this long; write_batch retries up to
      * lock_timeout_ms overall. */
-    sqlite3_busy_timeout(l->db, l->lock_timeout_ms < 1000 ? l->lock_timeout_ms
-                                                          : 1000);
+    sqlite3_busy_timeout(l->db,
+                         l->lock_timeout_ms < 1000 ? l->lock_timeout_ms : 1000);
     st = prepare_all(l, err, errlen);
     if (st != GX_OK)
         goto fail;
@@ -961,8 +958,8 @@ pr_ledger_stats(struct pr_ledger *l, struct pr_ledger_stats *out)
 }
 
 /* One pass over the rows in time order, summed in C per hour with the
- * writer's own cell code (daily cells are upserted once per hour too) (an 8-way GROUP BY in SQL took minutes on 10M
- * rows; this reads each row once). */
+ * writer's own cell code (daily cells are upserted once per hour too) (an 8-way
+ * GROUP BY in SQL took minutes on 10M rows; this reads each row once). */
 enum gx_status
 pr_ledger_rebuild_rollups(const char *path, char *err, size_t errlen)
 {

@@ -63,8 +63,7 @@ pr_price_default(const char *model, struct pr_price *out)
 {
     if (!model)
         return 0;
-    for (size_t i = 0; i < sizeof(pr_defaults) / sizeof(pr_defaults[0]);
-         i++) {
+    for (size_t i = 0; i < sizeof(pr_defaults) / sizeof(pr_defaults[0]); i++) {
         if (strcmp(pr_defaults[i].model, model) == 0) {
             if (out) {
                 out->input_pusd = pr_defaults[i].input;
@@ -196,8 +195,8 @@ pr_usd_per_mtok_from_double(double usd, int64_t *pusd_per_tok)
 }
 
 enum gx_status
-pr_cost(const struct pr_price *p, int64_t prompt_tokens,
-        int64_t cached_tokens, int64_t completion_tokens, int64_t *cost_pusd)
+pr_cost(const struct pr_price *p, int64_t prompt_tokens, int64_t cached_tokens,
+        int64_t completion_tokens, int64_t *cost_pusd)
 {
     if (!p || !cost_pusd || prompt_tokens < 0 || cached_tokens < 0 ||
         completion_tokens < 0 || cached_tokens > prompt_tokens ||
@@ -254,8 +253,8 @@ pr_usd_per_mtok_format(int64_t pusd_per_tok, char *buf, size_t buflen)
         return;
     /* pUSD per token == micro-USD per million tokens: 6 decimals. */
     int neg = pusd_per_tok < 0;
-    uint64_t mag = neg ? (uint64_t)0 - (uint64_t)pusd_per_tok
-                       : (uint64_t)pusd_per_tok;
+    uint64_t mag =
+        neg ? (uint64_t)0 - (uint64_t)pusd_per_tok : (uint64_t)pusd_per_tok;
     char fbuf[8];
     snprintf(fbuf, sizeof(fbuf), "%06llu", (unsigned long long)(mag % 1000000));
     size_t n = 6;

@@ -32,9 +32,9 @@
 #include <unistd.h>
 
 static const char *const group_names[] = {
-    [PR_GROUP_NONE] = "none",   [PR_GROUP_MODEL] = "model",
+    [PR_GROUP_NONE] = "none",         [PR_GROUP_MODEL] = "model",
     [PR_GROUP_PROVIDER] = "provider", [PR_GROUP_ROUTE] = "route",
-    [PR_GROUP_KEY] = "key",     [PR_GROUP_DAY] = "day",
+    [PR_GROUP_KEY] = "key",           [PR_GROUP_DAY] = "day",
     [PR_GROUP_HOUR] = "hour"};
 
 enum gx_status
@@ -46,8 +46,7 @@ pr_group_parse(const char *s, enum pr_group *out)
         *out = PR_GROUP_NONE;
         return GX_OK;
     }
-    for (size_t i = 0; i < sizeof(group_names) / sizeof(group_names[0]);
-         i++) {
+    for (size_t i = 0; i < sizeof(group_names) / sizeof(group_names[0]); i++) {
         if (strcmp(s, group_names[i]) == 0) {
             *out = (enum pr_group)i;
             return GX_OK;
@@ -208,8 +207,8 @@ append_raw_branch(struct gx_buf *b, enum pr_group g, const char *where,
                                          " SUM(pt) AS pt, SUM(ct) AS ct,"
                                          " SUM(cc) AS cc, SUM(cost) AS cost");
     for (int i = 0; st == GX_OK && i < PR_LAT_NBUCKETS; i++)
-        st = gx_buf_printf(b, ", SUM(CASE WHEN bk = %d THEN n ELSE 0 END) AS h%d",
-                           i, i);
+        st = gx_buf_printf(
+            b, ", SUM(CASE WHEN bk = %d THEN n ELSE 0 END) AS h%d", i, i);
     if (st == GX_OK)
         st = gx_buf_printf(
             b,
@@ -230,17 +229,16 @@ append_raw_branch(struct gx_buf *b, enum pr_group g, const char *where,
 }
 
 static enum gx_status
-append_roll_branch(struct gx_buf *b, const struct pr_usage_query *q,
-                   int daily, const char *keyw, const char *lo,
-                   const char *hi)
+append_roll_branch(struct gx_buf *b, const struct pr_usage_query *q, int daily,
+                   const char *keyw, const char *lo, const char *hi)
 {
     const char *tcol = daily ? "day_ms" : "hour_ms";
-    enum gx_status st = gx_buf_printf(
-        b,
-        "SELECT %s AS g, SUM(requests) AS n, SUM(errors) AS e,"
-        " SUM(prompt_tokens) AS pt, SUM(completion_tokens) AS ct,"
-        " SUM(cached_tokens) AS cc, SUM(cost_pusd) AS cost",
-        group_expr(q->group_by, daily ? 2 : 1));
+    enum gx_status st =
+        gx_buf_printf(b,
+                      "SELECT %s AS g, SUM(requests) AS n, SUM(errors) AS e,"
+                      " SUM(prompt_tokens) AS pt, SUM(completion_tokens) AS ct,"
+                      " SUM(cached_tokens) AS cc, SUM(cost_pusd) AS cost",
+                      group_expr(q->group_by, daily ? 2 : 1));
     for (int i = 0; st == GX_OK && i < PR_LAT_NBUCKETS; i++)
         st = gx_buf_printf(b, ", SUM(h%d) AS h%d", i, i);
     if (st == GX_OK)
@@ -312,8 +310,7 @@ format_group(enum pr_group g, sqlite3_stmt *st, char *out, size_t n)
         snprintf(out, n, "%s", "");
         return;
     }
-    if (g == PR_GROUP_MODEL || g == PR_GROUP_PROVIDER ||
-        g == PR_GROUP_ROUTE) {
+    if (g == PR_GROUP_MODEL || g == PR_GROUP_PROVIDER || g == PR_GROUP_ROUTE) {
         const unsigned char *t = sqlite3_column_text(st, 0);
         snprintf(out, n, "%s", t ? (const char *)t : "");
         return;
@@ -378,7 +375,7 @@ pr_usage_query(const char *path, const struct pr_usage_query *q,
     if (d0 < h0)
         d0 += 86400000;
     int64_t d1 = floor_day(h1);
-    int levels = q->raw_only || h0 >= h1 ? 0
+    int levels = q->raw_only || h0 >= h1                   ? 0
                  : d0 < d1 && q->group_by != PR_GROUP_HOUR ? 2
                                                            : 1;
 
@@ -394,8 +391,10 @@ pr_usage_query(const char *path, const struct pr_usage_query *q,
     sqlite3_finalize(st);
     st = NULL;
     if (version < 1) {
-        gx_errf(err, errlen, "%s is not an llmux usage database (empty or"
-                             " another schema)", path);
+        gx_errf(err, errlen,
+                "%s is not an llmux usage database (empty or"
+                " another schema)",
+                path);
         rs = GX_ENOTFOUND;
         goto out;
     }
@@ -441,8 +440,7 @@ pr_usage_query(const char *path, const struct pr_usage_query *q,
     for (; rc == SQLITE_ROW; rc = sqlite3_step(st)) {
         if (res->n == cap) {
             size_t nc = cap ? cap * 2 : 16;
-            struct pr_usage_group *nr =
-                realloc(res->rows, nc * sizeof(*nr));
+            struct pr_usage_group *nr = realloc(res->rows, nc * sizeof(*nr));
             if (!nr) {
                 rs = GX_ENOMEM;
                 goto out;
@@ -481,8 +479,7 @@ pr_usage_query(const char *path, const struct pr_usage_query *q,
             goto out;
         }
         res->n = 1;
-        pr_pusd_format(0, res->rows[0].cost_usd,
-                       sizeof(res->rows[0].cost_usd));
+        pr_pusd_format(0, res->rows[0].cost_usd, sizeof(res->rows[0].cost_usd));
         res->rows[0].p50_ms = res->rows[0].p95_ms = -1;
     }
     *out = res;
@@ -510,8 +507,8 @@ static enum gx_status
 json_str(struct gx_buf *b, const char *s)
 {
     enum gx_status st = gx_buf_append(b, "\"", 1);
-    for (const unsigned char *p = (const unsigned char *)s;
-         st == GX_OK && *p; p++) {
+    for (const unsigned char *p = (const unsigned char *)s; st == GX_OK && *p;
+         p++) {
         if (*p == '"' || *p == '\\') {
             char e[2] = {'\\', (char)*p};
             st = gx_buf_append(b, e, 2);
@@ -552,8 +549,7 @@ pr_usage_result_json(const struct pr_usage_result *r, struct gx_buf *out)
                 st = gx_buf_printf(out, ",\"p50_ms\":null,\"p95_ms\":null}");
             else
                 st = gx_buf_printf(out, ",\"p50_ms\":%lld,\"p95_ms\":%lld}",
-                                   (long long)g->p50_ms,
-                                   (long long)g->p95_ms);
+                                   (long long)g->p50_ms, (long long)g->p95_ms);
         }
     }
     if (st == GX_OK)

@@ -167,8 +167,8 @@ check_rows_exact(sqlite3 *db)
             continue;
         }
 #define TXT(c) ((const char *)sqlite3_column_text(st, c))
-#define SAME_TXT(c, s)                                                       \
-    ((s) ? (TXT(c) && strcmp(TXT(c), (s)) == 0)                              \
+#define SAME_TXT(c, s)                                                         \
+    ((s) ? (TXT(c) && strcmp(TXT(c), (s)) == 0)                                \
          : sqlite3_column_type(st, c) == SQLITE_NULL)
         int ok = sqlite3_column_int64(st, 0) == r.ts_ms &&
                  SAME_TXT(1, r.request_id) &&
@@ -208,8 +208,7 @@ check_rows_exact(sqlite3 *db)
 static void
 check_rollups(sqlite3 *db)
 {
-    static const char *const dims[4] = {"none", "model", "provider",
-                                        "route"};
+    static const char *const dims[4] = {"none", "model", "provider", "route"};
     static const char *const vals[4] = {"''", "COALESCE(model,'')",
                                         "COALESCE(provider,'')",
                                         "COALESCE(route,'')"};
@@ -218,36 +217,37 @@ check_rollups(sqlite3 *db)
     static const long long spans[2] = {3600000LL, 86400000LL};
     int64_t cells[2] = {0, 0};
     for (int t = 0; t < 2; t++) {
-    for (int d = 0; d < 4; d++) {
-        for (int all = 0; all < 2; all++) {
-            char raw[2048], sql[4096];
-            snprintf(
-                raw, sizeof(raw),
-                "SELECT ts_ms - ts_ms %% %lld AS h, %s AS v, %s AS k,"
-                " COUNT(*) AS n, SUM(status < 200 OR status >= 300) AS e,"
-                " SUM(prompt_tokens) AS pt, SUM(completion_tokens) AS ct,"
-                " SUM(cached_tokens) AS cc, SUM(cost_pusd) AS cost,"
-                " SUM(latency_ms) AS ls, SUM(latency_ms < 50) AS b0,"
-                " SUM(latency_ms >= 1000 AND latency_ms < 1500) AS b7,"
-                " SUM(latency_ms >= 7500 AND latency_ms < 10000) AS b12,"
-                " SUM(latency_ms >= 60000) AS b17"
-                " FROM usage GROUP BY 1,2,3",
-                spans[t], vals[d], all ? "-2" : "COALESCE(key_id,-1)");
-            snprintf(sql, sizeof(sql),
-                     "SELECT COUNT(*) FROM (%s) AS x LEFT JOIN %s u"
-                     " ON u.dim = '%s' AND u.%s = x.h AND u.value = x.v"
-                     " AND u.key_id = x.k WHERE u.requests IS NULL OR"
-                     " u.requests != x.n OR u.errors != x.e OR"
-                     " u.prompt_tokens != x.pt OR u.completion_tokens != x.ct"
-                     " OR u.cached_tokens != x.cc OR u.cost_pusd != x.cost OR"
-                     " u.latency_sum_ms != x.ls OR u.h0 != x.b0 OR"
-                     " u.h7 != x.b7 OR u.h12 != x.b12 OR u.h17 != x.b17",
-                     raw, tables[t], dims[d], tcols[t]);
-            T_EQ_INT(sql_int(db, sql), 0);
-            snprintf(sql, sizeof(sql), "SELECT COUNT(*) FROM (%s)", raw);
-            cells[t] += sql_int(db, sql);
+        for (int d = 0; d < 4; d++) {
+            for (int all = 0; all < 2; all++) {
+                char raw[2048], sql[4096];
+                snprintf(
+                    raw, sizeof(raw),
+                    "SELECT ts_ms - ts_ms %% %lld AS h, %s AS v, %s AS k,"
+                    " COUNT(*) AS n, SUM(status < 200 OR status >= 300) AS e,"
+                    " SUM(prompt_tokens) AS pt, SUM(completion_tokens) AS ct,"
+                    " SUM(cached_tokens) AS cc, SUM(cost_pusd) AS cost,"
+                    " SUM(latency_ms) AS ls, SUM(latency_ms < 50) AS b0,"
+                    " SUM(latency_ms >= 1000 AND latency_ms < 1500) AS b7,"
+                    " SUM(latency_ms >= 7500 AND latency_ms < 10000) AS b12,"
+                    " SUM(latency_ms >= 60000) AS b17"
+                    " FROM usage GROUP BY 1,2,3",
+                    spans[t], vals[d], all ? "-2" : "COALESCE(key_id,-1)");
+                snprintf(
+                    sql, sizeof(sql),
+                    "SELECT COUNT(*) FROM (%s) AS x LEFT JOIN %s u"
+                    " ON u.dim = '%s' AND u.%s = x.h AND u.value = x.v"
+                    " AND u.key_id = x.k WHERE u.requests IS NULL OR"
+                    " u.requests != x.n OR u.errors != x.e OR"
+                    " u.prompt_tokens != x.pt OR u.completion_tokens != x.ct"
+                    " OR u.cached_tokens != x.cc OR u.cost_pusd != x.cost OR"
+                    " u.latency_sum_ms != x.ls OR u.h0 != x.b0 OR"
+                    " u.h7 != x.b7 OR u.h12 != x.b12 OR u.h17 != x.b17",
+                    raw, tables[t], dims[d], tcols[t]);
+                T_EQ_INT(sql_int(db, sql), 0);
+                snprintf(sql, sizeof(sql), "SELECT COUNT(*) FROM (%s)", raw);
+                cells[t] += sql_int(db, sql);
+            }
         }
-    }
     }
     T_EQ_INT(sql_int(db, "SELECT COUNT(*) FROM usage_hourly"), cells[0]);
     T_EQ_INT(sql_int(db, "SELECT COUNT(*) FROM usage_daily"), cells[1]);
@@ -343,8 +343,9 @@ test_group_commit(void)
 
     /* Budgets load the persisted spend. */
     struct pr_budget *b = pr_budget_new();
-    T_EQ_INT(sqlite3_exec(db, "UPDATE keys SET budget_pusd = 5 WHERE id = 2;"
-                              "UPDATE keys SET revoked_ms = 1 WHERE id = 3",
+    T_EQ_INT(sqlite3_exec(db,
+                          "UPDATE keys SET budget_pusd = 5 WHERE id = 2;"
+                          "UPDATE keys SET revoked_ms = 1 WHERE id = 3",
                           NULL, NULL, NULL),
              SQLITE_OK);
     T_EQ_INT(pr_budget_load(b, path, err, sizeof(err)), GX_OK);
@@ -373,9 +374,10 @@ test_group_commit(void)
     T_EQ_INT(sql_int(db, "SELECT COUNT(*) FROM usage"), NROWS);
     /* Rebuilding the rollup from raw rows gives back exactly what the
      * writer maintained incrementally. */
-    T_EQ_INT(sqlite3_exec(db, "CREATE TEMP TABLE keep AS SELECT * FROM"
-                              " usage_hourly; CREATE TEMP TABLE keepd AS"
-                              " SELECT * FROM usage_daily",
+    T_EQ_INT(sqlite3_exec(db,
+                          "CREATE TEMP TABLE keep AS SELECT * FROM"
+                          " usage_hourly; CREATE TEMP TABLE keepd AS"
+                          " SELECT * FROM usage_daily",
                           NULL, NULL, NULL),
              SQLITE_OK);
     T_EQ_INT(pr_ledger_rebuild_rollups(path, err, sizeof(err)), GX_OK);
@@ -394,8 +396,9 @@ test_group_commit(void)
              sql_int(db, "SELECT COUNT(*) FROM keepd"));
     /* A version-1 database (no usage_daily) gets migration 2 once, and
      * its daily cells, built from the hourly ones, equal the writer's. */
-    T_EQ_INT(sqlite3_exec(db, "DROP TABLE usage_daily;"
-                              " PRAGMA user_version = 1",
+    T_EQ_INT(sqlite3_exec(db,
+                          "DROP TABLE usage_daily;"
+                          " PRAGMA user_version = 1",
                           NULL, NULL, NULL),
              SQLITE_OK);
     l = NULL;
@@ -465,10 +468,12 @@ test_bounded_queue(void)
     T_EQ_INT(pr_ledger_open_ex(path, &o, &l, err, sizeof(err)), GX_OK);
     if (!l)
         return;
-    struct gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0,
-                     0};
-    struct pr_usage_row r = {.ts_ms = 1000, .request_id = "gate",
-                             .key_id = -1, .status = 200, .ttft_ms = -1,
+    struct gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
+    struct pr_usage_row r = {.ts_ms = 1000,
+                             .request_id = "gate",
+                             .key_id = -1,
+                             .status = 200,
+                             .ttft_ms = -1,
                              .usage_source = "upstream"};
     T_EQ_INT(pr_ledger_submit(l, &r, gate_cb, &g), GX_OK);
     pthread_mutex_lock(&g.mu);
@@ -527,10 +532,12 @@ test_write_failures(void)
         return;
     sqlite3 *db = NULL;
     T_EQ_INT(sqlite3_open(path, &db), SQLITE_OK);
-    T_EQ_INT(sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL),
-             SQLITE_OK);
-    struct pr_usage_row r = {.ts_ms = 5000, .request_id = "locked",
-                             .key_id = -1, .status = 200, .ttft_ms = -1,
+    T_EQ_INT(sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
+    struct pr_usage_row r = {.ts_ms = 5000,
+                             .request_id = "locked",
+                             .key_id = -1,
+                             .status = 200,
+                             .ttft_ms = -1,
                              .usage_source = "upstream"};
     T_EQ_INT(pr_ledger_submit(l, &r, fail_cb, NULL), GX_OK);
     T_EQ_INT(pr_ledger_submit(l, &r, fail_cb, NULL), GX_OK);
@@ -571,11 +578,17 @@ test_memory(void)
     T_EQ_INT(pr_ledger_open(":memory:", &l, err, sizeof(err)), GX_OK);
     if (!l)
         return;
-    struct pr_usage_row r = {.ts_ms = 7200000, .request_id = "m",
-                             .key_id = 4, .model = "local", .status = 200,
-                             .prompt_tokens = 3, .completion_tokens = 4,
-                             .cost_pusd = 0, .latency_ms = 10,
-                             .ttft_ms = 2, .usage_source = "local"};
+    struct pr_usage_row r = {.ts_ms = 7200000,
+                             .request_id = "m",
+                             .key_id = 4,
+                             .model = "local",
+                             .status = 200,
+                             .prompt_tokens = 3,
+                             .completion_tokens = 4,
+                             .cost_pusd = 0,
+                             .latency_ms = 10,
+                             .ttft_ms = 2,
+                             .usage_source = "local"};
     T_EQ_INT(pr_ledger_submit(l, &r, NULL, NULL), GX_OK);
     pr_ledger_flush(l);
     T_CHECK(strncmp(pr_ledger_path(l), "file:", 5) == 0);
@@ -619,9 +632,12 @@ kill_submit_main(void *arg)
         char reqid[32];
         snprintf(reqid, sizeof(reqid), "k-%d", i);
         struct pr_usage_row r = {.ts_ms = 1764400000000LL + i,
-                                 .request_id = reqid, .key_id = -1,
-                                 .model = "gpt-4.1", .status = 200,
-                                 .prompt_tokens = i, .cost_pusd = i,
+                                 .request_id = reqid,
+                                 .key_id = -1,
+                                 .model = "gpt-4.1",
+                                 .status = 200,
+                                 .prompt_tokens = i,
+                                 .cost_pusd = i,
                                  .ttft_ms = -1,
                                  .usage_source = "upstream"};
         while (pr_ledger_submit(s->l, &r, kill_cb, (void *)(intptr_t)i) ==

@@ -254,7 +254,7 @@ test_budget_basic(void)
     T_EQ_INT(pr_budget_set(b, 1, 1000, 100), GX_OK);
     T_EQ_INT(pr_budget_reserve(b, 1, 600), GX_OK);
     T_EQ_INT(pr_budget_reserve(b, 1, 301), GX_EAGAIN); /* 100+600+301 */
-    T_EQ_INT(pr_budget_reserve(b, 1, 300), GX_OK);      /* exactly 1000 */
+    T_EQ_INT(pr_budget_reserve(b, 1, 300), GX_OK);     /* exactly 1000 */
     T_EQ_INT(pr_budget_reserve(b, 1, 1), GX_EAGAIN);
     T_EQ_INT(pr_budget_reserve(b, 1, 0), GX_OK);
     T_EQ_INT(pr_budget_reserve(b, 1, -1), GX_EINVAL);

@@ -10,10 +10,10 @@
 #include "harness.h"
 
 #include <fcntl.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <jansson.h>
+#include <pthread.h>
 #include <sqlite3.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,8 +26,8 @@
 
 static char dir[256], path[512];
 
-static const char *const models[] = {"gpt-4.1", "deepseek-v3.2", "local",
-                                     NULL, "claude-sonnet-4.5"};
+static const char *const models[] = {"gpt-4.1", "deepseek-v3.2", "local", NULL,
+                                     "claude-sonnet-4.5"};
 static const char *const provs[] = {"relay", NULL, "local"};
 static const char *const routes[] = {"auto", "fast", NULL, "gpt"};
 
@@ -78,13 +78,22 @@ fill_db(void)
         struct row *r = &rows[i];
         char id[32];
         snprintf(id, sizeof(id), "r%d", i);
-        struct pr_usage_row u = {
-            .ts_ms = r->ts, .request_id = id, .key_id = r->key,
-            .route = r->route, .provider = r->provider, .model = r->model,
-            .status = r->status, .attempts = 1, .stream = i & 1,
-            .prompt_tokens = r->prompt, .completion_tokens = r->completion,
-            .cached_tokens = r->cached, .cost_pusd = r->cost,
-            .latency_ms = r->lat, .ttft_ms = -1, .usage_source = "upstream"};
+        struct pr_usage_row u = {.ts_ms = r->ts,
+                                 .request_id = id,
+                                 .key_id = r->key,
+                                 .route = r->route,
+                                 .provider = r->provider,
+                                 .model = r->model,
+                                 .status = r->status,
+                                 .attempts = 1,
+                                 .stream = i & 1,
+                                 .prompt_tokens = r->prompt,
+                                 .completion_tokens = r->completion,
+                                 .cached_tokens = r->cached,
+                                 .cost_pusd = r->cost,
+                                 .latency_ms = r->lat,
+                                 .ttft_ms = -1,
+                                 .usage_source = "upstream"};
         while (pr_ledger_submit(l, &u, NULL, NULL) == GX_EAGAIN)
             usleep(1000);
     }
@@ -214,13 +223,13 @@ test_totals_every_group(void)
     struct {
         int64_t since, until;
     } ranges[] = {
-        {0, INT64_MAX / 2},               /* everything */
-        {T0, T0 + 84 * H},                /* aligned */
-        {T0 + 1234567, T0 + 50 * H + 77}, /* unaligned both ends */
+        {0, INT64_MAX / 2},                     /* everything */
+        {T0, T0 + 84 * H},                      /* aligned */
+        {T0 + 1234567, T0 + 50 * H + 77},       /* unaligned both ends */
         {T0 + 5 * H + 10, T0 + 5 * H + 900000}, /* inside one hour */
-        {T0 + 7 * H, T0 + 8 * H},         /* exactly one hour */
-        {T0 + 30 * H + 1, T0 + 31 * H + 1}, /* one hour, unaligned */
-        {T0 - 10 * H, T0},                /* empty */
+        {T0 + 7 * H, T0 + 8 * H},               /* exactly one hour */
+        {T0 + 30 * H + 1, T0 + 31 * H + 1},     /* one hour, unaligned */
+        {T0 - 10 * H, T0},                      /* empty */
     };
     int64_t keys[] = {PR_KEY_ALL, 2, -1};
     int mism = 0, runs = 0;
@@ -310,8 +319,7 @@ static void
 test_sql_sums_and_json(void)
 {
     sqlite3 *db = NULL;
-    T_EQ_INT(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL),
-             SQLITE_OK);
+    T_EQ_INT(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
     struct pr_usage_query q = {T0 + 1000, T0 + 70 * 3600000LL + 5,
                                PR_GROUP_PROVIDER, PR_KEY_ALL, 0};
     struct pr_usage_result *r = NULL;
@@ -403,13 +411,14 @@ test_sql_sums_and_json(void)
     snprintf(sqlv, sizeof(sqlv), "VACUUM INTO '%s'", v1);
     T_EQ_INT(sqlite3_exec(db, sqlv, NULL, NULL, NULL), SQLITE_OK);
     sqlite3_open(v1, &odb);
-    T_EQ_INT(sqlite3_exec(odb, "DROP TABLE usage_daily;"
-                               " PRAGMA user_version = 1",
+    T_EQ_INT(sqlite3_exec(odb,
+                          "DROP TABLE usage_daily;"
+                          " PRAGMA user_version = 1",
                           NULL, NULL, NULL),
              SQLITE_OK);
     sqlite3_close(odb);
-    struct pr_usage_query mq = {T0 + 1000, T0 + 80 * 3600000LL,
-                                PR_GROUP_MODEL, PR_KEY_ALL, 0};
+    struct pr_usage_query mq = {T0 + 1000, T0 + 80 * 3600000LL, PR_GROUP_MODEL,
+                                PR_KEY_ALL, 0};
     struct pr_usage_result *ra = NULL, *rb = NULL;
     T_EQ_INT(pr_usage_query(path, &mq, &ra, err, sizeof(err)), GX_OK);
     T_EQ_INT(pr_usage_query(v1, &mq, &rb, err, sizeof(err)), GX_OK);
@@ -495,9 +504,9 @@ static void
 test_cli(void)
 {
     char *out = NULL;
-    char *a1[] = {"usage", "--db", path, "--since", "2025-11-29",
-                  "--until", "2025-12-03", "--group-by", "day", "--format",
-                  "csv"};
+    char *a1[] = {"usage",      "--db",     path,         "--since",
+                  "2025-11-29", "--until",  "2025-12-03", "--group-by",
+                  "day",        "--format", "csv"};
     T_EQ_INT(run_cli(a1, 11, &out), 0);
     T_CHECK(strncmp(out, "day,requests,errors,", 20) == 0);
     /* 84 h from 2025-11-29T00:00 covers 4 days */
@@ -509,8 +518,7 @@ test_cli(void)
     free(out);
 
     /* The table's total row has the sum of everything. */
-    char *a2[] = {"usage", "--db", path, "--since", "0", "--group-by",
-                  "model"};
+    char *a2[] = {"usage", "--db", path, "--since", "0", "--group-by", "model"};
     T_EQ_INT(run_cli(a2, 7, &out), 0);
     int64_t total = 0;
     for (int i = 0; i < NROWS; i++)
@@ -522,8 +530,8 @@ test_cli(void)
     T_CHECK(strstr(out, "deepseek-v3.2") != NULL);
     free(out);
 
-    char *a3[] = {"usage", "--db", path, "--since", "0", "--format", "json",
-                  "--group-by", "key", "--key", "3"};
+    char *a3[] = {"usage", "--db",       path,  "--since", "0", "--format",
+                  "json",  "--group-by", "key", "--key",   "3"};
     T_EQ_INT(run_cli(a3, 11, &out), 0);
     json_error_t je;
     json_t *j = json_loads(out, 0, &je);
@@ -567,11 +575,16 @@ live_writer(void *arg)
 {
     struct live *lv = arg;
     for (long i = 0; i < 20000 && !atomic_load(&lv->stop); i++) {
-        struct pr_usage_row u = {.ts_ms = T0 + i * 1000, .request_id = "live",
-                                 .key_id = i % 3, .model = "gpt-4.1",
-                                 .status = 200, .prompt_tokens = 1,
-                                 .completion_tokens = 1, .cost_pusd = 5,
-                                 .latency_ms = 100, .ttft_ms = -1,
+        struct pr_usage_row u = {.ts_ms = T0 + i * 1000,
+                                 .request_id = "live",
+                                 .key_id = i % 3,
+                                 .model = "gpt-4.1",
+                                 .status = 200,
+                                 .prompt_tokens = 1,
+                                 .completion_tokens = 1,
+                                 .cost_pusd = 5,
+                                 .latency_ms = 100,
+                                 .ttft_ms = -1,
                                  .usage_source = "upstream"};
         if (pr_ledger_submit(lv->l, &u, NULL, NULL) == GX_OK)
             lv->submitted++;
@@ -601,8 +614,7 @@ test_concurrent_reads(void)
         int errors = 0, shrinks = 0;
         for (int q = 0; q < 40; q++) {
             struct pr_usage_query uq = {T0 - 3600000, T0 + 86400000,
-                                        q % 2 ? PR_GROUP_HOUR
-                                              : PR_GROUP_NONE,
+                                        q % 2 ? PR_GROUP_HOUR : PR_GROUP_NONE,
                                         PR_KEY_ALL, 0};
             struct pr_usage_result *r = NULL;
             if (pr_usage_query(pr_ledger_path(lv.l), &uq, &r, err,
@@ -627,12 +639,12 @@ test_concurrent_reads(void)
         atomic_store(&lv.stop, 1);
         pthread_join(th, NULL);
         pr_ledger_flush(lv.l);
-        struct pr_usage_query uq = {T0 - 3600000, T0 + 86400000,
-                                    PR_GROUP_KEY, PR_KEY_ALL, 0};
+        struct pr_usage_query uq = {T0 - 3600000, T0 + 86400000, PR_GROUP_KEY,
+                                    PR_KEY_ALL, 0};
         struct pr_usage_result *r = NULL;
-        T_EQ_INT(pr_usage_query(pr_ledger_path(lv.l), &uq, &r, err,
-                                sizeof(err)),
-                 GX_OK);
+        T_EQ_INT(
+            pr_usage_query(pr_ledger_path(lv.l), &uq, &r, err, sizeof(err)),
+            GX_OK);
         int64_t tot = 0;
         for (size_t i = 0; r && i < r->n; i++)
             tot += r->rows[i].requests;

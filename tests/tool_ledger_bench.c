@@ -56,14 +56,22 @@ wsub_main(void *arg)
     for (long i = w->first; i < w->first + w->n; i++) {
         char id[32];
         snprintf(id, sizeof(id), "bench-%ld", i);
-        struct pr_usage_row r = {
-            .ts_ms = now + i / 100, .request_id = id, .key_id = i % 50,
-            .route = "auto", .provider = "relay", .model = wmodels[i % 4],
-            .status = 200, .attempts = 1, .stream = (int)(i & 1),
-            .prompt_tokens = 500 + i % 1000, .completion_tokens = 200,
-            .cached_tokens = 0, .cost_pusd = 123456789,
-            .latency_ms = 300 + i % 2000, .ttft_ms = 120,
-            .usage_source = "upstream"};
+        struct pr_usage_row r = {.ts_ms = now + i / 100,
+                                 .request_id = id,
+                                 .key_id = i % 50,
+                                 .route = "auto",
+                                 .provider = "relay",
+                                 .model = wmodels[i % 4],
+                                 .status = 200,
+                                 .attempts = 1,
+                                 .stream = (int)(i & 1),
+                                 .prompt_tokens = 500 + i % 1000,
+                                 .completion_tokens = 200,
+                                 .cached_tokens = 0,
+                                 .cost_pusd = 123456789,
+                                 .latency_ms = 300 + i % 2000,
+                                 .ttft_ms = 120,
+                                 .usage_source = "upstream"};
         while (pr_ledger_submit(w->l, &r, done_cb, NULL) == GX_EAGAIN)
             usleep(200);
     }
@@ -146,14 +154,18 @@ bench_latency(const char *path, int sync_full, int n)
         exit(1);
     }
     int64_t *lat = calloc((size_t)n, sizeof(*lat));
-    struct waiter w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
-                       0};
+    struct waiter w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
     for (int i = 0; i < n; i++) {
-        struct pr_usage_row r = {.ts_ms = gx_now_ms(), .request_id = "lat",
-                                 .key_id = 1, .model = "gpt-4.1",
-                                 .status = 200, .prompt_tokens = 100,
-                                 .completion_tokens = 10, .cost_pusd = 1000,
-                                 .latency_ms = 250, .ttft_ms = 50,
+        struct pr_usage_row r = {.ts_ms = gx_now_ms(),
+                                 .request_id = "lat",
+                                 .key_id = 1,
+                                 .model = "gpt-4.1",
+                                 .status = 200,
+                                 .prompt_tokens = 100,
+                                 .completion_tokens = 10,
+                                 .cost_pusd = 1000,
+                                 .latency_ms = 250,
+                                 .ttft_ms = 50,
                                  .usage_source = "upstream"};
         w.done = 0;
         int64_t t0 = gx_mono_us();
@@ -249,7 +261,9 @@ generate(const char *path, long rows, int64_t t_end)
             cost = 0;
         char id[32];
         snprintf(id, sizeof(id), "g%ld", i);
-        sqlite3_bind_int64(st, 1, t_start + (int64_t)((double)i * (double)span / (double)rows));
+        sqlite3_bind_int64(
+            st, 1,
+            t_start + (int64_t)((double)i * (double)span / (double)rows));
         sqlite3_bind_text(st, 2, id, -1, SQLITE_TRANSIENT);
         if (key >= 0)
             sqlite3_bind_int64(st, 3, key);
@@ -334,9 +348,10 @@ bench_queries(const char *path, int64_t t_end, int raw)
     sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL);
     sqlite3_stmt *st = NULL;
     long long nrows = 0, nroll = 0, nday = 0;
-    if (sqlite3_prepare_v2(db, "SELECT (SELECT MAX(id) FROM usage),"
-                               " (SELECT COUNT(*) FROM usage_hourly),"
-                               " (SELECT COUNT(*) FROM usage_daily)",
+    if (sqlite3_prepare_v2(db,
+                           "SELECT (SELECT MAX(id) FROM usage),"
+                           " (SELECT COUNT(*) FROM usage_hourly),"
+                           " (SELECT COUNT(*) FROM usage_daily)",
                            -1, &st, NULL) == SQLITE_OK &&
         sqlite3_step(st) == SQLITE_ROW) {
         nrows = sqlite3_column_int64(st, 0);
