@@ -70,7 +70,9 @@ size_t le_row_size(enum le_type t, int64_t n);
 const struct le_type_traits *le_type_get_ref(uint32_t type);
 /* AVX2 kernels (quants_avx2.c, x86 only; le_type_get uses them when the
  * CPU has AVX2+FMA+F16C and LLMUX_NO_SIMD is unset).  Same contract as
- * le_type_traits.vec_dot, bit-identical results to the plain C twins. */
+ * le_type_traits.vec_dot; the same integer sums as the plain C twins,
+ * results bit-identical for the K-quants and within 1e-5 of sum |x_i y_i|
+ * for Q4_0/Q8_0 (8-lane float accumulation; test_quants.c). */
 void le_vec_dot_q4_0_q8_0_avx2(int n, float *s, const void *x, const void *y);
 void le_vec_dot_q8_0_q8_0_avx2(int n, float *s, const void *x, const void *y);
 void le_vec_dot_q4_K_q8_K_avx2(int n, float *s, const void *x, const void *y);

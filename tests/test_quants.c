@@ -7,8 +7,8 @@
  * two dequantised vectors within a stated bound relative to sum |x_i y_i|.
  * Hand-made blocks pin the byte layouts (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
  * Q2_K, Q3_K, Q4_K, Q5_K, Q6_K) to values worked out from the GGUF/ggml
- * block definitions.  SIMD kernels are held bit-exact against the plain C
- * ones.
+ * block definitions.  SIMD kernels are held against the plain C ones:
+ * bit-exact for the K-quants, within a stated bound for Q4_0, Q8_0, F16.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -232,9 +232,13 @@ test_nonfinite(void)
 }
 
 /* SIMD kernels (if this CPU runs them) against their plain C twins: the
- * kernels do the same integer sums and float steps, so they must agree
- * bit for bit.  Weights are both quantised data and random bytes (every
- * bit pattern of nibbles / scales) with finite fp16 scales patched in. */
+ * K-quant kernels do the same integer sums and float steps, so they must
+ * agree bit for bit.  Q4_0 and Q8_0 do the same integer sums but add the
+ * scaled block sums in 8 float lanes (quants_avx2.c): they must agree
+ * within 1e-5 of the sum of |x_i * y_i| over the dequantised values (the
+ * rounding bound for <= 96 blocks is about 6e-6).  Weights are both
+ * quantised data and random bytes (every bit pattern of nibbles / scales)
+ * with finite fp16 scales patched in. */
 static void
 test_simd_vs_ref(void)
 {
@@ -242,13 +246,15 @@ test_simd_vs_ref(void)
         enum le_type t;
         size_t d_off[2]; /* fp16 fields in a block (0 = none for [1]) */
         int n_d;
+        int exact; /* 1: bit for bit; 0: within 1e-5 of sum |products| */
     } k[] = {
-        {LE_TYPE_Q4_0, {0, 0}, 1},
-        {LE_TYPE_Q8_0, {0, 0}, 1},
-        {LE_TYPE_Q4_K, {0, 2}, 2},
-        {LE_TYPE_Q6_K, {208, 0}, 1},
-        {LE_TYPE_Q5_K, {0, 2}, 2},
+        {LE_TYPE_Q4_0, {0, 0}, 1, 0},
+        {LE_TYPE_Q8_0, {0, 0}, 1, 0},
+        {LE_TYPE_Q4_K, {0, 2}, 2, 1},
+        {LE_TYPE_Q6_K, {208, 0}, 1, 1},
+        {LE_TYPE_Q5_K, {0, 2}, 2, 1},
     };
+    float *dx = malloc(N * sizeof(float)), *dy = malloc(N * sizeof(float));
     int n_simd = 0;
     float *x = malloc(N * sizeof(float)), *y = malloc(N * sizeof(float));
     uint8_t *qx = malloc(N * 4), *qy = malloc(N * 4);
@@ -263,6 +269,8 @@ test_simd_vs_ref(void)
         int mismatches = 0;
         for (int rep = 0; rep < 40; rep++) {
             int n = (rep % 4 + 1) * 256 * (rep % 3 + 1); /* 256 .. 3072 */
+            if (rt->blck_size == 32 && rep % 4 == 3)
+                n += 32; /* an odd block count: the kernels' tail */
             fill(y, n, rep % 5 == 0 ? 100.0f : 1.0f);
             vt->from_float(y, qy, n);
             if (rep % 2 == 0) {
@@ -283,7 +291,18 @@ test_simd_vs_ref(void)
             float a = NAN, r = NAN;
             tt->vec_dot(n, &a, qx, qy);
             rt->vec_dot(n, &r, qx, qy);
-            if (memcmp(&a, &r, sizeof(float)) != 0) {
+            int bad;
+            if (k[c].exact) {
+                bad = memcmp(&a, &r, sizeof(float)) != 0;
+            } else {
+                rt->to_float(qx, dx, n);
+                vt->to_float(qy, dy, n);
+                double mag = 0;
+                for (int i = 0; i < n; i++)
+                    mag += fabs((double)dx[i] * dy[i]);
+                bad = !(fabs((double)a - r) <= 1e-5 * mag);
+            }
+            if (bad) {
                 fprintf(stderr, "%s n=%d rep %d: simd %.9g ref %.9g\n",
                         rt->name, n, rep, a, r);
                 mismatches++;
@@ -350,6 +369,8 @@ test_simd_vs_ref(void)
     free(hx);
     free(hy);
     fprintf(stderr, "  (%d SIMD kernels active on this CPU)\n", n_simd);
+    free(dx);
+    free(dy);
     free(x);
     free(y);
     free(qx);
