@@ -10,13 +10,21 @@
  * its own origin.  Then the two APIs the page reads answer with the fields
  * it uses, in the exact URL forms it sends.
  *
- * When /usr/bin/chromium (or $CHROMIUM) exists, the page is loaded headless
- * and its rendered DOM is checked (totals, the provider table, the charts,
- * the admin-key note), and a screenshot goes to /tmp/llmux_dashboard.png.
- * Without a browser that part is skipped (and says so on stderr).
+ * When /usr/bin/chromium (or $CHROMIUM) exists, the page is loaded headless:
+ * its rendered DOM is checked before any traffic (zeros, empty charts) and
+ * after (totals, the provider table, the charts, a model name made of
+ * markup shown as text, the admin-key note); then, driven over the
+ * DevTools pipe like a user, the admin key is pasted (provider health
+ * appears; the key is in sessionStorage only, in no URL; every load went
+ * to this origin), the split switched, a new request shows up by the page's
+ * own refresh, a wrong key is reported, and the key forgotten.  Screenshots
+ * go to /tmp/llmux_dashboard.png and /tmp/llmux_dashboard_admin.png.
+ * Without a browser (or with CHROMIUM=none) that part is skipped and says
+ * so on stderr.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -423,9 +431,10 @@ test_apis_the_page_reads(void)
 static const char *
 chromium_path(void)
 {
+    /* $CHROMIUM names another browser binary; CHROMIUM=none skips. */
     const char *c = getenv("CHROMIUM");
-    if (c && *c && access(c, X_OK) == 0)
-        return c;
+    if (c && *c)
+        return access(c, X_OK) == 0 ? c : NULL;
     return access("/usr/bin/chromium", X_OK) == 0 ? "/usr/bin/chromium"
                                                   : NULL;
 }
@@ -485,24 +494,69 @@ run_chromium(const char *bin, const char *const *extra, const char *out_path,
     return -1;
 }
 
-static void
-test_in_browser(void)
+/* The DOM as the page's scripts left it after loading (virtual time runs
+ * its fetches and first render), malloc'd; NULL without a browser. */
+static char *
+dump_dom(void)
 {
     const char *bin = chromium_path();
     if (!bin) {
         fprintf(stderr, "  no chromium (/usr/bin/chromium or $CHROMIUM): "
                         "browser checks skipped\n");
-        return;
+        return NULL;
     }
     char dom_path[512];
     snprintf(dom_path, sizeof(dom_path), "%s/dom.html", workdir);
-    /* Virtual time runs the page's fetches and first render, then dumps
-     * the DOM as the scripts left it. */
     const char *dump[] = {"--virtual-time-budget=8000", "--dump-dom", NULL};
     T_EQ_INT(run_chromium(bin, dump, dom_path, 90), 0);
     size_t len = 0;
     char *dom = read_file(dom_path, &len);
     T_CHECK(dom != NULL && len > 0);
+    return dom;
+}
+
+/* The status line's element, up to its end; checks it reports success. */
+static void
+check_status_ok(const char *dom)
+{
+    const char *st = strstr(dom, "<span id=\"status\"");
+    const char *st_end = st ? strstr(st, "</span>") : NULL;
+    T_CHECK(st && st_end);
+    if (st && st_end) {
+        fprintf(stderr, "  status: %.*s\n", (int)(st_end - st), st);
+        T_CHECK(strstr(st, "Updated ") != NULL &&
+                strstr(st, "Updated ") < st_end);
+        T_CHECK(strstr(st, "class=\"err\"") == NULL ||
+                strstr(st, "class=\"err\"") > st_end);
+    }
+}
+
+/* Before any traffic: zeros and empty charts, no error. */
+static void
+test_empty_in_browser(void)
+{
+    char *dom = dump_dom();
+    if (!dom)
+        return;
+    check_status_ok(dom);
+    T_CHECK(strstr(dom, "<div class=\"label\">Requests</div><div "
+                        "class=\"value\">0</div>") != NULL);
+    T_CHECK(strstr(dom, "<div class=\"label\">Spend</div><div "
+                        "class=\"value\">$0</div>") != NULL);
+    /* Four charts, each saying it has nothing; the tables too. */
+    int empty = 0;
+    for (const char *p = dom; (p = strstr(p, "No requests in this range"));
+         p++)
+        empty++;
+    T_CHECK(empty >= 4 + 2);
+    T_CHECK(strstr(dom, "<rect") == NULL);
+    free(dom);
+}
+
+static void
+test_in_browser(void)
+{
+    char *dom = dump_dom();
     if (dom) {
         char want[160];
         /* The totals tile shows every anonymous request and the errors. */
@@ -516,17 +570,7 @@ test_in_browser(void)
                  "%d</div>",
                  n_err);
         T_CHECK(strstr(dom, want) != NULL);
-        /* The status line says the refresh went through. */
-        const char *st = strstr(dom, "<span id=\"status\"");
-        const char *st_end = st ? strstr(st, "</span>") : NULL;
-        T_CHECK(st && st_end);
-        if (st && st_end) {
-            fprintf(stderr, "  status: %.*s\n", (int)(st_end - st), st);
-            T_CHECK(strstr(st, "Updated ") != NULL &&
-                    strstr(st, "Updated ") < st_end);
-            T_CHECK(strstr(st, "class=\"err\"") == NULL ||
-                    strstr(st, "class=\"err\"") > st_end);
-        }
+        check_status_ok(dom);
         /* The provider table lists the fake provider; charts have bars
          * with their tooltips; health asks for the admin key. */
         T_CHECK(strstr(dom, "</span>fake</span>") != NULL ||
@@ -541,7 +585,10 @@ test_in_browser(void)
         T_CHECK(strstr(dom, "<i>x</i>") == NULL);
         free(dom);
     }
+    if (!chromium_path())
+        return;
     /* A picture for a human to look at. */
+    const char *bin = chromium_path();
     const char *shot[] = {"--virtual-time-budget=8000",
                           "--window-size=1400,1900",
                           "--screenshot=/tmp/llmux_dashboard.png", NULL};
@@ -549,6 +596,403 @@ test_in_browser(void)
     snprintf(junk, sizeof(junk), "%s/shot.out", workdir);
     if (run_chromium(bin, shot, junk, 90) == 0)
         fprintf(stderr, "  screenshot: /tmp/llmux_dashboard.png\n");
+}
+
+/* ---- the browser driven like a user: DevTools protocol over a pipe ------
+ *
+ * chromium --remote-debugging-pipe reads commands on its fd 3 and writes
+ * answers and events on its fd 4, each a JSON text ended by a NUL byte.
+ * No websocket, no port.  Every read is bounded by a deadline. */
+
+struct cdp {
+    pid_t pid;
+    int wfd, rfd; /* our ends */
+    char *buf;    /* bytes read, not yet consumed */
+    size_t len, cap;
+    int next_id;
+    char session[128];
+};
+
+static int
+cdp_start(struct cdp *c, const char *bin)
+{
+    memset(c, 0, sizeof(*c));
+    c->wfd = c->rfd = -1;
+    int to[2], from[2];
+    if (pipe2(to, O_CLOEXEC) != 0)
+        return -1;
+    if (pipe2(from, O_CLOEXEC) != 0) {
+        close(to[0]);
+        close(to[1]);
+        return -1;
+    }
+    char profile[512];
+    snprintf(profile, sizeof(profile), "--user-data-dir=%s/chromium-cdp",
+             workdir);
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        setpgid(0, 0);
+        /* Move both ends out of the way, then onto 3 and 4 (dup2 clears
+         * close-on-exec on the copies). */
+        int r = fcntl(to[0], F_DUPFD, 10), w = fcntl(from[1], F_DUPFD, 10);
+        int nul = open("/dev/null", O_RDWR);
+        if (r < 0 || w < 0 || nul < 0 || dup2(r, 3) < 0 || dup2(w, 4) < 0)
+            _exit(127);
+        dup2(nul, 0);
+        dup2(nul, 1);
+        dup2(nul, 2);
+        execl(bin, bin, "--headless", "--no-sandbox", "--disable-gpu",
+              "--disable-dev-shm-usage", "--no-first-run",
+              "--hide-scrollbars", "--remote-debugging-pipe", profile,
+              (char *)NULL);
+        _exit(127);
+    }
+    setpgid(pid, pid);
+    close(to[0]);
+    close(from[1]);
+    c->pid = pid;
+    c->wfd = to[1];
+    c->rfd = from[0];
+    c->next_id = 1;
+    return 0;
+}
+
+static void
+cdp_stop(struct cdp *c)
+{
+    if (c->wfd >= 0)
+        close(c->wfd); /* the browser exits when its pipe closes */
+    if (c->rfd >= 0)
+        close(c->rfd);
+    if (c->pid > 0) {
+        int status;
+        for (int i = 0; i < 50 && waitpid(c->pid, &status, WNOHANG) == 0; i++)
+            usleep(100 * 1000);
+        kill(-c->pid, SIGKILL);
+        waitpid(c->pid, &status, 0);
+    }
+    free(c->buf);
+    memset(c, 0, sizeof(*c));
+}
+
+/* The next whole message (malloc'd), or NULL at the deadline / EOF. */
+static char *
+cdp_read(struct cdp *c, long long deadline_ms)
+{
+    for (;;) {
+        char *z = c->len ? memchr(c->buf, '\0', c->len) : NULL;
+        if (z) {
+            size_t n = (size_t)(z - c->buf);
+            char *msg = malloc(n + 1);
+            if (!msg)
+                return NULL;
+            memcpy(msg, c->buf, n + 1);
+            memmove(c->buf, z + 1, c->len - n - 1);
+            c->len -= n + 1;
+            return msg;
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        long long now = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+        if (now >= deadline_ms)
+            return NULL;
+        struct pollfd pf = {.fd = c->rfd, .events = POLLIN};
+        int pr = poll(&pf, 1, (int)(deadline_ms - now));
+        if (pr < 0 && errno == EINTR)
+            continue;
+        if (pr <= 0)
+            return NULL;
+        if (c->cap - c->len < 65536) {
+            size_t ncap = c->cap ? c->cap * 2 : 1 << 17;
+            char *nb = realloc(c->buf, ncap);
+            if (!nb)
+                return NULL;
+            c->buf = nb;
+            c->cap = ncap;
+        }
+        ssize_t k = read(c->rfd, c->buf + c->len, c->cap - c->len);
+        if (k <= 0)
+            return NULL;
+        c->len += (size_t)k;
+    }
+}
+
+static long long
+mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Sends method(params) (params stolen; NULL = {}) to the browser, or to
+ * the attached page when session is set; returns the "result" object (new
+ * reference) or NULL (error printed). */
+static json_t *
+cdp_call(struct cdp *c, int to_page, const char *method, json_t *params)
+{
+    int id = c->next_id++;
+    json_t *m = json_pack("{s:i,s:s,s:o}", "id", id, "method", method,
+                          "params", params ? params : json_object());
+    if (to_page && c->session[0])
+        json_object_set_new(m, "sessionId", json_string(c->session));
+    char *text = json_dumps(m, JSON_COMPACT);
+    json_decref(m);
+    if (!text)
+        return NULL;
+    size_t n = strlen(text) + 1, off = 0; /* with its NUL */
+    while (off < n) {
+        ssize_t k = write(c->wfd, text + off, n - off);
+        if (k <= 0) {
+            free(text);
+            return NULL;
+        }
+        off += (size_t)k;
+    }
+    free(text);
+    long long deadline = mono_ms() + 30000;
+    for (;;) {
+        char *msg = cdp_read(c, deadline);
+        if (!msg) {
+            fprintf(stderr, "  cdp: no answer to %s\n", method);
+            return NULL;
+        }
+        json_t *o = json_loads(msg, 0, NULL);
+        free(msg);
+        if (o && json_integer_value(json_object_get(o, "id")) == id) {
+            json_t *res = json_incref(json_object_get(o, "result"));
+            if (!res)
+                fprintf(stderr, "  cdp: %s failed: %s\n", method,
+                        json_string_value(json_object_get(
+                            json_object_get(o, "error"), "message")));
+            json_decref(o);
+            return res;
+        }
+        json_decref(o); /* an event: not waited for */
+    }
+}
+
+/* Evaluates expr in the page (promises awaited); its value as a new
+ * string (malloc'd; JSON for non-strings), or NULL on an exception. */
+static char *
+cdp_eval(struct cdp *c, const char *expr)
+{
+    json_t *r = cdp_call(c, 1, "Runtime.evaluate",
+                         json_pack("{s:s,s:b,s:b}", "expression", expr,
+                                   "returnByValue", 1, "awaitPromise", 1));
+    char *out = NULL;
+    if (r && !json_object_get(r, "exceptionDetails")) {
+        json_t *v = json_object_get(json_object_get(r, "result"), "value");
+        if (json_is_string(v))
+            out = strdup(json_string_value(v));
+        else if (v)
+            out = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+    } else if (r) {
+        fprintf(stderr, "  page exception: %s\n",
+                json_string_value(json_object_get(
+                    json_object_get(r, "exceptionDetails"), "text")));
+    }
+    json_decref(r);
+    return out;
+}
+
+/* Polls expr (every 200 ms, up to timeout_ms) until it yields "true". */
+static int
+cdp_wait(struct cdp *c, const char *expr, int timeout_ms)
+{
+    long long deadline = mono_ms() + timeout_ms;
+    while (mono_ms() < deadline) {
+        char *v = cdp_eval(c, expr);
+        int ok = v && !strcmp(v, "true");
+        free(v);
+        if (ok)
+            return 1;
+        usleep(200 * 1000);
+    }
+    fprintf(stderr, "  gave up waiting for: %s\n", expr);
+    return 0;
+}
+
+static const char *
+tile_expr(const char *label)
+{
+    static char e[256];
+    snprintf(e, sizeof(e),
+             "Array.from(document.querySelectorAll('.tile')).filter("
+             "function(t){return t.firstChild.textContent==='%s'})"
+             ".map(function(t){return t.children[1].textContent})[0]||''",
+             label);
+    return e;
+}
+
+static void
+save_screenshot(struct cdp *c, const char *path)
+{
+    json_t *r = cdp_call(c, 1, "Page.captureScreenshot",
+                         json_pack("{s:s}", "format", "png"));
+    const char *b64 = json_string_value(json_object_get(r, "data"));
+    T_CHECK(b64 != NULL);
+    if (b64) {
+        size_t n = strlen(b64);
+        unsigned char *png = malloc(n);
+        int k = png ? EVP_DecodeBlock(png, (const unsigned char *)b64,
+                                      (int)n)
+                    : -1;
+        T_CHECK(k > 8 && !memcmp(png, "\x89PNG", 4));
+        FILE *f = k > 0 ? fopen(path, "wb") : NULL;
+        if (f) {
+            fwrite(png, 1, (size_t)k, f);
+            fclose(f);
+            fprintf(stderr, "  screenshot: %s\n", path);
+        }
+        free(png);
+    }
+    json_decref(r);
+}
+
+/* The user's way: open the page, paste the admin key, see provider
+ * health, switch the split, watch it refresh by itself, forget the key. */
+static void
+test_admin_in_browser(void)
+{
+    const char *bin = chromium_path();
+    if (!bin) {
+        fprintf(stderr, "  no chromium: skipped\n");
+        return;
+    }
+    struct cdp c;
+    T_EQ_INT(cdp_start(&c, bin), 0);
+    char url[256];
+    snprintf(url, sizeof(url), "%s/dashboard", base);
+    json_t *r = cdp_call(&c, 0, "Target.createTarget",
+                         json_pack("{s:s}", "url", "about:blank"));
+    const char *tid = json_string_value(json_object_get(r, "targetId"));
+    T_CHECK(tid != NULL);
+    json_t *a = tid ? cdp_call(&c, 0, "Target.attachToTarget",
+                               json_pack("{s:s,s:b}", "targetId", tid,
+                                         "flatten", 1))
+                    : NULL;
+    const char *sid = json_string_value(json_object_get(a, "sessionId"));
+    T_CHECK(sid != NULL);
+    if (sid)
+        snprintf(c.session, sizeof(c.session), "%s", sid);
+    json_decref(r);
+    json_decref(a);
+    if (!c.session[0]) {
+        cdp_stop(&c);
+        return;
+    }
+    json_decref(cdp_call(&c, 1, "Emulation.setDeviceMetricsOverride",
+                         json_pack("{s:i,s:i,s:f,s:b}", "width", 1400,
+                                   "height", 1900, "deviceScaleFactor", 1.0,
+                                   "mobile", 0)));
+    json_decref(cdp_call(&c, 1, "Page.navigate",
+                         json_pack("{s:s}", "url", url)));
+
+    /* First render, anonymous; the CSP let the style block apply. */
+    T_CHECK(cdp_wait(&c,
+                     "document.getElementById('status') && "
+                     "document.getElementById('status').textContent"
+                     ".indexOf('Updated') === 0",
+                     30000));
+    char *v = cdp_eval(&c, "getComputedStyle(document.querySelector("
+                           "'header')).display");
+    T_EQ_STR(v, "flex");
+    free(v);
+
+    /* Paste the admin key and submit, as a user would. */
+    v = cdp_eval(&c, "(function(){var k=document.getElementById('key');"
+                     "k.value='" ADMIN "';"
+                     "document.getElementById('keyform').requestSubmit();"
+                     "return 'sent'})()");
+    T_EQ_STR(v, "sent");
+    free(v);
+    T_CHECK(cdp_wait(&c, "!!document.querySelector('#health table')",
+                     30000));
+    v = cdp_eval(&c, "document.getElementById('health').textContent");
+    T_CHECK(v && strstr(v, "gpt-4.1@fake") && strstr(v, "gpt-4.1@bad"));
+    T_CHECK(v && strstr(v, "up"));
+    free(v);
+    /* The key: in this tab's sessionStorage, out of the input, in no URL,
+     * no cookie, no localStorage; every load went to this origin. */
+    v = cdp_eval(&c, "sessionStorage.getItem('llmux.dashboard.key')");
+    T_EQ_STR(v, ADMIN);
+    free(v);
+    v = cdp_eval(&c, "JSON.stringify([document.getElementById('key').value,"
+                     "localStorage.length, document.cookie])");
+    T_EQ_STR(v, "[\"\",0,\"\"]");
+    free(v);
+    v = cdp_eval(&c, "JSON.stringify(performance.getEntriesByType("
+                     "'resource').map(function(e){return e.name}))");
+    json_t *urls = v ? json_loads(v, 0, NULL) : NULL;
+    free(v);
+    size_t i;
+    json_t *u;
+    int n_usage = 0, n_admin = 0, foreign = 0;
+    json_array_foreach(urls, i, u) {
+        const char *s = json_string_value(u);
+        if (!s)
+            continue;
+        if (strncmp(s, base, strlen(base)) != 0 || strstr(s, ADMIN) ||
+            strstr(s, "Bearer")) {
+            fprintf(stderr, "  unexpected load: %s\n", s);
+            foreign++;
+        }
+        n_usage += strstr(s, "/v1/usage?") != NULL;
+        n_admin += strstr(s, "/admin/providers") != NULL;
+    }
+    T_EQ_INT(foreign, 0);
+    T_CHECK(n_usage >= 3 && n_admin >= 1);
+    json_decref(urls);
+
+    /* Split by model: the spend legend names the models. */
+    v = cdp_eval(&c, "(function(){var s=document.getElementById('split');"
+                     "s.value='model';s.dispatchEvent(new Event('change'));"
+                     "return 'ok'})()");
+    free(v);
+    T_CHECK(cdp_wait(&c,
+                     "document.getElementById('h-spend').textContent === "
+                     "'by model' && document.getElementById('l-spend')"
+                     ".textContent.indexOf('cheap') >= 0",
+                     30000));
+    save_screenshot(&c, "/tmp/llmux_dashboard_admin.png");
+
+    /* It refreshes by itself: one more request shows up without a click
+     * (bounded wait of a few refresh periods). */
+    char *before = cdp_eval(&c, tile_expr("Requests"));
+    T_CHECK(before != NULL);
+    long st = chat("cheap", "one more");
+    T_EQ_INT(st, 200);
+    n_ok += st == 200;
+    char want[400];
+    snprintf(want, sizeof(want), "(%s) === '%d'", tile_expr("Requests"),
+             n_ok + n_err);
+    T_CHECK(cdp_wait(&c, want, 35000));
+    free(before);
+
+    /* A wrong key: the page says so instead of showing stale numbers. */
+    v = cdp_eval(&c, "(function(){var k=document.getElementById('key');"
+                     "k.value='sk-llmux-not-a-real-key';"
+                     "document.getElementById('keyform').requestSubmit();"
+                     "return 'sent'})()");
+    T_EQ_STR(v, "sent");
+    free(v);
+    T_CHECK(cdp_wait(&c,
+                     "document.getElementById('status').className === "
+                     "'err' && document.getElementById('status')"
+                     ".textContent.indexOf('Key refused') === 0",
+                     30000));
+
+    /* Forget: the key is gone and health asks for it again. */
+    free(cdp_eval(&c, "document.getElementById('forget').click(),'ok'"));
+    T_CHECK(cdp_wait(&c,
+                     "sessionStorage.getItem('llmux.dashboard.key') === "
+                     "null && document.getElementById('health').textContent"
+                     ".indexOf('needs the admin key') >= 0",
+                     30000));
+    cdp_stop(&c);
 }
 
 static void
@@ -576,10 +1020,12 @@ main(void)
         printf("0 passed, 1 failed\n");
         return 1;
     }
+    T_RUN(test_empty_in_browser);
     T_RUN(make_traffic);
     T_RUN(test_page);
     T_RUN(test_apis_the_page_reads);
     T_RUN(test_in_browser);
+    T_RUN(test_admin_in_browser);
     T_EQ_INT(e2e_stop(&gw, SIGTERM, 10000), 0);
     e2e_stop(&fake, SIGTERM, 5000);
     rm_rf(workdir);
