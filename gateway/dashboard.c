@@ -769,8 +769,8 @@ gw_dashboard_handle(struct gw_worker *w, struct evhttp_request *req)
     (void)w;
     enum evhttp_cmd_type m = evhttp_request_get_command(req);
     struct evkeyvalq *h = evhttp_request_get_output_headers(req);
-    if (m != EVHTTP_REQ_GET && m != EVHTTP_REQ_HEAD) {
-        evhttp_add_header(h, "Allow", "GET, HEAD");
+    if (m != EVHTTP_REQ_GET) {
+        evhttp_add_header(h, "Allow", "GET");
         gw_reply_error(req, 405, "invalid_request_error",
                        "method_not_allowed", NULL, "Use GET /dashboard.");
         return;
