@@ -568,6 +568,122 @@ test_write_failures(void)
     rm_db(path);
 }
 
+/* Budget + ledger together, as the gateway uses them: threads reserve a
+ * request's maximum, "run" it, settle to the actual cost and log the row.
+ * The in-memory spend, keys.spent_pusd (written by the ledger) and the sum
+ * of the rows agree exactly, and the limit holds. */
+#define BL_THREADS 4
+#define BL_ITERS 400
+#define BL_LIMIT 60000000000LL
+
+struct bl_arg {
+    struct pr_ledger *l;
+    struct pr_budget *b;
+    int id;
+    int denied;
+};
+
+static void *
+bl_main(void *arg)
+{
+    struct bl_arg *a = arg;
+    struct pr_price p = {2000000, 500000, 8000000}; /* gpt-4.1 */
+    unsigned seed = 1234u + (unsigned)a->id * 77u;
+    for (int i = 0; i < BL_ITERS; i++) {
+        seed = seed * 1103515245u + 12345u;
+        int64_t prompt = 1 + (seed >> 8) % 40, max_out = 16;
+        int64_t out = (seed >> 4) % (max_out + 1);
+        int64_t maxc = 0, cost = 0;
+        pr_cost(&p, prompt, 0, max_out, &maxc);
+        pr_cost(&p, prompt, 0, out, &cost);
+        if (pr_budget_reserve(a->b, 1, maxc) != GX_OK) {
+            a->denied++;
+            continue;
+        }
+        int fail = (seed >> 20) % 10 == 0; /* upstream failed */
+        if (fail)
+            pr_budget_release(a->b, 1, maxc);
+        else
+            pr_budget_settle(a->b, 1, maxc, cost);
+        char id[32];
+        snprintf(id, sizeof(id), "b%d-%d", a->id, i);
+        struct pr_usage_row r = {.ts_ms = 1764400000000LL + i,
+                                 .request_id = id,
+                                 .key_id = 1,
+                                 .model = "gpt-4.1",
+                                 .status = fail ? 502 : 200,
+                                 .prompt_tokens = prompt,
+                                 .completion_tokens = fail ? 0 : out,
+                                 .cost_pusd = fail ? 0 : cost,
+                                 .ttft_ms = -1,
+                                 .usage_source = "upstream"};
+        while (pr_ledger_submit(a->l, &r, NULL, NULL) == GX_EAGAIN)
+            usleep(1000);
+    }
+    return NULL;
+}
+
+static void
+test_budget_with_ledger(void)
+{
+    char path[512];
+    db_path(path, sizeof(path), "budget.db");
+    rm_db(path);
+    char err[256];
+    struct pr_ledger *l = NULL;
+    T_EQ_INT(pr_ledger_open(path, &l, err, sizeof(err)), GX_OK);
+    if (!l)
+        return;
+    sqlite3 *db = NULL;
+    sqlite3_open(path, &db);
+    sqlite3_busy_timeout(db, 5000);
+    T_EQ_INT(sqlite3_exec(db,
+                          "INSERT INTO keys (id, name, hash, created_ms,"
+                          " budget_pusd) VALUES (1, 'k', 'h', 0, 60000000000)",
+                          NULL, NULL, NULL),
+             SQLITE_OK);
+    struct pr_budget *b = pr_budget_new();
+    T_EQ_INT(pr_budget_load(b, path, err, sizeof(err)), GX_OK);
+    pthread_t th[BL_THREADS];
+    struct bl_arg a[BL_THREADS];
+    for (int i = 0; i < BL_THREADS; i++) {
+        a[i] = (struct bl_arg){l, b, i, 0};
+        pthread_create(&th[i], NULL, bl_main, &a[i]);
+    }
+    int denied = 0;
+    for (int i = 0; i < BL_THREADS; i++) {
+        pthread_join(th[i], NULL);
+        denied += a[i].denied;
+    }
+    pr_ledger_flush(l);
+    int64_t lim, spent, res;
+    T_EQ_INT(pr_budget_get(b, 1, &lim, &spent, &res), GX_OK);
+    T_EQ_INT(res, 0);
+    T_CHECK(spent <= BL_LIMIT);
+    T_CHECK(spent > BL_LIMIT / 2); /* the budget was really used */
+    fprintf(stderr, "  spent %lld of %lld pUSD, %d requests denied\n",
+            (long long)spent, (long long)BL_LIMIT, denied);
+    T_CHECK(denied > 0);
+    T_EQ_INT(sql_int(db, "SELECT spent_pusd FROM keys WHERE id = 1"), spent);
+    T_EQ_INT(sql_int(db, "SELECT SUM(cost_pusd) FROM usage WHERE key_id = 1"),
+             spent);
+    T_EQ_INT(sql_int(db, "SELECT SUM(cost_pusd) FROM usage_daily WHERE"
+                         " dim = 'none' AND key_id = 1"),
+             spent);
+    /* A restart loads the same spend and keeps refusing. */
+    struct pr_budget *b2 = pr_budget_new();
+    T_EQ_INT(pr_budget_load(b2, path, err, sizeof(err)), GX_OK);
+    int64_t spent2 = -1;
+    T_EQ_INT(pr_budget_get(b2, 1, &lim, &spent2, &res), GX_OK);
+    T_EQ_INT(spent2, spent);
+    T_EQ_INT(lim, BL_LIMIT);
+    pr_budget_free(b2);
+    pr_budget_free(b);
+    sqlite3_close(db);
+    pr_ledger_close(l);
+    rm_db(path);
+}
+
 /* An in-memory ledger works, and its path is a URI another connection
  * can read. */
 static void
@@ -766,6 +882,7 @@ main(void)
     T_RUN(test_bounded_queue);
     T_RUN(test_memory);
     T_RUN(test_write_failures);
+    T_RUN(test_budget_with_ledger);
     rmdir(tmpdir);
     return T_END();
 }
