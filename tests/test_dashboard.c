@@ -972,6 +972,48 @@ test_admin_in_browser(void)
     T_CHECK(cdp_wait(&c, want, 35000));
     free(before);
 
+    /* A normal key sees its own usage only, and no provider health. */
+    struct e2e_resp kr;
+    const char *adm[] = {"Authorization: Bearer " ADMIN,
+                         "Content-Type: application/json", NULL};
+    snprintf(url, sizeof(url), "%s/admin/keys", base);
+    T_EQ_INT(e2e_http("POST", url, "{\"name\":\"dashboard-user\"}", adm,
+                      10000, &kr),
+             0);
+    T_EQ_INT(kr.status, 200);
+    json_t *ko = json_loads(kr.body ? kr.body : "", 0, NULL);
+    const char *key = json_string_value(json_object_get(ko, "key"));
+    T_CHECK(key != NULL);
+    if (key) {
+        char auth[256], body[256], expr[512];
+        snprintf(auth, sizeof(auth), "Authorization: Bearer %s", key);
+        const char *kh[] = {auth, NULL};
+        snprintf(url, sizeof(url), "%s/v1/chat/completions", base);
+        snprintf(body, sizeof(body),
+                 "{\"model\":\"cheap\",\"messages\":[{\"role\":\"user\","
+                 "\"content\":\"mine\"}]}");
+        struct e2e_resp cr;
+        T_EQ_INT(e2e_http("POST", url, body, kh, 20000, &cr), 0);
+        T_EQ_INT(cr.status, 200);
+        e2e_resp_free(&cr);
+        snprintf(expr, sizeof(expr),
+                 "(function(){var k=document.getElementById('key');"
+                 "k.value='%s';"
+                 "document.getElementById('keyform').requestSubmit();"
+                 "return 'sent'})()",
+                 key);
+        v = cdp_eval(&c, expr);
+        T_EQ_STR(v, "sent");
+        free(v);
+        snprintf(expr, sizeof(expr),
+                 "(%s) === '1' && document.getElementById('health')"
+                 ".textContent.indexOf('needs the admin key') >= 0",
+                 tile_expr("Requests"));
+        T_CHECK(cdp_wait(&c, expr, 30000));
+    }
+    json_decref(ko);
+    e2e_resp_free(&kr);
+
     /* A wrong key: the page says so instead of showing stale numbers. */
     v = cdp_eval(&c, "(function(){var k=document.getElementById('key');"
                      "k.value='sk-llmux-not-a-real-key';"
