@@ -429,17 +429,7 @@ write_row(struct pr_ledger *l, const struct pr_usage_row *r)
     sqlite3_bind_text(st, 16, r->usage_source ? r->usage_source : "upstream",
                       -1, SQLITE_STATIC);
     bind_text_or_null(st, 17, r->error);
-    int rc = step_reset(st);
-    if (rc != SQLITE_OK)
-        return rc;
-
-    if (r->key_id >= 0 && r->cost_pusd != 0) {
-        st = l->up_key;
-        sqlite3_bind_int64(st, 1, r->cost_pusd);
-        sqlite3_bind_int64(st, 2, r->key_id);
-        rc = step_reset(st);
-    }
-    return rc;
+    return step_reset(st);
 }
 
 /* ---------------------------------------------------------------------
@@ -628,6 +618,20 @@ write_batch_once(struct pr_ledger *l, struct pr_qrow *batch, int log)
     rc = cells_write(l->up_hourly, l->up_daily, &cells);
     if (rc != SQLITE_OK)
         goto out;
+    /* Key spend: one UPDATE per key (and day) of the batch, from the
+     * daily 'none' cells, which hold exactly each key's cost sum. */
+    what = "key spend";
+    for (size_t i = 0; i < cells.cap; i++) {
+        const struct pr_cell *x = &cells.a[i];
+        if (!x->value || x->dim != 0 || x->gran != 1 || x->key_id < 0 ||
+            x->cost == 0)
+            continue;
+        sqlite3_bind_int64(l->up_key, 1, x->cost);
+        sqlite3_bind_int64(l->up_key, 2, x->key_id);
+        rc = step_reset(l->up_key);
+        if (rc != SQLITE_OK)
+            goto out;
+    }
     what = "commit";
     rc = sqlite3_exec(l->db, "COMMIT", NULL, NULL, NULL);
     if (rc == SQLITE_OK) {
