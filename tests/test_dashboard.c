@@ -958,6 +958,13 @@ test_admin_in_browser(void)
                      ".textContent.indexOf('cheap') >= 0",
                      30000));
     save_screenshot(&c, "/tmp/llmux_dashboard_admin.png");
+    json_decref(cdp_call(
+        &c, 1, "Emulation.setEmulatedMedia",
+        json_pack("{s:[{s:s,s:s}]}", "features", "name",
+                  "prefers-color-scheme", "value", "dark")));
+    save_screenshot(&c, "/tmp/llmux_dashboard_dark.png");
+    json_decref(cdp_call(&c, 1, "Emulation.setEmulatedMedia",
+                         json_pack("{s:[]}", "features")));
 
     /* It refreshes by itself: one more request shows up without a click
      * (bounded wait of a few refresh periods). */
