@@ -15,4 +15,7 @@ int gw_cli_serve(int argc, char **argv);
  * Returns the exit code (0 ok, 1 bad input or database error, 2 usage). */
 int gw_cli_keys(int argc, char **argv);
 
+/* `llmux prices ...`: prints the effective price table. */
+int gw_cli_prices(int argc, char **argv);
+
 #endif

@@ -20,6 +20,7 @@ usage(FILE *f)
           "  check     --config FILE      validate a config, print routes\n"
           "  keys      create|list|revoke manage bearer keys\n"
           "  usage     [--since 24h] [--group-by model] usage report\n"
+          "  prices    [--config FILE]     the effective price table\n"
           "  run       --model FILE.gguf  one-shot local generation\n"
           "  bench     --model FILE.gguf  prefill/generation tokens/s\n"
           "  tokenize  --model FILE.gguf  print token ids\n"
@@ -47,6 +48,8 @@ main(int argc, char **argv)
         return cfg_cli_check(argc - 1, argv + 1);
     if (!strcmp(cmd, "keys"))
         return gw_cli_keys(argc - 1, argv + 1);
+    if (!strcmp(cmd, "prices"))
+        return gw_cli_prices(argc - 1, argv + 1);
     if (!strcmp(cmd, "usage"))
         return pr_cli_usage(argc - 1, argv + 1);
     if (!strcmp(cmd, "run"))
