@@ -619,7 +619,7 @@ gw_models_handle(struct gw_worker *w, struct evhttp_request *req)
         gw_handle_models(srv, req); /* everything */
         return;
     }
-    const struct cfg *c = srv->cfg;
+    const struct cfg *c = gw_cfg(srv);
     json_t *data = json_array();
     json_t *seen = json_object();
     for (size_t i = 0; i < c->n_routes; i++)

@@ -959,11 +959,11 @@ gw_chat_admit(struct gw_server *srv, struct evhttp_request *req,
     if (json_is_integer(mt) && json_integer_value(mt) >= 0)
         completion = json_integer_value(mt);
     struct cfg_target tg[MAX_TARGETS];
-    size_t nt = model ? cfg_resolve(srv->cfg, model, NULL, tg, MAX_TARGETS)
+    size_t nt = model ? cfg_resolve(gw_cfg(srv), model, NULL, tg, MAX_TARGETS)
                       : 0;
     for (size_t i = 0; i < nt; i++) {
         const struct cfg_model *cm =
-            &srv->cfg->providers[tg[i].provider].models[tg[i].model];
+            &gw_cfg(srv)->providers[tg[i].provider].models[tg[i].model];
         if (!cm->has_price)
             continue;
         struct pr_price p = {cm->input_pusd, cm->cached_input_pusd,

@@ -40,6 +40,7 @@ struct gw_try {
 
 struct gw_req {
     struct gw_worker *w;
+    struct gw_gen *gen; /* config + router this request runs on (a ref) */
     struct evhttp_request *req;    /* NULL once libevent owns/freed it */
     struct evhttp_connection *evcon;
     char id[48];
@@ -108,6 +109,7 @@ req_free(struct gw_req *r)
     json_decref(r->body);
     gx_buf_cleanup(&r->attempt_log);
     free(r->resp_body);
+    gw_gen_unref(r->gen);
     r->w->inflight--;
     atomic_fetch_sub(&r->w->srv->stats.inflight, 1);
     free(r);
@@ -122,7 +124,7 @@ cancel_try(struct gw_req *r, struct gw_try *t)
         return;
     pv_call_cancel(t->call);
     t->call = NULL;
-    rt_report(r->w->srv->router, &t->att, RT_CANCELLED, -1, -1, -1);
+    rt_report(r->gen->router, &t->att, RT_CANCELLED, -1, -1, -1);
 }
 
 static int
@@ -459,7 +461,7 @@ outcome_retryable(const struct gw_req *r, const struct pv_result *res)
 {
     switch (res->outcome) {
     case PV_ERR_STATUS:
-        return rt_status_retryable(r->w->srv->cfg, res->http_status);
+        return rt_status_retryable(r->gen->cfg, res->http_status);
     case PV_ERR_INTERNAL:
     case PV_OK:
         return 0;
@@ -510,7 +512,7 @@ on_done(void *ud, const struct pv_result *res)
     struct gw_req *r = t->r;
     int me = (int)(t - r->tries);
     t->call = NULL; /* the loop frees it after we return */
-    rt_report_pv(r->w->srv->router, &t->att, r->w->srv->cfg, res);
+    rt_report_pv(r->gen->router, &t->att, r->gen->cfg, res);
     if (r->client_gone)
         return; /* the row was logged when the client left */
     if (r->winner >= 0 && r->winner != me)
@@ -609,7 +611,7 @@ on_done(void *ud, const struct pv_result *res)
     if (tries_running(r))
         return; /* a hedged rival is still running: it may yet answer */
     if (r->next < r->plan.n && r->attempts < r->plan.max_attempts) {
-        int backoff = r->w->srv->cfg->failover.backoff_ms;
+        int backoff = r->gen->cfg->failover.backoff_ms;
         for (int i = 1; i < r->attempts && backoff < 1000; i++)
             backoff *= 2;
         if (backoff > 1000)
@@ -650,8 +652,8 @@ on_hedge(evutil_socket_t fd, short what, void *arg)
 static void
 start_attempt(struct gw_req *r)
 {
-    const struct cfg *c = r->w->srv->cfg;
-    struct rt_router *rt = r->w->srv->router;
+    const struct cfg *c = r->gen->cfg;
+    struct rt_router *rt = r->gen->router;
     struct gw_try *t = !r->tries[0].call ? &r->tries[0] : &r->tries[1];
     while (r->next < r->plan.n && r->attempts < r->plan.max_attempts) {
         size_t i = r->next++;
@@ -808,11 +810,11 @@ gw_chat_handle(struct gw_worker *w, struct evhttp_request *req)
                              "with 'model' and 'messages'.");
         return;
     }
-    if ((int64_t)n > w->srv->cfg->max_body_bytes) {
+    if ((int64_t)n > w->gen->cfg->max_body_bytes) {
         gw_reply_error(req, 413, "invalid_request_error",
                        "request_too_large", NULL,
                        "The request body is %zu bytes; the limit is %lld.", n,
-                       (long long)w->srv->cfg->max_body_bytes);
+                       (long long)w->gen->cfg->max_body_bytes);
         return;
     }
     const char *text = (const char *)evbuffer_pullup(in, -1);
@@ -848,6 +850,8 @@ gw_chat_handle(struct gw_worker *w, struct evhttp_request *req)
         return;
     }
     r->w = w;
+    r->gen = w->gen;
+    gw_gen_ref(r->gen);
     r->req = req;
     r->body = body;
     r->ticket = ticket;
@@ -868,7 +872,7 @@ gw_chat_handle(struct gw_worker *w, struct evhttp_request *req)
     const json_t *mt = json_object_get(body, "max_completion_tokens");
     if (!json_is_integer(mt))
         mt = json_object_get(body, "max_tokens");
-    rt_plan_route(w->srv->router, r->model_arg,
+    rt_plan_route(r->gen->router, r->model_arg,
                   rt_estimate_prompt_tokens(body),
                   json_is_integer(mt) ? json_integer_value(mt) : 0, &r->plan);
     if (r->plan.resolved == 0) {
@@ -891,7 +895,7 @@ gw_chat_handle(struct gw_worker *w, struct evhttp_request *req)
         /* Every target is out of rotation (open circuits, Retry-After):
          * answer at once rather than queue behind a dead provider. */
         char why[512], note[700];
-        rt_plan_explain(&r->plan, w->srv->cfg, why, sizeof(why));
+        rt_plan_explain(&r->plan, r->gen->cfg, why, sizeof(why));
         snprintf(note, sizeof(note),
                  "No target of '%s' is in rotation right now: %s.",
                  r->model_arg, why);

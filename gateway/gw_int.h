@@ -22,6 +22,23 @@
 struct gw_server;
 struct gw_req;
 
+/*
+ * A config generation: what a SIGHUP reload replaces (providers, routes,
+ * failover, limits) with the router health that goes with it.  Each worker
+ * holds one reference to its current generation and each chat request one
+ * to the generation it started with, so a reload never frees a config a
+ * request still points into.  The startup generation does not own its
+ * cfg/router (srv->cfg, srv->router live until exit).
+ */
+struct gw_gen {
+    struct cfg *cfg;
+    struct rt_router *router;
+    int owns; /* 1: free cfg and router with the generation */
+    atomic_long refs;
+};
+void gw_gen_ref(struct gw_gen *g);
+void gw_gen_unref(struct gw_gen *g); /* NULL ok; any thread */
+
 /* One HTTP worker: its own event_base, evhttp on the shared port and curl
  * multi.  Everything in here is touched only by its thread, except done_*
  * (filled by the ledger thread) and the atomics. */
@@ -35,6 +52,9 @@ struct gw_worker {
     struct pv_loop *pv;
     struct event *ev_wake;   /* event_active'd by other threads */
     struct event *ev_drain;  /* shutdown: polls in-flight, bounded */
+    struct gw_gen *gen;      /* current config generation (own ref) */
+    struct gw_gen *pending_gen; /* a reload waiting for this worker
+                                   (done_mu); the ref is the worker's */
     uint64_t rng;            /* xorshift state for request ids */
     uint64_t seq;
     size_t inflight;         /* chat requests not yet finished */
@@ -63,12 +83,19 @@ struct gw_server {
     struct gw_stats stats;
     int64_t started_ms;
     struct rt_router *router; /* route policies and provider health */
+    const char *config_path;  /* NULL: built-in defaults (no reload) */
+    struct gw_gen *gen;       /* the current generation (main thread) */
     struct gw_auth *auth; /* auth.c: keys, limits, budgets, aux thread */
     void *tls_ctx;        /* tls.c: SSL_CTX shared by workers, or NULL */
 };
 
 /* server.c */
 void gw_worker_wake(struct gw_worker *w);
+/* The config and router of the calling worker's current generation (the
+ * startup ones outside worker threads).  Valid until the caller returns to
+ * the event loop; a request that outlives that holds a gw_gen reference. */
+const struct cfg *gw_cfg(const struct gw_server *srv);
+struct rt_router *gw_router(const struct gw_server *srv);
 
 /* chat.c: POST /v1/chat/completions */
 void gw_chat_handle(struct gw_worker *w, struct evhttp_request *req);

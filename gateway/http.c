@@ -118,7 +118,7 @@ gw_request_id(struct gw_worker *w, struct evhttp_request *req, char *out,
 void
 gw_handle_models(struct gw_server *srv, struct evhttp_request *req)
 {
-    const struct cfg *c = srv->cfg;
+    const struct cfg *c = gw_cfg(srv);
     json_t *data = json_array();
     json_t *seen = json_object();
     for (size_t i = 0; i < c->n_routes; i++) {

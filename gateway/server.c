@@ -33,6 +33,41 @@ gw_worker_wake(struct gw_worker *w)
     event_active(w->ev_wake, EV_READ, 0);
 }
 
+/* The worker running on this thread, so handlers that only get srv can
+ * find the worker's current config generation. */
+static _Thread_local struct gw_worker *tl_worker;
+
+const struct cfg *
+gw_cfg(const struct gw_server *srv)
+{
+    return tl_worker && tl_worker->gen ? tl_worker->gen->cfg : srv->cfg;
+}
+
+struct rt_router *
+gw_router(const struct gw_server *srv)
+{
+    return tl_worker && tl_worker->gen ? tl_worker->gen->router
+                                       : srv->router;
+}
+
+void
+gw_gen_ref(struct gw_gen *g)
+{
+    atomic_fetch_add(&g->refs, 1);
+}
+
+void
+gw_gen_unref(struct gw_gen *g)
+{
+    if (!g || atomic_fetch_sub(&g->refs, 1) != 1)
+        return;
+    if (g->owns) {
+        rt_router_free(g->router);
+        cfg_free(g->cfg);
+    }
+    free(g);
+}
+
 static void
 send_simple_json(struct evhttp_request *req, const char *text)
 {
@@ -56,7 +91,7 @@ handle_admin_providers(struct gw_server *srv, struct evhttp_request *req,
 {
     const char *authz = evhttp_find_header(
         evhttp_request_get_input_headers(req), "Authorization");
-    const char *admin = srv->cfg->admin_key;
+    const char *admin = srv->cfg->admin_key; /* restart to change */
     if (!admin || !admin[0] || !authz || strncmp(authz, "Bearer ", 7) != 0 ||
         !gw_admin_equal(admin, authz + 7, strlen(authz + 7))) {
         gw_reply_error(req, 401, "invalid_request_error", "invalid_api_key",
@@ -70,7 +105,7 @@ handle_admin_providers(struct gw_server *srv, struct evhttp_request *req,
                        "Use GET for /admin/providers.");
         return;
     }
-    json_t *a = rt_health_json(srv->router);
+    json_t *a = rt_health_json(gw_router(srv));
     json_t *o = a ? json_pack("{s:s,s:o}", "object", "list", "data", a) : NULL;
     if (!o) {
         gw_reply_error(req, 500, "server_error", "internal_error", NULL,
@@ -177,6 +212,17 @@ wake_cb(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     struct gw_worker *w = arg;
+    pthread_mutex_lock(&w->done_mu);
+    struct gw_gen *g = w->pending_gen;
+    w->pending_gen = NULL;
+    pthread_mutex_unlock(&w->done_mu);
+    if (g) {
+        /* A reload: new requests use g; running ones keep their own. */
+        struct gw_gen *old = w->gen;
+        w->gen = g;
+        evhttp_set_max_body_size(w->http, g->cfg->max_body_bytes);
+        gw_gen_unref(old);
+    }
     gw_chat_run_done(w);
     if (atomic_load(&w->stop) && w->bound) {
         /* Stop accepting; connections already open finish their work. */
@@ -238,6 +284,9 @@ worker_cleanup(struct gw_worker *w)
 {
     pv_loop_free(w->pv);
     w->pv = NULL;
+    gw_gen_unref(w->pending_gen);
+    gw_gen_unref(w->gen);
+    w->pending_gen = w->gen = NULL;
     if (w->http)
         evhttp_free(w->http);
     w->http = NULL;
@@ -260,6 +309,8 @@ worker_init(struct gw_server *srv, struct gw_worker *w, int index, int fd,
     w->srv = srv;
     w->index = index;
     pthread_mutex_init(&w->done_mu, NULL);
+    w->gen = srv->gen;
+    gw_gen_ref(w->gen);
     uint64_t seed = 0;
     if (RAND_bytes((unsigned char *)&seed, sizeof(seed)) != 1)
         seed = (uint64_t)gx_mono_us() * 2654435761u + (uint64_t)index;
@@ -304,8 +355,115 @@ static void *
 worker_main(void *arg)
 {
     struct gw_worker *w = arg;
+    tl_worker = w;
     event_base_dispatch(w->base);
+    tl_worker = NULL;
     return NULL;
+}
+
+static int
+same_str(const char *a, const char *b)
+{
+    return (!a && !b) || (a && b && !strcmp(a, b));
+}
+
+/* 1 if the local providers of a and b are the same engines (name, model
+ * file, threads, context, parallel): the engine threads are started once,
+ * so a reload may not change them. */
+static int
+same_local_engines(const struct cfg *a, const struct cfg *b)
+{
+    size_t na = 0, nb = 0;
+    for (size_t i = 0; i < a->n_providers; i++)
+        na += a->providers[i].kind == CFG_KIND_LOCAL;
+    for (size_t i = 0; i < b->n_providers; i++) {
+        const struct cfg_provider *pb = &b->providers[i];
+        if (pb->kind != CFG_KIND_LOCAL)
+            continue;
+        nb++;
+        const struct cfg_provider *pa = cfg_provider_find(a, pb->name);
+        if (!pa || pa->kind != CFG_KIND_LOCAL ||
+            !same_str(pa->model_path, pb->model_path) ||
+            pa->threads != pb->threads || pa->context != pb->context ||
+            pa->parallel != pb->parallel)
+            return 0;
+    }
+    return na == nb;
+}
+
+/*
+ * SIGHUP: load the config file again; if it is valid, hand a new
+ * generation (config + router, keeping the health of targets that still
+ * exist) to every worker.  A bad file is reported and the old config kept.
+ * Settings bound at start (listen, workers, database, admin_key,
+ * require_keys, tls, the local engines) need a restart: changes to them
+ * are reported and ignored, or refuse the reload (local engines).
+ */
+static void
+reload_config(struct gw_server *srv)
+{
+    char err[1024] = "";
+    struct cfg *c = NULL;
+    if (!srv->config_path) {
+        GX_LOG(GX_LOG_WARN, NULL,
+               "SIGHUP: serving built-in defaults (no --config); nothing to "
+               "reload");
+        return;
+    }
+    if (cfg_load_file(srv->config_path, &c, err, sizeof(err)) != GX_OK) {
+        GX_LOG(GX_LOG_ERROR, NULL,
+               "SIGHUP: config rejected, keeping the current one: %s", err);
+        return;
+    }
+    const struct cfg *s0 = srv->cfg;
+    if (!same_local_engines(s0, c)) {
+        GX_LOG(GX_LOG_ERROR, NULL,
+               "SIGHUP: config rejected, keeping the current one: the local "
+               "engine providers (model_path, threads, context, parallel) "
+               "changed; restart llmux to change them");
+        cfg_free(c);
+        return;
+    }
+    if (!same_str(s0->listen_host, c->listen_host) ||
+        s0->listen_port != c->listen_port || s0->workers != c->workers ||
+        !same_str(s0->database, c->database) ||
+        !same_str(s0->admin_key, c->admin_key) ||
+        s0->require_keys != c->require_keys ||
+        !same_str(s0->tls_cert, c->tls_cert) ||
+        !same_str(s0->tls_key, c->tls_key))
+        GX_LOG(GX_LOG_WARN, NULL,
+               "SIGHUP: listen, workers, database, admin_key, require_keys "
+               "and tls take effect only after a restart; the rest of the "
+               "new config applies now");
+    struct gw_gen *g = calloc(1, sizeof(*g));
+    struct rt_router *rt = rt_router_new(c);
+    if (!g || !rt) {
+        GX_LOG(GX_LOG_ERROR, NULL, "SIGHUP: out of memory; config kept");
+        free(g);
+        rt_router_free(rt);
+        cfg_free(c);
+        return;
+    }
+    rt_router_adopt(rt, srv->gen->router);
+    g->cfg = c;
+    g->router = rt;
+    g->owns = 1;
+    atomic_store(&g->refs, 1 + srv->n_workers); /* main + each worker */
+    for (int i = 0; i < srv->n_workers; i++) {
+        struct gw_worker *w = &srv->workers[i];
+        pthread_mutex_lock(&w->done_mu);
+        struct gw_gen *stale = w->pending_gen;
+        w->pending_gen = g;
+        pthread_mutex_unlock(&w->done_mu);
+        gw_gen_unref(stale);
+        gw_worker_wake(w);
+    }
+    struct gw_gen *old = srv->gen;
+    srv->gen = g;
+    gw_gen_unref(old);
+    GX_LOG(GX_LOG_WARN, NULL,
+           "SIGHUP: config reloaded from %s (%zu providers, %zu routes)",
+           srv->config_path, c->n_providers, c->n_routes);
 }
 
 static void
@@ -405,11 +563,16 @@ gw_cli_serve(int argc, char **argv)
         fprintf(stderr, "llmux serve: %s\n", err);
         goto out;
     }
+    srv.config_path = config_path;
     srv.router = rt_router_new(srv.cfg);
-    if (!srv.router) {
+    srv.gen = calloc(1, sizeof(*srv.gen));
+    if (!srv.router || !srv.gen) {
         fprintf(stderr, "llmux serve: out of memory\n");
         goto out;
     }
+    srv.gen->cfg = srv.cfg;
+    srv.gen->router = srv.router;
+    atomic_store(&srv.gen->refs, 1);
     st = pr_ledger_open(srv.cfg->database, &srv.ledger, err, sizeof(err));
     if (st != GX_OK) {
         fprintf(stderr, "llmux serve: usage database: %s\n", err);
@@ -479,9 +642,7 @@ gw_cli_serve(int argc, char **argv)
         if (sigwait(&sigs, &sig) != 0)
             continue;
         if (sig == SIGHUP) {
-            GX_LOG(GX_LOG_WARN, NULL,
-                   "SIGHUP: config reload is not supported yet; keeping the "
-                   "current config");
+            reload_config(&srv);
             continue;
         }
         GX_LOG(GX_LOG_INFO, NULL, "signal %d: shutting down gracefully", sig);
@@ -509,6 +670,7 @@ out:
     gw_auth_free(srv.auth); /* before the ledger: it reads its database */
     gw_tls_free(srv.tls_ctx);
     pr_ledger_close(srv.ledger);
+    gw_gen_unref(srv.gen); /* after the workers dropped theirs */
     rt_router_free(srv.router);
     cfg_free(srv.cfg);
     curl_global_cleanup();
