@@ -360,7 +360,7 @@ struct le_session {
     int32_t n_ctx, n_batch;
     int32_t n_past;          /* positions filled in the KV cache */
     int32_t *hist;           /* [n_ctx] the tokens in the cache */
-    enum le_type kv_type;    /* LE_TYPE_F16 or LE_TYPE_Q8_0 */
+    enum le_type kv_type;    /* LE_TYPE_F16, LE_TYPE_Q8_0 or LE_TYPE_F32 */
     size_t kv_row;           /* bytes of one position's K (or V) per layer */
     uint8_t *kv_k, *kv_v;    /* [n_layer][n_ctx][kv_row] */
     float *x, *xb;           /* [n_batch][n_embd] residual, normed */

@@ -53,7 +53,8 @@ struct le_session;
 
 enum le_kv_type {
     LE_KV_F16 = 0, /* default */
-    LE_KV_Q8_0 = 1 /* half the memory; needs head_dim % 32 == 0 */
+    LE_KV_Q8_0 = 1, /* half the memory; needs head_dim % 32 == 0 */
+    LE_KV_F32 = 2   /* twice the memory; for reference comparisons */
 };
 
 struct le_model_params {

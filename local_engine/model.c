@@ -582,8 +582,9 @@ le_session_new(struct le_model *m, struct le_session **out, char *err,
     s->m = m;
     s->n_ctx = m->params.n_ctx;
     s->n_batch = m->params.n_batch;
-    s->kv_type =
-        m->params.kv_type == LE_KV_Q8_0 ? LE_TYPE_Q8_0 : LE_TYPE_F16;
+    s->kv_type = m->params.kv_type == LE_KV_Q8_0   ? LE_TYPE_Q8_0
+                 : m->params.kv_type == LE_KV_F32 ? LE_TYPE_F32
+                                                  : LE_TYPE_F16;
     s->kv_row = le_row_size(s->kv_type, (int64_t)KD);
     size_t kv_bytes = (size_t)hp->n_layer * C;
     if (s->kv_row == 0 || kv_bytes > SIZE_MAX / s->kv_row) {

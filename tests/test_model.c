@@ -274,19 +274,51 @@ greedy(struct le_model *m, const int32_t *prompt, size_t n, int max_tokens,
 
 /*
  * valid: how many reference tokens are real.  llama.cpp's reference for
- * llama-2-tiny-random.gguf is only valid for its first 28 generated tokens:
- * when that run evaluated position 32 (a KV length of 33) its logits
- * became NaN, and with all-NaN logits llama.cpp's sampler chain (top-k 40
- * by std::partial_sort with `a.logit > b.logit`, then the temperature-0
- * argmax) returns token 38 every time: the reference ends in 36 tokens of
- * 38 ("#").  (libstdc++'s partial_sort of 32000 NaN candidates puts id 38
- * first: checked with a 10-line C++ program.)  Our logits there are finite
- * and the model is random, so we hold our output to the reference exactly
- * up to that point, check the rest of the reference is that NaN signature,
- * and check our logits stay finite over the whole run.
+ * llama-2-tiny-random.gguf is only valid for its first 28 generated tokens;
+ * the remaining 36 are token 38 ("#"), which is what llama.cpp's sampler
+ * chain for --temp 0 (logit-bias, penalties, top-k 40 by std::partial_sort,
+ * typical, top-p, min-p, xtc, temp-ext, dist) returns when every logit is
+ * NaN: fed 32000 NaN logits, libllama's own chain picks id 38 (checked by
+ * calling llama_sampler_apply on them).  Generated token 28 is sampled
+ * from the logits of position 32, the first step with 33 KV cells, when
+ * llama.cpp's padded KV view grows from 32 to 64 cells.
+ *
+ * That NaN run comes from the environment the reference was made in (its
+ * CPU kernels or build; not reproducible here), not from the model, nor
+ * from llama.cpp's graph, nor from ours (tests/REFERENCE_NOTES.md has the
+ * commands and numbers): the same commit c392e5094dea built here
+ * (x86-64, AVX2+FMA+F16C, and again with only SSE3) and run with the
+ * README's exact llama-cli command prints finite logits at every step
+ * (cb_eval over every graph node: no NaN anywhere), and its 64 greedy ids
+ * continue after token 27 with tiny_random_tail below, which our engine
+ * reproduces.  Its logits equal ours bit for bit over all 68 positions
+ * with an f32 KV cache (max |diff| 0) and within 7.7e-5 with an f16 one;
+ * -c 48/64/4096, -ub 1, -t 1/4/8, -fa, --no-warmup and -ctk f32 change
+ * nothing.  So we hold our output to the file's first 28 ids, to the
+ * reproduced llama.cpp ids and text after them, check that the file's
+ * tail is the NaN signature, and that our logits stay finite throughout.
  */
+static const int32_t tiny_random_tail[36] = {
+    19982, 8317,  15492, 19741, 8021,  29710, 4660,  29509, 31364,
+    28253, 12321, 12681, 14340, 1189,  30070, 29182, 9645,  20945,
+    16138, 2451,  19209, 19982, 8317,  15492, 19741, 8021,  29710,
+    4660,  29448, 3870,  13706, 3870,  13706, 3870,  13706, 3870};
+/* llama-cli's stdout from that reproduction, minus the echoed prompt and
+ * the two newlines it prints at the end. */
+static const char tiny_random_text[] =
+    "ernalrightarrow \xd0\xbf\xd0\xbe\xd0\xbf\xd1\x83"
+    "development Gar(), successo status heutigen\xe0\xb9\x82 zesificate "
+    "successo status heutigen\xe0\xb9\x82gele Harttekupsolog\xd0\x95"
+    "fahrt\xd0\xbd\xd0\xb8\xd0\xba\xd0\xb8iza\xc3\xa7\xc3\xa3ounta"
+    "Exception inwonersleb Ele Werk zesificate successo status "
+    "heutigen\xe0\xb9\x82gele Harttekupsolog\xd0\x95"
+    "fahrt\xd0\xbd\xd0\xb8\xd0\xba\xd0\xb8iza\xc3\xa7\xc3\xa3ounta"
+    "Exception inwonersleb Ele Werk zesificate successo "
+    "statusluaanel Walesanel Walesanel Walesanel";
+
 static void
-reference_case(const char *file, int valid)
+reference_case(const char *file, int valid, const int32_t *tail,
+               const char *full_text)
 {
     struct ref r;
     char path[512];
@@ -312,35 +344,41 @@ reference_case(const char *file, int valid)
 
     struct collect *c = malloc(sizeof(*c));
     struct le_gen_result res;
-    greedy(m, r.prompt, (size_t)r.n_prompt, valid, c, &res);
-    T_EQ_INT(c->n, valid);
+    greedy(m, r.prompt, (size_t)r.n_prompt, r.n_gen, c, &res);
+    T_EQ_INT(c->n, r.n_gen);
     int first_diff = -1;
-    for (int i = 0; i < valid && i < c->n; i++)
-        if (c->ids[i] != r.gen[i]) {
+    for (int i = 0; i < r.n_gen && i < c->n; i++) {
+        int32_t want = i < valid ? r.gen[i] : tail[i - valid];
+        if (c->ids[i] != want) {
             first_diff = i;
+            fprintf(stderr, "%s: first differing token at %d: %d vs %d\n",
+                    file, i, c->ids[i], want);
             break;
         }
-    if (first_diff >= 0)
-        fprintf(stderr, "%s: first differing token at %d: %d vs %d\n", file,
-                first_diff, c->ids[first_diff], r.gen[first_diff]);
+    }
     T_EQ_INT(first_diff, -1);
     T_EQ_INT(res.prompt_tokens, r.n_prompt);
-    T_EQ_INT(res.completion_tokens, valid);
+    T_EQ_INT(res.completion_tokens, r.n_gen);
     T_EQ_INT(res.finish, LE_FINISH_LENGTH);
     if (valid == r.n_gen) {
         T_EQ_STR(c->text, r.text);
     } else {
+        T_EQ_STR(c->text, full_text);
         /* the rest of the reference is the NaN signature, and its text is
-         * our text followed by one '#' per remaining token */
+         * the text of the valid part followed by one '#' per token */
         int sig = 1;
         for (int i = valid; i < r.n_gen; i++)
             sig &= r.gen[i] == 38;
         T_CHECK(sig);
-        size_t tl = strlen(r.text), tail = (size_t)(r.n_gen - valid);
-        T_CHECK(tl >= tail);
-        if (tl >= tail) {
-            r.text[tl - tail] = '\0';
-            T_EQ_STR(c->text, r.text);
+        size_t tl = strlen(r.text), nt = (size_t)(r.n_gen - valid);
+        T_CHECK(tl >= nt);
+        int hashes = tl >= nt;
+        for (size_t i = tl - (hashes ? nt : 0); hashes && i < tl; i++)
+            hashes = r.text[i] == '#';
+        T_CHECK(hashes);
+        if (hashes) {
+            r.text[tl - nt] = '\0';
+            T_CHECK(strncmp(c->text, r.text, strlen(r.text)) == 0);
         }
         /* our own run over the whole length stays finite */
         struct le_session *s = NULL;
@@ -369,13 +407,14 @@ reference_case(const char *file, int valid)
 static void
 test_stories_reference(void)
 {
-    reference_case("stories260K.gguf", -1);
+    reference_case("stories260K.gguf", -1, NULL, NULL);
 }
 
 static void
 test_tiny_random_reference(void)
 {
-    reference_case("llama-2-tiny-random.gguf", 28);
+    reference_case("llama-2-tiny-random.gguf", 28, tiny_random_tail,
+                   tiny_random_text);
 }
 
 static void
@@ -660,6 +699,34 @@ test_kv_q8_0(void)
     T_EQ_INT(le_model_open(p16, &mp, &m, err, sizeof(err)), LE_EINVAL);
     T_CHECK(strstr(err, "multiple of 32") != NULL);
     le_model_free(m);
+}
+
+static void
+test_kv_f32(void)
+{
+    /* An f32 KV cache (used to compare with llama.cpp -ctk f32 -ctv f32,
+     * see tests/REFERENCE_NOTES.md) stores k and v unrounded: the logits
+     * differ from the f16 cache's only by f16 rounding of the cache. */
+    const char *pf = write_model("kv32.gguf", LE_TYPE_F32, 64, 4, 2, 0);
+    struct le_model *a = open_model(pf, 1, 0, LE_KV_F16);
+    struct le_model *b = open_model(pf, 1, 0, LE_KV_F32);
+    T_CHECK(a && b);
+    if (a && b) {
+        int32_t ids[8] = {1, 5, 77, 300, 12, 12, 250, 3};
+        int nv = le_model_n_vocab(a);
+        float *la = malloc((size_t)nv * sizeof(float));
+        float *lb = malloc((size_t)nv * sizeof(float));
+        T_EQ_INT(logits_after(a, ids, 8, la), 0);
+        T_EQ_INT(logits_after(b, ids, 8, lb), 0);
+        double d = rel_diff(la, lb, nv);
+        fprintf(stderr, "kv f16 vs f32: %.6f\n", d);
+        T_CHECK(d < 0.01);
+        T_CHECK(d > 0); /* really a different cache */
+        free(la);
+        free(lb);
+    }
+    le_model_free(a);
+    le_model_free(b);
 }
 
 static void
@@ -1325,6 +1392,7 @@ main(void)
     T_RUN(test_cli_run);
     T_RUN(test_f32_vs_q8_0);
     T_RUN(test_kv_q8_0);
+    T_RUN(test_kv_f32);
     T_RUN(test_batch_equals_sequential);
     T_RUN(test_threads_identical);
     T_RUN(test_sessions_in_parallel);
