@@ -171,17 +171,34 @@ le_vec_dot_q4_0_q8_0_avx2(int n, float *s, const void *vx, const void *vy)
     *s = hsum_ps(_mm256_add_ps(acc0, acc1));
 }
 
-/* As quants.c's k4_scale_min. */
-static inline void
-k4_scale_min(const uint8_t *q, int j, int *d, int *m)
+/*
+ * Q4_K/Q5_K: the 12 scale bytes unpacked to 8 scales (sc) with word-wide
+ * masks, the same values as quants.c's k4_scale_min (j < 4: low 6 bits of
+ * bytes j and j+4; j >= 4: the nibbles of bytes 8..11 with the top 2 bits
+ * of bytes j-4 and j above them).  Returns sum_j mn[j] * (bsums[2j] +
+ * bsums[2j+1]), exact in int32 (|pair| <= 2*16*128 fits int16, as Q8_K
+ * blocks from our quantiser hold |q| <= 127).
+ */
+static inline int32_t
+k4_scales(const uint8_t *scales, const int16_t *bsums, uint8_t sc[8])
 {
-    if (j < 4) {
-        *d = q[j] & 63;
-        *m = q[j + 4] & 63;
-    } else {
-        *d = (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4);
-        *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-    }
+    uint32_t u[4];
+    memcpy(u, scales, 12);
+    const uint32_t k6 = 0x3f3f3f3f, k4 = 0x0f0f0f0f, k2 = 0x03030303;
+    u[3] = ((u[2] >> 4) & k4) | (((u[1] >> 6) & k2) << 4); /* mn 4-7 */
+    uint32_t mn03 = u[1] & k6;
+    u[1] = (u[2] & k4) | (((u[0] >> 6) & k2) << 4); /* sc 4-7 */
+    u[2] = mn03;
+    u[0] &= k6;
+    memcpy(sc, u, 8);
+    __m128i bs0 = _mm_loadu_si128((const __m128i *)bsums);
+    __m128i bs1 = _mm_loadu_si128((const __m128i *)(bsums + 8));
+    __m128i pairs = _mm_hadd_epi16(bs0, bs1);
+    __m128i mnv = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)(u + 2)));
+    __m128i ms = _mm_madd_epi16(pairs, mnv);
+    ms = _mm_add_epi32(ms, _mm_shuffle_epi32(ms, 0x4e));
+    ms = _mm_add_epi32(ms, _mm_shuffle_epi32(ms, 0xb1));
+    return _mm_cvtsi128_si32(ms);
 }
 
 void
@@ -192,30 +209,8 @@ le_vec_dot_q4_K_q8_K_avx2(int n, float *s, const void *vx, const void *vy)
     const __m256i m4 = _mm256_set1_epi8(0x0f);
     float sumf = 0;
     for (int i = 0; i < n / 256; i++) {
-        /* The 12 scale bytes as 8 scales then 8 mins, one byte each, with
-         * word-wide masks (the same values as k4_scale_min: j < 4 takes
-         * the low 6 bits of bytes j / j+4; j >= 4 the nibbles of bytes
-         * 8..11 with the top 2 bits of bytes j-4 / j above them). */
-        uint32_t u[4];
-        memcpy(u, x[i].scales, 12);
-        const uint32_t k6 = 0x3f3f3f3f, k4 = 0x0f0f0f0f, k2 = 0x03030303;
-        u[3] = ((u[2] >> 4) & k4) | (((u[1] >> 6) & k2) << 4); /* mn 4-7 */
-        uint32_t mn03 = u[1] & k6;
-        u[1] = (u[2] & k4) | (((u[0] >> 6) & k2) << 4); /* sc 4-7 */
-        u[2] = mn03;
-        u[0] &= k6;
         uint8_t sc[8];
-        memcpy(sc, u, 8);
-        /* msum = sum_j mn[j] * (bsums[2j] + bsums[2j+1]), exact in int32 */
-        __m128i bs0 = _mm_loadu_si128((const __m128i *)y[i].bsums);
-        __m128i bs1 = _mm_loadu_si128((const __m128i *)(y[i].bsums + 8));
-        __m128i pairs = _mm_hadd_epi16(bs0, bs1); /* |sum| <= 2*16*128 */
-        __m128i mnv =
-            _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)(u + 2)));
-        __m128i ms = _mm_madd_epi16(pairs, mnv);
-        ms = _mm_add_epi32(ms, _mm_shuffle_epi32(ms, 0x4e));
-        ms = _mm_add_epi32(ms, _mm_shuffle_epi32(ms, 0xb1));
-        int32_t msum = _mm_cvtsi128_si32(ms);
+        int32_t msum = k4_scales(x[i].scales, y[i].bsums, sc);
         __m256i acc = _mm256_setzero_si256();
         for (int jj = 0; jj < 4; jj++) {
             __m256i b =
@@ -313,30 +308,8 @@ le_vec_dot_q5_K_q8_K_avx2(int n, float *s, const void *vx, const void *vy)
     const __m256i one = _mm256_set1_epi8(1);
     float sumf = 0;
     for (int i = 0; i < n / 256; i++) {
-        /* The 12 scale bytes as 8 scales then 8 mins, one byte each, with
-         * word-wide masks (the same values as k4_scale_min: j < 4 takes
-         * the low 6 bits of bytes j / j+4; j >= 4 the nibbles of bytes
-         * 8..11 with the top 2 bits of bytes j-4 / j above them). */
-        uint32_t u[4];
-        memcpy(u, x[i].scales, 12);
-        const uint32_t k6 = 0x3f3f3f3f, k4 = 0x0f0f0f0f, k2 = 0x03030303;
-        u[3] = ((u[2] >> 4) & k4) | (((u[1] >> 6) & k2) << 4); /* mn 4-7 */
-        uint32_t mn03 = u[1] & k6;
-        u[1] = (u[2] & k4) | (((u[0] >> 6) & k2) << 4); /* sc 4-7 */
-        u[2] = mn03;
-        u[0] &= k6;
         uint8_t sc[8];
-        memcpy(sc, u, 8);
-        /* msum = sum_j mn[j] * (bsums[2j] + bsums[2j+1]), exact in int32 */
-        __m128i bs0 = _mm_loadu_si128((const __m128i *)y[i].bsums);
-        __m128i bs1 = _mm_loadu_si128((const __m128i *)(y[i].bsums + 8));
-        __m128i pairs = _mm_hadd_epi16(bs0, bs1); /* |sum| <= 2*16*128 */
-        __m128i mnv =
-            _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)(u + 2)));
-        __m128i ms = _mm_madd_epi16(pairs, mnv);
-        ms = _mm_add_epi32(ms, _mm_shuffle_epi32(ms, 0x4e));
-        ms = _mm_add_epi32(ms, _mm_shuffle_epi32(ms, 0xb1));
-        int32_t msum = _mm_cvtsi128_si32(ms);
+        int32_t msum = k4_scales(x[i].scales, y[i].bsums, sc);
         __m256i h = _mm256_loadu_si256((const __m256i *)x[i].qh);
         __m256i acc = _mm256_setzero_si256();
         for (int jj = 0; jj < 4; jj++) {
