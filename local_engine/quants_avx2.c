@@ -247,9 +247,11 @@ le_vec_dot_q6_K_q8_K_avx2(int n, float *s, const void *vx, const void *vy)
     for (int i = 0; i < n / 256; i++) {
         const int8_t *sc = x[i].scales;
         /* q is stored + 32: subtract 32 * sum(sc * q8) at the end. */
-        int32_t off = 0;
-        for (int j = 0; j < 16; j++)
-            off += sc[j] * y[i].bsums[j];
+        __m128i scs = _mm_loadu_si128((const __m128i *)sc);
+        __m256i sc16 = _mm256_cvtepi8_epi16(scs);
+        __m256i offv = _mm256_madd_epi16(
+            sc16, _mm256_loadu_si256((const __m256i *)y[i].bsums));
+        int32_t off = hsum_i32(offv); /* |sc * bsum| <= 128 * 4096 */
         __m256i acc = _mm256_setzero_si256();
         for (int nn = 0; nn < 2; nn++) {
             const uint8_t *ql = x[i].ql + 64 * nn, *qh = x[i].qh + 32 * nn;
