@@ -79,6 +79,9 @@ void le_vec_dot_q4_K_q8_K_avx2(int n, float *s, const void *x, const void *y);
 void le_vec_dot_q6_K_q8_K_avx2(int n, float *s, const void *x, const void *y);
 void le_vec_dot_q5_K_q8_K_avx2(int n, float *s, const void *x, const void *y);
 void le_vec_dot_f16_f16_avx2(int n, float *s, const void *x, const void *y);
+/* F32: products exact in double, summed in double lanes; the plain C
+ * twin's float result but for rare ties (test_quants.c: within 1e-6). */
+void le_vec_dot_f32_f32_avx2(int n, float *s, const void *x, const void *y);
 void le_f16_to_float_avx2(const void *x, float *y, int64_t k);
 
 /* IEEE half and bfloat16 conversions (plain C, exact, round to nearest

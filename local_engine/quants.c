@@ -1194,6 +1194,7 @@ rt_init(void)
         rt_table[LE_TYPE_Q6_K].vec_dot = le_vec_dot_q6_K_q8_K_avx2;
         rt_table[LE_TYPE_Q5_K].vec_dot = le_vec_dot_q5_K_q8_K_avx2;
         rt_table[LE_TYPE_F16].vec_dot = le_vec_dot_f16_f16_avx2;
+        rt_table[LE_TYPE_F32].vec_dot = le_vec_dot_f32_f32_avx2;
         rt_table[LE_TYPE_F16].to_float = le_f16_to_float_avx2;
     }
 #endif

@@ -363,6 +363,29 @@ test_simd_vs_ref(void)
     }
     T_EQ_INT(dot_bad, 0);
     T_EQ_INT(dot_far, 0);
+
+    /* F32: the same exact double products summed in another order; the
+     * float result within 1e-6 of sum |x_i y_i| (and nearly always the
+     * same float: at most a few ties in 60 runs). */
+    const struct le_type_traits *ft = le_type_get(LE_TYPE_F32);
+    const struct le_type_traits *fr32 = le_type_get_ref(LE_TYPE_F32);
+    n_simd += ft->vec_dot != fr32->vec_dot;
+    int f32_far = 0, f32_diff = 0;
+    for (int rep = 0; rep < 60; rep++) {
+        int n = 1 + (rep * 397) % N; /* odd lengths: the scalar tail */
+        fill(x, n, rep % 3 == 0 ? 1000.0f : 1.0f);
+        fill(y, n, 1.0f);
+        float a, r;
+        ft->vec_dot(n, &a, x, y);
+        fr32->vec_dot(n, &r, x, y);
+        double mag = 0;
+        for (int i = 0; i < n; i++)
+            mag += fabs((double)x[i] * y[i]);
+        f32_far += !(fabs((double)a - r) <= 1e-6 * mag);
+        f32_diff += memcmp(&a, &r, 4) != 0;
+    }
+    T_EQ_INT(f32_far, 0);
+    T_CHECK(f32_diff <= 3);
     free(h);
     free(fa);
     free(fr);
