@@ -350,12 +350,15 @@ on_job_event(evutil_socket_t fd, short what, void *arg)
     text = j->text; /* take what is there */
     gx_buf_init(&j->text, 64 * 1024 * 1024);
     int done = j->done;
+    /* An engine error (context full...) before any text must reach the
+     * client as its own status, so no role chunk is sent for it. */
+    int failed = done && j->st != LE_OK && j->st != LE_ECANCELED;
     pthread_mutex_unlock(&j->mu);
 
     if (text.len && call->res.ttfb_us < 0)
         call->res.ttfb_us = gx_mono_us() - call->t_start_us;
     if (lc->stream) {
-        if (!lc->sent_role && (text.len || done)) {
+        if (!lc->sent_role && (text.len || (done && !failed))) {
             lc->sent_role = 1;
             emit_chunk(call, lc,
                        json_pack("{s:s,s:s}", "role", "assistant", "content",

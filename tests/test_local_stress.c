@@ -15,6 +15,8 @@
  *     session ran it or on what a cancelled job left in its KV cache);
  *   - the server stays healthy: /health, a non-stream chat with usage, and
  *     the same greedy stream again still gives T;
+ *   - a streamed request whose prompt cannot fit the context gets 400
+ *     context_length_exceeded, not a 200 stream that breaks;
  *   - after a clean SIGTERM stop the ledger (the config's database file)
  *     holds one row per chat request: the 10 finished streams as 200 with
  *     usage_source 'local' and the usage the client saw, the 10 hung-up
@@ -330,6 +332,30 @@ test_still_healthy(void)
     free(s);
 }
 
+static void
+test_stream_context_limit(void)
+{
+    /* A streamed request whose prompt cannot fit gets the 400
+     * context_length_exceeded itself, not a 200 stream that breaks. */
+    size_t cap = 8192;
+    char *big = malloc(cap);
+    strcpy(big, "{\"model\":\"local\",\"stream\":true,\"messages\":"
+                "[{\"role\":\"user\",\"content\":\"");
+    for (int i = 0; i < 700; i++)
+        strcat(big, "once ");
+    strcat(big, "\"}]}");
+    struct e2e_resp r;
+    T_EQ_INT(e2e_http("POST", url, big, NULL, 30000, &r), 0);
+    T_EQ_INT(r.status, 400);
+    json_t *o = json_loads(r.body ? r.body : "", 0, NULL);
+    T_EQ_STR(json_string_value(
+                 json_object_get(json_object_get(o, "error"), "code")),
+             "context_length_exceeded");
+    json_decref(o);
+    e2e_resp_free(&r);
+    free(big);
+}
+
 static long
 q_long(sqlite3 *db, const char *sql)
 {
@@ -351,11 +377,12 @@ test_ledger_rows(void)
     T_EQ_INT(sqlite3_open_v2(db_path, &db, SQLITE_OPEN_READONLY, NULL),
              SQLITE_OK);
     /* 1 lone stream before, 20 in the burst, 2 after (streams); 1
-     * non-stream after */
+     * non-stream after; 1 stream refused for its length */
     long total = q_long(db, "SELECT COUNT(*) FROM usage");
     long streams = q_long(db, "SELECT COUNT(*) FROM usage WHERE stream = 1");
-    T_EQ_INT(total, 1 + N_REQ + 1 + 2);
-    T_EQ_INT(streams, 1 + N_REQ + 2);
+    T_EQ_INT(total, 1 + N_REQ + 1 + 2 + 1);
+    T_EQ_INT(streams, 1 + N_REQ + 2 + 1);
+    T_EQ_INT(q_long(db, "SELECT COUNT(*) FROM usage WHERE status = 400"), 1);
     /* the greedy streams that finished: 1 + 10 + 2, all 200, local usage */
     long greedy_ok = q_long(
         db, "SELECT COUNT(*) FROM usage WHERE stream = 1 AND status = 200 "
@@ -369,10 +396,10 @@ test_ledger_rows(void)
     long n499 = q_long(db, "SELECT COUNT(*) FROM usage WHERE status = 499");
     fprintf(stderr, "ledger: %ld rows, %ld streams, %ld hang-ups as 499\n",
             total, streams, n499);
-    T_EQ_INT(odd + greedy_ok, streams);
+    T_EQ_INT(odd + greedy_ok + 1, streams);
     T_CHECK(n499 >= 1); /* at least one really went mid-stream */
     long bad = q_long(db, "SELECT COUNT(*) FROM usage WHERE status NOT IN "
-                          "(200, 499)");
+                          "(200, 400, 499)");
     T_EQ_INT(bad, 0);
     sqlite3_close(db);
 }
@@ -388,6 +415,7 @@ main(void)
     T_RUN(test_reference_stream);
     T_RUN(test_burst);
     T_RUN(test_still_healthy);
+    T_RUN(test_stream_context_limit);
     T_RUN(test_ledger_rows);
     T_EQ_INT(e2e_sanitizer_reports, 0);
     curl_global_cleanup();
