@@ -13,7 +13,8 @@
  *   totals            SUM(cost_pusd) over the ledger equals the sum of the
  *                     costs computed here; `llmux usage --format json` and
  *                     GET /v1/usage agree with SQL sums
- *   crash safety      kill -9 during a bounded concurrent load: every
+ *   crash safety      kill -9 during a bounded concurrent load (three
+ *                     rounds on one file, killed at 0.4, 0.7, 1.0 s): every
  *                     response the client saw complete has its row; the
  *                     database reopens (read-only here, then llmux again)
  *
@@ -786,6 +787,10 @@ test_usage_reports(void)
 
 /* ---- kill -9 under load --------------------------------------------- */
 
+/* Several rounds on one database file: start llmux, load it from
+ * CRASH_THREADS threads, kill -9 it mid-load (a different moment each
+ * round), check the file. */
+#define CRASH_ROUNDS 3
 #define CRASH_THREADS 4
 #define CRASH_PER_THREAD 200
 
@@ -793,33 +798,34 @@ enum { ST_NONE, ST_STARTED, ST_COMPLETE };
 
 static char crash_base[128];
 static atomic_int crash_stop;
-static atomic_int crash_state[CRASH_THREADS][CRASH_PER_THREAD];
+static int crash_round;
+static atomic_int crash_state[CRASH_ROUNDS][CRASH_THREADS][CRASH_PER_THREAD];
 
 static void
-crash_usage(int t, int i, long long *prompt, long long *cached,
+crash_usage(int k, int t, int i, long long *prompt, long long *cached,
             long long *completion)
 {
-    *prompt = 100 + t * 1000 + i;
+    *prompt = 100 + k * 100000 + t * 1000 + i;
     *cached = i % 50;
-    *completion = 10 + 3 * i;
+    *completion = 10 + 3 * i + k;
 }
 
 static void *
 crash_main(void *arg)
 {
-    int t = (int)(intptr_t)arg;
+    int t = (int)(intptr_t)arg, k = crash_round;
     for (int i = 0; i < CRASH_PER_THREAD && !atomic_load(&crash_stop); i++) {
         char id[64], content[256];
         long long pr, ca, co;
-        crash_usage(t, i, &pr, &ca, &co);
-        snprintf(id, sizeof(id), "crash-%d-%d", t, i);
-        int kind = i % 3; /* 0 non-stream, 1 stream, 2 stream + usage */
+        crash_usage(k, t, i, &pr, &ca, &co);
+        snprintf(id, sizeof(id), "crash-%d-%d-%d", k, t, i);
+        int kind = (i + t) % 3; /* 0 non-stream, 1 stream, 2 stream+usage */
         snprintf(content, sizeof(content),
                  "fake:prompt_tokens=%lld;cached=%lld;completion_tokens=%lld;"
                  "%s",
                  pr, ca, co,
                  kind == 0 ? "delay_ms=15" : "chunks=5;chunk_delay_ms=4");
-        atomic_store(&crash_state[t][i], ST_STARTED);
+        atomic_store(&crash_state[k][t][i], ST_STARTED);
         struct e2e_resp r;
         int rc = post_chat_to(crash_base, id, "main", content, kind != 0,
                               kind == 2, 20000, &r);
@@ -837,11 +843,109 @@ crash_main(void *arg)
         }
         e2e_resp_free(&r);
         if (complete)
-            atomic_store(&crash_state[t][i], ST_COMPLETE);
+            atomic_store(&crash_state[k][t][i], ST_COMPLETE);
         else if (rc != 0)
             break; /* llmux is gone */
     }
     return NULL;
+}
+
+/* Checks the file after round k's kill; returns the number of crash rows
+ * (-1 if the file could not be read). */
+static int
+crash_check(const char *db, int k)
+{
+    int started = 0, completed = 0;
+    for (int t = 0; t < CRASH_THREADS; t++)
+        for (int i = 0; i < CRASH_PER_THREAD; i++) {
+            int s = atomic_load(&crash_state[k][t][i]);
+            started += s != ST_NONE;
+            completed += s == ST_COMPLETE;
+        }
+    /* The kill came mid-load: something done, not everything. */
+    T_CHECK(completed > 0);
+    T_CHECK(started < CRASH_THREADS * CRASH_PER_THREAD);
+
+    sqlite3 *h = db_open_ro(db);
+    T_CHECK(h != NULL);
+    if (!h)
+        return -1;
+    /* Every complete response of every round so far has its row. */
+    int missing = 0, rows = 0, rows_k = 0, bad_cost = 0, unknown = 0;
+    long long sum_rows = 0, sum_want = 0;
+    sqlite3_stmt *st = NULL;
+    T_EQ_INT(sqlite3_prepare_v2(h,
+                                "SELECT count(*) FROM usage WHERE "
+                                "request_id = ?",
+                                -1, &st, NULL),
+             SQLITE_OK);
+    for (int kk = 0; st && kk <= k; kk++)
+        for (int t = 0; t < CRASH_THREADS; t++)
+            for (int i = 0; i < CRASH_PER_THREAD; i++) {
+                if (atomic_load(&crash_state[kk][t][i]) != ST_COMPLETE)
+                    continue;
+                char id[64];
+                snprintf(id, sizeof(id), "crash-%d-%d-%d", kk, t, i);
+                sqlite3_reset(st);
+                sqlite3_bind_text(st, 1, id, -1, SQLITE_TRANSIENT);
+                if (sqlite3_step(st) != SQLITE_ROW ||
+                    sqlite3_column_int64(st, 0) != 1) {
+                    if (missing++ < 5)
+                        fprintf(stderr, "  no row for complete %s\n", id);
+                }
+            }
+    sqlite3_finalize(st);
+    /* Every row is a request that was sent, with its exact cost. */
+    st = NULL;
+    T_EQ_INT(sqlite3_prepare_v2(h,
+                                "SELECT request_id, status, cost_pusd "
+                                "FROM usage",
+                                -1, &st, NULL),
+             SQLITE_OK);
+    while (st && sqlite3_step(st) == SQLITE_ROW) {
+        const char *id = (const char *)sqlite3_column_text(st, 0);
+        int kk, t, i;
+        rows++;
+        if (!id || sscanf(id, "crash-%d-%d-%d", &kk, &t, &i) != 3 ||
+            kk < 0 || kk > k || t < 0 || t >= CRASH_THREADS || i < 0 ||
+            i >= CRASH_PER_THREAD ||
+            atomic_load(&crash_state[kk][t][i]) == ST_NONE) {
+            if (unknown++ < 5)
+                fprintf(stderr, "  unexpected row '%s'\n", id ? id : "");
+            continue;
+        }
+        rows_k += kk == k;
+        long long pr, ca, co;
+        crash_usage(kk, t, i, &pr, &ca, &co);
+        long long want =
+            sqlite3_column_int64(st, 1) == 200 ? cost_of(pr, ca, co) : 0;
+        long long got = sqlite3_column_int64(st, 2);
+        if (got != want && bad_cost++ < 5)
+            fprintf(stderr, "  %s: cost %lld want %lld\n", id, got, want);
+        sum_rows += got;
+        sum_want += want;
+    }
+    sqlite3_finalize(st);
+    sqlite3_stmt *ic = NULL;
+    if (sqlite3_prepare_v2(h, "PRAGMA integrity_check", -1, &ic, NULL) ==
+            SQLITE_OK &&
+        sqlite3_step(ic) == SQLITE_ROW)
+        T_EQ_STR((const char *)sqlite3_column_text(ic, 0), "ok");
+    else
+        T_CHECK(!"integrity_check ran");
+    sqlite3_finalize(ic);
+    sqlite3_close(h);
+    fprintf(stderr,
+            "  round %d, kill -9 after %d ms: %d sent, %d complete, %d rows, "
+            "%d in flight at the kill, %d complete without a row\n",
+            k, 400 + 300 * k, started, completed, rows_k, started - completed,
+            missing);
+    T_EQ_INT(missing, 0);
+    T_EQ_INT(unknown, 0);
+    T_EQ_INT(bad_cost, 0);
+    T_CHECK(rows_k >= completed && rows_k <= started);
+    T_EQ_INT(sum_rows, sum_want);
+    return rows;
 }
 
 static void
@@ -852,109 +956,29 @@ test_kill9_under_load(void)
     snprintf(db, sizeof(db), "%s/crash.db", dir);
     free(dir);
     char *cfg = write_config(db);
-    struct e2e_proc cg;
-    T_EQ_INT(start_llmux(&cg, cfg, crash_base, sizeof(crash_base)), 0);
-    if (cg.pid <= 0) {
-        free(cfg);
-        return;
+    int rows = -1;
+    for (int k = 0; k < CRASH_ROUNDS; k++) {
+        /* Rounds after the first also show llmux reopens a killed file. */
+        struct e2e_proc cg;
+        T_EQ_INT(start_llmux(&cg, cfg, crash_base, sizeof(crash_base)), 0);
+        if (cg.pid <= 0)
+            break;
+        crash_round = k;
+        atomic_store(&crash_stop, 0);
+        pthread_t th[CRASH_THREADS];
+        for (int t = 0; t < CRASH_THREADS; t++)
+            pthread_create(&th[t], NULL, crash_main, (void *)(intptr_t)t);
+        usleep((useconds_t)(400 + 300 * k) * 1000);
+        atomic_store(&crash_stop, 1);
+        kill(cg.pid, SIGKILL);
+        for (int t = 0; t < CRASH_THREADS; t++)
+            pthread_join(th[t], NULL);
+        T_EQ_INT(e2e_stop(&cg, SIGKILL, 2000), -1); /* died of the signal */
+        rows = crash_check(db, k);
     }
-    pthread_t th[CRASH_THREADS];
-    for (int t = 0; t < CRASH_THREADS; t++)
-        pthread_create(&th[t], NULL, crash_main, (void *)(intptr_t)t);
-    usleep(1000 * 1000);
-    atomic_store(&crash_stop, 1);
-    kill(cg.pid, SIGKILL);
-    for (int t = 0; t < CRASH_THREADS; t++)
-        pthread_join(th[t], NULL);
-    int rc = e2e_stop(&cg, SIGKILL, 2000); /* reaps it */
-    T_EQ_INT(rc, -1);                     /* it died of the signal */
 
-    int started = 0, completed = 0;
-    for (int t = 0; t < CRASH_THREADS; t++)
-        for (int i = 0; i < CRASH_PER_THREAD; i++) {
-            int s = atomic_load(&crash_state[t][i]);
-            started += s != ST_NONE;
-            completed += s == ST_COMPLETE;
-        }
-    /* The kill came mid-load: something done, not everything. */
-    T_CHECK(completed > 0);
-    T_CHECK(started < CRASH_THREADS * CRASH_PER_THREAD);
-
-    /* Every complete response has its row, with its exact cost; no row
-     * for a request never sent. */
-    sqlite3 *h = db_open_ro(db);
-    T_CHECK(h != NULL);
-    int missing = 0, rows = 0, bad_cost = 0, unknown = 0;
-    long long sum_rows = 0, sum_want = 0;
-    if (h) {
-        sqlite3_stmt *st = NULL;
-        T_EQ_INT(sqlite3_prepare_v2(h, "SELECT count(*) FROM usage WHERE "
-                                       "request_id = ?",
-                                    -1, &st, NULL),
-                 SQLITE_OK);
-        for (int t = 0; st && t < CRASH_THREADS; t++)
-            for (int i = 0; i < CRASH_PER_THREAD; i++) {
-                if (atomic_load(&crash_state[t][i]) != ST_COMPLETE)
-                    continue;
-                char id[64];
-                snprintf(id, sizeof(id), "crash-%d-%d", t, i);
-                sqlite3_reset(st);
-                sqlite3_bind_text(st, 1, id, -1, SQLITE_TRANSIENT);
-                if (sqlite3_step(st) != SQLITE_ROW ||
-                    sqlite3_column_int64(st, 0) != 1) {
-                    if (missing++ < 5)
-                        fprintf(stderr, "  no row for complete %s\n", id);
-                }
-            }
-        sqlite3_finalize(st);
-        st = NULL;
-        T_EQ_INT(sqlite3_prepare_v2(h, "SELECT request_id, status, cost_pusd "
-                                       "FROM usage",
-                                    -1, &st, NULL),
-                 SQLITE_OK);
-        while (st && sqlite3_step(st) == SQLITE_ROW) {
-            const char *id = (const char *)sqlite3_column_text(st, 0);
-            int t, i;
-            rows++;
-            if (!id || sscanf(id, "crash-%d-%d", &t, &i) != 2 || t < 0 ||
-                t >= CRASH_THREADS || i < 0 || i >= CRASH_PER_THREAD ||
-                atomic_load(&crash_state[t][i]) == ST_NONE) {
-                unknown++;
-                continue;
-            }
-            long long pr, ca, co;
-            crash_usage(t, i, &pr, &ca, &co);
-            long long want = sqlite3_column_int64(st, 1) == 200
-                                 ? cost_of(pr, ca, co)
-                                 : 0;
-            long long got = sqlite3_column_int64(st, 2);
-            if (got != want && bad_cost++ < 5)
-                fprintf(stderr, "  %s: cost %lld want %lld\n", id, got, want);
-            sum_rows += got;
-            sum_want += want;
-        }
-        sqlite3_finalize(st);
-        sqlite3_stmt *ic = NULL;
-        if (sqlite3_prepare_v2(h, "PRAGMA integrity_check", -1, &ic, NULL) ==
-                SQLITE_OK &&
-            sqlite3_step(ic) == SQLITE_ROW)
-            T_EQ_STR((const char *)sqlite3_column_text(ic, 0), "ok");
-        else
-            T_CHECK(!"integrity_check ran");
-        sqlite3_finalize(ic);
-        sqlite3_close(h);
-    }
-    fprintf(stderr,
-            "  kill -9 after 1 s: %d sent, %d complete, %d rows, %d in "
-            "flight at the kill, %d complete without a row\n",
-            started, completed, rows, started - completed, missing);
-    T_EQ_INT(missing, 0);
-    T_EQ_INT(unknown, 0);
-    T_EQ_INT(bad_cost, 0);
-    T_CHECK(rows >= completed && rows <= started);
-    T_EQ_INT(sum_rows, sum_want);
-
-    /* llmux opens the file again, keeps the rows and adds new ones. */
+    /* llmux opens the file again, keeps the rows and adds new ones, and
+     * stops cleanly. */
     struct e2e_proc again;
     char url[128];
     T_EQ_INT(start_llmux(&again, cfg, url, sizeof(url)), 0);
