@@ -117,6 +117,41 @@ LOAD1=$(load)
 # `llmux bench` over the q4_0 slice); kept here so each run reprints it.
 notes() {
     cat <<'NOTES'
+### Where the time goes (perf record -e cpu-clock, 2026-11-29)
+
+Measured on the q4_0 slice with `llmux bench -p 128 -n 0` (prompt) and
+`-p 0 -n 64` (generation), 2 threads:
+
+| function | prompt | generation |
+|---|---|---|
+| le_vec_dot_q4_0_q8_0_avx2 (the weight x activation dot, quants_avx2.c) | 87% | 82% |
+| pool_main + le_pool_run (workers waiting between matmuls, pool.c) | <1% | 7% |
+| q8_0_from_float (activations quantised once per matmul input) | 2% | 2% |
+| attention_heads + F16 KV dot/convert | 3% | 2% |
+
+The q4_K slice looks the same with le_vec_dot_q4_K_q8_K_avx2 at 88%.  On
+stories260K (F32, 64 wide) the plain C F32 dot was 53% and the pool 28%:
+its matrices are too small for two threads to pay off.
+
+What was changed after this profile (quants_avx2.c, held to the plain C
+twins in test_quants): the Q4_0/Q8_0 dots keep the scaled block sums in 8
+float lanes instead of a horizontal sum and a serial float add per block
+(the Q4_0 kernel went from ~8 to ~5 cycles a block; about 1.6x less CPU
+for the whole bench); the Q4_K/Q5_K dots unpack their 6-bit scales with
+word masks and sum mins x bsums in SIMD, Q6_K its scale x bsums; F32 got
+an AVX2 dot (exact double products in 16 lanes; stories260K prompt
+~1.6x).
+
+What is left, and why llama.cpp's prompt column is higher: the engine
+multiplies a matrix by a batch of tokens as one vec_dot per (weight row,
+token) (model.c matmul_rows), so each weight block is unpacked again for
+every token of the batch, and each call ends in a horizontal sum.
+llama.cpp runs GEMM-style kernels that unpack a block once and use it for
+several tokens (for q4_0 it even repacks the weights at load time into
+8-row interleaved blocks, ggml_gemm_q4_0_8x8_q8_0).  The next step is a
+multi-token entry in the type table (e.g. 1 row x 4 tokens) used by
+matmul_rows for n_tok > 1; generation (one token) is already within
+reach of llama.cpp for q4_0/q8_0.
 NOTES
 }
 
@@ -130,7 +165,7 @@ echo "- llmux: \`llmux bench --model M -p $P -n $N -r $R --threads $T --json\` (
 if [ $have_lb = 1 ]; then
     src=""
     [ -f "$(dirname "$(dirname "$(dirname "$LB")")")/SOURCE" ] && src=" ($(cat "$(dirname "$(dirname "$(dirname "$LB")")")/SOURCE"))"
-    echo "- llama.cpp: \`llama-bench -m M -p $P -n $N -t $T -r $R -o jsonl\`, build ${lbc:-?}$src, CPU backend built with GGML_NATIVE=ON (its AVX2 kernels and, for q4_0, its run-time repacking)"
+    echo "- llama.cpp: \`llama-bench -m M -p $P -n $N -t $T -r $R -o jsonl\`, build ${lbc:-?}$src, CPU backend built with GGML_NATIVE=ON (its AVX2 kernels and, for q4_0, its load-time repacking into 8-row interleaved blocks)"
 else
     echo "- llama.cpp: not measured in this run (no llama-bench at $LB; set LLAMA_BENCH to one built on this machine to get the column)"
 fi
