@@ -293,6 +293,7 @@ struct sse {
     int events;     /* data lines, [DONE] included */
     int done_last;  /* the last one was [DONE] */
     int usage_chunks;
+    int usage_last; /* the last JSON event carried the usage */
     long long u_prompt, u_completion, u_cached;
     int errors;
     int bad_json;
@@ -318,6 +319,7 @@ sse_parse(const char *body, struct sse *s)
                 s->bad_json++;
             } else {
                 json_t *u = json_object_get(o, "usage");
+                s->usage_last = json_is_object(u);
                 if (json_is_object(u)) {
                     s->usage_chunks++;
                     s->u_prompt = json_integer_value(
@@ -432,6 +434,7 @@ test_stream_usage(void)
     T_EQ_INT(s.bad_json, 0);
     T_EQ_INT(s.errors, 0);
     T_EQ_INT(s.usage_chunks, 1);
+    T_CHECK(s.usage_last); /* as OpenAI: the last chunk before [DONE] */
     T_EQ_INT(s.u_prompt, 1234);
     T_EQ_INT(s.u_completion, 567);
     T_EQ_INT(s.u_cached, 200);
@@ -517,11 +520,12 @@ test_estimated_usage(void)
     note_sent("est-s", -1);
 }
 
-/* Connects a raw socket to the gateway, sends a streamed chat request,
- * reads until `events` SSE events arrived, then closes.  Returns the
- * number of events seen. */
+/* Connects a raw socket to the gateway, sends a chat request, reads
+ * until `events` SSE events arrived (events 0: waits wait_ms without
+ * reading), then closes.  Returns the number of events seen. */
 static int
-stream_and_hang_up(const char *id, const char *content, int events)
+hang_up(const char *id, const char *content, int stream, int events,
+        int wait_ms)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     if (fd < 0)
@@ -534,7 +538,7 @@ stream_and_hang_up(const char *id, const char *content, int events)
         close(fd);
         return -1;
     }
-    char *b = chat_body("main", content, 1, 0);
+    char *b = chat_body("main", content, stream, 0);
     char head[512];
     int hl = snprintf(head, sizeof(head),
                       "POST /v1/chat/completions HTTP/1.1\r\n"
@@ -544,6 +548,8 @@ stream_and_hang_up(const char *id, const char *content, int events)
     int ok = write(fd, head, (size_t)hl) == hl &&
              write(fd, b, strlen(b)) == (ssize_t)strlen(b);
     free(b);
+    if (events == 0)
+        usleep((useconds_t)wait_ms * 1000);
     int seen = 0;
     char buf[8192];
     long long deadline = mono_ms() + 15000;
@@ -612,8 +618,8 @@ test_failed_requests(void)
 
     /* The client hangs up after two events of a long stream: 499.  There
      * is no reply to wait for, so poll the file (bounded). */
-    int seen = stream_and_hang_up(
-        "fail-499", "fake:chunks=200;chunk_delay_ms=50", 2);
+    int seen = hang_up("fail-499", "fake:chunks=200;chunk_delay_ms=50", 1,
+                       2, 0);
     T_CHECK(seen >= 2);
     long long deadline = mono_ms() + 10000;
     do {
@@ -633,6 +639,52 @@ test_failed_requests(void)
             "  499 row: prompt %lld completion %lld cost %lld source %s\n",
             w.prompt, w.completion, w.cost, w.usage_source);
     note_sent("fail-499", -1);
+
+    /* A non-stream client that gives up while the upstream thinks: one
+     * row either way.  (llmux notices the close only when it writes the
+     * reply, so today this is a 200 row written when the upstream
+     * answered, not a 499 at the hang-up: reported, not asserted.) */
+    hang_up("fail-499-ns", "fake:delay_ms=2000", 0, 0, 300);
+    deadline = mono_ms() + 10000;
+    do {
+        row_get(dbpath, "fail-499-ns", &w);
+        if (w.found)
+            break;
+        usleep(50 * 1000);
+    } while (mono_ms() < deadline);
+    T_EQ_INT(w.found, 1);
+    T_CHECK(w.status == 499 || w.status == 200);
+    T_EQ_INT(w.stream, 0);
+    fprintf(stderr,
+            "  non-stream hang-up after 0.3 s: row status %lld, latency "
+            "%lld ms, cost %lld\n",
+            w.status, w.latency_ms, w.cost);
+    note_sent("fail-499-ns", -1);
+
+    /* The upstream drops a stream after the first bytes reached the
+     * client: an error event and [DONE] to the client, a 502 row with
+     * usage estimated from what was streamed. */
+    struct sse s;
+    T_EQ_INT(post_chat("fail-drop", "main", "fake:drop_after=4;chunks=10", 1,
+                       1, &r),
+             0);
+    T_EQ_INT(r.status, 200);
+    sse_parse(r.body, &s);
+    T_EQ_INT(s.errors, 1);
+    T_CHECK(s.done_last);
+    T_EQ_INT(s.usage_chunks, 0);
+    e2e_resp_free(&r);
+    row_get(dbpath, "fail-drop", &w);
+    T_EQ_INT(w.found, 1);
+    T_EQ_INT(w.status, 502);
+    T_EQ_INT(w.stream, 1);
+    T_EQ_STR(w.usage_source, "estimated");
+    T_CHECK(w.prompt > 0);
+    T_CHECK(w.completion > 0);
+    T_CHECK(!w.error_null && strstr(w.error, "priced@fake") != NULL);
+    fprintf(stderr, "  dropped stream row: prompt %lld completion %lld "
+            "cost %lld\n", w.prompt, w.completion, w.cost);
+    note_sent("fail-drop", -1);
 }
 
 /* SUM(cost_pusd) equals the sum of the per-request costs computed here,
@@ -653,8 +705,6 @@ test_ledger_sums(void)
         long long c = sent[i].cost;
         if (c < 0) /* estimated usage: priced from the row's own tokens */
             c = cost_of(w.prompt, w.cached, w.completion);
-        if (w.status != 200)
-            c = w.status == 499 ? c : 0;
         if (c != w.cost) {
             fprintf(stderr, "  %s: cost %lld, want %lld\n", sent[i].id,
                     w.cost, c);
