@@ -337,6 +337,38 @@ usage_json(const struct le_gen_result *r)
                      r->cached_tokens);
 }
 
+/*
+ * The engine passes token bytes through as they are, and a sampled byte
+ * token can make invalid UTF-8, which jansson refuses: the chunk (stream)
+ * or the whole answer (non-stream) would be lost.  Replaces every byte
+ * that does not start a valid sequence with U+FFFD.  (The engine holds
+ * back a sequence that is only incomplete, so a chunk never ends inside a
+ * valid one.)
+ */
+static void
+utf8_repair(struct gx_buf *t)
+{
+    if (!t->len || gx_utf8_valid(t->data, t->len))
+        return;
+    struct gx_buf o;
+    gx_buf_init(&o, t->max);
+    const unsigned char *p = (const unsigned char *)t->data;
+    size_t i = 0;
+    while (i < t->len) {
+        unsigned c = p[i];
+        size_t l = c < 0x80 ? 1 : c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : 2;
+        if (i + l <= t->len && gx_utf8_valid(t->data + i, l)) {
+            gx_buf_append(&o, t->data + i, l);
+            i += l;
+        } else {
+            gx_buf_append(&o, "\xEF\xBF\xBD", 3);
+            i++;
+        }
+    }
+    gx_buf_cleanup(t);
+    *t = o;
+}
+
 static void
 on_job_event(evutil_socket_t fd, short what, void *arg)
 {
@@ -355,6 +387,7 @@ on_job_event(evutil_socket_t fd, short what, void *arg)
     int failed = done && j->st != LE_OK && j->st != LE_ECANCELED;
     pthread_mutex_unlock(&j->mu);
 
+    utf8_repair(&text);
     if (text.len && call->res.ttfb_us < 0)
         call->res.ttfb_us = gx_mono_us() - call->t_start_us;
     if (lc->stream) {

@@ -17,6 +17,8 @@
  *     the same greedy stream again still gives T;
  *   - a streamed request whose prompt cannot fit the context gets 400
  *     context_length_exceeded, not a 200 stream that breaks;
+ *   - invalid UTF-8 from sampled byte tokens (llama-2-tiny-random at
+ *     temperature 5) comes out as U+FFFD in valid JSON, streamed or not;
  *   - after a clean SIGTERM stop the ledger (the config's database file)
  *     holds one row per chat request: the 10 finished streams as 200 with
  *     usage_source 'local' and the usage the client saw, the 10 hung-up
@@ -356,6 +358,92 @@ test_stream_context_limit(void)
     free(big);
 }
 
+/*
+ * Byte tokens sampled at a high temperature make invalid UTF-8; the answer
+ * must still be JSON (U+FFFD in place of the bad bytes), never a lost
+ * chunk or a failed request.  llama-2-tiny-random has the 256 byte tokens
+ * and random weights; its own server.
+ */
+static void
+test_invalid_utf8(void)
+{
+    char model[1024], cfg[4096];
+    snprintf(model, sizeof(model), "%s/models/llama-2-tiny-random.gguf",
+             e2e_env("LLMUX_TEST_DATA", "../shared/data"));
+    char *dir = e2e_temp_dir();
+    snprintf(cfg, sizeof(cfg),
+             "{\"listen\": \"127.0.0.1:0\", \"workers\": 1,\n"
+             " \"database\": \"%s/l2.db\", \"require_keys\": false,\n"
+             " \"providers\": {\"local\": {\"kind\": \"local\", "
+             "\"model_path\": \"%s\",\n"
+             "   \"threads\": 1, \"context\": 512, \"parallel\": 1}}}\n",
+             dir, model);
+    free(dir);
+    char *path = e2e_write_temp("utf8.json", cfg);
+    const char *bin = e2e_env("LLMUX_BIN", "build/release/llmux");
+    char *argv[] = {(char *)bin, "serve", "--config", path, NULL};
+    struct e2e_proc g2;
+    int rc = e2e_start(&g2, argv, "listening on http://127.0.0.1:", 30000);
+    free(path);
+    T_EQ_INT(rc, 0);
+    if (rc != 0)
+        return;
+    char u2[256], body[512];
+    snprintf(u2, sizeof(u2), "http://127.0.0.1:%d/v1/chat/completions",
+             g2.port);
+    int repl = 0;
+    for (int seed = 1; seed <= 6; seed++) {
+        snprintf(body, sizeof(body),
+                 "{\"model\":\"local\",\"temperature\":5,\"seed\":%d,"
+                 "\"max_tokens\":200,\"messages\":[{\"role\":\"user\","
+                 "\"content\":\"hi\"}]}",
+                 seed);
+        struct e2e_resp r;
+        T_EQ_INT(e2e_http("POST", u2, body, NULL, 30000, &r), 0);
+        T_EQ_INT(r.status, 200);
+        json_t *o = json_loads(r.body ? r.body : "", 0, NULL);
+        const json_t *ch = json_array_get(json_object_get(o, "choices"), 0);
+        const char *t = json_string_value(
+            json_object_get(json_object_get(ch, "message"), "content"));
+        T_CHECK(t != NULL);
+        if (t && strstr(t, "\xEF\xBF\xBD"))
+            repl++;
+        T_EQ_INT(json_integer_value(json_object_get(
+                     json_object_get(o, "usage"), "completion_tokens")),
+                 200);
+        json_decref(o);
+        e2e_resp_free(&r);
+    }
+    T_CHECK(repl > 0); /* the case really happened */
+    /* streamed: every chunk JSON, the text has the replacements, usage */
+    snprintf(body, sizeof(body),
+             "{\"model\":\"local\",\"stream\":true,\"temperature\":5,"
+             "\"seed\":1,\"max_tokens\":200,\"stream_options\":"
+             "{\"include_usage\":true},\"messages\":[{\"role\":\"user\","
+             "\"content\":\"hi\"}]}");
+    struct e2e_resp r;
+    T_EQ_INT(e2e_http("POST", u2, body, NULL, 30000, &r), 0);
+    T_EQ_INT(r.status, 200);
+    struct sse_sum *s = malloc(sizeof(*s));
+    sse_parse(r.body ? r.body : "", s);
+    T_CHECK(s->parsed_ok);
+    T_EQ_INT(s->usage, 1);
+    T_EQ_INT(s->completion_tokens, 200);
+    T_EQ_INT(s->done, 1);
+    T_CHECK(s->len > 0);
+    /* no chunk without content between the role chunk and the finish */
+    int empty = 0;
+    const char *p = r.body ? r.body : "";
+    while ((p = strstr(p, "\"choices\":[]")) != NULL) {
+        empty++;
+        p++;
+    }
+    T_EQ_INT(empty, 1); /* only the usage chunk has no choice */
+    free(s);
+    e2e_resp_free(&r);
+    T_EQ_INT(e2e_stop(&g2, SIGTERM, 20000), 0);
+}
+
 static long
 q_long(sqlite3 *db, const char *sql)
 {
@@ -416,6 +504,7 @@ main(void)
     T_RUN(test_burst);
     T_RUN(test_still_healthy);
     T_RUN(test_stream_context_limit);
+    T_RUN(test_invalid_utf8);
     T_RUN(test_ledger_rows);
     T_EQ_INT(e2e_sanitizer_reports, 0);
     curl_global_cleanup();
