@@ -171,6 +171,35 @@ le_vec_dot_q4_0_q8_0_avx2(int n, float *s, const void *vx, const void *vy)
     *s = hsum_ps(_mm256_add_ps(acc0, acc1));
 }
 
+/* Int16 element j (0..7) of each 128-bit lane of v, in all of that lane's
+ * elements (a byte shuffle with a constant mask instead of moving a scalar
+ * scale into a vector register). */
+static const uint8_t pick_mask[8][32] __attribute__((aligned(32))) = {
+#define PM(j) {2*j, 2*j+1, 2*j, 2*j+1, 2*j, 2*j+1, 2*j, 2*j+1,                \
+               2*j, 2*j+1, 2*j, 2*j+1, 2*j, 2*j+1, 2*j, 2*j+1,                \
+               2*j, 2*j+1, 2*j, 2*j+1, 2*j, 2*j+1, 2*j, 2*j+1,                \
+               2*j, 2*j+1, 2*j, 2*j+1, 2*j, 2*j+1, 2*j, 2*j+1}
+    PM(0), PM(1), PM(2), PM(3), PM(4), PM(5), PM(6), PM(7),
+#undef PM
+};
+
+static inline __m256i
+pick16(__m256i v, int j)
+{
+    return _mm256_shuffle_epi8(
+        v, _mm256_load_si256((const __m256i *)pick_mask[j]));
+}
+
+/* Q6_K: element 2k in the low lane, 2k+1 in the high lane. */
+static const uint8_t q6_pick[4][32] __attribute__((aligned(32))) = {
+#define QM(a, b) {2*a, 2*a+1, 2*a, 2*a+1, 2*a, 2*a+1, 2*a, 2*a+1,             \
+                  2*a, 2*a+1, 2*a, 2*a+1, 2*a, 2*a+1, 2*a, 2*a+1,             \
+                  2*b, 2*b+1, 2*b, 2*b+1, 2*b, 2*b+1, 2*b, 2*b+1,             \
+                  2*b, 2*b+1, 2*b, 2*b+1, 2*b, 2*b+1, 2*b, 2*b+1}
+    QM(0, 1), QM(2, 3), QM(4, 5), QM(6, 7),
+#undef QM
+};
+
 /*
  * Q4_K/Q5_K: the 12 scale bytes unpacked to 8 scales (sc) with word-wide
  * masks, the same values as quants.c's k4_scale_min (j < 4: low 6 bits of
@@ -211,6 +240,8 @@ le_vec_dot_q4_K_q8_K_avx2(int n, float *s, const void *vx, const void *vy)
     for (int i = 0; i < n / 256; i++) {
         uint8_t sc[8];
         int32_t msum = k4_scales(x[i].scales, y[i].bsums, sc);
+        __m256i scv = _mm256_broadcastsi128_si256(
+            _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)sc)));
         __m256i acc = _mm256_setzero_si256();
         for (int jj = 0; jj < 4; jj++) {
             __m256i b =
@@ -224,9 +255,8 @@ le_vec_dot_q4_K_q8_K_avx2(int n, float *s, const void *vx, const void *vy)
             /* unsigned nibbles x signed q8: pairs fit int16 (2*15*128) */
             __m256i p0 = _mm256_maddubs_epi16(lo, y0);
             __m256i p1 = _mm256_maddubs_epi16(hi, y1);
-            p0 = _mm256_madd_epi16(p0, _mm256_set1_epi16((short)sc[2 * jj]));
-            p1 = _mm256_madd_epi16(p1,
-                                   _mm256_set1_epi16((short)sc[2 * jj + 1]));
+            p0 = _mm256_madd_epi16(p0, pick16(scv, 2 * jj));
+            p1 = _mm256_madd_epi16(p1, pick16(scv, 2 * jj + 1));
             acc = _mm256_add_epi32(acc, _mm256_add_epi32(p0, p1));
         }
         int32_t isum = hsum_i32(acc);
@@ -252,6 +282,11 @@ le_vec_dot_q6_K_q8_K_avx2(int n, float *s, const void *vx, const void *vy)
         __m256i offv = _mm256_madd_epi16(
             sc16, _mm256_loadu_si256((const __m256i *)y[i].bsums));
         int32_t off = hsum_i32(offv); /* |sc * bsum| <= 128 * 4096 */
+        /* the 8 scales of each half as int16, in both 128-bit lanes */
+        __m256i sc8[2] = {
+            _mm256_broadcastsi128_si256(_mm256_castsi256_si128(sc16)),
+            _mm256_broadcastsi128_si256(_mm256_extracti128_si256(sc16, 1)),
+        };
         __m256i acc = _mm256_setzero_si256();
         for (int nn = 0; nn < 2; nn++) {
             const uint8_t *ql = x[i].ql + 64 * nn, *qh = x[i].qh + 32 * nn;
@@ -280,9 +315,9 @@ le_vec_dot_q6_K_q8_K_avx2(int n, float *s, const void *vx, const void *vy)
                     _mm256_loadu_si256((const __m256i *)(q8 + 32 * k));
                 /* q in 0..63 unsigned x q8: pairs fit int16 (2*63*128) */
                 __m256i p = _mm256_maddubs_epi16(q[k], yy);
-                int s0 = sc[nn * 8 + 2 * k], s1 = sc[nn * 8 + 2 * k + 1];
-                __m256i scv = _mm256_set_m128i(_mm_set1_epi16((short)s1),
-                                               _mm_set1_epi16((short)s0));
+                /* scale 2k on the low 16 values, 2k+1 on the high 16 */
+                __m256i scv = _mm256_shuffle_epi8(
+                    sc8[nn], _mm256_load_si256((const __m256i *)q6_pick[k]));
                 acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, scv));
             }
         }
@@ -312,6 +347,8 @@ le_vec_dot_q5_K_q8_K_avx2(int n, float *s, const void *vx, const void *vy)
     for (int i = 0; i < n / 256; i++) {
         uint8_t sc[8];
         int32_t msum = k4_scales(x[i].scales, y[i].bsums, sc);
+        __m256i scv = _mm256_broadcastsi128_si256(
+            _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)sc)));
         __m256i h = _mm256_loadu_si256((const __m256i *)x[i].qh);
         __m256i acc = _mm256_setzero_si256();
         for (int jj = 0; jj < 4; jj++) {
@@ -333,9 +370,8 @@ le_vec_dot_q5_K_q8_K_avx2(int n, float *s, const void *vx, const void *vy)
             /* 0..31 x q8: pairs fit int16 (2*31*128) */
             __m256i p0 = _mm256_maddubs_epi16(lo, y0);
             __m256i p1 = _mm256_maddubs_epi16(hi, y1);
-            p0 = _mm256_madd_epi16(p0, _mm256_set1_epi16((short)sc[2 * jj]));
-            p1 = _mm256_madd_epi16(p1,
-                                   _mm256_set1_epi16((short)sc[2 * jj + 1]));
+            p0 = _mm256_madd_epi16(p0, pick16(scv, 2 * jj));
+            p1 = _mm256_madd_epi16(p1, pick16(scv, 2 * jj + 1));
             acc = _mm256_add_epi32(acc, _mm256_add_epi32(p0, p1));
         }
         int32_t isum = hsum_i32(acc);
