@@ -2,7 +2,7 @@
  * test_local_stress: the local provider under concurrent streams and client
  * disconnects, end to end on the real binary with stories260K.gguf and
  * parallel 2 (two engine sessions for twenty requests, so most wait in the
- * queue).
+ * queue) and threads 2 (the two sessions share one compute pool).
  *
  *   - a lone greedy streamed request gives the reference text T;
  *   - then 20 streamed requests at once over one curl multi handle: the
@@ -60,7 +60,7 @@ start(void)
              " \"database\": \"%s\", \"require_keys\": false,\n"
              " \"providers\": {\"local\": {\"kind\": \"local\", "
              "\"model_path\": \"%s\",\n"
-             "   \"threads\": 1, \"context\": 512, \"parallel\": 2}}}\n",
+             "   \"threads\": 2, \"context\": 512, \"parallel\": 2}}}\n",
              db_path, model);
     free(dir);
     char *path = e2e_write_temp("stress.json", cfg);
