@@ -58,6 +58,7 @@ struct gw_req {
     struct gw_try tries[2];
     int winner; /* index into tries once bytes reached the client, or -1 */
     struct event *ev_hedge;
+    struct event *ev_closed; /* EV_CLOSED on the client socket */
     const struct cfg_provider *prov; /* of the winning / last attempt */
     const struct cfg_model *model;
     struct gx_buf attempt_log; /* "gpt-4.1@relay: status 503; ..." */
@@ -101,6 +102,8 @@ req_free(struct gw_req *r)
         event_free(r->ev_backoff);
     if (r->ev_hedge)
         event_free(r->ev_hedge);
+    if (r->ev_closed)
+        event_free(r->ev_closed);
     if (r->evcon && !r->client_gone)
         evhttp_connection_set_closecb(r->evcon, NULL, NULL);
     if (r->own_req && r->req)
@@ -133,19 +136,19 @@ tries_running(const struct gw_req *r)
     return (r->tries[0].call != NULL) + (r->tries[1].call != NULL);
 }
 
+static void settle_usage(struct gw_req *r, const struct pv_result *res);
+
+/* The client is gone: stop the upstream work and log the row (status 499)
+ * unless the row is already on its way. */
 static void
-on_client_close(struct evhttp_connection *evcon, void *arg)
+client_gone(struct gw_req *r)
 {
-    (void)evcon;
-    struct gw_req *r = arg;
     r->client_gone = 1;
-    /* Detached by libevent (EOF while we still owned the reply): ours to
-     * free.  Otherwise libevent frees it right after this callback. */
-    if (r->req && evhttp_request_get_connection(r->req) == NULL)
-        r->own_req = 1;
-    else
-        r->req = NULL;
     r->evcon = NULL;
+    if (r->ev_closed) {
+        event_free(r->ev_closed);
+        r->ev_closed = NULL;
+    }
     for (int i = 0; i < 2; i++)
         cancel_try(r, &r->tries[i]);
     if (r->ev_backoff)
@@ -156,8 +159,49 @@ on_client_close(struct evhttp_connection *evcon, void *arg)
         r->status = 499;
         snprintf(r->error, sizeof(r->error),
                  "client disconnected before the response completed");
+        /* Tokens already streamed are billed upstream: estimate them. */
+        settle_usage(r, NULL);
         finish(r); /* logs the row; nothing is sent to a gone client */
     }
+}
+
+/* libevent closed the connection (a write failed, or the server is
+ * freeing it). */
+static void
+on_client_close(struct evhttp_connection *evcon, void *arg)
+{
+    (void)evcon;
+    struct gw_req *r = arg;
+    /* Detached by libevent (EOF while we still owned the reply): ours to
+     * free.  Otherwise libevent frees it right after this callback. */
+    if (r->req && evhttp_request_get_connection(r->req) == NULL)
+        r->own_req = 1;
+    else
+        r->req = NULL;
+    client_gone(r);
+}
+
+/*
+ * The peer closed its side while we were still working on the answer.
+ * evhttp stops reading a connection while the handler runs (libevent
+ * 2.1), so without this a client that gives up on a long non-stream call
+ * would go unnoticed until the reply; EV_CLOSED (EPOLLRDHUP) sees the FIN
+ * without reading.  We free the connection ourselves (and with it req).
+ */
+static void
+on_peer_closed(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct gw_req *r = arg;
+    struct evhttp_connection *evcon = r->evcon;
+    if (!evcon || r->client_gone)
+        return;
+    GX_LOG(GX_LOG_INFO, r->id, "client closed the connection; cancelling");
+    evhttp_connection_set_closecb(evcon, NULL, NULL);
+    r->req = NULL; /* freed with the connection below */
+    client_gone(r);  /* may free r (via finish -> reply) */
+    evhttp_connection_free(evcon);
 }
 
 static void
@@ -889,8 +933,17 @@ gw_chat_handle(struct gw_worker *w, struct evhttp_request *req)
         return;
     }
     r->evcon = evhttp_request_get_connection(req);
-    if (r->evcon)
+    if (r->evcon) {
         evhttp_connection_set_closecb(r->evcon, on_client_close, r);
+        struct bufferevent *bev = evhttp_connection_get_bufferevent(r->evcon);
+        evutil_socket_t fd = bev ? bufferevent_getfd(bev) : -1;
+        if (fd >= 0) {
+            r->ev_closed = event_new(w->base, fd, EV_CLOSED, on_peer_closed,
+                                     r);
+            if (r->ev_closed)
+                event_add(r->ev_closed, NULL);
+        }
+    }
     if (r->plan.n == 0) {
         /* Every target is out of rotation (open circuits, Retry-After):
          * answer at once rather than queue behind a dead provider. */

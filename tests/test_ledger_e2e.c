@@ -635,15 +635,14 @@ test_failed_requests(void)
     T_CHECK(!w.error_null && strstr(w.error, "disconnect") != NULL);
     /* Well before the 10 s the upstream would have taken. */
     T_CHECK(w.latency_ms < 9000);
-    fprintf(stderr,
-            "  499 row: prompt %lld completion %lld cost %lld source %s\n",
-            w.prompt, w.completion, w.cost, w.usage_source);
+    /* The tokens streamed before the hang-up are estimated, not lost. */
+    T_CHECK(w.prompt > 0 && w.completion >= 2);
+    T_EQ_STR(w.usage_source, "estimated");
     note_sent("fail-499", -1);
 
-    /* A non-stream client that gives up while the upstream thinks: one
-     * row either way.  (llmux notices the close only when it writes the
-     * reply, so today this is a 200 row written when the upstream
-     * answered, not a 499 at the hang-up: reported, not asserted.) */
+    /* A non-stream client that gives up while the upstream thinks: llmux
+     * sees the FIN (EV_CLOSED), cancels the upstream and logs a 499 at
+     * once, long before the upstream's 2 s. */
     hang_up("fail-499-ns", "fake:delay_ms=2000", 0, 0, 300);
     deadline = mono_ms() + 10000;
     do {
@@ -653,12 +652,9 @@ test_failed_requests(void)
         usleep(50 * 1000);
     } while (mono_ms() < deadline);
     T_EQ_INT(w.found, 1);
-    T_CHECK(w.status == 499 || w.status == 200);
+    T_EQ_INT(w.status, 499);
     T_EQ_INT(w.stream, 0);
-    fprintf(stderr,
-            "  non-stream hang-up after 0.3 s: row status %lld, latency "
-            "%lld ms, cost %lld\n",
-            w.status, w.latency_ms, w.cost);
+    T_CHECK(w.latency_ms < 1500);
     note_sent("fail-499-ns", -1);
 
     /* The upstream drops a stream after the first bytes reached the
