@@ -565,13 +565,20 @@ read_sampling(const json_t *b, struct le_sampling *sp, char ***stops,
             return -1;
         }
         *stops = calloc(n ? n : 1, sizeof(char *));
-        if (!*stops)
+        if (!*stops) {
+            gx_errf(err, errlen, "out of memory");
             return -1;
+        }
         for (size_t i = 0; i < n; i++) {
             const json_t *s = json_is_string(v) ? v : json_array_get(v, i);
             if (!json_is_string(s) || json_string_length(s) == 0)
                 continue;
-            (*stops)[(*n_stops)++] = strdup(json_string_value(s));
+            char *d = strdup(json_string_value(s));
+            if (!d) { /* a NULL stop string would reach the engine */
+                gx_errf(err, errlen, "out of memory");
+                return -1;
+            }
+            (*stops)[(*n_stops)++] = d;
         }
     }
     return 0;
