@@ -300,6 +300,34 @@ on_committed(void *ud, int ok)
     gw_worker_wake(w);
 }
 
+/*
+ * The end of a stream is sent from the write-done callback of its last
+ * chunk.  libevent's OpenSSL bufferevent (tls.c) runs write-done callbacks
+ * deferred: one left over from the previous chunk could fire just after
+ * evhttp_send_reply_end installed its "response sent" callback, and evhttp
+ * would then end the response with "data: [DONE]" and the final chunk
+ * still queued and writing disabled (streams over HTTPS that never
+ * finished).  From here, a leftover callback only ends the reply early,
+ * which queues the terminator behind [DONE], which is harmless.
+ */
+static void
+end_after_last_chunk(struct evhttp_connection *evcon, void *arg)
+{
+    evhttp_connection_set_closecb(evcon, NULL, NULL);
+    evhttp_send_reply_end(arg);
+}
+
+/* The client left before the last chunk was written: a request libevent
+ * detached is ours to free (as in on_client_close). */
+static void
+last_chunk_client_gone(struct evhttp_connection *evcon, void *arg)
+{
+    (void)evcon;
+    struct evhttp_request *req = arg;
+    if (evhttp_request_get_connection(req) == NULL)
+        evhttp_request_free(req);
+}
+
 static void
 complete_reply(struct gw_req *r)
 {
@@ -329,10 +357,19 @@ complete_reply(struct gw_req *r)
                 json_decref(e);
             }
             evbuffer_add(b, "data: [DONE]\n\n", 14);
-            evhttp_send_reply_chunk(req, b);
+            struct evhttp_connection *evcon =
+                evhttp_request_get_connection(req);
+            evhttp_send_reply_chunk_with_cb(req, b, end_after_last_chunk,
+                                            req);
             evbuffer_free(b);
+            if (evcon) {
+                evhttp_connection_set_closecb(evcon, last_chunk_client_gone,
+                                              req);
+                r->evcon = NULL; /* req_free must not clear that one */
+            }
+        } else {
+            evhttp_send_reply_end(req);
         }
-        evhttp_send_reply_end(req);
     } else {
         struct evkeyvalq *h = evhttp_request_get_output_headers(req);
         add_llmux_headers(r, h);
