@@ -615,7 +615,7 @@ gw_models_handle(struct gw_worker *w, struct evhttp_request *req)
         gw_reply_unauthorized(req, &an);
         return;
     }
-    if (an.who != GW_CALLER_KEY || gw_key_allows(an.key, "\x01any")) {
+    if (an.who != GW_CALLER_KEY || !gw_key_restricted(an.key)) {
         gw_handle_models(srv, req); /* everything */
         return;
     }

@@ -799,6 +799,17 @@ gw_key_allows(const struct gw_key *k, const char *model)
     return 0;
 }
 
+int
+gw_key_restricted(const struct gw_key *k)
+{
+    if (!k || !k->models)
+        return 0;
+    for (size_t i = 0; i < k->n_models; i++)
+        if (!strcmp(k->models[i], "*"))
+            return 0;
+    return 1;
+}
+
 void
 gw_auth_admit(struct gw_auth *a, const char *authorization,
               const char *model, int64_t est_tokens, int64_t max_cost_pusd,

@@ -213,6 +213,8 @@ void gw_auth_identify(struct gw_auth *a, const char *authorization,
 /* 1 if the key may use model (a route, MODEL@PROVIDER or bare model name);
  * NULL key (anonymous/admin) may use everything. */
 int gw_key_allows(const struct gw_key *k, const char *model);
+/* 1 if the key has an allowlist (not every model). */
+int gw_key_restricted(const struct gw_key *k);
 
 /* A chat request's admission: what to settle when it ends. */
 struct gw_ticket {

@@ -281,10 +281,13 @@ test_allowlist(void)
     T_CHECK(!gw_key_allows(an.key, ""));
     T_CHECK(!gw_key_allows(an.key, NULL));
     T_CHECK(gw_key_allows(NULL, "anything"));
+    T_CHECK(gw_key_restricted(an.key));
+    T_CHECK(!gw_key_restricted(NULL));
     gw_auth_free(a);
     a = auth_with_key(1, s, 0, 0, -1, "*", -1);
     gw_auth_identify(a, bearer(s), gx_now_ms(), &an);
     T_CHECK(gw_key_allows(an.key, "anything"));
+    T_CHECK(!gw_key_restricted(an.key));
     gw_auth_free(a);
 }
 

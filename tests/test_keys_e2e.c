@@ -468,6 +468,31 @@ test_rate_limit(void)
 }
 
 static void
+test_tpm(void)
+{
+    /* 60 tokens a minute.  The first request is admitted on its estimate
+     * (a few tokens), then charged what the upstream reported (100 prompt
+     * + 4 completion): the bucket is in debt and the next is refused with
+     * a Retry-After. */
+    char key_t[128];
+    long long id = admin_create("{\"name\":\"tpm60\",\"tpm\":60}", key_t,
+                                sizeof(key_t));
+    T_CHECK(id > 0);
+    struct e2e_resp r;
+    char code[64], ra[32];
+    T_EQ_INT(chat(key_t, "main", "fake:prompt_tokens=100", 0, &r), 0);
+    T_EQ_INT(r.status, 200);
+    e2e_resp_free(&r);
+    T_EQ_INT(chat(key_t, "main", "hi", 0, &r), 0);
+    T_EQ_INT(r.status, 429);
+    T_EQ_STR(err_code(&r, code, sizeof(code)), "rate_limit_exceeded");
+    T_CHECK(strstr(r.body, "tokens") != NULL);
+    T_CHECK(e2e_header(&r, "retry-after", ra, sizeof(ra)) && atoi(ra) >= 1 &&
+            atoi(ra) <= 120);
+    e2e_resp_free(&r);
+}
+
+static void
 test_budget(void)
 {
     /* cheap: 0.5 / 1.0 USD per Mtok.  Reservation of "hi" with
@@ -733,6 +758,7 @@ main(void)
     T_RUN(test_admin_api);
     T_RUN(test_allowlist);
     T_RUN(test_rate_limit);
+    T_RUN(test_tpm);
     T_RUN(test_budget);
     T_RUN(test_usage_tenancy);
     T_RUN(test_revoke);
