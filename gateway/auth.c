@@ -193,8 +193,9 @@ gw_bucket_adjust(struct gw_bucket *b, int64_t n, int64_t now_us)
 /* The key table.                                                       */
 
 struct gw_key {
-    struct gw_key *next; /* hash chain */
-    struct gw_key *all;  /* every entry, for free */
+    struct gw_key *next;    /* chain by digest */
+    struct gw_key *next_id; /* chain by id */
+    struct gw_key *all;     /* every entry, for free */
     int64_t id;
     unsigned char hash[32];
     char name[128];
@@ -210,8 +211,9 @@ struct aux_job;
 
 struct gw_auth {
     pthread_rwlock_t lk;
-    struct gw_key **slots; /* by digest */
-    size_t nslots;         /* power of two */
+    struct gw_key **slots;    /* by digest */
+    struct gw_key **id_slots; /* by id (reloads, revocations) */
+    size_t nslots;            /* of each; a power of two */
     struct gw_key *all;
     size_t n;
     struct pr_budget *budget;
@@ -246,13 +248,54 @@ find_hash(struct gw_auth *a, const unsigned char *hash)
     return NULL;
 }
 
+static size_t
+id_slot_of(const struct gw_auth *a, int64_t id)
+{
+    return (size_t)(((uint64_t)id * 0x9E3779B97F4A7C15ull) >> 32) &
+           (a->nslots - 1);
+}
+
+/* Read or write lock held. */
 static struct gw_key *
 find_id(struct gw_auth *a, int64_t id)
 {
-    for (struct gw_key *k = a->all; k; k = k->all)
+    for (struct gw_key *k = a->id_slots[id_slot_of(a, id)]; k; k = k->next_id)
         if (k->id == id)
             return k;
     return NULL;
+}
+
+static void
+link_key(struct gw_auth *a, struct gw_key *k)
+{
+    size_t s = slot_of(a, k->hash), t = id_slot_of(a, k->id);
+    k->next = a->slots[s];
+    a->slots[s] = k;
+    k->next_id = a->id_slots[t];
+    a->id_slots[t] = k;
+}
+
+/* Doubles both tables, relinking from the list of all keys; on allocation
+ * failure keeps the old ones (longer chains, still correct).  Write lock
+ * held. */
+static void
+grow(struct gw_auth *a)
+{
+    size_t nn = a->nslots * 2;
+    struct gw_key **ns = calloc(nn, sizeof(*ns));
+    struct gw_key **ni = calloc(nn, sizeof(*ni));
+    if (!ns || !ni) {
+        free(ns);
+        free(ni);
+        return;
+    }
+    free(a->slots);
+    free(a->id_slots);
+    a->slots = ns;
+    a->id_slots = ni;
+    a->nslots = nn;
+    for (struct gw_key *k = a->all; k; k = k->all)
+        link_key(a, k);
 }
 
 static void
@@ -311,9 +354,27 @@ split_models(const char *s, char ***out, size_t *n_out)
     return 0;
 }
 
+/* A key we already have (a reload): only its revocation can move; its
+ * buckets stay, tickets may point at them.  1 if found. */
+static int
+update_known(struct gw_auth *a, const struct gw_key_spec *ks)
+{
+    struct gw_key *old = find_id(a, ks->id);
+    if (old && ks->revoked_ms >= 0 && atomic_load(&old->revoked_ms) < 0)
+        atomic_store(&old->revoked_ms, ks->revoked_ms);
+    return old != NULL;
+}
+
 enum gx_status
 gw_auth_put(struct gw_auth *a, const struct gw_key_spec *ks)
 {
+    /* The periodic reload puts every row again: find the known ones
+     * without allocating. */
+    pthread_rwlock_rdlock(&a->lk);
+    int known = update_known(a, ks);
+    pthread_rwlock_unlock(&a->lk);
+    if (known)
+        return GX_OK;
     struct gw_key *k = calloc(1, sizeof(*k));
     if (!k)
         return GX_ENOMEM;
@@ -332,43 +393,18 @@ gw_auth_put(struct gw_auth *a, const struct gw_key_spec *ks)
     gw_bucket_init(&k->tpm, ks->tpm, now);
 
     pthread_rwlock_wrlock(&a->lk);
-    /* Same id again (a reload of a key we have): keep the old entry's
-     * buckets, which tickets may point at; only its revocation moves. */
-    struct gw_key *old = find_id(a, ks->id);
-    if (old) {
-        if (ks->revoked_ms >= 0)
-            atomic_store(&old->revoked_ms, ks->revoked_ms);
+    if (update_known(a, ks)) { /* put meanwhile by another thread */
         pthread_rwlock_unlock(&a->lk);
         key_free(k);
         return GX_OK;
     }
-    if (a->n + 1 > a->nslots) {
-        size_t nn = a->nslots * 2;
-        struct gw_key **ns = calloc(nn, sizeof(*ns));
-        if (ns) {
-            for (size_t i = 0; i < a->nslots; i++) {
-                struct gw_key *e = a->slots[i];
-                while (e) {
-                    struct gw_key *next = e->next;
-                    uint64_t h;
-                    memcpy(&h, e->hash, sizeof(h));
-                    size_t s = (size_t)h & (nn - 1);
-                    e->next = ns[s];
-                    ns[s] = e;
-                    e = next;
-                }
-            }
-            free(a->slots);
-            a->slots = ns;
-            a->nslots = nn;
-        }
-    }
-    size_t s = slot_of(a, k->hash);
-    k->next = a->slots[s];
-    a->slots[s] = k;
     k->all = a->all;
     a->all = k;
     a->n++;
+    if (a->n > a->nslots)
+        grow(a); /* links k too */
+    else
+        link_key(a, k);
     pthread_rwlock_unlock(&a->lk);
     if (ks->revoked_ms < 0)
         return pr_budget_set(a->budget, ks->id, ks->budget_pusd,
@@ -645,8 +681,9 @@ gw_auth_new(const char *admin_key, int require_keys, const char *db_path,
     a->require_keys = require_keys;
     a->nslots = 64;
     a->slots = calloc(a->nslots, sizeof(*a->slots));
+    a->id_slots = calloc(a->nslots, sizeof(*a->id_slots));
     a->budget = pr_budget_new();
-    if (!a->slots || !a->budget)
+    if (!a->slots || !a->id_slots || !a->budget)
         goto nomem;
     if (admin_key && admin_key[0] && !(a->admin_key = strdup(admin_key)))
         goto nomem;
@@ -695,6 +732,7 @@ gw_auth_free(struct gw_auth *a)
         k = next;
     }
     free(a->slots);
+    free(a->id_slots);
     pr_budget_free(a->budget);
     if (a->admin_key) {
         OPENSSL_cleanse(a->admin_key, strlen(a->admin_key));

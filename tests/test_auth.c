@@ -187,7 +187,12 @@ static char *
 bearer(const char *secret)
 {
     static char b[512];
-    snprintf(b, sizeof(b), "Bearer %s", secret);
+    size_t n = strlen(secret);
+    if (n > sizeof(b) - 8)
+        n = sizeof(b) - 8;
+    memcpy(b, "Bearer ", 7);
+    memcpy(b + 7, secret, n);
+    b[7 + n] = '\0';
     return b;
 }
 
@@ -351,6 +356,57 @@ test_admit(void)
     gw_auth_admit(a, bearer(s), "m", 60, 0, now, &t[1], &r);
     T_EQ_INT(r.status, 0);
     gw_ticket_settle(a, &t[1], 60, 0);
+    gw_auth_free(a);
+}
+
+static void
+test_many_keys(void)
+{
+    /* 500 keys: the tables grow several times; each key is found by its
+     * secret and by its id; putting one again changes nothing but a
+     * revocation. */
+    char err[128];
+    struct gw_auth *a = gw_auth_new(NULL, 1, NULL, err, sizeof(err));
+    static char secrets[500][GW_KEY_LEN + 1];
+    for (int i = 0; i < 500; i++) {
+        gw_key_generate(secrets[i], sizeof(secrets[i]));
+        struct gw_key_spec k;
+        memset(&k, 0, sizeof(k));
+        k.id = 1000 + i;
+        k.name = "many";
+        gw_key_hash(secrets[i], strlen(secrets[i]), k.hash, NULL);
+        k.expires_ms = -1;
+        k.revoked_ms = -1;
+        k.budget_pusd = -1;
+        T_EQ_INT(gw_auth_put(a, &k), GX_OK);
+        if (i % 7 == 0) /* again: a reload */
+            T_EQ_INT(gw_auth_put(a, &k), GX_OK);
+    }
+    int found = 0;
+    struct gw_authn an;
+    for (int i = 0; i < 500; i++) {
+        gw_auth_identify(a, bearer(secrets[i]), gx_now_ms(), &an);
+        found += an.who == GW_CALLER_KEY && an.key_id == 1000 + i;
+    }
+    T_EQ_INT(found, 500);
+    for (int i = 0; i < 500; i += 2)
+        gw_auth_revoke(a, 1000 + i, gx_now_ms());
+    int active = 0;
+    for (int i = 0; i < 500; i++) {
+        gw_auth_identify(a, bearer(secrets[i]), gx_now_ms(), &an);
+        active += an.who == GW_CALLER_KEY;
+    }
+    T_EQ_INT(active, 250);
+    /* A reload that still says "active" does not un-revoke. */
+    struct gw_key_spec k;
+    memset(&k, 0, sizeof(k));
+    k.id = 1000;
+    k.name = "many";
+    gw_key_hash(secrets[0], strlen(secrets[0]), k.hash, NULL);
+    k.expires_ms = k.revoked_ms = k.budget_pusd = -1;
+    gw_auth_put(a, &k);
+    gw_auth_identify(a, bearer(secrets[0]), gx_now_ms(), &an);
+    T_EQ_INT(an.who, GW_CALLER_NONE);
     gw_auth_free(a);
 }
 
@@ -581,6 +637,7 @@ main(void)
     T_RUN(test_identify);
     T_RUN(test_allowlist);
     T_RUN(test_admit);
+    T_RUN(test_many_keys);
     T_RUN(test_concurrent_limits);
     T_RUN(test_keys_db);
     return T_END();
