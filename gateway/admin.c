@@ -579,8 +579,10 @@ gw_admin_handle(struct gw_worker *w, struct evhttp_request *req,
         return;
     }
     if (gw_aux_submit(w, req, admin_run, admin_reply, j) != 0) {
+        evhttp_add_header(evhttp_request_get_output_headers(req),
+                          "Retry-After", "1");
         gw_reply_error(req, 503, "server_error", "unavailable", NULL,
-                       "The admin API is not available.");
+                       "The admin API is busy; retry shortly.");
         admin_job_free(j);
     }
 }

@@ -42,6 +42,7 @@
 #define RELOAD_MS 2000            /* the keys table is re-read this often */
 #define DEFAULT_COMPLETION_RESERVE 1024 /* tokens, when no max_tokens */
 #define MAX_TARGETS 32
+#define AUX_QUEUE_MAX 256 /* jobs waiting for the aux thread; more: 503 */
 
 /* ------------------------------------------------------------------ */
 /* Key material.                                                        */
@@ -224,6 +225,7 @@ struct gw_auth {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     struct aux_job *head, *tail;
+    size_t queued; /* jobs in head..tail */
     int stop;
     int running;
     pthread_t thread;
@@ -560,6 +562,7 @@ aux_main(void *arg)
             a->head = j->next;
             if (!a->head)
                 a->tail = NULL;
+            a->queued--;
             pthread_mutex_unlock(&a->mu);
             j->run(j->w->srv, j->arg);
             event_active(j->ev, EV_READ, 0); /* back to the worker */
@@ -637,6 +640,13 @@ gw_aux_submit(struct gw_worker *w, struct evhttp_request *req,
     struct gw_auth *a = w->srv->auth;
     if (!a || !a->running)
         return -1;
+    /* Bounded: a flood of usage queries must not queue without limit
+     * (nor delay admin writes by more than AUX_QUEUE_MAX jobs). */
+    pthread_mutex_lock(&a->mu);
+    int full = a->queued >= AUX_QUEUE_MAX;
+    pthread_mutex_unlock(&a->mu);
+    if (full)
+        return -1;
     struct aux_job *j = calloc(1, sizeof(*j));
     if (!j)
         return -1;
@@ -660,6 +670,7 @@ gw_aux_submit(struct gw_worker *w, struct evhttp_request *req,
     else
         a->head = j;
     a->tail = j;
+    a->queued++;
     pthread_cond_signal(&a->cv);
     pthread_mutex_unlock(&a->mu);
     return 0;

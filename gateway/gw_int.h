@@ -253,8 +253,9 @@ int gw_chat_admit(struct gw_server *srv, struct evhttp_request *req,
 /* Deferred work (auth.c): run() on the aux thread (may block on disk),
  * then reply() back on w's thread with the request, or with req NULL when
  * the client went away (then only free arg).  Counts in w->inflight so a
- * graceful shutdown waits for it.  Returns 0, or -1 (nothing queued; the
- * caller still owns arg and must reply). */
+ * graceful shutdown waits for it.  Returns 0, or -1 (no aux thread, or
+ * 256 jobs already waiting): nothing queued, the caller still owns arg
+ * and must reply (503). */
 typedef void (*gw_aux_run_fn)(struct gw_server *srv, void *arg);
 typedef void (*gw_aux_reply_fn)(struct gw_server *srv,
                                 struct evhttp_request *req, void *arg);

@@ -180,8 +180,10 @@ gw_usage_handle(struct gw_worker *w, struct evhttp_request *req)
     }
     evhttp_clear_headers(&params);
     if (gw_aux_submit(w, req, usage_run, usage_reply, j) != 0) {
+        evhttp_add_header(evhttp_request_get_output_headers(req),
+                          "Retry-After", "1");
         gw_reply_error(req, 503, "server_error", "unavailable", NULL,
-                       "Usage is not available.");
+                       "Usage is busy; retry shortly.");
         usage_free(j);
     }
     return;
