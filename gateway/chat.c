@@ -883,6 +883,22 @@ validate_body(json_t *body, char *msg, size_t len, const char **param)
 void
 gw_chat_handle(struct gw_worker *w, struct evhttp_request *req)
 {
+    /* Who is calling comes first (DESIGN.md section 2): an unknown caller
+     * gets 401 before we spend anything on its body.  Limits and budget
+     * need the parsed body and are checked after it (gw_chat_admit). */
+    if (w->srv->auth) {
+        struct gw_authn an;
+        gw_auth_identify(w->srv->auth,
+                         evhttp_find_header(
+                             evhttp_request_get_input_headers(req),
+                             "Authorization"),
+                         gx_now_ms(), &an);
+        if (an.who == GW_CALLER_NONE) {
+            gw_reply_unauthorized(req, &an);
+            atomic_fetch_add(&w->srv->stats.errors, 1);
+            return;
+        }
+    }
     struct evbuffer *in = evhttp_request_get_input_buffer(req);
     size_t n = evbuffer_get_length(in);
     if (n == 0) {

@@ -257,6 +257,15 @@ test_bad_keys(void)
              0);
     T_EQ_INT(r.status, 401);
     e2e_resp_free(&r);
+    /* The caller is checked before the body is parsed: garbage from an
+     * unknown caller is a 401, not a 400 about its JSON. */
+    const char *h2[] = {"Authorization: Bearer sk-llmux-nope", NULL};
+    T_EQ_INT(e2e_http("POST", url, "{not json", h2, 10000, &r), 0);
+    T_EQ_INT(r.status, 401);
+    e2e_resp_free(&r);
+    T_EQ_INT(e2e_http("POST", url, "{not json", NULL, 10000, &r), 0);
+    T_EQ_INT(r.status, 401);
+    e2e_resp_free(&r);
     /* The good one works and its row carries its key id. */
     T_EQ_INT(chat(cli_key, "main", "hello", 0, &r), 0);
     T_EQ_INT(r.status, 200);
