@@ -124,6 +124,7 @@ kill "$GW_PID" 2>/dev/null; GW_PID=
 mkdir -p bench/out
 [ -f bench/engine.sh ] && sh bench/engine.sh "$BUILD"
 [ -x "$BUILD/tests/tool_ledger_bench" ] && [ -f bench/ledger.sh ] && sh bench/ledger.sh "$BUILD"
+[ -f bench/profile.sh ] && sh bench/profile.sh "$BUILD"
 
 to_ms() { # wrk prints 1.23ms / 456.00us / 1.2s
     echo "$1" | awk '{v=$1; if (v ~ /us$/) {sub(/us$/,"",v); print v/1000} else if (v ~ /ms$/) {sub(/ms$/,"",v); print v+0} else if (v ~ /s$/) {sub(/s$/,"",v); print v*1000} else print "nan"}'
