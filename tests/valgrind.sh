@@ -17,7 +17,8 @@
 # Bounded: every curl has --max-time, the gateway gets 120 s to come up and
 # 60 s to stop after SIGTERM, the fake provider exits after --max-seconds.
 # VG_LOOPS (default 3) repeats the request set, so a per-request leak shows
-# as a multiple of the loop count.  A few minutes on 2 slow cores.
+# as a multiple of the loop count; VG_KEEP=1 keeps the logs (they are kept
+# anyway when something failed).  About a minute on 2 slow cores.
 BUILD=${1:-build/release}
 LOOPS=${VG_LOOPS:-3}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -43,12 +44,17 @@ fake_pid=""
 tfake_pid=""
 gw_pid=""
 cleanup() {
+    st=$?   # the exit status: the logs are kept when it is not 0
     [ -n "$gw_pid" ] && kill -KILL "$gw_pid" 2>/dev/null
     for p in $fake_pid $tfake_pid; do
         kill -TERM "$p" 2>/dev/null
         wait "$p" 2>/dev/null
     done
-    [ -n "$VG_KEEP" ] || rm -rf "$tmp"
+    if [ -n "$VG_KEEP" ] || [ "$st" != 0 ]; then
+        echo "valgrind: logs kept in $tmp" >&2
+    else
+        rm -rf "$tmp"
+    fi
 }
 trap cleanup EXIT
 trap 'exit 3' INT TERM
@@ -231,19 +237,24 @@ req() {
         code=$(curl -s -o "$tmp/$name.body" -w '%{http_code}' --max-time "$mt" \
                $CURL_TLS -X "$method" "$@" "$gw$path")
     fi
-    if [ "$code" != "$want" ]; then
-        fail "$name: HTTP $code, expected $want: $(head -c 300 "$tmp/$name.body" 2>/dev/null)"
+    crc=$?
+    if [ "$code" != "$want" ] || [ "$crc" != 0 ]; then
+        fail "$name: HTTP $code (curl exit $crc), expected $want: $(head -c 300 "$tmp/$name.body" 2>/dev/null)"
         return 1
     fi
     return 0
 }
-# chat BODY-MODEL CONTENT STREAM(true/false) [max_tokens]
+# chat_body MODEL CONTENT STREAM(true/false) [MAX_TOKENS] [MORE_FIELDS,]
 chat_body() {
-    printf '{"model":"%s","stream":%s,"max_tokens":%s,%s"messages":[{"role":"user","content":"%s"}]}' \
+    printf '{"model":"%s","stream":%s,"max_tokens":%s,%s%s"messages":[{"role":"user","content":"%s"}]}' \
         "$1" "$3" "${4:-16}" \
-        "$( [ "$3" = true ] && printf '"stream_options":{"include_usage":true},' )" "$2"
+        "$( [ "$3" = true ] && printf '"stream_options":{"include_usage":true},' )" \
+        "$5" "$2"
 }
-has() { grep -q "$2" "$tmp/$1.body" || fail "$1: body lacks '$2': $(head -c 300 "$tmp/$1.body")"; }
+has() {
+    grep -q "$2" "$tmp/$1.body" ||
+        fail "$1: body lacks '$2': $(head -c 300 "$tmp/$1.body") ... $(tail -c 300 "$tmp/$1.body")"
+}
 
 adm='Authorization: Bearer adm-valgrind-0123456789'
 loop=0
@@ -323,11 +334,13 @@ while [ "$loop" -lt "$LOOPS" ]; do
         req tls_up_s 200 60 POST /v1/chat/completions "$(chat_body tls hi true)" \
             && has tls_up_s '\[DONE\]'
     fi
-    # The local engine: a short non-stream and a streamed generation.
-    req local 200 120 POST /v1/chat/completions "$(chat_body local 'Once upon a time' false 8)" \
+    # The local engine: a short non-stream and a streamed generation,
+    # greedy so every run decodes the same tokens; the seeded sampler once.
+    req local 200 120 POST /v1/chat/completions "$(chat_body local 'Once upon a time' false 8 '"temperature":0,')" \
         && has local '"usage"'
-    req local_s 200 120 POST /v1/chat/completions "$(chat_body local 'Once upon a time' true 8)" \
+    req local_s 200 120 POST /v1/chat/completions "$(chat_body local 'Once upon a time' true 8 '"temperature":0,')" \
         && has local_s '\[DONE\]'
+    req local_seed 200 120 POST /v1/chat/completions "$(chat_body local 'Once upon a time' false 8 '"temperature":0.8,"top_p":0.9,"seed":7,')"
     # A client that leaves a local generation midway (the engine request
     # must be cancelled and freed).
     curl -s -o /dev/null --max-time 1 -H 'Content-Type: application/json' \
@@ -375,6 +388,14 @@ $VG --log-file="$tmp/vg-run.log" "$BIN" run --model "$MODEL" \
     >"$tmp/run.out" 2>"$tmp/run.err"
 check_log "$tmp/vg-run.log" run $? 0
 [ -s "$tmp/run.out" ] || fail "llmux run printed nothing"
+# Long enough (greedy) to decode a byte-fallback token: the first newline
+# of the story is <0x0A>.
+# shellcheck disable=SC2086
+$VG --log-file="$tmp/vg-run64.log" "$BIN" run --model "$MODEL" \
+    -p "Once upon a time" -n 64 --temp 0 --threads 2 \
+    >"$tmp/run64.out" 2>"$tmp/run64.err"
+check_log "$tmp/vg-run64.log" run64 $? 0
+[ "$(wc -l <"$tmp/run64.out")" -ge 1 ] || fail "llmux run -n 64 printed no newline"
 # shellcheck disable=SC2086
 $VG --log-file="$tmp/vg-tokenize.log" "$BIN" tokenize --model "$MODEL" \
     "Hello world" >"$tmp/tokenize.out" 2>"$tmp/tokenize.err"
@@ -386,6 +407,5 @@ if [ -z "$bad_runs" ] && [ "$fails" = 0 ]; then
     echo "valgrind: $runs runs ($LOOPS request loops), 0 errors, 0 definite/indirect leaks, 0 failed checks: OK"
     exit 0
 fi
-[ -n "$VG_KEEP" ] && note "logs kept in $tmp"
 echo "valgrind: $runs runs, findings in:${bad_runs:- none}; $fails failed checks: FAIL"
 exit 1
