@@ -179,6 +179,9 @@ cat >"$tmp/llmux.json" <<EOF
              "api_key": "sk-vg", "timeout_ms": 20000,
              "first_byte_timeout_ms": 1500,
              "models": {"gpt-4.1": {}}},
+    "lag": {"kind": "openai", "base_url": "$fake/f/delay_ms=1500/v1",
+            "api_key": "sk-vg", "first_byte_timeout_ms": 15000,
+            "models": {"gpt-4.1": {}}},
     "local": {"kind": "local", "model_path": "$MODEL", "threads": 1,
               "context": 256, "parallel": 2,
               "models": {"local": {}}}
@@ -187,9 +190,12 @@ cat >"$tmp/llmux.json" <<EOF
     $tls_route
     "main": {"policy": "priority", "targets": ["gpt-4.1@fake"]},
     "failover": {"policy": "priority",
-                 "targets": ["gpt-4.1@bad", "gpt-4.1@fake"]}
+                 "targets": ["gpt-4.1@bad", "gpt-4.1@fake"]},
+    "hedge": {"policy": "priority",
+              "targets": ["gpt-4.1@lag", "gpt-4.1@fake"]}
   },
-  "failover": {"max_attempts": 3, "backoff_ms": 10, "circuit_failures": 1000}
+  "failover": {"max_attempts": 3, "backoff_ms": 10, "circuit_failures": 1000,
+               "hedge_after_ms": 300}
 }
 EOF
 
@@ -276,6 +282,12 @@ while [ "$loop" -lt "$LOOPS" ]; do
         && has failover 'Hello from fake provider'
     req failover_s 200 60 POST /v1/chat/completions "$(chat_body failover hi true)" \
         && has failover_s '\[DONE\]'
+    # Hedging: the first target has sent nothing after 300 ms, the second
+    # starts and wins, the first is cancelled.
+    req hedge 200 60 POST /v1/chat/completions "$(chat_body hedge hi false)" \
+        && has hedge 'Hello from fake provider'
+    req hedge_s 200 60 POST /v1/chat/completions "$(chat_body hedge hi true)" \
+        && has hedge_s '\[DONE\]'
     # Upstream misbehaviour: every target fails -> 502/504 with an error.
     req malformed 502 60 POST /v1/chat/completions "$(chat_body main fake:malformed false)"
     # A stream fails after its first byte reached the client: an in-band
@@ -323,6 +335,13 @@ while [ "$loop" -lt "$LOOPS" ]; do
     else
         fail "keynew: no key or id in $(head -c 300 "$tmp/keynew.body")"
     fi
+    # A key's rate limit: the second request in a minute is refused.
+    req keyrpm 200 30 POST /admin/keys "{\"name\":\"vg-rpm-$loop\",\"rpm\":1}" -H "$adm"
+    key=$(sed -n 's/.*"key": *"\([^"]*\)".*/\1/p' "$tmp/keyrpm.body")
+    req rpm1 200 60 POST /v1/chat/completions "$(chat_body main hi false)" \
+        -H "Authorization: Bearer $key"
+    req rpm2 429 60 POST /v1/chat/completions "$(chat_body main hi false)" \
+        -H "Authorization: Bearer $key"
     req badkey 401 30 POST /v1/chat/completions "$(chat_body main hi false)" \
         -H 'Authorization: Bearer sk-llmux-not-a-real-key'
     req usage 200 30 GET '/v1/usage?group_by=provider' "" -H "$adm"
