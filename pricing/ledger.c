@@ -58,7 +58,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
+
+/* Deferred rollups: pending cells are upserted at the latest this long
+ * after their oldest row committed (opts.rollup_flush_ms), or sooner when
+ * they hold this many rows or cells. */
+#define PR_ROLLUP_FLUSH_MS 250
+#define PR_ROLLUP_MAX_ROWS 20000
+#define PR_ROLLUP_MAX_CELLS 16384
 
 /* ---------------------------------------------------------------------
  * Histogram helpers (shared with query.c)
@@ -241,6 +249,17 @@ static const char *const migrations[] = {
     " SUM(h5), SUM(h6), SUM(h7), SUM(h8), SUM(h9), SUM(h10), SUM(h11),"
     " SUM(h12), SUM(h13), SUM(h14), SUM(h15), SUM(h16), SUM(h17)"
     " FROM usage_hourly GROUP BY 1, 2, 3, 4;",
+    /* 2 -> 3: deferred rollups.  The writer keeps the cells of recent
+     * batches in memory and upserts them every PR_ROLLUP_FLUSH_MS; the
+     * rollup tables include exactly the usage rows with id <=
+     * rolled_through_id.  Version 2 wrote them with every row, so all
+     * rows are in.  IF NOT EXISTS / OR REPLACE: a database whose version
+     * was lowered by hand still upgrades. */
+    "CREATE TABLE IF NOT EXISTS usage_rollup_state ("
+    " id INTEGER PRIMARY KEY CHECK (id = 1),"
+    " rolled_through_id INTEGER NOT NULL);"
+    "INSERT OR REPLACE INTO usage_rollup_state VALUES"
+    " (1, COALESCE((SELECT MAX(id) FROM usage), 0));",
 };
 #define N_MIGRATIONS ((int)(sizeof(migrations) / sizeof(migrations[0])))
 _Static_assert(PR_LAT_NBUCKETS == 18, "usage_hourly has h0..h17");
@@ -317,81 +336,10 @@ fail:
 }
 
 /* ---------------------------------------------------------------------
- * The queue and the writer
+ * Rollup cells of one batch, summed in C before they are upserted, so a
+ * batch of 20,000 rows costs a few hundred upserts rather than 160,000.
  */
-struct pr_qrow {
-    struct pr_qrow *next;
-    struct pr_usage_row row; /* strings point into the same allocation */
-    pr_commit_cb cb;
-    void *ud;
-};
-
-struct pr_ledger {
-    sqlite3 *db;
-    char *path; /* what readers open (a shared-cache URI for :memory:) */
-    pthread_t thread;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    pthread_cond_t idle_cv;
-    struct pr_qrow *head, *tail; /* guarded by mu */
-    size_t queued;               /* guarded by mu */
-    size_t queue_max;
-    int lock_timeout_ms;
-    int stopping; /* guarded by mu */
-    int busy;     /* writer holds a batch; guarded by mu */
-    int migrations_applied;
-    sqlite3_stmt *ins_usage, *up_hourly, *up_daily, *up_key;
-    /* statistics; written by the writer, read by anyone */
-    _Atomic int64_t n_rows, n_commits, n_failed;
-};
-
-static char *
-copy_str(char **pp, const char *s)
-{
-    if (!s)
-        return NULL;
-    size_t n = strlen(s) + 1;
-    char *d = *pp;
-    memcpy(d, s, n);
-    *pp += n;
-    return d;
-}
-
-static struct pr_qrow *
-qrow_new(const struct pr_usage_row *r, pr_commit_cb cb, void *ud)
-{
-    const char *strs[] = {r->request_id, r->route,        r->provider,
-                          r->model,      r->usage_source, r->error};
-    size_t extra = 0;
-    for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++)
-        if (strs[i])
-            extra += strlen(strs[i]) + 1;
-    struct pr_qrow *q = malloc(sizeof(*q) + extra);
-    if (!q)
-        return NULL;
-    q->next = NULL;
-    q->row = *r;
-    q->cb = cb;
-    q->ud = ud;
-    char *p = (char *)(q + 1);
-    q->row.request_id = copy_str(&p, r->request_id);
-    q->row.route = copy_str(&p, r->route);
-    q->row.provider = copy_str(&p, r->provider);
-    q->row.model = copy_str(&p, r->model);
-    q->row.usage_source = copy_str(&p, r->usage_source);
-    q->row.error = copy_str(&p, r->error);
-    return q;
-}
-
-static void
-bind_text_or_null(sqlite3_stmt *st, int i, const char *s)
-{
-    if (s)
-        sqlite3_bind_text(st, i, s, -1, SQLITE_STATIC);
-    else
-        sqlite3_bind_null(st, i);
-}
-
+/* Runs a write statement and readies it for reuse. */
 static int
 step_reset(sqlite3_stmt *st)
 {
@@ -401,41 +349,6 @@ step_reset(sqlite3_stmt *st)
     return rc == SQLITE_DONE ? SQLITE_OK : rc;
 }
 
-static int
-write_row(struct pr_ledger *l, const struct pr_usage_row *r)
-{
-    sqlite3_stmt *st = l->ins_usage;
-    sqlite3_bind_int64(st, 1, r->ts_ms);
-    bind_text_or_null(st, 2, r->request_id);
-    if (r->key_id >= 0)
-        sqlite3_bind_int64(st, 3, r->key_id);
-    else
-        sqlite3_bind_null(st, 3);
-    bind_text_or_null(st, 4, r->route);
-    bind_text_or_null(st, 5, r->provider);
-    bind_text_or_null(st, 6, r->model);
-    sqlite3_bind_int(st, 7, r->status);
-    sqlite3_bind_int(st, 8, r->attempts);
-    sqlite3_bind_int(st, 9, r->stream ? 1 : 0);
-    sqlite3_bind_int64(st, 10, r->prompt_tokens);
-    sqlite3_bind_int64(st, 11, r->completion_tokens);
-    sqlite3_bind_int64(st, 12, r->cached_tokens);
-    sqlite3_bind_int64(st, 13, r->cost_pusd);
-    sqlite3_bind_int64(st, 14, r->latency_ms);
-    if (r->ttft_ms >= 0)
-        sqlite3_bind_int64(st, 15, r->ttft_ms);
-    else
-        sqlite3_bind_null(st, 15);
-    sqlite3_bind_text(st, 16, r->usage_source ? r->usage_source : "upstream",
-                      -1, SQLITE_STATIC);
-    bind_text_or_null(st, 17, r->error);
-    return step_reset(st);
-}
-
-/* ---------------------------------------------------------------------
- * Rollup cells of one batch, summed in C before they are upserted, so a
- * batch of 20,000 rows costs a few hundred upserts rather than 160,000.
- */
 static const char *const dim_names[4] = {"none", "model", "provider", "route"};
 
 struct pr_cell {
@@ -587,57 +500,371 @@ cells_write(sqlite3_stmt *st_hour, sqlite3_stmt *st_day,
 /* A lock held by another connection of the shared-cache memory database
  * (SQLITE_LOCKED; busy_timeout does not cover it) or, past busy_timeout,
  * by another process (SQLITE_BUSY): worth retrying the whole batch. */
+/* ---------------------------------------------------------------------
+ * The queue and the writer
+ */
+struct pr_qrow {
+    struct pr_qrow *next;
+    struct pr_usage_row row; /* strings point into the same allocation */
+    pr_commit_cb cb;
+    void *ud;
+};
+
+struct pr_ledger {
+    sqlite3 *db;
+    char *path; /* what readers open (a shared-cache URI for :memory:) */
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    pthread_cond_t idle_cv;
+    struct pr_qrow *head, *tail; /* guarded by mu */
+    size_t queued;               /* guarded by mu */
+    size_t queue_max;
+    int lock_timeout_ms;
+    int stopping; /* guarded by mu */
+    int busy;     /* writer holds a batch; guarded by mu */
+    int migrations_applied;
+    sqlite3_stmt *ins_usage, *up_hourly, *up_daily, *up_key;
+    sqlite3_stmt *get_wm, *set_wm, *count_ids, *sel_after;
+    /* Deferred rollups: the cells of committed rows not yet upserted
+     * (ids wm+1 .. pending_max_id), writer thread only, except
+     * pending_rows (written under mu, read by pr_ledger_flush). */
+    struct pr_cells pending;
+    int64_t pending_rows;     /* guarded by mu */
+    int64_t pending_max_id;
+    int64_t pending_since_us; /* when the oldest pending row committed */
+    int pending_broken; /* a pending row's cells could not be added:
+                           the next flush rolls up from the raw rows */
+    int64_t wm;         /* rolled_through_id as this writer last saw it */
+    int64_t flush_us;   /* opts.rollup_flush_ms */
+    int flush_req;      /* pr_ledger_flush wants the cells; guarded by mu */
+    uint64_t idle_flushes; /* flush attempts between batches; mu */
+    int64_t rolled_at_open;
+    /* statistics; written by the writer, read by anyone */
+    _Atomic int64_t n_rows, n_commits, n_failed, n_flushes, n_pending;
+};
+
+static char *
+copy_str(char **pp, const char *s)
+{
+    if (!s)
+        return NULL;
+    size_t n = strlen(s) + 1;
+    char *d = *pp;
+    memcpy(d, s, n);
+    *pp += n;
+    return d;
+}
+
+static struct pr_qrow *
+qrow_new(const struct pr_usage_row *r, pr_commit_cb cb, void *ud)
+{
+    const char *strs[] = {r->request_id, r->route,        r->provider,
+                          r->model,      r->usage_source, r->error};
+    size_t extra = 0;
+    for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++)
+        if (strs[i])
+            extra += strlen(strs[i]) + 1;
+    struct pr_qrow *q = malloc(sizeof(*q) + extra);
+    if (!q)
+        return NULL;
+    q->next = NULL;
+    q->row = *r;
+    q->cb = cb;
+    q->ud = ud;
+    char *p = (char *)(q + 1);
+    q->row.request_id = copy_str(&p, r->request_id);
+    q->row.route = copy_str(&p, r->route);
+    q->row.provider = copy_str(&p, r->provider);
+    q->row.model = copy_str(&p, r->model);
+    q->row.usage_source = copy_str(&p, r->usage_source);
+    q->row.error = copy_str(&p, r->error);
+    return q;
+}
+
+static void
+bind_text_or_null(sqlite3_stmt *st, int i, const char *s)
+{
+    if (s)
+        sqlite3_bind_text(st, i, s, -1, SQLITE_STATIC);
+    else
+        sqlite3_bind_null(st, i);
+}
+
+static int
+write_row(struct pr_ledger *l, const struct pr_usage_row *r)
+{
+    sqlite3_stmt *st = l->ins_usage;
+    sqlite3_bind_int64(st, 1, r->ts_ms);
+    bind_text_or_null(st, 2, r->request_id);
+    if (r->key_id >= 0)
+        sqlite3_bind_int64(st, 3, r->key_id);
+    else
+        sqlite3_bind_null(st, 3);
+    bind_text_or_null(st, 4, r->route);
+    bind_text_or_null(st, 5, r->provider);
+    bind_text_or_null(st, 6, r->model);
+    sqlite3_bind_int(st, 7, r->status);
+    sqlite3_bind_int(st, 8, r->attempts);
+    sqlite3_bind_int(st, 9, r->stream ? 1 : 0);
+    sqlite3_bind_int64(st, 10, r->prompt_tokens);
+    sqlite3_bind_int64(st, 11, r->completion_tokens);
+    sqlite3_bind_int64(st, 12, r->cached_tokens);
+    sqlite3_bind_int64(st, 13, r->cost_pusd);
+    sqlite3_bind_int64(st, 14, r->latency_ms);
+    if (r->ttft_ms >= 0)
+        sqlite3_bind_int64(st, 15, r->ttft_ms);
+    else
+        sqlite3_bind_null(st, 15);
+    sqlite3_bind_text(st, 16, r->usage_source ? r->usage_source : "upstream",
+                      -1, SQLITE_STATIC);
+    bind_text_or_null(st, 17, r->error);
+    return step_reset(st);
+}
+
+/* A lock held by another connection of the shared-cache memory database
+ * (SQLITE_LOCKED; busy_timeout does not cover it) or, past busy_timeout,
+ * by another process (SQLITE_BUSY): worth retrying the whole batch. */
 static int
 is_transient(int rc)
 {
     return (rc & 0xff) == SQLITE_LOCKED || (rc & 0xff) == SQLITE_BUSY;
 }
 
-/* One attempt at one batch in one transaction; SQLITE_OK if committed. */
-static int
-write_batch_once(struct pr_ledger *l, struct pr_qrow *batch, int log)
+/* The rows of sel (columns: id, ts_ms, key_id, model, provider, route,
+ * status, prompt_tokens, completion_tokens, cached_tokens, cost_pusd,
+ * latency_ms) -> *r; strings valid until the next step. */
+static void
+row_from_stmt(sqlite3_stmt *sel, struct pr_usage_row *r)
 {
-    struct pr_cells cells = {NULL, 0, 0};
+    memset(r, 0, sizeof(*r));
+    r->ts_ms = sqlite3_column_int64(sel, 1);
+    r->key_id = sqlite3_column_type(sel, 2) == SQLITE_NULL
+                    ? -1
+                    : sqlite3_column_int64(sel, 2);
+    r->model = (const char *)sqlite3_column_text(sel, 3);
+    r->provider = (const char *)sqlite3_column_text(sel, 4);
+    r->route = (const char *)sqlite3_column_text(sel, 5);
+    r->status = sqlite3_column_int(sel, 6);
+    r->prompt_tokens = sqlite3_column_int64(sel, 7);
+    r->completion_tokens = sqlite3_column_int64(sel, 8);
+    r->cached_tokens = sqlite3_column_int64(sel, 9);
+    r->cost_pusd = sqlite3_column_int64(sel, 10);
+    r->latency_ms = sqlite3_column_int64(sel, 11);
+}
+
+#define SEL_ROWS_SQL                                                      \
+    "SELECT id, ts_ms, key_id, model, provider, route, status,"          \
+    " prompt_tokens, completion_tokens, cached_tokens, cost_pusd,"       \
+    " latency_ms FROM usage"
+
+/* Rolls up, from the raw rows, every usage row with id > from (sel:
+ * SEL_ROWS_SQL " WHERE id > ?1 ORDER BY id"), upserting the cells in
+ * chunks so memory stays bounded.  *last = the highest id seen (from when
+ * none), *nrows = how many.  Inside the caller's transaction. */
+static int
+rollup_after(sqlite3_stmt *sel, sqlite3_stmt *up, sqlite3_stmt *upd,
+             int64_t from, int64_t *last, int64_t *nrows)
+{
+    struct pr_cells c = {NULL, 0, 0};
+    int64_t lastid = from, n = 0;
+    sqlite3_bind_int64(sel, 1, from);
+    int rc;
+    while ((rc = sqlite3_step(sel)) == SQLITE_ROW) {
+        struct pr_usage_row r;
+        row_from_stmt(sel, &r);
+        if (!cells_add_row(&c, &r)) {
+            rc = SQLITE_NOMEM;
+            break;
+        }
+        lastid = sqlite3_column_int64(sel, 0);
+        n++;
+        if (c.n >= PR_ROLLUP_MAX_CELLS) {
+            rc = cells_write(up, upd, &c);
+            cells_reset(&c);
+            if (rc != SQLITE_OK)
+                break;
+        }
+    }
+    if (rc == SQLITE_DONE)
+        rc = cells_write(up, upd, &c);
+    sqlite3_reset(sel);
+    sqlite3_clear_bindings(sel);
+    cells_reset(&c);
+    *last = lastid;
+    *nrows = n;
+    return rc;
+}
+
+static int
+step_int64(sqlite3_stmt *st, int64_t *out)
+{
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        *out = sqlite3_column_int64(st, 0);
+        rc = SQLITE_OK;
+    } else if (rc == SQLITE_DONE) {
+        rc = SQLITE_CORRUPT; /* the one-row table lost its row */
+    }
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    return rc;
+}
+
+/* Inside a write transaction: brings the rollup tables up to date and
+ * moves the watermark, *new_wm.  The in-memory cells are used when they
+ * are known to hold exactly the rows after the stored watermark (nobody
+ * else moved it, no row of ours is missing, no other writer's row is in
+ * between: one COUNT over a short rowid range); otherwise the rows after
+ * the watermark are read back and rolled up from scratch. */
+static int
+flush_pending(struct pr_ledger *l, int64_t *new_wm)
+{
+    int64_t wdb = 0, cnt = -1;
+    int rc = step_int64(l->get_wm, &wdb);
+    if (rc != SQLITE_OK)
+        return rc;
+    int use_mem = !l->pending_broken && wdb == l->wm;
+    if (use_mem && l->pending_rows > 0) {
+        sqlite3_bind_int64(l->count_ids, 1, wdb);
+        sqlite3_bind_int64(l->count_ids, 2, l->pending_max_id);
+        rc = step_int64(l->count_ids, &cnt);
+        if (rc != SQLITE_OK)
+            return rc;
+        use_mem = cnt == l->pending_rows;
+    }
+    if (use_mem) {
+        rc = cells_write(l->up_hourly, l->up_daily, &l->pending);
+        *new_wm = l->pending_rows > 0 ? l->pending_max_id : wdb;
+    } else {
+        int64_t n = 0;
+        rc = rollup_after(l->sel_after, l->up_hourly, l->up_daily, wdb,
+                          new_wm, &n);
+        GX_LOG(GX_LOG_WARN, NULL,
+               "ledger: rollups caught up from %lld raw rows (watermark %lld,"
+               " expected %lld)",
+               (long long)n, (long long)wdb, (long long)l->wm);
+    }
+    if (rc != SQLITE_OK)
+        return rc;
+    sqlite3_bind_int64(l->set_wm, 1, *new_wm);
+    return step_reset(l->set_wm);
+}
+
+struct key_spend {
+    int64_t key_id, cost;
+};
+
+static int
+key_spend_cmp(const void *a, const void *b)
+{
+    const struct key_spend *x = a, *y = b;
+    return x->key_id < y->key_id ? -1 : x->key_id > y->key_id;
+}
+
+/* keys.spent_pusd += each key's cost in the batch: one UPDATE per key. */
+static int
+write_key_spend(struct pr_ledger *l, struct pr_qrow *batch, int64_t n)
+{
+    struct key_spend one, *ks = n > 1 ? malloc((size_t)n * sizeof(*ks)) : &one;
+    if (!ks)
+        return SQLITE_NOMEM;
+    size_t m = 0;
+    for (struct pr_qrow *q = batch; q; q = q->next)
+        if (q->row.key_id >= 0 && q->row.cost_pusd != 0)
+            ks[m++] = (struct key_spend){q->row.key_id, q->row.cost_pusd};
+    if (m > 1)
+        qsort(ks, m, sizeof(*ks), key_spend_cmp);
+    int rc = SQLITE_OK;
+    for (size_t i = 0; rc == SQLITE_OK && i < m;) {
+        int64_t sum = 0;
+        size_t j = i;
+        for (; j < m && ks[j].key_id == ks[i].key_id; j++)
+            sum += ks[j].cost;
+        if (sum != 0) {
+            sqlite3_bind_int64(l->up_key, 1, sum);
+            sqlite3_bind_int64(l->up_key, 2, ks[i].key_id);
+            rc = step_reset(l->up_key);
+        }
+        i = j;
+    }
+    if (ks != &one)
+        free(ks);
+    return rc;
+}
+
+/* Empties the cells, keeping the table's memory. */
+static void
+cells_clear(struct pr_cells *c)
+{
+    for (size_t i = 0; i < c->cap; i++)
+        free(c->a[i].value);
+    if (c->a)
+        memset(c->a, 0, c->cap * sizeof(*c->a));
+    c->n = 0;
+}
+
+/* One attempt at one transaction: the rows of batch (may be NULL) and,
+ * when flush, the pending rollup cells with the watermark.  Returns
+ * SQLITE_OK if committed; only then is the in-memory state changed (the
+ * flushed cells dropped, the batch's rows added as pending). */
+static int
+write_batch_once(struct pr_ledger *l, struct pr_qrow *batch, int log,
+                 int flush)
+{
     const char *what = "begin";
+    int64_t new_wm = l->wm, last_id = 0;
     int rc = sqlite3_exec(l->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
     if (rc != SQLITE_OK)
         goto out;
+    if (flush) {
+        what = "rollup";
+        rc = flush_pending(l, &new_wm);
+        if (rc != SQLITE_OK)
+            goto out;
+    }
     int64_t n = 0;
     what = "insert";
     for (struct pr_qrow *q = batch; q; q = q->next) {
         rc = write_row(l, &q->row);
         if (rc != SQLITE_OK)
             goto out;
-        if (!cells_add_row(&cells, &q->row)) {
-            rc = SQLITE_NOMEM;
-            goto out;
-        }
+        last_id = sqlite3_last_insert_rowid(l->db);
         n++;
     }
-    what = "rollup";
-    rc = cells_write(l->up_hourly, l->up_daily, &cells);
-    if (rc != SQLITE_OK)
-        goto out;
-    /* Key spend: one UPDATE per key (and day) of the batch, from the
-     * daily 'none' cells, which hold exactly each key's cost sum. */
     what = "key spend";
-    for (size_t i = 0; i < cells.cap; i++) {
-        const struct pr_cell *x = &cells.a[i];
-        if (!x->value || x->dim != 0 || x->gran != 1 || x->key_id < 0 ||
-            x->cost == 0)
-            continue;
-        sqlite3_bind_int64(l->up_key, 1, x->cost);
-        sqlite3_bind_int64(l->up_key, 2, x->key_id);
-        rc = step_reset(l->up_key);
-        if (rc != SQLITE_OK)
-            goto out;
-    }
+    if (n > 0 && (rc = write_key_spend(l, batch, n)) != SQLITE_OK)
+        goto out;
     what = "commit";
     rc = sqlite3_exec(l->db, "COMMIT", NULL, NULL, NULL);
-    if (rc == SQLITE_OK) {
+    if (rc != SQLITE_OK)
+        goto out;
+    if (n > 0) {
         atomic_fetch_add(&l->n_rows, n);
         atomic_fetch_add(&l->n_commits, 1);
     }
+    int64_t now = gx_mono_us();
+    int64_t pending = l->pending_rows;
+    if (flush) {
+        cells_clear(&l->pending);
+        l->wm = new_wm;
+        l->pending_broken = 0;
+        pending = 0;
+        atomic_fetch_add(&l->n_flushes, 1);
+    }
+    if (n > 0) {
+        for (struct pr_qrow *q = batch; q; q = q->next)
+            if (!l->pending_broken && !cells_add_row(&l->pending, &q->row))
+                l->pending_broken = 1;
+        if (pending == 0)
+            l->pending_since_us = now;
+        l->pending_max_id = last_id;
+        pending += n;
+    }
+    atomic_store(&l->n_pending, pending);
+    pthread_mutex_lock(&l->mu);
+    l->pending_rows = pending;
+    pthread_mutex_unlock(&l->mu);
 out:
     if (rc != SQLITE_OK) {
         if (log || !is_transient(rc))
@@ -646,24 +873,34 @@ out:
         if (!sqlite3_get_autocommit(l->db))
             sqlite3_exec(l->db, "ROLLBACK", NULL, NULL, NULL);
     }
-    cells_reset(&cells);
     return rc;
 }
 
-/* Writes one batch, retrying transient lock errors until lock_timeout_ms
- * (default 10 s) has passed (a time bound, not a count: with busy_timeout one
- * attempt may itself wait).  Returns the last SQLite result. */
+/* Writes one transaction, retrying transient lock errors until
+ * lock_timeout_ms (default 10 s) has passed (a time bound, not a count:
+ * with busy_timeout one attempt may itself wait).  Returns the last SQLite
+ * result. */
 static int
-write_batch(struct pr_ledger *l, struct pr_qrow *batch)
+write_batch(struct pr_ledger *l, struct pr_qrow *batch, int flush)
 {
     int64_t deadline = gx_mono_us() + (int64_t)l->lock_timeout_ms * 1000;
     for (;;) {
         int last = gx_mono_us() >= deadline;
-        int rc = write_batch_once(l, batch, last);
+        int rc = write_batch_once(l, batch, last, flush);
         if (rc == SQLITE_OK || !is_transient(rc) || last)
             return rc;
         usleep(2000);
     }
+}
+
+/* Whether the pending cells are due: old enough, or too many to keep. */
+static int
+flush_due(const struct pr_ledger *l, int64_t now)
+{
+    return l->pending_rows > 0 &&
+           (now - l->pending_since_us >= l->flush_us ||
+            l->pending_rows >= PR_ROLLUP_MAX_ROWS ||
+            l->pending.n >= PR_ROLLUP_MAX_CELLS);
 }
 
 static void *
@@ -672,17 +909,61 @@ writer_main(void *arg)
     struct pr_ledger *l = arg;
     pthread_mutex_lock(&l->mu);
     for (;;) {
-        while (!l->head && !l->stopping)
-            pthread_cond_wait(&l->cv, &l->mu);
-        if (!l->head && l->stopping)
-            break;
+        /* Wait for rows, or for the pending cells to fall due (on their
+         * age, a pr_ledger_flush or close). */
+        for (;;) {
+            if (l->head)
+                break;
+            if (l->pending_rows > 0 &&
+                (l->stopping || l->flush_req || flush_due(l, gx_mono_us())))
+                break;
+            if (l->stopping)
+                goto done;
+            if (l->pending_rows > 0) {
+                int64_t at = l->pending_since_us + l->flush_us;
+                struct timespec ts = {(time_t)(at / 1000000),
+                                      (long)(at % 1000000) * 1000};
+                pthread_cond_timedwait(&l->cv, &l->mu, &ts);
+            } else {
+                pthread_cond_wait(&l->cv, &l->mu);
+            }
+        }
+        if (!l->head) {
+            /* Idle: the cells in their own transaction. */
+            l->flush_req = 0;
+            l->busy = 1;
+            pthread_mutex_unlock(&l->mu);
+            int rc = write_batch(l, NULL, 1);
+            pthread_mutex_lock(&l->mu);
+            l->busy = 0;
+            l->idle_flushes++;
+            pthread_cond_broadcast(&l->idle_cv);
+            if (rc != SQLITE_OK) {
+                /* Try again one interval later; the rows are safe and a
+                 * reopen rolls them up from the raw rows anyway. */
+                l->pending_since_us = gx_mono_us();
+                if (l->stopping)
+                    goto done;
+            }
+            continue;
+        }
         struct pr_qrow *batch = l->head;
         l->head = l->tail = NULL;
         l->queued = 0;
         l->busy = 1;
+        /* Due cells ride along with this batch's transaction. */
+        int flush = flush_due(l, gx_mono_us());
         pthread_mutex_unlock(&l->mu);
 
-        int rc = write_batch(l, batch);
+        int rc = write_batch(l, batch, flush);
+        if (rc != SQLITE_OK && !is_transient(rc) && flush) {
+            /* The rollup part must not fail the rows: write them alone;
+             * the cells stay pending and are retried later. */
+            pthread_mutex_lock(&l->mu);
+            l->pending_since_us = gx_mono_us();
+            pthread_mutex_unlock(&l->mu);
+            rc = write_batch(l, batch, 0);
+        }
         if (rc != SQLITE_OK && !is_transient(rc)) {
             /* A bad row fails its whole transaction; it must not take its
              * neighbours down, so write the rows one by one (no lock was
@@ -691,7 +972,7 @@ writer_main(void *arg)
             while (q) {
                 struct pr_qrow *next = q->next;
                 q->next = NULL;
-                int ok1 = write_batch_once(l, q, 1) == SQLITE_OK;
+                int ok1 = write_batch_once(l, q, 1, 0) == SQLITE_OK;
                 if (!ok1)
                     atomic_fetch_add(&l->n_failed, 1);
                 if (q->cb)
@@ -717,6 +998,8 @@ writer_main(void *arg)
         l->busy = 0;
         pthread_cond_broadcast(&l->idle_cv);
     }
+done:
+    pthread_cond_broadcast(&l->idle_cv);
     pthread_mutex_unlock(&l->mu);
     return NULL;
 }
@@ -775,6 +1058,13 @@ prepare_all(struct pr_ledger *l, char *err, size_t errlen)
     }
     static const char key[] =
         "UPDATE keys SET spent_pusd = spent_pusd + ?1 WHERE id = ?2";
+    static const char get_wm[] =
+        "SELECT rolled_through_id FROM usage_rollup_state WHERE id = 1";
+    static const char set_wm[] =
+        "UPDATE usage_rollup_state SET rolled_through_id = ?1 WHERE id = 1";
+    static const char count_ids[] =
+        "SELECT COUNT(*) FROM usage WHERE id > ?1 AND id <= ?2";
+    static const char sel_after[] = SEL_ROWS_SQL " WHERE id > ?1 ORDER BY id";
     if (sqlite3_prepare_v3(l->db, ins, -1, SQLITE_PREPARE_PERSISTENT,
                            &l->ins_usage, NULL) != SQLITE_OK ||
         sqlite3_prepare_v3(l->db, up, -1, SQLITE_PREPARE_PERSISTENT,
@@ -782,7 +1072,15 @@ prepare_all(struct pr_ledger *l, char *err, size_t errlen)
         sqlite3_prepare_v3(l->db, upd, -1, SQLITE_PREPARE_PERSISTENT,
                            &l->up_daily, NULL) != SQLITE_OK ||
         sqlite3_prepare_v3(l->db, key, -1, SQLITE_PREPARE_PERSISTENT,
-                           &l->up_key, NULL) != SQLITE_OK) {
+                           &l->up_key, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v3(l->db, get_wm, -1, SQLITE_PREPARE_PERSISTENT,
+                           &l->get_wm, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v3(l->db, set_wm, -1, SQLITE_PREPARE_PERSISTENT,
+                           &l->set_wm, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v3(l->db, count_ids, -1, SQLITE_PREPARE_PERSISTENT,
+                           &l->count_ids, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v3(l->db, sel_after, -1, SQLITE_PREPARE_PERSISTENT,
+                           &l->sel_after, NULL) != SQLITE_OK) {
         gx_errf(err, errlen, "prepare: %s", sqlite3_errmsg(l->db));
         return GX_EIO;
     }
@@ -796,12 +1094,57 @@ ledger_destroy(struct pr_ledger *l)
     sqlite3_finalize(l->up_hourly);
     sqlite3_finalize(l->up_daily);
     sqlite3_finalize(l->up_key);
+    sqlite3_finalize(l->get_wm);
+    sqlite3_finalize(l->set_wm);
+    sqlite3_finalize(l->count_ids);
+    sqlite3_finalize(l->sel_after);
+    cells_reset(&l->pending);
     sqlite3_close(l->db);
     free(l->path);
     pthread_mutex_destroy(&l->mu);
     pthread_cond_destroy(&l->cv);
     pthread_cond_destroy(&l->idle_cv);
     free(l);
+}
+
+/* At open: rows committed after the watermark (the cells that were still
+ * in memory when the last process died) are rolled up from the raw rows,
+ * so the rollups again equal the raw sums.  A bounded scan: at most what
+ * one flush interval (or PR_ROLLUP_MAX_ROWS) held. */
+static enum gx_status
+catch_up(struct pr_ledger *l, char *err, size_t errlen)
+{
+    for (int64_t deadline = gx_mono_us() + (int64_t)l->lock_timeout_ms * 1000;;) {
+        int64_t wdb = 0, last = 0, n = 0;
+        int rc = sqlite3_exec(l->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+        if (rc == SQLITE_OK)
+            rc = step_int64(l->get_wm, &wdb);
+        if (rc == SQLITE_OK)
+            rc = rollup_after(l->sel_after, l->up_hourly, l->up_daily, wdb,
+                              &last, &n);
+        if (rc == SQLITE_OK && n > 0) {
+            sqlite3_bind_int64(l->set_wm, 1, last);
+            rc = step_reset(l->set_wm);
+        }
+        if (rc == SQLITE_OK)
+            rc = sqlite3_exec(l->db, "COMMIT", NULL, NULL, NULL);
+        if (rc == SQLITE_OK) {
+            l->wm = last;
+            l->rolled_at_open = n;
+            if (n > 0)
+                GX_LOG(GX_LOG_INFO, NULL,
+                       "ledger: rolled up %lld rows committed after the last"
+                       " rollup flush",
+                       (long long)n);
+            return GX_OK;
+        }
+        gx_errf(err, errlen, "rollup catch-up: %s", sqlite3_errmsg(l->db));
+        if (!sqlite3_get_autocommit(l->db))
+            sqlite3_exec(l->db, "ROLLBACK", NULL, NULL, NULL);
+        if (!is_transient(rc) || gx_mono_us() >= deadline)
+            return GX_EIO;
+        usleep(2000);
+    }
 }
 
 enum gx_status
@@ -819,8 +1162,17 @@ pr_ledger_open_ex(const char *path, const struct pr_ledger_opts *opts,
         return GX_ENOMEM;
     }
     pthread_mutex_init(&l->mu, NULL);
-    pthread_cond_init(&l->cv, NULL);
+    /* The writer's timed wait for due cells uses gx_mono_us's clock. */
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&l->cv, &ca);
+    pthread_condattr_destroy(&ca);
     pthread_cond_init(&l->idle_cv, NULL);
+    l->flush_us = (int64_t)(opts && opts->rollup_flush_ms > 0
+                                ? opts->rollup_flush_ms
+                                : PR_ROLLUP_FLUSH_MS) *
+                  1000;
     l->queue_max = opts && opts->queue_max ? opts->queue_max : 65536;
     l->lock_timeout_ms =
         opts && opts->lock_timeout_ms > 0 ? opts->lock_timeout_ms : 10000;
@@ -861,6 +1213,9 @@ pr_ledger_open_ex(const char *path, const struct pr_ledger_opts *opts,
     sqlite3_busy_timeout(l->db,
                          l->lock_timeout_ms < 1000 ? l->lock_timeout_ms : 1000);
     st = prepare_all(l, err, errlen);
+    if (st != GX_OK)
+        goto fail;
+    st = catch_up(l, err, errlen);
     if (st != GX_OK)
         goto fail;
     if (pthread_create(&l->thread, NULL, writer_main, l) != 0) {
@@ -935,7 +1290,13 @@ pr_ledger_flush(struct pr_ledger *l)
     if (!l)
         return;
     pthread_mutex_lock(&l->mu);
-    while (l->head || l->busy)
+    /* The rows first, then one flush attempt of the cells (not forever:
+     * a failed attempt also ends the wait). */
+    uint64_t start = l->idle_flushes;
+    l->flush_req = 1;
+    pthread_cond_signal(&l->cv);
+    while (l->head || l->busy ||
+           (l->pending_rows > 0 && l->idle_flushes == start && !l->stopping))
         pthread_cond_wait(&l->idle_cv, &l->mu);
     pthread_mutex_unlock(&l->mu);
 }
@@ -956,6 +1317,9 @@ pr_ledger_stats(struct pr_ledger *l, struct pr_ledger_stats *out)
     out->commits = atomic_load(&l->n_commits);
     out->failed = atomic_load(&l->n_failed);
     out->migrations_applied = l->migrations_applied;
+    out->rollup_flushes = atomic_load(&l->n_flushes);
+    out->rollup_pending = atomic_load(&l->n_pending);
+    out->rolled_up_at_open = l->rolled_at_open;
     pthread_mutex_lock(&l->mu);
     out->queued = (int64_t)l->queued;
     pthread_mutex_unlock(&l->mu);
@@ -1036,7 +1400,15 @@ pr_ledger_rebuild_rollups(const char *path, char *err, size_t errlen)
     sqlite3_finalize(up);
     sqlite3_finalize(upd);
     sel = up = upd = NULL;
-    if (exec_sql(db, "COMMIT", err, errlen) != SQLITE_OK)
+    /* The rollups now hold every row (version 3's watermark). */
+    int version = 0;
+    if (get_user_version(db, &version) != SQLITE_OK ||
+        (version >= 3 &&
+         exec_sql(db,
+                  "UPDATE usage_rollup_state SET rolled_through_id ="
+                  " COALESCE((SELECT MAX(id) FROM usage), 0) WHERE id = 1",
+                  err, errlen) != SQLITE_OK) ||
+        exec_sql(db, "COMMIT", err, errlen) != SQLITE_OK)
         goto rollback;
     st = GX_OK;
     goto out;

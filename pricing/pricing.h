@@ -120,6 +120,10 @@ struct pr_ledger_opts {
     int lock_timeout_ms;      /* how long a batch waits for a database
                                  locked by another process before its rows
                                  fail (callback ok=0); 0 = 10000 */
+    int rollup_flush_ms;      /* the rollup cells of committed rows are
+                                 kept in memory and written at most this
+                                 long after (or sooner, when many); 0 =
+                                 250.  Queries stay exact meanwhile. */
 };
 
 /* pr_ledger_open with options (opts may be NULL = defaults).  The queue is
@@ -145,6 +149,11 @@ struct pr_ledger_stats {
     int64_t failed;  /* rows whose callback got ok=0 */
     int64_t queued;  /* rows waiting now */
     int migrations_applied; /* schema migrations run by this open */
+    int64_t rollup_flushes;    /* rollup cell flushes since open */
+    int64_t rollup_pending;    /* committed rows not yet in the rollups */
+    int64_t rolled_up_at_open; /* rows rolled up from the raw rows at open
+                                  (committed after the last flush of a
+                                  process that was killed) */
 };
 void pr_ledger_stats(struct pr_ledger *l, struct pr_ledger_stats *out);
 

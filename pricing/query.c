@@ -14,9 +14,15 @@
  * hour/UTC day.  Without a whole day inside, or grouping by hour, the
  * hourly cells cover [h0 .. h1).  Each rollup branch is one PK range
  * (dim, key_id, time).
- * Totals are exact either way (the rollup is written in the same
- * transaction as the rows it sums); p50/p95 come from the 18-bucket
- * histogram both branches produce, so they are estimates.  The raw
+ *   [h0 .. h1)     raw usage rows with id > the rollup watermark
+ *
+ * The writer keeps the rollup cells of recent rows in memory and upserts
+ * them every few hundred ms (version 3); the rollup tables hold exactly
+ * the rows with id <= usage_rollup_state.rolled_through_id, written in the
+ * same transaction as the cells.  The last branch adds the few rows past
+ * it; one statement reads the watermark and the cells from the same
+ * snapshot.  Totals are exact either way; p50/p95 come from the 18-bucket
+ * histogram every branch produces, so they are estimates.  The raw
  * branches can touch at most two hours of rows, so a month-long query
  * reads hours x distinct values rollup cells (720 x a few models), or
  * hours x keys when grouping by key, instead of millions of raw rows.
@@ -254,16 +260,22 @@ append_roll_branch(struct gx_buf *b, const struct pr_usage_query *q, int daily,
  * hourly cells for the partial days + daily cells.  Parameters: ?1 since,
  * ?2 until, ?3 h0, ?4 h1, ?5 key, ?6 d0, ?7 d1. */
 static enum gx_status
-build_sql(const struct pr_usage_query *q, int levels, struct gx_buf *b)
+build_sql(const struct pr_usage_query *q, int levels, int watermark,
+          struct gx_buf *b)
 {
     /* Rollup cells: key_id -2 sums all keys; grouping by key reads the
      * per-key cells (-1 = anonymous) instead. */
     const char *keyw_raw = "", *keyw_roll = " AND key_id = -2";
+    /* The past-the-watermark branch must walk the rowid range, never an
+     * index over a month of rows: "+" keeps the planner off ts/key. */
+    const char *keyw_pend = "";
     if (q->key_filter == -1) {
         keyw_raw = " AND key_id IS NULL";
+        keyw_pend = " AND +key_id IS NULL";
         keyw_roll = " AND key_id = -1";
     } else if (q->key_filter != PR_KEY_ALL) {
         keyw_raw = " AND key_id = ?5";
+        keyw_pend = " AND +key_id = ?5";
         keyw_roll = " AND key_id = ?5";
     } else if (q->group_by == PR_GROUP_KEY) {
         keyw_roll = " AND key_id >= -1";
@@ -284,6 +296,19 @@ build_sql(const struct pr_usage_query *q, int levels, struct gx_buf *b)
             st = append_roll_branch(b, q, 0, keyw_roll, "?7", "?4");
     } else if (levels == 1) {
         st = append_roll_branch(b, q, 0, keyw_roll, "?3", "?4");
+    }
+    if (levels > 0 && watermark) {
+        /* Rows committed but not yet in the rollup (the writer flushes
+         * its cells every few hundred ms): id > the watermark read in this
+         * same statement, so the pair is one consistent snapshot. */
+        if (st == GX_OK)
+            st = append_raw_branch(
+                b, q->group_by,
+                "id > (SELECT rolled_through_id FROM usage_rollup_state"
+                " WHERE id = 1) AND +ts_ms >= ?3 AND +ts_ms < ?4",
+                keyw_pend);
+        if (st == GX_OK)
+            st = gx_buf_printf(b, " UNION ALL ");
     }
     if (levels > 0) {
         if (st == GX_OK)
@@ -400,7 +425,7 @@ pr_usage_query(const char *path, const struct pr_usage_query *q,
     }
     if (version < 2 && levels == 2)
         levels = 1;
-    if (build_sql(q, levels, &sql) != GX_OK) {
+    if (build_sql(q, levels, version >= 3, &sql) != GX_OK) {
         gx_errf(err, errlen, "internal: query text too long");
         rs = GX_ENOMEM;
         goto out;

@@ -278,7 +278,7 @@ test_group_commit(void)
     }
     struct pr_ledger_stats stats;
     pr_ledger_stats(l, &stats);
-    T_EQ_INT(stats.migrations_applied, 2);
+    T_EQ_INT(stats.migrations_applied, pr_ledger_schema_version());
 
     /* Keys 1..3 exist so the writer charges their spend. */
     sqlite3 *db = NULL;
@@ -370,7 +370,7 @@ test_group_commit(void)
     pr_ledger_close(l);
     T_EQ_INT(sqlite3_open(path, &db), SQLITE_OK);
     T_EQ_INT(sql_int(db, "PRAGMA user_version"), pr_ledger_schema_version());
-    T_EQ_INT(pr_ledger_schema_version(), 2);
+    T_EQ_INT(pr_ledger_schema_version(), 3);
     T_EQ_INT(sql_int(db, "SELECT COUNT(*) FROM usage"), NROWS);
     /* Rebuilding the rollup from raw rows gives back exactly what the
      * writer maintained incrementally. */
@@ -404,9 +404,9 @@ test_group_commit(void)
     l = NULL;
     T_EQ_INT(pr_ledger_open(path, &l, err, sizeof(err)), GX_OK);
     pr_ledger_stats(l, &stats);
-    T_EQ_INT(stats.migrations_applied, 1);
+    T_EQ_INT(stats.migrations_applied, 2);
     pr_ledger_close(l);
-    T_EQ_INT(sql_int(db, "PRAGMA user_version"), 2);
+    T_EQ_INT(sql_int(db, "PRAGMA user_version"), 3);
     T_EQ_INT(sql_int(db, "SELECT COUNT(*) FROM (SELECT * FROM keepd EXCEPT"
                          " SELECT * FROM usage_daily)"),
              0);
@@ -554,9 +554,12 @@ test_write_failures(void)
     pr_ledger_flush(l);
     T_EQ_INT(atomic_load(&fail_ok), 1);
     T_EQ_INT(sql_int(db, "SELECT COUNT(*) FROM usage"), 1);
-    /* Schema broken under the writer: every row fails (non-transient,
+    /* Inserts broken under the writer: every row fails (non-transient,
      * row-by-row fallback), none is half-written. */
-    T_EQ_INT(sqlite3_exec(db, "DROP TABLE usage_hourly", NULL, NULL, NULL),
+    T_EQ_INT(sqlite3_exec(db,
+                          "CREATE TRIGGER broken BEFORE INSERT ON usage"
+                          " BEGIN SELECT RAISE(ABORT, 'broken'); END",
+                          NULL, NULL, NULL),
              SQLITE_OK);
     for (int i = 0; i < 3; i++)
         T_EQ_INT(pr_ledger_submit(l, &r, fail_cb, NULL), GX_OK);
@@ -872,15 +875,253 @@ test_kill9(void)
     rm_db(path);
 }
 
+/* ------------------------------------------------------------------ */
+/* Deferred rollups: the writer keeps the cells of committed rows in
+ * memory (here for an hour: rollup_flush_ms) and the rollup tables hold
+ * exactly the rows up to usage_rollup_state.rolled_through_id.  Queries
+ * are exact meanwhile, a flush makes the tables equal the raw sums, and
+ * after a kill -9 with cells pending the reopen rolls the rest up. */
+
+#define PEND_N 1500
+#define PEND_T0 1764400000000LL
+
+static _Atomic int pend_done;
+
+static void
+pend_cb(void *ud, int ok)
+{
+    (void)ud;
+    if (ok)
+        atomic_fetch_add(&pend_done, 1);
+}
+
+/* Rows first..first+n-1 of make_row, stretched to 3 min apart (3 days in
+ * all, so queries use daily and hourly cells and raw edges); returns once
+ * their commit callbacks have run (bounded). */
+static int
+pend_submit(struct pr_ledger *l, int first, int n)
+{
+    for (int i = first; i < first + n; i++) {
+        struct pr_usage_row r;
+        char reqid[32];
+        make_row(i, &r, reqid, sizeof(reqid));
+        r.ts_ms = PEND_T0 + (int64_t)i * 180000;
+        if (pr_ledger_submit(l, &r, pend_cb, NULL) != GX_OK)
+            return 0;
+    }
+    for (int w = 0; w < 60000 && atomic_load(&pend_done) < first + n; w++)
+        usleep(1000);
+    return atomic_load(&pend_done) == first + n;
+}
+
+/* Every grouping, with and without key filters, over a range that is not
+ * hour-aligned: the rollup path equals the raw rows exactly (histograms
+ * too, so p50/p95 agree), and the total is nrows. */
+static void
+compare_queries(const char *path, int64_t nrows)
+{
+    static const enum pr_group gs[] = {
+        PR_GROUP_NONE,  PR_GROUP_MODEL, PR_GROUP_PROVIDER, PR_GROUP_ROUTE,
+        PR_GROUP_KEY,   PR_GROUP_DAY,   PR_GROUP_HOUR};
+    static const int64_t keys[] = {PR_KEY_ALL, -1, 2};
+    char err[256];
+    int bad = 0;
+    for (size_t gi = 0; gi < sizeof(gs) / sizeof(gs[0]); gi++) {
+        for (size_t ki = 0; ki < sizeof(keys) / sizeof(keys[0]); ki++) {
+            struct pr_usage_query q = {PEND_T0 - 5000,
+                                       PEND_T0 + 80 * 3600000LL + 1234,
+                                       gs[gi], keys[ki], 0};
+            struct pr_usage_query qr = q;
+            qr.raw_only = 1;
+            struct pr_usage_result *a = NULL, *b = NULL;
+            T_EQ_INT(pr_usage_query(path, &q, &a, err, sizeof(err)), GX_OK);
+            T_EQ_INT(pr_usage_query(path, &qr, &b, err, sizeof(err)), GX_OK);
+            if (!a || !b || a->n != b->n || a->n == 0) {
+                bad++;
+            } else {
+                for (size_t i = 0; i < a->n; i++) {
+                    const struct pr_usage_group *x = &a->rows[i],
+                                                *y = &b->rows[i];
+                    if (strcmp(x->group, y->group) != 0 ||
+                        x->requests != y->requests || x->errors != y->errors ||
+                        x->prompt_tokens != y->prompt_tokens ||
+                        x->completion_tokens != y->completion_tokens ||
+                        x->cached_tokens != y->cached_tokens ||
+                        x->cost_pusd != y->cost_pusd ||
+                        x->p50_ms != y->p50_ms || x->p95_ms != y->p95_ms)
+                        bad++;
+                }
+                if (gs[gi] == PR_GROUP_NONE && keys[ki] == PR_KEY_ALL)
+                    T_EQ_INT(a->rows[0].requests, nrows);
+            }
+            pr_usage_result_free(a);
+            pr_usage_result_free(b);
+        }
+    }
+    T_EQ_INT(bad, 0);
+}
+
+static void
+pend_run(const char *path)
+{
+    char err[256];
+    struct pr_ledger *l = NULL;
+    struct pr_ledger_opts o = {.rollup_flush_ms = 3600000};
+    atomic_store(&pend_done, 0);
+    T_EQ_INT(pr_ledger_open_ex(path, &o, &l, err, sizeof(err)), GX_OK);
+    if (!l)
+        return;
+    const char *rpath = pr_ledger_path(l);
+    int is_file = strcmp(path, ":memory:") != 0;
+    sqlite3 *db = NULL;
+    if (is_file)
+        T_EQ_INT(sqlite3_open(path, &db), SQLITE_OK);
+    T_CHECK(pend_submit(l, 0, PEND_N / 2));
+    struct pr_ledger_stats s;
+    pr_ledger_stats(l, &s);
+    T_EQ_INT(s.rows, PEND_N / 2);
+    T_EQ_INT(s.rollup_pending, PEND_N / 2);
+    T_EQ_INT(s.rollup_flushes, 0);
+    if (db) { /* committed, not rolled up yet */
+        T_EQ_INT(sql_int(db, "SELECT COUNT(*) FROM usage"), PEND_N / 2);
+        T_EQ_INT(sql_int(db, "SELECT rolled_through_id FROM"
+                             " usage_rollup_state"),
+                 0);
+        T_EQ_INT(sql_int(db, "SELECT COUNT(*) FROM usage_hourly"), 0);
+    }
+    compare_queries(rpath, PEND_N / 2);
+    pr_ledger_flush(l); /* writes the cells */
+    pr_ledger_stats(l, &s);
+    T_EQ_INT(s.rollup_pending, 0);
+    T_EQ_INT(s.rollup_flushes, 1);
+    if (db) {
+        T_EQ_INT(sql_int(db, "SELECT rolled_through_id FROM"
+                             " usage_rollup_state"),
+                 sql_int(db, "SELECT MAX(id) FROM usage"));
+        check_rollups(db);
+    }
+    compare_queries(rpath, PEND_N / 2);
+    /* Half flushed, half pending. */
+    T_CHECK(pend_submit(l, PEND_N / 2, PEND_N - PEND_N / 2));
+    pr_ledger_stats(l, &s);
+    T_EQ_INT(s.rollup_pending, PEND_N - PEND_N / 2);
+    compare_queries(rpath, PEND_N);
+    pr_ledger_close(l); /* flushes too */
+    if (db) {
+        T_EQ_INT(sql_int(db, "SELECT rolled_through_id FROM"
+                             " usage_rollup_state"),
+                 PEND_N);
+        check_rollups(db);
+        sqlite3_close(db);
+    }
+}
+
+static void
+test_pending_rollups(void)
+{
+    char path[512];
+    db_path(path, sizeof(path), "pend.db");
+    rm_db(path);
+    pend_run(path);
+    rm_db(path);
+    pend_run(":memory:");
+}
+
+/* The child commits half the rows and flushes their cells, commits the
+ * other half (cells only in memory), says so, and waits to be killed. */
+static void
+pend_child(const char *path, int fd)
+{
+    char err[256];
+    struct pr_ledger *l = NULL;
+    struct pr_ledger_opts o = {.rollup_flush_ms = 3600000};
+    if (pr_ledger_open_ex(path, &o, &l, err, sizeof(err)) != GX_OK)
+        _exit(2);
+    if (!pend_submit(l, 0, PEND_N / 2))
+        _exit(3);
+    pr_ledger_flush(l);
+    if (!pend_submit(l, PEND_N / 2, PEND_N - PEND_N / 2))
+        _exit(4);
+    if (write(fd, "k", 1) != 1)
+        _exit(5);
+    for (;;)
+        pause();
+}
+
+static void
+test_kill9_pending_cells(void)
+{
+    char path[512];
+    db_path(path, sizeof(path), "killpend.db");
+    rm_db(path);
+    int p[2];
+    T_EQ_INT(pipe(p), 0);
+    pid_t pid = fork();
+    T_CHECK(pid >= 0);
+    if (pid < 0)
+        return;
+    if (pid == 0) {
+        close(p[0]);
+        pend_child(path, p[1]);
+    }
+    close(p[1]);
+    char c = 0;
+    ssize_t n;
+    while ((n = read(p[0], &c, 1)) < 0 && errno == EINTR)
+        ;
+    T_EQ_INT(n, 1);
+    kill(pid, SIGKILL);
+    close(p[0]);
+    int wst = 0;
+    waitpid(pid, &wst, 0);
+    T_CHECK(WIFSIGNALED(wst) && WTERMSIG(wst) == SIGKILL);
+
+    /* As the kill left it: every row, half of them rolled up. */
+    sqlite3 *db = NULL;
+    T_EQ_INT(sqlite3_open(path, &db), SQLITE_OK);
+    T_EQ_INT(sql_int(db, "SELECT COUNT(*) FROM usage"), PEND_N);
+    T_EQ_INT(sql_int(db, "SELECT rolled_through_id FROM usage_rollup_state"),
+             PEND_N / 2);
+    T_EQ_INT(sql_int(db, "SELECT SUM(requests) FROM usage_hourly WHERE"
+                         " dim = 'none' AND key_id = -2"),
+             PEND_N / 2);
+    /* Queries are exact even so (rollup + rows past the watermark). */
+    compare_queries(path, PEND_N);
+    /* Reopening rolls the rest up from the raw rows. */
+    char err[256];
+    struct pr_ledger *l = NULL;
+    T_EQ_INT(pr_ledger_open(path, &l, err, sizeof(err)), GX_OK);
+    struct pr_ledger_stats s;
+    pr_ledger_stats(l, &s);
+    T_EQ_INT(s.rolled_up_at_open, PEND_N - PEND_N / 2);
+    T_EQ_INT(s.migrations_applied, 0);
+    pr_ledger_close(l);
+    T_EQ_INT(sql_int(db, "SELECT rolled_through_id FROM usage_rollup_state"),
+             PEND_N);
+    check_rollups(db);
+    compare_queries(path, PEND_N);
+    /* A second open finds nothing to do. */
+    l = NULL;
+    T_EQ_INT(pr_ledger_open(path, &l, err, sizeof(err)), GX_OK);
+    pr_ledger_stats(l, &s);
+    T_EQ_INT(s.rolled_up_at_open, 0);
+    pr_ledger_close(l);
+    check_rollups(db);
+    sqlite3_close(db);
+    rm_db(path);
+}
+
 int
 main(void)
 {
     make_tmpdir();
     /* First, while this process has no threads (fork safety). */
     T_RUN(test_kill9);
+    T_RUN(test_kill9_pending_cells);
     T_RUN(test_group_commit);
     T_RUN(test_bounded_queue);
     T_RUN(test_memory);
+    T_RUN(test_pending_rollups);
     T_RUN(test_write_failures);
     T_RUN(test_budget_with_ledger);
     rmdir(tmpdir);
