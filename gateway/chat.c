@@ -85,11 +85,14 @@ struct gw_req {
     char error[512];
     int64_t retry_after_s; /* > 0: a Retry-After header on the reply */
     struct gw_req *done_next;
+    struct gw_req *live_prev, *live_next; /* w->live */
 };
 
 static void start_attempt(struct gw_req *r);
 static void cancel_try(struct gw_req *r, struct gw_try *t);
 static void finish(struct gw_req *r);
+static void finish_error(struct gw_req *r, int status, const char *type,
+                         const char *code, const char *msg);
 
 /* ------------------------------------------------------------------ */
 
@@ -113,6 +116,12 @@ req_free(struct gw_req *r)
     gx_buf_cleanup(&r->attempt_log);
     free(r->resp_body);
     gw_gen_unref(r->gen);
+    if (r->live_prev)
+        r->live_prev->live_next = r->live_next;
+    else if (r->w->live == r)
+        r->w->live = r->live_next;
+    if (r->live_next)
+        r->live_next->live_prev = r->live_prev;
     r->w->inflight--;
     atomic_fetch_sub(&r->w->srv->stats.inflight, 1);
     free(r);
@@ -394,6 +403,54 @@ complete_reply(struct gw_req *r)
     if (r->status >= 400)
         atomic_fetch_add(&r->w->srv->stats.errors, 1);
     req_free(r);
+}
+
+void
+gw_chat_abort_all(struct gw_worker *w)
+{
+    /* Rows already with the ledger: let them commit and answer them. */
+    if (w->srv->ledger)
+        pr_ledger_flush(w->srv->ledger);
+    gw_chat_run_done(w);
+    int n = 0;
+    for (struct gw_req *r = w->live; r; r = r->live_next) {
+        if (r->finishing)
+            continue;
+        for (int i = 0; i < 2; i++)
+            cancel_try(r, &r->tries[i]);
+        if (r->ev_backoff)
+            event_del(r->ev_backoff);
+        if (r->ev_hedge)
+            event_del(r->ev_hedge);
+        n++;
+    }
+    if (n)
+        GX_LOG(GX_LOG_WARN, NULL,
+               "worker %d: answering %d requests still in flight at the "
+               "shutdown deadline with an error",
+               w->index, n);
+    /* finish() may free r (ledger refused it): walk with care. */
+    struct gw_req *r = w->live;
+    while (r) {
+        struct gw_req *next = r->live_next;
+        if (!r->finishing) {
+            settle_usage(r, NULL);
+            if (r->stream && r->sent_head) {
+                r->status = 503;
+                snprintf(r->error, sizeof(r->error),
+                         "llmux shut down before the answer completed");
+                finish(r);
+            } else {
+                finish_error(r, 503, "server_error", "shutting_down",
+                             "llmux shut down before the answer completed; "
+                             "retry on another instance");
+            }
+        }
+        r = next;
+    }
+    if (w->srv->ledger)
+        pr_ledger_flush(w->srv->ledger);
+    gw_chat_run_done(w);
 }
 
 void
@@ -947,6 +1004,10 @@ gw_chat_handle(struct gw_worker *w, struct evhttp_request *req)
         return;
     }
     r->w = w;
+    r->live_next = w->live;
+    if (w->live)
+        w->live->live_prev = r;
+    w->live = r;
     r->gen = w->gen;
     gw_gen_ref(r->gen);
     r->req = req;

@@ -58,6 +58,7 @@ struct gw_worker {
     uint64_t rng;            /* xorshift state for request ids */
     uint64_t seq;
     size_t inflight;         /* chat requests not yet finished */
+    struct gw_req *live;     /* chat requests alive on this worker */
     int64_t drain_deadline_us;
     /* Ledger commits come back here (ledger thread -> this worker). */
     pthread_mutex_t done_mu;
@@ -101,6 +102,11 @@ struct rt_router *gw_router(const struct gw_server *srv);
 void gw_chat_handle(struct gw_worker *w, struct evhttp_request *req);
 /* Finishes requests whose ledger row committed (worker thread). */
 void gw_chat_run_done(struct gw_worker *w);
+/* Shutdown, on the worker thread while its loop still runs: answers every
+ * chat request still alive with an error (503, or an error event that
+ * ends a stream), logs its row, and waits for the ledger so that nothing
+ * refers to the worker once its loop exits.  Blocks (ledger flush). */
+void gw_chat_abort_all(struct gw_worker *w);
 
 /* http.c: replies and small helpers. */
 /* Sends {"error":{message,type,param,code}} with status. */

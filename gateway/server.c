@@ -194,11 +194,18 @@ drain_cb(evutil_socket_t fd, short what, void *arg)
     (void)what;
     struct gw_worker *w = arg;
     if (w->inflight == 0 || gx_mono_us() >= w->drain_deadline_us) {
-        if (w->inflight)
+        if (w->inflight) {
             GX_LOG(GX_LOG_WARN, NULL,
                    "worker %d: %zu requests still in flight at the drain "
                    "deadline; closing them",
                    w->index, w->inflight);
+            gw_chat_abort_all(w);
+            /* Give the error replies just queued a moment to be written
+             * before the connections are closed. */
+            struct timeval flush = {0, 300000};
+            event_base_loopexit(w->base, &flush);
+            return;
+        }
         event_base_loopexit(w->base, NULL);
         return;
     }
@@ -228,7 +235,12 @@ wake_cb(evutil_socket_t fd, short what, void *arg)
         /* Stop accepting; connections already open finish their work. */
         evhttp_del_accept_socket(w->http, w->bound);
         w->bound = NULL;
-        w->drain_deadline_us = gx_mono_us() + (int64_t)GW_DRAIN_MS * 1000;
+        /* LLMUX_DRAIN_MS overrides the bound (tests, fast restarts). */
+        const char *dm = getenv("LLMUX_DRAIN_MS");
+        long ms = dm ? strtol(dm, NULL, 10) : GW_DRAIN_MS;
+        if (ms < 0 || ms > 3600000)
+            ms = GW_DRAIN_MS;
+        w->drain_deadline_us = gx_mono_us() + (int64_t)ms * 1000;
         drain_cb(-1, 0, w);
     }
 }
