@@ -1117,7 +1117,7 @@ test_outcome_str(void)
  * provider serving TLS with them, and a provider loaded from JSON with
  * "ca_file": the openai kind over https, non-stream and streamed, and the
  * same calls refused when the CA does not match (verification is on).
- * evhttp speaks HTTP/1.1 only, so HTTP/2 over TLS is not covered here. */
+ * evhttp speaks HTTP/1.1 only; HTTP/2 is tested through nginx below. */
 
 static EVP_PKEY *
 tls_key_new(void)
