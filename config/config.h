@@ -45,9 +45,11 @@ struct cfg_provider {
     /* openai */
     char *base_url; /* no trailing slash, e.g. "https://relay.example/v1" */
     char *api_key;  /* secret: never log or return it */
-    int timeout_ms;            /* total, default 120000 */
+    int timeout_ms;            /* total, default 120000 (local: 600000) */
     int connect_timeout_ms;    /* default 3000 */
-    int first_byte_timeout_ms; /* default 20000 */
+    int first_byte_timeout_ms; /* default 20000 (local: 300000, since a
+                                  long prompt's prefill on a CPU takes
+                                  minutes on big models) */
     struct cfg_header *headers;
     size_t n_headers;
     char *ca_file; /* PEM CA bundle to verify an https upstream with, in

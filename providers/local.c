@@ -60,6 +60,8 @@ struct lp_engine {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     struct lp_job *head, *tail;
+    size_t queued; /* jobs waiting (not yet picked up) */
+    size_t max_queued;
     int stop;
 };
 
@@ -77,6 +79,9 @@ struct lp_call {
     char model[128];
     int64_t created;
     struct gx_buf body; /* non-stream: accumulated content */
+    struct event *timer; /* first-byte, then total timeout */
+    int64_t deadline_us; /* total timeout, monotonic */
+    int got_text;
 };
 
 static void
@@ -181,6 +186,7 @@ engine_main(void *arg)
         e->head = j->next;
         if (!e->head)
             e->tail = NULL;
+        e->queued--;
         pthread_mutex_unlock(&e->mu);
         pthread_mutex_lock(&j->mu);
         int skip = j->cancelled;
@@ -226,6 +232,7 @@ pv_local_init(const struct cfg *c, char *err, size_t errlen)
             return GX_EINVAL;
         }
         int par = p->parallel > 0 ? p->parallel : 1;
+        e->max_queued = (size_t)par * 64;
         e->threads = calloc((size_t)par, sizeof(*e->threads));
         e->sessions = calloc((size_t)par, sizeof(*e->sessions));
         if (!e->threads || !e->sessions) {
@@ -384,12 +391,25 @@ on_job_event(evutil_socket_t fd, short what, void *arg)
     int done = j->done;
     /* An engine error (context full...) before any text must reach the
      * client as its own status, so no role chunk is sent for it. */
-    int failed = done && j->st != LE_OK && j->st != LE_ECANCELED;
+    int failed = done && j->st != LE_OK;
     pthread_mutex_unlock(&j->mu);
 
     utf8_repair(&text);
     if (text.len && call->res.ttfb_us < 0)
         call->res.ttfb_us = gx_mono_us() - call->t_start_us;
+    if (text.len && !lc->got_text) {
+        /* First bytes: the first-byte timer becomes the total one. */
+        lc->got_text = 1;
+        if (lc->timer) {
+            int64_t left = lc->deadline_us - gx_mono_us();
+            struct timeval tv = {0, 0};
+            if (left > 0) {
+                tv.tv_sec = left / 1000000;
+                tv.tv_usec = left % 1000000;
+            }
+            evtimer_add(lc->timer, &tv);
+        }
+    }
     if (lc->stream) {
         if (!lc->sent_role && (text.len || (done && !failed))) {
             lc->sent_role = 1;
@@ -410,7 +430,14 @@ on_job_event(evutil_socket_t fd, short what, void *arg)
         return;
 
     struct le_gen_result *r = &j->res;
-    if (j->st != LE_OK && j->st != LE_ECANCELED) {
+    /* LE_ECANCELED here was not our caller's cancel (that frees the call
+     * first): the engine is shutting down or the answer passed its cap.
+     * Either way the answer is incomplete: an error, never a 200. */
+    if (j->st != LE_OK) {
+        if (j->st == LE_ECANCELED && !j->err[0])
+            snprintf(j->err, sizeof(j->err),
+                     "the local generation was stopped before it finished "
+                     "(engine shutting down or answer too large)");
         int ctx = j->st == LE_ECONTEXT;
         call->res.outcome = ctx ? PV_ERR_STATUS : PV_ERR_INTERNAL;
         call->res.http_status = ctx ? 400 : 500;
@@ -473,6 +500,10 @@ static void
 lp_release(struct pv_call *call)
 {
     struct lp_call *lc = call->impl;
+    if (lc && lc->timer) {
+        event_free(lc->timer);
+        lc->timer = NULL;
+    }
     if (!lc || !lc->job)
         return;
     struct lp_job *j = lc->job;
@@ -487,6 +518,32 @@ lp_release(struct pv_call *call)
 }
 
 static const struct pv_http_hooks lp_hooks = {NULL, NULL, lp_release};
+
+/* The provider's first_byte_timeout_ms (no text yet) or timeout_ms passed:
+ * stop the generation at its next token and fail the call so the gateway
+ * can fail over. */
+static void
+on_local_timeout(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct pv_call *call = arg;
+    struct lp_call *lc = call->impl;
+    if (call->cancelled || call->finished || !lc->job)
+        return;
+    struct lp_job *j = lc->job;
+    pthread_mutex_lock(&j->mu);
+    j->cancelled = 1; /* the engine thread stops at its next token */
+    pthread_mutex_unlock(&j->mu);
+    call->res.outcome =
+        lc->got_text ? PV_ERR_TIMEOUT : PV_ERR_FIRST_BYTE_TIMEOUT;
+    snprintf(call->res.detail, sizeof(call->res.detail),
+             "local engine: %s", lc->got_text ? "total timeout"
+                                              : "first byte timeout");
+    call->res.body = NULL;
+    call->res.body_len = 0;
+    pv_call_complete(call);
+}
 
 static char *
 message_text(const json_t *content)
@@ -659,13 +716,43 @@ lp_start(struct pv_loop *loop, const struct pv_request *req,
         pv_http_cancel(call);
         goto out;
     }
+    const struct cfg_provider *pc = req->provider;
+    int fb = pc->first_byte_timeout_ms, total = pc->timeout_ms;
+    if (total > 0 || fb > 0) {
+        lc->timer = evtimer_new(loop->base, on_local_timeout, call);
+        if (!lc->timer) {
+            lc->job = NULL;
+            job_unref(j);
+            pv_http_cancel(call);
+            goto out;
+        }
+        lc->deadline_us = call->t_start_us +
+                          (int64_t)(total > 0 ? total : 86400000) * 1000;
+        int first = fb > 0 && (total <= 0 || fb < total) ? fb : total;
+        struct timeval tv = {first / 1000, (first % 1000) * 1000};
+        evtimer_add(lc->timer, &tv);
+    }
     j->refs = 2; /* the worker (lc) and the engine queue */
     pthread_mutex_lock(&e->mu);
+    if (e->queued >= e->max_queued) {
+        /* Bounded: a flood waits in clients, not in our memory; the
+         * gateway fails over to the next target. */
+        size_t q = e->queued;
+        pthread_mutex_unlock(&e->mu);
+        j->refs = 1;
+        gx_errf(err, errlen, "local engine %s is busy (%zu requests "
+                             "queued)",
+                pc->name, q);
+        pv_http_cancel(call); /* lp_release drops the worker's ref */
+        st = GX_EAGAIN;
+        goto out;
+    }
     if (e->tail)
         e->tail->next = j;
     else
         e->head = j;
     e->tail = j;
+    e->queued++;
     pthread_cond_signal(&e->cv);
     pthread_mutex_unlock(&e->mu);
     *out = call;

@@ -30,8 +30,11 @@ start(void)
              " \"database\": \"%s/ledger.db\", \"require_keys\": false,\n"
              " \"providers\": {\"local\": {\"kind\": \"local\", "
              "\"model_path\": \"%s\",\n"
-             "   \"threads\": 1, \"context\": 256, \"parallel\": 2}}}\n",
-             dir, model);
+             "   \"threads\": 1, \"context\": 256, \"parallel\": 2},\n"
+             "  \"slow\": {\"kind\": \"local\", \"model_path\": \"%s\",\n"
+             "   \"threads\": 1, \"context\": 2048, \"parallel\": 1,\n"
+             "   \"timeout_ms\": 60}}}\n",
+             dir, model, model);
     free(dir);
     char *path = e2e_write_temp("local.json", cfg);
     const char *bin = e2e_env("LLMUX_BIN", "build/release/llmux");
@@ -193,6 +196,29 @@ test_disconnect(void)
     json_decref(o);
 }
 
+static void
+test_timeout(void)
+{
+    /* timeout_ms 60 on a 1900-token generation: the engine is stopped and
+     * the client gets 504 (every attempt timed out), quickly. */
+    long st;
+    json_t *o = post("{\"model\":\"local@slow\",\"max_tokens\":1900,"
+                     "\"temperature\":0,\"messages\":[{\"role\":\"user\","
+                     "\"content\":\"Once upon a time\"}]}",
+                     &st, NULL);
+    T_EQ_INT(st, 504);
+    T_CHECK(strstr(json_string_value(json_object_get(
+                       json_object_get(o, "error"), "message")),
+                   "timeout") != NULL);
+    json_decref(o);
+    /* The engine is free again: a short request on it answers. */
+    o = post("{\"model\":\"local@slow\",\"max_tokens\":2,\"messages\":"
+             "[{\"role\":\"user\",\"content\":\"Hi\"}]}",
+             &st, NULL);
+    T_EQ_INT(st, 200);
+    json_decref(o);
+}
+
 int
 main(void)
 {
@@ -205,6 +231,7 @@ main(void)
     T_RUN(test_stream);
     T_RUN(test_context_limit);
     T_RUN(test_disconnect);
+    T_RUN(test_timeout);
     T_EQ_INT(e2e_stop(&gw, SIGTERM, 20000), 0);
     T_EQ_INT(e2e_sanitizer_reports, 0);
     curl_global_cleanup();
