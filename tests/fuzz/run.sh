@@ -163,7 +163,7 @@ fuzz_$n: build failed"
     if [ ! -d "$corpus" ]; then
         mkdir -p "$corpus"
         case "$n" in
-        gguf) seed_gguf "$corpus" ;;
+        gguf | model) seed_gguf "$corpus" ;;
         tokenizer) seed_tokenizer "$corpus" ;;
         config) seed_config "$corpus" ;;
         sse) seed_sse "$corpus" ;;
