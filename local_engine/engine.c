@@ -9,6 +9,7 @@
  * hold-back buffer so that no stop string (and no half UTF-8 character)
  * ever reaches the caller.
  */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -201,6 +202,13 @@ le_session_generate(struct le_session *s, const int32_t *prompt,
 
     char piece[256];
     for (;;) {
+        if (s->cancel && atomic_load(s->cancel)) {
+            r.finish = LE_FINISH_CANCEL;
+            st = LE_ECANCELED;
+            if (err && errlen)
+                snprintf(err, errlen, "cancelled");
+            break;
+        }
         if (sp->max_tokens > 0 && r.completion_tokens >= sp->max_tokens) {
             r.finish = LE_FINISH_LENGTH;
             break;

@@ -360,6 +360,7 @@ enum le_status le_model_forward(struct le_session *s, const int32_t *ids,
 /* One sequence's state.  Sizes: kv* = kv_rows; scratch per batch token. */
 struct le_session {
     struct le_model *m;
+    const _Atomic int *cancel; /* le_session_set_cancel; NULL = none */
     int32_t n_ctx, n_batch;
     int32_t n_past;          /* positions filled in the KV cache */
     int32_t *hist;           /* [n_ctx] the tokens in the cache */

@@ -235,6 +235,12 @@ const float *le_session_logits(const struct le_session *s);
 int32_t le_session_n_past(const struct le_session *s);
 void le_session_reset(struct le_session *s); /* empties the KV cache */
 
+/* A flag another thread may set (non-zero) to stop this session's work:
+ * checked between prompt batches of le_session_decode (so a long prefill
+ * stops too) and before each generated token; the call then returns
+ * LE_ECANCELED.  flag is borrowed until set back to NULL. */
+void le_session_set_cancel(struct le_session *s, const _Atomic int *flag);
+
 /*
  * CLI entry points for `llmux run`, `llmux bench` and `llmux tokenize`
  * (DESIGN.md section 4).  argv[0] is the subcommand name.  Return the

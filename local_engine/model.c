@@ -31,6 +31,7 @@
  * batched kernels can replace matmul_rows without touching the graph.
  */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -642,6 +643,13 @@ le_session_reset(struct le_session *s)
     s->n_past = 0;
 }
 
+void
+le_session_set_cancel(struct le_session *s, const _Atomic int *flag)
+{
+    if (s)
+        s->cancel = flag;
+}
+
 enum le_status
 le_session_decode(struct le_session *s, const int32_t *ids, size_t n,
                   char *err, size_t errlen)
@@ -660,6 +668,9 @@ le_session_decode(struct le_session *s, const int32_t *ids, size_t n,
                         (int)ids[i]);
     size_t done = 0;
     while (done < n) {
+        if (s->cancel && atomic_load(s->cancel))
+            return fail(err, errlen, LE_ECANCELED,
+                        "cancelled after %zu of %zu prompt tokens", done, n);
         size_t b = n - done;
         if (b > (size_t)s->n_batch)
             b = (size_t)s->n_batch;

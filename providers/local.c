@@ -35,6 +35,8 @@ struct lp_job {
     pthread_mutex_t mu;
     int refs;
     int cancelled;
+    _Atomic int stop; /* set with cancelled: the engine also checks it
+                         between prompt batches (a long prefill stops) */
     struct event *ev; /* on the worker's base */
     struct lp_job *next;
     /* Input, owned. */
@@ -191,8 +193,11 @@ engine_main(void *arg)
         pthread_mutex_lock(&j->mu);
         int skip = j->cancelled;
         pthread_mutex_unlock(&j->mu);
-        if (!skip)
+        if (!skip) {
+            le_session_set_cancel(s, &j->stop);
             run_job(e, s, j);
+            le_session_set_cancel(s, NULL);
+        }
         job_unref(j);
     }
     return NULL;
@@ -509,6 +514,7 @@ lp_release(struct pv_call *call)
     struct lp_job *j = lc->job;
     pthread_mutex_lock(&j->mu);
     j->cancelled = 1;
+    atomic_store(&j->stop, 1);
     pthread_mutex_unlock(&j->mu);
     event_free(j->ev);
     j->ev = NULL;
@@ -534,6 +540,7 @@ on_local_timeout(evutil_socket_t fd, short what, void *arg)
     struct lp_job *j = lc->job;
     pthread_mutex_lock(&j->mu);
     j->cancelled = 1; /* the engine thread stops at its next token */
+    atomic_store(&j->stop, 1);
     pthread_mutex_unlock(&j->mu);
     call->res.outcome =
         lc->got_text ? PV_ERR_TIMEOUT : PV_ERR_FIRST_BYTE_TIMEOUT;

@@ -946,6 +946,22 @@ test_cancel_and_cache(void)
     greedy(m, ids, 6, 20, c3, &res);
     T_EQ_INT(res.cached_tokens, 0);
     T_CHECK(memcmp(c1->ids, c3->ids, 20 * sizeof(int32_t)) == 0);
+
+    /* A cancel flag set from outside stops the prefill between batches
+     * (nothing generated) and, cleared, lets the session work again. */
+    _Atomic int stop = 1;
+    le_session_set_cancel(s, &stop);
+    le_session_reset(s);
+    struct collect *c4 = calloc(1, sizeof(*c4));
+    T_EQ_INT(le_session_generate(s, ids, 6, &sp, collect_cb, c4, &res, err,
+                                 sizeof(err)),
+             LE_ECANCELED);
+    T_EQ_INT(c4->n, 0);
+    T_EQ_INT(le_session_decode(s, ids, 6, err, sizeof(err)), LE_ECANCELED);
+    stop = 0;
+    T_EQ_INT(le_session_decode(s, ids, 6, err, sizeof(err)), LE_OK);
+    le_session_set_cancel(s, NULL);
+    free(c4);
     free(c);
     free(c1);
     free(c2);
