@@ -42,10 +42,15 @@ fi
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/llmux-vg.XXXXXX")
 fake_pid=""
 tfake_pid=""
+nginx_pid=""
 gw_pid=""
 cleanup() {
     st=$?   # the exit status: the logs are kept when it is not 0
     [ -n "$gw_pid" ] && kill -KILL "$gw_pid" 2>/dev/null
+    if [ -n "$nginx_pid" ]; then
+        kill -QUIT "$nginx_pid" 2>/dev/null
+        wait "$nginx_pid" 2>/dev/null
+    fi
     for p in $fake_pid $tfake_pid; do
         kill -TERM "$p" 2>/dev/null
         wait "$p" 2>/dev/null
@@ -159,6 +164,61 @@ if [ "$tls" = 1 ]; then
              \"models\": {\"gpt-4.1\": {}}},"
     tls_route="\"tls\": {\"policy\": \"priority\", \"targets\": [\"gpt-4.1@tls\"]},"
 fi
+# An HTTP/2 upstream: nginx (TLS + h2) in front of the plain fake, when
+# nginx is installed (evhttp has no h2).  Its port is one the kernel gave
+# and released; nginx cannot report a port of its own choosing.
+h2=0
+NGINX=${NGINX:-$(command -v nginx || ls /usr/sbin/nginx 2>/dev/null)}
+if [ "$tls" = 1 ] && [ -n "$NGINX" ] && [ -x "$NGINX" ]; then
+    nport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null)
+    mkdir -p "$tmp/nginx"
+    cat >"$tmp/nginx/nginx.conf" <<EOF2
+daemon off; master_process off; worker_processes 1;
+pid $tmp/nginx/nginx.pid; error_log $tmp/nginx/error.log warn;
+events { worker_connections 64; }
+http {
+ log_format p '\$server_protocol \$status \$request_uri';
+ access_log $tmp/nginx/access.log p;
+ client_body_temp_path $tmp/nginx/t1; proxy_temp_path $tmp/nginx/t2;
+ fastcgi_temp_path $tmp/nginx/t3; uwsgi_temp_path $tmp/nginx/t4;
+ scgi_temp_path $tmp/nginx/t5;
+ server {
+  listen 127.0.0.1:$nport ssl http2;
+  ssl_certificate $tmp/srv.pem; ssl_certificate_key $tmp/srv.key;
+  location / { proxy_pass $fake; proxy_http_version 1.1;
+               proxy_set_header Connection ""; proxy_buffering off; }
+ }
+}
+EOF2
+    if [ -n "$nport" ]; then
+        "$NGINX" -p "$tmp/nginx" -c "$tmp/nginx/nginx.conf" \
+            -e "$tmp/nginx/error.log" >/dev/null 2>&1 &
+        nginx_pid=$!
+        i=0
+        while [ "$i" -lt 100 ] && kill -0 "$nginx_pid" 2>/dev/null; do
+            if curl -s -o /dev/null --max-time 2 --cacert "$tmp/ca.pem" \
+                "https://127.0.0.1:$nport/v1/models"; then
+                h2=1
+                break
+            fi
+            sleep 0.1
+            i=$((i + 1))
+        done
+    fi
+    if [ "$h2" = 1 ]; then
+        tls_provider="$tls_provider
+    \"h2\": {\"kind\": \"openai\",
+            \"base_url\": \"https://127.0.0.1:$nport/v1\",
+            \"ca_file\": \"$tmp/ca.pem\", \"api_key\": \"sk-vg\",
+            \"models\": {\"gpt-4.1\": {}}},"
+        tls_route="$tls_route
+    \"h2\": {\"policy\": \"priority\", \"targets\": [\"gpt-4.1@h2\"]},"
+    else
+        note "nginx did not start: skipping the HTTP/2 upstream"
+    fi
+else
+    note "no nginx (or no TLS): skipping the HTTP/2 upstream"
+fi
 
 cat >"$tmp/llmux.json" <<EOF
 {
@@ -257,6 +317,11 @@ chat_body() {
         "$( [ "$3" = true ] && printf '"stream_options":{"include_usage":true},' )" \
         "$5" "$2"
 }
+# Waits for the background curls listed in $bg (each has --max-time).
+wait_bg_curls() {
+    for p in $bg; do wait "$p"; done
+    bg=""
+}
 has() {
     grep -q "$2" "$tmp/$1.body" ||
         fail "$1: body lacks '$2': $(head -c 300 "$tmp/$1.body") ... $(tail -c 300 "$tmp/$1.body")"
@@ -353,6 +418,27 @@ while [ "$loop" -lt "$LOOPS" ]; do
         req tls_up_s 200 60 POST /v1/chat/completions "$(chat_body tls hi true)" \
             && has tls_up_s '\[DONE\]'
     fi
+    # The HTTP/2 upstream: a burst of concurrent calls (multiplexed on one
+    # connection), a stream, and a client leaving an h2 stream midway.
+    if [ "$h2" = 1 ]; then
+        for i in 1 2 3 4; do
+            curl -s -o "$tmp/h2burst.$i" --max-time 60 -H 'Content-Type: application/json' \
+                --data-binary "$(chat_body h2 "fake:chunks=4;chunk_delay_ms=50" $([ $i -le 2 ] && echo true || echo false))" \
+                "$gw/v1/chat/completions" &
+            bg="$bg $!"
+        done
+        req h2_up 200 60 POST /v1/chat/completions "$(chat_body h2 hi false)" \
+            && has h2_up 'Hello from fake provider'
+        req h2_up_s 200 60 POST /v1/chat/completions "$(chat_body h2 hi true)" \
+            && has h2_up_s '\[DONE\]'
+        curl -s -o /dev/null --max-time 1 -H 'Content-Type: application/json' \
+            --data-binary "$(chat_body h2 'fake:chunks=20;chunk_delay_ms=200' true)" \
+            "$gw/v1/chat/completions"
+        wait_bg_curls
+        for i in 1 2 3 4; do
+            grep -q '"choices"' "$tmp/h2burst.$i" || fail "h2 burst call $i: $(head -c 200 "$tmp/h2burst.$i")"
+        done
+    fi
     # The local engine: a short non-stream and a streamed generation,
     # greedy so every run decodes the same tokens; the seeded sampler once.
     req local 200 120 POST /v1/chat/completions "$(chat_body local 'Once upon a time' false 8 '"temperature":0,')" \
@@ -372,6 +458,15 @@ done
 sleep 3
 
 stop_serve serve
+if [ "$h2" = 1 ]; then
+    # Every call nginx relayed came over HTTP/2 (the readiness probe was
+    # curl's own; it negotiates h2 too).
+    if grep -v '^HTTP/2.0 ' "$tmp/nginx/access.log" | grep -q .; then
+        fail "an upstream call did not use HTTP/2: $(grep -v '^HTTP/2.0 ' "$tmp/nginx/access.log" | head -n 3)"
+    fi
+    grep -q '^HTTP/2.0 200 /v1/chat/completions' "$tmp/nginx/access.log" ||
+        fail "nginx logged no HTTP/2 chat call"
+fi
 
 # ---- a short serve with the HTTPS listener ----------------------------------
 if [ "$tls" = 1 ]; then
