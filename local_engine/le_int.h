@@ -49,6 +49,11 @@ enum le_type {
  *               and by the test GGUF writer); NULL if not supported
  *   vec_dot:    *s = dot(x, y) over n values, x of this type, y of
  *               vec_dot_type
+ *   vec_dot_multi: one weight row x against nc activation rows:
+ *               s[c * bs] = dot(x, y + c * by bytes) for c < nc, exactly
+ *               what nc vec_dot calls give (bit for bit), with x's blocks
+ *               unpacked once for up to 4 rows (for a batch of prompt
+ *               tokens).  NULL for types without such a kernel.
  */
 struct le_type_traits {
     const char *name; /* "q4_0" */
@@ -59,6 +64,8 @@ struct le_type_traits {
     void (*from_float)(const float *x, void *y, int64_t k);
     void (*vec_dot)(int n, float *s, const void *x, const void *y);
     enum le_type vec_dot_type;
+    void (*vec_dot_multi)(int n, float *s, size_t bs, const void *x,
+                          const void *y, size_t by, int nc);
 };
 
 /* NULL for a type number this build does not support. */
@@ -75,6 +82,11 @@ const struct le_type_traits *le_type_get_ref(uint32_t type);
  * for Q4_0/Q8_0 (8-lane float accumulation; test_quants.c). */
 void le_vec_dot_q4_0_q8_0_avx2(int n, float *s, const void *x, const void *y);
 void le_vec_dot_q8_0_q8_0_avx2(int n, float *s, const void *x, const void *y);
+/* vec_dot_multi for Q4_0 (le_type_traits; bit-identical to the
+ * single-row kernel above). */
+void le_vec_dot_q4_0_q8_0_multi_avx2(int n, float *s, size_t bs,
+                                     const void *x, const void *y, size_t by,
+                                     int nc);
 void le_vec_dot_q4_K_q8_K_avx2(int n, float *s, const void *x, const void *y);
 void le_vec_dot_q6_K_q8_K_avx2(int n, float *s, const void *x, const void *y);
 void le_vec_dot_q5_K_q8_K_avx2(int n, float *s, const void *x, const void *y);

@@ -1129,11 +1129,11 @@ q8_K_vec_dot(int n, float *s, const void *vx, const void *vy)
 
 static const struct le_type_traits type_table[LE_TYPE_COUNT] = {
     [LE_TYPE_F32] = {"f32", 1, 4, 0, f32_to_float, f32_from_float,
-                     f32_vec_dot, LE_TYPE_F32},
+                     f32_vec_dot, LE_TYPE_F32, NULL},
     [LE_TYPE_F16] = {"f16", 1, 2, 0, f16_to_float, f16_from_float,
-                     f16_vec_dot, LE_TYPE_F16},
+                     f16_vec_dot, LE_TYPE_F16, NULL},
     [LE_TYPE_BF16] = {"bf16", 1, 2, 0, bf16_to_float, bf16_from_float,
-                      bf16_vec_dot, LE_TYPE_BF16},
+                      bf16_vec_dot, LE_TYPE_BF16, NULL},
 #define Q(T, name, blck, Tvd)                                                \
     [LE_TYPE_##T] = {#name,                                                 \
                      blck,                                                   \
@@ -1142,7 +1142,8 @@ static const struct le_type_traits type_table[LE_TYPE_COUNT] = {
                      name##_to_float,                                        \
                      name##_from_float,                                      \
                      name##_vec_dot,                                         \
-                     LE_TYPE_##Tvd}
+                     LE_TYPE_##Tvd,                                          \
+                     NULL}
     Q(Q4_0, q4_0, QK, Q8_0),
     Q(Q4_1, q4_1, QK, Q8_1),
     Q(Q5_0, q5_0, QK, Q8_0),
@@ -1190,6 +1191,8 @@ rt_init(void)
         cpu_has_f16c()) {
         rt_table[LE_TYPE_Q4_0].vec_dot = le_vec_dot_q4_0_q8_0_avx2;
         rt_table[LE_TYPE_Q8_0].vec_dot = le_vec_dot_q8_0_q8_0_avx2;
+        rt_table[LE_TYPE_Q4_0].vec_dot_multi =
+            le_vec_dot_q4_0_q8_0_multi_avx2;
         rt_table[LE_TYPE_Q4_K].vec_dot = le_vec_dot_q4_K_q8_K_avx2;
         rt_table[LE_TYPE_Q6_K].vec_dot = le_vec_dot_q6_K_q8_K_avx2;
         rt_table[LE_TYPE_Q5_K].vec_dot = le_vec_dot_q5_K_q8_K_avx2;

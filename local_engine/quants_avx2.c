@@ -200,6 +200,77 @@ static const uint8_t q6_pick[4][32] __attribute__((aligned(32))) = {
 #undef QM
 };
 
+/* dot_i8 with |x| already taken (shared by the rows of a multi call). */
+static inline __m256i
+dot_i8_abs(__m256i ax, __m256i x, __m256i y)
+{
+    __m256i p16 = _mm256_maddubs_epi16(ax, _mm256_sign_epi8(y, x));
+    return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
+}
+
+/*
+ * Several activation rows against one weight row (vec_dot_multi): the
+ * weight block is loaded and unpacked once and used for up to 4 rows.
+ * Each row keeps the single-row kernel's two accumulators (even and odd
+ * blocks) and operation order, so every s[c * bs] is bit-identical to
+ * what le_vec_dot_q4_0_q8_0_avx2 gives.  Measured on 256 rows x 128
+ * tokens: Q4_0 1.2-1.5x faster than 128 single calls per row; the same
+ * body for Q8_0 (a plain load in place of the unpack) was no faster, so
+ * Q8_0 has none.
+ */
+void
+le_vec_dot_q4_0_q8_0_multi_avx2(int n, float *s, size_t bs, const void *vx,
+                                const void *vy, size_t by, int nc)
+{
+    const struct le_block_q4_0 *x = vx;
+    int nb = n / 32;
+    for (int c0 = 0; c0 < nc; c0 += 4) {
+        int m = nc - c0 < 4 ? nc - c0 : 4;
+        /* rows past nc repeat row c0 (computed, not stored) */
+        const struct le_block_q8_0 *yc[4];
+        for (int c = 0; c < 4; c++) {
+            size_t row = (size_t)c0 + (size_t)(c < m ? c : 0);
+            yc[c] = (const void *)((const uint8_t *)vy + row * by);
+        }
+        __m256 a0[4], a1[4];
+        for (int c = 0; c < 4; c++)
+            a0[c] = a1[c] = _mm256_setzero_ps();
+        int i = 0;
+        for (; i + 1 < nb; i += 2) {
+            __m256i x0 = q4_0_unpack(x[i].qs), x1 = q4_0_unpack(x[i + 1].qs);
+            __m256i ax0 = _mm256_sign_epi8(x0, x0);
+            __m256i ax1 = _mm256_sign_epi8(x1, x1);
+            float dx0 = h2f(x[i].d), dx1 = h2f(x[i + 1].d);
+            for (int c = 0; c < 4; c++) {
+                const struct le_block_q8_0 *y = yc[c];
+                __m256i y0 = _mm256_loadu_si256((const __m256i *)y[i].qs);
+                __m256i y1 =
+                    _mm256_loadu_si256((const __m256i *)y[i + 1].qs);
+                a0[c] = _mm256_fmadd_ps(
+                    _mm256_set1_ps(dx0 * h2f(y[i].d)),
+                    _mm256_cvtepi32_ps(dot_i8_abs(ax0, x0, y0)), a0[c]);
+                a1[c] = _mm256_fmadd_ps(
+                    _mm256_set1_ps(dx1 * h2f(y[i + 1].d)),
+                    _mm256_cvtepi32_ps(dot_i8_abs(ax1, x1, y1)), a1[c]);
+            }
+        }
+        if (i < nb) {
+            __m256i x0 = q4_0_unpack(x[i].qs);
+            __m256i ax0 = _mm256_sign_epi8(x0, x0);
+            float dx0 = h2f(x[i].d);
+            for (int c = 0; c < 4; c++) {
+                const struct le_block_q8_0 *y = yc[c];
+                __m256i y0 = _mm256_loadu_si256((const __m256i *)y[i].qs);
+                a0[c] = _mm256_fmadd_ps(
+                    _mm256_set1_ps(dx0 * h2f(y[i].d)),
+                    _mm256_cvtepi32_ps(dot_i8_abs(ax0, x0, y0)), a0[c]);
+            }
+        }
+        for (int c = 0; c < m; c++)
+            s[(size_t)(c0 + c) * bs] = hsum_ps(_mm256_add_ps(a0[c], a1[c]));
+    }
+}
+
 /*
  * Q4_K/Q5_K: the 12 scale bytes unpacked to 8 scales (sc) with word-wide
  * masks, the same values as quants.c's k4_scale_min (j < 4: low 6 bits of

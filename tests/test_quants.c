@@ -239,6 +239,55 @@ test_nonfinite(void)
  * rounding bound for <= 96 blocks is about 6e-6).  Weights are both
  * quantised data and random bytes (every bit pattern of nibbles / scales)
  * with finite fp16 scales patched in. */
+/* vec_dot_multi (where a type has one): each s[c * bs] equals the vec_dot
+ * of the same rows bit for bit, for 1..9 activation rows (groups of 4 and
+ * a remainder) and odd block counts. */
+static void
+test_vec_dot_multi(void)
+{
+    int n_multi = 0;
+    float *x = malloc(N * sizeof(float)), *y = malloc(N * sizeof(float));
+    for (uint32_t t = 0; t < LE_TYPE_COUNT; t++) {
+        const struct le_type_traits *tt = le_type_get(t);
+        if (!tt || !tt->vec_dot_multi)
+            continue;
+        n_multi++;
+        const struct le_type_traits *vt = le_type_get(tt->vec_dot_type);
+        int bad = 0;
+        for (int rep = 0; rep < 12; rep++) {
+            int n = 32 * (1 + (rep * 37) % 96); /* 32 .. 3072, odd counts */
+            int nc = 1 + rep % 9;
+            size_t xr = le_row_size(t, n);
+            size_t yr = le_row_size(tt->vec_dot_type, n);
+            size_t by = yr + 34; /* rows not packed: the stride is honoured */
+            uint8_t *qx = malloc(xr), *qy = calloc((size_t)nc, by);
+            float out[9 * 3], want[9];
+            fill(x, n, 1.0f);
+            tt->from_float(x, qx, n);
+            for (int c = 0; c < nc; c++) {
+                fill(y, n, rep % 3 ? 1.0f : 50.0f);
+                vt->from_float(y, qy + (size_t)c * by, n);
+                tt->vec_dot(n, &want[c], qx, qy + (size_t)c * by);
+            }
+            for (int i = 0; i < 9 * 3; i++)
+                out[i] = -12345.0f;
+            tt->vec_dot_multi(n, out, 3, qx, qy, by, nc);
+            for (int c = 0; c < nc; c++)
+                bad += memcmp(&out[c * 3], &want[c], sizeof(float)) != 0;
+            for (int i = 0; i < 9 * 3; i++) /* nothing else written */
+                if (i % 3 || i / 3 >= nc)
+                    bad += out[i] != -12345.0f;
+            free(qx);
+            free(qy);
+        }
+        T_EQ_INT(bad, 0);
+    }
+    fprintf(stderr, "  (%d types with vec_dot_multi on this CPU)\n",
+            n_multi);
+    free(x);
+    free(y);
+}
+
 static void
 test_simd_vs_ref(void)
 {
@@ -611,6 +660,7 @@ main(void)
     T_RUN(test_fp16);
     T_RUN(test_roundtrip_and_dot);
     T_RUN(test_simd_vs_ref);
+    T_RUN(test_vec_dot_multi);
     T_RUN(test_nonfinite);
     T_RUN(test_layout_q4_0);
     T_RUN(test_layout_q8_0);
