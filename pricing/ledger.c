@@ -6,7 +6,7 @@
  * callback.  The cost of a commit is shared by every row that arrived
  * while the previous one was being written, so throughput grows with load.
  *
- * Schema (user_version 1; DESIGN.md section 7 names are the contract):
+ * Schema (user_version 3; DESIGN.md section 7 names are the contract):
  *
  *   usage         one row per chat request that reached routing
  *     id INTEGER PRIMARY KEY, ts_ms, request_id, key_id (NULL = anonymous),
@@ -18,7 +18,7 @@
  *                 budget_pusd, spent_pusd, rpm, tpm, models
  *                 (rows are created by the keys code; the writer adds each
  *                 committed row's cost to keys.spent_pusd)
- *   usage_hourly  rollup maintained by the writer in the same transaction,
+ *   usage_hourly  rollup maintained by the writer (see deferred rollups),
  *     one cell per (dim, key_id, hour_ms, value):
  *       dim    'none' | 'model' | 'provider' | 'route' (what value is)
  *       key_id the key, -1 anonymous, -2 = all keys together
@@ -36,6 +36,27 @@
  *   usage_daily   (version 2) the same cells per UTC day (day_ms), so a
  *     month reads days x values cells, plus hourly cells for the partial
  *     days at the edges.
+ *   usage_rollup_state  (version 3) one row: rolled_through_id.  The two
+ *     rollup tables hold exactly the usage rows with id <= it.
+ *
+ * Deferred rollups (version 3): each row lands in 16 cells (hour and day
+ * x 4 dims x {its key, all keys}); upserting them in every batch's
+ * transaction cost ~230k instructions per lone row, more than the whole
+ * request path.  So a batch's transaction holds its rows and the keys'
+ * spend only, and commits before the callbacks as before; the rows' cells
+ * are summed in memory (pending) and upserted, with the new watermark, in
+ * one transaction at most PR_ROLLUP_FLUSH_MS (250 ms) after the oldest
+ * pending row committed, or sooner past PR_ROLLUP_MAX_ROWS / _CELLS, on
+ * pr_ledger_flush and on close: either riding along with the next batch's
+ * transaction or on its own when idle.  Queries add the raw rows with id >
+ * watermark (usage_rollup_state and the cells are read in one statement,
+ * one snapshot), so they stay exact.  After a kill -9 the pending cells
+ * are lost but the rows are not: open rolls up the rows past the
+ * watermark (a bounded scan: at most one flush interval's rows).  A flush
+ * checks that the stored watermark is the one it last wrote and that the
+ * rowid range it covers holds exactly its pending rows; otherwise
+ * (another process wrote or opened the ledger meanwhile) it rolls up from
+ * the raw rows past the watermark instead of its memory.
  *
  * Durability: WAL with synchronous=NORMAL by default.  A commit has been
  * write()n to the WAL file before COMMIT returns, so it is in the kernel's
@@ -740,7 +761,9 @@ flush_pending(struct pr_ledger *l, int64_t *new_wm)
         int64_t n = 0;
         rc = rollup_after(l->sel_after, l->up_hourly, l->up_daily, wdb,
                           new_wm, &n);
-        GX_LOG(GX_LOG_WARN, NULL,
+        /* Normal when another process opened the ledger meanwhile (e.g.
+         * `llmux keys`: its open rolled up our pending rows). */
+        GX_LOG(GX_LOG_INFO, NULL,
                "ledger: rollups caught up from %lld raw rows (watermark %lld,"
                " expected %lld)",
                (long long)n, (long long)wdb, (long long)l->wm);

@@ -89,7 +89,8 @@ struct pr_ledger;
  * starts the writer thread.  The caller owns the result. */
 enum gx_status pr_ledger_open(const char *path, struct pr_ledger **out,
                               char *err, size_t errlen);
-/* Commits everything queued, stops the writer thread, closes.  NULL ok. */
+/* Commits everything queued, writes the pending rollup cells, stops the
+ * writer thread, closes.  NULL ok. */
 void pr_ledger_close(struct pr_ledger *l);
 
 /* Called on the writer thread once the row's transaction committed (ok=1)
@@ -135,7 +136,9 @@ enum gx_status pr_ledger_open_ex(const char *path,
                                  size_t errlen);
 
 /* Blocks until every row submitted before the call is committed (or
- * failed) and its callback has returned.  Not for event-loop threads. */
+ * failed) and its callback has returned, then until the rollup cells of
+ * the committed rows are written (one attempt).  Not for event-loop
+ * threads. */
 void pr_ledger_flush(struct pr_ledger *l);
 
 /* The name readers open for usage queries: the file path, or for
@@ -157,7 +160,8 @@ struct pr_ledger_stats {
 };
 void pr_ledger_stats(struct pr_ledger *l, struct pr_ledger_stats *out);
 
-/* Recomputes usage_hourly from the raw usage rows in one transaction (for
+/* Recomputes usage_hourly and usage_daily from the raw usage rows, and
+ * sets the rollup watermark to the last row, in one transaction (for
  * bulk imports, benchmarks and future migrations that change the rollup).
  * Do not run while a ledger is writing the same file: the writer would
  * wait on busy_timeout.  Blocks; not for event loops. */
@@ -222,8 +226,10 @@ enum gx_status pr_budget_load(struct pr_budget *b, const char *path,
  * Run on their own read-only connection: call them from a thread that may
  * block (never an event loop).  Totals (requests, errors, tokens, cost)
  * are exact for any range.  Whole hours inside [since, until) are read
- * from the usage_hourly rollup, the partial hours at the edges from raw
- * rows, so a month over 10M rows costs a scan of the rollup.  p50/p95 are
+ * from the usage_hourly rollup (whole days from usage_daily), the partial
+ * hours at the edges from raw rows, plus the few recent raw rows the
+ * writer has not rolled up yet (id > the rollup watermark), so a month
+ * over 10M rows costs a scan of the rollup.  p50/p95 are
  * estimated from a fixed latency histogram (buckets 0-50-100-200-300-500-
  * 750-1000-1500-2000-3000-5000-7500-10000-15000-20000-30000-60000 ms,
  * linear inside a bucket): approximate, to within the bucket holding the
