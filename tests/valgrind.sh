@@ -4,15 +4,21 @@
 #   sh tests/valgrind.sh [BUILD]        (BUILD defaults to build/release)
 #
 # Runs `llmux serve` under memcheck against the fake provider (itself not
-# under valgrind; a second one speaks TLS) and the local engine
-# (stories260K from $LLMUX_TEST_DATA), drives every main path with curl in
-# bounded loops, stops it with SIGTERM; then a second, short `serve` with
-# the HTTPS listener; then `llmux check`, `llmux run -n 8` and
-# `llmux tokenize` under memcheck too.  The TLS parts need the openssl
-# command (certificates are made at run time) and are skipped without it.  Exits 0 only if every run reported no memcheck error and
-# no definite or indirect leak, and its own checks on the answers passed;
-# prints one summary line.  Possible and still-reachable blocks are not
-# errors (libcurl, OpenSSL and glibc keep one-time state until exit).
+# under valgrind), a second fake speaking TLS, nginx as an HTTP/2 upstream
+# in front of the fake (when installed) and the local engine (stories260K
+# from $LLMUX_TEST_DATA); drives every main path with curl in bounded
+# loops; SIGHUP once; stops it with SIGTERM.  Then a second, short `serve`
+# on the HTTPS listener; then `llmux usage` and `llmux keys` on the ledger
+# it wrote, `llmux check`, `llmux run -n 8`, a greedy `llmux run -n 64`
+# (decodes a byte-fallback token) and `llmux tokenize`, each under
+# memcheck.  The TLS parts need the openssl command (certificates are made
+# at run time) and are skipped without it.
+#
+# Exits 0 only if every run reported no memcheck error and no definite or
+# indirect leak, exited as expected, and the answers checked out; prints
+# one summary line (findings with their stacks go to stderr).  Possible
+# and still-reachable blocks are not errors (libcurl, OpenSSL and glibc
+# keep one-time state until exit); tests/valgrind.supp holds nothing yet.
 #
 # Bounded: every curl has --max-time, the gateway gets 120 s to come up and
 # 60 s to stop after SIGTERM, the fake provider exits after --max-seconds.
@@ -492,6 +498,21 @@ if [ "$tls" = 1 ]; then
 fi
 
 # ---- the CLI under memcheck -------------------------------------------------
+# The ledger the gateway wrote: usage reports and the keys table.
+# shellcheck disable=SC2086
+$VG --log-file="$tmp/vg-usage.log" "$BIN" usage --db "$tmp/ledger.db" \
+    --since 1h --group-by provider --format json >"$tmp/usage.out" 2>&1
+check_log "$tmp/vg-usage.log" usage $? 0
+grep -q '"fake"' "$tmp/usage.out" || fail "llmux usage: $(head -c 200 "$tmp/usage.out")"
+# shellcheck disable=SC2086
+$VG --log-file="$tmp/vg-keys.log" "$BIN" keys create --name vg-cli --rpm 5 \
+    --db "$tmp/ledger.db" >"$tmp/keys.out" 2>&1
+check_log "$tmp/vg-keys.log" keys $? 0
+# shellcheck disable=SC2086
+$VG --log-file="$tmp/vg-keyslist.log" "$BIN" keys list --json \
+    --db "$tmp/ledger.db" >"$tmp/keyslist.out" 2>&1
+check_log "$tmp/vg-keyslist.log" keys-list $? 0
+grep -q 'vg-cli' "$tmp/keyslist.out" || fail "llmux keys list: $(head -c 200 "$tmp/keyslist.out")"
 # shellcheck disable=SC2086
 $VG --log-file="$tmp/vg-check.log" "$BIN" check --config "$tmp/llmux.json" \
     >"$tmp/check.out" 2>&1
