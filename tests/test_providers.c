@@ -1623,6 +1623,21 @@ test_https(void)
         rec_free(&r);
         cfg_free(c);
     }
+    /* A ca_file that cannot be read: the call fails, naming the file. */
+    c = tls_cfg(tf.port, "/nonexistent/llmux-ca.pem");
+    T_CHECK(c != NULL);
+    if (c) {
+        struct rec r = {0};
+        json_t *b = chat_body("hi", 0, 0);
+        tls_start(&r, &c->providers[0], b, 0);
+        T_CHECK(run1(&r, 20000));
+        T_EQ_INT(r.res.outcome, PV_ERR_CONNECT);
+        T_CHECK(strstr(r.res.detail, "llmux-ca.pem") != NULL);
+        fprintf(stderr, "  unreadable ca_file: %s\n", r.res.detail);
+        json_decref(b);
+        rec_free(&r);
+        cfg_free(c);
+    }
     /* No ca_file: the system store does not know our CA either. */
     c = tls_cfg(tf.port, NULL);
     T_CHECK(c != NULL);
