@@ -546,7 +546,7 @@ struct pr_ledger {
     int busy;     /* writer holds a batch; guarded by mu */
     int migrations_applied;
     sqlite3_stmt *ins_usage, *up_hourly, *up_daily, *up_key;
-    sqlite3_stmt *get_wm, *set_wm, *count_ids, *sel_after;
+    sqlite3_stmt *get_wm, *set_wm, *count_ids, *sel_after, *begin, *commit;
     /* Deferred rollups: the cells of committed rows not yet upserted
      * (ids wm+1 .. pending_max_id), writer thread only, except
      * pending_rows (written under mu, read by pr_ledger_flush). */
@@ -837,7 +837,7 @@ write_batch_once(struct pr_ledger *l, struct pr_qrow *batch, int log,
 {
     const char *what = "begin";
     int64_t new_wm = l->wm, last_id = 0;
-    int rc = sqlite3_exec(l->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+    int rc = step_reset(l->begin); /* prepared once: ~4k instructions */
     if (rc != SQLITE_OK)
         goto out;
     if (flush) {
@@ -859,7 +859,7 @@ write_batch_once(struct pr_ledger *l, struct pr_qrow *batch, int log,
     if (n > 0 && (rc = write_key_spend(l, batch, n)) != SQLITE_OK)
         goto out;
     what = "commit";
-    rc = sqlite3_exec(l->db, "COMMIT", NULL, NULL, NULL);
+    rc = step_reset(l->commit);
     if (rc != SQLITE_OK)
         goto out;
     if (n > 0) {
@@ -1103,7 +1103,12 @@ prepare_all(struct pr_ledger *l, char *err, size_t errlen)
         sqlite3_prepare_v3(l->db, count_ids, -1, SQLITE_PREPARE_PERSISTENT,
                            &l->count_ids, NULL) != SQLITE_OK ||
         sqlite3_prepare_v3(l->db, sel_after, -1, SQLITE_PREPARE_PERSISTENT,
-                           &l->sel_after, NULL) != SQLITE_OK) {
+                           &l->sel_after, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v3(l->db, "BEGIN IMMEDIATE", -1,
+                           SQLITE_PREPARE_PERSISTENT, &l->begin,
+                           NULL) != SQLITE_OK ||
+        sqlite3_prepare_v3(l->db, "COMMIT", -1, SQLITE_PREPARE_PERSISTENT,
+                           &l->commit, NULL) != SQLITE_OK) {
         gx_errf(err, errlen, "prepare: %s", sqlite3_errmsg(l->db));
         return GX_EIO;
     }
@@ -1121,6 +1126,8 @@ ledger_destroy(struct pr_ledger *l)
     sqlite3_finalize(l->set_wm);
     sqlite3_finalize(l->count_ids);
     sqlite3_finalize(l->sel_after);
+    sqlite3_finalize(l->begin);
+    sqlite3_finalize(l->commit);
     cells_reset(&l->pending);
     sqlite3_close(l->db);
     free(l->path);
