@@ -1597,6 +1597,15 @@ test_https(void)
         json_decref(b);
         rec_free(&r);
 
+        /* A reset before any answer over TLS: a transport error. */
+        b = chat_body("fake:reset", 0, 0);
+        tls_start(&r, p, b, 0);
+        T_CHECK(run1(&r, 20000));
+        T_EQ_INT(r.res.outcome, PV_ERR_TRANSPORT);
+        T_EQ_INT(r.done, 1);
+        json_decref(b);
+        rec_free(&r);
+
         /* A mid-stream drop over TLS is a transport error, not a hang. */
         b = chat_body("fake:drop_after=2", 1, 0);
         tls_start(&r, p, b, 1);
@@ -1607,6 +1616,13 @@ test_https(void)
         rec_free(&r);
         cfg_free(c);
     }
+
+    /* Chat requests the TLS fake has seen so far: the four calls above,
+     * plus libcurl's one retry of the reset one when it went out on a
+     * kept-alive connection (a connection that dies before any answer is
+     * taken for a stale one and the request is sent again, once). */
+    long seen = tls_fake_requests(tf.port, ca_path);
+    T_CHECK(seen == 4 || seen == 5);
 
     /* Another CA: the handshake fails and nothing reaches the upstream. */
     c = tls_cfg(tf.port, other_path);
@@ -1657,9 +1673,8 @@ test_https(void)
     /* HTTP/2: the same client against a TLS + h2 server. */
     h2_via_nginx(dir, ca_path, cert_path, key_path);
 
-    /* The TLS fake served exactly the three good calls: the refused
-     * handshakes never became requests. */
-    T_EQ_INT(tls_fake_requests(tf.port, ca_path), 3);
+    /* The refused handshakes never became requests. */
+    T_EQ_INT(tls_fake_requests(tf.port, ca_path), seen);
     T_EQ_INT(e2e_stop(&tf, 15, 10000), 0);
     unlink(ca_path);
     unlink(cert_path);
