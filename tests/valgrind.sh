@@ -176,7 +176,12 @@ fi
 h2=0
 NGINX=${NGINX:-$(command -v nginx || ls /usr/sbin/nginx 2>/dev/null)}
 if [ "$tls" = 1 ] && [ -n "$NGINX" ] && [ -x "$NGINX" ]; then
-    nport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null)
+    # A port the kernel picks for a throwaway fake, free again once it
+    # exits.
+    start_fake "$tmp/probe.out"
+    nport=$started_port
+    kill -TERM "$started_pid"
+    wait "$started_pid"
     mkdir -p "$tmp/nginx"
     cat >"$tmp/nginx/nginx.conf" <<EOF2
 daemon off; master_process off; worker_processes 1;
