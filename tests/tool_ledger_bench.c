@@ -5,7 +5,8 @@
  *                     [--db FILE] [--reuse] [--keep] [--raw]
  *
  * 1. Writer: T threads submit M rows through pr_ledger_submit (the real
- *    path: queue, writer thread, group commit, rollup upsert, callback) to
+ *    path: queue, writer thread, group commit, callback, rollup cells
+ *    flushed every 250 ms and by the final pr_ledger_flush) to
  *    a fresh file, then to ":memory:"; prints rows/s and rows per commit;
  *    then the commit latency of lone rows (submit -> callback).
  * 2. Generate: N rows (default 1,000,000; 10,000,000 for the README
@@ -109,11 +110,12 @@ bench_writer(const char *path, long rows, int threads, int sync_full)
     pr_ledger_close(l);
     double secs = (double)(t1 - t0) / 1e6;
     printf("writer %-9s %-6s %d threads: %ld rows in %.2f s = %.0f rows/s,"
-           " %lld commits (%.0f rows/commit)\n",
+           " %lld commits (%.0f rows/commit), %lld rollup flushes\n",
            strcmp(path, ":memory:") ? "file" : ":memory:",
            sync_full ? "FULL" : "NORMAL", threads, (long)atomic_load(&n_done),
            secs, (double)atomic_load(&n_done) / secs, (long long)s.commits,
-           s.commits ? (double)s.rows / (double)s.commits : 0.0);
+           s.commits ? (double)s.rows / (double)s.commits : 0.0,
+           (long long)s.rollup_flushes);
 }
 
 /* Commit latency of a lone row (submit -> callback), as a request sees it
