@@ -879,6 +879,12 @@ write_batch_once(struct pr_ledger *l, struct pr_qrow *batch, int log,
         for (struct pr_qrow *q = batch; q; q = q->next)
             if (!l->pending_broken && !cells_add_row(&l->pending, &q->row))
                 l->pending_broken = 1;
+        /* Flushes keep failing (they are retried every interval): bound
+         * the memory; the next flush that works reads the raw rows. */
+        if (l->pending_broken || l->pending.n > 4 * PR_ROLLUP_MAX_CELLS) {
+            cells_reset(&l->pending);
+            l->pending_broken = 1;
+        }
         if (pending == 0)
             l->pending_since_us = now;
         l->pending_max_id = last_id;

@@ -1159,6 +1159,56 @@ test_two_writers_pending(void)
     rm_db(path);
 }
 
+/* A failing rollup flush never fails the rows: they commit, their cells
+ * stay pending, and a later flush that works brings the rollups up to the
+ * raw sums. */
+static void
+test_flush_failure(void)
+{
+    char path[512];
+    db_path(path, sizeof(path), "flushfail.db");
+    rm_db(path);
+    char err[256];
+    struct pr_ledger *l = NULL;
+    struct pr_ledger_opts o = {.rollup_flush_ms = 1};
+    atomic_store(&pend_done, 0);
+    T_EQ_INT(pr_ledger_open_ex(path, &o, &l, err, sizeof(err)), GX_OK);
+    if (!l)
+        return;
+    sqlite3 *db = NULL;
+    T_EQ_INT(sqlite3_open(path, &db), SQLITE_OK);
+    sqlite3_busy_timeout(db, 5000);
+    T_EQ_INT(sqlite3_exec(db,
+                          "CREATE TRIGGER nohourly BEFORE INSERT ON"
+                          " usage_hourly BEGIN SELECT RAISE(ABORT,"
+                          " 'rollup broken'); END",
+                          NULL, NULL, NULL),
+             SQLITE_OK);
+    for (int i = 0; i < 6; i++)
+        T_CHECK(pend_submit(l, i * 50, 50)); /* all 300 commit, ok=1 */
+    pr_ledger_flush(l); /* one failed attempt, then returns */
+    struct pr_ledger_stats s;
+    pr_ledger_stats(l, &s);
+    T_EQ_INT(s.rows, 300);
+    T_EQ_INT(s.failed, 0);
+    T_EQ_INT(s.rollup_pending, 300);
+    T_EQ_INT(sql_int(db, "SELECT COUNT(*) FROM usage"), 300);
+    T_EQ_INT(sql_int(db, "SELECT rolled_through_id FROM usage_rollup_state"),
+             0);
+    compare_queries(path, 300);
+    T_EQ_INT(sqlite3_exec(db, "DROP TRIGGER nohourly", NULL, NULL, NULL),
+             SQLITE_OK);
+    pr_ledger_flush(l);
+    pr_ledger_stats(l, &s);
+    T_EQ_INT(s.rollup_pending, 0);
+    T_EQ_INT(sql_int(db, "SELECT rolled_through_id FROM usage_rollup_state"),
+             300);
+    check_rollups(db);
+    pr_ledger_close(l);
+    sqlite3_close(db);
+    rm_db(path);
+}
+
 int
 main(void)
 {
@@ -1171,6 +1221,7 @@ main(void)
     T_RUN(test_memory);
     T_RUN(test_pending_rollups);
     T_RUN(test_two_writers_pending);
+    T_RUN(test_flush_failure);
     T_RUN(test_write_failures);
     T_RUN(test_budget_with_ledger);
     rmdir(tmpdir);
