@@ -377,6 +377,10 @@ while [ "$loop" -lt "$LOOPS" ]; do
         && has drop_s '"error"'
     req timeout 504 60 POST /v1/chat/completions "$(chat_body gpt-4.1@slow hi false)"
     req upstream_400 400 60 POST /v1/chat/completions "$(chat_body main 'fake:status=400' false)"
+    # A slow client (2 MB/s) of a 3 MB stream: the gateway's output passes
+    # its high-water mark and pauses the upstream call, then resumes it.
+    req slow_s 200 60 POST /v1/chat/completions "$(chat_body main 'fake:big=3000000;chunks=1500' true)" \
+        --limit-rate 2000k && has slow_s '\[DONE\]'
     # The client goes away mid-stream (curl gives up after 1 s of a 4 s
     # stream); the gateway must cancel the upstream call and free it.
     curl -s -o /dev/null --max-time 1 -H 'Content-Type: application/json' \
