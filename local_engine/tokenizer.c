@@ -1523,6 +1523,18 @@ copy_out(char *buf, size_t cap, size_t at, const char *s, size_t n)
     return at + n;
 }
 
+static int
+hex_val(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
 size_t
 le_token_to_piece(const struct le_vocab *v, int32_t id, bool special,
                   char *buf, size_t cap)
@@ -1563,10 +1575,12 @@ le_token_to_piece(const struct le_vocab *v, int32_t id, bool special,
         return at;
     }
     if (t->attr & TA_BYTE) {
-        /* "<0xNN>" */
-        unsigned val = 0;
-        if (t->len == 6 && sscanf(s, "<0x%2X>", &val) == 1) {
-            char ch = (char)val;
+        /* "<0xNN>": parsed within the token's 6 bytes (token text in the
+         * arena is not NUL-terminated, so no sscanf here). */
+        int hi, lo;
+        if (t->len == 6 && !memcmp(s, "<0x", 3) && s[5] == '>' &&
+            (hi = hex_val(s[3])) >= 0 && (lo = hex_val(s[4])) >= 0) {
+            char ch = (char)(hi * 16 + lo);
             return copy_out(buf, cap, 0, &ch, 1);
         }
         return 0;
