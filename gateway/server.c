@@ -33,6 +33,22 @@ gw_worker_wake(struct gw_worker *w)
     event_active(w->ev_wake, EV_READ, 0);
 }
 
+/*
+ * The cap libevent enforces while reading a body.  libevent 2.1 answers a
+ * body over its cap with its own HTML 413 page and no hook to change it, so
+ * its cap is set above ours: a body over limits.max_body_bytes but under
+ * this reaches gw_chat_handle, which refuses it with the OpenAI error shape.
+ * Only bodies over twice the limit get libevent's page.
+ */
+static ev_ssize_t
+read_cap(int64_t limit)
+{
+    int64_t cap = limit > INT64_MAX / 2 ? INT64_MAX : limit * 2;
+    if (cap < limit + 65536)
+        cap = limit + 65536;
+    return (ev_ssize_t)cap;
+}
+
 /* The worker running on this thread, so handlers that only get srv can
  * find the worker's current config generation. */
 static _Thread_local struct gw_worker *tl_worker;
@@ -227,7 +243,7 @@ wake_cb(evutil_socket_t fd, short what, void *arg)
         /* A reload: new requests use g; running ones keep their own. */
         struct gw_gen *old = w->gen;
         w->gen = g;
-        evhttp_set_max_body_size(w->http, g->cfg->max_body_bytes);
+        evhttp_set_max_body_size(w->http, read_cap(g->cfg->max_body_bytes));
         gw_gen_unref(old);
     }
     gw_chat_run_done(w);
@@ -333,7 +349,7 @@ worker_init(struct gw_server *srv, struct gw_worker *w, int index, int fd,
     w->http = evhttp_new(w->base);
     if (!w->http)
         goto fail;
-    evhttp_set_max_body_size(w->http, srv->cfg->max_body_bytes);
+    evhttp_set_max_body_size(w->http, read_cap(srv->cfg->max_body_bytes));
     /* Headers: generous for real clients, small enough to refuse abuse. */
     evhttp_set_max_headers_size(w->http, 64 * 1024);
     evhttp_set_timeout(w->http, 120);

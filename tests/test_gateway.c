@@ -332,6 +332,21 @@ test_bad_input(void)
     strcpy(b + off + big, "\"}]}");
     T_EQ_INT(e2e_http("POST", url, b, NULL, 5000, &r), 0);
     T_EQ_INT(r.status, 413);
+    T_CHECK(is_openai_error(r.body, "invalid_request_error",
+                            "request_too_large"));
+    e2e_resp_free(&r);
+    free(b);
+    /* Far over the limit (more than twice it): libevent refuses it while
+     * reading, still 413, and the worker goes on. */
+    big = 300 * 1024;
+    b = malloc(big + 100);
+    snprintf(b, 100, "{\"model\":\"main\",\"messages\":[{\"role\":\"user\","
+                     "\"content\":\"");
+    off = strlen(b);
+    memset(b + off, 'a', big);
+    strcpy(b + off + big, "\"}]}");
+    T_EQ_INT(e2e_http("POST", url, b, NULL, 5000, &r), 0);
+    T_EQ_INT(r.status, 413);
     e2e_resp_free(&r);
     free(b);
 }
