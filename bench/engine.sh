@@ -190,9 +190,10 @@ several tokens (for q4_0 it even repacks the weights at load time into
 8-row interleaved blocks, ggml_gemm_q4_0_8x8_q8_0).  First step, done on
 the kernel side: the type table has vec_dot_multi (one weight row against
 up to 4 token rows, each block unpacked once; Q4_0 AVX2, bit-identical
-to vec_dot, 1.2-1.5x on a 256x128 product).  matmul_rows does not call it
-yet (model.c: for n_tok > 1, call it once per row with bs = n_out and by =
-x_row).  Generation (one token) is already near llama.cpp for q4_0/q8_0.
+to vec_dot, 1.2-1.5x on a 256x128 product), and model.c's matmul_rows
+uses it for batched prompts.  The next steps are multi-token kernels for
+q8_0 and the K-quants and a blocked GEMM over several weight rows.
+Generation (one token) is already near llama.cpp for q4_0/q8_0.
 NOTES
 }
 
