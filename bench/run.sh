@@ -164,7 +164,9 @@ for n in direct_rate llmux_rate nginx_rate; do
     echo "| $n | $(get $n 2) | $(get $n 3) | $(get $n 4) | $(awk -v a="$P" -v b="$D99" 'BEGIN { printf "%.3f ms", a - b }') |"
 done
 echo
+[ -f bench/out/gateway-notes.md ] && { cat bench/out/gateway-notes.md; echo; }
 for f in bench/out/*.md; do
+    case "$f" in */gateway-notes.md) continue ;; esac
     [ -f "$f" ] && { cat "$f"; echo; }
 done
 } >"$OUT"
