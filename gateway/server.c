@@ -662,6 +662,9 @@ gw_cli_serve(int argc, char **argv)
                : srv.cfg->n_providers && srv.cfg->providers[0].n_models
                    ? srv.cfg->providers[0].models[0].name
                    : "MODEL");
+        printf("llmux: dashboard %s://%s%s%s:%d/dashboard\n",
+               srv.tls_ctx ? "https" : "http", v6 ? "[" : "", h,
+               v6 ? "]" : "", port);
         fflush(stdout);
     }
     rc = 0;
