@@ -52,35 +52,6 @@ struct oa_call {
     char *api_key;      /* copy, only to scrub echoes; never logged */
 };
 
-int
-pv_usage_parse(const json_t *obj, struct pv_usage *u)
-{
-    json_t *usage = json_object_get(obj, "usage");
-    if (!json_is_object(usage))
-        return 0;
-    memset(u, 0, sizeof(*u));
-    u->have = 1;
-    json_t *v = json_object_get(usage, "prompt_tokens");
-    if (json_is_number(v))
-        u->prompt_tokens = (int64_t)json_number_value(v);
-    v = json_object_get(usage, "completion_tokens");
-    if (json_is_number(v))
-        u->completion_tokens = (int64_t)json_number_value(v);
-    json_t *d = json_object_get(usage, "prompt_tokens_details");
-    v = json_is_object(d) ? json_object_get(d, "cached_tokens") : NULL;
-    if (json_is_number(v))
-        u->cached_tokens = (int64_t)json_number_value(v);
-    if (u->prompt_tokens < 0)
-        u->prompt_tokens = 0;
-    if (u->completion_tokens < 0)
-        u->completion_tokens = 0;
-    if (u->cached_tokens < 0)
-        u->cached_tokens = 0;
-    if (u->cached_tokens > u->prompt_tokens)
-        u->cached_tokens = u->prompt_tokens;
-    return 1;
-}
-
 /* Overwrites every occurrence of key in s[0..n) with '*'. */
 static void
 scrub(char *s, size_t n, const char *key)
@@ -247,6 +218,17 @@ oa_on_finish(struct pv_call *c)
     }
     c->res.body = oa->body.data ? oa->body.data : "";
     c->res.body_len = oa->body.len;
+    /* The common case without building a tree: a valid object with
+     * "choices".  Anything else (or anything the scanner is unsure of)
+     * goes the jansson way below, which also words the detail. */
+    struct pv_js_chat sc;
+    if (pv_json_scan_chat(c->res.body, c->res.body_len, &sc) == PV_JS_OBJECT &&
+        sc.has_choices) {
+        if (sc.usage.have)
+            c->res.usage = sc.usage;
+        c->res.outcome = PV_OK;
+        return;
+    }
     json_error_t je;
     json_t *j = json_loadb(c->res.body, c->res.body_len, 0, &je);
     if (!json_is_object(j) || !json_object_get(j, "choices")) {
@@ -314,6 +296,69 @@ add_header(struct curl_slist *l, int *ok, const char *fmt, const char *a,
     return n;
 }
 
+/* Sets key on obj to v (reference stolen), first taking a reference to
+ * the old value (NULL when absent) into *old.  Returns 0 on success. */
+static int
+swap_in(json_t *obj, const char *key, json_t *v, json_t **old)
+{
+    *old = json_incref(json_object_get(obj, key));
+    if (!v || json_object_set_new(obj, key, v) != 0) {
+        json_decref(*old);
+        *old = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+/* Puts back what swap_in took out: the old value at the same place (an
+ * existing key keeps its position in jansson's ordered objects), or no
+ * key at all when there was none. */
+static void
+swap_out(json_t *obj, const char *key, json_t *old)
+{
+    if (old)
+        json_object_set_new(obj, key, old);
+    else
+        json_object_del(obj, key);
+}
+
+/* The upstream request body: the client's JSON with "model" replaced by
+ * the upstream name and, for a stream whose client did not ask for it,
+ * stream_options.include_usage = true.  Built by setting those members on
+ * the client's own object, dumping it and putting the old values back
+ * exactly (a missing key is removed again), which gives the same bytes as
+ * dumping a modified copy without copying (the copy and its free showed
+ * in profiles).  The body is only ever used on this loop's thread, so
+ * nothing sees the object in between.  Returns a malloc'd string or NULL
+ * on out of memory. */
+static char *
+upstream_body(const struct pv_request *req, const char *up)
+{
+    json_t *body = (json_t *)req->body;
+    json_t *old_model = NULL, *old_so = NULL;
+    char *out = NULL;
+    if (swap_in(body, "model", json_string(up), &old_model) != 0)
+        return NULL;
+    int so_set = 0;
+    if (req->stream && !req->client_include_usage) {
+        json_t *so = json_object_get(body, "stream_options");
+        json_t *nso = json_is_object(so) ? json_copy(so) : json_object();
+        if (nso && json_object_set_new(nso, "include_usage", json_true())) {
+            json_decref(nso);
+            nso = NULL;
+        }
+        if (swap_in(body, "stream_options", nso, &old_so) != 0)
+            goto restore;
+        so_set = 1;
+    }
+    out = json_dumps(body, JSON_COMPACT);
+restore:
+    if (so_set)
+        swap_out(body, "stream_options", old_so);
+    swap_out(body, "model", old_model);
+    return out;
+}
+
 static enum gx_status
 oa_start(struct pv_loop *loop, const struct pv_request *req,
          const struct pv_callbacks *cb, struct pv_call **out, char *err,
@@ -340,25 +385,7 @@ oa_start(struct pv_loop *loop, const struct pv_request *req,
         return GX_EINVAL;
     }
 
-    /* Shallow copy: only "model" and "stream_options" change, and those
-     * are replaced, never edited in place, so the client's object stays
-     * as it was. */
-    json_t *copy = json_copy((json_t *)req->body);
-    if (!copy)
-        goto nomem;
-    json_object_set_new(copy, "model", json_string(up));
-    if (req->stream && !req->client_include_usage) {
-        json_t *so = json_object_get(copy, "stream_options");
-        json_t *nso = json_is_object(so) ? json_copy(so) : json_object();
-        if (!nso) {
-            json_decref(copy);
-            goto nomem;
-        }
-        json_object_set_new(nso, "include_usage", json_true());
-        json_object_set_new(copy, "stream_options", nso);
-    }
-    body = json_dumps(copy, JSON_COMPACT);
-    json_decref(copy);
+    body = upstream_body(req, up);
     if (!body)
         goto nomem;
 

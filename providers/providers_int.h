@@ -143,4 +143,27 @@ void pv_call_complete(struct pv_call *call);
 /* Runs deferred work when no frame is on the stack. */
 void pv_loop_settle(struct pv_loop *loop);
 
+/* json_scan.c: a strict non-allocating validator of a non-stream chat
+ * completion body that reads usage as pv_usage_parse would from the tree
+ * json_loadb(flags 0) builds. */
+#define PV_JS_MAX_DEPTH 256
+enum pv_js_verdict {
+    PV_JS_INVALID = 0, /* json_loadb fails, or the top is not an object */
+    PV_JS_OBJECT = 1,  /* json_loadb gives an object; *out is filled */
+    PV_JS_UNSURE = 2,  /* not decided here (too deep, escaped key, ...):
+                        * use jansson */
+};
+struct pv_js_chat {
+    int has_choices;       /* the object has a "choices" member (any type) */
+    struct pv_usage usage; /* as pv_usage_parse; have = 0 when none */
+};
+enum pv_js_verdict pv_json_scan_chat(const char *data, size_t n,
+                                     struct pv_js_chat *out);
+/* A usage count from a JSON number: (int64_t)d for 0 < d < 2^63, 0 for
+ * negative or NaN, INT64_MAX from 2^63 on (a plain cast would be
+ * undefined there). */
+int64_t pv_usage_num(double d);
+/* Negative counts to 0, cached_tokens at most prompt_tokens. */
+void pv_usage_clamp(struct pv_usage *u);
+
 #endif

@@ -326,6 +326,88 @@ test_nonstream_ok(void)
     rec_free(&r);
 }
 
+/* The upstream body the old way (a modified shallow copy), to compare. */
+static char *
+expected_upstream(json_t *b, int stream, int ciu)
+{
+    json_t *c = json_copy(b);
+    json_object_set_new(c, "model", json_string("upstream-model"));
+    if (stream && !ciu) {
+        json_t *so = json_object_get(c, "stream_options");
+        json_t *nso = json_is_object(so) ? json_copy(so) : json_object();
+        json_object_set_new(nso, "include_usage", json_true());
+        json_object_set_new(c, "stream_options", nso);
+    }
+    char *s = json_dumps(c, JSON_COMPACT);
+    json_decref(c);
+    return s;
+}
+
+/* oa_start sets "model" (and stream_options) on the client's own object,
+ * dumps it and puts everything back: the object must come out equal, in
+ * the same key order, with absent keys absent again, and the upstream
+ * must get the same bytes as a dump of a modified copy. */
+static void
+test_body_restored(void)
+{
+    prov_set(NULL, 10000, 5000);
+    static const struct {
+        const char *json;
+        int stream, ciu;
+    } cases[] = {
+        {"{\"model\":\"client-model\",\"messages\":[{\"role\":\"user\","
+         "\"content\":\"hi\"}],\"temperature\":0.5}", 0, 0},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}", 0, 0},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],"
+         "\"stream\":true}", 1, 0},
+        {"{\"stream_options\":{\"x\":1},\"messages\":[{\"role\":\"user\","
+         "\"content\":\"hi\"}],\"model\":\"m\",\"stream\":true}", 1, 0},
+        {"{\"model\":7,\"stream_options\":\"odd\",\"messages\":[{\"role\":"
+         "\"user\",\"content\":\"hi\"}],\"stream\":true,\"n\":1}", 1, 0},
+        {"{\"model\":\"m\",\"stream_options\":{\"include_usage\":true},"
+         "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],"
+         "\"stream\":true}", 1, 1},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        json_t *b = json_loads(cases[i].json, 0, NULL);
+        T_CHECK(b != NULL);
+        if (!b)
+            continue;
+        json_t *before = json_deep_copy(b);
+        char *dump_before = json_dumps(b, JSON_COMPACT);
+        char *want = expected_upstream(b, cases[i].stream, cases[i].ciu);
+        struct rec r = {0};
+        start_rec(&r, b, cases[i].stream, cases[i].ciu);
+        /* Unchanged right after the start, and after the call. */
+        T_CHECK(json_equal(b, before));
+        char *dump_after = json_dumps(b, JSON_COMPACT);
+        T_EQ_STR(dump_after, dump_before);
+        free(dump_after);
+        T_CHECK(run1(&r, 10000));
+        T_EQ_INT(r.res.outcome, PV_OK);
+        T_CHECK(json_equal(b, before));
+        json_t *s = fake_stats();
+        json_t *last = json_object_get(s, "last");
+        T_EQ_STR(json_string_value(json_object_get(last, "model")),
+                 "upstream-model");
+        json_t *lb = json_object_get(last, "body");
+        if (cases[i].stream)
+            T_CHECK(json_is_true(json_object_get(
+                json_object_get(lb, "stream_options"), "include_usage")));
+        else
+            T_CHECK(json_object_get(lb, "stream_options") == NULL);
+        char *got = lb ? json_dumps(lb, JSON_COMPACT) : NULL;
+        T_EQ_STR(got, want);
+        free(got);
+        free(want);
+        free(dump_before);
+        json_decref(s);
+        json_decref(before);
+        json_decref(b);
+        rec_free(&r);
+    }
+}
+
 static void
 test_no_api_key(void)
 {
@@ -1738,6 +1820,7 @@ main(void)
         T_RUN(test_outcome_str);
         T_RUN(test_nonstream_ok);
         T_RUN(test_no_api_key);
+        T_RUN(test_body_restored);
         T_RUN(test_stream_ok);
         T_RUN(test_status);
         T_RUN(test_reset_and_malformed);

@@ -50,19 +50,20 @@ AVX2_FLAGS="-mavx2 -mfma -mf16c"
 sources_for() {
     case "$1" in
     sse) echo providers/sse.c common/common.c ;;
+    json_scan) echo providers/json_scan.c ;;
     config) echo config/*.c pricing/*.c common/*.c ;;
     *) echo local_engine/*.c ;;
     esac
 }
 libs_for() {
     case "$1" in
-    config) pkg-config --libs jansson sqlite3 2>/dev/null || echo "-ljansson -lsqlite3" ;;
+    config | json_scan) pkg-config --libs jansson sqlite3 2>/dev/null || echo "-ljansson -lsqlite3" ;;
     *) echo "" ;;
     esac
 }
 pkg_cflags_for() {
     case "$1" in
-    config) pkg-config --cflags jansson sqlite3 2>/dev/null ;;
+    config | json_scan) pkg-config --cflags jansson sqlite3 2>/dev/null ;;
     *) echo "" ;;
     esac
 }
@@ -114,6 +115,12 @@ seed_tokenizer() { # dir: each test string of the shared .inp, for each vocab
 seed_config() {
     for f in config/*.json; do [ -f "$f" ] && cp "$f" "$1/"; done
     printf '{"listen":"127.0.0.1:0","providers":{}}' >"$1/min.json"
+}
+seed_json_scan() {
+    printf '{"id":"c1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"Hi \\u00e9\\ud83d\\ude00 \303\251"},"finish_reason":"stop"}],"usage":{"prompt_tokens":19,"completion_tokens":10,"total_tokens":29,"prompt_tokens_details":{"cached_tokens":7}}}' >"$1/chat"
+    printf '{"choices":[{"logprobs":{"content":[{"logprob":-0.3132,"bytes":[72,105]}]}}],"x":[1.5e3,-2E-7,0,true,false,null,{},[]],"usage":{"prompt_tokens":1.9e1,"completion_tokens":9223372036854775807}}' >"$1/nums"
+    printf '{"usage":{"prompt_tokens":5},"usage":null,"choices":7}' >"$1/dup"
+    printf '{"error":{"message":"bad","type":"x"}}' >"$1/error"
 }
 seed_sse() {
     printf '\005data: {"a":1}\r\n\r\nevent: x\ndata: y\n\n: c\n\n' >"$1/basic"
@@ -167,6 +174,7 @@ fuzz_$n: build failed"
         tokenizer) seed_tokenizer "$corpus" ;;
         config) seed_config "$corpus" ;;
         sse) seed_sse "$corpus" ;;
+        json_scan) seed_json_scan "$corpus" ;;
         esac
     fi
     art="$OUT/artifacts/$n/"
