@@ -477,3 +477,186 @@ pv_json_scan_chat(const char *data, size_t n, struct pv_js_chat *out)
         i++;
     }
 }
+
+/* ---- compact dump ------------------------------------------------------
+ * pv_json_dump_compact writes what json_dumps(j, JSON_COMPACT) writes for
+ * an object or array, byte for byte, without jansson's per-container
+ * cycle bookkeeping (a hashtable insert with a formatted pointer key for
+ * every object and array) and its per-piece callbacks.  Reals go through
+ * jansson's own formatter (json_dumpb of the one value), so they match
+ * whatever jansson was built with.  Anything unusual (invalid UTF-8 in a
+ * string, nesting past PV_JD_MAX_DEPTH, which also covers cycles) makes
+ * it return NULL and the caller uses json_dumps. */
+#define PV_JD_MAX_DEPTH 4096
+
+struct jd_buf {
+    char *p;
+    size_t len, cap;
+    int fail;
+};
+
+static void
+jd_put(struct jd_buf *b, const char *s, size_t n)
+{
+    if (b->fail)
+        return;
+    if (b->cap - b->len < n + 1) {
+        size_t cap = b->cap ? b->cap : 1024;
+        while (cap - b->len < n + 1) {
+            if (cap > SIZE_MAX / 2) {
+                b->fail = 1;
+                return;
+            }
+            cap *= 2;
+        }
+        char *np = realloc(b->p, cap);
+        if (!np) {
+            b->fail = 1;
+            return;
+        }
+        b->p = np;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+}
+
+static void
+jd_str(struct jd_buf *b, const char *s, size_t n)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    const unsigned char *u = (const unsigned char *)s;
+    size_t i = 0, start = 0;
+    jd_put(b, "\"", 1);
+    while (i < n) {
+        unsigned char c = u[i];
+        if (c >= 0x20 && c < 0x80 && c != '"' && c != '\\') {
+            i++;
+            continue;
+        }
+        if (c >= 0x80) {
+            size_t l = utf8_len(u + i, n - i);
+            if (!l) {
+                b->fail = 1; /* jansson refuses to dump it */
+                return;
+            }
+            i += l;
+            continue;
+        }
+        jd_put(b, s + start, i - start);
+        char esc[6] = {'\\', 0, '0', '0', 0, 0};
+        size_t el = 2;
+        switch (c) {
+        case '"': esc[1] = '"'; break;
+        case '\\': esc[1] = '\\'; break;
+        case '\b': esc[1] = 'b'; break;
+        case '\f': esc[1] = 'f'; break;
+        case '\n': esc[1] = 'n'; break;
+        case '\r': esc[1] = 'r'; break;
+        case '\t': esc[1] = 't'; break;
+        default:
+            esc[1] = 'u';
+            esc[4] = hex[c >> 4];
+            esc[5] = hex[c & 15];
+            el = 6;
+        }
+        jd_put(b, esc, el);
+        start = ++i;
+    }
+    jd_put(b, s + start, n - start);
+    jd_put(b, "\"", 1);
+}
+
+static void
+jd_value(struct jd_buf *b, const json_t *j, int depth)
+{
+    if (b->fail)
+        return;
+    if (depth > PV_JD_MAX_DEPTH) {
+        b->fail = 1;
+        return;
+    }
+    switch (json_typeof(j)) {
+    case JSON_NULL:
+        jd_put(b, "null", 4);
+        return;
+    case JSON_TRUE:
+        jd_put(b, "true", 4);
+        return;
+    case JSON_FALSE:
+        jd_put(b, "false", 5);
+        return;
+    case JSON_INTEGER: {
+        char tmp[24];
+        long long v = json_integer_value(j);
+        unsigned long long m = v < 0 ? 0ULL - (unsigned long long)v
+                                     : (unsigned long long)v;
+        size_t k = sizeof(tmp);
+        do {
+            tmp[--k] = (char)('0' + m % 10);
+            m /= 10;
+        } while (m);
+        if (v < 0)
+            tmp[--k] = '-';
+        jd_put(b, tmp + k, sizeof(tmp) - k);
+        return;
+    }
+    case JSON_REAL: {
+        char tmp[128];
+        size_t k = json_dumpb(j, tmp, sizeof(tmp),
+                              JSON_ENCODE_ANY | JSON_COMPACT);
+        if (k == 0 || k > sizeof(tmp))
+            b->fail = 1;
+        else
+            jd_put(b, tmp, k);
+        return;
+    }
+    case JSON_STRING:
+        jd_str(b, json_string_value(j), json_string_length(j));
+        return;
+    case JSON_ARRAY: {
+        size_t n = json_array_size(j);
+        jd_put(b, "[", 1);
+        for (size_t i = 0; i < n; i++) {
+            if (i)
+                jd_put(b, ",", 1);
+            jd_value(b, json_array_get(j, i), depth + 1);
+        }
+        jd_put(b, "]", 1);
+        return;
+    }
+    case JSON_OBJECT: {
+        jd_put(b, "{", 1);
+        int first = 1;
+        for (void *it = json_object_iter((json_t *)j); it;
+             it = json_object_iter_next((json_t *)j, it)) {
+            if (!first)
+                jd_put(b, ",", 1);
+            first = 0;
+            jd_str(b, json_object_iter_key(it), json_object_iter_key_len(it));
+            jd_put(b, ":", 1);
+            jd_value(b, json_object_iter_value(it), depth + 1);
+        }
+        jd_put(b, "}", 1);
+        return;
+    }
+    }
+    b->fail = 1;
+}
+
+char *
+pv_json_dump_compact(const json_t *j, size_t *len)
+{
+    if (!json_is_object(j) && !json_is_array(j))
+        return NULL;
+    struct jd_buf b = {0};
+    jd_value(&b, j, 0);
+    if (b.fail || !b.p) {
+        free(b.p);
+        return NULL;
+    }
+    b.p[b.len] = 0;
+    if (len)
+        *len = b.len;
+    return b.p;
+}

@@ -351,7 +351,11 @@ upstream_body(const struct pv_request *req, const char *up)
             goto restore;
         so_set = 1;
     }
-    out = json_dumps(body, JSON_COMPACT);
+    /* The same bytes as json_dumps(body, JSON_COMPACT), cheaper; that
+     * when the fast writer declines. */
+    out = pv_json_dump_compact(body, NULL);
+    if (!out)
+        out = json_dumps(body, JSON_COMPACT);
 restore:
     if (so_set)
         swap_out(body, "stream_options", old_so);

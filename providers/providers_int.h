@@ -165,5 +165,10 @@ enum pv_js_verdict pv_json_scan_chat(const char *data, size_t n,
 int64_t pv_usage_num(double d);
 /* Negative counts to 0, cached_tokens at most prompt_tokens. */
 void pv_usage_clamp(struct pv_usage *u);
+/* The bytes json_dumps(j, JSON_COMPACT) gives for an object or array,
+ * built faster (malloc'd, NUL-terminated, length in *len).  NULL when it
+ * cannot be sure of matching (invalid UTF-8, very deep nesting) or on out
+ * of memory: then use json_dumps. */
+char *pv_json_dump_compact(const json_t *j, size_t *len);
 
 #endif

@@ -424,6 +424,115 @@ test_mutations(void)
     free(b);
 }
 
+/* pv_json_dump_compact must give json_dumps(JSON_COMPACT)'s bytes, or
+ * NULL (the caller then uses json_dumps). */
+static long n_dumped;
+static void
+cmp_dump(const json_t *j, int null_ok)
+{
+    size_t len = 0;
+    char *mine = pv_json_dump_compact(j, &len);
+    char *ref = json_dumps(j, JSON_COMPACT);
+    n_dumped++;
+    if (!mine) {
+        T_CHECK(null_ok);
+    } else {
+        int same = ref && strcmp(mine, ref) == 0 && len == strlen(ref);
+        if (!same)
+            fprintf(stderr, "dump differs:\n mine %.300s\n ref  %.300s\n",
+                    mine, ref ? ref : "(null)");
+        T_CHECK(same);
+    }
+    free(mine);
+    free(ref);
+}
+
+static void
+test_dump(void)
+{
+    for (int i = 0; i < 3; i++) {
+        json_t *j = json_loads(real_bodies[i], 0, NULL);
+        T_CHECK(j != NULL);
+        cmp_dump(j, 0);
+        json_decref(j);
+    }
+    /* every byte below 0x80 and some UTF-8 in strings and keys */
+    json_t *o = json_object();
+    char s[200];
+    for (int c = 0; c < 0x80; c++) {
+        s[0] = 'a';
+        s[1] = (char)c;
+        s[2] = 'z';
+        json_object_set_new(o, s[1] ? s : "nul", json_stringn(s, 3));
+    }
+    json_object_set_new(o, "k\x01\"\\/\xc3\xa9\xf0\x9f\x98\x80",
+                        json_string("\xe2\x82\xac \xf4\x8f\xbf\xbf \x7f /"));
+    json_object_set_new(o, "empty", json_object());
+    json_object_set_new(o, "emptya", json_array());
+    json_object_set_new(o, "ea", json_pack("[[],{},[[{}]],\"\"]"));
+    static const double reals[] = {0.0, -0.0, 0.1, 0.5, 1.0, -1.5, 1e300,
+                                   -1e-300, 1e-7, 5e-324, 1.7976931348623157e308,
+                                   123456789012345678.0, 1e16, 1e17, 3.14159,
+                                   2.5e-5, 100.0, 0.7, 1.0 / 3.0};
+    json_t *ra = json_array();
+    for (size_t i = 0; i < sizeof(reals) / sizeof(reals[0]); i++)
+        json_array_append_new(ra, json_real(reals[i]));
+    json_object_set_new(o, "reals", ra);
+    json_object_set_new(o, "ints", json_pack("[I,I,I,I,I]", (json_int_t)0,
+                                             (json_int_t)-1,
+                                             (json_int_t)INT64_MAX,
+                                             (json_int_t)INT64_MIN,
+                                             (json_int_t)1234567890123LL));
+    json_object_set_new(o, "lits", json_pack("[b,b,n]", 1, 0));
+    cmp_dump(o, 0);
+    cmp_dump(json_object_get(o, "reals"), 0);
+    json_decref(o);
+    /* invalid UTF-8 (only possible with _nocheck): both refuse */
+    o = json_pack("{s:o}", "a", json_stringn_nocheck("\xc3(", 2));
+    size_t len;
+    char *mine = pv_json_dump_compact(o, &len);
+    char *ref = json_dumps(o, JSON_COMPACT);
+    T_CHECK(mine == NULL);
+    T_CHECK(ref == NULL);
+    free(mine);
+    free(ref);
+    json_decref(o);
+    /* not a container: NULL, like json_dumps without ENCODE_ANY */
+    json_t *sc = json_integer(3);
+    T_CHECK(pv_json_dump_compact(sc, &len) == NULL);
+    json_decref(sc);
+    /* deep: fine, and past the cap NULL */
+    json_t *deepj = json_object();
+    json_t *cur = deepj;
+    for (int d = 0; d < 5000; d++) {
+        json_t *nx = json_array();
+        json_object_set_new(cur, "x", json_pack("[o]", nx));
+        cur = json_object();
+        json_array_append_new(nx, cur);
+    }
+    cmp_dump(deepj, 1);
+    json_decref(deepj);
+    /* every valid object the mutations of test_mutations produce */
+    rng = 12345;
+    char *b = malloc(8192);
+    int dumped = 0;
+    for (int it = 0; it < 20000; it++) {
+        const char *src = real_bodies[rnd() % 3];
+        size_t n = strlen(src);
+        memcpy(b, src, n);
+        size_t at = rnd() % n;
+        b[at] = (char)(rnd() & 0xff);
+        json_t *j = json_loadb(b, n, 0, NULL);
+        if (j) {
+            cmp_dump(j, 0);
+            dumped++;
+        }
+        json_decref(j);
+    }
+    T_CHECK(dumped > 1000);
+    free(b);
+}
+
 int
 main(void)
 {
@@ -433,6 +542,7 @@ main(void)
     T_RUN(test_unsure);
     T_RUN(test_exhaustive_small);
     T_RUN(test_mutations);
+    T_RUN(test_dump);
     fprintf(stderr, "checked %ld inputs: %ld objects, %ld invalid, %ld unsure\n",
             n_checked, n_object, n_invalid, n_unsure);
     return T_END();

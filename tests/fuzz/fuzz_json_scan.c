@@ -3,6 +3,8 @@
  * pv_json_scan_chat and through json_loadb(flags 0) + pv_usage_parse (what
  * oa_on_finish used before the scanner); a different verdict or usage
  * aborts.  PV_JS_UNSURE makes no claim (the caller then uses jansson).
+ * Each object jansson accepts is also dumped with pv_json_dump_compact,
+ * which must give json_dumps(JSON_COMPACT)'s bytes (or NULL).
  */
 #include "../../providers/providers.h"
 #include "../../providers/providers_int.h"
@@ -51,6 +53,17 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                     (long long)u.cached_tokens);
             abort();
         }
+    }
+    if (ok) {
+        /* the compact writer oa_start uses: json_dumps' bytes or NULL */
+        char *mine = pv_json_dump_compact(j, NULL);
+        char *ref = json_dumps(j, JSON_COMPACT);
+        if (mine && (!ref || strcmp(mine, ref) != 0)) {
+            fprintf(stderr, "dump differs\n");
+            abort();
+        }
+        free(mine);
+        free(ref);
     }
     json_decref(j);
     return 0;
