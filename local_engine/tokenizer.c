@@ -388,6 +388,18 @@ m_trailing_ws(const struct pt *t, size_t p, size_t e)
     return k - 1; /* leave the last space to the next word */
 }
 
+/* \s*[\r\n]+|\s+(?!\S)|\s+ at a whitespace unit: a whitespace run up to
+ * and including its last \r or \n, else as m_trailing_ws */
+static size_t
+m_newline_ws(const struct pt *t, size_t p, size_t e)
+{
+    size_t k = run_of(t, p, e, F_WS);
+    for (size_t j = p + k; j > p; j--)
+        if (is_crlf(t->cp[j - 1]))
+            return j - p;
+    return m_trailing_ws(t, p, e);
+}
+
 /* 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
  */
 static size_t
@@ -433,14 +445,7 @@ m_llama3_n(const struct pt *t, size_t p, size_t e, size_t max_n,
             r++;
         return r - p;
     }
-    k = run_of(t, p, e, F_WS);
-    if (k) {
-        /* \s*[\r\n]+: up to and including the last \r or \n of the run */
-        for (size_t j = p + k; j > p; j--)
-            if (is_crlf(t->cp[j - 1]))
-                return j - p;
-    }
-    return m_trailing_ws(t, p, e);
+    return m_newline_ws(t, p, e);
 }
 
 static size_t
@@ -546,13 +551,7 @@ m_case_words(const struct pt *t, size_t p, size_t e, size_t max_n,
             z++;
         return z - p;
     }
-    k = run_of(t, p, e, F_WS);
-    if (k) {
-        for (size_t j = p + k; j > p; j--)
-            if (is_crlf(t->cp[j - 1]))
-                return j - p;
-    }
-    return m_trailing_ws(t, p, e);
+    return m_newline_ws(t, p, e);
 }
 
 static size_t
@@ -843,13 +842,7 @@ m_ds3(const struct pt *t, size_t p, size_t e)
             z++;
         return z - p;
     }
-    k = run_of(t, p, e, F_WS);
-    if (k) {
-        for (size_t j = p + k; j > p; j--)
-            if (is_crlf(t->cp[j - 1]))
-                return j - p;
-    }
-    return m_trailing_ws(t, p, e);
+    return m_newline_ws(t, p, e);
 }
 
 /* \p{N}{1,3} */
