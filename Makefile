@@ -19,7 +19,7 @@ export LLMUX_TEST_DATA
 
 PKGS := libevent libevent_pthreads libevent_openssl libcurl jansson openssl sqlite3
 APT_PKGS := build-essential pkg-config libevent-dev libcurl4-openssl-dev \
-            libjansson-dev libssl-dev libsqlite3-dev curl
+            libjansson-dev libssl-dev libsqlite3-dev libhttp-parser-dev curl
 
 # Recursive (=) so pkg-config runs only after the deps check has installed
 # what was missing.
@@ -43,7 +43,8 @@ else
   $(error MODE must be release, debug, asan or tsan)
 endif
 CFLAGS_ALL = $(BASE_CFLAGS) $(MODE_CFLAGS) $(PKG_CFLAGS) $(CFLAGS)
-LDLIBS_ALL = $(PKG_LIBS) -lm -pthread $(MODE_LDFLAGS) $(LDFLAGS)
+# http-parser has no pkg-config file in Debian (libhttp-parser-dev).
+LDLIBS_ALL = $(PKG_LIBS) -lhttp_parser -lm -pthread $(MODE_LDFLAGS) $(LDFLAGS)
 
 # SIMD kernels: ISA flags on their own files only (chosen at run time).
 AVX2_FLAGS := -mavx2 -mfma -mf16c
@@ -68,7 +69,8 @@ all: $(BUILD)/llmux
 # --- dependencies: install when root, else print the exact command -------
 deps: $(DEPS_OK)
 $(DEPS_OK):
-	@if ! pkg-config --exists $(PKGS) 2>/dev/null || ! command -v cc >/dev/null; then \
+	@if ! pkg-config --exists $(PKGS) 2>/dev/null || ! command -v cc >/dev/null || \
+	    ! [ -f /usr/include/http_parser.h ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	    echo "llmux: installing build dependencies with apt-get"; \
 	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(APT_PKGS)) >/dev/null || exit 1; \

@@ -1261,9 +1261,12 @@ out:
 
 static const char *const root_keys[] = {
     "listen", "workers", "database",  "admin_key", "require_keys",
-    "limits", "tls",     "providers", "routes",    "failover", NULL};
-static const char *const limits_keys[] = {"max_body_bytes",
-                                          "max_connections", NULL};
+    "limits", "tls",     "providers", "routes",    "failover",
+    "cors",   NULL};
+static const char *const limits_keys[] = {
+    "max_body_bytes", "max_connections", "header_timeout_ms",
+    "idle_timeout_ms", NULL};
+static const char *const cors_keys[] = {"origins", NULL};
 static const char *const tls_keys[] = {"cert", "key", NULL};
 static const char *const failover_keys[] = {
     "max_attempts",     "retry_on_status",     "backoff_ms", "hedge_after_ms",
@@ -1323,6 +1326,68 @@ out:
     return st;
 }
 
+/* An origin as browsers send it: scheme://host[:port], no path. */
+static int
+origin_ok(const char *o)
+{
+    const char *h = !strncmp(o, "https://", 8)  ? o + 8
+                    : !strncmp(o, "http://", 7) ? o + 7
+                                                : NULL;
+    if (!h || !*h)
+        return 0;
+    for (; *h; h++)
+        if (!((*h >= 'a' && *h <= 'z') || (*h >= 'A' && *h <= 'Z') ||
+              (*h >= '0' && *h <= '9') || *h == '.' || *h == '-' ||
+              *h == ':' || *h == '[' || *h == ']'))
+            return 0;
+    return 1;
+}
+
+/* "cors": {"origins": ["https://app.example", ...]} or ["*"]. */
+static enum gx_status
+parse_cors(struct vctx *v, json_t *root, struct cfg *c)
+{
+    json_t *co;
+    enum gx_status st = get_object(v, root, "cors", &co);
+    if (st != GX_OK || !co)
+        return st;
+    size_t keep = path_push_key(v, "cors");
+    if ((st = check_keys(v, co, cors_keys, NULL, NULL)) != GX_OK)
+        goto out;
+    json_t *a = json_object_get(co, "origins");
+    if (!a)
+        goto out;
+    size_t keep2 = path_push_key(v, "origins");
+    if (!json_is_array(a)) {
+        st = verr(v, AT_VALUE, "expected an array of origins like "
+                               "\"https://app.example\", got %s",
+                  type_name(a));
+    } else if (!(c->cors_origins =
+                     calloc(json_array_size(a) + 1, sizeof(char *)))) {
+        st = GX_ENOMEM;
+    }
+    for (size_t k = 0; st == GX_OK && k < json_array_size(a); k++) {
+        size_t keep3 = path_push_index(v, k);
+        char *o = NULL;
+        st = str_value(v, json_array_get(a, k), STR_NONEMPTY, &o);
+        if (st == GX_OK && strcmp(o, "*") && !origin_ok(o))
+            st = verr(v, AT_VALUE,
+                      "expected \"*\" or an origin scheme://host[:port] "
+                      "without a path (e.g. \"https://app.example\"), "
+                      "got \"%s\"",
+                      o);
+        if (st == GX_OK)
+            c->cors_origins[c->n_cors_origins++] = o;
+        else
+            free(o);
+        path_pop(v, keep3);
+    }
+    path_pop(v, keep2);
+out:
+    path_pop(v, keep);
+    return st;
+}
+
 static enum gx_status
 parse_root(struct vctx *v, json_t *root, struct cfg *c)
 {
@@ -1340,6 +1405,8 @@ parse_root(struct vctx *v, json_t *root, struct cfg *c)
     c->listen_port = 8080;
     c->max_body_bytes = 4194304;
     c->max_connections = 10000;
+    c->header_timeout_ms = 10000;
+    c->idle_timeout_ms = 60000;
     if ((st = cfg_failover_defaults(&c->failover)) != GX_OK ||
         !(c->listen_host = strdup("127.0.0.1")) ||
         !(c->database = strdup("llmux.db")))
@@ -1381,9 +1448,13 @@ parse_root(struct vctx *v, json_t *root, struct cfg *c)
         long long mb = c->max_body_bytes;
         size_t keep = path_push_key(v, "limits");
         if (!(st = check_keys(v, limits, limits_keys, NULL, NULL)) &&
-            !(st = get_ll(v, limits, "max_body_bytes", 1, 1LL << 30, &mb)))
-            st = get_int(v, limits, "max_connections", 1, 1000000,
-                         &c->max_connections);
+            !(st = get_ll(v, limits, "max_body_bytes", 1, 1LL << 30, &mb)) &&
+            (st = get_int(v, limits, "max_connections", 1, 1000000,
+                          &c->max_connections)) == GX_OK &&
+            (st = get_int(v, limits, "header_timeout_ms", 100, 600000,
+                          &c->header_timeout_ms)) == GX_OK)
+            st = get_int(v, limits, "idle_timeout_ms", 100, 3600000,
+                         &c->idle_timeout_ms);
         c->max_body_bytes = mb;
         path_pop(v, keep);
         if (st != GX_OK)
@@ -1402,7 +1473,7 @@ parse_root(struct vctx *v, json_t *root, struct cfg *c)
             return st;
     }
 
-    if ((st = parse_providers(v, root, c)) ||
+    if ((st = parse_cors(v, root, c)) || (st = parse_providers(v, root, c)) ||
         (st = parse_routes(v, root, c)))
         return st;
     return parse_failover(v, root, &c->failover);
@@ -1568,6 +1639,9 @@ cfg_free(struct cfg *c)
     }
     free(c->tls_cert);
     free(c->tls_key);
+    for (size_t k = 0; k < c->n_cors_origins; k++)
+        free(c->cors_origins[k]);
+    free(c->cors_origins);
     free(c);
 }
 

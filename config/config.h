@@ -106,7 +106,11 @@ struct cfg {
     char *admin_key;   /* NULL if none */
     int require_keys;  /* default 1 in a file, 0 for built-in defaults */
     int64_t max_body_bytes; /* default 4194304 */
-    int max_connections;    /* default 10000 */
+    int max_connections;    /* default 10000; inbound, all workers */
+    int header_timeout_ms;  /* default 10000: request line + headers */
+    int idle_timeout_ms;    /* default 60000: keep-alive between requests */
+    char **cors_origins;    /* cors.origins: "https://app.example" or "*" */
+    size_t n_cors_origins;  /* 0: no CORS headers, preflights refused */
     char *tls_cert;         /* NULL unless "tls": {"cert","key"} */
     char *tls_key;
     struct cfg_provider *providers;

@@ -17,7 +17,6 @@
 #include <string.h>
 
 #include <event2/buffer.h>
-#include <event2/http.h>
 #include <openssl/crypto.h>
 #include <sqlite3.h>
 
@@ -355,9 +354,9 @@ out:
 /* HTTP.                                                                */
 
 void
-gw_reply_unauthorized(struct evhttp_request *req, const struct gw_authn *an)
+gw_reply_unauthorized(struct gw_hreq *req, const struct gw_authn *an)
 {
-    evhttp_add_header(evhttp_request_get_output_headers(req),
+    gw_hreq_add_header(req,
                       "WWW-Authenticate", "Bearer realm=\"llmux\"");
     gw_reply_error(req, an->status ? an->status : 401,
                    "invalid_request_error",
@@ -421,7 +420,7 @@ admin_job_free(struct admin_job *j)
 }
 
 static void
-admin_reply(struct gw_server *srv, struct evhttp_request *req, void *arg)
+admin_reply(struct gw_server *srv, struct gw_hreq *req, void *arg)
 {
     (void)srv;
     struct admin_job *j = arg;
@@ -462,7 +461,7 @@ admin_reply(struct gw_server *srv, struct evhttp_request *req, void *arg)
                         json_object_get(j->body, "models")
                             ? json_object_get(j->body, "models")
                             : json_null());
-        evhttp_add_header(evhttp_request_get_output_headers(req),
+        gw_hreq_add_header(req,
                           "Cache-Control", "no-store");
         gw_reply_json(req, 200, o);
         json_decref(o);
@@ -481,11 +480,10 @@ admin_reply(struct gw_server *srv, struct evhttp_request *req, void *arg)
 
 /* 1 if the caller is the admin; else replies 401/403 and returns 0. */
 static int
-require_admin(struct gw_server *srv, struct evhttp_request *req)
+require_admin(struct gw_server *srv, struct gw_hreq *req)
 {
     struct gw_authn an;
-    const char *authz = evhttp_find_header(
-        evhttp_request_get_input_headers(req), "Authorization");
+    const char *authz = gw_hreq_header(req, "Authorization");
     gw_auth_identify(srv->auth, authz, gx_now_ms(), &an);
     if (an.who == GW_CALLER_ADMIN)
         return 1;
@@ -506,7 +504,7 @@ require_admin(struct gw_server *srv, struct evhttp_request *req)
 }
 
 void
-gw_admin_handle(struct gw_worker *w, struct evhttp_request *req,
+gw_admin_handle(struct gw_worker *w, struct gw_hreq *req,
                 const char *path)
 {
     struct gw_server *srv = w->srv;
@@ -517,15 +515,15 @@ gw_admin_handle(struct gw_worker *w, struct evhttp_request *req,
     }
     if (!require_admin(srv, req))
         return;
-    enum evhttp_cmd_type m = evhttp_request_get_command(req);
+    enum gw_method m = gw_hreq_method(req);
     struct admin_job *j = calloc(1, sizeof(*j));
     if (!j) {
         gw_reply_error(req, 500, "server_error", "internal_error", NULL,
                        "Out of memory.");
         return;
     }
-    if (!strcmp(path, "/admin/keys") && m == EVHTTP_REQ_POST) {
-        struct evbuffer *in = evhttp_request_get_input_buffer(req);
+    if (!strcmp(path, "/admin/keys") && m == GW_METHOD_POST) {
+        struct evbuffer *in = gw_hreq_body(req);
         size_t n = evbuffer_get_length(in);
         json_error_t jerr;
         j->body = n ? json_loadb((const char *)evbuffer_pullup(in, -1), n,
@@ -555,10 +553,10 @@ gw_admin_handle(struct gw_worker *w, struct evhttp_request *req,
         }
         gw_key_hash(j->secret, strlen(j->secret), j->spec.hash, NULL);
         j->op = OP_CREATE;
-    } else if (!strcmp(path, "/admin/keys") && m == EVHTTP_REQ_GET) {
+    } else if (!strcmp(path, "/admin/keys") && m == GW_METHOD_GET) {
         j->op = OP_LIST;
     } else if (!strncmp(path, "/admin/keys/", 12) &&
-               m == EVHTTP_REQ_DELETE) {
+               m == GW_METHOD_DELETE) {
         char *end;
         const char *ids = path + 12;
         long long id = strtoll(ids, &end, 10);
@@ -579,7 +577,7 @@ gw_admin_handle(struct gw_worker *w, struct evhttp_request *req,
         return;
     }
     if (gw_aux_submit(w, req, admin_run, admin_reply, j) != 0) {
-        evhttp_add_header(evhttp_request_get_output_headers(req),
+        gw_hreq_add_header(req,
                           "Retry-After", "1");
         gw_reply_error(req, 503, "server_error", "unavailable", NULL,
                        "The admin API is busy; retry shortly.");
@@ -602,7 +600,7 @@ add_model(json_t *data, json_t *seen, const char *id, const char *owner)
 }
 
 void
-gw_models_handle(struct gw_worker *w, struct evhttp_request *req)
+gw_models_handle(struct gw_worker *w, struct gw_hreq *req)
 {
     struct gw_server *srv = w->srv;
     if (!srv->auth) {
@@ -610,8 +608,7 @@ gw_models_handle(struct gw_worker *w, struct evhttp_request *req)
         return;
     }
     struct gw_authn an;
-    const char *authz = evhttp_find_header(
-        evhttp_request_get_input_headers(req), "Authorization");
+    const char *authz = gw_hreq_header(req, "Authorization");
     gw_auth_identify(srv->auth, authz, gx_now_ms(), &an);
     if (an.who == GW_CALLER_NONE) {
         gw_reply_unauthorized(req, &an);

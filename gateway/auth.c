@@ -29,7 +29,6 @@
 #include <time.h>
 
 #include <event2/event.h>
-#include <event2/http.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
@@ -540,9 +539,7 @@ out:
 struct aux_job {
     struct aux_job *next;
     struct gw_worker *w;
-    struct evhttp_request *req;
-    struct evhttp_connection *evcon;
-    int own_req;
+    struct gw_hreq *req;
     int gone;
     gw_aux_run_fn run;
     gw_aux_reply_fn reply;
@@ -598,18 +595,13 @@ aux_main(void *arg)
 }
 
 static void
-aux_on_close(struct evhttp_connection *evcon, void *arg)
+aux_on_close(struct gw_hreq *req, void *arg)
 {
-    (void)evcon;
+    (void)req;
     struct aux_job *j = arg;
     j->gone = 1;
-    /* As in chat.c: a request libevent detached is ours to free; else
-     * libevent frees it right after this callback. */
-    if (j->req && evhttp_request_get_connection(j->req) == NULL)
-        j->own_req = 1;
-    else
-        j->req = NULL;
-    j->evcon = NULL;
+    /* conn.c frees the request right after this callback. */
+    j->req = NULL;
 }
 
 static void
@@ -620,13 +612,10 @@ aux_done(evutil_socket_t fd, short what, void *arg)
     struct aux_job *j = arg;
     struct gw_worker *w = j->w;
     if (!j->gone) {
-        if (j->evcon)
-            evhttp_connection_set_closecb(j->evcon, NULL, NULL);
+        gw_hreq_set_close_cb(j->req, NULL, NULL);
         j->reply(w->srv, j->req, j->arg);
     } else {
         j->reply(w->srv, NULL, j->arg);
-        if (j->own_req && j->req)
-            evhttp_request_free(j->req);
     }
     event_free(j->ev);
     w->inflight--;
@@ -634,7 +623,7 @@ aux_done(evutil_socket_t fd, short what, void *arg)
 }
 
 int
-gw_aux_submit(struct gw_worker *w, struct evhttp_request *req,
+gw_aux_submit(struct gw_worker *w, struct gw_hreq *req,
               gw_aux_run_fn run, gw_aux_reply_fn reply, void *arg)
 {
     struct gw_auth *a = w->srv->auth;
@@ -660,9 +649,7 @@ gw_aux_submit(struct gw_worker *w, struct evhttp_request *req,
         free(j);
         return -1;
     }
-    j->evcon = evhttp_request_get_connection(req);
-    if (j->evcon)
-        evhttp_connection_set_closecb(j->evcon, aux_on_close, j);
+    gw_hreq_set_close_cb(req, aux_on_close, j);
     w->inflight++;
     pthread_mutex_lock(&a->mu);
     if (a->tail)
@@ -999,7 +986,7 @@ prompt_bounds(const json_t *body, int64_t *est, int64_t *upper)
 }
 
 int
-gw_chat_admit(struct gw_server *srv, struct evhttp_request *req,
+gw_chat_admit(struct gw_server *srv, struct gw_hreq *req,
               const json_t *body, struct gw_ticket *t)
 {
     if (!srv->auth) { /* no auth configured (embedded/tests): anonymous */
@@ -1008,8 +995,7 @@ gw_chat_admit(struct gw_server *srv, struct evhttp_request *req,
         return 0;
     }
     const char *model = json_string_value(json_object_get(body, "model"));
-    const char *authz = evhttp_find_header(
-        evhttp_request_get_input_headers(req), "Authorization");
+    const char *authz = gw_hreq_header(req, "Authorization");
     int64_t est = 0, upper = 0, max_cost = 0;
     prompt_bounds(body, &est, &upper);
     int64_t completion = DEFAULT_COMPLETION_RESERVE;
@@ -1039,14 +1025,14 @@ gw_chat_admit(struct gw_server *srv, struct evhttp_request *req,
                   &ref);
     if (ref.status == 0)
         return 0;
-    struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+    struct gw_hreq *h = req;
     if (ref.retry_after_s > 0) {
         char ra[32];
         snprintf(ra, sizeof(ra), "%lld", (long long)ref.retry_after_s);
-        evhttp_add_header(h, "Retry-After", ra);
+        gw_hreq_add_header(h, "Retry-After", ra);
     }
     if (ref.status == 401)
-        evhttp_add_header(h, "WWW-Authenticate", "Bearer realm=\"llmux\"");
+        gw_hreq_add_header(h, "WWW-Authenticate", "Bearer realm=\"llmux\"");
     gw_reply_error(req, ref.status, ref.type, ref.code, NULL, "%s",
                    ref.message);
     atomic_fetch_add(&srv->stats.errors, 1);

@@ -9,7 +9,7 @@
  *      body, or the stream's final "data: [DONE]") only after the row is
  *      committed, so a client that saw a complete response has its row.
  *
- * Client disconnects: libevent calls the connection's close callback; the
+ * Client disconnects: conn.c calls the request's close callback; the
  * upstream call is cancelled and the row is still logged (status 499).
  * Memory: a gw_req owns its parsed body, attempt log and response copy;
  * it is freed in req_free once the reply is done or the client is gone.
@@ -19,8 +19,6 @@
 #include <string.h>
 
 #include <event2/buffer.h>
-#include <event2/bufferevent.h>
-#include <event2/http.h>
 
 #include "gw_int.h"
 
@@ -41,9 +39,8 @@ struct gw_try {
 struct gw_req {
     struct gw_worker *w;
     struct gw_gen *gen; /* config + router this request runs on (a ref) */
-    struct evhttp_request *req;    /* NULL once libevent owns/freed it */
-    struct evhttp_connection *evcon;
-    char id[48];
+    struct gw_hreq *req; /* NULL once the client left (conn.c frees it) */
+    char id[GW_REQUEST_ID_MAX + 1];
     json_t *body;
     const char *model_arg; /* borrowed from body */
     struct gw_ticket ticket; /* auth.c: key, limits, reservation */
@@ -58,7 +55,6 @@ struct gw_req {
     struct gw_try tries[2];
     int winner; /* index into tries once bytes reached the client, or -1 */
     struct event *ev_hedge;
-    struct event *ev_closed; /* EV_CLOSED on the client socket */
     const struct cfg_provider *prov; /* of the winning / last attempt */
     const struct cfg_model *model;
     struct gx_buf attempt_log; /* "gpt-4.1@relay: status 503; ..." */
@@ -72,7 +68,6 @@ struct gw_req {
     int paused;
     int64_t n_events;
     int upstream_done_marker; /* upstream sent [DONE] */
-    int own_req;   /* libevent detached req: we must free it */
     int client_gone;
     int finishing; /* row handed to the ledger */
     /* The outcome. */
@@ -105,12 +100,6 @@ req_free(struct gw_req *r)
         event_free(r->ev_backoff);
     if (r->ev_hedge)
         event_free(r->ev_hedge);
-    if (r->ev_closed)
-        event_free(r->ev_closed);
-    if (r->evcon && !r->client_gone)
-        evhttp_connection_set_closecb(r->evcon, NULL, NULL);
-    if (r->own_req && r->req)
-        evhttp_request_free(r->req);
     gw_ticket_settle(r->w->srv->auth, &r->ticket, 0, 0); /* if unsettled */
     json_decref(r->body);
     gx_buf_cleanup(&r->attempt_log);
@@ -153,11 +142,6 @@ static void
 client_gone(struct gw_req *r)
 {
     r->client_gone = 1;
-    r->evcon = NULL;
-    if (r->ev_closed) {
-        event_free(r->ev_closed);
-        r->ev_closed = NULL;
-    }
     for (int i = 0; i < 2; i++)
         cancel_try(r, &r->tries[i]);
     if (r->ev_backoff)
@@ -174,58 +158,33 @@ client_gone(struct gw_req *r)
     }
 }
 
-/* libevent closed the connection (a write failed, or the server is
- * freeing it). */
+/* conn.c: the client went away (EOF, a failed write, a timeout, the
+ * server freeing it) before the reply ended.  It frees req after this;
+ * a peer that only closes its side while we work is seen too, since the
+ * connection keeps reading. */
 static void
-on_client_close(struct evhttp_connection *evcon, void *arg)
+on_client_close(struct gw_hreq *req, void *arg)
 {
-    (void)evcon;
+    (void)req;
     struct gw_req *r = arg;
-    /* Detached by libevent (EOF while we still owned the reply): ours to
-     * free.  Otherwise libevent frees it right after this callback. */
-    if (r->req && evhttp_request_get_connection(r->req) == NULL)
-        r->own_req = 1;
-    else
-        r->req = NULL;
-    client_gone(r);
-}
-
-/*
- * The peer closed its side while we were still working on the answer.
- * evhttp stops reading a connection while the handler runs (libevent
- * 2.1), so without this a client that gives up on a long non-stream call
- * would go unnoticed until the reply; EV_CLOSED (EPOLLRDHUP) sees the FIN
- * without reading.  We free the connection ourselves (and with it req).
- */
-static void
-on_peer_closed(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    struct gw_req *r = arg;
-    struct evhttp_connection *evcon = r->evcon;
-    if (!evcon || r->client_gone)
-        return;
     GX_LOG(GX_LOG_INFO, r->id, "client closed the connection; cancelling");
-    evhttp_connection_set_closecb(evcon, NULL, NULL);
-    r->req = NULL; /* freed with the connection below */
-    client_gone(r);  /* may free r (via finish -> reply) */
-    evhttp_connection_free(evcon);
+    r->req = NULL;
+    client_gone(r); /* may free r (via finish -> reply) */
 }
 
 static void
-add_llmux_headers(struct gw_req *r, struct evkeyvalq *h)
+add_llmux_headers(struct gw_req *r, struct gw_hreq *h)
 {
     char n[32];
-    evhttp_add_header(h, "X-Request-Id", r->id);
-    evhttp_add_header(h, "X-Llmux-Route",
+    gw_hreq_add_header(h, "X-Request-Id", r->id);
+    gw_hreq_add_header(h, "X-Llmux-Route",
                       r->plan.route ? r->plan.route->name : r->model_arg);
     if (r->prov)
-        evhttp_add_header(h, "X-Llmux-Provider", r->prov->name);
+        gw_hreq_add_header(h, "X-Llmux-Provider", r->prov->name);
     if (r->model)
-        evhttp_add_header(h, "X-Llmux-Model", r->model->name);
+        gw_hreq_add_header(h, "X-Llmux-Model", r->model->name);
     snprintf(n, sizeof(n), "%d", r->attempts);
-    evhttp_add_header(h, "X-Llmux-Attempts", n);
+    gw_hreq_add_header(h, "X-Llmux-Attempts", n);
 }
 
 /* ------------------------------------------------------------------ */
@@ -309,34 +268,6 @@ on_committed(void *ud, int ok)
     gw_worker_wake(w);
 }
 
-/*
- * The end of a stream is sent from the write-done callback of its last
- * chunk.  libevent's OpenSSL bufferevent (tls.c) runs write-done callbacks
- * deferred: one left over from the previous chunk could fire just after
- * evhttp_send_reply_end installed its "response sent" callback, and evhttp
- * would then end the response with "data: [DONE]" and the final chunk
- * still queued and writing disabled (streams over HTTPS that never
- * finished).  From here, a leftover callback only ends the reply early,
- * which queues the terminator behind [DONE], which is harmless.
- */
-static void
-end_after_last_chunk(struct evhttp_connection *evcon, void *arg)
-{
-    evhttp_connection_set_closecb(evcon, NULL, NULL);
-    evhttp_send_reply_end(arg);
-}
-
-/* The client left before the last chunk was written: a request libevent
- * detached is ours to free (as in on_client_close). */
-static void
-last_chunk_client_gone(struct evhttp_connection *evcon, void *arg)
-{
-    (void)evcon;
-    struct evhttp_request *req = arg;
-    if (evhttp_request_get_connection(req) == NULL)
-        evhttp_request_free(req);
-}
-
 static void
 complete_reply(struct gw_req *r)
 {
@@ -350,7 +281,7 @@ complete_reply(struct gw_req *r)
         req_free(r);
         return;
     }
-    struct evhttp_request *req = r->req;
+    struct gw_hreq *req = r->req;
     if (r->stream && r->sent_head) {
         struct evbuffer *b = evbuffer_new();
         if (b) {
@@ -366,40 +297,33 @@ complete_reply(struct gw_req *r)
                 json_decref(e);
             }
             evbuffer_add(b, "data: [DONE]\n\n", 14);
-            struct evhttp_connection *evcon =
-                evhttp_request_get_connection(req);
-            evhttp_send_reply_chunk_with_cb(req, b, end_after_last_chunk,
-                                            req);
-            evbuffer_free(b);
-            if (evcon) {
-                evhttp_connection_set_closecb(evcon, last_chunk_client_gone,
-                                              req);
-                r->evcon = NULL; /* req_free must not clear that one */
-            }
-        } else {
-            evhttp_send_reply_end(req);
         }
+        /* The last events and the terminating chunk in one write. */
+        gw_hreq_reply_end(req, b);
+        if (b)
+            evbuffer_free(b);
     } else {
-        struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+        struct gw_hreq *h = req;
         add_llmux_headers(r, h);
         if (r->retry_after_s > 0) {
             char ra[32];
             snprintf(ra, sizeof(ra), "%lld", (long long)r->retry_after_s);
-            evhttp_add_header(h, "Retry-After", ra);
+            gw_hreq_add_header(h, "Retry-After", ra);
         }
         if (r->status < 400) {
             char cost[48];
             pr_pusd_format(r->cost_pusd, cost, sizeof(cost));
-            evhttp_add_header(h, "X-Llmux-Cost-Usd", cost);
+            gw_hreq_add_header(h, "X-Llmux-Cost-Usd", cost);
         }
-        evhttp_add_header(h, "Content-Type", "application/json");
+        gw_hreq_add_header(h, "Content-Type", "application/json");
         struct evbuffer *b = evbuffer_new();
         if (b && r->resp_body)
             evbuffer_add(b, r->resp_body, r->resp_len);
-        evhttp_send_reply(req, r->status, gw_status_reason(r->status), b);
+        gw_hreq_send_reply(req, r->status, b);
         if (b)
             evbuffer_free(b);
     }
+    r->req = NULL; /* ended: conn.c has it back */
     if (r->status >= 400)
         atomic_fetch_add(&r->w->srv->stats.errors, 1);
     req_free(r);
@@ -526,9 +450,9 @@ finish_error(struct gw_req *r, int status, const char *type, const char *code,
 /* Upstream callbacks.                                                  */
 
 static void
-on_drained(struct evhttp_connection *evcon, void *arg)
+on_drained(struct gw_hreq *req, void *arg)
 {
-    (void)evcon;
+    (void)req;
     struct gw_req *r = arg;
     if (r->paused && r->winner >= 0 && r->tries[r->winner].call) {
         r->paused = 0;
@@ -566,13 +490,14 @@ on_event(void *ud, const char *data, size_t len)
         r->upstream_done_marker = 1; /* held until the row commits */
         return;
     }
-    struct evhttp_request *req = r->req;
+    struct gw_hreq *req = r->req;
     if (!r->sent_head) {
-        struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+        struct gw_hreq *h = req;
         add_llmux_headers(r, h);
-        evhttp_add_header(h, "Content-Type", "text/event-stream");
-        evhttp_add_header(h, "Cache-Control", "no-cache");
-        evhttp_send_reply_start(req, 200, "OK");
+        gw_hreq_add_header(h, "Content-Type", "text/event-stream");
+        gw_hreq_add_header(h, "Cache-Control", "no-cache");
+        gw_hreq_reply_start(req, 200);
+        gw_hreq_set_drain_cb(req, on_drained, r);
         r->sent_head = 1;
         r->ttft_us = gx_mono_us() - r->start_us;
     }
@@ -583,12 +508,10 @@ on_event(void *ud, const char *data, size_t len)
     evbuffer_add(b, "data: ", 6);
     evbuffer_add(b, data, len);
     evbuffer_add(b, "\n\n", 2);
-    evhttp_send_reply_chunk_with_cb(req, b, on_drained, r);
+    gw_hreq_reply_chunk(req, b);
     evbuffer_free(b);
-    if (r->evcon && t->call && !r->paused) {
-        struct bufferevent *bev = evhttp_connection_get_bufferevent(r->evcon);
-        if (bev && evbuffer_get_length(bufferevent_get_output(bev)) >
-                       GW_STREAM_HIGH_WATER) {
+    if (t->call && !r->paused) {
+        if (gw_hreq_pending(req) > GW_STREAM_HIGH_WATER) {
             r->paused = 1;
             pv_call_pause(t->call);
         }
@@ -938,7 +861,7 @@ validate_body(json_t *body, char *msg, size_t len, const char **param)
 }
 
 void
-gw_chat_handle(struct gw_worker *w, struct evhttp_request *req)
+gw_chat_handle(struct gw_worker *w, struct gw_hreq *req)
 {
     /* Who is calling comes first (DESIGN.md section 2): an unknown caller
      * gets 401 before we spend anything on its body.  Limits and budget
@@ -946,9 +869,7 @@ gw_chat_handle(struct gw_worker *w, struct evhttp_request *req)
     if (w->srv->auth) {
         struct gw_authn an;
         gw_auth_identify(w->srv->auth,
-                         evhttp_find_header(
-                             evhttp_request_get_input_headers(req),
-                             "Authorization"),
+                         gw_hreq_header(req, "Authorization"),
                          gx_now_ms(), &an);
         if (an.who == GW_CALLER_NONE) {
             gw_reply_unauthorized(req, &an);
@@ -956,7 +877,7 @@ gw_chat_handle(struct gw_worker *w, struct evhttp_request *req)
             return;
         }
     }
-    struct evbuffer *in = evhttp_request_get_input_buffer(req);
+    struct evbuffer *in = gw_hreq_body(req);
     size_t n = evbuffer_get_length(in);
     if (n == 0) {
         gw_reply_error(req, 400, "invalid_request_error", "invalid_json",
@@ -1034,8 +955,7 @@ gw_chat_handle(struct gw_worker *w, struct evhttp_request *req)
                   rt_estimate_prompt_tokens(body),
                   json_is_integer(mt) ? json_integer_value(mt) : 0, &r->plan);
     if (r->plan.resolved == 0) {
-        evhttp_add_header(evhttp_request_get_output_headers(req),
-                          "X-Request-Id", r->id);
+        gw_hreq_add_header(req, "X-Request-Id", r->id);
         gw_reply_error(req, 404, "invalid_request_error", "model_not_found",
                        "model",
                        "The model '%s' does not exist: it is not a route, "
@@ -1043,21 +963,11 @@ gw_chat_handle(struct gw_worker *w, struct evhttp_request *req)
                        "serves (GET /v1/models lists them).",
                        r->model_arg);
         atomic_fetch_add(&w->srv->stats.errors, 1);
+        r->req = NULL; /* answered */
         req_free(r);
         return;
     }
-    r->evcon = evhttp_request_get_connection(req);
-    if (r->evcon) {
-        evhttp_connection_set_closecb(r->evcon, on_client_close, r);
-        struct bufferevent *bev = evhttp_connection_get_bufferevent(r->evcon);
-        evutil_socket_t fd = bev ? bufferevent_getfd(bev) : -1;
-        if (fd >= 0) {
-            r->ev_closed = event_new(w->base, fd, EV_CLOSED, on_peer_closed,
-                                     r);
-            if (r->ev_closed)
-                event_add(r->ev_closed, NULL);
-        }
-    }
+    gw_hreq_set_close_cb(req, on_client_close, r);
     if (r->plan.n == 0) {
         /* Every target is out of rotation (open circuits, Retry-After):
          * answer at once rather than queue behind a dead provider. */

@@ -20,7 +20,6 @@
 #include <string.h>
 
 #include <event2/buffer.h>
-#include <event2/http.h>
 #include <openssl/evp.h>
 
 #include "gw_int.h"
@@ -775,35 +774,34 @@ dashboard_csp(void)
 }
 
 void
-gw_dashboard_handle(struct gw_worker *w, struct evhttp_request *req)
+gw_dashboard_handle(struct gw_worker *w, struct gw_hreq *req)
 {
     (void)w;
-    enum evhttp_cmd_type m = evhttp_request_get_command(req);
-    struct evkeyvalq *h = evhttp_request_get_output_headers(req);
-    if (m != EVHTTP_REQ_GET) {
-        evhttp_add_header(h, "Allow", "GET");
+    enum gw_method m = gw_hreq_method(req);
+    struct gw_hreq *h = req;
+    if (m != GW_METHOD_GET) {
+        gw_hreq_add_header(h, "Allow", "GET, HEAD");
         gw_reply_error(req, 405, "invalid_request_error",
                        "method_not_allowed", NULL, "Use GET /dashboard.");
         return;
     }
     struct evbuffer *b = evbuffer_new();
-    if (!b) {
-        evhttp_send_error(req, 500, NULL);
-        return;
-    }
     /* The page is static storage: referenced, not copied. */
-    if (evbuffer_add_reference(b, dashboard_page, sizeof(dashboard_page) - 1,
-                               NULL, NULL) != 0) {
-        evbuffer_free(b);
-        evhttp_send_error(req, 500, NULL);
+    if (!b || evbuffer_add_reference(b, dashboard_page,
+                                     sizeof(dashboard_page) - 1, NULL,
+                                     NULL) != 0) {
+        if (b)
+            evbuffer_free(b);
+        gw_reply_error(req, 500, "server_error", "internal_error", NULL,
+                       "Out of memory.");
         return;
     }
-    evhttp_add_header(h, "Content-Type", "text/html; charset=utf-8");
-    evhttp_add_header(h, "Content-Security-Policy", dashboard_csp());
-    evhttp_add_header(h, "X-Content-Type-Options", "nosniff");
-    evhttp_add_header(h, "X-Frame-Options", "DENY");
-    evhttp_add_header(h, "Referrer-Policy", "no-referrer");
-    evhttp_add_header(h, "Cache-Control", "no-cache");
-    evhttp_send_reply(req, 200, "OK", b);
+    gw_hreq_add_header(h, "Content-Type", "text/html; charset=utf-8");
+    gw_hreq_add_header(h, "Content-Security-Policy", dashboard_csp());
+    gw_hreq_add_header(h, "X-Content-Type-Options", "nosniff");
+    gw_hreq_add_header(h, "X-Frame-Options", "DENY");
+    gw_hreq_add_header(h, "Referrer-Policy", "no-referrer");
+    gw_hreq_add_header(h, "Cache-Control", "no-cache");
+    gw_hreq_send_reply(req, 200, b);
     evbuffer_free(b);
 }

@@ -8,8 +8,9 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include <event2/buffer.h>
 #include <event2/event.h>
-#include <event2/http.h>
+#include <http_parser.h>
 #include <jansson.h>
 
 #include "../common/common.h"
@@ -21,6 +22,8 @@
 
 struct gw_server;
 struct gw_req;
+struct gw_hreq;
+struct gw_conn;
 
 /*
  * A config generation: what a SIGHUP reload replaces (providers, routes,
@@ -39,16 +42,25 @@ struct gw_gen {
 void gw_gen_ref(struct gw_gen *g);
 void gw_gen_unref(struct gw_gen *g); /* NULL ok; any thread */
 
-/* One HTTP worker: its own event_base, evhttp on the shared port and curl
- * multi.  Everything in here is touched only by its thread, except done_*
- * (filled by the ledger thread) and the atomics. */
+/* One HTTP worker: its own event_base, listening socket (conn.c) on the
+ * shared port and curl multi.  Everything in here is touched only by its
+ * thread, except done_* (filled by the ledger thread) and the atomics. */
 struct gw_worker {
     struct gw_server *srv;
     int index;
     pthread_t thread;
     struct event_base *base;
-    struct evhttp *http;
-    struct evhttp_bound_socket *bound;
+    /* conn.c: the listener and the connections of this worker. */
+    int listen_fd;              /* -1 once closed */
+    struct event *ev_accept;    /* EV_READ on listen_fd */
+    struct event *ev_accept_resume; /* accept paused: re-enable timer */
+    int accept_paused;
+    struct gw_conn *conns;      /* open connections (list) */
+    void *tls_ctx;              /* tls.c: SSL_CTX or NULL (plain HTTP) */
+    int64_t log_next_ms[2];     /* rate limit of accept warnings */
+    long log_suppressed[2];
+    int64_t date_s;             /* Date header cache */
+    char date[40];
     struct pv_loop *pv;
     struct event *ev_wake;   /* event_active'd by other threads */
     struct event *ev_drain;  /* shutdown: polls in-flight, bounded */
@@ -72,6 +84,8 @@ struct gw_stats {
     atomic_llong upstream_attempts;
     atomic_llong inflight;
     atomic_llong http_requests; /* every HTTP request */
+    atomic_llong conns_open;    /* inbound connections now (all workers) */
+    atomic_llong conns_refused; /* accept paused: cap or EMFILE (events) */
 };
 
 struct gw_server {
@@ -99,7 +113,7 @@ const struct cfg *gw_cfg(const struct gw_server *srv);
 struct rt_router *gw_router(const struct gw_server *srv);
 
 /* chat.c: POST /v1/chat/completions */
-void gw_chat_handle(struct gw_worker *w, struct evhttp_request *req);
+void gw_chat_handle(struct gw_worker *w, struct gw_hreq *req);
 /* Finishes requests whose ledger row committed (worker thread). */
 void gw_chat_run_done(struct gw_worker *w);
 /* Shutdown, on the worker thread while its loop still runs: answers every
@@ -110,16 +124,23 @@ void gw_chat_abort_all(struct gw_worker *w);
 
 /* http.c: replies and small helpers. */
 /* Sends {"error":{message,type,param,code}} with status. */
-void gw_reply_error(struct evhttp_request *req, int status, const char *type,
+void gw_reply_error(struct gw_hreq *req, int status, const char *type,
                     const char *code, const char *param, const char *fmt, ...)
     __attribute__((format(printf, 6, 7)));
-void gw_reply_json(struct evhttp_request *req, int status, json_t *obj);
-/* Makes a request id: the client's x-request-id if sane, else a new one. */
-void gw_request_id(struct gw_worker *w, struct evhttp_request *req,
-                   char *out, size_t outlen);
+void gw_reply_json(struct gw_hreq *req, int status, json_t *obj);
+/* The request's id (gw_hreq_id) into out. */
+void gw_request_id(struct gw_worker *w, struct gw_hreq *req, char *out,
+                   size_t outlen);
+/* A request id for a request: client (its x-request-id header, may be
+ * NULL) if it is 1..GW_REQUEST_ID_MAX characters of [A-Za-z0-9._-], kept
+ * exactly; else a new one from w's generator.  out holds at least
+ * GW_REQUEST_ID_MAX + 1 bytes. */
+#define GW_REQUEST_ID_MAX 64
+void gw_request_id_make(struct gw_worker *w, const char *client, char *out,
+                        size_t outlen);
 const char *gw_status_reason(int status);
-void gw_handle_models(struct gw_server *srv, struct evhttp_request *req);
-void gw_handle_metrics(struct gw_server *srv, struct evhttp_request *req);
+void gw_handle_models(struct gw_server *srv, struct gw_hreq *req);
+void gw_handle_metrics(struct gw_server *srv, struct gw_hreq *req);
 
 /* ==== auth.c, admin.c, usage_api.c, keys_cli.c, tls.c (issue 5) =======
  *
@@ -253,7 +274,7 @@ void gw_ticket_settle(struct gw_auth *a, struct gw_ticket *t, int64_t tokens,
 /* The chat hook (worker thread): admits the request or replies with the
  * OpenAI error (401/403/429 + Retry-After) and returns -1.  Computes the
  * token estimate and the worst-case cost from body and the config. */
-int gw_chat_admit(struct gw_server *srv, struct evhttp_request *req,
+int gw_chat_admit(struct gw_server *srv, struct gw_hreq *req,
                   const json_t *body, struct gw_ticket *t);
 
 /* Deferred work (auth.c): run() on the aux thread (may block on disk),
@@ -264,17 +285,17 @@ int gw_chat_admit(struct gw_server *srv, struct evhttp_request *req,
  * and must reply (503). */
 typedef void (*gw_aux_run_fn)(struct gw_server *srv, void *arg);
 typedef void (*gw_aux_reply_fn)(struct gw_server *srv,
-                                struct evhttp_request *req, void *arg);
-int gw_aux_submit(struct gw_worker *w, struct evhttp_request *req,
+                                struct gw_hreq *req, void *arg);
+int gw_aux_submit(struct gw_worker *w, struct gw_hreq *req,
                   gw_aux_run_fn run, gw_aux_reply_fn reply, void *arg);
 /* The database readers/writers open (a file or the ledger's URI). */
 const char *gw_auth_db_path(const struct gw_auth *a);
 
 /* admin.c: /admin/keys[/{id}] (admin key only) and GET /v1/models
  * filtered by the caller's allowlist. */
-void gw_admin_handle(struct gw_worker *w, struct evhttp_request *req,
+void gw_admin_handle(struct gw_worker *w, struct gw_hreq *req,
                      const char *path);
-void gw_models_handle(struct gw_worker *w, struct evhttp_request *req);
+void gw_models_handle(struct gw_worker *w, struct gw_hreq *req);
 /* The keys table (admin.c; blocking: aux thread or CLI only).  create
  * inserts k (hash, limits; id and created_ms ignored) and writes the new
  * id to *id_out; revoke sets revoked_ms (GX_ENOTFOUND: no such id; an
@@ -295,22 +316,166 @@ enum gx_status gw_key_spec_from_json(const json_t *obj,
                                      char *models_buf, size_t models_len,
                                      char *err, size_t errlen);
 /* Replies to a refused identification (401 + OpenAI error). */
-void gw_reply_unauthorized(struct evhttp_request *req,
+void gw_reply_unauthorized(struct gw_hreq *req,
                            const struct gw_authn *an);
 
 /* usage_api.c: GET /v1/usage. */
-void gw_usage_handle(struct gw_worker *w, struct evhttp_request *req);
+void gw_usage_handle(struct gw_worker *w, struct gw_hreq *req);
 
 /* keys_cli.c: gw_cli_keys is declared in gateway.h (main.c calls it). */
 
 /* dashboard.c: GET /dashboard, the self-contained HTML page (no key). */
-void gw_dashboard_handle(struct gw_worker *w, struct evhttp_request *req);
+void gw_dashboard_handle(struct gw_worker *w, struct gw_hreq *req);
 
 /* tls.c: SSL_CTX from cfg->tls_cert/tls_key (NULL when not configured;
- * *out NULL too).  gw_tls_attach makes w's evhttp speak HTTPS. */
+ * *out NULL too).  gw_tls_attach makes w's connections speak HTTPS;
+ * gw_tls_bev wraps an accepted socket in an OpenSSL bufferevent (server
+ * side, the SSL freed and fd closed with it), NULL on failure (fd then
+ * still the caller's). */
 enum gx_status gw_tls_new(const struct cfg *c, void **out, char *err,
                           size_t errlen);
 void gw_tls_attach(struct gw_worker *w, void *ctx);
+struct bufferevent *gw_tls_bev(struct event_base *base, int fd, void *ctx);
 void gw_tls_free(void *ctx);
+
+/* ==== conn.c: the inbound HTTP/1.1 connection layer ===================
+ *
+ * llmux owns its listener and its HTTP/1.1 connections (libevent 2.1's
+ * evhttp has no connection cap, no hook between the headers and the body,
+ * no header deadline, and its own framing and HTML error pages).  Bytes
+ * are parsed by the nodejs http-parser (libhttp-parser-dev; llhttp, its
+ * successor, is not packaged in Debian 12), framing is decided here
+ * (gw_hparse), and every reply goes out with x-request-id and CORS
+ * headers.  One request per connection is handled at a time; pipelined
+ * requests wait in the input buffer and are answered in order.
+ *
+ * Threads: a connection and its requests belong to one worker thread.
+ *
+ * Request lifetime: the connection layer owns every gw_hreq.  The server
+ * gets it in gw_server_on_head (headers complete, no body byte read) and
+ * gw_server_on_request (whole request); from then on the handler owns the
+ * answer and must end it with exactly one of gw_hreq_send_reply /
+ * gw_hreq_send_body / gw_hreq_reply_end, after which the pointer is
+ * invalid, unless the close callback fired first (the client left; the
+ * pointer is invalid once that callback returns).
+ */
+enum gw_method {
+    GW_METHOD_GET = 1, /* HEAD too: see gw_hreq_is_head */
+    GW_METHOD_POST,
+    GW_METHOD_DELETE,
+    GW_METHOD_OPTIONS,
+    GW_METHOD_OTHER /* refused by conn.c with 405 before the server */
+};
+typedef void (*gw_hreq_cb)(struct gw_hreq *req, void *arg);
+
+/* Input: valid while the request is alive.  Strings are NUL-terminated
+ * and owned by the request. */
+enum gw_method gw_hreq_method(const struct gw_hreq *req);
+int gw_hreq_is_head(const struct gw_hreq *req); /* 1: HEAD (no body out) */
+const char *gw_hreq_method_str(const struct gw_hreq *req);
+const char *gw_hreq_path(const struct gw_hreq *req); /* raw, no query */
+const char *gw_hreq_query(const struct gw_hreq *req); /* raw, or NULL */
+/* The first query parameter called name, %-decoded ('+' = space), or NULL
+ * (absent, or undecodable). */
+const char *gw_hreq_param(struct gw_hreq *req, const char *name);
+/* The first input header called name (case-insensitive), or NULL. */
+const char *gw_hreq_header(const struct gw_hreq *req, const char *name);
+struct evbuffer *gw_hreq_body(struct gw_hreq *req); /* whole, in on_request */
+const char *gw_hreq_id(const struct gw_hreq *req);  /* its x-request-id */
+struct gw_worker *gw_hreq_worker(const struct gw_hreq *req);
+
+/* Output.  Header names and values are copied; a value holding CR or LF
+ * is dropped (header injection).  conn.c adds X-Request-Id (unless set),
+ * Date, Content-Length or Transfer-Encoding, Connection, the CORS headers
+ * for an allowed Origin and Allow on a 405. */
+void gw_hreq_add_header(struct gw_hreq *req, const char *name,
+                        const char *value);
+/* Whole reply; body's bytes are moved out (NULL: empty). */
+void gw_hreq_send_reply(struct gw_hreq *req, int status, struct evbuffer *b);
+void gw_hreq_send_body(struct gw_hreq *req, int status, const void *data,
+                       size_t len);
+/* Streamed reply: chunked transfer coding (close-delimited to HTTP/1.0
+ * clients).  Each chunk leaves in one write; the end writes the last data
+ * and the terminating chunk together (no small trailing segment for Nagle
+ * and delayed ACK to hold back). */
+void gw_hreq_reply_start(struct gw_hreq *req, int status);
+void gw_hreq_reply_chunk(struct gw_hreq *req, struct evbuffer *b);
+void gw_hreq_reply_end(struct gw_hreq *req, struct evbuffer *last);
+/* Bytes queued for the client and not yet written (backpressure). */
+size_t gw_hreq_pending(const struct gw_hreq *req);
+/* cb(req, arg) whenever the queued output has been written out (after a
+ * chunk); NULL clears.  Cleared when the reply ends. */
+void gw_hreq_set_drain_cb(struct gw_hreq *req, gw_hreq_cb cb, void *arg);
+/* cb(req, arg) once if the connection goes away (EOF, error, timeout,
+ * shutdown) before the reply ended; NULL clears. */
+void gw_hreq_set_close_cb(struct gw_hreq *req, gw_hreq_cb cb, void *arg);
+
+/* server.c, called by conn.c.  on_head: the headers are complete and no
+ * body byte has been read; returns 0 to read the body, or replies (401,
+ * 404, ...) and returns -1: the connection then closes after the reply
+ * without reading the body.  on_request: the whole request. */
+int gw_server_on_head(struct gw_worker *w, struct gw_hreq *req);
+void gw_server_on_request(struct gw_worker *w, struct gw_hreq *req);
+
+/* Listener of worker w on the bound, listening, non-blocking socket fd
+ * (owned from here on).  Accepts up to limits.max_connections across all
+ * workers (beyond, accept pauses until connections close), pauses accept
+ * on EMFILE/ENFILE (a warning line every 10 s at most, with the count). */
+enum gx_status gw_listen_start(struct gw_worker *w, int fd, char *err,
+                               size_t errlen);
+void gw_listen_stop(struct gw_worker *w); /* closes the socket; idempotent */
+/* Closes every connection of w (close callbacks of live requests run). */
+void gw_conns_free_all(struct gw_worker *w);
+/* 1 if origin (an Origin header value) may read responses under c's
+ * cors.origins. */
+int gw_cors_allowed(const struct cfg *c, const char *origin);
+
+/*
+ * gw_hparse: the framing of one HTTP/1.1 request stream, without sockets
+ * (conn.c drives it from the input buffer; tests/fuzz/fuzz_conn.c from
+ * bytes).  gw_hparse_feed consumes bytes up to the next event:
+ *   GW_HP_MORE   everything consumed, need more
+ *   GW_HP_HEAD   request line and headers complete and valid (framing
+ *                below); nothing of the body consumed.  Set body_max, then
+ *                feed again for the body.
+ *   GW_HP_DONE   the whole request is in (body in p->body); feed nothing
+ *                more until gw_hparse_next.
+ *   GW_HP_ERROR  err_status (400, 405, 413, 431, 505) and err_msg; the
+ *                stream cannot be trusted past this point: close.
+ * Framing (RFC 9112 section 6, strictly): at most one Content-Length, of
+ * 1..18 digits only; Transfer-Encoding only as exactly "chunked", once,
+ * and never with Content-Length; no control characters in header values.
+ * Chunked bodies are counted against body_max as they arrive.
+ */
+#define GW_MAX_HEADER_BYTES (64 * 1024)
+#define GW_MAX_HEADERS 100
+enum gw_hp_event { GW_HP_MORE, GW_HP_HEAD, GW_HP_DONE, GW_HP_ERROR };
+struct gw_hparse {
+    http_parser hp;
+    struct gx_buf arena; /* url, then "name\0value\0" per header */
+    uint32_t hdr[GW_MAX_HEADERS][2]; /* name, value offsets into arena */
+    size_t n_hdr;
+    int last_cb;       /* 0 none, 1 url, 2 field, 3 value */
+    size_t head_bytes; /* consumed before the headers completed */
+    int head_done, msg_done;
+    int64_t content_length; /* -1: no Content-Length header */
+    int chunked;
+    int keep_alive;     /* http_should_keep_alive at the head */
+    int64_t body_max;   /* cap on body bytes (set after GW_HP_HEAD) */
+    int64_t body_len;
+    struct evbuffer *body;
+    int err_status;
+    char err_msg[200];
+    enum gw_hp_event event;
+};
+enum gx_status gw_hparse_init(struct gw_hparse *p);
+void gw_hparse_cleanup(struct gw_hparse *p);
+/* Ready for the next request of the stream (keeps memory). */
+void gw_hparse_next(struct gw_hparse *p);
+enum gw_hp_event gw_hparse_feed(struct gw_hparse *p, const char *data,
+                                size_t len, size_t *used);
+/* After GW_HP_HEAD: the header called name, or NULL; the url. */
+const char *gw_hparse_header(const struct gw_hparse *p, const char *name);
+const char *gw_hparse_url(const struct gw_hparse *p);
 
 #endif

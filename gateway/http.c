@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include <event2/buffer.h>
-#include <event2/keyvalq_struct.h>
 
 #include "gw_int.h"
 
@@ -15,7 +14,9 @@ const char *
 gw_status_reason(int status)
 {
     switch (status) {
+    case 100: return "Continue";
     case 200: return "OK";
+    case 204: return "No Content";
     case 400: return "Bad Request";
     case 401: return "Unauthorized";
     case 403: return "Forbidden";
@@ -24,38 +25,37 @@ gw_status_reason(int status)
     case 408: return "Request Timeout";
     case 409: return "Conflict";
     case 413: return "Payload Too Large";
+    case 417: return "Expectation Failed";
     case 422: return "Unprocessable Entity";
     case 429: return "Too Many Requests";
+    case 431: return "Request Header Fields Too Large";
     case 500: return "Internal Server Error";
     case 502: return "Bad Gateway";
     case 503: return "Service Unavailable";
     case 504: return "Gateway Timeout";
+    case 505: return "HTTP Version Not Supported";
     default: return status < 400 ? "OK" : "Error";
     }
 }
 
 void
-gw_reply_json(struct evhttp_request *req, int status, json_t *obj)
+gw_reply_json(struct gw_hreq *req, int status, json_t *obj)
 {
-    char *text = json_dumps(obj, JSON_COMPACT);
-    struct evbuffer *b = evbuffer_new();
-    if (!text || !b) {
-        free(text);
-        if (b)
-            evbuffer_free(b);
-        evhttp_send_error(req, 500, NULL);
+    static const char oom[] =
+        "{\"error\":{\"message\":\"Out of memory.\",\"type\":"
+        "\"server_error\",\"param\":null,\"code\":\"internal_error\"}}";
+    char *text = obj ? json_dumps(obj, JSON_COMPACT) : NULL;
+    gw_hreq_add_header(req, "Content-Type", "application/json");
+    if (!text) {
+        gw_hreq_send_body(req, 500, oom, sizeof(oom) - 1);
         return;
     }
-    evbuffer_add(b, text, strlen(text));
-    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
-                      "application/json");
-    evhttp_send_reply(req, status, gw_status_reason(status), b);
-    evbuffer_free(b);
+    gw_hreq_send_body(req, status, text, strlen(text));
     free(text);
 }
 
 void
-gw_reply_error(struct evhttp_request *req, int status, const char *type,
+gw_reply_error(struct gw_hreq *req, int status, const char *type,
                const char *code, const char *param, const char *fmt, ...)
 {
     char msg[2048];
@@ -80,7 +80,7 @@ static int
 request_id_ok(const char *s)
 {
     size_t n = strlen(s);
-    if (n == 0 || n > 64)
+    if (n == 0 || n > GW_REQUEST_ID_MAX)
         return 0;
     for (size_t i = 0; i < n; i++) {
         char c = s[i];
@@ -92,13 +92,19 @@ request_id_ok(const char *s)
 }
 
 void
-gw_request_id(struct gw_worker *w, struct evhttp_request *req, char *out,
+gw_request_id(struct gw_worker *w, struct gw_hreq *req, char *out,
               size_t outlen)
 {
-    const char *h = evhttp_find_header(evhttp_request_get_input_headers(req),
-                                       "X-Request-Id");
-    if (h && request_id_ok(h)) {
-        snprintf(out, outlen, "%s", h);
+    (void)w;
+    snprintf(out, outlen, "%s", gw_hreq_id(req));
+}
+
+void
+gw_request_id_make(struct gw_worker *w, const char *client, char *out,
+                   size_t outlen)
+{
+    if (client && request_id_ok(client)) {
+        snprintf(out, outlen, "%s", client);
         return;
     }
     /* xorshift64*: unique enough within a worker, seeded from RAND_bytes;
@@ -116,7 +122,7 @@ gw_request_id(struct gw_worker *w, struct evhttp_request *req, char *out,
 }
 
 void
-gw_handle_models(struct gw_server *srv, struct evhttp_request *req)
+gw_handle_models(struct gw_server *srv, struct gw_hreq *req)
 {
     const struct cfg *c = gw_cfg(srv);
     json_t *data = json_array();
@@ -149,11 +155,12 @@ gw_handle_models(struct gw_server *srv, struct evhttp_request *req)
 }
 
 void
-gw_handle_metrics(struct gw_server *srv, struct evhttp_request *req)
+gw_handle_metrics(struct gw_server *srv, struct gw_hreq *req)
 {
     struct evbuffer *b = evbuffer_new();
     if (!b) {
-        evhttp_send_error(req, 500, NULL);
+        gw_reply_error(req, 500, "server_error", "internal_error", NULL,
+                       "Out of memory.");
         return;
     }
     struct gw_stats *s = &srv->stats;
@@ -177,15 +184,23 @@ gw_handle_metrics(struct gw_server *srv, struct evhttp_request *req)
         "llmux_chat_inflight %lld\n"
         "# HELP llmux_uptime_seconds Seconds since start.\n"
         "# TYPE llmux_uptime_seconds gauge\n"
-        "llmux_uptime_seconds %lld\n",
+        "llmux_uptime_seconds %lld\n"
+        "# HELP llmux_connections_open Inbound connections open.\n"
+        "# TYPE llmux_connections_open gauge\n"
+        "llmux_connections_open %lld\n"
+        "# HELP llmux_accept_paused_total Times accepting paused (at "
+        "limits.max_connections or out of file descriptors).\n"
+        "# TYPE llmux_accept_paused_total counter\n"
+        "llmux_accept_paused_total %lld\n",
         (long long)atomic_load(&s->http_requests),
         (long long)atomic_load(&s->requests),
         (long long)atomic_load(&s->errors),
         (long long)atomic_load(&s->upstream_attempts),
         (long long)atomic_load(&s->inflight),
-        (long long)((gx_now_ms() - srv->started_ms) / 1000));
-    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
-                      "text/plain; version=0.0.4");
-    evhttp_send_reply(req, 200, "OK", b);
+        (long long)((gx_now_ms() - srv->started_ms) / 1000),
+        (long long)atomic_load(&s->conns_open),
+        (long long)atomic_load(&s->conns_refused));
+    gw_hreq_add_header(req, "Content-Type", "text/plain; version=0.0.4");
+    gw_hreq_send_reply(req, 200, b);
     evbuffer_free(b);
 }

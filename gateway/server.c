@@ -1,6 +1,7 @@
 /*
  * server: `llmux serve`.  N worker threads, each with its own event_base,
- * evhttp and curl multi, all accepting on one port through SO_REUSEPORT so
+ * connection layer (conn.c) and curl multi, all accepting on one port
+ * through SO_REUSEPORT so
  * the kernel spreads connections without a shared accept lock.  The main
  * thread only waits for signals: SIGTERM/SIGINT start a graceful shutdown
  * (stop accepting, let in-flight chat requests finish, bounded by
@@ -31,22 +32,6 @@ void
 gw_worker_wake(struct gw_worker *w)
 {
     event_active(w->ev_wake, EV_READ, 0);
-}
-
-/*
- * The cap libevent enforces while reading a body.  libevent 2.1 answers a
- * body over its cap with its own HTML 413 page and no hook to change it, so
- * its cap is set above ours: a body over limits.max_body_bytes but under
- * this reaches gw_chat_handle, which refuses it with the OpenAI error shape.
- * Only bodies over twice the limit get libevent's page.
- */
-static ev_ssize_t
-read_cap(int64_t limit)
-{
-    int64_t cap = limit > INT64_MAX / 2 ? INT64_MAX : limit * 2;
-    if (cap < limit + 65536)
-        cap = limit + 65536;
-    return (ev_ssize_t)cap;
 }
 
 /* The worker running on this thread, so handlers that only get srv can
@@ -85,28 +70,19 @@ gw_gen_unref(struct gw_gen *g)
 }
 
 static void
-send_simple_json(struct evhttp_request *req, const char *text)
+send_simple_json(struct gw_hreq *req, const char *text)
 {
-    struct evbuffer *b = evbuffer_new();
-    if (!b) {
-        evhttp_send_error(req, 500, NULL);
-        return;
-    }
-    evbuffer_add(b, text, strlen(text));
-    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
-                      "application/json");
-    evhttp_send_reply(req, 200, "OK", b);
-    evbuffer_free(b);
+    gw_hreq_add_header(req, "Content-Type", "application/json");
+    gw_hreq_send_body(req, 200, text, strlen(text));
 }
 
 /* GET /admin/providers: the router's health of every target (admin key
  * only; with no admin_key configured the route is closed). */
 static void
-handle_admin_providers(struct gw_server *srv, struct evhttp_request *req,
-                       enum evhttp_cmd_type m)
+handle_admin_providers(struct gw_server *srv, struct gw_hreq *req,
+                       enum gw_method m)
 {
-    const char *authz = evhttp_find_header(
-        evhttp_request_get_input_headers(req), "Authorization");
+    const char *authz = gw_hreq_header(req, "Authorization");
     const char *admin = srv->cfg->admin_key; /* restart to change */
     if (!admin || !admin[0] || !authz || strncmp(authz, "Bearer ", 7) != 0 ||
         !gw_admin_equal(admin, authz + 7, strlen(authz + 7))) {
@@ -115,7 +91,8 @@ handle_admin_providers(struct gw_server *srv, struct evhttp_request *req,
                              "token.");
         return;
     }
-    if (m != EVHTTP_REQ_GET) {
+    if (m != GW_METHOD_GET) {
+        gw_hreq_add_header(req, "Allow", "GET, HEAD");
         gw_reply_error(req, 405, "invalid_request_error",
                        "method_not_allowed", NULL,
                        "Use GET for /admin/providers.");
@@ -132,27 +109,142 @@ handle_admin_providers(struct gw_server *srv, struct evhttp_request *req,
     json_decref(o);
 }
 
-static void
-on_http(struct evhttp_request *req, void *arg)
-{
-    struct gw_worker *w = arg;
-    struct gw_server *srv = w->srv;
-    atomic_fetch_add(&srv->stats.http_requests, 1);
-    const char *uri = evhttp_request_get_uri(req);
-    enum evhttp_cmd_type m = evhttp_request_get_command(req);
-    char path[256];
-    size_t n = 0;
-    if (uri) {
-        while (uri[n] && uri[n] != '?' && n + 1 < sizeof(path)) {
-            path[n] = uri[n];
-            n++;
-        }
-    }
-    path[n] = '\0';
+/* What a path is, decided once per request (on_head and on_request). */
+enum gw_route {
+    R_NONE,
+    R_CHAT,
+    R_HEALTH,
+    R_MODELS,
+    R_ADMIN_KEYS,
+    R_USAGE,
+    R_ADMIN_PROVIDERS,
+    R_METRICS,
+    R_DASHBOARD
+};
 
+static enum gw_route
+route_of(const char *path)
+{
     if (!strcmp(path, "/v1/chat/completions") ||
-        !strcmp(path, "/chat/completions")) {
-        if (m != EVHTTP_REQ_POST) {
+        !strcmp(path, "/chat/completions"))
+        return R_CHAT;
+    if (!strcmp(path, "/health"))
+        return R_HEALTH;
+    if (!strcmp(path, "/v1/models") || !strcmp(path, "/models"))
+        return R_MODELS;
+    if (!strcmp(path, "/admin/keys") || !strncmp(path, "/admin/keys/", 12))
+        return R_ADMIN_KEYS;
+    if (!strcmp(path, "/v1/usage") || !strcmp(path, "/usage"))
+        return R_USAGE;
+    if (!strcmp(path, "/admin/providers"))
+        return R_ADMIN_PROVIDERS;
+    if (!strcmp(path, "/metrics"))
+        return R_METRICS;
+    if (!strcmp(path, "/dashboard"))
+        return R_DASHBOARD;
+    return R_NONE;
+}
+
+static void
+reply_not_found(struct gw_hreq *req)
+{
+    const char *path = gw_hreq_path(req);
+    gw_reply_error(req, 404, "invalid_request_error", "not_found", NULL,
+                   "No route for %s %s.", gw_hreq_method_str(req),
+                   path[0] ? path : "/");
+}
+
+/*
+ * Headers complete, no body byte read yet (DESIGN.md section 2): unknown
+ * paths and unknown callers are answered now, so an unauthenticated body
+ * is never buffered.  Which caller may do what is still decided by each
+ * handler; this only refuses keys that identify nobody.
+ */
+int
+gw_server_on_head(struct gw_worker *w, struct gw_hreq *req)
+{
+    if (gw_hreq_method(req) == GW_METHOD_OPTIONS)
+        return 0; /* preflights carry no key */
+    enum gw_route rt = route_of(gw_hreq_path(req));
+    if (rt == R_NONE) {
+        reply_not_found(req);
+        return -1;
+    }
+    if (rt == R_HEALTH || rt == R_METRICS || rt == R_DASHBOARD ||
+        !w->srv->auth)
+        return 0;
+    struct gw_authn an;
+    gw_auth_identify(w->srv->auth, gw_hreq_header(req, "Authorization"),
+                     gx_now_ms(), &an);
+    if (an.who != GW_CALLER_NONE)
+        return 0;
+    gw_reply_unauthorized(req, &an);
+    if (rt == R_CHAT)
+        atomic_fetch_add(&w->srv->stats.errors, 1);
+    return -1;
+}
+
+/* Access-Control-Request-Headers echoed if it is a plain list of header
+ * names (the openai SDK sends a dozen x-stainless-* ones); else ours. */
+static const char *
+preflight_headers(const char *asked)
+{
+    size_t n = asked ? strlen(asked) : 0;
+    if (n == 0 || n > 1024)
+        return "authorization, content-type, x-request-id, x-api-key, "
+               "x-llmux-dry-run";
+    for (size_t i = 0; i < n; i++) {
+        char c = asked[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+              (c >= '0' && c <= '9') || c == '-' || c == '_' || c == ',' ||
+              c == ' '))
+            return "authorization, content-type, x-request-id, x-api-key, "
+                   "x-llmux-dry-run";
+    }
+    return asked;
+}
+
+/* OPTIONS: a CORS preflight (Origin + Access-Control-Request-Method), or
+ * a plain question about the allowed methods. */
+static void
+handle_options(struct gw_worker *w, struct gw_hreq *req)
+{
+    const char *origin = gw_hreq_header(req, "Origin");
+    const char *acrm = gw_hreq_header(req, "Access-Control-Request-Method");
+    if (origin && acrm) {
+        if (!gw_cors_allowed(gw_cfg(w->srv), origin)) {
+            gw_reply_error(req, 403, "invalid_request_error",
+                           "cors_origin_not_allowed", NULL,
+                           "The origin %s is not in cors.origins.",
+                           origin);
+            return;
+        }
+        gw_hreq_add_header(req, "Access-Control-Allow-Methods",
+                           "GET, HEAD, POST, DELETE, OPTIONS");
+        gw_hreq_add_header(
+            req, "Access-Control-Allow-Headers",
+            preflight_headers(
+                gw_hreq_header(req, "Access-Control-Request-Headers")));
+        gw_hreq_add_header(req, "Access-Control-Max-Age", "600");
+    }
+    gw_hreq_add_header(req, "Allow", "GET, HEAD, POST, DELETE, OPTIONS");
+    gw_hreq_send_body(req, 204, NULL, 0);
+}
+
+void
+gw_server_on_request(struct gw_worker *w, struct gw_hreq *req)
+{
+    struct gw_server *srv = w->srv;
+    enum gw_method m = gw_hreq_method(req);
+    const char *path = gw_hreq_path(req);
+    if (m == GW_METHOD_OPTIONS) {
+        handle_options(w, req);
+        return;
+    }
+    switch (route_of(path)) {
+    case R_CHAT:
+        if (m != GW_METHOD_POST) {
+            gw_hreq_add_header(req, "Allow", "POST, OPTIONS");
             gw_reply_error(req, 405, "invalid_request_error",
                            "method_not_allowed", NULL,
                            "Use POST for %s.", path);
@@ -166,41 +258,31 @@ on_http(struct evhttp_request *req, void *arg)
         }
         gw_chat_handle(w, req);
         return;
-    }
-    if (!strcmp(path, "/health")) {
+    case R_HEALTH:
         send_simple_json(req, "{\"status\":\"ok\"}");
         return;
-    }
-    if (!strcmp(path, "/v1/models") || !strcmp(path, "/models")) {
+    case R_MODELS:
         gw_models_handle(w, req); /* admin.c: the key's allowlist */
         return;
-    }
-    if (!strcmp(path, "/admin/keys") || !strncmp(path, "/admin/keys/", 12)) {
+    case R_ADMIN_KEYS:
         gw_admin_handle(w, req, path); /* admin.c */
         return;
-    }
-    if (!strcmp(path, "/v1/usage") || !strcmp(path, "/usage")) {
+    case R_USAGE:
         gw_usage_handle(w, req); /* usage_api.c */
         return;
-    }
-    if (!strcmp(path, "/admin/providers")) {
+    case R_ADMIN_PROVIDERS:
         handle_admin_providers(srv, req, m);
         return;
-    }
-    if (!strcmp(path, "/metrics")) {
+    case R_METRICS:
         gw_handle_metrics(srv, req);
         return;
-    }
-    if (!strcmp(path, "/dashboard")) {
+    case R_DASHBOARD:
         gw_dashboard_handle(w, req); /* dashboard.c */
         return;
+    case R_NONE:
+        break;
     }
-    gw_reply_error(req, 404, "invalid_request_error", "not_found", NULL,
-                   "No route for %s %s.",
-                   m == EVHTTP_REQ_GET    ? "GET"
-                   : m == EVHTTP_REQ_POST ? "POST"
-                                          : "this method",
-                   path[0] ? path : "/");
+    reply_not_found(req);
 }
 
 static void
@@ -243,14 +325,12 @@ wake_cb(evutil_socket_t fd, short what, void *arg)
         /* A reload: new requests use g; running ones keep their own. */
         struct gw_gen *old = w->gen;
         w->gen = g;
-        evhttp_set_max_body_size(w->http, read_cap(g->cfg->max_body_bytes));
         gw_gen_unref(old);
     }
     gw_chat_run_done(w);
-    if (atomic_load(&w->stop) && w->bound) {
+    if (atomic_load(&w->stop) && w->listen_fd >= 0) {
         /* Stop accepting; connections already open finish their work. */
-        evhttp_del_accept_socket(w->http, w->bound);
-        w->bound = NULL;
+        gw_listen_stop(w);
         /* LLMUX_DRAIN_MS overrides the bound (tests, fast restarts). */
         const char *dm = getenv("LLMUX_DRAIN_MS");
         long ms = dm ? strtol(dm, NULL, 10) : GW_DRAIN_MS;
@@ -315,9 +395,8 @@ worker_cleanup(struct gw_worker *w)
     gw_gen_unref(w->pending_gen);
     gw_gen_unref(w->gen);
     w->pending_gen = w->gen = NULL;
-    if (w->http)
-        evhttp_free(w->http);
-    w->http = NULL;
+    gw_listen_stop(w);
+    gw_conns_free_all(w);
     if (w->ev_wake)
         event_free(w->ev_wake);
     if (w->ev_drain)
@@ -336,6 +415,7 @@ worker_init(struct gw_server *srv, struct gw_worker *w, int index, int fd,
     memset(w, 0, sizeof(*w));
     w->srv = srv;
     w->index = index;
+    w->listen_fd = -1;
     pthread_mutex_init(&w->done_mu, NULL);
     w->gen = srv->gen;
     gw_gen_ref(w->gen);
@@ -344,26 +424,13 @@ worker_init(struct gw_server *srv, struct gw_worker *w, int index, int fd,
         seed = (uint64_t)gx_mono_us() * 2654435761u + (uint64_t)index;
     w->rng = seed | 1;
     w->base = event_base_new();
-    if (!w->base)
-        goto fail;
-    w->http = evhttp_new(w->base);
-    if (!w->http)
-        goto fail;
-    evhttp_set_max_body_size(w->http, read_cap(srv->cfg->max_body_bytes));
-    /* Headers: generous for real clients, small enough to refuse abuse. */
-    evhttp_set_max_headers_size(w->http, 64 * 1024);
-    evhttp_set_timeout(w->http, 120);
-    evhttp_set_allowed_methods(w->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST |
-                                            EVHTTP_REQ_DELETE |
-                                            EVHTTP_REQ_OPTIONS);
-    evhttp_set_gencb(w->http, on_http, w);
-    gw_tls_attach(w, srv->tls_ctx); /* tls.c: HTTPS when configured */
-    w->bound = evhttp_accept_socket_with_handle(w->http, fd);
-    if (!w->bound) {
-        gx_errf(err, errlen, "worker %d cannot accept on the socket", index);
+    if (!w->base) {
         close(fd);
-        goto fail_quiet;
+        goto fail;
     }
+    gw_tls_attach(w, srv->tls_ctx); /* tls.c: HTTPS when configured */
+    if (gw_listen_start(w, fd, err, errlen) != GX_OK)
+        goto fail_quiet;
     w->ev_wake = event_new(w->base, -1, 0, wake_cb, w);
     w->ev_drain = evtimer_new(w->base, drain_cb, w);
     if (!w->ev_wake || !w->ev_drain)

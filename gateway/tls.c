@@ -4,8 +4,8 @@
  * One SSL_CTX for the process, built before the workers start and only
  * read afterwards (OpenSSL allows sharing a context across threads once it
  * is set up); each accepted connection gets its own SSL inside a libevent
- * OpenSSL bufferevent that evhttp uses in place of a plain socket one
- * (evhttp_set_bevcb), so the HTTP code above does not change.
+ * OpenSSL bufferevent that conn.c uses in place of a plain socket one, so
+ * the HTTP code above does not change.
  *
  * Not done here: client certificates, SNI with several certificates,
  * reloading the certificate without a restart.
@@ -14,7 +14,6 @@
 
 #include <event2/bufferevent.h>
 #include <event2/bufferevent_ssl.h>
-#include <event2/http.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 
@@ -66,16 +65,16 @@ fail:
     return GX_EINVAL;
 }
 
-static struct bufferevent *
-make_bev(struct event_base *base, void *arg)
+struct bufferevent *
+gw_tls_bev(struct event_base *base, int fd, void *ctx)
 {
-    SSL *ssl = SSL_new(arg);
+    SSL *ssl = SSL_new(ctx);
     if (!ssl)
         return NULL;
-    /* evhttp sets the socket later (bufferevent_setfd); the SSL is freed
-     * with the bufferevent (BEV_OPT_CLOSE_ON_FREE). */
+    /* The SSL is freed and fd closed with the bufferevent
+     * (BEV_OPT_CLOSE_ON_FREE). */
     struct bufferevent *bev = bufferevent_openssl_socket_new(
-        base, -1, ssl, BUFFEREVENT_SSL_ACCEPTING, BEV_OPT_CLOSE_ON_FREE);
+        base, fd, ssl, BUFFEREVENT_SSL_ACCEPTING, BEV_OPT_CLOSE_ON_FREE);
     if (!bev) {
         SSL_free(ssl);
         return NULL;
@@ -89,8 +88,7 @@ make_bev(struct event_base *base, void *arg)
 void
 gw_tls_attach(struct gw_worker *w, void *ctx)
 {
-    if (ctx)
-        evhttp_set_bevcb(w->http, make_bev, ctx);
+    w->tls_ctx = ctx;
 }
 
 void

@@ -14,8 +14,6 @@
 #include <sys/queue.h>
 
 #include <event2/buffer.h>
-#include <event2/http.h>
-#include <event2/keyvalq_struct.h>
 
 #include "gw_int.h"
 
@@ -48,7 +46,7 @@ usage_free(struct usage_job *j)
 }
 
 static void
-usage_reply(struct gw_server *srv, struct evhttp_request *req, void *arg)
+usage_reply(struct gw_server *srv, struct gw_hreq *req, void *arg)
 {
     (void)srv;
     struct usage_job *j = arg;
@@ -58,27 +56,20 @@ usage_reply(struct gw_server *srv, struct evhttp_request *req, void *arg)
             gw_reply_error(req, 500, "server_error", "internal_error", NULL,
                            "The usage query failed.");
         } else {
-            struct evbuffer *b = evbuffer_new();
-            if (!b) {
-                evhttp_send_error(req, 500, NULL);
-            } else {
-                evbuffer_add(b, j->out.data ? j->out.data : "{\"data\":[]}",
-                             j->out.data ? j->out.len : 11);
-                evhttp_add_header(evhttp_request_get_output_headers(req),
-                                  "Content-Type", "application/json");
-                evhttp_send_reply(req, 200, "OK", b);
-                evbuffer_free(b);
-            }
+            gw_hreq_add_header(req, "Content-Type", "application/json");
+            gw_hreq_send_body(req, 200,
+                              j->out.data ? j->out.data : "{\"data\":[]}",
+                              j->out.data ? j->out.len : 11);
         }
     }
     usage_free(j);
 }
 
 void
-gw_usage_handle(struct gw_worker *w, struct evhttp_request *req)
+gw_usage_handle(struct gw_worker *w, struct gw_hreq *req)
 {
     struct gw_server *srv = w->srv;
-    if (evhttp_request_get_command(req) != EVHTTP_REQ_GET) {
+    if (gw_hreq_method(req) != GW_METHOD_GET) {
         gw_reply_error(req, 405, "invalid_request_error",
                        "method_not_allowed", NULL, "Use GET /v1/usage.");
         return;
@@ -89,8 +80,7 @@ gw_usage_handle(struct gw_worker *w, struct evhttp_request *req)
         return;
     }
     struct gw_authn an;
-    const char *authz = evhttp_find_header(
-        evhttp_request_get_input_headers(req), "Authorization");
+    const char *authz = gw_hreq_header(req, "Authorization");
     int64_t now = gx_now_ms();
     gw_auth_identify(srv->auth, authz, now, &an);
     if (an.who == GW_CALLER_NONE) {
@@ -98,23 +88,14 @@ gw_usage_handle(struct gw_worker *w, struct evhttp_request *req)
         return;
     }
 
-    struct evkeyvalq params;
-    TAILQ_INIT(&params);
-    const struct evhttp_uri *u = evhttp_request_get_evhttp_uri(req);
-    const char *qs = u ? evhttp_uri_get_query(u) : NULL;
-    if (qs && evhttp_parse_query_str(qs, &params) != 0) {
-        gw_reply_error(req, 400, "invalid_request_error", "invalid_value",
-                       NULL, "The query string could not be parsed.");
-        return;
-    }
-    const char *since = evhttp_find_header(&params, "since");
-    const char *until = evhttp_find_header(&params, "until");
-    const char *group = evhttp_find_header(&params, "group_by");
-    const char *key = evhttp_find_header(&params, "key");
+    /* %-decoded by conn.c, owned by req. */
+    const char *since = gw_hreq_param(req, "since");
+    const char *until = gw_hreq_param(req, "until");
+    const char *group = gw_hreq_param(req, "group_by");
+    const char *key = gw_hreq_param(req, "key");
 
     struct usage_job *j = calloc(1, sizeof(*j));
     if (!j) {
-        evhttp_clear_headers(&params);
         gw_reply_error(req, 500, "server_error", "internal_error", NULL,
                        "Out of memory.");
         return;
@@ -178,16 +159,13 @@ gw_usage_handle(struct gw_worker *w, struct evhttp_request *req)
         j->q.key_filter = -1;
         break;
     }
-    evhttp_clear_headers(&params);
     if (gw_aux_submit(w, req, usage_run, usage_reply, j) != 0) {
-        evhttp_add_header(evhttp_request_get_output_headers(req),
-                          "Retry-After", "1");
+        gw_hreq_add_header(req, "Retry-After", "1");
         gw_reply_error(req, 503, "server_error", "unavailable", NULL,
                        "Usage is busy; retry shortly.");
         usage_free(j);
     }
     return;
 fail:
-    evhttp_clear_headers(&params);
     usage_free(j);
 }
