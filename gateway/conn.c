@@ -380,6 +380,10 @@ gw_hparse_feed(struct gw_hparse *p, const char *data, size_t len,
     return GW_HP_MORE;
 }
 
+/* tests/fuzz/fuzz_conn.c builds only the framing above, without the
+ * server it would otherwise pull in. */
+#ifndef GW_HPARSE_ONLY
+
 /* ------------------------------------------------------------------ */
 /* Connections and requests.                                            */
 
@@ -655,6 +659,8 @@ build_head(struct gw_conn *c, struct gw_hreq *r, int status,
     int http10 = c->hp.hp.http_minor == 0;
     if (atomic_load(&c->w->stop))
         c->close_after = 1; /* draining: clients reconnect elsewhere */
+    if (!c->hp.msg_done)
+        c->close_after = 1; /* answered before (all) the body was read */
     if (content_length < 0 && http10)
         c->close_after = 1; /* the end of the body is the close */
     gx_buf_reset(b);
@@ -1374,3 +1380,5 @@ gw_listen_stop(struct gw_worker *w)
         close(w->listen_fd);
     w->listen_fd = -1;
 }
+
+#endif /* GW_HPARSE_ONLY */

@@ -1022,6 +1022,10 @@ listen_socket(const char *host, int port, int reuseport)
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     if (reuseport)
         setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
+    /* Inherited by accepted sockets (Linux): a stream's end is not held
+     * by Nagle against llmux's delayed ACK, as a real provider's edge
+     * does not hold it. */
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     struct sockaddr_in sa;
     memset(&sa, 0, sizeof(sa));
     sa.sin_family = AF_INET;

@@ -52,18 +52,22 @@ sources_for() {
     sse) echo providers/sse.c common/common.c ;;
     json_scan) echo providers/json_scan.c ;;
     config) echo config/*.c pricing/*.c common/*.c ;;
+    conn) echo gateway/conn.c common/common.c ;;
     *) echo local_engine/*.c ;;
     esac
 }
 libs_for() {
     case "$1" in
     config | json_scan) pkg-config --libs jansson sqlite3 2>/dev/null || echo "-ljansson -lsqlite3" ;;
+    conn) echo "$(pkg-config --libs libevent 2>/dev/null || echo -levent) -lhttp_parser" ;;
     *) echo "" ;;
     esac
 }
 pkg_cflags_for() {
     case "$1" in
     config | json_scan) pkg-config --cflags jansson sqlite3 2>/dev/null ;;
+    # conn.c's framing only (gw_hparse), without the server around it
+    conn) echo "$(pkg-config --cflags jansson libevent 2>/dev/null) -DGW_HPARSE_ONLY" ;;
     *) echo "" ;;
     esac
 }
@@ -122,6 +126,13 @@ seed_json_scan() {
     printf '{"usage":{"prompt_tokens":5},"usage":null,"choices":7}' >"$1/dup"
     printf '{"error":{"message":"bad","type":"x"}}' >"$1/error"
 }
+seed_conn() { # byte 0: read size, byte 1: body cap / 64, then the stream
+    printf '\000\020GET /health HTTP/1.1\r\nHost: x\r\n\r\n' >"$1/get"
+    printf '\003\020POST /v1/chat/completions?a=b HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhelloGET / HTTP/1.1\r\n\r\n' >"$1/pipelined"
+    printf '\007\002POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5;x=1\r\nhello\r\n0\r\nTrailer: t\r\n\r\nHEAD / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n' >"$1/chunked"
+    printf '\001\001POST / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab' >"$1/two_cl"
+    printf '\000\001POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n' >"$1/te"
+}
 seed_sse() {
     printf '\005data: {"a":1}\r\n\r\nevent: x\ndata: y\n\n: c\n\n' >"$1/basic"
     printf '\003data: [DONE]\n\n' >"$1/done"
@@ -174,6 +185,7 @@ fuzz_$n: build failed"
         tokenizer) seed_tokenizer "$corpus" ;;
         config) seed_config "$corpus" ;;
         sse) seed_sse "$corpus" ;;
+        conn) seed_conn "$corpus" ;;
         json_scan) seed_json_scan "$corpus" ;;
         esac
     fi
