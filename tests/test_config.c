@@ -260,6 +260,9 @@ test_defaults_filled(void)
     T_EQ_INT(c->require_keys, 1); /* a file defaults to keys required */
     T_EQ_INT(c->max_body_bytes, 4194304);
     T_EQ_INT(c->max_connections, 10000);
+    T_EQ_INT(c->header_timeout_ms, 10000);
+    T_EQ_INT(c->idle_timeout_ms, 60000);
+    T_EQ_INT(c->n_cors_origins, 0);
     T_EQ_INT(c->n_routes, 0);
     T_EQ_INT(c->failover.max_attempts, 3);
     T_EQ_INT(c->failover.n_retry_on_status, 7);
@@ -597,6 +600,18 @@ test_errors_top(void)
                "max_body_bytes", "must be between 1 and");
     EXPECT_ERR("{\"limits\": {\"max_conections\": 5}}", "\"max_con",
                "limits.max_conections", "did you mean 'max_connections'?");
+    EXPECT_ERR("{\"limits\": {\"header_timeout_ms\": 99}}", "99",
+               "limits.header_timeout_ms", "must be between 100 and");
+    EXPECT_ERR("{\"limits\": {\"idle_timeout_ms\": \"5\"}}", "\"5\"",
+               "limits.idle_timeout_ms", "got a string");
+    EXPECT_ERR("{\"cors\": {\"origins\": \"*\"}}", "\"*\"", "cors.origins",
+               "expected an array of origins");
+    EXPECT_ERR("{\"cors\": {\"origins\": [\"https://a.example/x\"]}}",
+               "\"https", "cors.origins[0]", "without a path");
+    EXPECT_ERR("{\"cors\": {\"origins\": [\"*\", \"app.example\"]}}",
+               "\"app", "cors.origins[1]", "scheme://host[:port]");
+    EXPECT_ERR("{\"cors\": {\"origin\": []}}", "\"origin\"", "cors.origin",
+               "did you mean 'origins'?");
     EXPECT_ERR("{\"tls\": {\"cert\": \"c.pem\"}}", "{\"cert", "tls.key",
                "missing required key");
     EXPECT_ERR("{\"tls\": true}", "true", "tls",
@@ -754,6 +769,27 @@ test_errors_routes(void)
         T_CHECK(w && w->weights && w->weights[0] == 1 && w->weights[1] == 1);
         T_EQ_INT(c->failover.n_retry_on_status, 0);
     }
+    cfg_free(c);
+}
+
+static void
+test_limits_and_cors(void)
+{
+    struct cfg *c = load_ok(
+        "{\"limits\": {\"max_connections\": 8, \"header_timeout_ms\": 250, "
+        "\"idle_timeout_ms\": 1500}, \"cors\": {\"origins\": "
+        "[\"https://app.example\", \"http://127.0.0.1:3000\", \"*\"]}, "
+        "\"providers\": {\"p\": {\"kind\": \"openai\", \"base_url\": "
+        "\"http://127.0.0.1:9/v1\", \"models\": {\"gpt-4.1\": {}}}}}");
+    if (!c)
+        return;
+    T_EQ_INT(c->max_connections, 8);
+    T_EQ_INT(c->header_timeout_ms, 250);
+    T_EQ_INT(c->idle_timeout_ms, 1500);
+    T_EQ_INT(c->n_cors_origins, 3);
+    T_EQ_STR(c->cors_origins[0], "https://app.example");
+    T_EQ_STR(c->cors_origins[1], "http://127.0.0.1:3000");
+    T_EQ_STR(c->cors_origins[2], "*");
     cfg_free(c);
 }
 
@@ -1136,6 +1172,7 @@ main(void)
     T_RUN(test_errors_providers);
     T_RUN(test_errors_top);
     T_RUN(test_errors_routes);
+    T_RUN(test_limits_and_cors);
     T_RUN(test_resolve);
     T_RUN(test_defaults_env);
     T_RUN(test_file_and_print);
