@@ -305,12 +305,7 @@ start_all(void)
 {
     /* A small allocator quarantine for sanitizer builds of the children
      * (see the top of the file); no effect on release builds. */
-    const char *ao = getenv("ASAN_OPTIONS");
-    char opts[1024];
-    snprintf(opts, sizeof(opts), "%s%squarantine_size_mb=4:"
-             "thread_local_quarantine_size_kb=256",
-             ao ? ao : "", ao && *ao ? ":" : "");
-    setenv("ASAN_OPTIONS", opts, 1);
+    e2e_small_asan_quarantine();
     if (e2e_start_fake(&fake) != 0)
         return -1;
     char *dir = e2e_temp_dir();

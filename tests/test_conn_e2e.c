@@ -1042,6 +1042,7 @@ main(void)
 {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     signal(SIGPIPE, SIG_IGN);
+    e2e_small_asan_quarantine(); /* RSS is measured */
     if (e2e_start_fake(&fake) != 0) {
         printf("0 passed, 1 failed\n");
         return 1;

@@ -300,3 +300,14 @@ e2e_header(const struct e2e_resp *r, const char *name, char *buf, size_t len)
     }
     return NULL;
 }
+
+void
+e2e_small_asan_quarantine(void)
+{
+    const char *ao = getenv("ASAN_OPTIONS");
+    char opts[1024];
+    snprintf(opts, sizeof(opts),
+             "%s%squarantine_size_mb=4:thread_local_quarantine_size_kb=256",
+             ao ? ao : "", ao && *ao ? ":" : "");
+    setenv("ASAN_OPTIONS", opts, 1);
+}

@@ -59,6 +59,11 @@ const char *e2e_header(const struct e2e_resp *r, const char *name, char *buf,
 char *e2e_write_temp(const char *name, const char *text);
 /* A fresh temp directory (malloc'd path). */
 char *e2e_temp_dir(void);
+/* Adds a small allocator quarantine to ASAN_OPTIONS for children started
+ * afterwards: under ASan freed memory stays resident in the quarantine
+ * (256 MB by default) and would look like growth to a test measuring a
+ * child's RSS.  No effect on release builds. */
+void e2e_small_asan_quarantine(void);
 /* Environment helpers. */
 const char *e2e_env(const char *name, const char *fallback);
 
