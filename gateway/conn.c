@@ -106,12 +106,26 @@ on_url(http_parser *hp, const char *at, size_t len)
     return hp_append(p, at, len);
 }
 
+/* RFC 9110 tchar.  http-parser's lenient build lets a space into a name
+ * ("Content-Length : 5"), which a proxy in front may read otherwise. */
+static int
+is_tchar(unsigned char ch)
+{
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+           (ch >= '0' && ch <= '9') ||
+           (ch && strchr("!#$%&'*+-.^_`|~", ch) != NULL);
+}
+
 static int
 on_hfield(http_parser *hp, const char *at, size_t len)
 {
     struct gw_hparse *p = hp_of(hp);
     if (p->head_done)
         return 0; /* a trailer of a chunked body: ignored */
+    for (size_t i = 0; i < len; i++)
+        if (!is_tchar((unsigned char)at[i]))
+            return hp_fail(p, 400, "A request header name holds a "
+                                   "character other than a token's.");
     if (p->last_cb != 2) {
         /* A new header: end the url or the previous value. */
         if (hp_append(p, "", 1) != 0)
@@ -180,10 +194,18 @@ on_head_complete(http_parser *hp)
     struct gw_hparse *p = hp_of(hp);
     if (hp_append(p, "", 1) != 0) /* ends the url or the last value */
         return -1;
-    /* A header line without a value (http-parser allows "Name:"). */
-    for (size_t i = 0; i < p->n_hdr; i++)
-        if (!p->hdr[i][1])
+    /* A header line without a value (http-parser allows "Name:"); the
+     * trailing blanks of values (http-parser keeps them) cut off. */
+    for (size_t i = 0; i < p->n_hdr; i++) {
+        if (!p->hdr[i][1]) {
             p->hdr[i][1] = (uint32_t)(p->arena.len - 1);
+            continue;
+        }
+        char *v = p->arena.data + p->hdr[i][1];
+        size_t n = strlen(v);
+        while (n && (v[n - 1] == ' ' || v[n - 1] == '\t'))
+            v[--n] = '\0';
+    }
     if (hp->http_major != 1)
         return hp_fail(p, 505, "Only HTTP/1.0 and HTTP/1.1 are served.");
     int n_cl = 0, n_te = 0;

@@ -509,6 +509,7 @@ test_framing(void)
         "Transfer-Encoding: chunked\r\nContent-Length: 36\r\n",
         "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n",
         "X-Bad: a\001b\r\n",
+        "Content-Length : 36\r\n",
     };
     for (size_t i = 0; i < sizeof(heads) / sizeof(heads[0]); i++) {
         char raw[1024];

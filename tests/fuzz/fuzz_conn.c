@@ -41,11 +41,21 @@ check_request(struct gw_hparse *p)
         abort();
     if ((int64_t)evbuffer_get_length(p->body) != p->body_len)
         abort();
-    /* Touch every string the server would read. */
+    /* Names are tokens, values free of controls (but HTAB). */
     size_t t = strlen(gw_hparse_url(p));
-    for (size_t i = 0; i < p->n_hdr; i++)
-        t += strlen(p->arena.data + p->hdr[i][0]) +
-             strlen(p->arena.data + p->hdr[i][1]);
+    for (size_t i = 0; i < p->n_hdr; i++) {
+        const unsigned char *nm =
+            (const unsigned char *)p->arena.data + p->hdr[i][0];
+        const unsigned char *v =
+            (const unsigned char *)p->arena.data + p->hdr[i][1];
+        for (; *nm; nm++, t++)
+            if (*nm <= ' ' || *nm >= 0x7f || strchr("\"(),/:;<=>?@[\\]{}",
+                                                    *nm))
+                abort();
+        for (; *v; v++, t++)
+            if ((*v < ' ' && *v != '\t') || *v == 0x7f)
+                abort();
+    }
     (void)t;
 }
 
