@@ -706,6 +706,8 @@ build_head(struct gw_conn *c, struct gw_hreq *r, int status,
         c->close_after = 1; /* draining: clients reconnect elsewhere */
     if (!c->hp.msg_done)
         c->close_after = 1; /* answered before (all) the body was read */
+    if (!c->hp.keep_alive)
+        c->close_after = 1; /* HTTP/1.0, or "Connection: close" */
     if (content_length < 0 && http10)
         c->close_after = 1; /* the end of the body is the close */
     gx_buf_reset(b);

@@ -604,6 +604,46 @@ test_pipelining(void)
     close(fd);
 }
 
+/* HTTP/1.0: keep-alive only when asked; a stream is close-delimited. */
+static void
+test_http10(void)
+{
+    int fd = fresh();
+    if (fd < 0)
+        return;
+    struct hresp r;
+    char v[64];
+    T_EQ_INT(send_str(fd, "GET /health HTTP/1.0\r\nConnection: keep-alive"
+                          "\r\n\r\n"),
+             0);
+    T_EQ_INT(read_resp(fd, &rbg, &r, 0, 10000), 0);
+    T_EQ_STR(hdr(&r, "Connection", v, sizeof(v)), "keep-alive");
+    T_EQ_INT(send_str(fd, "GET /health HTTP/1.0\r\n\r\n"), 0);
+    T_EQ_INT(read_resp(fd, &rbg, &r, 0, 10000), 0);
+    T_EQ_INT(r.status, 200);
+    T_EQ_STR(hdr(&r, "Connection", v, sizeof(v)), "close");
+    T_CHECK(closed_within(fd, 10000, NULL));
+    close(fd);
+    const char *body = "{\"model\":\"gpt-4.1\",\"stream\":true,\"messages\":"
+                       "[{\"role\":\"user\",\"content\":\"hi\"}]}";
+    char raw[1024];
+    snprintf(raw, sizeof(raw),
+             "POST /v1/chat/completions HTTP/1.0\r\nAuthorization: Bearer "
+             "@KEY@\r\nContent-Length: %zu\r\n\r\n%s",
+             strlen(body), body);
+    fd = fresh();
+    if (fd < 0)
+        return;
+    T_EQ_INT(send_str(fd, raw), 0);
+    while (rb_fill(fd, &rbg, 10000) > 0)
+        ;
+    T_CHECK(strstr(rbg.d, "HTTP/1.1 200") == rbg.d);
+    T_CHECK(!strcasestr(rbg.d, "Transfer-Encoding"));
+    size_t n = rbg.len;
+    T_CHECK(n > 14 && !memcmp(rbg.d + n - 14, "data: [DONE]\n\n", 14));
+    close(fd);
+}
+
 /* limits.header_timeout_ms is 1000 here: one header byte every 200 ms
  * never completes the headers, and the connection ends at the deadline
  * with a 408, long before the 60 bytes we would send. */
@@ -1066,6 +1106,7 @@ main(void)
     T_RUN(test_framing);
     T_RUN(test_chunked_body);
     T_RUN(test_pipelining);
+    T_RUN(test_http10);
     T_RUN(test_header_deadline);
     T_RUN(test_idle_timeout);
     T_RUN(test_streams_keepalive);
