@@ -576,7 +576,11 @@ gw_hreq_param(struct gw_hreq *req, const char *name)
         int match = k && strlen(k) == nl && !memcmp(k, name, nl);
         free(k);
         if (match) {
+            /* Undecodable: the raw text, which the handler's own check
+             * then refuses with a clear error (never silently absent). */
             value = eq ? url_decode(eq + 1, seg - klen - 1) : strdup("");
+            if (!value && eq)
+                value = strndup(eq + 1, seg - klen - 1);
             break;
         }
         qs = amp ? amp + 1 : NULL;

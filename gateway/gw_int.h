@@ -375,8 +375,8 @@ int gw_hreq_is_head(const struct gw_hreq *req); /* 1: HEAD (no body out) */
 const char *gw_hreq_method_str(const struct gw_hreq *req);
 const char *gw_hreq_path(const struct gw_hreq *req); /* raw, no query */
 const char *gw_hreq_query(const struct gw_hreq *req); /* raw, or NULL */
-/* The first query parameter called name, %-decoded ('+' = space), or NULL
- * (absent, or undecodable). */
+/* The first query parameter called name, %-decoded ('+' = space; left
+ * raw if it cannot be decoded), or NULL when absent. */
 const char *gw_hreq_param(struct gw_hreq *req, const char *name);
 /* The first input header called name (case-insensitive), or NULL. */
 const char *gw_hreq_header(const struct gw_hreq *req, const char *name);

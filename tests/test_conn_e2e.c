@@ -604,6 +604,26 @@ test_pipelining(void)
     close(fd);
 }
 
+/* Query parameters are %-decoded; one that cannot be is refused by the
+ * handler, not taken as absent. */
+static void
+test_query(void)
+{
+    struct hresp r;
+    T_EQ_INT(exchange("GET /v1/usage?since=7%64&group_by=m%6Fdel HTTP/1.1\r\n"
+                      "Host: x\r\nAuthorization: Bearer @KEY@\r\n\r\n",
+                      &r, 0),
+             0);
+    T_EQ_INT(r.status, 200);
+    T_CHECK(strstr(r.body, "\"data\"") != NULL);
+    T_EQ_INT(exchange("GET /v1/usage?since=%zz HTTP/1.1\r\nHost: x\r\n"
+                      "Authorization: Bearer @KEY@\r\n\r\n",
+                      &r, 0),
+             0);
+    T_EQ_INT(r.status, 400);
+    T_CHECK(strstr(r.body, "\"since\"") != NULL);
+}
+
 /* HTTP/1.0: keep-alive only when asked; a stream is close-delimited. */
 static void
 test_http10(void)
@@ -1106,6 +1126,7 @@ main(void)
     T_RUN(test_framing);
     T_RUN(test_chunked_body);
     T_RUN(test_pipelining);
+    T_RUN(test_query);
     T_RUN(test_http10);
     T_RUN(test_header_deadline);
     T_RUN(test_idle_timeout);
