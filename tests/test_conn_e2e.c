@@ -319,6 +319,19 @@ test_request_ids(void)
         T_CHECK(strstr(r.body, "\"error\"") && strstr(r.body, "\"message\""));
         T_CHECK(!strstr(r.body, "<html") && !strstr(r.body, "<HTML"));
     }
+    /* 431 (headers over 64 KiB) and 505 (not HTTP/1.x), same shape. */
+    static char big[80 * 1024];
+    int k = snprintf(big, sizeof(big), "GET /health HTTP/1.1\r\nX-Big: ");
+    memset(big + k, 'b', 70 * 1024);
+    snprintf(big + k + 70 * 1024, sizeof(big) - (size_t)k - 70 * 1024,
+             "\r\n\r\n");
+    T_EQ_INT(exchange(big, &r, 0), 0);
+    T_EQ_INT(r.status, 431);
+    T_CHECK(hdr(&r, "X-Request-Id", v, sizeof(v)) != NULL);
+    T_CHECK(strstr(r.body, "\"error\"") != NULL);
+    T_EQ_INT(exchange("GET /health HTTP/2.0\r\nHost: x\r\n\r\n", &r, 0), 0);
+    T_EQ_INT(r.status, 505);
+    T_CHECK(hdr(&r, "X-Request-Id", v, sizeof(v)) != NULL);
     /* A client id of 64 characters comes back exactly; 65 is replaced. */
     char id64[65], id65[66];
     for (int i = 0; i < 64; i++)
