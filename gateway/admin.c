@@ -356,8 +356,7 @@ out:
 void
 gw_reply_unauthorized(struct gw_hreq *req, const struct gw_authn *an)
 {
-    gw_hreq_add_header(req,
-                      "WWW-Authenticate", "Bearer realm=\"llmux\"");
+    gw_hreq_add_header(req, "WWW-Authenticate", "Bearer realm=\"llmux\"");
     gw_reply_error(req, an->status ? an->status : 401,
                    "invalid_request_error",
                    an->code ? an->code : "invalid_api_key", NULL, "%s",
@@ -461,8 +460,7 @@ admin_reply(struct gw_server *srv, struct gw_hreq *req, void *arg)
                         json_object_get(j->body, "models")
                             ? json_object_get(j->body, "models")
                             : json_null());
-        gw_hreq_add_header(req,
-                          "Cache-Control", "no-store");
+        gw_hreq_add_header(req, "Cache-Control", "no-store");
         gw_reply_json(req, 200, o);
         json_decref(o);
     } else if (j->op == OP_LIST) {
@@ -577,8 +575,7 @@ gw_admin_handle(struct gw_worker *w, struct gw_hreq *req,
         return;
     }
     if (gw_aux_submit(w, req, admin_run, admin_reply, j) != 0) {
-        gw_hreq_add_header(req,
-                          "Retry-After", "1");
+        gw_hreq_add_header(req, "Retry-After", "1");
         gw_reply_error(req, 503, "server_error", "unavailable", NULL,
                        "The admin API is busy; retry shortly.");
         admin_job_free(j);

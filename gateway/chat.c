@@ -178,7 +178,7 @@ add_llmux_headers(struct gw_req *r, struct gw_hreq *h)
     char n[32];
     gw_hreq_add_header(h, "X-Request-Id", r->id);
     gw_hreq_add_header(h, "X-Llmux-Route",
-                      r->plan.route ? r->plan.route->name : r->model_arg);
+                       r->plan.route ? r->plan.route->name : r->model_arg);
     if (r->prov)
         gw_hreq_add_header(h, "X-Llmux-Provider", r->prov->name);
     if (r->model)
