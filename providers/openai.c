@@ -92,7 +92,8 @@ oa_event(void *ud, const char *data, size_t len)
         return;
     }
     json_t *err = json_object_get(j, "error");
-    if (err && !json_object_get(j, "choices")) {
+    if ((err && !json_object_get(j, "choices")) ||
+        strcmp(oa->sse.event, "error") == 0) {
         /* The upstream failed mid-stream and says so in-band (OpenAI
          * does this on server errors).  Not passed on as a chunk: the
          * caller learns it from on_done and decides (fail over if the

@@ -140,22 +140,47 @@ struct pv_ops {
 };
 
 /*
- * Incremental SSE parser (the event-stream format): feed any byte slices;
- * each complete event's data (multi-line data fields joined with '\n') is
- * passed to cb.  Comments and other fields are skipped.  Lines longer than
- * max_line bytes make pv_sse_feed return GX_ETOOBIG.
+ * Incremental SSE parser (the event-stream format, per the WHATWG HTML
+ * spec's "event stream interpretation"): feed any byte slices; each
+ * complete event's data (multi-line data fields joined with '\n') is
+ * passed to cb.  While cb runs, p->event holds the event's type ("" when
+ * it had no event field, i.e. "message").  Comments, id and retry fields
+ * are skipped; a leading UTF-8 BOM is dropped.  Lines longer than max_line
+ * bytes make pv_sse_feed return GX_ETOOBIG.
+ *
+ * Re-emitting an event must write one "data:" line per line of its data: a data that spans several lines written after one
+ * "data: " would leave its later lines as unknown fields.
  */
+#define PV_SSE_EVENT_MAX 32 /* longer event types are cut (never matched) */
 struct pv_sse {
     struct gx_buf line;
     struct gx_buf data;
     int have_data;
     int skip_lf; /* last byte was CR */
+    int started; /* past the (optional) BOM */
+    char event[PV_SSE_EVENT_MAX + 1];
 };
 typedef void (*pv_sse_cb)(void *ud, const char *data, size_t len);
 void pv_sse_init(struct pv_sse *p, size_t max_line);
 void pv_sse_cleanup(struct pv_sse *p);
 enum gx_status pv_sse_feed(struct pv_sse *p, const char *buf, size_t len,
                            pv_sse_cb cb, void *ud);
+
+/*
+ * The client's chat request (request.c), checked once before routing so
+ * every provider kind sees a valid one.  pv_request_validate returns 0, or
+ * -1 with a sentence for the client in msg and the offending parameter in
+ * *param (NULL for the body as a whole; a static string).
+ */
+#define PV_MAX_COMPLETION_TOKENS 1000000 /* max_tokens, max_completion_tokens */
+#define PV_MAX_N 128                     /* choices per request, as OpenAI */
+int pv_request_validate(const json_t *body, char *msg, size_t len,
+                        const char **param);
+/* What the upstream may bill as completion tokens for a validated body:
+ * the larger of max_tokens and max_completion_tokens (dflt when neither is
+ * given), times n.  An upstream honours one of the two caps, and which one
+ * differs between providers, so only the larger bounds the bill. */
+int64_t pv_request_completion_cap(const json_t *body, int64_t dflt);
 
 /* Parses OpenAI "usage" from a response or chunk object; returns 1 if found. */
 int pv_usage_parse(const json_t *obj, struct pv_usage *u);

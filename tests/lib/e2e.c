@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <curl/curl.h>
+#include <sqlite3.h>
 
 static long long
 now_ms(void)
@@ -299,4 +300,23 @@ e2e_header(const struct e2e_resp *r, const char *name, char *buf, size_t len)
         p = eol ? eol + 1 : NULL;
     }
     return NULL;
+}
+
+long long
+e2e_db_int(const char *path, const char *sql)
+{
+    sqlite3 *db = NULL;
+    long long n = -1;
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) {
+        sqlite3_busy_timeout(db, 5000);
+        sqlite3_stmt *st = NULL;
+        if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK &&
+            sqlite3_step(st) == SQLITE_ROW)
+            n = sqlite3_column_int64(st, 0);
+        else
+            fprintf(stderr, "  sql failed: %s\n", sqlite3_errmsg(db));
+        sqlite3_finalize(st);
+    }
+    sqlite3_close(db);
+    return n;
 }

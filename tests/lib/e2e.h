@@ -59,6 +59,9 @@ const char *e2e_header(const struct e2e_resp *r, const char *name, char *buf,
 char *e2e_write_temp(const char *name, const char *text);
 /* A fresh temp directory (malloc'd path). */
 char *e2e_temp_dir(void);
+/* The first column of the first row of sql on the SQLite file db (opened
+ * read-only, 5 s busy timeout); -1 when the query fails. */
+long long e2e_db_int(const char *db, const char *sql);
 /* Environment helpers. */
 const char *e2e_env(const char *name, const char *fallback);
 
