@@ -51,19 +51,20 @@ sources_for() {
     case "$1" in
     sse) echo providers/sse.c common/common.c ;;
     json_scan) echo providers/json_scan.c ;;
+    chat_request) echo providers/request.c ;;
     config) echo config/*.c pricing/*.c common/*.c ;;
     *) echo local_engine/*.c ;;
     esac
 }
 libs_for() {
     case "$1" in
-    config | json_scan) pkg-config --libs jansson sqlite3 2>/dev/null || echo "-ljansson -lsqlite3" ;;
+    config | json_scan | chat_request) pkg-config --libs jansson sqlite3 2>/dev/null || echo "-ljansson -lsqlite3" ;;
     *) echo "" ;;
     esac
 }
 pkg_cflags_for() {
     case "$1" in
-    config | json_scan) pkg-config --cflags jansson sqlite3 2>/dev/null ;;
+    config | json_scan | chat_request) pkg-config --cflags jansson sqlite3 2>/dev/null ;;
     *) echo "" ;;
     esac
 }
@@ -122,6 +123,11 @@ seed_json_scan() {
     printf '{"usage":{"prompt_tokens":5},"usage":null,"choices":7}' >"$1/dup"
     printf '{"error":{"message":"bad","type":"x"}}' >"$1/error"
 }
+seed_chat_request() {
+    printf '{"model":"gpt-4.1","messages":[{"role":"user","content":"Hi"}],"max_tokens":16,"n":2,"stream":true,"stream_options":{"include_usage":true}}' >"$1/ok"
+    printf '{"model":"m","messages":[{"role":"system","content":null},{"role":"user","content":[{"type":"text","text":"x"}]}],"max_completion_tokens":1000000,"max_tokens":null,"temperature":0.5,"seed":-3}' >"$1/parts"
+    printf '{"model":"m","messages":[{"role":"user","content":"x"}],"max_tokens":0,"stream_options":{"include_usage":"yes"}}' >"$1/bad"
+}
 seed_sse() {
     printf '\005data: {"a":1}\r\n\r\nevent: x\ndata: y\n\n: c\n\n' >"$1/basic"
     printf '\003data: [DONE]\n\n' >"$1/done"
@@ -175,6 +181,7 @@ fuzz_$n: build failed"
         config) seed_config "$corpus" ;;
         sse) seed_sse "$corpus" ;;
         json_scan) seed_json_scan "$corpus" ;;
+        chat_request) seed_chat_request "$corpus" ;;
         esac
     fi
     art="$OUT/artifacts/$n/"
