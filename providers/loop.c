@@ -30,6 +30,12 @@
  * Easy handles are reset and kept (up to PV_EASY_POOL per loop) instead of
  * being created and destroyed per call.
  *
+ * One copy per attempt: libcurl re-sends a request by itself when a reused
+ * connection turns out dead before any response byte (up to 5 times, one
+ * per dead pooled connection).  Each copy may reach an upstream that reads
+ * it and bills it, so the prerequest callback refuses every send after a
+ * transfer's first, and the attempt fails as a transport error instead.
+ *
  * Timeouts: connect -> CURLOPT_CONNECTTIMEOUT_MS; total ->
  * CURLOPT_TIMEOUT_MS; first byte -> our own timer from start until the
  * first body byte (headers alone do not count: a server that sends 200 and
@@ -151,6 +157,11 @@ finish_transfer(struct pv_call *c, CURLcode code)
         c->res.outcome = c->fail;
     } else if (code == CURLE_OK) {
         c->hooks->on_finish(c);
+    } else if (c->resend_refused) {
+        c->res.outcome = PV_ERR_TRANSPORT;
+        snprintf(c->res.detail, sizeof(c->res.detail),
+                 "transport error: the connection closed after the request "
+                 "was sent and before any answer (not re-sent)");
     } else {
         c->res.outcome = outcome_from_curl(c, code);
         /* errbuf names host and port, never headers or the key. */
@@ -689,6 +700,17 @@ http_prereq_cb(void *ud, char *primary_ip, char *local_ip, int primary_port,
     (void)local_port;
     struct pv_call *c = ud;
     c->connected = 1;
+    /* libcurl calls this before each send of the request.  A second call
+     * for the same transfer is libcurl about to re-send on its own (a
+     * reused connection died before any response byte; it does so up to
+     * five times, once per dead pooled connection).  The upstream may
+     * have read, and billed, the copy already sent: refuse, so the
+     * transfer ends as a transport error and llmux's own failover, which
+     * counts attempts, decides what happens next. */
+    if (c->sends++ > 0) {
+        c->resend_refused = 1;
+        return CURL_PREREQFUNC_ABORT;
+    }
     return CURL_PREREQFUNC_OK;
 }
 

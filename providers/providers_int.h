@@ -86,6 +86,8 @@ struct pv_call {
     struct event *fb_timer;      /* first-byte timeout */
     int fb_timeout_ms;
     int connected;               /* a connection was ready (prereq) */
+    int sends;                   /* prereq calls: sends libcurl began */
+    int resend_refused;          /* we refused a second send */
     int paused;                  /* caller asked to pause */
     int recv_paused;             /* we returned CURL_WRITEFUNC_PAUSE */
     int head_done;

@@ -628,6 +628,47 @@ test_budget(void)
 }
 
 /* ------------------------------------------------------------------ */
+/* One copy per attempt                                                 */
+
+static void *
+warm_main(void *arg)
+{
+    (void)arg;
+    struct e2e_resp r;
+    chat("m@rr", "fake:delay_ms=300;tag=warm", 0, &r);
+    e2e_resp_free(&r);
+    return NULL;
+}
+
+static void
+test_resend(void)
+{
+    /* Six requests at once leave six idle keep-alive connections in the
+     * worker's pool; then an upstream that reads each copy and resets.
+     * libcurl used to re-send the request once per dead pooled
+     * connection: each copy may be billed. */
+    pthread_t th[6];
+    for (int i = 0; i < 6; i++)
+        pthread_create(&th[i], NULL, warm_main, NULL);
+    for (int i = 0; i < 6; i++)
+        pthread_join(th[i], NULL);
+    T_EQ_INT(fake_count("warm", 1), 6);
+    struct e2e_resp r;
+    T_EQ_INT(chat("m@rr", "fake:reset;tag=rrcopy", 0, &r), 0);
+    T_EQ_INT(r.status, 502);
+    e2e_resp_free(&r);
+    T_EQ_INT(fake_count("rrcopy", 1), 1);
+    /* Streams too, and the pool still serves afterwards. */
+    T_EQ_INT(chat("m@rr", "fake:reset;tag=rrcopy2", 1, &r), 0);
+    T_EQ_INT(r.status, 502);
+    e2e_resp_free(&r);
+    T_EQ_INT(fake_count("rrcopy2", 1), 1);
+    T_EQ_INT(chat("m@rr", "hi", 0, &r), 0);
+    T_EQ_INT(r.status, 200);
+    e2e_resp_free(&r);
+}
+
+/* ------------------------------------------------------------------ */
 /* Allowlists                                                           */
 
 static int
@@ -678,6 +719,7 @@ main(void)
     T_RUN(test_sse);
     T_RUN(test_validation);
     T_RUN(test_budget);
+    T_RUN(test_resend);
     T_RUN(test_empty_allowlist);
     T_RUN(test_default_timeouts);
     T_EQ_INT(e2e_stop(&gw, SIGTERM, 20000), 0);
