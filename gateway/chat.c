@@ -94,6 +94,7 @@ struct gw_req {
     int64_t cost_pusd;
     char error[512];
     int64_t retry_after_s; /* > 0: a Retry-After header on the reply */
+    char up_headers[PV_FWD_HEADERS_MAX]; /* the last attempt's, to pass on */
     struct gw_req *done_next;
     struct gw_req *live_prev, *live_next; /* w->live */
 };
@@ -221,6 +222,25 @@ on_peer_closed(evutil_socket_t fd, short what, void *arg)
     r->req = NULL; /* freed with the connection below */
     client_gone(r);  /* may free r (via finish -> reply) */
     evhttp_connection_free(evcon);
+}
+
+/* The upstream's rate-limit headers and request id (pv_result.headers:
+ * "name: value\n" lines, already checked and scrubbed by the provider). */
+static void
+add_upstream_headers(struct evkeyvalq *h, const char *lines)
+{
+    while (*lines) {
+        const char *nl = strchr(lines, '\n');
+        const char *colon = strchr(lines, ':');
+        if (!nl || !colon || colon > nl)
+            return;
+        char name[80], value[300];
+        snprintf(name, sizeof(name), "%.*s", (int)(colon - lines), lines);
+        snprintf(value, sizeof(value), "%.*s", (int)(nl - colon - 2),
+                 colon + 2);
+        evhttp_add_header(h, name, value);
+        lines = nl + 1;
+    }
 }
 
 static void
@@ -392,6 +412,7 @@ complete_reply(struct gw_req *r)
     } else {
         struct evkeyvalq *h = evhttp_request_get_output_headers(req);
         add_llmux_headers(r, h);
+        add_upstream_headers(h, r->up_headers);
         if (r->retry_after_s > 0) {
             char ra[32];
             snprintf(ra, sizeof(ra), "%lld", (long long)r->retry_after_s);
@@ -601,6 +622,7 @@ on_event(void *ud, const char *data, size_t len)
     if (!r->sent_head) {
         struct evkeyvalq *h = evhttp_request_get_output_headers(req);
         add_llmux_headers(r, h);
+        add_upstream_headers(h, pv_call_headers(t->call));
         evhttp_add_header(h, "Content-Type", "text/event-stream");
         evhttp_add_header(h, "Cache-Control", "no-cache");
         evhttp_send_reply_start(req, 200, "OK");
@@ -643,21 +665,6 @@ on_backoff(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     start_attempt(arg);
-}
-
-/* Replaces every occurrence of the provider's secret in text with "***". */
-static void
-scrub_secret(char *text, size_t len, const char *secret)
-{
-    size_t sl = secret ? strlen(secret) : 0;
-    if (sl < 4 || len < sl)
-        return;
-    for (size_t i = 0; i + sl <= len; i++) {
-        if (text[i] == secret[0] && !memcmp(text + i, secret, sl)) {
-            memset(text + i, '*', sl);
-            i += sl - 1;
-        }
-    }
 }
 
 /* Records how a failed attempt bears on "every attempt was a 429". */
@@ -719,6 +726,7 @@ on_done(void *ud, const struct pv_result *res)
         return; /* a rival already answered (cannot happen: it was
                    cancelled), be safe */
     r->upstream_us = res->total_us;
+    snprintf(r->up_headers, sizeof(r->up_headers), "%s", res->headers);
     if (res->outcome == PV_OK) {
         r->winner = me;
         cancel_try(r, &r->tries[1 - me]);
@@ -786,8 +794,7 @@ on_done(void *ud, const struct pv_result *res)
             if (r->resp_body) {
                 memcpy(r->resp_body, res->body, res->body_len);
                 r->resp_body[res->body_len] = '\0';
-                r->resp_len = res->body_len;
-                scrub_secret(r->resp_body, r->resp_len, t->prov->api_key);
+                r->resp_len = res->body_len; /* scrubbed by the provider */
             }
             snprintf(r->error, sizeof(r->error), "%s: status %d", tname,
                      res->http_status);

@@ -72,6 +72,7 @@ struct pv_call {
     char request_id[64];
     int64_t t_start_us;          /* gx_mono_us at start */
     struct pv_result res;
+    struct pv_scrub *scrub;      /* the provider's secrets; NULL: none */
     enum pv_outcome fail;        /* set with failed = 1 by a hook */
     int failed;
 

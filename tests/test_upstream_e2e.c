@@ -669,6 +669,202 @@ test_resend(void)
 }
 
 /* ------------------------------------------------------------------ */
+/* Upstream headers                                                     */
+
+static void
+test_forwarded_headers(void)
+{
+    for (int stream = 0; stream < 2; stream++) {
+        struct e2e_resp r;
+        char v[128];
+        T_EQ_INT(chat("m@ok", "fake:rl_headers", stream, &r), 0);
+        T_EQ_INT(r.status, 200);
+        T_CHECK(e2e_header(&r, "x-ratelimit-limit-requests", v, sizeof(v)) &&
+                !strcmp(v, "500"));
+        T_CHECK(e2e_header(&r, "x-ratelimit-remaining-requests", v,
+                           sizeof(v)) &&
+                !strcmp(v, "499"));
+        T_CHECK(e2e_header(&r, "x-ratelimit-reset-requests", v, sizeof(v)) &&
+                !strcmp(v, "120ms"));
+        T_CHECK(e2e_header(&r, "x-ratelimit-remaining-tokens", v,
+                           sizeof(v)) &&
+                !strcmp(v, "29000"));
+        T_CHECK(e2e_header(&r, "x-llmux-upstream-request-id", v, sizeof(v)) &&
+                !strncmp(v, "req_fake_", 9));
+        /* llmux's own id stays llmux's. */
+        T_CHECK(e2e_header(&r, "x-request-id", v, sizeof(v)) &&
+                strncmp(v, "req_fake_", 9) != 0);
+        e2e_resp_free(&r);
+    }
+    /* On an upstream 429 too (what the client backs off on). */
+    struct e2e_resp r;
+    char v[128];
+    T_EQ_INT(chat("m@rr", "fake:rl_headers;status=429", 0, &r), 0);
+    T_EQ_INT(r.status, 429);
+    T_CHECK(e2e_header(&r, "x-ratelimit-remaining-tokens", v, sizeof(v)) &&
+            !strcmp(v, "29000"));
+    T_CHECK(e2e_header(&r, "x-llmux-upstream-request-id", v, sizeof(v)) !=
+            NULL);
+    e2e_resp_free(&r);
+}
+
+/* ------------------------------------------------------------------ */
+/* Secrets                                                              */
+
+static const char *const secrets[] = {K1, H1, PW, T3, "alice:" PW};
+#define N_SECRETS (sizeof(secrets) / sizeof(secrets[0]))
+
+static char *
+b64(const char *in, size_t skip)
+{
+    static const char tab[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    const unsigned char *p = (const unsigned char *)in + skip;
+    size_t n = strlen(in) - skip, o = 0;
+    char *out = malloc(n / 3 * 4 + 5);
+    for (size_t i = 0; i + 3 <= n; i += 3) {
+        unsigned v = (unsigned)p[i] << 16 | (unsigned)p[i + 1] << 8 | p[i + 2];
+        out[o++] = tab[v >> 18 & 63];
+        out[o++] = tab[v >> 12 & 63];
+        out[o++] = tab[v >> 6 & 63];
+        out[o++] = tab[v & 63];
+    }
+    out[o] = '\0';
+    return out;
+}
+
+/* Does text hold a form of a secret: its first 8 characters, or 8
+ * characters of its base64 at any alignment?  (A full or cut echo, raw
+ * or base64, holds one of these.) */
+static int
+holds_secret(const char *text, const char *where)
+{
+    if (!text)
+        return 0;
+    for (size_t i = 0; i < N_SECRETS; i++) {
+        char pre[16];
+        snprintf(pre, sizeof(pre), "%.8s", secrets[i]);
+        int hit = strstr(text, pre) != NULL;
+        for (size_t j = 0; j < 3 && !hit; j++) {
+            char *b = b64(secrets[i], j);
+            if (strlen(b) >= 12) {
+                b[12] = '\0';
+                hit = strstr(text, b) != NULL;
+            }
+            free(b);
+        }
+        if (hit) {
+            fprintf(stderr, "  secret %zu leaked in %s: %.300s\n", i, where,
+                    text);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* A body and its JSON decoding (so \u and \/ escapes count too). */
+static int
+body_leaks(const struct e2e_resp *r)
+{
+    int bad = holds_secret(r->body, "body") ||
+              holds_secret(r->headers, "headers");
+    json_t *o = json_loads(r->body ? r->body : "", 0, NULL);
+    char *plain = o ? json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
+    /* JSON_ENSURE_ASCII keeps ASCII as is: the decoded text, re-encoded
+     * without any escape an ASCII secret could hide behind. */
+    if (plain && holds_secret(plain, "decoded body"))
+        bad = 1;
+    free(plain);
+    json_decref(o);
+    return bad;
+}
+
+static void
+test_secrets(void)
+{
+    static const char *const forms[] = {"json", "slash", "u", "b64", "trunc",
+                                        "text"};
+    static const char *const provs[] = {"m@sec1", "m@sec2", "m@sec3"};
+    for (size_t pi = 0; pi < 3; pi++) {
+        for (size_t f = 0; f < sizeof(forms) / sizeof(forms[0]); f++) {
+            char content[128];
+            /* An error body that echoes every request header (a 400: passed
+             * to the client as the upstream's own answer). */
+            snprintf(content, sizeof(content),
+                     "fake:status=400;echo_headers=%s", forms[f]);
+            struct e2e_resp r;
+            T_EQ_INT(chat(provs[pi], content, 0, &r), 0);
+            T_EQ_INT(r.status, 400);
+            T_CHECK(!body_leaks(&r));
+            /* The echo happened: the harmless headers are still there. */
+            if (strcmp(forms[f], "text") && strcmp(forms[f], "u"))
+                T_CHECK(r.body && strstr(r.body, "Content-Type") != NULL);
+            e2e_resp_free(&r);
+            /* The same headers as the answer's text, non-stream and
+             * streamed (one chunk), and the Authorization value in a
+             * forwarded x-ratelimit-echo header. */
+            snprintf(content, sizeof(content),
+                     "fake:echo_headers=%s;chunks=1", forms[f]);
+            for (int stream = 0; stream < 2; stream++) {
+                T_EQ_INT(chat(provs[pi], content, stream, &r), 0);
+                T_EQ_INT(r.status, 200);
+                T_CHECK(!body_leaks(&r));
+                if (stream) {
+                    char text[4096];
+                    int done;
+                    T_CHECK(sse_parse(r.body ? r.body : "", text,
+                                      sizeof(text), &done) >= 3);
+                    T_CHECK(done && !holds_secret(text, "stream text"));
+                }
+                e2e_resp_free(&r);
+            }
+        }
+    }
+    /* A retryable echo (503) fails over; the 502's message, the log and
+     * the ledger never hold a secret either. */
+    struct e2e_resp r;
+    T_EQ_INT(chat("m@sec1", "fake:status=503;echo_headers=u", 0, &r), 0);
+    T_EQ_INT(r.status, 502);
+    T_CHECK(!body_leaks(&r));
+    e2e_resp_free(&r);
+    T_EQ_INT(chat("m@sec3", "fake:status=500;echo_headers=trunc", 1, &r), 0);
+    T_CHECK(!body_leaks(&r));
+    e2e_resp_free(&r);
+}
+
+/* The gateway's log (its stderr, debug level) and the ledger. */
+static void
+check_logs_and_ledger(void)
+{
+    FILE *f = fopen(gw.log_path, "rb");
+    T_CHECK(f != NULL);
+    if (f) {
+        static char log[8 << 20];
+        size_t n = fread(log, 1, sizeof(log) - 1, f);
+        log[n] = '\0';
+        fclose(f);
+        T_CHECK(n > 0);
+        T_CHECK(!holds_secret(log, "log"));
+        T_CHECK(strstr(log, "sec1") != NULL); /* it did log those requests */
+    }
+    sqlite3 *db = NULL;
+    T_EQ_INT(sqlite3_open_v2(dbpath, &db, SQLITE_OPEN_READONLY, NULL),
+             SQLITE_OK);
+    sqlite3_stmt *st = NULL;
+    int rows = 0;
+    if (sqlite3_prepare_v2(db, "SELECT coalesce(error, '') FROM usage", -1,
+                           &st, NULL) == SQLITE_OK)
+        while (sqlite3_step(st) == SQLITE_ROW) {
+            rows++;
+            T_CHECK(!holds_secret((const char *)sqlite3_column_text(st, 0),
+                                  "ledger"));
+        }
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    T_CHECK(rows > 50);
+}
+
+/* ------------------------------------------------------------------ */
 /* Allowlists                                                           */
 
 static int
@@ -720,8 +916,11 @@ main(void)
     T_RUN(test_validation);
     T_RUN(test_budget);
     T_RUN(test_resend);
+    T_RUN(test_forwarded_headers);
+    T_RUN(test_secrets);
     T_RUN(test_empty_allowlist);
     T_RUN(test_default_timeouts);
+    T_RUN(check_logs_and_ledger);
     T_EQ_INT(e2e_stop(&gw, SIGTERM, 20000), 0);
     e2e_stop(&fake, SIGTERM, 5000);
     T_EQ_INT(e2e_sanitizer_reports, 0);
