@@ -787,6 +787,8 @@ on_done(void *ud, const struct pv_result *res)
         r->prov = t->prov;
         r->model = t->model;
         r->status = res->http_status ? res->http_status : 502;
+        if (res->retry_after_s > 0) /* the upstream's, passed on too */
+            r->retry_after_s = res->retry_after_s;
         json_t *o = res->body ? json_loadb(res->body, res->body_len, 0, NULL)
                               : NULL;
         if (json_is_object(json_object_get(o, "error"))) {

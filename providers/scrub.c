@@ -47,7 +47,7 @@
 #define PV_SCRUB_PREFIX 8   /* leading characters that count as a leak */
 #define SCRUB_MIN_CRED 4    /* shorter credentials are not scrubbed */
 #define SCRUB_MIN_PLAIN 8   /* shorter plain header values neither */
-#define SCRUB_MAX_PATTERNS 256
+#define SCRUB_MAX_PATTERNS 4096 /* a sanity bound, far above real configs */
 
 struct pat {
     char *s;
@@ -56,8 +56,8 @@ struct pat {
 };
 
 struct pv_scrub {
-    struct pat p[SCRUB_MAX_PATTERNS];
-    size_t n;
+    struct pat *p; /* [cap] */
+    size_t n, cap;
     unsigned char first[256]; /* 1: some pattern starts with this byte */
 };
 
@@ -71,6 +71,14 @@ add_pat(struct pv_scrub *s, const char *txt, size_t n, int prefix)
             s->p[i].prefix |= prefix;
             return;
         }
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 8;
+        struct pat *np = realloc(s->p, cap * sizeof(*np));
+        if (!np)
+            return;
+        s->p = np;
+        s->cap = cap;
+    }
     char *c = malloc(n + 1);
     if (!c)
         return; /* out of memory: one form fewer, never a crash */
@@ -264,7 +272,7 @@ pv_scrub_new(const struct cfg_provider *p)
             add_userpass(s, u, (size_t)(at - u), 1);
     }
     if (s->n == 0) {
-        free(s);
+        pv_scrub_free(s);
         return NULL;
     }
     return s;
@@ -279,6 +287,7 @@ pv_scrub_free(struct pv_scrub *s)
         memset(s->p[i].s, 0, s->p[i].n);
         free(s->p[i].s);
     }
+    free(s->p);
     free(s);
 }
 

@@ -706,6 +706,14 @@ test_forwarded_headers(void)
     T_CHECK(e2e_header(&r, "x-llmux-upstream-request-id", v, sizeof(v)) !=
             NULL);
     e2e_resp_free(&r);
+    /* An upstream 4xx passed on as is keeps its Retry-After. */
+    T_EQ_INT(chat("m@ok", "fake:rl_headers;status=422;retry_after=9", 0, &r),
+             0);
+    T_EQ_INT(r.status, 422);
+    T_CHECK(e2e_header(&r, "retry-after", v, sizeof(v)) && !strcmp(v, "9"));
+    T_CHECK(e2e_header(&r, "x-ratelimit-limit-tokens", v, sizeof(v)) &&
+            !strcmp(v, "30000"));
+    e2e_resp_free(&r);
 }
 
 /* ------------------------------------------------------------------ */
