@@ -358,10 +358,20 @@ find(const struct pv_scrub *s, const char *t, size_t n, size_t from,
         unsigned char c = (unsigned char)t[i];
         if (!s->first[c] && c != '\\')
             continue;
+        size_t adv;
+        int d = decode_at(t, i, n, &adv);
+        if (!s->first[(unsigned char)d])
+            continue;
         for (size_t k = 0; k < s->n; k++) {
-            if (c != (unsigned char)s->p[k].s[0] && c != '\\')
+            const struct pat *p = &s->p[k];
+            if (d != (unsigned char)p->s[0])
                 continue;
-            size_t e = match_at(&s->p[k], t, i, n);
+            /* Most false starts ("s" of "usage" for an "sk-" key) end at
+             * the next byte: reject them before the escape-aware match. */
+            if (p->n > 1 && i + adv < n && t[i + adv] != p->s[1] &&
+                t[i + adv] != '\\')
+                continue;
+            size_t e = match_at(p, t, i, n);
             if (e > i) {
                 *at = i;
                 return e;
