@@ -44,6 +44,7 @@
 #include "providers.h"
 #include "providers_int.h"
 
+#include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -621,6 +622,10 @@ keep_header(struct pv_call *c, const char *name, size_t nl, const char *v,
                 (nl == 10 && strncasecmp(name, "request-id", 10) == 0);
     if ((!is_rl && !is_id) || nl > 64 || vl > 256)
         return;
+    for (size_t i = 0; i < nl; i++)
+        if (!isalnum((unsigned char)name[i]) && name[i] != '-' &&
+            name[i] != '_')
+            return; /* a name we would pass on must be a plain token */
     for (size_t i = 0; i < vl; i++)
         if ((unsigned char)v[i] < 0x20 || v[i] == 0x7f)
             return; /* nothing that could split a header line */

@@ -6,6 +6,10 @@
 #include "../providers/providers.h"
 #include "harness.h"
 
+/* The fuzz target's entry point, run here on the seeds' truncations so CI
+ * exercises its properties without libFuzzer. */
+#include "fuzz/fuzz_scrub.c"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -138,11 +142,26 @@ test_edges(void)
     pv_scrub_free(s);
 }
 
+static void
+test_fuzz_entry(void)
+{
+    static const char *const seeds[] = {
+        "{\"error\":{\"message\":\"key sk-proj-ABCdef0123456789xy\"}}",
+        "{\"m\":\"\\u0073k-proj-ABCdef0123456789xyzXYZ a\\/b\"}",
+        "Basic Ym9iOnBAc3Mtd29yZC0xMjM0NTY=; aGRyLXRvay0wMTIzNDU2Nzg5YWJjZGVm",
+    };
+    for (size_t i = 0; i < sizeof(seeds) / sizeof(seeds[0]); i++)
+        for (size_t n = 0; n <= strlen(seeds[i]); n++)
+            T_EQ_INT(LLVMFuzzerTestOneInput((const uint8_t *)seeds[i], n),
+                     0);
+}
+
 int
 main(void)
 {
     T_RUN(test_forms);
     T_RUN(test_nothing_to_scrub);
     T_RUN(test_edges);
+    T_RUN(test_fuzz_entry);
     return T_END();
 }

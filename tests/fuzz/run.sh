@@ -52,6 +52,7 @@ sources_for() {
     sse) echo providers/sse.c common/common.c ;;
     json_scan) echo providers/json_scan.c ;;
     chat_request) echo providers/request.c ;;
+    scrub) echo providers/scrub.c ;;
     config) echo config/*.c pricing/*.c common/*.c ;;
     *) echo local_engine/*.c ;;
     esac
@@ -128,6 +129,11 @@ seed_chat_request() {
     printf '{"model":"m","messages":[{"role":"system","content":null},{"role":"user","content":[{"type":"text","text":"x"}]}],"max_completion_tokens":1000000,"max_tokens":null,"temperature":0.5,"seed":-3}' >"$1/parts"
     printf '{"model":"m","messages":[{"role":"user","content":"x"}],"max_tokens":0,"stream_options":{"include_usage":"yes"}}' >"$1/bad"
 }
+seed_scrub() {
+    printf '{"error":{"message":"Incorrect API key provided: sk-proj-ABCdef0123456789xy"}}' >"$1/prefix"
+    printf '{"m":"\\u0073k-proj-ABCdef0123456789xyzXYZ a\\/b"}' >"$1/escaped"
+    printf 'Authorization: Basic Ym9iOnBAc3Mtd29yZC0xMjM0NTY=; api-key: aGRyLXRvay0wMTIzNDU2Nzg5YWJjZGVm' >"$1/b64"
+}
 seed_sse() {
     printf '\005data: {"a":1}\r\n\r\nevent: x\ndata: y\n\n: c\n\n' >"$1/basic"
     printf '\003data: [DONE]\n\n' >"$1/done"
@@ -182,6 +188,7 @@ fuzz_$n: build failed"
         sse) seed_sse "$corpus" ;;
         json_scan) seed_json_scan "$corpus" ;;
         chat_request) seed_chat_request "$corpus" ;;
+        scrub) seed_scrub "$corpus" ;;
         esac
     fi
     art="$OUT/artifacts/$n/"
