@@ -7,9 +7,9 @@
  *             and the upstream's message; targets out on a 429's
  *             Retry-After -> 429, not 503
  *   401/403   the provider refused llmux's key: failover, circuit, 502
- *   timeouts  the documented defaults (llmux check) and a 21 s answer and
- *             a 21 s first token that the old 20 s default cut (run in the
- *             background while the other tests run)
+ *   timeouts  the documented defaults (llmux check), a 25 s answer and a
+ *             stream whose first byte takes 45 s, which the old 20 s
+ *             default cut (run in the background while the others run)
  *   SSE       multi-line data, "data:" without space, CR / CRLF line
  *             ends, comments, event and id fields, re-emitted per the spec
  *   validate  max_tokens / max_completion_tokens / n / stream_options
@@ -82,7 +82,7 @@ start_gateway(void)
                  "") PROV("r429c", "status=429;retry_after=5", "")
                 PROV("a401", "status=401;message=Incorrect API key provided",
                      "") PROV("a403", "status=403", "")
-                    PROV("slow", "delay_ms=21000", "") PROV("rr", "", "")
+                    PROV("slow", "delay_ms=25000", "") PROV("rr", "", "")
         "  \"bud\": {\"kind\": \"openai\", \"base_url\": "
         "\"http://127.0.0.1:%d/v1\", \"models\": {\"m\": {\"upstream\": "
         "\"m-bud\", \"input_per_mtok\": 0, \"output_per_mtok\": 10}}},\n"
@@ -289,7 +289,10 @@ slow_main(void *arg)
     struct slow_job *j = arg;
     struct e2e_resp r;
     j->status = -1;
-    if (chat("m@slow", "hi", j->stream, &r) == 0) {
+    /* Non-stream: the whole answer after 25 s (the issue's case); stream:
+     * the first byte after 45 s (DESIGN.md section 5). */
+    if (chat("m@slow", j->stream ? "fake:delay_ms=45000" : "hi", j->stream,
+             &r) == 0) {
         j->status = r.status;
         j->done_marker = r.body && strstr(r.body, "data: [DONE]") != NULL;
     }
@@ -328,8 +331,8 @@ test_default_timeouts(void)
             found = 1;
     T_CHECK(f && pclose(f) == 0);
     T_CHECK(found);
-    /* And a 21 s answer (the old first-byte default was 20 s) succeeds,
-     * streamed and not. */
+    /* And a 25 s answer and a stream whose first byte comes after 45 s
+     * (the old first-byte default was 20 s) succeed. */
     for (int i = 0; i < 2; i++) {
         pthread_join(slow_th[i], NULL);
         T_EQ_INT(slow_jobs[i].status, 200);
@@ -917,7 +920,7 @@ main(void)
         printf("0 passed, 1 failed\n");
         return 1;
     }
-    slow_start(); /* 21 s in the background */
+    slow_start(); /* 25 s and 45 s in the background */
     T_RUN(test_rate_limited);
     T_RUN(test_provider_auth);
     T_RUN(test_sse);
