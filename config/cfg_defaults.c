@@ -105,9 +105,9 @@ add_provider(struct cfg *c, const char *name, enum cfg_kind kind,
 {
     struct cfg_provider *p = &c->providers[c->n_providers++];
     p->kind = kind;
-    p->timeout_ms = kind == CFG_KIND_LOCAL ? 600000 : 120000;
-    p->connect_timeout_ms = 3000;
-    p->first_byte_timeout_ms = kind == CFG_KIND_LOCAL ? 300000 : 20000;
+    p->timeout_ms = CFG_DEFAULT_TIMEOUT_MS;
+    p->connect_timeout_ms = CFG_DEFAULT_CONNECT_TIMEOUT_MS;
+    p->first_byte_timeout_ms = CFG_DEFAULT_FIRST_BYTE_TIMEOUT_MS;
     p->threads = cfg_ncpu();
     p->context = 4096;
     p->parallel = 4;

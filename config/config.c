@@ -907,9 +907,9 @@ parse_provider(struct vctx *v, const char *name, json_t *po,
                                : "an openai provider")) != GX_OK)
         return st;
 
-    p->timeout_ms = local ? 600000 : 120000;
-    p->connect_timeout_ms = 3000;
-    p->first_byte_timeout_ms = local ? 300000 : 20000;
+    p->timeout_ms = CFG_DEFAULT_TIMEOUT_MS;
+    p->connect_timeout_ms = CFG_DEFAULT_CONNECT_TIMEOUT_MS;
+    p->first_byte_timeout_ms = CFG_DEFAULT_FIRST_BYTE_TIMEOUT_MS;
     p->threads = cfg_ncpu();
     p->context = 4096;
     p->parallel = 4;

@@ -39,17 +39,26 @@ struct cfg_header {
 
 enum cfg_kind { CFG_KIND_OPENAI = 0, CFG_KIND_LOCAL = 1 };
 
+/* Provider timeout defaults, the same for every kind (DESIGN.md section
+ * 5): long enough that a 90 s non-stream generation and a stream whose
+ * first token comes after 45 s (a long prompt's prefill, a reasoning
+ * model) succeed.  A provider that bills a request we then cut off costs
+ * money twice when the client retries, so cutting slow-but-working
+ * providers short is not the default; faster failover comes from explicit
+ * settings, the latency policy and hedging. */
+#define CFG_DEFAULT_TIMEOUT_MS 600000            /* total: 10 min */
+#define CFG_DEFAULT_CONNECT_TIMEOUT_MS 10000     /* TCP + TLS */
+#define CFG_DEFAULT_FIRST_BYTE_TIMEOUT_MS 300000 /* until the first body byte */
+
 struct cfg_provider {
     char *name; /* key under "providers" */
     enum cfg_kind kind;
     /* openai */
     char *base_url; /* no trailing slash, e.g. "https://relay.example/v1" */
     char *api_key;  /* secret: never log or return it */
-    int timeout_ms;            /* total, default 120000 (local: 600000) */
-    int connect_timeout_ms;    /* default 3000 */
-    int first_byte_timeout_ms; /* default 20000 (local: 300000, since a
-                                  long prompt's prefill on a CPU takes
-                                  minutes on big models) */
+    int timeout_ms;            /* total, CFG_DEFAULT_TIMEOUT_MS */
+    int connect_timeout_ms;    /* CFG_DEFAULT_CONNECT_TIMEOUT_MS */
+    int first_byte_timeout_ms; /* CFG_DEFAULT_FIRST_BYTE_TIMEOUT_MS */
     struct cfg_header *headers;
     size_t n_headers;
     char *ca_file; /* PEM CA bundle to verify an https upstream with, in

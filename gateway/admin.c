@@ -122,6 +122,15 @@ gw_key_spec_from_json(const json_t *obj, struct gw_key_spec *spec,
                                  "route names");
             return GX_EINVAL;
         }
+        if (json_array_size(m) == 0) {
+            /* An empty list would read as "no limit" (every model) or as
+             * "nothing"; neither is what a caller who wrote it meant to
+             * be sure of, so it is refused. */
+            gx_errf(err, errlen, "'models' is empty: list at least one "
+                                 "route or model name, or leave it out "
+                                 "(or use [\"*\"]) to allow every model");
+            return GX_EINVAL;
+        }
         size_t used = 0, i;
         const json_t *x;
         models_buf[0] = '\0';

@@ -998,12 +998,11 @@ gw_chat_admit(struct gw_server *srv, struct gw_hreq *req,
     const char *authz = gw_hreq_header(req, "Authorization");
     int64_t est = 0, upper = 0, max_cost = 0;
     prompt_bounds(body, &est, &upper);
-    int64_t completion = DEFAULT_COMPLETION_RESERVE;
-    const json_t *mt = json_object_get(body, "max_completion_tokens");
-    if (!json_is_integer(mt))
-        mt = json_object_get(body, "max_tokens");
-    if (json_is_integer(mt) && json_integer_value(mt) >= 0)
-        completion = json_integer_value(mt);
+    /* Reserve what the upstream may bill: the larger of the two caps
+     * times n (the body goes upstream unchanged, and a provider honours
+     * either cap). */
+    int64_t completion =
+        pv_request_completion_cap(body, DEFAULT_COMPLETION_RESERVE);
     struct cfg_target tg[MAX_TARGETS];
     size_t nt = model ? cfg_resolve(gw_cfg(srv), model, NULL, tg, MAX_TARGETS)
                       : 0;

@@ -27,6 +27,15 @@
 
 struct gw_req;
 
+/* Whether every attempt of a request was rate limited upstream, and what
+ * the client should then hear (the upstream's own words, scrubbed by the
+ * provider, and the soonest Retry-After). */
+struct gw_ratelimited {
+    int all;             /* 1 until an attempt ends otherwise */
+    int64_t retry_after_s; /* smallest Retry-After seen, 0 = none */
+    char message[256];   /* the first 429's error.message */
+};
+
 /* One upstream attempt of a request. */
 struct gw_try {
     struct gw_req *r;
@@ -59,6 +68,7 @@ struct gw_req {
     const struct cfg_model *model;
     struct gx_buf attempt_log; /* "gpt-4.1@relay: status 503; ..." */
     int all_timeouts;
+    struct gw_ratelimited rl; /* every attempt so far ended in 429? */
     struct event *ev_backoff;
     int64_t start_us;
     int64_t upstream_us;  /* the winning attempt's start-to-done time */
@@ -79,6 +89,7 @@ struct gw_req {
     int64_t cost_pusd;
     char error[512];
     int64_t retry_after_s; /* > 0: a Retry-After header on the reply */
+    char up_headers[PV_FWD_HEADERS_MAX]; /* the last attempt's, to pass on */
     struct gw_req *done_next;
     struct gw_req *live_prev, *live_next; /* w->live */
 };
@@ -170,6 +181,25 @@ on_client_close(struct gw_hreq *req, void *arg)
     GX_LOG(GX_LOG_INFO, r->id, "client closed the connection; cancelling");
     r->req = NULL;
     client_gone(r); /* may free r (via finish -> reply) */
+}
+
+/* The upstream's rate-limit headers and request id (pv_result.headers:
+ * "name: value\n" lines, already checked and scrubbed by the provider). */
+static void
+add_upstream_headers(struct gw_hreq *h, const char *lines)
+{
+    while (*lines) {
+        const char *nl = strchr(lines, '\n');
+        const char *colon = strchr(lines, ':');
+        if (!nl || !colon || colon > nl)
+            return;
+        char name[80], value[300];
+        snprintf(name, sizeof(name), "%.*s", (int)(colon - lines), lines);
+        snprintf(value, sizeof(value), "%.*s", (int)(nl - colon - 2),
+                 colon + 2);
+        gw_hreq_add_header(h, name, value);
+        lines = nl + 1;
+    }
 }
 
 static void
@@ -305,6 +335,7 @@ complete_reply(struct gw_req *r)
     } else {
         struct gw_hreq *h = req;
         add_llmux_headers(r, h);
+        add_upstream_headers(h, r->up_headers);
         if (r->retry_after_s > 0) {
             char ra[32];
             snprintf(ra, sizeof(ra), "%lld", (long long)r->retry_after_s);
@@ -466,6 +497,27 @@ on_head(void *ud, int http_status)
     (void)http_status;
 }
 
+/* One event with data as its data field, per the SSE format: a "data: "
+ * line for every line of it (an upstream may spread one JSON chunk over
+ * several data lines; written after a single "data: " its later lines
+ * would be unknown fields to the client's parser), then a blank line. */
+static void
+sse_add_data(struct evbuffer *b, const char *data, size_t len)
+{
+    for (;;) {
+        const char *nl = memchr(data, '\n', len);
+        size_t l = nl ? (size_t)(nl - data) : len;
+        evbuffer_add(b, "data: ", 6);
+        evbuffer_add(b, data, l);
+        evbuffer_add(b, "\n", 1);
+        if (!nl)
+            break;
+        data += l + 1;
+        len -= l + 1;
+    }
+    evbuffer_add(b, "\n", 1);
+}
+
 static void
 on_event(void *ud, const char *data, size_t len)
 {
@@ -494,6 +546,7 @@ on_event(void *ud, const char *data, size_t len)
     if (!r->sent_head) {
         struct gw_hreq *h = req;
         add_llmux_headers(r, h);
+        add_upstream_headers(h, pv_call_headers(t->call));
         gw_hreq_add_header(h, "Content-Type", "text/event-stream");
         gw_hreq_add_header(h, "Cache-Control", "no-cache");
         gw_hreq_reply_start(req, 200);
@@ -505,9 +558,7 @@ on_event(void *ud, const char *data, size_t len)
     struct evbuffer *b = evbuffer_new();
     if (!b)
         return;
-    evbuffer_add(b, "data: ", 6);
-    evbuffer_add(b, data, len);
-    evbuffer_add(b, "\n\n", 2);
+    sse_add_data(b, data, len);
     gw_hreq_reply_chunk(req, b);
     evbuffer_free(b);
     if (t->call && !r->paused) {
@@ -539,25 +590,43 @@ on_backoff(evutil_socket_t fd, short what, void *arg)
     start_attempt(arg);
 }
 
-/* Replaces every occurrence of the provider's secret in text with "***". */
+/* Records how a failed attempt bears on "every attempt was a 429". */
 static void
-scrub_secret(char *text, size_t len, const char *secret)
+ratelimit_note(struct gw_ratelimited *rl, const struct pv_result *res)
 {
-    size_t sl = secret ? strlen(secret) : 0;
-    if (sl < 4 || len < sl)
+    if (!(res && res->outcome == PV_ERR_STATUS && res->http_status == 429)) {
+        rl->all = 0;
         return;
-    for (size_t i = 0; i + sl <= len; i++) {
-        if (text[i] == secret[0] && !memcmp(text + i, secret, sl)) {
-            memset(text + i, '*', sl);
-            i += sl - 1;
-        }
     }
+    if (res->retry_after_s > 0 &&
+        (rl->retry_after_s == 0 || res->retry_after_s < rl->retry_after_s))
+        rl->retry_after_s = res->retry_after_s;
+    if (rl->message[0])
+        return;
+    json_t *o = res->body ? json_loadb(res->body, res->body_len, 0, NULL)
+                          : NULL;
+    const json_t *e = json_object_get(o, "error");
+    const json_t *m = json_is_object(e) ? json_object_get(e, "message") : e;
+    snprintf(rl->message, sizeof(rl->message), "%s",
+             json_is_string(m) ? json_string_value(m) : "Rate limited.");
+    json_decref(o);
 }
 
 static void
 fail_all(struct gw_req *r)
 {
     char msg[1024];
+    if (r->rl.all && r->attempts > 0) {
+        /* Every attempt was rate limited: the client's rate-limit handling
+         * (the SDKs' RateLimitError, backoff on Retry-After) must run. */
+        snprintf(msg, sizeof(msg), "%s (llmux: all %d upstream attempt%s "
+                                   "rate limited: %s)",
+                 r->rl.message, r->attempts, r->attempts == 1 ? "" : "s",
+                 r->attempt_log.data ? r->attempt_log.data : "");
+        r->retry_after_s = r->rl.retry_after_s;
+        finish_error(r, 429, "requests", "rate_limit_exceeded", msg);
+        return;
+    }
     int status = r->all_timeouts && r->attempts ? 504 : 502;
     snprintf(msg, sizeof(msg), "All %d upstream attempt%s failed: %s",
              r->attempts, r->attempts == 1 ? "" : "s",
@@ -580,6 +649,7 @@ on_done(void *ud, const struct pv_result *res)
         return; /* a rival already answered (cannot happen: it was
                    cancelled), be safe */
     r->upstream_us = res->total_us;
+    snprintf(r->up_headers, sizeof(r->up_headers), "%s", res->headers);
     if (res->outcome == PV_OK) {
         r->winner = me;
         cancel_try(r, &r->tries[1 - me]);
@@ -619,6 +689,7 @@ on_done(void *ud, const struct pv_result *res)
                   res->outcome == PV_ERR_TIMEOUT;
     if (!timeout)
         r->all_timeouts = 0;
+    ratelimit_note(&r->rl, res);
     GX_LOG(GX_LOG_INFO, r->id, "attempt on %s failed: %s", tname,
            res->detail[0] ? res->detail : reason);
 
@@ -639,6 +710,8 @@ on_done(void *ud, const struct pv_result *res)
         r->prov = t->prov;
         r->model = t->model;
         r->status = res->http_status ? res->http_status : 502;
+        if (res->retry_after_s > 0) /* the upstream's, passed on too */
+            r->retry_after_s = res->retry_after_s;
         json_t *o = res->body ? json_loadb(res->body, res->body_len, 0, NULL)
                               : NULL;
         if (json_is_object(json_object_get(o, "error"))) {
@@ -646,8 +719,7 @@ on_done(void *ud, const struct pv_result *res)
             if (r->resp_body) {
                 memcpy(r->resp_body, res->body, res->body_len);
                 r->resp_body[res->body_len] = '\0';
-                r->resp_len = res->body_len;
-                scrub_secret(r->resp_body, r->resp_len, t->prov->api_key);
+                r->resp_len = res->body_len; /* scrubbed by the provider */
             }
             snprintf(r->error, sizeof(r->error), "%s: status %d", tname,
                      res->http_status);
@@ -760,6 +832,7 @@ start_attempt(struct gw_req *r)
                       r->attempt_log.len ? "; " : "", t->model->name,
                       t->prov->name, err);
         r->all_timeouts = 0;
+        ratelimit_note(&r->rl, NULL);
     }
     if (tries_running(r))
         return; /* the running attempt decides */
@@ -767,98 +840,6 @@ start_attempt(struct gw_req *r)
 }
 /* ------------------------------------------------------------------ */
 /* Entry.                                                               */
-
-static int
-validate_body(json_t *body, char *msg, size_t len, const char **param)
-{
-    if (!json_is_object(body)) {
-        snprintf(msg, len, "The request body must be a JSON object.");
-        return -1;
-    }
-    const json_t *model = json_object_get(body, "model");
-    if (!model) {
-        *param = "model";
-        snprintf(msg, len, "Missing required parameter: 'model'.");
-        return -1;
-    }
-    if (!json_is_string(model) || json_string_length(model) == 0) {
-        *param = "model";
-        snprintf(msg, len, "'model' must be a non-empty string.");
-        return -1;
-    }
-    const json_t *msgs = json_object_get(body, "messages");
-    if (!msgs) {
-        *param = "messages";
-        snprintf(msg, len, "Missing required parameter: 'messages'.");
-        return -1;
-    }
-    if (!json_is_array(msgs) || json_array_size(msgs) == 0) {
-        *param = "messages";
-        snprintf(msg, len, "'messages' must be a non-empty array.");
-        return -1;
-    }
-    size_t i;
-    const json_t *m;
-    json_array_foreach(msgs, i, m) {
-        const json_t *role = json_object_get(m, "role");
-        const json_t *content = json_object_get(m, "content");
-        if (!json_is_object(m) || !json_is_string(role)) {
-            *param = "messages";
-            snprintf(msg, len,
-                     "messages[%zu] must be an object with a string 'role'.",
-                     i);
-            return -1;
-        }
-        if (content && !json_is_string(content) && !json_is_array(content) &&
-            !json_is_null(content)) {
-            *param = "messages";
-            snprintf(msg, len,
-                     "messages[%zu].content must be a string, an array of "
-                     "parts or null.",
-                     i);
-            return -1;
-        }
-    }
-    const json_t *stream = json_object_get(body, "stream");
-    if (stream && !json_is_boolean(stream) && !json_is_null(stream)) {
-        *param = "stream";
-        snprintf(msg, len, "'stream' must be a boolean.");
-        return -1;
-    }
-    static const char *const ints[] = {"max_tokens",
-                                       "max_completion_tokens", "n", "seed"};
-    for (size_t k = 0; k < sizeof(ints) / sizeof(ints[0]); k++) {
-        const json_t *v = json_object_get(body, ints[k]);
-        if (v && !json_is_integer(v) && !json_is_null(v)) {
-            *param = ints[k];
-            snprintf(msg, len, "'%s' must be an integer.", ints[k]);
-            return -1;
-        }
-        if (json_is_integer(v) && json_integer_value(v) < 0) {
-            *param = ints[k];
-            snprintf(msg, len, "'%s' must not be negative.", ints[k]);
-            return -1;
-        }
-    }
-    static const char *const nums[] = {"temperature", "top_p",
-                                       "presence_penalty",
-                                       "frequency_penalty"};
-    for (size_t k = 0; k < sizeof(nums) / sizeof(nums[0]); k++) {
-        const json_t *v = json_object_get(body, nums[k]);
-        if (v && !json_is_number(v) && !json_is_null(v)) {
-            *param = nums[k];
-            snprintf(msg, len, "'%s' must be a number.", nums[k]);
-            return -1;
-        }
-    }
-    const json_t *so = json_object_get(body, "stream_options");
-    if (so && !json_is_object(so) && !json_is_null(so)) {
-        *param = "stream_options";
-        snprintf(msg, len, "'stream_options' must be an object.");
-        return -1;
-    }
-    return 0;
-}
 
 void
 gw_chat_handle(struct gw_worker *w, struct gw_hreq *req)
@@ -905,7 +886,7 @@ gw_chat_handle(struct gw_worker *w, struct gw_hreq *req)
     }
     char msg[512];
     const char *param = NULL;
-    if (validate_body(body, msg, sizeof(msg), &param) != 0) {
+    if (pv_request_validate(body, msg, sizeof(msg), &param) != 0) {
         gw_reply_error(req, 400, "invalid_request_error", "invalid_value",
                        param, "%s", msg);
         json_decref(body);
@@ -937,6 +918,7 @@ gw_chat_handle(struct gw_worker *w, struct gw_hreq *req)
     r->start_us = gx_mono_us();
     r->ttft_us = -1;
     r->all_timeouts = 1;
+    r->rl.all = 1;
     gx_buf_init(&r->attempt_log, 4096);
     gw_request_id(w, req, r->id, sizeof(r->id));
     r->model_arg = json_string_value(json_object_get(body, "model"));
@@ -948,12 +930,9 @@ gw_chat_handle(struct gw_worker *w, struct gw_hreq *req)
     atomic_fetch_add(&w->srv->stats.requests, 1);
 
     r->winner = -1;
-    const json_t *mt = json_object_get(body, "max_completion_tokens");
-    if (!json_is_integer(mt))
-        mt = json_object_get(body, "max_tokens");
     rt_plan_route(r->gen->router, r->model_arg,
                   rt_estimate_prompt_tokens(body),
-                  json_is_integer(mt) ? json_integer_value(mt) : 0, &r->plan);
+                  pv_request_completion_cap(body, 0), &r->plan);
     if (r->plan.resolved == 0) {
         gw_hreq_add_header(req, "X-Request-Id", r->id);
         gw_reply_error(req, 404, "invalid_request_error", "model_not_found",
@@ -977,7 +956,11 @@ gw_chat_handle(struct gw_worker *w, struct gw_hreq *req)
                  "No target of '%s' is in rotation right now: %s.",
                  r->model_arg, why);
         r->retry_after_s = (r->plan.retry_after_ms + 999) / 1000;
-        finish_error(r, 503, "upstream_error", "no_target_available", note);
+        if (rt_plan_rate_limited(&r->plan))
+            finish_error(r, 429, "requests", "rate_limit_exceeded", note);
+        else
+            finish_error(r, 503, "upstream_error", "no_target_available",
+                         note);
         return;
     }
     start_attempt(r);

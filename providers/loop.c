@@ -30,6 +30,12 @@
  * Easy handles are reset and kept (up to PV_EASY_POOL per loop) instead of
  * being created and destroyed per call.
  *
+ * One copy per attempt: libcurl re-sends a request by itself when a reused
+ * connection turns out dead before any response byte (up to 5 times, one
+ * per dead pooled connection).  Each copy may reach an upstream that reads
+ * it and bills it, so the prerequest callback refuses every send after a
+ * transfer's first, and the attempt fails as a transport error instead.
+ *
  * Timeouts: connect -> CURLOPT_CONNECTTIMEOUT_MS; total ->
  * CURLOPT_TIMEOUT_MS; first byte -> our own timer from start until the
  * first body byte (headers alone do not count: a server that sends 200 and
@@ -38,6 +44,7 @@
 #include "providers.h"
 #include "providers_int.h"
 
+#include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -105,6 +112,8 @@ deliver_done(struct pv_call *c)
     if (c->fb_timer)
         evtimer_del(c->fb_timer);
     c->res.total_us = gx_mono_us() - c->t_start_us;
+    /* The detail reaches logs, the ledger and client messages. */
+    pv_scrub(c->scrub, c->res.detail, strlen(c->res.detail));
     if (loop->n_active > 0)
         loop->n_active--;
     loop->depth++;
@@ -151,6 +160,11 @@ finish_transfer(struct pv_call *c, CURLcode code)
         c->res.outcome = c->fail;
     } else if (code == CURLE_OK) {
         c->hooks->on_finish(c);
+    } else if (c->resend_refused) {
+        c->res.outcome = PV_ERR_TRANSPORT;
+        snprintf(c->res.detail, sizeof(c->res.detail),
+                 "transport error: the connection closed after the request "
+                 "was sent and before any answer (not re-sent)");
     } else {
         c->res.outcome = outcome_from_curl(c, code);
         /* errbuf names host and port, never headers or the key. */
@@ -161,6 +175,7 @@ finish_transfer(struct pv_call *c, CURLcode code)
         if (dl > 0 && c->res.detail[dl - 1] == '\n')
             c->res.detail[dl - 1] = '\0';
     }
+    pv_scrub(c->scrub, c->res.detail, strlen(c->res.detail));
     GX_LOG(GX_LOG_DEBUG, c->request_id, "upstream %s: status %d, %s%s%s",
            pv_outcome_str(c->res.outcome), c->res.http_status,
            c->res.detail[0] ? c->res.detail : "",
@@ -444,6 +459,7 @@ pv_call_alloc(struct pv_loop *loop, const struct pv_ops *ops,
     snprintf(c->request_id, sizeof(c->request_id), "%s",
              req && req->request_id ? req->request_id : "-");
     c->t_start_us = gx_mono_us();
+    c->scrub = req ? pv_scrub_new(req->provider) : NULL;
     c->res.outcome = PV_OK;
     c->res.retry_after_s = -1;
     c->res.ttfb_us = -1;
@@ -492,6 +508,7 @@ loop_destroy_call(struct pv_loop *loop, struct pv_call *c)
     if (c->fb_timer)
         event_free(c->fb_timer);
     curl_slist_free_all(c->headers);
+    pv_scrub_free(c->scrub);
     free(c->req_body);
     if (c->hooks && c->hooks->free_impl)
         c->hooks->free_impl(c);
@@ -593,6 +610,48 @@ parse_retry_after(const char *v)
     return t > now ? (int)(t - now) : 0;
 }
 
+/* Keeps a header the client should see (rate limits, the upstream's
+ * request id) in res.headers, value scrubbed. */
+static void
+keep_header(struct pv_call *c, const char *name, size_t nl, const char *v,
+            size_t vl)
+{
+    static const char rl[] = "x-ratelimit-";
+    int is_rl = nl > sizeof(rl) - 1 && strncasecmp(name, rl, sizeof(rl) - 1) == 0;
+    int is_id = (nl == 12 && strncasecmp(name, "x-request-id", 12) == 0) ||
+                (nl == 10 && strncasecmp(name, "request-id", 10) == 0);
+    if ((!is_rl && !is_id) || nl > 64 || vl > 256)
+        return;
+    for (size_t i = 0; i < nl; i++)
+        if (!isalnum((unsigned char)name[i]) && name[i] != '-' &&
+            name[i] != '_')
+            return; /* a name we would pass on must be a plain token */
+    for (size_t i = 0; i < vl; i++)
+        if ((unsigned char)v[i] < 0x20 || v[i] == 0x7f)
+            return; /* nothing that could split a header line */
+    char line[340];
+    int n = is_id ? snprintf(line, sizeof(line),
+                             "x-llmux-upstream-request-id: %.*s\n", (int)vl,
+                             v)
+                  : snprintf(line, sizeof(line), "%.*s: %.*s\n", (int)nl,
+                             name, (int)vl, v);
+    if (n <= 0 || (size_t)n >= sizeof(line))
+        return;
+    for (size_t i = 0; i < (is_id ? 0 : nl); i++)
+        if (line[i] >= 'A' && line[i] <= 'Z')
+            line[i] = (char)(line[i] + 32);
+    pv_scrub(c->scrub, line, (size_t)n);
+    size_t used = strlen(c->res.headers);
+    if (used + (size_t)n < sizeof(c->res.headers))
+        memcpy(c->res.headers + used, line, (size_t)n + 1);
+}
+
+const char *
+pv_call_headers(const struct pv_call *c)
+{
+    return c && c->head_done ? c->res.headers : "";
+}
+
 static size_t
 http_header_cb(char *p, size_t size, size_t nmemb, void *ud)
 {
@@ -606,6 +665,7 @@ http_header_cb(char *p, size_t size, size_t nmemb, void *ud)
         /* A new header block (after a 1xx): forget the previous one. */
         c->content_type[0] = '\0';
         c->res.retry_after_s = -1;
+        c->res.headers[0] = '\0';
         return n;
     }
     if (n <= 2 && (n == 0 || p[0] == '\r' || p[0] == '\n')) {
@@ -649,6 +709,8 @@ http_header_cb(char *p, size_t size, size_t nmemb, void *ud)
         memcpy(tmp, v, vl);
         tmp[vl] = '\0';
         c->res.retry_after_s = parse_retry_after(tmp);
+    } else {
+        keep_header(c, p, name_len, v, vl);
     }
     return n;
 }
@@ -689,6 +751,17 @@ http_prereq_cb(void *ud, char *primary_ip, char *local_ip, int primary_port,
     (void)local_port;
     struct pv_call *c = ud;
     c->connected = 1;
+    /* libcurl calls this before each send of the request.  A second call
+     * for the same transfer is libcurl about to re-send on its own (a
+     * reused connection died before any response byte; it does so up to
+     * five times, once per dead pooled connection).  The upstream may
+     * have read, and billed, the copy already sent: refuse, so the
+     * transfer ends as a transport error and llmux's own failover, which
+     * counts attempts, decides what happens next. */
+    if (c->sends++ > 0) {
+        c->resend_refused = 1;
+        return CURL_PREREQFUNC_ABORT;
+    }
     return CURL_PREREQFUNC_OK;
 }
 

@@ -26,9 +26,10 @@
  * exceed max_body_bytes) but not in total, since long generations are
  * legitimate and memory stays bounded by one event.
  *
- * Secrets: the api_key goes only into the Authorization header.  An error
- * body or message echoed by a misbehaving upstream is scrubbed of it
- * before it reaches res.detail or res.body.
+ * Secrets: the api_key goes only into the Authorization header.  Every
+ * body (error or not), stream event and detail an upstream sends back is
+ * scrubbed of the provider's secrets (scrub.c: api_key, header values,
+ * URL userinfo, in their encoded forms) before it reaches the caller.
  */
 #include "providers.h"
 #include "providers_int.h"
@@ -49,25 +50,7 @@ struct oa_call {
     int n_events;
     struct pv_sse sse;
     struct gx_buf body; /* non-stream or error body */
-    char *api_key;      /* copy, only to scrub echoes; never logged */
 };
-
-/* Overwrites every occurrence of key in s[0..n) with '*'. */
-static void
-scrub(char *s, size_t n, const char *key)
-{
-    size_t kl = key ? strlen(key) : 0;
-    if (!s || kl < 4 || n < kl)
-        return;
-    char *p = s, *end = s + n;
-    while ((size_t)(end - p) >= kl) {
-        char *hit = memmem(p, (size_t)(end - p), key, kl);
-        if (!hit)
-            break;
-        memset(hit, '*', kl);
-        p = hit + kl;
-    }
-}
 
 static void
 oa_event(void *ud, const char *data, size_t len)
@@ -92,7 +75,8 @@ oa_event(void *ud, const char *data, size_t len)
         return;
     }
     json_t *err = json_object_get(j, "error");
-    if (err && !json_object_get(j, "choices")) {
+    if ((err && !json_object_get(j, "choices")) ||
+        strcmp(oa->sse.event, "error") == 0) {
         /* The upstream failed mid-stream and says so in-band (OpenAI
          * does this on server errors).  Not passed on as a chunk: the
          * caller learns it from on_done and decides (fail over if the
@@ -101,7 +85,6 @@ oa_event(void *ud, const char *data, size_t len)
                                         : err;
         pv_call_failf(c, PV_ERR_TRANSPORT, "upstream error in stream: %.160s",
                       json_is_string(m) ? json_string_value(m) : "(no message)");
-        scrub(c->res.detail, strlen(c->res.detail), oa->api_key);
         json_decref(j);
         return;
     }
@@ -115,6 +98,19 @@ oa_event(void *ud, const char *data, size_t len)
     json_decref(j);
     if (usage_only && !oa->client_include_usage)
         return;
+    if (pv_scrub_has(c->scrub, data, len)) {
+        /* Rare: an echo of a secret.  data is the parser's; mask a copy. */
+        char *copy = malloc(len ? len : 1);
+        if (!copy) {
+            pv_call_failf(c, PV_ERR_INTERNAL, "out of memory");
+            return;
+        }
+        memcpy(copy, data, len);
+        pv_scrub(c->scrub, copy, len);
+        pv_call_emit_event(c, copy, len);
+        free(copy);
+        return;
+    }
     pv_call_emit_event(c, data, len);
 }
 
@@ -198,9 +194,9 @@ oa_on_finish(struct pv_call *c)
         c->res.outcome = PV_ERR_STATUS;
         snprintf(c->res.detail, sizeof(c->res.detail), "upstream status %d",
                  status);
-        scrub(oa->body.data, oa->body.len, oa->api_key);
+        pv_scrub(c->scrub, oa->body.data, oa->body.len);
         detail_add_message(c, oa);
-        scrub(c->res.detail, strlen(c->res.detail), oa->api_key);
+        pv_scrub(c->scrub, c->res.detail, strlen(c->res.detail));
         c->res.body = oa->body.data ? oa->body.data : "";
         c->res.body_len = oa->body.len;
         return;
@@ -216,6 +212,7 @@ oa_on_finish(struct pv_call *c)
         c->res.outcome = PV_OK;
         return;
     }
+    pv_scrub(c->scrub, oa->body.data, oa->body.len);
     c->res.body = oa->body.data ? oa->body.data : "";
     c->res.body_len = oa->body.len;
     /* The common case without building a tree: a valid object with
@@ -254,10 +251,6 @@ oa_free_impl(struct pv_call *c)
         return;
     pv_sse_cleanup(&oa->sse);
     gx_buf_cleanup(&oa->body);
-    if (oa->api_key) {
-        memset(oa->api_key, 0, strlen(oa->api_key));
-        free(oa->api_key);
-    }
 }
 
 static const struct pv_http_hooks oa_hooks = {
@@ -372,7 +365,7 @@ oa_start(struct pv_loop *loop, const struct pv_request *req,
     const struct cfg_model *model = req->model;
     const char *pname = prov->name ? prov->name : "?";
     struct curl_slist *hdr = NULL;
-    char *body = NULL, *url = NULL, *key = NULL;
+    char *body = NULL, *url = NULL;
     enum gx_status st = GX_EINVAL;
 
     if (!prov->base_url || !*prov->base_url) {
@@ -436,11 +429,6 @@ oa_start(struct pv_loop *loop, const struct pv_request *req,
     if (!ok)
         goto nomem;
 
-    if (prov->api_key && *prov->api_key) {
-        key = strdup(prov->api_key);
-        if (!key)
-            goto nomem;
-    }
     struct pv_call *c =
         pv_call_alloc(loop, &pv_openai_ops, req, cb, sizeof(struct oa_call));
     if (!c)
@@ -452,8 +440,6 @@ oa_start(struct pv_loop *loop, const struct pv_request *req,
     oa->client_include_usage = req->client_include_usage;
     pv_sse_init(&oa->sse, cap);
     gx_buf_init(&oa->body, cap);
-    oa->api_key = key;
-    key = NULL;
     size_t body_len = strlen(body);
     /* pv_http_start owns hdr and body from here on, even on failure. */
     st = pv_http_start(c, &oa_hooks, prov, url, hdr, body, body_len, err,
@@ -467,10 +453,6 @@ nomem:
     gx_errf(err, errlen, "out of memory");
     st = GX_ENOMEM;
 out:
-    if (key) {
-        memset(key, 0, strlen(key));
-        free(key);
-    }
     curl_slist_free_all(hdr);
     free(body);
     free(url);

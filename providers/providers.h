@@ -58,6 +58,9 @@ struct pv_usage {
     int64_t cached_tokens;     /* prompt_tokens_details.cached_tokens */
 };
 
+/* Room for the upstream headers a client gets (pv_result.headers). */
+#define PV_FWD_HEADERS_MAX 1024
+
 struct pv_result {
     enum pv_outcome outcome;
     int http_status;      /* 0 when no status was received */
@@ -72,6 +75,11 @@ struct pv_result {
     int64_t ttfb_us;      /* request start to first body byte, -1 if none */
     int64_t total_us;     /* request start to done */
     char detail[256];     /* human sentence; never contains a secret */
+    /* Upstream headers for the client, "name: value\n" lines with lower
+     * case names: every x-ratelimit-* header, and the upstream's own
+     * x-request-id (or request-id) as x-llmux-upstream-request-id.
+     * Values are scrubbed; what does not fit is left out. */
+    char headers[PV_FWD_HEADERS_MAX];
 };
 
 struct pv_callbacks {
@@ -104,6 +112,10 @@ struct pv_request {
 enum gx_status pv_call_start(struct pv_loop *loop, const struct pv_request *req,
                              const struct pv_callbacks *cb,
                              struct pv_call **out, char *err, size_t errlen);
+
+/* The call's forwardable upstream headers (as pv_result.headers) once
+ * on_head ran; "" before.  Borrowed: valid until on_done returns. */
+const char *pv_call_headers(const struct pv_call *call);
 
 /* Stops the transfer (curl_multi_remove_handle) and frees the call; no
  * callback runs afterwards.  Idempotent-safe only before on_done. */
@@ -140,22 +152,65 @@ struct pv_ops {
 };
 
 /*
- * Incremental SSE parser (the event-stream format): feed any byte slices;
- * each complete event's data (multi-line data fields joined with '\n') is
- * passed to cb.  Comments and other fields are skipped.  Lines longer than
- * max_line bytes make pv_sse_feed return GX_ETOOBIG.
+ * Incremental SSE parser (the event-stream format, per the WHATWG HTML
+ * spec's "event stream interpretation"): feed any byte slices; each
+ * complete event's data (multi-line data fields joined with '\n') is
+ * passed to cb.  While cb runs, p->event holds the event's type ("" when
+ * it had no event field, i.e. "message").  Comments, id and retry fields
+ * are skipped; a leading UTF-8 BOM is dropped.  Lines longer than max_line
+ * bytes make pv_sse_feed return GX_ETOOBIG.
+ *
+ * Re-emitting an event must write one "data:" line per line of its data: a data that spans several lines written after one
+ * "data: " would leave its later lines as unknown fields.
  */
+#define PV_SSE_EVENT_MAX 32 /* longer event types are cut (never matched) */
 struct pv_sse {
     struct gx_buf line;
     struct gx_buf data;
     int have_data;
     int skip_lf; /* last byte was CR */
+    int started; /* past the (optional) BOM */
+    char event[PV_SSE_EVENT_MAX + 1];
 };
 typedef void (*pv_sse_cb)(void *ud, const char *data, size_t len);
 void pv_sse_init(struct pv_sse *p, size_t max_line);
 void pv_sse_cleanup(struct pv_sse *p);
 enum gx_status pv_sse_feed(struct pv_sse *p, const char *buf, size_t len,
                            pv_sse_cb cb, void *ud);
+
+/*
+ * The client's chat request (request.c), checked once before routing so
+ * every provider kind sees a valid one.  pv_request_validate returns 0, or
+ * -1 with a sentence for the client in msg and the offending parameter in
+ * *param (NULL for the body as a whole; a static string).
+ */
+#define PV_MAX_COMPLETION_TOKENS 1000000 /* max_tokens, max_completion_tokens */
+#define PV_MAX_N 128                     /* choices per request, as OpenAI */
+int pv_request_validate(const json_t *body, char *msg, size_t len,
+                        const char **param);
+/* What the upstream may bill as completion tokens for a validated body:
+ * the larger of max_tokens and max_completion_tokens (dflt when neither is
+ * given), times n.  An upstream honours one of the two caps, and which one
+ * differs between providers, so only the larger bounds the bill. */
+int64_t pv_request_completion_cap(const json_t *body, int64_t dflt);
+
+/*
+ * Secret scrubbing (scrub.c): a provider's api_key, header values and
+ * base_url userinfo, masked with '*' (in place, same length) wherever an
+ * upstream echoes them: raw, JSON-escaped (\u00XX, \/ ...), base64 (as in
+ * an echoed Basic header), and, for credentials of 12 or more characters,
+ * any run of 8 or more of their leading characters.  The rules are at the
+ * top of scrub.c.  pv_scrub_new returns NULL when the provider has nothing
+ * to scrub (or on out of memory); every other call accepts NULL.  The
+ * object is read-only after creation (any thread).
+ */
+struct pv_scrub;
+struct pv_scrub *pv_scrub_new(const struct cfg_provider *p);
+void pv_scrub_free(struct pv_scrub *s);
+/* Masks every match in buf[0..len); returns how many. */
+size_t pv_scrub(const struct pv_scrub *s, char *buf, size_t len);
+/* 1 if buf[0..len) holds a match. */
+int pv_scrub_has(const struct pv_scrub *s, const char *buf, size_t len);
 
 /* Parses OpenAI "usage" from a response or chunk object; returns 1 if found. */
 int pv_usage_parse(const json_t *obj, struct pv_usage *u);

@@ -72,6 +72,7 @@ struct pv_call {
     char request_id[64];
     int64_t t_start_us;          /* gx_mono_us at start */
     struct pv_result res;
+    struct pv_scrub *scrub;      /* the provider's secrets; NULL: none */
     enum pv_outcome fail;        /* set with failed = 1 by a hook */
     int failed;
 
@@ -86,6 +87,8 @@ struct pv_call {
     struct event *fb_timer;      /* first-byte timeout */
     int fb_timeout_ms;
     int connected;               /* a connection was ready (prereq) */
+    int sends;                   /* prereq calls: sends libcurl began */
+    int resend_refused;          /* we refused a second send */
     int paused;                  /* caller asked to pause */
     int recv_paused;             /* we returned CURL_WRITEFUNC_PAUSE */
     int head_done;

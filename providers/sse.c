@@ -5,8 +5,9 @@
  *   stream = *event
  *   event  = *(comment / field) end-of-line     ; a blank line dispatches
  *   comment = ":" *any-char end-of-line          ; ignored
- *   field  = name [":" [" "] value] end-of-line  ; only "data" is kept
+ *   field  = name [":" [" "] value] end-of-line  ; "data" and "event" kept
  *   end-of-line = CRLF / LF / CR
+ *   (a UTF-8 BOM before the first line is dropped)
  *
  * Bytes may arrive in any slices: a line is collected in p->line until its
  * end, and a CR at the end of one slice followed by LF at the start of the
@@ -14,6 +15,11 @@
  * event are joined with '\n'.  An event without any data line dispatches
  * nothing (as browsers do).  An event still open when the stream ends is
  * dropped by the caller simply not feeding more (the format says so).
+ * "event" sets p->event for the event being collected (reset at every
+ * blank line, as the spec resets the event type buffer); "id" and
+ * "retry" only matter to a browser reconnecting, so they are skipped.
+ * Field names are case-sensitive; a line without a colon is a field name
+ * with an empty value ("data" alone adds an empty line to the data).
  *
  * Bounds: a single line longer than max_line bytes, or an event's data
  * longer than max_line bytes, makes pv_sse_feed return GX_ETOOBIG; the
@@ -30,6 +36,8 @@ pv_sse_init(struct pv_sse *p, size_t max_line)
     gx_buf_init(&p->data, max_line);
     p->have_data = 0;
     p->skip_lf = 0;
+    p->started = 0;
+    p->event[0] = '\0';
 }
 
 void
@@ -55,20 +63,28 @@ sse_line(struct pv_sse *p, const char *s, size_t n, pv_sse_cb cb, void *ud)
                 cb(ud, d, dl);
             gx_buf_reset(&p->data);
         }
+        p->event[0] = '\0';
         return GX_OK;
     }
     if (s[0] == ':')
         return GX_OK;
     const char *colon = memchr(s, ':', n);
     size_t name_len = colon ? (size_t)(colon - s) : n;
-    if (name_len != 4 || memcmp(s, "data", 4) != 0)
-        return GX_OK; /* event, id, retry and unknown fields: not ours */
     const char *v = colon ? colon + 1 : s + n;
     size_t vl = (size_t)(s + n - v);
     if (vl > 0 && v[0] == ' ') {
         v++;
         vl--;
     }
+    if (name_len == 5 && memcmp(s, "event", 5) == 0) {
+        if (vl > PV_SSE_EVENT_MAX)
+            vl = PV_SSE_EVENT_MAX;
+        memcpy(p->event, v, vl);
+        p->event[vl] = '\0';
+        return GX_OK;
+    }
+    if (name_len != 4 || memcmp(s, "data", 4) != 0)
+        return GX_OK; /* id, retry and unknown fields: not ours */
     enum gx_status st;
     if (p->have_data) {
         st = gx_buf_append(&p->data, "\n", 1);
@@ -87,6 +103,31 @@ pv_sse_feed(struct pv_sse *p, const char *buf, size_t len, pv_sse_cb cb,
             void *ud)
 {
     size_t i = 0;
+    if (!p->started && len > 0) {
+        /* The BOM may itself arrive split across feeds. */
+        static const char bom[3] = {'\xEF', '\xBB', '\xBF'};
+        size_t have = p->line.len;
+        while (have < 3 && i < len && buf[i] == bom[have]) {
+            have++;
+            i++;
+        }
+        if (have == 3 || (i == len && have < 3 && have > 0)) {
+            if (have == 3) {
+                gx_buf_reset(&p->line);
+                p->started = 1;
+                buf += i;
+                len -= i;
+                i = 0;
+            } else {
+                /* A partial BOM so far: keep it until we know. */
+                return gx_buf_append(&p->line, buf, len);
+            }
+        } else {
+            /* Not a BOM: what was held is ordinary line text. */
+            p->started = 1;
+            i = 0;
+        }
+    }
     if (p->skip_lf && len > 0) {
         p->skip_lf = 0;
         if (buf[0] == '\n')

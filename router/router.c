@@ -52,6 +52,7 @@ struct rt_slot {
     int probe_busy;         /* RT_ST_HALF: the one probe is running */
     int64_t probe_since_us;
     int64_t retry_until_us; /* Retry-After cooldown end; 0 = none */
+    int retry_rate_limited; /* that cooldown came with a 429 */
     /* counters */
     int64_t requests, failures, consec, in_flight;
     /* error-rate ring: 1 = failure, over the last RT_ERR_WINDOW outcomes */
@@ -192,8 +193,10 @@ slot_tick(struct rt_slot *s, int64_t now)
         s->state = RT_ST_HALF;
         s->probe_busy = 0;
     }
-    if (s->retry_until_us && now >= s->retry_until_us)
+    if (s->retry_until_us && now >= s->retry_until_us) {
         s->retry_until_us = 0;
+        s->retry_rate_limited = 0;
+    }
 }
 
 /* Caller holds s->mu, after slot_tick.  0 = in rotation, else why not. */
@@ -203,7 +206,8 @@ slot_skip(const struct rt_slot *s, int64_t now)
     if (s->state == RT_ST_OPEN)
         return RT_SKIP_OPEN;
     if (s->retry_until_us)
-        return RT_SKIP_RETRY_AFTER;
+        return s->retry_rate_limited ? RT_SKIP_RATE_LIMITED
+                                     : RT_SKIP_RETRY_AFTER;
     if (s->state == RT_ST_HALF && s->probe_busy &&
         now - s->probe_since_us < (int64_t)RT_PROBE_STALE_MS * 1000)
         return RT_SKIP_PROBE_BUSY;
@@ -232,6 +236,7 @@ slot_reset(struct rt_slot *s)
 {
     s->state = RT_ST_CLOSED;
     s->open_until_us = s->probe_since_us = s->retry_until_us = 0;
+    s->retry_rate_limited = 0;
     s->probe_busy = 0;
     s->requests = s->failures = s->consec = s->in_flight = 0;
     memset(s->ring, 0, sizeof(s->ring));
@@ -606,9 +611,11 @@ rt_attempt_begin(struct rt_router *rt, const struct rt_plan *plan, size_t i,
     return go;
 }
 
-void
-rt_report(struct rt_router *rt, struct rt_attempt *a, enum rt_outcome outcome,
-          int64_t ttfb_us, int64_t total_us, int retry_after_s)
+/* rt_report; rate_limited: the Retry-After came with a 429 (the target
+ * is then out of rotation as rate limited, not as unavailable). */
+static void
+report(struct rt_router *rt, struct rt_attempt *a, enum rt_outcome outcome,
+       int64_t ttfb_us, int64_t total_us, int retry_after_s, int rate_limited)
 {
     if (!a || a->reported || a->slot >= rt->n_slots)
         return;
@@ -670,8 +677,10 @@ rt_report(struct rt_router *rt, struct rt_attempt *a, enum rt_outcome outcome,
                               ? retry_after_s
                               : RT_RETRY_AFTER_MAX_S;
             int64_t until = now + sec * 1000000;
-            if (until > s->retry_until_us)
+            if (until > s->retry_until_us) {
                 s->retry_until_us = until;
+                s->retry_rate_limited = rate_limited;
+            }
         }
         int64_t cool = (int64_t)(fo->circuit_cooldown_ms > 0
                                      ? fo->circuit_cooldown_ms
@@ -688,6 +697,13 @@ rt_report(struct rt_router *rt, struct rt_attempt *a, enum rt_outcome outcome,
         }
     }
     pthread_mutex_unlock(&s->mu);
+}
+
+void
+rt_report(struct rt_router *rt, struct rt_attempt *a, enum rt_outcome outcome,
+          int64_t ttfb_us, int64_t total_us, int retry_after_s)
+{
+    report(rt, a, outcome, ttfb_us, total_us, retry_after_s, 0);
 }
 
 enum rt_outcome
@@ -710,8 +726,9 @@ void
 rt_report_pv(struct rt_router *rt, struct rt_attempt *a, const struct cfg *c,
              const struct pv_result *res)
 {
-    rt_report(rt, a, rt_outcome_of(c, res), res->ttfb_us, res->total_us,
-              res->retry_after_s);
+    report(rt, a, rt_outcome_of(c, res), res->ttfb_us, res->total_us,
+           res->retry_after_s,
+           res->outcome == PV_ERR_STATUS && res->http_status == 429);
 }
 
 static const char *
@@ -723,7 +740,9 @@ skip_str(enum rt_skip k)
     case RT_SKIP_PROBE_BUSY:
         return "circuit half-open, probe running";
     case RT_SKIP_RETRY_AFTER:
-        return "rate limited (Retry-After)";
+        return "unavailable (Retry-After)";
+    case RT_SKIP_RATE_LIMITED:
+        return "rate limited (429 with Retry-After)";
     }
     return "unavailable";
 }
@@ -884,8 +903,27 @@ rt_plan_make(const struct cfg *c, const char *model, struct rt_plan *plan)
 }
 
 int
+rt_plan_rate_limited(const struct rt_plan *plan)
+{
+    if (plan->n > 0 || plan->n_skipped == 0)
+        return 0;
+    for (size_t i = 0; i < plan->n_skipped; i++)
+        if (plan->skip_reason[i] != RT_SKIP_RATE_LIMITED)
+            return 0;
+    return 1;
+}
+
+int
+rt_status_provider_fault(int http_status)
+{
+    return http_status == 401 || http_status == 403;
+}
+
+int
 rt_status_retryable(const struct cfg *c, int http_status)
 {
+    if (rt_status_provider_fault(http_status))
+        return 1;
     for (size_t i = 0; i < c->failover.n_retry_on_status; i++)
         if (c->failover.retry_on_status[i] == http_status)
             return 1;

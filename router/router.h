@@ -78,7 +78,8 @@
  * RT_FAILURE re-opens it for C ms, RT_CANCELLED frees the probe slot.
  * Retry-After: any RT_FAILURE with retry_after_s > 0 (an upstream 429 or
  * 503 with Retry-After) takes the target out of rotation for that long
- * (capped at RT_RETRY_AFTER_MAX_S).
+ * (capped at RT_RETRY_AFTER_MAX_S); rt_report_pv marks a 429's cooldown
+ * RT_SKIP_RATE_LIMITED, any other RT_SKIP_RETRY_AFTER.
  *
  * Threads: everything here is thread-safe.  rt_plan_route, rt_attempt_begin
  * and rt_report take one short per-target mutex at a time, never allocate
@@ -108,7 +109,9 @@ struct pv_result;  /* providers/providers.h */
 enum rt_skip {
     RT_SKIP_OPEN = 1,     /* circuit open (cooldown running) */
     RT_SKIP_PROBE_BUSY,   /* half-open, its one probe is running */
-    RT_SKIP_RETRY_AFTER   /* upstream Retry-After cooldown */
+    RT_SKIP_RETRY_AFTER,  /* upstream Retry-After cooldown (a 503 or
+                             other failure that carried one) */
+    RT_SKIP_RATE_LIMITED  /* Retry-After cooldown that came with a 429 */
 };
 
 struct rt_plan {
@@ -187,7 +190,8 @@ void rt_report(struct rt_router *rt, struct rt_attempt *a,
                int retry_after_s);
 
 /* rt_report from a provider result: PV_OK -> RT_SUCCESS; PV_ERR_STATUS
- * with a status in c's retry_on_status -> RT_FAILURE, other statuses ->
+ * with a status in c's retry_on_status or a provider fault (401, 403) ->
+ * RT_FAILURE, other statuses ->
  * RT_REJECTED; PV_ERR_INTERNAL -> RT_CANCELLED (our side, not the
  * target's); every other error -> RT_FAILURE.  Passes res->ttfb_us,
  * total_us and retry_after_s on. */
@@ -244,7 +248,20 @@ size_t rt_plan_make(const struct cfg *c, const char *model,
                     struct rt_plan *plan);
 
 /* 1 if an attempt that ended with this HTTP status may move on to the next
- * target (config failover.retry_on_status). */
+ * target: config failover.retry_on_status, and always a provider fault
+ * (rt_status_provider_fault). */
 int rt_status_retryable(const struct cfg *c, int http_status);
+
+/* 1 for an upstream 401 or 403: the provider refused llmux's own
+ * credentials (its api_key or headers), which says nothing about the
+ * client's request.  Such an attempt fails over, counts toward the circuit
+ * (rt_outcome_of gives RT_FAILURE) and is never passed to the client as
+ * its own 401/403. */
+int rt_status_provider_fault(int http_status);
+
+/* 1 when the plan is empty and every target is out of rotation because it
+ * answered 429 with a Retry-After (so the client should get 429 with
+ * plan->retry_after_ms, not 503). */
+int rt_plan_rate_limited(const struct rt_plan *plan);
 
 #endif

@@ -54,7 +54,25 @@
  *   tag=NAME            count this request under by_tag.NAME (tell apart
  *                       providers that share one fake, via their headers)
  *   crlf                stream lines end in CRLF
+ *   cr                  stream lines end in a bare CR
  *   comments            a ": ping" comment before each stream event
+ *   multiline           stream: each event's JSON pretty-printed over
+ *                       several data lines (every other one "data:"
+ *                       without the space), after "event: message" and
+ *                       "id: N" fields and a comment
+ *   echo_headers[=FORM] every request header ("name: value; ...") as the
+ *                       error message (with status=N) or as the answer
+ *                       text (otherwise), and the Authorization value in
+ *                       an x-ratelimit-echo response header.  FORM: json
+ *                       (default: the JSON body as jansson escapes it),
+ *                       slash ("/" as "\/"), u (every letter and digit
+ *                       of every JSON string as \u00XX), b64 (each value
+ *                       base64), trunc (each value less its last 3
+ *                       characters), text (error: a text/plain body)
+ *   rl_headers          x-ratelimit-* and x-request-id on the answer
+ * "reset" reads the whole request first (evhttp hands it over complete),
+ * then resets: a read-then-reset upstream.  Every copy that arrives counts
+ * in "requests" and by_tag, so a test sees how many copies were sent.
  * The usage chunk is sent only when the request has
  * stream_options.include_usage true, as OpenAI does.
  *
@@ -159,12 +177,15 @@ struct opts {
     long big;
     int no_usage;
     long prompt_tokens, completion_tokens, cached;
-    int crlf, comments;
+    int crlf, comments, cr, multiline, rl_headers;
+    int echo_headers; /* 0 none, else an ECHO_* form */
     char content[1024];
     int has_content;
     char message[256]; /* error.message for status=N */
     char tag[64];      /* counted in /fake/stats by_tag */
 };
+
+enum { ECHO_JSON = 1, ECHO_SLASH, ECHO_U, ECHO_B64, ECHO_TRUNC, ECHO_TEXT };
 
 enum job_stage { J_BEGIN, J_BODY, J_EVENTS, J_HANG, J_DROP };
 
@@ -176,6 +197,8 @@ struct job {
     enum job_stage stage;
     int stream;
     char *body;       /* non-stream body */
+    char *echo;       /* echo_headers: the headers text, in its form */
+    long id;
     char **events;    /* stream events, each a full "data: ...\n\n" */
     size_t n_events, next;
     struct job *prev, *nextj;
@@ -274,6 +297,19 @@ opts_parse(struct opts *o, const char *s, size_t n)
                 o->crlf = 1;
             else if (IS("comments"))
                 o->comments = 1;
+            else if (IS("cr"))
+                o->cr = 1;
+            else if (IS("multiline"))
+                o->multiline = 1;
+            else if (IS("rl_headers"))
+                o->rl_headers = 1;
+            else if (IS("echo_headers"))
+                o->echo_headers = !strcmp(val, "slash")   ? ECHO_SLASH
+                                  : !strcmp(val, "u")     ? ECHO_U
+                                  : !strcmp(val, "b64")   ? ECHO_B64
+                                  : !strcmp(val, "trunc") ? ECHO_TRUNC
+                                  : !strcmp(val, "text")  ? ECHO_TEXT
+                                                          : ECHO_JSON;
             else if (IS("tag"))
                 snprintf(o->tag, sizeof(o->tag), "%.63s", val);
             else if (IS("message"))
@@ -338,6 +374,7 @@ job_free(struct job *j)
     if (j->timer)
         event_free(j->timer);
     free(j->body);
+    free(j->echo);
     for (size_t i = 0; i < j->n_events; i++)
         free(j->events[i]);
     free(j->events);
@@ -376,16 +413,131 @@ add_retry_after_http(struct evhttp_request *req, int seconds)
                       date);
 }
 
+static char *
+b64(const char *in)
+{
+    static const char tab[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    size_t n = strlen(in), o = 0;
+    char *out = malloc(n / 3 * 4 + 5);
+    if (!out)
+        return NULL;
+    const unsigned char *p = (const unsigned char *)in;
+    for (size_t i = 0; i < n; i += 3) {
+        unsigned v = (unsigned)p[i] << 16;
+        if (i + 1 < n)
+            v |= (unsigned)p[i + 1] << 8;
+        if (i + 2 < n)
+            v |= p[i + 2];
+        out[o++] = tab[v >> 18 & 63];
+        out[o++] = tab[v >> 12 & 63];
+        out[o++] = i + 1 < n ? tab[v >> 6 & 63] : '=';
+        out[o++] = i + 2 < n ? tab[v & 63] : '=';
+    }
+    out[o] = '\0';
+    return out;
+}
+
+/* echo_headers: "name: value; ..." of every request header, each value in
+ * the form (b64, trunc) or as is.  malloc'd. */
+static char *
+headers_text(struct evhttp_request *req, int form)
+{
+    size_t cap = 256, len = 0;
+    char *t = malloc(cap);
+    if (!t)
+        return NULL;
+    t[0] = '\0';
+    struct evkeyvalq *in = evhttp_request_get_input_headers(req);
+    for (struct evkeyval *kv = in->tqh_first; kv; kv = kv->next.tqe_next) {
+        char *v = form == ECHO_B64 ? b64(kv->value) : strdup(kv->value);
+        if (!v)
+            continue;
+        if (form == ECHO_TRUNC) {
+            size_t vl = strlen(v);
+            v[vl > 3 ? vl - 3 : 0] = '\0';
+        }
+        size_t need = len + strlen(kv->key) + strlen(v) + 8;
+        if (need > cap) {
+            char *nt = realloc(t, need * 2);
+            if (!nt) {
+                free(v);
+                break;
+            }
+            t = nt;
+            cap = need * 2;
+        }
+        len += (size_t)snprintf(t + len, cap - len, "%s%s: %s",
+                                len ? "; " : "", kv->key, v);
+        free(v);
+    }
+    return t;
+}
+
+/* Every letter and digit inside the JSON strings of text as \u00XX (still
+ * the same JSON value).  malloc'd; takes text. */
+static char *
+u_escape(char *text)
+{
+    if (!text)
+        return NULL;
+    size_t n = strlen(text);
+    char *out = malloc(n * 6 + 1);
+    if (!out) {
+        free(text);
+        return NULL;
+    }
+    size_t o = 0;
+    int in_str = 0;
+    for (size_t i = 0; i < n; i++) {
+        char ch = text[i];
+        if (in_str && ch == '\\' && i + 1 < n) {
+            out[o++] = ch;
+            out[o++] = text[++i];
+            continue;
+        }
+        if (ch == '"')
+            in_str = !in_str;
+        if (in_str && ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                       (ch >= '0' && ch <= '9')))
+            o += (size_t)sprintf(out + o, "\\u%04x", (unsigned)ch);
+        else
+            out[o++] = ch;
+    }
+    out[o] = '\0';
+    free(text);
+    return out;
+}
+
+/* json_dumps in the job's echo form (slash, u); o may be NULL. */
+static char *
+dump_json(const struct opts *o, const json_t *v)
+{
+    int slash = o && o->echo_headers == ECHO_SLASH;
+    char *t = json_dumps(v, JSON_COMPACT | (slash ? JSON_ESCAPE_SLASH : 0));
+    return o && o->echo_headers == ECHO_U ? u_escape(t) : t;
+}
+
+static void send_error_opts(struct evhttp_request *req, const struct opts *o,
+                            int status, int retry_after, const char *message);
+
 static void
 send_error(struct evhttp_request *req, int status, int retry_after,
            const char *message)
+{
+    send_error_opts(req, NULL, status, retry_after, message);
+}
+
+static void
+send_error_opts(struct evhttp_request *req, const struct opts *o, int status,
+                int retry_after, const char *message)
 {
     const char *type = status == 429   ? "rate_limit_exceeded"
                        : status >= 500 ? "server_error"
                                        : "invalid_request_error";
     json_t *e = json_pack("{s:{s:s,s:s,s:n,s:s}}", "error", "message",
                           message, "type", type, "param", "code", type);
-    char *text = e ? json_dumps(e, JSON_COMPACT) : NULL;
+    char *text = e ? dump_json(o, e) : NULL;
     json_decref(e);
     if (retry_after >= 0) {
         char ra[16];
@@ -393,7 +545,18 @@ send_error(struct evhttp_request *req, int status, int retry_after,
         evhttp_add_header(evhttp_request_get_output_headers(req),
                           "Retry-After", ra);
     }
-    send_json(req, status, text ? text : "{}");
+    if (o && o->echo_headers == ECHO_TEXT) {
+        struct evbuffer *b = evbuffer_new();
+        if (b)
+            evbuffer_add(b, message, strlen(message));
+        add_common_headers(req, "text/plain");
+        evhttp_send_reply(req, status, "Error", b);
+        if (b)
+            evbuffer_free(b);
+        stats_count_status(status);
+    } else {
+        send_json(req, status, text ? text : "{}");
+    }
     free(text);
 }
 
@@ -453,14 +616,44 @@ split_text(const char *text, int n, char ***out)
 static char *
 sse_event(const struct opts *o, json_t *chunk, const char *raw)
 {
-    char *text = raw ? NULL : json_dumps(chunk, JSON_COMPACT);
+    char *text = NULL;
+    if (!raw && o->multiline) {
+        text = json_dumps(chunk, JSON_INDENT(1) |
+                                     (o->echo_headers == ECHO_SLASH
+                                          ? JSON_ESCAPE_SLASH
+                                          : 0));
+        if (o->echo_headers == ECHO_U)
+            text = u_escape(text);
+    } else if (!raw) {
+        text = dump_json(o, chunk);
+    }
     const char *d = raw ? raw : text ? text : "{}";
-    const char *nl = o->crlf ? "\r\n" : "\n";
-    size_t need = strlen(d) + 64;
+    const char *nl = o->crlf ? "\r\n" : o->cr ? "\r" : "\n";
+    size_t need = strlen(d) * 5 + 128; /* >= 2 bytes of d per line */
     char *s = malloc(need);
-    if (s)
+    if (s && o->multiline) {
+        /* event and id fields, a comment, then one data line per line of
+         * the pretty-printed JSON, alternating "data: " and "data:". */
+        static long sse_id;
+        size_t off = (size_t)snprintf(s, need, "event: message%sid: %ld%s"
+                                               ": multi-line event%s",
+                                      nl, ++sse_id, nl, nl);
+        const char *p = d;
+        int k = 0;
+        for (;;) {
+            const char *e = strchr(p, '\n');
+            size_t l = e ? (size_t)(e - p) : strlen(p);
+            off += (size_t)snprintf(s + off, need - off, "data:%s%.*s%s",
+                                    k++ % 2 ? "" : " ", (int)l, p, nl);
+            if (!e)
+                break;
+            p = e + 1;
+        }
+        snprintf(s + off, need - off, "%s", nl);
+    } else if (s) {
         snprintf(s, need, "%s%s%sdata: %s%s%s", o->comments ? ": ping" : "",
                  o->comments ? nl : "", o->comments ? nl : "", d, nl, nl);
+    }
     free(text);
     json_decref(chunk);
     return s;
@@ -486,6 +679,7 @@ job_build(struct job *j, json_t *body, const char *model, int include_usage)
     long id;
     pthread_mutex_lock(&st_mu);
     id = ++st_ids;
+    j->id = id;
     pthread_mutex_unlock(&st_mu);
     char *big = NULL; /* owned text: big=N, or the generated tokens */
     const char *text = "Hello from fake provider";
@@ -496,6 +690,8 @@ job_build(struct job *j, json_t *body, const char *model, int include_usage)
         memset(big, 'x', (size_t)o->big);
         big[o->big] = '\0';
         text = big;
+    } else if (j->echo) {
+        text = j->echo;
     } else if (o->has_content) {
         text = o->content;
     } else if (o->echo) {
@@ -538,7 +734,7 @@ job_build(struct job *j, json_t *body, const char *model, int include_usage)
             text, "logprobs", "finish_reason", "stop");
         if (r && !o->no_usage)
             json_object_set_new(r, "usage", usage_json(o, words));
-        j->body = r ? json_dumps(r, JSON_COMPACT) : NULL;
+        j->body = r ? dump_json(o, r) : NULL;
         json_decref(r);
         free(big);
         if (!j->body)
@@ -669,8 +865,34 @@ job_step(evutil_socket_t fd, short what, void *arg)
             job_kill_connection(j);
             goto done;
         }
+        if (j->o.rl_headers) {
+            struct evkeyvalq *oh = evhttp_request_get_output_headers(req);
+            char rid[64];
+            snprintf(rid, sizeof(rid), "req_fake_%ld", j->id);
+            evhttp_add_header(oh, "x-ratelimit-limit-requests", "500");
+            evhttp_add_header(oh, "x-ratelimit-remaining-requests", "499");
+            evhttp_add_header(oh, "x-ratelimit-reset-requests", "120ms");
+            evhttp_add_header(oh, "x-ratelimit-limit-tokens", "30000");
+            evhttp_add_header(oh, "x-ratelimit-remaining-tokens", "29000");
+            evhttp_add_header(oh, "x-request-id", rid);
+        }
+        if (j->o.echo_headers) {
+            const char *az = evhttp_find_header(
+                evhttp_request_get_input_headers(req), "Authorization");
+            if (az)
+                evhttp_add_header(evhttp_request_get_output_headers(req),
+                                  "x-ratelimit-echo", az);
+        }
         if (j->o.status && j->o.status != 200) {
             char msg[300];
+            if (j->echo) {
+                if (j->o.retry_after_http >= 0)
+                    add_retry_after_http(req, j->o.retry_after_http);
+                send_error_opts(req, &j->o, j->o.status, j->o.retry_after,
+                                j->echo);
+                j->req = NULL;
+                goto done;
+            }
             if (j->o.message[0])
                 snprintf(msg, sizeof(msg), "%s", j->o.message);
             else
@@ -864,6 +1086,8 @@ handle_chat(struct worker *w, struct evhttp_request *req, const char *path,
         count_in(st_by_tag, j->o.tag);
     pthread_mutex_unlock(&st_mu);
     record_last(req, path, model, body, len);
+    if (j->o.echo_headers)
+        j->echo = headers_text(req, j->o.echo_headers);
     j->nextj = w->jobs;
     if (w->jobs)
         w->jobs->prev = j;

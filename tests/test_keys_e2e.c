@@ -123,21 +123,7 @@ cli(const char *args, char *out, size_t outlen)
 static long long
 db_int(const char *sql)
 {
-    sqlite3 *db = NULL;
-    long long n = -1;
-    if (sqlite3_open_v2(dbpath, &db, SQLITE_OPEN_READONLY, NULL) ==
-        SQLITE_OK) {
-        sqlite3_busy_timeout(db, 5000);
-        sqlite3_stmt *st = NULL;
-        if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK &&
-            sqlite3_step(st) == SQLITE_ROW)
-            n = sqlite3_column_int64(st, 0);
-        else
-            fprintf(stderr, "  sql failed: %s\n", sqlite3_errmsg(db));
-        sqlite3_finalize(st);
-    }
-    sqlite3_close(db);
-    return n;
+    return e2e_db_int(dbpath, sql);
 }
 
 static int

@@ -14,6 +14,7 @@
 
 #include "harness.h"
 #include "../router/router.h"
+#include "../providers/providers.h"
 
 static int64_t fake_now_us = 1000000;
 
@@ -421,6 +422,59 @@ test_retry_after(void)
     rt_router_free(rt);
 }
 
+/* An attempt on name reported from a provider result with this status. */
+static int
+attempt_status(struct rt_router *rt, const char *name, int status,
+               int retry_after_s)
+{
+    struct rt_plan p;
+    rt_plan_route(rt, name, 10, 10, &p);
+    struct rt_attempt a;
+    if (!rt_attempt_begin(rt, &p, 0, &a))
+        return 0;
+    struct pv_result res;
+    memset(&res, 0, sizeof(res));
+    res.outcome = PV_ERR_STATUS;
+    res.http_status = status;
+    res.retry_after_s = retry_after_s;
+    res.ttfb_us = res.total_us = -1;
+    rt_report_pv(rt, &a, cfg, &res);
+    return 1;
+}
+
+static void
+test_rate_limited_and_auth(void)
+{
+    struct rt_router *rt = new_router();
+    struct rt_plan p;
+    struct rt_health h;
+    /* A 429's Retry-After: out of rotation as rate limited. */
+    T_CHECK(attempt_status(rt, "cheap@a", 429, 4));
+    T_EQ_INT(rt_plan_route(rt, "cheap@a", 0, 0, &p), 0);
+    T_EQ_INT(p.skip_reason[0], RT_SKIP_RATE_LIMITED);
+    T_EQ_INT(rt_plan_rate_limited(&p), 1);
+    T_EQ_INT(p.retry_after_ms, 4000);
+    /* A 503's: unavailable, and a plan with both is not "rate limited". */
+    T_CHECK(attempt_status(rt, "dear@a", 503, 4));
+    T_EQ_INT(rt_plan_route(rt, "dear@a", 0, 0, &p), 0);
+    T_EQ_INT(p.skip_reason[0], RT_SKIP_RETRY_AFTER);
+    T_EQ_INT(rt_plan_rate_limited(&p), 0);
+    fake_now_us += 5000 * 1000; /* both back */
+    T_EQ_INT(rt_plan_route(rt, "cheap@a", 0, 0, &p), 1);
+    T_EQ_INT(rt_plan_rate_limited(&p), 0);
+    /* 401 and 403: the provider refused our key, a failure of the target
+     * (retryable, counted), whatever retry_on_status says. */
+    T_EQ_INT(rt_status_retryable(cfg, 401), 1);
+    T_EQ_INT(rt_status_retryable(cfg, 403), 1);
+    T_EQ_INT(rt_status_retryable(cfg, 404), 0);
+    T_CHECK(attempt_status(rt, "mid@a", 401, -1));
+    T_CHECK(attempt_status(rt, "mid@a", 403, -1));
+    rt_health_get(rt, tg("mid@a"), &h);
+    T_EQ_INT(h.failures, 2);
+    T_EQ_INT(h.consecutive_failures, 2);
+    rt_router_free(rt);
+}
+
 static void
 test_percentiles(void)
 {
@@ -714,6 +768,7 @@ main(void)
     T_RUN(test_retry_after);
     T_RUN(test_percentiles);
     T_RUN(test_health_json);
+    T_RUN(test_rate_limited_and_auth);
     T_RUN(test_adopt);
     T_RUN(test_estimate);
     T_RUN(test_examples);

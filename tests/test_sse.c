@@ -106,6 +106,57 @@ static const char sample[] =
 static const char sample_expect[] =
     "{\"a\":1}|{\"b\":2}|line1\n line2 (leading space kept)\n||[DONE]|";
 
+/* The event type of each event, as p->event showed it during the
+ * callback. */
+struct evsink {
+    struct pv_sse *p;
+    char types[256];
+};
+
+static void
+evsink_cb(void *ud, const char *data, size_t len)
+{
+    (void)data;
+    (void)len;
+    struct evsink *e = ud;
+    size_t l = strlen(e->types);
+    snprintf(e->types + l, sizeof(e->types) - l, "%s|", e->p->event);
+}
+
+static void
+test_bom_and_event(void)
+{
+    /* A UTF-8 BOM first is dropped, whole or split across feeds. */
+    static const char in[] = "\xEF\xBB\xBF" "data: a\n\n";
+    for (size_t cut = 0; cut <= 4; cut++) {
+        struct pv_sse p;
+        struct sink s;
+        memset(&s, 0, sizeof(s));
+        pv_sse_init(&p, 64);
+        T_EQ_INT(pv_sse_feed(&p, in, cut, sink_cb, &s), GX_OK);
+        T_EQ_INT(pv_sse_feed(&p, in + cut, strlen(in) - cut, sink_cb, &s),
+                 GX_OK);
+        T_EQ_STR(s.out, "a|");
+        pv_sse_cleanup(&p);
+    }
+    /* Not a BOM: the bytes are kept (a field named "\xEF\xBBx": no data). */
+    struct sink s;
+    T_EQ_INT(parse_whole("\xEF\xBBx\ndata: b\n\n", 64, &s), GX_OK);
+    T_EQ_STR(s.out, "b|");
+    /* The event field types the event it belongs to, and is reset at the
+     * blank line (also after an event without data). */
+    struct pv_sse p;
+    struct evsink e = {&p, ""};
+    pv_sse_init(&p, 64);
+    static const char ev[] = "event: error\ndata: {}\n\n"
+                             "data: x\n\n"
+                             "event: ping\n\n"
+                             "data: y\nevent:delta\n\n";
+    T_EQ_INT(pv_sse_feed(&p, ev, strlen(ev), evsink_cb, &e), GX_OK);
+    T_EQ_STR(e.types, "error||delta|");
+    pv_sse_cleanup(&p);
+}
+
 static void
 test_sample_whole(void)
 {
@@ -314,6 +365,7 @@ main(void)
     T_RUN(test_line_endings);
     T_RUN(test_crlf_split);
     T_RUN(test_sample_whole);
+    T_RUN(test_bom_and_event);
     T_RUN(test_every_split);
     T_RUN(test_multiline_and_empty);
     T_RUN(test_comments_and_fields);

@@ -51,6 +51,8 @@ sources_for() {
     case "$1" in
     sse) echo providers/sse.c common/common.c ;;
     json_scan) echo providers/json_scan.c ;;
+    chat_request) echo providers/request.c ;;
+    scrub) echo providers/scrub.c ;;
     config) echo config/*.c pricing/*.c common/*.c ;;
     conn) echo gateway/conn.c common/common.c ;;
     *) echo local_engine/*.c ;;
@@ -58,14 +60,14 @@ sources_for() {
 }
 libs_for() {
     case "$1" in
-    config | json_scan) pkg-config --libs jansson sqlite3 2>/dev/null || echo "-ljansson -lsqlite3" ;;
+    config | json_scan | chat_request) pkg-config --libs jansson sqlite3 2>/dev/null || echo "-ljansson -lsqlite3" ;;
     conn) echo "$(pkg-config --libs libevent 2>/dev/null || echo -levent) -lhttp_parser" ;;
     *) echo "" ;;
     esac
 }
 pkg_cflags_for() {
     case "$1" in
-    config | json_scan) pkg-config --cflags jansson sqlite3 2>/dev/null ;;
+    config | json_scan | chat_request) pkg-config --cflags jansson sqlite3 2>/dev/null ;;
     # conn.c's framing only (gw_hparse), without the server around it
     conn) echo "$(pkg-config --cflags jansson libevent 2>/dev/null) -DGW_HPARSE_ONLY" ;;
     *) echo "" ;;
@@ -133,6 +135,16 @@ seed_conn() { # byte 0: read size, byte 1: body cap / 64, then the stream
     printf '\001\001POST / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab' >"$1/two_cl"
     printf '\000\001POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n' >"$1/te"
 }
+seed_chat_request() {
+    printf '{"model":"gpt-4.1","messages":[{"role":"user","content":"Hi"}],"max_tokens":16,"n":2,"stream":true,"stream_options":{"include_usage":true}}' >"$1/ok"
+    printf '{"model":"m","messages":[{"role":"system","content":null},{"role":"user","content":[{"type":"text","text":"x"}]}],"max_completion_tokens":1000000,"max_tokens":null,"temperature":0.5,"seed":-3}' >"$1/parts"
+    printf '{"model":"m","messages":[{"role":"user","content":"x"}],"max_tokens":0,"stream_options":{"include_usage":"yes"}}' >"$1/bad"
+}
+seed_scrub() {
+    printf '{"error":{"message":"Incorrect API key provided: sk-proj-ABCdef0123456789xy"}}' >"$1/prefix"
+    printf '{"m":"\\u0073k-proj-ABCdef0123456789xyzXYZ a\\/b"}' >"$1/escaped"
+    printf 'Authorization: Basic Ym9iOnBAc3Mtd29yZC0xMjM0NTY=; api-key: aGRyLXRvay0wMTIzNDU2Nzg5YWJjZGVm' >"$1/b64"
+}
 seed_sse() {
     printf '\005data: {"a":1}\r\n\r\nevent: x\ndata: y\n\n: c\n\n' >"$1/basic"
     printf '\003data: [DONE]\n\n' >"$1/done"
@@ -187,6 +199,8 @@ fuzz_$n: build failed"
         sse) seed_sse "$corpus" ;;
         conn) seed_conn "$corpus" ;;
         json_scan) seed_json_scan "$corpus" ;;
+        chat_request) seed_chat_request "$corpus" ;;
+        scrub) seed_scrub "$corpus" ;;
         esac
     fi
     art="$OUT/artifacts/$n/"

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <curl/curl.h>
+#include <sqlite3.h>
 
 static long long
 now_ms(void)
@@ -310,4 +311,23 @@ e2e_small_asan_quarantine(void)
              "%s%squarantine_size_mb=4:thread_local_quarantine_size_kb=256",
              ao ? ao : "", ao && *ao ? ":" : "");
     setenv("ASAN_OPTIONS", opts, 1);
+}
+
+long long
+e2e_db_int(const char *path, const char *sql)
+{
+    sqlite3 *db = NULL;
+    long long n = -1;
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) {
+        sqlite3_busy_timeout(db, 5000);
+        sqlite3_stmt *st = NULL;
+        if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK &&
+            sqlite3_step(st) == SQLITE_ROW)
+            n = sqlite3_column_int64(st, 0);
+        else
+            fprintf(stderr, "  sql failed: %s\n", sqlite3_errmsg(db));
+        sqlite3_finalize(st);
+    }
+    sqlite3_close(db);
+    return n;
 }

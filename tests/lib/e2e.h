@@ -64,6 +64,9 @@ char *e2e_temp_dir(void);
  * (256 MB by default) and would look like growth to a test measuring a
  * child's RSS.  No effect on release builds. */
 void e2e_small_asan_quarantine(void);
+/* The first column of the first row of sql on the SQLite file db (opened
+ * read-only, 5 s busy timeout); -1 when the query fails. */
+long long e2e_db_int(const char *db, const char *sql);
 /* Environment helpers. */
 const char *e2e_env(const char *name, const char *fallback);
 

@@ -1,0 +1,404 @@
+/*
+ * scrub.c: masks a provider's own secrets in anything an upstream sends
+ * back (bodies, stream events, headers we forward, error details that
+ * reach logs and the ledger).  An upstream that echoes what it received
+ * (a misconfigured relay, a debugging proxy, an attacker's endpoint) must
+ * not hand llmux's credentials to the client.
+ *
+ * Secrets of a provider:
+ *   api_key                               credential
+ *   every headers value                   credential when the header's
+ *                                         name says so (key, token, auth,
+ *                                         secret, pass, cookie, sig,
+ *                                         session, credential), else plain
+ *   "SCHEME TOKEN" header values: TOKEN   credential
+ *   "Basic B64" values: decoded user:pass and pass   credential
+ *   base_url userinfo: user:pass and pass, raw and %-decoded   credential
+ * Plain values shorter than 8 bytes and credentials shorter than 4 are not
+ * scrubbed (masking "acme" or "1" everywhere would damage ordinary text
+ * and protect nothing).
+ *
+ * Forms matched, for each secret S:
+ *   S itself, however JSON-escaped: the matcher decodes \" \\ \/ \b \f \n
+ *     \r \t and \u00XX (ASCII) on the fly, so "\u0073k-..." or "a\/b"
+ *     match like the raw bytes, in any mix;
+ *   base64 of S at each of the three alignments it can have inside a
+ *     longer base64 text (e.g. "Authorization: Basic ..." echoed encoded):
+ *     the characters that depend on S's bytes only, when >= 8 of them;
+ *   prefixes (credentials of length >= 12 only): any run of at least
+ *     PV_SCRUB_PREFIX leading characters of S or of one of its base64
+ *     forms, so an echo cut short by a few characters ("sk-proj-abc...xyz"
+ *     minus its tail, a truncated Basic header) is masked too.
+ *     Suffixes are not masked: OpenAI's own "sk-...abcd" hints show the
+ *     last four characters, which identify a key without revealing it.
+ * A match is overwritten in place with '*', byte for byte (so lengths, and
+ * the validity of the JSON around it, are kept).
+ *
+ * Not matched: other encodings (URL-encoding of the secret in a body,
+ * hex, case changes, a secret split across two stream events).
+ */
+#include "providers.h"
+
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define PV_SCRUB_PREFIX 8   /* leading characters that count as a leak */
+#define SCRUB_MIN_CRED 4    /* shorter credentials are not scrubbed */
+#define SCRUB_MIN_PLAIN 8   /* shorter plain header values neither */
+#define SCRUB_MAX_PATTERNS 4096 /* a sanity bound, far above real configs */
+
+struct pat {
+    char *s;
+    size_t n;
+    int prefix; /* a run of >= PV_SCRUB_PREFIX leading bytes counts */
+};
+
+struct pv_scrub {
+    struct pat *p; /* [cap] */
+    size_t n, cap;
+    unsigned char first[256]; /* 1: some pattern starts with this byte */
+};
+
+static void
+add_pat(struct pv_scrub *s, const char *txt, size_t n, int prefix)
+{
+    if (n == 0 || s->n >= SCRUB_MAX_PATTERNS)
+        return;
+    for (size_t i = 0; i < s->n; i++)
+        if (s->p[i].n == n && !memcmp(s->p[i].s, txt, n)) {
+            s->p[i].prefix |= prefix;
+            return;
+        }
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 8;
+        struct pat *np = realloc(s->p, cap * sizeof(*np));
+        if (!np)
+            return;
+        s->p = np;
+        s->cap = cap;
+    }
+    char *c = malloc(n + 1);
+    if (!c)
+        return; /* out of memory: one form fewer, never a crash */
+    memcpy(c, txt, n);
+    c[n] = '\0';
+    s->p[s->n].s = c;
+    s->p[s->n].n = n;
+    s->p[s->n].prefix = prefix;
+    s->n++;
+    s->first[(unsigned char)c[0]] = 1;
+}
+
+static const char b64tab[] =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+/* Base64 of in's whole 3-byte groups (no padding, no partial group). */
+static size_t
+b64_groups(const unsigned char *in, size_t n, char *out)
+{
+    size_t o = 0;
+    for (size_t i = 0; i + 3 <= n; i += 3) {
+        unsigned v = (unsigned)in[i] << 16 | (unsigned)in[i + 1] << 8 |
+                     in[i + 2];
+        out[o++] = b64tab[v >> 18 & 63];
+        out[o++] = b64tab[v >> 12 & 63];
+        out[o++] = b64tab[v >> 6 & 63];
+        out[o++] = b64tab[v & 63];
+    }
+    return o;
+}
+
+static int
+b64_val(int c)
+{
+    const char *p = c ? strchr(b64tab, c) : NULL;
+    return p ? (int)(p - b64tab) : -1;
+}
+
+/* Decodes standard base64 (padding optional) into out (room for n bytes);
+ * returns the length, or -1 when it is not base64. */
+static long
+b64_decode(const char *in, size_t n, unsigned char *out)
+{
+    while (n > 0 && in[n - 1] == '=')
+        n--;
+    unsigned acc = 0;
+    int bits = 0;
+    long o = 0;
+    for (size_t i = 0; i < n; i++) {
+        int v = b64_val((unsigned char)in[i]);
+        if (v < 0)
+            return -1;
+        acc = acc << 6 | (unsigned)v;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            out[o++] = (unsigned char)(acc >> bits & 0xFF);
+        }
+    }
+    return o;
+}
+
+/* Adds secret S (raw) and its base64 forms. */
+static void
+add_secret(struct pv_scrub *s, const char *txt, size_t n, int cred)
+{
+    if (n < (cred ? SCRUB_MIN_CRED : SCRUB_MIN_PLAIN))
+        return;
+    add_pat(s, txt, n, cred && n >= 12);
+    char *b = malloc(n / 3 * 4 + 4);
+    if (!b)
+        return;
+    for (size_t j = 0; j < 3 && j < n; j++) {
+        size_t bl = b64_groups((const unsigned char *)txt + j, n - j, b);
+        if (bl >= 8)
+            add_pat(s, b, bl, cred && n >= 12);
+    }
+    free(b);
+}
+
+static int
+hexv(int c)
+{
+    return c >= '0' && c <= '9'   ? c - '0'
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                  : -1;
+}
+
+/* A secret that may be %-encoded (URL userinfo): both forms. */
+static void
+add_url_secret(struct pv_scrub *s, const char *txt, size_t n)
+{
+    add_secret(s, txt, n, 1);
+    char *d = malloc(n + 1);
+    if (!d)
+        return;
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (txt[i] == '%' && i + 2 < n && hexv(txt[i + 1]) >= 0 &&
+            hexv(txt[i + 2]) >= 0) {
+            d[o++] = (char)(hexv(txt[i + 1]) * 16 + hexv(txt[i + 2]));
+            i += 2;
+        } else {
+            d[o++] = txt[i];
+        }
+    }
+    if (o != n)
+        add_secret(s, d, o, 1);
+    free(d);
+}
+
+static int
+name_is_credential(const char *name)
+{
+    static const char *const words[] = {"key",  "token",   "auth",
+                                        "secret", "pass",  "cookie",
+                                        "sig",  "session", "credential"};
+    for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++)
+        if (strcasestr(name, words[i]))
+            return 1;
+    return 0;
+}
+
+/* "user:pass": the whole and the password. */
+static void
+add_userpass(struct pv_scrub *s, const char *up, size_t n, int url)
+{
+    const char *colon = memchr(up, ':', n);
+    if (url) {
+        add_url_secret(s, up, n);
+        if (colon)
+            add_url_secret(s, colon + 1, n - (size_t)(colon + 1 - up));
+    } else {
+        add_secret(s, up, n, 1);
+        if (colon)
+            add_secret(s, colon + 1, n - (size_t)(colon + 1 - up), 1);
+    }
+}
+
+static void
+add_header_value(struct pv_scrub *s, const char *name, const char *v)
+{
+    size_t n = strlen(v);
+    /* "Bearer TOKEN", "Basic B64", "Token T": the token is a credential
+     * whatever the header is called; the whole value is matched in full
+     * only (its first 8 bytes are "Bearer x", not secret). */
+    size_t sl = 0;
+    while (sl < n && isalpha((unsigned char)v[sl]))
+        sl++;
+    if (sl == 0 || sl >= n || v[sl] != ' ') {
+        add_secret(s, v, n, name_is_credential(name));
+        return;
+    }
+    add_secret(s, v, n, 0);
+    const char *tok = v + sl + 1;
+    size_t tl = n - sl - 1;
+    add_secret(s, tok, tl, 1);
+    if (sl == 5 && !strncasecmp(v, "basic", 5)) {
+        unsigned char *d = malloc(tl + 1);
+        long dl = d ? b64_decode(tok, tl, d) : -1;
+        if (dl > 0)
+            add_userpass(s, (const char *)d, (size_t)dl, 0);
+        free(d);
+    }
+}
+
+struct pv_scrub *
+pv_scrub_new(const struct cfg_provider *p)
+{
+    if (!p)
+        return NULL;
+    struct pv_scrub *s = calloc(1, sizeof(*s));
+    if (!s)
+        return NULL;
+    if (p->api_key)
+        add_secret(s, p->api_key, strlen(p->api_key), 1);
+    for (size_t i = 0; i < p->n_headers; i++)
+        if (p->headers[i].value)
+            add_header_value(s, p->headers[i].name ? p->headers[i].name : "",
+                             p->headers[i].value);
+    const char *u = p->base_url ? strstr(p->base_url, "://") : NULL;
+    if (u) {
+        u += 3;
+        size_t auth = strcspn(u, "/?#");
+        const char *at = NULL;
+        for (size_t i = 0; i < auth; i++)
+            if (u[i] == '@')
+                at = u + i; /* the last '@' ends the userinfo */
+        if (at)
+            add_userpass(s, u, (size_t)(at - u), 1);
+    }
+    if (s->n == 0) {
+        pv_scrub_free(s);
+        return NULL;
+    }
+    return s;
+}
+
+void
+pv_scrub_free(struct pv_scrub *s)
+{
+    if (!s)
+        return;
+    for (size_t i = 0; i < s->n; i++) {
+        memset(s->p[i].s, 0, s->p[i].n);
+        free(s->p[i].s);
+    }
+    free(s->p);
+    free(s);
+}
+
+/* One logical character of text at t[j..n): the byte, or what a JSON
+ * escape stands for.  *adv gets the bytes it spans. */
+static int
+decode_at(const char *t, size_t j, size_t n, size_t *adv)
+{
+    *adv = 1;
+    if (t[j] != '\\' || j + 1 >= n)
+        return (unsigned char)t[j];
+    switch (t[j + 1]) {
+    case '"': case '\\': case '/':
+        *adv = 2;
+        return t[j + 1];
+    case 'b': *adv = 2; return '\b';
+    case 'f': *adv = 2; return '\f';
+    case 'n': *adv = 2; return '\n';
+    case 'r': *adv = 2; return '\r';
+    case 't': *adv = 2; return '\t';
+    case 'u':
+        if (j + 5 < n && hexv(t[j + 2]) >= 0 && hexv(t[j + 3]) >= 0 &&
+            hexv(t[j + 4]) >= 0 && hexv(t[j + 5]) >= 0) {
+            int cp = hexv(t[j + 2]) << 12 | hexv(t[j + 3]) << 8 |
+                     hexv(t[j + 4]) << 4 | hexv(t[j + 5]);
+            if (cp < 0x80) {
+                *adv = 6;
+                return cp;
+            }
+        }
+        return '\\';
+    default:
+        return '\\';
+    }
+}
+
+/* End of the match of pattern p at t[i..n), or 0 for none. */
+static size_t
+match_at(const struct pat *p, const char *t, size_t i, size_t n)
+{
+    size_t j = i, k = 0;
+    while (j < n && k < p->n) {
+        size_t adv;
+        int ch = decode_at(t, j, n, &adv);
+        if (ch != (unsigned char)p->s[k]) {
+            if (t[j] == '\\' && adv > 1 && t[j] == p->s[k]) {
+                /* a raw backslash in the secret itself */
+                adv = 1;
+            } else {
+                break;
+            }
+        }
+        k++;
+        j += adv;
+    }
+    if (k == p->n || (p->prefix && k >= PV_SCRUB_PREFIX))
+        return j;
+    return 0;
+}
+
+/* First match at or after from: its start in *at, its end returned; 0
+ * when there is none. */
+static size_t
+find(const struct pv_scrub *s, const char *t, size_t n, size_t from,
+     size_t *at)
+{
+    for (size_t i = from; i < n; i++) {
+        unsigned char c = (unsigned char)t[i];
+        if (!s->first[c] && c != '\\')
+            continue;
+        size_t adv;
+        int d = decode_at(t, i, n, &adv);
+        if (!s->first[(unsigned char)d])
+            continue;
+        for (size_t k = 0; k < s->n; k++) {
+            const struct pat *p = &s->p[k];
+            if (d != (unsigned char)p->s[0])
+                continue;
+            /* Most false starts ("s" of "usage" for an "sk-" key) end at
+             * the next byte: reject them before the escape-aware match. */
+            if (p->n > 1 && i + adv < n && t[i + adv] != p->s[1] &&
+                t[i + adv] != '\\')
+                continue;
+            size_t e = match_at(p, t, i, n);
+            if (e > i) {
+                *at = i;
+                return e;
+            }
+        }
+    }
+    return 0;
+}
+
+int
+pv_scrub_has(const struct pv_scrub *s, const char *buf, size_t len)
+{
+    size_t at;
+    return s && buf && find(s, buf, len, 0, &at) > 0;
+}
+
+size_t
+pv_scrub(const struct pv_scrub *s, char *buf, size_t len)
+{
+    if (!s || !buf)
+        return 0;
+    size_t hits = 0, i = 0, at;
+    size_t e;
+    while ((e = find(s, buf, len, i, &at)) > 0) {
+        memset(buf + at, '*', e - at);
+        hits++;
+        i = e;
+    }
+    return hits;
+}

@@ -1,0 +1,167 @@
+/*
+ * Unit tests for secret scrubbing (providers/scrub.c): every form of every
+ * kind of provider secret is masked, lengths are kept, harmless text and
+ * short or plain values are left alone.
+ */
+#include "../providers/providers.h"
+#include "harness.h"
+
+/* The fuzz target's entry point, run here on the seeds' truncations so CI
+ * exercises its properties without libFuzzer. */
+#include "fuzz/fuzz_scrub.c"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define KEY "sk-proj-ABCdef0123456789xyzXYZ"
+#define HDR "hdr-tok-0123456789abcdef"
+#define PW "p%40ss-word-123456"  /* URL-encoded '@' */
+
+static struct cfg_header hdrs[] = {
+    {"api-key", HDR},
+    {"X-Title", "MyApp"},              /* plain, short: left alone */
+    {"X-Org", "organisation-long-name"}, /* plain: full match only */
+    {"Authorization", "Bearer tok-bearer-0123456789"},
+    {"Proxy-Authorization", "Basic dXNlcjpzM2NyZXQtcGFzc3dvcmQ="},
+};
+
+static struct cfg_provider prov = {
+    .name = "p",
+    .base_url = "https://bob:" PW "@relay.example/v1",
+    .api_key = KEY,
+    .headers = hdrs,
+    .n_headers = sizeof(hdrs) / sizeof(hdrs[0]),
+};
+
+/* Scrubs a copy of in; returns it (static buffer). */
+static const char *
+scrubbed(struct pv_scrub *s, const char *in, size_t *hits)
+{
+    static char buf[4096];
+    snprintf(buf, sizeof(buf), "%s", in);
+    size_t h = pv_scrub(s, buf, strlen(buf));
+    if (hits)
+        *hits = h;
+    T_EQ_INT(strlen(buf), strlen(in)); /* same length */
+    return buf;
+}
+
+static int
+clean(struct pv_scrub *s, const char *in)
+{
+    const char *out = scrubbed(s, in, NULL);
+    int ok = strchr(out, '*') != NULL;
+    if (!ok)
+        fprintf(stderr, "  not masked: %s\n", in);
+    return ok;
+}
+
+static void
+test_forms(void)
+{
+    struct pv_scrub *s = pv_scrub_new(&prov);
+    T_CHECK(s != NULL);
+    size_t hits;
+    /* raw */
+    T_EQ_STR(scrubbed(s, "key=" KEY ".", &hits),
+             "key=******************************.");
+    T_EQ_INT(hits, 1);
+    /* JSON-escaped: \/ and \u in any mix, the whole escaped span masked */
+    T_EQ_STR(scrubbed(s, "\"\\u0073k-proj-ABCdef0123456789xyzXYZ\"", NULL),
+             "\"***********************************\"");
+    T_CHECK(clean(s, "{\"m\":\"sk\\u002dproj\\u002dABCdef0123456789xyzXYZ\"}"));
+    T_CHECK(!pv_scrub_has(s, scrubbed(s, "a \\u0073\\u006b\\u002d\\u0070"
+                                         "\\u0072\\u006f\\u006a\\u002dABC",
+                                      NULL),
+                          60));
+    /* prefix: cut by a few characters, or only its first 8 */
+    T_CHECK(clean(s, "Incorrect key sk-proj-ABCdef01234567..."));
+    T_CHECK(clean(s, "starts sk-proj-A"));
+    /* seven leading characters are not a leak */
+    T_EQ_STR(scrubbed(s, "sk-proj", &hits), "sk-proj");
+    /* header value (credential name), and its base64 */
+    T_CHECK(clean(s, "echo: " HDR));
+    T_CHECK(clean(s, "YXBpLWtleTogaGRyLXRvay0wMTIzNDU2Nzg5YWJjZGVm")); /* "api-key: hdr-tok-0123456789abcdef" */
+    /* Bearer token, the token alone, and base64 of it at an odd offset */
+    T_CHECK(clean(s, "tok-bearer-0123456789"));
+    T_CHECK(clean(s, "QXV0aG9yaXphdGlvbjogQmVhcmVyIHRvay1iZWFyZXItMDEyMzQ1Njc4OQ=="));
+    /* Basic: the decoded user:pass and the password */
+    T_CHECK(clean(s, "user:s3cret-password"));
+    T_CHECK(clean(s, "pw s3cret-password"));
+    /* URL userinfo: raw, %-decoded, and as the Basic header curl sends */
+    T_CHECK(clean(s, "https://bob:" PW "@relay"));
+    T_CHECK(clean(s, "p@ss-word-123456"));
+    T_CHECK(clean(s, "Basic Ym9iOnBAc3Mtd29yZC0xMjM0NTY=")); /* bob:p@ss-word-123456 */
+    /* plain header values: the full value only; short ones never */
+    T_CHECK(clean(s, "organisation-long-name"));
+    T_EQ_STR(scrubbed(s, "organisation-lo", NULL), "organisation-lo");
+    T_EQ_STR(scrubbed(s, "Hello from MyApp", NULL), "Hello from MyApp");
+    /* ordinary text is left as is; "Bearer x" is not a secret */
+    const char *plain = "{\"choices\":[{\"message\":{\"content\":\"Bearer "
+                        "tokens and keys: sk-\\n\\\"x\\\"\"}}]}";
+    T_EQ_STR(scrubbed(s, plain, &hits), plain);
+    T_EQ_INT(hits, 0);
+    T_CHECK(!pv_scrub_has(s, plain, strlen(plain)));
+    /* several in one text */
+    scrubbed(s, KEY " and " HDR " and " KEY, &hits);
+    T_EQ_INT(hits, 3);
+    pv_scrub_free(s);
+}
+
+static void
+test_nothing_to_scrub(void)
+{
+    struct cfg_provider p = {.name = "x", .base_url = "http://h/v1"};
+    T_CHECK(pv_scrub_new(&p) == NULL);
+    T_CHECK(pv_scrub_new(NULL) == NULL);
+    char b[] = "sk-anything";
+    T_EQ_INT(pv_scrub(NULL, b, strlen(b)), 0);
+    T_EQ_INT(pv_scrub_has(NULL, b, strlen(b)), 0);
+    pv_scrub_free(NULL);
+}
+
+/* Every truncation of every escaped form: no read past the end. */
+static void
+test_edges(void)
+{
+    struct pv_scrub *s = pv_scrub_new(&prov);
+    static const char *const in[] = {"\\u00", "\\", "\\u0073k-proj-AB",
+                                     KEY, "\\/\\/\\u0"};
+    for (size_t i = 0; i < sizeof(in) / sizeof(in[0]); i++) {
+        size_t n = strlen(in[i]);
+        for (size_t k = 0; k <= n; k++) {
+            char *b = malloc(k ? k : 1);
+            memcpy(b, in[i], k);
+            size_t hits = pv_scrub(s, b, k);
+            /* the key cut anywhere: a leak from 8 characters on */
+            if (i == 3)
+                T_EQ_INT(hits, k >= 8);
+            free(b);
+        }
+    }
+    pv_scrub_free(s);
+}
+
+static void
+test_fuzz_entry(void)
+{
+    static const char *const seeds[] = {
+        "{\"error\":{\"message\":\"key sk-proj-ABCdef0123456789xy\"}}",
+        "{\"m\":\"\\u0073k-proj-ABCdef0123456789xyzXYZ a\\/b\"}",
+        "Basic Ym9iOnBAc3Mtd29yZC0xMjM0NTY=; aGRyLXRvay0wMTIzNDU2Nzg5YWJjZGVm",
+    };
+    for (size_t i = 0; i < sizeof(seeds) / sizeof(seeds[0]); i++)
+        for (size_t n = 0; n <= strlen(seeds[i]); n++)
+            T_EQ_INT(LLVMFuzzerTestOneInput((const uint8_t *)seeds[i], n),
+                     0);
+}
+
+int
+main(void)
+{
+    T_RUN(test_forms);
+    T_RUN(test_nothing_to_scrub);
+    T_RUN(test_edges);
+    T_RUN(test_fuzz_entry);
+    return T_END();
+}
