@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -682,6 +683,15 @@ gw_cli_serve(int argc, char **argv)
         goto out;
     }
 
+    struct rlimit nofile;
+    if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 &&
+        nofile.rlim_cur != RLIM_INFINITY &&
+        (rlim_t)srv.cfg->max_connections + 64 > nofile.rlim_cur)
+        GX_LOG(GX_LOG_WARN, NULL,
+               "limits.max_connections is %d but this process may open only "
+               "%llu files (ulimit -n); past that, accepting pauses on "
+               "EMFILE: raise the limit or lower max_connections",
+               srv.cfg->max_connections, (unsigned long long)nofile.rlim_cur);
     srv.n_workers = srv.cfg->workers;
     srv.workers = calloc((size_t)srv.n_workers, sizeof(*srv.workers));
     if (!srv.workers) {

@@ -1109,6 +1109,14 @@ test_emfile(void)
     if (f)
         fclose(f);
     T_CHECK(emfile_lines >= 1 && emfile_lines <= 3);
+    /* ... and warned at start that max_connections exceeds the limit. */
+    f = fopen(gw.log_path, "r");
+    int warned = 0;
+    while (f && fgets(line, sizeof(line), f))
+        warned += strstr(line, "may open only") != NULL;
+    if (f)
+        fclose(f);
+    T_CHECK(warned >= 1);
 }
 
 int
