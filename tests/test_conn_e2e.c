@@ -1080,10 +1080,19 @@ test_connection_cap(void)
 static void
 test_emfile(void)
 {
+    /* A client connected before the flood keeps being served. */
+    int kept = fresh();
+    struct hresp r;
+    T_EQ_INT(send_str(kept, "GET /health HTTP/1.1\r\nHost: x\r\n\r\n"), 0);
+    T_EQ_INT(read_resp(kept, &rbg, &r, 0, 10000), 0);
     int fds[200];
     int n = open_many(fds, 200);
     T_EQ_INT(n, 200);
     usleep(300 * 1000);
+    T_EQ_INT(send_str(kept, "GET /health HTTP/1.1\r\nHost: x\r\n\r\n"), 0);
+    T_EQ_INT(read_resp(kept, &rbg, &r, 0, 10000), 0);
+    T_EQ_INT(r.status, 200);
+    close(kept);
     long long c0 = cpu_ticks(gw.pid);
     long long l0 = file_size(gw.log_path);
     usleep(2000 * 1000);
