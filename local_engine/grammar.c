@@ -58,7 +58,8 @@ struct le_grammar {
     uint32_t root;
 };
 
-#define G_MAX_DEPTH 512    /* positions in one stack / expansion depth */
+#define G_MAX_DEPTH 256    /* positions in one stack / expansion depth;
+                              each level keeps a copy on the C stack */
 #define G_MAX_STACKS 4096  /* stacks in one state */
 #define G_MAX_REPEAT 10000 /* m, n of x{m,n} */
 

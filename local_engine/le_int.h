@@ -8,7 +8,8 @@
  *   tokenizer.c SPM and byte-level BPE tokenizers from GGUF metadata
  *   unicode.c   code point categories for the BPE pre-tokenizers
  *   model.c     llama / qwen2 weights and the forward pass
- *   sampler.c, chat.c, pool.c (thread pool), cli.c
+ *   sampler.c, grammar.c (constrained generation), chat.c, pool.c
+ *               (thread pool), cli.c
  */
 #ifndef LLMUX_LE_INT_H
 #define LLMUX_LE_INT_H
