@@ -182,29 +182,25 @@ gs_object(struct gs *g, const json_t *s, char *name, int depth)
     const json_t *props = json_object_get(s, "properties");
     const json_t *req = json_object_get(s, "required");
     const json_t *addl = json_object_get(s, "additionalProperties");
-    if (props && !json_is_object(props))
-        {
-            gs_fail(g, "%s", "'properties' must be an object");
-            return;
-        }
-    if (req && !json_is_array(req))
-        {
-            gs_fail(g, "%s", "'required' must be an array of names");
-            return;
-        }
-    if (addl && !json_is_boolean(addl))
-        {
-            gs_fail(g, "%s",
-                       "'additionalProperties' as a schema is not "
-                       "supported by the local engine (only true or false)");
-            return;
-        }
+    if (props && !json_is_object(props)) {
+        gs_fail(g, "%s", "'properties' must be an object");
+        return;
+    }
+    if (req && !json_is_array(req)) {
+        gs_fail(g, "%s", "'required' must be an array of names");
+        return;
+    }
+    if (addl && !json_is_boolean(addl)) {
+        gs_fail(g, "%s",
+                "'additionalProperties' as a schema is not "
+                "supported by the local engine (only true or false)");
+        return;
+    }
     size_t np = props ? json_object_size(props) : 0;
     size_t nr = 0;
     for (size_t i = 0; req && i < json_array_size(req); i++) {
         const json_t *k = json_array_get(req, i);
-        if (!json_is_string(k))
-            {
+        if (!json_is_string(k)) {
             gs_fail(g, "%s", "'required' must be an array of names");
             return;
         }
@@ -227,10 +223,8 @@ gs_object(struct gs *g, const json_t *s, char *name, int depth)
     if (!vals || !keys) {
         free(vals);
         free(keys);
-        {
-            gs_fail(g, "%s", "out of memory");
-            return;
-        }
+        gs_fail(g, "%s", "out of memory");
+        return;
     }
     size_t k = 0;
     const char *key;
@@ -278,8 +272,7 @@ gs_array(struct gs *g, const json_t *s, char *name, int depth)
     const json_t *items = json_object_get(s, "items");
     char item[24] = "j-value";
     if (items) {
-        if (!json_is_object(items) && !json_is_boolean(items))
-            {
+        if (!json_is_object(items) && !json_is_boolean(items)) {
             gs_fail(g, "%s", "'items' must be a schema");
             return;
         }
@@ -291,11 +284,10 @@ gs_array(struct gs *g, const json_t *s, char *name, int depth)
     json_int_t hi = gs_count(g, s, "maxItems", -1, GS_MAX_ITEMS);
     if (g->failed)
         return;
-    if (hi >= 0 && hi < lo)
-        {
-            gs_fail(g, "%s", "'maxItems' is below 'minItems'");
-            return;
-        }
+    if (hi >= 0 && hi < lo) {
+        gs_fail(g, "%s", "'maxItems' is below 'minItems'");
+        return;
+    }
     gs_rule(g, name);
     if (hi == 0) {
         gx_buf_printf(&g->out, " \"[\" ws \"]\"\n");
@@ -318,11 +310,10 @@ gs_string(struct gs *g, const json_t *s, char *name)
     json_int_t hi = gs_count(g, s, "maxLength", -1, GS_MAX_LENGTH);
     if (g->failed)
         return;
-    if (hi >= 0 && hi < lo)
-        {
-            gs_fail(g, "%s", "'maxLength' is below 'minLength'");
-            return;
-        }
+    if (hi >= 0 && hi < lo) {
+        gs_fail(g, "%s", "'maxLength' is below 'minLength'");
+        return;
+    }
     if (lo == 0 && hi < 0) {
         snprintf(name, 24, "j-string");
         return;
@@ -355,6 +346,18 @@ gs_type(struct gs *g, const json_t *s, const char *t, char *name, int depth)
     } else {
         gs_fail(g, "unknown type '%s'", t);
     }
+}
+
+/* NAME ::= alts[0] | alts[1] ... (nothing once failed) */
+static void
+gs_alts_rule(struct gs *g, char *name, char (*alts)[24], size_t n)
+{
+    if (g->failed)
+        return;
+    gs_rule(g, name);
+    for (size_t i = 0; i < n; i++)
+        gx_buf_printf(&g->out, "%s %s", i ? " |" : "", alts[i]);
+    gx_buf_printf(&g->out, "\n");
 }
 
 static const json_t *
@@ -391,11 +394,10 @@ gs_ref(struct gs *g, const char *ref, char *name, int depth)
             snprintf(name, 24, "%s", g->refs[i].name);
             return;
         }
-    if (g->n_refs == sizeof(g->refs) / sizeof(g->refs[0]))
-        {
-            gs_fail(g, "%s", "too many '$ref' targets");
-            return;
-        }
+    if (g->n_refs == sizeof(g->refs) / sizeof(g->refs[0])) {
+        gs_fail(g, "%s", "too many '$ref' targets");
+        return;
+    }
     /* name the rule first, so a reference inside resolves to it */
     struct gs_ref *r = &g->refs[g->n_refs++];
     r->schema = t;
@@ -412,58 +414,50 @@ gs_schema(struct gs *g, const json_t *s, char *name, int depth)
     snprintf(name, 24, "j-value");
     if (g->failed)
         return;
-    if (depth > GS_MAX_DEPTH)
-        {
-            gs_fail(g, "%s", "the schema is nested too deeply");
-            return;
-        }
+    if (depth > GS_MAX_DEPTH) {
+        gs_fail(g, "%s", "the schema is nested too deeply");
+        return;
+    }
     if (json_is_true(s))
         return;
-    if (json_is_false(s))
-        {
-            gs_fail(g, "%s", "a 'false' schema matches nothing");
-            return;
-        }
-    if (!json_is_object(s))
-        {
-            gs_fail(g, "%s", "a schema must be an object");
-            return;
-        }
+    if (json_is_false(s)) {
+        gs_fail(g, "%s", "a 'false' schema matches nothing");
+        return;
+    }
+    if (!json_is_object(s)) {
+        gs_fail(g, "%s", "a schema must be an object");
+        return;
+    }
     const char *key;
     const json_t *v;
     json_object_foreach((json_t *)s, key, v) {
         int known = 0;
         for (size_t i = 0; gs_known[i] && !known; i++)
             known = !strcmp(key, gs_known[i]);
-        if (!known)
-            {
+        if (!known) {
             gs_fail(g,
-                           "the JSON Schema keyword '%s' is not supported "
-                           "by the local engine",
-                           key);
+                    "the JSON Schema keyword '%s' is not supported "
+                    "by the local engine",
+                    key);
             return;
         }
     }
     const json_t *ref = json_object_get(s, "$ref");
     if (ref) {
-        if (!json_is_string(ref))
-            {
+        if (!json_is_string(ref)) {
             gs_fail(g, "%s", "'$ref' must be a string");
             return;
         }
         if (json_object_size(s) > 1 &&
             (json_object_get(s, "type") || json_object_get(s, "enum") ||
-             json_object_get(s, "anyOf") || json_object_get(s, "const")))
-            {
+             json_object_get(s, "anyOf") || json_object_get(s, "const"))) {
             gs_fail(g, "%s",
-                           "'$ref' beside other constraints is not "
-                           "supported by the local engine");
+                    "'$ref' beside other constraints is not "
+                    "supported by the local engine");
             return;
         }
-        {
-            gs_ref(g, json_string_value(ref), name, depth);
-            return;
-        }
+        gs_ref(g, json_string_value(ref), name, depth);
+        return;
     }
     const json_t *cst = json_object_get(s, "const");
     const json_t *en = json_object_get(s, "enum");
@@ -474,8 +468,7 @@ gs_schema(struct gs *g, const json_t *s, char *name, int depth)
         return;
     }
     if (en) {
-        if (!json_is_array(en) || json_array_size(en) == 0)
-            {
+        if (!json_is_array(en) || json_array_size(en) == 0) {
             gs_fail(g, "%s", "'enum' must be a non-empty array");
             return;
         }
@@ -491,22 +484,19 @@ gs_schema(struct gs *g, const json_t *s, char *name, int depth)
     }
     const json_t *any = json_object_get(s, "anyOf");
     if (any) {
-        if (!json_is_array(any) || json_array_size(any) == 0)
-            {
+        if (!json_is_array(any) || json_array_size(any) == 0) {
             gs_fail(g, "%s", "'anyOf' must be a non-empty array");
             return;
         }
-        if (json_object_get(s, "type"))
-            {
+        if (json_object_get(s, "type")) {
             gs_fail(g, "%s",
-                           "'anyOf' beside 'type' is not supported by the "
-                           "local engine");
+                    "'anyOf' beside 'type' is not supported by the "
+                    "local engine");
             return;
         }
         size_t n = json_array_size(any);
         char(*alts)[24] = calloc(n, sizeof(*alts));
-        if (!alts)
-            {
+        if (!alts) {
             gs_fail(g, "%s", "out of memory");
             return;
         }
@@ -517,46 +507,36 @@ gs_schema(struct gs *g, const json_t *s, char *name, int depth)
             gs_schema(g, json_array_get(any, i), alts[i], depth + 1);
             g->path[mark] = 0;
         }
-        if (!g->failed) {
-            gs_rule(g, name);
-            for (size_t i = 0; i < n; i++)
-                gx_buf_printf(&g->out, "%s %s", i ? " |" : "", alts[i]);
-            gx_buf_printf(&g->out, "\n");
-        }
+        gs_alts_rule(g, name, alts, n);
         free(alts);
         return;
     }
     const json_t *type = json_object_get(s, "type");
     if (!type) {
-        if (json_object_get(s, "properties"))
-            {
+        if (json_object_get(s, "properties")) {
             gs_type(g, s, "object", name, depth);
             return;
         }
-        if (json_object_get(s, "items"))
-            {
+        if (json_object_get(s, "items")) {
             gs_type(g, s, "array", name, depth);
             return;
         }
         return; /* any JSON value */
     }
-    if (json_is_string(type))
-        {
-            gs_type(g, s, json_string_value(type), name, depth);
-            return;
-        }
-    if (!json_is_array(type) || json_array_size(type) == 0)
-        {
-            gs_fail(g, "%s", "'type' must be a name or a list of names");
-            return;
-        }
+    if (json_is_string(type)) {
+        gs_type(g, s, json_string_value(type), name, depth);
+        return;
+    }
+    if (!json_is_array(type) || json_array_size(type) == 0) {
+        gs_fail(g, "%s", "'type' must be a name or a list of names");
+        return;
+    }
     size_t n = json_array_size(type);
     char(*alts)[24] = calloc(n, sizeof(*alts));
-    if (!alts)
-        {
-            gs_fail(g, "%s", "out of memory");
-            return;
-        }
+    if (!alts) {
+        gs_fail(g, "%s", "out of memory");
+        return;
+    }
     for (size_t i = 0; i < n; i++) {
         const json_t *t = json_array_get(type, i);
         if (!json_is_string(t)) {
@@ -565,12 +545,7 @@ gs_schema(struct gs *g, const json_t *s, char *name, int depth)
         }
         gs_type(g, s, json_string_value(t), alts[i], depth + 1);
     }
-    if (!g->failed) {
-        gs_rule(g, name);
-        for (size_t i = 0; i < n; i++)
-            gx_buf_printf(&g->out, "%s %s", i ? " |" : "", alts[i]);
-        gx_buf_printf(&g->out, "\n");
-    }
+    gs_alts_rule(g, name, alts, n);
     free(alts);
 }
 

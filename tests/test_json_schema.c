@@ -161,6 +161,9 @@ test_refusals(void)
         {"{\"type\":\"string\",\"minLength\":5,\"maxLength\":2}",
          "below"},
         {"false", "matches nothing"},
+        {"{\"$defs\":{\"a\":{}},\"$ref\":\"#/$defs/a\",\"type\":"
+         "\"string\"}",
+         "beside other constraints"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         char err[256] = "";
