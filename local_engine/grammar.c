@@ -62,6 +62,7 @@ struct le_grammar {
                               each level keeps a copy on the C stack */
 #define G_MAX_STACKS 4096  /* stacks in one state */
 #define G_MAX_REPEAT 10000 /* m, n of x{m,n} */
+#define G_MAX_RULES 200000 /* rules of one grammar, generated ones included */
 
 /* ------------------------------------------------------------------ */
 /* Parser                                                               */
@@ -73,10 +74,22 @@ struct prule {
     int defined;
 };
 
+/* The chain O_1..O_n of optional copies of one element x (O_k ::= x
+ * O_{k-1} | ""), shared by every x{m,n} with the same x: O_k of a shorter
+ * bound is a tail of a longer one, so a schema with many bounded strings
+ * costs one chain, not one per string. */
+struct pchain {
+    struct gelem x;
+    int *ids; /* ids[k - 1] is O_k */
+    size_t n, cap;
+};
+
 struct gparse {
     const char *p, *end;
     struct prule *r;
     size_t n_r, cap_r;
+    struct pchain *chains;
+    size_t n_chains, cap_chains;
     uint64_t (*sets)[4];
     size_t n_sets, cap_sets;
     char *err;
@@ -115,6 +128,10 @@ grow(void **p, size_t *cap, size_t need, size_t size)
 static int
 new_rule(struct gparse *g, const char *name, size_t nlen)
 {
+    if (g->n_r >= G_MAX_RULES) {
+        perr(g, "the grammar is too large", NULL);
+        return -1;
+    }
     if (grow((void **)&g->r, &g->cap_r, g->n_r + 1, sizeof(*g->r)) != 0) {
         perr(g, "out of memory", NULL);
         return -1;
@@ -429,6 +446,36 @@ rep_rule(struct gparse *g, struct gelem x, int star, int tail)
     return r;
 }
 
+/* O_k of x (see struct pchain); -1 on failure. */
+static int
+opt_chain(struct gparse *g, struct gelem x, size_t k)
+{
+    struct pchain *c = NULL;
+    for (size_t i = 0; i < g->n_chains && !c; i++)
+        if (g->chains[i].x.type == x.type && g->chains[i].x.v == x.v)
+            c = &g->chains[i];
+    if (!c) {
+        if (grow((void **)&g->chains, &g->cap_chains, g->n_chains + 1,
+                 sizeof(*g->chains)) != 0) {
+            perr(g, "out of memory", NULL);
+            return -1;
+        }
+        c = &g->chains[g->n_chains++];
+        memset(c, 0, sizeof(*c));
+        c->x = x;
+    }
+    while (c->n < k && !g->failed) {
+        int r = rep_rule(g, x, 0, c->n ? c->ids[c->n - 1] : -1);
+        if (r < 0 ||
+            grow((void **)&c->ids, &c->cap, c->n + 1, sizeof(*c->ids)) != 0) {
+            perr(g, "out of memory", NULL);
+            return -1;
+        }
+        c->ids[c->n++] = r;
+    }
+    return g->failed ? -1 : c->ids[k - 1];
+}
+
 static void
 parse_item(struct gparse *g, int rule, int depth)
 {
@@ -483,11 +530,11 @@ parse_item(struct gparse *g, int rule, int depth)
         return;
     }
     /* n - m optional copies, nested: O_k ::= x O_{k-1} | "" */
-    int tail = -1;
-    for (long k = 0; k < n - m && !g->failed; k++)
-        tail = rep_rule(g, x, 0, tail);
-    if (tail >= 0 && !g->failed)
-        emit(g, rule, GE_REF, (uint32_t)tail);
+    if (n > m) {
+        int o = opt_chain(g, x, (size_t)(n - m));
+        if (o >= 0)
+            emit(g, rule, GE_REF, (uint32_t)o);
+    }
 }
 
 /* Is the text at p `name ::=`? */
@@ -536,6 +583,9 @@ gparse_cleanup(struct gparse *g)
     }
     free(g->r);
     free(g->sets);
+    for (size_t i = 0; i < g->n_chains; i++)
+        free(g->chains[i].ids);
+    free(g->chains);
 }
 
 void

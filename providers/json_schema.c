@@ -9,7 +9,8 @@
  *
  * The subset (anything else is refused, naming the keyword, so that a 200
  * never hides an ignored constraint):
- *   type (a name or a list of names), enum, const, anyOf, $ref to "#",
+ *   type (a name or a list of names), enum (<= 1000 values), const, anyOf,
+ *   $ref to "#",
  *   "#/$defs/NAME" or "#/definitions/NAME" (recursion allowed);
  *   object: properties, required, additionalProperties false or true;
  *   array: items, minItems, maxItems (<= 256);
@@ -37,6 +38,7 @@
 #define GS_MAX_DEPTH 48
 #define GS_MAX_ITEMS 256
 #define GS_MAX_LENGTH 4096
+#define GS_MAX_ENUM 1000
 
 /* The rules every compiled schema may use. */
 static const char gs_common[] =
@@ -470,6 +472,14 @@ gs_schema(struct gs *g, const json_t *s, char *name, int depth)
     if (en) {
         if (!json_is_array(en) || json_array_size(en) == 0) {
             gs_fail(g, "%s", "'enum' must be a non-empty array");
+            return;
+        }
+        if (json_array_size(en) > GS_MAX_ENUM) {
+            /* values with a common prefix are all alive at once in the
+             * recognizer, which bounds its state set */
+            gs_fail(g, "%s",
+                    "'enum' with more than 1000 values is not supported by "
+                    "the local engine");
             return;
         }
         /* members first: they may not be emitted inside the rule line */

@@ -1294,11 +1294,12 @@ lp_prepare(struct lp_engine *e, const json_t *b, struct lp_job *j,
         } else if (le_grammar_parse(pg.text.data, pg.text.len, NULL,
                                     &j->grammar, gerr,
                                     sizeof(gerr)) != LE_OK) {
-            /* our compiler wrote it: a fault on our side */
-            j->http_status = 500;
-            j->st = LE_EINVAL;
-            snprintf(j->err, sizeof(j->err), "%s", gerr);
-            rc = -1;
+            /* our compiler writes valid grammars: what fails here is a
+             * size bound, which the request's schema passed */
+            rc = refuse(j, have_format ? "response_format" : "tools",
+                        "unsupported_value",
+                        "the schema is too large for the local engine (%s)",
+                        gerr);
         }
     }
     /* the messages, with the tools described in a system turn first */

@@ -166,6 +166,34 @@ test_free_and_bounds(void)
     T_EQ_INT(sentence(g, "{q}"), 1);
     T_EQ_INT(sentence(g, "{qq}"), 0);
     le_grammar_free(g);
+    /* too many rules: an error, not gigabytes */
+    char big[2048] = "root ::=";
+    for (int i = 0; i < 30; i++)
+        snprintf(big + strlen(big), sizeof(big) - strlen(big),
+                 " ( \"%c\" \"%c\" ){0,10000}", 'a' + i % 26, 'A' + i % 26);
+    struct le_grammar *bg = NULL;
+    char err[256] = "";
+    T_EQ_INT(le_grammar_parse(big, strlen(big), NULL, &bg, err, sizeof(err)),
+             LE_EINVAL);
+    T_CHECK(strstr(err, "too large") != NULL);
+    /* the same bounded element shares one chain however often it is used */
+    char many[8192] = "root ::=";
+    for (int i = 0; i < 200; i++)
+        snprintf(many + strlen(many), sizeof(many) - strlen(many),
+                 " \",\" c{0,%d}", 4000 + i);
+    snprintf(many + strlen(many), sizeof(many) - strlen(many),
+             "\nc ::= [a-z]\n");
+    T_EQ_INT(le_grammar_parse(many, strlen(many), NULL, &bg, err,
+                              sizeof(err)),
+             LE_OK);
+    if (bg) {
+        T_EQ_INT(sentence(bg, ",abc,,x"), 0); /* 3 commas: too few */
+        char ok[1024] = "";
+        for (int i = 0; i < 200; i++)
+            strcat(ok, i % 3 ? "," : ",xy");
+        T_EQ_INT(sentence(bg, ok), 1);
+        le_grammar_free(bg);
+    }
     /* left recursion: an error at the start, not a hang or a crash */
     g = compile("root ::= root \"a\" | \"b\"");
     T_CHECK(g != NULL);

@@ -165,6 +165,17 @@ test_refusals(void)
          "\"string\"}",
          "beside other constraints"},
     };
+    /* an enum past 1000 values */
+    struct gx_buf big;
+    gx_buf_init(&big, 0);
+    gx_buf_printf(&big, "{\"enum\":[0");
+    for (int i = 1; i <= 1000; i++)
+        gx_buf_printf(&big, ",%d", i);
+    gx_buf_printf(&big, "]}");
+    char berr[256] = "";
+    T_CHECK(compile_schema(big.data, berr, sizeof(berr)) == NULL);
+    T_CHECK(strstr(berr, "more than 1000") != NULL);
+    gx_buf_cleanup(&big);
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         char err[256] = "";
         struct le_grammar *g = compile_schema(bad[i].schema, err, sizeof(err));
