@@ -626,7 +626,8 @@ flatten(struct gparse *g, uint32_t root, struct le_grammar **out)
     uint32_t pos = 0, na = 0;
     for (size_t i = 0; i < g->n_r; i++) {
         start[i] = pos;
-        memcpy(gr->el + pos, g->r[i].el, g->r[i].n * sizeof(*gr->el));
+        if (g->r[i].n)
+            memcpy(gr->el + pos, g->r[i].el, g->r[i].n * sizeof(*gr->el));
         pos += (uint32_t)g->r[i].n;
     }
     for (size_t i = 0; i < g->n_r; i++) {
@@ -639,7 +640,8 @@ flatten(struct gparse *g, uint32_t root, struct le_grammar **out)
     }
     gr->alt_off[g->n_r] = na;
     free(start);
-    memcpy(gr->sets, g->sets, g->n_sets * sizeof(*gr->sets));
+    if (g->n_sets)
+        memcpy(gr->sets, g->sets, g->n_sets * sizeof(*gr->sets));
     gr->n_el = pos;
     gr->n_sets = (uint32_t)g->n_sets;
     gr->n_rules = (uint32_t)g->n_r;
@@ -727,6 +729,8 @@ pool_push(struct gpool *p, const uint32_t *w, size_t n)
 {
     if (p->bad)
         return -1;
+    if (n == 0)
+        return 0;
     if (grow((void **)&p->a, &p->cap, p->n + n, sizeof(*p->a)) != 0) {
         p->bad = 1;
         return -1;
@@ -777,7 +781,7 @@ expand(const struct le_grammar *gr, struct gpool *p, struct gset *out,
         }
     }
     /* top is CHARS or FREE, or the stack is empty: a stack of the set */
-    const uint32_t *w = p->a + out->off;
+    const uint32_t *w = out->n_stacks ? p->a + out->off : NULL;
     size_t i = 0;
     for (uint32_t k = 0; k < out->n_stacks; k++) {
         uint32_t l = w[i];

@@ -122,6 +122,11 @@ seed_json_scan() {
     printf '{"usage":{"prompt_tokens":5},"usage":null,"choices":7}' >"$1/dup"
     printf '{"error":{"message":"bad","type":"x"}}' >"$1/error"
 }
+seed_grammar() { # grammar text, NUL, input
+    printf 'root ::= "{" ws ( k ws ":" ws v ( "," ws k ws ":" ws v )* )? "}"\nk ::= "\\"" [a-z]{1,3} "\\""\nv ::= "true" | [0-9]+ | root\nws ::= [ ]?\n\000{"ab": {"c":12}}' >"$1/json"
+    printf 'root ::= x{2,5} ( "a" | %%free )\nx ::= [^a-c]\n\000zzzzq hello' >"$1/free"
+    printf 'root ::= root "a" | "b"\n\000ba' >"$1/leftrec"
+}
 seed_sse() {
     printf '\005data: {"a":1}\r\n\r\nevent: x\ndata: y\n\n: c\n\n' >"$1/basic"
     printf '\003data: [DONE]\n\n' >"$1/done"
@@ -175,6 +180,7 @@ fuzz_$n: build failed"
         config) seed_config "$corpus" ;;
         sse) seed_sse "$corpus" ;;
         json_scan) seed_json_scan "$corpus" ;;
+        grammar) seed_grammar "$corpus" ;;
         esac
     fi
     art="$OUT/artifacts/$n/"
