@@ -51,19 +51,20 @@ sources_for() {
     case "$1" in
     sse) echo providers/sse.c common/common.c ;;
     json_scan) echo providers/json_scan.c ;;
+    json_schema) echo providers/json_schema.c common/common.c local_engine/*.c ;;
     config) echo config/*.c pricing/*.c common/*.c ;;
     *) echo local_engine/*.c ;;
     esac
 }
 libs_for() {
     case "$1" in
-    config | json_scan) pkg-config --libs jansson sqlite3 2>/dev/null || echo "-ljansson -lsqlite3" ;;
+    config | json_scan | json_schema) pkg-config --libs jansson sqlite3 2>/dev/null || echo "-ljansson -lsqlite3" ;;
     *) echo "" ;;
     esac
 }
 pkg_cflags_for() {
     case "$1" in
-    config | json_scan) pkg-config --cflags jansson sqlite3 2>/dev/null ;;
+    config | json_scan | json_schema) pkg-config --cflags jansson sqlite3 2>/dev/null ;;
     *) echo "" ;;
     esac
 }
@@ -127,6 +128,10 @@ seed_grammar() { # grammar text, NUL, input
     printf 'root ::= x{2,5} ( "a" | %%free )\nx ::= [^a-c]\n\000zzzzq hello' >"$1/free"
     printf 'root ::= root "a" | "b"\n\000ba' >"$1/leftrec"
 }
+seed_json_schema() {
+    printf '{"type":"object","properties":{"a":{"type":"string","maxLength":5},"b":{"enum":[1,"x",null]},"c":{"type":"array","items":{"$ref":"#/$defs/n"},"maxItems":2}},"required":["a"],"additionalProperties":false,"$defs":{"n":{"anyOf":[{"type":"integer"},{"type":["boolean","null"]}]}}}' >"$1/obj"
+    printf '{"type":"string","pattern":"x"}' >"$1/refused"
+}
 seed_sse() {
     printf '\005data: {"a":1}\r\n\r\nevent: x\ndata: y\n\n: c\n\n' >"$1/basic"
     printf '\003data: [DONE]\n\n' >"$1/done"
@@ -181,6 +186,7 @@ fuzz_$n: build failed"
         sse) seed_sse "$corpus" ;;
         json_scan) seed_json_scan "$corpus" ;;
         grammar) seed_grammar "$corpus" ;;
+        json_schema) seed_json_schema "$corpus" ;;
         esac
     fi
     art="$OUT/artifacts/$n/"
