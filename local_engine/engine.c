@@ -7,7 +7,10 @@
  * the session's KV cache is reused, the rest is prefilled in batches, then
  * tokens are sampled one by one.  Text goes to the callback through a
  * hold-back buffer so that no stop string (and no half UTF-8 character)
- * ever reaches the caller.
+ * ever reaches the caller.  With a grammar (sp->grammar) each token is
+ * drawn from those the grammar allows (grammar.c's mask, the sampler's
+ * masked draw) and advances the grammar state; the loop ends when the
+ * grammar is finished.
  */
 #include <stdatomic.h>
 #include <stdio.h>

@@ -14,6 +14,16 @@
  * counts them, mu guards text/done/cancelled and the event_active call, so
  * once the worker has set cancelled under mu the engine thread never
  * touches the event again.  The generation stops at the next token.
+ *
+ * The request (lp_prepare, on the worker).  Every parameter is in
+ * lp_params or refused; response_format and tools are compiled to one
+ * grammar (json_schema.c writes the schema rules, this file the tool-call
+ * wrapper) that the engine enforces token by token.  A refusal never
+ * reaches the engine: the job is born done and its 400 is delivered from
+ * the loop (never from inside lp_start), so the gateway passes it on as
+ * the provider's own 4xx instead of failing over to a 502.  Tool-call
+ * output is reshaped here: the grammar's wrapper {"name": ..., "arguments":
+ * ...} becomes message.tool_calls, or tool_call deltas while streaming.
  */
 #include <pthread.h>
 #include <stdarg.h>
