@@ -13,7 +13,7 @@
 
 #include "../local_engine/le_int.h"
 #include "harness.h"
-#include "lib/gguf_writer.h"
+#include "lib/le_fixture.h"
 
 static struct le_grammar *
 compile(const char *text)
@@ -359,24 +359,6 @@ valid_output(const char *s)
     return letters <= 12 && !strcmp(p, "\"}");
 }
 
-struct collect {
-    char buf[4096];
-    size_t len;
-};
-
-static int
-on_tok(void *ud, int32_t id, const char *text, size_t len)
-{
-    (void)id;
-    struct collect *c = ud;
-    if (c->len + len < sizeof(c->buf)) {
-        memcpy(c->buf + c->len, text, len);
-        c->len += len;
-        c->buf[c->len] = 0;
-    }
-    return 0;
-}
-
 static void
 generate_many(struct le_model *m, int seeds, float temp, int *n_done)
 {
@@ -398,19 +380,19 @@ generate_many(struct le_model *m, int seeds, float temp, int *n_done)
         sp.max_tokens = 120;
         sp.grammar = g;
         sp.trie = seed % 2 ? t : NULL; /* shared, or built per call */
-        struct collect c = {{0}, 0};
+        char out[4096];
         struct le_gen_result r;
-        enum le_status st = le_session_generate(
-            s, prompt, (size_t)np, &sp, on_tok, &c, &r, err, sizeof(err));
-        T_EQ_INT(st, LE_OK);
+        T_EQ_INT(le_fixture_generate(s, prompt, (size_t)np, &sp, out,
+                                     sizeof(out), &r),
+                 LE_OK);
         T_CHECK(r.finish == LE_FINISH_STOP || r.finish == LE_FINISH_LENGTH);
         if (r.finish == LE_FINISH_STOP) {
             (*n_done)++;
             if (seed == 0 && getenv("GRAMMAR_SHOW"))
-                fprintf(stderr, "  %s\n", c.buf);
-            if (!valid_output(c.buf)) {
+                fprintf(stderr, "  %s\n", out);
+            if (!valid_output(out)) {
                 fprintf(stderr, "invalid output (seed %d): %s\n", seed,
-                        c.buf);
+                        out);
                 T_CHECK(0);
             }
         }
@@ -423,13 +405,8 @@ generate_many(struct le_model *m, int seeds, float temp, int *n_done)
 static void
 test_generate_stories(void)
 {
-    char path[1024];
-    snprintf(path, sizeof(path), "%s/models/stories260K.gguf",
-             getenv("LLMUX_TEST_DATA") ? getenv("LLMUX_TEST_DATA")
-                                       : "../shared/data");
-    struct le_model *m = NULL;
-    char err[256];
-    T_EQ_INT(le_model_open(path, NULL, &m, err, sizeof(err)), LE_OK);
+    struct le_model *m = le_fixture_stories();
+    T_CHECK(m != NULL);
     if (!m)
         return;
     int done = 0;
@@ -445,24 +422,10 @@ test_generate_random_models(void)
 {
     int done = 0, total = 0;
     for (int k = 0; k < 3; k++) {
-        struct gguf_w_llama lp = {0};
-        lp.n_vocab = 300 + 150 * k;
-        lp.n_embd = 32;
-        lp.n_layer = 1;
-        lp.n_head = 2;
-        lp.n_head_kv = 1;
-        lp.n_ff = 48;
-        lp.n_ctx = 256;
-        lp.type = k == 1 ? LE_TYPE_Q8_0 : LE_TYPE_F32;
-        lp.seed = 1000 + (uint64_t)k;
-        char path[256];
-        snprintf(path, sizeof(path), "/tmp/llmux_grammar_%d_%d.gguf",
-                 (int)getpid(), k);
-        T_EQ_INT(gguf_w_llama_write(&lp, path), 0);
-        struct le_model *m = NULL;
-        char err[256];
-        T_EQ_INT(le_model_open(path, NULL, &m, err, sizeof(err)), LE_OK);
-        unlink(path);
+        struct le_model *m = le_fixture_random(
+            300 + 150 * k, k == 1 ? LE_TYPE_Q8_0 : LE_TYPE_F32,
+            1000 + (uint64_t)k, 256);
+        T_CHECK(m != NULL);
         if (!m)
             continue;
         generate_many(m, 12, 1.5f, &done);

@@ -14,7 +14,7 @@
 #include "../local_engine/le_int.h"
 #include "../providers/providers_int.h"
 #include "harness.h"
-#include "lib/gguf_writer.h"
+#include "lib/le_fixture.h"
 #include "lib/json_check.h"
 
 static struct le_grammar *
@@ -207,24 +207,6 @@ static const char *gen_schemas[] = {
     "\"maxLength\":6}},\"required\":[\"n\"]}]}",
 };
 
-struct collect {
-    char buf[8192];
-    size_t len;
-};
-
-static int
-on_tok(void *ud, int32_t id, const char *text, size_t len)
-{
-    (void)id;
-    struct collect *c = ud;
-    if (c->len + len < sizeof(c->buf)) {
-        memcpy(c->buf + c->len, text, len);
-        c->len += len;
-        c->buf[c->len] = 0;
-    }
-    return 0;
-}
-
 static void
 generate(struct le_model *m, int seeds, float temp, int *done, int *total)
 {
@@ -249,20 +231,20 @@ generate(struct le_model *m, int seeds, float temp, int *done, int *total)
             sp.max_tokens = 240;
             sp.grammar = g;
             sp.trie = t;
-            struct collect c = {{0}, 0};
+            char out[8192];
             struct le_gen_result r;
-            T_EQ_INT(le_session_generate(s, prompt, (size_t)np, &sp, on_tok,
-                                         &c, &r, err, sizeof(err)),
+            T_EQ_INT(le_fixture_generate(s, prompt, (size_t)np, &sp, out,
+                                         sizeof(out), &r),
                      LE_OK);
             (*total)++;
             if (r.finish != LE_FINISH_STOP)
                 continue; /* max_tokens: unfinished, nothing to check */
             (*done)++;
             json_error_t je;
-            json_t *v = json_loads(c.buf, JSON_DECODE_ANY, &je);
+            json_t *v = json_loads(out, JSON_DECODE_ANY, &je);
             if (!v || !json_check_schema(v, schema)) {
                 fprintf(stderr, "schema %zu seed %d: invalid output: %s\n",
-                        k, seed, c.buf);
+                        k, seed, out);
                 T_CHECK(0);
             }
             json_decref(v);
@@ -277,13 +259,8 @@ generate(struct le_model *m, int seeds, float temp, int *done, int *total)
 static void
 test_generate_stories(void)
 {
-    char path[1024];
-    snprintf(path, sizeof(path), "%s/models/stories260K.gguf",
-             getenv("LLMUX_TEST_DATA") ? getenv("LLMUX_TEST_DATA")
-                                       : "../shared/data");
-    struct le_model *m = NULL;
-    char err[256];
-    T_EQ_INT(le_model_open(path, NULL, &m, err, sizeof(err)), LE_OK);
+    struct le_model *m = le_fixture_stories();
+    T_CHECK(m != NULL);
     if (!m)
         return;
     int done = 0, total = 0;
@@ -300,24 +277,10 @@ test_generate_random_models(void)
 {
     int done = 0, total = 0;
     for (int k = 0; k < 2; k++) {
-        struct gguf_w_llama lp = {0};
-        lp.n_vocab = 400 + 200 * k;
-        lp.n_embd = 32;
-        lp.n_layer = 1;
-        lp.n_head = 2;
-        lp.n_head_kv = 2;
-        lp.n_ff = 64;
-        lp.n_ctx = 512;
-        lp.type = k ? LE_TYPE_Q4_0 : LE_TYPE_F32;
-        lp.seed = 77 + (uint64_t)k;
-        char path[256];
-        snprintf(path, sizeof(path), "/tmp/llmux_schema_%d_%d.gguf",
-                 (int)getpid(), k);
-        T_EQ_INT(gguf_w_llama_write(&lp, path), 0);
-        struct le_model *m = NULL;
-        char err[256];
-        T_EQ_INT(le_model_open(path, NULL, &m, err, sizeof(err)), LE_OK);
-        unlink(path);
+        struct le_model *m = le_fixture_random(
+            400 + 200 * k, k ? LE_TYPE_Q4_0 : LE_TYPE_F32, 77 + (uint64_t)k,
+            512);
+        T_CHECK(m != NULL);
         if (!m)
             continue;
         generate(m, 20, 1.2f, &done, &total);
