@@ -852,11 +852,29 @@ set_complete(const struct gpool *p, struct gset s)
 /* ------------------------------------------------------------------ */
 /* Grammar state                                                        */
 
+/*
+ * The mask is a function of the stack set (and the trie) alone, and
+ * generation revisits sets: inside an unbounded string every character
+ * leaves the same set.  A few recent masks are kept, keyed by the set's
+ * words, so such a state costs a copy instead of a walk.
+ */
+#define G_MASK_CACHE 4
+
+struct gmask {
+    const struct le_token_trie *trie; /* NULL: empty slot */
+    uint32_t *key;                    /* the set's words */
+    size_t key_len;
+    uint64_t *mask;                   /* [trie->n_words] */
+    size_t n_allowed;
+};
+
 struct le_gstate {
     const struct le_grammar *gr;
     struct gpool cur;  /* the current set at offset 0 */
     struct gset set;
     struct gpool tmp;  /* scratch for advances and the mask walk */
+    struct gmask cache[G_MASK_CACHE];
+    unsigned next_slot;
 };
 
 static int
@@ -905,6 +923,10 @@ le_gstate_free(struct le_gstate *gs)
         return;
     free(gs->cur.a);
     free(gs->tmp.a);
+    for (int i = 0; i < G_MASK_CACHE; i++) {
+        free(gs->cache[i].key);
+        free(gs->cache[i].mask);
+    }
     free(gs);
 }
 
@@ -1153,9 +1175,9 @@ mark_all(const struct le_token_trie *t, int32_t node, uint64_t *mask)
     }
 }
 
-enum le_status
-le_gstate_mask(struct le_gstate *gs, const struct le_token_trie *t,
-               uint64_t *mask, size_t *n_allowed)
+static enum le_status
+compute_mask(struct le_gstate *gs, const struct le_token_trie *t,
+             uint64_t *mask, size_t *n_allowed)
 {
     memset(mask, 0, t->n_words * sizeof(*mask));
     if (le_gstate_is_free(gs)) {
@@ -1173,12 +1195,53 @@ le_gstate_mask(struct le_gstate *gs, const struct le_token_trie *t,
     if (le_gstate_complete(gs))
         for (size_t w = 0; w < t->n_words; w++)
             mask[w] |= t->eog[w];
-    if (n_allowed) {
-        size_t k = 0;
-        for (size_t w = 0; w < t->n_words; w++)
-            for (uint64_t x = mask[w]; x; x &= x - 1)
-                k++;
-        *n_allowed = k;
+    size_t k = 0;
+    for (size_t w = 0; w < t->n_words; w++)
+        for (uint64_t x = mask[w]; x; x &= x - 1)
+            k++;
+    *n_allowed = k;
+    return LE_OK;
+}
+
+enum le_status
+le_gstate_mask(struct le_gstate *gs, const struct le_token_trie *t,
+               uint64_t *mask, size_t *n_allowed)
+{
+    size_t words = t->n_words, klen = gs->set.len, k = 0;
+    for (int i = 0; i < G_MASK_CACHE; i++) {
+        struct gmask *c = &gs->cache[i];
+        if (c->trie == t && c->key_len == klen &&
+            !memcmp(c->key, gs->cur.a, klen * sizeof(*c->key))) {
+            memcpy(mask, c->mask, words * sizeof(*mask));
+            if (n_allowed)
+                *n_allowed = c->n_allowed;
+            return LE_OK;
+        }
     }
+    enum le_status st = compute_mask(gs, t, mask, &k);
+    if (st != LE_OK)
+        return st;
+    if (n_allowed)
+        *n_allowed = k;
+    /* remember it (a failed allocation only skips the cache) */
+    struct gmask *c = &gs->cache[gs->next_slot++ % G_MASK_CACHE];
+    uint32_t *key = malloc(klen * sizeof(*key) + 1);
+    uint64_t *m = c->trie == t ? c->mask : malloc(words * sizeof(*m));
+    if (!key || !m) {
+        free(key);
+        if (m != c->mask)
+            free(m);
+        return LE_OK;
+    }
+    if (m != c->mask)
+        free(c->mask);
+    free(c->key);
+    memcpy(key, gs->cur.a, klen * sizeof(*key));
+    memcpy(m, mask, words * sizeof(*m));
+    c->trie = t;
+    c->key = key;
+    c->key_len = klen;
+    c->mask = m;
+    c->n_allowed = k;
     return LE_OK;
 }
