@@ -7,7 +7,10 @@
  * the session's KV cache is reused, the rest is prefilled in batches, then
  * tokens are sampled one by one.  Text goes to the callback through a
  * hold-back buffer so that no stop string (and no half UTF-8 character)
- * ever reaches the caller.
+ * ever reaches the caller.  With a grammar (sp->grammar) each token is
+ * drawn from those the grammar allows (grammar.c's mask, the sampler's
+ * masked draw) and advances the grammar state; the loop ends when the
+ * grammar is finished.
  */
 #include <stdatomic.h>
 #include <stdio.h>
@@ -132,6 +135,93 @@ pending_drop(struct pending *b, size_t n)
     b->len -= n;
 }
 
+/* Constrained generation's per-call state (sp->grammar set). */
+struct constraint {
+    struct le_gstate *gs;
+    const struct le_token_trie *trie;
+    struct le_token_trie *own_trie;
+    uint64_t *mask;
+};
+
+static void
+constraint_cleanup(struct constraint *c)
+{
+    le_gstate_free(c->gs);
+    le_token_trie_free(c->own_trie);
+    free(c->mask);
+}
+
+static enum le_status
+constraint_init(struct constraint *c, const struct le_model *m,
+                const struct le_sampling *sp, char *err, size_t errlen)
+{
+    enum le_status st = le_gstate_new(sp->grammar, &c->gs);
+    if (st == LE_OK && !sp->trie)
+        st = le_token_trie_new(m, &c->own_trie);
+    c->trie = sp->trie ? sp->trie : c->own_trie;
+    if (st == LE_OK &&
+        le_token_trie_words(c->trie) != ((size_t)m->hp.n_vocab + 63) / 64)
+        st = LE_EINVAL; /* a trie of another model */
+    if (st == LE_OK) {
+        c->mask = malloc(le_token_trie_words(c->trie) * sizeof(*c->mask));
+        if (!c->mask)
+            st = LE_ENOMEM;
+    }
+    if (st != LE_OK && err && errlen)
+        snprintf(err, errlen, "grammar: %s", le_status_str(st));
+    return st;
+}
+
+/* Is id one the grammar allows now?  Only for the greedy shortcut; pieces
+ * too long for the buffer answer no and go through the mask. */
+static int
+constraint_allows(struct constraint *c, const struct le_model *m, int32_t id)
+{
+    if (le_model_is_eog(m, id))
+        return le_gstate_complete(c->gs);
+    char piece[256];
+    size_t pl = le_model_token_to_piece(m, id, 0, piece, sizeof(piece));
+    return pl > 0 && pl <= sizeof(piece) &&
+           le_gstate_accepts(c->gs, piece, pl);
+}
+
+/*
+ * Picks the next token under the grammar.  Greedy first tries the plain
+ * argmax: when the grammar allows it, it is also the argmax of the masked
+ * logits, so the whole-vocabulary mask is computed only when the model's
+ * favourite is forbidden.  Sampling always masks first, so top-k / top-p /
+ * min-p see the allowed tokens only (as llama.cpp orders them).
+ */
+static enum le_status
+constraint_pick(struct constraint *c, struct le_session *s,
+                const struct le_sampling *sp, int32_t *out, char *err,
+                size_t errlen)
+{
+    if (sp->temperature <= 0) {
+        int32_t id = le_sampler_sample(s->smp, s->logits);
+        if (constraint_allows(c, s->m, id)) {
+            *out = id;
+            return LE_OK;
+        }
+    }
+    size_t n = 0;
+    enum le_status st = le_gstate_mask(c->gs, c->trie, c->mask, &n);
+    if (st == LE_OK && n == 0)
+        st = LE_EINVAL;
+    if (st != LE_OK) {
+        if (err && errlen)
+            snprintf(err, errlen,
+                     st == LE_ENOMEM
+                         ? "grammar: out of memory"
+                         : "grammar: no token of this vocabulary can "
+                           "continue the output (or the grammar is too "
+                           "ambiguous)");
+        return st;
+    }
+    *out = le_sampler_sample_masked(s->smp, s->logits, c->mask);
+    return LE_OK;
+}
+
 enum le_status
 le_session_generate(struct le_session *s, const int32_t *prompt,
                     size_t n_prompt, const struct le_sampling *sp,
@@ -142,6 +232,7 @@ le_session_generate(struct le_session *s, const int32_t *prompt,
     memset(&r, 0, sizeof(r));
     enum le_status st = LE_OK;
     struct pending pend = {0};
+    struct constraint con = {0};
     struct le_sampling dsp;
     if (!sp) {
         le_sampling_default(&dsp);
@@ -190,6 +281,11 @@ le_session_generate(struct le_session *s, const int32_t *prompt,
     st = le_sampler_new(sp, m->hp.n_vocab, &s->smp);
     if (st != LE_OK)
         goto out;
+    if (sp->grammar) {
+        st = constraint_init(&con, m, sp, err, errlen);
+        if (st != LE_OK)
+            goto out;
+    }
 
     double t0 = now_ms();
     st = le_session_decode(s, prompt + common, n_prompt - common, err, errlen);
@@ -213,7 +309,14 @@ le_session_generate(struct le_session *s, const int32_t *prompt,
             r.finish = LE_FINISH_LENGTH;
             break;
         }
-        int32_t id = le_sampler_sample(s->smp, s->logits);
+        int32_t id;
+        if (con.gs && !le_gstate_is_free(con.gs)) {
+            st = constraint_pick(&con, s, sp, &id, err, errlen);
+            if (st != LE_OK)
+                goto out;
+        } else {
+            id = le_sampler_sample(s->smp, s->logits);
+        }
         if (!sp->ignore_eos && le_model_is_eog(m, id)) {
             r.finish = LE_FINISH_STOP;
             break;
@@ -237,6 +340,13 @@ le_session_generate(struct le_session *s, const int32_t *prompt,
             st = LE_ENOMEM;
             goto out;
         }
+        if (con.gs && !le_gstate_accept(con.gs, pend.p + pend.len - pl, pl)) {
+            st = LE_EINVAL; /* cannot happen: the token was allowed */
+            if (err && errlen)
+                snprintf(err, errlen, "grammar: a forbidden token was "
+                                      "sampled");
+            goto out;
+        }
         int matched = 0;
         size_t safe = le_stop_scan(pend.p, pend.len, sp->stop, sp->n_stop,
                                    &matched);
@@ -254,6 +364,10 @@ le_session_generate(struct le_session *s, const int32_t *prompt,
         if (cancel) {
             r.finish = LE_FINISH_CANCEL;
             st = LE_ECANCELED;
+            break;
+        }
+        if (con.gs && le_gstate_finished(con.gs)) {
+            r.finish = LE_FINISH_STOP; /* the sentence is complete */
             break;
         }
         if (sp->max_tokens > 0 && r.completion_tokens >= sp->max_tokens) {
@@ -275,6 +389,7 @@ le_session_generate(struct le_session *s, const int32_t *prompt,
         snprintf(err, errlen, "generation cancelled");
 out:
     free(pend.p);
+    constraint_cleanup(&con);
     if (res)
         *res = r;
     return st;

@@ -8,7 +8,8 @@
  *   tokenizer.c SPM and byte-level BPE tokenizers from GGUF metadata
  *   unicode.c   code point categories for the BPE pre-tokenizers
  *   model.c     llama / qwen2 weights and the forward pass
- *   sampler.c, chat.c, pool.c (thread pool), cli.c
+ *   sampler.c, grammar.c (constrained generation), chat.c, pool.c
+ *               (thread pool), cli.c
  */
 #ifndef LLMUX_LE_INT_H
 #define LLMUX_LE_INT_H
@@ -296,12 +297,31 @@ uint64_t le_rng_next(struct le_rng *r);
 double le_rng_uniform(struct le_rng *r); /* [0, 1) */
 
 struct le_sampler;
+
+/* grammar.c: a trie from explicit pieces (tests use it without a model);
+ * eog may be NULL.  The mask is one bit per token id (words of
+ * le_token_trie_words); le_gstate_mask sets the bits of every token whose
+ * whole piece can follow (plus EOG tokens where the input is complete)
+ * and counts them in *n_allowed (may be NULL).  LE_EINVAL when the
+ * grammar's bounds were passed (too ambiguous, or left recursive). */
+enum le_status le_token_trie_build(const char *const *pieces,
+                                   const size_t *lens, const uint8_t *eog,
+                                   int32_t n_tokens,
+                                   struct le_token_trie **out);
+size_t le_token_trie_words(const struct le_token_trie *t);
+enum le_status le_gstate_mask(struct le_gstate *gs,
+                              const struct le_token_trie *t, uint64_t *mask,
+                              size_t *n_allowed);
 /* Copies sp (not its stop strings). */
 enum le_status le_sampler_new(const struct le_sampling *sp, int32_t n_vocab,
                               struct le_sampler **out);
 void le_sampler_free(struct le_sampler *s);
 /* Picks a token from logits[0..n_vocab) (not modified). */
 int32_t le_sampler_sample(struct le_sampler *s, const float *logits);
+/* The same chain over the tokens whose bit is set in mask (one bit per id,
+ * as le_gstate_mask); -1 when mask allows none. */
+int32_t le_sampler_sample_masked(struct le_sampler *s, const float *logits,
+                                 const uint64_t *mask);
 /* Records a token (prompt or generated) for the penalty window. */
 void le_sampler_accept(struct le_sampler *s, int32_t id);
 

@@ -148,6 +148,48 @@ enum le_status le_chat_apply(enum le_chat_template t,
 
 #define LE_SEED_RANDOM UINT64_MAX
 
+/* ------------------------------------------------------------------ */
+/* Grammars (grammar.c): constrained generation                         */
+
+struct le_grammar;    /* compiled rules; immutable, any thread */
+struct le_gstate;     /* a position in a grammar; one thread at a time */
+struct le_token_trie; /* a model's token pieces as a prefix trie;
+                         immutable, any thread */
+
+/*
+ * Parses grammar text (the dialect is drawn at the top of grammar.c:
+ * `name ::= "lit" [a-z] other ( x | y )* z? w{0,8} %free`) and compiles it.
+ * root names the start rule (NULL: "root").  On error: LE_EINVAL and a
+ * sentence with the line in err.  The caller owns *out.
+ */
+enum le_status le_grammar_parse(const char *text, size_t len,
+                                const char *root, struct le_grammar **out,
+                                char *err, size_t errlen);
+void le_grammar_free(struct le_grammar *g);
+
+/* A state at the start of g (g is borrowed and must outlive it). */
+enum le_status le_gstate_new(const struct le_grammar *g,
+                             struct le_gstate **out);
+void le_gstate_free(struct le_gstate *gs);
+/* 1 if bytes[0..n) can follow the input so far (the state is unchanged). */
+int le_gstate_accepts(struct le_gstate *gs, const char *bytes, size_t n);
+/* Advances by bytes[0..n) and returns 1, or returns 0 and leaves the state
+ * as it was when they cannot follow. */
+int le_gstate_accept(struct le_gstate *gs, const char *bytes, size_t n);
+/* 1 if the input so far is a complete sentence (EOS may come now). */
+int le_gstate_complete(const struct le_gstate *gs);
+/* 1 if complete and no byte can follow: generation ends here. */
+int le_gstate_finished(const struct le_gstate *gs);
+/* 1 if the grammar has reached %free: every byte is allowed from now on. */
+int le_gstate_is_free(const struct le_gstate *gs);
+
+/* The trie of m's token pieces (special tokens and EOG tokens have no
+ * text and never match grammar bytes; EOG tokens are allowed where the
+ * grammar is complete).  Build once per model and share it. */
+enum le_status le_token_trie_new(const struct le_model *m,
+                                 struct le_token_trie **out);
+void le_token_trie_free(struct le_token_trie *t);
+
 struct le_sampling {
     float temperature;       /* <= 0: greedy (argmax, ties to lowest id) */
     int top_k;               /* <= 0: off */
@@ -162,6 +204,14 @@ struct le_sampling {
     const char *const *stop; /* stop strings (borrowed for the call) */
     size_t n_stop;
     int ignore_eos;          /* 1: EOS/EOG tokens do not stop */
+    /* Constrained generation: every token is one the grammar allows; EOG
+     * only where the grammar is complete; the generation stops
+     * (LE_FINISH_STOP) when the grammar is finished (complete, nothing can
+     * follow) or at an EOG token, and LE_FINISH_LENGTH at max_tokens
+     * with the sentence unfinished.  Borrowed for the call.  NULL: free
+     * text.  trie: the model's token trie (NULL: built for the call). */
+    const struct le_grammar *grammar;
+    const struct le_token_trie *trie;
 };
 
 /* temperature 0.8, top_k 40, top_p 0.95, min_p 0.05, penalties off

@@ -373,22 +373,41 @@ le_sampler_accept(struct le_sampler *s, int32_t id)
         s->n_last++;
 }
 
-int32_t
-le_sampler_sample(struct le_sampler *s, const float *logits)
+static int
+mask_has(const uint64_t *mask, int32_t id)
+{
+    return !mask || (int)((mask[id >> 6] >> (id & 63)) & 1);
+}
+
+/*
+ * The token-mask hook: with a mask (constrained generation) only allowed
+ * ids become candidates, so no step of the chain, and no rounding in the
+ * final draw, can pick a token the grammar forbids.  The penalties then
+ * find their ids by search instead of by index (candidates are no longer
+ * one per id), which le_samp_penalties already handles.
+ */
+static int32_t
+sample(struct le_sampler *s, const float *logits, const uint64_t *mask)
 {
     const struct le_sampling *sp = &s->sp;
     int penal = s->n_last > 0 &&
                 (sp->repeat_penalty != 1.0f || sp->frequency_penalty != 0 ||
                  sp->presence_penalty != 0);
-    if (sp->temperature <= 0 && !penal)
+    if (sp->temperature <= 0 && !penal && !mask)
         return le_samp_argmax(logits, s->n_vocab);
 
-    struct le_cands c = {s->cand, (size_t)s->n_vocab, 0};
+    size_t n = 0;
     for (int32_t i = 0; i < s->n_vocab; i++) {
-        s->cand[i].id = i;
-        s->cand[i].logit = logits[i];
-        s->cand[i].p = 0;
+        if (!mask_has(mask, i))
+            continue;
+        s->cand[n].id = i;
+        s->cand[n].logit = logits[i];
+        s->cand[n].p = 0;
+        n++;
     }
+    if (n == 0)
+        return -1;
+    struct le_cands c = {s->cand, n, 0};
     if (penal) {
         size_t start = (s->last_head + s->last_cap - s->n_last) % s->last_cap;
         for (size_t i = 0; i < s->n_last; i++)
@@ -415,6 +434,19 @@ le_sampler_sample(struct le_sampler *s, const float *logits)
             return c.data[i].id;
     }
     return c.data[c.n - 1].id; /* rounding left u above the total */
+}
+
+int32_t
+le_sampler_sample(struct le_sampler *s, const float *logits)
+{
+    return sample(s, logits, NULL);
+}
+
+int32_t
+le_sampler_sample_masked(struct le_sampler *s, const float *logits,
+                         const uint64_t *mask)
+{
+    return sample(s, logits, mask);
 }
 
 /* ------------------------------------------------------------------ */

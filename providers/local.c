@@ -14,8 +14,19 @@
  * counts them, mu guards text/done/cancelled and the event_active call, so
  * once the worker has set cancelled under mu the engine thread never
  * touches the event again.  The generation stops at the next token.
+ *
+ * The request (lp_prepare, on the worker).  Every parameter is in
+ * lp_params or refused; response_format and tools are compiled to one
+ * grammar (json_schema.c writes the schema rules, this file the tool-call
+ * wrapper) that the engine enforces token by token.  A refusal never
+ * reaches the engine: the job is born done and its 400 is delivered from
+ * the loop (never from inside lp_start), so the gateway passes it on as
+ * the provider's own 4xx instead of failing over to a 502.  Tool-call
+ * output is reshaped here: the grammar's wrapper {"name": ..., "arguments":
+ * ...} becomes message.tool_calls, or tool_call deltas while streaming.
  */
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +55,12 @@ struct lp_job {
     struct le_sampling sp;
     char **stops;
     size_t n_stops;
+    struct le_grammar *grammar; /* response_format / tools; NULL: text */
+    /* A request refused before it reached the engine (done from the
+     * start): the status, code and parameter for the error body. */
+    int http_status;
+    char err_code[48];
+    char err_param[96];
     /* Output, under mu. */
     struct gx_buf text;
     int done;
@@ -55,6 +72,7 @@ struct lp_job {
 struct lp_engine {
     const struct cfg_provider *prov;
     struct le_model *model;
+    struct le_token_trie *trie; /* the model's pieces, for grammars */
     pthread_t *threads;
     struct le_session **sessions;
     int n_sessions;
@@ -71,9 +89,25 @@ static struct lp_engine *engines;
 static size_t n_engines;
 static atomic_int abort_all;
 
+/* tool_choice, as the output is shaped (see the README): NONE text only;
+ * AUTO text, or a call when the output starts with '{'; REQUIRED and
+ * NAMED always a call. */
+enum lp_tools { LP_TOOLS_NONE = 0, LP_TOOLS_AUTO, LP_TOOLS_REQUIRED,
+                LP_TOOLS_NAMED };
+
+/* The wrapper every tool call is generated in (the grammar forces it). */
+#define LP_CALL_PREFIX "{\"name\": \""
+#define LP_CALL_MID "\", \"arguments\": "
+
 /* The worker side of a call. */
 struct lp_call {
     struct lp_job *job;
+    enum lp_tools tools;
+    int shape;           /* 0 undecided, 1 text, 2 tool call */
+    struct gx_buf acc;   /* tool modes: the output so far */
+    size_t args_start;   /* acc offset of the arguments (0: not yet) */
+    size_t args_sent;    /* stream: bytes of the arguments sent */
+    char call_id[64];
     int stream;
     int client_include_usage;
     int sent_role;
@@ -96,6 +130,7 @@ job_unref(struct lp_job *j)
         return;
     pthread_mutex_destroy(&j->mu);
     free(j->prompt_text);
+    le_grammar_free(j->grammar);
     for (size_t i = 0; i < j->n_stops; i++)
         free(j->stops[i]);
     free(j->stops);
@@ -155,6 +190,8 @@ run_job(struct lp_engine *e, struct le_session *s, struct lp_job *j)
             }
             j->sp.stop = (const char *const *)j->stops;
             j->sp.n_stop = j->n_stops;
+            j->sp.grammar = j->grammar;
+            j->sp.trie = e->trie;
             st = le_session_generate(s, ids, (size_t)n, &j->sp, on_token, j,
                                      &res, err, sizeof(err));
         }
@@ -236,6 +273,10 @@ pv_local_init(const struct cfg *c, char *err, size_t errlen)
             gx_errf(err, errlen, "provider %s: %s", p->name, lerr);
             return GX_EINVAL;
         }
+        if (le_token_trie_new(e->model, &e->trie) != LE_OK) {
+            gx_errf(err, errlen, "provider %s: out of memory", p->name);
+            return GX_ENOMEM;
+        }
         int par = p->parallel > 0 ? p->parallel : 1;
         e->max_queued = (size_t)par * 64;
         e->threads = calloc((size_t)par, sizeof(*e->threads));
@@ -294,6 +335,7 @@ pv_local_shutdown(void)
             le_session_free(e->sessions[t]);
         free(e->sessions);
         free(e->threads);
+        le_token_trie_free(e->trie);
         le_model_free(e->model);
         pthread_mutex_destroy(&e->mu);
         pthread_cond_destroy(&e->cv);
@@ -381,6 +423,157 @@ utf8_repair(struct gx_buf *t)
     *t = o;
 }
 
+/*
+ * Tool modes: what the output is.  The grammar makes a call always start
+ * with LP_CALL_PREFIX NAME LP_CALL_MID and end with the '}' closing that
+ * wrapper, so the name is known as soon as LP_CALL_MID has arrived and
+ * the arguments are the bytes between it and the last byte.
+ */
+static void
+shape_decide(struct lp_call *lc)
+{
+    if (lc->shape || !lc->acc.len)
+        return;
+    lc->shape = lc->tools == LP_TOOLS_AUTO && lc->acc.data[0] != '{' ? 1 : 2;
+}
+
+/* Fills name (NUL-terminated) and lc->args_start once the wrapper's head
+ * is complete; returns 1 then. */
+static int
+call_head(struct lp_call *lc, char *name, size_t cap)
+{
+    size_t pl = strlen(LP_CALL_PREFIX);
+    if (lc->acc.len < pl || memcmp(lc->acc.data, LP_CALL_PREFIX, pl))
+        return 0;
+    const char *mid = memmem(lc->acc.data + pl, lc->acc.len - pl, LP_CALL_MID,
+                             strlen(LP_CALL_MID));
+    if (!mid)
+        return 0;
+    size_t nl = (size_t)(mid - lc->acc.data) - pl;
+    if (nl >= cap)
+        return 0;
+    memcpy(name, lc->acc.data + pl, nl);
+    name[nl] = 0;
+    lc->args_start = (size_t)(mid - lc->acc.data) + strlen(LP_CALL_MID);
+    return 1;
+}
+
+static void
+emit_tool_delta(struct pv_call *call, struct lp_call *lc, const char *name,
+                const char *args, size_t args_len)
+{
+    json_t *fn = json_pack("{s:s%}", "arguments", args ? args : "", args_len);
+    json_t *tc = json_pack("{s:i}", "index", 0);
+    if (name) {
+        json_object_set_new(fn, "name", json_string(name));
+        json_object_set_new(tc, "id", json_string(lc->call_id));
+        json_object_set_new(tc, "type", json_string("function"));
+    }
+    json_object_set_new(tc, "function", fn);
+    emit_chunk(call, lc, json_pack("{s:[o]}", "tool_calls", tc), NULL, NULL);
+}
+
+/* Stream, tool mode: what of acc can go out now (final: the generation
+ * ended, `complete`: by the grammar, so the last byte closes the wrapper). */
+static void
+stream_tool_output(struct pv_call *call, struct lp_call *lc, int final,
+                   int complete)
+{
+    shape_decide(lc);
+    if (lc->shape == 1) {
+        if (lc->acc.len > lc->args_sent)
+            emit_chunk(call, lc,
+                       json_pack("{s:s%}", "content",
+                                 lc->acc.data + lc->args_sent,
+                                 lc->acc.len - lc->args_sent),
+                       NULL, NULL);
+        lc->args_sent = lc->acc.len;
+        return;
+    }
+    if (lc->shape != 2)
+        return;
+    if (!lc->args_start) {
+        char name[128];
+        if (call_head(lc, name, sizeof(name)))
+            emit_tool_delta(call, lc, name, NULL, 0);
+        else if (final && lc->acc.len) /* cut before the name: as text */
+            emit_chunk(call, lc,
+                       json_pack("{s:s%}", "content", lc->acc.data,
+                                 lc->acc.len),
+                       NULL, NULL);
+    }
+    if (!lc->args_start)
+        return;
+    size_t end = lc->acc.len;
+    if (!final || complete)
+        end = end > lc->args_start ? end - 1 : end; /* maybe the last '}' */
+    size_t from = lc->args_start + lc->args_sent;
+    if (end > from) {
+        emit_tool_delta(call, lc, NULL, lc->acc.data + from, end - from);
+        lc->args_sent += end - from;
+    }
+}
+
+/* The non-stream message object for a tool mode; *finish set. */
+static json_t *
+tool_message(struct lp_call *lc, int complete, const char **finish)
+{
+    shape_decide(lc);
+    char name[128];
+    if (lc->shape == 2 && call_head(lc, name, sizeof(name))) {
+        size_t end = lc->acc.len - (complete ? 1 : 0);
+        if (end < lc->args_start)
+            end = lc->args_start;
+        *finish = complete ? "tool_calls" : "length";
+        return json_pack("{s:s,s:n,s:[{s:s,s:s,s:{s:s,s:s%}}]}", "role",
+                         "assistant", "content", "tool_calls", "id",
+                         lc->call_id, "type", "function", "function", "name",
+                         name, "arguments", lc->acc.data + lc->args_start,
+                         end - lc->args_start);
+    }
+    return json_pack("{s:s,s:s%}", "role", "assistant", "content",
+                     lc->acc.data ? lc->acc.data : "", lc->acc.len);
+}
+
+/* The error answer of a failed or refused job. */
+static void
+job_error(struct pv_call *call, struct lp_call *lc, struct lp_job *j)
+{
+    /* LE_ECANCELED here was not our caller's cancel (that frees the call
+     * first): the engine is shutting down or the answer passed its cap.
+     * Either way the answer is incomplete: an error, never a 200. */
+    if (j->st == LE_ECANCELED && !j->err[0])
+        snprintf(j->err, sizeof(j->err),
+                 "the local generation was stopped before it finished "
+                 "(engine shutting down or answer too large)");
+    int status = j->http_status;
+    const char *code = j->err_code[0] ? j->err_code : "local_engine_error";
+    if (!status && j->st == LE_ECONTEXT) {
+        status = 400;
+        code = "context_length_exceeded";
+    }
+    /* a 4xx is the caller's: PV_ERR_STATUS reaches the client as it is
+     * (not retried elsewhere: another target would refuse it too) */
+    call->res.outcome = status ? PV_ERR_STATUS : PV_ERR_INTERNAL;
+    call->res.http_status = status ? status : 500;
+    snprintf(call->res.detail, sizeof(call->res.detail), "%s", j->err);
+    json_t *e = json_pack("{s:{s:s,s:s,s:o,s:s}}", "error", "message",
+                          j->err[0] ? j->err : le_status_str(j->st), "type",
+                          status ? "invalid_request_error" : "server_error",
+                          "param",
+                          j->err_param[0] ? json_string(j->err_param)
+                                          : json_null(),
+                          "code", code);
+    char *t = e ? json_dumps(e, JSON_COMPACT) : NULL;
+    json_decref(e);
+    gx_buf_reset(&lc->body);
+    if (t)
+        gx_buf_append(&lc->body, t, strlen(t));
+    free(t);
+    call->res.body = lc->body.data;
+    call->res.body_len = lc->body.len;
+}
+
 static void
 on_job_event(evutil_socket_t fd, short what, void *arg)
 {
@@ -423,79 +616,72 @@ on_job_event(evutil_socket_t fd, short what, void *arg)
                                  ""),
                        NULL, NULL);
         }
-        if (text.len && !call->cancelled)
+        if (lc->tools != LP_TOOLS_NONE) {
+            if (text.len)
+                gx_buf_append(&lc->acc, text.data, text.len);
+            if (!call->cancelled && !failed)
+                stream_tool_output(call, lc, done,
+                                   done && j->res.finish == LE_FINISH_STOP);
+        } else if (text.len && !call->cancelled) {
             emit_chunk(call, lc,
                        json_pack("{s:s%}", "content", text.data, text.len),
                        NULL, NULL);
+        }
     } else if (text.len) {
-        gx_buf_append(&lc->body, text.data, text.len);
+        gx_buf_append(lc->tools != LP_TOOLS_NONE ? &lc->acc : &lc->body,
+                      text.data, text.len);
     }
     gx_buf_cleanup(&text);
     if (!done || call->cancelled || call->finished)
         return;
 
     struct le_gen_result *r = &j->res;
-    /* LE_ECANCELED here was not our caller's cancel (that frees the call
-     * first): the engine is shutting down or the answer passed its cap.
-     * Either way the answer is incomplete: an error, never a 200. */
     if (j->st != LE_OK) {
-        if (j->st == LE_ECANCELED && !j->err[0])
-            snprintf(j->err, sizeof(j->err),
-                     "the local generation was stopped before it finished "
-                     "(engine shutting down or answer too large)");
-        int ctx = j->st == LE_ECONTEXT;
-        call->res.outcome = ctx ? PV_ERR_STATUS : PV_ERR_INTERNAL;
-        call->res.http_status = ctx ? 400 : 500;
-        snprintf(call->res.detail, sizeof(call->res.detail), "%s", j->err);
-        json_t *e = json_pack("{s:{s:s,s:s,s:n,s:s}}", "error", "message",
-                              j->err[0] ? j->err : le_status_str(j->st),
-                              "type", "invalid_request_error", "param",
-                              "code",
-                              ctx ? "context_length_exceeded"
-                                  : "local_engine_error");
-        char *t = e ? json_dumps(e, JSON_COMPACT) : NULL;
-        json_decref(e);
+        job_error(call, lc, j);
+        pv_call_complete(call);
+        return;
+    }
+    call->res.outcome = PV_OK;
+    call->res.http_status = 200;
+    call->res.usage.have = 1;
+    call->res.usage.prompt_tokens = r->prompt_tokens;
+    call->res.usage.completion_tokens = r->completion_tokens;
+    call->res.usage.cached_tokens = r->cached_tokens;
+    int complete = r->finish == LE_FINISH_STOP;
+    const char *finish = finish_reason(r->finish);
+    if (lc->tools != LP_TOOLS_NONE && lc->shape == 2 && lc->args_start &&
+        complete)
+        finish = "tool_calls";
+    if (lc->stream) {
+        emit_chunk(call, lc, NULL, finish, NULL);
+        if (lc->client_include_usage)
+            emit_chunk(call, lc, NULL, NULL, usage_json(r));
+        pv_call_emit_event(call, "[DONE]", 6);
+    } else {
+        json_t *msg;
+        if (lc->tools != LP_TOOLS_NONE)
+            msg = tool_message(lc, complete, &finish);
+        else
+            msg = json_pack("{s:s,s:s%}", "role", "assistant", "content",
+                            lc->body.data ? lc->body.data : "", lc->body.len);
+        json_t *o = json_pack(
+            "{s:s,s:s,s:I,s:s,s:[{s:i,s:o,s:s,s:n}],s:o}", "id", lc->id,
+            "object", "chat.completion", "created", (json_int_t)lc->created,
+            "model", lc->model, "choices", "index", 0, "message", msg,
+            "finish_reason", finish, "logprobs", "usage", usage_json(r));
+        char *t = o ? json_dumps(o, JSON_COMPACT) : NULL;
+        json_decref(o);
         gx_buf_reset(&lc->body);
         if (t)
             gx_buf_append(&lc->body, t, strlen(t));
         free(t);
+        if (!lc->body.len) {
+            call->res.outcome = PV_ERR_INTERNAL;
+            snprintf(call->res.detail, sizeof(call->res.detail),
+                     "could not encode the local answer");
+        }
         call->res.body = lc->body.data;
         call->res.body_len = lc->body.len;
-    } else {
-        call->res.outcome = PV_OK;
-        call->res.http_status = 200;
-        call->res.usage.have = 1;
-        call->res.usage.prompt_tokens = r->prompt_tokens;
-        call->res.usage.completion_tokens = r->completion_tokens;
-        call->res.usage.cached_tokens = r->cached_tokens;
-        if (lc->stream) {
-            emit_chunk(call, lc, NULL, finish_reason(r->finish), NULL);
-            if (lc->client_include_usage)
-                emit_chunk(call, lc, NULL, NULL, usage_json(r));
-            pv_call_emit_event(call, "[DONE]", 6);
-        } else {
-            json_t *o = json_pack(
-                "{s:s,s:s,s:I,s:s,s:[{s:i,s:{s:s,s:s%},s:s,s:n}],s:o}", "id",
-                lc->id, "object", "chat.completion", "created",
-                (json_int_t)lc->created, "model", lc->model, "choices",
-                "index", 0, "message", "role", "assistant", "content",
-                lc->body.data ? lc->body.data : "", lc->body.len,
-                "finish_reason", finish_reason(r->finish), "logprobs",
-                "usage", usage_json(r));
-            char *t = o ? json_dumps(o, JSON_COMPACT) : NULL;
-            json_decref(o);
-            gx_buf_reset(&lc->body);
-            if (t)
-                gx_buf_append(&lc->body, t, strlen(t));
-            free(t);
-            if (!lc->body.len) {
-                call->res.outcome = PV_ERR_INTERNAL;
-                snprintf(call->res.detail, sizeof(call->res.detail),
-                         "could not encode the local answer");
-            }
-            call->res.body = lc->body.data;
-            call->res.body_len = lc->body.len;
-        }
     }
     pv_call_complete(call);
 }
@@ -509,6 +695,8 @@ lp_release(struct pv_call *call)
         event_free(lc->timer);
         lc->timer = NULL;
     }
+    if (lc)
+        gx_buf_cleanup(&lc->acc);
     if (!lc || !lc->job)
         return;
     struct lp_job *j = lc->job;
@@ -516,7 +704,8 @@ lp_release(struct pv_call *call)
     j->cancelled = 1;
     atomic_store(&j->stop, 1);
     pthread_mutex_unlock(&j->mu);
-    event_free(j->ev);
+    if (j->ev)
+        event_free(j->ev);
     j->ev = NULL;
     job_unref(j);
     lc->job = NULL;
@@ -552,25 +741,6 @@ on_local_timeout(evutil_socket_t fd, short what, void *arg)
     pv_call_complete(call);
 }
 
-static char *
-message_text(const json_t *content)
-{
-    if (json_is_string(content))
-        return strdup(json_string_value(content));
-    struct gx_buf b;
-    gx_buf_init(&b, 0);
-    size_t i;
-    const json_t *part;
-    json_array_foreach(content, i, part) {
-        const json_t *t = json_object_get(part, "text");
-        if (json_is_string(t))
-            gx_buf_append(&b, json_string_value(t), json_string_length(t));
-    }
-    if (!b.data)
-        return strdup("");
-    return b.data;
-}
-
 static struct lp_engine *
 engine_for(const struct cfg_provider *p)
 {
@@ -581,71 +751,614 @@ engine_for(const struct cfg_provider *p)
     return NULL;
 }
 
+/* ---- the request: what is accepted, and how it becomes a job --------- */
+
+/*
+ * Every request parameter the local provider reads.  Anything else is
+ * refused with 400 naming it (a JSON null counts as absent), because a
+ * 200 that ignored it would be a silent lie.  user, metadata and store are
+ * metadata with no effect on the answer and are accepted as such
+ * (nothing is stored).
+ */
+static const char *const lp_params[] = {
+    "model",      "messages",         "stream",
+    "stream_options", "max_tokens",   "max_completion_tokens",
+    "temperature", "top_p",           "top_k",
+    "min_p",      "repeat_penalty",   "frequency_penalty",
+    "presence_penalty", "seed",       "stop",
+    "n",          "logprobs",         "top_logprobs",
+    "response_format", "tools",       "tool_choice",
+    "parallel_tool_calls", "user",    "metadata",
+    "store",      NULL};
+
+/* Marks j refused: 400 with param and code; returns -1. */
 static int
-read_sampling(const json_t *b, struct le_sampling *sp, char ***stops,
-              size_t *n_stops, char *err, size_t errlen)
+refuse(struct lp_job *j, const char *param, const char *code,
+       const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static int
+refuse(struct lp_job *j, const char *param, const char *code,
+       const char *fmt, ...)
 {
+    if (j->http_status)
+        return -1; /* the first reason wins */
+    j->http_status = 400;
+    j->st = LE_EINVAL;
+    snprintf(j->err_param, sizeof(j->err_param), "%s", param);
+    snprintf(j->err_code, sizeof(j->err_code), "%s", code);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(j->err, sizeof(j->err), fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static int
+num_param(struct lp_job *j, const json_t *b, const char *k, double lo,
+          double hi, float *out)
+{
+    const json_t *v = json_object_get(b, k);
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_number(v))
+        return refuse(j, k, "invalid_type", "'%s' must be a number", k);
+    double d = json_number_value(v);
+    if (!(d >= lo && d <= hi))
+        return refuse(j, k, "invalid_value",
+                      "'%s' must be between %g and %g", k, lo, hi);
+    *out = (float)d;
+    return 0;
+}
+
+static int
+check_params(struct lp_job *j, const json_t *b)
+{
+    const char *k;
+    const json_t *v;
+    json_object_foreach((json_t *)b, k, v) {
+        int known = 0;
+        for (size_t i = 0; lp_params[i] && !known; i++)
+            known = !strcmp(k, lp_params[i]);
+        if (!known && !json_is_null(v))
+            return refuse(j, k, "unsupported_parameter",
+                          "the local engine does not support the parameter "
+                          "'%s'",
+                          k);
+    }
+    v = json_object_get(b, "n");
+    if (v && !json_is_null(v) &&
+        (!json_is_integer(v) || json_integer_value(v) != 1))
+        return refuse(j, "n", "unsupported_value",
+                      "the local engine returns one choice: 'n' must be 1");
+    v = json_object_get(b, "logprobs");
+    if (v && !json_is_null(v) && !json_is_false(v))
+        return refuse(j, "logprobs", "unsupported_parameter",
+                      "the local engine does not return logprobs");
+    v = json_object_get(b, "top_logprobs");
+    if (v && !json_is_null(v))
+        return refuse(j, "top_logprobs", "unsupported_parameter",
+                      "the local engine does not return logprobs");
+    static const char *const bools[] = {"parallel_tool_calls", "store"};
+    for (size_t i = 0; i < 2; i++) {
+        v = json_object_get(b, bools[i]);
+        if (v && !json_is_null(v) && !json_is_boolean(v))
+            return refuse(j, bools[i], "invalid_type",
+                          "'%s' must be a boolean", bools[i]);
+    }
+    v = json_object_get(b, "user");
+    if (v && !json_is_null(v) && !json_is_string(v))
+        return refuse(j, "user", "invalid_type", "'user' must be a string");
+    v = json_object_get(b, "metadata");
+    if (v && !json_is_null(v) && !json_is_object(v))
+        return refuse(j, "metadata", "invalid_type",
+                      "'metadata' must be an object");
+    v = json_object_get(b, "stream_options");
+    const json_t *sv;
+    json_object_foreach((json_t *)v, k, sv) {
+        if (strcmp(k, "include_usage") != 0) {
+            char p[96];
+            snprintf(p, sizeof(p), "stream_options.%s", k);
+            return refuse(j, p, "unsupported_parameter",
+                          "the local engine does not support '%s'", p);
+        }
+        if (!json_is_boolean(sv) && !json_is_null(sv))
+            return refuse(j, "stream_options.include_usage", "invalid_type",
+                          "'stream_options.include_usage' must be a "
+                          "boolean");
+    }
+    return 0;
+}
+
+static int
+read_sampling(struct lp_job *j, const json_t *b)
+{
+    struct le_sampling *sp = &j->sp;
     le_sampling_default(sp);
     sp->temperature = 1.0f; /* OpenAI's default */
     sp->top_k = 0;
     sp->top_p = 1.0f;
     sp->min_p = 0.0f;
     sp->max_tokens = 0;
+    if (num_param(j, b, "temperature", 0, 100, &sp->temperature) ||
+        num_param(j, b, "top_p", 0, 1, &sp->top_p) ||
+        num_param(j, b, "min_p", 0, 1, &sp->min_p) ||
+        num_param(j, b, "repeat_penalty", 1e-3, 100, &sp->repeat_penalty) ||
+        num_param(j, b, "frequency_penalty", -2, 2, &sp->frequency_penalty) ||
+        num_param(j, b, "presence_penalty", -2, 2, &sp->presence_penalty))
+        return -1;
     const json_t *v;
-    if ((v = json_object_get(b, "temperature")) && json_is_number(v))
-        sp->temperature = (float)json_number_value(v);
-    if ((v = json_object_get(b, "top_p")) && json_is_number(v))
-        sp->top_p = (float)json_number_value(v);
-    if ((v = json_object_get(b, "top_k")) && json_is_integer(v))
+    if ((v = json_object_get(b, "top_k")) && !json_is_null(v)) {
+        if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+            json_integer_value(v) > 1000000)
+            return refuse(j, "top_k", "invalid_value",
+                          "'top_k' must be a non-negative integer");
         sp->top_k = (int)json_integer_value(v);
-    if ((v = json_object_get(b, "min_p")) && json_is_number(v))
-        sp->min_p = (float)json_number_value(v);
-    if ((v = json_object_get(b, "repeat_penalty")) && json_is_number(v))
-        sp->repeat_penalty = (float)json_number_value(v);
-    if ((v = json_object_get(b, "frequency_penalty")) && json_is_number(v))
-        sp->frequency_penalty = (float)json_number_value(v);
-    if ((v = json_object_get(b, "presence_penalty")) && json_is_number(v))
-        sp->presence_penalty = (float)json_number_value(v);
-    if ((v = json_object_get(b, "seed")) && json_is_integer(v))
-        sp->seed = (uint64_t)json_integer_value(v);
-    v = json_object_get(b, "max_completion_tokens");
-    if (!json_is_integer(v))
-        v = json_object_get(b, "max_tokens");
-    if (json_is_integer(v)) {
-        json_int_t m = json_integer_value(v);
-        if (m < 1 || m > 1000000) {
-            gx_errf(err, errlen, "max_tokens must be between 1 and 1000000");
-            return -1;
-        }
-        sp->max_tokens = (int)m;
     }
-    *stops = NULL;
-    *n_stops = 0;
+    if ((v = json_object_get(b, "seed")) && !json_is_null(v)) {
+        if (!json_is_integer(v))
+            return refuse(j, "seed", "invalid_type",
+                          "'seed' must be an integer");
+        sp->seed = (uint64_t)json_integer_value(v);
+    }
+    const char *mk = "max_completion_tokens";
+    v = json_object_get(b, mk);
+    if (!v || json_is_null(v)) {
+        mk = "max_tokens";
+        v = json_object_get(b, mk);
+    }
+    if (v && !json_is_null(v)) {
+        if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+            json_integer_value(v) > 1000000)
+            return refuse(j, mk, "invalid_value",
+                          "'%s' must be an integer between 1 and 1000000",
+                          mk);
+        sp->max_tokens = (int)json_integer_value(v);
+    }
     v = json_object_get(b, "stop");
-    if (json_is_string(v) || json_is_array(v)) {
-        size_t n = json_is_string(v) ? 1 : json_array_size(v);
-        if (n > 16) {
-            gx_errf(err, errlen, "at most 16 stop strings");
-            return -1;
-        }
-        *stops = calloc(n ? n : 1, sizeof(char *));
-        if (!*stops) {
-            gx_errf(err, errlen, "out of memory");
-            return -1;
-        }
-        for (size_t i = 0; i < n; i++) {
-            const json_t *s = json_is_string(v) ? v : json_array_get(v, i);
-            if (!json_is_string(s) || json_string_length(s) == 0)
-                continue;
-            char *d = strdup(json_string_value(s));
-            if (!d) { /* a NULL stop string would reach the engine */
-                gx_errf(err, errlen, "out of memory");
-                return -1;
-            }
-            (*stops)[(*n_stops)++] = d;
-        }
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_string(v) && !json_is_array(v))
+        return refuse(j, "stop", "invalid_type",
+                      "'stop' must be a string or an array of strings");
+    size_t n = json_is_string(v) ? 1 : json_array_size(v);
+    if (n > 16)
+        return refuse(j, "stop", "invalid_value", "at most 16 stop strings");
+    j->stops = calloc(n ? n : 1, sizeof(char *));
+    if (!j->stops)
+        return -2;
+    for (size_t i = 0; i < n; i++) {
+        const json_t *s = json_is_string(v) ? v : json_array_get(v, i);
+        if (!json_is_string(s))
+            return refuse(j, "stop", "invalid_type",
+                          "'stop' must be a string or an array of strings");
+        if (json_string_length(s) == 0)
+            continue;
+        char *d = strdup(json_string_value(s));
+        if (!d) /* a NULL stop string would reach the engine */
+            return -2;
+        j->stops[j->n_stops++] = d;
     }
     return 0;
+}
+
+/* The parsed tools of a request (borrowed from the body). */
+struct lp_tool {
+    const char *name;
+    const json_t *fn; /* the "function" object */
+};
+
+static int
+read_tools(struct lp_job *j, const json_t *b, struct lp_tool **out,
+           size_t *n_out, enum lp_tools *mode, int *named)
+{
+    *out = NULL;
+    *n_out = 0;
+    *mode = LP_TOOLS_NONE;
+    *named = -1;
+    const json_t *tools = json_object_get(b, "tools");
+    const json_t *tc = json_object_get(b, "tool_choice");
+    if (tc && json_is_null(tc))
+        tc = NULL;
+    if (!tools || json_is_null(tools)) {
+        if (tc && !(json_is_string(tc) && !strcmp(json_string_value(tc),
+                                                  "none")))
+            return refuse(j, "tool_choice", "invalid_value",
+                          "'tool_choice' needs 'tools'");
+        return 0;
+    }
+    if (!json_is_array(tools) || json_array_size(tools) == 0 ||
+        json_array_size(tools) > 128)
+        return refuse(j, "tools", "invalid_type",
+                      "'tools' must be an array of 1 to 128 tools");
+    size_t n = json_array_size(tools);
+    struct lp_tool *t = calloc(n, sizeof(*t));
+    if (!t)
+        return -2;
+    *out = t;
+    for (size_t i = 0; i < n; i++) {
+        const json_t *tool = json_array_get(tools, i);
+        const json_t *fn = json_object_get(tool, "function");
+        const char *type = json_string_value(json_object_get(tool, "type"));
+        char p[64];
+        snprintf(p, sizeof(p), "tools[%zu]", i);
+        if (!type || strcmp(type, "function") || !json_is_object(fn))
+            return refuse(j, p, "invalid_value",
+                          "%s must be {\"type\": \"function\", "
+                          "\"function\": {...}} (the local engine calls "
+                          "functions only)",
+                          p);
+        const char *name = json_string_value(json_object_get(fn, "name"));
+        size_t nl = name ? strlen(name) : 0;
+        int ok = nl >= 1 && nl <= 64;
+        for (size_t c = 0; ok && c < nl; c++)
+            ok = (name[c] >= 'a' && name[c] <= 'z') ||
+                 (name[c] >= 'A' && name[c] <= 'Z') ||
+                 (name[c] >= '0' && name[c] <= '9') || name[c] == '_' ||
+                 name[c] == '-';
+        if (!ok)
+            return refuse(j, p, "invalid_value",
+                          "%s.function.name must be 1 to 64 of a-z, A-Z, "
+                          "0-9, _ and -",
+                          p);
+        for (size_t k = 0; k < i; k++)
+            if (!strcmp(t[k].name, name))
+                return refuse(j, p, "invalid_value",
+                              "two tools are named '%s'", name);
+        const char *key;
+        const json_t *kv;
+        json_object_foreach((json_t *)fn, key, kv) {
+            if (strcmp(key, "name") && strcmp(key, "description") &&
+                strcmp(key, "parameters") && strcmp(key, "strict"))
+                return refuse(j, p, "unsupported_parameter",
+                              "%s.function.%s is not supported by the local "
+                              "engine",
+                              p, key);
+        }
+        t[i].name = name;
+        t[i].fn = fn;
+        *n_out = i + 1;
+    }
+    *mode = LP_TOOLS_AUTO; /* OpenAI's default when tools are given */
+    if (json_is_string(tc)) {
+        const char *c = json_string_value(tc);
+        if (!strcmp(c, "none"))
+            *mode = LP_TOOLS_NONE;
+        else if (!strcmp(c, "required"))
+            *mode = LP_TOOLS_REQUIRED;
+        else if (strcmp(c, "auto"))
+            return refuse(j, "tool_choice", "invalid_value",
+                          "'tool_choice' must be none, auto, required or "
+                          "{\"type\": \"function\", \"function\": "
+                          "{\"name\": ...}}");
+    } else if (tc) {
+        const char *name = json_string_value(
+            json_object_get(json_object_get(tc, "function"), "name"));
+        const char *type = json_string_value(json_object_get(tc, "type"));
+        for (size_t i = 0; name && i < n; i++)
+            if (!strcmp(t[i].name, name))
+                *named = (int)i;
+        if (!type || strcmp(type, "function") || *named < 0)
+            return refuse(j, "tool_choice", "invalid_value",
+                          "'tool_choice' must name one of the tools: "
+                          "{\"type\": \"function\", \"function\": "
+                          "{\"name\": ...}}");
+        *mode = LP_TOOLS_NAMED;
+    }
+    return 0;
+}
+
+/* Grammar text for the tool calls (and, for auto, free text not starting
+ * with '{'); 0, or refuses. */
+static int
+tools_grammar(struct lp_job *j, struct pv_gram *pg, const struct lp_tool *t,
+              size_t n, enum lp_tools mode, int named)
+{
+    struct gx_buf root;
+    gx_buf_init(&root, 0);
+    gx_buf_printf(&root, "root ::=");
+    int rc = 0, alts = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        if (mode == LP_TOOLS_NAMED && (int)i != named)
+            continue;
+        const json_t *params = json_object_get(t[i].fn, "parameters");
+        json_t *empty = NULL;
+        if (!params || json_is_null(params)) /* no parameters: {} */
+            params = empty = json_pack("{s:s,s:b}", "type", "object",
+                                       "additionalProperties", 0);
+        char name[24], msg[256] = "", p[64];
+        snprintf(p, sizeof(p), "tools[%zu].function.parameters", i);
+        if (!params) {
+            rc = -2;
+        } else if (pv_gram_schema(pg, params, name, msg, sizeof(msg)) != 0) {
+            rc = refuse(j, p, "unsupported_value", "%s: %s", p, msg);
+        } else {
+            char head[160];
+            int hl = snprintf(head, sizeof(head), "%s%s%s", LP_CALL_PREFIX,
+                              t[i].name, LP_CALL_MID);
+            gx_buf_printf(&pg->text, "call-%zu ::=", i);
+            pv_gram_literal(pg, head, (size_t)hl);
+            gx_buf_printf(&pg->text, "%s \"}\"\n", name);
+            gx_buf_printf(&root, "%s call-%zu", alts++ ? " |" : "", i);
+        }
+        json_decref(empty);
+    }
+    if (mode == LP_TOOLS_AUTO)
+        gx_buf_printf(&root, " | [^{] %%free");
+    gx_buf_printf(&root, "\n");
+    if (rc == 0 && root.data)
+        gx_buf_append(&pg->text, root.data, root.len);
+    gx_buf_cleanup(&root);
+    return rc;
+}
+
+/* The grammar of response_format; 0 with *have = 0 for text. */
+static int
+format_grammar(struct lp_job *j, struct pv_gram *pg, const json_t *rf,
+               int *have)
+{
+    *have = 0;
+    if (!rf || json_is_null(rf))
+        return 0;
+    const char *type = json_string_value(json_object_get(rf, "type"));
+    if (!json_is_object(rf) || !type)
+        return refuse(j, "response_format", "invalid_type",
+                      "'response_format' must be an object with a 'type'");
+    if (!strcmp(type, "text"))
+        return 0;
+    if (!strcmp(type, "json_object")) {
+        *have = 1;
+        gx_buf_printf(&pg->text, "root ::= j-object\n");
+        return 0;
+    }
+    if (strcmp(type, "json_schema"))
+        return refuse(j, "response_format.type", "unsupported_value",
+                      "response_format type '%s' is not supported by the "
+                      "local engine (text, json_object, json_schema)",
+                      type);
+    const json_t *js = json_object_get(rf, "json_schema");
+    if (!json_is_object(js) ||
+        !json_is_string(json_object_get(js, "name")))
+        return refuse(j, "response_format.json_schema", "invalid_value",
+                      "'response_format.json_schema' must be an object "
+                      "with a 'name' and a 'schema'");
+    const char *k;
+    const json_t *v;
+    json_object_foreach((json_t *)js, k, v) {
+        if (strcmp(k, "name") && strcmp(k, "schema") && strcmp(k, "strict") &&
+            strcmp(k, "description")) {
+            char p[96];
+            snprintf(p, sizeof(p), "response_format.json_schema.%s", k);
+            return refuse(j, p, "unsupported_parameter",
+                          "'%s' is not supported by the local engine", p);
+        }
+    }
+    const json_t *schema = json_object_get(js, "schema");
+    char name[24] = "j-value", msg[256] = "";
+    if (schema && pv_gram_schema(pg, schema, name, msg, sizeof(msg)) != 0)
+        return refuse(j, "response_format.json_schema.schema",
+                      "unsupported_value",
+                      "response_format.json_schema.schema: %s", msg);
+    *have = 1;
+    gx_buf_printf(&pg->text, "root ::= %s\n", name);
+    return 0;
+}
+
+/* Text of one message's content; refuses non-text parts.  NULL on out of
+ * memory or refusal (j says which). */
+static char *
+message_text(struct lp_job *j, const json_t *content, size_t idx)
+{
+    if (!content || json_is_null(content))
+        return strdup("");
+    if (json_is_string(content))
+        return strdup(json_string_value(content));
+    struct gx_buf b;
+    gx_buf_init(&b, 0);
+    size_t i;
+    const json_t *part;
+    json_array_foreach(content, i, part) {
+        const char *type = json_string_value(json_object_get(part, "type"));
+        const json_t *t = json_object_get(part, "text");
+        if (!type || strcmp(type, "text") || !json_is_string(t)) {
+            char p[64];
+            snprintf(p, sizeof(p), "messages[%zu].content", idx);
+            refuse(j, p, "unsupported_value",
+                   "the local engine reads text content parts only "
+                   "(found type '%s')",
+                   type ? type : "?");
+            gx_buf_cleanup(&b);
+            return NULL;
+        }
+        gx_buf_append(&b, json_string_value(t), json_string_length(t));
+    }
+    if (!b.data)
+        return strdup("");
+    return b.data;
+}
+
+/* One message as the chat template sees it: tool results become user
+ * turns naming the call; an assistant's tool calls are written out in the
+ * same JSON wrapper the model is asked to produce. */
+static char *
+render_message(struct lp_job *j, const json_t *m, size_t idx,
+               const char **role)
+{
+    *role = json_string_value(json_object_get(m, "role"));
+    if (!*role)
+        *role = "user";
+    char *text = message_text(j, json_object_get(m, "content"), idx);
+    if (!text)
+        return NULL;
+    struct gx_buf b;
+    gx_buf_init(&b, 0);
+    if (!strcmp(*role, "developer")) {
+        *role = "system";
+    } else if (!strcmp(*role, "tool")) {
+        const char *id =
+            json_string_value(json_object_get(m, "tool_call_id"));
+        gx_buf_printf(&b, "Result of the function call%s%s:\n%s",
+                      id ? " " : "", id ? id : "", text);
+        *role = "user";
+    } else if (!strcmp(*role, "assistant") &&
+               json_is_array(json_object_get(m, "tool_calls"))) {
+        gx_buf_printf(&b, "%s", text);
+        size_t i;
+        const json_t *c;
+        json_array_foreach(json_object_get(m, "tool_calls"), i, c) {
+            const json_t *fn = json_object_get(c, "function");
+            const char *name = json_string_value(json_object_get(fn, "name"));
+            const char *args =
+                json_string_value(json_object_get(fn, "arguments"));
+            gx_buf_printf(&b, "%s" LP_CALL_PREFIX "%s" LP_CALL_MID "%s}",
+                          b.len ? "\n" : "", name ? name : "",
+                          args && *args ? args : "{}");
+        }
+    } else if (strcmp(*role, "system") && strcmp(*role, "user") &&
+               strcmp(*role, "assistant")) {
+        char p[64];
+        snprintf(p, sizeof(p), "messages[%zu].role", idx);
+        refuse(j, p, "invalid_value",
+               "unknown role '%s' (system, developer, user, assistant, "
+               "tool)",
+               *role);
+        free(text);
+        return NULL;
+    }
+    if (!b.len) {
+        gx_buf_cleanup(&b);
+        return text;
+    }
+    free(text);
+    return b.data;
+}
+
+/* The system text that tells the model about its tools. */
+static char *
+tools_prompt(const struct lp_tool *t, size_t n, enum lp_tools mode,
+             int named)
+{
+    struct gx_buf b;
+    gx_buf_init(&b, 0);
+    gx_buf_printf(&b, "You can call functions. To call one, reply with only "
+                      "a JSON object {\"name\": <function name>, "
+                      "\"arguments\": <an object of its parameters>}%s\n"
+                      "Functions:\n",
+                  mode == LP_TOOLS_AUTO ? "; otherwise reply in plain text."
+                                        : ".");
+    for (size_t i = 0; i < n; i++) {
+        if (mode == LP_TOOLS_NAMED && (int)i != named)
+            continue;
+        char *d = json_dumps(t[i].fn, JSON_COMPACT);
+        if (d)
+            gx_buf_printf(&b, "%s\n", d);
+        free(d);
+    }
+    return b.data;
+}
+
+/*
+ * Everything the engine needs for the request, into j: the prompt, the
+ * sampling settings and the grammar.  0 ok; -1 refused (j->http_status,
+ * err, err_param set); -2 out of memory.
+ */
+static int
+lp_prepare(struct lp_engine *e, const json_t *b, struct lp_job *j,
+           enum lp_tools *tools_mode)
+{
+    struct lp_tool *tools = NULL;
+    size_t n_tools = 0;
+    int named = -1, rc;
+    enum lp_tools mode = LP_TOOLS_NONE;
+    const json_t *msgs = json_object_get(b, "messages");
+    size_t n = json_array_size(msgs);
+    struct le_chat_msg *cm = calloc(n + 1, sizeof(*cm));
+    char **texts = calloc(n + 1, sizeof(char *));
+    struct pv_gram pg;
+    pv_gram_init(&pg);
+    rc = !cm || !texts ? -2 : 0;
+    if (rc == 0)
+        rc = check_params(j, b);
+    if (rc == 0)
+        rc = read_sampling(j, b);
+    if (rc == 0)
+        rc = read_tools(j, b, &tools, &n_tools, &mode, &named);
+    int have_format = 0;
+    if (rc == 0)
+        rc = format_grammar(j, &pg, json_object_get(b, "response_format"),
+                            &have_format);
+    if (rc == 0 && have_format && mode != LP_TOOLS_NONE)
+        rc = refuse(j, "response_format", "unsupported_value",
+                    "the local engine cannot combine response_format with "
+                    "tool calls (use tool_choice none, or no tools)");
+    if (rc == 0 && mode != LP_TOOLS_NONE)
+        rc = tools_grammar(j, &pg, tools, n_tools, mode, named);
+    int constrained = have_format || mode != LP_TOOLS_NONE;
+    if (rc == 0 && constrained && j->n_stops)
+        rc = refuse(j, "stop", "unsupported_value",
+                    "the local engine cannot combine stop strings with "
+                    "response_format or tool calls (a stop string could "
+                    "cut the JSON)");
+    if (rc == 0 && constrained) {
+        char gerr[256] = "";
+        if (!pg.text.data) {
+            rc = -2;
+        } else if (le_grammar_parse(pg.text.data, pg.text.len, NULL,
+                                    &j->grammar, gerr,
+                                    sizeof(gerr)) != LE_OK) {
+            /* our compiler writes valid grammars: what fails here is a
+             * size bound, which the request's schema passed */
+            rc = refuse(j, have_format ? "response_format" : "tools",
+                        "unsupported_value",
+                        "the schema is too large for the local engine (%s)",
+                        gerr);
+        }
+    }
+    /* the messages, with the tools described in a system turn first */
+    size_t k = 0;
+    if (rc == 0 && mode != LP_TOOLS_NONE) {
+        texts[k] = tools_prompt(tools, n_tools, mode, named);
+        cm[k].role = "system";
+        cm[k].content = texts[k];
+        rc = texts[k] ? 0 : -2;
+        k++;
+    }
+    for (size_t i = 0; rc == 0 && i < n; i++, k++) {
+        texts[k] = render_message(j, json_array_get(msgs, i), i, &cm[k].role);
+        if (!texts[k])
+            rc = j->http_status ? -1 : -2;
+        cm[k].content = texts[k];
+    }
+    if (rc == 0 && k > 1 && mode != LP_TOOLS_NONE &&
+        !strcmp(cm[1].role, "system")) {
+        /* one system turn: the client's text after the tools */
+        char *both = NULL;
+        if (asprintf(&both, "%s\n%s", cm[1].content, cm[0].content) < 0) {
+            rc = -2;
+        } else {
+            free(texts[1]);
+            texts[1] = both;
+            cm[1].content = both;
+            memmove(cm, cm + 1, (k - 1) * sizeof(*cm));
+            free(texts[0]);
+            memmove(texts, texts + 1, (k - 1) * sizeof(*texts));
+            texts[--k] = NULL;
+        }
+    }
+    if (rc == 0) {
+        size_t plen = 0;
+        if (le_chat_apply(le_model_chat_template(e->model), cm, k, 1,
+                          &j->prompt_text, &plen) != LE_OK)
+            rc = refuse(j, "messages", "invalid_value",
+                        "the messages could not be rendered with the "
+                        "model's chat template");
+    }
+    for (size_t i = 0; texts && i <= n; i++)
+        free(texts[i]);
+    free(texts);
+    free(cm);
+    free(tools);
+    pv_gram_cleanup(&pg);
+    *tools_mode = mode;
+    return rc;
 }
 
 static enum gx_status
@@ -659,79 +1372,65 @@ lp_start(struct pv_loop *loop, const struct pv_request *req,
                 req->provider->name);
         return GX_EINVAL;
     }
-    /* Chat template over the messages. */
-    const json_t *msgs = json_object_get(req->body, "messages");
-    size_t n = json_array_size(msgs);
-    struct le_chat_msg *cm = calloc(n ? n : 1, sizeof(*cm));
-    char **texts = calloc(n ? n : 1, sizeof(char *));
-    char *prompt = NULL;
-    size_t plen = 0;
-    enum gx_status st = GX_ENOMEM;
-    if (!cm || !texts)
-        goto out;
-    for (size_t i = 0; i < n; i++) {
-        const json_t *m = json_array_get(msgs, i);
-        cm[i].role = json_string_value(json_object_get(m, "role"));
-        if (!cm[i].role)
-            cm[i].role = "user";
-        texts[i] = message_text(json_object_get(m, "content"));
-        if (!texts[i])
-            goto out;
-        cm[i].content = texts[i];
-    }
-    if (le_chat_apply(le_model_chat_template(e->model), cm, n, 1, &prompt,
-                      &plen) != LE_OK) {
-        gx_errf(err, errlen, "the messages could not be rendered with the "
-                             "model's chat template");
-        st = GX_EINVAL;
-        goto out;
-    }
     struct lp_job *j = calloc(1, sizeof(*j));
-    if (!j)
-        goto out;
+    if (!j) {
+        gx_errf(err, errlen, "out of memory");
+        return GX_ENOMEM;
+    }
     pthread_mutex_init(&j->mu, NULL);
     j->refs = 1;
     gx_buf_init(&j->text, 64 * 1024 * 1024);
-    j->prompt_text = prompt;
-    prompt = NULL;
-    if (read_sampling(req->body, &j->sp, &j->stops, &j->n_stops, err,
-                      errlen) != 0) {
+    enum lp_tools mode = LP_TOOLS_NONE;
+    int rc = lp_prepare(e, req->body, j, &mode);
+    if (rc == -2) {
         job_unref(j);
-        st = GX_EINVAL;
-        goto out;
+        gx_errf(err, errlen, "out of memory");
+        return GX_ENOMEM;
     }
+    if (rc == -1)
+        j->done = 1; /* refused: answered from the loop, never queued */
     struct pv_call *call =
         pv_call_alloc(loop, &pv_local_ops, req, cb, sizeof(struct lp_call));
     if (!call) {
         job_unref(j);
-        goto out;
+        gx_errf(err, errlen, "out of memory");
+        return GX_ENOMEM;
     }
     call->hooks = &lp_hooks;
     struct lp_call *lc = call->impl;
     lc->job = j;
+    lc->tools = mode;
     lc->stream = req->stream;
     lc->client_include_usage = req->client_include_usage;
     lc->created = (int64_t)time(NULL);
     snprintf(lc->id, sizeof(lc->id), "chatcmpl-%s",
              req->request_id ? req->request_id : "local");
+    snprintf(lc->call_id, sizeof(lc->call_id), "call_%s",
+             req->request_id ? req->request_id : "local");
     snprintf(lc->model, sizeof(lc->model), "%s", req->model->name);
     gx_buf_init(&lc->body, 64 * 1024 * 1024);
+    gx_buf_init(&lc->acc, 64 * 1024 * 1024);
     j->ev = event_new(loop->base, -1, 0, on_job_event, call);
     if (!j->ev) {
-        lc->job = NULL;
-        job_unref(j);
-        pv_http_cancel(call);
-        goto out;
+        pv_http_cancel(call); /* lp_release drops the job */
+        gx_errf(err, errlen, "out of memory");
+        return GX_ENOMEM;
+    }
+    if (j->done) {
+        /* The answer (a 400) is delivered from the loop, after we return,
+         * as the callbacks' contract wants. */
+        event_active(j->ev, EV_READ, 0);
+        *out = call;
+        return GX_OK;
     }
     const struct cfg_provider *pc = req->provider;
     int fb = pc->first_byte_timeout_ms, total = pc->timeout_ms;
     if (total > 0 || fb > 0) {
         lc->timer = evtimer_new(loop->base, on_local_timeout, call);
         if (!lc->timer) {
-            lc->job = NULL;
-            job_unref(j);
             pv_http_cancel(call);
-            goto out;
+            gx_errf(err, errlen, "out of memory");
+            return GX_ENOMEM;
         }
         lc->deadline_us = call->t_start_us +
                           (int64_t)(total > 0 ? total : 86400000) * 1000;
@@ -739,21 +1438,19 @@ lp_start(struct pv_loop *loop, const struct pv_request *req,
         struct timeval tv = {first / 1000, (first % 1000) * 1000};
         evtimer_add(lc->timer, &tv);
     }
-    j->refs = 2; /* the worker (lc) and the engine queue */
     pthread_mutex_lock(&e->mu);
     if (e->queued >= e->max_queued) {
         /* Bounded: a flood waits in clients, not in our memory; the
          * gateway fails over to the next target. */
         size_t q = e->queued;
         pthread_mutex_unlock(&e->mu);
-        j->refs = 1;
         gx_errf(err, errlen, "local engine %s is busy (%zu requests "
                              "queued)",
                 pc->name, q);
         pv_http_cancel(call); /* lp_release drops the worker's ref */
-        st = GX_EAGAIN;
-        goto out;
+        return GX_EAGAIN;
     }
+    j->refs = 2; /* the worker (lc) and the engine queue */
     if (e->tail)
         e->tail->next = j;
     else
@@ -763,16 +1460,7 @@ lp_start(struct pv_loop *loop, const struct pv_request *req,
     pthread_cond_signal(&e->cv);
     pthread_mutex_unlock(&e->mu);
     *out = call;
-    st = GX_OK;
-out:
-    if (st == GX_ENOMEM)
-        gx_errf(err, errlen, "out of memory");
-    for (size_t i = 0; texts && i < n; i++)
-        free(texts[i]);
-    free(texts);
-    free(cm);
-    free(prompt);
-    return st;
+    return GX_OK;
 }
 
 static void

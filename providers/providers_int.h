@@ -146,6 +146,24 @@ void pv_call_complete(struct pv_call *call);
 /* Runs deferred work when no frame is on the stack. */
 void pv_loop_settle(struct pv_loop *loop);
 
+/* json_schema.c: a JSON Schema subset compiled to local-engine grammar
+ * text (the subset and the output rules are listed at the top of the
+ * file).  pv_gram_init starts the text with the shared rules (ws, j-value,
+ * j-string, ...); pv_gram_schema appends the rules of one schema and
+ * writes the name of its rule into name; on an unsupported or bad schema
+ * it returns -1 with a sentence naming the keyword and where it is.  The
+ * caller then appends its own `root ::= ...` line (pv_gram_literal writes
+ * a quoted literal) and parses text with le_grammar_parse. */
+struct pv_gram {
+    struct gx_buf text;
+    int n_rules;
+};
+void pv_gram_init(struct pv_gram *g);
+void pv_gram_cleanup(struct pv_gram *g);
+int pv_gram_schema(struct pv_gram *g, const json_t *schema, char name[24],
+                   char *err, size_t errlen);
+void pv_gram_literal(struct pv_gram *g, const char *s, size_t n);
+
 /* json_scan.c: a strict non-allocating validator of a non-stream chat
  * completion body that reads usage as pv_usage_parse would from the tree
  * json_loadb(flags 0) builds. */

@@ -53,6 +53,7 @@ sources_for() {
     json_scan) echo providers/json_scan.c ;;
     chat_request) echo providers/request.c ;;
     scrub) echo providers/scrub.c ;;
+    json_schema) echo providers/json_schema.c common/common.c local_engine/*.c ;;
     config) echo config/*.c pricing/*.c common/*.c ;;
     conn) echo gateway/conn.c common/common.c ;;
     *) echo local_engine/*.c ;;
@@ -60,14 +61,14 @@ sources_for() {
 }
 libs_for() {
     case "$1" in
-    config | json_scan | chat_request) pkg-config --libs jansson sqlite3 2>/dev/null || echo "-ljansson -lsqlite3" ;;
+    config | json_scan | chat_request | json_schema) pkg-config --libs jansson sqlite3 2>/dev/null || echo "-ljansson -lsqlite3" ;;
     conn) echo "$(pkg-config --libs libevent 2>/dev/null || echo -levent) -lhttp_parser" ;;
     *) echo "" ;;
     esac
 }
 pkg_cflags_for() {
     case "$1" in
-    config | json_scan | chat_request) pkg-config --cflags jansson sqlite3 2>/dev/null ;;
+    config | json_scan | chat_request | json_schema) pkg-config --cflags jansson sqlite3 2>/dev/null ;;
     # conn.c's framing only (gw_hparse), without the server around it
     conn) echo "$(pkg-config --cflags jansson libevent 2>/dev/null) -DGW_HPARSE_ONLY" ;;
     *) echo "" ;;
@@ -145,6 +146,15 @@ seed_scrub() {
     printf '{"m":"\\u0073k-proj-ABCdef0123456789xyzXYZ a\\/b"}' >"$1/escaped"
     printf 'Authorization: Basic Ym9iOnBAc3Mtd29yZC0xMjM0NTY=; api-key: aGRyLXRvay0wMTIzNDU2Nzg5YWJjZGVm' >"$1/b64"
 }
+seed_grammar() { # grammar text, NUL, input
+    printf 'root ::= "{" ws ( k ws ":" ws v ( "," ws k ws ":" ws v )* )? "}"\nk ::= "\\"" [a-z]{1,3} "\\""\nv ::= "true" | [0-9]+ | root\nws ::= [ ]?\n\000{"ab": {"c":12}}' >"$1/json"
+    printf 'root ::= x{2,5} ( "a" | %%free )\nx ::= [^a-c]\n\000zzzzq hello' >"$1/free"
+    printf 'root ::= root "a" | "b"\n\000ba' >"$1/leftrec"
+}
+seed_json_schema() {
+    printf '{"type":"object","properties":{"a":{"type":"string","maxLength":5},"b":{"enum":[1,"x",null]},"c":{"type":"array","items":{"$ref":"#/$defs/n"},"maxItems":2}},"required":["a"],"additionalProperties":false,"$defs":{"n":{"anyOf":[{"type":"integer"},{"type":["boolean","null"]}]}}}' >"$1/obj"
+    printf '{"type":"string","pattern":"x"}' >"$1/refused"
+}
 seed_sse() {
     printf '\005data: {"a":1}\r\n\r\nevent: x\ndata: y\n\n: c\n\n' >"$1/basic"
     printf '\003data: [DONE]\n\n' >"$1/done"
@@ -201,6 +211,8 @@ fuzz_$n: build failed"
         json_scan) seed_json_scan "$corpus" ;;
         chat_request) seed_chat_request "$corpus" ;;
         scrub) seed_scrub "$corpus" ;;
+        grammar) seed_grammar "$corpus" ;;
+        json_schema) seed_json_schema "$corpus" ;;
         esac
     fi
     art="$OUT/artifacts/$n/"

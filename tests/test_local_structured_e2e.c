@@ -1,0 +1,588 @@
+/*
+ * End to end through the real llmux binary and the local engine (the real
+ * stories260K model and a random-weight model written here): structured
+ * output (response_format json_schema / json_object) that always parses
+ * and validates when the grammar ended it, tool calls (required, named,
+ * auto, none) as OpenAI tool_calls and as streamed tool_call deltas, tool
+ * turns in the conversation, and every unsupported parameter refused with
+ * 400 naming it (stream or not), never a 200 that ignores it or a 502.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+#include <jansson.h>
+
+#include "harness.h"
+#include "lib/e2e.h"
+#include "lib/gguf_writer.h"
+#include "lib/json_check.h"
+
+static struct e2e_proc gw;
+static char url[256];
+static char rand_model[256];
+
+static int
+start(void)
+{
+    char model[1024], cfg[4096];
+    snprintf(model, sizeof(model), "%s/models/stories260K.gguf",
+             e2e_env("LLMUX_TEST_DATA", "../shared/data"));
+    char *dir = e2e_temp_dir();
+    snprintf(rand_model, sizeof(rand_model), "%s/random.gguf", dir);
+    struct gguf_w_llama lp = {0};
+    lp.n_vocab = 500;
+    lp.n_embd = 32;
+    lp.n_layer = 1;
+    lp.n_head = 2;
+    lp.n_head_kv = 2;
+    lp.n_ff = 64;
+    lp.n_ctx = 2048;
+    lp.type = LE_TYPE_Q8_0;
+    lp.seed = 4242;
+    if (gguf_w_llama_write(&lp, rand_model) != 0)
+        return -1;
+    snprintf(cfg, sizeof(cfg),
+             "{\"listen\": \"127.0.0.1:0\", \"workers\": 2,\n"
+             " \"database\": \"%s/ledger.db\", \"require_keys\": false,\n"
+             " \"providers\": {\"local\": {\"kind\": \"local\", "
+             "\"model_path\": \"%s\",\n"
+             "   \"threads\": 1, \"context\": 1024, \"parallel\": 2},\n"
+             "  \"rand\": {\"kind\": \"local\", \"model_path\": \"%s\",\n"
+             "   \"threads\": 1, \"context\": 2048, \"parallel\": 1,\n"
+             "   \"models\": {\"rand\": {}}}}}\n",
+             dir, model, rand_model);
+    free(dir);
+    char *path = e2e_write_temp("structured.json", cfg);
+    const char *bin = e2e_env("LLMUX_BIN", "build/release/llmux");
+    char *argv[] = {(char *)bin, "serve", "--config", path, NULL};
+    int rc = e2e_start(&gw, argv, "listening on http://127.0.0.1:", 30000);
+    free(path);
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/v1/chat/completions",
+             gw.port);
+    return rc;
+}
+
+static json_t *
+post(const char *body, long *status)
+{
+    struct e2e_resp r;
+    json_t *o = NULL;
+    *status = -1;
+    if (e2e_http("POST", url, body, NULL, 120000, &r) == 0) {
+        *status = r.status;
+        o = json_loads(r.body, 0, NULL);
+        if (!o)
+            fprintf(stderr, "not JSON (%ld): %s\n", r.status, r.body);
+    }
+    e2e_resp_free(&r);
+    return o;
+}
+
+static const json_t *
+choice0(const json_t *o)
+{
+    return json_array_get(json_object_get(o, "choices"), 0);
+}
+
+/* ---- refusals ------------------------------------------------------------ */
+
+static void
+expect_refusal(const char *extra, const char *param, int stream)
+{
+    char body[2048];
+    snprintf(body, sizeof(body),
+             "{\"model\":\"local\",%s\"max_tokens\":4,%s"
+             "\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}]}",
+             stream ? "\"stream\":true," : "", extra);
+    long st;
+    json_t *o = post(body, &st);
+    const json_t *e = json_object_get(o, "error");
+    const char *p = json_string_value(json_object_get(e, "param"));
+    if (st != 400 || !p || strcmp(p, param)) {
+        fprintf(stderr, "refusal of %s: status %ld param %s\n", extra, st,
+                p ? p : "(none)");
+        T_CHECK(0);
+    } else {
+        T_CHECK(1);
+    }
+    T_EQ_STR(json_string_value(json_object_get(e, "type")),
+             "invalid_request_error");
+    T_CHECK(json_is_string(json_object_get(e, "message")));
+    json_decref(o);
+}
+
+static void
+test_refusals(void)
+{
+    static const char *const tool =
+        "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}],";
+    struct {
+        const char *extra, *param;
+    } cases[] = {
+        {"\"n\":3,", "n"},
+        {"\"logprobs\":true,", "logprobs"},
+        {"\"top_logprobs\":2,", "top_logprobs"},
+        {"\"logit_bias\":{\"5\":1},", "logit_bias"},
+        {"\"service_tier\":\"flex\",", "service_tier"},
+        {"\"frobnicate\":1,", "frobnicate"},
+        {"\"temperature\":\"hot\",", "temperature"},
+        {"\"top_k\":-1,", "top_k"},
+        {"\"stream_options\":{\"include_usage\":true,\"x\":1},",
+         "stream_options.x"},
+        {"\"response_format\":{\"type\":\"yaml\"},", "response_format.type"},
+        {"\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{"
+         "\"name\":\"a\",\"schema\":{\"type\":\"string\",\"pattern\":\"a+\"}}"
+         "},",
+         "response_format.json_schema.schema"},
+        {"\"response_format\":{\"type\":\"json_object\"},\"stop\":\"x\",",
+         "stop"},
+        {"\"tools\":[{\"type\":\"function\",\"function\":{\"name\":"
+         "\"bad name\"}}],",
+         "tools[0]"},
+        {"\"tools\":[{\"type\":\"retrieval\"}],", "tools[0]"},
+        {"\"tool_choice\":\"required\",", "tool_choice"},
+        {"\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}],"
+         "\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":"
+         "\"g\"}},",
+         "tool_choice"},
+        {"\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\","
+         "\"parameters\":{\"type\":\"object\",\"properties\":{\"d\":{"
+         "\"type\":\"string\",\"format\":\"date\"}}}}}],",
+         "tools[0].function.parameters"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        expect_refusal(cases[i].extra, cases[i].param, 0);
+        if (i % 3 == 0)
+            expect_refusal(cases[i].extra, cases[i].param, 1);
+    }
+    /* tools with response_format, and a non-text content part */
+    char both[512];
+    snprintf(both, sizeof(both),
+             "%s\"response_format\":{\"type\":\"json_object\"},", tool);
+    expect_refusal(both, "response_format", 0);
+    long st;
+    json_t *o = post("{\"model\":\"local\",\"messages\":[{\"role\":\"user\","
+                     "\"content\":[{\"type\":\"image_url\",\"image_url\":{"
+                     "\"url\":\"http://x/y.png\"}}]}]}",
+                     &st);
+    T_EQ_INT(st, 400);
+    T_EQ_STR(json_string_value(json_object_get(json_object_get(o, "error"),
+                                               "param")),
+             "messages[0].content");
+    json_decref(o);
+    /* harmless metadata and explicit defaults are accepted */
+    o = post("{\"model\":\"local\",\"max_tokens\":3,\"n\":1,\"logprobs\":"
+             "false,\"user\":\"u1\",\"metadata\":{\"a\":\"b\"},\"store\":"
+             "false,\"top_logprobs\":null,\"messages\":[{\"role\":"
+             "\"developer\",\"content\":\"Be brief.\"},{\"role\":\"user\","
+             "\"content\":[{\"type\":\"text\",\"text\":\"Hi\"}]}]}",
+             &st);
+    T_EQ_INT(st, 200);
+    json_decref(o);
+}
+
+/* ---- structured output ------------------------------------------------- */
+
+static const char *schema =
+    "{\"type\":\"object\",\"additionalProperties\":false,"
+    "\"required\":[\"city\",\"unit\",\"days\"],\"properties\":{"
+    "\"city\":{\"type\":\"string\",\"maxLength\":12},"
+    "\"unit\":{\"enum\":[\"celsius\",\"fahrenheit\"]},"
+    "\"days\":{\"type\":\"array\",\"maxItems\":3,\"items\":{"
+    "\"type\":\"integer\"}},\"ok\":{\"type\":\"boolean\"}}}";
+
+static void
+structured_many(const char *model, int seeds, int *stopped)
+{
+    json_t *sch = json_loads(schema, 0, NULL);
+    for (int seed = 0; seed < seeds; seed++) {
+        char body[2048];
+        snprintf(body, sizeof(body),
+                 "{\"model\":\"%s\",\"seed\":%d,\"temperature\":1.0,"
+                 "\"max_tokens\":200,\"response_format\":{\"type\":"
+                 "\"json_schema\",\"json_schema\":{\"name\":\"weather\","
+                 "\"strict\":true,\"schema\":%s}},\"messages\":[{\"role\":"
+                 "\"user\",\"content\":\"The weather in Paris\"}]}",
+                 model, seed, schema);
+        long st;
+        json_t *o = post(body, &st);
+        T_EQ_INT(st, 200);
+        const json_t *ch = choice0(o);
+        const char *fr = json_string_value(json_object_get(ch,
+                                                           "finish_reason"));
+        const char *content = json_string_value(
+            json_object_get(json_object_get(ch, "message"), "content"));
+        T_CHECK(fr && content);
+        if (fr && content && !strcmp(fr, "stop")) {
+            (*stopped)++;
+            json_t *v = json_loads(content, 0, NULL);
+            if (!v || !json_check_schema(v, sch)) {
+                fprintf(stderr, "%s seed %d: invalid: %s\n", model, seed,
+                        content);
+                T_CHECK(0);
+            }
+            json_decref(v);
+        } else {
+            T_EQ_STR(fr, "length");
+        }
+        json_decref(o);
+    }
+    json_decref(sch);
+}
+
+static void
+test_json_schema(void)
+{
+    int stopped = 0;
+    structured_many("local", 8, &stopped);
+    structured_many("rand", 8, &stopped);
+    fprintf(stderr, "  json_schema: %d of 16 ended by the grammar\n",
+            stopped);
+    T_CHECK(stopped >= 8);
+    /* json_object: any object */
+    for (int seed = 0; seed < 4; seed++) {
+        char body[512];
+        snprintf(body, sizeof(body),
+                 "{\"model\":\"%s\",\"seed\":%d,\"max_tokens\":100,"
+                 "\"response_format\":{\"type\":\"json_object\"},"
+                 "\"messages\":[{\"role\":\"user\",\"content\":\"JSON\"}]}",
+                 seed % 2 ? "rand" : "local", seed);
+        long st;
+        json_t *o = post(body, &st);
+        T_EQ_INT(st, 200);
+        const json_t *ch = choice0(o);
+        const char *content = json_string_value(
+            json_object_get(json_object_get(ch, "message"), "content"));
+        const char *fr =
+            json_string_value(json_object_get(ch, "finish_reason"));
+        if (fr && !strcmp(fr, "stop")) {
+            json_t *v = content ? json_loads(content, 0, NULL) : NULL;
+            T_CHECK(json_is_object(v));
+            json_decref(v);
+        }
+        json_decref(o);
+    }
+}
+
+/* ---- tool calls ----------------------------------------------------------- */
+
+static const char *tools =
+    "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\","
+    "\"description\":\"Weather of a city\",\"parameters\":{\"type\":"
+    "\"object\",\"properties\":{\"city\":{\"type\":\"string\",\"maxLength\":"
+    "10},\"unit\":{\"enum\":[\"c\",\"f\"]}},\"required\":[\"city\","
+    "\"unit\"],\"additionalProperties\":false}}},"
+    "{\"type\":\"function\",\"function\":{\"name\":\"get_time\","
+    "\"parameters\":{\"type\":\"object\",\"properties\":{\"zone\":{"
+    "\"enum\":[\"utc\",\"cet\"]}},\"required\":[\"zone\"]}}}]";
+
+/* Checks one tool call object; returns 1 if it is valid for tools. */
+static int
+valid_call(const json_t *tc, const char *want_name)
+{
+    json_t *ts = json_loads(tools, 0, NULL);
+    const json_t *fn = json_object_get(tc, "function");
+    const char *name = json_string_value(json_object_get(fn, "name"));
+    const char *args = json_string_value(json_object_get(fn, "arguments"));
+    const char *id = json_string_value(json_object_get(tc, "id"));
+    int ok = name && args && id && !strncmp(id, "call_", 5) &&
+             !strcmp(json_string_value(json_object_get(tc, "type")),
+                     "function") &&
+             (!want_name || !strcmp(name, want_name));
+    const json_t *params = NULL;
+    for (size_t i = 0; ok && i < json_array_size(ts); i++) {
+        const json_t *f = json_object_get(json_array_get(ts, i), "function");
+        if (!strcmp(json_string_value(json_object_get(f, "name")), name))
+            params = json_object_get(f, "parameters");
+    }
+    json_t *a = ok ? json_loads(args, 0, NULL) : NULL;
+    ok = ok && params && a && json_check_schema(a, params);
+    if (!ok)
+        fprintf(stderr, "invalid call: %s(%s)\n", name ? name : "?",
+                args ? args : "?");
+    json_decref(a);
+    json_decref(ts);
+    return ok;
+}
+
+static void
+test_tool_calls(void)
+{
+    int calls = 0;
+    for (int seed = 0; seed < 12; seed++) {
+        const char *model = seed % 2 ? "rand" : "local";
+        const char *choice =
+            seed % 3 == 0 ? "\"required\""
+                          : "{\"type\":\"function\",\"function\":{\"name\":"
+                            "\"get_time\"}}";
+        char body[4096];
+        snprintf(body, sizeof(body),
+                 "{\"model\":\"%s\",\"seed\":%d,\"max_tokens\":150,"
+                 "\"tools\":%s,\"tool_choice\":%s,\"messages\":[{\"role\":"
+                 "\"user\",\"content\":\"What is the weather?\"}]}",
+                 model, seed, tools, choice);
+        long st;
+        json_t *o = post(body, &st);
+        T_EQ_INT(st, 200);
+        const json_t *ch = choice0(o);
+        const json_t *msg = json_object_get(ch, "message");
+        const char *fr =
+            json_string_value(json_object_get(ch, "finish_reason"));
+        if (fr && !strcmp(fr, "tool_calls")) {
+            calls++;
+            const json_t *tcs = json_object_get(msg, "tool_calls");
+            T_EQ_INT(json_array_size(tcs), 1);
+            T_CHECK(json_is_null(json_object_get(msg, "content")));
+            T_CHECK(valid_call(json_array_get(tcs, 0),
+                               seed % 3 == 0 ? NULL : "get_time"));
+        } else {
+            T_EQ_STR(fr, "length");
+        }
+        json_decref(o);
+    }
+    fprintf(stderr, "  tool calls: %d of 12 complete\n", calls);
+    T_CHECK(calls >= 6);
+}
+
+/* Parses an SSE body: the tool call rebuilt from its deltas. */
+static void
+test_tool_stream(void)
+{
+    int complete = 0;
+    for (int seed = 0; seed < 6; seed++) {
+        char body[4096];
+        snprintf(body, sizeof(body),
+                 "{\"model\":\"%s\",\"stream\":true,\"seed\":%d,"
+                 "\"max_tokens\":150,\"stream_options\":{\"include_usage\":"
+                 "true},\"tools\":%s,\"tool_choice\":\"required\","
+                 "\"messages\":[{\"role\":\"user\",\"content\":\"Weather?\"}"
+                 "]}",
+                 seed % 2 ? "rand" : "local", seed, tools);
+        struct e2e_resp r;
+        T_EQ_INT(e2e_http("POST", url, body, NULL, 120000, &r), 0);
+        T_EQ_INT(r.status, 200);
+        json_t *call = json_pack("{s:s,s:{s:s}}", "type", "function",
+                                 "function", "arguments", "");
+        char args[8192] = "";
+        int heads = 0, done = 0, content = 0;
+        const char *finish = NULL;
+        char fin[32] = "";
+        const char *p = r.body;
+        while ((p = strstr(p, "data: ")) != NULL) {
+            p += 6;
+            const char *e = strstr(p, "\n\n");
+            if (!e)
+                break;
+            if (!strncmp(p, "[DONE]", 6)) {
+                done = 1;
+                p = e;
+                continue;
+            }
+            json_t *o = json_loadb(p, (size_t)(e - p), 0, NULL);
+            T_CHECK(o != NULL);
+            const json_t *ch = choice0(o);
+            const json_t *d = json_object_get(ch, "delta");
+            const char *c = json_string_value(json_object_get(d, "content"));
+            content += c && *c;
+            const json_t *tc =
+                json_array_get(json_object_get(d, "tool_calls"), 0);
+            if (tc) {
+                T_EQ_INT(json_integer_value(json_object_get(tc, "index")), 0);
+                const json_t *fn = json_object_get(tc, "function");
+                if (json_object_get(tc, "id")) {
+                    heads++;
+                    json_object_set(call, "id", json_object_get(tc, "id"));
+                    json_object_set(json_object_get(call, "function"), "name",
+                                    json_object_get(fn, "name"));
+                }
+                const char *a =
+                    json_string_value(json_object_get(fn, "arguments"));
+                if (a && strlen(args) + strlen(a) < sizeof(args))
+                    strcat(args, a);
+            }
+            finish = json_string_value(json_object_get(ch, "finish_reason"));
+            if (finish)
+                snprintf(fin, sizeof(fin), "%s", finish);
+            json_decref(o);
+            p = e;
+        }
+        T_CHECK(done);
+        T_EQ_INT(content, 0);
+        if (!strcmp(fin, "tool_calls")) {
+            complete++;
+            T_EQ_INT(heads, 1);
+            json_object_set_new(json_object_get(call, "function"),
+                                "arguments", json_string(args));
+            T_CHECK(valid_call(call, NULL));
+        } else {
+            T_EQ_STR(fin, "length");
+        }
+        json_decref(call);
+        e2e_resp_free(&r);
+    }
+    fprintf(stderr, "  streamed tool calls: %d of 6 complete\n", complete);
+    T_CHECK(complete >= 3);
+}
+
+static void
+test_auto_none_and_turns(void)
+{
+    /* auto: text, or (when the output starts with '{') a valid call */
+    for (int seed = 0; seed < 6; seed++) {
+        char body[4096];
+        snprintf(body, sizeof(body),
+                 "{\"model\":\"%s\",\"seed\":%d,\"max_tokens\":60,"
+                 "\"tools\":%s,\"messages\":[{\"role\":\"user\",\"content\":"
+                 "\"Hello\"}]}",
+                 seed % 2 ? "rand" : "local", seed, tools);
+        long st;
+        json_t *o = post(body, &st);
+        T_EQ_INT(st, 200);
+        const json_t *ch = choice0(o);
+        const json_t *msg = json_object_get(ch, "message");
+        const char *fr =
+            json_string_value(json_object_get(ch, "finish_reason"));
+        const json_t *tcs = json_object_get(msg, "tool_calls");
+        if (tcs) {
+            T_EQ_STR(fr, "tool_calls");
+            T_CHECK(valid_call(json_array_get(tcs, 0), NULL));
+        } else {
+            const char *c =
+                json_string_value(json_object_get(msg, "content"));
+            T_CHECK(c != NULL);
+            T_CHECK(fr && (!strcmp(fr, "stop") || !strcmp(fr, "length")));
+        }
+        json_decref(o);
+    }
+    /* none: plain text even with tools */
+    char body[8192];
+    snprintf(body, sizeof(body),
+             "{\"model\":\"local\",\"temperature\":0,\"max_tokens\":10,"
+             "\"tools\":%s,\"tool_choice\":\"none\",\"messages\":[{\"role\":"
+             "\"user\",\"content\":\"Hello\"}]}",
+             tools);
+    long st;
+    json_t *o = post(body, &st);
+    T_EQ_INT(st, 200);
+    T_CHECK(!json_object_get(json_object_get(choice0(o), "message"),
+                             "tool_calls"));
+    json_decref(o);
+    /* a conversation with a call and its result, then another call */
+    snprintf(body, sizeof(body),
+             "{\"model\":\"local\",\"seed\":1,\"max_tokens\":150,\"tools\":%s,"
+             "\"tool_choice\":\"required\",\"messages\":["
+             "{\"role\":\"system\",\"content\":\"You help.\"},"
+             "{\"role\":\"user\",\"content\":\"Weather in Oslo?\"},"
+             "{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{"
+             "\"id\":\"call_1\",\"type\":\"function\",\"function\":{\"name\":"
+             "\"get_weather\",\"arguments\":\"{\\\"city\\\":\\\"Oslo\\\","
+             "\\\"unit\\\":\\\"c\\\"}\"}}]},"
+             "{\"role\":\"tool\",\"tool_call_id\":\"call_1\",\"content\":"
+             "\"-3 and snow\"},"
+             "{\"role\":\"user\",\"content\":\"And the time?\"}]}",
+             tools);
+    o = post(body, &st);
+    T_EQ_INT(st, 200);
+    const json_t *ch = choice0(o);
+    const char *fr = json_string_value(json_object_get(ch, "finish_reason"));
+    T_CHECK(fr && (!strcmp(fr, "tool_calls") || !strcmp(fr, "length")));
+    json_decref(o);
+}
+
+/* Streams of auto and json_schema: the deltas rebuild a valid answer. */
+static void
+test_other_streams(void)
+{
+    json_t *sch = json_loads(schema, 0, NULL);
+    int valid = 0;
+    for (int seed = 0; seed < 8; seed++) {
+        char body[4096];
+        if (seed % 2)
+            snprintf(body, sizeof(body),
+                     "{\"model\":\"rand\",\"stream\":true,\"seed\":%d,"
+                     "\"max_tokens\":60,\"tools\":%s,\"messages\":[{"
+                     "\"role\":\"user\",\"content\":\"Hi\"}]}",
+                     seed, tools);
+        else
+            snprintf(body, sizeof(body),
+                     "{\"model\":\"local\",\"stream\":true,\"seed\":%d,"
+                     "\"max_tokens\":200,\"response_format\":{\"type\":"
+                     "\"json_schema\",\"json_schema\":{\"name\":\"w\","
+                     "\"schema\":%s}},\"messages\":[{\"role\":\"user\","
+                     "\"content\":\"Weather\"}]}",
+                     seed, schema);
+        struct e2e_resp r;
+        T_EQ_INT(e2e_http("POST", url, body, NULL, 120000, &r), 0);
+        T_EQ_INT(r.status, 200);
+        char content[8192] = "", args[8192] = "", fin[32] = "";
+        int tool_heads = 0;
+        const char *p = r.body;
+        while ((p = strstr(p, "data: ")) != NULL) {
+            p += 6;
+            const char *e = strstr(p, "\n\n");
+            if (!e || !strncmp(p, "[DONE]", 6))
+                break;
+            json_t *o = json_loadb(p, (size_t)(e - p), 0, NULL);
+            const json_t *ch = choice0(o);
+            const json_t *d = json_object_get(ch, "delta");
+            const char *c = json_string_value(json_object_get(d, "content"));
+            if (c && strlen(content) + strlen(c) < sizeof(content))
+                strcat(content, c);
+            const json_t *tc =
+                json_array_get(json_object_get(d, "tool_calls"), 0);
+            tool_heads += json_object_get(tc, "id") != NULL;
+            const char *a = json_string_value(json_object_get(
+                json_object_get(tc, "function"), "arguments"));
+            if (a && strlen(args) + strlen(a) < sizeof(args))
+                strcat(args, a);
+            const char *f =
+                json_string_value(json_object_get(ch, "finish_reason"));
+            if (f)
+                snprintf(fin, sizeof(fin), "%s", f);
+            json_decref(o);
+            p = e;
+        }
+        if (seed % 2 == 0 && !strcmp(fin, "stop")) {
+            json_t *v = json_loads(content, 0, NULL);
+            T_CHECK(v && json_check_schema(v, sch));
+            valid += v != NULL;
+            json_decref(v);
+        } else if (seed % 2 && tool_heads) {
+            /* auto chose a call: content stays empty */
+            T_EQ_INT(strlen(content), 0);
+            T_CHECK(!strcmp(fin, "tool_calls") || !strcmp(fin, "length"));
+        } else if (seed % 2) {
+            T_CHECK(strlen(content) > 0 && content[0] != '{');
+            T_CHECK(!strcmp(fin, "stop") || !strcmp(fin, "length"));
+        }
+        e2e_resp_free(&r);
+    }
+    fprintf(stderr, "  streamed json_schema: %d of 4 valid\n", valid);
+    T_CHECK(valid >= 2);
+    json_decref(sch);
+}
+
+int
+main(void)
+{
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    if (start() != 0) {
+        printf("0 passed, 1 failed\n");
+        return 1;
+    }
+    T_RUN(test_refusals);
+    T_RUN(test_json_schema);
+    T_RUN(test_tool_calls);
+    T_RUN(test_tool_stream);
+    T_RUN(test_auto_none_and_turns);
+    T_RUN(test_other_streams);
+    T_EQ_INT(e2e_stop(&gw, SIGTERM, 20000), 0);
+    T_EQ_INT(e2e_sanitizer_reports, 0);
+    unlink(rand_model);
+    curl_global_cleanup();
+    return T_END();
+}
