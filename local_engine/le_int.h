@@ -96,6 +96,36 @@ void le_vec_dot_f16_f16_avx2(int n, float *s, const void *x, const void *y);
 void le_vec_dot_f32_f32_avx2(int n, float *s, const void *x, const void *y);
 void le_f16_to_float_avx2(const void *x, float *y, int64_t k);
 
+/* AMX-INT8 prefill GEMM (quants_amx.c; detection and the plain C twin in
+ * amx.c).
+ *
+ * le_amx_usable: 1 when this process may use AMX tiles: CPU (AMX-TILE,
+ * AMX-INT8, AVX-512 F/BW/VL/VNNI, F16C), OS (XCR0) and Linux's
+ * ARCH_REQ_XCOMP_PERM (asked once per process), and LLMUX_NO_AMX unset or
+ * 0.  Checked once, thread-safe.  le_amx_status: why, in words (static).
+ * le_gemm_amx_type: 1 for the weight types the GEMM takes (Q8_0, Q4_0:
+ * activations in Q8_0).
+ *
+ * le_gemm_amx: for weight rows r0 <= r < r1 and tokens t < n_tok,
+ *   y[t * n_out + r] = sum over 32-value blocks b, in order, of
+ *       acc = fmaf((float)isum_b, d_act(t, b) * d_w(r, b), acc)
+ * (isum_b the exact integer dot of the block), from the weight in its GGUF
+ * layout (row r at w + r * w_row) and n_in-wide activation rows in Q8_0
+ * (row t at xq + t * x_row).  Within 1e-5 of sum |x_i y_i| of the type's
+ * vec_dot (another rounding order), bit-identical to le_gemm_amx_ref.
+ * Only when le_amx_usable(); any thread, uses a per-thread scratch buffer
+ * that lives until the thread exits.  Returns 0, or -1 (nothing written)
+ * for a type it does not take or when the scratch cannot be allocated. */
+int le_amx_usable(void);
+const char *le_amx_status(void);
+int le_gemm_amx_type(enum le_type t);
+int le_gemm_amx(enum le_type wt, int n_in, const void *w, size_t w_row,
+                int r0, int r1, const void *xq, size_t x_row, int n_tok,
+                float *y, int n_out);
+int le_gemm_amx_ref(enum le_type wt, int n_in, const void *w, size_t w_row,
+                    int r0, int r1, const void *xq, size_t x_row, int n_tok,
+                    float *y, int n_out);
+
 /* IEEE half and bfloat16 conversions (plain C, exact, round to nearest
  * even on the way down). */
 float le_fp16_to_fp32(uint16_t h);

@@ -1,0 +1,391 @@
+/*
+ * quants_amx.c: the AMX-INT8 GEMM for prompt batches (Q8_0 and Q4_0
+ * weights against Q8_0 activations).
+ *
+ * Built with -mamx-tile -mamx-int8 -mavx512f/bw/vl/vnni (Makefile: files
+ * named *_amx.c, x86-64 only) and called only when le_amx_usable() (amx.c)
+ * says the CPU, the OS and the kernel's permission allow it.
+ *
+ * The tiles (one TDPBSSD: C[16][16] int32 += A[16][32 bytes] . B):
+ *   A = 16 weight rows x one 32-value block (K = 32: the per-block scales
+ *       forbid summing two blocks in the integer domain).  Q8_0 rows are
+ *       loaded straight from the GGUF mapping (32 bytes after each block's
+ *       scale, stride = bytes per row); Q4_0 rows are unpacked to int8
+ *       once per panel of 16 rows into a per-thread buffer and that panel
+ *       serves every token tile.
+ *   B = 16 tokens x the same block in the VNNI layout (row k/4 holds the 4
+ *       values k..k+3 of each token), repacked with gathers from the Q8_0
+ *       activation rows once per call (per thread: the caller splits the
+ *       weight rows, every thread reads every token).
+ *   C is stored after each block and scaled in AVX-512:
+ *       acc[r][t] = fma((float)C[r][t], d_act[t] * d_w[r], acc[r][t])
+ *   over the blocks in order; the twin in amx.c does exactly that, so the
+ *   results agree bit for bit.  Two C tiles alternate so the tile unit
+ *   runs a block ahead of the scaling.
+ *
+ * Memory: one per-thread scratch buffer (activations of up to TOK_CHUNK
+ * tokens in B layout, their scales, one unpacked weight panel), grown on
+ * demand and freed when the thread exits (a pthread key destructor).  Tile
+ * state is configured at the start of each call and released at its end,
+ * so a thread holds no tile state between calls.
+ */
+#include "le_int.h"
+
+#if defined(__x86_64__)
+
+#include <immintrin.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct amxk_q4_0 {
+    uint16_t d;
+    uint8_t qs[16];
+};
+_Static_assert(sizeof(struct amxk_q4_0) == 18, "as in quants.c");
+struct amxk_q8_0 {
+    uint16_t d;
+    int8_t qs[32];
+};
+_Static_assert(sizeof(struct amxk_q8_0) == 34, "as in quants.c");
+
+/* Tokens repacked per pass: 8 tiles.  Bounds the scratch (8 * 512 bytes
+ * + 64 bytes of scales per block: 0.8 MiB for 5632-wide rows) while
+ * leaving 8 token tiles to share each unpacked weight panel. */
+#define TOK_CHUNK 128
+
+/* ldtilecfg's 64-byte operand (palette 1). */
+struct tilecfg {
+    uint8_t palette;
+    uint8_t start_row;
+    uint8_t reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+};
+_Static_assert(sizeof(struct tilecfg) == 64, "ldtilecfg operand");
+
+/* tmm0, tmm3: A (16 x 32 bytes); tmm1, tmm4: B (8 x 64 bytes);
+ * tmm2, tmm5: C (16 x 16 int32). */
+static void
+tiles_config(void)
+{
+    struct tilecfg c;
+    memset(&c, 0, sizeof(c));
+    c.palette = 1;
+    c.rows[0] = c.rows[3] = 16;
+    c.colsb[0] = c.colsb[3] = 32;
+    c.rows[1] = c.rows[4] = 8;
+    c.colsb[1] = c.colsb[4] = 64;
+    c.rows[2] = c.rows[5] = 16;
+    c.colsb[2] = c.colsb[5] = 64;
+    _tile_loadconfig(&c);
+}
+
+/* ------------------------------------------------------------------ */
+/* Per-thread scratch.                                                  */
+
+struct scratch {
+    size_t cap;
+    void *p; /* 64-byte aligned */
+};
+
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+static int scratch_key_ok;
+
+static void
+scratch_free(void *v)
+{
+    struct scratch *s = v;
+    if (s) {
+        free(s->p);
+        free(s);
+    }
+}
+
+static void
+scratch_init(void)
+{
+    scratch_key_ok = pthread_key_create(&scratch_key, scratch_free) == 0;
+}
+
+static void *
+scratch_get(size_t need)
+{
+    pthread_once(&scratch_once, scratch_init);
+    if (!scratch_key_ok)
+        return NULL;
+    struct scratch *s = pthread_getspecific(scratch_key);
+    if (!s) {
+        s = calloc(1, sizeof(*s));
+        if (!s || pthread_setspecific(scratch_key, s) != 0) {
+            free(s);
+            return NULL;
+        }
+    }
+    if (s->cap < need) {
+        size_t cap = (need + 65535) & ~(size_t)65535;
+        void *p = aligned_alloc(64, cap);
+        if (!p)
+            return NULL;
+        free(s->p);
+        s->p = p;
+        s->cap = cap;
+    }
+    return s->p;
+}
+
+/* ------------------------------------------------------------------ */
+/* Packing.                                                             */
+
+static inline __m512i
+lane_offsets(size_t stride)
+{
+    const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10,
+                                           11, 12, 13, 14, 15);
+    return _mm512_mullo_epi32(lane, _mm512_set1_epi32((int)stride));
+}
+
+/* 16 fp16 halves at base + lane * stride (lanes in mask; others 0) as
+ * floats. */
+static inline __m512
+gather_halves(const uint8_t *base, __m512i off, __mmask16 mask)
+{
+    __m512i v = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), mask, off,
+                                            base, 1);
+    return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(v));
+}
+
+/* Activations of nt tokens (Q8_0 rows x_row apart) -> per token tile and
+ * block: 8 x 64 bytes in B layout at bq + (tt * nb + b) * 512 and 16
+ * float scales at bd + (tt * nb + b) * 16.  Tokens past nt are zero. */
+static void
+pack_acts(const uint8_t *xq, size_t x_row, int nt, int nb, int8_t *bq,
+          float *bd)
+{
+    __m512i off = lane_offsets(x_row);
+    for (int tt = 0; tt * 16 < nt; tt++) {
+        int left = nt - tt * 16;
+        __mmask16 mask = left >= 16 ? 0xffff : (__mmask16)((1u << left) - 1);
+        const uint8_t *base = xq + (size_t)tt * 16 * x_row;
+        for (int b = 0; b < nb; b++) {
+            const uint8_t *blk = base + (size_t)b * 34;
+            int8_t *dst = bq + ((size_t)tt * nb + b) * 512;
+            for (int kr = 0; kr < 8; kr++) {
+                __m512i v = _mm512_mask_i32gather_epi32(
+                    _mm512_setzero_si512(), mask, off, blk + 2 + 4 * kr, 1);
+                _mm512_store_si512((void *)(dst + kr * 64), v);
+            }
+            _mm512_store_ps(bd + ((size_t)tt * nb + b) * 16,
+                            gather_halves(blk, off, mask));
+        }
+    }
+}
+
+/* Scales of nr weight rows (from row pointer w) per block: ad[b * 16 + m];
+ * rows past nr get 0. */
+static void
+pack_wscales(enum le_type wt, const uint8_t *w, size_t w_row, int nr, int nb,
+             float *ad)
+{
+    __m512i off = lane_offsets(w_row);
+    __mmask16 mask = nr >= 16 ? 0xffff : (__mmask16)((1u << nr) - 1);
+    size_t bs = wt == LE_TYPE_Q8_0 ? 34 : 18;
+    for (int b = 0; b < nb; b++)
+        _mm512_store_ps(ad + (size_t)b * 16,
+                        gather_halves(w + (size_t)b * bs, off, mask));
+}
+
+/* nr weight rows -> int8 panel aq[b][16][32] (rows past nr zero). */
+static void
+unpack_panel(enum le_type wt, const uint8_t *w, size_t w_row, int nr, int nb,
+             int8_t *aq)
+{
+    const __m256i lo4 = _mm256_set1_epi8(0x0f), eight = _mm256_set1_epi8(8);
+    for (int m = 0; m < 16; m++) {
+        const uint8_t *row = w + (size_t)m * w_row;
+        for (int b = 0; b < nb; b++) {
+            int8_t *dst = aq + ((size_t)b * 16 + m) * 32;
+            if (m >= nr) {
+                _mm256_store_si256((__m256i *)dst, _mm256_setzero_si256());
+            } else if (wt == LE_TYPE_Q8_0) {
+                const struct amxk_q8_0 *x = (const void *)row;
+                _mm256_store_si256(
+                    (__m256i *)dst,
+                    _mm256_loadu_si256((const __m256i *)x[b].qs));
+            } else {
+                const struct amxk_q4_0 *x = (const void *)row;
+                __m128i q = _mm_loadu_si128((const __m128i *)x[b].qs);
+                __m256i v = _mm256_set_m128i(_mm_srli_epi16(q, 4), q);
+                v = _mm256_sub_epi8(_mm256_and_si256(v, lo4), eight);
+                _mm256_store_si256((__m256i *)dst, v);
+            }
+        }
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* One 16 x 16 output tile over all blocks.                             */
+
+/* acc[m] += cvt(C[m]) * (bd * ad[m]) for the 16 rows of a stored C. */
+#define SCALE_C(cb, bdp, adp)                                                \
+    do {                                                                     \
+        __m512 dv = _mm512_load_ps(bdp);                                     \
+        _Pragma("GCC unroll 16") for (int m = 0; m < 16; m++) acc[m] =       \
+            _mm512_fmadd_ps(                                                 \
+                _mm512_cvtepi32_ps(_mm512_load_si512((cb) + 16 * m)),        \
+                _mm512_mul_ps(dv, _mm512_set1_ps((adp)[m])), acc[m]);        \
+    } while (0)
+
+/* Blocks b0..b1 of one output tile through the tile unit: the int32 C of
+ * block b at cb + (b - b0) * 256.  Consecutive blocks alternate between
+ * two sets of tile registers. */
+static inline void
+tile_blocks(const int8_t *a, size_t a_stride, size_t a_blk, const int8_t *bq,
+            int b0, int b1, int32_t *cb)
+{
+    int b = b0;
+    for (; b + 2 <= b1; b += 2, cb += 512) {
+        _tile_loadd(0, a + (size_t)b * a_blk, a_stride);
+        _tile_loadd(1, bq + (size_t)b * 512, 64);
+        _tile_zero(2);
+        _tile_dpbssd(2, 0, 1);
+        _tile_stored(2, cb, 64);
+        _tile_loadd(3, a + (size_t)(b + 1) * a_blk, a_stride);
+        _tile_loadd(4, bq + (size_t)(b + 1) * 512, 64);
+        _tile_zero(5);
+        _tile_dpbssd(5, 3, 4);
+        _tile_stored(5, cb + 256, 64);
+    }
+    if (b < b1) {
+        _tile_loadd(0, a + (size_t)b * a_blk, a_stride);
+        _tile_loadd(1, bq + (size_t)b * 512, 64);
+        _tile_zero(2);
+        _tile_dpbssd(2, 0, 1);
+        _tile_stored(2, cb, 64);
+    }
+}
+
+/* Blocks per group: the tile unit computes group g + 1 into one half of
+ * cbuf while AVX-512 scales group g from the other, so neither waits for
+ * the other's latency (a tile store read back at once stalls for it:
+ * measured 3x slower with one block in flight). */
+#define GROUP 8
+
+static void
+tile_gemm(const int8_t *a, size_t a_stride, size_t a_blk, const int8_t *bq,
+          const float *bd, const float *ad, int nb, int32_t *cbuf,
+          __m512 *out)
+{
+    __m512 acc[16];
+    for (int m = 0; m < 16; m++)
+        acc[m] = _mm512_setzero_ps();
+    tile_blocks(a, a_stride, a_blk, bq, 0, nb < GROUP ? nb : GROUP, cbuf);
+    for (int g = 0; g < nb; g += GROUP) {
+        int32_t *cur = cbuf + (size_t)((g / GROUP) & 1) * GROUP * 256;
+        int32_t *nxt = cbuf + (size_t)(((g / GROUP) + 1) & 1) * GROUP * 256;
+        int g1 = g + GROUP < nb ? g + GROUP : nb;
+        if (g1 < nb)
+            tile_blocks(a, a_stride, a_blk, bq, g1,
+                        g1 + GROUP < nb ? g1 + GROUP : nb, nxt);
+        for (int b = g; b < g1; b++)
+            SCALE_C(cur + (size_t)(b - g) * 256, bd + (size_t)b * 16,
+                    ad + (size_t)b * 16);
+    }
+    for (int m = 0; m < 16; m++)
+        out[m] = acc[m];
+}
+
+/* acc[m] holds row m's 16 tokens; y is laid out [token][row], so the tile
+ * is transposed through tmp (stores, then gathers from L1) into one
+ * 64-byte row segment per token (a scatter per row was 20% of the time:
+ * 16 cache lines touched by each). */
+static void
+store_tile(const __m512 *acc, float *tmp, float *y, size_t n_out, int ntok,
+           int nr)
+{
+    for (int m = 0; m < 16; m++)
+        _mm512_store_ps(tmp + 16 * m, acc[m]);
+    const __m512i col = _mm512_mullo_epi32(
+        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14,
+                          15),
+        _mm512_set1_epi32(16));
+    __mmask16 rows = nr >= 16 ? 0xffff : (__mmask16)((1u << nr) - 1);
+    for (int n = 0; n < ntok; n++)
+        _mm512_mask_storeu_ps(y + (size_t)n * n_out, rows,
+                              _mm512_i32gather_ps(col, tmp + n, 4));
+}
+
+int
+le_gemm_amx(enum le_type wt, int n_in, const void *w, size_t w_row, int r0,
+            int r1, const void *xq, size_t x_row, int n_tok, float *y,
+            int n_out)
+{
+    if (!le_gemm_amx_type(wt) || n_in % 32 || r1 <= r0 || n_tok <= 0)
+        return r1 <= r0 || n_tok <= 0 ? 0 : -1;
+    int nb = n_in / 32;
+    int chunk_tiles = (n_tok < TOK_CHUNK ? n_tok + 15 : TOK_CHUNK) / 16;
+    size_t bq_size = (size_t)chunk_tiles * nb * 512;
+    size_t bd_size = (size_t)chunk_tiles * nb * 16 * sizeof(float);
+    size_t aq_size = (size_t)nb * 512;
+    size_t ad_size = (size_t)nb * 16 * sizeof(float);
+    uint8_t *buf = scratch_get(bq_size + bd_size + aq_size + ad_size +
+                               2 * GROUP * 1024 + 1024);
+    if (!buf)
+        return -1;
+    int8_t *bq = (int8_t *)buf;
+    float *bd = (float *)(buf + bq_size);
+    int8_t *aq = (int8_t *)(buf + bq_size + bd_size);
+    float *ad = (float *)(buf + bq_size + bd_size + aq_size);
+    int32_t *cbuf = (int32_t *)(buf + bq_size + bd_size + aq_size + ad_size);
+    float *tmp = (float *)(cbuf + 2 * GROUP * 256);
+    const uint8_t *wb = w;
+
+    tiles_config();
+    __m512 acc[16];
+    for (int t0 = 0; t0 < n_tok; t0 += TOK_CHUNK) {
+        int nt = n_tok - t0 < TOK_CHUNK ? n_tok - t0 : TOK_CHUNK;
+        pack_acts((const uint8_t *)xq + (size_t)t0 * x_row, x_row, nt, nb, bq,
+                  bd);
+        for (int r = r0; r < r1; r += 16) {
+            int nr = r1 - r < 16 ? r1 - r : 16;
+            const uint8_t *wr = wb + (size_t)r * w_row;
+            const int8_t *a;
+            size_t a_stride, a_blk;
+            pack_wscales(wt, wr, w_row, nr, nb, ad);
+            if (wt == LE_TYPE_Q8_0 && nr == 16) {
+                a = (const int8_t *)wr + 2; /* straight from the file */
+                a_stride = w_row;
+                a_blk = 34;
+            } else {
+                unpack_panel(wt, wr, w_row, nr, nb, aq);
+                a = aq;
+                a_stride = 32;
+                a_blk = 512;
+            }
+            for (int tt = 0; tt * 16 < nt; tt++) {
+                tile_gemm(a, a_stride, a_blk, bq + (size_t)tt * nb * 512,
+                          bd + (size_t)tt * nb * 16, ad, nb, cbuf, acc);
+                int left = nt - tt * 16;
+                store_tile(acc, tmp, y + (size_t)(t0 + tt * 16) * n_out + r,
+                           (size_t)n_out, left < 16 ? left : 16, nr);
+            }
+        }
+    }
+    _tile_release();
+    return 0;
+}
+
+#else /* not x86-64: le_amx_usable() is 0, so this is never called */
+
+int
+le_gemm_amx(enum le_type wt, int n_in, const void *w, size_t w_row, int r0,
+            int r1, const void *xq, size_t x_row, int n_tok, float *y,
+            int n_out)
+{
+    (void)wt, (void)n_in, (void)w, (void)w_row, (void)r0, (void)r1;
+    (void)xq, (void)x_row, (void)n_tok, (void)y, (void)n_out;
+    return -1;
+}
+
+#endif
