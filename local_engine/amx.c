@@ -16,7 +16,7 @@
  * printed once on stderr.
  *
  * The twin (le_gemm_amx_ref) computes, for each output, the same integer
- * block sums as the AMX kernel and combines them with the same float
+ * block (and, for Q4_K/Q5_K, sub-block and min) sums as the AMX kernel and combines them with the same float
  * operations in the same order, so the two agree bit for bit
  * (tests/test_amx.c); see le_int.h for the formula.
  */
@@ -120,7 +120,8 @@ le_amx_status(void)
 int
 le_gemm_amx_type(enum le_type t)
 {
-    return t == LE_TYPE_Q8_0 || t == LE_TYPE_Q4_0;
+    return t == LE_TYPE_Q8_0 || t == LE_TYPE_Q4_0 || t == LE_TYPE_Q4_K ||
+           t == LE_TYPE_Q5_K;
 }
 
 /* ------------------------------------------------------------------ */
@@ -155,20 +156,98 @@ ref_unpack(enum le_type wt, const uint8_t *row, int b, int8_t *q)
     return le_fp16_to_fp32(x->d);
 }
 
+struct amx_q4_K {
+    uint16_t d, dmin;
+    uint8_t scales[12];
+    uint8_t qs[128];
+};
+_Static_assert(sizeof(struct amx_q4_K) == 144, "as in quants.c");
+struct amx_q5_K {
+    uint16_t d, dmin;
+    uint8_t scales[12];
+    uint8_t qh[32];
+    uint8_t qs[128];
+};
+_Static_assert(sizeof(struct amx_q5_K) == 176, "as in quants.c");
+struct amx_q8_K {
+    float d;
+    int8_t qs[256];
+    int16_t bsums[16];
+};
+_Static_assert(sizeof(struct amx_q8_K) == 292, "as in quants.c");
+
+/* The 256 values (0..15 or 0..31) of K-quant block b of a row, its 8
+ * scales and mins and d, dmin. */
+static void
+ref_unpack_k(enum le_type wt, const uint8_t *row, int b, int8_t *q, int *sc,
+             int *mn, float *d, float *dmin)
+{
+    const struct amx_q4_K *x4 = (const struct amx_q4_K *)row + b;
+    const struct amx_q5_K *x5 = (const struct amx_q5_K *)row + b;
+    const uint8_t *hdr = wt == LE_TYPE_Q4_K ? (const uint8_t *)x4
+                                            : (const uint8_t *)x5;
+    const struct amx_q4_K *h = (const void *)hdr; /* d, dmin, scales */
+    const uint8_t *qs = wt == LE_TYPE_Q4_K ? x4->qs : x5->qs;
+    *d = le_fp16_to_fp32(h->d);
+    *dmin = le_fp16_to_fp32(h->dmin);
+    for (int s = 0; s < 8; s++)
+        le_k4_scale_min(h->scales, s, &sc[s], &mn[s]);
+    for (int jj = 0; jj < 4; jj++)
+        for (int l = 0; l < 32; l++) {
+            int lo = qs[jj * 32 + l] & 0x0f, hi = qs[jj * 32 + l] >> 4;
+            if (wt == LE_TYPE_Q5_K) {
+                lo |= ((x5->qh[l] >> (2 * jj)) & 1) << 4;
+                hi |= ((x5->qh[l] >> (2 * jj + 1)) & 1) << 4;
+            }
+            q[jj * 64 + l] = (int8_t)lo;
+            q[jj * 64 + 32 + l] = (int8_t)hi;
+        }
+}
+
+static void
+ref_row_k(enum le_type wt, int nsb, const uint8_t *wr, const uint8_t *xr,
+          float *out)
+{
+    const struct amx_q8_K *a = (const void *)xr;
+    int8_t q[256];
+    int sc[8], mn[8];
+    float acc = 0;
+    for (int b = 0; b < nsb; b++) {
+        float d, dmin;
+        ref_unpack_k(wt, wr, b, q, sc, mn, &d, &dmin);
+        float fi = 0;
+        int32_t mi = 0;
+        for (int s = 0; s < 8; s++) {
+            int32_t isum = 0;
+            for (int j = 0; j < 32; j++)
+                isum += q[s * 32 + j] * a[b].qs[s * 32 + j];
+            fi = fmaf((float)isum, (float)sc[s], fi);
+            mi += mn[s] * (a[b].bsums[2 * s] + a[b].bsums[2 * s + 1]);
+        }
+        acc = acc + (a[b].d * (d * fi) - a[b].d * (dmin * (float)mi));
+    }
+    *out = acc;
+}
+
 int
 le_gemm_amx_ref(enum le_type wt, int n_in, const void *w, size_t w_row,
                 int r0, int r1, const void *xq, size_t x_row, int n_tok,
                 float *y, int n_out)
 {
-    if (!le_gemm_amx_type(wt) || n_in % 32)
+    int kq = wt == LE_TYPE_Q4_K || wt == LE_TYPE_Q5_K;
+    if (!le_gemm_amx_type(wt) || n_in % (kq ? 256 : 32))
         return -1;
     int nb = n_in / 32;
     int8_t q[32];
     for (int r = r0; r < r1; r++) {
         const uint8_t *wr = (const uint8_t *)w + (size_t)r * w_row;
         for (int t = 0; t < n_tok; t++) {
-            const struct amx_q8_0 *a =
-                (const void *)((const uint8_t *)xq + (size_t)t * x_row);
+            const uint8_t *xr = (const uint8_t *)xq + (size_t)t * x_row;
+            if (kq) {
+                ref_row_k(wt, n_in / 256, wr, xr, &y[(size_t)t * n_out + r]);
+                continue;
+            }
+            const struct amx_q8_0 *a = (const void *)xr;
             float acc = 0;
             for (int b = 0; b < nb; b++) {
                 float dw = ref_unpack(wt, wr, b, q);

@@ -1,6 +1,6 @@
 /*
  * quants_amx.c: the AMX-INT8 GEMM for prompt batches (Q8_0 and Q4_0
- * weights against Q8_0 activations).
+ * weights against Q8_0 activations, Q4_K and Q5_K against Q8_K).
  *
  * Built with -mamx-tile -mamx-int8 -mavx512f/bw/vl/vnni (Makefile: files
  * named *_amx.c, x86-64 only) and called only when le_amx_usable() (amx.c)
@@ -48,6 +48,31 @@ struct amxk_q8_0 {
     int8_t qs[32];
 };
 _Static_assert(sizeof(struct amxk_q8_0) == 34, "as in quants.c");
+struct amxk_q4_K {
+    uint16_t d, dmin;
+    uint8_t scales[12];
+    uint8_t qs[128];
+};
+_Static_assert(sizeof(struct amxk_q4_K) == 144, "as in quants.c");
+struct amxk_q5_K {
+    uint16_t d, dmin;
+    uint8_t scales[12];
+    uint8_t qh[32];
+    uint8_t qs[128];
+};
+_Static_assert(sizeof(struct amxk_q5_K) == 176, "as in quants.c");
+struct amxk_q8_K {
+    float d;
+    int8_t qs[256];
+    int16_t bsums[16];
+};
+_Static_assert(sizeof(struct amxk_q8_K) == 292, "as in quants.c");
+
+static inline int
+is_kquant(enum le_type wt)
+{
+    return wt == LE_TYPE_Q4_K || wt == LE_TYPE_Q5_K;
+}
 
 /* Tokens repacked per pass: 8 tiles.  Bounds the scratch (8 * 512 bytes
  * + 64 bytes of scales per block: 0.8 MiB for 5632-wide rows) while
@@ -156,28 +181,59 @@ gather_halves(const uint8_t *base, __m512i off, __mmask16 mask)
     return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(v));
 }
 
-/* Activations of nt tokens (Q8_0 rows x_row apart) -> per token tile and
- * block: 8 x 64 bytes in B layout at bq + (tt * nb + b) * 512 and 16
- * float scales at bd + (tt * nb + b) * 16.  Tokens past nt are zero. */
+/* Activations of nt tokens (rows x_row apart; Q8_0, or Q8_K when kq) ->
+ * per token tile and 32-value sub-block g (ng of them): 8 x 64 bytes in B
+ * layout at bq + (tt * ng + g) * 512.  Scales: Q8_0 one float per token
+ * and sub-block at bd + (tt * ng + g) * 16; Q8_K one per 256-value block
+ * at bd + (tt * nsb + sb) * 16, and the sums of each pair of 32-value
+ * sub-blocks (2j, 2j + 1) as two int16 in one int32 at
+ * bs + ((tt * nsb + sb) * 4 + j) * 16, for VPDPWSSD against the mins.
+ * Tokens past nt are zero. */
 static void
-pack_acts(const uint8_t *xq, size_t x_row, int nt, int nb, int8_t *bq,
-          float *bd)
+pack_acts(int kq, const uint8_t *xq, size_t x_row, int nt, int ng, int8_t *bq,
+          float *bd, int32_t *bs)
 {
     __m512i off = lane_offsets(x_row);
+    int nsb = ng / 8;
     for (int tt = 0; tt * 16 < nt; tt++) {
         int left = nt - tt * 16;
         __mmask16 mask = left >= 16 ? 0xffff : (__mmask16)((1u << left) - 1);
         const uint8_t *base = xq + (size_t)tt * 16 * x_row;
-        for (int b = 0; b < nb; b++) {
-            const uint8_t *blk = base + (size_t)b * 34;
-            int8_t *dst = bq + ((size_t)tt * nb + b) * 512;
+        for (int g = 0; g < ng; g++) {
+            const uint8_t *q = kq ? base + (size_t)(g / 8) * 292 + 4 +
+                                        (size_t)(g % 8) * 32
+                                  : base + (size_t)g * 34 + 2;
+            int8_t *dst = bq + ((size_t)tt * ng + g) * 512;
             for (int kr = 0; kr < 8; kr++) {
                 __m512i v = _mm512_mask_i32gather_epi32(
-                    _mm512_setzero_si512(), mask, off, blk + 2 + 4 * kr, 1);
+                    _mm512_setzero_si512(), mask, off, q + 4 * kr, 1);
                 _mm512_store_si512((void *)(dst + kr * 64), v);
             }
-            _mm512_store_ps(bd + ((size_t)tt * nb + b) * 16,
-                            gather_halves(blk, off, mask));
+            if (!kq)
+                _mm512_store_ps(bd + ((size_t)tt * ng + g) * 16,
+                                gather_halves(q - 2, off, mask));
+        }
+        for (int sb = 0; kq && sb < nsb; sb++) {
+            _mm512_store_ps(bd + ((size_t)tt * nsb + sb) * 16,
+                            _mm512_mask_i32gather_ps(_mm512_setzero_ps(), mask,
+                                                     off,
+                                                     base + (size_t)sb * 292,
+                                                     1));
+            int32_t *d = bs + ((size_t)tt * nsb + sb) * 64;
+            for (int n = 0; n < 16; n++) {
+                const struct amxk_q8_K *y =
+                    (const void *)(base + (size_t)n * x_row +
+                                   (size_t)sb * 292);
+                for (int j = 0; j < 4; j++) {
+                    int s0 = n < left ? y->bsums[4 * j] + y->bsums[4 * j + 1]
+                                      : 0;
+                    int s1 = n < left
+                                 ? y->bsums[4 * j + 2] + y->bsums[4 * j + 3]
+                                 : 0;
+                    d[j * 16 + n] = (int32_t)((uint32_t)(uint16_t)s0 |
+                                              (uint32_t)(uint16_t)s1 << 16);
+                }
+            }
         }
     }
 }
@@ -267,7 +323,13 @@ tile_blocks(const int8_t *a, size_t a_stride, size_t a_blk, const int8_t *bq,
         TILE_BLOCK(0, 1, 2, b, cb);
 }
 
-/* Blocks per group: the tile unit computes group g + 1 into one half of
+/* K-quants (Q4_K, Q5_K): the A tiles hold the unsigned 4/5-bit values of
+ * one 32-value sub-block; the eight sub-blocks of a 256-value block form
+ * one group, whose C tiles are combined with the integer sub-block scales
+ * (as float, fma), the mins (VPDPWSSD against the activation pair sums)
+ * and d, dmin as the plain C vec_dot does (tile_gemm_k).
+ *
+ * Blocks per group: the tile unit computes group g + 1 into one half of
  * cbuf while AVX-512 scales group g from the other, so neither waits for
  * the other's latency (a tile store read back at once stalls for it:
  * measured 3x slower with one block in flight). */
@@ -292,6 +354,119 @@ tile_gemm(const int8_t *a, size_t a_stride, size_t a_blk, const int8_t *bq,
         for (int b = g; b < g1; b++)
             SCALE_C(cur + (size_t)(b - g) * 256, bd + (size_t)b * 16,
                     ad + (size_t)b * 16);
+    }
+    for (int m = 0; m < 16; m++)
+        out[m] = acc[m];
+}
+
+/* K-quant panel: nr rows (Q4_K or Q5_K) -> aq[g][16][32] unsigned values
+ * (0..15 or 0..31) per 32-value sub-block g, scf[g * 16 + m] its scale as
+ * float, mnp[(sb * 4 + j) * 16 + m] the mins of sub-blocks 2j and 2j + 1
+ * as two int16, kd / kdm[sb * 16 + m] the block's d and dmin.  Rows past
+ * nr are zero. */
+static void
+unpack_panel_k(enum le_type wt, const uint8_t *w, size_t w_row, int nr,
+               int nsb, int8_t *aq, float *scf, int32_t *mnp, float *kd,
+               float *kdm)
+{
+    const __m256i lo4 = _mm256_set1_epi8(0x0f), one = _mm256_set1_epi8(1);
+    size_t bsz = wt == LE_TYPE_Q4_K ? 144 : 176;
+    for (int m = 0; m < 16; m++) {
+        for (int sb = 0; sb < nsb; sb++) {
+            int8_t *dst = aq + ((size_t)sb * 8 * 16 + m) * 32;
+            if (m >= nr) {
+                for (int s = 0; s < 8; s++) {
+                    _mm256_store_si256((__m256i *)(dst + s * 512),
+                                       _mm256_setzero_si256());
+                    scf[((size_t)sb * 8 + s) * 16 + m] = 0;
+                }
+                for (int j = 0; j < 4; j++)
+                    mnp[((size_t)sb * 4 + j) * 16 + m] = 0;
+                kd[(size_t)sb * 16 + m] = kdm[(size_t)sb * 16 + m] = 0;
+                continue;
+            }
+            const uint8_t *blk = w + (size_t)m * w_row + (size_t)sb * bsz;
+            const struct amxk_q4_K *x4 = (const void *)blk;
+            const struct amxk_q5_K *x5 = (const void *)blk;
+            const uint8_t *qs = wt == LE_TYPE_Q4_K ? x4->qs : x5->qs;
+            kd[(size_t)sb * 16 + m] = _cvtsh_ss(x4->d);
+            kdm[(size_t)sb * 16 + m] = _cvtsh_ss(x4->dmin);
+            int sc[8], mn[8];
+            for (int s = 0; s < 8; s++) {
+                le_k4_scale_min(x4->scales, s, &sc[s], &mn[s]);
+                scf[((size_t)sb * 8 + s) * 16 + m] = (float)sc[s];
+            }
+            for (int j = 0; j < 4; j++)
+                mnp[((size_t)sb * 4 + j) * 16 + m] =
+                    (int32_t)((uint32_t)mn[2 * j] |
+                              (uint32_t)mn[2 * j + 1] << 16);
+            __m256i qh = wt == LE_TYPE_Q5_K
+                             ? _mm256_loadu_si256((const __m256i *)x5->qh)
+                             : _mm256_setzero_si256();
+            for (int jj = 0; jj < 4; jj++) {
+                __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * jj));
+                __m256i lo = _mm256_and_si256(v, lo4);
+                __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), lo4);
+                /* Q5_K: bit 2jj of qh[l] is the 5th bit of sub-block 2jj */
+                __m256i h0 = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * jj), one);
+                __m256i h1 =
+                    _mm256_and_si256(_mm256_srli_epi16(qh, 2 * jj + 1), one);
+                lo = _mm256_or_si256(lo, _mm256_slli_epi16(h0, 4));
+                hi = _mm256_or_si256(hi, _mm256_slli_epi16(h1, 4));
+                _mm256_store_si256((__m256i *)(dst + (2 * jj) * 512), lo);
+                _mm256_store_si256((__m256i *)(dst + (2 * jj + 1) * 512), hi);
+            }
+        }
+    }
+}
+
+/* One 16 x 16 output tile of a K-quant product: per 256-value block, the
+ * eight sub-block tiles (one group) are combined as the plain C twin does:
+ *   fi   = sum over s of fma((float)C_s, (float)sc_s)   (in order)
+ *   mi   = sum over s of mn_s * bsum_s                   (exact, VPDPWSSD)
+ *   acc += d_act * (d * fi) - d_act * (dmin * (float)mi)
+ */
+static void
+tile_gemm_k(const int8_t *a, const int8_t *bq, const float *bd,
+            const int32_t *bs, const float *scf, const int32_t *mnp,
+            const float *kd, const float *kdm, int nsb, int32_t *cbuf,
+            __m512 *out)
+{
+    __m512 acc[16];
+    for (int m = 0; m < 16; m++)
+        acc[m] = _mm512_setzero_ps();
+    tile_blocks(a, 32, 512, bq, 0, 8, cbuf);
+    for (int sb = 0; sb < nsb; sb++) {
+        int32_t *cur = cbuf + (size_t)(sb & 1) * GROUP * 256;
+        int32_t *nxt = cbuf + (size_t)((sb + 1) & 1) * GROUP * 256;
+        if (sb + 1 < nsb)
+            tile_blocks(a, 32, 512, bq, (sb + 1) * 8, (sb + 2) * 8, nxt);
+        __m512 dv = _mm512_load_ps(bd + (size_t)sb * 16);
+        const int32_t *bsb = bs + (size_t)sb * 64;
+        __m512i b0 = _mm512_load_si512(bsb), b1 = _mm512_load_si512(bsb + 16);
+        __m512i b2 = _mm512_load_si512(bsb + 32), b3 = _mm512_load_si512(bsb + 48);
+        const float *sc = scf + (size_t)sb * 8 * 16;
+        const int32_t *mp = mnp + (size_t)sb * 64;
+        _Pragma("GCC unroll 16") for (int m = 0; m < 16; m++)
+        {
+            __m512 fi = _mm512_setzero_ps();
+            for (int s = 0; s < 8; s++)
+                fi = _mm512_fmadd_ps(
+                    _mm512_cvtepi32_ps(
+                        _mm512_load_si512(cur + s * 256 + 16 * m)),
+                    _mm512_set1_ps(sc[s * 16 + m]), fi);
+            __m512i mi = _mm512_dpwssd_epi32(_mm512_setzero_si512(),
+                                             _mm512_set1_epi32(mp[m]), b0);
+            mi = _mm512_dpwssd_epi32(mi, _mm512_set1_epi32(mp[16 + m]), b1);
+            mi = _mm512_dpwssd_epi32(mi, _mm512_set1_epi32(mp[32 + m]), b2);
+            mi = _mm512_dpwssd_epi32(mi, _mm512_set1_epi32(mp[48 + m]), b3);
+            __m512 t1 = _mm512_mul_ps(
+                dv, _mm512_mul_ps(_mm512_set1_ps(kd[sb * 16 + m]), fi));
+            __m512 t2 = _mm512_mul_ps(
+                dv, _mm512_mul_ps(_mm512_set1_ps(kdm[sb * 16 + m]),
+                                  _mm512_cvtepi32_ps(mi)));
+            acc[m] = _mm512_add_ps(acc[m], _mm512_sub_ps(t1, t2));
+        }
     }
     for (int m = 0; m < 16; m++)
         out[m] = acc[m];
@@ -322,23 +497,36 @@ le_gemm_amx(enum le_type wt, int n_in, const void *w, size_t w_row, int r0,
             int r1, const void *xq, size_t x_row, int n_tok, float *y,
             int n_out)
 {
-    if (!le_gemm_amx_type(wt) || n_in % 32 || r1 <= r0 || n_tok <= 0)
-        return r1 <= r0 || n_tok <= 0 ? 0 : -1;
-    int nb = n_in / 32;
+    int kq = is_kquant(wt);
+    if (!le_gemm_amx_type(wt) || n_in % (kq ? 256 : 32))
+        return -1;
+    if (r1 <= r0 || n_tok <= 0)
+        return 0;
+    int ng = n_in / 32, nsb = n_in / 256;
     int chunk_tiles = (n_tok < TOK_CHUNK ? n_tok + 15 : TOK_CHUNK) / 16;
-    size_t bq_size = (size_t)chunk_tiles * nb * 512;
-    size_t bd_size = (size_t)chunk_tiles * nb * 16 * sizeof(float);
-    size_t aq_size = (size_t)nb * 512;
-    size_t ad_size = (size_t)nb * 16 * sizeof(float);
-    uint8_t *buf = scratch_get(bq_size + bd_size + aq_size + ad_size +
-                               2 * GROUP * 1024 + 1024);
+    /* scratch: activations (B tiles, scales, K-quant pair sums), one weight
+     * panel (A tiles and its scales), two C groups, one output tile */
+    size_t bq_size = (size_t)chunk_tiles * ng * 512;
+    size_t bd_size = (size_t)chunk_tiles * ng * 16 * sizeof(float);
+    size_t bs_size = kq ? (size_t)chunk_tiles * nsb * 64 * sizeof(int32_t) : 0;
+    size_t aq_size = (size_t)ng * 512;
+    size_t ad_size = (size_t)ng * 16 * sizeof(float);       /* or scf */
+    size_t ak_size = kq ? (size_t)nsb * 96 * sizeof(float) : 0; /* mnp kd kdm */
+    size_t c_size = 2 * GROUP * 1024;
+    uint8_t *buf = scratch_get(bq_size + bd_size + bs_size + aq_size +
+                               ad_size + ak_size + c_size + 1024);
     if (!buf)
         return -1;
     int8_t *bq = (int8_t *)buf;
     float *bd = (float *)(buf + bq_size);
-    int8_t *aq = (int8_t *)(buf + bq_size + bd_size);
-    float *ad = (float *)(buf + bq_size + bd_size + aq_size);
-    int32_t *cbuf = (int32_t *)(buf + bq_size + bd_size + aq_size + ad_size);
+    int32_t *bs = (int32_t *)(buf + bq_size + bd_size);
+    uint8_t *pa = buf + bq_size + bd_size + bs_size;
+    int8_t *aq = (int8_t *)pa;
+    float *ad = (float *)(pa + aq_size);
+    int32_t *mnp = (int32_t *)(pa + aq_size + ad_size);
+    float *kd = (float *)(mnp + (size_t)nsb * 64);
+    float *kdm = kd + (size_t)nsb * 16;
+    int32_t *cbuf = (int32_t *)(pa + aq_size + ad_size + ak_size);
     float *tmp = (float *)(cbuf + 2 * GROUP * 256);
     const uint8_t *wb = w;
 
@@ -346,18 +534,26 @@ le_gemm_amx(enum le_type wt, int n_in, const void *w, size_t w_row, int r0,
     __m512 acc[16];
     for (int t0 = 0; t0 < n_tok; t0 += TOK_CHUNK) {
         int nt = n_tok - t0 < TOK_CHUNK ? n_tok - t0 : TOK_CHUNK;
-        pack_acts((const uint8_t *)xq + (size_t)t0 * x_row, x_row, nt, nb, bq,
-                  bd);
+        pack_acts(kq, (const uint8_t *)xq + (size_t)t0 * x_row, x_row, nt, ng,
+                  bq, bd, bs);
         for (int r = r0; r < r1; r += 16) {
             int nr = r1 - r < 16 ? r1 - r : 16;
             const uint8_t *wr = wb + (size_t)r * w_row;
-            unpack_panel(wt, wr, w_row, nr, nb, aq);
-            pack_wscales(wt, wr, w_row, nr, nb, ad);
-            const int8_t *a = aq;
-            size_t a_stride = 32, a_blk = 512;
+            if (kq) {
+                unpack_panel_k(wt, wr, w_row, nr, nsb, aq, ad, mnp, kd, kdm);
+            } else {
+                unpack_panel(wt, wr, w_row, nr, ng, aq);
+                pack_wscales(wt, wr, w_row, nr, ng, ad);
+            }
             for (int tt = 0; tt * 16 < nt; tt++) {
-                tile_gemm(a, a_stride, a_blk, bq + (size_t)tt * nb * 512,
-                          bd + (size_t)tt * nb * 16, ad, nb, cbuf, acc);
+                if (kq)
+                    tile_gemm_k(aq, bq + (size_t)tt * ng * 512,
+                                bd + (size_t)tt * nsb * 16,
+                                bs + (size_t)tt * nsb * 64, ad, mnp, kd, kdm,
+                                nsb, cbuf, acc);
+                else
+                    tile_gemm(aq, 32, 512, bq + (size_t)tt * ng * 512,
+                              bd + (size_t)tt * ng * 16, ad, ng, cbuf, acc);
                 int left = nt - tt * 16;
                 store_tile(acc, tmp, y + (size_t)(t0 + tt * 16) * n_out + r,
                            (size_t)n_out, left < 16 ? left : 16, nr);

@@ -2,16 +2,16 @@
  * test_amx.c: the AMX-INT8 prefill GEMM (quants_amx.c) against its plain C
  * twin (amx.c) and both against the engine's vec_dot.
  *
- * On random weights quantised by the engine's own from_float and random
- * activations quantised to the type's vec_dot_type, for row lengths
- * 256..5632 (odd block counts included), token counts 1..130 (not
+ * On random weights (Q8_0, Q4_0, Q4_K, Q5_K) quantised by the engine's own
+ * from_float and random activations quantised to the type's vec_dot_type
+ * (Q8_0, Q8_K), for row lengths 256..5632 (odd block counts included), token counts 1..130 (not
  * multiples of 16, and past the kernel's 128-token chunk) and row ranges
  * that start and end inside a 16-row panel:
  *   - AMX == twin, bit for bit (same integer block sums, same float
  *     operations in the same order);
  *   - twin vs vec_dot (plain C and the table's SIMD one): within
  *     1e-5 * sum |w_i x_i| (+1e-30): the same block sums, rounded in
- *     another order;
+ *     another order (for the K-quants the same expression: exact here);
  *   - rows outside [r0, r1) are not written.
  * Where AMX is not usable (CPU, OS, kernel permission, LLMUX_NO_AMX) the
  * AMX comparisons are skipped with the reason on stderr; the twin is still
@@ -195,6 +195,21 @@ test_gemm_q4_0(void)
 }
 
 static void
+test_gemm_kquants(void)
+{
+    /* 2304 = 9 blocks of 256 (the kernel works a block ahead) */
+    static const int lens[] = {256, 2048, 2304, 5632};
+    static const int toks[] = {1, 5, 16, 47, 130};
+    static const enum le_type types[] = {LE_TYPE_Q4_K, LE_TYPE_Q5_K};
+    for (size_t k = 0; k < 2; k++)
+        for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++)
+            for (size_t j = 0; j < sizeof(toks) / sizeof(toks[0]); j++) {
+                check_case(types[k], lens[i], 48, 0, 48, toks[j]);
+                check_case(types[k], lens[i], 40, 9, 33, toks[j]);
+            }
+}
+
+static void
 test_refuses(void)
 {
     float y[4] = {0};
@@ -205,6 +220,8 @@ test_refuses(void)
     T_EQ_INT(le_gemm_amx_ref(LE_TYPE_F32, 16, w, 64, 0, 1, x, 64, 1, y, 1),
              -1);
     T_EQ_INT(le_gemm_amx_ref(LE_TYPE_Q8_0, 40, w, 64, 0, 1, x, 64, 1, y, 1),
+             -1);
+    T_EQ_INT(le_gemm_amx_ref(LE_TYPE_Q4_K, 32, w, 64, 0, 1, x, 64, 1, y, 1),
              -1);
     if (le_amx_usable())
         T_EQ_INT(le_gemm_amx(LE_TYPE_Q8_1, 32, w, 36, 0, 1, x, 36, 1, y, 1),
@@ -224,6 +241,7 @@ main(void)
                 le_amx_status());
     T_RUN(test_gemm_q8_0);
     T_RUN(test_gemm_q4_0);
+    T_RUN(test_gemm_kquants);
     T_RUN(test_refuses);
     return T_END();
 }
