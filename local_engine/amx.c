@@ -121,7 +121,7 @@ int
 le_gemm_amx_type(enum le_type t)
 {
     return t == LE_TYPE_Q8_0 || t == LE_TYPE_Q4_0 || t == LE_TYPE_Q4_K ||
-           t == LE_TYPE_Q5_K;
+           t == LE_TYPE_Q5_K || t == LE_TYPE_Q6_K;
 }
 
 /* ------------------------------------------------------------------ */
@@ -169,6 +169,13 @@ struct amx_q5_K {
     uint8_t qs[128];
 };
 _Static_assert(sizeof(struct amx_q5_K) == 176, "as in quants.c");
+struct amx_q6_K {
+    uint8_t ql[128];
+    uint8_t qh[64];
+    int8_t scales[16];
+    uint16_t d;
+};
+_Static_assert(sizeof(struct amx_q6_K) == 210, "as in quants.c");
 struct amx_q8_K {
     float d;
     int8_t qs[256];
@@ -204,26 +211,54 @@ ref_unpack_k(enum le_type wt, const uint8_t *row, int b, int8_t *q, int *sc,
         }
 }
 
+/* Q6_K block b: 256 values -32..31, 16 scales, d (no mins). */
+static void
+ref_unpack_q6_K(const uint8_t *row, int b, int8_t *q, int *sc, float *d)
+{
+    const struct amx_q6_K *x = (const struct amx_q6_K *)row + b;
+    *d = le_fp16_to_fp32(x->d);
+    for (int s = 0; s < 16; s++)
+        sc[s] = x->scales[s];
+    for (int n = 0; n < 2; n++) {
+        const uint8_t *ql = x->ql + n * 64, *qh = x->qh + n * 32;
+        for (int l = 0; l < 32; l++) {
+            int8_t *o = q + n * 128 + l;
+            o[0] = (int8_t)(((ql[l] & 15) | ((qh[l] & 3) << 4)) - 32);
+            o[32] = (int8_t)(((ql[l + 32] & 15) | (((qh[l] >> 2) & 3) << 4)) -
+                             32);
+            o[64] = (int8_t)(((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32);
+            o[96] =
+                (int8_t)(((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32);
+        }
+    }
+}
+
 static void
 ref_row_k(enum le_type wt, int nsb, const uint8_t *wr, const uint8_t *xr,
           float *out)
 {
     const struct amx_q8_K *a = (const void *)xr;
     int8_t q[256];
-    int sc[8], mn[8];
+    int sc[16], mn[8] = {0};
+    /* sub-blocks of len values: 8 x 32, or Q6_K's 16 x 16 */
+    int nsub = wt == LE_TYPE_Q6_K ? 16 : 8, len = 256 / nsub;
     float acc = 0;
     for (int b = 0; b < nsb; b++) {
-        float d, dmin;
-        ref_unpack_k(wt, wr, b, q, sc, mn, &d, &dmin);
+        float d, dmin = 0;
+        if (wt == LE_TYPE_Q6_K)
+            ref_unpack_q6_K(wr, b, q, sc, &d);
+        else
+            ref_unpack_k(wt, wr, b, q, sc, mn, &d, &dmin);
         float fi = 0;
         int32_t mi = 0;
-        for (int s = 0; s < 8; s++) {
+        for (int s = 0; s < nsub; s++) {
             int32_t isum = 0;
-            for (int j = 0; j < 32; j++)
-                isum += q[s * 32 + j] * a[b].qs[s * 32 + j];
+            for (int j = 0; j < len; j++)
+                isum += q[s * len + j] * a[b].qs[s * len + j];
             fi = fmaf((float)isum, (float)sc[s], fi);
-            mi += mn[s] * (a[b].bsums[2 * s] + a[b].bsums[2 * s + 1]);
         }
+        for (int s = 0; s < 8 && wt != LE_TYPE_Q6_K; s++)
+            mi += mn[s] * (a[b].bsums[2 * s] + a[b].bsums[2 * s + 1]);
         acc = acc + (a[b].d * (d * fi) - a[b].d * (dmin * (float)mi));
     }
     *out = acc;
@@ -234,7 +269,7 @@ le_gemm_amx_ref(enum le_type wt, int n_in, const void *w, size_t w_row,
                 int r0, int r1, const void *xq, size_t x_row, int n_tok,
                 float *y, int n_out)
 {
-    int kq = wt == LE_TYPE_Q4_K || wt == LE_TYPE_Q5_K;
+    int kq = wt == LE_TYPE_Q4_K || wt == LE_TYPE_Q5_K || wt == LE_TYPE_Q6_K;
     if (!le_gemm_amx_type(wt) || n_in % (kq ? 256 : 32))
         return -1;
     int nb = n_in / 32;

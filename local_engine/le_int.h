@@ -104,7 +104,7 @@ void le_f16_to_float_avx2(const void *x, float *y, int64_t k);
  * ARCH_REQ_XCOMP_PERM (asked once per process), and LLMUX_NO_AMX unset or
  * 0.  Checked once, thread-safe.  le_amx_status: why, in words (static).
  * le_gemm_amx_type: 1 for the weight types the GEMM takes (Q8_0, Q4_0
- * with activations in Q8_0; Q4_K, Q5_K with activations in Q8_K).
+ * with activations in Q8_0; Q4_K, Q5_K, Q6_K with activations in Q8_K).
  *
  * le_gemm_amx: for weight rows r0 <= r < r1 and tokens t < n_tok,
  * y[t * n_out + r] = the dot of weight row r and activation row t, from
@@ -114,9 +114,10 @@ void le_f16_to_float_avx2(const void *x, float *y, int64_t k);
  *       acc = fmaf((float)isum_b, d_act(t, b) * d_w(r, b), acc)
  *     (isum_b the exact integer dot of the block): within 1e-5 of
  *     sum |x_i y_i| of the type's vec_dot (another rounding order);
- *   Q4_K, Q5_K: over 256-value blocks, in order,
- *       fi = the fmaf sum over sub-blocks s of (float)isum_s * sc_s,
- *       mi = sum of mn_s * bsum_s (exact),
+ *   Q4_K, Q5_K, Q6_K: over 256-value blocks, in order,
+ *       fi = the fmaf sum over sub-blocks s (8 of 32 values; Q6_K 16 of
+ *            16) of (float)isum_s * sc_s,
+ *       mi = sum of mn_s * bsum_s (exact; 0 for Q6_K, dmin 0),
  *       acc = acc + (d_act * (d * fi) - d_act * (dmin * (float)mi)):
  *     the plain C vec_dot's expression, so equal to it whenever the
  *     partial sums stay below 2^24 in magnitude (always in practice);

@@ -1,6 +1,6 @@
 /*
  * quants_amx.c: the AMX-INT8 GEMM for prompt batches (Q8_0 and Q4_0
- * weights against Q8_0 activations, Q4_K and Q5_K against Q8_K).
+ * weights against Q8_0 activations, Q4_K, Q5_K and Q6_K against Q8_K).
  *
  * Built with -mamx-tile -mamx-int8 -mavx512f/bw/vl/vnni (Makefile: files
  * named *_amx.c, x86-64 only) and called only when le_amx_usable() (amx.c)
@@ -61,6 +61,13 @@ struct amxk_q5_K {
     uint8_t qs[128];
 };
 _Static_assert(sizeof(struct amxk_q5_K) == 176, "as in quants.c");
+struct amxk_q6_K {
+    uint8_t ql[128];
+    uint8_t qh[64];
+    int8_t scales[16];
+    uint16_t d;
+};
+_Static_assert(sizeof(struct amxk_q6_K) == 210, "as in quants.c");
 struct amxk_q8_K {
     float d;
     int8_t qs[256];
@@ -71,7 +78,7 @@ _Static_assert(sizeof(struct amxk_q8_K) == 292, "as in quants.c");
 static inline int
 is_kquant(enum le_type wt)
 {
-    return wt == LE_TYPE_Q4_K || wt == LE_TYPE_Q5_K;
+    return wt == LE_TYPE_Q4_K || wt == LE_TYPE_Q5_K || wt == LE_TYPE_Q6_K;
 }
 
 /* Tokens repacked per pass: 8 tiles.  Bounds the scratch (8 * 512 bytes
@@ -297,20 +304,21 @@ unpack_panel(enum le_type wt, const uint8_t *w, size_t w_row, int nr, int nb,
 #define TILE_BLOCK(ta, tb, tc, b, cb)                                        \
     do {                                                                     \
         _tile_loadd(ta, a + (size_t)(b) * a_blk, a_stride);                  \
-        _tile_loadd(tb, bq + (size_t)(b) * 512, 64);                         \
+        _tile_loadd(tb, bq + ((size_t)(b) >> bsh) * 512, 64);                \
         _tile_zero(tc);                                                      \
         _tile_dpbssd(tc, ta, tb);                                            \
         _tile_stored(tc, cb, 64);                                            \
     } while (0)
 
 /* Blocks b0..b1 of one output tile through the tile unit: the int32 C of
- * block b at cb + (b - b0) * 256.  Four consecutive blocks use four C
- * registers (and two A/B pairs): tiles are not renamed, so reusing one C
- * right after its store waits for the store (measured: with two C
- * registers the tile part alone ran at about a third of its rate). */
+ * block b at cb + (b - b0) * 256; block b's B tile is bq + (b >> bsh) *
+ * 512 (bsh 1: two A tiles per B tile, Q6_K's 16-value sub-blocks).  Four
+ * consecutive blocks use four C registers and two A/B pairs, so no tile
+ * register is rewritten right after the instruction that reads it (as
+ * fast as two C registers in the measurements, never slower). */
 static inline void
 tile_blocks(const int8_t *a, size_t a_stride, size_t a_blk, const int8_t *bq,
-            int b0, int b1, int32_t *cb)
+            int bsh, int b0, int b1, int32_t *cb)
 {
     int b = b0;
     for (; b + 4 <= b1; b += 4, cb += 1024) {
@@ -323,17 +331,22 @@ tile_blocks(const int8_t *a, size_t a_stride, size_t a_blk, const int8_t *bq,
         TILE_BLOCK(0, 1, 2, b, cb);
 }
 
-/* K-quants (Q4_K, Q5_K): the A tiles hold the unsigned 4/5-bit values of
- * one 32-value sub-block; the eight sub-blocks of a 256-value block form
- * one group, whose C tiles are combined with the integer sub-block scales
- * (as float, fma), the mins (VPDPWSSD against the activation pair sums)
- * and d, dmin as the plain C vec_dot does (tile_gemm_k).
+/* K-quants: the A tiles hold the unsigned 4/5-bit values of one 32-value
+ * sub-block (Q4_K, Q5_K), or Q6_K's signed values of one 16-value
+ * sub-block with the other half of the 32 zero (two A tiles per B tile:
+ * half the rate, but the per-16 scales allow nothing longer); the
+ * sub-blocks of a 256-value block form one group, whose C tiles are
+ * combined with the integer sub-block scales (as float, fma), the mins
+ * (VPDPWSSD against the activation pair sums; none for Q6_K) and d, dmin
+ * as the plain C vec_dot does (tile_gemm_k).
  *
  * Blocks per group: the tile unit computes group g + 1 into one half of
  * cbuf while AVX-512 scales group g from the other, so neither waits for
  * the other's latency (a tile store read back at once stalls for it:
  * measured 3x slower with one block in flight). */
 #define GROUP 8
+/* Sub-block tiles per 256-value block, at most (Q6_K). */
+#define KSUB_MAX 16
 
 static void
 tile_gemm(const int8_t *a, size_t a_stride, size_t a_blk, const int8_t *bq,
@@ -343,13 +356,13 @@ tile_gemm(const int8_t *a, size_t a_stride, size_t a_blk, const int8_t *bq,
     __m512 acc[16];
     for (int m = 0; m < 16; m++)
         acc[m] = _mm512_setzero_ps();
-    tile_blocks(a, a_stride, a_blk, bq, 0, nb < GROUP ? nb : GROUP, cbuf);
+    tile_blocks(a, a_stride, a_blk, bq, 0, 0, nb < GROUP ? nb : GROUP, cbuf);
     for (int g = 0; g < nb; g += GROUP) {
         int32_t *cur = cbuf + (size_t)((g / GROUP) & 1) * GROUP * 256;
         int32_t *nxt = cbuf + (size_t)(((g / GROUP) + 1) & 1) * GROUP * 256;
         int g1 = g + GROUP < nb ? g + GROUP : nb;
         if (g1 < nb)
-            tile_blocks(a, a_stride, a_blk, bq, g1,
+            tile_blocks(a, a_stride, a_blk, bq, 0, g1,
                         g1 + GROUP < nb ? g1 + GROUP : nb, nxt);
         for (int b = g; b < g1; b++)
             SCALE_C(cur + (size_t)(b - g) * 256, bd + (size_t)b * 16,
@@ -359,26 +372,68 @@ tile_gemm(const int8_t *a, size_t a_stride, size_t a_blk, const int8_t *bq,
         out[m] = acc[m];
 }
 
-/* K-quant panel: nr rows (Q4_K or Q5_K) -> aq[g][16][32] unsigned values
- * (0..15 or 0..31) per 32-value sub-block g, scf[g * 16 + m] its scale as
+/* Q6_K block -> 16 sub-block tiles of 32 bytes at dst + s * 512: the 16
+ * values (-32..31) of sub-block s in the half (s & 1) of the 32 that its
+ * B tile (32-value group s / 2) has them, the other half zero. */
+static void
+unpack_q6_K(const struct amxk_q6_K *x, int8_t *dst)
+{
+    const __m256i lo4 = _mm256_set1_epi8(0x0f), three = _mm256_set1_epi8(3);
+    const __m256i k32 = _mm256_set1_epi8(32);
+    const __m256i first = _mm256_setr_epi64x(-1, -1, 0, 0);
+    for (int n = 0; n < 2; n++) {
+        __m256i l0 = _mm256_loadu_si256((const __m256i *)(x->ql + n * 64));
+        __m256i l1 = _mm256_loadu_si256((const __m256i *)(x->ql + n * 64 + 32));
+        __m256i h = _mm256_loadu_si256((const __m256i *)(x->qh + n * 32));
+        __m256i v[4];
+        v[0] = _mm256_or_si256(_mm256_and_si256(l0, lo4),
+                               _mm256_slli_epi16(_mm256_and_si256(h, three), 4));
+        v[1] = _mm256_or_si256(
+            _mm256_and_si256(l1, lo4),
+            _mm256_slli_epi16(
+                _mm256_and_si256(_mm256_srli_epi16(h, 2), three), 4));
+        v[2] = _mm256_or_si256(
+            _mm256_and_si256(_mm256_srli_epi16(l0, 4), lo4),
+            _mm256_slli_epi16(
+                _mm256_and_si256(_mm256_srli_epi16(h, 4), three), 4));
+        v[3] = _mm256_or_si256(
+            _mm256_and_si256(_mm256_srli_epi16(l1, 4), lo4),
+            _mm256_slli_epi16(
+                _mm256_and_si256(_mm256_srli_epi16(h, 6), three), 4));
+        for (int k = 0; k < 4; k++) {
+            __m256i q = _mm256_sub_epi8(v[k], k32);
+            int s = n * 8 + 2 * k; /* values n*128 + 32k.. = sub-blocks s, s+1 */
+            _mm256_store_si256((__m256i *)(dst + (size_t)s * 512),
+                               _mm256_and_si256(q, first));
+            _mm256_store_si256((__m256i *)(dst + (size_t)(s + 1) * 512),
+                               _mm256_andnot_si256(first, q));
+        }
+    }
+}
+
+/* K-quant panel: nr rows -> per 256-value block sb, nsub (8, or 16 for
+ * Q6_K) sub-block tiles aq[sb * nsub + s][16][32] (Q4_K/Q5_K: the
+ * unsigned values 0..15 / 0..31 of 32-value sub-block s; Q6_K: see
+ * unpack_q6_K), scf[(sb * nsub + s) * 16 + m] the sub-block's scale as
  * float, mnp[(sb * 4 + j) * 16 + m] the mins of sub-blocks 2j and 2j + 1
- * as two int16, kd / kdm[sb * 16 + m] the block's d and dmin.  Rows past
- * nr are zero. */
+ * as two int16 (0 for Q6_K), kd / kdm[sb * 16 + m] the block's d and dmin.
+ * Rows past nr are zero. */
 static void
 unpack_panel_k(enum le_type wt, const uint8_t *w, size_t w_row, int nr,
                int nsb, int8_t *aq, float *scf, int32_t *mnp, float *kd,
                float *kdm)
 {
     const __m256i lo4 = _mm256_set1_epi8(0x0f), one = _mm256_set1_epi8(1);
-    size_t bsz = wt == LE_TYPE_Q4_K ? 144 : 176;
+    size_t bsz = wt == LE_TYPE_Q4_K ? 144 : wt == LE_TYPE_Q5_K ? 176 : 210;
+    int nsub = wt == LE_TYPE_Q6_K ? 16 : 8;
     for (int m = 0; m < 16; m++) {
         for (int sb = 0; sb < nsb; sb++) {
-            int8_t *dst = aq + ((size_t)sb * 8 * 16 + m) * 32;
+            int8_t *dst = aq + ((size_t)sb * nsub * 16 + m) * 32;
             if (m >= nr) {
-                for (int s = 0; s < 8; s++) {
+                for (int s = 0; s < nsub; s++) {
                     _mm256_store_si256((__m256i *)(dst + s * 512),
                                        _mm256_setzero_si256());
-                    scf[((size_t)sb * 8 + s) * 16 + m] = 0;
+                    scf[((size_t)sb * nsub + s) * 16 + m] = 0;
                 }
                 for (int j = 0; j < 4; j++)
                     mnp[((size_t)sb * 4 + j) * 16 + m] = 0;
@@ -386,6 +441,17 @@ unpack_panel_k(enum le_type wt, const uint8_t *w, size_t w_row, int nr,
                 continue;
             }
             const uint8_t *blk = w + (size_t)m * w_row + (size_t)sb * bsz;
+            if (wt == LE_TYPE_Q6_K) {
+                const struct amxk_q6_K *x6 = (const void *)blk;
+                unpack_q6_K(x6, dst);
+                for (int s = 0; s < 16; s++)
+                    scf[((size_t)sb * 16 + s) * 16 + m] = (float)x6->scales[s];
+                for (int j = 0; j < 4; j++)
+                    mnp[((size_t)sb * 4 + j) * 16 + m] = 0;
+                kd[(size_t)sb * 16 + m] = _cvtsh_ss(x6->d);
+                kdm[(size_t)sb * 16 + m] = 0;
+                continue;
+            }
             const struct amxk_q4_K *x4 = (const void *)blk;
             const struct amxk_q5_K *x5 = (const void *)blk;
             const uint8_t *qs = wt == LE_TYPE_Q4_K ? x4->qs : x5->qs;
@@ -427,7 +493,7 @@ unpack_panel_k(enum le_type wt, const uint8_t *w, size_t w_row, int nr,
  *   acc += d_act * (d * fi) - d_act * (dmin * (float)mi)
  */
 static void
-tile_gemm_k(const int8_t *a, const int8_t *bq, const float *bd,
+tile_gemm_k(int nsub, const int8_t *a, const int8_t *bq, const float *bd,
             const int32_t *bs, const float *scf, const int32_t *mnp,
             const float *kd, const float *kdm, int nsb, int32_t *cbuf,
             __m512 *out)
@@ -435,22 +501,24 @@ tile_gemm_k(const int8_t *a, const int8_t *bq, const float *bd,
     __m512 acc[16];
     for (int m = 0; m < 16; m++)
         acc[m] = _mm512_setzero_ps();
-    tile_blocks(a, 32, 512, bq, 0, 8, cbuf);
+    int bsh = nsub == 16;
+    tile_blocks(a, 32, 512, bq, bsh, 0, nsub, cbuf);
     for (int sb = 0; sb < nsb; sb++) {
-        int32_t *cur = cbuf + (size_t)(sb & 1) * GROUP * 256;
-        int32_t *nxt = cbuf + (size_t)((sb + 1) & 1) * GROUP * 256;
+        int32_t *cur = cbuf + (size_t)(sb & 1) * KSUB_MAX * 256;
+        int32_t *nxt = cbuf + (size_t)((sb + 1) & 1) * KSUB_MAX * 256;
         if (sb + 1 < nsb)
-            tile_blocks(a, 32, 512, bq, (sb + 1) * 8, (sb + 2) * 8, nxt);
+            tile_blocks(a, 32, 512, bq, bsh, (sb + 1) * nsub, (sb + 2) * nsub,
+                        nxt);
         __m512 dv = _mm512_load_ps(bd + (size_t)sb * 16);
         const int32_t *bsb = bs + (size_t)sb * 64;
         __m512i b0 = _mm512_load_si512(bsb), b1 = _mm512_load_si512(bsb + 16);
         __m512i b2 = _mm512_load_si512(bsb + 32), b3 = _mm512_load_si512(bsb + 48);
-        const float *sc = scf + (size_t)sb * 8 * 16;
+        const float *sc = scf + (size_t)sb * nsub * 16;
         const int32_t *mp = mnp + (size_t)sb * 64;
         _Pragma("GCC unroll 16") for (int m = 0; m < 16; m++)
         {
             __m512 fi = _mm512_setzero_ps();
-            for (int s = 0; s < 8; s++)
+            for (int s = 0; s < nsub; s++)
                 fi = _mm512_fmadd_ps(
                     _mm512_cvtepi32_ps(
                         _mm512_load_si512(cur + s * 256 + 16 * m)),
@@ -519,16 +587,17 @@ le_gemm_amx(enum le_type wt, int n_in, const void *w, size_t w_row, int r0,
     if (r1 <= r0 || n_tok <= 0)
         return 0;
     int ng = n_in / 32, nsb = n_in / 256;
+    int nsub = wt == LE_TYPE_Q6_K ? 16 : 8; /* K-quant A tiles per block */
     int chunk_tiles = (n_tok < TOK_CHUNK ? n_tok + 15 : TOK_CHUNK) / 16;
     /* scratch: activations (B tiles, scales, K-quant pair sums), one weight
      * panel (A tiles and its scales), two C groups, one output tile */
     size_t bq_size = (size_t)chunk_tiles * ng * 512;
     size_t bd_size = (size_t)chunk_tiles * ng * 16 * sizeof(float);
     size_t bs_size = kq ? (size_t)chunk_tiles * nsb * 64 * sizeof(int32_t) : 0;
-    size_t aq_size = (size_t)ng * 512;
-    size_t ad_size = (size_t)ng * 16 * sizeof(float);       /* or scf */
+    size_t aq_size = (size_t)(kq ? nsb * nsub : ng) * 512;
+    size_t ad_size = (size_t)(kq ? nsb * nsub : ng) * 16 * sizeof(float);
     size_t ak_size = kq ? (size_t)nsb * 96 * sizeof(float) : 0; /* mnp kd kdm */
-    size_t c_size = 2 * GROUP * 1024;
+    size_t c_size = 2 * KSUB_MAX * 1024;
     uint8_t *buf = scratch_get(bq_size + bd_size + bs_size + aq_size +
                                ad_size + ak_size + c_size + 1024);
     if (!buf)
@@ -543,7 +612,7 @@ le_gemm_amx(enum le_type wt, int n_in, const void *w, size_t w_row, int r0,
     float *kd = (float *)(mnp + (size_t)nsb * 64);
     float *kdm = kd + (size_t)nsb * 16;
     int32_t *cbuf = (int32_t *)(pa + aq_size + ad_size + ak_size);
-    float *tmp = (float *)(cbuf + 2 * GROUP * 256);
+    float *tmp = (float *)(cbuf + 2 * KSUB_MAX * 256);
     const uint8_t *wb = w;
 
     tiles_config();
@@ -566,7 +635,7 @@ le_gemm_amx(enum le_type wt, int n_in, const void *w, size_t w_row, int r0,
                               r1 - r - 16 < 16 ? r1 - r - 16 : 16);
             for (int tt = 0; tt * 16 < nt; tt++) {
                 if (kq)
-                    tile_gemm_k(aq, bq + (size_t)tt * ng * 512,
+                    tile_gemm_k(nsub, aq, bq + (size_t)tt * ng * 512,
                                 bd + (size_t)tt * nsb * 16,
                                 bs + (size_t)tt * nsb * 64, ad, mnp, kd, kdm,
                                 nsb, cbuf, acc);

@@ -2,7 +2,7 @@
  * test_amx.c: the AMX-INT8 prefill GEMM (quants_amx.c) against its plain C
  * twin (amx.c) and both against the engine's vec_dot.
  *
- * On random weights (Q8_0, Q4_0, Q4_K, Q5_K) quantised by the engine's own
+ * On random weights (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K) quantised by the engine's own
  * from_float and random activations quantised to the type's vec_dot_type
  * (Q8_0, Q8_K), for row lengths 256..5632 (odd block counts included), token counts 1..130 (not
  * multiples of 16, and past the kernel's 128-token chunk) and row ranges
@@ -200,8 +200,9 @@ test_gemm_kquants(void)
     /* 2304 = 9 blocks of 256 (the kernel works a block ahead) */
     static const int lens[] = {256, 2048, 2304, 5632};
     static const int toks[] = {1, 5, 16, 47, 130};
-    static const enum le_type types[] = {LE_TYPE_Q4_K, LE_TYPE_Q5_K};
-    for (size_t k = 0; k < 2; k++)
+    static const enum le_type types[] = {LE_TYPE_Q4_K, LE_TYPE_Q5_K,
+                                         LE_TYPE_Q6_K};
+    for (size_t k = 0; k < 3; k++)
         for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++)
             for (size_t j = 0; j < sizeof(toks) / sizeof(toks[0]); j++) {
                 check_case(types[k], lens[i], 48, 0, 48, toks[j]);
@@ -216,7 +217,7 @@ test_refuses(void)
     uint8_t w[64] = {0}, x[64] = {0};
     /* types without an AMX kernel, and rows not made of whole blocks */
     T_EQ_INT(le_gemm_amx_type(LE_TYPE_F32), 0);
-    T_EQ_INT(le_gemm_amx_type(LE_TYPE_Q6_K), 0);
+    T_EQ_INT(le_gemm_amx_type(LE_TYPE_Q3_K), 0);
     T_EQ_INT(le_gemm_amx_ref(LE_TYPE_F32, 16, w, 64, 0, 1, x, 64, 1, y, 1),
              -1);
     T_EQ_INT(le_gemm_amx_ref(LE_TYPE_Q8_0, 40, w, 64, 0, 1, x, 64, 1, y, 1),
