@@ -469,15 +469,18 @@ unpack_panel_k(enum le_type wt, const uint8_t *w, size_t w_row, int nr,
             const uint8_t *qs = wt == LE_TYPE_Q4_K ? x4->qs : x5->qs;
             kd[(size_t)sb * 16 + m] = _cvtsh_ss(x4->d);
             kdm[(size_t)sb * 16 + m] = _cvtsh_ss(x4->dmin);
-            int sc[8], mn[8];
-            for (int s = 0; s < 8; s++) {
-                le_k4_scale_min(x4->scales, s, &sc[s], &mn[s]);
-                scf[((size_t)sb * 8 + s) * 16 + m] = (float)sc[s];
-            }
-            for (int j = 0; j < 4; j++)
+            /* pairs straight into their slots: a min array read back as
+             * a vector right after its scalar stores stalled on store
+             * forwarding (a quarter of this function's time) */
+            for (int j = 0; j < 4; j++) {
+                int sc0, mn0, sc1, mn1;
+                le_k4_scale_min(x4->scales, 2 * j, &sc0, &mn0);
+                le_k4_scale_min(x4->scales, 2 * j + 1, &sc1, &mn1);
+                scf[((size_t)sb * 8 + 2 * j) * 16 + m] = (float)sc0;
+                scf[((size_t)sb * 8 + 2 * j + 1) * 16 + m] = (float)sc1;
                 mnp[((size_t)sb * 4 + j) * 16 + m] =
-                    (int32_t)((uint32_t)mn[2 * j] |
-                              (uint32_t)mn[2 * j + 1] << 16);
+                    (int32_t)((uint32_t)mn0 | (uint32_t)mn1 << 16);
+            }
             __m256i qh = wt == LE_TYPE_Q5_K
                              ? _mm256_loadu_si256((const __m256i *)x5->qh)
                              : _mm256_setzero_si256();
@@ -574,22 +577,6 @@ store_tile(const __m512 *acc, float *tmp, float *y, size_t n_out, int ntok,
                               _mm512_i32gather_ps(col, tmp + n, 4));
 }
 
-/* Asks for the next panel's rows into L2 while this one is computed: the
- * rows are short streams (16 rows of 1-6 KiB) that the hardware
- * prefetcher picks up late.  Cheap (one prefetch per 64 bytes of weights
- * against ~50 cycles of tile work per 32 values x 16 tokens); its gain could
- * not be measured on the shared machine (two-thread runs varied 2-4x with
- * the load), so it rests on the reasoning: with weights out of L2, two
- * threads ran at 240 GMAC/s against 400 with the same weights in cache. */
-static void
-prefetch_rows(const uint8_t *w, size_t w_row, int nr)
-{
-    for (int m = 0; m < nr; m++)
-        for (size_t o = 0; o < w_row; o += 64)
-            _mm_prefetch((const char *)(w + (size_t)m * w_row + o),
-                         _MM_HINT_T1);
-}
-
 int
 le_gemm_amx(enum le_type wt, int n_in, const void *w, size_t w_row, int r0,
             int r1, const void *xq, size_t x_row, int n_tok, float *y,
@@ -644,9 +631,6 @@ le_gemm_amx(enum le_type wt, int n_in, const void *w, size_t w_row, int r0,
                 unpack_panel(wt, wr, w_row, nr, ng, aq);
                 pack_wscales(wt, wr, w_row, nr, ng, ad);
             }
-            if (r + 16 < r1)
-                prefetch_rows(wr + 16 * w_row, w_row,
-                              r1 - r - 16 < 16 ? r1 - r - 16 : 16);
             for (int tt = 0; tt * 16 < nt; tt++) {
                 if (kq)
                     tile_gemm_k(nsub, aq, bq + (size_t)tt * ng * 512,
