@@ -383,7 +383,7 @@ pf_block(const struct pf *pf, int b)
         return;
     for (int m = 0; m < pf->nr; m++)
         _mm_prefetch(pf->p + (size_t)m * pf->row + (size_t)b * pf->blk,
-                     _MM_HINT_T0);
+                     _MM_HINT_T1);
 }
 
 static void
