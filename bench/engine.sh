@@ -231,24 +231,51 @@ LOAD1=$(load)
 # Notes measured by hand; kept here so each run reprints them.
 notes() {
     cat <<'NOTES'
-### Notes (2026-12-01, Sapphire Rapids, issue 11: AMX prefill, pool, bandwidth)
+### Notes (2026-12-01, issue 11: AMX prefill, pool, bandwidth probe)
 
-- Prompt batches of 4 or more tokens with Q8_0/Q4_0 weights run as an
-  AMX-INT8 GEMM (local_engine/quants_amx.c, held bit-exact to its plain C
-  twin in tests/test_amx.c): 16 weight rows x 16 tokens per tile, one
-  TDPBSSD per 32-value block (the per-block scales forbid a longer integer
-  sum), the int32 tile stored and scaled into float accumulators in
-  AVX-512.  One core, 2048x2048 x 128 tokens: 250-260 GMAC/s, against
-  10-17 for the vec_dot path; the tile part alone is about 1.5 of the 2 ms
-  (tile loads and the 1 KiB store per block), the scaling about 1 ms, and
-  they overlap only partly.
-- Per layer of a 128-token prompt the other costs are now visible: the
-  activation quantiser (q8_0_from_float, scalar, single-threaded before
-  each product: 8-12% of a prompt), attention (one F16 dot and one
-  dequantised V row per (token, head, position): 12-15%), and the output
-  matrix (2048 x 32000), which runs once per batch for the last token as a
-  GEMV: with the default --batch 32 it runs 4 times for 128 prompt tokens.
-- LLMUX_NO_AMX=1 gives the path every non-AMX machine takes.
+Measured by hand on the machine above (the CPU reports itself only as
+"Intel Xeon Processor"; family 6 model 207 is Emerald Rapids, Sapphire
+Rapids' successor with the same AMX-INT8/BF16 and AVX-512 VNNI/BF16/FP16).
+Other sessions shared its 2 cores (load 1.5-4 throughout), so single
+runs varied by 2x or more; figures below are best-of-N, and shares of
+perf samples (which do not depend on the load) were used to choose
+between variants.
+
+- Prompt batches of 4 or more tokens with Q8_0, Q4_0, Q4_K, Q5_K or Q6_K
+  weights run as an AMX-INT8 GEMM (local_engine/quants_amx.c, bit-exact
+  to its plain C twin in amx.c, tests/test_amx.c): 16 weight rows x 16
+  tokens per tile, one TDPBSSD per 32-value block (16 for Q6_K), the
+  int32 tile stored and scaled into float accumulators in AVX-512.  One
+  core, 2048x2048: Q8_0/Q4_0 190-260 GMAC/s at 128 tokens and 120-190 at
+  32, Q4_K/Q5_K 150-205, Q6_K 56-63, against 9-17 GMAC/s for the vec_dot
+  path.  Each tile dot costs a 1 KiB tile store and reload (the per-block
+  scales allow no longer integer sums), which with the tile loads is
+  most of the tile unit's time; the scaling overlaps it only in part.
+- LLMUX_NO_AMX=1 (the no-amx rows) is the path every machine without AMX
+  takes: there the prompt runs one vec_dot per (row, token), 3-5x slower.
+- Where a 128-token prompt's time goes now (perf, q4_k / q4_0 slices, 2
+  threads, default --batch 32): the AMX GEMM 52% / 46%; the second thread
+  waiting while the first runs serial work 14% (the activation quantiser
+  q8_K/q8_0_from_float, scalar and single-threaded before each product,
+  6-9% by itself; rmsnorm, rope, silu, residual adds); the output matrix
+  (2048 x 32000, one token per batch: a GEMV) 6-9%, four times per prompt
+  with batches of 32; attention 8-10%.
+- --batch 128 (the whole prompt in one forward pass, as llama-bench does
+  with its default n_ubatch 512) measured 1.2-1.4x the default --batch 32
+  for q4_0 and q4_k: the output GEMV runs once instead of four times and
+  each unpacked weight panel serves 8 token tiles instead of 2.  The
+  default stays 32 (model.c); raising it is one line, at ~86 KiB of
+  scratch per batch token for these widths.
+- Still behind llama.cpp in prompt speed, and why: the serial activation
+  quantiser and the output GEMV above (neither is in the AMX GEMM), and
+  the GEMM's per-block tile store.  Generation is the GEMV kernels' work
+  (a separate change); the roofline column says how far each is from the
+  memory limit on the full-size model.
+- Pool (pool.c): between the steps of a forward pass workers and the
+  caller spin (pause, then sched_yield) instead of sleeping, and sleep
+  after 3 ms without work.  Micro-benchmark (2 threads, 100 us of work per
+  step): with 100 us of serial work between steps the overhead per step
+  fell from 7-9 us to 1-2 us, with 500 us from 22-25 us to 2 us.
 NOTES
 }
 
