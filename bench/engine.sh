@@ -34,6 +34,9 @@
 # (default /tmp/llama.cpp/build/bin/llama-bench) exists; it is never
 # downloaded or built here (its column says so when absent).
 #   ENGINE_BENCH_P (128), ENGINE_BENCH_N (64), ENGINE_BENCH_N_FULL (32),
+#   ENGINE_BENCH_BATCH (512: llmux --batch, prompt tokens per forward
+#   pass, as llama-bench's default n_ubatch 512, so both engines take the
+#   prompt in one pass; "" leaves llmux's default of 32),
 #   ENGINE_BENCH_THREADS (2), ENGINE_BENCH_REPS (1: -r of each call),
 #   ENGINE_BENCH_ROUNDS (3: every model through every engine in turn this
 #   many times; the table keeps each engine's best figure)
@@ -42,6 +45,7 @@ BUILD=${1:-build/release}
 P=${ENGINE_BENCH_P:-128}
 N=${ENGINE_BENCH_N:-64}
 NF=${ENGINE_BENCH_N_FULL:-32}
+B=${ENGINE_BENCH_BATCH-512}
 T=${ENGINE_BENCH_THREADS:-2}
 R=${ENGINE_BENCH_REPS:-1}
 ROUNDS=${ENGINE_BENCH_ROUNDS:-3}
@@ -148,7 +152,8 @@ ntok() { case "$1" in */full-*) echo "$NF" ;; *) echo "$N" ;; esac; }
 # One llmux run: sets lpp ltg desc (or "error").
 run_llmux() { # model tag env
     if env $3 "$LLMUX" bench --model "$1" -p "$P" -n "$(ntok "$1")" -r "$R" \
-        --threads "$T" --json >"$TMP/$2.json" 2>"$TMP/$2.err"; then
+        --threads "$T" ${B:+--batch "$B"} --json >"$TMP/$2.json" \
+        2>"$TMP/$2.err"; then
         # "pp":{..."tokens_per_s":X}, "tg":{..."tokens_per_s":Y}
         lpp=$(sed -n 's/.*"pp":{[^}]*"tokens_per_s":\([0-9.]*\).*/\1/p' "$TMP/$2.json")
         ltg=$(sed -n 's/.*"tg":{[^}]*"tokens_per_s":\([0-9.]*\).*/\1/p' "$TMP/$2.json")
@@ -289,7 +294,7 @@ echo "- CPU flags that matter here:$SIMDF"
 echo "- memory bandwidth (tool_bandwidth, streaming read of $bwmib MiB, best of 5): $bw1 GB/s with 1 thread, $bw2 GB/s with $T"
 echo "- llmux feature sets: $variants (native: nothing set; no-amx: LLMUX_NO_AMX=1; avx2: LLMUX_NO_AMX=1 LLMUX_SIMD=avx2)"
 echo "- method: $ROUNDS rounds; each round runs every model through each llmux feature set and then llama.cpp; the table has each one's best figure over the rounds"
-echo "- llmux: \`llmux bench --model M -p $P -n $N -r $R --threads $T --json\` (pp: $P prompt tokens in batches of the default --batch; tg: $N tokens one at a time, $NF on the full-size models)"
+echo "- llmux: \`llmux bench --model M -p $P -n $N -r $R --threads $T ${B:+--batch $B }--json\` (pp: $P prompt tokens in batches of ${B:-32 (the default)}; tg: $N tokens one at a time, $NF on the full-size models)"
 if [ $have_lb = 1 ]; then
     src=""
     [ -f "$(dirname "$(dirname "$(dirname "$LB")")")/SOURCE" ] && src=" ($(cat "$(dirname "$(dirname "$(dirname "$LB")")")/SOURCE"))"
