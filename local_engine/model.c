@@ -736,9 +736,9 @@ struct mm_job {
     int amx;            /* weight type if le_gemm_amx takes it, else -1 */
 };
 
-/* Tokens from which a batch goes to the AMX GEMM (quants_amx.c): measured
- * on one core, 2048x2048 Q8_0/Q4_0, it is 1.3-1.8x the vec_dot path at 2
- * tokens, 2-3x at 4, 7-9x at 16. */
+/* Tokens from which a batch goes to the AMX GEMM (quants_amx.c, Q8_0, Q4_0
+ * and the K-quants): measured on one core, 2048x2048 Q8_0/Q4_0, it is
+ * 1.3-1.8x the vec_dot path at 2 tokens, 2-3x at 4, 7-9x at 16. */
 #define AMX_MIN_TOK 4
 
 static void
