@@ -12,8 +12,9 @@
  *     XFEATURE_XTILEDATA), since 5.16 tile data is off until a process
  *     asks (the signal stack grows by 8 KiB); a refusal (older kernel, a
  *     sandbox) leaves AMX off and the other kernels in use.
- * LLMUX_NO_AMX=1 turns it off.  With LLMUX_LOG=debug the decision is
- * printed once on stderr.
+ * LLMUX_NO_AMX=1 turns it off, and so does LLMUX_NO_SIMD=1 (which makes
+ * the type table plain C).  With LLMUX_LOG=debug the decision is printed
+ * once on stderr.
  *
  * The twin (le_gemm_amx_ref) computes, for each output, the same integer
  * block (and, for Q4_K/Q5_K, sub-block and min) sums as the AMX kernel and combines them with the same float
@@ -85,8 +86,11 @@ static void
 amx_init(void)
 {
     const char *no = getenv("LLMUX_NO_AMX");
+    const char *nosimd = getenv("LLMUX_NO_SIMD"); /* plain C everywhere */
     if (no && *no && strcmp(no, "0") != 0) {
         amx_why = "LLMUX_NO_AMX is set";
+    } else if (nosimd && *nosimd && strcmp(nosimd, "0") != 0) {
+        amx_why = "LLMUX_NO_SIMD is set";
     } else {
 #if defined(__x86_64__)
         amx_why = amx_check();

@@ -101,8 +101,8 @@ void le_f16_to_float_avx2(const void *x, float *y, int64_t k);
  *
  * le_amx_usable: 1 when this process may use AMX tiles: CPU (AMX-TILE,
  * AMX-INT8, AVX-512 F/BW/VL/VNNI, F16C), OS (XCR0) and Linux's
- * ARCH_REQ_XCOMP_PERM (asked once per process), and LLMUX_NO_AMX unset or
- * 0.  Checked once, thread-safe.  le_amx_status: why, in words (static).
+ * ARCH_REQ_XCOMP_PERM (asked once per process), and LLMUX_NO_AMX and
+ * LLMUX_NO_SIMD unset or 0.  Checked once, thread-safe.  le_amx_status: why, in words (static).
  * le_gemm_amx_type: 1 for the weight types the GEMM takes (Q8_0, Q4_0
  * with activations in Q8_0; Q4_K, Q5_K, Q6_K with activations in Q8_K).
  *
