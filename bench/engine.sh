@@ -265,12 +265,17 @@ between variants.
   6-9% by itself; rmsnorm, rope, silu, residual adds); the output matrix
   (2048 x 32000, one token per batch: a GEMV) 6-9%, four times per prompt
   with batches of 32; attention 8-10%.
-- --batch 128 (the whole prompt in one forward pass, as llama-bench does
-  with its default n_ubatch 512) measured 1.2-1.4x the default --batch 32
-  for q4_0 and q4_k: the output GEMV runs once instead of four times and
-  each unpacked weight panel serves 8 token tiles instead of 2.  The
-  default stays 32 (model.c); raising it is one line, at ~86 KiB of
-  scratch per batch token for these widths.
+- Best of 7 interleaved runs per cell (pp128 t/s, 2 threads, load
+  1.5-5, slices): llmux with the default --batch 32 / with the prompt in
+  one pass (--batch 128) / LLMUX_NO_AMX=1 with --batch 32 / llama.cpp:
+  q4_0 549 / 740 / 162 / 924; q8_0 587 / 804 / 134 / 1118; q4_k 657 /
+  794 / 167 / 917.  So in one pass 0.80, 0.72 and 0.87 of llama.cpp, and
+  3.4-4.4x the no-AMX path.  One pass is faster because the output matrix
+  (a GEMV for the last token) runs once instead of four times and each
+  unpacked weight panel serves 8 token tiles instead of 2; the engine's
+  default stays 32 (model.c), raising it is one line at ~86 KiB of
+  scratch per batch token for these widths.  The table above uses one
+  pass (ENGINE_BENCH_BATCH).
 - Still behind llama.cpp in prompt speed, and why: the serial activation
   quantiser and the output GEMV above (neither is in the AMX GEMM), and
   the GEMM's per-block tile store.  Generation is the GEMV kernels' work
