@@ -48,6 +48,12 @@ LDLIBS_ALL = $(PKG_LIBS) -lhttp_parser -lm -pthread $(MODE_LDFLAGS) $(LDFLAGS)
 
 # SIMD kernels: ISA flags on their own files only (chosen at run time).
 AVX2_FLAGS := -mavx2 -mfma -mf16c
+# AMX-INT8 tiles with AVX-512 for packing and scaling (files *_amx.c); x86-64
+# only (elsewhere those files build to a stub that is never called).
+ifneq (,$(findstring x86_64,$(shell $(CC) -dumpmachine)))
+  AMX_FLAGS := -mamx-tile -mamx-int8 -mavx512f -mavx512bw -mavx512vl \
+               -mavx512vnni -mavx2 -mfma -mf16c
+endif
 
 LIB_SRC := $(sort $(wildcard common/*.c config/*.c pricing/*.c \
              providers/*.c router/*.c local_engine/*.c) \
@@ -84,7 +90,7 @@ $(DEPS_OK):
 # --- build ----------------------------------------------------------------
 $(BUILD)/%.o: %.c | $(DEPS_OK)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) $(if $(findstring _avx2,$<),$(AVX2_FLAGS)) -c $< -o $@
+	$(CC) $(CFLAGS_ALL) $(if $(findstring _avx2,$<),$(AVX2_FLAGS)) $(if $(filter local_engine/%_amx.c,$<),$(AMX_FLAGS)) -c $< -o $@
 
 $(LIBA): $(LIB_OBJ)
 	@rm -f $@

@@ -1,39 +1,64 @@
 #!/bin/sh
 # bench/engine.sh BUILD_DIR: the local engine against llama.cpp, side by
-# side in one run on this machine.  Writes bench/out/engine.md (bench/run.sh
+# side in one run on this machine, per CPU feature set, with the memory
+# bandwidth and the roofline.  Writes bench/out/engine.md (bench/run.sh
 # appends it to bench/BENCHMARKS.md).
 #
-# Models: $LLMUX_TEST_DATA/models/stories260K.gguf (real, F32, tiny) and
+# Models: $LLMUX_TEST_DATA/models/stories260K.gguf (real, F32, tiny),
 # random-weight llama "slices" of a 1B model written by tool_gguf_gen into
 # $ENGINE_BENCH_MODELS (default /tmp/llmux-bench-models, never the repo):
-# n_embd 2048, n_head 32, n_head_kv 8, n_ff 5632, n_vocab 32000 (TinyLlama
-# / Llama 3.2 1B widths), ENGINE_BENCH_LAYERS layers (default 4), one file
-# per type in ENGINE_BENCH_TYPES (default "q4_0 q8_0 q4_k").  Files are made
-# once and reused (about 30 s each).
+# n_embd 2048, n_head 32, n_head_kv 8, n_ff 5632, n_vocab 32000,
+# ENGINE_BENCH_LAYERS layers (default 4), one file per type in
+# ENGINE_BENCH_TYPES (default "q4_0 q8_0 q4_k"); and full-size models in
+# the TinyLlama shape (22 layers, n_head_kv 4: 1.1 B parameters, 0.6 GiB
+# in q4_0, far more than the last-level cache) for each type in
+# ENGINE_BENCH_FULL (default "q4_0"; "" skips them).  Files are made once
+# and reused.
+#
+# CPU feature sets: llmux runs once per set this CPU and binary offer, each
+# chosen by environment variables:
+#   native   nothing set: AMX for prompt batches where usable, the best SIMD
+#   no-amx   LLMUX_NO_AMX=1 (when the CPU has AMX-INT8)
+#   avx2     LLMUX_NO_AMX=1 LLMUX_SIMD=avx2 (when the CPU has AVX-512 and
+#            the binary knows LLMUX_SIMD)
+# llama.cpp runs once per model (its own native build).
+#
+# Memory bandwidth: tests/tool_bandwidth (streaming read over 4x the LLC,
+# 1 and 2 threads, best of 5).  Roofline: a generated token streams every
+# weight but the embedding table (tool_bandwidth --weights), so
+#   roofline % = tg t/s x bytes per token / bandwidth (T threads)
+# is how close generation is to the memory limit.
 #
 # Each model: `llmux bench -p P -n N --threads T --json`, then llama.cpp's
-# llama-bench on the same file with the same -p/-n/-t, when
-# $LLAMA_BENCH (default /tmp/llama.cpp/build/bin/llama-bench) exists; it is
-# never downloaded or built here (its column says so when absent).
-#   ENGINE_BENCH_P (128), ENGINE_BENCH_N (64), ENGINE_BENCH_THREADS (2),
-#   ENGINE_BENCH_REPS (1: -r of each call, both engines report the mean),
-#   ENGINE_BENCH_ROUNDS (3: every model through both engines in turn this
+# llama-bench on the same file with the same -p/-n/-t, when $LLAMA_BENCH
+# (default /tmp/llama.cpp/build/bin/llama-bench) exists; it is never
+# downloaded or built here (its column says so when absent).
+#   ENGINE_BENCH_P (128), ENGINE_BENCH_N (64), ENGINE_BENCH_N_FULL (32),
+#   ENGINE_BENCH_BATCH (512: llmux --batch, prompt tokens per forward
+#   pass, as llama-bench's default n_ubatch 512, so both engines take the
+#   prompt in one pass; "" leaves llmux's default of 32),
+#   ENGINE_BENCH_THREADS (2), ENGINE_BENCH_REPS (1: -r of each call),
+#   ENGINE_BENCH_ROUNDS (3: every model through every engine in turn this
 #   many times; the table keeps each engine's best figure)
 set -u
 BUILD=${1:-build/release}
 P=${ENGINE_BENCH_P:-128}
 N=${ENGINE_BENCH_N:-64}
+NF=${ENGINE_BENCH_N_FULL:-32}
+B=${ENGINE_BENCH_BATCH-512}
 T=${ENGINE_BENCH_THREADS:-2}
 R=${ENGINE_BENCH_REPS:-1}
 ROUNDS=${ENGINE_BENCH_ROUNDS:-3}
 LAYERS=${ENGINE_BENCH_LAYERS:-4}
 TYPES=${ENGINE_BENCH_TYPES:-q4_0 q8_0 q4_k}
+FULL=${ENGINE_BENCH_FULL-q4_0}
 MDIR=${ENGINE_BENCH_MODELS:-/tmp/llmux-bench-models}
 LB=${LLAMA_BENCH:-/tmp/llama.cpp/build/bin/llama-bench}
 : "${LLMUX_TEST_DATA:=$(cd .. && pwd)/shared/data}"
 OUT=bench/out/engine.md
 LLMUX="$BUILD/llmux"
 GEN="$BUILD/tests/tool_gguf_gen"
+BW="$BUILD/tests/tool_bandwidth"
 TMP=$(mktemp -d /tmp/llmux-engine-bench-XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
 mkdir -p bench/out "$MDIR"
@@ -45,23 +70,63 @@ fi
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 LOAD0=$(load)
 
+# --- CPU ------------------------------------------------------------------
+CPU=$(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -n 1)
+CPUID=$(awk -F': ' '/^cpu family/ {f=$2} /^model[ \t]*:/ {m=$2} /^stepping/ {s=$2; exit} END {printf "family %s model %s stepping %s", f, m, s}' /proc/cpuinfo)
+FLAGS=$(sed -n 's/^flags[^:]*: //p' /proc/cpuinfo | head -n 1)
+has() { case " $FLAGS " in *" $1 "*) return 0 ;; esac; return 1; }
+SIMDF=""
+for f in sse4_2 avx f16c fma avx2 avx_vnni avx512f avx512bw avx512vl \
+    avx512_vnni avx512_bf16 avx512_fp16 amx_tile amx_int8 amx_bf16; do
+    has "$f" && SIMDF="$SIMDF $f"
+done
+
+variants="native"
+has amx_int8 && variants="$variants no-amx"
+if has avx512f && grep -q LLMUX_SIMD "$LLMUX" 2>/dev/null; then
+    variants="$variants avx2"
+fi
+venv() { # variant -> environment assignments
+    case "$1" in
+    native) echo "" ;;
+    no-amx) echo "LLMUX_NO_AMX=1" ;;
+    avx2) echo "LLMUX_NO_AMX=1 LLMUX_SIMD=avx2" ;;
+    esac
+}
+
+# --- memory bandwidth ------------------------------------------------------
+bw1="-"; bw2="-"; bwmib="-"
+if [ -x "$BW" ]; then
+    echo "engine bench: memory bandwidth"
+    if "$BW" --threads "1,$T" --json >"$TMP/bw.json" 2>"$TMP/bw.err"; then
+        bw1=$(sed -n 's/.*"gbs_1":\([0-9.]*\).*/\1/p' "$TMP/bw.json")
+        bw2=$(sed -n "s/.*\"gbs_$T\":\([0-9.]*\).*/\1/p" "$TMP/bw.json")
+        bwmib=$(sed -n 's/.*"mib":\([0-9]*\).*/\1/p' "$TMP/bw.json")
+    fi
+fi
+
 # --- models ---------------------------------------------------------------
+gen() { # file type layers n_head_kv
+    [ -s "$1" ] && return 0
+    if [ ! -x "$GEN" ]; then
+        echo "engine bench: $GEN not built; skipping $(basename "$1")"
+        return 1
+    fi
+    echo "engine bench: generating $1"
+    "$GEN" --out "$1.part" --type "$2" --n-embd 2048 --n-layer "$3" \
+        --n-head 32 --n-head-kv "$4" --n-ff 5632 --n-vocab 32000 \
+        --n-ctx 2048 --seed 1 && mv "$1.part" "$1" || { rm -f "$1.part"; return 1; }
+}
 models=""
 S="$LLMUX_TEST_DATA/models/stories260K.gguf"
 [ -f "$S" ] && models="$S"
 for t in $TYPES; do
     f="$MDIR/slice-2048x${LAYERS}-$t.gguf"
-    if [ ! -s "$f" ]; then
-        if [ -x "$GEN" ]; then
-            echo "engine bench: generating $f"
-            "$GEN" --out "$f.part" --type "$t" --n-embd 2048 --n-layer "$LAYERS" \
-                --n-head 32 --n-head-kv 8 --n-ff 5632 --n-vocab 32000 \
-                --n-ctx 2048 --seed 1 && mv "$f.part" "$f" || rm -f "$f.part"
-        else
-            echo "engine bench: $GEN not built; skipping the $t slice"
-        fi
-    fi
-    [ -s "$f" ] && models="$models $f"
+    gen "$f" "$t" "$LAYERS" 8 && models="$models $f"
+done
+for t in $FULL; do
+    f="$MDIR/full-2048x22-$t.gguf"
+    gen "$f" "$t" 22 4 && models="$models $f"
 done
 [ -n "$models" ] || { echo "engine bench: no model"; exit 1; }
 
@@ -69,6 +134,8 @@ done
 # num FIELD FILE: the number after "FIELD": in a one-line JSON object
 jnum() { sed -n "s/.*\"$1\": *\([-0-9.eE+]*\).*/\1/p" "$2" | head -n 1; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2f", a / b; else print "-" }'; }
+# roof TPS BYTES GBS: percent of the bandwidth roofline
+roof() { awk -v t="$1" -v b="$2" -v g="$3" 'BEGIN { if (t + 0 > 0 && b + 0 > 0 && g + 0 > 0) printf "%.0f%%", 100 * t * b / (g * 1e9); else print "-" }'; }
 
 fmt() { case "$1" in [0-9]*) printf '%.2f' "$1" ;; *) printf '%s' "$1" ;; esac; }
 # best OLD NEW: the larger of two tokens/s figures ("" / words lose)
@@ -80,11 +147,13 @@ best() {
 have_lb=0
 [ -x "$LB" ] && have_lb=1
 lbc=""
+ntok() { case "$1" in */full-*) echo "$NF" ;; *) echo "$N" ;; esac; }
 
 # One llmux run: sets lpp ltg desc (or "error").
-run_llmux() { # model tag
-    if "$LLMUX" bench --model "$1" -p "$P" -n "$N" -r "$R" --threads "$T" --json \
-        >"$TMP/$2.json" 2>"$TMP/$2.err"; then
+run_llmux() { # model tag env
+    if env $3 "$LLMUX" bench --model "$1" -p "$P" -n "$(ntok "$1")" -r "$R" \
+        --threads "$T" ${B:+--batch "$B"} --json >"$TMP/$2.json" \
+        2>"$TMP/$2.err"; then
         # "pp":{..."tokens_per_s":X}, "tg":{..."tokens_per_s":Y}
         lpp=$(sed -n 's/.*"pp":{[^}]*"tokens_per_s":\([0-9.]*\).*/\1/p' "$TMP/$2.json")
         ltg=$(sed -n 's/.*"tg":{[^}]*"tokens_per_s":\([0-9.]*\).*/\1/p' "$TMP/$2.json")
@@ -97,7 +166,7 @@ run_llmux() { # model tag
 # One llama-bench run: sets cpp ctg (jsonl: one object per test; its own
 # warm-up run is not counted by it).
 run_lb() { # model tag
-    if "$LB" -m "$1" -p "$P" -n "$N" -t "$T" -r "$R" -o jsonl \
+    if "$LB" -m "$1" -p "$P" -n "$(ntok "$1")" -t "$T" -r "$R" -o jsonl \
         >"$TMP/$2.jsonl" 2>"$TMP/$2.err"; then
         grep '"n_gen": *0[,}]' "$TMP/$2.jsonl" >"$TMP/$2.pp"
         grep '"n_prompt": *0[,}]' "$TMP/$2.jsonl" >"$TMP/$2.tg"
@@ -110,21 +179,26 @@ run_lb() { # model tag
     fi
 }
 
-# Rounds: every model through both engines in turn, ROUNDS times; the best
-# figure of each engine is kept (on a shared machine the best run is the
-# one least disturbed, and interleaving gives both engines the same
-# chances).
+# Rounds: every model through every llmux feature set and llama.cpp in
+# turn, ROUNDS times; the best figure of each is kept (on a shared machine
+# the best run is the one least disturbed, and interleaving gives all the
+# same chances).
 rnd=1
 while [ "$rnd" -le "$ROUNDS" ]; do
     i=0
     for m in $models; do
         i=$((i + 1))
-        echo "engine bench: round $rnd/$ROUNDS: $(basename "$m")"
-        run_llmux "$m" "llmux$i.$rnd"
-        eval "bpp$i=\$(best \"\${bpp$i:-}\" \"\$lpp\")"
-        eval "btg$i=\$(best \"\${btg$i:-}\" \"\$ltg\")"
-        eval "desc$i=\$desc"
+        for v in $variants; do
+            [ "$v" != native ] && [ "$m" = "$S" ] && continue
+            echo "engine bench: round $rnd/$ROUNDS: $(basename "$m") [$v]"
+            run_llmux "$m" "llmux$i.$v.$rnd" "$(venv "$v")"
+            k="${i}_$(echo "$v" | tr -c 'a-z0-9\n' '_')"
+            eval "bpp$k=\$(best \"\${bpp$k:-}\" \"\$lpp\")"
+            eval "btg$k=\$(best \"\${btg$k:-}\" \"\$ltg\")"
+            eval "desc$i=\$desc"
+        done
         if [ $have_lb = 1 ]; then
+            echo "engine bench: round $rnd/$ROUNDS: $(basename "$m") [llama.cpp]"
             run_lb "$m" "lb$i.$rnd"
             eval "cbpp$i=\$(best \"\${cbpp$i:-}\" \"\$cpp\")"
             eval "cbtg$i=\$(best \"\${cbtg$i:-}\" \"\$ctg\")"
@@ -140,60 +214,78 @@ for m in $models; do
     i=$((i + 1))
     name=$(basename "$m")
     size=$(stat -c %s "$m" | awk '{ printf "%.1f", $1 / 1048576 }')
-    eval "lpp=\$bpp$i ltg=\$btg$i desc=\$desc$i"
+    wbytes=""
+    if [ -x "$BW" ] && "$BW" --weights "$m" >"$TMP/w$i.json" 2>/dev/null; then
+        wbytes=$(jnum weights_per_token_bytes "$TMP/w$i.json")
+    fi
     cpp="n/a"; ctg="n/a"
     [ $have_lb = 1 ] && eval "cpp=\$cbpp$i ctg=\$cbtg$i"
-    rows="$rows
-| $name | $size MiB | $(fmt "$lpp") | $(fmt "$cpp") | $(ratio "$lpp" "$cpp") | $(fmt "$ltg") | $(fmt "$ctg") | $(ratio "$ltg" "$ctg") |"
+    for v in $variants; do
+        [ "$v" != native ] && [ "$m" = "$S" ] && continue
+        k="${i}_$(echo "$v" | tr -c 'a-z0-9\n' '_')"
+        eval "lpp=\${bpp$k:-} ltg=\${btg$k:-}"
+        rows="$rows
+| $name | $size MiB | $v | $(fmt "$lpp") | $(fmt "$cpp") | $(ratio "$lpp" "$cpp") | $(fmt "$ltg") | $(fmt "$ctg") | $(ratio "$ltg" "$ctg") | $(roof "$ltg" "$wbytes" "$bw2") | $(roof "$ctg" "$wbytes" "$bw2") |"
+    done
+    eval "desc=\$desc$i"
     descs="$descs
-- \`$name\`: $desc"
+- \`$name\`: $desc; $(awk -v b="${wbytes:-0}" 'BEGIN { printf "%.1f MiB", b / 1048576 }') of weights read per generated token"
 done
 LOAD1=$(load)
 
-# Where the time goes: measured by hand (perf record -e cpu-clock on
-# `llmux bench` over the q4_0 slice); kept here so each run reprints it.
+# Notes measured by hand; kept here so each run reprints them.
 notes() {
     cat <<'NOTES'
-### Where the time goes (perf record -e cpu-clock, 2026-11-29)
+### Notes (2026-12-01, issue 11: AMX prefill, pool, bandwidth probe)
 
-Measured on the q4_0 slice with `llmux bench -p 128 -n 0` (prompt) and
-`-p 0 -n 64` (generation), 2 threads:
+Measured by hand on the machine above (the CPU reports itself only as
+"Intel Xeon Processor"; family 6 model 207 is Emerald Rapids, Sapphire
+Rapids' successor with the same AMX-INT8/BF16 and AVX-512 VNNI/BF16/FP16).
+Other sessions shared its 2 cores (load 1.5-4 throughout), so single
+runs varied by 2x or more; figures below are best-of-N, and shares of
+perf samples (which do not depend on the load) were used to choose
+between variants.
 
-| function | prompt | generation |
-|---|---|---|
-| le_vec_dot_q4_0_q8_0_avx2 (the weight x activation dot, quants_avx2.c) | 87% | 82% |
-| pool_main + le_pool_run (workers waiting between matmuls, pool.c) | <1% | 7% |
-| q8_0_from_float (activations quantised once per matmul input) | 2% | 2% |
-| attention_heads + F16 KV dot/convert | 3% | 2% |
-
-The q4_K slice looks the same with le_vec_dot_q4_K_q8_K_avx2 at 88%.  On
-stories260K (F32, 64 wide) the plain C F32 dot was 53% and the pool 28%:
-its matrices are too small for two threads to pay off.
-
-What was changed after this profile (quants_avx2.c, held to the plain C
-twins in test_quants): the Q4_0/Q8_0 dots keep the scaled block sums in 8
-float lanes instead of a horizontal sum and a serial float add per block;
-the Q4_K/Q5_K dots unpack their 6-bit scales with word masks and sum
-mins x bsums in SIMD, Q6_K its scales x bsums, and all three broadcast
-scales with constant byte shuffles instead of scalar-to-vector moves (still
-bit-identical); F32 got an AVX2 dot (exact double products in 16 lanes).
-One thread, one 2048-wide row at a time over a 2048x512 matrix (in
-cache), ns per 32 values, before -> after: q4_0 3.4 -> 1.9, q8_0 2.6 ->
-1.5, q4_K 2.5 -> 1.6, q6_K 2.5 -> 2.0; the F32 dot about 4x.
-
-What is left, and why llama.cpp's prompt column is higher: the engine
-multiplies a matrix by a batch of tokens as one vec_dot per (weight row,
-token) (model.c matmul_rows), so each weight block is unpacked again for
-every token of the batch, and each call ends in a horizontal sum.
-llama.cpp runs GEMM-style kernels that unpack a block once and use it for
-several tokens (for q4_0 it even repacks the weights at load time into
-8-row interleaved blocks, ggml_gemm_q4_0_8x8_q8_0).  First step, done on
-the kernel side: the type table has vec_dot_multi (one weight row against
-up to 4 token rows, each block unpacked once; Q4_0 AVX2, bit-identical
-to vec_dot, 1.2-1.5x on a 256x128 product), and model.c's matmul_rows
-uses it for batched prompts.  The next steps are multi-token kernels for
-q8_0 and the K-quants and a blocked GEMM over several weight rows.
-Generation (one token) is already near llama.cpp for q4_0/q8_0.
+- Prompt batches of 4 or more tokens with Q8_0, Q4_0, Q4_K, Q5_K or Q6_K
+  weights run as an AMX-INT8 GEMM (local_engine/quants_amx.c, bit-exact
+  to its plain C twin in amx.c, tests/test_amx.c): 16 weight rows x 16
+  tokens per tile, one TDPBSSD per 32-value block (16 for Q6_K), the
+  int32 tile stored and scaled into float accumulators in AVX-512.  One
+  core, 2048x2048: Q8_0/Q4_0 190-260 GMAC/s at 128 tokens and 120-190 at
+  32, Q4_K/Q5_K 150-205, Q6_K 56-63, against 9-17 GMAC/s for the vec_dot
+  path.  Each tile dot costs a 1 KiB tile store and reload (the per-block
+  scales allow no longer integer sums), which with the tile loads is
+  most of the tile unit's time; the scaling overlaps it only in part.
+- LLMUX_NO_AMX=1 (the no-amx rows) is the path every machine without AMX
+  takes: there the prompt runs one vec_dot per (row, token), 3-5x slower.
+- Where a 128-token prompt's time goes now (perf, q4_k / q4_0 slices, 2
+  threads, default --batch 32): the AMX GEMM 52% / 46%; the second thread
+  waiting while the first runs serial work 14% (the activation quantiser
+  q8_K/q8_0_from_float, scalar and single-threaded before each product,
+  6-9% by itself; rmsnorm, rope, silu, residual adds); the output matrix
+  (2048 x 32000, one token per batch: a GEMV) 6-9%, four times per prompt
+  with batches of 32; attention 8-10%.
+- Best of 7 interleaved runs per cell (pp128 t/s, 2 threads, load
+  1.5-5, slices): llmux with the default --batch 32 / with the prompt in
+  one pass (--batch 128) / LLMUX_NO_AMX=1 with --batch 32 / llama.cpp:
+  q4_0 549 / 740 / 162 / 924; q8_0 587 / 804 / 134 / 1118; q4_k 657 /
+  794 / 167 / 917.  So in one pass 0.80, 0.72 and 0.87 of llama.cpp, and
+  3.4-4.4x the no-AMX path.  One pass is faster because the output matrix
+  (a GEMV for the last token) runs once instead of four times and each
+  unpacked weight panel serves 8 token tiles instead of 2; the engine's
+  default stays 32 (model.c), raising it is one line at ~86 KiB of
+  scratch per batch token for these widths.  The table above uses one
+  pass (ENGINE_BENCH_BATCH).
+- Still behind llama.cpp in prompt speed, and why: the serial activation
+  quantiser and the output GEMV above (neither is in the AMX GEMM), and
+  the GEMM's per-block tile store.  Generation is the GEMV kernels' work
+  (a separate change); the roofline column says how far each is from the
+  memory limit on the full-size model.
+- Pool (pool.c): between the steps of a forward pass workers and the
+  caller spin (pause, then sched_yield) instead of sleeping, and sleep
+  after 3 ms without work.  Micro-benchmark (2 threads, 100 us of work per
+  step): with 100 us of serial work between steps the overhead per step
+  fell from 7-9 us to 1-2 us, with 500 us from 22-25 us to 2 us.
 NOTES
 }
 
@@ -202,20 +294,24 @@ NOTES
 echo "## Local engine vs llama.cpp (bench/engine.sh)"
 echo
 echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC'); llmux commit $(git rev-parse --short HEAD 2>/dev/null)"
-echo "- machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -n 1); load average before/after: $LOAD0 / $LOAD1 (a shared machine: a load above the core count means other work ran beside the benchmark and both columns are low)"
-echo "- method: $ROUNDS rounds; each round runs every model through llmux and then llama.cpp; the table has each engine's best figure over the rounds"
-echo "- llmux: \`llmux bench --model M -p $P -n $N -r $R --threads $T --json\` (pp: $P prompt tokens in batches; tg: $N tokens one at a time)"
+echo "- machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $CPU ($CPUID); load average before/after: $LOAD0 / $LOAD1 (a shared machine: a load above the core count means other work ran beside the benchmark and every column is low)"
+echo "- CPU flags that matter here:$SIMDF"
+echo "- memory bandwidth (tool_bandwidth, streaming read of $bwmib MiB, best of 5): $bw1 GB/s with 1 thread, $bw2 GB/s with $T"
+echo "- llmux feature sets: $variants (native: nothing set; no-amx: LLMUX_NO_AMX=1; avx2: LLMUX_NO_AMX=1 LLMUX_SIMD=avx2)"
+echo "- method: $ROUNDS rounds; each round runs every model through each llmux feature set and then llama.cpp; the table has each one's best figure over the rounds"
+echo "- llmux: \`llmux bench --model M -p $P -n $N -r $R --threads $T ${B:+--batch $B }--json\` (pp: $P prompt tokens in batches of ${B:-32 (the default)}; tg: $N tokens one at a time, $NF on the full-size models)"
 if [ $have_lb = 1 ]; then
     src=""
     [ -f "$(dirname "$(dirname "$(dirname "$LB")")")/SOURCE" ] && src=" ($(cat "$(dirname "$(dirname "$(dirname "$LB")")")/SOURCE"))"
-    echo "- llama.cpp: \`llama-bench -m M -p $P -n $N -t $T -r $R -o jsonl\`, build ${lbc:-?}$src, CPU backend built with GGML_NATIVE=ON (its AVX2 kernels and, for q4_0, its load-time repacking into 8-row interleaved blocks)"
+    echo "- llama.cpp: \`llama-bench -m M -p $P -n $N -t $T -r $R -o jsonl\`, build ${lbc:-?}$src, CPU backend built with GGML_NATIVE=ON on this machine"
 else
     echo "- llama.cpp: not measured in this run (no llama-bench at $LB; set LLAMA_BENCH to one built on this machine to get the column)"
 fi
-echo "- slices: random weights (tool_gguf_gen --seed 1), n_embd 2048, $LAYERS layers, 32 heads (8 kv), n_ff 5632, n_vocab 32000: a $LAYERS-layer slice of a 1B llama with its full embedding and output matrices; every 2-D weight in the named type, norms F32"
+echo "- slices: random weights (tool_gguf_gen --seed 1), n_embd 2048, $LAYERS layers, 32 heads (8 kv), n_ff 5632, n_vocab 32000: a $LAYERS-layer slice of a 1B llama with its full embedding and output matrices; full-2048x22: the TinyLlama shape (22 layers, 4 kv heads); every 2-D weight in the named type, norms F32"
+echo "- roofline: tg t/s x bytes of weights read per token / the $T-thread bandwidth (100% = generation at the memory limit; on a slice the weights partly stay in the last-level cache, so only the full-size rows mean much)"
 echo
-echo "| model | size | llmux pp$P t/s | llama.cpp pp$P t/s | pp ratio | llmux tg$N t/s | llama.cpp tg$N t/s | tg ratio |"
-echo "|---|---|---|---|---|---|---|---|$rows"
+echo "| model | size | llmux set | llmux pp$P t/s | llama.cpp pp$P t/s | pp ratio | llmux tg t/s | llama.cpp tg t/s | tg ratio | llmux roofline | llama.cpp roofline |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|$rows"
 echo
 echo "Ratios are llmux / llama.cpp (1.00 = as fast).$descs"
 echo

@@ -97,6 +97,58 @@ void le_vec_dot_f16_f16_avx2(int n, float *s, const void *x, const void *y);
 void le_vec_dot_f32_f32_avx2(int n, float *s, const void *x, const void *y);
 void le_f16_to_float_avx2(const void *x, float *y, int64_t k);
 
+/* AMX-INT8 prefill GEMM (quants_amx.c; detection and the plain C twin in
+ * amx.c).
+ *
+ * le_amx_usable: 1 when this process may use AMX tiles: CPU (AMX-TILE,
+ * AMX-INT8, AVX-512 F/BW/VL/VNNI, F16C), OS (XCR0) and Linux's
+ * ARCH_REQ_XCOMP_PERM (asked once per process), and LLMUX_NO_AMX and
+ * LLMUX_NO_SIMD unset or 0.  Checked once, thread-safe.  le_amx_status: why, in words (static).
+ * le_gemm_amx_type: 1 for the weight types the GEMM takes (Q8_0, Q4_0
+ * with activations in Q8_0; Q4_K, Q5_K, Q6_K with activations in Q8_K).
+ *
+ * le_gemm_amx: for weight rows r0 <= r < r1 and tokens t < n_tok,
+ * y[t * n_out + r] = the dot of weight row r and activation row t, from
+ * the weight in its GGUF layout (row r at w + r * w_row) and n_in-wide
+ * activation rows in the type's vec_dot_type (row t at xq + t * x_row):
+ *   Q8_0, Q4_0: over 32-value blocks b, in order,
+ *       acc = fmaf((float)isum_b, d_act(t, b) * d_w(r, b), acc)
+ *     (isum_b the exact integer dot of the block): within 1e-5 of
+ *     sum |x_i y_i| of the type's vec_dot (another rounding order);
+ *   Q4_K, Q5_K, Q6_K: over 256-value blocks, in order,
+ *       fi = the fmaf sum over sub-blocks s (8 of 32 values; Q6_K 16 of
+ *            16) of (float)isum_s * sc_s,
+ *       mi = sum of mn_s * bsum_s (exact; 0 for Q6_K, dmin 0),
+ *       acc = acc + (d_act * (d * fi) - d_act * (dmin * (float)mi)):
+ *     the plain C vec_dot's expression, so equal to it whenever the
+ *     partial sums stay below 2^24 in magnitude (always in practice);
+ * bit-identical to le_gemm_amx_ref in every case.
+ * Only when le_amx_usable(); any thread, uses a per-thread scratch buffer
+ * that lives until the thread exits.  Returns 0, or -1 (nothing written)
+ * for a type it does not take or when the scratch cannot be allocated. */
+/* The 6-bit scale and min of 32-value sub-block j (0..7) of a Q4_K/Q5_K
+ * block from its 12 scale bytes (ggml's get_scale_min_k4). */
+static inline void
+le_k4_scale_min(const uint8_t *q, int j, int *d, int *m)
+{
+    if (j < 4) {
+        *d = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *d = (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4);
+        *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+    }
+}
+int le_amx_usable(void);
+const char *le_amx_status(void);
+int le_gemm_amx_type(enum le_type t);
+int le_gemm_amx(enum le_type wt, int n_in, const void *w, size_t w_row,
+                int r0, int r1, const void *xq, size_t x_row, int n_tok,
+                float *y, int n_out);
+int le_gemm_amx_ref(enum le_type wt, int n_in, const void *w, size_t w_row,
+                    int r0, int r1, const void *xq, size_t x_row, int n_tok,
+                    float *y, int n_out);
+
 /* IEEE half and bfloat16 conversions (plain C, exact, round to nearest
  * even on the way down). */
 float le_fp16_to_fp32(uint16_t h);

@@ -1,0 +1,248 @@
+/*
+ * test_amx.c: the AMX-INT8 prefill GEMM (quants_amx.c) against its plain C
+ * twin (amx.c) and both against the engine's vec_dot.
+ *
+ * On random weights (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K) quantised by the engine's own
+ * from_float and random activations quantised to the type's vec_dot_type
+ * (Q8_0, Q8_K), for row lengths 256..5632 (odd block counts included), token counts 1..130 (not
+ * multiples of 16, and past the kernel's 128-token chunk) and row ranges
+ * that start and end inside a 16-row panel:
+ *   - AMX == twin, bit for bit (same integer block sums, same float
+ *     operations in the same order);
+ *   - twin vs vec_dot (plain C and the table's SIMD one): within
+ *     1e-5 * sum |w_i x_i| (+1e-30): the same block sums, rounded in
+ *     another order (for the K-quants the same expression: exact here);
+ *   - rows outside [r0, r1) are not written.
+ * Where AMX is not usable (CPU, OS, kernel permission, LLMUX_NO_AMX) the
+ * AMX comparisons are skipped with the reason on stderr; the twin is still
+ * checked against vec_dot.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../local_engine/le_int.h"
+#include "harness.h"
+
+static uint64_t rng = 0x2545f4914f6cdd1dull;
+
+static float
+frand(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (float)((rng >> 11) * 0x1p-53 * 2.0 - 1.0);
+}
+
+struct mats {
+    enum le_type wt;
+    int n_in, n_out, n_tok;
+    size_t w_row, x_row;
+    uint8_t *w, *x;
+    float *wf, *xf; /* dequantised, for the tolerance */
+};
+
+static int
+mats_make(struct mats *m, enum le_type wt, int n_in, int n_out, int n_tok)
+{
+    const struct le_type_traits *tt = le_type_get_ref(wt);
+    const struct le_type_traits *vt = le_type_get_ref(tt->vec_dot_type);
+    m->wt = wt;
+    m->n_in = n_in;
+    m->n_out = n_out;
+    m->n_tok = n_tok;
+    m->w_row = le_row_size(wt, n_in);
+    m->x_row = le_row_size(tt->vec_dot_type, n_in);
+    m->w = malloc(m->w_row * n_out);
+    m->x = malloc(m->x_row * n_tok);
+    m->wf = malloc(sizeof(float) * n_in * n_out);
+    m->xf = malloc(sizeof(float) * n_in * n_tok);
+    float *tmp = malloc(sizeof(float) * n_in);
+    if (!m->w || !m->x || !m->wf || !m->xf || !tmp) {
+        free(tmp);
+        return -1;
+    }
+    for (int r = 0; r < n_out; r++) {
+        /* rows of different magnitude so the block scales differ */
+        float g = 0.01f + (float)(r % 7) * 0.3f;
+        for (int i = 0; i < n_in; i++)
+            tmp[i] = frand() * g;
+        tt->from_float(tmp, m->w + (size_t)r * m->w_row, n_in);
+        tt->to_float(m->w + (size_t)r * m->w_row, m->wf + (size_t)r * n_in,
+                     n_in);
+    }
+    for (int t = 0; t < n_tok; t++) {
+        float g = 0.5f + (float)(t % 5);
+        for (int i = 0; i < n_in; i++)
+            tmp[i] = frand() * g * (i % 97 == 0 ? 20.0f : 1.0f);
+        vt->from_float(tmp, m->x + (size_t)t * m->x_row, n_in);
+        vt->to_float(m->x + (size_t)t * m->x_row, m->xf + (size_t)t * n_in,
+                     n_in);
+    }
+    free(tmp);
+    return 0;
+}
+
+static void
+mats_free(struct mats *m)
+{
+    free(m->w);
+    free(m->x);
+    free(m->wf);
+    free(m->xf);
+}
+
+/* One case: rows [r0, r1) of every token through the twin, AMX (when
+ * usable) and vec_dot. */
+static void
+check_case(enum le_type wt, int n_in, int n_out, int r0, int r1, int n_tok)
+{
+    struct mats m;
+    T_CHECK(mats_make(&m, wt, n_in, n_out, n_tok) == 0);
+    size_t ny = (size_t)n_out * n_tok;
+    float *yr = malloc(sizeof(float) * ny), *ya = malloc(sizeof(float) * ny);
+    T_CHECK(yr && ya);
+    if (!yr || !ya)
+        goto out;
+    for (size_t i = 0; i < ny; i++)
+        yr[i] = ya[i] = -12345.0f; /* sentinel: must stay outside r0..r1 */
+    T_EQ_INT(le_gemm_amx_ref(wt, n_in, m.w, m.w_row, r0, r1, m.x, m.x_row,
+                             n_tok, yr, n_out),
+             0);
+
+    const struct le_type_traits *simd = le_type_get(wt);
+    const struct le_type_traits *ref = le_type_get_ref(wt);
+    int bad_vd = 0, bad_out = 0;
+    double worst = 0;
+    for (int t = 0; t < n_tok; t++)
+        for (int r = 0; r < n_out; r++) {
+            float got = yr[(size_t)t * n_out + r];
+            if (r < r0 || r >= r1) {
+                bad_out += got != -12345.0f;
+                continue;
+            }
+            const uint8_t *wr = m.w + (size_t)r * m.w_row;
+            const uint8_t *xr = m.x + (size_t)t * m.x_row;
+            double mag = 0;
+            for (int i = 0; i < n_in; i++)
+                mag += fabs((double)m.wf[(size_t)r * n_in + i] *
+                            m.xf[(size_t)t * n_in + i]);
+            double tol = 1e-5 * mag + 1e-30;
+            float s1, s2;
+            ref->vec_dot(n_in, &s1, wr, xr);
+            simd->vec_dot(n_in, &s2, wr, xr);
+            double e = fmax(fabs(got - s1), fabs(got - s2));
+            if (e > tol) {
+                if (bad_vd++ < 3)
+                    fprintf(stderr,
+                            "  %s n_in=%d r=%d t=%d: twin %.9g vec_dot "
+                            "%.9g/%.9g (tol %.3g)\n",
+                            ref->name, n_in, r, t, got, s1, s2, tol);
+            }
+            if (mag > 0 && e / mag > worst)
+                worst = e / mag;
+        }
+    T_EQ_INT(bad_vd, 0);
+    T_EQ_INT(bad_out, 0);
+
+    if (le_amx_usable()) {
+        T_EQ_INT(le_gemm_amx(wt, n_in, m.w, m.w_row, r0, r1, m.x, m.x_row,
+                             n_tok, ya, n_out),
+                 0);
+        size_t diff = 0;
+        for (size_t i = 0; i < ny; i++)
+            if (memcmp(&ya[i], &yr[i], sizeof(float)) != 0) {
+                if (diff++ < 3)
+                    fprintf(stderr,
+                            "  %s n_in=%d rows %d..%d tok %d: y[%zu] amx "
+                            "%.9g twin %.9g\n",
+                            ref->name, n_in, r0, r1, n_tok, i, ya[i], yr[i]);
+            }
+        T_EQ_INT(diff, 0);
+    }
+out:
+    free(yr);
+    free(ya);
+    mats_free(&m);
+}
+
+static void
+test_gemm_q8_0(void)
+{
+    /* n_in 2080 = 65 blocks: an odd count (the kernel pairs blocks). */
+    static const int lens[] = {256, 2048, 2080, 5632};
+    static const int toks[] = {1, 2, 15, 16, 17, 33, 100, 130};
+    for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++)
+        for (size_t j = 0; j < sizeof(toks) / sizeof(toks[0]); j++) {
+            check_case(LE_TYPE_Q8_0, lens[i], 48, 0, 48, toks[j]);
+            check_case(LE_TYPE_Q8_0, lens[i], 48, 5, 37, toks[j]);
+        }
+}
+
+static void
+test_gemm_q4_0(void)
+{
+    static const int lens[] = {256, 2048, 2080, 5632};
+    static const int toks[] = {1, 3, 16, 31, 64, 130};
+    for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++)
+        for (size_t j = 0; j < sizeof(toks) / sizeof(toks[0]); j++) {
+            check_case(LE_TYPE_Q4_0, lens[i], 48, 0, 48, toks[j]);
+            check_case(LE_TYPE_Q4_0, lens[i], 40, 3, 40, toks[j]);
+        }
+}
+
+static void
+test_gemm_kquants(void)
+{
+    /* 2304 = 9 blocks of 256 (the kernel works a block ahead) */
+    static const int lens[] = {256, 2048, 2304, 5632};
+    static const int toks[] = {1, 5, 16, 47, 130};
+    static const enum le_type types[] = {LE_TYPE_Q4_K, LE_TYPE_Q5_K,
+                                         LE_TYPE_Q6_K};
+    for (size_t k = 0; k < 3; k++)
+        for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++)
+            for (size_t j = 0; j < sizeof(toks) / sizeof(toks[0]); j++) {
+                check_case(types[k], lens[i], 48, 0, 48, toks[j]);
+                check_case(types[k], lens[i], 40, 9, 33, toks[j]);
+            }
+}
+
+static void
+test_refuses(void)
+{
+    float y[4] = {0};
+    uint8_t w[64] = {0}, x[64] = {0};
+    /* types without an AMX kernel, and rows not made of whole blocks */
+    T_EQ_INT(le_gemm_amx_type(LE_TYPE_F32), 0);
+    T_EQ_INT(le_gemm_amx_type(LE_TYPE_Q3_K), 0);
+    T_EQ_INT(le_gemm_amx_ref(LE_TYPE_F32, 16, w, 64, 0, 1, x, 64, 1, y, 1),
+             -1);
+    T_EQ_INT(le_gemm_amx_ref(LE_TYPE_Q8_0, 40, w, 64, 0, 1, x, 64, 1, y, 1),
+             -1);
+    T_EQ_INT(le_gemm_amx_ref(LE_TYPE_Q4_K, 32, w, 64, 0, 1, x, 64, 1, y, 1),
+             -1);
+    if (le_amx_usable())
+        T_EQ_INT(le_gemm_amx(LE_TYPE_Q8_1, 32, w, 36, 0, 1, x, 36, 1, y, 1),
+                 -1);
+    T_CHECK(le_amx_status() != NULL);
+}
+
+int
+main(void)
+{
+    if (le_amx_usable())
+        fprintf(stderr, "test_amx: AMX usable: %s\n", le_amx_status());
+    else
+        fprintf(stderr,
+                "test_amx: SKIPPING the AMX kernel comparisons: %s "
+                "(the twin is still checked against vec_dot)\n",
+                le_amx_status());
+    T_RUN(test_gemm_q8_0);
+    T_RUN(test_gemm_q4_0);
+    T_RUN(test_gemm_kquants);
+    T_RUN(test_refuses);
+    return T_END();
+}
