@@ -45,8 +45,16 @@ endif
 CFLAGS_ALL = $(BASE_CFLAGS) $(MODE_CFLAGS) $(PKG_CFLAGS) $(CFLAGS)
 LDLIBS_ALL = $(PKG_LIBS) -lm -pthread $(MODE_LDFLAGS) $(LDFLAGS)
 
-# SIMD kernels: ISA flags on their own files only (chosen at run time).
-AVX2_FLAGS := -mavx2 -mfma -mf16c
+# SIMD kernels: ISA flags on their own files only (chosen at run time),
+# on x86-64 only (elsewhere the files compile to nothing).
+ARCH := $(shell uname -m)
+ifeq ($(ARCH),x86_64)
+  AVX2_FLAGS := -mavx2 -mfma -mf16c
+  AVX512_FLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni \
+                  -mfma -mf16c
+endif
+isa_flags = $(if $(findstring _avx2,$(1)),$(AVX2_FLAGS)) \
+            $(if $(findstring _avx512,$(1)),$(AVX512_FLAGS))
 
 LIB_SRC := $(sort $(wildcard common/*.c config/*.c pricing/*.c \
              providers/*.c router/*.c local_engine/*.c) \
@@ -82,7 +90,7 @@ $(DEPS_OK):
 # --- build ----------------------------------------------------------------
 $(BUILD)/%.o: %.c | $(DEPS_OK)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) $(if $(findstring _avx2,$<),$(AVX2_FLAGS)) -c $< -o $@
+	$(CC) $(CFLAGS_ALL) $(call isa_flags,$<) -c $< -o $@
 
 $(LIBA): $(LIB_OBJ)
 	@rm -f $@

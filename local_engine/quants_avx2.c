@@ -536,4 +536,264 @@ le_f16_to_float_avx2(const void *vx, float *y, int64_t k)
         y[i] = h2f(x[i]);
 }
 
+/* ------------------------------------------------------------------ */
+/* Repacked weights (repack.c draws the layouts): a group of 16 rows as
+ * two halves of 8 rows, one row per 32-bit lane.  Same integer sums and
+ * float steps as the plain C twins in repack.c (bit-identical results).
+ *
+ * Q4_0 and Q4_K: vpmaddubsw (nibble x int8, pairs <= 2*15*128 = 3840)
+ * summed in int16 over the 8 products of a lane's chunks (<= 30720, no
+ * saturation), then vpmaddwd into int32 (with ones, or with the row's
+ * scale in both halves of its lane for Q4_K).  Q8_0: the sign trick of
+ * dot_i8 per chunk (pairs <= 2*128*127; our quantiser never writes -128
+ * into an activation), one vpmaddwd per chunk.  Up to 2 tokens share the
+ * unpacked weights (Q4_0, Q8_0; registers allow no more in 16 YMM), one
+ * for Q4_K. */
+
+static inline __m256i
+bc32(const void *p)
+{
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm256_set1_epi32(v);
+}
+
+static inline void
+store8(float *y, __m256 v, int n)
+{
+    if (n >= 8) {
+        _mm256_storeu_ps(y, v);
+        return;
+    }
+    float tmp[8];
+    _mm256_storeu_ps(tmp, v);
+    for (int i = 0; i < n; i++)
+        y[i] = tmp[i];
+}
+
+static inline void
+store16(float *y, __m256 v0, __m256 v1, int nr)
+{
+    store8(y, v0, nr);
+    if (nr > 8)
+        store8(y + 8, v1, nr - 8);
+}
+
+struct pk_q8_0 {
+    uint16_t d;
+    int8_t qs[32];
+};
+
+static inline __attribute__((always_inline)) void
+pq4_0_tile(int nb, const uint8_t *qs, const uint16_t *dw,
+           const struct le_pack_act *a, int t0, const int NT, float *y,
+           size_t ys, int nr)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+    const struct pk_q8_0 *x[2];
+    const struct le_prep_q8_0 *p[2];
+    __m256 acc[2][2];
+    for (int t = 0; t < NT; t++) {
+        x[t] = (const void *)(a->q + (size_t)(t0 + t) * a->q_row);
+        p[t] = (const void *)(a->p + (size_t)(t0 + t) * a->p_row);
+        acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+    }
+    for (int b = 0; b < nb; b++) {
+        const uint8_t *wb = qs + (size_t)b * 256;
+        _mm_prefetch((const char *)(wb + 1024), _MM_HINT_T0);
+        _mm_prefetch((const char *)(wb + 1024 + 64), _MM_HINT_T0);
+        _mm_prefetch((const char *)(wb + 1024 + 128), _MM_HINT_T0);
+        _mm_prefetch((const char *)(wb + 1024 + 192), _MM_HINT_T0);
+        __m256i p16[2][2];
+        for (int t = 0; t < NT; t++)
+            p16[t][0] = p16[t][1] = _mm256_setzero_si256();
+        for (int c = 0; c < 4; c++)
+            for (int h = 0; h < 2; h++) {
+                __m256i v = _mm256_load_si256(
+                    (const __m256i *)(wb + 64 * c + 32 * h));
+                __m256i lo = _mm256_and_si256(v, m4);
+                __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+                for (int t = 0; t < NT; t++) {
+                    const int8_t *q = x[t][b].qs + 4 * c;
+                    p16[t][h] = _mm256_add_epi16(
+                        p16[t][h],
+                        _mm256_add_epi16(_mm256_maddubs_epi16(lo, bc32(q)),
+                                         _mm256_maddubs_epi16(
+                                             hi, bc32(q + 16))));
+                }
+            }
+        for (int h = 0; h < 2; h++) {
+            __m256 dv = _mm256_cvtph_ps(
+                _mm_loadu_si128((const __m128i *)(dw + (size_t)b * 16 + 8 * h)));
+            for (int t = 0; t < NT; t++) {
+                __m256i s = _mm256_sub_epi32(
+                    _mm256_madd_epi16(p16[t][h], ones),
+                    _mm256_set1_epi32(8 * p[t][b].sum));
+                __m256 f = _mm256_mul_ps(_mm256_cvtepi32_ps(s), dv);
+                f = _mm256_mul_ps(f, _mm256_set1_ps(p[t][b].d));
+                acc[t][h] = _mm256_add_ps(acc[t][h], f);
+            }
+        }
+    }
+    for (int t = 0; t < NT; t++)
+        store16(y + (size_t)(t0 + t) * ys, acc[t][0], acc[t][1], nr);
+}
+
+void
+le_gemm_q4_0_avx2(int n, const void *w, const struct le_pack_act *a,
+                  int ntok, float *y, size_t ys, int nr)
+{
+    int nb = n / 32;
+    const uint8_t *qs = w;
+    const uint16_t *dw = (const uint16_t *)(qs + (size_t)nb * 256);
+    int t = 0;
+    for (; t + 2 <= ntok; t += 2)
+        pq4_0_tile(nb, qs, dw, a, t, 2, y, ys, nr);
+    if (t < ntok)
+        pq4_0_tile(nb, qs, dw, a, t, 1, y, ys, nr);
+}
+
+static inline __attribute__((always_inline)) void
+pq8_0_tile(int nb, const uint8_t *qs, const uint16_t *dw,
+           const struct le_pack_act *a, int t0, const int NT, float *y,
+           size_t ys, int nr)
+{
+    const __m256i ones = _mm256_set1_epi16(1);
+    const struct pk_q8_0 *x[2];
+    const struct le_prep_q8_0 *p[2];
+    __m256 acc[2][2];
+    for (int t = 0; t < NT; t++) {
+        x[t] = (const void *)(a->q + (size_t)(t0 + t) * a->q_row);
+        p[t] = (const void *)(a->p + (size_t)(t0 + t) * a->p_row);
+        acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+    }
+    for (int b = 0; b < nb; b++) {
+        const uint8_t *wb = qs + (size_t)b * 512;
+        __m256i s32[2][2];
+        for (int t = 0; t < NT; t++)
+            s32[t][0] = s32[t][1] = _mm256_setzero_si256();
+        for (int c = 0; c < 8; c++) {
+            _mm_prefetch((const char *)(wb + 2048 + 64 * c), _MM_HINT_T0);
+            for (int h = 0; h < 2; h++) {
+                __m256i v = _mm256_load_si256(
+                    (const __m256i *)(wb + 64 * c + 32 * h));
+                __m256i av = _mm256_sign_epi8(v, v);
+                for (int t = 0; t < NT; t++) {
+                    __m256i sy = _mm256_sign_epi8(bc32(x[t][b].qs + 4 * c), v);
+                    s32[t][h] = _mm256_add_epi32(
+                        s32[t][h],
+                        _mm256_madd_epi16(_mm256_maddubs_epi16(av, sy), ones));
+                }
+            }
+        }
+        for (int h = 0; h < 2; h++) {
+            __m256 dv = _mm256_cvtph_ps(
+                _mm_loadu_si128((const __m128i *)(dw + (size_t)b * 16 + 8 * h)));
+            for (int t = 0; t < NT; t++) {
+                __m256 f = _mm256_mul_ps(_mm256_cvtepi32_ps(s32[t][h]), dv);
+                f = _mm256_mul_ps(f, _mm256_set1_ps(p[t][b].d));
+                acc[t][h] = _mm256_add_ps(acc[t][h], f);
+            }
+        }
+    }
+    for (int t = 0; t < NT; t++)
+        store16(y + (size_t)(t0 + t) * ys, acc[t][0], acc[t][1], nr);
+}
+
+void
+le_gemm_q8_0_avx2(int n, const void *w, const struct le_pack_act *a,
+                  int ntok, float *y, size_t ys, int nr)
+{
+    int nb = n / 32;
+    const uint8_t *qs = w;
+    const uint16_t *dw = (const uint16_t *)(qs + (size_t)nb * 512);
+    int t = 0;
+    for (; t + 2 <= ntok; t += 2)
+        pq8_0_tile(nb, qs, dw, a, t, 2, y, ys, nr);
+    if (t < ntok)
+        pq8_0_tile(nb, qs, dw, a, t, 1, y, ys, nr);
+}
+
+/* 8 row scales (bytes) in both int16 halves of each lane. */
+static inline __m256i
+scale_pairs8(const uint8_t *sc)
+{
+    __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)sc));
+    return _mm256_or_si256(v, _mm256_slli_epi32(v, 16));
+}
+
+void
+le_gemm_q4_K_avx2(int n, const void *w, const struct le_pack_act *a,
+                  int ntok, float *y, size_t ys, int nr)
+{
+    int nsb = n / 256;
+    const uint8_t *qs = w;
+    const uint8_t *meta = qs + (size_t)nsb * 2048;
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    for (int t = 0; t < ntok; t++) {
+        const struct le_block_q8_K *x =
+            (const void *)(a->q + (size_t)t * a->q_row);
+        const int32_t *p = (const void *)(a->p + (size_t)t * a->p_row);
+        __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+        for (int b = 0; b < nsb; b++) {
+            const uint8_t *mb = meta + (size_t)b * LE_PACK_Q4_K_META;
+            __m256i isum[2], msum[2];
+            isum[0] = isum[1] = msum[0] = msum[1] = _mm256_setzero_si256();
+            for (int jj = 0; jj < 4; jj++) {
+                const uint8_t *wj = qs + (size_t)b * 2048 + (size_t)jj * 512;
+                __m256i plo[2], phi[2];
+                plo[0] = plo[1] = phi[0] = phi[1] = _mm256_setzero_si256();
+                for (int c = 0; c < 8; c++) {
+                    _mm_prefetch((const char *)(wj + 64 * c + 4096),
+                                 _MM_HINT_T0);
+                    const int8_t *q = x[b].qs + 64 * jj + 4 * c;
+                    __m256i ylo = bc32(q), yhi = bc32(q + 32);
+                    for (int h = 0; h < 2; h++) {
+                        __m256i v = _mm256_load_si256(
+                            (const __m256i *)(wj + 64 * c + 32 * h));
+                        __m256i lo = _mm256_and_si256(v, m4);
+                        __m256i hi =
+                            _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+                        plo[h] = _mm256_add_epi16(
+                            plo[h], _mm256_maddubs_epi16(lo, ylo));
+                        phi[h] = _mm256_add_epi16(
+                            phi[h], _mm256_maddubs_epi16(hi, yhi));
+                    }
+                }
+                for (int h = 0; h < 2; h++) {
+                    __m256i s0 = scale_pairs8(mb + 64 + (2 * jj) * 16 + 8 * h);
+                    __m256i s1 =
+                        scale_pairs8(mb + 64 + (2 * jj + 1) * 16 + 8 * h);
+                    isum[h] = _mm256_add_epi32(
+                        isum[h],
+                        _mm256_add_epi32(_mm256_madd_epi16(plo[h], s0),
+                                         _mm256_madd_epi16(phi[h], s1)));
+                }
+            }
+            for (int k = 0; k < 4; k++) {
+                __m256i bp = _mm256_set1_epi32(p[4 * b + k]);
+                for (int h = 0; h < 2; h++) {
+                    __m256i mn = _mm256_cvtepu8_epi16(_mm_loadu_si128(
+                        (const __m128i *)(mb + 192 + 32 * k + 16 * h)));
+                    msum[h] =
+                        _mm256_add_epi32(msum[h], _mm256_madd_epi16(mn, bp));
+                }
+            }
+            __m256 yd = _mm256_set1_ps(x[b].d);
+            for (int h = 0; h < 2; h++) {
+                __m256 dv = _mm256_cvtph_ps(
+                    _mm_loadu_si128((const __m128i *)(mb + 16 * h)));
+                __m256 dm = _mm256_cvtph_ps(
+                    _mm_loadu_si128((const __m128i *)(mb + 32 + 16 * h)));
+                __m256 f1 = _mm256_mul_ps(
+                    yd, _mm256_mul_ps(dv, _mm256_cvtepi32_ps(isum[h])));
+                __m256 f2 = _mm256_mul_ps(
+                    yd, _mm256_mul_ps(dm, _mm256_cvtepi32_ps(msum[h])));
+                acc[h] = _mm256_add_ps(acc[h], _mm256_sub_ps(f1, f2));
+            }
+        }
+        store16(y + (size_t)t * ys, acc[0], acc[1], nr);
+    }
+}
+
 #endif /* x86 */
