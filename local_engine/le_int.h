@@ -117,6 +117,8 @@ const char *le_isa_name(enum le_isa isa); /* "none", "avx2", "avx512" */
 #define LE_PACK_ROWS 16
 /* Q4_K: bytes of per-super-block scales of a group (d, dmin, sc, mn). */
 #define LE_PACK_Q4_K_META 320
+/* Q6_K: bytes of per-super-block scales of a group (sc pairs, d). */
+#define LE_PACK_Q6_K_META 288
 
 /* Prep of a Q8_0 activation block (le_pack_prep). */
 struct le_prep_q8_0 {
@@ -182,6 +184,30 @@ void le_gemm_q4_0_avx512(int n, const void *w, const struct le_pack_act *a,
 void le_gemm_q8_0_avx512(int n, const void *w, const struct le_pack_act *a,
                          int ntok, float *y, size_t ys, int nr);
 void le_gemm_q4_K_avx512(int n, const void *w, const struct le_pack_act *a,
+                         int ntok, float *y, size_t ys, int nr);
+void le_gemm_q5_K_ref(int n, const void *w, const struct le_pack_act *a,
+                      int ntok, float *y, size_t ys, int nr);
+void le_gemm_q5_K_avx2(int n, const void *w, const struct le_pack_act *a,
+                       int ntok, float *y, size_t ys, int nr);
+void le_gemm_q5_K_avx512(int n, const void *w, const struct le_pack_act *a,
+                         int ntok, float *y, size_t ys, int nr);
+void le_gemm_q6_K_ref(int n, const void *w, const struct le_pack_act *a,
+                      int ntok, float *y, size_t ys, int nr);
+void le_gemm_q6_K_avx2(int n, const void *w, const struct le_pack_act *a,
+                       int ntok, float *y, size_t ys, int nr);
+void le_gemm_q6_K_avx512(int n, const void *w, const struct le_pack_act *a,
+                         int ntok, float *y, size_t ys, int nr);
+void le_gemm_f16_ref(int n, const void *w, const struct le_pack_act *a,
+                     int ntok, float *y, size_t ys, int nr);
+void le_gemm_f16_avx2(int n, const void *w, const struct le_pack_act *a,
+                      int ntok, float *y, size_t ys, int nr);
+void le_gemm_f16_avx512(int n, const void *w, const struct le_pack_act *a,
+                        int ntok, float *y, size_t ys, int nr);
+void le_gemm_bf16_ref(int n, const void *w, const struct le_pack_act *a,
+                      int ntok, float *y, size_t ys, int nr);
+void le_gemm_bf16_avx2(int n, const void *w, const struct le_pack_act *a,
+                       int ntok, float *y, size_t ys, int nr);
+void le_gemm_bf16_avx512(int n, const void *w, const struct le_pack_act *a,
                          int ntok, float *y, size_t ys, int nr);
 
 /* IEEE half and bfloat16 conversions (plain C, exact, round to nearest

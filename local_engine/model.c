@@ -748,9 +748,8 @@ le_session_new(struct le_model *m, struct le_session **out, char *err,
     widest = widest > QD ? widest : QD;
     s->qact_size = B * widest * sizeof(float) + 64;
     s->qact = xcalloc(s->qact_size, 1, &bad);
-    s->qprep_row = le_pack_prep_size(LE_TYPE_Q8_0, (int)(widest / 32 * 32));
-    if (le_pack_prep_size(LE_TYPE_Q8_K, (int)widest) > s->qprep_row)
-        s->qprep_row = le_pack_prep_size(LE_TYPE_Q8_K, (int)widest);
+    /* prep rows (repack.c) of the largest kind: floats for F16 / BF16 */
+    s->qprep_row = le_pack_prep_size(LE_TYPE_F16, (int)widest);
     s->qprep = xcalloc(B, s->qprep_row + 64, &bad);
     s->scores = xcalloc(NT * C, sizeof(float), &bad);
     s->qhead_size = (size_t)hp->head_dim * sizeof(float) + 64;

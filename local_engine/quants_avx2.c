@@ -743,14 +743,25 @@ scale_pairs8(const uint8_t *sc)
     return _mm256_or_si256(v, _mm256_slli_epi32(v, 16));
 }
 
-void
-le_gemm_q4_K_avx2(int n, const void *w, const struct le_pack_act *a,
-                  int ntok, float *y, size_t ys, int nr)
+static inline __m256i
+shift16x(__m256i v, const int sh)
+{
+    return sh > 0 ? _mm256_slli_epi16(v, sh)
+           : sh < 0 ? _mm256_srli_epi16(v, -sh)
+                    : v;
+}
+
+/* Q4_K and Q5_K (Q5: the 5th bits as in quants_avx512.c, int16 sums over
+ * 4 chunks). */
+static inline __attribute__((always_inline)) void
+pk4_gemm(int n, const void *w, const struct le_pack_act *a, int ntok,
+         float *y, size_t ys, int nr, const int Q5)
 {
     int nsb = n / 256;
     const uint8_t *qs = w;
     const uint8_t *meta = qs + (size_t)nsb * 2048;
-    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    const uint8_t *qhs = meta + (size_t)nsb * LE_PACK_Q4_K_META;
+    const __m256i m4 = _mm256_set1_epi8(0x0f), b4 = _mm256_set1_epi8(0x10);
     for (int t = 0; t < ntok; t++) {
         const struct le_block_q8_K *x =
             (const void *)(a->q + (size_t)t * a->q_row);
@@ -763,14 +774,16 @@ le_gemm_q4_K_avx2(int n, const void *w, const struct le_pack_act *a,
             UNROLL
             for (int jj = 0; jj < 4; jj++) {
                 const uint8_t *wj = qs + (size_t)b * 2048 + (size_t)jj * 512;
-                __m256i plo[2], phi[2];
+                __m256i plo[2], phi[2], hb[2];
                 plo[0] = plo[1] = phi[0] = phi[1] = _mm256_setzero_si256();
+                hb[0] = hb[1] = _mm256_setzero_si256();
                 UNROLL
                 for (int c = 0; c < 8; c++) {
                     _mm_prefetch((const char *)(wj + 64 * c + 4096),
                                  _MM_HINT_T0);
                     const int8_t *q = x[b].qs + 64 * jj + 4 * c;
                     __m256i ylo = bc32(q), yhi = bc32(q + 32);
+                    const int i = c & 3;
                     UNROLL
                     for (int h = 0; h < 2; h++) {
                         __m256i v = _mm256_load_si256(
@@ -778,21 +791,41 @@ le_gemm_q4_K_avx2(int n, const void *w, const struct le_pack_act *a,
                         __m256i lo = _mm256_and_si256(v, m4);
                         __m256i hi =
                             _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+                        if (Q5) {
+                            if (i == 0)
+                                hb[h] = _mm256_load_si256(
+                                    (const __m256i *)(qhs + (size_t)b * 512 +
+                                                      (size_t)(jj * 2 + c / 4) *
+                                                          64 +
+                                                      32 * h));
+                            lo = _mm256_or_si256(
+                                lo, _mm256_and_si256(
+                                        shift16x(hb[h], 4 - 2 * i), b4));
+                            hi = _mm256_or_si256(
+                                hi, _mm256_and_si256(
+                                        shift16x(hb[h], 3 - 2 * i), b4));
+                        }
                         plo[h] = _mm256_add_epi16(
                             plo[h], _mm256_maddubs_epi16(lo, ylo));
                         phi[h] = _mm256_add_epi16(
                             phi[h], _mm256_maddubs_epi16(hi, yhi));
                     }
-                }
-                UNROLL
-                for (int h = 0; h < 2; h++) {
-                    __m256i s0 = scale_pairs8(mb + 64 + (2 * jj) * 16 + 8 * h);
-                    __m256i s1 =
-                        scale_pairs8(mb + 64 + (2 * jj + 1) * 16 + 8 * h);
-                    isum[h] = _mm256_add_epi32(
-                        isum[h],
-                        _mm256_add_epi32(_mm256_madd_epi16(plo[h], s0),
-                                         _mm256_madd_epi16(phi[h], s1)));
+                    if (c == 7 || (Q5 && c == 3)) {
+                        UNROLL
+                        for (int h = 0; h < 2; h++) {
+                            __m256i s0 =
+                                scale_pairs8(mb + 64 + (2 * jj) * 16 + 8 * h);
+                            __m256i s1 = scale_pairs8(mb + 64 +
+                                                      (2 * jj + 1) * 16 +
+                                                      8 * h);
+                            isum[h] = _mm256_add_epi32(
+                                isum[h],
+                                _mm256_add_epi32(
+                                    _mm256_madd_epi16(plo[h], s0),
+                                    _mm256_madd_epi16(phi[h], s1)));
+                            plo[h] = phi[h] = _mm256_setzero_si256();
+                        }
+                    }
                 }
             }
             UNROLL
@@ -822,6 +855,175 @@ le_gemm_q4_K_avx2(int n, const void *w, const struct le_pack_act *a,
         }
         store16(y + (size_t)t * ys, acc[0], acc[1], nr);
     }
+}
+
+void
+le_gemm_q4_K_avx2(int n, const void *w, const struct le_pack_act *a,
+                  int ntok, float *y, size_t ys, int nr)
+{
+    pk4_gemm(n, w, a, ntok, y, ys, nr, 0);
+}
+
+void
+le_gemm_q5_K_avx2(int n, const void *w, const struct le_pack_act *a,
+                  int ntok, float *y, size_t ys, int nr)
+{
+    pk4_gemm(n, w, a, ntok, y, ys, nr, 1);
+}
+
+/* Q6_K as quants_avx512.c, 8 rows a half: vpmaddwd in place of
+ * vpdpwssd. */
+void
+le_gemm_q6_K_avx2(int n, const void *w, const struct le_pack_act *a,
+                  int ntok, float *y, size_t ys, int nr)
+{
+    int nsb = n / 256;
+    const uint8_t *ql = w;
+    const uint8_t *qh = ql + (size_t)nsb * 2048;
+    const uint8_t *meta = qh + (size_t)nsb * 1024;
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
+    const __m256i pick_even = _mm256_setr_epi8(
+        0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13, 0, 1, 0, 1, 4, 5,
+        4, 5, 8, 9, 8, 9, 12, 13, 12, 13);
+    const __m256i pick_odd = _mm256_setr_epi8(
+        2, 3, 2, 3, 6, 7, 6, 7, 10, 11, 10, 11, 14, 15, 14, 15, 2, 3, 2, 3,
+        6, 7, 6, 7, 10, 11, 10, 11, 14, 15, 14, 15);
+    for (int t = 0; t < ntok; t++) {
+        const struct le_block_q8_K *x =
+            (const void *)(a->q + (size_t)t * a->q_row);
+        __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+        for (int b = 0; b < nsb; b++) {
+            const uint8_t *mb = meta + (size_t)b * LE_PACK_Q6_K_META;
+            __m256i isum[2], off[2];
+            isum[0] = isum[1] = off[0] = off[1] = _mm256_setzero_si256();
+            UNROLL
+            for (int jj = 0; jj < 4; jj++) {
+                __m256i yl = bc32(x[b].bsums + 4 * jj);
+                __m256i yh = bc32(x[b].bsums + 4 * jj + 2);
+                UNROLL
+                for (int h = 0; h < 2; h++) {
+                    __m256i pl = _mm256_cvtepi8_epi16(_mm_loadu_si128(
+                        (const __m128i *)(mb + 32 * (2 * jj) + 16 * h)));
+                    __m256i ph = _mm256_cvtepi8_epi16(_mm_loadu_si128(
+                        (const __m128i *)(mb + 32 * (2 * jj + 1) + 16 * h)));
+                    off[h] = _mm256_add_epi32(
+                        off[h], _mm256_add_epi32(_mm256_madd_epi16(pl, yl),
+                                                 _mm256_madd_epi16(ph, yh)));
+                    UNROLL
+                    for (int cp = 0; cp < 4; cp++) {
+                        __m256i hv = _mm256_load_si256(
+                            (const __m256i *)(qh + (size_t)b * 1024 +
+                                              (size_t)(jj * 4 + cp) * 64 +
+                                              32 * h));
+                        __m256i plo = _mm256_setzero_si256();
+                        __m256i phi = _mm256_setzero_si256();
+                        UNROLL
+                        for (int i = 0; i < 2; i++) {
+                            int c = 2 * cp + i;
+                            const uint8_t *wc = ql + (size_t)b * 2048 +
+                                                (size_t)(jj * 8 + c) * 64 +
+                                                32 * h;
+                            _mm_prefetch((const char *)(wc + 4096),
+                                         _MM_HINT_T0);
+                            __m256i v = _mm256_load_si256((const __m256i *)wc);
+                            __m256i lo = _mm256_or_si256(
+                                _mm256_and_si256(v, m4),
+                                _mm256_and_si256(shift16x(hv, 4 - 4 * i),
+                                                 m30));
+                            __m256i hi = _mm256_or_si256(
+                                _mm256_and_si256(_mm256_srli_epi16(v, 4), m4),
+                                _mm256_and_si256(shift16x(hv, 2 - 4 * i),
+                                                 m30));
+                            const int8_t *q = x[b].qs + 64 * jj + 4 * c;
+                            plo = _mm256_add_epi16(
+                                plo, _mm256_maddubs_epi16(lo, bc32(q)));
+                            phi = _mm256_add_epi16(
+                                phi, _mm256_maddubs_epi16(hi, bc32(q + 32)));
+                        }
+                        __m256i slo = _mm256_shuffle_epi8(
+                            pl, cp < 2 ? pick_even : pick_odd);
+                        __m256i shi = _mm256_shuffle_epi8(
+                            ph, cp < 2 ? pick_even : pick_odd);
+                        isum[h] = _mm256_add_epi32(
+                            isum[h],
+                            _mm256_add_epi32(_mm256_madd_epi16(plo, slo),
+                                             _mm256_madd_epi16(phi, shi)));
+                    }
+                }
+            }
+            __m256 yd = _mm256_set1_ps(x[b].d);
+            UNROLL
+            for (int h = 0; h < 2; h++) {
+                __m256i si = _mm256_sub_epi32(isum[h],
+                                              _mm256_slli_epi32(off[h], 5));
+                __m256 dv = _mm256_cvtph_ps(
+                    _mm_loadu_si128((const __m128i *)(mb + 256 + 16 * h)));
+                __m256 f1 = _mm256_mul_ps(
+                    yd, _mm256_mul_ps(dv, _mm256_cvtepi32_ps(si)));
+                __m256 f2 = _mm256_mul_ps(yd, _mm256_setzero_ps());
+                acc[h] = _mm256_add_ps(acc[h], _mm256_sub_ps(f1, f2));
+            }
+        }
+        store16(y + (size_t)t * ys, acc[0], acc[1], nr);
+    }
+}
+
+/* F16 / BF16 as quants_avx512.c: 16 rows in 4 double lanes x 4. */
+static inline __attribute__((always_inline)) void
+phalf_gemm(int n, const void *w, const struct le_pack_act *a, int ntok,
+           float *y, size_t ys, int nr, const int BF)
+{
+    const uint16_t *hw = w;
+    for (int t = 0; t < ntok; t++) {
+        const float *x = (const void *)(a->p + (size_t)t * a->p_row);
+        __m256d d[4];
+        UNROLL
+        for (int i = 0; i < 4; i++)
+            d[i] = _mm256_setzero_pd();
+        for (int j = 0; j < n; j++) {
+            _mm_prefetch((const char *)(hw + (size_t)j * 16 + 1024),
+                         _MM_HINT_T0);
+            UNROLL
+            for (int h = 0; h < 2; h++) {
+                __m128i raw = _mm_load_si128(
+                    (const __m128i *)(hw + (size_t)j * 16 + 8 * h));
+                __m256 wf = BF ? _mm256_castsi256_ps(_mm256_slli_epi32(
+                                     _mm256_cvtepu16_epi32(raw), 16))
+                               : _mm256_cvtph_ps(raw);
+                __m256d wl = _mm256_cvtps_pd(_mm256_castps256_ps128(wf));
+                __m256d wh = _mm256_cvtps_pd(_mm256_extractf128_ps(wf, 1));
+                if (BF) {
+                    __m256d xv = _mm256_set1_pd((double)x[j]);
+                    d[2 * h] = _mm256_add_pd(d[2 * h], _mm256_mul_pd(wl, xv));
+                    d[2 * h + 1] =
+                        _mm256_add_pd(d[2 * h + 1], _mm256_mul_pd(wh, xv));
+                } else {
+                    __m256 p = _mm256_mul_ps(wf, _mm256_set1_ps(x[j]));
+                    d[2 * h] = _mm256_add_pd(d[2 * h], ps_lo_pd(p));
+                    d[2 * h + 1] = _mm256_add_pd(d[2 * h + 1], ps_hi_pd(p));
+                }
+            }
+        }
+        __m256 r0 = _mm256_set_m128(_mm256_cvtpd_ps(d[1]),
+                                    _mm256_cvtpd_ps(d[0]));
+        __m256 r1 = _mm256_set_m128(_mm256_cvtpd_ps(d[3]),
+                                    _mm256_cvtpd_ps(d[2]));
+        store16(y + (size_t)t * ys, r0, r1, nr);
+    }
+}
+
+void
+le_gemm_f16_avx2(int n, const void *w, const struct le_pack_act *a,
+                 int ntok, float *y, size_t ys, int nr)
+{
+    phalf_gemm(n, w, a, ntok, y, ys, nr, 0);
+}
+
+void
+le_gemm_bf16_avx2(int n, const void *w, const struct le_pack_act *a,
+                  int ntok, float *y, size_t ys, int nr)
+{
+    phalf_gemm(n, w, a, ntok, y, ys, nr, 1);
 }
 
 #endif /* x86 */

@@ -107,7 +107,8 @@ legacy_tile(int nb, const uint8_t *qs, const uint16_t *dw,
         __m512i u[8];
         UNROLL
         for (int c = 0; c < (int)col / 64; c++) {
-            _mm_prefetch((const char *)(wb + 4 * col + 64 * c), _MM_HINT_T0);
+            _mm_prefetch((const char *)(wb + 8 * col + 64 * c), _MM_HINT_T0);
+            _mm_prefetch((const char *)(wb + 24 * col + 64 * c), _MM_HINT_T1);
             __m512i v = _mm512_load_si512((const void *)(wb + 64 * c));
             if (Q8) {
                 u[c] = _mm512_xor_si512(v, x80);
@@ -176,7 +177,7 @@ le_gemm_q8_0_avx512(int n, const void *w, const struct le_pack_act *a,
     legacy_gemm(n, w, a, ntok, y, ys, nr, 1);
 }
 
-/* ---- Q4_K ---- */
+/* ---- Q4_K and Q5_K ---- */
 
 /* Row scales (16 bytes, one per row) in both int16 halves of each lane. */
 ALWAYS_INLINE __m512i
@@ -186,12 +187,25 @@ scale_pairs(const uint8_t *sc)
     return _mm512_or_si512(v, _mm512_slli_epi32(v, 16));
 }
 
+/* v shifted left by s bits (right by -s) in 16-bit lanes; s is a
+ * constant once the loops are unrolled. */
+ALWAYS_INLINE __m512i
+shift16(__m512i v, const int s)
+{
+    return s > 0 ? _mm512_slli_epi16(v, (unsigned)s)
+           : s < 0 ? _mm512_srli_epi16(v, (unsigned)-s)
+                   : v;
+}
+
+/* Q5 adds the 5th bits (repack.c: bit 2i / 2i+1 of the qh byte for chunk
+ * 4cq+i) and sums only 4 chunks in int16 (4 * 2*31*128 = 31744). */
 ALWAYS_INLINE void
-q4_K_tile(int nsb, const uint8_t *qs, const uint8_t *meta,
-          const struct le_pack_act *a, int t0, const int NT, float *y,
-          size_t ys, int nr)
+k4_tile(int nsb, const uint8_t *qs, const uint8_t *meta, const uint8_t *qh,
+        const struct le_pack_act *a, int t0, const int NT, float *y,
+        size_t ys, int nr, const int Q5)
 {
     const __m512i m4 = _mm512_set1_epi8(0x0f);
+    const __m512i b4 = _mm512_set1_epi8(0x10);
     const struct q8_K_blk *x[4];
     const int32_t *p[4];
     __m512 acc[4];
@@ -209,7 +223,9 @@ q4_K_tile(int nsb, const uint8_t *qs, const uint8_t *meta,
             isum[t] = msum[t] = _mm512_setzero_si512();
         UNROLL
         for (int jj = 0; jj < 4; jj++) {
-            __m512i plo[4], phi[4];
+            __m512i plo[4], phi[4], h = _mm512_setzero_si512();
+            __m512i s0 = scale_pairs(mb + 64 + (2 * jj) * 16);
+            __m512i s1 = scale_pairs(mb + 64 + (2 * jj + 1) * 16);
             UNROLL
             for (int t = 0; t < NT; t++)
                 plo[t] = phi[t] = _mm512_setzero_si512();
@@ -220,6 +236,17 @@ q4_K_tile(int nsb, const uint8_t *qs, const uint8_t *meta,
                 __m512i v = _mm512_load_si512((const void *)(wj + 64 * c));
                 __m512i lo = _mm512_and_si512(v, m4);
                 __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+                if (Q5) {
+                    const int i = c & 3;
+                    if (i == 0)
+                        h = _mm512_load_si512(
+                            (const void *)(qh + (size_t)b * 512 +
+                                           (size_t)(jj * 2 + c / 4) * 64));
+                    lo = _mm512_or_si512(
+                        lo, _mm512_and_si512(shift16(h, 4 - 2 * i), b4));
+                    hi = _mm512_or_si512(
+                        hi, _mm512_and_si512(shift16(h, 3 - 2 * i), b4));
+                }
                 UNROLL
                 for (int t = 0; t < NT; t++) {
                     const int8_t *q = x[t][b].qs + 64 * jj + 4 * c;
@@ -228,13 +255,14 @@ q4_K_tile(int nsb, const uint8_t *qs, const uint8_t *meta,
                     phi[t] = _mm512_add_epi16(
                         phi[t], _mm512_maddubs_epi16(hi, bcast32(q + 32)));
                 }
-            }
-            __m512i s0 = scale_pairs(mb + 64 + (2 * jj) * 16);
-            __m512i s1 = scale_pairs(mb + 64 + (2 * jj + 1) * 16);
-            UNROLL
-            for (int t = 0; t < NT; t++) {
-                isum[t] = _mm512_dpwssd_epi32(isum[t], plo[t], s0);
-                isum[t] = _mm512_dpwssd_epi32(isum[t], phi[t], s1);
+                if (c == 7 || (Q5 && c == 3)) {
+                    UNROLL
+                    for (int t = 0; t < NT; t++) {
+                        isum[t] = _mm512_dpwssd_epi32(isum[t], plo[t], s0);
+                        isum[t] = _mm512_dpwssd_epi32(isum[t], phi[t], s1);
+                        plo[t] = phi[t] = _mm512_setzero_si512();
+                    }
+                }
             }
         }
         UNROLL
@@ -264,22 +292,239 @@ q4_K_tile(int nsb, const uint8_t *qs, const uint8_t *meta,
         store_rows(y + (size_t)(t0 + t) * ys, acc[t], nr);
 }
 
-void
-le_gemm_q4_K_avx512(int n, const void *w, const struct le_pack_act *a,
-                    int ntok, float *y, size_t ys, int nr)
+ALWAYS_INLINE void
+k4_gemm(int n, const void *w, const struct le_pack_act *a, int ntok,
+        float *y, size_t ys, int nr, const int Q5)
 {
     int nsb = n / 256;
     const uint8_t *qs = w;
     const uint8_t *meta = qs + (size_t)nsb * 2048;
+    const uint8_t *qh = meta + (size_t)nsb * LE_PACK_Q4_K_META;
     int t = 0;
     for (; t + 4 <= ntok; t += 4)
-        q4_K_tile(nsb, qs, meta, a, t, 4, y, ys, nr);
+        k4_tile(nsb, qs, meta, qh, a, t, 4, y, ys, nr, Q5);
     switch (ntok - t) {
-    case 3: q4_K_tile(nsb, qs, meta, a, t, 3, y, ys, nr); break;
-    case 2: q4_K_tile(nsb, qs, meta, a, t, 2, y, ys, nr); break;
-    case 1: q4_K_tile(nsb, qs, meta, a, t, 1, y, ys, nr); break;
+    case 3: k4_tile(nsb, qs, meta, qh, a, t, 3, y, ys, nr, Q5); break;
+    case 2: k4_tile(nsb, qs, meta, qh, a, t, 2, y, ys, nr, Q5); break;
+    case 1: k4_tile(nsb, qs, meta, qh, a, t, 1, y, ys, nr, Q5); break;
     default: break;
     }
+}
+
+void
+le_gemm_q4_K_avx512(int n, const void *w, const struct le_pack_act *a,
+                    int ntok, float *y, size_t ys, int nr)
+{
+    k4_gemm(n, w, a, ntok, y, ys, nr, 0);
+}
+
+void
+le_gemm_q5_K_avx512(int n, const void *w, const struct le_pack_act *a,
+                    int ntok, float *y, size_t ys, int nr)
+{
+    k4_gemm(n, w, a, ntok, y, ys, nr, 1);
+}
+
+/* ---- Q6_K ----
+ * 6-bit values (0..63, repack.c's low nibble + 2 high bits) x int8 with
+ * vpmaddubsw, 2 chunks summed in int16 (2 * 2*63*128 = 32256), vpdpwssd
+ * with the int8 scale of the 16-value sub-block in both halves of the
+ * lane; the -32 of the stored values is 32 * sum sc * bsum, also with
+ * vpdpwssd over (sc, sc') pairs and the Q8_K block's bsum pairs. */
+
+ALWAYS_INLINE void
+q6_K_tile(int nsb, const uint8_t *ql, const uint8_t *qh, const uint8_t *meta,
+          const struct le_pack_act *a, int t0, const int NT, float *y,
+          size_t ys, int nr)
+{
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    const __m512i m30 = _mm512_set1_epi8(0x30);
+    const __m512i pick_even = _mm512_broadcast_i32x4(
+        _mm_setr_epi8(0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13));
+    const __m512i pick_odd = _mm512_broadcast_i32x4(_mm_setr_epi8(
+        2, 3, 2, 3, 6, 7, 6, 7, 10, 11, 10, 11, 14, 15, 14, 15));
+    const struct q8_K_blk *x[4];
+    __m512 acc[4];
+    UNROLL
+    for (int t = 0; t < NT; t++) {
+        x[t] = (const void *)(a->q + (size_t)(t0 + t) * a->q_row);
+        acc[t] = _mm512_setzero_ps();
+    }
+    for (int b = 0; b < nsb; b++) {
+        const uint8_t *mb = meta + (size_t)b * LE_PACK_Q6_K_META;
+        __m512i isum[4], off[4];
+        UNROLL
+        for (int t = 0; t < NT; t++)
+            isum[t] = off[t] = _mm512_setzero_si512();
+        UNROLL
+        for (int jj = 0; jj < 4; jj++) {
+            /* scale pairs of sub-blocks 4jj, 4jj+1 and 4jj+2, 4jj+3 */
+            __m512i pl = _mm512_cvtepi8_epi16(_mm256_loadu_si256(
+                (const __m256i *)(mb + 32 * (2 * jj))));
+            __m512i ph = _mm512_cvtepi8_epi16(_mm256_loadu_si256(
+                (const __m256i *)(mb + 32 * (2 * jj + 1))));
+            UNROLL
+            for (int t = 0; t < NT; t++) {
+                off[t] = _mm512_dpwssd_epi32(
+                    off[t], pl, bcast32(x[t][b].bsums + 4 * jj));
+                off[t] = _mm512_dpwssd_epi32(
+                    off[t], ph, bcast32(x[t][b].bsums + 4 * jj + 2));
+            }
+            UNROLL
+            for (int cp = 0; cp < 4; cp++) {
+                __m512i h = _mm512_load_si512((
+                    const void *)(qh + (size_t)b * 1024 +
+                                  (size_t)(jj * 4 + cp) * 64));
+                __m512i plo[4], phi[4];
+                UNROLL
+                for (int t = 0; t < NT; t++)
+                    plo[t] = phi[t] = _mm512_setzero_si512();
+                UNROLL
+                for (int i = 0; i < 2; i++) {
+                    int c = 2 * cp + i;
+                    const uint8_t *wc =
+                        ql + (size_t)b * 2048 + (size_t)(jj * 8 + c) * 64;
+                    _mm_prefetch((const char *)(wc + 4096), _MM_HINT_T0);
+                    __m512i v = _mm512_load_si512((const void *)wc);
+                    __m512i ha = _mm512_and_si512(shift16(h, 4 - 4 * i), m30);
+                    __m512i hb = _mm512_and_si512(shift16(h, 2 - 4 * i), m30);
+                    __m512i lo = _mm512_or_si512(_mm512_and_si512(v, m4), ha);
+                    __m512i hi = _mm512_or_si512(
+                        _mm512_and_si512(_mm512_srli_epi16(v, 4), m4), hb);
+                    UNROLL
+                    for (int t = 0; t < NT; t++) {
+                        const int8_t *q = x[t][b].qs + 64 * jj + 4 * c;
+                        plo[t] = _mm512_add_epi16(
+                            plo[t], _mm512_maddubs_epi16(lo, bcast32(q)));
+                        phi[t] = _mm512_add_epi16(
+                            phi[t], _mm512_maddubs_epi16(hi, bcast32(q + 32)));
+                    }
+                }
+                __m512i slo = _mm512_shuffle_epi8(pl, cp < 2 ? pick_even
+                                                             : pick_odd);
+                __m512i shi = _mm512_shuffle_epi8(ph, cp < 2 ? pick_even
+                                                             : pick_odd);
+                UNROLL
+                for (int t = 0; t < NT; t++) {
+                    isum[t] = _mm512_dpwssd_epi32(isum[t], plo[t], slo);
+                    isum[t] = _mm512_dpwssd_epi32(isum[t], phi[t], shi);
+                }
+            }
+        }
+        __m512 dv = _mm512_cvtph_ps(
+            _mm256_loadu_si256((const __m256i *)(mb + 256)));
+        UNROLL
+        for (int t = 0; t < NT; t++) {
+            __m512i si = _mm512_sub_epi32(isum[t], _mm512_slli_epi32(off[t], 5));
+            __m512 yd = _mm512_set1_ps(x[t][b].d);
+            __m512 f1 =
+                _mm512_mul_ps(yd, _mm512_mul_ps(dv, _mm512_cvtepi32_ps(si)));
+            /* the plain C twin's "- d * (dmin * msum)" with zeros (its
+             * sign can matter for a -0 sum) */
+            __m512 f2 = _mm512_mul_ps(yd, _mm512_setzero_ps());
+            acc[t] = _mm512_add_ps(acc[t], _mm512_sub_ps(f1, f2));
+        }
+    }
+    UNROLL
+    for (int t = 0; t < NT; t++)
+        store_rows(y + (size_t)(t0 + t) * ys, acc[t], nr);
+}
+
+void
+le_gemm_q6_K_avx512(int n, const void *w, const struct le_pack_act *a,
+                    int ntok, float *y, size_t ys, int nr)
+{
+    int nsb = n / 256;
+    const uint8_t *ql = w;
+    const uint8_t *qh = ql + (size_t)nsb * 2048;
+    const uint8_t *meta = qh + (size_t)nsb * 1024;
+    int t = 0;
+    for (; t + 4 <= ntok; t += 4)
+        q6_K_tile(nsb, ql, qh, meta, a, t, 4, y, ys, nr);
+    switch (ntok - t) {
+    case 3: q6_K_tile(nsb, ql, qh, meta, a, t, 3, y, ys, nr); break;
+    case 2: q6_K_tile(nsb, ql, qh, meta, a, t, 2, y, ys, nr); break;
+    case 1: q6_K_tile(nsb, ql, qh, meta, a, t, 1, y, ys, nr); break;
+    default: break;
+    }
+}
+
+/* ---- F16 and BF16 ----
+ * As the plain C twins: every product exact in double (F16 x F16 is
+ * already exact in float; BF16 products may not be, so those multiply in
+ * double), summed in double in element order per row: two 8-lane double
+ * accumulators per token hold the 16 rows. */
+
+ALWAYS_INLINE void
+half_tile(int n, const uint16_t *h, const struct le_pack_act *a, int t0,
+          const int NT, float *y, size_t ys, int nr, const int BF)
+{
+    const float *x[4];
+    __m512d lo[4], hi[4];
+    UNROLL
+    for (int t = 0; t < NT; t++) {
+        x[t] = (const void *)(a->p + (size_t)(t0 + t) * a->p_row);
+        lo[t] = hi[t] = _mm512_setzero_pd();
+    }
+    for (int j = 0; j < n; j++) {
+        __m256i raw = _mm256_load_si256((const __m256i *)(h + (size_t)j * 16));
+        _mm_prefetch((const char *)(h + (size_t)j * 16 + 1024), _MM_HINT_T0);
+        __m512 wf = BF ? _mm512_castsi512_ps(_mm512_slli_epi32(
+                             _mm512_cvtepu16_epi32(raw), 16))
+                       : _mm512_cvtph_ps(raw);
+        __m512d wl = _mm512_cvtps_pd(_mm512_castps512_ps256(wf));
+        __m512d wh = _mm512_cvtps_pd(_mm512_extractf32x8_ps(wf, 1));
+        UNROLL
+        for (int t = 0; t < NT; t++) {
+            if (BF) {
+                __m512d xv = _mm512_set1_pd((double)x[t][j]);
+                lo[t] = _mm512_add_pd(lo[t], _mm512_mul_pd(wl, xv));
+                hi[t] = _mm512_add_pd(hi[t], _mm512_mul_pd(wh, xv));
+            } else {
+                __m512 p = _mm512_mul_ps(wf, _mm512_set1_ps(x[t][j]));
+                lo[t] = _mm512_add_pd(
+                    lo[t], _mm512_cvtps_pd(_mm512_castps512_ps256(p)));
+                hi[t] = _mm512_add_pd(
+                    hi[t], _mm512_cvtps_pd(_mm512_extractf32x8_ps(p, 1)));
+            }
+        }
+    }
+    UNROLL
+    for (int t = 0; t < NT; t++) {
+        __m512 r = _mm512_insertf32x8(
+            _mm512_castps256_ps512(_mm512_cvtpd_ps(lo[t])),
+            _mm512_cvtpd_ps(hi[t]), 1);
+        store_rows(y + (size_t)(t0 + t) * ys, r, nr);
+    }
+}
+
+ALWAYS_INLINE void
+half_gemm(int n, const void *w, const struct le_pack_act *a, int ntok,
+          float *y, size_t ys, int nr, const int BF)
+{
+    int t = 0;
+    for (; t + 4 <= ntok; t += 4)
+        half_tile(n, w, a, t, 4, y, ys, nr, BF);
+    switch (ntok - t) {
+    case 3: half_tile(n, w, a, t, 3, y, ys, nr, BF); break;
+    case 2: half_tile(n, w, a, t, 2, y, ys, nr, BF); break;
+    case 1: half_tile(n, w, a, t, 1, y, ys, nr, BF); break;
+    default: break;
+    }
+}
+
+void
+le_gemm_f16_avx512(int n, const void *w, const struct le_pack_act *a,
+                   int ntok, float *y, size_t ys, int nr)
+{
+    half_gemm(n, w, a, ntok, y, ys, nr, 0);
+}
+
+void
+le_gemm_bf16_avx512(int n, const void *w, const struct le_pack_act *a,
+                    int ntok, float *y, size_t ys, int nr)
+{
+    half_gemm(n, w, a, ntok, y, ys, nr, 1);
 }
 
 #endif /* x86-64 */

@@ -69,6 +69,20 @@ struct blk_q4_K {
     uint8_t qs[128];
 };
 _Static_assert(sizeof(struct blk_q4_K) == 144, "as in quants.c");
+struct blk_q5_K {
+    uint16_t d, dmin;
+    uint8_t scales[12];
+    uint8_t qh[32];
+    uint8_t qs[128];
+};
+_Static_assert(sizeof(struct blk_q5_K) == 176, "as in quants.c");
+struct blk_q6_K {
+    uint8_t ql[128];
+    uint8_t qh[64];
+    int8_t scales[16];
+    uint16_t d;
+};
+_Static_assert(sizeof(struct blk_q6_K) == 210, "as in quants.c");
 struct blk_q8_K {
     float d;
     int8_t qs[256];
@@ -131,6 +145,30 @@ k4_sm(const uint8_t *q, int j, uint8_t *d, uint8_t *m)
     }
 }
 
+/* d, dmin, scales and mins of row r of a Q4_K / Q5_K super-block. */
+static void
+pack_k4_meta(uint8_t *mb, int r, const uint16_t *d, const uint16_t *dmin,
+             const uint8_t *scales)
+{
+    memcpy(mb + 2 * r, d, 2);
+    memcpy(mb + 32 + 2 * r, dmin, 2);
+    for (int j = 0; j < 8; j++) {
+        uint8_t sc, mn;
+        k4_sm(scales, j, &sc, &mn);
+        mb[64 + j * R + r] = sc;
+        mb[192 + (j / 2) * 32 + r * 2 + (j & 1)] = mn;
+    }
+}
+
+/* The 4-bit chunks of row r of a Q4_K / Q5_K super-block. */
+static void
+pack_k4_qs(uint8_t *qsb, int r, const uint8_t *qs)
+{
+    for (int jj = 0; jj < 4; jj++)
+        for (int c = 0; c < 8; c++)
+            memcpy(qsb + (jj * 8 + c) * 64 + r * 4, qs + 32 * jj + 4 * c, 4);
+}
+
 static void
 pack_q4_K(const void *src, size_t row_bytes, int nr, int n, void *vdst)
 {
@@ -140,20 +178,104 @@ pack_q4_K(const void *src, size_t row_bytes, int nr, int n, void *vdst)
     for (int r = 0; r < nr; r++) {
         const struct blk_q4_K *x = (const void *)src_row(src, row_bytes, r);
         for (int b = 0; b < nsb; b++) {
-            uint8_t *mb = meta + (size_t)b * LE_PACK_Q4_K_META;
-            memcpy(mb + 2 * r, &x[b].d, 2);
-            memcpy(mb + 32 + 2 * r, &x[b].dmin, 2);
-            for (int j = 0; j < 8; j++) {
-                uint8_t sc, mn;
-                k4_sm(x[b].scales, j, &sc, &mn);
-                mb[64 + j * R + r] = sc;
-                mb[192 + (j / 2) * 32 + r * 2 + (j & 1)] = mn;
-            }
+            pack_k4_meta(meta + (size_t)b * LE_PACK_Q4_K_META, r, &x[b].d,
+                         &x[b].dmin, x[b].scales);
+            pack_k4_qs(qs + (size_t)b * 2048, r, x[b].qs);
+        }
+    }
+}
+
+/* Q5_K: Q4_K's sections, then the 5th bits: qh[nsb][4 jj][2 cq][16][4];
+ * byte k of row r for chunks c = 4cq + i holds in bit 2i the 5th bit of
+ * value 64jj+4c+k and in bit 2i+1 that of value 64jj+32+4c+k (the GGUF
+ * block keeps value 64jj+l's in bit 2jj of qh[l], 64jj+32+l's in bit
+ * 2jj+1). */
+static void
+pack_q5_K(const void *src, size_t row_bytes, int nr, int n, void *vdst)
+{
+    int nsb = n / 256;
+    uint8_t *qs = vdst;
+    uint8_t *meta = qs + (size_t)nsb * 2048;
+    uint8_t *qh = meta + (size_t)nsb * LE_PACK_Q4_K_META;
+    for (int r = 0; r < nr; r++) {
+        const struct blk_q5_K *x = (const void *)src_row(src, row_bytes, r);
+        for (int b = 0; b < nsb; b++) {
+            pack_k4_meta(meta + (size_t)b * LE_PACK_Q4_K_META, r, &x[b].d,
+                         &x[b].dmin, x[b].scales);
+            pack_k4_qs(qs + (size_t)b * 2048, r, x[b].qs);
+            for (int jj = 0; jj < 4; jj++)
+                for (int cq = 0; cq < 2; cq++)
+                    for (int k = 0; k < 4; k++) {
+                        uint8_t v = 0;
+                        for (int i = 0; i < 4; i++) {
+                            int l = 4 * (4 * cq + i) + k;
+                            v |= (uint8_t)(((x[b].qh[l] >> (2 * jj)) & 1)
+                                           << (2 * i));
+                            v |= (uint8_t)(((x[b].qh[l] >> (2 * jj + 1)) & 1)
+                                           << (2 * i + 1));
+                        }
+                        qh[(size_t)b * 512 + (jj * 2 + cq) * 64 + r * 4 + k] =
+                            v;
+                    }
+        }
+    }
+}
+
+/* Unsigned 6-bit value i (0..255) of a Q6_K block (value + 32). */
+static int
+q6_val(const struct blk_q6_K *x, int i)
+{
+    int n = i / 128, j = i % 128, l = j % 32, part = j / 32;
+    const uint8_t *ql = x->ql + 64 * n, *qh = x->qh + 32 * n;
+    int lo = part & 1 ? ql[l + 32] : ql[l];
+    lo = part >= 2 ? lo >> 4 : lo & 15;
+    return lo | (((qh[l] >> (2 * part)) & 3) << 4);
+}
+
+/* Q6_K: low nibbles as Q4_K's qs; then qh[nsb][4 jj][4 cp][16][4]: byte
+ * k of row r for chunks c = 2cp + i holds in bits 4i..4i+1 the top 2 bits
+ * of value 64jj+4c+k and in bits 4i+2..4i+3 those of 64jj+32+4c+k; then
+ * per super-block sc[8][16][2] (int8 scale pairs 2m, 2m+1) and d[16].
+ * 3360 bytes = 16 x 210, the file's size. */
+static void
+pack_q6_K(const void *src, size_t row_bytes, int nr, int n, void *vdst)
+{
+    int nsb = n / 256;
+    uint8_t *ql = vdst;
+    uint8_t *qh = ql + (size_t)nsb * 2048;
+    uint8_t *meta = qh + (size_t)nsb * 1024;
+    for (int r = 0; r < nr; r++) {
+        const struct blk_q6_K *x = (const void *)src_row(src, row_bytes, r);
+        for (int b = 0; b < nsb; b++) {
             for (int jj = 0; jj < 4; jj++)
                 for (int c = 0; c < 8; c++)
-                    memcpy(qs + (size_t)b * 2048 + (jj * 8 + c) * 64 + r * 4,
-                           x[b].qs + 32 * jj + 4 * c, 4);
+                    for (int k = 0; k < 4; k++) {
+                        int va = q6_val(&x[b], 64 * jj + 4 * c + k);
+                        int vb = q6_val(&x[b], 64 * jj + 32 + 4 * c + k);
+                        ql[(size_t)b * 2048 + (jj * 8 + c) * 64 + r * 4 + k] =
+                            (uint8_t)((va & 15) | ((vb & 15) << 4));
+                        uint8_t *h = &qh[(size_t)b * 1024 +
+                                         (jj * 4 + c / 2) * 64 + r * 4 + k];
+                        *h |= (uint8_t)(((va >> 4) | ((vb >> 4) << 2))
+                                        << (4 * (c & 1)));
+                    }
+            uint8_t *mb = meta + (size_t)b * LE_PACK_Q6_K_META;
+            for (int s2 = 0; s2 < 16; s2++)
+                mb[(s2 / 2) * 32 + r * 2 + (s2 & 1)] = (uint8_t)x[b].scales[s2];
+            memcpy(mb + 256 + 2 * r, &x[b].d, 2);
         }
+    }
+}
+
+/* F16 / BF16: element j of the 16 rows side by side, 32 bytes. */
+static void
+pack_half(const void *src, size_t row_bytes, int nr, int n, void *vdst)
+{
+    uint16_t *d = vdst;
+    for (int r = 0; r < nr; r++) {
+        const uint16_t *x = (const void *)src_row(src, row_bytes, r);
+        for (int j = 0; j < n; j++)
+            d[(size_t)j * R + r] = x[j];
     }
 }
 
@@ -173,6 +295,12 @@ le_pack_prep(enum le_type vdt, const void *q, int n, void *vprep)
             p[b].d = le_fp16_to_fp32(x[b].d);
             p[b].sum = s;
         }
+    } else if (vdt == LE_TYPE_F16 || vdt == LE_TYPE_BF16) {
+        const uint16_t *h = q;
+        float *f = vprep;
+        for (int j = 0; j < n; j++)
+            f[j] = vdt == LE_TYPE_F16 ? le_fp16_to_fp32(h[j])
+                                      : le_bf16_to_fp32(h[j]);
     } else if (vdt == LE_TYPE_Q8_K) {
         const struct blk_q8_K *x = q;
         int32_t *p = vprep;
@@ -193,6 +321,8 @@ le_pack_prep_size(enum le_type vdt, int n)
         return (size_t)(n / 32) * sizeof(struct le_prep_q8_0);
     if (vdt == LE_TYPE_Q8_K)
         return (size_t)(n / 256) * 4 * sizeof(int32_t);
+    if (vdt == LE_TYPE_F16 || vdt == LE_TYPE_BF16)
+        return (size_t)n * sizeof(float);
     return 0;
 }
 
@@ -264,13 +394,15 @@ le_gemm_q8_0_ref(int n, const void *w, const struct le_pack_act *a, int ntok,
     }
 }
 
-void
-le_gemm_q4_K_ref(int n, const void *w, const struct le_pack_act *a, int ntok,
-                 float *y, size_t ys, int nr)
+/* Q4_K and Q5_K (qh != NULL: the 5th bits). */
+static void
+gemm_k4_ref(int n, const void *w, const struct le_pack_act *a, int ntok,
+            float *y, size_t ys, int nr, int q5)
 {
     int nsb = n / 256;
     const uint8_t *qs = w;
     const uint8_t *meta = qs + (size_t)nsb * 2048;
+    const uint8_t *qh = meta + (size_t)nsb * LE_PACK_Q4_K_META;
     for (int t = 0; t < ntok; t++) {
         const struct blk_q8_K *x = (const void *)act_q(a, t);
         const int32_t *p = act_p(a, t);
@@ -285,8 +417,16 @@ le_gemm_q4_K_ref(int n, const void *w, const struct le_pack_act *a, int ntok,
                         for (int k = 0; k < 4; k++) {
                             uint8_t v = qs[(size_t)b * 2048 +
                                            (jj * 8 + c) * 64 + r * 4 + k];
-                            s0 += (v & 15) * x[b].qs[64 * jj + 4 * c + k];
-                            s1 += (v >> 4) * x[b].qs[64 * jj + 32 + 4 * c + k];
+                            int lo = v & 15, hi = v >> 4;
+                            if (q5) {
+                                uint8_t h = qh[(size_t)b * 512 +
+                                               (jj * 2 + c / 4) * 64 + r * 4 +
+                                               k];
+                                lo |= ((h >> (2 * (c & 3))) & 1) << 4;
+                                hi |= ((h >> (2 * (c & 3) + 1)) & 1) << 4;
+                            }
+                            s0 += lo * x[b].qs[64 * jj + 4 * c + k];
+                            s1 += hi * x[b].qs[64 * jj + 32 + 4 * c + k];
                         }
                     isum += mb[64 + (2 * jj) * R + r] * s0 +
                             mb[64 + (2 * jj + 1) * R + r] * s1;
@@ -308,6 +448,99 @@ le_gemm_q4_K_ref(int n, const void *w, const struct le_pack_act *a, int ntok,
     }
 }
 
+void
+le_gemm_q4_K_ref(int n, const void *w, const struct le_pack_act *a, int ntok,
+                 float *y, size_t ys, int nr)
+{
+    gemm_k4_ref(n, w, a, ntok, y, ys, nr, 0);
+}
+
+void
+le_gemm_q5_K_ref(int n, const void *w, const struct le_pack_act *a, int ntok,
+                 float *y, size_t ys, int nr)
+{
+    gemm_k4_ref(n, w, a, ntok, y, ys, nr, 1);
+}
+
+void
+le_gemm_q6_K_ref(int n, const void *w, const struct le_pack_act *a, int ntok,
+                 float *y, size_t ys, int nr)
+{
+    int nsb = n / 256;
+    const uint8_t *ql = w;
+    const uint8_t *qh = ql + (size_t)nsb * 2048;
+    const uint8_t *meta = qh + (size_t)nsb * 1024;
+    for (int t = 0; t < ntok; t++) {
+        const struct blk_q8_K *x = (const void *)act_q(a, t);
+        for (int r = 0; r < nr; r++) {
+            float sumf = 0;
+            for (int b = 0; b < nsb; b++) {
+                const uint8_t *mb = meta + (size_t)b * LE_PACK_Q6_K_META;
+                int32_t isum = 0;
+                for (int s2 = 0; s2 < 16; s2++) {
+                    int sc = (int8_t)mb[(s2 / 2) * 32 + r * 2 + (s2 & 1)];
+                    int jj = s2 / 4, hi = (s2 / 2) & 1, c0 = 4 * (s2 & 1);
+                    int32_t si = 0;
+                    for (int c = c0; c < c0 + 4; c++)
+                        for (int k = 0; k < 4; k++) {
+                            uint8_t v = ql[(size_t)b * 2048 +
+                                           (jj * 8 + c) * 64 + r * 4 + k];
+                            uint8_t h = qh[(size_t)b * 1024 +
+                                           (jj * 4 + c / 2) * 64 + r * 4 + k];
+                            int sh = 4 * (c & 1) + 2 * hi;
+                            int q = (hi ? v >> 4 : v & 15) |
+                                    (((h >> sh) & 3) << 4);
+                            si += (q - 32) *
+                                  x[b].qs[64 * jj + 32 * hi + 4 * c + k];
+                        }
+                    isum += sc * si;
+                }
+                uint16_t hd;
+                memcpy(&hd, mb + 256 + 2 * r, 2);
+                float dd = le_fp16_to_fp32(hd);
+                sumf += x[b].d * (dd * (float)isum) -
+                        x[b].d * (0.0f * (float)0);
+            }
+            y[(size_t)t * ys + r] = sumf;
+        }
+    }
+}
+
+/* F16 / BF16 against the prep row (the activation as floats): products
+ * exact in double, summed in double in element order, as quants.c. */
+static void
+gemm_half_ref(int n, const void *w, const struct le_pack_act *a, int ntok,
+              float *y, size_t ys, int nr, int bf)
+{
+    const uint16_t *h = w;
+    for (int t = 0; t < ntok; t++) {
+        const float *x = act_p(a, t);
+        for (int r = 0; r < nr; r++) {
+            double sum = 0;
+            for (int j = 0; j < n; j++) {
+                uint16_t v = h[(size_t)j * R + r];
+                float f = bf ? le_bf16_to_fp32(v) : le_fp16_to_fp32(v);
+                sum += (double)f * (double)x[j];
+            }
+            y[(size_t)t * ys + r] = (float)sum;
+        }
+    }
+}
+
+void
+le_gemm_f16_ref(int n, const void *w, const struct le_pack_act *a, int ntok,
+                float *y, size_t ys, int nr)
+{
+    gemm_half_ref(n, w, a, ntok, y, ys, nr, 0);
+}
+
+void
+le_gemm_bf16_ref(int n, const void *w, const struct le_pack_act *a, int ntok,
+                 float *y, size_t ys, int nr)
+{
+    gemm_half_ref(n, w, a, ntok, y, ys, nr, 1);
+}
+
 /* ------------------------------------------------------------------ */
 /* The table.                                                           */
 
@@ -316,6 +549,12 @@ static const struct le_pack_traits pack_ref[] = {
     {LE_TYPE_Q8_0, LE_TYPE_Q8_0, 32, 544, pack_q8_0, le_gemm_q8_0_ref},
     {LE_TYPE_Q4_K, LE_TYPE_Q8_K, 256, 2048 + LE_PACK_Q4_K_META, pack_q4_K,
      le_gemm_q4_K_ref},
+    {LE_TYPE_Q5_K, LE_TYPE_Q8_K, 256, 2048 + LE_PACK_Q4_K_META + 512,
+     pack_q5_K, le_gemm_q5_K_ref},
+    {LE_TYPE_Q6_K, LE_TYPE_Q8_K, 256, 2048 + 1024 + LE_PACK_Q6_K_META,
+     pack_q6_K, le_gemm_q6_K_ref},
+    {LE_TYPE_F16, LE_TYPE_F16, 1, 32, pack_half, le_gemm_f16_ref},
+    {LE_TYPE_BF16, LE_TYPE_BF16, 1, 32, pack_half, le_gemm_bf16_ref},
 };
 #define N_PACK (sizeof(pack_ref) / sizeof(pack_ref[0]))
 
@@ -328,6 +567,10 @@ gemm_at(enum le_type t, enum le_isa isa)
         case LE_TYPE_Q4_0: return le_gemm_q4_0_avx512;
         case LE_TYPE_Q8_0: return le_gemm_q8_0_avx512;
         case LE_TYPE_Q4_K: return le_gemm_q4_K_avx512;
+        case LE_TYPE_Q5_K: return le_gemm_q5_K_avx512;
+        case LE_TYPE_Q6_K: return le_gemm_q6_K_avx512;
+        case LE_TYPE_F16: return le_gemm_f16_avx512;
+        case LE_TYPE_BF16: return le_gemm_bf16_avx512;
         default: return NULL;
         }
     if (isa == LE_ISA_AVX2)
@@ -335,6 +578,10 @@ gemm_at(enum le_type t, enum le_isa isa)
         case LE_TYPE_Q4_0: return le_gemm_q4_0_avx2;
         case LE_TYPE_Q8_0: return le_gemm_q8_0_avx2;
         case LE_TYPE_Q4_K: return le_gemm_q4_K_avx2;
+        case LE_TYPE_Q5_K: return le_gemm_q5_K_avx2;
+        case LE_TYPE_Q6_K: return le_gemm_q6_K_avx2;
+        case LE_TYPE_F16: return le_gemm_f16_avx2;
+        case LE_TYPE_BF16: return le_gemm_bf16_avx2;
         default: return NULL;
         }
 #endif
