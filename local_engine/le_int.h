@@ -122,8 +122,10 @@ const char *le_isa_name(enum le_isa isa); /* "none", "avx2", "avx512" */
 
 /* Prep of a Q8_0 activation block (le_pack_prep). */
 struct le_prep_q8_0 {
-    float d;     /* the block's scale */
-    int32_t sum; /* sum of its 32 quants */
+    float d;        /* the block's scale */
+    int32_t sum;    /* sum of its 32 quants */
+    int32_t neg8;   /* -8 * sum (Q4_0's offset), */
+    int32_t neg128; /* -128 * sum (VNNI Q8_0's bias): broadcast as is */
 };
 
 /* Activations of one product, made once: ntok rows in the weight type's

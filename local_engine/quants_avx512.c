@@ -90,12 +90,11 @@ legacy_tile(int nb, const uint8_t *qs, const uint16_t *dw,
     static const int off8[8] = {0, 4, 8, 12, 16, 20, 24, 28};
     const int *qoff = Q8 ? off8 : off4;
     const size_t col = Q8 ? 512 : 256;
-    const int32_t bias = Q8 ? 128 : 8;
     const __m512i m4 = _mm512_set1_epi8(0x0f);
     const __m512i x80 = _mm512_set1_epi8((char)0x80);
-    const struct q8_0_blk *x[4];
-    const struct le_prep_q8_0 *p[4];
-    __m512 acc[4];
+    const struct q8_0_blk *x[8];
+    const struct le_prep_q8_0 *p[8];
+    __m512 acc[8];
     UNROLL
     for (int t = 0; t < NT; t++) {
         x[t] = (const void *)(a->q + (size_t)(t0 + t) * a->q_row);
@@ -107,8 +106,9 @@ legacy_tile(int nb, const uint8_t *qs, const uint16_t *dw,
         __m512i u[8];
         UNROLL
         for (int c = 0; c < (int)col / 64; c++) {
-            _mm_prefetch((const char *)(wb + 8 * col + 64 * c), _MM_HINT_T0);
-            _mm_prefetch((const char *)(wb + 24 * col + 64 * c), _MM_HINT_T1);
+            if (NT < 4) /* a batch re-reads the group from cache */
+                _mm_prefetch((const char *)(wb + 8 * col + 64 * c),
+                             _MM_HINT_T0);
             __m512i v = _mm512_load_si512((const void *)(wb + 64 * c));
             if (Q8) {
                 u[c] = _mm512_xor_si512(v, x80);
@@ -122,18 +122,21 @@ legacy_tile(int nb, const uint8_t *qs, const uint16_t *dw,
         UNROLL
         for (int t = 0; t < NT; t++) {
             const int8_t *q = x[t][b].qs;
-            __m512i s[4];
+            /* two chains of 4 (enough in flight across the tokens); the
+             * first starts from -bias * sum, broadcast from the prep row */
+            __m512i s0 = _mm512_dpbusd_epi32(
+                bcast32(Q8 ? &p[t][b].neg128 : &p[t][b].neg8), u[0],
+                bcast32(q + qoff[0]));
+            __m512i s1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[1],
+                                             bcast32(q + qoff[1]));
             UNROLL
-            for (int i = 0; i < 4; i++)
-                s[i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[i],
-                                           bcast32(q + qoff[i]));
-            UNROLL
-            for (int i = 0; i < 4; i++)
-                s[i] = _mm512_dpbusd_epi32(s[i], u[4 + i],
-                                           bcast32(q + qoff[4 + i]));
-            __m512i si = _mm512_add_epi32(_mm512_add_epi32(s[0], s[1]),
-                                          _mm512_add_epi32(s[2], s[3]));
-            si = _mm512_sub_epi32(si, _mm512_set1_epi32(bias * p[t][b].sum));
+            for (int i = 1; i < 4; i++) {
+                s0 = _mm512_dpbusd_epi32(s0, u[2 * i],
+                                         bcast32(q + qoff[2 * i]));
+                s1 = _mm512_dpbusd_epi32(s1, u[2 * i + 1],
+                                         bcast32(q + qoff[2 * i + 1]));
+            }
+            __m512i si = _mm512_add_epi32(s0, s1);
             __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(si), dv);
             f = _mm512_mul_ps(f, _mm512_set1_ps(p[t][b].d));
             acc[t] = _mm512_add_ps(acc[t], f);
@@ -153,14 +156,18 @@ legacy_gemm(int n, const void *w, const struct le_pack_act *a, int ntok,
     const uint16_t *dw =
         (const uint16_t *)(qs + (size_t)nb * (Q8 ? 512 : 256));
     int t = 0;
-    for (; t + 4 <= ntok; t += 4)
+    for (; t + 8 <= ntok; t += 8)
+        legacy_tile(nb, qs, dw, a, t, 8, y, ys, nr, Q8);
+    if (ntok - t >= 4) {
         legacy_tile(nb, qs, dw, a, t, 4, y, ys, nr, Q8);
-    switch (ntok - t) {
-    case 3: legacy_tile(nb, qs, dw, a, t, 3, y, ys, nr, Q8); break;
-    case 2: legacy_tile(nb, qs, dw, a, t, 2, y, ys, nr, Q8); break;
-    case 1: legacy_tile(nb, qs, dw, a, t, 1, y, ys, nr, Q8); break;
-    default: break;
+        t += 4;
     }
+    if (ntok - t >= 2) {
+        legacy_tile(nb, qs, dw, a, t, 2, y, ys, nr, Q8);
+        t += 2;
+    }
+    if (t < ntok)
+        legacy_tile(nb, qs, dw, a, t, 1, y, ys, nr, Q8);
 }
 
 void

@@ -294,6 +294,8 @@ le_pack_prep(enum le_type vdt, const void *q, int n, void *vprep)
                 s += x[b].qs[j];
             p[b].d = le_fp16_to_fp32(x[b].d);
             p[b].sum = s;
+            p[b].neg8 = -8 * s;
+            p[b].neg128 = -128 * s;
         }
     } else if (vdt == LE_TYPE_F16 || vdt == LE_TYPE_BF16) {
         const uint16_t *h = q;
