@@ -168,6 +168,13 @@ void le_pack_rows(const struct le_pack_traits *pt, const void *src,
 void le_pack_prep(enum le_type vdt, const void *q, int n, void *prep);
 size_t le_pack_prep_size(enum le_type vdt, int n);
 
+/* Activation quantisers (le_type_traits.from_float of Q8_0 / Q8_K at
+ * those levels), bit-identical to the plain C ones. */
+void le_quantize_q8_0_avx2(const float *x, void *y, int64_t k);
+void le_quantize_q8_K_avx2(const float *x, void *y, int64_t k);
+void le_quantize_q8_0_avx512(const float *x, void *y, int64_t k);
+void le_quantize_q8_K_avx512(const float *x, void *y, int64_t k);
+
 /* The kernels, per level (same contract as le_gemm_fn). */
 void le_gemm_q4_0_ref(int n, const void *w, const struct le_pack_act *a,
                       int ntok, float *y, size_t ys, int nr);

@@ -1249,6 +1249,12 @@ rt_init(void)
         rt_table[LE_TYPE_F16].vec_dot = le_vec_dot_f16_f16_avx2;
         rt_table[LE_TYPE_F32].vec_dot = le_vec_dot_f32_f32_avx2;
         rt_table[LE_TYPE_F16].to_float = le_f16_to_float_avx2;
+        rt_table[LE_TYPE_Q8_0].from_float = le_quantize_q8_0_avx2;
+        rt_table[LE_TYPE_Q8_K].from_float = le_quantize_q8_K_avx2;
+    }
+    if (isa_use >= LE_ISA_AVX512) {
+        rt_table[LE_TYPE_Q8_0].from_float = le_quantize_q8_0_avx512;
+        rt_table[LE_TYPE_Q8_K].from_float = le_quantize_q8_K_avx512;
     }
 #endif
 }

@@ -1026,4 +1026,113 @@ le_gemm_bf16_avx2(int n, const void *w, const struct le_pack_act *a,
     phalf_gemm(n, w, a, ntok, y, ys, nr, 1);
 }
 
+/* Activation quantisers, bit-identical to quants.c's (the reasoning is in
+ * quants_avx512.c). */
+
+static inline __m256
+clamp127x(__m256 v)
+{
+    v = _mm256_and_ps(v, _mm256_cmp_ps(v, v, _CMP_ORD_Q));
+    return _mm256_min_ps(_mm256_max_ps(v, _mm256_set1_ps(-127.0f)),
+                         _mm256_set1_ps(127.0f));
+}
+
+static inline __m256
+absmax0x(__m256 v, __m256 m)
+{
+    __m256 a = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v);
+    return _mm256_max_ps(_mm256_max_ps(a, _mm256_setzero_ps()), m);
+}
+
+static inline float
+hmax_ps(__m256 v)
+{
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(v),
+                          _mm256_extractf128_ps(v, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_max_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* 8 int32 (in -127..127) to 8 bytes. */
+static inline void
+store_i8x8(int8_t *dst, __m256i q)
+{
+    __m128i p = _mm_packs_epi32(_mm256_castsi256_si128(q),
+                                _mm256_extracti128_si256(q, 1));
+    _mm_storel_epi64((__m128i *)dst, _mm_packs_epi16(p, p));
+}
+
+void
+le_quantize_q8_0_avx2(const float *x, void *vy, int64_t k)
+{
+    struct le_block_q8_0 *y = vy;
+    const __m256 half = _mm256_set1_ps(0.49999997f);
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    for (int64_t i = 0; i < k / 32; i++) {
+        __m256 v[4], m = _mm256_setzero_ps();
+        UNROLL
+        for (int j = 0; j < 4; j++) {
+            v[j] = _mm256_loadu_ps(x + 32 * i + 8 * j);
+            m = absmax0x(v[j], m);
+        }
+        float amax = hmax_ps(m);
+        float d = amax / 127;
+        float id = d ? 1.0f / d : 0.0f;
+        y[i].d = le_fp32_to_fp16(d);
+        __m256 idv = _mm256_set1_ps(id);
+        UNROLL
+        for (int j = 0; j < 4; j++) {
+            __m256 s = _mm256_mul_ps(v[j], idv);
+            __m256 c = _mm256_or_ps(half, _mm256_and_ps(s, sign));
+            __m256 r = clamp127x(_mm256_add_ps(s, c));
+            store_i8x8(y[i].qs + 8 * j, _mm256_cvttps_epi32(r));
+        }
+    }
+}
+
+void
+le_quantize_q8_K_avx2(const float *x, void *vy, int64_t k)
+{
+    struct le_block_q8_K *y = vy;
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    for (int64_t i = 0; i < k / 256; i++) {
+        const float *xb = x + 256 * i;
+        __m256 m = _mm256_setzero_ps();
+        for (int j = 0; j < 32; j++)
+            m = absmax0x(_mm256_loadu_ps(xb + 8 * j), m);
+        float amax = hmax_ps(m);
+        if (amax == 0) {
+            memset(&y[i], 0, sizeof(y[i]));
+            continue;
+        }
+        float max = 0;
+        __m256 av = _mm256_set1_ps(amax);
+        for (int j = 0; j < 32; j++) {
+            int e = _mm256_movemask_ps(_mm256_cmp_ps(
+                _mm256_andnot_ps(sign, _mm256_loadu_ps(xb + 8 * j)), av,
+                _CMP_EQ_OQ));
+            if (e) {
+                max = xb[8 * j + __builtin_ctz((unsigned)e)];
+                break;
+            }
+        }
+        float iscale = -127.f / max;
+        __m256 is = _mm256_set1_ps(iscale);
+        for (int j = 0; j < 16; j++) {
+            __m256i q[2];
+            UNROLL
+            for (int h = 0; h < 2; h++) {
+                __m256 v = _mm256_round_ps(
+                    _mm256_mul_ps(is, _mm256_loadu_ps(xb + 16 * j + 8 * h)),
+                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+                q[h] = _mm256_cvttps_epi32(clamp127x(v));
+                store_i8x8(y[i].qs + 16 * j + 8 * h, q[h]);
+            }
+            y[i].bsums[j] = (int16_t)hsum_i32(_mm256_add_epi32(q[0], q[1]));
+        }
+        y[i].d = 1 / iscale;
+    }
+}
+
 #endif /* x86 */

@@ -534,4 +534,98 @@ le_gemm_bf16_avx512(int n, const void *w, const struct le_pack_act *a,
     half_gemm(n, w, a, ntok, y, ys, nr, 1);
 }
 
+/* ---- activation quantisers ----
+ * Bit-identical to quants.c's q8_0_from_float / q8_K_from_float (they
+ * were 5-7% of a prompt pass, serial on the calling thread):
+ *   roundf (half away from zero) is trunc(v + copysign(0.49999997f, v)),
+ *   checked for every finite float; rintf is vrndscaleps to nearest even;
+ *   NaN becomes 0 and the result is clamped to +-127 as trunc_clamp does;
+ *   the block maximum ignores NaN as the scalar "fabsf(x) > amax" does
+ *   (vmaxps returns its second operand when the first is NaN), and Q8_K's
+ *   signed maximum is the first value of that magnitude. */
+
+ALWAYS_INLINE __m512
+clamp127(__m512 v)
+{
+    v = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, v, _CMP_ORD_Q), v);
+    return _mm512_min_ps(_mm512_max_ps(v, _mm512_set1_ps(-127.0f)),
+                         _mm512_set1_ps(127.0f));
+}
+
+ALWAYS_INLINE __m512
+absmax0(__m512 v, __m512 m)
+{
+    return _mm512_max_ps(_mm512_max_ps(_mm512_abs_ps(v), _mm512_setzero_ps()),
+                         m);
+}
+
+void
+le_quantize_q8_0_avx512(const float *x, void *vy, int64_t k)
+{
+    struct q8_0_blk *y = vy;
+    const __m512 half = _mm512_set1_ps(0.49999997f);
+    const __m512i sign = _mm512_set1_epi32((int)0x80000000u);
+    for (int64_t i = 0; i < k / 32; i++) {
+        __m512 a = _mm512_loadu_ps(x + 32 * i);
+        __m512 b = _mm512_loadu_ps(x + 32 * i + 16);
+        float amax = _mm512_reduce_max_ps(
+            absmax0(a, absmax0(b, _mm512_setzero_ps())));
+        float d = amax / 127;
+        float id = d ? 1.0f / d : 0.0f;
+        y[i].d = le_fp32_to_fp16(d);
+        __m512 idv = _mm512_set1_ps(id);
+        UNROLL
+        for (int h = 0; h < 2; h++) {
+            __m512 v = _mm512_mul_ps(h ? b : a, idv);
+            __m512 c = _mm512_or_ps(
+                half, _mm512_castsi512_ps(_mm512_and_si512(
+                          _mm512_castps_si512(v), sign)));
+            __m512 r = clamp127(_mm512_add_ps(v, c));
+            _mm_storeu_si128((__m128i *)(y[i].qs + 16 * h),
+                             _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(r)));
+        }
+    }
+}
+
+void
+le_quantize_q8_K_avx512(const float *x, void *vy, int64_t k)
+{
+    struct q8_K_blk *y = vy;
+    for (int64_t i = 0; i < k / 256; i++) {
+        const float *xb = x + 256 * i;
+        __m512 m = _mm512_setzero_ps();
+        UNROLL
+        for (int j = 0; j < 16; j++)
+            m = absmax0(_mm512_loadu_ps(xb + 16 * j), m);
+        float amax = _mm512_reduce_max_ps(m);
+        if (amax == 0) {
+            memset(&y[i], 0, sizeof(y[i]));
+            continue;
+        }
+        float max = 0;
+        for (int j = 0; j < 16; j++) {
+            __mmask16 e = _mm512_cmp_ps_mask(
+                _mm512_abs_ps(_mm512_loadu_ps(xb + 16 * j)),
+                _mm512_set1_ps(amax), _CMP_EQ_OQ);
+            if (e) {
+                max = xb[16 * j + __builtin_ctz(e)];
+                break;
+            }
+        }
+        float iscale = -127.f / max;
+        __m512 is = _mm512_set1_ps(iscale);
+        UNROLL
+        for (int j = 0; j < 16; j++) {
+            __m512 v = _mm512_roundscale_ps(
+                _mm512_mul_ps(is, _mm512_loadu_ps(xb + 16 * j)),
+                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+            __m512i q = _mm512_cvttps_epi32(clamp127(v));
+            _mm_storeu_si128((__m128i *)(y[i].qs + 16 * j),
+                             _mm512_cvtepi32_epi8(q));
+            y[i].bsums[j] = (int16_t)_mm512_reduce_add_epi32(q);
+        }
+        y[i].d = 1 / iscale;
+    }
+}
+
 #endif /* x86-64 */

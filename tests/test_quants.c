@@ -768,6 +768,77 @@ test_packed(void)
     free(x);
 }
 
+/* The SIMD activation quantisers (Q8_0, Q8_K) at each level this CPU
+ * runs write exactly the plain C ones' bytes: on random data at several
+ * scales, on values that land exactly halfway between two integers (the
+ * rounding rule: roundf away from zero for Q8_0, rintf to even for Q8_K),
+ * with a NaN, infinities and zero blocks, and with +a and -a both the
+ * largest magnitude (the first one sets Q8_K's sign). */
+static void
+test_quantize_simd(void)
+{
+    typedef void (*qfn)(const float *, void *, int64_t);
+    struct {
+        enum le_type t;
+        qfn f;
+        enum le_isa isa;
+    } k[] = {
+#if defined(__x86_64__)
+        {LE_TYPE_Q8_0, le_quantize_q8_0_avx2, LE_ISA_AVX2},
+        {LE_TYPE_Q8_K, le_quantize_q8_K_avx2, LE_ISA_AVX2},
+        {LE_TYPE_Q8_0, le_quantize_q8_0_avx512, LE_ISA_AVX512},
+        {LE_TYPE_Q8_K, le_quantize_q8_K_avx512, LE_ISA_AVX512},
+#endif
+        {LE_TYPE_Q8_0, NULL, LE_ISA_NONE},
+    };
+    enum { NQ = 2048 };
+    float *x = malloc(NQ * sizeof(float));
+    uint8_t *a = malloc(NQ * 2), *b = malloc(NQ * 2);
+    int n_run = 0;
+    for (size_t c = 0; c < sizeof(k) / sizeof(k[0]); c++) {
+        if (!k[c].f || k[c].isa > le_isa_detected())
+            continue;
+        n_run++;
+        const struct le_type_traits *rt = le_type_get_ref(k[c].t);
+        size_t row = le_row_size(k[c].t, NQ);
+        int bad = 0;
+        for (int rep = 0; rep < 24; rep++) {
+            fill(x, NQ, rep % 3 == 0 ? 1e-3f : rep % 3 == 1 ? 1.0f : 3e4f);
+            if (rep % 4 == 1) /* exact halves: the block max is 127 */
+                for (int i = 0; i < NQ; i++)
+                    x[i] = i % 32 == 0 ? (k[c].t == LE_TYPE_Q8_K ? -127.0f
+                                                                 : 127.0f)
+                                       : (float)((i * 7) % 200 - 100) + 0.5f;
+            if (rep % 4 == 2) { /* NaN, +-inf, a zero block, +-a ties */
+                x[3] = NAN;
+                x[300] = INFINITY;
+                x[700] = -INFINITY;
+                for (int i = 1024; i < 1280; i++)
+                    x[i] = 0;
+                x[1300] = 2.5f;
+                x[1301] = -2.5f;
+                x[1600] = -2.5f;
+                x[1601] = 2.5f;
+            }
+            memset(a, 0xaa, row);
+            memset(b, 0x55, row);
+            rt->from_float(x, a, NQ);
+            k[c].f(x, b, NQ);
+            if (memcmp(a, b, row) != 0) {
+                if (bad < 3)
+                    fprintf(stderr, "%s %s rep %d: bytes differ\n", rt->name,
+                            le_isa_name(k[c].isa), rep);
+                bad++;
+            }
+        }
+        T_EQ_INT(bad, 0);
+    }
+    fprintf(stderr, "  (%d SIMD quantisers on this CPU)\n", n_run);
+    free(x);
+    free(a);
+    free(b);
+}
+
 int
 main(void)
 {
@@ -777,6 +848,7 @@ main(void)
     T_RUN(test_simd_vs_ref);
     T_RUN(test_vec_dot_multi);
     T_RUN(test_packed);
+    T_RUN(test_quantize_simd);
     T_RUN(test_nonfinite);
     T_RUN(test_layout_q4_0);
     T_RUN(test_layout_q8_0);
