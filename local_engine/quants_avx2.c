@@ -659,10 +659,10 @@ le_gemm_q4_0_avx2(int n, const void *w, const struct le_pack_act *a,
     int nb = n / 32;
     const uint8_t *qs = w;
     const uint16_t *dw = (const uint16_t *)(qs + (size_t)nb * 256);
-    int t = 0;
-    for (; t + 2 <= ntok; t += 2)
-        pq4_0_tile(nb, qs, dw, a, t, 2, y, ys, nr);
-    if (t < ntok)
+    /* one token at a time: with 2, GCC reassociates the 32 int16 adds
+     * of a block into a tree whose terms spill (16 YMM registers):
+     * measured slower per token than 1 */
+    for (int t = 0; t < ntok; t++)
         pq4_0_tile(nb, qs, dw, a, t, 1, y, ys, nr);
 }
 
@@ -728,10 +728,10 @@ le_gemm_q8_0_avx2(int n, const void *w, const struct le_pack_act *a,
     int nb = n / 32;
     const uint8_t *qs = w;
     const uint16_t *dw = (const uint16_t *)(qs + (size_t)nb * 512);
-    int t = 0;
-    for (; t + 2 <= ntok; t += 2)
-        pq8_0_tile(nb, qs, dw, a, t, 2, y, ys, nr);
-    if (t < ntok)
+    /* one token at a time: with 2, GCC reassociates the 32 int16 adds
+     * of a block into a tree whose terms spill (16 YMM registers):
+     * measured slower per token than 1 */
+    for (int t = 0; t < ntok; t++)
         pq8_0_tile(nb, qs, dw, a, t, 1, y, ys, nr);
 }
 
