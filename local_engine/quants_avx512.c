@@ -186,14 +186,6 @@ le_gemm_q8_0_avx512(int n, const void *w, const struct le_pack_act *a,
 
 /* ---- Q4_K and Q5_K ---- */
 
-/* Row scales (16 bytes, one per row) in both int16 halves of each lane. */
-ALWAYS_INLINE __m512i
-scale_pairs(const uint8_t *sc)
-{
-    __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)sc));
-    return _mm512_or_si512(v, _mm512_slli_epi32(v, 16));
-}
-
 /* v shifted left by s bits (right by -s) in 16-bit lanes; s is a
  * constant once the loops are unrolled. */
 ALWAYS_INLINE __m512i
@@ -204,8 +196,10 @@ shift16(__m512i v, const int s)
                    : v;
 }
 
-/* Q5 adds the 5th bits (repack.c: bit 2i / 2i+1 of the qh byte for chunk
- * 4cq+i) and sums only 4 chunks in int16 (4 * 2*31*128 = 31744). */
+/* vpdpbusd (nibbles x int8) into int32 lanes, with no int16 sums the
+ * compiler could turn into a spilling tree of adds (it did: 693 stack
+ * accesses); Q5 adds the 5th bits (repack.c: bit 2i / 2i+1 of the qh byte
+ * for chunk 4cq+i). */
 ALWAYS_INLINE void
 k4_tile(int nsb, const uint8_t *qs, const uint8_t *meta, const uint8_t *qh,
         const struct le_pack_act *a, int t0, const int NT, float *y,
@@ -231,15 +225,17 @@ k4_tile(int nsb, const uint8_t *qs, const uint8_t *meta, const uint8_t *qh,
         UNROLL
         for (int jj = 0; jj < 4; jj++) {
             __m512i plo[4], phi[4], h = _mm512_setzero_si512();
-            __m512i s0 = scale_pairs(mb + 64 + (2 * jj) * 16);
-            __m512i s1 = scale_pairs(mb + 64 + (2 * jj + 1) * 16);
-            UNROLL
-            for (int t = 0; t < NT; t++)
-                plo[t] = phi[t] = _mm512_setzero_si512();
+            /* the row scales as int32 = (scale, 0) int16 pairs */
+            __m512i s0 = _mm512_cvtepu8_epi32(
+                _mm_loadu_si128((const __m128i *)(mb + 64 + (2 * jj) * 16)));
+            __m512i s1 = _mm512_cvtepu8_epi32(_mm_loadu_si128(
+                (const __m128i *)(mb + 64 + (2 * jj + 1) * 16)));
             const uint8_t *wj = qs + (size_t)b * 2048 + (size_t)jj * 512;
             UNROLL
             for (int c = 0; c < 8; c++) {
-                _mm_prefetch((const char *)(wj + 64 * c + 4096), _MM_HINT_T0);
+                if (NT < 4)
+                    _mm_prefetch((const char *)(wj + 64 * c + 4096),
+                                 _MM_HINT_T0);
                 __m512i v = _mm512_load_si512((const void *)(wj + 64 * c));
                 __m512i lo = _mm512_and_si512(v, m4);
                 __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
@@ -254,20 +250,23 @@ k4_tile(int nsb, const uint8_t *qs, const uint8_t *meta, const uint8_t *qh,
                     hi = _mm512_or_si512(
                         hi, _mm512_and_si512(shift16(h, 3 - 2 * i), b4));
                 }
+                const int first = Q5 ? c % 2 == 0 : c % 4 == 0;
                 UNROLL
                 for (int t = 0; t < NT; t++) {
                     const int8_t *q = x[t][b].qs + 64 * jj + 4 * c;
-                    plo[t] = _mm512_add_epi16(
-                        plo[t], _mm512_maddubs_epi16(lo, bcast32(q)));
-                    phi[t] = _mm512_add_epi16(
-                        phi[t], _mm512_maddubs_epi16(hi, bcast32(q + 32)));
+                    if (first)
+                        plo[t] = phi[t] = _mm512_setzero_si512();
+                    plo[t] = _mm512_dpbusd_epi32(plo[t], lo, bcast32(q));
+                    phi[t] = _mm512_dpbusd_epi32(phi[t], hi, bcast32(q + 32));
                 }
-                if (c == 7 || (Q5 && c == 3)) {
+                /* a lane's sum fits int16 after 4 chunks of nibbles (16 *
+                 * 15 * 127) or 2 of 5-bit values (8 * 31 * 127): then it
+                 * is multiplied by the scale with vpdpwssd */
+                if (Q5 ? c % 2 == 1 : c % 4 == 3) {
                     UNROLL
                     for (int t = 0; t < NT; t++) {
                         isum[t] = _mm512_dpwssd_epi32(isum[t], plo[t], s0);
                         isum[t] = _mm512_dpwssd_epi32(isum[t], phi[t], s1);
-                        plo[t] = phi[t] = _mm512_setzero_si512();
                     }
                 }
             }
