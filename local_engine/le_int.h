@@ -4,7 +4,11 @@
  *
  * Modules (one file each, prefix le_):
  *   gguf.c      GGUF v2/v3 reader (mmap / read / mlock), every length checked
- *   quants.c    per-type table: dequantise, quantise, dot product (plain C)
+ *   quants.c    per-type table: dequantise, quantise, dot product (plain C;
+ *               SIMD entries patched in per ISA level), ISA detection
+ *   quants_avx2.c, quants_avx512.c  SIMD twins (x86-64, per-file flags)
+ *   repack.c    weights repacked at load into 16-row groups, plain C
+ *               kernels over them (memory: see struct le_model)
  *   tokenizer.c SPM and byte-level BPE tokenizers from GGUF metadata
  *   unicode.c   code point categories for the BPE pre-tokenizers
  *   model.c     llama / qwen2 weights and the forward pass
@@ -76,7 +80,7 @@ size_t le_row_size(enum le_type t, int64_t n);
  * kernels instead; tests hold those against these).  NULL as le_type_get. */
 const struct le_type_traits *le_type_get_ref(uint32_t type);
 /* AVX2 kernels (quants_avx2.c, x86 only; le_type_get uses them when the
- * CPU has AVX2+FMA+F16C and LLMUX_NO_SIMD is unset).  Same contract as
+ * active level is AVX2 or above, see le_isa_active).  Same contract as
  * le_type_traits.vec_dot; the same integer sums as the plain C twins,
  * results bit-identical for the K-quants and within 1e-5 of sum |x_i y_i|
  * for Q4_0/Q8_0 (8-lane float accumulation; test_quants.c). */

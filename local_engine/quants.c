@@ -7,8 +7,9 @@
  * these and are held against them in tests/test_quants.c.
  *
  * le_type_get serves this table with the AVX2 vec_dots of quants_avx2.c
- * patched in when the CPU has them (LLMUX_NO_SIMD=1 turns that off);
- * le_type_get_ref always serves the plain C one.
+ * (and the AVX2 / AVX-512 activation quantisers) patched in for the level
+ * le_isa_active() picks (LLMUX_NO_SIMD=1 or LLMUX_SIMD=none turn that
+ * off); le_type_get_ref always serves the plain C one.
  *
  * Invariants: every function takes counts that are multiples of the
  * type's block size (callers check shapes; gguf.c checks ne[0]); blocks are
