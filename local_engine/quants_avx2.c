@@ -547,8 +547,10 @@ le_f16_to_float_avx2(const void *vx, float *y, int64_t k)
  * float steps as the plain C twins in repack.c (bit-identical results).
  *
  * Q4_0 and Q4_K: vpmaddubsw (nibble x int8, pairs <= 2*15*128 = 3840)
- * summed in int16 over the 8 products of a lane's chunks (<= 30720, no
- * saturation), then vpmaddwd into int32 (with ones, or with the row's
+ * summed in int16 over the 8 products of a lane's chunks (<= 30720, so
+ * the saturating vpaddsw used for them never saturates: unlike a plain
+ * add GCC does not reassociate it into a tree of live terms, which
+ * spilled), then vpmaddwd into int32 (with ones, or with the row's
  * scale in both halves of its lane for Q4_K).  Q8_0: the sign trick of
  * dot_i8 per chunk (pairs <= 2*128*127; our quantiser never writes -128
  * into an activation), one vpmaddwd per chunk.  Up to 2 tokens share the
@@ -625,9 +627,9 @@ pq4_0_tile(int nb, const uint8_t *qs, const uint16_t *dw,
                 UNROLL
                 for (int t = 0; t < NT; t++) {
                     const int8_t *q = x[t][b].qs + 4 * c;
-                    p16[t][h] = _mm256_add_epi16(
+                    p16[t][h] = _mm256_adds_epi16(
                         p16[t][h],
-                        _mm256_add_epi16(_mm256_maddubs_epi16(lo, bc32(q)),
+                        _mm256_adds_epi16(_mm256_maddubs_epi16(lo, bc32(q)),
                                          _mm256_maddubs_epi16(
                                              hi, bc32(q + 16))));
                 }
@@ -659,10 +661,10 @@ le_gemm_q4_0_avx2(int n, const void *w, const struct le_pack_act *a,
     int nb = n / 32;
     const uint8_t *qs = w;
     const uint16_t *dw = (const uint16_t *)(qs + (size_t)nb * 256);
-    /* one token at a time: with 2, GCC reassociates the 32 int16 adds
-     * of a block into a tree whose terms spill (16 YMM registers):
-     * measured slower per token than 1 */
-    for (int t = 0; t < ntok; t++)
+    int t = 0;
+    for (; t + 2 <= ntok; t += 2)
+        pq4_0_tile(nb, qs, dw, a, t, 2, y, ys, nr);
+    if (t < ntok)
         pq4_0_tile(nb, qs, dw, a, t, 1, y, ys, nr);
 }
 
@@ -805,9 +807,9 @@ pk4_gemm(int n, const void *w, const struct le_pack_act *a, int ntok,
                                 hi, _mm256_and_si256(
                                         shift16x(hb[h], 3 - 2 * i), b4));
                         }
-                        plo[h] = _mm256_add_epi16(
+                        plo[h] = _mm256_adds_epi16(
                             plo[h], _mm256_maddubs_epi16(lo, ylo));
-                        phi[h] = _mm256_add_epi16(
+                        phi[h] = _mm256_adds_epi16(
                             phi[h], _mm256_maddubs_epi16(hi, yhi));
                     }
                     if (c == 7 || (Q5 && c == 3)) {
@@ -935,9 +937,9 @@ le_gemm_q6_K_avx2(int n, const void *w, const struct le_pack_act *a,
                                 _mm256_and_si256(shift16x(hv, 2 - 4 * i),
                                                  m30));
                             const int8_t *q = x[b].qs + 64 * jj + 4 * c;
-                            plo = _mm256_add_epi16(
+                            plo = _mm256_adds_epi16(
                                 plo, _mm256_maddubs_epi16(lo, bc32(q)));
-                            phi = _mm256_add_epi16(
+                            phi = _mm256_adds_epi16(
                                 phi, _mm256_maddubs_epi16(hi, bc32(q + 32)));
                         }
                         __m256i slo = _mm256_shuffle_epi8(
