@@ -52,9 +52,11 @@ ifeq ($(ARCH),x86_64)
   AVX2_FLAGS := -mavx2 -mfma -mf16c
   AVX512_FLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni \
                   -mfma -mf16c
+  AVXVNNI_FLAGS := -mavx2 -mfma -mf16c -mavxvnni
 endif
 isa_flags = $(if $(findstring _avx2,$(1)),$(AVX2_FLAGS)) \
-            $(if $(findstring _avx512,$(1)),$(AVX512_FLAGS))
+            $(if $(findstring _avx512,$(1)),$(AVX512_FLAGS)) \
+            $(if $(findstring _avxvnni,$(1)),$(AVXVNNI_FLAGS))
 
 LIB_SRC := $(sort $(wildcard common/*.c config/*.c pricing/*.c \
              providers/*.c router/*.c local_engine/*.c) \

@@ -104,18 +104,28 @@ void le_f16_to_float_avx2(const void *x, float *y, int64_t k);
 /* ISA levels and repacked weights (quants.c, repack.c, quants_avx2.c,  */
 /* quants_avx512.c).                                                    */
 
-/* Kernel levels, each implying the ones below.  AVX2 = AVX2 + FMA + F16C;
- * AVX512 = F, BW, VL, DQ and VNNI with the OS saving the ZMM and opmask
- * state (XCR0 bits 5-7, checked with xgetbv). */
-enum le_isa { LE_ISA_NONE = 0, LE_ISA_AVX2 = 1, LE_ISA_AVX512 = 2 };
-/* What this CPU and OS support (always LE_ISA_NONE off x86-64). */
+/* Kernel levels, in order of preference.  AVX2 = AVX2 + FMA + F16C;
+ * AVXVNNI = AVX2 + AVX-VNNI (256-bit vpdpbusd); AVX512 = F, BW, VL, DQ
+ * and VNNI with the OS saving the ZMM and opmask state (XCR0 bits 5-7,
+ * checked with xgetbv).  A CPU may have AVX512 without AVXVNNI. */
+enum le_isa {
+    LE_ISA_NONE = 0,
+    LE_ISA_AVX2 = 1,
+    LE_ISA_AVXVNNI = 2,
+    LE_ISA_AVX512 = 3
+};
+/* The best level this CPU and OS support (NONE off x86-64). */
 enum le_isa le_isa_detected(void);
+/* 1 if the CPU and OS run level isa's kernels. */
+int le_isa_supported(enum le_isa isa);
 /* What the engine uses: the detected level, lowered by the environment
- * (read once): LLMUX_NO_SIMD=1 or LLMUX_SIMD=none -> NONE, LLMUX_SIMD=avx2
- * -> at most AVX2, LLMUX_SIMD=avx512 -> at most AVX512.  NONE also turns
- * off the AVX2 vec_dots of le_type_get and the repacking. */
+ * (read once) to the best supported level at or below: LLMUX_NO_SIMD=1 or
+ * LLMUX_SIMD=none -> NONE, LLMUX_SIMD=avx2|avxvnni|avx512 -> at most that.
+ * NONE also turns off the AVX2 vec_dots of le_type_get and the
+ * repacking. */
 enum le_isa le_isa_active(void);
-const char *le_isa_name(enum le_isa isa); /* "none", "avx2", "avx512" */
+/* "none", "avx2", "avxvnni", "avx512" */
+const char *le_isa_name(enum le_isa isa);
 
 /* Rows interleaved in one repacked group (repack.c draws the layouts). */
 #define LE_PACK_ROWS 16
@@ -192,6 +202,10 @@ void le_gemm_q8_0_avx2(int n, const void *w, const struct le_pack_act *a,
                        int ntok, float *y, size_t ys, int nr);
 void le_gemm_q4_K_avx2(int n, const void *w, const struct le_pack_act *a,
                        int ntok, float *y, size_t ys, int nr);
+void le_gemm_q4_0_avxvnni(int n, const void *w, const struct le_pack_act *a,
+                          int ntok, float *y, size_t ys, int nr);
+void le_gemm_q8_0_avxvnni(int n, const void *w, const struct le_pack_act *a,
+                          int ntok, float *y, size_t ys, int nr);
 void le_gemm_q4_0_avx512(int n, const void *w, const struct le_pack_act *a,
                          int ntok, float *y, size_t ys, int nr);
 void le_gemm_q8_0_avx512(int n, const void *w, const struct le_pack_act *a,

@@ -1160,6 +1160,9 @@ static const struct le_type_traits type_table[LE_TYPE_COUNT] = {
 #undef Q
 };
 
+/* Which levels run here (filled once by isa_probe). */
+static int isa_ok[LE_ISA_AVX512 + 1] = {1, 0, 0, 0};
+
 #if defined(__x86_64__)
 #include <cpuid.h>
 
@@ -1194,9 +1197,14 @@ isa_probe(void)
         return LE_ISA_NONE;
     int f = (b >> 16) & 1, dq = (b >> 17) & 1, bw = (b >> 30) & 1;
     int vl = (b >> 31) & 1, vnni = (c >> 11) & 1;
+    isa_ok[LE_ISA_AVX2] = 1;
+    if (__get_cpuid_count(7, 1, &a, &b, &c, &d) && ((a >> 4) & 1))
+        isa_ok[LE_ISA_AVXVNNI] = 1;
     if (f && dq && bw && vl && vnni && (xcr0 & 0xe0) == 0xe0)
-        return LE_ISA_AVX512;
-    return LE_ISA_AVX2;
+        isa_ok[LE_ISA_AVX512] = 1;
+    return isa_ok[LE_ISA_AVX512]    ? LE_ISA_AVX512
+           : isa_ok[LE_ISA_AVXVNNI] ? LE_ISA_AVXVNNI
+                                    : LE_ISA_AVX2;
 }
 #else
 static enum le_isa
@@ -1222,7 +1230,13 @@ isa_from_env(enum le_isa hw)
         want = LE_ISA_NONE;
     else if (v && !strcmp(v, "avx2"))
         want = LE_ISA_AVX2;
-    return want < hw ? want : hw;
+    else if (v && !strcmp(v, "avxvnni"))
+        want = LE_ISA_AVXVNNI;
+    if (want > hw)
+        want = hw;
+    while (!isa_ok[want])
+        want--;
+    return want;
 }
 
 /* The table le_type_get serves: type_table with SIMD vec_dots patched in
@@ -1274,11 +1288,18 @@ le_isa_active(void)
     return isa_use;
 }
 
+int
+le_isa_supported(enum le_isa isa)
+{
+    pthread_once(&rt_once, rt_init);
+    return isa >= LE_ISA_NONE && isa <= LE_ISA_AVX512 && isa_ok[isa];
+}
+
 const char *
 le_isa_name(enum le_isa isa)
 {
-    return isa == LE_ISA_AVX512 ? "avx512" : isa == LE_ISA_AVX2 ? "avx2"
-                                                                : "none";
+    static const char *const names[] = {"none", "avx2", "avxvnni", "avx512"};
+    return isa >= LE_ISA_NONE && isa <= LE_ISA_AVX512 ? names[isa] : "?";
 }
 
 const struct le_type_traits *

@@ -575,7 +575,11 @@ gemm_at(enum le_type t, enum le_isa isa)
         case LE_TYPE_BF16: return le_gemm_bf16_avx512;
         default: return NULL;
         }
-    if (isa == LE_ISA_AVX2)
+    if (isa == LE_ISA_AVXVNNI && t == LE_TYPE_Q4_0)
+        return le_gemm_q4_0_avxvnni;
+    if (isa == LE_ISA_AVXVNNI && t == LE_TYPE_Q8_0)
+        return le_gemm_q8_0_avxvnni;
+    if (isa == LE_ISA_AVX2 || isa == LE_ISA_AVXVNNI)
         switch (t) {
         case LE_TYPE_Q4_0: return le_gemm_q4_0_avx2;
         case LE_TYPE_Q8_0: return le_gemm_q8_0_avx2;
@@ -597,7 +601,7 @@ gemm_at(enum le_type t, enum le_isa isa)
 int
 le_pack_traits_at(enum le_type t, enum le_isa isa, struct le_pack_traits *out)
 {
-    if (isa > le_isa_detected())
+    if (!le_isa_supported(isa))
         return 0;
     for (size_t i = 0; i < N_PACK; i++)
         if (pack_ref[i].type == t) {
