@@ -591,11 +591,14 @@ struct pk_q8_0 {
     int8_t qs[32];
 };
 
+/* Q4_0 (Q8 = 0) and Q8_0 (Q8 = 1): the integer sums of a block per
+ * token and half, then the plain C twin's float steps. */
 static inline __attribute__((always_inline)) void
-pq4_0_tile(int nb, const uint8_t *qs, const uint16_t *dw,
-           const struct le_pack_act *a, int t0, const int NT, float *y,
-           size_t ys, int nr)
+plegacy_tile(int nb, const uint8_t *qs, const uint16_t *dw,
+             const struct le_pack_act *a, int t0, const int NT, float *y,
+             size_t ys, int nr, const int Q8)
 {
+    const size_t col = Q8 ? 512 : 256;
     const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
     const struct pk_q8_0 *x[2];
     const struct le_prep_q8_0 *p[2];
@@ -607,42 +610,53 @@ pq4_0_tile(int nb, const uint8_t *qs, const uint16_t *dw,
         acc[t][0] = acc[t][1] = _mm256_setzero_ps();
     }
     for (int b = 0; b < nb; b++) {
-        const uint8_t *wb = qs + (size_t)b * 256;
-        _mm_prefetch((const char *)(wb + 1024), _MM_HINT_T0);
-        _mm_prefetch((const char *)(wb + 1024 + 64), _MM_HINT_T0);
-        _mm_prefetch((const char *)(wb + 1024 + 128), _MM_HINT_T0);
-        _mm_prefetch((const char *)(wb + 1024 + 192), _MM_HINT_T0);
-        __m256i p16[2][2];
+        const uint8_t *wb = qs + (size_t)b * col;
+        __m256i si[2][2];
         UNROLL
         for (int t = 0; t < NT; t++)
-            p16[t][0] = p16[t][1] = _mm256_setzero_si256();
+            si[t][0] = si[t][1] = _mm256_setzero_si256();
         UNROLL
-        for (int c = 0; c < 4; c++)
+        for (int c = 0; c < (int)col / 64; c++) {
+            _mm_prefetch((const char *)(wb + 4 * col + 64 * c), _MM_HINT_T0);
             UNROLL
             for (int h = 0; h < 2; h++) {
                 __m256i v = _mm256_load_si256(
                     (const __m256i *)(wb + 64 * c + 32 * h));
-                __m256i lo = _mm256_and_si256(v, m4);
-                __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-                UNROLL
-                for (int t = 0; t < NT; t++) {
-                    const int8_t *q = x[t][b].qs + 4 * c;
-                    p16[t][h] = _mm256_adds_epi16(
-                        p16[t][h],
-                        _mm256_adds_epi16(_mm256_maddubs_epi16(lo, bc32(q)),
-                                         _mm256_maddubs_epi16(
-                                             hi, bc32(q + 16))));
+                if (Q8) {
+                    __m256i av = _mm256_sign_epi8(v, v);
+                    UNROLL
+                    for (int t = 0; t < NT; t++) {
+                        __m256i sy =
+                            _mm256_sign_epi8(bc32(x[t][b].qs + 4 * c), v);
+                        si[t][h] = _mm256_add_epi32(
+                            si[t][h], _mm256_madd_epi16(
+                                          _mm256_maddubs_epi16(av, sy), ones));
+                    }
+                } else { /* int16 sums, widened after the block */
+                    __m256i lo = _mm256_and_si256(v, m4);
+                    __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+                    UNROLL
+                    for (int t = 0; t < NT; t++) {
+                        const int8_t *q = x[t][b].qs + 4 * c;
+                        si[t][h] = _mm256_adds_epi16(
+                            si[t][h],
+                            _mm256_adds_epi16(
+                                _mm256_maddubs_epi16(lo, bc32(q)),
+                                _mm256_maddubs_epi16(hi, bc32(q + 16))));
+                    }
                 }
             }
+        }
         UNROLL
         for (int h = 0; h < 2; h++) {
-            __m256 dv = _mm256_cvtph_ps(
-                _mm_loadu_si128((const __m128i *)(dw + (size_t)b * 16 + 8 * h)));
+            __m256 dv = _mm256_cvtph_ps(_mm_loadu_si128(
+                (const __m128i *)(dw + (size_t)b * 16 + 8 * h)));
             UNROLL
             for (int t = 0; t < NT; t++) {
-                __m256i s = _mm256_sub_epi32(
-                    _mm256_madd_epi16(p16[t][h], ones),
-                    _mm256_set1_epi32(8 * p[t][b].sum));
+                __m256i s = si[t][h];
+                if (!Q8)
+                    s = _mm256_add_epi32(_mm256_madd_epi16(s, ones),
+                                         _mm256_set1_epi32(p[t][b].neg8));
                 __m256 f = _mm256_mul_ps(_mm256_cvtepi32_ps(s), dv);
                 f = _mm256_mul_ps(f, _mm256_set1_ps(p[t][b].d));
                 acc[t][h] = _mm256_add_ps(acc[t][h], f);
@@ -654,87 +668,36 @@ pq4_0_tile(int nb, const uint8_t *qs, const uint16_t *dw,
         store16(y + (size_t)(t0 + t) * ys, acc[t][0], acc[t][1], nr);
 }
 
+/* Q4_0: 2 tokens a weight load.  Q8_0: one (its int32 sums are plain
+ * adds, which GCC reassociates into a spilling tree for 2 tokens). */
+static inline __attribute__((always_inline)) void
+plegacy_gemm(int n, const void *w, const struct le_pack_act *a, int ntok,
+             float *y, size_t ys, int nr, const int Q8)
+{
+    int nb = n / 32;
+    const uint8_t *qs = w;
+    const uint16_t *dw =
+        (const uint16_t *)(qs + (size_t)nb * (Q8 ? 512 : 256));
+    int t = 0;
+    if (!Q8)
+        for (; t + 2 <= ntok; t += 2)
+            plegacy_tile(nb, qs, dw, a, t, 2, y, ys, nr, Q8);
+    for (; t < ntok; t++)
+        plegacy_tile(nb, qs, dw, a, t, 1, y, ys, nr, Q8);
+}
+
 void
 le_gemm_q4_0_avx2(int n, const void *w, const struct le_pack_act *a,
                   int ntok, float *y, size_t ys, int nr)
 {
-    int nb = n / 32;
-    const uint8_t *qs = w;
-    const uint16_t *dw = (const uint16_t *)(qs + (size_t)nb * 256);
-    int t = 0;
-    for (; t + 2 <= ntok; t += 2)
-        pq4_0_tile(nb, qs, dw, a, t, 2, y, ys, nr);
-    if (t < ntok)
-        pq4_0_tile(nb, qs, dw, a, t, 1, y, ys, nr);
-}
-
-static inline __attribute__((always_inline)) void
-pq8_0_tile(int nb, const uint8_t *qs, const uint16_t *dw,
-           const struct le_pack_act *a, int t0, const int NT, float *y,
-           size_t ys, int nr)
-{
-    const __m256i ones = _mm256_set1_epi16(1);
-    const struct pk_q8_0 *x[2];
-    const struct le_prep_q8_0 *p[2];
-    __m256 acc[2][2];
-    UNROLL
-    for (int t = 0; t < NT; t++) {
-        x[t] = (const void *)(a->q + (size_t)(t0 + t) * a->q_row);
-        p[t] = (const void *)(a->p + (size_t)(t0 + t) * a->p_row);
-        acc[t][0] = acc[t][1] = _mm256_setzero_ps();
-    }
-    for (int b = 0; b < nb; b++) {
-        const uint8_t *wb = qs + (size_t)b * 512;
-        __m256i s32[2][2];
-        UNROLL
-        for (int t = 0; t < NT; t++)
-            s32[t][0] = s32[t][1] = _mm256_setzero_si256();
-        UNROLL
-        for (int c = 0; c < 8; c++) {
-            _mm_prefetch((const char *)(wb + 2048 + 64 * c), _MM_HINT_T0);
-            UNROLL
-            for (int h = 0; h < 2; h++) {
-                __m256i v = _mm256_load_si256(
-                    (const __m256i *)(wb + 64 * c + 32 * h));
-                __m256i av = _mm256_sign_epi8(v, v);
-                UNROLL
-                for (int t = 0; t < NT; t++) {
-                    __m256i sy = _mm256_sign_epi8(bc32(x[t][b].qs + 4 * c), v);
-                    s32[t][h] = _mm256_add_epi32(
-                        s32[t][h],
-                        _mm256_madd_epi16(_mm256_maddubs_epi16(av, sy), ones));
-                }
-            }
-        }
-        UNROLL
-        for (int h = 0; h < 2; h++) {
-            __m256 dv = _mm256_cvtph_ps(
-                _mm_loadu_si128((const __m128i *)(dw + (size_t)b * 16 + 8 * h)));
-            UNROLL
-            for (int t = 0; t < NT; t++) {
-                __m256 f = _mm256_mul_ps(_mm256_cvtepi32_ps(s32[t][h]), dv);
-                f = _mm256_mul_ps(f, _mm256_set1_ps(p[t][b].d));
-                acc[t][h] = _mm256_add_ps(acc[t][h], f);
-            }
-        }
-    }
-    UNROLL
-    for (int t = 0; t < NT; t++)
-        store16(y + (size_t)(t0 + t) * ys, acc[t][0], acc[t][1], nr);
+    plegacy_gemm(n, w, a, ntok, y, ys, nr, 0);
 }
 
 void
 le_gemm_q8_0_avx2(int n, const void *w, const struct le_pack_act *a,
                   int ntok, float *y, size_t ys, int nr)
 {
-    int nb = n / 32;
-    const uint8_t *qs = w;
-    const uint16_t *dw = (const uint16_t *)(qs + (size_t)nb * 512);
-    /* one token at a time: with 2, GCC reassociates the 32 int16 adds
-     * of a block into a tree whose terms spill (16 YMM registers):
-     * measured slower per token than 1 */
-    for (int t = 0; t < ntok; t++)
-        pq8_0_tile(nb, qs, dw, a, t, 1, y, ys, nr);
+    plegacy_gemm(n, w, a, ntok, y, ys, nr, 1);
 }
 
 /* 8 row scales (bytes) in both int16 halves of each lane. */

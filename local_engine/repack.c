@@ -343,13 +343,15 @@ act_p(const struct le_pack_act *a, int t)
     return a->p + (size_t)t * a->p_row;
 }
 
-void
-le_gemm_q4_0_ref(int n, const void *w, const struct le_pack_act *a, int ntok,
-                 float *y, size_t ys, int nr)
+/* Q4_0 (q8 = 0: nibbles less 8) and Q8_0 (signed bytes). */
+static void
+gemm_legacy_ref(int n, const void *w, const struct le_pack_act *a, int ntok,
+                float *y, size_t ys, int nr, int q8)
 {
     int nb = n / 32;
+    size_t col = q8 ? 512 : 256;
     const uint8_t *qs = w;
-    const uint16_t *d = (const uint16_t *)(qs + (size_t)nb * 256);
+    const uint16_t *d = (const uint16_t *)(qs + (size_t)nb * col);
     for (int t = 0; t < ntok; t++) {
         const struct blk_q8_0 *x = (const void *)act_q(a, t);
         const struct le_prep_q8_0 *p = act_p(a, t);
@@ -357,13 +359,17 @@ le_gemm_q4_0_ref(int n, const void *w, const struct le_pack_act *a, int ntok,
             float sumf = 0;
             for (int b = 0; b < nb; b++) {
                 int32_t s = 0;
-                for (int c = 0; c < 4; c++)
+                for (int c = 0; c < (int)col / 64; c++)
                     for (int k = 0; k < 4; k++) {
-                        uint8_t v = qs[(size_t)b * 256 + c * 64 + r * 4 + k];
-                        s += (v & 15) * x[b].qs[4 * c + k] +
-                             (v >> 4) * x[b].qs[16 + 4 * c + k];
+                        uint8_t v = qs[(size_t)b * col + c * 64 + r * 4 + k];
+                        if (q8)
+                            s += (int8_t)v * x[b].qs[4 * c + k];
+                        else
+                            s += (v & 15) * x[b].qs[4 * c + k] +
+                                 (v >> 4) * x[b].qs[16 + 4 * c + k];
                     }
-                s -= 8 * p[b].sum;
+                if (!q8)
+                    s -= 8 * p[b].sum;
                 sumf += (float)s * le_fp16_to_fp32(d[b * R + r]) * p[b].d;
             }
             y[(size_t)t * ys + r] = sumf;
@@ -372,28 +378,17 @@ le_gemm_q4_0_ref(int n, const void *w, const struct le_pack_act *a, int ntok,
 }
 
 void
+le_gemm_q4_0_ref(int n, const void *w, const struct le_pack_act *a, int ntok,
+                 float *y, size_t ys, int nr)
+{
+    gemm_legacy_ref(n, w, a, ntok, y, ys, nr, 0);
+}
+
+void
 le_gemm_q8_0_ref(int n, const void *w, const struct le_pack_act *a, int ntok,
                  float *y, size_t ys, int nr)
 {
-    int nb = n / 32;
-    const uint8_t *qs = w;
-    const uint16_t *d = (const uint16_t *)(qs + (size_t)nb * 512);
-    for (int t = 0; t < ntok; t++) {
-        const struct blk_q8_0 *x = (const void *)act_q(a, t);
-        const struct le_prep_q8_0 *p = act_p(a, t);
-        for (int r = 0; r < nr; r++) {
-            float sumf = 0;
-            for (int b = 0; b < nb; b++) {
-                int32_t s = 0;
-                for (int c = 0; c < 8; c++)
-                    for (int k = 0; k < 4; k++)
-                        s += (int8_t)qs[(size_t)b * 512 + c * 64 + r * 4 + k] *
-                             x[b].qs[4 * c + k];
-                sumf += (float)s * le_fp16_to_fp32(d[b * R + r]) * p[b].d;
-            }
-            y[(size_t)t * ys + r] = sumf;
-        }
-    }
+    gemm_legacy_ref(n, w, a, ntok, y, ys, nr, 1);
 }
 
 /* Q4_K and Q5_K (qh != NULL: the 5th bits). */
