@@ -5,8 +5,9 @@
  * tensor and checks its shape and type against them (a wrong file is a
  * clear LE_EFORMAT, never a bad read), and runs the transformer over a
  * batch of tokens of one session.  What it does not: tokenize (tokenizer.c),
- * sample (sampler.c), own the bytes (gguf.c maps them; weights are never
- * copied or written).
+ * sample (sampler.c), own the file's bytes (gguf.c maps them; they are
+ * never written).  The weights of types with repacked kernels are copied
+ * once at load into the model's pack arena (repack.c's layout).
  *
  * The forward pass, per token t at position pos (llama.cpp's graph):
  *   x = tok_embd[id]                                   [n_embd]
@@ -22,13 +23,13 @@
  *     x += Wdown (silu(Wgate xb) * (Wup xb))
  *   logits = Woutput (rmsnorm(x) * output_norm)        (last token only)
  *
- * Matrix products go through the per-type table (le_type_get): the
- * activation row is quantised once to the weight type's vec_dot_type, then
- * each output row is one vec_dot.  Rows are split over the model's pool;
- * a row is always computed whole by one thread with the same function, so
- * the result does not depend on the thread count.  The products already
- * take a batch of tokens (the weight row is reused across the batch), so
- * batched kernels can replace matmul_rows without touching the graph.
+ * Matrix products: the activation rows are quantised once to the weight
+ * type's vec_dot_type; a repacked weight then runs its group kernel (16
+ * rows x all tokens of the batch: a GEMV for one token, a blocked GEMM for
+ * a prompt batch), any other one vec_dot per output row and token.  Rows
+ * are split over the model's pool; a row is always computed whole by one
+ * thread with the same function, so the result does not depend on the
+ * thread count, and the repacked kernels give the plain C vec_dot's bits.
  */
 #include <math.h>
 #include <stdatomic.h>
