@@ -416,6 +416,13 @@ pack_weights(struct le_model *m, char *err, size_t errlen)
     const char *hp = getenv("LLMUX_HUGEPAGES");
     if (!hp || strcmp(hp, "0") != 0)
         (void)madvise(arena, total, MADV_HUGEPAGE); /* advice only */
+    /* --mlock covers the copy the kernels read; a failure only costs
+     * page-ins, as for the file (gguf.c) */
+    if (m->params.use_mlock && mlock(arena, total) != 0)
+        fprintf(stderr,
+                "llmux: warning: mlock of %zu MiB of repacked weights "
+                "failed; continuing without it\n",
+                total >> 20);
     uint8_t *at = arena;
     for (size_t i = 0; i < n; i++) {
         struct le_packed *P = m->packed[list[i] - g->tensors];
