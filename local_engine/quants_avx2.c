@@ -717,7 +717,128 @@ shift16x(__m256i v, const int sh)
 }
 
 /* Q4_K and Q5_K (Q5: the 5th bits as in quants_avx512.c, int16 sums over
- * 4 chunks). */
+ * 4 chunks), NT <= 2 tokens per weight load. */
+static inline __attribute__((always_inline)) void
+pk4_tile(int nsb, const uint8_t *qs, const uint8_t *meta, const uint8_t *qhs,
+         const struct le_pack_act *a, int t0, const int NT, float *y,
+         size_t ys, int nr, const int Q5)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0f), b4 = _mm256_set1_epi8(0x10);
+    const struct le_block_q8_K *x[2];
+    const int32_t *p[2];
+    __m256 acc[2][2];
+    UNROLL
+    for (int t = 0; t < NT; t++) {
+        x[t] = (const void *)(a->q + (size_t)(t0 + t) * a->q_row);
+        p[t] = (const void *)(a->p + (size_t)(t0 + t) * a->p_row);
+        acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+    }
+    for (int b = 0; b < nsb; b++) {
+        const uint8_t *mb = meta + (size_t)b * LE_PACK_Q4_K_META;
+        __m256i isum[2][2], msum[2][2];
+        UNROLL
+        for (int t = 0; t < NT; t++)
+            isum[t][0] = isum[t][1] = msum[t][0] = msum[t][1] =
+                _mm256_setzero_si256();
+        UNROLL
+        for (int jj = 0; jj < 4; jj++) {
+            const uint8_t *wj = qs + (size_t)b * 2048 + (size_t)jj * 512;
+            __m256i plo[2][2], phi[2][2], hb[2];
+            UNROLL
+            for (int t = 0; t < NT; t++)
+                plo[t][0] = plo[t][1] = phi[t][0] = phi[t][1] =
+                    _mm256_setzero_si256();
+            hb[0] = hb[1] = _mm256_setzero_si256();
+            UNROLL
+            for (int c = 0; c < 8; c++) {
+                if (NT == 1)
+                    _mm_prefetch((const char *)(wj + 64 * c + 4096),
+                                 _MM_HINT_T0);
+                const int i = c & 3;
+                UNROLL
+                for (int h = 0; h < 2; h++) {
+                    __m256i v = _mm256_load_si256(
+                        (const __m256i *)(wj + 64 * c + 32 * h));
+                    __m256i lo = _mm256_and_si256(v, m4);
+                    __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+                    if (Q5) {
+                        if (i == 0)
+                            hb[h] = _mm256_load_si256(
+                                (const __m256i *)(qhs + (size_t)b * 512 +
+                                                  (size_t)(jj * 2 + c / 4) *
+                                                      64 +
+                                                  32 * h));
+                        lo = _mm256_or_si256(
+                            lo,
+                            _mm256_and_si256(shift16x(hb[h], 4 - 2 * i), b4));
+                        hi = _mm256_or_si256(
+                            hi,
+                            _mm256_and_si256(shift16x(hb[h], 3 - 2 * i), b4));
+                    }
+                    UNROLL
+                    for (int t = 0; t < NT; t++) {
+                        const int8_t *q = x[t][b].qs + 64 * jj + 4 * c;
+                        plo[t][h] = _mm256_adds_epi16(
+                            plo[t][h], _mm256_maddubs_epi16(lo, bc32(q)));
+                        phi[t][h] = _mm256_adds_epi16(
+                            phi[t][h], _mm256_maddubs_epi16(hi, bc32(q + 32)));
+                    }
+                }
+                if (c == 7 || (Q5 && c == 3)) {
+                    UNROLL
+                    for (int h = 0; h < 2; h++) {
+                        __m256i s0 =
+                            scale_pairs8(mb + 64 + (2 * jj) * 16 + 8 * h);
+                        __m256i s1 =
+                            scale_pairs8(mb + 64 + (2 * jj + 1) * 16 + 8 * h);
+                        UNROLL
+                        for (int t = 0; t < NT; t++) {
+                            isum[t][h] = _mm256_add_epi32(
+                                isum[t][h],
+                                _mm256_add_epi32(
+                                    _mm256_madd_epi16(plo[t][h], s0),
+                                    _mm256_madd_epi16(phi[t][h], s1)));
+                            plo[t][h] = phi[t][h] = _mm256_setzero_si256();
+                        }
+                    }
+                }
+            }
+        }
+        UNROLL
+        for (int k = 0; k < 4; k++)
+            UNROLL
+            for (int h = 0; h < 2; h++) {
+                __m256i mn = _mm256_cvtepu8_epi16(_mm_loadu_si128(
+                    (const __m128i *)(mb + 192 + 32 * k + 16 * h)));
+                UNROLL
+                for (int t = 0; t < NT; t++)
+                    msum[t][h] = _mm256_add_epi32(
+                        msum[t][h],
+                        _mm256_madd_epi16(mn,
+                                          _mm256_set1_epi32(p[t][4 * b + k])));
+            }
+        UNROLL
+        for (int h = 0; h < 2; h++) {
+            __m256 dv = _mm256_cvtph_ps(
+                _mm_loadu_si128((const __m128i *)(mb + 16 * h)));
+            __m256 dm = _mm256_cvtph_ps(
+                _mm_loadu_si128((const __m128i *)(mb + 32 + 16 * h)));
+            UNROLL
+            for (int t = 0; t < NT; t++) {
+                __m256 yd = _mm256_set1_ps(x[t][b].d);
+                __m256 f1 = _mm256_mul_ps(
+                    yd, _mm256_mul_ps(dv, _mm256_cvtepi32_ps(isum[t][h])));
+                __m256 f2 = _mm256_mul_ps(
+                    yd, _mm256_mul_ps(dm, _mm256_cvtepi32_ps(msum[t][h])));
+                acc[t][h] = _mm256_add_ps(acc[t][h], _mm256_sub_ps(f1, f2));
+            }
+        }
+    }
+    UNROLL
+    for (int t = 0; t < NT; t++)
+        store16(y + (size_t)(t0 + t) * ys, acc[t][0], acc[t][1], nr);
+}
+
 static inline __attribute__((always_inline)) void
 pk4_gemm(int n, const void *w, const struct le_pack_act *a, int ntok,
          float *y, size_t ys, int nr, const int Q5)
@@ -726,100 +847,11 @@ pk4_gemm(int n, const void *w, const struct le_pack_act *a, int ntok,
     const uint8_t *qs = w;
     const uint8_t *meta = qs + (size_t)nsb * 2048;
     const uint8_t *qhs = meta + (size_t)nsb * LE_PACK_Q4_K_META;
-    const __m256i m4 = _mm256_set1_epi8(0x0f), b4 = _mm256_set1_epi8(0x10);
-    for (int t = 0; t < ntok; t++) {
-        const struct le_block_q8_K *x =
-            (const void *)(a->q + (size_t)t * a->q_row);
-        const int32_t *p = (const void *)(a->p + (size_t)t * a->p_row);
-        __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-        for (int b = 0; b < nsb; b++) {
-            const uint8_t *mb = meta + (size_t)b * LE_PACK_Q4_K_META;
-            __m256i isum[2], msum[2];
-            isum[0] = isum[1] = msum[0] = msum[1] = _mm256_setzero_si256();
-            UNROLL
-            for (int jj = 0; jj < 4; jj++) {
-                const uint8_t *wj = qs + (size_t)b * 2048 + (size_t)jj * 512;
-                __m256i plo[2], phi[2], hb[2];
-                plo[0] = plo[1] = phi[0] = phi[1] = _mm256_setzero_si256();
-                hb[0] = hb[1] = _mm256_setzero_si256();
-                UNROLL
-                for (int c = 0; c < 8; c++) {
-                    _mm_prefetch((const char *)(wj + 64 * c + 4096),
-                                 _MM_HINT_T0);
-                    const int8_t *q = x[b].qs + 64 * jj + 4 * c;
-                    __m256i ylo = bc32(q), yhi = bc32(q + 32);
-                    const int i = c & 3;
-                    UNROLL
-                    for (int h = 0; h < 2; h++) {
-                        __m256i v = _mm256_load_si256(
-                            (const __m256i *)(wj + 64 * c + 32 * h));
-                        __m256i lo = _mm256_and_si256(v, m4);
-                        __m256i hi =
-                            _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-                        if (Q5) {
-                            if (i == 0)
-                                hb[h] = _mm256_load_si256(
-                                    (const __m256i *)(qhs + (size_t)b * 512 +
-                                                      (size_t)(jj * 2 + c / 4) *
-                                                          64 +
-                                                      32 * h));
-                            lo = _mm256_or_si256(
-                                lo, _mm256_and_si256(
-                                        shift16x(hb[h], 4 - 2 * i), b4));
-                            hi = _mm256_or_si256(
-                                hi, _mm256_and_si256(
-                                        shift16x(hb[h], 3 - 2 * i), b4));
-                        }
-                        plo[h] = _mm256_adds_epi16(
-                            plo[h], _mm256_maddubs_epi16(lo, ylo));
-                        phi[h] = _mm256_adds_epi16(
-                            phi[h], _mm256_maddubs_epi16(hi, yhi));
-                    }
-                    if (c == 7 || (Q5 && c == 3)) {
-                        UNROLL
-                        for (int h = 0; h < 2; h++) {
-                            __m256i s0 =
-                                scale_pairs8(mb + 64 + (2 * jj) * 16 + 8 * h);
-                            __m256i s1 = scale_pairs8(mb + 64 +
-                                                      (2 * jj + 1) * 16 +
-                                                      8 * h);
-                            isum[h] = _mm256_add_epi32(
-                                isum[h],
-                                _mm256_add_epi32(
-                                    _mm256_madd_epi16(plo[h], s0),
-                                    _mm256_madd_epi16(phi[h], s1)));
-                            plo[h] = phi[h] = _mm256_setzero_si256();
-                        }
-                    }
-                }
-            }
-            UNROLL
-            for (int k = 0; k < 4; k++) {
-                __m256i bp = _mm256_set1_epi32(p[4 * b + k]);
-                UNROLL
-                for (int h = 0; h < 2; h++) {
-                    __m256i mn = _mm256_cvtepu8_epi16(_mm_loadu_si128(
-                        (const __m128i *)(mb + 192 + 32 * k + 16 * h)));
-                    msum[h] =
-                        _mm256_add_epi32(msum[h], _mm256_madd_epi16(mn, bp));
-                }
-            }
-            __m256 yd = _mm256_set1_ps(x[b].d);
-            UNROLL
-            for (int h = 0; h < 2; h++) {
-                __m256 dv = _mm256_cvtph_ps(
-                    _mm_loadu_si128((const __m128i *)(mb + 16 * h)));
-                __m256 dm = _mm256_cvtph_ps(
-                    _mm_loadu_si128((const __m128i *)(mb + 32 + 16 * h)));
-                __m256 f1 = _mm256_mul_ps(
-                    yd, _mm256_mul_ps(dv, _mm256_cvtepi32_ps(isum[h])));
-                __m256 f2 = _mm256_mul_ps(
-                    yd, _mm256_mul_ps(dm, _mm256_cvtepi32_ps(msum[h])));
-                acc[h] = _mm256_add_ps(acc[h], _mm256_sub_ps(f1, f2));
-            }
-        }
-        store16(y + (size_t)t * ys, acc[0], acc[1], nr);
-    }
+    int t = 0;
+    for (; t + 2 <= ntok; t += 2)
+        pk4_tile(nsb, qs, meta, qhs, a, t, 2, y, ys, nr, Q5);
+    if (t < ntok)
+        pk4_tile(nsb, qs, meta, qhs, a, t, 1, y, ys, nr, Q5);
 }
 
 void
