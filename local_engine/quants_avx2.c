@@ -3,9 +3,10 @@
  * Q8_0 against Q8_0; Q4_K, Q5_K, Q6_K against Q8_K) and for F16 (the KV
  * cache and F16 weights: dot product and dequantisation).
  *
- * Built with -mavx2 -mfma -mf16c (Makefile: files named *_avx2.c) and
- * called only when the CPU has AVX2, FMA and F16C (quants.c checks with
- * __builtin_cpu_supports and then puts these into the type table).
+ * Built with -mavx2 -mfma -mf16c (Makefile: files named *_avx2.c, x86-64
+ * only) and called only when le_isa_active() is LE_ISA_AVX2 or above
+ * (quants.c reads cpuid and XCR0, then puts these into the type table;
+ * repack.c serves the repacked-weight kernels at the end of this file).
  *
  * Each kernel computes, per block, the same integer sums as its plain C
  * twin in quants.c.  The K-quant kernels then do the same float
@@ -19,7 +20,7 @@
  * The block structs repeat quants.c's (the same fields, pinned to the same
  * sizes by _Static_assert): only the layouts used here.
  */
-#if defined(__x86_64__) || defined(__i386__)
+#if defined(__x86_64__)
 
 #include "le_int.h"
 
@@ -1132,4 +1133,4 @@ le_quantize_q8_K_avx2(const float *x, void *vy, int64_t k)
     }
 }
 
-#endif /* x86 */
+#endif /* x86-64 */
