@@ -756,8 +756,16 @@ le_session_new(struct le_model *m, struct le_session **out, char *err,
     widest = widest > QD ? widest : QD;
     s->qact_size = B * widest * sizeof(float) + 64;
     s->qact = xcalloc(s->qact_size, 1, &bad);
-    /* prep rows (repack.c) of the largest kind: floats for F16 / BF16 */
-    s->qprep_row = le_pack_prep_size(LE_TYPE_F16, (int)widest);
+    /* prep rows (repack.c) of the largest kind the repacked weights need
+     * (floats for F16 / BF16: 4 bytes a value; Q8_0 half a byte) */
+    s->qprep_row = 0;
+    for (uint64_t i = 0; m->packed && i < m->gguf->n_tensors; i++) {
+        size_t r = m->packed[i]
+                       ? le_pack_prep_size(m->packed[i]->pt.act_type,
+                                           (int)widest)
+                       : 0;
+        s->qprep_row = r > s->qprep_row ? r : s->qprep_row;
+    }
     s->qprep = xcalloc(B, s->qprep_row + 64, &bad);
     s->scores = xcalloc(NT * C, sizeof(float), &bad);
     s->qhead_size = (size_t)hp->head_dim * sizeof(float) + 64;
