@@ -46,14 +46,23 @@ CFLAGS_ALL = $(BASE_CFLAGS) $(MODE_CFLAGS) $(PKG_CFLAGS) $(CFLAGS)
 # http-parser has no pkg-config file in Debian (libhttp-parser-dev).
 LDLIBS_ALL = $(PKG_LIBS) -lhttp_parser -lm -pthread $(MODE_LDFLAGS) $(LDFLAGS)
 
-# SIMD kernels: ISA flags on their own files only (chosen at run time).
-AVX2_FLAGS := -mavx2 -mfma -mf16c
-# AMX-INT8 tiles with AVX-512 for packing and scaling (files *_amx.c); x86-64
-# only (elsewhere those files build to a stub that is never called).
-ifneq (,$(findstring x86_64,$(shell $(CC) -dumpmachine)))
+# SIMD kernels: ISA flags on their own files only (chosen at run time),
+# on x86-64 only (elsewhere the files compile to nothing or to a stub that
+# is never called).  AMX-INT8 tiles use AVX-512 for packing and scaling
+# (local_engine/*_amx.c only).
+ARCH := $(shell uname -m)
+ifeq ($(ARCH),x86_64)
+  AVX2_FLAGS := -mavx2 -mfma -mf16c
+  AVX512_FLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni \
+                  -mfma -mf16c
+  AVXVNNI_FLAGS := -mavx2 -mfma -mf16c -mavxvnni
   AMX_FLAGS := -mamx-tile -mamx-int8 -mavx512f -mavx512bw -mavx512vl \
                -mavx512vnni -mavx2 -mfma -mf16c
 endif
+isa_flags = $(if $(findstring _avx2,$(1)),$(AVX2_FLAGS)) \
+            $(if $(findstring _avx512,$(1)),$(AVX512_FLAGS)) \
+            $(if $(findstring _avxvnni,$(1)),$(AVXVNNI_FLAGS)) \
+            $(if $(filter local_engine/%_amx.c,$(1)),$(AMX_FLAGS))
 
 LIB_SRC := $(sort $(wildcard common/*.c config/*.c pricing/*.c \
              providers/*.c router/*.c local_engine/*.c) \
@@ -90,7 +99,7 @@ $(DEPS_OK):
 # --- build ----------------------------------------------------------------
 $(BUILD)/%.o: %.c | $(DEPS_OK)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) $(if $(findstring _avx2,$<),$(AVX2_FLAGS)) $(if $(filter local_engine/%_amx.c,$<),$(AMX_FLAGS)) -c $< -o $@
+	$(CC) $(CFLAGS_ALL) $(call isa_flags,$<) -c $< -o $@
 
 $(LIBA): $(LIB_OBJ)
 	@rm -f $@

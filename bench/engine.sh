@@ -299,7 +299,7 @@ echo "- CPU flags that matter here:$SIMDF"
 echo "- memory bandwidth (tool_bandwidth, streaming read of $bwmib MiB, best of 5): $bw1 GB/s with 1 thread, $bw2 GB/s with $T"
 echo "- llmux feature sets: $variants (native: nothing set; no-amx: LLMUX_NO_AMX=1; avx2: LLMUX_NO_AMX=1 LLMUX_SIMD=avx2)"
 echo "- method: $ROUNDS rounds; each round runs every model through each llmux feature set and then llama.cpp; the table has each one's best figure over the rounds"
-echo "- llmux: \`llmux bench --model M -p $P -n $N -r $R --threads $T ${B:+--batch $B }--json\` (pp: $P prompt tokens in batches of ${B:-32 (the default)}; tg: $N tokens one at a time, $NF on the full-size models)"
+echo "- llmux: \`llmux bench --model M -p $P -n $N -r $R --threads $T ${B:+--batch $B }--json\` (pp: $P prompt tokens in batches of ${B:-128 (the default)}; tg: $N tokens one at a time, $NF on the full-size models)"
 if [ $have_lb = 1 ]; then
     src=""
     [ -f "$(dirname "$(dirname "$(dirname "$LB")")")/SOURCE" ] && src=" ($(cat "$(dirname "$(dirname "$(dirname "$LB")")")/SOURCE"))"

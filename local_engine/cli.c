@@ -185,7 +185,7 @@ run_usage(FILE *f)
           "  --ctx N        context window (default: the model's, <= 4096)\n"
           "  --echo         print the prompt before the generated text\n"
           "  --kv-type T    KV cache f16 (default) or q8_0\n"
-          "  --batch N      prompt tokens per forward pass (default 32)\n"
+          "  --batch N      prompt tokens per forward pass (default 128)\n"
           "  --no-mmap      read the file into memory instead of mapping\n"
           "  --mlock        lock the weights in memory\n",
           f);

@@ -4,7 +4,11 @@
  *
  * Modules (one file each, prefix le_):
  *   gguf.c      GGUF v2/v3 reader (mmap / read / mlock), every length checked
- *   quants.c    per-type table: dequantise, quantise, dot product (plain C)
+ *   quants.c    per-type table: dequantise, quantise, dot product (plain C;
+ *               SIMD entries patched in per ISA level), ISA detection
+ *   quants_avx2.c, quants_avx512.c  SIMD twins (x86-64, per-file flags)
+ *   repack.c    weights repacked at load into 16-row groups, plain C
+ *               kernels over them (memory: see struct le_model)
  *   tokenizer.c SPM and byte-level BPE tokenizers from GGUF metadata
  *   unicode.c   code point categories for the BPE pre-tokenizers
  *   model.c     llama / qwen2 weights and the forward pass
@@ -77,7 +81,7 @@ size_t le_row_size(enum le_type t, int64_t n);
  * kernels instead; tests hold those against these).  NULL as le_type_get. */
 const struct le_type_traits *le_type_get_ref(uint32_t type);
 /* AVX2 kernels (quants_avx2.c, x86 only; le_type_get uses them when the
- * CPU has AVX2+FMA+F16C and LLMUX_NO_SIMD is unset).  Same contract as
+ * active level is AVX2 or above, see le_isa_active).  Same contract as
  * le_type_traits.vec_dot; the same integer sums as the plain C twins,
  * results bit-identical for the K-quants and within 1e-5 of sum |x_i y_i|
  * for Q4_0/Q8_0 (8-lane float accumulation; test_quants.c). */
@@ -148,6 +152,143 @@ int le_gemm_amx(enum le_type wt, int n_in, const void *w, size_t w_row,
 int le_gemm_amx_ref(enum le_type wt, int n_in, const void *w, size_t w_row,
                     int r0, int r1, const void *xq, size_t x_row, int n_tok,
                     float *y, int n_out);
+
+/* ------------------------------------------------------------------ */
+/* ISA levels and repacked weights (quants.c, repack.c, quants_avx2.c,  */
+/* quants_avx512.c).                                                    */
+
+/* Kernel levels, in order of preference.  AVX2 = AVX2 + FMA + F16C;
+ * AVXVNNI = AVX2 + AVX-VNNI (256-bit vpdpbusd); AVX512 = F, BW, VL, DQ
+ * and VNNI with the OS saving the ZMM and opmask state (XCR0 bits 5-7,
+ * checked with xgetbv).  A CPU may have AVX512 without AVXVNNI. */
+enum le_isa {
+    LE_ISA_NONE = 0,
+    LE_ISA_AVX2 = 1,
+    LE_ISA_AVXVNNI = 2,
+    LE_ISA_AVX512 = 3
+};
+/* The best level this CPU and OS support (NONE off x86-64). */
+enum le_isa le_isa_detected(void);
+/* 1 if the CPU and OS run level isa's kernels. */
+int le_isa_supported(enum le_isa isa);
+/* What the engine uses: the detected level, lowered by the environment
+ * (read once) to the best supported level at or below: LLMUX_NO_SIMD=1 or
+ * LLMUX_SIMD=none -> NONE, LLMUX_SIMD=avx2|avxvnni|avx512 -> at most that.
+ * NONE also turns off the AVX2 vec_dots of le_type_get and the
+ * repacking. */
+enum le_isa le_isa_active(void);
+/* "none", "avx2", "avxvnni", "avx512" */
+const char *le_isa_name(enum le_isa isa);
+
+/* Rows interleaved in one repacked group (repack.c draws the layouts). */
+#define LE_PACK_ROWS 16
+/* Q4_K: bytes of per-super-block scales of a group (d, dmin, sc, mn). */
+#define LE_PACK_Q4_K_META 320
+/* Q6_K: bytes of per-super-block scales of a group (sc pairs, d). */
+#define LE_PACK_Q6_K_META 288
+
+/* Prep of a Q8_0 activation block (le_pack_prep). */
+struct le_prep_q8_0 {
+    float d;        /* the block's scale */
+    int32_t sum;    /* sum of its 32 quants */
+    int32_t neg8;   /* -8 * sum (Q4_0's offset), */
+    int32_t neg128; /* -128 * sum (VNNI Q8_0's bias): broadcast as is */
+};
+
+/* Activations of one product, made once: ntok rows in the weight type's
+ * vec_dot_type (q_row bytes apart) and their prep rows (p_row apart). */
+struct le_pack_act {
+    const uint8_t *q;
+    size_t q_row;
+    const uint8_t *p;
+    size_t p_row;
+};
+
+/* One group of LE_PACK_ROWS repacked rows (w, n values each) against ntok
+ * activation rows: y[t * ys + r] = dot(row r, activation t) for r < nr
+ * (rows nr..15 are not stored), bit-identical to the type's vec_dot. */
+typedef void (*le_gemm_fn)(int n, const void *w, const struct le_pack_act *a,
+                           int ntok, float *y, size_t ys, int nr);
+
+struct le_pack_traits {
+    enum le_type type;     /* weight type */
+    enum le_type act_type; /* vec_dot_type */
+    int blck;              /* values per block */
+    size_t col_bytes;      /* bytes of one block of all 16 rows */
+    void (*pack)(const void *src, size_t row_bytes, int nr, int n,
+                 void *dst);
+    le_gemm_fn gemm;
+};
+
+/* The kernels of type t at level isa: 1 and *out filled, or 0 if t is not
+ * repacked or isa is above le_isa_detected(). */
+int le_pack_traits_at(enum le_type t, enum le_isa isa,
+                      struct le_pack_traits *out);
+/* Bytes of one group for rows of n values (a multiple of 64). */
+size_t le_pack_group_bytes(const struct le_pack_traits *pt, int n);
+/* Packs nr <= 16 rows (row_bytes apart, n values each) into dst
+ * (le_pack_group_bytes; rows nr..15 are zero). */
+void le_pack_rows(const struct le_pack_traits *pt, const void *src,
+                  size_t row_bytes, int nr, int n, void *dst);
+/* Prep row of one activation row q (n values of vdt) into prep
+ * (le_pack_prep_size bytes; 0 for types without one). */
+void le_pack_prep(enum le_type vdt, const void *q, int n, void *prep);
+size_t le_pack_prep_size(enum le_type vdt, int n);
+
+/* Activation quantisers (le_type_traits.from_float of Q8_0 / Q8_K at
+ * those levels), bit-identical to the plain C ones. */
+void le_quantize_q8_0_avx2(const float *x, void *y, int64_t k);
+void le_quantize_q8_K_avx2(const float *x, void *y, int64_t k);
+void le_quantize_q8_0_avx512(const float *x, void *y, int64_t k);
+void le_quantize_q8_K_avx512(const float *x, void *y, int64_t k);
+
+/* The kernels, per level (same contract as le_gemm_fn). */
+void le_gemm_q4_0_ref(int n, const void *w, const struct le_pack_act *a,
+                      int ntok, float *y, size_t ys, int nr);
+void le_gemm_q8_0_ref(int n, const void *w, const struct le_pack_act *a,
+                      int ntok, float *y, size_t ys, int nr);
+void le_gemm_q4_K_ref(int n, const void *w, const struct le_pack_act *a,
+                      int ntok, float *y, size_t ys, int nr);
+void le_gemm_q4_0_avx2(int n, const void *w, const struct le_pack_act *a,
+                       int ntok, float *y, size_t ys, int nr);
+void le_gemm_q8_0_avx2(int n, const void *w, const struct le_pack_act *a,
+                       int ntok, float *y, size_t ys, int nr);
+void le_gemm_q4_K_avx2(int n, const void *w, const struct le_pack_act *a,
+                       int ntok, float *y, size_t ys, int nr);
+void le_gemm_q4_0_avxvnni(int n, const void *w, const struct le_pack_act *a,
+                          int ntok, float *y, size_t ys, int nr);
+void le_gemm_q8_0_avxvnni(int n, const void *w, const struct le_pack_act *a,
+                          int ntok, float *y, size_t ys, int nr);
+void le_gemm_q4_0_avx512(int n, const void *w, const struct le_pack_act *a,
+                         int ntok, float *y, size_t ys, int nr);
+void le_gemm_q8_0_avx512(int n, const void *w, const struct le_pack_act *a,
+                         int ntok, float *y, size_t ys, int nr);
+void le_gemm_q4_K_avx512(int n, const void *w, const struct le_pack_act *a,
+                         int ntok, float *y, size_t ys, int nr);
+void le_gemm_q5_K_ref(int n, const void *w, const struct le_pack_act *a,
+                      int ntok, float *y, size_t ys, int nr);
+void le_gemm_q5_K_avx2(int n, const void *w, const struct le_pack_act *a,
+                       int ntok, float *y, size_t ys, int nr);
+void le_gemm_q5_K_avx512(int n, const void *w, const struct le_pack_act *a,
+                         int ntok, float *y, size_t ys, int nr);
+void le_gemm_q6_K_ref(int n, const void *w, const struct le_pack_act *a,
+                      int ntok, float *y, size_t ys, int nr);
+void le_gemm_q6_K_avx2(int n, const void *w, const struct le_pack_act *a,
+                       int ntok, float *y, size_t ys, int nr);
+void le_gemm_q6_K_avx512(int n, const void *w, const struct le_pack_act *a,
+                         int ntok, float *y, size_t ys, int nr);
+void le_gemm_f16_ref(int n, const void *w, const struct le_pack_act *a,
+                     int ntok, float *y, size_t ys, int nr);
+void le_gemm_f16_avx2(int n, const void *w, const struct le_pack_act *a,
+                      int ntok, float *y, size_t ys, int nr);
+void le_gemm_f16_avx512(int n, const void *w, const struct le_pack_act *a,
+                        int ntok, float *y, size_t ys, int nr);
+void le_gemm_bf16_ref(int n, const void *w, const struct le_pack_act *a,
+                      int ntok, float *y, size_t ys, int nr);
+void le_gemm_bf16_avx2(int n, const void *w, const struct le_pack_act *a,
+                       int ntok, float *y, size_t ys, int nr);
+void le_gemm_bf16_avx512(int n, const void *w, const struct le_pack_act *a,
+                         int ntok, float *y, size_t ys, int nr);
 
 /* IEEE half and bfloat16 conversions (plain C, exact, round to nearest
  * even on the way down). */
@@ -416,8 +557,27 @@ struct le_hparams {
     int rope_neox;        /* 1: rotate halves (qwen2); 0: adjacent pairs */
 };
 
+/* A weight matrix repacked at load (repack.c's layout for pt.type):
+ * n_out rows in ceil(n_out / 16) groups of group_bytes, 64-byte aligned,
+ * inside the model's pack arena.  The GGUF copy stays mapped and valid
+ * (the embedding lookup and the AMX path read it). */
+struct le_packed {
+    struct le_pack_traits pt;
+    int n_in, n_out;
+    size_t group_bytes;
+    uint8_t *data;
+};
+
 struct le_model {
     struct le_gguf *gguf; /* owns the bytes every tensor points into */
+    /* [gguf->n_tensors]: the repacked copy of tensor i or NULL (types and
+     * levels without repacked kernels, tensors not in a matrix product).
+     * Memory: the repacked tensors' size again (Q4_0/Q8_0 the same bytes,
+     * Q4_K 148/144 of them), anonymous, in one arena of pack_size bytes
+     * (2 MiB aligned; MADV_HUGEPAGE unless LLMUX_HUGEPAGES=0). */
+    struct le_packed **packed;
+    uint8_t *pack_arena;
+    size_t pack_size;
     struct le_vocab *vocab;
     struct le_hparams hp;
     struct le_model_params params;
@@ -436,6 +596,11 @@ struct le_model {
  * ownership of g on success and on failure). */
 enum le_status le_model_load(struct le_gguf *g, const struct le_model_params *p,
                              struct le_model **out, char *err, size_t errlen);
+/* Test hook: frees the repacked copies so that later sessions run the
+ * per-row vec_dot path over the GGUF bytes (results must not change). */
+void le_model_drop_packed(struct le_model *m);
+/* Bytes of repacked weights the model holds (0: none). */
+size_t le_model_packed_bytes(const struct le_model *m);
 /* Forward pass over n tokens at positions pos..pos+n-1 using the session's
  * cache and scratch (engine.c owns the session struct). */
 enum le_status le_model_forward(struct le_session *s, const int32_t *ids,
@@ -459,6 +624,8 @@ struct le_session {
     float *logits;           /* [n_vocab] of the last evaluated token */
     uint8_t *qact;           /* activations in a vec_dot_type, one batch */
     size_t qact_size;
+    uint8_t *qprep;          /* their le_pack_prep rows, one batch */
+    size_t qprep_row;        /* bytes per token in qprep */
     float *scores;           /* [n_threads][n_ctx] attention */
     uint8_t *qhead;          /* [n_threads][row of head_dim in vec_dot] */
     float *vrow;             /* [n_threads][head_dim] */

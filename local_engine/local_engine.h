@@ -63,7 +63,7 @@ struct le_model_params {
                        model's context_length, capped at 4096 */
     int use_mmap;   /* 1 (default): map the file; 0: read it into memory */
     int use_mlock;  /* 1: mlock the weights */
-    int n_batch;    /* prompt tokens evaluated per forward pass; <= 0: 32 */
+    int n_batch;    /* prompt tokens evaluated per forward pass; <= 0: 128 */
     enum le_kv_type kv_type;
 };
 

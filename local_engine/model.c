@@ -5,8 +5,9 @@
  * tensor and checks its shape and type against them (a wrong file is a
  * clear LE_EFORMAT, never a bad read), and runs the transformer over a
  * batch of tokens of one session.  What it does not: tokenize (tokenizer.c),
- * sample (sampler.c), own the bytes (gguf.c maps them; weights are never
- * copied or written).
+ * sample (sampler.c), own the file's bytes (gguf.c maps them; they are
+ * never written).  The weights of types with repacked kernels are copied
+ * once at load into the model's pack arena (repack.c's layout).
  *
  * The forward pass, per token t at position pos (llama.cpp's graph):
  *   x = tok_embd[id]                                   [n_embd]
@@ -22,13 +23,13 @@
  *     x += Wdown (silu(Wgate xb) * (Wup xb))
  *   logits = Woutput (rmsnorm(x) * output_norm)        (last token only)
  *
- * Matrix products go through the per-type table (le_type_get): the
- * activation row is quantised once to the weight type's vec_dot_type, then
- * each output row is one vec_dot.  Rows are split over the model's pool;
- * a row is always computed whole by one thread with the same function, so
- * the result does not depend on the thread count.  The products already
- * take a batch of tokens (the weight row is reused across the batch), so
- * batched kernels can replace matmul_rows without touching the graph.
+ * Matrix products: the activation rows are quantised once to the weight
+ * type's vec_dot_type; a repacked weight then runs its group kernel (16
+ * rows x all tokens of the batch: a GEMV for one token, a blocked GEMM for
+ * a prompt batch), any other one vec_dot per output row and token.  Rows
+ * are split over the model's pool; a row is always computed whole by one
+ * thread with the same function, so the result does not depend on the
+ * thread count, and the repacked kernels give the plain C vec_dot's bits.
  */
 #include <math.h>
 #include <stdatomic.h>
@@ -36,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "le_int.h"
 
@@ -322,13 +324,126 @@ load_tensors(struct le_model *m, char *err, size_t errlen)
     return LE_OK;
 }
 
+/* ------------------------------------------------------------------ */
+/* Repacking (repack.c): every matrix-product weight of a type with
+ * repacked kernels at the active ISA level is copied once into groups of
+ * 16 interleaved rows.  The copy is what generation streams, so it lives
+ * in one 2 MiB-aligned arena with transparent huge pages asked for
+ * (fewer TLB misses on a stream of hundreds of MB; LLMUX_HUGEPAGES=0
+ * turns the request off, to measure). */
+
+struct pack_job {
+    struct le_model *m;
+    const struct le_gguf_tensor **list;
+    int n;
+};
+
+static void
+pack_groups(void *arg, int ith, int nth)
+{
+    struct pack_job *j = arg;
+    const struct le_gguf_tensor *base = j->m->gguf->tensors;
+    for (int i = 0; i < j->n; i++) {
+        const struct le_gguf_tensor *t = j->list[i];
+        const struct le_packed *P = j->m->packed[t - base];
+        int ng = (P->n_out + LE_PACK_ROWS - 1) / LE_PACK_ROWS;
+        size_t row = le_row_size(t->type, P->n_in);
+        for (int g = ith; g < ng; g += nth) {
+            int r0 = g * LE_PACK_ROWS;
+            int nr = P->n_out - r0 < LE_PACK_ROWS ? P->n_out - r0
+                                                  : LE_PACK_ROWS;
+            le_pack_rows(&P->pt, (const uint8_t *)t->data + (size_t)r0 * row,
+                         row, nr, P->n_in, P->data + (size_t)g * P->group_bytes);
+        }
+    }
+}
+
+static enum le_status
+pack_weights(struct le_model *m, char *err, size_t errlen)
+{
+    const struct le_gguf *g = m->gguf;
+    if (le_isa_active() == LE_ISA_NONE)
+        return LE_OK; /* plain C: the per-row path over the GGUF bytes */
+    size_t cap = (size_t)m->hp.n_layer * 7 + 1, n = 0;
+    const struct le_gguf_tensor **list = calloc(cap, sizeof(*list));
+    m->packed = calloc(g->n_tensors ? g->n_tensors : 1, sizeof(*m->packed));
+    if (!list || !m->packed) {
+        free(list);
+        return fail(err, errlen, LE_ENOMEM, "model: out of memory");
+    }
+    enum le_status st = LE_OK;
+    size_t total = 0;
+    for (size_t i = 0; i < cap; i++) {
+        const struct le_gguf_tensor *t = m->output;
+        if (i + 1 < cap) {
+            const struct le_layer *L = &m->layers[i / 7];
+            const struct le_gguf_tensor *c[7] = {L->wq,     L->wk,   L->wv,
+                                                 L->wo,     L->w_gate,
+                                                 L->w_up,   L->w_down};
+            t = c[i % 7];
+        }
+        struct le_pack_traits pt;
+        if (!le_pack_traits_at(t->type, le_isa_active(), &pt) ||
+            m->packed[t - g->tensors])
+            continue;
+        struct le_packed *P = calloc(1, sizeof(*P));
+        if (!P) {
+            st = fail(err, errlen, LE_ENOMEM, "model: out of memory");
+            goto out;
+        }
+        P->pt = pt;
+        P->n_in = (int)t->ne[0];
+        P->n_out = (int)t->ne[1];
+        P->group_bytes = le_pack_group_bytes(&pt, P->n_in);
+        m->packed[t - g->tensors] = P;
+        list[n++] = t;
+        total += P->group_bytes *
+                 (size_t)((P->n_out + LE_PACK_ROWS - 1) / LE_PACK_ROWS);
+    }
+    if (n == 0)
+        goto out;
+    size_t huge = (size_t)2 << 20;
+    total = (total + huge - 1) / huge * huge;
+    void *arena = NULL;
+    if (posix_memalign(&arena, huge, total) != 0) {
+        st = fail(err, errlen, LE_ENOMEM,
+                  "model: out of memory for %zu MiB of repacked weights",
+                  total >> 20);
+        goto out;
+    }
+    m->pack_arena = arena;
+    m->pack_size = total;
+    const char *hp = getenv("LLMUX_HUGEPAGES");
+    if (!hp || strcmp(hp, "0") != 0)
+        (void)madvise(arena, total, MADV_HUGEPAGE); /* advice only */
+    /* --mlock covers the copy the kernels read; a failure only costs
+     * page-ins, as for the file (gguf.c) */
+    if (m->params.use_mlock && mlock(arena, total) != 0)
+        fprintf(stderr,
+                "llmux: warning: mlock of %zu MiB of repacked weights "
+                "failed; continuing without it\n",
+                total >> 20);
+    uint8_t *at = arena;
+    for (size_t i = 0; i < n; i++) {
+        struct le_packed *P = m->packed[list[i] - g->tensors];
+        P->data = at;
+        at += P->group_bytes *
+              (size_t)((P->n_out + LE_PACK_ROWS - 1) / LE_PACK_ROWS);
+    }
+    struct pack_job j = {m, list, (int)n};
+    le_pool_run(m->pool, pack_groups, &j, 0);
+out:
+    free(list);
+    return st;
+}
+
 void
 le_model_params_default(struct le_model_params *p)
 {
     memset(p, 0, sizeof(*p));
     p->n_threads = 1;
     p->use_mmap = 1;
-    p->n_batch = 32;
+    p->n_batch = 128;
     p->kv_type = LE_KV_F16;
 }
 
@@ -359,7 +474,7 @@ le_model_load(struct le_gguf *g, const struct le_model_params *p,
     if (m->params.n_threads <= 0)
         m->params.n_threads = 1;
     if (m->params.n_batch <= 0)
-        m->params.n_batch = 32;
+        m->params.n_batch = 128;
     if (m->params.n_batch > 512)
         m->params.n_batch = 512;
     st = load_hparams(m, err, errlen);
@@ -401,6 +516,9 @@ le_model_load(struct le_gguf *g, const struct le_model_params *p,
     }
     set_chat(m);
     st = le_pool_new(m->params.n_threads, &m->pool);
+    if (st != LE_OK)
+        goto out;
+    st = pack_weights(m, err, errlen);
     if (st != LE_OK)
         goto out;
     int64_t params = 0;
@@ -481,6 +599,19 @@ le_model_open_vocab(const char *path, struct le_model **out, char *err,
     return LE_OK;
 }
 
+static void
+free_packed(struct le_model *m)
+{
+    if (m->packed)
+        for (uint64_t i = 0; i < m->gguf->n_tensors; i++)
+            free(m->packed[i]);
+    free(m->packed);
+    free(m->pack_arena);
+    m->packed = NULL;
+    m->pack_arena = NULL;
+    m->pack_size = 0;
+}
+
 void
 le_model_free(struct le_model *m)
 {
@@ -488,10 +619,23 @@ le_model_free(struct le_model *m)
         return;
     le_pool_free(m->pool);
     le_vocab_free(m->vocab);
+    free_packed(m);
     free(m->layers);
     free(m->rope_freqs);
     le_gguf_free(m->gguf);
     free(m);
+}
+
+void
+le_model_drop_packed(struct le_model *m)
+{
+    free_packed(m);
+}
+
+size_t
+le_model_packed_bytes(const struct le_model *m)
+{
+    return m->pack_size;
 }
 
 int32_t
@@ -554,6 +698,7 @@ le_session_free(struct le_session *s)
     free(s->hb2);
     free(s->logits);
     free(s->qact);
+    free(s->qprep);
     free(s->scores);
     free(s->qhead);
     free(s->vrow);
@@ -611,6 +756,17 @@ le_session_new(struct le_model *m, struct le_session **out, char *err,
     widest = widest > QD ? widest : QD;
     s->qact_size = B * widest * sizeof(float) + 64;
     s->qact = xcalloc(s->qact_size, 1, &bad);
+    /* prep rows (repack.c) of the largest kind the repacked weights need
+     * (floats for F16 / BF16: 4 bytes a value; Q8_0 half a byte) */
+    s->qprep_row = 0;
+    for (uint64_t i = 0; m->packed && i < m->gguf->n_tensors; i++) {
+        size_t r = m->packed[i]
+                       ? le_pack_prep_size(m->packed[i]->pt.act_type,
+                                           (int)widest)
+                       : 0;
+        s->qprep_row = r > s->qprep_row ? r : s->qprep_row;
+    }
+    s->qprep = xcalloc(B, s->qprep_row + 64, &bad);
     s->scores = xcalloc(NT * C, sizeof(float), &bad);
     s->qhead_size = (size_t)hp->head_dim * sizeof(float) + 64;
     s->qhead = xcalloc(NT * s->qhead_size, 1, &bad);
@@ -768,6 +924,32 @@ matmul_rows(void *arg, int ith, int nth)
     }
 }
 
+/* Repacked weights: each thread takes whole groups of 16 rows, for all
+ * tokens of the batch (a group is read from memory once and stays in
+ * cache across the tokens; threads never write the same output rows). */
+struct mmp_job {
+    const struct le_packed *P;
+    struct le_pack_act act;
+    float *y;
+    int n_tok;
+};
+
+static void
+matmul_packed(void *arg, int ith, int nth)
+{
+    struct mmp_job *j = arg;
+    const struct le_packed *P = j->P;
+    int ng = (P->n_out + LE_PACK_ROWS - 1) / LE_PACK_ROWS;
+    int per = (ng + nth - 1) / nth;
+    int g0 = ith * per, g1 = g0 + per < ng ? g0 + per : ng;
+    for (int g = g0; g < g1; g++) {
+        int r0 = g * LE_PACK_ROWS;
+        int nr = P->n_out - r0 < LE_PACK_ROWS ? P->n_out - r0 : LE_PACK_ROWS;
+        P->pt.gemm(P->n_in, P->data + (size_t)g * P->group_bytes, &j->act,
+                   j->n_tok, j->y + r0, (size_t)P->n_out, nr);
+    }
+}
+
 /*
  * y[t] = W x[t] for t < n_tok; x rows are n_in floats apart, y rows n_out.
  * *qx says which vec_dot type s->qact already holds x in (-1: none); the
@@ -799,12 +981,32 @@ matmul(struct le_session *s, const struct le_gguf_tensor *W, const float *x,
     } else {
         j.x_row = le_row_size(tt->vec_dot_type, n_in);
         if (*qx != (int)tt->vec_dot_type) {
-            for (int t = 0; t < n_tok; t++)
+            int prep = s->m->pack_arena &&
+                       le_pack_prep_size(tt->vec_dot_type, n_in) > 0;
+            for (int t = 0; t < n_tok; t++) {
                 vt->from_float(x + (size_t)t * n_in,
                                s->qact + (size_t)t * j.x_row, n_in);
+                if (prep)
+                    le_pack_prep(tt->vec_dot_type,
+                                 s->qact + (size_t)t * j.x_row, n_in,
+                                 s->qprep + (size_t)t * s->qprep_row);
+            }
             *qx = (int)tt->vec_dot_type;
         }
         j.xq = s->qact;
+    }
+    /* A batch the AMX GEMM takes reads the GGUF mapping (its own tile
+     * layout is unpacked on the fly); everything else with a repacked copy
+     * streams that copy. */
+    const struct le_packed *P =
+        s->m->packed && j.amx < 0 ? s->m->packed[W - s->m->gguf->tensors]
+                                  : NULL;
+    if (P) {
+        struct mmp_job pj = {P, {s->qact, j.x_row, s->qprep, s->qprep_row},
+                             y, n_tok};
+        int small = (int64_t)n_in * n_out * n_tok < 16384;
+        le_pool_run(s->m->pool, matmul_packed, &pj, small ? 1 : 0);
+        return;
     }
     /* Small products are not worth waking the pool for. */
     int max_nth = (int64_t)n_in * n_out * n_tok < 16384 ? 1 : 0;

@@ -7,8 +7,9 @@
  * these and are held against them in tests/test_quants.c.
  *
  * le_type_get serves this table with the AVX2 vec_dots of quants_avx2.c
- * patched in when the CPU has them (LLMUX_NO_SIMD=1 turns that off);
- * le_type_get_ref always serves the plain C one.
+ * (and the AVX2 / AVX-512 activation quantisers) patched in for the level
+ * le_isa_active() picks (LLMUX_NO_SIMD=1 or LLMUX_SIMD=none turn that
+ * off); le_type_get_ref always serves the plain C one.
  *
  * Invariants: every function takes counts that are multiples of the
  * type's block size (callers check shapes; gguf.c checks ne[0]); blocks are
@@ -1159,19 +1160,84 @@ static const struct le_type_traits type_table[LE_TYPE_COUNT] = {
 #undef Q
 };
 
-#if defined(__x86_64__) || defined(__i386__)
+/* Which levels run here (filled once by isa_probe). */
+static int isa_ok[LE_ISA_AVX512 + 1] = {1, 0, 0, 0};
+
+#if defined(__x86_64__)
 #include <cpuid.h>
 
-/* Not every compiler's __builtin_cpu_supports knows "f16c" (clang's does
- * not): ask CPUID leaf 1 directly (ECX bit 29).  AVX2 implies the OS saves
- * the YMM state, which __builtin_cpu_supports("avx2") already checked. */
-static int
-cpu_has_f16c(void)
+/* XCR0: which register states the OS saves on a context switch.  A CPU
+ * may have AVX-512 while the kernel does not enable ZMM state; then the
+ * instructions fault, so both must be asked. */
+static uint64_t
+xgetbv0(void)
+{
+    uint32_t lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return ((uint64_t)hi << 32) | lo;
+}
+
+static enum le_isa
+isa_probe(void)
 {
     unsigned a, b, c, d;
-    return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
+    if (!__get_cpuid(1, &a, &b, &c, &d))
+        return LE_ISA_NONE;
+    int osxsave = (c >> 27) & 1, fma = (c >> 12) & 1, f16c = (c >> 29) & 1;
+    int avx = (c >> 28) & 1;
+    if (!osxsave || !avx)
+        return LE_ISA_NONE;
+    uint64_t xcr0 = xgetbv0();
+    if ((xcr0 & 0x6) != 0x6) /* SSE and YMM state */
+        return LE_ISA_NONE;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d))
+        return LE_ISA_NONE;
+    int avx2 = (b >> 5) & 1;
+    if (!avx2 || !fma || !f16c)
+        return LE_ISA_NONE;
+    int f = (b >> 16) & 1, dq = (b >> 17) & 1, bw = (b >> 30) & 1;
+    int vl = (b >> 31) & 1, vnni = (c >> 11) & 1;
+    isa_ok[LE_ISA_AVX2] = 1;
+    if (__get_cpuid_count(7, 1, &a, &b, &c, &d) && ((a >> 4) & 1))
+        isa_ok[LE_ISA_AVXVNNI] = 1;
+    if (f && dq && bw && vl && vnni && (xcr0 & 0xe0) == 0xe0)
+        isa_ok[LE_ISA_AVX512] = 1;
+    return isa_ok[LE_ISA_AVX512]    ? LE_ISA_AVX512
+           : isa_ok[LE_ISA_AVXVNNI] ? LE_ISA_AVXVNNI
+                                    : LE_ISA_AVX2;
+}
+#else
+static enum le_isa
+isa_probe(void)
+{
+    return LE_ISA_NONE;
 }
 #endif
+
+static enum le_isa isa_hw, isa_use;
+
+/* The environment can only lower the level (tests and bench compare
+ * levels on one machine). */
+static enum le_isa
+isa_from_env(enum le_isa hw)
+{
+    const char *no = getenv("LLMUX_NO_SIMD");
+    if (no && *no && strcmp(no, "0") != 0)
+        return LE_ISA_NONE;
+    const char *v = getenv("LLMUX_SIMD");
+    enum le_isa want = hw;
+    if (v && !strcmp(v, "none"))
+        want = LE_ISA_NONE;
+    else if (v && !strcmp(v, "avx2"))
+        want = LE_ISA_AVX2;
+    else if (v && !strcmp(v, "avxvnni"))
+        want = LE_ISA_AVXVNNI;
+    if (want > hw)
+        want = hw;
+    while (!isa_ok[want])
+        want--;
+    return want;
+}
 
 /* The table le_type_get serves: type_table with SIMD vec_dots patched in
  * for this CPU, built once (with the fp16 table). */
@@ -1184,11 +1250,10 @@ rt_init(void)
     for (uint32_t h = 0; h < 65536; h++)
         fp16_table[h] = le_fp16_to_fp32((uint16_t)h);
     memcpy(rt_table, type_table, sizeof(rt_table));
-#if defined(__x86_64__) || defined(__i386__)
-    const char *no = getenv("LLMUX_NO_SIMD");
-    if ((!no || !*no || strcmp(no, "0") == 0) &&
-        __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-        cpu_has_f16c()) {
+    isa_hw = isa_probe();
+    isa_use = isa_from_env(isa_hw);
+#if defined(__x86_64__)
+    if (isa_use >= LE_ISA_AVX2) {
         rt_table[LE_TYPE_Q4_0].vec_dot = le_vec_dot_q4_0_q8_0_avx2;
         rt_table[LE_TYPE_Q8_0].vec_dot = le_vec_dot_q8_0_q8_0_avx2;
         rt_table[LE_TYPE_Q4_0].vec_dot_multi =
@@ -1199,8 +1264,42 @@ rt_init(void)
         rt_table[LE_TYPE_F16].vec_dot = le_vec_dot_f16_f16_avx2;
         rt_table[LE_TYPE_F32].vec_dot = le_vec_dot_f32_f32_avx2;
         rt_table[LE_TYPE_F16].to_float = le_f16_to_float_avx2;
+        rt_table[LE_TYPE_Q8_0].from_float = le_quantize_q8_0_avx2;
+        rt_table[LE_TYPE_Q8_K].from_float = le_quantize_q8_K_avx2;
+    }
+    if (isa_use >= LE_ISA_AVX512) {
+        rt_table[LE_TYPE_Q8_0].from_float = le_quantize_q8_0_avx512;
+        rt_table[LE_TYPE_Q8_K].from_float = le_quantize_q8_K_avx512;
     }
 #endif
+}
+
+enum le_isa
+le_isa_detected(void)
+{
+    pthread_once(&rt_once, rt_init);
+    return isa_hw;
+}
+
+enum le_isa
+le_isa_active(void)
+{
+    pthread_once(&rt_once, rt_init);
+    return isa_use;
+}
+
+int
+le_isa_supported(enum le_isa isa)
+{
+    pthread_once(&rt_once, rt_init);
+    return isa >= LE_ISA_NONE && isa <= LE_ISA_AVX512 && isa_ok[isa];
+}
+
+const char *
+le_isa_name(enum le_isa isa)
+{
+    static const char *const names[] = {"none", "avx2", "avxvnni", "avx512"};
+    return isa >= LE_ISA_NONE && isa <= LE_ISA_AVX512 ? names[isa] : "?";
 }
 
 const struct le_type_traits *

@@ -3,9 +3,10 @@
  * Q8_0 against Q8_0; Q4_K, Q5_K, Q6_K against Q8_K) and for F16 (the KV
  * cache and F16 weights: dot product and dequantisation).
  *
- * Built with -mavx2 -mfma -mf16c (Makefile: files named *_avx2.c) and
- * called only when the CPU has AVX2, FMA and F16C (quants.c checks with
- * __builtin_cpu_supports and then puts these into the type table).
+ * Built with -mavx2 -mfma -mf16c (Makefile: files named *_avx2.c, x86-64
+ * only) and called only when le_isa_active() is LE_ISA_AVX2 or above
+ * (quants.c reads cpuid and XCR0, then puts these into the type table;
+ * repack.c serves the repacked-weight kernels at the end of this file).
  *
  * Each kernel computes, per block, the same integer sums as its plain C
  * twin in quants.c.  The K-quant kernels then do the same float
@@ -19,12 +20,17 @@
  * The block structs repeat quants.c's (the same fields, pinned to the same
  * sizes by _Static_assert): only the layouts used here.
  */
-#if defined(__x86_64__) || defined(__i386__)
+#if defined(__x86_64__)
 
 #include "le_int.h"
 
 #include <immintrin.h>
 #include <string.h>
+
+/* Small fixed loops over tokens, chunks and halves must become straight
+ * code with the vectors in registers (at -O2 GCC keeps them as arrays on
+ * the stack: measured 3x slower). */
+#define UNROLL _Pragma("GCC unroll 16")
 
 struct le_block_q4_0 {
     uint16_t d;
@@ -536,4 +542,595 @@ le_f16_to_float_avx2(const void *vx, float *y, int64_t k)
         y[i] = h2f(x[i]);
 }
 
-#endif /* x86 */
+/* ------------------------------------------------------------------ */
+/* Repacked weights (repack.c draws the layouts): a group of 16 rows as
+ * two halves of 8 rows, one row per 32-bit lane.  Same integer sums and
+ * float steps as the plain C twins in repack.c (bit-identical results).
+ *
+ * Q4_0 and Q4_K: vpmaddubsw (nibble x int8, pairs <= 2*15*128 = 3840)
+ * summed in int16 over the 8 products of a lane's chunks (<= 30720, so
+ * the saturating vpaddsw used for them never saturates: unlike a plain
+ * add GCC does not reassociate it into a tree of live terms, which
+ * spilled), then vpmaddwd into int32 (with ones, or with the row's
+ * scale in both halves of its lane for Q4_K).  Q8_0: the sign trick of
+ * dot_i8 per chunk (pairs <= 2*128*127; our quantiser never writes -128
+ * into an activation), one vpmaddwd per chunk.  Up to 2 tokens share the
+ * unpacked weights (Q4_0, Q8_0; registers allow no more in 16 YMM), one
+ * for Q4_K. */
+
+static inline __m256i
+bc32(const void *p)
+{
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm256_set1_epi32(v);
+}
+
+static inline void
+store8(float *y, __m256 v, int n)
+{
+    if (n >= 8) {
+        _mm256_storeu_ps(y, v);
+        return;
+    }
+    float tmp[8];
+    _mm256_storeu_ps(tmp, v);
+    for (int i = 0; i < n; i++)
+        y[i] = tmp[i];
+}
+
+static inline void
+store16(float *y, __m256 v0, __m256 v1, int nr)
+{
+    store8(y, v0, nr);
+    if (nr > 8)
+        store8(y + 8, v1, nr - 8);
+}
+
+struct pk_q8_0 {
+    uint16_t d;
+    int8_t qs[32];
+};
+
+/* Q4_0 (Q8 = 0) and Q8_0 (Q8 = 1): the integer sums of a block per
+ * token and half, then the plain C twin's float steps. */
+static inline __attribute__((always_inline)) void
+plegacy_tile(int nb, const uint8_t *qs, const uint16_t *dw,
+             const struct le_pack_act *a, int t0, const int NT, float *y,
+             size_t ys, int nr, const int Q8)
+{
+    const size_t col = Q8 ? 512 : 256;
+    const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+    const struct pk_q8_0 *x[2];
+    const struct le_prep_q8_0 *p[2];
+    __m256 acc[2][2];
+    UNROLL
+    for (int t = 0; t < NT; t++) {
+        x[t] = (const void *)(a->q + (size_t)(t0 + t) * a->q_row);
+        p[t] = (const void *)(a->p + (size_t)(t0 + t) * a->p_row);
+        acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+    }
+    for (int b = 0; b < nb; b++) {
+        const uint8_t *wb = qs + (size_t)b * col;
+        __m256i si[2][2];
+        UNROLL
+        for (int t = 0; t < NT; t++)
+            si[t][0] = si[t][1] = _mm256_setzero_si256();
+        UNROLL
+        for (int c = 0; c < (int)col / 64; c++) {
+            _mm_prefetch((const char *)(wb + 4 * col + 64 * c), _MM_HINT_T0);
+            UNROLL
+            for (int h = 0; h < 2; h++) {
+                __m256i v = _mm256_load_si256(
+                    (const __m256i *)(wb + 64 * c + 32 * h));
+                if (Q8) {
+                    __m256i av = _mm256_sign_epi8(v, v);
+                    UNROLL
+                    for (int t = 0; t < NT; t++) {
+                        __m256i sy =
+                            _mm256_sign_epi8(bc32(x[t][b].qs + 4 * c), v);
+                        si[t][h] = _mm256_add_epi32(
+                            si[t][h], _mm256_madd_epi16(
+                                          _mm256_maddubs_epi16(av, sy), ones));
+                    }
+                } else { /* int16 sums, widened after the block */
+                    __m256i lo = _mm256_and_si256(v, m4);
+                    __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+                    UNROLL
+                    for (int t = 0; t < NT; t++) {
+                        const int8_t *q = x[t][b].qs + 4 * c;
+                        si[t][h] = _mm256_adds_epi16(
+                            si[t][h],
+                            _mm256_adds_epi16(
+                                _mm256_maddubs_epi16(lo, bc32(q)),
+                                _mm256_maddubs_epi16(hi, bc32(q + 16))));
+                    }
+                }
+            }
+        }
+        UNROLL
+        for (int h = 0; h < 2; h++) {
+            __m256 dv = _mm256_cvtph_ps(_mm_loadu_si128(
+                (const __m128i *)(dw + (size_t)b * 16 + 8 * h)));
+            UNROLL
+            for (int t = 0; t < NT; t++) {
+                __m256i s = si[t][h];
+                if (!Q8)
+                    s = _mm256_add_epi32(_mm256_madd_epi16(s, ones),
+                                         _mm256_set1_epi32(p[t][b].neg8));
+                __m256 f = _mm256_mul_ps(_mm256_cvtepi32_ps(s), dv);
+                f = _mm256_mul_ps(f, _mm256_set1_ps(p[t][b].d));
+                acc[t][h] = _mm256_add_ps(acc[t][h], f);
+            }
+        }
+    }
+    UNROLL
+    for (int t = 0; t < NT; t++)
+        store16(y + (size_t)(t0 + t) * ys, acc[t][0], acc[t][1], nr);
+}
+
+/* Q4_0: 2 tokens a weight load.  Q8_0: one (its int32 sums are plain
+ * adds, which GCC reassociates into a spilling tree for 2 tokens). */
+static inline __attribute__((always_inline)) void
+plegacy_gemm(int n, const void *w, const struct le_pack_act *a, int ntok,
+             float *y, size_t ys, int nr, const int Q8)
+{
+    int nb = n / 32;
+    const uint8_t *qs = w;
+    const uint16_t *dw =
+        (const uint16_t *)(qs + (size_t)nb * (Q8 ? 512 : 256));
+    int t = 0;
+    if (!Q8)
+        for (; t + 2 <= ntok; t += 2)
+            plegacy_tile(nb, qs, dw, a, t, 2, y, ys, nr, Q8);
+    for (; t < ntok; t++)
+        plegacy_tile(nb, qs, dw, a, t, 1, y, ys, nr, Q8);
+}
+
+void
+le_gemm_q4_0_avx2(int n, const void *w, const struct le_pack_act *a,
+                  int ntok, float *y, size_t ys, int nr)
+{
+    plegacy_gemm(n, w, a, ntok, y, ys, nr, 0);
+}
+
+void
+le_gemm_q8_0_avx2(int n, const void *w, const struct le_pack_act *a,
+                  int ntok, float *y, size_t ys, int nr)
+{
+    plegacy_gemm(n, w, a, ntok, y, ys, nr, 1);
+}
+
+/* 8 row scales (bytes) in both int16 halves of each lane. */
+static inline __m256i
+scale_pairs8(const uint8_t *sc)
+{
+    __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)sc));
+    return _mm256_or_si256(v, _mm256_slli_epi32(v, 16));
+}
+
+static inline __m256i
+shift16x(__m256i v, const int sh)
+{
+    return sh > 0 ? _mm256_slli_epi16(v, sh)
+           : sh < 0 ? _mm256_srli_epi16(v, -sh)
+                    : v;
+}
+
+/* Q4_K and Q5_K (Q5: the 5th bits as in quants_avx512.c, int16 sums over
+ * 4 chunks), NT <= 2 tokens per weight load. */
+static inline __attribute__((always_inline)) void
+pk4_tile(int nsb, const uint8_t *qs, const uint8_t *meta, const uint8_t *qhs,
+         const struct le_pack_act *a, int t0, const int NT, float *y,
+         size_t ys, int nr, const int Q5)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0f), b4 = _mm256_set1_epi8(0x10);
+    const struct le_block_q8_K *x[2];
+    const int32_t *p[2];
+    __m256 acc[2][2];
+    UNROLL
+    for (int t = 0; t < NT; t++) {
+        x[t] = (const void *)(a->q + (size_t)(t0 + t) * a->q_row);
+        p[t] = (const void *)(a->p + (size_t)(t0 + t) * a->p_row);
+        acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+    }
+    for (int b = 0; b < nsb; b++) {
+        const uint8_t *mb = meta + (size_t)b * LE_PACK_Q4_K_META;
+        __m256i isum[2][2], msum[2][2];
+        UNROLL
+        for (int t = 0; t < NT; t++)
+            isum[t][0] = isum[t][1] = msum[t][0] = msum[t][1] =
+                _mm256_setzero_si256();
+        UNROLL
+        for (int jj = 0; jj < 4; jj++) {
+            const uint8_t *wj = qs + (size_t)b * 2048 + (size_t)jj * 512;
+            __m256i plo[2][2], phi[2][2], hb[2];
+            UNROLL
+            for (int t = 0; t < NT; t++)
+                plo[t][0] = plo[t][1] = phi[t][0] = phi[t][1] =
+                    _mm256_setzero_si256();
+            hb[0] = hb[1] = _mm256_setzero_si256();
+            UNROLL
+            for (int c = 0; c < 8; c++) {
+                if (NT == 1)
+                    _mm_prefetch((const char *)(wj + 64 * c + 4096),
+                                 _MM_HINT_T0);
+                const int i = c & 3;
+                UNROLL
+                for (int h = 0; h < 2; h++) {
+                    __m256i v = _mm256_load_si256(
+                        (const __m256i *)(wj + 64 * c + 32 * h));
+                    __m256i lo = _mm256_and_si256(v, m4);
+                    __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+                    if (Q5) {
+                        if (i == 0)
+                            hb[h] = _mm256_load_si256(
+                                (const __m256i *)(qhs + (size_t)b * 512 +
+                                                  (size_t)(jj * 2 + c / 4) *
+                                                      64 +
+                                                  32 * h));
+                        lo = _mm256_or_si256(
+                            lo,
+                            _mm256_and_si256(shift16x(hb[h], 4 - 2 * i), b4));
+                        hi = _mm256_or_si256(
+                            hi,
+                            _mm256_and_si256(shift16x(hb[h], 3 - 2 * i), b4));
+                    }
+                    UNROLL
+                    for (int t = 0; t < NT; t++) {
+                        const int8_t *q = x[t][b].qs + 64 * jj + 4 * c;
+                        plo[t][h] = _mm256_adds_epi16(
+                            plo[t][h], _mm256_maddubs_epi16(lo, bc32(q)));
+                        phi[t][h] = _mm256_adds_epi16(
+                            phi[t][h], _mm256_maddubs_epi16(hi, bc32(q + 32)));
+                    }
+                }
+                if (c == 7 || (Q5 && c == 3)) {
+                    UNROLL
+                    for (int h = 0; h < 2; h++) {
+                        __m256i s0 =
+                            scale_pairs8(mb + 64 + (2 * jj) * 16 + 8 * h);
+                        __m256i s1 =
+                            scale_pairs8(mb + 64 + (2 * jj + 1) * 16 + 8 * h);
+                        UNROLL
+                        for (int t = 0; t < NT; t++) {
+                            isum[t][h] = _mm256_add_epi32(
+                                isum[t][h],
+                                _mm256_add_epi32(
+                                    _mm256_madd_epi16(plo[t][h], s0),
+                                    _mm256_madd_epi16(phi[t][h], s1)));
+                            plo[t][h] = phi[t][h] = _mm256_setzero_si256();
+                        }
+                    }
+                }
+            }
+        }
+        UNROLL
+        for (int k = 0; k < 4; k++)
+            UNROLL
+            for (int h = 0; h < 2; h++) {
+                __m256i mn = _mm256_cvtepu8_epi16(_mm_loadu_si128(
+                    (const __m128i *)(mb + 192 + 32 * k + 16 * h)));
+                UNROLL
+                for (int t = 0; t < NT; t++)
+                    msum[t][h] = _mm256_add_epi32(
+                        msum[t][h],
+                        _mm256_madd_epi16(mn,
+                                          _mm256_set1_epi32(p[t][4 * b + k])));
+            }
+        UNROLL
+        for (int h = 0; h < 2; h++) {
+            __m256 dv = _mm256_cvtph_ps(
+                _mm_loadu_si128((const __m128i *)(mb + 16 * h)));
+            __m256 dm = _mm256_cvtph_ps(
+                _mm_loadu_si128((const __m128i *)(mb + 32 + 16 * h)));
+            UNROLL
+            for (int t = 0; t < NT; t++) {
+                __m256 yd = _mm256_set1_ps(x[t][b].d);
+                __m256 f1 = _mm256_mul_ps(
+                    yd, _mm256_mul_ps(dv, _mm256_cvtepi32_ps(isum[t][h])));
+                __m256 f2 = _mm256_mul_ps(
+                    yd, _mm256_mul_ps(dm, _mm256_cvtepi32_ps(msum[t][h])));
+                acc[t][h] = _mm256_add_ps(acc[t][h], _mm256_sub_ps(f1, f2));
+            }
+        }
+    }
+    UNROLL
+    for (int t = 0; t < NT; t++)
+        store16(y + (size_t)(t0 + t) * ys, acc[t][0], acc[t][1], nr);
+}
+
+static inline __attribute__((always_inline)) void
+pk4_gemm(int n, const void *w, const struct le_pack_act *a, int ntok,
+         float *y, size_t ys, int nr, const int Q5)
+{
+    int nsb = n / 256;
+    const uint8_t *qs = w;
+    const uint8_t *meta = qs + (size_t)nsb * 2048;
+    const uint8_t *qhs = meta + (size_t)nsb * LE_PACK_Q4_K_META;
+    int t = 0;
+    for (; t + 2 <= ntok; t += 2)
+        pk4_tile(nsb, qs, meta, qhs, a, t, 2, y, ys, nr, Q5);
+    if (t < ntok)
+        pk4_tile(nsb, qs, meta, qhs, a, t, 1, y, ys, nr, Q5);
+}
+
+void
+le_gemm_q4_K_avx2(int n, const void *w, const struct le_pack_act *a,
+                  int ntok, float *y, size_t ys, int nr)
+{
+    pk4_gemm(n, w, a, ntok, y, ys, nr, 0);
+}
+
+void
+le_gemm_q5_K_avx2(int n, const void *w, const struct le_pack_act *a,
+                  int ntok, float *y, size_t ys, int nr)
+{
+    pk4_gemm(n, w, a, ntok, y, ys, nr, 1);
+}
+
+/* Q6_K as quants_avx512.c, 8 rows a half: vpmaddwd in place of
+ * vpdpwssd. */
+void
+le_gemm_q6_K_avx2(int n, const void *w, const struct le_pack_act *a,
+                  int ntok, float *y, size_t ys, int nr)
+{
+    int nsb = n / 256;
+    const uint8_t *ql = w;
+    const uint8_t *qh = ql + (size_t)nsb * 2048;
+    const uint8_t *meta = qh + (size_t)nsb * 1024;
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
+    const __m256i pick_even = _mm256_setr_epi8(
+        0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13, 0, 1, 0, 1, 4, 5,
+        4, 5, 8, 9, 8, 9, 12, 13, 12, 13);
+    const __m256i pick_odd = _mm256_setr_epi8(
+        2, 3, 2, 3, 6, 7, 6, 7, 10, 11, 10, 11, 14, 15, 14, 15, 2, 3, 2, 3,
+        6, 7, 6, 7, 10, 11, 10, 11, 14, 15, 14, 15);
+    for (int t = 0; t < ntok; t++) {
+        const struct le_block_q8_K *x =
+            (const void *)(a->q + (size_t)t * a->q_row);
+        __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+        for (int b = 0; b < nsb; b++) {
+            const uint8_t *mb = meta + (size_t)b * LE_PACK_Q6_K_META;
+            __m256i isum[2], off[2];
+            isum[0] = isum[1] = off[0] = off[1] = _mm256_setzero_si256();
+            UNROLL
+            for (int jj = 0; jj < 4; jj++) {
+                __m256i yl = bc32(x[b].bsums + 4 * jj);
+                __m256i yh = bc32(x[b].bsums + 4 * jj + 2);
+                UNROLL
+                for (int h = 0; h < 2; h++) {
+                    __m256i pl = _mm256_cvtepi8_epi16(_mm_loadu_si128(
+                        (const __m128i *)(mb + 32 * (2 * jj) + 16 * h)));
+                    __m256i ph = _mm256_cvtepi8_epi16(_mm_loadu_si128(
+                        (const __m128i *)(mb + 32 * (2 * jj + 1) + 16 * h)));
+                    off[h] = _mm256_add_epi32(
+                        off[h], _mm256_add_epi32(_mm256_madd_epi16(pl, yl),
+                                                 _mm256_madd_epi16(ph, yh)));
+                    UNROLL
+                    for (int cp = 0; cp < 4; cp++) {
+                        __m256i hv = _mm256_load_si256(
+                            (const __m256i *)(qh + (size_t)b * 1024 +
+                                              (size_t)(jj * 4 + cp) * 64 +
+                                              32 * h));
+                        __m256i plo = _mm256_setzero_si256();
+                        __m256i phi = _mm256_setzero_si256();
+                        UNROLL
+                        for (int i = 0; i < 2; i++) {
+                            int c = 2 * cp + i;
+                            const uint8_t *wc = ql + (size_t)b * 2048 +
+                                                (size_t)(jj * 8 + c) * 64 +
+                                                32 * h;
+                            _mm_prefetch((const char *)(wc + 4096),
+                                         _MM_HINT_T0);
+                            __m256i v = _mm256_load_si256((const __m256i *)wc);
+                            __m256i lo = _mm256_or_si256(
+                                _mm256_and_si256(v, m4),
+                                _mm256_and_si256(shift16x(hv, 4 - 4 * i),
+                                                 m30));
+                            __m256i hi = _mm256_or_si256(
+                                _mm256_and_si256(_mm256_srli_epi16(v, 4), m4),
+                                _mm256_and_si256(shift16x(hv, 2 - 4 * i),
+                                                 m30));
+                            const int8_t *q = x[b].qs + 64 * jj + 4 * c;
+                            plo = _mm256_adds_epi16(
+                                plo, _mm256_maddubs_epi16(lo, bc32(q)));
+                            phi = _mm256_adds_epi16(
+                                phi, _mm256_maddubs_epi16(hi, bc32(q + 32)));
+                        }
+                        __m256i slo = _mm256_shuffle_epi8(
+                            pl, cp < 2 ? pick_even : pick_odd);
+                        __m256i shi = _mm256_shuffle_epi8(
+                            ph, cp < 2 ? pick_even : pick_odd);
+                        isum[h] = _mm256_add_epi32(
+                            isum[h],
+                            _mm256_add_epi32(_mm256_madd_epi16(plo, slo),
+                                             _mm256_madd_epi16(phi, shi)));
+                    }
+                }
+            }
+            __m256 yd = _mm256_set1_ps(x[b].d);
+            UNROLL
+            for (int h = 0; h < 2; h++) {
+                __m256i si = _mm256_sub_epi32(isum[h],
+                                              _mm256_slli_epi32(off[h], 5));
+                __m256 dv = _mm256_cvtph_ps(
+                    _mm_loadu_si128((const __m128i *)(mb + 256 + 16 * h)));
+                __m256 f1 = _mm256_mul_ps(
+                    yd, _mm256_mul_ps(dv, _mm256_cvtepi32_ps(si)));
+                __m256 f2 = _mm256_mul_ps(yd, _mm256_setzero_ps());
+                acc[h] = _mm256_add_ps(acc[h], _mm256_sub_ps(f1, f2));
+            }
+        }
+        store16(y + (size_t)t * ys, acc[0], acc[1], nr);
+    }
+}
+
+/* F16 / BF16 as quants_avx512.c: 16 rows in 4 double lanes x 4. */
+static inline __attribute__((always_inline)) void
+phalf_gemm(int n, const void *w, const struct le_pack_act *a, int ntok,
+           float *y, size_t ys, int nr, const int BF)
+{
+    const uint16_t *hw = w;
+    for (int t = 0; t < ntok; t++) {
+        const float *x = (const void *)(a->p + (size_t)t * a->p_row);
+        __m256d d[4];
+        UNROLL
+        for (int i = 0; i < 4; i++)
+            d[i] = _mm256_setzero_pd();
+        for (int j = 0; j < n; j++) {
+            _mm_prefetch((const char *)(hw + (size_t)j * 16 + 1024),
+                         _MM_HINT_T0);
+            UNROLL
+            for (int h = 0; h < 2; h++) {
+                __m128i raw = _mm_load_si128(
+                    (const __m128i *)(hw + (size_t)j * 16 + 8 * h));
+                __m256 wf = BF ? _mm256_castsi256_ps(_mm256_slli_epi32(
+                                     _mm256_cvtepu16_epi32(raw), 16))
+                               : _mm256_cvtph_ps(raw);
+                __m256d wl = _mm256_cvtps_pd(_mm256_castps256_ps128(wf));
+                __m256d wh = _mm256_cvtps_pd(_mm256_extractf128_ps(wf, 1));
+                if (BF) {
+                    __m256d xv = _mm256_set1_pd((double)x[j]);
+                    d[2 * h] = _mm256_add_pd(d[2 * h], _mm256_mul_pd(wl, xv));
+                    d[2 * h + 1] =
+                        _mm256_add_pd(d[2 * h + 1], _mm256_mul_pd(wh, xv));
+                } else {
+                    __m256 p = _mm256_mul_ps(wf, _mm256_set1_ps(x[j]));
+                    d[2 * h] = _mm256_add_pd(d[2 * h], ps_lo_pd(p));
+                    d[2 * h + 1] = _mm256_add_pd(d[2 * h + 1], ps_hi_pd(p));
+                }
+            }
+        }
+        __m256 r0 = _mm256_set_m128(_mm256_cvtpd_ps(d[1]),
+                                    _mm256_cvtpd_ps(d[0]));
+        __m256 r1 = _mm256_set_m128(_mm256_cvtpd_ps(d[3]),
+                                    _mm256_cvtpd_ps(d[2]));
+        store16(y + (size_t)t * ys, r0, r1, nr);
+    }
+}
+
+void
+le_gemm_f16_avx2(int n, const void *w, const struct le_pack_act *a,
+                 int ntok, float *y, size_t ys, int nr)
+{
+    phalf_gemm(n, w, a, ntok, y, ys, nr, 0);
+}
+
+void
+le_gemm_bf16_avx2(int n, const void *w, const struct le_pack_act *a,
+                  int ntok, float *y, size_t ys, int nr)
+{
+    phalf_gemm(n, w, a, ntok, y, ys, nr, 1);
+}
+
+/* Activation quantisers, bit-identical to quants.c's (the reasoning is in
+ * quants_avx512.c). */
+
+static inline __m256
+clamp127x(__m256 v)
+{
+    v = _mm256_and_ps(v, _mm256_cmp_ps(v, v, _CMP_ORD_Q));
+    return _mm256_min_ps(_mm256_max_ps(v, _mm256_set1_ps(-127.0f)),
+                         _mm256_set1_ps(127.0f));
+}
+
+static inline __m256
+absmax0x(__m256 v, __m256 m)
+{
+    __m256 a = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v);
+    return _mm256_max_ps(_mm256_max_ps(a, _mm256_setzero_ps()), m);
+}
+
+static inline float
+hmax_ps(__m256 v)
+{
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(v),
+                          _mm256_extractf128_ps(v, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_max_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* 8 int32 (in -127..127) to 8 bytes. */
+static inline void
+store_i8x8(int8_t *dst, __m256i q)
+{
+    __m128i p = _mm_packs_epi32(_mm256_castsi256_si128(q),
+                                _mm256_extracti128_si256(q, 1));
+    _mm_storel_epi64((__m128i *)dst, _mm_packs_epi16(p, p));
+}
+
+void
+le_quantize_q8_0_avx2(const float *x, void *vy, int64_t k)
+{
+    struct le_block_q8_0 *y = vy;
+    const __m256 half = _mm256_set1_ps(0.49999997f);
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    for (int64_t i = 0; i < k / 32; i++) {
+        __m256 v[4], m = _mm256_setzero_ps();
+        UNROLL
+        for (int j = 0; j < 4; j++) {
+            v[j] = _mm256_loadu_ps(x + 32 * i + 8 * j);
+            m = absmax0x(v[j], m);
+        }
+        float amax = hmax_ps(m);
+        float d = amax / 127;
+        float id = d ? 1.0f / d : 0.0f;
+        y[i].d = le_fp32_to_fp16(d);
+        __m256 idv = _mm256_set1_ps(id);
+        UNROLL
+        for (int j = 0; j < 4; j++) {
+            __m256 s = _mm256_mul_ps(v[j], idv);
+            __m256 c = _mm256_or_ps(half, _mm256_and_ps(s, sign));
+            __m256 r = clamp127x(_mm256_add_ps(s, c));
+            store_i8x8(y[i].qs + 8 * j, _mm256_cvttps_epi32(r));
+        }
+    }
+}
+
+void
+le_quantize_q8_K_avx2(const float *x, void *vy, int64_t k)
+{
+    struct le_block_q8_K *y = vy;
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    for (int64_t i = 0; i < k / 256; i++) {
+        const float *xb = x + 256 * i;
+        __m256 m = _mm256_setzero_ps();
+        for (int j = 0; j < 32; j++)
+            m = absmax0x(_mm256_loadu_ps(xb + 8 * j), m);
+        float amax = hmax_ps(m);
+        if (amax == 0) {
+            memset(&y[i], 0, sizeof(y[i]));
+            continue;
+        }
+        float max = 0;
+        __m256 av = _mm256_set1_ps(amax);
+        for (int j = 0; j < 32; j++) {
+            int e = _mm256_movemask_ps(_mm256_cmp_ps(
+                _mm256_andnot_ps(sign, _mm256_loadu_ps(xb + 8 * j)), av,
+                _CMP_EQ_OQ));
+            if (e) {
+                max = xb[8 * j + __builtin_ctz((unsigned)e)];
+                break;
+            }
+        }
+        float iscale = -127.f / max;
+        __m256 is = _mm256_set1_ps(iscale);
+        for (int j = 0; j < 16; j++) {
+            __m256i q[2];
+            UNROLL
+            for (int h = 0; h < 2; h++) {
+                __m256 v = _mm256_round_ps(
+                    _mm256_mul_ps(is, _mm256_loadu_ps(xb + 16 * j + 8 * h)),
+                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+                q[h] = _mm256_cvttps_epi32(clamp127x(v));
+                store_i8x8(y[i].qs + 16 * j + 8 * h, q[h]);
+            }
+            y[i].bsums[j] = (int16_t)hsum_i32(_mm256_add_epi32(q[0], q[1]));
+        }
+        y[i].d = 1 / iscale;
+    }
+}
+
+#endif /* x86-64 */

@@ -1388,6 +1388,120 @@ test_all_types(void)
     }
 }
 
+/* Repacked weights (the GEMM of a prompt batch and the GEMV of one token)
+ * give the same logits as the per-row vec_dot path over the GGUF bytes:
+ * bit for bit for Q4_K, Q5_K, Q6_K (both paths do the plain C float
+ * steps) and F16 / BF16 (exact products summed in double), and
+ * within 1e-4 of the largest logit for Q4_0 / Q8_0, whose unpacked AVX2
+ * vec_dot sums blocks in 8 float lanes (quants_avx2.c) while the packed
+ * kernels keep the plain C order.  1 and 2 threads agree bit for bit;
+ * vocab 330 leaves a partial group of 16 rows. */
+static void
+test_packed_logits(void)
+{
+    static const enum le_type types[] = {LE_TYPE_Q4_0, LE_TYPE_Q8_0,
+                                         LE_TYPE_Q4_K, LE_TYPE_Q5_K,
+                                         LE_TYPE_Q6_K, LE_TYPE_F16,
+                                         LE_TYPE_BF16};
+    struct gguf_w_llama lp = {0};
+    lp.n_vocab = 330;
+    lp.n_embd = 256;
+    lp.n_layer = 2;
+    lp.n_head = 4;
+    lp.n_head_kv = 2;
+    lp.n_ff = 768;
+    lp.seed = 5;
+    int32_t ids[8] = {1, 300, 42, 7, 99, 260, 3, 17};
+    int packed_models = 0;
+    for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
+        char p[600], err[256];
+        snprintf(p, sizeof(p), "%s/packed_%d.gguf", g_tmp, (int)types[i]);
+        lp.type = types[i];
+        T_EQ_INT(gguf_w_llama_write(&lp, p), 0);
+        float a[330], b[330], c[330];
+        for (int th = 1; th <= 2; th++) {
+            struct le_model_params mp;
+            le_model_params_default(&mp);
+            mp.n_threads = th;
+            struct le_model *m = NULL;
+            T_EQ_INT(le_model_open(p, &mp, &m, err, sizeof(err)), LE_OK);
+            if (!m)
+                continue;
+            packed_models += le_model_packed_bytes(m) > 0;
+            /* 7 prompt tokens in one batch, then one more */
+            T_EQ_INT(logits_after(m, ids, 8, th == 1 ? a : c), 0);
+            le_model_drop_packed(m);
+            T_EQ_INT(le_model_packed_bytes(m), 0);
+            T_EQ_INT(logits_after(m, ids, 8, b), 0);
+            if ((types[i] != LE_TYPE_Q4_0 && types[i] != LE_TYPE_Q8_0) ||
+                le_isa_active() == LE_ISA_NONE)
+                T_CHECK(memcmp(th == 1 ? a : c, b, sizeof(b)) == 0);
+            else
+                T_CHECK(rel_diff(b, th == 1 ? a : c, 330) < 1e-4);
+            le_model_free(m);
+        }
+        T_CHECK(memcmp(a, c, sizeof(a)) == 0);
+    }
+    /* every type repacks when the CPU has a SIMD level */
+    T_EQ_INT(packed_models, (le_isa_active() == LE_ISA_NONE ? 0 : 14));
+}
+
+/* The real binary at each ISA level (LLMUX_SIMD; a level the CPU lacks
+ * falls back to the best one below) generates the same greedy text from
+ * a Q4_0 and a Q4_K llama as the plain C level: the repacked kernels and
+ * quantisers give the plain C bits, and the attention's F16 dot agrees
+ * for values of normal magnitude. */
+static void
+test_levels_same_text(void)
+{
+    const char *bin = e2e_env("LLMUX_BIN", "build/release/llmux");
+    static const enum le_type types[] = {LE_TYPE_Q4_0, LE_TYPE_Q4_K};
+    static const char *const levels[] = {"none", "avx2", "avxvnni", "avx512"};
+    struct gguf_w_llama lp = {0};
+    lp.n_vocab = 330;
+    lp.n_embd = 256;
+    lp.n_layer = 2;
+    lp.n_head = 4;
+    lp.n_head_kv = 2;
+    lp.n_ff = 768;
+    lp.seed = 9;
+    for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
+        char p[600];
+        snprintf(p, sizeof(p), "%s/levels_%d.gguf", g_tmp, (int)types[i]);
+        lp.type = types[i];
+        T_EQ_INT(gguf_w_llama_write(&lp, p), 0);
+        char *ref = NULL;
+        for (size_t l = 0; l < sizeof(levels) / sizeof(levels[0]); l++) {
+            char cmd[1536];
+            snprintf(cmd, sizeof(cmd),
+                     "LLMUX_SIMD=%s '%s' run --model '%s' -p 'Once upon a "
+                     "time' -n 24 --temp 0 2>/dev/null",
+                     levels[l], bin, p);
+            FILE *f = popen(cmd, "r");
+            T_CHECK(f != NULL);
+            if (!f)
+                continue;
+            char *out = calloc(1, 65536);
+            size_t n = out ? fread(out, 1, 65535, f) : 0;
+            T_EQ_INT(pclose(f), 0);
+            if (!out)
+                continue;
+            out[n] = '\0';
+            T_CHECK(n > 0);
+            if (!ref) {
+                ref = out;
+                continue;
+            }
+            if (strcmp(out, ref) != 0)
+                fprintf(stderr, "  %s at %s differs from none\n",
+                        le_type_get(types[i])->name, levels[l]);
+            T_CHECK(strcmp(out, ref) == 0);
+            free(out);
+        }
+        free(ref);
+    }
+}
+
 static void
 cleanup_tmp(void)
 {
@@ -1428,6 +1542,8 @@ main(void)
     T_RUN(test_qwen2);
     T_RUN(test_rope_freqs);
     T_RUN(test_all_types);
+    T_RUN(test_packed_logits);
+    T_RUN(test_levels_same_text);
     cleanup_tmp();
     return T_END();
 }

@@ -653,6 +653,201 @@ test_layout_q4_1_q5_1(void)
     T_NEAR(y[31], 31 + 2.0, 0);
 }
 
+
+/* Repacked kernels (repack.c) at every ISA level this CPU runs, against
+ * the plain C vec_dot of quants.c row by row: bit for bit (same integer
+ * sums, same float steps).  Row lengths are those the models use (n_embd
+ * 64..4096, n_ff 5632, 11008, 14336; K-quants multiples of 256), weights
+ * both quantised data and random bytes with finite scales, 1..9 tokens,
+ * full and partial groups; nothing past nr rows is written. */
+static void
+test_packed(void)
+{
+    static const int lens[] = {64,   128,  256,  512,   768,  1024,
+                               2048, 4096, 5632, 11008, 14336};
+    static const struct {
+        enum le_type t;
+        size_t d_off[2];
+        int n_d;
+    } k[] = {
+        {LE_TYPE_Q4_0, {0, 0}, 1},
+        {LE_TYPE_Q8_0, {0, 0}, 1},
+        {LE_TYPE_Q4_K, {0, 2}, 2},
+        {LE_TYPE_Q5_K, {0, 2}, 2},
+        {LE_TYPE_Q6_K, {208, 0}, 1},
+        {LE_TYPE_F16, {0, 0}, 0},
+        {LE_TYPE_BF16, {0, 0}, 0},
+    };
+    int n_kernels = 0;
+    float *x = malloc(14336 * sizeof(float));
+    for (size_t c = 0; c < sizeof(k) / sizeof(k[0]); c++) {
+        const struct le_type_traits *rt = le_type_get_ref(k[c].t);
+        const struct le_type_traits *vt = le_type_get_ref(rt->vec_dot_type);
+        for (int isa = LE_ISA_NONE; isa <= LE_ISA_AVX512; isa++) {
+            struct le_pack_traits pt;
+            if (!le_pack_traits_at(k[c].t, (enum le_isa)isa, &pt)) {
+                T_CHECK(!le_isa_supported((enum le_isa)isa));
+                continue;
+            }
+            n_kernels++;
+            int bad = 0, rep = 0;
+            for (size_t li = 0; li < sizeof(lens) / sizeof(lens[0]); li++) {
+                int n = lens[li];
+                if (n % rt->blck_size)
+                    continue;
+                rep++;
+                int nr = rep % 3 == 0 ? 1 + rep % 15 : 16;
+                int ntok = 1 + (rep * 5) % 9;
+                size_t wr = le_row_size(k[c].t, n);
+                size_t ar = le_row_size(rt->vec_dot_type, n);
+                size_t pr = le_pack_prep_size(rt->vec_dot_type, n);
+                uint8_t *w = malloc(wr * 16);
+                uint8_t *packed = aligned_alloc(64, le_pack_group_bytes(&pt, n));
+                uint8_t *aq = malloc(ar * (size_t)ntok);
+                uint8_t *ap = malloc(pr * (size_t)ntok);
+                float *out = malloc((size_t)ntok * 20 * sizeof(float));
+                size_t nb = (size_t)n / (size_t)rt->blck_size;
+                for (int r = 0; r < nr; r++) {
+                    uint8_t *row = w + (size_t)r * wr;
+                    if ((r + rep) % 2 == 0) {
+                        fill(x, n, 1.0f);
+                        rt->from_float(x, row, n);
+                    } else {
+                        for (size_t i = 0; i < wr; i++)
+                            row[i] = (uint8_t)(frand() * 128 + 128);
+                        /* F16 / BF16: any finite bit pattern (inf - inf
+                         * would make a NaN whose sign depends on the
+                         * order the compiler picked) */
+                        uint16_t *hv = (uint16_t *)row;
+                        uint16_t em = k[c].t == LE_TYPE_F16 ? 0x7c00 : 0x7f80;
+                        if (rt->blck_size == 1)
+                            for (int i = 0; i < n; i++)
+                                if ((hv[i] & em) == em)
+                                    hv[i] &= (uint16_t)~0x4000;
+                        for (size_t b = 0; b < nb; b++)
+                            for (int f = 0; f < k[c].n_d; f++) {
+                                uint16_t h = le_fp32_to_fp16(frand() * 0.01f);
+                                uint8_t *q = row + b * rt->type_size +
+                                             k[c].d_off[f];
+                                q[0] = (uint8_t)h;
+                                q[1] = (uint8_t)(h >> 8);
+                            }
+                    }
+                }
+                for (int t = 0; t < ntok; t++) {
+                    fill(x, n, t % 3 ? 1.0f : 30.0f);
+                    vt->from_float(x, aq + (size_t)t * ar, n);
+                    le_pack_prep(rt->vec_dot_type, aq + (size_t)t * ar, n,
+                                 ap + (size_t)t * pr);
+                }
+                le_pack_rows(&pt, w, wr, nr, n, packed);
+                for (int i = 0; i < ntok * 20; i++)
+                    out[i] = -12345.0f;
+                struct le_pack_act act = {aq, ar, ap, pr};
+                pt.gemm(n, packed, &act, ntok, out, 20, nr);
+                for (int t = 0; t < ntok; t++)
+                    for (int r = 0; r < 20; r++) {
+                        float got = out[t * 20 + r], want = -12345.0f;
+                        if (r < nr)
+                            rt->vec_dot(n, &want, w + (size_t)r * wr,
+                                        aq + (size_t)t * ar);
+                        if (memcmp(&got, &want, 4) != 0) {
+                            if (bad < 5)
+                                fprintf(stderr,
+                                        "%s %s n=%d nr=%d tok %d row %d: "
+                                        "%.9g want %.9g\n",
+                                        rt->name,
+                                        le_isa_name((enum le_isa)isa), n,
+                                        nr, t, r, got, want);
+                            bad++;
+                        }
+                    }
+                free(w);
+                free(packed);
+                free(aq);
+                free(ap);
+                free(out);
+            }
+            T_EQ_INT(bad, 0);
+        }
+    }
+    fprintf(stderr, "  (%d repacked kernels on this CPU, up to %s)\n",
+            n_kernels, le_isa_name(le_isa_detected()));
+    T_CHECK(n_kernels >= 7);
+    free(x);
+}
+
+/* The SIMD activation quantisers (Q8_0, Q8_K) at each level this CPU
+ * runs write exactly the plain C ones' bytes: on random data at several
+ * scales, on values that land exactly halfway between two integers (the
+ * rounding rule: roundf away from zero for Q8_0, rintf to even for Q8_K),
+ * with a NaN, infinities and zero blocks, and with +a and -a both the
+ * largest magnitude (the first one sets Q8_K's sign). */
+static void
+test_quantize_simd(void)
+{
+    typedef void (*qfn)(const float *, void *, int64_t);
+    struct {
+        enum le_type t;
+        qfn f;
+        enum le_isa isa;
+    } k[] = {
+#if defined(__x86_64__)
+        {LE_TYPE_Q8_0, le_quantize_q8_0_avx2, LE_ISA_AVX2},
+        {LE_TYPE_Q8_K, le_quantize_q8_K_avx2, LE_ISA_AVX2},
+        {LE_TYPE_Q8_0, le_quantize_q8_0_avx512, LE_ISA_AVX512},
+        {LE_TYPE_Q8_K, le_quantize_q8_K_avx512, LE_ISA_AVX512},
+#endif
+        {LE_TYPE_Q8_0, NULL, LE_ISA_NONE},
+    };
+    enum { NQ = 2048 };
+    float *x = malloc(NQ * sizeof(float));
+    uint8_t *a = malloc(NQ * 2), *b = malloc(NQ * 2);
+    int n_run = 0;
+    for (size_t c = 0; c < sizeof(k) / sizeof(k[0]); c++) {
+        if (!k[c].f || !le_isa_supported(k[c].isa))
+            continue;
+        n_run++;
+        const struct le_type_traits *rt = le_type_get_ref(k[c].t);
+        size_t row = le_row_size(k[c].t, NQ);
+        int bad = 0;
+        for (int rep = 0; rep < 24; rep++) {
+            fill(x, NQ, rep % 3 == 0 ? 1e-3f : rep % 3 == 1 ? 1.0f : 3e4f);
+            if (rep % 4 == 1) /* exact halves: the block max is 127 */
+                for (int i = 0; i < NQ; i++)
+                    x[i] = i % 32 == 0 ? (k[c].t == LE_TYPE_Q8_K ? -127.0f
+                                                                 : 127.0f)
+                                       : (float)((i * 7) % 200 - 100) + 0.5f;
+            if (rep % 4 == 2) { /* NaN, +-inf, a zero block, +-a ties */
+                x[3] = NAN;
+                x[300] = INFINITY;
+                x[700] = -INFINITY;
+                for (int i = 1024; i < 1280; i++)
+                    x[i] = 0;
+                x[1300] = 2.5f;
+                x[1301] = -2.5f;
+                x[1600] = -2.5f;
+                x[1601] = 2.5f;
+            }
+            memset(a, 0xaa, row);
+            memset(b, 0x55, row);
+            rt->from_float(x, a, NQ);
+            k[c].f(x, b, NQ);
+            if (memcmp(a, b, row) != 0) {
+                if (bad < 3)
+                    fprintf(stderr, "%s %s rep %d: bytes differ\n", rt->name,
+                            le_isa_name(k[c].isa), rep);
+                bad++;
+            }
+        }
+        T_EQ_INT(bad, 0);
+    }
+    fprintf(stderr, "  (%d SIMD quantisers on this CPU)\n", n_run);
+    free(x);
+    free(a);
+    free(b);
+}
+
 int
 main(void)
 {
@@ -661,6 +856,8 @@ main(void)
     T_RUN(test_roundtrip_and_dot);
     T_RUN(test_simd_vs_ref);
     T_RUN(test_vec_dot_multi);
+    T_RUN(test_packed);
+    T_RUN(test_quantize_simd);
     T_RUN(test_nonfinite);
     T_RUN(test_layout_q4_0);
     T_RUN(test_layout_q8_0);

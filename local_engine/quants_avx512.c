@@ -1,0 +1,634 @@
+/*
+ * quants_avx512.c: AVX-512 (F/BW/VL/DQ + VNNI) kernels over repacked
+ * weights (repack.c draws the layouts): 16 rows in the 16 int32 lanes of
+ * a ZMM register, against 1..4 activation rows at a time.
+ *
+ * Built with -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni
+ * -mfma -mf16c (Makefile: files named *_avx512.c, x86-64 only) and called
+ * only when le_isa_active() is LE_ISA_AVX512.
+ *
+ * Per block each kernel forms exactly the integer sums of the plain C
+ * twin in repack.c and then the same float expression in the same order
+ * (no fused multiply-add), so results are bit-identical to it and to
+ * quants.c's vec_dot (test_quants.c checks all three).
+ *
+ *   Q4_0: vpdpbusd(nibbles (unsigned), broadcast 4 activation bytes)
+ *         gives sum q*a; the -8 offset is 8 * (sum of the block's
+ *         activation quants), from the prep row.
+ *   Q8_0: the weights xor 0x80 are q + 128 (unsigned), so vpdpbusd gives
+ *         sum q*a + 128 * sum a, less the prep row's sum.  Exact: int32
+ *         lanes, at most 8 * 4 * 255 * 128 per block.
+ *   Q4_K: vpmaddubsw (nibble x int8, pairs <= 3810) summed over the 8
+ *         chunks of a sub-block in int16 (<= 30480, no saturation), then
+ *         vpdpwssd with the row's 6-bit scale in both halves of its lane;
+ *         the mins likewise with vpdpwssd over (mn, mn') pairs and the
+ *         prep row's bsum pairs.
+ *
+ * Several tokens per weight load (the GEMM of a prompt batch): the
+ * unpacked nibbles stay in registers for NT <= 4 activation rows, each
+ * with its own accumulators, so the weight unpacking is paid once per 4
+ * tokens.  For one token (generation) the loop is bound by the weight
+ * stream.
+ */
+#if defined(__x86_64__)
+
+#include "le_int.h"
+
+#include <immintrin.h>
+#include <string.h>
+
+/* Small fixed loops over tokens, chunks and halves must become straight
+ * code with the vectors in registers (at -O2 GCC keeps them as arrays on
+ * the stack: measured 3x slower). */
+#define UNROLL _Pragma("GCC unroll 16")
+/* Generation: prefetch 8 blocks (2-4 KiB) ahead.  Measured on a 512 MB
+ * stream: 4 blocks 9-11 GB/s, 8, 16 or 32 all ~12 GB/s (a plain read of
+ * the same layout: 13-14). */
+#define PF_BLOCKS 8
+
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+
+struct q8_0_blk {
+    uint16_t d;
+    int8_t qs[32];
+};
+_Static_assert(sizeof(struct q8_0_blk) == 34, "as in quants.c");
+struct q8_K_blk {
+    float d;
+    int8_t qs[256];
+    int16_t bsums[16];
+};
+_Static_assert(sizeof(struct q8_K_blk) == 292, "as in quants.c");
+
+ALWAYS_INLINE __m512i
+bcast32(const void *p)
+{
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm512_set1_epi32(v);
+}
+
+/* Stores 16 row results (nr of them) of one token. */
+ALWAYS_INLINE void
+store_rows(float *y, __m512 v, int nr)
+{
+    if (nr == 16)
+        _mm512_storeu_ps(y, v);
+    else
+        _mm512_mask_storeu_ps(y, (__mmask16)((1u << nr) - 1), v);
+}
+
+/* ---- Q4_0 and Q8_0 ----
+ * One block of 16 rows becomes 8 unsigned byte vectors u[i], each to be
+ * multiplied with the 4 activation quants at qoff[i]: for Q4_0 the low
+ * and high nibbles of the 4 chunks (values 4c.. and 16+4c..), for Q8_0 the
+ * 8 chunks xor 0x80.  Then sum u*a less bias * (sum of the activation
+ * quants): bias 8 for Q4_0's offset, 128 for Q8_0's xor. */
+
+ALWAYS_INLINE void
+legacy_tile(int nb, const uint8_t *qs, const uint16_t *dw,
+            const struct le_pack_act *a, int t0, const int NT, float *y,
+            size_t ys, int nr, const int Q8)
+{
+    static const int off4[8] = {0, 16, 4, 20, 8, 24, 12, 28};
+    static const int off8[8] = {0, 4, 8, 12, 16, 20, 24, 28};
+    const int *qoff = Q8 ? off8 : off4;
+    const size_t col = Q8 ? 512 : 256;
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    const __m512i x80 = _mm512_set1_epi8((char)0x80);
+    const struct q8_0_blk *x[8];
+    const struct le_prep_q8_0 *p[8];
+    __m512 acc[8];
+    UNROLL
+    for (int t = 0; t < NT; t++) {
+        x[t] = (const void *)(a->q + (size_t)(t0 + t) * a->q_row);
+        p[t] = (const void *)(a->p + (size_t)(t0 + t) * a->p_row);
+        acc[t] = _mm512_setzero_ps();
+    }
+    for (int b = 0; b < nb; b++) {
+        const uint8_t *wb = qs + (size_t)b * col;
+        __m512i u[8];
+        UNROLL
+        for (int c = 0; c < (int)col / 64; c++) {
+            if (NT < 4) /* a batch re-reads the group from cache */
+                _mm_prefetch((const char *)(wb + PF_BLOCKS * col + 64 * c),
+                             _MM_HINT_T0);
+            __m512i v = _mm512_load_si512((const void *)(wb + 64 * c));
+            if (Q8) {
+                u[c] = _mm512_xor_si512(v, x80);
+            } else {
+                u[2 * c] = _mm512_and_si512(v, m4);
+                u[2 * c + 1] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+            }
+        }
+        __m512 dv = _mm512_cvtph_ps(
+            _mm256_loadu_si256((const __m256i *)(dw + (size_t)b * 16)));
+        UNROLL
+        for (int t = 0; t < NT; t++) {
+            const int8_t *q = x[t][b].qs;
+            /* two chains of 4 (enough in flight across the tokens); the
+             * first starts from -bias * sum, broadcast from the prep row */
+            __m512i s0 = _mm512_dpbusd_epi32(
+                bcast32(Q8 ? &p[t][b].neg128 : &p[t][b].neg8), u[0],
+                bcast32(q + qoff[0]));
+            __m512i s1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[1],
+                                             bcast32(q + qoff[1]));
+            UNROLL
+            for (int i = 1; i < 4; i++) {
+                s0 = _mm512_dpbusd_epi32(s0, u[2 * i],
+                                         bcast32(q + qoff[2 * i]));
+                s1 = _mm512_dpbusd_epi32(s1, u[2 * i + 1],
+                                         bcast32(q + qoff[2 * i + 1]));
+            }
+            __m512i si = _mm512_add_epi32(s0, s1);
+            __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(si), dv);
+            f = _mm512_mul_ps(f, _mm512_set1_ps(p[t][b].d));
+            acc[t] = _mm512_add_ps(acc[t], f);
+        }
+    }
+    UNROLL
+    for (int t = 0; t < NT; t++)
+        store_rows(y + (size_t)(t0 + t) * ys, acc[t], nr);
+}
+
+ALWAYS_INLINE void
+legacy_gemm(int n, const void *w, const struct le_pack_act *a, int ntok,
+            float *y, size_t ys, int nr, const int Q8)
+{
+    int nb = n / 32;
+    const uint8_t *qs = w;
+    const uint16_t *dw =
+        (const uint16_t *)(qs + (size_t)nb * (Q8 ? 512 : 256));
+    int t = 0;
+    for (; t + 8 <= ntok; t += 8)
+        legacy_tile(nb, qs, dw, a, t, 8, y, ys, nr, Q8);
+    if (ntok - t >= 4) {
+        legacy_tile(nb, qs, dw, a, t, 4, y, ys, nr, Q8);
+        t += 4;
+    }
+    if (ntok - t >= 2) {
+        legacy_tile(nb, qs, dw, a, t, 2, y, ys, nr, Q8);
+        t += 2;
+    }
+    if (t < ntok)
+        legacy_tile(nb, qs, dw, a, t, 1, y, ys, nr, Q8);
+}
+
+void
+le_gemm_q4_0_avx512(int n, const void *w, const struct le_pack_act *a,
+                    int ntok, float *y, size_t ys, int nr)
+{
+    legacy_gemm(n, w, a, ntok, y, ys, nr, 0);
+}
+
+void
+le_gemm_q8_0_avx512(int n, const void *w, const struct le_pack_act *a,
+                    int ntok, float *y, size_t ys, int nr)
+{
+    legacy_gemm(n, w, a, ntok, y, ys, nr, 1);
+}
+
+/* ---- Q4_K and Q5_K ---- */
+
+/* v shifted left by s bits (right by -s) in 16-bit lanes; s is a
+ * constant once the loops are unrolled. */
+ALWAYS_INLINE __m512i
+shift16(__m512i v, const int s)
+{
+    return s > 0 ? _mm512_slli_epi16(v, (unsigned)s)
+           : s < 0 ? _mm512_srli_epi16(v, (unsigned)-s)
+                   : v;
+}
+
+/* vpdpbusd (nibbles x int8) into int32 lanes, with no int16 sums the
+ * compiler could turn into a spilling tree of adds (it did: 693 stack
+ * accesses); Q5 adds the 5th bits (repack.c: bit 2i / 2i+1 of the qh byte
+ * for chunk 4cq+i). */
+ALWAYS_INLINE void
+k4_tile(int nsb, const uint8_t *qs, const uint8_t *meta, const uint8_t *qh,
+        const struct le_pack_act *a, int t0, const int NT, float *y,
+        size_t ys, int nr, const int Q5)
+{
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    const __m512i b4 = _mm512_set1_epi8(0x10);
+    const struct q8_K_blk *x[4];
+    const int32_t *p[4];
+    __m512 acc[4];
+    UNROLL
+    for (int t = 0; t < NT; t++) {
+        x[t] = (const void *)(a->q + (size_t)(t0 + t) * a->q_row);
+        p[t] = (const void *)(a->p + (size_t)(t0 + t) * a->p_row);
+        acc[t] = _mm512_setzero_ps();
+    }
+    for (int b = 0; b < nsb; b++) {
+        const uint8_t *mb = meta + (size_t)b * LE_PACK_Q4_K_META;
+        __m512i isum[4], msum[4];
+        UNROLL
+        for (int t = 0; t < NT; t++)
+            isum[t] = msum[t] = _mm512_setzero_si512();
+        UNROLL
+        for (int jj = 0; jj < 4; jj++) {
+            __m512i plo[4], phi[4], h = _mm512_setzero_si512();
+            /* the row scales as int32 = (scale, 0) int16 pairs */
+            __m512i s0 = _mm512_cvtepu8_epi32(
+                _mm_loadu_si128((const __m128i *)(mb + 64 + (2 * jj) * 16)));
+            __m512i s1 = _mm512_cvtepu8_epi32(_mm_loadu_si128(
+                (const __m128i *)(mb + 64 + (2 * jj + 1) * 16)));
+            const uint8_t *wj = qs + (size_t)b * 2048 + (size_t)jj * 512;
+            UNROLL
+            for (int c = 0; c < 8; c++) {
+                if (NT < 4)
+                    _mm_prefetch((const char *)(wj + 64 * c + 4096),
+                                 _MM_HINT_T0);
+                __m512i v = _mm512_load_si512((const void *)(wj + 64 * c));
+                __m512i lo = _mm512_and_si512(v, m4);
+                __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+                if (Q5) {
+                    const int i = c & 3;
+                    if (i == 0)
+                        h = _mm512_load_si512(
+                            (const void *)(qh + (size_t)b * 512 +
+                                           (size_t)(jj * 2 + c / 4) * 64));
+                    lo = _mm512_or_si512(
+                        lo, _mm512_and_si512(shift16(h, 4 - 2 * i), b4));
+                    hi = _mm512_or_si512(
+                        hi, _mm512_and_si512(shift16(h, 3 - 2 * i), b4));
+                }
+                const int first = Q5 ? c % 2 == 0 : c % 4 == 0;
+                UNROLL
+                for (int t = 0; t < NT; t++) {
+                    const int8_t *q = x[t][b].qs + 64 * jj + 4 * c;
+                    if (first)
+                        plo[t] = phi[t] = _mm512_setzero_si512();
+                    plo[t] = _mm512_dpbusd_epi32(plo[t], lo, bcast32(q));
+                    phi[t] = _mm512_dpbusd_epi32(phi[t], hi, bcast32(q + 32));
+                }
+                /* a lane's sum fits int16 after 4 chunks of nibbles (16 *
+                 * 15 * 127) or 2 of 5-bit values (8 * 31 * 127): then it
+                 * is multiplied by the scale with vpdpwssd */
+                if (Q5 ? c % 2 == 1 : c % 4 == 3) {
+                    UNROLL
+                    for (int t = 0; t < NT; t++) {
+                        isum[t] = _mm512_dpwssd_epi32(isum[t], plo[t], s0);
+                        isum[t] = _mm512_dpwssd_epi32(isum[t], phi[t], s1);
+                    }
+                }
+            }
+        }
+        UNROLL
+        for (int k = 0; k < 4; k++) {
+            __m512i mn = _mm512_cvtepu8_epi16(
+                _mm256_loadu_si256((const __m256i *)(mb + 192 + 32 * k)));
+            UNROLL
+            for (int t = 0; t < NT; t++)
+                msum[t] = _mm512_dpwssd_epi32(
+                    msum[t], mn, _mm512_set1_epi32(p[t][4 * b + k]));
+        }
+        __m512 dv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)mb));
+        __m512 dm =
+            _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(mb + 32)));
+        UNROLL
+        for (int t = 0; t < NT; t++) {
+            __m512 yd = _mm512_set1_ps(x[t][b].d);
+            __m512 f1 = _mm512_mul_ps(
+                yd, _mm512_mul_ps(dv, _mm512_cvtepi32_ps(isum[t])));
+            __m512 f2 = _mm512_mul_ps(
+                yd, _mm512_mul_ps(dm, _mm512_cvtepi32_ps(msum[t])));
+            acc[t] = _mm512_add_ps(acc[t], _mm512_sub_ps(f1, f2));
+        }
+    }
+    UNROLL
+    for (int t = 0; t < NT; t++)
+        store_rows(y + (size_t)(t0 + t) * ys, acc[t], nr);
+}
+
+ALWAYS_INLINE void
+k4_gemm(int n, const void *w, const struct le_pack_act *a, int ntok,
+        float *y, size_t ys, int nr, const int Q5)
+{
+    int nsb = n / 256;
+    const uint8_t *qs = w;
+    const uint8_t *meta = qs + (size_t)nsb * 2048;
+    const uint8_t *qh = meta + (size_t)nsb * LE_PACK_Q4_K_META;
+    int t = 0;
+    for (; t + 4 <= ntok; t += 4)
+        k4_tile(nsb, qs, meta, qh, a, t, 4, y, ys, nr, Q5);
+    switch (ntok - t) {
+    case 3: k4_tile(nsb, qs, meta, qh, a, t, 3, y, ys, nr, Q5); break;
+    case 2: k4_tile(nsb, qs, meta, qh, a, t, 2, y, ys, nr, Q5); break;
+    case 1: k4_tile(nsb, qs, meta, qh, a, t, 1, y, ys, nr, Q5); break;
+    default: break;
+    }
+}
+
+void
+le_gemm_q4_K_avx512(int n, const void *w, const struct le_pack_act *a,
+                    int ntok, float *y, size_t ys, int nr)
+{
+    k4_gemm(n, w, a, ntok, y, ys, nr, 0);
+}
+
+void
+le_gemm_q5_K_avx512(int n, const void *w, const struct le_pack_act *a,
+                    int ntok, float *y, size_t ys, int nr)
+{
+    k4_gemm(n, w, a, ntok, y, ys, nr, 1);
+}
+
+/* ---- Q6_K ----
+ * 6-bit values (0..63, repack.c's low nibble + 2 high bits) x int8 with
+ * vpmaddubsw, 2 chunks summed in int16 (2 * 2*63*128 = 32256), vpdpwssd
+ * with the int8 scale of the 16-value sub-block in both halves of the
+ * lane; the -32 of the stored values is 32 * sum sc * bsum, also with
+ * vpdpwssd over (sc, sc') pairs and the Q8_K block's bsum pairs. */
+
+ALWAYS_INLINE void
+q6_K_tile(int nsb, const uint8_t *ql, const uint8_t *qh, const uint8_t *meta,
+          const struct le_pack_act *a, int t0, const int NT, float *y,
+          size_t ys, int nr)
+{
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    const __m512i m30 = _mm512_set1_epi8(0x30);
+    const __m512i pick_even = _mm512_broadcast_i32x4(
+        _mm_setr_epi8(0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13));
+    const __m512i pick_odd = _mm512_broadcast_i32x4(_mm_setr_epi8(
+        2, 3, 2, 3, 6, 7, 6, 7, 10, 11, 10, 11, 14, 15, 14, 15));
+    const struct q8_K_blk *x[4];
+    __m512 acc[4];
+    UNROLL
+    for (int t = 0; t < NT; t++) {
+        x[t] = (const void *)(a->q + (size_t)(t0 + t) * a->q_row);
+        acc[t] = _mm512_setzero_ps();
+    }
+    for (int b = 0; b < nsb; b++) {
+        const uint8_t *mb = meta + (size_t)b * LE_PACK_Q6_K_META;
+        __m512i isum[4], off[4];
+        UNROLL
+        for (int t = 0; t < NT; t++)
+            isum[t] = off[t] = _mm512_setzero_si512();
+        UNROLL
+        for (int jj = 0; jj < 4; jj++) {
+            /* scale pairs of sub-blocks 4jj, 4jj+1 and 4jj+2, 4jj+3 */
+            __m512i pl = _mm512_cvtepi8_epi16(_mm256_loadu_si256(
+                (const __m256i *)(mb + 32 * (2 * jj))));
+            __m512i ph = _mm512_cvtepi8_epi16(_mm256_loadu_si256(
+                (const __m256i *)(mb + 32 * (2 * jj + 1))));
+            UNROLL
+            for (int t = 0; t < NT; t++) {
+                off[t] = _mm512_dpwssd_epi32(
+                    off[t], pl, bcast32(x[t][b].bsums + 4 * jj));
+                off[t] = _mm512_dpwssd_epi32(
+                    off[t], ph, bcast32(x[t][b].bsums + 4 * jj + 2));
+            }
+            UNROLL
+            for (int cp = 0; cp < 4; cp++) {
+                __m512i h = _mm512_load_si512((
+                    const void *)(qh + (size_t)b * 1024 +
+                                  (size_t)(jj * 4 + cp) * 64));
+                __m512i plo[4], phi[4];
+                UNROLL
+                for (int t = 0; t < NT; t++)
+                    plo[t] = phi[t] = _mm512_setzero_si512();
+                UNROLL
+                for (int i = 0; i < 2; i++) {
+                    int c = 2 * cp + i;
+                    const uint8_t *wc =
+                        ql + (size_t)b * 2048 + (size_t)(jj * 8 + c) * 64;
+                    _mm_prefetch((const char *)(wc + 4096), _MM_HINT_T0);
+                    __m512i v = _mm512_load_si512((const void *)wc);
+                    __m512i ha = _mm512_and_si512(shift16(h, 4 - 4 * i), m30);
+                    __m512i hb = _mm512_and_si512(shift16(h, 2 - 4 * i), m30);
+                    __m512i lo = _mm512_or_si512(_mm512_and_si512(v, m4), ha);
+                    __m512i hi = _mm512_or_si512(
+                        _mm512_and_si512(_mm512_srli_epi16(v, 4), m4), hb);
+                    UNROLL
+                    for (int t = 0; t < NT; t++) {
+                        const int8_t *q = x[t][b].qs + 64 * jj + 4 * c;
+                        plo[t] = _mm512_add_epi16(
+                            plo[t], _mm512_maddubs_epi16(lo, bcast32(q)));
+                        phi[t] = _mm512_add_epi16(
+                            phi[t], _mm512_maddubs_epi16(hi, bcast32(q + 32)));
+                    }
+                }
+                __m512i slo = _mm512_shuffle_epi8(pl, cp < 2 ? pick_even
+                                                             : pick_odd);
+                __m512i shi = _mm512_shuffle_epi8(ph, cp < 2 ? pick_even
+                                                             : pick_odd);
+                UNROLL
+                for (int t = 0; t < NT; t++) {
+                    isum[t] = _mm512_dpwssd_epi32(isum[t], plo[t], slo);
+                    isum[t] = _mm512_dpwssd_epi32(isum[t], phi[t], shi);
+                }
+            }
+        }
+        __m512 dv = _mm512_cvtph_ps(
+            _mm256_loadu_si256((const __m256i *)(mb + 256)));
+        UNROLL
+        for (int t = 0; t < NT; t++) {
+            __m512i si = _mm512_sub_epi32(isum[t], _mm512_slli_epi32(off[t], 5));
+            __m512 yd = _mm512_set1_ps(x[t][b].d);
+            __m512 f1 =
+                _mm512_mul_ps(yd, _mm512_mul_ps(dv, _mm512_cvtepi32_ps(si)));
+            /* the plain C twin's "- d * (dmin * msum)" with zeros (its
+             * sign can matter for a -0 sum) */
+            __m512 f2 = _mm512_mul_ps(yd, _mm512_setzero_ps());
+            acc[t] = _mm512_add_ps(acc[t], _mm512_sub_ps(f1, f2));
+        }
+    }
+    UNROLL
+    for (int t = 0; t < NT; t++)
+        store_rows(y + (size_t)(t0 + t) * ys, acc[t], nr);
+}
+
+void
+le_gemm_q6_K_avx512(int n, const void *w, const struct le_pack_act *a,
+                    int ntok, float *y, size_t ys, int nr)
+{
+    int nsb = n / 256;
+    const uint8_t *ql = w;
+    const uint8_t *qh = ql + (size_t)nsb * 2048;
+    const uint8_t *meta = qh + (size_t)nsb * 1024;
+    int t = 0;
+    for (; t + 4 <= ntok; t += 4)
+        q6_K_tile(nsb, ql, qh, meta, a, t, 4, y, ys, nr);
+    switch (ntok - t) {
+    case 3: q6_K_tile(nsb, ql, qh, meta, a, t, 3, y, ys, nr); break;
+    case 2: q6_K_tile(nsb, ql, qh, meta, a, t, 2, y, ys, nr); break;
+    case 1: q6_K_tile(nsb, ql, qh, meta, a, t, 1, y, ys, nr); break;
+    default: break;
+    }
+}
+
+/* ---- F16 and BF16 ----
+ * As the plain C twins: every product exact in double (F16 x F16 is
+ * already exact in float; BF16 products may not be, so those multiply in
+ * double), summed in double in element order per row: two 8-lane double
+ * accumulators per token hold the 16 rows. */
+
+ALWAYS_INLINE void
+half_tile(int n, const uint16_t *h, const struct le_pack_act *a, int t0,
+          const int NT, float *y, size_t ys, int nr, const int BF)
+{
+    const float *x[4];
+    __m512d lo[4], hi[4];
+    UNROLL
+    for (int t = 0; t < NT; t++) {
+        x[t] = (const void *)(a->p + (size_t)(t0 + t) * a->p_row);
+        lo[t] = hi[t] = _mm512_setzero_pd();
+    }
+    for (int j = 0; j < n; j++) {
+        __m256i raw = _mm256_load_si256((const __m256i *)(h + (size_t)j * 16));
+        _mm_prefetch((const char *)(h + (size_t)j * 16 + 1024), _MM_HINT_T0);
+        __m512 wf = BF ? _mm512_castsi512_ps(_mm512_slli_epi32(
+                             _mm512_cvtepu16_epi32(raw), 16))
+                       : _mm512_cvtph_ps(raw);
+        __m512d wl = _mm512_cvtps_pd(_mm512_castps512_ps256(wf));
+        __m512d wh = _mm512_cvtps_pd(_mm512_extractf32x8_ps(wf, 1));
+        UNROLL
+        for (int t = 0; t < NT; t++) {
+            if (BF) {
+                __m512d xv = _mm512_set1_pd((double)x[t][j]);
+                lo[t] = _mm512_add_pd(lo[t], _mm512_mul_pd(wl, xv));
+                hi[t] = _mm512_add_pd(hi[t], _mm512_mul_pd(wh, xv));
+            } else {
+                __m512 p = _mm512_mul_ps(wf, _mm512_set1_ps(x[t][j]));
+                lo[t] = _mm512_add_pd(
+                    lo[t], _mm512_cvtps_pd(_mm512_castps512_ps256(p)));
+                hi[t] = _mm512_add_pd(
+                    hi[t], _mm512_cvtps_pd(_mm512_extractf32x8_ps(p, 1)));
+            }
+        }
+    }
+    UNROLL
+    for (int t = 0; t < NT; t++) {
+        __m512 r = _mm512_insertf32x8(
+            _mm512_castps256_ps512(_mm512_cvtpd_ps(lo[t])),
+            _mm512_cvtpd_ps(hi[t]), 1);
+        store_rows(y + (size_t)(t0 + t) * ys, r, nr);
+    }
+}
+
+ALWAYS_INLINE void
+half_gemm(int n, const void *w, const struct le_pack_act *a, int ntok,
+          float *y, size_t ys, int nr, const int BF)
+{
+    int t = 0;
+    for (; t + 4 <= ntok; t += 4)
+        half_tile(n, w, a, t, 4, y, ys, nr, BF);
+    switch (ntok - t) {
+    case 3: half_tile(n, w, a, t, 3, y, ys, nr, BF); break;
+    case 2: half_tile(n, w, a, t, 2, y, ys, nr, BF); break;
+    case 1: half_tile(n, w, a, t, 1, y, ys, nr, BF); break;
+    default: break;
+    }
+}
+
+void
+le_gemm_f16_avx512(int n, const void *w, const struct le_pack_act *a,
+                   int ntok, float *y, size_t ys, int nr)
+{
+    half_gemm(n, w, a, ntok, y, ys, nr, 0);
+}
+
+void
+le_gemm_bf16_avx512(int n, const void *w, const struct le_pack_act *a,
+                    int ntok, float *y, size_t ys, int nr)
+{
+    half_gemm(n, w, a, ntok, y, ys, nr, 1);
+}
+
+/* ---- activation quantisers ----
+ * Bit-identical to quants.c's q8_0_from_float / q8_K_from_float (they
+ * were 5-7% of a prompt pass, serial on the calling thread):
+ *   roundf (half away from zero) is trunc(v + copysign(0.49999997f, v)),
+ *   checked for every finite float; rintf is vrndscaleps to nearest even;
+ *   NaN becomes 0 and the result is clamped to +-127 as trunc_clamp does;
+ *   the block maximum ignores NaN as the scalar "fabsf(x) > amax" does
+ *   (vmaxps returns its second operand when the first is NaN), and Q8_K's
+ *   signed maximum is the first value of that magnitude. */
+
+ALWAYS_INLINE __m512
+clamp127(__m512 v)
+{
+    v = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, v, _CMP_ORD_Q), v);
+    return _mm512_min_ps(_mm512_max_ps(v, _mm512_set1_ps(-127.0f)),
+                         _mm512_set1_ps(127.0f));
+}
+
+ALWAYS_INLINE __m512
+absmax0(__m512 v, __m512 m)
+{
+    return _mm512_max_ps(_mm512_max_ps(_mm512_abs_ps(v), _mm512_setzero_ps()),
+                         m);
+}
+
+void
+le_quantize_q8_0_avx512(const float *x, void *vy, int64_t k)
+{
+    struct q8_0_blk *y = vy;
+    const __m512 half = _mm512_set1_ps(0.49999997f);
+    const __m512i sign = _mm512_set1_epi32((int)0x80000000u);
+    for (int64_t i = 0; i < k / 32; i++) {
+        __m512 a = _mm512_loadu_ps(x + 32 * i);
+        __m512 b = _mm512_loadu_ps(x + 32 * i + 16);
+        float amax = _mm512_reduce_max_ps(
+            absmax0(a, absmax0(b, _mm512_setzero_ps())));
+        float d = amax / 127;
+        float id = d ? 1.0f / d : 0.0f;
+        y[i].d = le_fp32_to_fp16(d);
+        __m512 idv = _mm512_set1_ps(id);
+        UNROLL
+        for (int h = 0; h < 2; h++) {
+            __m512 v = _mm512_mul_ps(h ? b : a, idv);
+            __m512 c = _mm512_or_ps(
+                half, _mm512_castsi512_ps(_mm512_and_si512(
+                          _mm512_castps_si512(v), sign)));
+            __m512 r = clamp127(_mm512_add_ps(v, c));
+            _mm_storeu_si128((__m128i *)(y[i].qs + 16 * h),
+                             _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(r)));
+        }
+    }
+}
+
+void
+le_quantize_q8_K_avx512(const float *x, void *vy, int64_t k)
+{
+    struct q8_K_blk *y = vy;
+    for (int64_t i = 0; i < k / 256; i++) {
+        const float *xb = x + 256 * i;
+        __m512 m = _mm512_setzero_ps();
+        UNROLL
+        for (int j = 0; j < 16; j++)
+            m = absmax0(_mm512_loadu_ps(xb + 16 * j), m);
+        float amax = _mm512_reduce_max_ps(m);
+        if (amax == 0) {
+            memset(&y[i], 0, sizeof(y[i]));
+            continue;
+        }
+        float max = 0;
+        for (int j = 0; j < 16; j++) {
+            __mmask16 e = _mm512_cmp_ps_mask(
+                _mm512_abs_ps(_mm512_loadu_ps(xb + 16 * j)),
+                _mm512_set1_ps(amax), _CMP_EQ_OQ);
+            if (e) {
+                max = xb[16 * j + __builtin_ctz(e)];
+                break;
+            }
+        }
+        float iscale = -127.f / max;
+        __m512 is = _mm512_set1_ps(iscale);
+        UNROLL
+        for (int j = 0; j < 16; j++) {
+            __m512 v = _mm512_roundscale_ps(
+                _mm512_mul_ps(is, _mm512_loadu_ps(xb + 16 * j)),
+                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+            __m512i q = _mm512_cvttps_epi32(clamp127(v));
+            _mm_storeu_si128((__m128i *)(y[i].qs + 16 * j),
+                             _mm512_cvtepi32_epi8(q));
+            y[i].bsums[j] = (int16_t)_mm512_reduce_add_epi32(q);
+        }
+        y[i].d = 1 / iscale;
+    }
+}
+
+#endif /* x86-64 */
