@@ -33,7 +33,6 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
-#include <sqlite3.h>
 
 #include "gw_int.h"
 
@@ -440,97 +439,47 @@ gw_auth_db_path(const struct gw_auth *a)
 /* ------------------------------------------------------------------ */
 /* Loading the keys table.                                              */
 
+struct load_ctx {
+    struct gw_auth *a;
+    enum gx_status st;
+};
+
 static int
-hex_digest(const char *hex, unsigned char out[32])
+load_one(void *ud, const struct pr_key *pk)
 {
-    if (!hex || strlen(hex) != 64)
-        return -1;
-    for (int i = 0; i < 32; i++) {
-        unsigned v = 0;
-        for (int j = 0; j < 2; j++) {
-            char c = hex[2 * i + j];
-            v <<= 4;
-            if (c >= '0' && c <= '9')
-                v |= (unsigned)(c - '0');
-            else if (c >= 'a' && c <= 'f')
-                v |= (unsigned)(c - 'a' + 10);
-            else if (c >= 'A' && c <= 'F')
-                v |= (unsigned)(c - 'A' + 10);
-            else
-                return -1;
-        }
-        out[i] = (unsigned char)v;
-    }
+    struct load_ctx *c = ud;
+    struct gw_key_spec k = {
+        .id = pk->id,
+        .name = pk->name,
+        .created_ms = pk->created_ms,
+        .expires_ms = pk->expires_ms,
+        .revoked_ms = pk->revoked_ms,
+        .budget_pusd = pk->budget_pusd,
+        .spent_pusd = pk->spent_pusd,
+        .rpm = pk->rpm,
+        .tpm = pk->tpm,
+        .models = pk->models,
+    };
+    memcpy(k.hash, pk->hash, sizeof(k.hash));
+    c->st = gw_auth_put(c->a, &k);
+    if (c->st != GX_OK)
+        return 1;
+    if (k.revoked_ms >= 0)
+        pr_budget_remove(c->a->budget, k.id);
     return 0;
 }
 
-static int64_t
-col_i64(sqlite3_stmt *st, int i, int64_t null_value)
-{
-    return sqlite3_column_type(st, i) == SQLITE_NULL
-               ? null_value
-               : sqlite3_column_int64(st, i);
-}
-
-/* Reads every key row: new ones are added, revocations applied.  With
- * quiet, errors are not reported (the periodic reload retries). */
+/* Reads every key row (pricing's keys table, either backend): new ones
+ * are added, revocations applied. */
 static enum gx_status
 load_keys(struct gw_auth *a, char *err, size_t errlen)
 {
-    sqlite3 *db = NULL;
-    sqlite3_stmt *st = NULL;
-    enum gx_status rs = GX_EIO;
-    if (sqlite3_open_v2(a->db_path, &db,
-                        SQLITE_OPEN_READONLY | SQLITE_OPEN_URI |
-                            SQLITE_OPEN_NOMUTEX,
-                        NULL) != SQLITE_OK) {
-        gx_errf(err, errlen, "cannot open the keys database: %s",
-                db ? sqlite3_errmsg(db) : "out of memory");
-        goto out;
+    struct load_ctx c = {a, GX_OK};
+    enum gx_status rs = pr_key_list(a->db_path, load_one, &c, err, errlen);
+    if (rs == GX_ECANCELED) {
+        gx_errf(err, errlen, "keys: %s", gx_status_str(c.st));
+        rs = c.st;
     }
-    sqlite3_busy_timeout(db, 5000);
-    if (sqlite3_prepare_v2(db,
-                           "SELECT id, name, hash, created_ms, expires_ms,"
-                           " revoked_ms, budget_pusd, spent_pusd, rpm, tpm,"
-                           " models FROM keys",
-                           -1, &st, NULL) != SQLITE_OK) {
-        gx_errf(err, errlen, "keys table: %s", sqlite3_errmsg(db));
-        goto out;
-    }
-    int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        struct gw_key_spec k;
-        memset(&k, 0, sizeof(k));
-        k.id = sqlite3_column_int64(st, 0);
-        k.name = (const char *)sqlite3_column_text(st, 1);
-        if (hex_digest((const char *)sqlite3_column_text(st, 2), k.hash) !=
-            0)
-            continue; /* not a hash we wrote: never matches anything */
-        k.created_ms = col_i64(st, 3, 0);
-        k.expires_ms = col_i64(st, 4, -1);
-        k.revoked_ms = col_i64(st, 5, -1);
-        k.budget_pusd = col_i64(st, 6, -1);
-        k.spent_pusd = col_i64(st, 7, 0);
-        k.rpm = col_i64(st, 8, 0);
-        k.tpm = col_i64(st, 9, 0);
-        k.models = (const char *)sqlite3_column_text(st, 10);
-        rs = gw_auth_put(a, &k);
-        if (rs != GX_OK) {
-            gx_errf(err, errlen, "keys: %s", gx_status_str(rs));
-            goto out;
-        }
-        if (k.revoked_ms >= 0)
-            pr_budget_remove(a->budget, k.id);
-    }
-    if (rc != SQLITE_DONE) {
-        gx_errf(err, errlen, "keys table: %s", sqlite3_errmsg(db));
-        rs = GX_EIO;
-        goto out;
-    }
-    rs = GX_OK;
-out:
-    sqlite3_finalize(st);
-    sqlite3_close(db);
     return rs;
 }
 

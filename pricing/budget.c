@@ -238,42 +238,28 @@ pr_budget_get(struct pr_budget *b, int64_t key_id, int64_t *limit_pusd,
     return st;
 }
 
+struct load_ctx {
+    struct pr_budget *b;
+    enum gx_status st;
+};
+
+static int
+load_one(void *ud, const struct pr_key *k)
+{
+    struct load_ctx *c = ud;
+    if (k->revoked_ms >= 0)
+        return 0;
+    c->st = pr_budget_set(c->b, k->id, k->budget_pusd,
+                          k->spent_pusd < 0 ? 0 : k->spent_pusd);
+    return c->st != GX_OK;
+}
+
 enum gx_status
 pr_budget_load(struct pr_budget *b, const char *path, char *err, size_t errlen)
 {
     if (!b || !path)
         return GX_EINVAL;
-    sqlite3 *db = NULL;
-    sqlite3_stmt *st = NULL;
-    enum gx_status rs = GX_EIO;
-    if (pr_db_open(path, 1, &db, err, errlen) != SQLITE_OK)
-        goto out;
-    if (sqlite3_prepare_v2(db,
-                           "SELECT id, budget_pusd, spent_pusd FROM keys"
-                           " WHERE revoked_ms IS NULL",
-                           -1, &st, NULL) != SQLITE_OK) {
-        gx_errf(err, errlen, "keys: %s", sqlite3_errmsg(db));
-        goto out;
-    }
-    int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        int64_t id = sqlite3_column_int64(st, 0);
-        int64_t lim = sqlite3_column_type(st, 1) == SQLITE_NULL
-                          ? -1
-                          : sqlite3_column_int64(st, 1);
-        int64_t spent = sqlite3_column_int64(st, 2);
-        rs = pr_budget_set(b, id, lim, spent < 0 ? 0 : spent);
-        if (rs != GX_OK)
-            goto out;
-    }
-    if (rc != SQLITE_DONE) {
-        gx_errf(err, errlen, "keys: %s", sqlite3_errmsg(db));
-        rs = GX_EIO;
-        goto out;
-    }
-    rs = GX_OK;
-out:
-    sqlite3_finalize(st);
-    sqlite3_close(db);
-    return rs;
+    struct load_ctx c = {b, GX_OK};
+    enum gx_status st = pr_key_list(path, load_one, &c, err, errlen);
+    return st == GX_ECANCELED ? c.st : st;
 }

@@ -85,8 +85,9 @@ struct pr_usage_row {
 
 struct pr_ledger;
 
-/* Opens (creating and migrating) the database at path (":memory:" ok) and
- * starts the writer thread.  The caller owns the result. */
+/* Opens (creating and migrating) the database (a SQLite path, ":memory:"
+ * ok, or a PostgreSQL URI) and starts the writer thread.  The caller owns
+ * the result. */
 enum gx_status pr_ledger_open(const char *path, struct pr_ledger **out,
                               char *err, size_t errlen);
 /* Commits everything queued, writes the pending rollup cells, stops the
@@ -114,6 +115,15 @@ enum gx_status pr_ledger_submit(struct pr_ledger *l,
  * commit, shared by every row in it. */
 enum pr_ledger_sync { PR_LEDGER_SYNC_NORMAL = 0, PR_LEDGER_SYNC_FULL = 1 };
 
+/* What to do with a ledger row while PostgreSQL is unreachable. */
+enum pr_unavailable {
+    PR_UNAVAILABLE_FAIL = 0, /* the row fails (callback ok=0): the gateway
+                                answers 503 (fail closed, the default) */
+    PR_UNAVAILABLE_SPOOL = 1 /* the row is appended to a local spool file
+                                (callback ok=1) and replayed exactly once,
+                                by request_id, when the database returns */
+};
+
 struct pr_ledger_opts {
     size_t queue_max;         /* rows queued before submit says GX_EAGAIN;
                                  0 = 65536 */
@@ -125,6 +135,9 @@ struct pr_ledger_opts {
                                  kept in memory and written at most this
                                  long after (or sooner, when many); 0 =
                                  250.  Queries stay exact meanwhile. */
+    enum pr_unavailable unavailable; /* PostgreSQL only */
+    const char *spool_path;   /* PostgreSQL + SPOOL: the spool file;
+                                 NULL = "llmux-spool.jsonl" (copied) */
 };
 
 /* pr_ledger_open with options (opts may be NULL = defaults).  The queue is
@@ -170,6 +183,57 @@ enum gx_status pr_ledger_rebuild_rollups(const char *path, char *err,
 
 /* Schema version this code writes (PRAGMA user_version after open). */
 int pr_ledger_schema_version(void);
+
+/* ---- storage backends -----------------------------------------------
+ *
+ * `database` names the store everywhere below: a SQLite path (the
+ * embedded default; ":memory:" for the ledger only) or a PostgreSQL URI
+ * ("postgres://user[:password]@host[:port]/db[?param=value]"), shared by
+ * several llmux instances.  Every pr_ledger_*, pr_key_*, pr_usage_query
+ * and pr_budget_load call dispatches on it to the backend's table of
+ * functions (pricing_int.h).  PostgreSQL connections are made only by
+ * the caller's thread in the blocking calls (aux thread, CLI) and by the
+ * ledger's own writer thread, never on an event loop.
+ */
+
+/* 1 if database is a PostgreSQL URI (postgres:// or postgresql://). */
+int pr_store_is_pg(const char *database);
+/* database with any password replaced by "***", for logs and messages. */
+void pr_store_redact(const char *database, char *buf, size_t buflen);
+
+/* ---- keys -----------------------------------------------------------
+ *
+ * The keys table (DESIGN.md section 7) is owned by this module: the
+ * gateway creates, lists, revokes and loads keys through these calls.
+ * They block (one connection per call): aux thread or CLI only.
+ */
+struct pr_key {
+    int64_t id;
+    const char *name;
+    unsigned char hash[32]; /* SHA-256 of the secret (stored as hex) */
+    int64_t created_ms;
+    int64_t expires_ms;  /* -1 = never */
+    int64_t revoked_ms;  /* -1 = active */
+    int64_t budget_pusd; /* -1 = unlimited */
+    int64_t spent_pusd;
+    int64_t rpm, tpm;    /* 0 = unlimited */
+    const char *models;  /* "a,b,c"; NULL or "" = every model */
+};
+
+/* Called once per key row; k and its strings are valid for the call only.
+ * Return nonzero to stop (the list call then returns GX_ECANCELED). */
+typedef int (*pr_key_cb)(void *ud, const struct pr_key *k);
+
+/* Inserts k (id and spent ignored; created_ms 0 = now) into the keys
+ * table of database (which must exist: pr_ledger_open creates it). */
+enum gx_status pr_key_create(const char *database, const struct pr_key *k,
+                             int64_t *id_out, char *err, size_t errlen);
+/* Sets revoked_ms (first revocation wins); GX_ENOTFOUND: no such id. */
+enum gx_status pr_key_revoke(const char *database, int64_t id, int64_t now_ms,
+                             char *err, size_t errlen);
+/* Every key row in id order (revoked ones included), to cb. */
+enum gx_status pr_key_list(const char *database, pr_key_cb cb, void *ud,
+                           char *err, size_t errlen);
 
 /* ---- budgets --------------------------------------------------------
  *
