@@ -17,9 +17,9 @@ PREFIX ?= /usr/local
 LLMUX_TEST_DATA ?= $(abspath ../shared/data)
 export LLMUX_TEST_DATA
 
-PKGS := libevent libevent_pthreads libevent_openssl libcurl jansson openssl sqlite3
+PKGS := libevent libevent_pthreads libevent_openssl libcurl jansson openssl sqlite3 libpq
 APT_PKGS := build-essential pkg-config libevent-dev libcurl4-openssl-dev \
-            libjansson-dev libssl-dev libsqlite3-dev curl
+            libjansson-dev libssl-dev libsqlite3-dev libpq-dev postgresql curl
 
 # Recursive (=) so pkg-config runs only after the deps check has installed
 # what was missing.

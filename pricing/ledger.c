@@ -510,12 +510,6 @@ cells_write(sqlite3_stmt *st_hour, sqlite3_stmt *st_day,
 /* ---------------------------------------------------------------------
  * The queue and the writer
  */
-struct pr_qrow {
-    struct pr_qrow *next;
-    struct pr_usage_row row; /* strings point into the same allocation */
-    pr_commit_cb cb;
-    void *ud;
-};
 
 struct sq_ledger {
     sqlite3 *db;
@@ -563,8 +557,8 @@ copy_str(char **pp, const char *s)
     return d;
 }
 
-static struct pr_qrow *
-qrow_new(const struct pr_usage_row *r, pr_commit_cb cb, void *ud)
+struct pr_qrow *
+pr_qrow_new(const struct pr_usage_row *r, pr_commit_cb cb, void *ud)
 {
     const char *strs[] = {r->request_id, r->route,        r->provider,
                           r->model,      r->usage_source, r->error};
@@ -1275,7 +1269,7 @@ sq_submit(void *be, const struct pr_usage_row *row, pr_commit_cb cb, void *ud)
     struct sq_ledger *l = be;
     if (!l || !row)
         return GX_EINVAL;
-    struct pr_qrow *q = qrow_new(row, cb, ud);
+    struct pr_qrow *q = pr_qrow_new(row, cb, ud);
     if (!q)
         return GX_ENOMEM;
     pthread_mutex_lock(&l->mu);

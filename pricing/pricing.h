@@ -170,6 +170,8 @@ struct pr_ledger_stats {
     int64_t rolled_up_at_open; /* rows rolled up from the raw rows at open
                                   (committed after the last flush of a
                                   process that was killed) */
+    int64_t spooled;  /* PostgreSQL: rows appended to the spool */
+    int64_t replayed; /* PostgreSQL: spooled rows committed on replay */
 };
 void pr_ledger_stats(struct pr_ledger *l, struct pr_ledger_stats *out);
 
@@ -183,6 +185,13 @@ enum gx_status pr_ledger_rebuild_rollups(const char *path, char *err,
 
 /* Schema version this code writes (PRAGMA user_version after open). */
 int pr_ledger_schema_version(void);
+/* The PostgreSQL schema version (llmux_schema.version after open). */
+int pr_pg_schema_version(void);
+
+/* 0 while rows cannot be committed and would fail (PostgreSQL
+ * unreachable, fail-closed mode): the gateway refuses requests with 503
+ * then.  1 otherwise (always for SQLite).  Thread-safe, never blocks. */
+int pr_ledger_available(struct pr_ledger *l);
 
 /* ---- storage backends -----------------------------------------------
  *

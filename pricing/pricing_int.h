@@ -51,6 +51,7 @@ struct pr_store_ops {
     void (*ledger_flush)(void *be);
     void (*ledger_stats)(void *be, struct pr_ledger_stats *out);
     const char *(*ledger_path)(void *be);
+    int (*ledger_available)(void *be); /* NULL = always */
     enum gx_status (*key_create)(const char *database, const struct pr_key *k,
                                  int64_t *id_out, char *err, size_t errlen);
     enum gx_status (*key_revoke)(const char *database, int64_t id,
@@ -99,6 +100,17 @@ struct pr_cells {
     size_t cap, n; /* cap: power of two */
 };
 extern const char *const pr_dim_names[4];
+
+/* A queued ledger row (both writers): one allocation holding the row
+ * and copies of its strings; free() it. */
+struct pr_qrow {
+    struct pr_qrow *next;
+    struct pr_usage_row row; /* strings point into the same allocation */
+    pr_commit_cb cb;
+    void *ud;
+};
+struct pr_qrow *pr_qrow_new(const struct pr_usage_row *r, pr_commit_cb cb,
+                            void *ud);
 /* Adds row r's 16 cells; 0 on allocation failure. */
 int pr_cells_add_row(struct pr_cells *c, const struct pr_usage_row *r);
 void pr_cells_reset(struct pr_cells *c);

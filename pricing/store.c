@@ -131,3 +131,10 @@ pr_ledger_stats(struct pr_ledger *l, struct pr_ledger_stats *out)
     if (l)
         l->ops->ledger_stats(l->be, out);
 }
+
+int
+pr_ledger_available(struct pr_ledger *l)
+{
+    return !l || !l->ops->ledger_available ||
+           l->ops->ledger_available(l->be);
+}
