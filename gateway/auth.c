@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <event2/event.h>
 #include <event2/http.h>
@@ -38,7 +39,9 @@
 
 #define TICKS_PER_UNIT 60000000LL /* 60 s in microseconds */
 #define LIMIT_MAX 1000000000LL    /* rpm/tpm cap: keeps ticks in int64 */
-#define RELOAD_MS 2000            /* the keys table is re-read this often */
+#define RELOAD_MS 1000 /* the keys table is re-read this often: a key
+                          created or revoked by another instance (or the
+                          CLI) takes effect here within 1 s + one read */
 #define DEFAULT_COMPLETION_RESERVE 1024 /* tokens, when no max_tokens */
 #define MAX_TARGETS 32
 #define AUX_QUEUE_MAX 256 /* jobs waiting for the aux thread; more: 503 */
@@ -527,6 +530,8 @@ aux_main(void *arg)
             char err[256];
             if (load_keys(a, err, sizeof(err)) != GX_OK)
                 GX_LOG(GX_LOG_DEBUG, NULL, "key reload: %s", err);
+            else if (pr_budget_sync(a->budget, err, sizeof(err)) != GX_OK)
+                GX_LOG(GX_LOG_WARN, NULL, "budget leases: %s", err);
             pthread_mutex_lock(&a->mu);
             next_reload = gx_now_ms() + RELOAD_MS;
             continue;
@@ -650,7 +655,23 @@ gw_auth_new(const char *admin_key, int require_keys, const char *db_path,
     if (db_path) {
         if (!(a->db_path = strdup(db_path)))
             goto nomem;
+        if (pr_store_is_pg(db_path)) {
+            /* Several instances share the budgets: lease them (pricing's
+             * budget.c), under an id unique to this process. */
+            unsigned char rnd[8];
+            char inst[40];
+            if (RAND_bytes(rnd, sizeof(rnd)) != 1)
+                goto nomem;
+            int n = snprintf(inst, sizeof(inst), "%ld-", (long)getpid());
+            for (int i = 0; i < 8; i++)
+                n += snprintf(inst + n, sizeof(inst) - (size_t)n, "%02x",
+                              rnd[i]);
+            if (pr_budget_use_leases(a->budget, db_path, inst) != GX_OK)
+                goto nomem;
+        }
         if (load_keys(a, err, errlen) != GX_OK)
+            goto fail;
+        if (pr_budget_sync(a->budget, err, errlen) != GX_OK)
             goto fail;
         if (pthread_create(&a->thread, NULL, aux_main, a) != 0) {
             gx_errf(err, errlen, "cannot start the auth thread");
@@ -951,6 +972,15 @@ int
 gw_chat_admit(struct gw_server *srv, struct evhttp_request *req,
               const json_t *body, struct gw_ticket *t)
 {
+    if (!pr_ledger_available(srv->ledger)) {
+        /* PostgreSQL unreachable, fail-closed: nothing we serve now could
+         * be logged or charged. */
+        gw_reply_error(req, 503, "server_error", "storage_unavailable", NULL,
+                       "The usage database is unreachable, so llmux cannot "
+                       "record this request; retry shortly.");
+        atomic_fetch_add(&srv->stats.errors, 1);
+        return -1;
+    }
     if (!srv->auth) { /* no auth configured (embedded/tests): anonymous */
         memset(t, 0, sizeof(*t));
         t->key_id = -1;

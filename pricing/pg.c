@@ -120,6 +120,13 @@ static const char *const pg_migrations[] = {
     "CREATE TABLE usage_daily (LIKE usage_hourly INCLUDING DEFAULTS);"
     "ALTER TABLE usage_daily RENAME COLUMN hour_ms TO day_ms;"
     "ALTER TABLE usage_daily ADD PRIMARY KEY (dim, key_id, day_ms, value);",
+    /* 1 -> 2: budget leases, one row per (instance, key): the part of
+     * keys.reserved_pusd that instance holds; renewed_ms lets the others
+     * reclaim the lease of an instance that died. */
+    "CREATE TABLE budget_leases ("
+    " instance TEXT NOT NULL, key_id BIGINT NOT NULL,"
+    " amount BIGINT NOT NULL DEFAULT 0, renewed_ms BIGINT NOT NULL,"
+    " PRIMARY KEY (instance, key_id));",
 };
 #define PG_N_MIGRATIONS \
     ((int)(sizeof(pg_migrations) / sizeof(pg_migrations[0])))
@@ -339,6 +346,7 @@ struct pg_ledger {
     int lock_timeout_ms;
     int migrations_applied;
     _Atomic int down; /* the last attempt could not reach the database */
+    struct pr_budget *_Atomic budget; /* leased budgets, or NULL */
     _Atomic int64_t n_rows, n_commits, n_failed, n_spooled, n_replayed;
 };
 
@@ -487,7 +495,8 @@ write_cells(PGconn *c, const struct pr_cells *cells, char *err, size_t errlen)
  * (the rest were there already: a retry or a replay).  0 on commit. */
 static int
 write_tuples(PGconn *c, char *const *tuples, size_t n, int64_t *inserted,
-             char *err, size_t errlen)
+             const char *instance, struct spends *sp_out, char *err,
+             size_t errlen)
 {
     struct pr_cells cells = {NULL, 0, 0};
     struct spends sp = {NULL, 0, 0};
@@ -546,12 +555,30 @@ write_tuples(PGconn *c, char *const *tuples, size_t n, int64_t *inserted,
         qsort(sp.a, sp.n, sizeof(*sp.a), cmp_spend);
         gx_buf_reset(&b);
         enum gx_status st = GX_OK;
-        for (size_t i = 0; st == GX_OK && i < sp.n; i++)
-            st = gx_buf_printf(&b,
-                               "UPDATE keys SET spent_pusd = spent_pusd + %lld"
-                               " WHERE id = %lld;",
-                               (long long)sp.a[i].cost,
-                               (long long)sp.a[i].key_id);
+        for (size_t i = 0; st == GX_OK && i < sp.n; i++) {
+            long long cost = (long long)sp.a[i].cost,
+                      key = (long long)sp.a[i].key_id;
+            if (!instance) {
+                st = gx_buf_printf(&b,
+                                   "UPDATE keys SET spent_pusd = spent_pusd +"
+                                   " %lld WHERE id = %lld;",
+                                   cost, key);
+                continue;
+            }
+            /* The cost leaves this instance's lease for spent, in the
+             * rows' transaction: keys row first, then the lease row (the
+             * lock order pr_pg_lease_sync uses too). */
+            st = gx_buf_printf(
+                &b,
+                "UPDATE keys SET spent_pusd = spent_pusd + %lld,"
+                " reserved_pusd = GREATEST(reserved_pusd - LEAST(%lld,"
+                " COALESCE((SELECT amount FROM budget_leases WHERE"
+                " instance = '%s' AND key_id = %lld), 0)), 0)"
+                " WHERE id = %lld;"
+                "UPDATE budget_leases SET amount = GREATEST(amount - %lld, 0)"
+                " WHERE instance = '%s' AND key_id = %lld;",
+                cost, cost, instance, key, key, cost, instance, key);
+        }
         rc = st != GX_OK ? -1
                          : pg_run(c, b.data, PGRES_COMMAND_OK, NULL, err,
                                   errlen);
@@ -566,6 +593,10 @@ write_tuples(PGconn *c, char *const *tuples, size_t n, int64_t *inserted,
     if (rc == 0 && inserted)
         *inserted = ins;
     pr_cells_reset(&cells);
+    if (rc == 0 && sp_out) {
+        *sp_out = sp;
+        sp.a = NULL;
+    }
     free(sp.a);
     gx_buf_cleanup(&b);
     return rc;
@@ -689,7 +720,10 @@ spool_replay(struct pg_ledger *l)
     char err[512];
     int64_t ins = 0;
     if (rc == 0 && n > 0) {
-        rc = write_tuples(l->conn, t, n, &ins, err, sizeof(err));
+        /* No lease conversion: these rows were charged against a lease
+         * that may have been given back since (budget precision in spool
+         * mode is bounded by the spooled rows' cost). */
+        rc = write_tuples(l->conn, t, n, &ins, NULL, NULL, err, sizeof(err));
         if (rc != 0)
             GX_LOG(GX_LOG_WARN, NULL, "ledger spool replay: %s", err);
     }
@@ -766,8 +800,14 @@ write_batch(struct pg_ledger *l, struct pr_qrow *batch)
     int ok = 0, logged = 0;
     for (;;) {
         int64_t ins = 0;
+        struct pr_budget *bud = atomic_load(&l->budget);
+        struct spends sp = {NULL, 0, 0};
         if (ensure_conn(l, err, sizeof(err)) == 0) {
-            if (write_tuples(l->conn, t, n, &ins, err, sizeof(err)) == 0) {
+            if (write_tuples(l->conn, t, n, &ins, pr_budget_instance(bud),
+                             &sp, err, sizeof(err)) == 0) {
+                for (size_t i = 0; i < sp.n; i++)
+                    pr_budget_committed(bud, sp.a[i].key_id, sp.a[i].cost);
+                free(sp.a);
                 atomic_fetch_add(&l->n_rows, ins);
                 atomic_fetch_add(&l->n_commits, 1);
                 ok = 1;
@@ -981,11 +1021,134 @@ pg_path(void *be)
     return ((struct pg_ledger *)be)->database;
 }
 
+static void
+pg_attach_budget(void *be, struct pr_budget *b)
+{
+    atomic_store(&((struct pg_ledger *)be)->budget, b);
+}
+
 static int
 pg_available(void *be)
 {
     struct pg_ledger *l = be;
     return l->mode == PR_UNAVAILABLE_SPOOL || !atomic_load(&l->down);
+}
+
+/* ------------------------------------------------------------------ */
+/* Budget leases (budget.c's leased mode).                              */
+
+/* The instance id goes into SQL text: budget.c makes it from hex digits;
+ * refuse anything else rather than escape it. */
+static int
+instance_ok(const char *s)
+{
+    if (!s || !*s || strlen(s) > 39)
+        return 0;
+    for (; *s; s++)
+        if (!((*s >= '0' && *s <= '9') || (*s >= 'a' && *s <= 'z') ||
+              *s == '-'))
+            return 0;
+    return 1;
+}
+
+enum gx_status
+pr_pg_lease_sync(const char *database, const char *instance,
+                 struct pr_lease_item *it, size_t n, char *err,
+                 size_t errlen)
+{
+    if (!instance_ok(instance)) {
+        gx_errf(err, errlen, "bad instance id");
+        return GX_EINVAL;
+    }
+    PGconn *c = pg_connect(database, err, errlen);
+    if (!c)
+        return GX_EIO;
+    int64_t now = gx_now_ms();
+    char sql[2048];
+    /* Leases of instances silent for PR_LEASE_STALE_MS go back to their
+     * budgets (keys rows first, then the lease rows: the writer's lock
+     * order). */
+    snprintf(sql, sizeof(sql),
+             "BEGIN;"
+             "UPDATE keys SET reserved_pusd = GREATEST(reserved_pusd -"
+             " d.amount, 0) FROM (SELECT key_id, sum(amount) AS amount FROM"
+             " budget_leases WHERE renewed_ms < %lld AND instance <> '%s'"
+             " GROUP BY key_id ORDER BY key_id) d WHERE keys.id = d.key_id;"
+             "DELETE FROM budget_leases WHERE renewed_ms < %lld AND"
+             " instance <> '%s';"
+             "COMMIT",
+             (long long)(now - PR_LEASE_STALE_MS), instance,
+             (long long)(now - PR_LEASE_STALE_MS), instance);
+    enum gx_status rs = GX_OK;
+    if (pg_run(c, sql, PGRES_COMMAND_OK, NULL, err, errlen) != 0) {
+        pg_run(c, "ROLLBACK", PGRES_COMMAND_OK, NULL, NULL, 0);
+        rs = GX_EIO;
+    }
+    for (size_t i = 0; i < n && PQstatus(c) == CONNECTION_OK; i++) {
+        struct pr_lease_item *x = &it[i];
+        long long key = (long long)x->key_id;
+        PGresult *r = NULL;
+        /* The lease row (creating it, and telling whether it was gone). */
+        snprintf(sql, sizeof(sql),
+                 "BEGIN; SELECT reserved_pusd FROM keys WHERE id = %lld FOR"
+                 " UPDATE; INSERT INTO budget_leases VALUES ('%s', %lld, 0,"
+                 " %lld) ON CONFLICT (instance, key_id) DO UPDATE SET"
+                 " renewed_ms = excluded.renewed_ms RETURNING (xmax = 0)",
+                 key, instance, key, (long long)now);
+        if (pg_run(c, sql, PGRES_TUPLES_OK, &r, err, errlen) != 0)
+            goto fail;
+        x->lost = PQntuples(r) == 1 && PQgetvalue(r, 0, 0)[0] == 't';
+        PQclear(r);
+        r = NULL;
+        if (x->give_back > 0 && !x->lost) {
+            snprintf(sql, sizeof(sql),
+                     "UPDATE keys SET reserved_pusd = GREATEST(reserved_pusd"
+                     " - LEAST(%lld, (SELECT amount FROM budget_leases WHERE"
+                     " instance = '%s' AND key_id = %lld)), 0) WHERE id ="
+                     " %lld; UPDATE budget_leases SET amount = GREATEST(amount"
+                     " - %lld, 0) WHERE instance = '%s' AND key_id = %lld",
+                     (long long)x->give_back, instance, key, key,
+                     (long long)x->give_back, instance, key);
+            if (pg_run(c, sql, PGRES_COMMAND_OK, NULL, err, errlen) != 0)
+                goto fail;
+        }
+        x->granted = 0;
+        if (x->want > 0) {
+            /* Atomic: the grant is what is left, at most want, and the
+             * UPDATE's WHERE holds it to spent + reserved + grant <=
+             * budget on the row's latest version (which we also hold
+             * locked since BEGIN), so concurrent instances never lease
+             * past the budget. */
+            snprintf(sql, sizeof(sql),
+                     "WITH old AS (SELECT id, LEAST(%lld, budget_pusd -"
+                     " spent_pusd - reserved_pusd) AS g FROM keys WHERE id ="
+                     " %lld AND revoked_ms IS NULL AND budget_pusd IS NOT"
+                     " NULL), up AS (UPDATE keys SET reserved_pusd ="
+                     " keys.reserved_pusd + old.g FROM old WHERE keys.id ="
+                     " old.id AND old.g > 0 AND keys.spent_pusd +"
+                     " keys.reserved_pusd + old.g <= keys.budget_pusd"
+                     " RETURNING old.g AS g) UPDATE budget_leases SET amount"
+                     " = amount + up.g FROM up WHERE instance = '%s' AND"
+                     " key_id = %lld RETURNING up.g",
+                     (long long)x->want, key, instance, key);
+            if (pg_run(c, sql, PGRES_TUPLES_OK, &r, err, errlen) != 0)
+                goto fail;
+            if (PQntuples(r) == 1)
+                x->granted = val_i64(r, 0, 0, 0);
+            PQclear(r);
+            r = NULL;
+        }
+        if (pg_run(c, "COMMIT", PGRES_COMMAND_OK, NULL, err, errlen) != 0)
+            goto fail;
+        x->done = 1;
+        continue;
+    fail:
+        rs = GX_EIO;
+        if (PQstatus(c) == CONNECTION_OK)
+            pg_run(c, "ROLLBACK", PGRES_COMMAND_OK, NULL, NULL, 0);
+    }
+    PQfinish(c);
+    return rs;
 }
 
 /* ------------------------------------------------------------------ */
@@ -1179,6 +1342,7 @@ const struct pr_store_ops pr_store_pg = {
     .ledger_stats = pg_stats,
     .ledger_path = pg_path,
     .ledger_available = pg_available,
+    .ledger_attach_budget = pg_attach_budget,
     .key_create = pg_key_create,
     .key_revoke = pg_key_revoke,
     .key_list = pg_key_list,

@@ -289,6 +289,26 @@ void pr_budget_release(struct pr_budget *b, int64_t key_id,
 enum gx_status pr_budget_get(struct pr_budget *b, int64_t key_id,
                              int64_t *limit_pusd, int64_t *spent_pusd,
                              int64_t *reserved_pusd);
+/* Leased mode, for several instances over one PostgreSQL database (see
+ * budget.c): limits are this instance's leases of each budget, taken and
+ * returned by pr_budget_sync.  instance: a unique id of this process
+ * (copied).  Call before pr_budget_set. */
+enum gx_status pr_budget_use_leases(struct pr_budget *b,
+                                    const char *database,
+                                    const char *instance);
+/* The instance id in leased mode, else NULL. */
+const char *pr_budget_instance(const struct pr_budget *b);
+/* Blocks (one PostgreSQL transaction per leased key): returns surplus,
+ * leases what recent demand needs.  No-op unless leased.  Aux thread. */
+enum gx_status pr_budget_sync(struct pr_budget *b, char *err, size_t errlen);
+/* The ledger writer: a committed row's cost left this instance's lease
+ * (moved to spent_pusd in the row's transaction). */
+void pr_budget_committed(struct pr_budget *b, int64_t key_id,
+                         int64_t cost_pusd);
+/* The ledger moves committed rows' cost off b's leases (PostgreSQL; no-op
+ * for SQLite or a budget not in leased mode).  Call before serving. */
+void pr_ledger_attach_budget(struct pr_ledger *l, struct pr_budget *b);
+
 /* Loads every non-revoked key's budget_pusd (NULL = unlimited) and
  * spent_pusd from the keys table of the database at path. */
 enum gx_status pr_budget_load(struct pr_budget *b, const char *path,

@@ -52,6 +52,7 @@ struct pr_store_ops {
     void (*ledger_stats)(void *be, struct pr_ledger_stats *out);
     const char *(*ledger_path)(void *be);
     int (*ledger_available)(void *be); /* NULL = always */
+    void (*ledger_attach_budget)(void *be, struct pr_budget *b); /* NULL ok */
     enum gx_status (*key_create)(const char *database, const struct pr_key *k,
                                  int64_t *id_out, char *err, size_t errlen);
     enum gx_status (*key_revoke)(const char *database, int64_t id,
@@ -78,6 +79,23 @@ enum gx_status pr_sq_usage_query(const char *database,
                                  const struct pr_usage_query *q,
                                  struct pr_usage_result **out, char *err,
                                  size_t errlen);
+
+/* Budget leases (budget.c <-> pg.c): one per leased key per sync. */
+struct pr_lease_item {
+    int64_t key_id;
+    int64_t want;      /* in: lease this much more (0: none) */
+    int64_t give_back; /* in: return this much of the lease */
+    int64_t granted;   /* out: added to the lease */
+    int done;          /* out: the key's transaction committed */
+    int lost;          /* out: our lease row was gone (reclaimed) */
+};
+/* One transaction per key: renew this instance's lease row, return
+ * give_back, lease up to want atomically; and reclaim the leases of
+ * instances silent for PR_LEASE_STALE_MS.  Blocks (aux thread). */
+#define PR_LEASE_STALE_MS 15000
+enum gx_status pr_pg_lease_sync(const char *database, const char *instance,
+                                struct pr_lease_item *it, size_t n,
+                                char *err, size_t errlen);
 
 /* Shared by both backends' keys code: 64 lowercase hex digits <-> 32
  * bytes (hex_to_digest: -1 unless exactly 64 hex digits). */

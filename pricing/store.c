@@ -138,3 +138,10 @@ pr_ledger_available(struct pr_ledger *l)
     return !l || !l->ops->ledger_available ||
            l->ops->ledger_available(l->be);
 }
+
+void
+pr_ledger_attach_budget(struct pr_ledger *l, struct pr_budget *b)
+{
+    if (l && l->ops->ledger_attach_budget)
+        l->ops->ledger_attach_budget(l->be, b);
+}
