@@ -220,6 +220,7 @@ struct gw_auth {
     struct gw_key *all;
     size_t n;
     struct pr_budget *budget;
+    struct pr_rate *rate; /* PostgreSQL: RPM across instances, else NULL */
     char *admin_key;
     int require_keys;
     char *db_path;
@@ -410,6 +411,9 @@ gw_auth_put(struct gw_auth *a, const struct gw_key_spec *ks)
     else
         link_key(a, k);
     pthread_rwlock_unlock(&a->lk);
+    if (ks->revoked_ms < 0 && a->rate &&
+        pr_rate_set(a->rate, ks->id, ks->rpm) != GX_OK)
+        return GX_ENOMEM;
     if (ks->revoked_ms < 0)
         return pr_budget_set(a->budget, ks->id, ks->budget_pusd,
                              ks->spent_pusd < 0 ? 0 : ks->spent_pusd);
@@ -530,8 +534,10 @@ aux_main(void *arg)
             char err[256];
             if (load_keys(a, err, sizeof(err)) != GX_OK)
                 GX_LOG(GX_LOG_DEBUG, NULL, "key reload: %s", err);
-            else if (pr_budget_sync(a->budget, err, sizeof(err)) != GX_OK)
-                GX_LOG(GX_LOG_WARN, NULL, "budget leases: %s", err);
+            else if (pr_budget_sync(a->budget, err, sizeof(err)) != GX_OK ||
+                     pr_rate_sync(a->rate, gx_now_ms(), err, sizeof(err)) !=
+                         GX_OK)
+                GX_LOG(GX_LOG_WARN, NULL, "budget/rate leases: %s", err);
             pthread_mutex_lock(&a->mu);
             next_reload = gx_now_ms() + RELOAD_MS;
             continue;
@@ -668,10 +674,13 @@ gw_auth_new(const char *admin_key, int require_keys, const char *db_path,
                               rnd[i]);
             if (pr_budget_use_leases(a->budget, db_path, inst) != GX_OK)
                 goto nomem;
+            if (!(a->rate = pr_rate_new(db_path)))
+                goto nomem;
         }
         if (load_keys(a, err, errlen) != GX_OK)
             goto fail;
-        if (pr_budget_sync(a->budget, err, errlen) != GX_OK)
+        if (pr_budget_sync(a->budget, err, errlen) != GX_OK ||
+            pr_rate_sync(a->rate, gx_now_ms(), err, errlen) != GX_OK)
             goto fail;
         if (pthread_create(&a->thread, NULL, aux_main, a) != 0) {
             gx_errf(err, errlen, "cannot start the auth thread");
@@ -715,6 +724,7 @@ gw_auth_free(struct gw_auth *a)
     free(a->slots);
     free(a->id_slots);
     pr_budget_free(a->budget);
+    pr_rate_free(a->rate);
     if (a->admin_key) {
         OPENSSL_cleanse(a->admin_key, strlen(a->admin_key));
         free(a->admin_key);
@@ -893,10 +903,29 @@ gw_auth_admit(struct gw_auth *a, const char *authorization,
     int64_t take_tpm = est_tokens > k->tpm.per_min && k->tpm.per_min
                            ? k->tpm.per_min
                            : est_tokens;
+    if (k->rpm.per_min &&
+        pr_rate_take(a->rate, k->id, now_ms, &retry) != GX_OK) {
+        /* The cluster's count for the key (PostgreSQL, rate.c). */
+        pthread_mutex_lock(&k->mu);
+        gw_bucket_adjust(&k->rpm, -1, now_us);
+        gw_bucket_adjust(&k->tpm, -take_tpm, now_us);
+        pthread_mutex_unlock(&k->mu);
+        ref->status = 429;
+        ref->type = "requests";
+        ref->code = "rate_limit_exceeded";
+        ref->retry_after_s = retry;
+        snprintf(ref->message, sizeof(ref->message),
+                 "Rate limit reached for this key across instances: "
+                 "requests per minute. Retry after %lld s.",
+                 (long long)retry);
+        return;
+    }
     enum gx_status bs = pr_budget_reserve(a->budget, k->id,
                                           max_cost_pusd < 0 ? 0
                                                             : max_cost_pusd);
     if (bs != GX_OK) {
+        if (k->rpm.per_min)
+            pr_rate_untake(a->rate, k->id, now_ms);
         pthread_mutex_lock(&k->mu);
         gw_bucket_adjust(&k->rpm, -1, now_us);
         gw_bucket_adjust(&k->tpm, -take_tpm, now_us);

@@ -127,6 +127,12 @@ static const char *const pg_migrations[] = {
     " instance TEXT NOT NULL, key_id BIGINT NOT NULL,"
     " amount BIGINT NOT NULL DEFAULT 0, renewed_ms BIGINT NOT NULL,"
     " PRIMARY KEY (instance, key_id));",
+    /* 2 -> 3: request counts per key and UTC minute, leased by instances
+     * (rate.c). */
+    "CREATE TABLE rate_windows ("
+    " key_id BIGINT NOT NULL, window_ms BIGINT NOT NULL,"
+    " used BIGINT NOT NULL DEFAULT 0,"
+    " PRIMARY KEY (key_id, window_ms));",
 };
 #define PG_N_MIGRATIONS \
     ((int)(sizeof(pg_migrations) / sizeof(pg_migrations[0])))
@@ -1146,6 +1152,70 @@ pr_pg_lease_sync(const char *database, const char *instance,
         rs = GX_EIO;
         if (PQstatus(c) == CONNECTION_OK)
             pg_run(c, "ROLLBACK", PGRES_COMMAND_OK, NULL, NULL, 0);
+    }
+    PQfinish(c);
+    return rs;
+}
+
+enum gx_status
+pr_pg_rate_sync(const char *database, int64_t window_ms,
+                struct pr_lease_item *it, size_t n, char *err, size_t errlen)
+{
+    PGconn *c = pg_connect(database, err, errlen);
+    if (!c)
+        return GX_EIO;
+    char sql[1024];
+    enum gx_status rs = GX_OK;
+    /* Old windows are of no use to anyone. */
+    snprintf(sql, sizeof(sql),
+             "DELETE FROM rate_windows WHERE window_ms < %lld",
+             (long long)(window_ms - 120000));
+    pg_run(c, sql, PGRES_COMMAND_OK, NULL, NULL, 0);
+    for (size_t i = 0; i < n && PQstatus(c) == CONNECTION_OK; i++) {
+        struct pr_lease_item *x = &it[i];
+        long long key = (long long)x->key_id, w = (long long)window_ms;
+        x->granted = 0;
+        if (x->want <= 0 && x->give_back <= 0) {
+            x->done = 1;
+            continue;
+        }
+        /* Under the row's lock: the grant is what is left of the
+         * window, at most want; give_back lowers the count. */
+        PGresult *r = NULL;
+        if (x->want > 0) {
+            /* Create the row (a separate statement: a CTE's INSERT is
+             * not visible to its sibling's SELECT). */
+            snprintf(sql, sizeof(sql),
+                     "INSERT INTO rate_windows VALUES (%lld, %lld, 0) ON"
+                     " CONFLICT DO NOTHING",
+                     key, w);
+            if (pg_run(c, sql, PGRES_COMMAND_OK, NULL, err, errlen) != 0) {
+                rs = GX_EIO;
+                continue;
+            }
+            snprintf(sql, sizeof(sql),
+                     "WITH old AS (SELECT used, LEAST(%lld, %lld - used) AS g"
+                     " FROM rate_windows WHERE key_id = %lld AND window_ms ="
+                     " %lld FOR UPDATE) UPDATE rate_windows SET used ="
+                     " rate_windows.used + old.g FROM old WHERE key_id ="
+                     " %lld AND window_ms = %lld AND old.g > 0 AND"
+                     " rate_windows.used + old.g <= %lld RETURNING old.g",
+                     (long long)x->want, (long long)x->limit, key, w, key,
+                     w, (long long)x->limit);
+        } else {
+            snprintf(sql, sizeof(sql),
+                     "UPDATE rate_windows SET used = GREATEST(used - %lld, 0)"
+                     " WHERE key_id = %lld AND window_ms = %lld RETURNING 0",
+                     (long long)x->give_back, key, w);
+        }
+        if (pg_run(c, sql, PGRES_TUPLES_OK, &r, err, errlen) != 0) {
+            rs = GX_EIO;
+            continue;
+        }
+        if (x->want > 0 && PQntuples(r) == 1)
+            x->granted = val_i64(r, 0, 0, 0);
+        PQclear(r);
+        x->done = 1;
     }
     PQfinish(c);
     return rs;

@@ -314,6 +314,30 @@ void pr_ledger_attach_budget(struct pr_ledger *l, struct pr_budget *b);
 enum gx_status pr_budget_load(struct pr_budget *b, const char *path,
                               char *err, size_t errlen);
 
+/* ---- rate limits across instances ----------------------------------
+ *
+ * Requests per minute of each key counted across every instance sharing
+ * a PostgreSQL database, in fixed UTC-minute windows: per window the
+ * cluster admits at most the key's rpm (over any sliding 60 s at most
+ * twice that).  Admission is in memory (a leased allowance, rate.c);
+ * pr_rate_sync moves the leases.  Thread-safe; sync blocks (aux thread).
+ */
+struct pr_rate;
+struct pr_rate *pr_rate_new(const char *database);
+void pr_rate_free(struct pr_rate *r);
+/* Limits key_id to per_min requests a minute (<= 0: no-op). */
+enum gx_status pr_rate_set(struct pr_rate *r, int64_t key_id,
+                           int64_t per_min);
+/* Takes one request of key_id's allowance: GX_OK, or GX_EAGAIN with
+ * *retry_s (1 until the next lease, or the seconds to the next window
+ * when the cluster spent this one).  Unknown keys and r NULL: GX_OK. */
+enum gx_status pr_rate_take(struct pr_rate *r, int64_t key_id,
+                            int64_t now_ms, int64_t *retry_s);
+/* Gives back a take that was not used (refused by another check). */
+void pr_rate_untake(struct pr_rate *r, int64_t key_id, int64_t now_ms);
+enum gx_status pr_rate_sync(struct pr_rate *r, int64_t now_ms, char *err,
+                            size_t errlen);
+
 /* ---- usage queries --------------------------------------------------
  *
  * Run on their own read-only connection: call them from a thread that may

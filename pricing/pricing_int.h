@@ -88,6 +88,7 @@ struct pr_lease_item {
     int64_t granted;   /* out: added to the lease */
     int done;          /* out: the key's transaction committed */
     int lost;          /* out: our lease row was gone (reclaimed) */
+    int64_t limit;     /* in (rate leases): the key's per-window limit */
 };
 /* One transaction per key: renew this instance's lease row, return
  * give_back, lease up to want atomically; and reclaim the leases of
@@ -96,6 +97,12 @@ struct pr_lease_item {
 enum gx_status pr_pg_lease_sync(const char *database, const char *instance,
                                 struct pr_lease_item *it, size_t n,
                                 char *err, size_t errlen);
+
+/* Rate leases for window_ms (rate.c <-> pg.c): per item, take up to want
+ * of the window's remaining count, or give give_back back. */
+enum gx_status pr_pg_rate_sync(const char *database, int64_t window_ms,
+                               struct pr_lease_item *it, size_t n,
+                               char *err, size_t errlen);
 
 /* Shared by both backends' keys code: 64 lowercase hex digits <-> 32
  * bytes (hex_to_digest: -1 unless exactly 64 hex digits). */

@@ -6,6 +6,8 @@
  *   - a budget holds exactly across instances (leases, pricing/budget.c):
  *     what the cluster charged never passes the budget, and every 200 was
  *     charged exactly once;
+ *   - requests per minute hold across instances (leased counts per UTC
+ *     minute, pricing/rate.c): the cluster admits at most the key's rpm;
  *   - a key created on one instance is accepted by the others, and once
  *     revoked on one it is refused by all (polling; the latency printed);
  *   - kill -9 of one instance under load loses no row of a response it
@@ -197,6 +199,65 @@ test_budget_across_instances(void)
     T_EQ_INT(pg_count(sql), atomic_load(&n_paid));
 }
 
+/* ---- RPM across instances ---------------------------------------- */
+
+static char rpm_key[128];
+static _Atomic int n_rpm_ok, n_rpm_429, n_rpm_other;
+
+static void *
+rpm_client(void *arg)
+{
+    struct client *c = arg;
+    while (gx_mono_us() < c->until_us) {
+        struct e2e_resp r;
+        if (chat(c->inst, rpm_key, &r) == 0 && r.status == 200)
+            atomic_fetch_add(&n_rpm_ok, 1);
+        else if (r.status == 429 && strstr(r.body, "rate_limit_exceeded"))
+            atomic_fetch_add(&n_rpm_429, 1);
+        else
+            atomic_fetch_add(&n_rpm_other, 1);
+        e2e_resp_free(&r);
+        usleep(r.status == 429 ? 30000 : 5000);
+    }
+    return NULL;
+}
+
+static void
+test_rpm_across_instances(void)
+{
+    /* 40 a minute for the whole cluster; each instance alone would allow
+     * 40 too, so three without sharing would admit up to 120. */
+    long long id = make_key(1, "{\"name\":\"rpm\",\"rpm\":40}", rpm_key,
+                            sizeof(rpm_key));
+    T_CHECK(id > 0);
+    usleep(1500000);
+    /* Run inside one UTC minute (windows are fixed minutes): wait while
+     * fewer than 15 s of the current one are left (bounded: < 16 s). */
+    while (gx_now_ms() % 60000 > 45000)
+        usleep(100000);
+    int64_t w0 = gx_now_ms() / 60000;
+    pthread_t th[6];
+    struct client cl[6];
+    int64_t until = gx_mono_us() + 10000000;
+    for (int i = 0; i < 6; i++) {
+        cl[i] = (struct client){i % NINST, until};
+        pthread_create(&th[i], NULL, rpm_client, &cl[i]);
+    }
+    for (int i = 0; i < 6; i++)
+        pthread_join(th[i], NULL);
+    int windows = (int)(gx_now_ms() / 60000 - w0) + 1;
+    fprintf(stderr,
+            "  rpm 40: %d admitted, %d refused (rate), %d other, over %d"
+            " minute window(s)\n",
+            atomic_load(&n_rpm_ok), atomic_load(&n_rpm_429),
+            atomic_load(&n_rpm_other), windows);
+    T_EQ_INT(windows, 1);
+    T_CHECK(atomic_load(&n_rpm_ok) <= 40); /* the cluster's limit */
+    T_CHECK(atomic_load(&n_rpm_ok) >= 30); /* most of it, in 10 s */
+    T_CHECK(atomic_load(&n_rpm_429) > 0);
+    T_EQ_INT(atomic_load(&n_rpm_other), 0);
+}
+
 /* ---- keys across instances -------------------------------------- */
 
 static void
@@ -356,6 +417,7 @@ main(void)
     T_CHECK(up);
     if (up) {
         T_RUN(test_budget_across_instances);
+        T_RUN(test_rpm_across_instances);
         T_RUN(test_keys_across_instances);
         T_RUN(test_kill9_loses_nothing);
         T_RUN(test_usage_shared);

@@ -480,6 +480,41 @@ test_pg_restart_mid_load(void)
              0);
 }
 
+/* Rate leases: one instance alone gets the whole limit; a second one,
+ * in the same minute, gets nothing more; a new minute starts afresh. */
+static void
+test_pg_rate_alone(void)
+{
+    char err[512];
+    struct pr_rate *a = pr_rate_new(pg_uri), *b = pr_rate_new(pg_uri);
+    T_CHECK(a && b);
+    if (!a || !b)
+        goto out;
+    int64_t key = 424242, now = 1764547200000LL + 5000; /* fixed minute */
+    T_EQ_INT(pr_rate_set(a, key, 40), GX_OK);
+    T_EQ_INT(pr_rate_set(b, key, 40), GX_OK);
+    int taken = 0;
+    for (int round = 0; round < 12; round++) {
+        T_EQ_INT(pr_rate_sync(a, now, err, sizeof(err)), GX_OK);
+        int64_t retry = 0;
+        while (pr_rate_take(a, key, now, &retry) == GX_OK)
+            taken++;
+    }
+    T_EQ_INT(taken, 40);
+    int64_t retry = 0;
+    T_EQ_INT(pr_rate_take(a, key, now, &retry), GX_EAGAIN);
+    T_CHECK(retry >= 50); /* the cluster spent this minute: wait for it */
+    T_EQ_INT(pr_rate_sync(b, now, err, sizeof(err)), GX_OK);
+    T_EQ_INT(pr_rate_take(b, key, now, &retry), GX_EAGAIN);
+    /* given back and taken again: an untake makes room locally only */
+    now += 60000;
+    T_EQ_INT(pr_rate_sync(b, now, err, sizeof(err)), GX_OK);
+    T_EQ_INT(pr_rate_take(b, key, now, &retry), GX_OK);
+out:
+    pr_rate_free(a);
+    pr_rate_free(b);
+}
+
 int
 main(void)
 {
@@ -500,6 +535,7 @@ main(void)
         T_RUN(test_pg_fail_closed);
         T_RUN(test_pg_spool);
         T_RUN(test_pg_restart_mid_load);
+        T_RUN(test_pg_rate_alone);
     }
     pgt_stop();
     char cmd[600];
