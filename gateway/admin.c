@@ -47,7 +47,7 @@ get_limit(const json_t *obj, const char *name, int64_t *out, char *err,
 }
 
 enum gx_status
-gw_key_spec_from_json(const json_t *obj, struct gw_key_spec *spec,
+gw_key_spec_from_json(const json_t *obj, struct pr_key *spec,
                       char *models_buf, size_t models_len, char *err,
                       size_t errlen)
 {
@@ -164,21 +164,10 @@ gw_key_spec_from_json(const json_t *obj, struct gw_key_spec *spec,
 /* The keys table: pricing's pr_key_* own it (SQLite or PostgreSQL).    */
 
 enum gx_status
-gw_keys_db_create(const char *db_path, const struct gw_key_spec *k,
+gw_keys_db_create(const char *db_path, const struct pr_key *k,
                   int64_t *id_out, char *err, size_t errlen)
 {
-    struct pr_key pk = {
-        .name = k->name,
-        .created_ms = k->created_ms,
-        .expires_ms = k->expires_ms,
-        .revoked_ms = -1,
-        .budget_pusd = k->budget_pusd,
-        .rpm = k->rpm,
-        .tpm = k->tpm,
-        .models = k->models,
-    };
-    memcpy(pk.hash, k->hash, sizeof(pk.hash));
-    return pr_key_create(db_path, &pk, id_out, err, errlen);
+    return pr_key_create(db_path, k, id_out, err, errlen);
 }
 
 enum gx_status
@@ -280,7 +269,7 @@ enum admin_op { OP_CREATE, OP_LIST, OP_REVOKE };
 
 struct admin_job {
     enum admin_op op;
-    struct gw_key_spec spec;
+    struct pr_key spec;
     json_t *body;      /* owns spec's strings */
     char models[MODELS_MAX_LEN];
     char secret[GW_KEY_LEN + 1];

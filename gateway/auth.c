@@ -362,7 +362,7 @@ split_models(const char *s, char ***out, size_t *n_out)
 /* A key we already have (a reload): only its revocation can move; its
  * buckets stay, tickets may point at them.  1 if found. */
 static int
-update_known(struct gw_auth *a, const struct gw_key_spec *ks)
+update_known(struct gw_auth *a, const struct pr_key *ks)
 {
     struct gw_key *old = find_id(a, ks->id);
     if (old && ks->revoked_ms >= 0 && atomic_load(&old->revoked_ms) < 0)
@@ -371,7 +371,7 @@ update_known(struct gw_auth *a, const struct gw_key_spec *ks)
 }
 
 enum gx_status
-gw_auth_put(struct gw_auth *a, const struct gw_key_spec *ks)
+gw_auth_put(struct gw_auth *a, const struct pr_key *ks)
 {
     /* The periodic reload puts every row again: find the known ones
      * without allocating. */
@@ -455,24 +455,11 @@ static int
 load_one(void *ud, const struct pr_key *pk)
 {
     struct load_ctx *c = ud;
-    struct gw_key_spec k = {
-        .id = pk->id,
-        .name = pk->name,
-        .created_ms = pk->created_ms,
-        .expires_ms = pk->expires_ms,
-        .revoked_ms = pk->revoked_ms,
-        .budget_pusd = pk->budget_pusd,
-        .spent_pusd = pk->spent_pusd,
-        .rpm = pk->rpm,
-        .tpm = pk->tpm,
-        .models = pk->models,
-    };
-    memcpy(k.hash, pk->hash, sizeof(k.hash));
-    c->st = gw_auth_put(c->a, &k);
+    c->st = gw_auth_put(c->a, pk);
     if (c->st != GX_OK)
         return 1;
-    if (k.revoked_ms >= 0)
-        pr_budget_remove(c->a->budget, k.id);
+    if (pk->revoked_ms >= 0)
+        pr_budget_remove(c->a->budget, pk->id);
     return 0;
 }
 

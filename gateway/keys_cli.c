@@ -60,7 +60,7 @@ parse_num(const char *s, double *out)
 static int
 cmd_create(const char *db, json_t *opts)
 {
-    struct gw_key_spec spec;
+    struct pr_key spec;
     char models[4096], err[512];
     if (gw_key_spec_from_json(opts, &spec, models, sizeof(models), err,
                               sizeof(err)) != GX_OK) {

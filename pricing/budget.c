@@ -311,6 +311,20 @@ pr_budget_load(struct pr_budget *b, const char *path, char *err, size_t errlen)
 
 /* ---- leased mode ------------------------------------------------- */
 
+int
+pr_lease_items_room(struct pr_lease_item **it, size_t n, size_t *cap)
+{
+    if (n < *cap)
+        return 1;
+    size_t nc = *cap ? *cap * 2 : 16;
+    struct pr_lease_item *ni = realloc(*it, nc * sizeof(*ni));
+    if (!ni)
+        return 0;
+    *it = ni;
+    *cap = nc;
+    return 1;
+}
+
 enum gx_status
 pr_budget_use_leases(struct pr_budget *b, const char *database,
                      const char *instance)
@@ -364,15 +378,9 @@ pr_budget_sync(struct pr_budget *b, char *err, size_t errlen)
         for (struct pr_bentry *e = b->slots[i]; e; e = e->next) {
             if (e->limit < 0)
                 continue; /* unlimited: nothing to lease */
-            if (n == cap) {
-                size_t nc = cap ? cap * 2 : 16;
-                struct pr_lease_item *ni = realloc(it, nc * sizeof(*ni));
-                if (!ni) {
-                    st = GX_ENOMEM;
-                    break;
-                }
-                it = ni;
-                cap = nc;
+            if (!pr_lease_items_room(&it, n, &cap)) {
+                st = GX_ENOMEM;
+                break;
             }
             /* Hold enough for twice the last second's spend and four of
              * the largest refused request, at least 1/16 of the budget. */

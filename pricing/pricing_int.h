@@ -90,6 +90,8 @@ struct pr_lease_item {
     int lost;          /* out: our lease row was gone (reclaimed) */
     int64_t limit;     /* in (rate leases): the key's per-window limit */
 };
+/* Makes room for item n in *it (capacity *cap, doubling); 0 on ENOMEM. */
+int pr_lease_items_room(struct pr_lease_item **it, size_t n, size_t *cap);
 /* One transaction per key: renew this instance's lease row, return
  * give_back, lease up to want atomically; and reclaim the leases of
  * instances silent for PR_LEASE_STALE_MS.  Blocks (aux thread). */

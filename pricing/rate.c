@@ -165,15 +165,9 @@ pr_rate_sync(struct pr_rate *r, int64_t now_ms, char *err, size_t errlen)
     enum gx_status st = GX_OK;
     pthread_mutex_lock(&r->mu);
     for (struct rentry *e = r->all; e; e = e->next) {
-        if (n == cap) {
-            size_t nc = cap ? cap * 2 : 16;
-            struct pr_lease_item *ni = realloc(it, nc * sizeof(*ni));
-            if (!ni) {
-                st = GX_ENOMEM;
-                break;
-            }
-            it = ni;
-            cap = nc;
+        if (!pr_lease_items_room(&it, n, &cap)) {
+            st = GX_ENOMEM;
+            break;
         }
         if (e->window != w) {
             e->window = w;

@@ -13,7 +13,10 @@
  *   - kill -9 of one instance under load loses no row of a response it
  *     completed (each x-request-id a client saw is in the database);
  *   - /v1/usage on any instance reads the shared ledger, and the rollup
- *     equals the raw rows (maintained once, not once per instance).
+ *     equals the raw rows (maintained once, not once per instance);
+ *   - PostgreSQL restarted under load: every 200 has its row, once; the
+ *     rest is a clear 503; with the server down, requests fail closed
+ *     (503 storage_unavailable) and succeed again once it is back.
  */
 #include <pthread.h>
 #include <signal.h>
@@ -74,7 +77,8 @@ start_instance(int i)
     snprintf(cfg, sizeof(cfg),
              "{\n"
              " \"listen\": \"127.0.0.1:0\", \"workers\": 1,\n"
-             " \"database\": \"%s\", \"require_keys\": true,\n"
+             " \"storage\": {\"url\": \"%s\", \"timeout_ms\": 3000},\n"
+             " \"require_keys\": true,\n"
              " \"admin_key\": \"%s\",\n"
              " \"providers\": {\n"
              "  \"fake\": {\"kind\": \"openai\", \"base_url\": "
@@ -327,6 +331,25 @@ load_client(void *arg)
     return NULL;
 }
 
+static int
+count_missing(int n)
+{
+    int missing = 0;
+    for (int i = 0; i < n; i += 50) {
+        struct gx_buf b;
+        gx_buf_init(&b, 1 << 20);
+        gx_buf_printf(&b, "SELECT %d - count(*) FROM usage WHERE request_id"
+                          " IN (",
+                      n - i < 50 ? n - i : 50);
+        for (int j = i; j < n && j < i + 50; j++)
+            gx_buf_printf(&b, "%s'%s'", j > i ? "," : "", seen[j]);
+        gx_buf_printf(&b, ")");
+        missing += (int)pg_count(b.data);
+        gx_buf_cleanup(&b);
+    }
+    return missing;
+}
+
 static void
 test_kill9_loses_nothing(void)
 {
@@ -351,19 +374,7 @@ test_kill9_loses_nothing(void)
         n = MAX_SEEN;
     T_CHECK(n > 50);
     /* Every response a client saw complete has its row. */
-    int missing = 0;
-    for (int i = 0; i < n; i += 50) {
-        struct gx_buf b;
-        gx_buf_init(&b, 1 << 20);
-        gx_buf_printf(&b, "SELECT %d - count(*) FROM usage WHERE request_id"
-                          " IN (",
-                      n - i < 50 ? n - i : 50);
-        for (int j = i; j < n && j < i + 50; j++)
-            gx_buf_printf(&b, "%s'%s'", j > i ? "," : "", seen[j]);
-        gx_buf_printf(&b, ")");
-        missing += (int)pg_count(b.data);
-        gx_buf_cleanup(&b);
-    }
+    int missing = count_missing(n);
     fprintf(stderr, "  kill -9: %d completed responses, %d rows missing\n",
             n, missing);
     T_EQ_INT(missing, 0);
@@ -401,6 +412,94 @@ test_usage_shared(void)
              0);
 }
 
+/* ---- PostgreSQL down, restarted -------------------------------- */
+
+static _Atomic int n_200, n_503, n_bad;
+
+static void *
+outage_client(void *arg)
+{
+    struct client *c = arg;
+    while (gx_mono_us() < c->until_us) {
+        struct e2e_resp r;
+        if (chat(c->inst, load_key, &r) == 0 && r.status == 200) {
+            char id[64];
+            atomic_fetch_add(&n_200, 1);
+            if (e2e_header(&r, "x-request-id", id, sizeof(id))) {
+                int k = atomic_fetch_add(&n_seen, 1);
+                if (k < MAX_SEEN)
+                    snprintf(seen[k], sizeof(seen[k]), "%s", id);
+            }
+        } else if (r.status == 503 && r.body &&
+                   strstr(r.body, "storage_unavailable")) {
+            atomic_fetch_add(&n_503, 1);
+            usleep(50000);
+        } else {
+            atomic_fetch_add(&n_bad, 1);
+        }
+        e2e_resp_free(&r);
+    }
+    return NULL;
+}
+
+static void
+test_pg_restart_under_load(void)
+{
+    atomic_store(&n_seen, 0);
+    pthread_t th[4];
+    struct client cl[4];
+    int64_t until = gx_mono_us() + 4000000;
+    for (int i = 0; i < 4; i++) {
+        cl[i] = (struct client){i % 2, until}; /* instances 0 and 1 */
+        pthread_create(&th[i], NULL, outage_client, &cl[i]);
+    }
+    usleep(1000000);
+    T_EQ_INT(pgt_server_stop(), 0);
+    usleep(500000);
+    T_EQ_INT(pgt_server_start(), 0);
+    for (int i = 0; i < 4; i++)
+        pthread_join(th[i], NULL);
+    int n = atomic_load(&n_seen);
+    if (n > MAX_SEEN)
+        n = MAX_SEEN;
+    int missing = count_missing(n);
+    fprintf(stderr,
+            "  PostgreSQL restarted under load: %d answered 200, %d refused"
+            " 503, %d other; %d rows missing\n",
+            atomic_load(&n_200), atomic_load(&n_503), atomic_load(&n_bad),
+            missing);
+    T_CHECK(n > 20);
+    T_EQ_INT(missing, 0);
+    T_EQ_INT(atomic_load(&n_bad), 0);
+    T_EQ_INT(pg_count("SELECT count(*) - count(DISTINCT request_id) FROM"
+                      " usage"),
+             0);
+}
+
+static void
+test_pg_down_fails_closed(void)
+{
+    T_EQ_INT(pgt_server_stop(), 0);
+    struct e2e_resp r;
+    T_EQ_INT(chat(0, load_key, &r), 0);
+    T_EQ_INT(r.status, 503);
+    T_CHECK(r.body && strstr(r.body, "storage_unavailable"));
+    e2e_resp_free(&r);
+    /* Admission refuses at once now (no upstream call, no wait). */
+    T_EQ_INT(chat(1, load_key, &r), 0);
+    T_EQ_INT(r.status, 503);
+    e2e_resp_free(&r);
+    T_EQ_INT(pgt_server_start(), 0);
+    int ok = 0;
+    for (int t = 0; t < 100 && !ok; t++) {
+        ok = chat(0, load_key, &r) == 0 && r.status == 200;
+        e2e_resp_free(&r);
+        if (!ok)
+            usleep(100000);
+    }
+    T_CHECK(ok); /* back once the database answers */
+}
+
 int
 main(void)
 {
@@ -421,6 +520,8 @@ main(void)
         T_RUN(test_keys_across_instances);
         T_RUN(test_kill9_loses_nothing);
         T_RUN(test_usage_shared);
+        T_RUN(test_pg_restart_under_load);
+        T_RUN(test_pg_down_fails_closed);
     }
     for (int i = 0; i < NINST - 1; i++)
         if (gw[i].pid > 0)
