@@ -791,6 +791,30 @@ finish_batch(struct pg_ledger *l, struct pr_qrow *batch, int ok)
     }
 }
 
+/* One attempt at committing tuples t[0..n): 0 committed, 1 the server
+ * refused it (a bad row, a deadlock), -1 the database is unreachable. */
+static int
+try_commit(struct pg_ledger *l, char *const *t, size_t n, char *err,
+           size_t errlen)
+{
+    if (ensure_conn(l, err, errlen) != 0)
+        return -1;
+    int64_t ins = 0;
+    struct pr_budget *bud = atomic_load(&l->budget);
+    struct spends sp = {NULL, 0, 0};
+    if (write_tuples(l->conn, t, n, &ins, pr_budget_instance(bud), &sp, err,
+                     errlen) != 0)
+        return PQstatus(l->conn) == CONNECTION_OK ? 1 : -1;
+    for (size_t i = 0; i < sp.n; i++)
+        pr_budget_committed(bud, sp.a[i].key_id, sp.a[i].cost);
+    free(sp.a);
+    atomic_fetch_add(&l->n_rows, ins);
+    atomic_fetch_add(&l->n_commits, 1);
+    if (atomic_exchange(&l->down, 0))
+        GX_LOG(GX_LOG_WARN, NULL, "ledger: the database is reachable again");
+    return 0;
+}
+
 static void
 write_batch(struct pg_ledger *l, struct pr_qrow *batch)
 {
@@ -803,30 +827,17 @@ write_batch(struct pg_ledger *l, struct pr_qrow *batch)
     }
     char err[512] = "";
     int64_t deadline = gx_mono_us() + (int64_t)l->lock_timeout_ms * 1000;
-    int ok = 0, logged = 0;
+    int rc, refusals = 0;
     for (;;) {
-        int64_t ins = 0;
-        struct pr_budget *bud = atomic_load(&l->budget);
-        struct spends sp = {NULL, 0, 0};
-        if (ensure_conn(l, err, sizeof(err)) == 0) {
-            if (write_tuples(l->conn, t, n, &ins, pr_budget_instance(bud),
-                             &sp, err, sizeof(err)) == 0) {
-                for (size_t i = 0; i < sp.n; i++)
-                    pr_budget_committed(bud, sp.a[i].key_id, sp.a[i].cost);
-                free(sp.a);
-                atomic_fetch_add(&l->n_rows, ins);
-                atomic_fetch_add(&l->n_commits, 1);
-                ok = 1;
+        rc = try_commit(l, t, n, err, sizeof(err));
+        if (rc == 0)
+            break;
+        if (rc > 0) {
+            /* The server answered with an error: a deadlock or a
+             * serialization failure passes on a retry, a bad row not. */
+            if (++refusals >= 3)
                 break;
-            }
-            if (PQstatus(l->conn) == CONNECTION_OK) {
-                /* The server answered with an error (a bad row, a
-                 * deadlock, serialization): retry once quickly, then
-                 * give up on the batch. */
-                if (logged++ > 2)
-                    break;
-                continue;
-            }
+            continue;
         }
         if (!atomic_exchange(&l->down, 1))
             GX_LOG(GX_LOG_ERROR, NULL, "ledger: %s", err);
@@ -834,15 +845,33 @@ write_batch(struct pg_ledger *l, struct pr_qrow *batch)
             break;
         usleep(PG_RETRY_SLEEP_US);
     }
-    if (!ok) {
-        atomic_store(&l->down, 1);
-        if (l->mode == PR_UNAVAILABLE_SPOOL && spool_append(l, t, n) == 0) {
-            atomic_fetch_add(&l->n_spooled, (int64_t)n);
-            ok = 1;
-        } else {
-            GX_LOG(GX_LOG_ERROR, NULL, "ledger: %zu rows not committed: %s",
-                   n, err);
+    if (rc > 0 && n > 1) {
+        /* A bad row fails its whole transaction; it must not take its
+         * neighbours down: write them one by one. */
+        GX_LOG(GX_LOG_ERROR, NULL, "ledger: %s; writing the batch's %zu rows"
+               " one by one", err, n);
+        size_t i = 0;
+        for (struct pr_qrow *q = batch; q; i++) {
+            struct pr_qrow *next = q->next;
+            q->next = NULL;
+            int r1 = try_commit(l, &t[i], 1, err, sizeof(err));
+            if (r1 != 0)
+                GX_LOG(GX_LOG_ERROR, q->row.request_id,
+                       "ledger: row not committed: %s", err);
+            finish_batch(l, q, r1 == 0);
+            q = next;
         }
+        tuples_free(t, n);
+        return;
+    }
+    int ok = rc == 0;
+    if (!ok && rc < 0 && l->mode == PR_UNAVAILABLE_SPOOL &&
+        spool_append(l, t, n) == 0) {
+        atomic_fetch_add(&l->n_spooled, (int64_t)n);
+        ok = 1;
+    } else if (!ok) {
+        GX_LOG(GX_LOG_ERROR, NULL, "ledger: %zu rows not committed: %s", n,
+               err);
     }
     tuples_free(t, n);
     finish_batch(l, batch, ok);

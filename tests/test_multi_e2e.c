@@ -406,6 +406,23 @@ test_usage_shared(void)
                       " sum(requests) FROM usage_hourly WHERE dim = 'none'"
                       " AND key_id = -2)"),
              0);
+    /* The CLI on the same database. */
+    char cmd[1024], line[4096] = "";
+    snprintf(cmd, sizeof(cmd),
+             "%s usage --db '%s' --since 0 --format json 2>&1", bin, pg_uri);
+    FILE *p = popen(cmd, "r");
+    size_t got = p ? fread(line, 1, sizeof(line) - 1, p) : 0;
+    line[got] = '\0';
+    T_CHECK(p && pclose(p) == 0);
+    char want[64];
+    snprintf(want, sizeof(want), "\"requests\":%lld", rows);
+    T_CHECK(strstr(line, want) != NULL);
+    snprintf(cmd, sizeof(cmd), "%s keys list --db '%s' 2>&1", bin, pg_uri);
+    p = popen(cmd, "r");
+    got = p ? fread(line, 1, sizeof(line) - 1, p) : 0;
+    line[got] = '\0';
+    T_CHECK(p && pclose(p) == 0);
+    T_CHECK(strstr(line, "roaming") && strstr(line, "revoked"));
     T_EQ_INT(pg_count("SELECT (SELECT sum(cost_pusd) FROM usage) - (SELECT"
                       " sum(cost_pusd) FROM usage_daily WHERE dim = 'model'"
                       " AND key_id = -2)"),

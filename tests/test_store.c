@@ -480,6 +480,35 @@ test_pg_restart_mid_load(void)
              0);
 }
 
+/* A row PostgreSQL refuses (not UTF-8) fails alone: its neighbours in the
+ * batch commit, and the database is not taken for down. */
+static void
+test_pg_bad_row(void)
+{
+    char err[512];
+    struct pr_ledger *l = NULL;
+    T_EQ_INT(pr_ledger_open(pg_uri, &l, err, sizeof(err)), GX_OK);
+    if (!l)
+        return;
+    reset_counts();
+    for (int i = 0; i < 21; i++) {
+        struct pr_usage_row r;
+        char rid[64];
+        make_row(i, "badrow", &r, rid, sizeof(rid));
+        if (i == 10)
+            r.model = "bad \xff\xfe model";
+        T_EQ_INT(pr_ledger_submit(l, &r, on_commit, NULL), GX_OK);
+    }
+    pr_ledger_flush(l);
+    T_EQ_INT(atomic_load(&n_ok), 20);
+    T_EQ_INT(atomic_load(&n_fail), 1);
+    T_EQ_INT(pr_ledger_available(l), 1);
+    pr_ledger_close(l);
+    T_EQ_INT(pg_count("SELECT count(*) FROM usage WHERE request_id LIKE"
+                      " 'badrow-%'"),
+             20);
+}
+
 /* Rate leases: one instance alone gets the whole limit; a second one,
  * in the same minute, gets nothing more; a new minute starts afresh. */
 static void
@@ -536,6 +565,7 @@ main(void)
         T_RUN(test_pg_spool);
         T_RUN(test_pg_restart_mid_load);
         T_RUN(test_pg_rate_alone);
+        T_RUN(test_pg_bad_row);
     }
     pgt_stop();
     char cmd[600];
