@@ -710,6 +710,9 @@ gw_auth_free(struct gw_auth *a)
     }
     free(a->slots);
     free(a->id_slots);
+    char lerr[256];
+    if (pr_budget_release_leases(a->budget, lerr, sizeof(lerr)) != GX_OK)
+        GX_LOG(GX_LOG_WARN, NULL, "budget leases not given back: %s", lerr);
     pr_budget_free(a->budget);
     pr_rate_free(a->rate);
     if (a->admin_key) {

@@ -365,8 +365,23 @@ pr_budget_committed(struct pr_budget *b, int64_t key_id, int64_t cost_pusd)
     pthread_mutex_unlock(&b->mu);
 }
 
+static enum gx_status budget_sync(struct pr_budget *b, int closing, char *err,
+                                  size_t errlen);
+
 enum gx_status
 pr_budget_sync(struct pr_budget *b, char *err, size_t errlen)
+{
+    return budget_sync(b, 0, err, errlen);
+}
+
+enum gx_status
+pr_budget_release_leases(struct pr_budget *b, char *err, size_t errlen)
+{
+    return budget_sync(b, 1, err, errlen);
+}
+
+static enum gx_status
+budget_sync(struct pr_budget *b, int closing, char *err, size_t errlen)
 {
     if (!b || !b->leased)
         return GX_OK;
@@ -395,7 +410,12 @@ pr_budget_sync(struct pr_budget *b, char *err, size_t errlen)
             struct pr_lease_item *x = &it[n++];
             memset(x, 0, sizeof(*x));
             x->key_id = e->key_id;
-            if (avail > 2 * target + 1) {
+            if (closing) {
+                if (avail > 0) { /* all of it: this instance is leaving */
+                    e->limit -= avail;
+                    e->to_return += avail;
+                }
+            } else if (avail > 2 * target + 1) {
                 int64_t s = avail - target;
                 e->limit -= s; /* ours first: never above the database's */
                 e->to_return += s;

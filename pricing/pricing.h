@@ -301,6 +301,10 @@ const char *pr_budget_instance(const struct pr_budget *b);
 /* Blocks (one PostgreSQL transaction per leased key): returns surplus,
  * leases what recent demand needs.  No-op unless leased.  Aux thread. */
 enum gx_status pr_budget_sync(struct pr_budget *b, char *err, size_t errlen);
+/* At shutdown (nothing in flight): gives every lease back at once, so
+ * the other instances need not wait for it to go stale.  Blocks. */
+enum gx_status pr_budget_release_leases(struct pr_budget *b, char *err,
+                                        size_t errlen);
 /* The ledger writer: a committed row's cost left this instance's lease
  * (moved to spent_pusd in the row's transaction). */
 void pr_budget_committed(struct pr_budget *b, int64_t key_id,

@@ -308,6 +308,7 @@ test_keys_across_instances(void)
 /* ---- kill -9 under load ------------------------------------------ */
 
 static char load_key[128];
+static pid_t killed_pid;
 #define MAX_SEEN 20000
 static char seen[MAX_SEEN][64];
 static _Atomic int n_seen;
@@ -365,6 +366,7 @@ test_kill9_loses_nothing(void)
         pthread_create(&th[i], NULL, load_client, &cl[i]);
     }
     usleep(1200000);
+    killed_pid = gw[2].pid;
     kill(gw[2].pid, SIGKILL); /* mid-load, no goodbye */
     for (int i = 0; i < 6; i++)
         pthread_join(th[i], NULL);
@@ -543,6 +545,21 @@ main(void)
     for (int i = 0; i < NINST - 1; i++)
         if (gw[i].pid > 0)
             T_EQ_INT(e2e_stop(&gw[i], SIGTERM, 15000), 0);
+    if (up) {
+        /* The leases' books balance: each key's reserved_pusd is what its
+         * lease rows hold, and the instances that stopped cleanly gave
+         * theirs back (only the killed one still holds some). */
+        T_EQ_INT(pg_count("SELECT count(*) FROM keys k WHERE reserved_pusd"
+                          " <> COALESCE((SELECT sum(amount) FROM"
+                          " budget_leases b WHERE b.key_id = k.id), 0)"),
+                 0);
+        char sql[256];
+        snprintf(sql, sizeof(sql),
+                 "SELECT COALESCE(sum(amount), 0) FROM budget_leases WHERE"
+                 " instance NOT LIKE '%ld-%%'",
+                 (long)killed_pid);
+        T_EQ_INT(pg_count(sql), 0);
+    }
     if (fake.pid > 0)
         e2e_stop(&fake, SIGTERM, 5000);
     T_EQ_INT(e2e_sanitizer_reports, 0);
