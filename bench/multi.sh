@@ -41,21 +41,23 @@ $AS "$PGBIN/pg_ctl" -D "$TMP/pg" -l "$TMP/pg.log" -w -o "-p $PGPORT -k $TMP -c l
 "$PGBIN/psql" -h 127.0.0.1 -p $PGPORT -U llmux -d postgres -qc "CREATE DATABASE llmux" || exit 1
 DB="postgres://llmux@127.0.0.1:$PGPORT/llmux"
 
+: >"$TMP/fake.out"
 "$BUILD/tests/fake_provider" --port 0 --threads 1 --max-seconds 900 >"$TMP/fake.out" 2>"$TMP/fake.err" &
 PIDS="$PIDS $!"
 FAKE_PORT=$(port_of "$TMP/fake.out" "PORT ") || { echo "fake provider did not start"; exit 1; }
-start_gw() { # index -> prints port
+start_gw() { # index; sets GWPORT (not in a $(...) subshell: PIDS must stick)
     cat >"$TMP/gw$1.json" <<JSON
 { "listen": "127.0.0.1:0", "workers": 1, "database": "$DB", "require_keys": false,
   "providers": { "p1": {"kind": "openai", "base_url": "http://127.0.0.1:$FAKE_PORT/v1",
                         "api_key": "sk-bench", "models": {"gpt-4.1": {}}}} }
 JSON
+    : >"$TMP/gw$1.out"
     "$BUILD/llmux" serve --config "$TMP/gw$1.json" >"$TMP/gw$1.out" 2>"$TMP/gw$1.err" &
     PIDS="$PIDS $!"
-    port_of "$TMP/gw$1.out" "listening on http:\/\/127.0.0.1:"
+    GWPORT=$(port_of "$TMP/gw$1.out" "listening on http:\/\/127.0.0.1:")
 }
-P1=$(start_gw 1) || exit 1
-P2=$(start_gw 2) || exit 1
+start_gw 1 && P1=$GWPORT || exit 1
+start_gw 2 && P2=$GWPORT || exit 1
 NGX=$((20000 + $$ % 10000))
 nginx_with() { # upstream servers...
     [ -f "$TMP/nginx.pid" ] && kill "$(cat "$TMP/nginx.pid")" 2>/dev/null && sleep 0.5
