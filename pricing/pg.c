@@ -1070,6 +1070,88 @@ pg_available(void *be)
 }
 
 /* ------------------------------------------------------------------ */
+/* ------------------------------------------------------------------ */
+/* The blocking calls' connection: one per calling thread, kept between */
+/* calls (the aux thread makes several a second: key reload, lease      */
+/* syncs, usage queries; a new connection is a new server process).     */
+/* Checked with an empty query before each use, dropped when broken,    */
+/* closed by the thread-exit destructor.                                */
+
+struct aux_cached {
+    PGconn *conn;
+    char *database;
+};
+
+static pthread_key_t aux_key;
+static pthread_once_t aux_once = PTHREAD_ONCE_INIT;
+
+static void
+aux_free(void *p)
+{
+    struct aux_cached *a = p;
+    if (!a)
+        return;
+    PQfinish(a->conn);
+    free(a->database);
+    free(a);
+}
+
+static void
+aux_init(void)
+{
+    pthread_key_create(&aux_key, aux_free);
+}
+
+static PGconn *
+aux_conn(const char *database, char *err, size_t errlen)
+{
+    pthread_once(&aux_once, aux_init);
+    struct aux_cached *a = pthread_getspecific(aux_key);
+    if (a && a->conn && strcmp(a->database, database) == 0 &&
+        PQstatus(a->conn) == CONNECTION_OK) {
+        PGresult *r = PQexec(a->conn, "");
+        int alive = r && PQresultStatus(r) == PGRES_EMPTY_QUERY;
+        PQclear(r);
+        if (alive)
+            return a->conn;
+    }
+    if (a) {
+        pthread_setspecific(aux_key, NULL);
+        aux_free(a);
+    }
+    PGconn *c = pg_connect(database, err, errlen);
+    if (!c)
+        return NULL;
+    a = calloc(1, sizeof(*a));
+    if (a && (a->database = strdup(database)) != NULL &&
+        pthread_setspecific(aux_key, a) == 0) {
+        a->conn = c;
+        return c;
+    }
+    if (a)
+        free(a->database);
+    free(a);
+    return c; /* uncached: aux_done closes it */
+}
+
+/* After a call: a broken or uncached connection is closed. */
+static void
+aux_done(PGconn *c)
+{
+    if (!c)
+        return;
+    struct aux_cached *a = pthread_getspecific(aux_key);
+    if (!a || a->conn != c) {
+        PQfinish(c);
+        return;
+    }
+    if (PQstatus(c) != CONNECTION_OK ||
+        PQtransactionStatus(c) != PQTRANS_IDLE) {
+        pthread_setspecific(aux_key, NULL);
+        aux_free(a);
+    }
+}
+
 /* Budget leases (budget.c's leased mode).                              */
 
 /* The instance id goes into SQL text: budget.c makes it from hex digits;
@@ -1095,7 +1177,7 @@ pr_pg_lease_sync(const char *database, const char *instance,
         gx_errf(err, errlen, "bad instance id");
         return GX_EINVAL;
     }
-    PGconn *c = pg_connect(database, err, errlen);
+    PGconn *c = aux_conn(database, err, errlen);
     if (!c)
         return GX_EIO;
     int64_t now = gx_now_ms();
@@ -1182,7 +1264,7 @@ pr_pg_lease_sync(const char *database, const char *instance,
         if (PQstatus(c) == CONNECTION_OK)
             pg_run(c, "ROLLBACK", PGRES_COMMAND_OK, NULL, NULL, 0);
     }
-    PQfinish(c);
+    aux_done(c);
     return rs;
 }
 
@@ -1190,7 +1272,7 @@ enum gx_status
 pr_pg_rate_sync(const char *database, int64_t window_ms,
                 struct pr_lease_item *it, size_t n, char *err, size_t errlen)
 {
-    PGconn *c = pg_connect(database, err, errlen);
+    PGconn *c = aux_conn(database, err, errlen);
     if (!c)
         return GX_EIO;
     char sql[1024];
@@ -1246,7 +1328,7 @@ pr_pg_rate_sync(const char *database, int64_t window_ms,
         PQclear(r);
         x->done = 1;
     }
-    PQfinish(c);
+    aux_done(c);
     return rs;
 }
 
@@ -1257,7 +1339,7 @@ static enum gx_status
 pg_key_create(const char *database, const struct pr_key *k, int64_t *id_out,
               char *err, size_t errlen)
 {
-    PGconn *c = pg_connect(database, err, errlen);
+    PGconn *c = aux_conn(database, err, errlen);
     if (!c)
         return GX_EIO;
     char hex[65];
@@ -1305,7 +1387,7 @@ pg_key_create(const char *database, const struct pr_key *k, int64_t *id_out,
     }
     PQclear(r);
     gx_buf_cleanup(&b);
-    PQfinish(c);
+    aux_done(c);
     return rs;
 }
 
@@ -1313,7 +1395,7 @@ static enum gx_status
 pg_key_revoke(const char *database, int64_t id, int64_t now_ms, char *err,
               size_t errlen)
 {
-    PGconn *c = pg_connect(database, err, errlen);
+    PGconn *c = aux_conn(database, err, errlen);
     if (!c)
         return GX_EIO;
     char sql[160];
@@ -1329,7 +1411,7 @@ pg_key_revoke(const char *database, int64_t id, int64_t now_ms, char *err,
             gx_errf(err, errlen, "no key with id %lld", (long long)id);
     }
     PQclear(r);
-    PQfinish(c);
+    aux_done(c);
     return rs;
 }
 
@@ -1337,7 +1419,7 @@ static enum gx_status
 pg_key_list(const char *database, pr_key_cb cb, void *ud, char *err,
             size_t errlen)
 {
-    PGconn *c = pg_connect(database, err, errlen);
+    PGconn *c = aux_conn(database, err, errlen);
     if (!c)
         return GX_EIO;
     PGresult *r = NULL;
@@ -1370,7 +1452,7 @@ pg_key_list(const char *database, pr_key_cb cb, void *ud, char *err,
         }
     }
     PQclear(r);
-    PQfinish(c);
+    aux_done(c);
     return rs;
 }
 
@@ -1395,7 +1477,7 @@ pg_usage_query(const char *database, const struct pr_usage_query *q,
         goto out;
     }
     rs = GX_EIO;
-    c = pg_connect(database, err, errlen);
+    c = aux_conn(database, err, errlen);
     if (!c || pg_run(c, sql.data, PGRES_TUPLES_OK, &r, err, errlen) != 0)
         goto out;
     rs = GX_ENOMEM;
@@ -1427,7 +1509,7 @@ pg_usage_query(const char *database, const struct pr_usage_query *q,
 out:
     pr_usage_result_free(res);
     PQclear(r);
-    PQfinish(c);
+    aux_done(c);
     gx_buf_cleanup(&sql);
     return rs;
 }
