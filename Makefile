@@ -68,13 +68,17 @@ all: $(BUILD)/llmux
 # --- dependencies: install when root, else print the exact command -------
 deps: $(DEPS_OK)
 $(DEPS_OK):
-	@if ! pkg-config --exists $(PKGS) 2>/dev/null || ! command -v cc >/dev/null; then \
+	@libs=1; { pkg-config --exists $(PKGS) 2>/dev/null && command -v cc >/dev/null; } || libs=0; \
+	server=1; ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || server=0; \
+	if [ $$libs = 0 ] || [ $$server = 0 ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	    echo "llmux: installing build dependencies with apt-get"; \
 	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(APT_PKGS)) >/dev/null || exit 1; \
-	  else \
+	  elif [ $$libs = 0 ]; then \
 	    echo "llmux: missing libraries; run as root:"; \
 	    echo "  apt-get install -y $(APT_PKGS)"; exit 1; \
+	  else \
+	    echo "llmux: no PostgreSQL server (apt-get install -y postgresql): its tests will say so and be skipped"; \
 	  fi; \
 	fi
 	@mkdir -p build && touch $@
