@@ -1,7 +1,10 @@
 /*
  * pricing: the price table (built-in defaults + config), exact cost
- * arithmetic in integer picodollars, budgets, the SQLite usage ledger
- * (one writer thread, group commit) and usage queries.
+ * arithmetic in integer picodollars, keys, budgets and rate-limit leases,
+ * and the storage interface: the usage ledger (one writer thread, group
+ * commit) and usage queries on SQLite (the default, ledger.c) or
+ * PostgreSQL (pg.c, shared by several instances), one table of functions
+ * per backend (pricing_int.h, store.c).
  *
  * Money is int64_t picodollars (1e-12 USD).  A price of P USD per million
  * tokens is P*1e6 pUSD per token.  int64 holds 9.2e6 USD, far beyond any
