@@ -17,9 +17,10 @@ PREFIX ?= /usr/local
 LLMUX_TEST_DATA ?= $(abspath ../shared/data)
 export LLMUX_TEST_DATA
 
-PKGS := libevent libevent_pthreads libevent_openssl libcurl jansson openssl sqlite3
+PKGS := libevent libevent_pthreads libevent_openssl libcurl jansson openssl sqlite3 libpq
 APT_PKGS := build-essential pkg-config libevent-dev libcurl4-openssl-dev \
-            libjansson-dev libssl-dev libsqlite3-dev libhttp-parser-dev curl
+            libjansson-dev libssl-dev libsqlite3-dev libhttp-parser-dev \
+            libpq-dev postgresql curl
 
 # Recursive (=) so pkg-config runs only after the deps check has installed
 # what was missing.
@@ -84,14 +85,17 @@ all: $(BUILD)/llmux
 # --- dependencies: install when root, else print the exact command -------
 deps: $(DEPS_OK)
 $(DEPS_OK):
-	@if ! pkg-config --exists $(PKGS) 2>/dev/null || ! command -v cc >/dev/null || \
-	    ! [ -f /usr/include/http_parser.h ]; then \
+	@libs=1; { pkg-config --exists $(PKGS) 2>/dev/null && command -v cc >/dev/null && [ -f /usr/include/http_parser.h ]; } || libs=0; \
+	server=1; ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || server=0; \
+	if [ $$libs = 0 ] || [ $$server = 0 ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	    echo "llmux: installing build dependencies with apt-get"; \
 	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(APT_PKGS)) >/dev/null || exit 1; \
-	  else \
+	  elif [ $$libs = 0 ]; then \
 	    echo "llmux: missing libraries; run as root:"; \
 	    echo "  apt-get install -y $(APT_PKGS)"; exit 1; \
+	  else \
+	    echo "llmux: no PostgreSQL server (apt-get install -y postgresql): its tests will say so and be skipped"; \
 	  fi; \
 	fi
 	@mkdir -p build && touch $@

@@ -22,4 +22,24 @@ cat "$DB.txt"
 echo '```'
 } >"$OUT"
 rm -f "$DB" "$DB-wal" "$DB-shm" "$DB.txt"
+# PostgreSQL next to SQLite at the same row count (LEDGER_PG_ROWS, default
+# 1,000,000: copying 10M rows in and building their rollups takes long on a
+# small machine), on a private cluster the tool starts (needs postgresql).
+PG_ROWS=${LEDGER_PG_ROWS:-1000000}
+if ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+    echo "ledger benchmark on PostgreSQL: $PG_ROWS rows (LEDGER_PG_ROWS to change)"
+    "$BUILD/tests/tool_ledger_bench" --rows "$PG_ROWS" --writer-rows 50000 --threads 4 --db "$DB" --pg >"$DB.txt" 2>/dev/null
+    rc=$?
+    {
+    echo
+    echo "## Usage ledger: PostgreSQL next to SQLite ($PG_ROWS rows)"
+    echo
+    echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC'); command: \`$BUILD/tests/tool_ledger_bench --rows $PG_ROWS --writer-rows 50000 --threads 4 --pg\` (exit $rc); the PostgreSQL lines come after the SQLite ones"
+    echo
+    echo '```'
+    cat "$DB.txt"
+    echo '```'
+    } >>"$OUT"
+    rm -f "$DB" "$DB-wal" "$DB-shm" "$DB.txt" "$DB.writer"*
+fi
 echo "wrote $OUT"

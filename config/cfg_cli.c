@@ -6,6 +6,7 @@
  * base_url's user:password@ part is masked.
  */
 #include "config.h"
+#include "../pricing/pricing.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -52,13 +53,15 @@ print_target(FILE *f, const struct cfg *c, const struct cfg_target *t)
 void
 cfg_print(const struct cfg *c, FILE *f)
 {
+    char db[1024]; /* a PostgreSQL URI may carry a password */
+    pr_store_redact(c->database, db, sizeof(db));
     fprintf(f, "listen %s%s%s:%d, workers %d, database %s, require_keys %s, "
                "admin_key %s, max_body_bytes %" PRId64
                ", max_connections %d, header_timeout_ms %d, idle_timeout_ms "
                "%d, cors origins %zu, tls %s\n",
             strchr(c->listen_host, ':') ? "[" : "", c->listen_host,
             strchr(c->listen_host, ':') ? "]" : "", c->listen_port,
-            c->workers, c->database, c->require_keys ? "true" : "false",
+            c->workers, db, c->require_keys ? "true" : "false",
             c->admin_key ? "set" : "unset", c->max_body_bytes,
             c->max_connections, c->header_timeout_ms, c->idle_timeout_ms,
             c->n_cors_origins, c->tls_cert ? "on" : "off");

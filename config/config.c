@@ -1262,7 +1262,95 @@ out:
 static const char *const root_keys[] = {
     "listen", "workers", "database",  "admin_key", "require_keys",
     "limits", "tls",     "providers", "routes",    "failover",
-    "cors",   NULL};
+    "cors",   "storage", NULL};
+static const char *const storage_keys[] = {
+    "url", "password", "on_unavailable", "spool_file", "timeout_ms", NULL};
+
+/* Appends "?password=" or "&password=" and s percent-encoded to *url. */
+static enum gx_status
+url_add_password(char **url, const char *pw)
+{
+    size_t n = strlen(*url), m = strlen(pw);
+    char *u = malloc(n + 11 + 3 * m + 1);
+    if (!u)
+        return GX_ENOMEM;
+    memcpy(u, *url, n);
+    size_t k = n;
+    k += (size_t)sprintf(u + k, "%spassword=", strchr(*url, '?') ? "&" : "?");
+    static const char hexd[] = "0123456789ABCDEF";
+    for (size_t i = 0; i < m; i++) {
+        unsigned char ch = (unsigned char)pw[i];
+        if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+            (ch >= '0' && ch <= '9') || strchr("-._~", ch)) {
+            u[k++] = (char)ch;
+        } else {
+            u[k++] = '%';
+            u[k++] = hexd[ch >> 4];
+            u[k++] = hexd[ch & 15];
+        }
+    }
+    u[k] = '\0';
+    free(*url);
+    *url = u;
+    return GX_OK;
+}
+
+/* "storage": {"url", "password", "on_unavailable", "spool_file",
+ * "timeout_ms"}: the PostgreSQL store, as an alternative to a postgres://
+ * "database". */
+static enum gx_status
+parse_storage(struct vctx *v, json_t *root, struct cfg *c)
+{
+    json_t *so;
+    enum gx_status st = get_object(v, root, "storage", &so);
+    if (st != GX_OK || !so)
+        return st;
+    size_t keep = path_push_key(v, "storage");
+    char *url = NULL, *pw = NULL, *mode = NULL;
+    if (!(st = check_keys(v, so, storage_keys, NULL, NULL)) &&
+        !(st = get_str(v, so, "url", 0, STR_NONEMPTY, &url)) &&
+        !(st = get_str(v, so, "password", 0, STR_OPTIONAL, &pw)) &&
+        !(st = get_str(v, so, "on_unavailable", 0, STR_NONEMPTY, &mode)) &&
+        !(st = get_str(v, so, "spool_file", 0, STR_NONEMPTY,
+                       &c->storage_spool_file)))
+        st = get_int(v, so, "timeout_ms", 1, 600000, &c->storage_timeout_ms);
+    if (st == GX_OK && mode) {
+        if (strcmp(mode, "spool") == 0) {
+            c->storage_spool = 1;
+        } else if (strcmp(mode, "fail") != 0) {
+            size_t k2 = path_push_key(v, "on_unavailable");
+            st = verr(v, AT_VALUE, "must be \"fail\" or \"spool\", got \"%s\"",
+                      mode);
+            path_pop(v, k2);
+        }
+    }
+    if (st == GX_OK && url) {
+        if (strncmp(url, "postgres://", 11) != 0 &&
+            strncmp(url, "postgresql://", 13) != 0) {
+            size_t k2 = path_push_key(v, "url");
+            st = verr(v, AT_VALUE, "must be a postgres:// URI");
+            path_pop(v, k2);
+        } else if (json_object_get(root, "database")) {
+            st = verr(v, AT_KEY, "give either \"database\" or \"storage.url\","
+                                 " not both");
+        } else if (pw && pw[0] && (st = url_add_password(&url, pw)) == GX_OK) {
+            ;
+        }
+        if (st == GX_OK) {
+            free(c->database);
+            c->database = url;
+            url = NULL;
+        }
+    }
+    if (pw) {
+        memset(pw, 0, strlen(pw));
+        free(pw);
+    }
+    free(url);
+    free(mode);
+    path_pop(v, keep);
+    return st;
+}
 static const char *const limits_keys[] = {
     "max_body_bytes", "max_connections", "header_timeout_ms",
     "idle_timeout_ms", NULL};
@@ -1473,7 +1561,8 @@ parse_root(struct vctx *v, json_t *root, struct cfg *c)
             return st;
     }
 
-    if ((st = parse_cors(v, root, c)) || (st = parse_providers(v, root, c)) ||
+    if ((st = parse_storage(v, root, c)) || (st = parse_cors(v, root, c)) ||
+        (st = parse_providers(v, root, c)) ||
         (st = parse_routes(v, root, c)))
         return st;
     return parse_failover(v, root, &c->failover);
@@ -1631,6 +1720,7 @@ cfg_free(struct cfg *c)
     free(c->path);
     free(c->listen_host);
     free(c->database);
+    free(c->storage_spool_file);
     if (c->admin_key) {
         volatile char *s = c->admin_key;
         while (*s)

@@ -111,7 +111,17 @@ struct cfg {
     char *listen_host; /* default "127.0.0.1" */
     int listen_port;   /* default 8080 */
     int workers;       /* default: number of CPUs */
-    char *database;    /* default "llmux.db"; ":memory:" allowed */
+    char *database;    /* default "llmux.db"; ":memory:" allowed; or a
+                          postgres:// URI (from "database" or the
+                          "storage" block, whose password is added as
+                          ?password=, so never log it raw: use
+                          pr_store_redact) */
+    int storage_spool;       /* "storage.on_unavailable": "spool" -> 1,
+                                "fail" (default) -> 0 */
+    char *storage_spool_file; /* NULL = "llmux-spool.jsonl" */
+    int storage_timeout_ms;  /* how long a batch waits for PostgreSQL to
+                                answer before failing or spooling; 0 =
+                                the ledger's default (10000) */
     char *admin_key;   /* NULL if none */
     int require_keys;  /* default 1 in a file, 0 for built-in defaults */
     int64_t max_body_bytes; /* default 4194304 */

@@ -18,7 +18,6 @@
 
 #include <event2/buffer.h>
 #include <openssl/crypto.h>
-#include <sqlite3.h>
 
 #include "gw_int.h"
 
@@ -47,7 +46,7 @@ get_limit(const json_t *obj, const char *name, int64_t *out, char *err,
 }
 
 enum gx_status
-gw_key_spec_from_json(const json_t *obj, struct gw_key_spec *spec,
+gw_key_spec_from_json(const json_t *obj, struct pr_key *spec,
                       char *models_buf, size_t models_len, char *err,
                       size_t errlen)
 {
@@ -161,202 +160,93 @@ gw_key_spec_from_json(const json_t *obj, struct gw_key_spec *spec,
 }
 
 /* ------------------------------------------------------------------ */
-/* The keys table.                                                      */
-
-static enum gx_status
-db_open(const char *path, int rw, sqlite3 **db, char *err, size_t errlen)
-{
-    int flags = SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX |
-                (rw ? SQLITE_OPEN_READWRITE : SQLITE_OPEN_READONLY);
-    if (sqlite3_open_v2(path, db, flags, NULL) != SQLITE_OK) {
-        gx_errf(err, errlen, "cannot open %s: %s", path,
-                *db ? sqlite3_errmsg(*db) : "out of memory");
-        sqlite3_close(*db);
-        *db = NULL;
-        return GX_EIO;
-    }
-    sqlite3_busy_timeout(*db, 5000);
-    return GX_OK;
-}
-
-static void
-bind_opt(sqlite3_stmt *st, int i, int64_t v, int64_t null_below)
-{
-    if (v < null_below)
-        sqlite3_bind_null(st, i);
-    else
-        sqlite3_bind_int64(st, i, v);
-}
+/* The keys table: pricing's pr_key_* own it (SQLite or PostgreSQL).    */
 
 enum gx_status
-gw_keys_db_create(const char *db_path, const struct gw_key_spec *k,
+gw_keys_db_create(const char *db_path, const struct pr_key *k,
                   int64_t *id_out, char *err, size_t errlen)
 {
-    sqlite3 *db = NULL;
-    sqlite3_stmt *st = NULL;
-    enum gx_status rs = db_open(db_path, 1, &db, err, errlen);
-    if (rs != GX_OK)
-        return rs;
-    rs = GX_EIO;
-    char hex[65];
-    for (int i = 0; i < 32; i++)
-        snprintf(hex + 2 * i, 3, "%02x", k->hash[i]);
-    if (sqlite3_prepare_v2(db,
-                           "INSERT INTO keys (name, hash, created_ms,"
-                           " expires_ms, budget_pusd, spent_pusd, rpm, tpm,"
-                           " models) VALUES (?1, ?2, ?3, ?4, ?5, 0, ?6, ?7,"
-                           " ?8)",
-                           -1, &st, NULL) != SQLITE_OK) {
-        gx_errf(err, errlen, "keys table: %s", sqlite3_errmsg(db));
-        goto out;
-    }
-    sqlite3_bind_text(st, 1, k->name, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 2, hex, 64, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 3, k->created_ms ? k->created_ms : gx_now_ms());
-    bind_opt(st, 4, k->expires_ms, 0);
-    bind_opt(st, 5, k->budget_pusd, 0);
-    bind_opt(st, 6, k->rpm, 1);
-    bind_opt(st, 7, k->tpm, 1);
-    if (k->models && k->models[0])
-        sqlite3_bind_text(st, 8, k->models, -1, SQLITE_STATIC);
-    else
-        sqlite3_bind_null(st, 8);
-    if (sqlite3_step(st) != SQLITE_DONE) {
-        gx_errf(err, errlen, "cannot insert the key: %s", sqlite3_errmsg(db));
-        goto out;
-    }
-    *id_out = sqlite3_last_insert_rowid(db);
-    rs = GX_OK;
-out:
-    sqlite3_finalize(st);
-    sqlite3_close(db);
-    return rs;
+    return pr_key_create(db_path, k, id_out, err, errlen);
 }
 
 enum gx_status
 gw_keys_db_revoke(const char *db_path, int64_t id, int64_t now_ms, char *err,
                   size_t errlen)
 {
-    sqlite3 *db = NULL;
-    sqlite3_stmt *st = NULL;
-    enum gx_status rs = db_open(db_path, 1, &db, err, errlen);
-    if (rs != GX_OK)
-        return rs;
-    rs = GX_EIO;
-    if (sqlite3_prepare_v2(db,
-                           "UPDATE keys SET revoked_ms = coalesce(revoked_ms,"
-                           " ?1) WHERE id = ?2",
-                           -1, &st, NULL) != SQLITE_OK) {
-        gx_errf(err, errlen, "keys table: %s", sqlite3_errmsg(db));
-        goto out;
-    }
-    sqlite3_bind_int64(st, 1, now_ms);
-    sqlite3_bind_int64(st, 2, id);
-    if (sqlite3_step(st) != SQLITE_DONE) {
-        gx_errf(err, errlen, "cannot revoke: %s", sqlite3_errmsg(db));
-        goto out;
-    }
-    if (sqlite3_changes(db) == 0) {
-        gx_errf(err, errlen, "no key with id %lld", (long long)id);
-        rs = GX_ENOTFOUND;
-        goto out;
-    }
-    rs = GX_OK;
-out:
-    sqlite3_finalize(st);
-    sqlite3_close(db);
-    return rs;
+    return pr_key_revoke(db_path, id, now_ms, err, errlen);
 }
 
 static json_t *
-pusd_json(sqlite3_stmt *st, int i)
+pusd_json(int64_t v)
 {
-    if (sqlite3_column_type(st, i) == SQLITE_NULL)
+    if (v < 0)
         return json_null();
     char buf[48];
-    pr_pusd_format(sqlite3_column_int64(st, i), buf, sizeof(buf));
+    pr_pusd_format(v, buf, sizeof(buf));
     return json_real(strtod(buf, NULL));
 }
 
 static json_t *
-int_or_null(sqlite3_stmt *st, int i)
+int_or_null(int64_t v, int64_t null_below)
 {
-    return sqlite3_column_type(st, i) == SQLITE_NULL
-               ? json_null()
-               : json_integer(sqlite3_column_int64(st, i));
+    return v < null_below ? json_null() : json_integer(v);
+}
+
+static int
+list_one(void *ud, const struct pr_key *k)
+{
+    json_t *arr = ud;
+    json_t *ml = json_null();
+    if (k->models && k->models[0]) {
+        ml = json_array();
+        const char *p = k->models;
+        while (ml && *p) {
+            const char *c = strchr(p, ',');
+            size_t n = c ? (size_t)(c - p) : strlen(p);
+            json_array_append_new(ml, json_stringn(p, n));
+            p += n + (c ? 1 : 0);
+        }
+    }
+    int revoked = k->revoked_ms >= 0;
+    int64_t exp = k->expires_ms;
+    const char *state = revoked                          ? "revoked"
+                        : exp >= 0 && gx_now_ms() >= exp ? "expired"
+                                                         : "active";
+    json_t *o = json_object();
+    json_object_set_new(o, "id", json_integer(k->id));
+    json_object_set_new(o, "object", json_string("key"));
+    json_object_set_new(o, "name", json_string(k->name));
+    json_object_set_new(o, "state", json_string(state));
+    json_object_set_new(o, "created_ms", json_integer(k->created_ms));
+    json_object_set_new(o, "expires_ms", int_or_null(k->expires_ms, 0));
+    json_object_set_new(o, "revoked_ms", int_or_null(k->revoked_ms, 0));
+    json_object_set_new(o, "budget_usd", pusd_json(k->budget_pusd));
+    json_object_set_new(o, "budget_pusd", int_or_null(k->budget_pusd, 0));
+    json_object_set_new(o, "spent_usd", pusd_json(k->spent_pusd));
+    json_object_set_new(o, "spent_pusd", json_integer(k->spent_pusd));
+    json_object_set_new(o, "rpm", int_or_null(k->rpm, 1));
+    json_object_set_new(o, "tpm", int_or_null(k->tpm, 1));
+    json_object_set_new(o, "models", ml);
+    return json_array_append_new(arr, o) != 0;
 }
 
 enum gx_status
 gw_keys_db_list(const char *db_path, json_t **out, char *err, size_t errlen)
 {
-    sqlite3 *db = NULL;
-    sqlite3_stmt *st = NULL;
-    json_t *arr = NULL;
-    enum gx_status rs = db_open(db_path, 0, &db, err, errlen);
-    if (rs != GX_OK)
-        return rs;
-    rs = GX_EIO;
-    if (sqlite3_prepare_v2(db,
-                           "SELECT id, name, created_ms, expires_ms,"
-                           " revoked_ms, budget_pusd, spent_pusd, rpm, tpm,"
-                           " models FROM keys ORDER BY id",
-                           -1, &st, NULL) != SQLITE_OK) {
-        gx_errf(err, errlen, "keys table: %s", sqlite3_errmsg(db));
-        goto out;
+    json_t *arr = json_array();
+    if (!arr) {
+        gx_errf(err, errlen, "out of memory");
+        return GX_ENOMEM;
     }
-    arr = json_array();
-    int rc;
-    while (arr && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-        const char *name = (const char *)sqlite3_column_text(st, 1);
-        const char *models = (const char *)sqlite3_column_text(st, 9);
-        json_t *ml = json_null();
-        if (models && models[0]) {
-            ml = json_array();
-            const char *p = models;
-            while (ml && *p) {
-                const char *c = strchr(p, ',');
-                size_t n = c ? (size_t)(c - p) : strlen(p);
-                json_array_append_new(ml, json_stringn(p, n));
-                p += n + (c ? 1 : 0);
-            }
-        }
-        int64_t exp = sqlite3_column_type(st, 3) == SQLITE_NULL
-                          ? -1
-                          : sqlite3_column_int64(st, 3);
-        int revoked = sqlite3_column_type(st, 4) != SQLITE_NULL;
-        const char *state = revoked                          ? "revoked"
-                            : exp >= 0 && gx_now_ms() >= exp ? "expired"
-                                                             : "active";
-        json_t *o = json_object();
-        json_object_set_new(o, "id", json_integer(sqlite3_column_int64(st, 0)));
-        json_object_set_new(o, "object", json_string("key"));
-        json_object_set_new(o, "name", json_string(name ? name : ""));
-        json_object_set_new(o, "state", json_string(state));
-        json_object_set_new(o, "created_ms", int_or_null(st, 2));
-        json_object_set_new(o, "expires_ms", int_or_null(st, 3));
-        json_object_set_new(o, "revoked_ms", int_or_null(st, 4));
-        json_object_set_new(o, "budget_usd", pusd_json(st, 5));
-        json_object_set_new(o, "budget_pusd", int_or_null(st, 5));
-        json_object_set_new(o, "spent_usd", pusd_json(st, 6));
-        json_object_set_new(o, "spent_pusd", int_or_null(st, 6));
-        json_object_set_new(o, "rpm", int_or_null(st, 7));
-        json_object_set_new(o, "tpm", int_or_null(st, 8));
-        json_object_set_new(o, "models", ml);
-        json_array_append_new(arr, o);
-    }
-    if (!arr || rc != SQLITE_DONE) {
-        gx_errf(err, errlen, "keys table: %s",
-                arr ? sqlite3_errmsg(db) : "out of memory");
-        goto out;
+    enum gx_status rs = pr_key_list(db_path, list_one, arr, err, errlen);
+    if (rs == GX_ECANCELED)
+        gx_errf(err, errlen, "out of memory");
+    if (rs != GX_OK) {
+        json_decref(arr);
+        return rs == GX_ECANCELED ? GX_ENOMEM : rs;
     }
     *out = arr;
-    arr = NULL;
-    rs = GX_OK;
-out:
-    json_decref(arr);
-    sqlite3_finalize(st);
-    sqlite3_close(db);
-    return rs;
+    return GX_OK;
 }
 
 /* ------------------------------------------------------------------ */
@@ -377,7 +267,7 @@ enum admin_op { OP_CREATE, OP_LIST, OP_REVOKE };
 
 struct admin_job {
     enum admin_op op;
-    struct gw_key_spec spec;
+    struct pr_key spec;
     json_t *body;      /* owns spec's strings */
     char models[MODELS_MAX_LEN];
     char secret[GW_KEY_LEN + 1];

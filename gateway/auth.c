@@ -27,18 +27,20 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <event2/event.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
-#include <sqlite3.h>
 
 #include "gw_int.h"
 
 #define TICKS_PER_UNIT 60000000LL /* 60 s in microseconds */
 #define LIMIT_MAX 1000000000LL    /* rpm/tpm cap: keeps ticks in int64 */
-#define RELOAD_MS 2000            /* the keys table is re-read this often */
+#define RELOAD_MS 1000 /* the keys table is re-read this often: a key
+                          created or revoked by another instance (or the
+                          CLI) takes effect here within 1 s + one read */
 #define DEFAULT_COMPLETION_RESERVE 1024 /* tokens, when no max_tokens */
 #define MAX_TARGETS 32
 #define AUX_QUEUE_MAX 256 /* jobs waiting for the aux thread; more: 503 */
@@ -217,6 +219,7 @@ struct gw_auth {
     struct gw_key *all;
     size_t n;
     struct pr_budget *budget;
+    struct pr_rate *rate; /* PostgreSQL: RPM across instances, else NULL */
     char *admin_key;
     int require_keys;
     char *db_path;
@@ -358,7 +361,7 @@ split_models(const char *s, char ***out, size_t *n_out)
 /* A key we already have (a reload): only its revocation can move; its
  * buckets stay, tickets may point at them.  1 if found. */
 static int
-update_known(struct gw_auth *a, const struct gw_key_spec *ks)
+update_known(struct gw_auth *a, const struct pr_key *ks)
 {
     struct gw_key *old = find_id(a, ks->id);
     if (old && ks->revoked_ms >= 0 && atomic_load(&old->revoked_ms) < 0)
@@ -367,7 +370,7 @@ update_known(struct gw_auth *a, const struct gw_key_spec *ks)
 }
 
 enum gx_status
-gw_auth_put(struct gw_auth *a, const struct gw_key_spec *ks)
+gw_auth_put(struct gw_auth *a, const struct pr_key *ks)
 {
     /* The periodic reload puts every row again: find the known ones
      * without allocating. */
@@ -407,6 +410,9 @@ gw_auth_put(struct gw_auth *a, const struct gw_key_spec *ks)
     else
         link_key(a, k);
     pthread_rwlock_unlock(&a->lk);
+    if (ks->revoked_ms < 0 && a->rate &&
+        pr_rate_set(a->rate, ks->id, ks->rpm) != GX_OK)
+        return GX_ENOMEM;
     if (ks->revoked_ms < 0)
         return pr_budget_set(a->budget, ks->id, ks->budget_pusd,
                              ks->spent_pusd < 0 ? 0 : ks->spent_pusd);
@@ -439,97 +445,34 @@ gw_auth_db_path(const struct gw_auth *a)
 /* ------------------------------------------------------------------ */
 /* Loading the keys table.                                              */
 
+struct load_ctx {
+    struct gw_auth *a;
+    enum gx_status st;
+};
+
 static int
-hex_digest(const char *hex, unsigned char out[32])
+load_one(void *ud, const struct pr_key *pk)
 {
-    if (!hex || strlen(hex) != 64)
-        return -1;
-    for (int i = 0; i < 32; i++) {
-        unsigned v = 0;
-        for (int j = 0; j < 2; j++) {
-            char c = hex[2 * i + j];
-            v <<= 4;
-            if (c >= '0' && c <= '9')
-                v |= (unsigned)(c - '0');
-            else if (c >= 'a' && c <= 'f')
-                v |= (unsigned)(c - 'a' + 10);
-            else if (c >= 'A' && c <= 'F')
-                v |= (unsigned)(c - 'A' + 10);
-            else
-                return -1;
-        }
-        out[i] = (unsigned char)v;
-    }
+    struct load_ctx *c = ud;
+    c->st = gw_auth_put(c->a, pk);
+    if (c->st != GX_OK)
+        return 1;
+    if (pk->revoked_ms >= 0)
+        pr_budget_remove(c->a->budget, pk->id);
     return 0;
 }
 
-static int64_t
-col_i64(sqlite3_stmt *st, int i, int64_t null_value)
-{
-    return sqlite3_column_type(st, i) == SQLITE_NULL
-               ? null_value
-               : sqlite3_column_int64(st, i);
-}
-
-/* Reads every key row: new ones are added, revocations applied.  With
- * quiet, errors are not reported (the periodic reload retries). */
+/* Reads every key row (pricing's keys table, either backend): new ones
+ * are added, revocations applied. */
 static enum gx_status
 load_keys(struct gw_auth *a, char *err, size_t errlen)
 {
-    sqlite3 *db = NULL;
-    sqlite3_stmt *st = NULL;
-    enum gx_status rs = GX_EIO;
-    if (sqlite3_open_v2(a->db_path, &db,
-                        SQLITE_OPEN_READONLY | SQLITE_OPEN_URI |
-                            SQLITE_OPEN_NOMUTEX,
-                        NULL) != SQLITE_OK) {
-        gx_errf(err, errlen, "cannot open the keys database: %s",
-                db ? sqlite3_errmsg(db) : "out of memory");
-        goto out;
+    struct load_ctx c = {a, GX_OK};
+    enum gx_status rs = pr_key_list(a->db_path, load_one, &c, err, errlen);
+    if (rs == GX_ECANCELED) {
+        gx_errf(err, errlen, "keys: %s", gx_status_str(c.st));
+        rs = c.st;
     }
-    sqlite3_busy_timeout(db, 5000);
-    if (sqlite3_prepare_v2(db,
-                           "SELECT id, name, hash, created_ms, expires_ms,"
-                           " revoked_ms, budget_pusd, spent_pusd, rpm, tpm,"
-                           " models FROM keys",
-                           -1, &st, NULL) != SQLITE_OK) {
-        gx_errf(err, errlen, "keys table: %s", sqlite3_errmsg(db));
-        goto out;
-    }
-    int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        struct gw_key_spec k;
-        memset(&k, 0, sizeof(k));
-        k.id = sqlite3_column_int64(st, 0);
-        k.name = (const char *)sqlite3_column_text(st, 1);
-        if (hex_digest((const char *)sqlite3_column_text(st, 2), k.hash) !=
-            0)
-            continue; /* not a hash we wrote: never matches anything */
-        k.created_ms = col_i64(st, 3, 0);
-        k.expires_ms = col_i64(st, 4, -1);
-        k.revoked_ms = col_i64(st, 5, -1);
-        k.budget_pusd = col_i64(st, 6, -1);
-        k.spent_pusd = col_i64(st, 7, 0);
-        k.rpm = col_i64(st, 8, 0);
-        k.tpm = col_i64(st, 9, 0);
-        k.models = (const char *)sqlite3_column_text(st, 10);
-        rs = gw_auth_put(a, &k);
-        if (rs != GX_OK) {
-            gx_errf(err, errlen, "keys: %s", gx_status_str(rs));
-            goto out;
-        }
-        if (k.revoked_ms >= 0)
-            pr_budget_remove(a->budget, k.id);
-    }
-    if (rc != SQLITE_DONE) {
-        gx_errf(err, errlen, "keys table: %s", sqlite3_errmsg(db));
-        rs = GX_EIO;
-        goto out;
-    }
-    rs = GX_OK;
-out:
-    sqlite3_finalize(st);
-    sqlite3_close(db);
     return rs;
 }
 
@@ -575,6 +518,10 @@ aux_main(void *arg)
             char err[256];
             if (load_keys(a, err, sizeof(err)) != GX_OK)
                 GX_LOG(GX_LOG_DEBUG, NULL, "key reload: %s", err);
+            else if (pr_budget_sync(a->budget, err, sizeof(err)) != GX_OK ||
+                     pr_rate_sync(a->rate, gx_now_ms(), err, sizeof(err)) !=
+                         GX_OK)
+                GX_LOG(GX_LOG_WARN, NULL, "budget/rate leases: %s", err);
             pthread_mutex_lock(&a->mu);
             next_reload = gx_now_ms() + RELOAD_MS;
             continue;
@@ -688,7 +635,26 @@ gw_auth_new(const char *admin_key, int require_keys, const char *db_path,
     if (db_path) {
         if (!(a->db_path = strdup(db_path)))
             goto nomem;
+        if (pr_store_is_pg(db_path)) {
+            /* Several instances share the budgets: lease them (pricing's
+             * budget.c), under an id unique to this process. */
+            unsigned char rnd[8];
+            char inst[40];
+            if (RAND_bytes(rnd, sizeof(rnd)) != 1)
+                goto nomem;
+            int n = snprintf(inst, sizeof(inst), "%ld-", (long)getpid());
+            for (int i = 0; i < 8; i++)
+                n += snprintf(inst + n, sizeof(inst) - (size_t)n, "%02x",
+                              rnd[i]);
+            if (pr_budget_use_leases(a->budget, db_path, inst) != GX_OK)
+                goto nomem;
+            if (!(a->rate = pr_rate_new(db_path)))
+                goto nomem;
+        }
         if (load_keys(a, err, errlen) != GX_OK)
+            goto fail;
+        if (pr_budget_sync(a->budget, err, errlen) != GX_OK ||
+            pr_rate_sync(a->rate, gx_now_ms(), err, errlen) != GX_OK)
             goto fail;
         if (pthread_create(&a->thread, NULL, aux_main, a) != 0) {
             gx_errf(err, errlen, "cannot start the auth thread");
@@ -731,7 +697,11 @@ gw_auth_free(struct gw_auth *a)
     }
     free(a->slots);
     free(a->id_slots);
+    char lerr[256];
+    if (pr_budget_release_leases(a->budget, lerr, sizeof(lerr)) != GX_OK)
+        GX_LOG(GX_LOG_WARN, NULL, "budget leases not given back: %s", lerr);
     pr_budget_free(a->budget);
+    pr_rate_free(a->rate);
     if (a->admin_key) {
         OPENSSL_cleanse(a->admin_key, strlen(a->admin_key));
         free(a->admin_key);
@@ -910,10 +880,29 @@ gw_auth_admit(struct gw_auth *a, const char *authorization,
     int64_t take_tpm = est_tokens > k->tpm.per_min && k->tpm.per_min
                            ? k->tpm.per_min
                            : est_tokens;
+    if (k->rpm.per_min &&
+        pr_rate_take(a->rate, k->id, now_ms, &retry) != GX_OK) {
+        /* The cluster's count for the key (PostgreSQL, rate.c). */
+        pthread_mutex_lock(&k->mu);
+        gw_bucket_adjust(&k->rpm, -1, now_us);
+        gw_bucket_adjust(&k->tpm, -take_tpm, now_us);
+        pthread_mutex_unlock(&k->mu);
+        ref->status = 429;
+        ref->type = "requests";
+        ref->code = "rate_limit_exceeded";
+        ref->retry_after_s = retry;
+        snprintf(ref->message, sizeof(ref->message),
+                 "Rate limit reached for this key across instances: "
+                 "requests per minute. Retry after %lld s.",
+                 (long long)retry);
+        return;
+    }
     enum gx_status bs = pr_budget_reserve(a->budget, k->id,
                                           max_cost_pusd < 0 ? 0
                                                             : max_cost_pusd);
     if (bs != GX_OK) {
+        if (k->rpm.per_min)
+            pr_rate_untake(a->rate, k->id, now_ms);
         pthread_mutex_lock(&k->mu);
         gw_bucket_adjust(&k->rpm, -1, now_us);
         gw_bucket_adjust(&k->tpm, -take_tpm, now_us);
@@ -989,6 +978,15 @@ int
 gw_chat_admit(struct gw_server *srv, struct gw_hreq *req,
               const json_t *body, struct gw_ticket *t)
 {
+    if (!pr_ledger_available(srv->ledger)) {
+        /* PostgreSQL unreachable, fail-closed: nothing we serve now could
+         * be logged or charged. */
+        gw_reply_error(req, 503, "server_error", "storage_unavailable", NULL,
+                       "The usage database is unreachable, so llmux cannot "
+                       "record this request; retry shortly.");
+        atomic_fetch_add(&srv->stats.errors, 1);
+        return -1;
+    }
     if (!srv->auth) { /* no auth configured (embedded/tests): anonymous */
         memset(t, 0, sizeof(*t));
         t->key_id = -1;

@@ -80,6 +80,8 @@ struct gw_req {
     int upstream_done_marker; /* upstream sent [DONE] */
     int client_gone;
     int finishing; /* row handed to the ledger */
+    int ledger_failed; /* its row could not be committed (ledger thread
+                          writes it before handing r back) */
     /* The outcome. */
     int status;
     char *resp_body; /* non-stream: what the client gets */
@@ -289,8 +291,10 @@ on_committed(void *ud, int ok)
     /* Ledger thread: hand the request back to its worker. */
     struct gw_req *r = ud;
     struct gw_worker *w = r->w;
-    if (!ok)
+    if (!ok) {
         GX_LOG(GX_LOG_ERROR, r->id, "usage row could not be committed");
+        r->ledger_failed = 1;
+    }
     pthread_mutex_lock(&w->done_mu);
     r->done_next = w->done_head;
     w->done_head = r;
@@ -333,6 +337,22 @@ complete_reply(struct gw_req *r)
         if (b)
             evbuffer_free(b);
     } else {
+        if (r->ledger_failed) {
+            /* Fail closed: an answer whose usage could not be recorded
+             * (the usage database is unreachable) is not served. */
+            static const char e503[] =
+                "{\"error\":{\"message\":\"The usage database is "
+                "unreachable, so llmux could not record this request; retry "
+                "shortly.\",\"type\":\"server_error\",\"param\":null,"
+                "\"code\":\"storage_unavailable\"}}";
+            char *b503 = strdup(e503);
+            if (b503) {
+                free(r->resp_body);
+                r->resp_body = b503;
+                r->resp_len = sizeof(e503) - 1;
+                r->status = 503;
+            }
+        }
         struct gw_hreq *h = req;
         add_llmux_headers(r, h);
         add_upstream_headers(h, r->up_headers);

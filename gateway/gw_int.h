@@ -178,18 +178,7 @@ int gw_bucket_take(struct gw_bucket *b, int64_t n, int64_t now_us,
 void gw_bucket_adjust(struct gw_bucket *b, int64_t n, int64_t now_us);
 
 /* One key as stored (the keys table row, minus the secret). */
-struct gw_key_spec {
-    int64_t id;
-    const char *name;
-    unsigned char hash[32]; /* SHA-256 of the whole secret */
-    int64_t created_ms;
-    int64_t expires_ms;  /* -1 = never */
-    int64_t revoked_ms;  /* -1 = active */
-    int64_t budget_pusd; /* -1 = unlimited */
-    int64_t spent_pusd;
-    int64_t rpm, tpm;    /* 0 = unlimited */
-    const char *models;  /* "a,b,c"; NULL or "" = every model */
-};
+/* A key row is pricing's struct pr_key (pricing/pricing.h). */
 
 /* Fills out (GW_KEY_LEN + 1 bytes) with a new secret; GX_EIO if RAND_bytes
  * fails. */
@@ -213,7 +202,7 @@ struct gw_auth *gw_auth_new(const char *admin_key, int require_keys,
 void gw_auth_stop(struct gw_auth *a);
 void gw_auth_free(struct gw_auth *a); /* NULL ok; stops first */
 /* Adds or replaces (same id) a key in memory and its budget; any thread. */
-enum gx_status gw_auth_put(struct gw_auth *a, const struct gw_key_spec *k);
+enum gx_status gw_auth_put(struct gw_auth *a, const struct pr_key *k);
 /* Marks a key revoked in memory (the database is the caller's job). */
 void gw_auth_revoke(struct gw_auth *a, int64_t id, int64_t revoked_ms);
 struct pr_budget *gw_auth_budget(struct gw_auth *a);
@@ -302,7 +291,7 @@ void gw_models_handle(struct gw_worker *w, struct gw_hreq *req);
  * already revoked key stays as it was, GX_OK); list returns a JSON array
  * of key objects without any secret or hash. */
 enum gx_status gw_keys_db_create(const char *db_path,
-                                 const struct gw_key_spec *k,
+                                 const struct pr_key *k,
                                  int64_t *id_out, char *err, size_t errlen);
 enum gx_status gw_keys_db_revoke(const char *db_path, int64_t id,
                                  int64_t now_ms, char *err, size_t errlen);
@@ -312,7 +301,7 @@ enum gx_status gw_keys_db_list(const char *db_path, json_t **out, char *err,
  * spec; strings point into obj / models_buf (models_len bytes).  On error
  * returns GX_EINVAL with a message naming the field. */
 enum gx_status gw_key_spec_from_json(const json_t *obj,
-                                     struct gw_key_spec *spec,
+                                     struct pr_key *spec,
                                      char *models_buf, size_t models_len,
                                      char *err, size_t errlen);
 /* Replies to a refused identification (401 + OpenAI error). */

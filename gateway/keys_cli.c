@@ -60,7 +60,7 @@ parse_num(const char *s, double *out)
 static int
 cmd_create(const char *db, json_t *opts)
 {
-    struct gw_key_spec spec;
+    struct pr_key spec;
     char models[4096], err[512];
     if (gw_key_spec_from_json(opts, &spec, models, sizeof(models), err,
                               sizeof(err)) != GX_OK) {
@@ -80,10 +80,12 @@ cmd_create(const char *db, json_t *opts)
         OPENSSL_cleanse(secret, sizeof(secret));
         return 1;
     }
+    char where[1024];
+    pr_store_redact(db, where, sizeof(where));
     fprintf(stderr,
             "llmux: key %lld \"%s\" created in %s; it is shown only this "
             "once:\n",
-            (long long)id, spec.name, db);
+            (long long)id, spec.name, where);
     printf("%s\n", secret);
     fflush(stdout);
     OPENSSL_cleanse(secret, sizeof(secret));

@@ -669,7 +669,14 @@ gw_cli_serve(int argc, char **argv)
     srv.gen->cfg = srv.cfg;
     srv.gen->router = srv.router;
     atomic_store(&srv.gen->refs, 1);
-    st = pr_ledger_open(srv.cfg->database, &srv.ledger, err, sizeof(err));
+    struct pr_ledger_opts lo = {
+        .lock_timeout_ms = srv.cfg->storage_timeout_ms,
+        .unavailable = srv.cfg->storage_spool ? PR_UNAVAILABLE_SPOOL
+                                              : PR_UNAVAILABLE_FAIL,
+        .spool_path = srv.cfg->storage_spool_file,
+    };
+    st = pr_ledger_open_ex(srv.cfg->database, &lo, &srv.ledger, err,
+                           sizeof(err));
     if (st != GX_OK) {
         fprintf(stderr, "llmux serve: usage database: %s\n", err);
         goto out;
@@ -677,6 +684,8 @@ gw_cli_serve(int argc, char **argv)
     /* auth.c: keys from the database, the admin key, the aux thread. */
     srv.auth = gw_auth_new(srv.cfg->admin_key, srv.cfg->require_keys,
                            pr_ledger_path(srv.ledger), err, sizeof(err));
+    if (srv.auth) /* committed cost leaves the budget leases */
+        pr_ledger_attach_budget(srv.ledger, gw_auth_budget(srv.auth));
     if (!srv.auth ||
         gw_tls_new(srv.cfg, &srv.tls_ctx, err, sizeof(err)) != GX_OK) {
         fprintf(stderr, "llmux serve: %s\n", err);

@@ -11,12 +11,32 @@
  * One mutex for the whole table: each operation is a hash lookup and two
  * additions, far shorter than anything else a request does, so striping
  * would buy nothing measurable at our request rates.
+ *
+ * Leased mode (PostgreSQL, several instances): a key's local limit is not
+ * its budget but this instance's lease, capacity taken from the shared
+ * budget by one atomic UPDATE (keys.reserved_pusd + grant, only WHERE
+ * spent + reserved + grant <= budget) and recorded in budget_leases.
+ * Per request nothing leaves memory: reserve/settle work on the lease as
+ * above.  A committed row moves its cost from the lease to spent_pusd in
+ * the row's own transaction (pg.c), and pr_budget_committed then lowers
+ * the local lease by the same amount.  pr_budget_sync (aux thread, every
+ * second) returns surplus and leases more.  The local lease only shrinks
+ * before PostgreSQL's does and only grows after it, so
+ *     sum over instances of local leases <= keys.reserved_pusd
+ *     spent_pusd + reserved_pusd <= budget_pusd   (the UPDATE's WHERE)
+ * and the cluster spends past a budget only by what requests cost beyond
+ * their own reservations, exactly as one instance does.  The price: a
+ * request larger than what this instance holds is refused until the
+ * next sync (<= 1 s) leases more, while another instance may hold the
+ * rest; an idle instance gives back all but a small reserve each sync.
  */
 #include "pricing.h"
 #include "pricing_int.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 struct pr_bentry {
     struct pr_bentry *next;
@@ -24,6 +44,11 @@ struct pr_bentry {
     int64_t limit;    /* pUSD; < 0 = unlimited */
     int64_t spent;    /* pUSD, settled */
     int64_t reserved; /* pUSD, in flight */
+    /* leased mode only */
+    int64_t budget;   /* the key's whole budget (pUSD) */
+    int64_t want;     /* largest reservation refused since the last sync */
+    int64_t used;     /* settled since the last sync (sizes the next lease) */
+    int64_t to_return; /* taken off limit, not yet off the database's lease */
 };
 
 struct pr_budget {
@@ -31,6 +56,9 @@ struct pr_budget {
     struct pr_bentry **slots;
     size_t nslots; /* power of two */
     size_t n;
+    int leased;
+    char *database; /* leased mode */
+    char instance[40];
 };
 
 static size_t
@@ -79,6 +107,7 @@ pr_budget_free(struct pr_budget *b)
         }
     }
     free(b->slots);
+    free(b->database);
     pthread_mutex_destroy(&b->mu);
     free(b);
 }
@@ -132,6 +161,18 @@ pr_budget_set(struct pr_budget *b, int64_t key_id, int64_t limit_pusd,
         b->slots[s] = e;
         b->n++;
     }
+    if (b->leased) {
+        /* The lease, not the budget, bounds this instance; spent is
+         * this instance's settled-but-uncommitted cost. */
+        if (e->budget == 0 && e->limit == 0 && e->reserved == 0)
+            e->limit = limit_pusd < 0 ? -1 : 0;
+        if (limit_pusd < 0)
+            e->limit = -1;
+        else if (e->limit < 0)
+            e->limit = 0;
+        e->budget = limit_pusd < 0 ? -1 : limit_pusd;
+        goto out;
+    }
     e->limit = limit_pusd < 0 ? -1 : limit_pusd;
     e->spent = spent_pusd;
 out:
@@ -176,6 +217,8 @@ pr_budget_reserve(struct pr_budget *b, int64_t key_id, int64_t amount_pusd)
         goto out;
     }
     if (e->limit >= 0 && total > e->limit) {
+        if (amount_pusd > e->want)
+            e->want = amount_pusd; /* the next sync leases for it */
         st = GX_EAGAIN;
         goto out;
     }
@@ -206,6 +249,8 @@ pr_budget_settle(struct pr_budget *b, int64_t key_id, int64_t reserved_pusd,
         if (actual_pusd > 0 &&
             __builtin_add_overflow(e->spent, actual_pusd, &e->spent))
             e->spent = INT64_MAX;
+        if (actual_pusd > 0)
+            e->used += actual_pusd;
     }
     pthread_mutex_unlock(&b->mu);
 }
@@ -238,42 +283,163 @@ pr_budget_get(struct pr_budget *b, int64_t key_id, int64_t *limit_pusd,
     return st;
 }
 
+struct load_ctx {
+    struct pr_budget *b;
+    enum gx_status st;
+};
+
+static int
+load_one(void *ud, const struct pr_key *k)
+{
+    struct load_ctx *c = ud;
+    if (k->revoked_ms >= 0)
+        return 0;
+    c->st = pr_budget_set(c->b, k->id, k->budget_pusd,
+                          k->spent_pusd < 0 ? 0 : k->spent_pusd);
+    return c->st != GX_OK;
+}
+
 enum gx_status
 pr_budget_load(struct pr_budget *b, const char *path, char *err, size_t errlen)
 {
     if (!b || !path)
         return GX_EINVAL;
-    sqlite3 *db = NULL;
-    sqlite3_stmt *st = NULL;
-    enum gx_status rs = GX_EIO;
-    if (pr_db_open(path, 1, &db, err, errlen) != SQLITE_OK)
-        goto out;
-    if (sqlite3_prepare_v2(db,
-                           "SELECT id, budget_pusd, spent_pusd FROM keys"
-                           " WHERE revoked_ms IS NULL",
-                           -1, &st, NULL) != SQLITE_OK) {
-        gx_errf(err, errlen, "keys: %s", sqlite3_errmsg(db));
-        goto out;
+    struct load_ctx c = {b, GX_OK};
+    enum gx_status st = pr_key_list(path, load_one, &c, err, errlen);
+    return st == GX_ECANCELED ? c.st : st;
+}
+
+/* ---- leased mode ------------------------------------------------- */
+
+int
+pr_lease_items_room(struct pr_lease_item **it, size_t n, size_t *cap)
+{
+    if (n < *cap)
+        return 1;
+    size_t nc = *cap ? *cap * 2 : 16;
+    struct pr_lease_item *ni = realloc(*it, nc * sizeof(*ni));
+    if (!ni)
+        return 0;
+    *it = ni;
+    *cap = nc;
+    return 1;
+}
+
+enum gx_status
+pr_budget_use_leases(struct pr_budget *b, const char *database,
+                     const char *instance)
+{
+    if (!b || !database || !instance)
+        return GX_EINVAL;
+    char *d = strdup(database);
+    if (!d)
+        return GX_ENOMEM;
+    pthread_mutex_lock(&b->mu);
+    free(b->database);
+    b->database = d;
+    snprintf(b->instance, sizeof(b->instance), "%s", instance);
+    b->leased = 1;
+    pthread_mutex_unlock(&b->mu);
+    return GX_OK;
+}
+
+const char *
+pr_budget_instance(const struct pr_budget *b)
+{
+    return b && b->leased ? b->instance : NULL;
+}
+
+void
+pr_budget_committed(struct pr_budget *b, int64_t key_id, int64_t cost_pusd)
+{
+    if (!b || !b->leased || cost_pusd <= 0)
+        return;
+    pthread_mutex_lock(&b->mu);
+    struct pr_bentry *e = find(b, key_id);
+    if (e && e->limit >= 0) {
+        /* The database moved min(cost, its lease) to spent; ours follows
+         * (never above the database's: subtract the whole cost). */
+        e->spent = e->spent > cost_pusd ? e->spent - cost_pusd : 0;
+        e->limit = e->limit > cost_pusd ? e->limit - cost_pusd : 0;
     }
-    int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        int64_t id = sqlite3_column_int64(st, 0);
-        int64_t lim = sqlite3_column_type(st, 1) == SQLITE_NULL
-                          ? -1
-                          : sqlite3_column_int64(st, 1);
-        int64_t spent = sqlite3_column_int64(st, 2);
-        rs = pr_budget_set(b, id, lim, spent < 0 ? 0 : spent);
-        if (rs != GX_OK)
-            goto out;
+    pthread_mutex_unlock(&b->mu);
+}
+
+static enum gx_status budget_sync(struct pr_budget *b, int closing, char *err,
+                                  size_t errlen);
+
+enum gx_status
+pr_budget_sync(struct pr_budget *b, char *err, size_t errlen)
+{
+    return budget_sync(b, 0, err, errlen);
+}
+
+enum gx_status
+pr_budget_release_leases(struct pr_budget *b, char *err, size_t errlen)
+{
+    return budget_sync(b, 1, err, errlen);
+}
+
+static enum gx_status
+budget_sync(struct pr_budget *b, int closing, char *err, size_t errlen)
+{
+    if (!b || !b->leased)
+        return GX_OK;
+    struct pr_lease_item *it = NULL;
+    size_t n = 0, cap = 0;
+    enum gx_status st = GX_OK;
+    pthread_mutex_lock(&b->mu);
+    for (size_t i = 0; i < b->nslots && st == GX_OK; i++)
+        for (struct pr_bentry *e = b->slots[i]; e; e = e->next) {
+            if (e->limit < 0)
+                continue; /* unlimited: nothing to lease */
+            if (!pr_lease_items_room(&it, n, &cap)) {
+                st = GX_ENOMEM;
+                break;
+            }
+            /* Hold enough for twice the last second's spend and four of
+             * the largest refused request, at least 1/16 of the budget. */
+            int64_t target = e->budget / 16;
+            if (e->used > INT64_MAX / 4 || e->want > INT64_MAX / 8)
+                target = e->budget;
+            else if (2 * e->used + 4 * e->want > target)
+                target = 2 * e->used + 4 * e->want;
+            if (target > e->budget)
+                target = e->budget;
+            int64_t avail = e->limit - e->spent - e->reserved;
+            struct pr_lease_item *x = &it[n++];
+            memset(x, 0, sizeof(*x));
+            x->key_id = e->key_id;
+            if (closing) {
+                if (avail > 0) { /* all of it: this instance is leaving */
+                    e->limit -= avail;
+                    e->to_return += avail;
+                }
+            } else if (avail > 2 * target + 1) {
+                int64_t s = avail - target;
+                e->limit -= s; /* ours first: never above the database's */
+                e->to_return += s;
+            } else if (avail < target) {
+                x->want = target - avail;
+            }
+            x->give_back = e->to_return;
+            e->used = 0;
+            e->want = 0;
+        }
+    pthread_mutex_unlock(&b->mu);
+    if (st == GX_OK && n > 0)
+        st = pr_pg_lease_sync(b->database, b->instance, it, n, err, errlen);
+    pthread_mutex_lock(&b->mu);
+    for (size_t i = 0; i < n; i++) {
+        struct pr_bentry *e = find(b, it[i].key_id);
+        if (!e || e->limit < 0 || !it[i].done)
+            continue;
+        e->to_return -= it[i].give_back;
+        if (it[i].lost) /* reclaimed as stale: we hold nothing */
+            e->limit = 0;
+        e->limit += it[i].granted;
     }
-    if (rc != SQLITE_DONE) {
-        gx_errf(err, errlen, "keys: %s", sqlite3_errmsg(db));
-        rs = GX_EIO;
-        goto out;
-    }
-    rs = GX_OK;
-out:
-    sqlite3_finalize(st);
-    sqlite3_close(db);
-    return rs;
+    pthread_mutex_unlock(&b->mu);
+    free(it);
+    return st;
 }

@@ -191,7 +191,7 @@ pr_cli_usage(int argc, char **argv)
         q.key_filter = k;
     }
     /* A missing file must not be created by a read: check first. */
-    if (strncmp(db, "file:", 5) != 0) {
+    if (strncmp(db, "file:", 5) != 0 && !pr_store_is_pg(db)) {
         FILE *f = fopen(db, "rb");
         if (!f) {
             fprintf(stderr, "llmux usage: cannot open database %s\n", db);

@@ -370,22 +370,8 @@ step_reset(sqlite3_stmt *st)
     return rc == SQLITE_DONE ? SQLITE_OK : rc;
 }
 
-static const char *const dim_names[4] = {"none", "model", "provider", "route"};
-
-struct pr_cell {
-    char *value; /* owned copy; NULL = free slot */
-    int dim;
-    int gran;             /* 0: hourly cell, 1: daily cell */
-    int64_t key_id, t_ms; /* t_ms: start of the hour or of the day */
-    uint64_t hash;
-    int64_t requests, errors, prompt, completion, cached, cost, lat_sum;
-    int64_t hist[PR_LAT_NBUCKETS];
-};
-
-struct pr_cells {
-    struct pr_cell *a;
-    size_t cap, n; /* cap: power of two */
-};
+const char *const pr_dim_names[4] = {"none", "model", "provider",
+                                      "route"};
 
 static uint64_t
 cell_hash(int dim, int gran, int64_t key, int64_t hour, const char *v)
@@ -460,8 +446,8 @@ cells_add(struct pr_cells *c, int dim, int gran, int64_t key, int64_t t,
     return 1;
 }
 
-static int
-cells_add_row(struct pr_cells *c, const struct pr_usage_row *r)
+int
+pr_cells_add_row(struct pr_cells *c, const struct pr_usage_row *r)
 {
     int64_t hour = r->ts_ms - (((r->ts_ms % 3600000) + 3600000) % 3600000);
     int64_t day = r->ts_ms - (((r->ts_ms % 86400000) + 86400000) % 86400000);
@@ -478,8 +464,8 @@ cells_add_row(struct pr_cells *c, const struct pr_usage_row *r)
     return 1;
 }
 
-static void
-cells_reset(struct pr_cells *c)
+void
+pr_cells_reset(struct pr_cells *c)
 {
     for (size_t i = 0; i < c->cap; i++)
         free(c->a[i].value);
@@ -498,7 +484,7 @@ cells_write(sqlite3_stmt *st_hour, sqlite3_stmt *st_day,
         if (!x->value)
             continue;
         sqlite3_stmt *st = x->gran ? st_day : st_hour;
-        sqlite3_bind_text(st, 1, dim_names[x->dim], -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 1, pr_dim_names[x->dim], -1, SQLITE_STATIC);
         sqlite3_bind_int64(st, 2, x->key_id);
         sqlite3_bind_int64(st, 3, x->t_ms);
         sqlite3_bind_text(st, 4, x->value, -1, SQLITE_STATIC);
@@ -524,14 +510,8 @@ cells_write(sqlite3_stmt *st_hour, sqlite3_stmt *st_day,
 /* ---------------------------------------------------------------------
  * The queue and the writer
  */
-struct pr_qrow {
-    struct pr_qrow *next;
-    struct pr_usage_row row; /* strings point into the same allocation */
-    pr_commit_cb cb;
-    void *ud;
-};
 
-struct pr_ledger {
+struct sq_ledger {
     sqlite3 *db;
     char *path; /* what readers open (a shared-cache URI for :memory:) */
     pthread_t thread;
@@ -577,8 +557,8 @@ copy_str(char **pp, const char *s)
     return d;
 }
 
-static struct pr_qrow *
-qrow_new(const struct pr_usage_row *r, pr_commit_cb cb, void *ud)
+struct pr_qrow *
+pr_qrow_new(const struct pr_usage_row *r, pr_commit_cb cb, void *ud)
 {
     const char *strs[] = {r->request_id, r->route,        r->provider,
                           r->model,      r->usage_source, r->error};
@@ -613,7 +593,7 @@ bind_text_or_null(sqlite3_stmt *st, int i, const char *s)
 }
 
 static int
-write_row(struct pr_ledger *l, const struct pr_usage_row *r)
+write_row(struct sq_ledger *l, const struct pr_usage_row *r)
 {
     sqlite3_stmt *st = l->ins_usage;
     sqlite3_bind_int64(st, 1, r->ts_ms);
@@ -694,7 +674,7 @@ rollup_after(sqlite3_stmt *sel, sqlite3_stmt *up, sqlite3_stmt *upd,
     while ((rc = sqlite3_step(sel)) == SQLITE_ROW) {
         struct pr_usage_row r;
         row_from_stmt(sel, &r);
-        if (!cells_add_row(&c, &r)) {
+        if (!pr_cells_add_row(&c, &r)) {
             rc = SQLITE_NOMEM;
             break;
         }
@@ -702,7 +682,7 @@ rollup_after(sqlite3_stmt *sel, sqlite3_stmt *up, sqlite3_stmt *upd,
         n++;
         if (c.n >= PR_ROLLUP_MAX_CELLS) {
             rc = cells_write(up, upd, &c);
-            cells_reset(&c);
+            pr_cells_reset(&c);
             if (rc != SQLITE_OK)
                 break;
         }
@@ -711,7 +691,7 @@ rollup_after(sqlite3_stmt *sel, sqlite3_stmt *up, sqlite3_stmt *upd,
         rc = cells_write(up, upd, &c);
     sqlite3_reset(sel);
     sqlite3_clear_bindings(sel);
-    cells_reset(&c);
+    pr_cells_reset(&c);
     *last = lastid;
     *nrows = n;
     return rc;
@@ -739,7 +719,7 @@ step_int64(sqlite3_stmt *st, int64_t *out)
  * between: one COUNT over a short rowid range); otherwise the rows after
  * the watermark are read back and rolled up from scratch. */
 static int
-flush_pending(struct pr_ledger *l, int64_t *new_wm)
+flush_pending(struct sq_ledger *l, int64_t *new_wm)
 {
     int64_t wdb = 0, cnt = -1;
     int rc = step_int64(l->get_wm, &wdb);
@@ -787,7 +767,7 @@ key_spend_cmp(const void *a, const void *b)
 
 /* keys.spent_pusd += each key's cost in the batch: one UPDATE per key. */
 static int
-write_key_spend(struct pr_ledger *l, struct pr_qrow *batch, int64_t n)
+write_key_spend(struct sq_ledger *l, struct pr_qrow *batch, int64_t n)
 {
     struct key_spend one, *ks = n > 1 ? malloc((size_t)n * sizeof(*ks)) : &one;
     if (!ks)
@@ -832,7 +812,7 @@ cells_clear(struct pr_cells *c)
  * SQLITE_OK if committed; only then is the in-memory state changed (the
  * flushed cells dropped, the batch's rows added as pending). */
 static int
-write_batch_once(struct pr_ledger *l, struct pr_qrow *batch, int log,
+write_batch_once(struct sq_ledger *l, struct pr_qrow *batch, int log,
                  int flush)
 {
     const char *what = "begin";
@@ -877,12 +857,12 @@ write_batch_once(struct pr_ledger *l, struct pr_qrow *batch, int log,
     }
     if (n > 0) {
         for (struct pr_qrow *q = batch; q; q = q->next)
-            if (!l->pending_broken && !cells_add_row(&l->pending, &q->row))
+            if (!l->pending_broken && !pr_cells_add_row(&l->pending, &q->row))
                 l->pending_broken = 1;
         /* Flushes keep failing (they are retried every interval): bound
          * the memory; the next flush that works reads the raw rows. */
         if (l->pending_broken || l->pending.n > 4 * PR_ROLLUP_MAX_CELLS) {
-            cells_reset(&l->pending);
+            pr_cells_reset(&l->pending);
             l->pending_broken = 1;
         }
         if (pending == 0)
@@ -910,7 +890,7 @@ out:
  * with busy_timeout one attempt may itself wait).  Returns the last SQLite
  * result. */
 static int
-write_batch(struct pr_ledger *l, struct pr_qrow *batch, int flush)
+write_batch(struct sq_ledger *l, struct pr_qrow *batch, int flush)
 {
     int64_t deadline = gx_mono_us() + (int64_t)l->lock_timeout_ms * 1000;
     for (;;) {
@@ -924,7 +904,7 @@ write_batch(struct pr_ledger *l, struct pr_qrow *batch, int flush)
 
 /* Whether the pending cells are due: old enough, or too many to keep. */
 static int
-flush_due(const struct pr_ledger *l, int64_t now)
+flush_due(const struct sq_ledger *l, int64_t now)
 {
     return l->pending_rows > 0 &&
            (now - l->pending_since_us >= l->flush_us ||
@@ -935,7 +915,7 @@ flush_due(const struct pr_ledger *l, int64_t now)
 static void *
 writer_main(void *arg)
 {
-    struct pr_ledger *l = arg;
+    struct sq_ledger *l = arg;
     pthread_mutex_lock(&l->mu);
     for (;;) {
         /* Wait for rows, or for the pending cells to fall due (on their
@@ -1071,7 +1051,7 @@ upsert_sql(char *up, size_t cap, int daily)
 }
 
 static enum gx_status
-prepare_all(struct pr_ledger *l, char *err, size_t errlen)
+prepare_all(struct sq_ledger *l, char *err, size_t errlen)
 {
     static const char ins[] =
         "INSERT INTO usage (ts_ms, request_id, key_id, route, provider,"
@@ -1122,7 +1102,7 @@ prepare_all(struct pr_ledger *l, char *err, size_t errlen)
 }
 
 static void
-ledger_destroy(struct pr_ledger *l)
+ledger_destroy(struct sq_ledger *l)
 {
     sqlite3_finalize(l->ins_usage);
     sqlite3_finalize(l->up_hourly);
@@ -1134,7 +1114,7 @@ ledger_destroy(struct pr_ledger *l)
     sqlite3_finalize(l->sel_after);
     sqlite3_finalize(l->begin);
     sqlite3_finalize(l->commit);
-    cells_reset(&l->pending);
+    pr_cells_reset(&l->pending);
     sqlite3_close(l->db);
     free(l->path);
     pthread_mutex_destroy(&l->mu);
@@ -1148,7 +1128,7 @@ ledger_destroy(struct pr_ledger *l)
  * so the rollups again equal the raw sums.  A bounded scan: at most what
  * one flush interval (or PR_ROLLUP_MAX_ROWS) held. */
 static enum gx_status
-catch_up(struct pr_ledger *l, char *err, size_t errlen)
+catch_up(struct sq_ledger *l, char *err, size_t errlen)
 {
     for (int64_t deadline = gx_mono_us() + (int64_t)l->lock_timeout_ms * 1000;;) {
         int64_t wdb = 0, last = 0, n = 0;
@@ -1183,16 +1163,16 @@ catch_up(struct pr_ledger *l, char *err, size_t errlen)
     }
 }
 
-enum gx_status
-pr_ledger_open_ex(const char *path, const struct pr_ledger_opts *opts,
-                  struct pr_ledger **out, char *err, size_t errlen)
+static enum gx_status
+sq_open(const char *path, const struct pr_ledger_opts *opts, void **out,
+        char *err, size_t errlen)
 {
     if (!path || !out) {
         gx_errf(err, errlen, "no database path");
         return GX_EINVAL;
     }
     enum gx_status st = GX_ENOMEM;
-    struct pr_ledger *l = calloc(1, sizeof(*l));
+    struct sq_ledger *l = calloc(1, sizeof(*l));
     if (!l) {
         gx_errf(err, errlen, "out of memory");
         return GX_ENOMEM;
@@ -1266,16 +1246,10 @@ fail:
     return st;
 }
 
-enum gx_status
-pr_ledger_open(const char *path, struct pr_ledger **out, char *err,
-               size_t errlen)
+static void
+sq_close(void *be)
 {
-    return pr_ledger_open_ex(path, NULL, out, err, errlen);
-}
-
-void
-pr_ledger_close(struct pr_ledger *l)
-{
+    struct sq_ledger *l = be;
     if (!l)
         return;
     pthread_mutex_lock(&l->mu);
@@ -1289,13 +1263,13 @@ pr_ledger_close(struct pr_ledger *l)
     ledger_destroy(l);
 }
 
-enum gx_status
-pr_ledger_submit(struct pr_ledger *l, const struct pr_usage_row *row,
-                 pr_commit_cb cb, void *ud)
+static enum gx_status
+sq_submit(void *be, const struct pr_usage_row *row, pr_commit_cb cb, void *ud)
 {
+    struct sq_ledger *l = be;
     if (!l || !row)
         return GX_EINVAL;
-    struct pr_qrow *q = qrow_new(row, cb, ud);
+    struct pr_qrow *q = pr_qrow_new(row, cb, ud);
     if (!q)
         return GX_ENOMEM;
     pthread_mutex_lock(&l->mu);
@@ -1320,9 +1294,10 @@ pr_ledger_submit(struct pr_ledger *l, const struct pr_usage_row *row,
     return GX_OK;
 }
 
-void
-pr_ledger_flush(struct pr_ledger *l)
+static void
+sq_flush(void *be)
 {
+    struct sq_ledger *l = be;
     if (!l)
         return;
     pthread_mutex_lock(&l->mu);
@@ -1337,15 +1312,17 @@ pr_ledger_flush(struct pr_ledger *l)
     pthread_mutex_unlock(&l->mu);
 }
 
-const char *
-pr_ledger_path(const struct pr_ledger *l)
+static const char *
+sq_path(void *be)
 {
+    struct sq_ledger *l = be;
     return l ? l->path : NULL;
 }
 
-void
-pr_ledger_stats(struct pr_ledger *l, struct pr_ledger_stats *out)
+static void
+sq_stats(void *be, struct pr_ledger_stats *out)
 {
+    struct sq_ledger *l = be;
     memset(out, 0, sizeof(*out));
     if (!l)
         return;
@@ -1419,10 +1396,10 @@ pr_ledger_rebuild_rollups(const char *path, char *err, size_t errlen)
                 gx_errf(err, errlen, "rebuild: %s", sqlite3_errmsg(db));
                 goto rollback;
             }
-            cells_reset(&cells);
+            pr_cells_reset(&cells);
         }
         cur_hour = hour;
-        if (!cells_add_row(&cells, &r)) {
+        if (!pr_cells_add_row(&cells, &r)) {
             gx_errf(err, errlen, "rebuild: out of memory");
             st = GX_ENOMEM;
             goto rollback;
@@ -1455,10 +1432,24 @@ rollback:
     sel = up = upd = NULL;
     exec_sql(db, "ROLLBACK", NULL, 0);
 out:
-    cells_reset(&cells);
+    pr_cells_reset(&cells);
     sqlite3_finalize(sel);
     sqlite3_finalize(up);
     sqlite3_finalize(upd);
     sqlite3_close(db);
     return st;
 }
+
+const struct pr_store_ops pr_store_sqlite = {
+    .name = "sqlite",
+    .ledger_open = sq_open,
+    .ledger_close = sq_close,
+    .ledger_submit = sq_submit,
+    .ledger_flush = sq_flush,
+    .ledger_stats = sq_stats,
+    .ledger_path = sq_path,
+    .key_create = pr_sq_key_create,
+    .key_revoke = pr_sq_key_revoke,
+    .key_list = pr_sq_key_list,
+    .usage_query = pr_sq_usage_query,
+};

@@ -1,7 +1,10 @@
 /*
  * pricing: the price table (built-in defaults + config), exact cost
- * arithmetic in integer picodollars, budgets, the SQLite usage ledger
- * (one writer thread, group commit) and usage queries.
+ * arithmetic in integer picodollars, keys, budgets and rate-limit leases,
+ * and the storage interface: the usage ledger (one writer thread, group
+ * commit) and usage queries on SQLite (the default, ledger.c) or
+ * PostgreSQL (pg.c, shared by several instances), one table of functions
+ * per backend (pricing_int.h, store.c).
  *
  * Money is int64_t picodollars (1e-12 USD).  A price of P USD per million
  * tokens is P*1e6 pUSD per token.  int64 holds 9.2e6 USD, far beyond any
@@ -85,8 +88,9 @@ struct pr_usage_row {
 
 struct pr_ledger;
 
-/* Opens (creating and migrating) the database at path (":memory:" ok) and
- * starts the writer thread.  The caller owns the result. */
+/* Opens (creating and migrating) the database (a SQLite path, ":memory:"
+ * ok, or a PostgreSQL URI) and starts the writer thread.  The caller owns
+ * the result. */
 enum gx_status pr_ledger_open(const char *path, struct pr_ledger **out,
                               char *err, size_t errlen);
 /* Commits everything queued, writes the pending rollup cells, stops the
@@ -114,6 +118,15 @@ enum gx_status pr_ledger_submit(struct pr_ledger *l,
  * commit, shared by every row in it. */
 enum pr_ledger_sync { PR_LEDGER_SYNC_NORMAL = 0, PR_LEDGER_SYNC_FULL = 1 };
 
+/* What to do with a ledger row while PostgreSQL is unreachable. */
+enum pr_unavailable {
+    PR_UNAVAILABLE_FAIL = 0, /* the row fails (callback ok=0): the gateway
+                                answers 503 (fail closed, the default) */
+    PR_UNAVAILABLE_SPOOL = 1 /* the row is appended to a local spool file
+                                (callback ok=1) and replayed exactly once,
+                                by request_id, when the database returns */
+};
+
 struct pr_ledger_opts {
     size_t queue_max;         /* rows queued before submit says GX_EAGAIN;
                                  0 = 65536 */
@@ -125,6 +138,9 @@ struct pr_ledger_opts {
                                  kept in memory and written at most this
                                  long after (or sooner, when many); 0 =
                                  250.  Queries stay exact meanwhile. */
+    enum pr_unavailable unavailable; /* PostgreSQL only */
+    const char *spool_path;   /* PostgreSQL + SPOOL: the spool file;
+                                 NULL = "llmux-spool.jsonl" (copied) */
 };
 
 /* pr_ledger_open with options (opts may be NULL = defaults).  The queue is
@@ -157,6 +173,8 @@ struct pr_ledger_stats {
     int64_t rolled_up_at_open; /* rows rolled up from the raw rows at open
                                   (committed after the last flush of a
                                   process that was killed) */
+    int64_t spooled;  /* PostgreSQL: rows appended to the spool */
+    int64_t replayed; /* PostgreSQL: spooled rows committed on replay */
 };
 void pr_ledger_stats(struct pr_ledger *l, struct pr_ledger_stats *out);
 
@@ -170,6 +188,64 @@ enum gx_status pr_ledger_rebuild_rollups(const char *path, char *err,
 
 /* Schema version this code writes (PRAGMA user_version after open). */
 int pr_ledger_schema_version(void);
+/* The PostgreSQL schema version (llmux_schema.version after open). */
+int pr_pg_schema_version(void);
+
+/* 0 while rows cannot be committed and would fail (PostgreSQL
+ * unreachable, fail-closed mode): the gateway refuses requests with 503
+ * then.  1 otherwise (always for SQLite).  Thread-safe, never blocks. */
+int pr_ledger_available(struct pr_ledger *l);
+
+/* ---- storage backends -----------------------------------------------
+ *
+ * `database` names the store everywhere below: a SQLite path (the
+ * embedded default; ":memory:" for the ledger only) or a PostgreSQL URI
+ * ("postgres://user[:password]@host[:port]/db[?param=value]"), shared by
+ * several llmux instances.  Every pr_ledger_*, pr_key_*, pr_usage_query
+ * and pr_budget_load call dispatches on it to the backend's table of
+ * functions (pricing_int.h).  PostgreSQL connections are made only by
+ * the caller's thread in the blocking calls (aux thread, CLI) and by the
+ * ledger's own writer thread, never on an event loop.
+ */
+
+/* 1 if database is a PostgreSQL URI (postgres:// or postgresql://). */
+int pr_store_is_pg(const char *database);
+/* database with any password replaced by "***", for logs and messages. */
+void pr_store_redact(const char *database, char *buf, size_t buflen);
+
+/* ---- keys -----------------------------------------------------------
+ *
+ * The keys table (DESIGN.md section 7) is owned by this module: the
+ * gateway creates, lists, revokes and loads keys through these calls.
+ * They block (one connection per call): aux thread or CLI only.
+ */
+struct pr_key {
+    int64_t id;
+    const char *name;
+    unsigned char hash[32]; /* SHA-256 of the secret (stored as hex) */
+    int64_t created_ms;
+    int64_t expires_ms;  /* -1 = never */
+    int64_t revoked_ms;  /* -1 = active */
+    int64_t budget_pusd; /* -1 = unlimited */
+    int64_t spent_pusd;
+    int64_t rpm, tpm;    /* 0 = unlimited */
+    const char *models;  /* "a,b,c"; NULL or "" = every model */
+};
+
+/* Called once per key row; k and its strings are valid for the call only.
+ * Return nonzero to stop (the list call then returns GX_ECANCELED). */
+typedef int (*pr_key_cb)(void *ud, const struct pr_key *k);
+
+/* Inserts k (id and spent ignored; created_ms 0 = now) into the keys
+ * table of database (which must exist: pr_ledger_open creates it). */
+enum gx_status pr_key_create(const char *database, const struct pr_key *k,
+                             int64_t *id_out, char *err, size_t errlen);
+/* Sets revoked_ms (first revocation wins); GX_ENOTFOUND: no such id. */
+enum gx_status pr_key_revoke(const char *database, int64_t id, int64_t now_ms,
+                             char *err, size_t errlen);
+/* Every key row in id order (revoked ones included), to cb. */
+enum gx_status pr_key_list(const char *database, pr_key_cb cb, void *ud,
+                           char *err, size_t errlen);
 
 /* ---- budgets --------------------------------------------------------
  *
@@ -216,10 +292,58 @@ void pr_budget_release(struct pr_budget *b, int64_t key_id,
 enum gx_status pr_budget_get(struct pr_budget *b, int64_t key_id,
                              int64_t *limit_pusd, int64_t *spent_pusd,
                              int64_t *reserved_pusd);
+/* Leased mode, for several instances over one PostgreSQL database (see
+ * budget.c): limits are this instance's leases of each budget, taken and
+ * returned by pr_budget_sync.  instance: a unique id of this process
+ * (copied).  Call before pr_budget_set. */
+enum gx_status pr_budget_use_leases(struct pr_budget *b,
+                                    const char *database,
+                                    const char *instance);
+/* The instance id in leased mode, else NULL. */
+const char *pr_budget_instance(const struct pr_budget *b);
+/* Blocks (one PostgreSQL transaction per leased key): returns surplus,
+ * leases what recent demand needs.  No-op unless leased.  Aux thread. */
+enum gx_status pr_budget_sync(struct pr_budget *b, char *err, size_t errlen);
+/* At shutdown (nothing in flight): gives every lease back at once, so
+ * the other instances need not wait for it to go stale.  Blocks. */
+enum gx_status pr_budget_release_leases(struct pr_budget *b, char *err,
+                                        size_t errlen);
+/* The ledger writer: a committed row's cost left this instance's lease
+ * (moved to spent_pusd in the row's transaction). */
+void pr_budget_committed(struct pr_budget *b, int64_t key_id,
+                         int64_t cost_pusd);
+/* The ledger moves committed rows' cost off b's leases (PostgreSQL; no-op
+ * for SQLite or a budget not in leased mode).  Call before serving. */
+void pr_ledger_attach_budget(struct pr_ledger *l, struct pr_budget *b);
+
 /* Loads every non-revoked key's budget_pusd (NULL = unlimited) and
  * spent_pusd from the keys table of the database at path. */
 enum gx_status pr_budget_load(struct pr_budget *b, const char *path,
                               char *err, size_t errlen);
+
+/* ---- rate limits across instances ----------------------------------
+ *
+ * Requests per minute of each key counted across every instance sharing
+ * a PostgreSQL database, in fixed UTC-minute windows: per window the
+ * cluster admits at most the key's rpm (over any sliding 60 s at most
+ * twice that).  Admission is in memory (a leased allowance, rate.c);
+ * pr_rate_sync moves the leases.  Thread-safe; sync blocks (aux thread).
+ */
+struct pr_rate;
+struct pr_rate *pr_rate_new(const char *database);
+void pr_rate_free(struct pr_rate *r);
+/* Limits key_id to per_min requests a minute (<= 0: no-op). */
+enum gx_status pr_rate_set(struct pr_rate *r, int64_t key_id,
+                           int64_t per_min);
+/* Takes one request of key_id's allowance: GX_OK, or GX_EAGAIN with
+ * *retry_s (1 until the next lease, or the seconds to the next window
+ * when the cluster spent this one).  Unknown keys and r NULL: GX_OK. */
+enum gx_status pr_rate_take(struct pr_rate *r, int64_t key_id,
+                            int64_t now_ms, int64_t *retry_s);
+/* Gives back a take that was not used (refused by another check). */
+void pr_rate_untake(struct pr_rate *r, int64_t key_id, int64_t now_ms);
+enum gx_status pr_rate_sync(struct pr_rate *r, int64_t now_ms, char *err,
+                            size_t errlen);
 
 /* ---- usage queries --------------------------------------------------
  *

@@ -209,6 +209,8 @@ static enum gx_status
 append_raw_branch(struct gx_buf *b, enum pr_group g, const char *where,
                   const char *keyw)
 {
+    /* Portable to PostgreSQL: the error count as a CASE (PostgreSQL has
+     * no SUM(boolean)) and every derived table named. */
     enum gx_status st = gx_buf_printf(b, "SELECT g, SUM(n) AS n, SUM(e) AS e,"
                                          " SUM(pt) AS pt, SUM(ct) AS ct,"
                                          " SUM(cc) AS cc, SUM(cost) AS cost");
@@ -219,7 +221,8 @@ append_raw_branch(struct gx_buf *b, enum pr_group g, const char *where,
         st = gx_buf_printf(
             b,
             " FROM (SELECT %s AS g, COUNT(*) AS n,"
-            " SUM(" PR_IS_ERROR_SQL ") AS e, SUM(prompt_tokens) AS pt,"
+            " SUM(CASE WHEN " PR_IS_ERROR_SQL " THEN 1 ELSE 0 END) AS e,"
+            " SUM(prompt_tokens) AS pt,"
             " SUM(completion_tokens) AS ct, SUM(cached_tokens) AS cc,"
             " SUM(cost_pusd) AS cost, CASE",
             group_expr(g, 0));
@@ -229,7 +232,7 @@ append_raw_branch(struct gx_buf *b, enum pr_group g, const char *where,
     if (st == GX_OK)
         st = gx_buf_printf(b,
                            " ELSE %d END AS bk FROM usage WHERE %s%s"
-                           " GROUP BY 1, bk) GROUP BY g",
+                           " GROUP BY 1, bk) AS r GROUP BY g",
                            PR_LAT_NBUCKETS - 1, where, keyw);
     return st;
 }
@@ -324,23 +327,57 @@ build_sql(const struct pr_usage_query *q, int levels, int watermark,
                                keyw_raw);
     }
     if (st == GX_OK)
-        st = gx_buf_printf(b, ") GROUP BY g ORDER BY g");
+        st = gx_buf_printf(b, ") AS u GROUP BY g ORDER BY g");
+    return st;
+}
+
+/* PostgreSQL: ?N becomes the literal value (all are integers computed
+ * here, never caller text), so no parameter types need inferring. */
+static enum gx_status
+inline_params(const struct gx_buf *in, const int64_t *p, struct gx_buf *out)
+{
+    enum gx_status st = GX_OK;
+    for (size_t i = 0; st == GX_OK && i < in->len; i++) {
+        char c = in->data[i];
+        if (c == '?' && i + 1 < in->len && in->data[i + 1] >= '1' &&
+            in->data[i + 1] <= '7') {
+            st = gx_buf_printf(out, "%lld",
+                               (long long)p[in->data[i + 1] - '0']);
+            i++;
+        } else {
+            st = gx_buf_append(out, &c, 1);
+        }
+    }
+    return st;
+}
+
+enum gx_status
+pr_usage_sql(const struct pr_usage_query *q, const struct pr_usage_plan *pl,
+             int watermark, int pg, struct gx_buf *b)
+{
+    if (!pg)
+        return build_sql(q, pl->levels, watermark, b);
+    struct gx_buf tmp;
+    gx_buf_init(&tmp, 64 * 1024);
+    enum gx_status st = build_sql(q, pl->levels, watermark, &tmp);
+    if (st == GX_OK)
+        st = inline_params(&tmp, pl->p, b);
+    gx_buf_cleanup(&tmp);
     return st;
 }
 
 static void
-format_group(enum pr_group g, sqlite3_stmt *st, char *out, size_t n)
+format_group(enum pr_group g, const char *text, int64_t v, char *out,
+             size_t n)
 {
     if (g == PR_GROUP_NONE) {
         snprintf(out, n, "%s", "");
         return;
     }
     if (g == PR_GROUP_MODEL || g == PR_GROUP_PROVIDER || g == PR_GROUP_ROUTE) {
-        const unsigned char *t = sqlite3_column_text(st, 0);
-        snprintf(out, n, "%s", t ? (const char *)t : "");
+        snprintf(out, n, "%s", text ? text : "");
         return;
     }
-    int64_t v = sqlite3_column_int64(st, 0);
     if (g == PR_GROUP_KEY) {
         if (v < 0)
             snprintf(out, n, "%s", "");
@@ -375,20 +412,10 @@ floor_day(int64_t ms)
     return ms - r;
 }
 
-enum gx_status
-pr_usage_query(const char *path, const struct pr_usage_query *q,
-               struct pr_usage_result **out, char *err, size_t errlen)
+void
+pr_usage_plan_make(const struct pr_usage_query *q, struct pr_usage_plan *pl)
 {
-    if (!path || !q || !out)
-        return GX_EINVAL;
-    enum gx_status rs = GX_EIO;
-    sqlite3 *db = NULL;
-    sqlite3_stmt *st = NULL;
-    struct gx_buf sql;
-    gx_buf_init(&sql, 64 * 1024);
-    struct pr_usage_result *res = NULL;
-    size_t cap = 0;
-
+    memset(pl, 0, sizeof(*pl));
     int64_t since = q->since_ms, until = q->until_ms;
     if (until < since)
         until = since;
@@ -400,9 +427,93 @@ pr_usage_query(const char *path, const struct pr_usage_query *q,
     if (d0 < h0)
         d0 += 86400000;
     int64_t d1 = floor_day(h1);
-    int levels = q->raw_only || h0 >= h1                   ? 0
+    pl->levels = q->raw_only || h0 >= h1                   ? 0
                  : d0 < d1 && q->group_by != PR_GROUP_HOUR ? 2
                                                            : 1;
+    pl->p[1] = since;
+    pl->p[2] = until;
+    pl->p[3] = h0;
+    pl->p[4] = h1;
+    pl->p[5] = q->key_filter;
+    pl->p[6] = d0;
+    pl->p[7] = d1;
+}
+
+void
+pr_usage_group_fill(struct pr_usage_group *g, enum pr_group by,
+                    const char *gtext, int64_t gint, const int64_t v[6],
+                    const int64_t *hist)
+{
+    memset(g, 0, sizeof(*g));
+    format_group(by, gtext, gint, g->group, sizeof(g->group));
+    g->requests = v[0];
+    g->errors = v[1];
+    g->prompt_tokens = v[2];
+    g->completion_tokens = v[3];
+    g->cached_tokens = v[4];
+    g->cost_pusd = v[5];
+    pr_pusd_format(g->cost_pusd, g->cost_usd, sizeof(g->cost_usd));
+    g->p50_ms = pr_lat_quantile(hist, 0.50);
+    g->p95_ms = pr_lat_quantile(hist, 0.95);
+}
+
+enum gx_status
+pr_usage_result_add(struct pr_usage_result *r, size_t *cap,
+                    struct pr_usage_group **g)
+{
+    if (r->n == *cap) {
+        size_t nc = *cap ? *cap * 2 : 16;
+        struct pr_usage_group *nr = realloc(r->rows, nc * sizeof(*nr));
+        if (!nr)
+            return GX_ENOMEM;
+        r->rows = nr;
+        *cap = nc;
+    }
+    *g = &r->rows[r->n++];
+    return GX_OK;
+}
+
+enum gx_status
+pr_usage_result_finish(struct pr_usage_result *r, enum pr_group by)
+{
+    /* A range with no rows gives no group, except for group none where the
+     * outer SUMs over zero branches give no row either: return one zero
+     * row so "total" always has an answer. */
+    if (by == PR_GROUP_NONE && r->n == 0) {
+        r->rows = calloc(1, sizeof(*r->rows));
+        if (!r->rows)
+            return GX_ENOMEM;
+        r->n = 1;
+        pr_pusd_format(0, r->rows[0].cost_usd, sizeof(r->rows[0].cost_usd));
+        r->rows[0].p50_ms = r->rows[0].p95_ms = -1;
+    }
+    return GX_OK;
+}
+
+enum gx_status
+pr_usage_query(const char *path, const struct pr_usage_query *q,
+               struct pr_usage_result **out, char *err, size_t errlen)
+{
+    if (!path || !q || !out)
+        return GX_EINVAL;
+    const struct pr_store_ops *ops =
+        pr_store_is_pg(path) ? &pr_store_pg : &pr_store_sqlite;
+    return ops->usage_query(path, q, out, err, errlen);
+}
+
+enum gx_status
+pr_sq_usage_query(const char *path, const struct pr_usage_query *q,
+                  struct pr_usage_result **out, char *err, size_t errlen)
+{
+    enum gx_status rs = GX_EIO;
+    sqlite3 *db = NULL;
+    sqlite3_stmt *st = NULL;
+    struct gx_buf sql;
+    gx_buf_init(&sql, 64 * 1024);
+    struct pr_usage_result *res = NULL;
+    size_t cap = 0;
+    struct pr_usage_plan pl;
+    pr_usage_plan_make(q, &pl);
 
     if (pr_db_open(path, 1, &db, err, errlen) != SQLITE_OK)
         goto out;
@@ -423,9 +534,9 @@ pr_usage_query(const char *path, const struct pr_usage_query *q,
         rs = GX_ENOTFOUND;
         goto out;
     }
-    if (version < 2 && levels == 2)
-        levels = 1;
-    if (build_sql(q, levels, version >= 3, &sql) != GX_OK) {
+    if (version < 2 && pl.levels == 2)
+        pl.levels = 1;
+    if (pr_usage_sql(q, &pl, version >= 3, 0, &sql) != GX_OK) {
         gx_errf(err, errlen, "internal: query text too long");
         rs = GX_ENOMEM;
         goto out;
@@ -434,15 +545,15 @@ pr_usage_query(const char *path, const struct pr_usage_query *q,
         gx_errf(err, errlen, "usage query: %s", sqlite3_errmsg(db));
         goto out;
     }
-    sqlite3_bind_int64(st, 1, since);
-    sqlite3_bind_int64(st, 2, until);
-    if (levels > 0) {
-        sqlite3_bind_int64(st, 3, h0);
-        sqlite3_bind_int64(st, 4, h1);
+    sqlite3_bind_int64(st, 1, pl.p[1]);
+    sqlite3_bind_int64(st, 2, pl.p[2]);
+    if (pl.levels > 0) {
+        sqlite3_bind_int64(st, 3, pl.p[3]);
+        sqlite3_bind_int64(st, 4, pl.p[4]);
     }
-    if (levels == 2) {
-        sqlite3_bind_int64(st, 6, d0);
-        sqlite3_bind_int64(st, 7, d1);
+    if (pl.levels == 2) {
+        sqlite3_bind_int64(st, 6, pl.p[6]);
+        sqlite3_bind_int64(st, 7, pl.p[7]);
     }
     if (q->key_filter != PR_KEY_ALL && q->key_filter != -1)
         sqlite3_bind_int64(st, 5, q->key_filter);
@@ -463,53 +574,34 @@ pr_usage_query(const char *path, const struct pr_usage_query *q,
         usleep(2000);
     }
     for (; rc == SQLITE_ROW; rc = sqlite3_step(st)) {
-        if (res->n == cap) {
-            size_t nc = cap ? cap * 2 : 16;
-            struct pr_usage_group *nr = realloc(res->rows, nc * sizeof(*nr));
-            if (!nr) {
-                rs = GX_ENOMEM;
-                goto out;
-            }
-            res->rows = nr;
-            cap = nc;
+        struct pr_usage_group *g;
+        if (pr_usage_result_add(res, &cap, &g) != GX_OK) {
+            rs = GX_ENOMEM;
+            goto out;
         }
-        struct pr_usage_group *g = &res->rows[res->n++];
-        memset(g, 0, sizeof(*g));
-        format_group(q->group_by, st, g->group, sizeof(g->group));
-        g->requests = sqlite3_column_int64(st, 1);
-        g->errors = sqlite3_column_int64(st, 2);
-        g->prompt_tokens = sqlite3_column_int64(st, 3);
-        g->completion_tokens = sqlite3_column_int64(st, 4);
-        g->cached_tokens = sqlite3_column_int64(st, 5);
-        g->cost_pusd = sqlite3_column_int64(st, 6);
-        pr_pusd_format(g->cost_pusd, g->cost_usd, sizeof(g->cost_usd));
-        int64_t hist[PR_LAT_NBUCKETS];
+        int64_t v[6], hist[PR_LAT_NBUCKETS];
+        for (int i = 0; i < 6; i++)
+            v[i] = sqlite3_column_int64(st, 1 + i);
         for (int i = 0; i < PR_LAT_NBUCKETS; i++)
             hist[i] = sqlite3_column_int64(st, 7 + i);
-        g->p50_ms = pr_lat_quantile(hist, 0.50);
-        g->p95_ms = pr_lat_quantile(hist, 0.95);
+        int is_text = q->group_by == PR_GROUP_MODEL ||
+                      q->group_by == PR_GROUP_PROVIDER ||
+                      q->group_by == PR_GROUP_ROUTE;
+        pr_usage_group_fill(
+            g, q->group_by,
+            is_text ? (const char *)sqlite3_column_text(st, 0) : NULL,
+            is_text ? 0 : sqlite3_column_int64(st, 0), v, hist);
     }
     if (rc != SQLITE_DONE) {
         /* SQLite's SUM fails with "integer overflow" rather than wrap. */
         gx_errf(err, errlen, "usage query: %s", sqlite3_errmsg(db));
         goto out;
     }
-    /* A range with no rows gives no group, except for group none where the
-     * outer SUMs over zero branches give no row either: return one zero
-     * row so "total" always has an answer. */
-    if (q->group_by == PR_GROUP_NONE && res->n == 0) {
-        res->rows = calloc(1, sizeof(*res->rows));
-        if (!res->rows) {
-            rs = GX_ENOMEM;
-            goto out;
-        }
-        res->n = 1;
-        pr_pusd_format(0, res->rows[0].cost_usd, sizeof(res->rows[0].cost_usd));
-        res->rows[0].p50_ms = res->rows[0].p95_ms = -1;
-    }
+    rs = pr_usage_result_finish(res, q->group_by);
+    if (rs != GX_OK)
+        goto out;
     *out = res;
     res = NULL;
-    rs = GX_OK;
 out:
     pr_usage_result_free(res);
     sqlite3_finalize(st);

@@ -168,7 +168,7 @@ auth_with_key(int64_t id, const char *secret, int64_t rpm, int64_t tpm,
                                     sizeof(err));
     if (!a)
         return NULL;
-    struct gw_key_spec k;
+    struct pr_key k;
     memset(&k, 0, sizeof(k));
     k.id = id;
     k.name = "t";
@@ -370,7 +370,7 @@ test_many_keys(void)
     static char secrets[500][GW_KEY_LEN + 1];
     for (int i = 0; i < 500; i++) {
         gw_key_generate(secrets[i], sizeof(secrets[i]));
-        struct gw_key_spec k;
+        struct pr_key k;
         memset(&k, 0, sizeof(k));
         k.id = 1000 + i;
         k.name = "many";
@@ -398,7 +398,7 @@ test_many_keys(void)
     }
     T_EQ_INT(active, 250);
     /* A reload that still says "active" does not un-revoke. */
-    struct gw_key_spec k;
+    struct pr_key k;
     memset(&k, 0, sizeof(k));
     k.id = 1000;
     k.name = "many";
@@ -536,7 +536,7 @@ test_keys_db(void)
                            "\"rpm\":5,\"tpm\":1000,\"models\":[\"main\","
                            "\"gpt-4.1\"],\"expires_days\":30}",
                            0, NULL);
-    struct gw_key_spec spec;
+    struct pr_key spec;
     char models[256];
     T_EQ_INT(gw_key_spec_from_json(o, &spec, models, sizeof(models), err,
                                    sizeof(err)),

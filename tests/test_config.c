@@ -1165,6 +1165,42 @@ test_mutations(void)
     }
 }
 
+/* "storage": the PostgreSQL block. */
+static void
+test_storage(void)
+{
+    setenv("T_PGPW", "p@ss w/rd", 1);
+    struct cfg *c = load_ok(
+        "{" "\"providers\": {\"l\": {\"kind\": \"local\", \"model_path\": \"/m.gguf\", \"models\": {\"local\": {}}}}, " "\"storage\": {\"url\": \"postgres://u@db:5432/llmux\","
+        " \"password\": \"${T_PGPW}\", \"on_unavailable\": \"spool\","
+        " \"spool_file\": \"/tmp/s\", \"timeout_ms\": 2500}}");
+    if (c) {
+        T_EQ_STR(c->database,
+                 "postgres://u@db:5432/llmux?password=p%40ss%20w%2Frd");
+        T_EQ_INT(c->storage_spool, 1);
+        T_EQ_STR(c->storage_spool_file, "/tmp/s");
+        T_EQ_INT(c->storage_timeout_ms, 2500);
+        char buf[512];
+        FILE *f = fmemopen(buf, sizeof(buf), "w");
+        cfg_print(c, f);
+        fclose(f);
+        buf[sizeof(buf) - 1] = '\0';
+        T_CHECK(strstr(buf, "p%40ss") == NULL); /* never printed */
+        T_CHECK(strstr(buf, "password=***") != NULL);
+    }
+    cfg_free(c);
+    c = load_ok("{" "\"providers\": {\"l\": {\"kind\": \"local\", \"model_path\": \"/m.gguf\", \"models\": {\"local\": {}}}}, " "\"database\": \"postgres://u:secret@db/x\"}");
+    T_CHECK(c && c->storage_spool == 0);
+    cfg_free(c);
+    EXPECT_ERR("{" "\"providers\": {\"l\": {\"kind\": \"local\", \"model_path\": \"/m.gguf\", \"models\": {\"local\": {}}}}, " "\"storage\": {\"url\": \"mysql://x\"}}", "\"mysql://x\"",
+               "storage.url", "postgres://");
+    EXPECT_ERR("{" "\"providers\": {\"l\": {\"kind\": \"local\", \"model_path\": \"/m.gguf\", \"models\": {\"local\": {}}}}, " "\"storage\": {\"url\": \"postgres://x\","
+               " \"on_unavailable\": \"retry\"}}",
+               "\"retry\"", "storage.on_unavailable", "\"fail\" or");
+    EXPECT_ERR("{" "\"providers\": {\"l\": {\"kind\": \"local\", \"model_path\": \"/m.gguf\", \"models\": {\"local\": {}}}}, " "\"storage\": {\"uri\": \"postgres://x\"}}", "\"uri\"",
+               "storage.uri", "unknown");
+}
+
 int
 main(void)
 {
@@ -1181,5 +1217,6 @@ main(void)
     T_RUN(test_file_and_print);
     T_RUN(test_listen_parse);
     T_RUN(test_mutations);
+    T_RUN(test_storage);
     return T_END();
 }

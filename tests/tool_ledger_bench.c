@@ -18,9 +18,17 @@
  *    with and without a key filter; best of 3 runs, in ms.  --raw also
  *    times the raw-rows path (slow on big ledgers).
  *
+ * --pg: the same on PostgreSQL, on a private cluster the tool starts
+ * (tests/lib/pgtest): writer rows/s and lone-row latency through
+ * pr_ledger_submit, then the generated SQLite rows copied in with COPY,
+ * the rollups built by SQL, and the same queries.
+ *
  * Short runs only on shared machines: the 10M generation takes minutes.
  */
 #include "../pricing/pricing.h"
+#include "lib/pgtest.h"
+
+#include <libpq-fe.h>
 
 #include <pthread.h>
 #include <sqlite3.h>
@@ -111,7 +119,9 @@ bench_writer(const char *path, long rows, int threads, int sync_full)
     double secs = (double)(t1 - t0) / 1e6;
     printf("writer %-9s %-6s %d threads: %ld rows in %.2f s = %.0f rows/s,"
            " %lld commits (%.0f rows/commit), %lld rollup flushes\n",
-           strcmp(path, ":memory:") ? "file" : ":memory:",
+           pr_store_is_pg(path)          ? "postgres"
+           : strcmp(path, ":memory:") ? "file"
+                                       : ":memory:",
            sync_full ? "FULL" : "NORMAL", threads, (long)atomic_load(&n_done),
            secs, (double)atomic_load(&n_done) / secs, (long long)s.commits,
            s.commits ? (double)s.rows / (double)s.commits : 0.0,
@@ -158,8 +168,10 @@ bench_latency(const char *path, int sync_full, int n)
     int64_t *lat = calloc((size_t)n, sizeof(*lat));
     struct waiter w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
     for (int i = 0; i < n; i++) {
+        char rid[48];
+        snprintf(rid, sizeof(rid), "lat-%d-%lld", i, (long long)gx_now_ms());
         struct pr_usage_row r = {.ts_ms = gx_now_ms(),
-                                 .request_id = "lat",
+                                 .request_id = rid,
                                  .key_id = 1,
                                  .model = "gpt-4.1",
                                  .status = 200,
@@ -181,7 +193,9 @@ bench_latency(const char *path, int sync_full, int n)
     pr_ledger_close(l);
     qsort(lat, (size_t)n, sizeof(*lat), cmp_i64);
     printf("commit latency %-9s %-6s lone rows: p50 %lld us, p99 %lld us\n",
-           strcmp(path, ":memory:") ? "file" : ":memory:",
+           pr_store_is_pg(path)          ? "postgres"
+           : strcmp(path, ":memory:") ? "file"
+                                       : ":memory:",
            sync_full ? "FULL" : "NORMAL", (long long)lat[n / 2],
            (long long)lat[n * 99 / 100]);
     free(lat);
@@ -343,6 +357,8 @@ time_query(const char *path, const struct pr_usage_query *q, size_t *ngroups,
     return best;
 }
 
+static void query_set(const char *path, int64_t t_end, int raw);
+
 static void
 bench_queries(const char *path, int64_t t_end, int raw)
 {
@@ -367,6 +383,12 @@ bench_queries(const char *path, int64_t t_end, int raw)
     printf("ledger: %lld rows, %lld hourly + %lld daily rollup cells,"
            " %.0f MB\n",
            nrows, nroll, nday, (double)sb.st_size / 1e6);
+    query_set(path, t_end, raw);
+}
+
+static void
+query_set(const char *path, int64_t t_end, int raw)
+{
     int64_t month = 30LL * 86400000;
     for (int g = PR_GROUP_NONE; g <= PR_GROUP_HOUR; g++) {
         for (int variant = 0; variant < 3; variant++) {
@@ -403,11 +425,147 @@ bench_queries(const char *path, int64_t t_end, int raw)
     }
 }
 
+/* ---- PostgreSQL ------------------------------------------------ */
+
+static int
+pg_exec(PGconn *c, const char *sql)
+{
+    PGresult *r = PQexec(c, sql);
+    int ok = PQresultStatus(r) == PGRES_COMMAND_OK ||
+             PQresultStatus(r) == PGRES_TUPLES_OK;
+    if (!ok)
+        fprintf(stderr, "pg: %s", PQresultErrorMessage(r));
+    PQclear(r);
+    return ok ? 0 : -1;
+}
+
+/* Copies the SQLite ledger's usage rows into PostgreSQL (COPY), then
+ * builds the rollup cells there with SQL, the writer's cell layout. */
+static int
+pg_load(const char *sqlite_path, const char *uri)
+{
+    char err[256];
+    struct pr_ledger *l = NULL;
+    if (pr_ledger_open(uri, &l, err, sizeof(err)) != GX_OK) {
+        fprintf(stderr, "open: %s\n", err);
+        return 1;
+    }
+    pr_ledger_close(l);
+    PGconn *c = PQconnectdb(uri);
+    sqlite3 *db = NULL;
+    sqlite3_stmt *st = NULL;
+    if (PQstatus(c) != CONNECTION_OK ||
+        sqlite3_open_v2(sqlite_path, &db, SQLITE_OPEN_READONLY, NULL) ||
+        sqlite3_prepare_v2(db,
+                           "SELECT ts_ms, request_id, key_id, route, provider,"
+                           " model, status, attempts, stream, prompt_tokens,"
+                           " completion_tokens, cached_tokens, cost_pusd,"
+                           " latency_ms, ttft_ms, usage_source FROM usage",
+                           -1, &st, NULL)) {
+        fprintf(stderr, "pg_load: cannot open the sources\n");
+        return 1;
+    }
+    int64_t t0 = gx_mono_us();
+    if (pg_exec(c, "TRUNCATE usage, usage_hourly, usage_daily") ||
+        pg_exec(c, "COPY usage (ts_ms, request_id, key_id, route, provider,"
+                   " model, status, attempts, stream, prompt_tokens,"
+                   " completion_tokens, cached_tokens, cost_pusd, latency_ms,"
+                   " ttft_ms, usage_source) FROM STDIN") != 0) {
+        /* COPY answers PGRES_COPY_IN: pg_exec reports it; carry on. */
+    }
+    long n = 0;
+    char line[1024];
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        int len = 0;
+        for (int i = 0; i < 16; i++) {
+            const char *v = (const char *)sqlite3_column_text(st, i);
+            len += snprintf(line + len, sizeof(line) - (size_t)len, "%s%s",
+                            i ? "\t" : "", v ? v : "\\N");
+        }
+        line[len++] = '\n';
+        if (PQputCopyData(c, line, len) != 1)
+            break;
+        n++;
+    }
+    PQputCopyEnd(c, NULL);
+    PGresult *r;
+    while ((r = PQgetResult(c)) != NULL) {
+        if (PQresultStatus(r) != PGRES_COMMAND_OK)
+            fprintf(stderr, "copy: %s", PQresultErrorMessage(r));
+        PQclear(r);
+    }
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    int64_t t1 = gx_mono_us();
+    printf("postgres: %ld rows copied in %.1f s\n", n,
+           (double)(t1 - t0) / 1e6);
+    /* The cells: 4 dims x {the key (-1 anonymous), all keys (-2)} x
+     * {hour, day}, each with the 18-bucket latency histogram. */
+    static const char *const dims[4][2] = {{"none", "''"},
+                                           {"model", "COALESCE(model,'')"},
+                                           {"provider",
+                                            "COALESCE(provider,'')"},
+                                           {"route", "COALESCE(route,'')"}};
+    static const int64_t b[17] = {50,   100,  200,  300,   500,   750,
+                                  1000, 1500, 2000, 3000,  5000,  7500,
+                                  10000, 15000, 20000, 30000, 60000};
+    for (int gran = 0; gran < 2; gran++)
+        for (int d = 0; d < 4; d++)
+            for (int all = 0; all < 2; all++) {
+                char sql[8192];
+                int k = snprintf(
+                    sql, sizeof(sql),
+                    "INSERT INTO %s SELECT '%s', %s, ts_ms - ts_ms %% %lld,"
+                    " %s, count(*), sum(CASE WHEN status < 200 OR status >="
+                    " 300 THEN 1 ELSE 0 END), sum(prompt_tokens),"
+                    " sum(completion_tokens), sum(cached_tokens),"
+                    " sum(cost_pusd), sum(latency_ms)",
+                    gran ? "usage_daily" : "usage_hourly", dims[d][0],
+                    all ? "-2" : "COALESCE(key_id,-1)",
+                    gran ? 86400000LL : 3600000LL, dims[d][1]);
+                for (int h = 0; h < 18; h++) {
+                    if (h == 0)
+                        k += snprintf(sql + k, sizeof(sql) - (size_t)k,
+                                      ", sum(CASE WHEN latency_ms < %lld THEN"
+                                      " 1 ELSE 0 END)",
+                                      (long long)b[0]);
+                    else if (h == 17)
+                        k += snprintf(sql + k, sizeof(sql) - (size_t)k,
+                                      ", sum(CASE WHEN latency_ms >= %lld THEN"
+                                      " 1 ELSE 0 END)",
+                                      (long long)b[16]);
+                    else
+                        k += snprintf(sql + k, sizeof(sql) - (size_t)k,
+                                      ", sum(CASE WHEN latency_ms >= %lld AND"
+                                      " latency_ms < %lld THEN 1 ELSE 0 END)",
+                                      (long long)b[h - 1], (long long)b[h]);
+                }
+                snprintf(sql + k, sizeof(sql) - (size_t)k,
+                         " FROM usage GROUP BY 1, 2, 3, 4");
+                if (pg_exec(c, sql) != 0)
+                    return 1;
+            }
+    pg_exec(c, "ANALYZE");
+    int64_t t2 = gx_mono_us();
+    r = PQexec(c, "SELECT (SELECT count(*) FROM usage), (SELECT count(*)"
+                  " FROM usage_hourly), (SELECT count(*) FROM usage_daily),"
+                  " pg_database_size(current_database())");
+    if (PQresultStatus(r) == PGRES_TUPLES_OK)
+        printf("postgres: rollups built in %.1f s; ledger: %s rows, %s hourly"
+               " + %s daily rollup cells, %.0f MB\n",
+               (double)(t2 - t1) / 1e6, PQgetvalue(r, 0, 0),
+               PQgetvalue(r, 0, 1), PQgetvalue(r, 0, 2),
+               atof(PQgetvalue(r, 0, 3)) / 1e6);
+    PQclear(r);
+    PQfinish(c);
+    return 0;
+}
+
 int
 main(int argc, char **argv)
 {
     long rows = 1000000, wrows = 200000;
-    int threads = 4, reuse = 0, keep = 0, raw = 0;
+    int threads = 4, reuse = 0, keep = 0, raw = 0, pg = 0;
     const char *path = "/tmp/llmux-ledger-bench.db";
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--rows") && i + 1 < argc)
@@ -424,16 +582,23 @@ main(int argc, char **argv)
             keep = 1;
         else if (!strcmp(argv[i], "--raw"))
             raw = 1;
+        else if (!strcmp(argv[i], "--pg"))
+            pg = 1;
         else {
             fprintf(stderr,
                     "usage: %s [--rows N] [--writer-rows M] [--threads T]"
-                    " [--db FILE] [--reuse] [--keep] [--raw]\n",
+                    " [--db FILE] [--reuse] [--keep] [--raw] [--pg]\n",
                     argv[0]);
             return 2;
         }
     }
     if (threads < 1)
         threads = 1;
+    char uri[256] = "";
+    if (pg && (pgt_start() != 0 || pgt_createdb("bench", uri, sizeof(uri)))) {
+        fprintf(stderr, "--pg: no PostgreSQL cluster\n");
+        return 1;
+    }
     char wpath[600], side[700];
     snprintf(wpath, sizeof(wpath), "%s.writer", path);
     if (wrows > 0) {
@@ -464,6 +629,10 @@ main(int argc, char **argv)
             }
         }
         bench_latency(":memory:", 0, 500);
+        if (pg) {
+            bench_writer(uri, wrows, threads, 0);
+            bench_latency(uri, 0, 500);
+        }
     }
     /* A fixed, hour-aligned end so runs are comparable. */
     int64_t t_end = 1764547200000LL; /* 2025-12-01T00:00:00Z */
@@ -478,6 +647,8 @@ main(int argc, char **argv)
                 return 1;
         }
         bench_queries(path, t_end, raw);
+        if (pg && pg_load(path, uri) == 0)
+            query_set(uri, t_end, raw);
         if (!keep && !reuse) {
             for (int k = 0; k < 3; k++) {
                 const char *sfx[] = {"", "-wal", "-shm"};

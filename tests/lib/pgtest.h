@@ -1,0 +1,29 @@
+/*
+ * pgtest: a private PostgreSQL cluster for the tests, started by the test
+ * itself: initdb into a fresh temp dir (as the user "postgres", else
+ * "nobody", via runuser when we are root, as CI runs), a free port on
+ * 127.0.0.1, fsync off, trust authentication on that port only; stopped
+ * and removed by pgt_stop (also at exit).  Needs the Debian server
+ * binaries (/usr/lib/postgresql/N/bin); without them pgt_start returns
+ * -1 and says why.  Every command is bounded (pg_ctl -t).
+ */
+#ifndef LLMUX_TEST_PGTEST_H
+#define LLMUX_TEST_PGTEST_H
+
+#include <stddef.h>
+
+/* Starts the cluster; 0 on success. */
+int pgt_start(void);
+/* Creates database name; writes its URI ("postgres://llmux@127.0.0.1:PORT/
+ * name") into uri.  0 on success. */
+int pgt_createdb(const char *name, char *uri, size_t urilen);
+/* Runs one SQL statement with psql on database name; 0 on success.  With
+ * out, the first line of its unaligned output goes there. */
+int pgt_sql(const char *name, const char *sql, char *out, size_t outlen);
+/* pg_ctl stop -m fast / start (same port and data), for outage tests. */
+int pgt_server_stop(void);
+int pgt_server_start(void);
+/* Stops the cluster and removes its directory (idempotent). */
+void pgt_stop(void);
+
+#endif
