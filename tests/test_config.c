@@ -486,7 +486,7 @@ test_errors_providers(void)
                  "\"opena1\"", "providers.p.kind",
                  "unknown provider kind 'opena1' (did you mean 'openai'?)");
     PROVIDER_ERR("\"kind\": \"grpc\"", "\"grpc\"", "providers.p.kind",
-                 "expected openai or local");
+                 "expected openai, anthropic, gemini or local");
     PROVIDER_ERR("\"models\": [\"gpt-4.1\"]", "{\"models", "providers.p.kind",
                  "missing required key");
     PROVIDER_ERR("\"kind\": \"openai\", \"base_url\": \"ftp://h\", "
