@@ -592,7 +592,8 @@ cfg_listen_parse(const char *s, char **host, int *port)
 enum gx_status
 cfg_failover_defaults(struct cfg_failover *f)
 {
-    static const int retry[] = {408, 409, 429, 500, 502, 503, 504};
+    /* 529: Anthropic's "overloaded", a temporary state like 503. */
+    static const int retry[] = {408, 409, 429, 500, 502, 503, 504, 529};
     size_t n = sizeof(retry) / sizeof(retry[0]);
     f->retry_on_status = malloc(sizeof(retry));
     if (!f->retry_on_status)

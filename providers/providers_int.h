@@ -103,6 +103,8 @@ struct pv_call {
 /* Ops of each kind (one file each). */
 extern const struct pv_ops pv_openai_ops;
 extern const struct pv_ops pv_local_ops; /* providers/local.c */
+extern const struct pv_ops pv_anthropic_ops; /* providers/anthropic.c */
+extern const struct pv_ops pv_gemini_ops;    /* providers/gemini.c */
 
 /* registry.c: the kind for a provider, NULL when none is built in. */
 const struct pv_ops *pv_ops_for(enum cfg_kind kind);
@@ -173,5 +175,118 @@ void pv_usage_clamp(struct pv_usage *u);
  * cannot be sure of matching (invalid UTF-8, very deep nesting) or on out
  * of memory: then use json_dumps. */
 char *pv_json_dump_compact(const json_t *j, size_t *len);
+
+/*
+ * The native kinds (native.c shared, anthropic.c, gemini.c): the client's
+ * OpenAI chat request is translated into the upstream's own API, and the
+ * upstream's answer, stream and errors back into OpenAI chat shapes, so
+ * callers see what an "openai" kind gives (pv_result.body an OpenAI
+ * chat.completion, on_event OpenAI chunks then "[DONE]", error bodies
+ * {"error":{"message","type","param","code"}}).  The translations are
+ * pure functions, unit-tested apart from HTTP.
+ *
+ * Translation results: PV_X_OK; PV_X_REFUSE (the request has a parameter
+ * this kind cannot express, or a bad value: msg names it, the client gets
+ * a 400); PV_X_NOMEM.
+ */
+enum { PV_X_OK = 0, PV_X_REFUSE = -1, PV_X_NOMEM = -2 };
+
+/* Stream translation state, one per call (zeroed at start). */
+#define PV_X_MAX_BLOCKS 512
+struct pv_xstream {
+    char id[96];
+    char model[128];
+    int64_t created;
+    int started;          /* the role chunk went out */
+    int n_tools;          /* tool calls started */
+    int block_tool[PV_X_MAX_BLOCKS]; /* anthropic: block -> tool index + 1 */
+    const char *finish;   /* finish_reason, once known */
+    int complete;         /* the upstream ended the answer properly */
+    struct pv_usage usage;
+};
+/* Hands one OpenAI chunk on (reference stolen).  0, or -1 (stop). */
+typedef int (*pv_xemit)(void *ud, json_t *chunk);
+/* Stream event results (besides 0 = go on). */
+enum { PV_XS_DONE = 1, PV_XS_UPSTREAM_ERROR = -1, PV_XS_MALFORMED = -2,
+       PV_XS_EMIT = -3 };
+
+/* anthropic.c.  max_tokens is required by the Messages API: when the
+ * client gives neither max_tokens nor max_completion_tokens this is sent. */
+#define PV_ANTH_DEFAULT_MAX_TOKENS 4096
+#define PV_ANTH_VERSION "2023-06-01"
+int pv_anth_request(const json_t *oa, const char *upstream, int stream,
+                    json_t **out, char *msg, size_t len);
+/* The OpenAI chat.completion for a Messages answer (new reference), usage
+ * in *u; NULL with a reason in why when up is not a message. */
+json_t *pv_anth_answer(const json_t *up, struct pv_usage *u, char *why,
+                       size_t len);
+/* One SSE event (type from its event field or its data's "type"). */
+int pv_anth_event(struct pv_xstream *s, const char *type, const json_t *ev,
+                  pv_xemit emit, void *ud, char *why, size_t len);
+
+/* gemini.c */
+int pv_gem_request(const json_t *oa, int stream, json_t **out, char *msg,
+                   size_t len);
+json_t *pv_gem_answer(const json_t *up, struct pv_usage *u, char *why,
+                      size_t len);
+/* One streamGenerateContent chunk (a GenerateContentResponse). */
+int pv_gem_event(struct pv_xstream *s, const char *type, const json_t *ev,
+                 pv_xemit emit, void *ud, char *why, size_t len);
+
+/* native.c: shared pieces. */
+/* {"id","object":"chat.completion.chunk","created","model","choices":
+ * [{"index":0,"delta":delta,"finish_reason":finish|null}]}; delta stolen.
+ * The first call also sends the role chunk first (through emit). */
+int pv_x_emit_delta(struct pv_xstream *s, json_t *delta, const char *finish,
+                    pv_xemit emit, void *ud);
+/* OpenAI usage object for u (prompt_tokens_details.cached_tokens,
+ * completion_tokens_details.reasoning_tokens, and cache_write_tokens in
+ * prompt_tokens_details when nonzero). */
+json_t *pv_x_usage_json(const struct pv_usage *u);
+/* The usage-only chunk ("choices":[]) that closes an OpenAI stream. */
+json_t *pv_x_usage_chunk(const struct pv_xstream *s);
+/* The OpenAI chat.completion around one message (stolen). */
+json_t *pv_x_completion(const char *id, const char *model, json_t *message,
+                        const char *finish, const struct pv_usage *u);
+/* The upstream's error body (Anthropic or Google shape, or anything) as an
+ * OpenAI error body; malloc'd, NUL-terminated. */
+char *pv_x_error_body(const char *body, size_t len, int status,
+                      size_t *out_len);
+/* Message text of an OpenAI content (string, or array of text parts);
+ * NULL when it has a part that is not text. */
+char *pv_x_content_text(const json_t *content);
+/* Splits a data: URL ("data:image/png;base64,AAAA") into a mime type
+ * and the base64 data; 0 on success. */
+int pv_x_data_url(const char *url, char *mime, size_t mime_len,
+                  const char **data);
+/* Appends "name" to a comma-separated list of refused parameters. */
+void pv_x_refuse_add(char *list, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* How a native kind plugs into native.c's HTTP glue. */
+struct pv_xkind {
+    const struct pv_ops *ops;
+    const char *name; /* "anthropic" */
+    json_t *(*answer)(const json_t *up, struct pv_usage *u, char *why,
+                      size_t len);
+    int (*event)(struct pv_xstream *s, const char *type, const json_t *ev,
+                 pv_xemit emit, void *ud, char *why, size_t len);
+    /* Gemini: no end marker; a stream that reached a finishReason is
+     * complete when the upstream closes it. */
+    int complete_at_eof;
+};
+
+/* Starts a native call: POST json body (stolen) to url with the key in
+ * key_header and the extra header (may be NULL) unless the provider's own
+ * headers set it.  refusal != NULL: no request is sent; the call ends
+ * (from the event loop, never inside this function) with status 400 and
+ * an OpenAI error naming the refused parameters. */
+enum gx_status pv_x_start(struct pv_loop *loop, const struct pv_request *req,
+                          const struct pv_callbacks *cb,
+                          const struct pv_xkind *k, const char *url,
+                          const char *key_header, const char *extra_name,
+                          const char *extra_value, json_t *body,
+                          const char *refusal, struct pv_call **out,
+                          char *err, size_t errlen);
 
 #endif
