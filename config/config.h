@@ -107,7 +107,7 @@ struct cfg_route {
 
 struct cfg_failover {
     int max_attempts;     /* default 3 */
-    int *retry_on_status; /* default 408 409 429 500 502 503 504 */
+    int *retry_on_status; /* default 408 409 429 500 502 503 504 529 */
     size_t n_retry_on_status;
     int backoff_ms;          /* default 50 */
     int hedge_after_ms;      /* default 0 (off) */
