@@ -60,23 +60,6 @@ is_set(const json_t *v)
 
 /* ---- request ------------------------------------------------------------ */
 
-/* Appends block to the last turn when it has role, else a new turn. */
-static int
-turn_add(json_t *turns, const char *role, json_t *block)
-{
-    if (!block)
-        return -1;
-    size_t n = json_array_size(turns);
-    json_t *last = n ? json_array_get(turns, n - 1) : NULL;
-    const json_t *lr = json_object_get(last, "role");
-    if (last && json_is_string(lr) && !strcmp(json_string_value(lr), role))
-        return json_array_append_new(json_object_get(last, "content"), block);
-    json_t *t = json_pack("{s:s,s:[o]}", "role", role, "content", block);
-    if (!t)
-        return -1;
-    return json_array_append_new(turns, t);
-}
-
 static json_t *
 text_block(const char *s)
 {
@@ -114,19 +97,6 @@ user_part(const json_t *part, size_t i, size_t j, char *refused, size_t rlen)
     return NULL;
 }
 
-/* Field names a message of role may carry (null values always pass). */
-static int
-msg_key_ok(const char *role, const char *key)
-{
-    if (!strcmp(key, "role") || !strcmp(key, "content"))
-        return 1;
-    if (!strcmp(role, "assistant"))
-        return !strcmp(key, "tool_calls") || !strcmp(key, "refusal");
-    if (!strcmp(role, "tool"))
-        return !strcmp(key, "tool_call_id");
-    return 0;
-}
-
 static int
 add_messages(const json_t *msgs, json_t *system, json_t *turns,
              char *refused, size_t rlen)
@@ -136,11 +106,7 @@ add_messages(const json_t *msgs, json_t *system, json_t *turns,
     json_array_foreach(msgs, i, m) {
         const char *role = json_string_value(json_object_get(m, "role"));
         const json_t *content = json_object_get(m, "content");
-        const char *key;
-        json_t *val;
-        json_object_foreach((json_t *)m, key, val)
-            if (is_set(val) && !msg_key_ok(role, key))
-                pv_x_refuse_add(refused, rlen, "messages[%zu].%s", i, key);
+        pv_x_refuse_msg_fields(m, i, refused, rlen);
         if (!strcmp(role, "system") || !strcmp(role, "developer")) {
             char *t = pv_x_content_text(content);
             if (!t) {
@@ -153,7 +119,7 @@ add_messages(const json_t *msgs, json_t *system, json_t *turns,
                 return PV_X_NOMEM;
         } else if (!strcmp(role, "user")) {
             if (json_is_string(content)) {
-                if (turn_add(turns, "user",
+                if (pv_x_turn_add(turns, "user", "content",
                              text_block(json_string_value(content))))
                     return PV_X_NOMEM;
                 continue;
@@ -162,7 +128,7 @@ add_messages(const json_t *msgs, json_t *system, json_t *turns,
             const json_t *part;
             json_array_foreach(content, j, part) {
                 json_t *b = user_part(part, i, j, refused, rlen);
-                if (b && turn_add(turns, "user", b))
+                if (b && pv_x_turn_add(turns, "user", "content", b))
                     return PV_X_NOMEM;
             }
         } else if (!strcmp(role, "assistant")) {
@@ -171,7 +137,7 @@ add_messages(const json_t *msgs, json_t *system, json_t *turns,
                 pv_x_refuse_add(refused, rlen, "messages[%zu].content", i);
                 continue;
             }
-            int rc = *t ? turn_add(turns, "assistant", text_block(t)) : 0;
+            int rc = *t ? pv_x_turn_add(turns, "assistant", "content", text_block(t)) : 0;
             free(t);
             if (rc)
                 return PV_X_NOMEM;
@@ -179,15 +145,10 @@ add_messages(const json_t *msgs, json_t *system, json_t *turns,
             size_t j;
             const json_t *tc;
             json_array_foreach(tcs, j, tc) {
-                const json_t *fn = json_object_get(tc, "function");
                 const json_t *id = json_object_get(tc, "id");
-                const json_t *name = json_object_get(fn, "name");
-                const json_t *args = json_object_get(fn, "arguments");
-                const char *as = json_is_string(args) ? json_string_value(args)
-                                                      : "";
-                json_t *input = *as ? json_loads(as, 0, NULL) : json_object();
-                if (!json_is_string(id) || !json_is_string(name) ||
-                    !json_is_object(input)) {
+                const char *name = NULL;
+                json_t *input = pv_x_tool_args(tc, &name);
+                if (!json_is_string(id) || !input) {
                     pv_x_refuse_add(refused, rlen,
                                     "messages[%zu].tool_calls[%zu] (needs "
                                     "id, function.name and arguments that "
@@ -196,11 +157,10 @@ add_messages(const json_t *msgs, json_t *system, json_t *turns,
                     json_decref(input);
                     continue;
                 }
-                if (turn_add(turns, "assistant",
+                if (pv_x_turn_add(turns, "assistant", "content",
                              json_pack("{s:s,s:s,s:s,s:o}", "type", "tool_use",
                                        "id", json_string_value(id), "name",
-                                       json_string_value(name), "input",
-                                       input)))
+                                       name, "input", input)))
                     return PV_X_NOMEM;
             }
         } else if (!strcmp(role, "tool")) {
@@ -214,7 +174,7 @@ add_messages(const json_t *msgs, json_t *system, json_t *turns,
                 free(t);
                 continue;
             }
-            int rc = turn_add(turns, "user",
+            int rc = pv_x_turn_add(turns, "user", "content",
                               json_pack("{s:s,s:s,s:s}", "type", "tool_result",
                                         "tool_use_id", json_string_value(id),
                                         "content", t));
@@ -275,32 +235,12 @@ pv_anth_request(const json_t *oa, const char *upstream, int stream,
                 json_t **out, char *msg, size_t len)
 {
     char refused[512] = "";
-    const char *key;
-    json_t *val;
-    json_object_foreach((json_t *)oa, key, val) {
-        if (!is_set(val))
-            continue;
-        int ok = 0;
-        for (size_t k = 0; anth_keys[k] && !ok; k++)
-            ok = !strcmp(key, anth_keys[k]);
-        if (!ok)
-            pv_x_refuse_add(refused, sizeof(refused), "%s", key);
-    }
-    const json_t *n = json_object_get(oa, "n");
-    if (is_set(n) && json_integer_value(n) != 1)
-        pv_x_refuse_add(refused, sizeof(refused), "n (only 1)");
-
+    pv_x_refuse_keys(oa, anth_keys, refused, sizeof(refused));
     json_t *body = json_object(), *system = json_array(), *turns = json_array();
     int rc = PV_X_NOMEM;
     if (!body || !system || !turns)
         goto out;
-    json_int_t mt = 0;
-    const json_t *a = json_object_get(oa, "max_tokens");
-    const json_t *b = json_object_get(oa, "max_completion_tokens");
-    if (json_is_integer(a))
-        mt = json_integer_value(a);
-    if (json_is_integer(b) && json_integer_value(b) > mt)
-        mt = json_integer_value(b);
+    int64_t mt = pv_x_max_tokens(oa);
     if (mt <= 0)
         mt = PV_ANTH_DEFAULT_MAX_TOKENS;
     json_object_set_new(body, "model", json_string(upstream));
@@ -385,17 +325,7 @@ pv_anth_request(const json_t *oa, const char *upstream, int stream,
 out:
     json_decref(system);
     json_decref(turns);
-    if (rc == PV_X_OK && refused[0]) {
-        snprintf(msg, len, "Unsupported by provider kind anthropic: %s.",
-                 refused);
-        rc = PV_X_REFUSE;
-    }
-    if (rc != PV_X_OK) {
-        json_decref(body);
-        body = NULL;
-        if (rc == PV_X_NOMEM)
-            snprintf(msg, len, "out of memory");
-    }
+    rc = pv_x_request_end(rc, "anthropic", refused, &body, msg, len);
     *out = body;
     return rc;
 }
@@ -417,13 +347,6 @@ finish_of(const char *stop_reason)
     return "stop"; /* end_turn, stop_sequence, pause_turn */
 }
 
-static int64_t
-num(const json_t *o, const char *k)
-{
-    const json_t *v = json_object_get(o, k);
-    return json_is_number(v) ? pv_usage_num(json_number_value(v)) : 0;
-}
-
 /* Reads a Messages usage object into u (present fields only). */
 static void
 usage_read(const json_t *us, struct pv_usage *u)
@@ -431,15 +354,15 @@ usage_read(const json_t *us, struct pv_usage *u)
     if (!json_is_object(us))
         return;
     int64_t in = json_object_get(us, "input_tokens")
-                     ? num(us, "input_tokens")
+                     ? pv_x_num(us, "input_tokens")
                      : u->prompt_tokens - u->cached_tokens -
                            u->cache_write_tokens;
     if (json_object_get(us, "cache_read_input_tokens"))
-        u->cached_tokens = num(us, "cache_read_input_tokens");
+        u->cached_tokens = pv_x_num(us, "cache_read_input_tokens");
     if (json_object_get(us, "cache_creation_input_tokens"))
-        u->cache_write_tokens = num(us, "cache_creation_input_tokens");
+        u->cache_write_tokens = pv_x_num(us, "cache_creation_input_tokens");
     if (json_object_get(us, "output_tokens"))
-        u->completion_tokens = num(us, "output_tokens");
+        u->completion_tokens = pv_x_num(us, "output_tokens");
     int64_t p = in;
     if (__builtin_add_overflow(p, u->cached_tokens, &p) ||
         __builtin_add_overflow(p, u->cache_write_tokens, &p))

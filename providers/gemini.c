@@ -65,22 +65,6 @@ is_set(const json_t *v)
 
 /* ---- request ------------------------------------------------------------ */
 
-static int
-content_add(json_t *contents, const char *role, json_t *part)
-{
-    if (!part)
-        return -1;
-    size_t n = json_array_size(contents);
-    json_t *last = n ? json_array_get(contents, n - 1) : NULL;
-    const json_t *lr = json_object_get(last, "role");
-    if (last && json_is_string(lr) && !strcmp(json_string_value(lr), role))
-        return json_array_append_new(json_object_get(last, "parts"), part);
-    json_t *c = json_pack("{s:s,s:[o]}", "role", role, "parts", part);
-    if (!c)
-        return -1;
-    return json_array_append_new(contents, c);
-}
-
 static json_t *
 text_part(const char *s)
 {
@@ -107,18 +91,6 @@ call_name(const json_t *msgs, size_t before, const char *id)
 }
 
 static int
-msg_key_ok(const char *role, const char *key)
-{
-    if (!strcmp(key, "role") || !strcmp(key, "content"))
-        return 1;
-    if (!strcmp(role, "assistant"))
-        return !strcmp(key, "tool_calls") || !strcmp(key, "refusal");
-    if (!strcmp(role, "tool"))
-        return !strcmp(key, "tool_call_id");
-    return 0;
-}
-
-static int
 add_messages(const json_t *msgs, json_t *system, json_t *contents,
              char *refused, size_t rlen)
 {
@@ -127,11 +99,7 @@ add_messages(const json_t *msgs, json_t *system, json_t *contents,
     json_array_foreach(msgs, i, m) {
         const char *role = json_string_value(json_object_get(m, "role"));
         const json_t *content = json_object_get(m, "content");
-        const char *key;
-        json_t *val;
-        json_object_foreach((json_t *)m, key, val)
-            if (is_set(val) && !msg_key_ok(role, key))
-                pv_x_refuse_add(refused, rlen, "messages[%zu].%s", i, key);
+        pv_x_refuse_msg_fields(m, i, refused, rlen);
         if (!strcmp(role, "system") || !strcmp(role, "developer")) {
             char *t = pv_x_content_text(content);
             if (!t) {
@@ -144,7 +112,7 @@ add_messages(const json_t *msgs, json_t *system, json_t *contents,
                 return PV_X_NOMEM;
         } else if (!strcmp(role, "user")) {
             if (json_is_string(content)) {
-                if (content_add(contents, "user",
+                if (pv_x_turn_add(contents, "user", "parts",
                                 text_part(json_string_value(content))))
                     return PV_X_NOMEM;
                 continue;
@@ -182,7 +150,7 @@ add_messages(const json_t *msgs, json_t *system, json_t *contents,
                                     i, j, ty ? ty : "?");
                     continue;
                 }
-                if (content_add(contents, "user", p))
+                if (pv_x_turn_add(contents, "user", "parts", p))
                     return PV_X_NOMEM;
             }
         } else if (!strcmp(role, "assistant")) {
@@ -191,32 +159,26 @@ add_messages(const json_t *msgs, json_t *system, json_t *contents,
                 pv_x_refuse_add(refused, rlen, "messages[%zu].content", i);
                 continue;
             }
-            int rc = *t ? content_add(contents, "model", text_part(t)) : 0;
+            int rc = *t ? pv_x_turn_add(contents, "model", "parts", text_part(t)) : 0;
             free(t);
             if (rc)
                 return PV_X_NOMEM;
             size_t j;
             const json_t *tc;
             json_array_foreach(json_object_get(m, "tool_calls"), j, tc) {
-                const json_t *fn = json_object_get(tc, "function");
-                const json_t *name = json_object_get(fn, "name");
-                const json_t *args = json_object_get(fn, "arguments");
-                const char *as = json_is_string(args) ? json_string_value(args)
-                                                      : "";
-                json_t *a = *as ? json_loads(as, 0, NULL) : json_object();
-                if (!json_is_string(name) || !json_is_object(a)) {
+                const char *name = NULL;
+                json_t *a = pv_x_tool_args(tc, &name);
+                if (!a) {
                     pv_x_refuse_add(refused, rlen,
                                     "messages[%zu].tool_calls[%zu] (needs "
                                     "function.name and arguments that are a "
                                     "JSON object)",
                                     i, j);
-                    json_decref(a);
                     continue;
                 }
-                if (content_add(contents, "model",
+                if (pv_x_turn_add(contents, "model", "parts",
                                 json_pack("{s:{s:s,s:o}}", "functionCall",
-                                          "name", json_string_value(name),
-                                          "args", a)))
+                                          "name", name, "args", a)))
                     return PV_X_NOMEM;
             }
         } else if (!strcmp(role, "tool")) {
@@ -233,7 +195,7 @@ add_messages(const json_t *msgs, json_t *system, json_t *contents,
                 free(t);
                 continue;
             }
-            int rc = content_add(contents, "user",
+            int rc = pv_x_turn_add(contents, "user", "parts",
                                  json_pack("{s:{s:s,s:{s:s}}}",
                                            "functionResponse", "name", name,
                                            "response", "content", t));
@@ -257,13 +219,7 @@ static const char *const gem_keys[] = {
 static int
 gen_config(const json_t *oa, json_t *gc, char *refused, size_t rlen)
 {
-    json_int_t mt = 0;
-    const json_t *a = json_object_get(oa, "max_tokens");
-    const json_t *b = json_object_get(oa, "max_completion_tokens");
-    if (json_is_integer(a))
-        mt = json_integer_value(a);
-    if (json_is_integer(b) && json_integer_value(b) > mt)
-        mt = json_integer_value(b);
+    int64_t mt = pv_x_max_tokens(oa);
     if (mt > 0)
         json_object_set_new(gc, "maxOutputTokens", json_integer(mt));
     static const char *const map[][2] = {
@@ -391,20 +347,7 @@ pv_gem_request(const json_t *oa, int stream, json_t **out, char *msg,
 {
     (void)stream; /* the method in the URL says it */
     char refused[512] = "";
-    const char *key;
-    json_t *val;
-    json_object_foreach((json_t *)oa, key, val) {
-        if (!is_set(val))
-            continue;
-        int ok = 0;
-        for (size_t k = 0; gem_keys[k] && !ok; k++)
-            ok = !strcmp(key, gem_keys[k]);
-        if (!ok)
-            pv_x_refuse_add(refused, sizeof(refused), "%s", key);
-    }
-    const json_t *n = json_object_get(oa, "n");
-    if (is_set(n) && json_integer_value(n) != 1)
-        pv_x_refuse_add(refused, sizeof(refused), "n (only 1)");
+    pv_x_refuse_keys(oa, gem_keys, refused, sizeof(refused));
     json_t *body = json_object(), *system = json_array(),
            *contents = json_array(), *gc = json_object();
     int rc = PV_X_NOMEM;
@@ -429,17 +372,7 @@ out:
     json_decref(system);
     json_decref(contents);
     json_decref(gc);
-    if (rc == PV_X_OK && refused[0]) {
-        snprintf(msg, len, "Unsupported by provider kind gemini: %s.",
-                 refused);
-        rc = PV_X_REFUSE;
-    }
-    if (rc != PV_X_OK) {
-        json_decref(body);
-        body = NULL;
-        if (rc == PV_X_NOMEM)
-            snprintf(msg, len, "out of memory");
-    }
+    rc = pv_x_request_end(rc, "gemini", refused, &body, msg, len);
     *out = body;
     return rc;
 }
@@ -462,27 +395,20 @@ finish_of(const char *r, int tools)
     return tools ? "tool_calls" : "stop";
 }
 
-static int64_t
-num(const json_t *o, const char *k)
-{
-    const json_t *v = json_object_get(o, k);
-    return json_is_number(v) ? pv_usage_num(json_number_value(v)) : 0;
-}
-
 static void
 usage_read(const json_t *um, struct pv_usage *u)
 {
     if (!json_is_object(um))
         return;
-    int64_t p = num(um, "promptTokenCount"), c = num(um, "candidatesTokenCount");
-    int64_t th = num(um, "thoughtsTokenCount");
-    if (__builtin_add_overflow(p, num(um, "toolUsePromptTokenCount"), &p))
+    int64_t p = pv_x_num(um, "promptTokenCount"), c = pv_x_num(um, "candidatesTokenCount");
+    int64_t th = pv_x_num(um, "thoughtsTokenCount");
+    if (__builtin_add_overflow(p, pv_x_num(um, "toolUsePromptTokenCount"), &p))
         p = INT64_MAX;
     if (__builtin_add_overflow(c, th, &c))
         c = INT64_MAX;
     u->have = 1;
     u->prompt_tokens = p;
-    u->cached_tokens = num(um, "cachedContentTokenCount");
+    u->cached_tokens = pv_x_num(um, "cachedContentTokenCount");
     u->cache_write_tokens = 0;
     u->completion_tokens = c;
     u->reasoning_tokens = th;

@@ -262,6 +262,123 @@ pv_x_refuse_add(char *list, size_t len, const char *fmt, ...)
     va_end(ap);
 }
 
+static int
+msg_key_ok(const char *role, const char *key)
+{
+    if (!strcmp(key, "role") || !strcmp(key, "content"))
+        return 1;
+    /* reasoning_content (what llmux answers thinking with) comes back
+     * in histories; it is left out: without the upstream's signature it
+     * cannot be replayed, and both APIs drop earlier turns' thinking. */
+    if (!strcmp(role, "assistant"))
+        return !strcmp(key, "tool_calls") || !strcmp(key, "refusal") ||
+               !strcmp(key, "reasoning_content");
+    if (!strcmp(role, "tool"))
+        return !strcmp(key, "tool_call_id");
+    return 0;
+}
+
+void
+pv_x_refuse_msg_fields(const json_t *m, size_t i, char *refused, size_t rlen)
+{
+    const char *role = json_string_value(json_object_get(m, "role"));
+    const char *key;
+    json_t *val;
+    json_object_foreach((json_t *)m, key, val)
+        if (!json_is_null(val) && !msg_key_ok(role ? role : "", key))
+            pv_x_refuse_add(refused, rlen, "messages[%zu].%s", i, key);
+}
+
+void
+pv_x_refuse_keys(const json_t *oa, const char *const *known, char *refused,
+                 size_t rlen)
+{
+    const char *key;
+    json_t *val;
+    json_object_foreach((json_t *)oa, key, val) {
+        if (json_is_null(val))
+            continue;
+        int ok = 0;
+        for (size_t k = 0; known[k] && !ok; k++)
+            ok = !strcmp(key, known[k]);
+        if (!ok)
+            pv_x_refuse_add(refused, rlen, "%s", key);
+    }
+    const json_t *n = json_object_get(oa, "n");
+    if (n && !json_is_null(n) && json_integer_value(n) != 1)
+        pv_x_refuse_add(refused, rlen, "n (only 1)");
+}
+
+int64_t
+pv_x_max_tokens(const json_t *oa)
+{
+    json_int_t mt = 0;
+    const json_t *a = json_object_get(oa, "max_tokens");
+    const json_t *b = json_object_get(oa, "max_completion_tokens");
+    if (json_is_integer(a))
+        mt = json_integer_value(a);
+    if (json_is_integer(b) && json_integer_value(b) > mt)
+        mt = json_integer_value(b);
+    return mt > 0 ? (int64_t)mt : 0;
+}
+
+int
+pv_x_turn_add(json_t *turns, const char *role, const char *field,
+              json_t *part)
+{
+    if (!part)
+        return -1;
+    size_t n = json_array_size(turns);
+    json_t *last = n ? json_array_get(turns, n - 1) : NULL;
+    const json_t *lr = json_object_get(last, "role");
+    if (last && json_is_string(lr) && !strcmp(json_string_value(lr), role))
+        return json_array_append_new(json_object_get(last, field), part);
+    json_t *t = json_pack("{s:s,s:[o]}", "role", role, field, part);
+    if (!t)
+        return -1;
+    return json_array_append_new(turns, t);
+}
+
+json_t *
+pv_x_tool_args(const json_t *tc, const char **name)
+{
+    const json_t *fn = json_object_get(tc, "function");
+    const json_t *args = json_object_get(fn, "arguments");
+    const char *as = json_is_string(args) ? json_string_value(args) : "";
+    *name = json_string_value(json_object_get(fn, "name"));
+    json_t *a = *as ? json_loads(as, 0, NULL) : json_object();
+    if (!*name || !json_is_object(a)) {
+        json_decref(a);
+        return NULL;
+    }
+    return a;
+}
+
+int
+pv_x_request_end(int rc, const char *kind, const char *refused, json_t **body,
+                 char *msg, size_t len)
+{
+    if (rc == PV_X_OK && refused[0]) {
+        snprintf(msg, len, "Unsupported by provider kind %s: %s.", kind,
+                 refused);
+        rc = PV_X_REFUSE;
+    }
+    if (rc != PV_X_OK) {
+        json_decref(*body);
+        *body = NULL;
+        if (rc == PV_X_NOMEM)
+            snprintf(msg, len, "out of memory");
+    }
+    return rc;
+}
+
+int64_t
+pv_x_num(const json_t *o, const char *k)
+{
+    const json_t *v = json_object_get(o, k);
+    return json_is_number(v) ? pv_usage_num(json_number_value(v)) : 0;
+}
+
 /* ---- the HTTP glue ------------------------------------------------------ */
 
 struct x_call {

@@ -263,6 +263,31 @@ int pv_x_data_url(const char *url, char *mime, size_t mime_len,
 void pv_x_refuse_add(char *list, size_t len, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* Request pieces both kinds translate alike.  Refusals: every top-level
+ * key not in known (a NULL-terminated list) and an n other than 1; every
+ * field of message i its role cannot carry (nulls count as absent). */
+void pv_x_refuse_keys(const json_t *oa, const char *const *known,
+                      char *refused, size_t rlen);
+void pv_x_refuse_msg_fields(const json_t *m, size_t i, char *refused,
+                            size_t rlen);
+/* The larger of max_tokens and max_completion_tokens; 0 when neither. */
+int64_t pv_x_max_tokens(const json_t *oa);
+/* Appends part (stolen) to the array field of the last turn when that
+ * turn has role, else to a new turn {role, field: [part]}.  0 or -1. */
+int pv_x_turn_add(json_t *turns, const char *role, const char *field,
+                  json_t *part);
+/* An assistant tool call's parsed arguments (new reference; "" is {})
+ * and its function name; NULL unless both are there and the arguments
+ * are a JSON object. */
+json_t *pv_x_tool_args(const json_t *tc, const char **name);
+/* Ends a translation: a non-empty refused list turns PV_X_OK into
+ * PV_X_REFUSE with "Unsupported by provider kind KIND: LIST." in msg; on
+ * any failure *body is freed and NULL.  Returns the result. */
+int pv_x_request_end(int rc, const char *kind, const char *refused,
+                     json_t **body, char *msg, size_t len);
+/* A usage count member of o (pv_usage_num), 0 when absent. */
+int64_t pv_x_num(const json_t *o, const char *k);
+
 /* How a native kind plugs into native.c's HTTP glue. */
 struct pv_xkind {
     const struct pv_ops *ops;
