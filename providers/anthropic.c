@@ -97,97 +97,38 @@ user_part(const json_t *part, size_t i, size_t j, char *refused, size_t rlen)
     return NULL;
 }
 
-static int
-add_messages(const json_t *msgs, json_t *system, json_t *turns,
-             char *refused, size_t rlen)
+static json_t *
+tool_use(const json_t *tc, const char *name, json_t *args, size_t i, size_t j,
+         char *refused, size_t rlen)
 {
-    size_t i;
-    const json_t *m;
-    json_array_foreach(msgs, i, m) {
-        const char *role = json_string_value(json_object_get(m, "role"));
-        const json_t *content = json_object_get(m, "content");
-        pv_x_refuse_msg_fields(m, i, refused, rlen);
-        if (!strcmp(role, "system") || !strcmp(role, "developer")) {
-            char *t = pv_x_content_text(content);
-            if (!t) {
-                pv_x_refuse_add(refused, rlen, "messages[%zu].content", i);
-                continue;
-            }
-            int rc = json_array_append_new(system, text_block(t));
-            free(t);
-            if (rc)
-                return PV_X_NOMEM;
-        } else if (!strcmp(role, "user")) {
-            if (json_is_string(content)) {
-                if (pv_x_turn_add(turns, "user", "content",
-                             text_block(json_string_value(content))))
-                    return PV_X_NOMEM;
-                continue;
-            }
-            size_t j;
-            const json_t *part;
-            json_array_foreach(content, j, part) {
-                json_t *b = user_part(part, i, j, refused, rlen);
-                if (b && pv_x_turn_add(turns, "user", "content", b))
-                    return PV_X_NOMEM;
-            }
-        } else if (!strcmp(role, "assistant")) {
-            char *t = pv_x_content_text(content);
-            if (!t) {
-                pv_x_refuse_add(refused, rlen, "messages[%zu].content", i);
-                continue;
-            }
-            int rc = *t ? pv_x_turn_add(turns, "assistant", "content", text_block(t)) : 0;
-            free(t);
-            if (rc)
-                return PV_X_NOMEM;
-            const json_t *tcs = json_object_get(m, "tool_calls");
-            size_t j;
-            const json_t *tc;
-            json_array_foreach(tcs, j, tc) {
-                const json_t *id = json_object_get(tc, "id");
-                const char *name = NULL;
-                json_t *input = pv_x_tool_args(tc, &name);
-                if (!json_is_string(id) || !input) {
-                    pv_x_refuse_add(refused, rlen,
-                                    "messages[%zu].tool_calls[%zu] (needs "
-                                    "id, function.name and arguments that "
-                                    "are a JSON object)",
-                                    i, j);
-                    json_decref(input);
-                    continue;
-                }
-                if (pv_x_turn_add(turns, "assistant", "content",
-                             json_pack("{s:s,s:s,s:s,s:o}", "type", "tool_use",
-                                       "id", json_string_value(id), "name",
-                                       name, "input", input)))
-                    return PV_X_NOMEM;
-            }
-        } else if (!strcmp(role, "tool")) {
-            const json_t *id = json_object_get(m, "tool_call_id");
-            char *t = pv_x_content_text(content);
-            if (!t || !json_is_string(id)) {
-                pv_x_refuse_add(refused, rlen,
-                                "messages[%zu] (a tool message needs "
-                                "tool_call_id and text content)",
-                                i);
-                free(t);
-                continue;
-            }
-            int rc = pv_x_turn_add(turns, "user", "content",
-                              json_pack("{s:s,s:s,s:s}", "type", "tool_result",
-                                        "tool_use_id", json_string_value(id),
-                                        "content", t));
-            free(t);
-            if (rc)
-                return PV_X_NOMEM;
-        } else {
-            pv_x_refuse_add(refused, rlen, "messages[%zu].role ('%s')", i,
-                            role);
-        }
+    const char *id = json_string_value(json_object_get(tc, "id"));
+    if (!id) {
+        pv_x_refuse_add(refused, rlen, "messages[%zu].tool_calls[%zu].id", i,
+                        j);
+        json_decref(args);
+        return NULL;
     }
-    return PV_X_OK;
+    return json_pack("{s:s,s:s,s:s,s:o}", "type", "tool_use", "id", id,
+                     "name", name, "input", args);
 }
+
+static json_t *
+tool_result(const json_t *msgs, size_t i, const char *id, const char *text)
+{
+    (void)msgs;
+    (void)i;
+    return json_pack("{s:s,s:s,s:s}", "type", "tool_result", "tool_use_id",
+                     id, "content", text);
+}
+
+static const struct pv_x_msgs_ops anth_msgs = {
+    .field = "content",
+    .assistant_role = "assistant",
+    .text = text_block,
+    .user_part = user_part,
+    .tool_call = tool_use,
+    .tool_result = tool_result,
+};
 
 static json_t *
 tool_choice(const json_t *tc, const json_t *ptc, char *refused, size_t rlen)
@@ -245,8 +186,9 @@ pv_anth_request(const json_t *oa, const char *upstream, int stream,
         mt = PV_ANTH_DEFAULT_MAX_TOKENS;
     json_object_set_new(body, "model", json_string(upstream));
     json_object_set_new(body, "max_tokens", json_integer(mt));
-    if ((rc = add_messages(json_object_get(oa, "messages"), system, turns,
-                           refused, sizeof(refused))) != PV_X_OK)
+    if ((rc = pv_x_messages(json_object_get(oa, "messages"), &anth_msgs,
+                            system, turns, refused, sizeof(refused))) !=
+        PV_X_OK)
         goto out;
     if (json_array_size(system))
         json_object_set(body, "system", system);

@@ -90,125 +90,68 @@ call_name(const json_t *msgs, size_t before, const char *id)
     return NULL;
 }
 
-static int
-add_messages(const json_t *msgs, json_t *system, json_t *contents,
-             char *refused, size_t rlen)
+static json_t *
+user_part(const json_t *part, size_t i, size_t j, char *refused, size_t rlen)
 {
-    size_t i;
-    const json_t *m;
-    json_array_foreach(msgs, i, m) {
-        const char *role = json_string_value(json_object_get(m, "role"));
-        const json_t *content = json_object_get(m, "content");
-        pv_x_refuse_msg_fields(m, i, refused, rlen);
-        if (!strcmp(role, "system") || !strcmp(role, "developer")) {
-            char *t = pv_x_content_text(content);
-            if (!t) {
-                pv_x_refuse_add(refused, rlen, "messages[%zu].content", i);
-                continue;
-            }
-            int rc = json_array_append_new(system, text_part(t));
-            free(t);
-            if (rc)
-                return PV_X_NOMEM;
-        } else if (!strcmp(role, "user")) {
-            if (json_is_string(content)) {
-                if (pv_x_turn_add(contents, "user", "parts",
-                                text_part(json_string_value(content))))
-                    return PV_X_NOMEM;
-                continue;
-            }
-            size_t j;
-            const json_t *part;
-            json_array_foreach(content, j, part) {
-                const char *ty = json_string_value(json_object_get(part,
-                                                                   "type"));
-                const json_t *tx = json_object_get(part, "text");
-                json_t *p = NULL;
-                if (ty && !strcmp(ty, "text") && json_is_string(tx)) {
-                    p = text_part(json_string_value(tx));
-                } else if (ty && !strcmp(ty, "image_url")) {
-                    const json_t *iu = json_object_get(part, "image_url");
-                    const json_t *u = json_is_object(iu)
-                                          ? json_object_get(iu, "url") : iu;
-                    char mime[64];
-                    const char *data;
-                    if (json_is_string(u) &&
-                        pv_x_data_url(json_string_value(u), mime, sizeof(mime),
-                                      &data) == 0)
-                        p = json_pack("{s:{s:s,s:s}}", "inlineData",
-                                      "mimeType", mime, "data", data);
-                    else {
-                        pv_x_refuse_add(refused, rlen,
-                                        "messages[%zu].content[%zu].image_url "
-                                        "(gemini takes images as data: URLs)",
-                                        i, j);
-                        continue;
-                    }
-                } else {
-                    pv_x_refuse_add(refused, rlen,
-                                    "messages[%zu].content[%zu] (type '%s')",
-                                    i, j, ty ? ty : "?");
-                    continue;
-                }
-                if (pv_x_turn_add(contents, "user", "parts", p))
-                    return PV_X_NOMEM;
-            }
-        } else if (!strcmp(role, "assistant")) {
-            char *t = pv_x_content_text(content);
-            if (!t) {
-                pv_x_refuse_add(refused, rlen, "messages[%zu].content", i);
-                continue;
-            }
-            int rc = *t ? pv_x_turn_add(contents, "model", "parts", text_part(t)) : 0;
-            free(t);
-            if (rc)
-                return PV_X_NOMEM;
-            size_t j;
-            const json_t *tc;
-            json_array_foreach(json_object_get(m, "tool_calls"), j, tc) {
-                const char *name = NULL;
-                json_t *a = pv_x_tool_args(tc, &name);
-                if (!a) {
-                    pv_x_refuse_add(refused, rlen,
-                                    "messages[%zu].tool_calls[%zu] (needs "
-                                    "function.name and arguments that are a "
-                                    "JSON object)",
-                                    i, j);
-                    continue;
-                }
-                if (pv_x_turn_add(contents, "model", "parts",
-                                json_pack("{s:{s:s,s:o}}", "functionCall",
-                                          "name", name, "args", a)))
-                    return PV_X_NOMEM;
-            }
-        } else if (!strcmp(role, "tool")) {
-            const char *id = json_string_value(json_object_get(m,
-                                                               "tool_call_id"));
-            const char *name = id ? call_name(msgs, i, id) : NULL;
-            char *t = pv_x_content_text(content);
-            if (!t || !name) {
-                pv_x_refuse_add(refused, rlen,
-                                "messages[%zu] (a tool message needs text "
-                                "content and the tool_call_id of an earlier "
-                                "assistant tool call)",
-                                i);
-                free(t);
-                continue;
-            }
-            int rc = pv_x_turn_add(contents, "user", "parts",
-                                 json_pack("{s:{s:s,s:{s:s}}}",
-                                           "functionResponse", "name", name,
-                                           "response", "content", t));
-            free(t);
-            if (rc)
-                return PV_X_NOMEM;
-        } else {
-            pv_x_refuse_add(refused, rlen, "messages[%zu].role ('%s')", i,
-                            role);
-        }
+    const char *ty = json_string_value(json_object_get(part, "type"));
+    const json_t *tx = json_object_get(part, "text");
+    if (ty && !strcmp(ty, "text") && json_is_string(tx))
+        return text_part(json_string_value(tx));
+    if (ty && !strcmp(ty, "image_url")) {
+        const json_t *iu = json_object_get(part, "image_url");
+        const json_t *u = json_is_object(iu) ? json_object_get(iu, "url") : iu;
+        char mime[64];
+        const char *data;
+        if (json_is_string(u) &&
+            pv_x_data_url(json_string_value(u), mime, sizeof(mime), &data) ==
+                0)
+            return json_pack("{s:{s:s,s:s}}", "inlineData", "mimeType", mime,
+                             "data", data);
+        pv_x_refuse_add(refused, rlen,
+                        "messages[%zu].content[%zu].image_url (gemini takes "
+                        "images as data: URLs)",
+                        i, j);
+        return NULL;
     }
-    return PV_X_OK;
+    pv_x_refuse_add(refused, rlen, "messages[%zu].content[%zu] (type '%s')", i,
+                    j, ty ? ty : "?");
+    return NULL;
 }
+
+static json_t *
+function_call(const json_t *tc, const char *name, json_t *args, size_t i,
+              size_t j, char *refused, size_t rlen)
+{
+    (void)tc;
+    (void)i;
+    (void)j;
+    (void)refused;
+    (void)rlen;
+    return json_pack("{s:{s:s,s:o}}", "functionCall", "name", name, "args",
+                     args);
+}
+
+/* Gemini matches a result to its call by the function's name, which the
+ * OpenAI tool message does not carry: it is found in the history. */
+static json_t *
+function_response(const json_t *msgs, size_t i, const char *id,
+                  const char *text)
+{
+    const char *name = call_name(msgs, i, id);
+    if (!name)
+        return NULL;
+    return json_pack("{s:{s:s,s:{s:s}}}", "functionResponse", "name", name,
+                     "response", "content", text);
+}
+
+static const struct pv_x_msgs_ops gem_msgs = {
+    .field = "parts",
+    .assistant_role = "model",
+    .text = text_part,
+    .user_part = user_part,
+    .tool_call = function_call,
+    .tool_result = function_response,
+};
 
 static const char *const gem_keys[] = {
     "model", "messages", "max_tokens", "max_completion_tokens", "temperature",
@@ -353,8 +296,9 @@ pv_gem_request(const json_t *oa, int stream, json_t **out, char *msg,
     int rc = PV_X_NOMEM;
     if (!body || !system || !contents || !gc)
         goto out;
-    if ((rc = add_messages(json_object_get(oa, "messages"), system, contents,
-                           refused, sizeof(refused))) != PV_X_OK ||
+    if ((rc = pv_x_messages(json_object_get(oa, "messages"), &gem_msgs,
+                            system, contents, refused, sizeof(refused))) !=
+            PV_X_OK ||
         (rc = gen_config(oa, gc, refused, sizeof(refused))) != PV_X_OK ||
         (rc = add_tools(oa, body, refused, sizeof(refused))) != PV_X_OK)
         goto out;

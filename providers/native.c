@@ -379,6 +379,87 @@ pv_x_num(const json_t *o, const char *k)
     return json_is_number(v) ? pv_usage_num(json_number_value(v)) : 0;
 }
 
+int
+pv_x_messages(const json_t *msgs, const struct pv_x_msgs_ops *ops,
+              json_t *system, json_t *turns, char *refused, size_t rlen)
+{
+    size_t i;
+    const json_t *m;
+    json_array_foreach(msgs, i, m) {
+        const char *role = json_string_value(json_object_get(m, "role"));
+        const json_t *content = json_object_get(m, "content");
+        pv_x_refuse_msg_fields(m, i, refused, rlen);
+        int is_sys = !strcmp(role, "system") || !strcmp(role, "developer");
+        if (is_sys || !strcmp(role, "assistant")) {
+            char *t = pv_x_content_text(content);
+            if (!t) {
+                pv_x_refuse_add(refused, rlen, "messages[%zu].content", i);
+                continue;
+            }
+            int rc = is_sys ? json_array_append_new(system, ops->text(t))
+                     : *t   ? pv_x_turn_add(turns, ops->assistant_role,
+                                            ops->field, ops->text(t))
+                            : 0;
+            free(t);
+            if (rc)
+                return PV_X_NOMEM;
+            size_t j;
+            const json_t *tc;
+            json_array_foreach(json_object_get(m, "tool_calls"), j, tc) {
+                const char *name = NULL;
+                json_t *args = pv_x_tool_args(tc, &name);
+                if (!args) {
+                    pv_x_refuse_add(refused, rlen,
+                                    "messages[%zu].tool_calls[%zu] (needs "
+                                    "function.name and arguments that are a "
+                                    "JSON object)",
+                                    i, j);
+                    continue;
+                }
+                json_t *b = ops->tool_call(tc, name, args, i, j, refused,
+                                           rlen);
+                if (b && pv_x_turn_add(turns, ops->assistant_role, ops->field,
+                                       b))
+                    return PV_X_NOMEM;
+            }
+        } else if (!strcmp(role, "user")) {
+            if (json_is_string(content)) {
+                if (pv_x_turn_add(turns, "user", ops->field,
+                                  ops->text(json_string_value(content))))
+                    return PV_X_NOMEM;
+                continue;
+            }
+            size_t j;
+            const json_t *part;
+            json_array_foreach(content, j, part) {
+                json_t *b = ops->user_part(part, i, j, refused, rlen);
+                if (b && pv_x_turn_add(turns, "user", ops->field, b))
+                    return PV_X_NOMEM;
+            }
+        } else if (!strcmp(role, "tool")) {
+            const char *id = json_string_value(json_object_get(m,
+                                                               "tool_call_id"));
+            char *t = pv_x_content_text(content);
+            json_t *b = t && id ? ops->tool_result(msgs, i, id, t) : NULL;
+            free(t);
+            if (!b) {
+                pv_x_refuse_add(refused, rlen,
+                                "messages[%zu] (a tool message needs text "
+                                "content and the tool_call_id of an earlier "
+                                "assistant tool call)",
+                                i);
+                continue;
+            }
+            if (pv_x_turn_add(turns, "user", ops->field, b))
+                return PV_X_NOMEM;
+        } else {
+            pv_x_refuse_add(refused, rlen, "messages[%zu].role ('%s')", i,
+                            role);
+        }
+    }
+    return PV_X_OK;
+}
+
 /* ---- the HTTP glue ------------------------------------------------------ */
 
 struct x_call {

@@ -288,6 +288,27 @@ int pv_x_request_end(int rc, const char *kind, const char *refused,
 /* A usage count member of o (pv_usage_num), 0 when absent. */
 int64_t pv_x_num(const json_t *o, const char *k);
 
+/* The walk over OpenAI messages both kinds share: system/developer text
+ * into system (ops->text each), user, assistant (role assistant_role) and
+ * tool messages into turns (merged per role, parts in the member field),
+ * refusals named in refused.  The ops build one block or part each;
+ * user_part and tool_call return NULL after naming a refusal; tool_result
+ * returns NULL when the call it answers cannot be found (refused here). */
+struct pv_x_msgs_ops {
+    const char *field;          /* "content" (Anthropic), "parts" (Gemini) */
+    const char *assistant_role; /* "assistant", "model" */
+    json_t *(*text)(const char *s);
+    json_t *(*user_part)(const json_t *part, size_t i, size_t j,
+                         char *refused, size_t rlen);
+    /* args (stolen): the parsed arguments, an object */
+    json_t *(*tool_call)(const json_t *tc, const char *name, json_t *args,
+                         size_t i, size_t j, char *refused, size_t rlen);
+    json_t *(*tool_result)(const json_t *msgs, size_t i, const char *id,
+                           const char *text);
+};
+int pv_x_messages(const json_t *msgs, const struct pv_x_msgs_ops *ops,
+                  json_t *system, json_t *turns, char *refused, size_t rlen);
+
 /* How a native kind plugs into native.c's HTTP glue. */
 struct pv_xkind {
     const struct pv_ops *ops;
