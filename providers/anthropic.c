@@ -528,9 +528,23 @@ pv_anth_event(struct pv_xstream *s, const char *type, const json_t *ev,
 
 /* ---- the kind ----------------------------------------------------------- */
 
+static int
+anth_path(const char *upstream, int stream, char *buf, size_t len)
+{
+    (void)upstream; /* the model goes in the body */
+    (void)stream;
+    snprintf(buf, len, "/v1/messages");
+    return 0;
+}
+
 static const struct pv_xkind anth_kind = {
     .ops = &pv_anthropic_ops,
     .name = "anthropic",
+    .translate = pv_anth_request,
+    .path = anth_path,
+    .key_header = "x-api-key",
+    .extra_name = "anthropic-version",
+    .extra_value = PV_ANTH_VERSION,
     .answer = pv_anth_answer,
     .event = pv_anth_event,
     .complete_at_eof = 0,
@@ -541,47 +555,7 @@ anth_start(struct pv_loop *loop, const struct pv_request *req,
            const struct pv_callbacks *cb, struct pv_call **out, char *err,
            size_t errlen)
 {
-    const struct cfg_provider *prov = req->provider;
-    const char *up = req->model->upstream ? req->model->upstream
-                                          : req->model->name;
-    if (!prov->base_url || !*prov->base_url || !up) {
-        gx_errf(err, errlen, "provider %s: no base_url or model",
-                prov->name ? prov->name : "?");
-        return GX_EINVAL;
-    }
-    if (!json_is_object(req->body)) {
-        gx_errf(err, errlen, "request body is not a JSON object");
-        return GX_EINVAL;
-    }
-    char msg[700];
-    json_t *body = NULL;
-    int rc = pv_anth_request(req->body, up, req->stream, &body, msg,
-                             sizeof(msg));
-    if (rc == PV_X_NOMEM) {
-        gx_errf(err, errlen, "out of memory");
-        return GX_ENOMEM;
-    }
-    size_t bl = strlen(prov->base_url);
-    while (bl > 0 && prov->base_url[bl - 1] == '/')
-        bl--;
-    /* base_url is the API root; a root that already ends in /v1 is
-     * taken as it is. */
-    int has_v1 = bl >= 3 && !strncmp(prov->base_url + bl - 3, "/v1", 3);
-    char *url = malloc(bl + sizeof("/v1/messages"));
-    if (!url) {
-        json_decref(body);
-        gx_errf(err, errlen, "out of memory");
-        return GX_ENOMEM;
-    }
-    snprintf(url, bl + sizeof("/v1/messages"), "%.*s%s", (int)bl,
-             prov->base_url, has_v1 ? "/messages" : "/v1/messages");
-    enum gx_status st = pv_x_start(loop, req, cb, &anth_kind, url,
-                                   "x-api-key", "anthropic-version",
-                                   PV_ANTH_VERSION, body,
-                                   rc == PV_X_REFUSE ? msg : NULL, out, err,
-                                   errlen);
-    free(url);
-    return st;
+    return pv_x_start(loop, req, cb, &anth_kind, out, err, errlen);
 }
 
 const struct pv_ops pv_anthropic_ops = {

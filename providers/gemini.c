@@ -527,9 +527,33 @@ pv_gem_event(struct pv_xstream *s, const char *type, const json_t *ev,
 
 /* ---- the kind ----------------------------------------------------------- */
 
+/* The model goes into the URL path: plain model ids only. */
+static int
+gem_path(const char *upstream, int stream, char *buf, size_t len)
+{
+    if (strspn(upstream, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                         "0123456789._-") != strlen(upstream))
+        return -1;
+    int n = snprintf(buf, len, "/v1beta/models/%s:%s", upstream,
+                     stream ? "streamGenerateContent?alt=sse"
+                            : "generateContent");
+    return n > 0 && (size_t)n < len ? 0 : -1;
+}
+
+static int
+gem_translate(const json_t *oa, const char *upstream, int stream,
+              json_t **out, char *msg, size_t len)
+{
+    (void)upstream; /* in the URL */
+    return pv_gem_request(oa, stream, out, msg, len);
+}
+
 static const struct pv_xkind gem_kind = {
     .ops = &pv_gemini_ops,
     .name = "gemini",
+    .translate = gem_translate,
+    .path = gem_path,
+    .key_header = "x-goog-api-key",
     .answer = pv_gem_answer,
     .event = pv_gem_event,
     .complete_at_eof = 1,
@@ -540,58 +564,7 @@ gem_start(struct pv_loop *loop, const struct pv_request *req,
           const struct pv_callbacks *cb, struct pv_call **out, char *err,
           size_t errlen)
 {
-    const struct cfg_provider *prov = req->provider;
-    const char *up = req->model->upstream ? req->model->upstream
-                                          : req->model->name;
-    const char *pname = prov->name ? prov->name : "?";
-    if (!prov->base_url || !*prov->base_url || !up || !*up) {
-        gx_errf(err, errlen, "provider %s: no base_url or model", pname);
-        return GX_EINVAL;
-    }
-    /* The model goes into the URL path: plain names only. */
-    if (strspn(up, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                   "0123456789._-") != strlen(up)) {
-        gx_errf(err, errlen, "provider %s: model name '%.64s' is not a plain "
-                             "Gemini model id",
-                pname, up);
-        return GX_EINVAL;
-    }
-    if (!json_is_object(req->body)) {
-        gx_errf(err, errlen, "request body is not a JSON object");
-        return GX_EINVAL;
-    }
-    char msg[700];
-    json_t *body = NULL;
-    int rc = pv_gem_request(req->body, req->stream, &body, msg, sizeof(msg));
-    if (rc == PV_X_NOMEM) {
-        gx_errf(err, errlen, "out of memory");
-        return GX_ENOMEM;
-    }
-    size_t bl = strlen(prov->base_url);
-    while (bl > 0 && prov->base_url[bl - 1] == '/')
-        bl--;
-    /* The API root; one that already names a version (/v1beta, /v1) is
-     * taken as it is. */
-    const char *tail = prov->base_url + bl;
-    int versioned = (bl >= 7 && !strncmp(tail - 7, "/v1beta", 7)) ||
-                    (bl >= 3 && !strncmp(tail - 3, "/v1", 3));
-    size_t need = bl + strlen(up) + 64;
-    char *url = malloc(need);
-    if (!url) {
-        json_decref(body);
-        gx_errf(err, errlen, "out of memory");
-        return GX_ENOMEM;
-    }
-    snprintf(url, need, "%.*s%s/models/%s:%s", (int)bl, prov->base_url,
-             versioned ? "" : "/v1beta", up,
-             req->stream ? "streamGenerateContent?alt=sse"
-                         : "generateContent");
-    enum gx_status st = pv_x_start(loop, req, cb, &gem_kind, url,
-                                   "x-goog-api-key", NULL, NULL, body,
-                                   rc == PV_X_REFUSE ? msg : NULL, out, err,
-                                   errlen);
-    free(url);
-    return st;
+    return pv_x_start(loop, req, cb, &gem_kind, out, err, errlen);
 }
 
 const struct pv_ops pv_gemini_ops = {

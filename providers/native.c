@@ -754,12 +754,29 @@ add_header(struct curl_slist *l, int *ok, const char *name, const char *value)
     return n;
 }
 
-enum gx_status
-pv_x_start(struct pv_loop *loop, const struct pv_request *req,
-           const struct pv_callbacks *cb, const struct pv_xkind *k,
-           const char *url, const char *key_header, const char *extra_name,
-           const char *extra_value, json_t *body, const char *refusal,
-           struct pv_call **out, char *err, size_t errlen)
+/* Length of base without trailing slashes and, when it ends in an API
+ * version segment ("/v1", "/v1beta"), without that too; *versioned says
+ * which. */
+static size_t
+root_len(const char *base, int *versioned)
+{
+    size_t n = strlen(base);
+    while (n > 0 && base[n - 1] == '/')
+        n--;
+    size_t k = n;
+    while (k > 0 && base[k - 1] != '/')
+        k--;
+    const char *seg = base + k;
+    *versioned = k > 0 && n - k >= 2 && seg[0] == 'v' && seg[1] >= '0' &&
+                 seg[1] <= '9';
+    return n;
+}
+
+static enum gx_status
+x_send(struct pv_loop *loop, const struct pv_request *req,
+       const struct pv_callbacks *cb, const struct pv_xkind *k,
+       const char *url, json_t *body, const char *refusal,
+       struct pv_call **out, char *err, size_t errlen)
 {
     const struct cfg_provider *prov = req->provider;
     const char *pname = prov->name ? prov->name : "?";
@@ -783,7 +800,7 @@ pv_x_start(struct pv_loop *loop, const struct pv_request *req,
                         pname);
                 goto out;
             }
-            hdr = add_header(hdr, &ok, key_header, prov->api_key);
+            hdr = add_header(hdr, &ok, k->key_header, prov->api_key);
         }
         int extra_set = 0;
         for (size_t i = 0; i < prov->n_headers; i++) {
@@ -792,12 +809,12 @@ pv_x_start(struct pv_loop *loop, const struct pv_request *req,
                 gx_errf(err, errlen, "provider %s: bad header %zu", pname, i);
                 goto out;
             }
-            if (extra_name && !strcasecmp(h->name, extra_name))
+            if (k->extra_name && !strcasecmp(h->name, k->extra_name))
                 extra_set = 1;
             hdr = add_header(hdr, &ok, h->name, h->value);
         }
-        if (extra_name && !extra_set)
-            hdr = add_header(hdr, &ok, extra_name, extra_value);
+        if (k->extra_name && !extra_set)
+            hdr = add_header(hdr, &ok, k->extra_name, k->extra_value);
         if (req->request_id && *req->request_id) {
             if (!header_ok(req->request_id)) {
                 gx_errf(err, errlen, "request id has a line break");
@@ -850,6 +867,57 @@ nomem:
 out:
     curl_slist_free_all(hdr);
     free(text);
+    return st;
+}
+
+enum gx_status
+pv_x_start(struct pv_loop *loop, const struct pv_request *req,
+           const struct pv_callbacks *cb, const struct pv_xkind *k,
+           struct pv_call **out, char *err, size_t errlen)
+{
+    const struct cfg_provider *prov = req->provider;
+    const char *pname = prov->name ? prov->name : "?";
+    const char *up = req->model->upstream ? req->model->upstream
+                                          : req->model->name;
+    char path[512];
+    if (!prov->base_url || !*prov->base_url || !up || !*up) {
+        gx_errf(err, errlen, "provider %s: no base_url or model", pname);
+        return GX_EINVAL;
+    }
+    if (k->path(up, req->stream, path, sizeof(path)) != 0) {
+        gx_errf(err, errlen, "provider %s: model name '%.64s' cannot be "
+                             "sent to a %s upstream",
+                pname, up, k->name);
+        return GX_EINVAL;
+    }
+    if (!json_is_object(req->body)) {
+        gx_errf(err, errlen, "request body is not a JSON object");
+        return GX_EINVAL;
+    }
+    char msg[700];
+    json_t *body = NULL;
+    int rc = k->translate(req->body, up, req->stream, &body, msg,
+                          sizeof(msg));
+    if (rc == PV_X_NOMEM) {
+        gx_errf(err, errlen, "out of memory");
+        return GX_ENOMEM;
+    }
+    int versioned = 0;
+    size_t bl = root_len(prov->base_url, &versioned);
+    const char *p = path;
+    if (versioned && *p == '/')
+        p = strchr(p + 1, '/') ? strchr(p + 1, '/') : "";
+    size_t need = bl + strlen(p) + 1;
+    char *url = malloc(need);
+    enum gx_status st = GX_ENOMEM;
+    if (url) {
+        snprintf(url, need, "%.*s%s", (int)bl, prov->base_url, p);
+        st = x_send(loop, req, cb, k, url, body,
+                    rc == PV_X_REFUSE ? msg : NULL, out, err, errlen);
+    } else {
+        gx_errf(err, errlen, "out of memory");
+    }
+    free(url);
     json_decref(body);
     return st;
 }

@@ -313,6 +313,17 @@ int pv_x_messages(const json_t *msgs, const struct pv_x_msgs_ops *ops,
 struct pv_xkind {
     const struct pv_ops *ops;
     const char *name; /* "anthropic" */
+    /* The request translation (pv_anth_request's contract). */
+    int (*translate)(const json_t *oa, const char *upstream, int stream,
+                     json_t **out, char *msg, size_t len);
+    /* The URL path after base_url, starting with the API version segment
+     * ("/v1/messages"); a base_url that already ends in a version segment
+     * ("/v1", "/v1beta") drops it.  -1 when upstream cannot go in it. */
+    int (*path)(const char *upstream, int stream, char *buf, size_t len);
+    const char *key_header;  /* where api_key goes: "x-api-key" */
+    const char *extra_name;  /* one more header unless the provider's own
+                                headers set it (NULL: none) */
+    const char *extra_value;
     json_t *(*answer)(const json_t *up, struct pv_usage *u, char *why,
                       size_t len);
     int (*event)(struct pv_xstream *s, const char *type, const json_t *ev,
@@ -322,17 +333,13 @@ struct pv_xkind {
     int complete_at_eof;
 };
 
-/* Starts a native call: POST json body (stolen) to url with the key in
- * key_header and the extra header (may be NULL) unless the provider's own
- * headers set it.  refusal != NULL: no request is sent; the call ends
- * (from the event loop, never inside this function) with status 400 and
- * an OpenAI error naming the refused parameters. */
+/* A native kind's pv_ops.start: translates the request and POSTs it; a
+ * refused request sends nothing and ends (from the event loop, never
+ * inside this function) with status 400 and an OpenAI error naming the
+ * refused parameters. */
 enum gx_status pv_x_start(struct pv_loop *loop, const struct pv_request *req,
                           const struct pv_callbacks *cb,
-                          const struct pv_xkind *k, const char *url,
-                          const char *key_header, const char *extra_name,
-                          const char *extra_value, json_t *body,
-                          const char *refusal, struct pv_call **out,
+                          const struct pv_xkind *k, struct pv_call **out,
                           char *err, size_t errlen);
 
 #endif

@@ -49,7 +49,7 @@ write_config(const char *db)
         "   \"models\": {\"claude-sonnet-4.5\": {\"upstream\": "
         "\"claude-sonnet-4-5\"}}},\n"
         "  \"anth529\": {\"kind\": \"anthropic\", \"base_url\": "
-        "\"http://127.0.0.1:%d/f/status=529\", \"api_key\": \"" SECRET_A
+        "\"http://127.0.0.1:%d/f/status=529/v1\", \"api_key\": \"" SECRET_A
         "\",\n"
         "   \"models\": {\"claude-sonnet-4.5\": {\"upstream\": "
         "\"claude-sonnet-4-5\"}}},\n"
