@@ -12,10 +12,12 @@
  *              as the API does; errors 429 (passed on, OpenAI shape), 400
  *              (passed on, scrubbed of the key), 401 (provider fault),
  *              529 (retried on the next target); an error event before
- *              any content (no partial stream); an unsupported parameter
+ *              any content (no partial stream) and after some (llmux's
+ *              error event ends the stream); an unsupported parameter
  *              (400 naming it, nothing sent upstream)
  *   gemini     non-stream with cached and thinking tokens (cost exact),
- *              stream with text and with a tool call, 429, 403
+ *              stream with text and with a tool call, a stream cut before
+ *              its finishReason, 429, 403, a refused parameter
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -159,6 +161,7 @@ struct assembled {
     int n_tool_calls;
     const json_t *usage;
     int all_chunks;   /* every chunk has object chat.completion.chunk */
+    int stream_error; /* llmux's error event (code stream_interrupted) */
 };
 
 static void
@@ -170,6 +173,10 @@ assemble(const struct events *e, struct assembled *a)
     const json_t *c;
     json_array_foreach(e->chunks, i, c) {
         const char *obj = json_string_value(json_object_get(c, "object"));
+        const char *code = json_string_value(
+            json_object_get(json_object_get(c, "error"), "code"));
+        if (code && !strcmp(code, "stream_interrupted"))
+            a->stream_error = 1;
         if (!obj || strcmp(obj, "chat.completion.chunk"))
             a->all_chunks = 0;
         if (json_object_get(c, "usage"))
@@ -305,7 +312,7 @@ test_anth_stream(void)
     T_EQ_STR(a.content, "Hello from fake provider");
     T_EQ_STR(a.finish, "stop");
     T_CHECK(a.all_chunks);
-    T_CHECK(e.done && !e.after_done);
+    T_CHECK(e.done && !e.after_done && !a.stream_error);
     T_EQ_INT(a.n_tool_calls, 0);
     T_EQ_INT(ji(a.usage, "prompt_tokens", NULL), 20);
     T_EQ_INT(ji(a.usage, "completion_tokens", NULL), 4);
@@ -484,6 +491,26 @@ test_anth_errors(void)
     T_CHECK(strstr(err_message(&r), "claude-sonnet-4.5@anth") != NULL);
     e2e_resp_free(&r);
 
+    /* An error event after content reached the client: no failover once
+     * bytes went out; the client's stream ends with llmux's error event,
+     * and the row says 502. */
+    T_EQ_INT(chat("an-e7",
+                  "{\"model\":\"claude\",\"stream\":true,\"messages\":[{"
+                  "\"role\":\"user\",\"content\":\"fake:error_after=5\"}]}",
+                  &r),
+             0);
+    T_EQ_INT(r.status, 200);
+    struct events e;
+    events_parse(r.body ? r.body : "", &e);
+    struct assembled a;
+    assemble(&e, &a);
+    T_CHECK(a.stream_error);
+    T_CHECK(a.content[0] != '\0');
+    T_CHECK(strcmp(a.content, "Hello from fake provider") != 0);
+    json_decref(e.chunks);
+    e2e_resp_free(&r);
+    T_EQ_INT(row_int("an-e7", "status"), 502);
+
     /* An unsupported parameter: 400 naming it, nothing sent upstream. */
     long long before = fake_requests();
     T_EQ_INT(chat("an-e6",
@@ -581,7 +608,7 @@ test_gem(void)
     assemble(&e, &a);
     T_EQ_STR(a.content, "Hello from fake provider");
     T_EQ_STR(a.finish, "stop");
-    T_CHECK(e.done && !e.after_done && a.all_chunks);
+    T_CHECK(e.done && !e.after_done && a.all_chunks && !a.stream_error);
     T_EQ_INT(ji(a.usage, "prompt_tokens", NULL), 9);
     T_EQ_INT(ji(a.usage, "completion_tokens", NULL), 4);
     T_EQ_INT(ji(a.usage, "prompt_tokens_details", "cached_tokens"), 2);
@@ -624,6 +651,21 @@ test_gem(void)
     T_EQ_STR(json_string_value(json_object_get(fd, "name")), "get_weather");
     T_CHECK(json_is_object(json_object_get(fd, "parametersJsonSchema")));
     json_decref(s);
+
+    /* A stream that stops before any finishReason is cut, not complete:
+     * the client gets the error event after the text so far. */
+    T_EQ_INT(chat("ge-4",
+                  "{\"model\":\"flash\",\"stream\":true,\"messages\":[{"
+                  "\"role\":\"user\",\"content\":\"fake:drop_after=2\"}]}",
+                  &r),
+             0);
+    events_parse(r.body ? r.body : "", &e);
+    assemble(&e, &a);
+    T_CHECK(a.stream_error);
+    T_EQ_STR(a.content, "Hello from");
+    json_decref(e.chunks);
+    e2e_resp_free(&r);
+    T_EQ_INT(row_int("ge-4", "status"), 502);
 
     /* 429 and 403 in Google's shape come out in OpenAI's. */
     T_EQ_INT(chat("ge-e1",
