@@ -7,7 +7,9 @@
 #include "harness.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "../config/config.h"
 #include "../pricing/pricing.h"
@@ -152,6 +154,23 @@ test_config_prices(void)
         T_EQ_STR(g->base_url, "https://generativelanguage.googleapis.com");
         T_EQ_INT(g->models[0].cached_input_pusd, 30000);
         T_EQ_INT(o->models[0].cache_write_pusd, 2000000); /* = input */
+        /* `llmux check` names the kinds and shows the write price. */
+        char *text = NULL;
+        size_t tl = 0;
+        FILE *f = open_memstream(&text, &tl);
+        if (f) {
+            cfg_print(c, f);
+            fclose(f);
+        }
+        T_CHECK(text && strstr(text, "provider a: kind anthropic, base_url "
+                                     "https://api.anthropic.com"));
+        T_CHECK(text && strstr(text, "provider g: kind gemini"));
+        T_CHECK(text && strstr(text, "cached input 0.3, cache write 3.75, "
+                                     "output 15.0"));
+        T_CHECK(text && strstr(text, "onehour@a: upstream onehour, USD per "
+                                     "million tokens: input 3.0, cached input "
+                                     "3.0, cache write 6.0"));
+        free(text);
     }
     cfg_free(c);
     /* A header that would carry the key a second time is refused. */
