@@ -200,6 +200,9 @@ int pv_request_validate(const json_t *body, char *msg, size_t len,
  * given), times n.  An upstream honours one of the two caps, and which one
  * differs between providers, so only the larger bounds the bill. */
 int64_t pv_request_completion_cap(const json_t *body, int64_t dflt);
+/* What the anthropic kind sends as max_tokens (which the Messages API
+ * requires) when the client gives neither cap; budgets reserve it. */
+#define PV_ANTH_DEFAULT_MAX_TOKENS 4096
 
 /*
  * Secret scrubbing (scrub.c): a provider's api_key, header values and

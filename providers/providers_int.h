@@ -210,9 +210,7 @@ typedef int (*pv_xemit)(void *ud, json_t *chunk);
 enum { PV_XS_DONE = 1, PV_XS_UPSTREAM_ERROR = -1, PV_XS_MALFORMED = -2,
        PV_XS_EMIT = -3 };
 
-/* anthropic.c.  max_tokens is required by the Messages API: when the
- * client gives neither max_tokens nor max_completion_tokens this is sent. */
-#define PV_ANTH_DEFAULT_MAX_TOKENS 4096
+/* anthropic.c (PV_ANTH_DEFAULT_MAX_TOKENS is in providers.h). */
 #define PV_ANTH_VERSION "2023-06-01"
 int pv_anth_request(const json_t *oa, const char *upstream, int stream,
                     json_t **out, char *msg, size_t len);

@@ -30,6 +30,7 @@
 
 #define SECRET_A "sk-ant-SECRET-native-0123456789abcdef"
 #define SECRET_G "AIza-SECRET-native-0123456789abcdef"
+#define ADMIN "adm-native-0123456789abcdef"
 
 static struct e2e_proc fake, gw;
 static char base[128], fake_url[128];
@@ -44,6 +45,7 @@ write_config(const char *db)
         "{\n"
         " \"listen\": \"127.0.0.1:0\", \"workers\": 1,\n"
         " \"database\": \"%s\", \"require_keys\": false,\n"
+        " \"admin_key\": \"" ADMIN "\",\n"
         " \"providers\": {\n"
         "  \"anth\": {\"kind\": \"anthropic\", \"base_url\": "
         "\"http://127.0.0.1:%d\", \"api_key\": \"" SECRET_A "\",\n"
@@ -80,16 +82,24 @@ write_config(const char *db)
     return e2e_write_temp("native.json", cfg);
 }
 
-/* POSTs body to /v1/chat/completions with request id rid. */
+/* POSTs body to path with request id rid and, when given, a bearer. */
+static int
+post(const char *path, const char *rid, const char *bearer, const char *body,
+     struct e2e_resp *r)
+{
+    char url[256], hid[128], az[256];
+    snprintf(url, sizeof(url), "%s%s", base, path);
+    snprintf(hid, sizeof(hid), "X-Request-Id: %s", rid);
+    snprintf(az, sizeof(az), "Authorization: Bearer %s", bearer ? bearer : "");
+    const char *hdrs[] = {hid, bearer ? az : NULL, NULL};
+    memset(r, 0, sizeof(*r));
+    return e2e_http("POST", url, body, hdrs, 30000, r);
+}
+
 static int
 chat(const char *rid, const char *body, struct e2e_resp *r)
 {
-    char url[256], hid[128];
-    snprintf(url, sizeof(url), "%s/v1/chat/completions", base);
-    snprintf(hid, sizeof(hid), "X-Request-Id: %s", rid);
-    const char *hdrs[] = {hid, NULL};
-    memset(r, 0, sizeof(*r));
-    return e2e_http("POST", url, body, hdrs, 30000, r);
+    return post("/v1/chat/completions", rid, NULL, body, r);
 }
 
 static json_t *
@@ -542,6 +552,46 @@ test_anth_errors(void)
 
 }
 
+static void
+test_anth_budget(void)
+{
+    /* A key with 0.05 USD left.  Without a cap the anthropic kind sends
+     * max_tokens 4096: the reservation (4096 x 15.00 per Mtok = 0.061 USD
+     * and the prompt at the cache write price) does not fit and the
+     * request is refused before anything goes upstream; with max_tokens
+     * 100 it fits. */
+    struct e2e_resp r;
+    T_EQ_INT(post("/admin/keys", "bk-0", ADMIN,
+                  "{\"name\":\"native-budget\",\"budget_usd\":0.05}", &r),
+             0);
+    T_EQ_INT(r.status, 200);
+    json_t *o = json_loads(r.body ? r.body : "", 0, NULL);
+    char key[256];
+    snprintf(key, sizeof(key), "%s",
+             json_string_value(json_object_get(o, "key"))
+                 ? json_string_value(json_object_get(o, "key"))
+                 : "");
+    json_decref(o);
+    e2e_resp_free(&r);
+    long long before = fake_requests();
+    T_EQ_INT(post("/v1/chat/completions", "bk-1", key,
+                  "{\"model\":\"claude\",\"messages\":[{\"role\":\"user\","
+                  "\"content\":\"hi\"}]}",
+                  &r),
+             0);
+    T_EQ_INT(r.status, 429);
+    T_CHECK(r.body && strstr(r.body, "insufficient_quota"));
+    e2e_resp_free(&r);
+    T_EQ_INT(fake_requests(), before);
+    T_EQ_INT(post("/v1/chat/completions", "bk-2", key,
+                  "{\"model\":\"claude\",\"max_tokens\":100,\"messages\":"
+                  "[{\"role\":\"user\",\"content\":\"hi\"}]}",
+                  &r),
+             0);
+    T_EQ_INT(r.status, 200);
+    e2e_resp_free(&r);
+}
+
 /* ---- gemini --------------------------------------------------------- */
 
 static void
@@ -718,6 +768,7 @@ main(void)
     T_RUN(test_anth_plain);
     T_RUN(test_anth_stream);
     T_RUN(test_anth_tools);
+    T_RUN(test_anth_budget);
     T_RUN(test_anth_errors);
     T_RUN(test_gem);
     T_EQ_INT(e2e_stop(&gw, 15, 10000), 0);
