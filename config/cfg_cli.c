@@ -73,7 +73,10 @@ cfg_print(const struct cfg *c, FILE *f)
                     p->name, p->model_path, p->threads, p->context,
                     p->parallel);
         } else {
-            fprintf(f, "provider %s: kind openai, base_url ", p->name);
+            const char *kind = p->kind == CFG_KIND_ANTHROPIC ? "anthropic"
+                               : p->kind == CFG_KIND_GEMINI  ? "gemini"
+                                                             : "openai";
+            fprintf(f, "provider %s: kind %s, base_url ", p->name, kind);
             print_url(f, p->base_url);
             fprintf(f, ", api_key %s, timeout_ms %d, connect_timeout_ms %d, "
                        "first_byte_timeout_ms %d",
@@ -92,7 +95,14 @@ cfg_print(const struct cfg *c, FILE *f)
             fmt_price(md->output_pusd, out, sizeof(out));
             fprintf(f, "  model %s@%s: upstream %s, ", md->name, p->name,
                     md->upstream);
-            if (md->has_price)
+            if (md->has_price && p->kind == CFG_KIND_ANTHROPIC) {
+                /* Only this kind reports cache writes. */
+                char cw[32];
+                fmt_price(md->cache_write_pusd, cw, sizeof(cw));
+                fprintf(f, "USD per million tokens: input %s, cached input "
+                           "%s, cache write %s, output %s\n",
+                        in, cached, cw, out);
+            } else if (md->has_price)
                 fprintf(f, "USD per million tokens: input %s, cached input "
                            "%s, output %s\n",
                         in, cached, out);

@@ -87,13 +87,14 @@ add_model(struct cfg_provider *p, const char *name, const char *upstream)
     m->upstream = strdup(upstream ? upstream : name);
     if (!m->name || !m->upstream)
         return GX_ENOMEM;
-    struct pr_price pp;
+    struct pr_rates pp;
     if (p->kind == CFG_KIND_LOCAL) {
         m->has_price = 1; /* free */
-    } else if (pr_price_default(name, &pp)) {
+    } else if (pr_rates_default(name, &pp)) {
         m->has_price = 1;
         m->input_pusd = pp.input_pusd;
         m->cached_input_pusd = pp.cached_input_pusd;
+        m->cache_write_pusd = pp.cache_write_pusd;
         m->output_pusd = pp.output_pusd;
     }
     return GX_OK;

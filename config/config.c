@@ -592,7 +592,8 @@ cfg_listen_parse(const char *s, char **host, int *port)
 enum gx_status
 cfg_failover_defaults(struct cfg_failover *f)
 {
-    static const int retry[] = {408, 409, 429, 500, 502, 503, 504};
+    /* 529: Anthropic's "overloaded", a temporary state like 503. */
+    static const int retry[] = {408, 409, 429, 500, 502, 503, 504, 529};
     size_t n = sizeof(retry) / sizeof(retry[0]);
     f->retry_on_status = malloc(sizeof(retry));
     if (!f->retry_on_status)
@@ -613,7 +614,8 @@ cfg_failover_defaults(struct cfg_failover *f)
 
 static const char *const model_keys[] = {"upstream", "input_per_mtok",
                                          "output_per_mtok",
-                                         "cached_input_per_mtok", NULL};
+                                         "cached_input_per_mtok",
+                                         "cache_write_per_mtok", NULL};
 
 static enum gx_status
 price_value(struct vctx *v, json_t *obj, const char *key, int64_t *out,
@@ -642,11 +644,16 @@ price_value(struct vctx *v, json_t *obj, const char *key, int64_t *out,
 /* Fills m's prices from the config object mo (may be NULL) or the
  * built-in table.  The current path is the model's. */
 static enum gx_status
-model_prices(struct vctx *v, json_t *mo, struct cfg_model *m, int local)
+model_prices(struct vctx *v, json_t *mo, struct cfg_model *m,
+             enum cfg_kind kind)
 {
-    int has_in = 0, has_out = 0, has_cached = 0;
+    int has_in = 0, has_out = 0, has_cached = 0, has_cw = 0;
+    int local = kind == CFG_KIND_LOCAL;
     enum gx_status st;
     if (mo) {
+        if ((st = price_value(v, mo, "cache_write_per_mtok",
+                              &m->cache_write_pusd, &has_cw)) != GX_OK)
+            return st;
         if ((st = price_value(v, mo, "input_per_mtok", &m->input_pusd,
                               &has_in)) != GX_OK ||
             (st = price_value(v, mo, "output_per_mtok", &m->output_pusd,
@@ -655,7 +662,7 @@ model_prices(struct vctx *v, json_t *mo, struct cfg_model *m, int local)
                               &m->cached_input_pusd, &has_cached)) != GX_OK)
             return st;
     }
-    if (has_in || has_out || has_cached) {
+    if (has_in || has_out || has_cached || has_cw) {
         if (!has_in)
             return missing(v, mo, "input_per_mtok",
                            " (prices come as input_per_mtok and "
@@ -666,14 +673,23 @@ model_prices(struct vctx *v, json_t *mo, struct cfg_model *m, int local)
                            "output_per_mtok together)");
         if (!has_cached)
             m->cached_input_pusd = m->input_pusd;
+        if (!has_cw && kind == CFG_KIND_ANTHROPIC) {
+            /* Anthropic bills 5-minute cache writes at 1.25x input. */
+            if (pr_cache_write_from_input(m->input_pusd,
+                                          &m->cache_write_pusd) != GX_OK)
+                return verr(v, AT_KEY, "input_per_mtok is too large");
+        } else if (!has_cw) {
+            m->cache_write_pusd = m->input_pusd;
+        }
         m->has_price = 1;
         return GX_OK;
     }
-    struct pr_price pp;
-    if (pr_price_default(m->name, &pp) ||
-        (strcmp(m->upstream, m->name) && pr_price_default(m->upstream, &pp))) {
+    struct pr_rates pp;
+    if (pr_rates_default(m->name, &pp) ||
+        (strcmp(m->upstream, m->name) && pr_rates_default(m->upstream, &pp))) {
         m->input_pusd = pp.input_pusd;
         m->cached_input_pusd = pp.cached_input_pusd;
+        m->cache_write_pusd = pp.cache_write_pusd;
         m->output_pusd = pp.output_pusd;
         m->has_price = 1;
         return GX_OK;
@@ -715,7 +731,7 @@ parse_model(struct vctx *v, struct cfg_provider *p, const char *name,
         return st;
     if (!m->upstream && !(m->upstream = strdup(name)))
         return GX_ENOMEM;
-    return model_prices(v, mo, m, p->kind == CFG_KIND_LOCAL);
+    return model_prices(v, mo, m, p->kind);
 }
 
 static enum gx_status
@@ -797,6 +813,16 @@ header_name_ok(const char *s)
     return 1;
 }
 
+const char *
+cfg_key_header(enum cfg_kind kind)
+{
+    switch (kind) {
+    case CFG_KIND_ANTHROPIC: return "x-api-key";
+    case CFG_KIND_GEMINI: return "x-goog-api-key";
+    default: return "Authorization";
+    }
+}
+
 static enum gx_status
 parse_headers(struct vctx *v, json_t *po, struct cfg_provider *p)
 {
@@ -824,10 +850,11 @@ parse_headers(struct vctx *v, json_t *po, struct cfg_provider *p)
             /* Framing headers belong to the HTTP client; overriding them
              * would corrupt the upstream request. */
             st = verr(v, AT_KEY, "header '%s' is set by llmux itself", key);
-        } else if (p->api_key && !strcasecmp(key, "Authorization")) {
-            st = verr(v, AT_KEY, "header 'Authorization' conflicts with "
-                                 "api_key (sent as a Bearer token); set "
-                                 "one of them");
+        } else if (p->api_key && !strcasecmp(key, cfg_key_header(p->kind))) {
+            st = verr(v, AT_KEY, "header '%s' conflicts with api_key (sent "
+                                 "in that header by this provider kind); "
+                                 "set one of them",
+                      key);
         } else {
             struct cfg_header *hd = &p->headers[p->n_headers];
             st = str_value(v, val, STR_PLAIN, &hd->value);
@@ -868,7 +895,8 @@ static const char *const openai_keys[] = {
 static const char *const local_keys[] = {
     "kind",   "model_path", "threads", "context", "parallel",
     "timeout_ms", "first_byte_timeout_ms", "models", NULL};
-static const char *const kinds[] = {"openai", "local", NULL};
+static const char *const kinds[] = {"openai", "local", "anthropic", "gemini",
+                                    NULL};
 
 static enum gx_status
 parse_provider(struct vctx *v, const char *name, json_t *po,
@@ -888,12 +916,17 @@ parse_provider(struct vctx *v, const char *name, json_t *po,
         p->kind = CFG_KIND_OPENAI;
     } else if (!strcmp(kind, "local")) {
         p->kind = CFG_KIND_LOCAL;
+    } else if (!strcmp(kind, "anthropic")) {
+        p->kind = CFG_KIND_ANTHROPIC;
+    } else if (!strcmp(kind, "gemini")) {
+        p->kind = CFG_KIND_GEMINI;
     } else {
         size_t keep = path_push_key(v, "kind");
-        const char *near = nearest(kind, kinds, 2);
+        const char *near = nearest(kind, kinds, 4);
         st = verr(v, AT_VALUE,
                   "unknown provider kind '%s' (%s%s%s)", kind,
-                  near ? "did you mean '" : "expected openai or local",
+                  near ? "did you mean '"
+                       : "expected openai, anthropic, gemini or local",
                   near ? near : "", near ? "'?" : "");
         path_pop(v, keep);
         free(kind);
@@ -904,7 +937,11 @@ parse_provider(struct vctx *v, const char *name, json_t *po,
     if ((st = check_keys(v, po, local ? local_keys : openai_keys,
                          local ? openai_keys : local_keys,
                          local ? "a local provider"
-                               : "an openai provider")) != GX_OK)
+                         : p->kind == CFG_KIND_ANTHROPIC
+                             ? "an anthropic provider"
+                         : p->kind == CFG_KIND_GEMINI ? "a gemini provider"
+                                                      : "an openai provider")) !=
+        GX_OK)
         return st;
 
     p->timeout_ms = CFG_DEFAULT_TIMEOUT_MS;
@@ -927,9 +964,18 @@ parse_provider(struct vctx *v, const char *name, json_t *po,
             (st = get_int(v, po, "parallel", 1, 256, &p->parallel)))
             return st;
     } else {
-        if ((st = get_str(v, po, "base_url", 1, STR_NONEMPTY,
+        /* The native kinds know their public endpoint; an openai
+         * provider must say which upstream it is. */
+        const char *dflt_url =
+            p->kind == CFG_KIND_ANTHROPIC ? "https://api.anthropic.com"
+            : p->kind == CFG_KIND_GEMINI
+                ? "https://generativelanguage.googleapis.com"
+                : NULL;
+        if ((st = get_str(v, po, "base_url", !dflt_url, STR_NONEMPTY,
                           &p->base_url)) != GX_OK)
             return st;
+        if (!p->base_url && !(p->base_url = strdup(dflt_url)))
+            return GX_ENOMEM;
         size_t keep = path_push_key(v, "base_url");
         st = check_base_url(v, p->base_url);
         path_pop(v, keep);

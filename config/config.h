@@ -30,6 +30,10 @@ struct cfg_model {
     int64_t input_pusd;        /* per prompt token */
     int64_t cached_input_pusd; /* per cached prompt token (= input if none) */
     int64_t output_pusd;       /* per completion token */
+    int64_t cache_write_pusd;  /* per cache-write prompt token (Anthropic
+                                  cache_creation); cache_write_per_mtok, or
+                                  the built-in table, or 1.25 x input for
+                                  kind anthropic, else = input */
 };
 
 struct cfg_header {
@@ -37,7 +41,12 @@ struct cfg_header {
     char *value;
 };
 
-enum cfg_kind { CFG_KIND_OPENAI = 0, CFG_KIND_LOCAL = 1 };
+enum cfg_kind {
+    CFG_KIND_OPENAI = 0,
+    CFG_KIND_LOCAL = 1,
+    CFG_KIND_ANTHROPIC = 2, /* native Messages API (providers/anthropic.c) */
+    CFG_KIND_GEMINI = 3     /* native generateContent (providers/gemini.c) */
+};
 
 /* Provider timeout defaults, the same for every kind (DESIGN.md section
  * 5): long enough that a 90 s non-stream generation and a stream whose
@@ -53,7 +62,7 @@ enum cfg_kind { CFG_KIND_OPENAI = 0, CFG_KIND_LOCAL = 1 };
 struct cfg_provider {
     char *name; /* key under "providers" */
     enum cfg_kind kind;
-    /* openai */
+    /* openai, anthropic, gemini */
     char *base_url; /* no trailing slash, e.g. "https://relay.example/v1" */
     char *api_key;  /* secret: never log or return it */
     int timeout_ms;            /* total, CFG_DEFAULT_TIMEOUT_MS */
@@ -98,7 +107,7 @@ struct cfg_route {
 
 struct cfg_failover {
     int max_attempts;     /* default 3 */
-    int *retry_on_status; /* default 408 409 429 500 502 503 504 */
+    int *retry_on_status; /* default 408 409 429 500 502 503 504 529 */
     size_t n_retry_on_status;
     int backoff_ms;          /* default 50 */
     int hedge_after_ms;      /* default 0 (off) */
@@ -155,6 +164,11 @@ enum gx_status cfg_load_string(const char *text, const char *name,
 enum gx_status cfg_defaults(struct cfg **out, char *err, size_t errlen);
 
 void cfg_free(struct cfg *c); /* accepts NULL */
+
+/* The request header a provider kind sends its api_key in:
+ * "Authorization" (Bearer, openai), "x-api-key" (anthropic),
+ * "x-goog-api-key" (gemini).  A static string. */
+const char *cfg_key_header(enum cfg_kind kind);
 
 /* Lookups; NULL / -1 when absent. */
 const struct cfg_provider *cfg_provider_find(const struct cfg *c,

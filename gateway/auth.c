@@ -1009,10 +1009,19 @@ gw_chat_admit(struct gw_server *srv, struct gw_hreq *req,
             &gw_cfg(srv)->providers[tg[i].provider].models[tg[i].model];
         if (!cm->has_price)
             continue;
-        struct pr_price p = {cm->input_pusd, cm->cached_input_pusd,
-                             cm->output_pusd};
+        /* The bound prices every prompt token at the dearer of input and
+         * cache write (an Anthropic prompt may be all cache writes), and
+         * an anthropic target without a client cap at the max_tokens it
+         * is sent. */
+        struct pr_price p = {cm->input_pusd > cm->cache_write_pusd
+                                 ? cm->input_pusd
+                                 : cm->cache_write_pusd,
+                             cm->cached_input_pusd, cm->output_pusd};
+        int64_t comp = completion;
+        if (gw_cfg(srv)->providers[tg[i].provider].kind == CFG_KIND_ANTHROPIC)
+            comp = pv_request_completion_cap(body, PV_ANTH_DEFAULT_MAX_TOKENS);
         int64_t c = 0;
-        if (pr_cost(&p, upper, 0, completion, &c) != GX_OK)
+        if (pr_cost(&p, upper, 0, comp, &c) != GX_OK)
             c = INT64_MAX / 4; /* absurd sizes: refused unless unlimited */
         if (c > max_cost)
             max_cost = c;

@@ -268,14 +268,23 @@ settle_usage(struct gw_req *r, const struct pv_result *res)
     }
     r->cost_pusd = 0;
     if (r->model && r->model->has_price) {
-        struct pr_price p = {r->model->input_pusd,
+        /* Every token class (DESIGN.md section 7): cache writes from the
+         * native anthropic kind, reasoning inside completion. */
+        struct pr_rates p = {r->model->input_pusd,
                              r->model->cached_input_pusd,
+                             r->model->cache_write_pusd,
                              r->model->output_pusd};
-        int64_t cached = r->usage.cached_tokens;
-        if (cached > r->usage.prompt_tokens)
-            cached = r->usage.prompt_tokens;
-        if (pr_cost(&p, r->usage.prompt_tokens, cached,
-                    r->usage.completion_tokens, &r->cost_pusd) != GX_OK) {
+        struct pr_tokens t = {r->usage.prompt_tokens, r->usage.cached_tokens,
+                              r->usage.cache_write_tokens,
+                              r->usage.completion_tokens,
+                              r->usage.reasoning_tokens};
+        if (t.cached > t.prompt)
+            t.cached = t.prompt;
+        if (t.cache_write > t.prompt - t.cached)
+            t.cache_write = t.prompt - t.cached;
+        if (t.reasoning > t.completion)
+            t.reasoning = t.completion;
+        if (pr_cost_tokens(&p, &t, &r->cost_pusd) != GX_OK) {
             GX_LOG(GX_LOG_WARN, r->id, "cost could not be computed; logged 0");
             r->cost_pusd = 0;
         }

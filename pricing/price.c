@@ -24,6 +24,7 @@ struct pr_default_entry {
     /* pUSD per token == micro-USD per million tokens, written as integers
      * so the table itself is exact (2.00 USD/Mtok = 2000000). */
     int64_t input, cached_input, output;
+    int64_t cache_write; /* 5-minute cache write; 0: as input */
 };
 
 /*
@@ -33,8 +34,11 @@ struct pr_default_entry {
  *    (openai.com/api/pricing; cached input is the automatic prompt cache).
  *  - Anthropic claude-sonnet-4.5 3.00 / 0.30 / 15.00, claude-haiku-4.5
  *    1.00 / 0.10 / 5.00 (docs.anthropic.com pricing; the cached price is
- *    the cache *read* price; cache writes (1.25x input) are not modelled:
- *    OpenAI-format usage does not report them separately).
+ *    the cache *read* price).  Cache writes: 3.75 and 1.25, the 5-minute
+ *    write price (1.25x input); 1-hour writes cost 2x input (6.00 and
+ *    2.00) and are configured by setting cache_write_per_mtok to that
+ *    price for a model used with 1-hour caching only (the native usage
+ *    object reports both tiers as one cache_creation_input_tokens).
  *  - Google gemini-2.5-flash 0.30 / 0.03 / 2.50 (text input; the context
  *    caching price for text), gemini-2.5-pro 1.25 / 0.125 / 10.00 (prompts
  *    <= 200k tokens; longer prompts cost more and are not modelled)
@@ -44,18 +48,22 @@ struct pr_default_entry {
  *  - DeepSeek deepseek-v3.2 0.28 / 0.028 (cache hit) / 0.42
  *    (api-docs.deepseek.com/quick_start/pricing; "deepseek-chat" is the
  *    same model under its API name).
- * A provider without a caching price gets cached = input.
+ * A provider without a caching price gets cached = input.  Thinking
+ * tokens (Gemini thoughtsTokenCount, Anthropic thinking) are billed at the
+ * output price by both, so they need no column.  Gemini's explicit
+ * context-cache storage (per token-hour) is not a per-request cost and is
+ * not modelled.
  */
 static const struct pr_default_entry pr_defaults[] = {
     /* model, then pUSD per token (USD/Mtok x 1e6) */
-    {"gpt-4.1", 2000000, 500000, 8000000},
-    {"gpt-4.1-mini", 400000, 100000, 1600000},
-    {"claude-sonnet-4.5", 3000000, 300000, 15000000},
-    {"claude-haiku-4.5", 1000000, 100000, 5000000},
-    {"gemini-2.5-flash", 300000, 30000, 2500000},
-    {"gemini-2.5-pro", 1250000, 125000, 10000000},
-    {"deepseek-v3.2", 280000, 28000, 420000},
-    {"deepseek-chat", 280000, 28000, 420000},
+    {"gpt-4.1", 2000000, 500000, 8000000, 0},
+    {"gpt-4.1-mini", 400000, 100000, 1600000, 0},
+    {"claude-sonnet-4.5", 3000000, 300000, 15000000, 3750000},
+    {"claude-haiku-4.5", 1000000, 100000, 5000000, 1250000},
+    {"gemini-2.5-flash", 300000, 30000, 2500000, 0},
+    {"gemini-2.5-pro", 1250000, 125000, 10000000, 0},
+    {"deepseek-v3.2", 280000, 28000, 420000, 0},
+    {"deepseek-chat", 280000, 28000, 420000, 0},
 };
 
 int
@@ -69,6 +77,27 @@ pr_price_default(const char *model, struct pr_price *out)
                 out->input_pusd = pr_defaults[i].input;
                 out->cached_input_pusd = pr_defaults[i].cached_input;
                 out->output_pusd = pr_defaults[i].output;
+            }
+            return 1;
+        }
+    }
+    return 0;
+}
+
+int
+pr_rates_default(const char *model, struct pr_rates *out)
+{
+    if (!model)
+        return 0;
+    for (size_t i = 0; i < sizeof(pr_defaults) / sizeof(pr_defaults[0]); i++) {
+        const struct pr_default_entry *d = &pr_defaults[i];
+        if (strcmp(d->model, model) == 0) {
+            if (out) {
+                out->input_pusd = d->input;
+                out->cached_input_pusd = d->cached_input;
+                out->cache_write_pusd =
+                    d->cache_write ? d->cache_write : d->input;
+                out->output_pusd = d->output;
             }
             return 1;
         }
@@ -198,19 +227,50 @@ enum gx_status
 pr_cost(const struct pr_price *p, int64_t prompt_tokens, int64_t cached_tokens,
         int64_t completion_tokens, int64_t *cost_pusd)
 {
-    if (!p || !cost_pusd || prompt_tokens < 0 || cached_tokens < 0 ||
-        completion_tokens < 0 || cached_tokens > prompt_tokens ||
-        p->input_pusd < 0 || p->cached_input_pusd < 0 || p->output_pusd < 0)
+    if (!p)
         return GX_EINVAL;
-    int64_t a, b, c, sum;
-    if (__builtin_mul_overflow(prompt_tokens - cached_tokens, p->input_pusd,
-                               &a) ||
-        __builtin_mul_overflow(cached_tokens, p->cached_input_pusd, &b) ||
-        __builtin_mul_overflow(completion_tokens, p->output_pusd, &c) ||
+    struct pr_rates r = {p->input_pusd, p->cached_input_pusd, p->input_pusd,
+                         p->output_pusd};
+    struct pr_tokens t = {prompt_tokens, cached_tokens, 0, completion_tokens,
+                          0};
+    return pr_cost_tokens(&r, &t, cost_pusd);
+}
+
+enum gx_status
+pr_cost_tokens(const struct pr_rates *p, const struct pr_tokens *t,
+               int64_t *cost_pusd)
+{
+    if (!p || !t || !cost_pusd || t->prompt < 0 || t->cached < 0 ||
+        t->cache_write < 0 || t->completion < 0 || t->reasoning < 0 ||
+        t->reasoning > t->completion || t->cached > t->prompt ||
+        t->cache_write > t->prompt - t->cached || p->input_pusd < 0 ||
+        p->cached_input_pusd < 0 || p->cache_write_pusd < 0 ||
+        p->output_pusd < 0)
+        return GX_EINVAL;
+    int64_t uncached = t->prompt - t->cached - t->cache_write;
+    int64_t a, b, w, c, sum;
+    if (__builtin_mul_overflow(uncached, p->input_pusd, &a) ||
+        __builtin_mul_overflow(t->cached, p->cached_input_pusd, &b) ||
+        __builtin_mul_overflow(t->cache_write, p->cache_write_pusd, &w) ||
+        __builtin_mul_overflow(t->completion, p->output_pusd, &c) ||
         __builtin_add_overflow(a, b, &sum) ||
+        __builtin_add_overflow(sum, w, &sum) ||
         __builtin_add_overflow(sum, c, &sum))
         return GX_ETOOBIG;
     *cost_pusd = sum;
+    return GX_OK;
+}
+
+enum gx_status
+pr_cache_write_from_input(int64_t input_pusd, int64_t *out)
+{
+    int64_t x5;
+    if (!out || input_pusd < 0)
+        return GX_EINVAL;
+    if (__builtin_mul_overflow(input_pusd, 5, &x5) ||
+        __builtin_add_overflow(x5, 2, &x5))
+        return GX_ETOOBIG;
+    *out = x5 / 4; /* 1.25x, half up */
     return GX_OK;
 }
 

@@ -51,6 +51,50 @@ enum gx_status pr_cost(const struct pr_price *p, int64_t prompt_tokens,
                        int64_t cached_tokens, int64_t completion_tokens,
                        int64_t *cost_pusd);
 
+/*
+ * Every token class of one request (DESIGN.md section 7).  prompt counts
+ * all input tokens, as OpenAI does: uncached + cached (cache reads) +
+ * cache_write (Anthropic's cache creation).  reasoning is part of
+ * completion (thinking tokens are billed as output) and only recorded.
+ */
+struct pr_tokens {
+    int64_t prompt;
+    int64_t cached;      /* cache reads */
+    int64_t cache_write; /* cache writes (Anthropic cache_creation) */
+    int64_t completion;  /* output, reasoning included */
+    int64_t reasoning;   /* of completion: thinking tokens */
+};
+
+/* A price with every class (pUSD per token).  pr_price is kept as it was
+ * (its positional initialisers are used widely); this one adds cache
+ * writes.  A provider that never reports cache writes may leave
+ * cache_write_pusd = input_pusd. */
+struct pr_rates {
+    int64_t input_pusd;
+    int64_t cached_input_pusd;
+    int64_t cache_write_pusd;
+    int64_t output_pusd;
+};
+
+/* Built-in rates for model (as pr_price_default, plus the cache write
+ * price: the published 5-minute cache write price for Anthropic models,
+ * the input price elsewhere).  Returns 1 if known. */
+int pr_rates_default(const char *model, struct pr_rates *out);
+
+/* cost = (prompt - cached - cache_write) * input + cached * cached_input
+ *        + cache_write * cache_write + completion * output
+ * exactly, in pUSD.  GX_EINVAL on negative counts or prices, cached +
+ * cache_write > prompt or reasoning > completion; GX_ETOOBIG on overflow
+ * (*cost_pusd unchanged on error). */
+enum gx_status pr_cost_tokens(const struct pr_rates *p,
+                              const struct pr_tokens *t, int64_t *cost_pusd);
+
+/* The cache-write price an Anthropic model has when the config gives
+ * none: 1.25 x input (Anthropic's published 5-minute write multiplier),
+ * rounded half up to whole pUSD per token (exact for every published
+ * price).  GX_ETOOBIG on overflow. */
+enum gx_status pr_cache_write_from_input(int64_t input_pusd, int64_t *out);
+
 /* A price back as USD per million tokens, exact, at least two decimals:
  * 2000000 -> "2.00", 28000 -> "0.028", 125000 -> "0.125" (for `llmux
  * prices`). */

@@ -56,6 +56,13 @@ struct pv_usage {
     int64_t prompt_tokens;     /* includes cached_tokens, as OpenAI counts */
     int64_t completion_tokens;
     int64_t cached_tokens;     /* prompt_tokens_details.cached_tokens */
+    /* Native kinds only (0 elsewhere).  Both are parts of the counts
+     * above: cache_write_tokens of prompt_tokens (Anthropic's
+     * cache_creation_input_tokens, billed at cache_write_pusd),
+     * reasoning_tokens of completion_tokens (Gemini thoughtsTokenCount,
+     * billed as output). */
+    int64_t cache_write_tokens;
+    int64_t reasoning_tokens;
 };
 
 /* Room for the upstream headers a client gets (pv_result.headers). */
@@ -142,7 +149,7 @@ void pv_local_shutdown(void);
 
 /* A provider kind is a table: one file plus one line in the registry. */
 struct pv_ops {
-    const char *kind; /* "openai", "local" */
+    const char *kind; /* "openai", "local", "anthropic", "gemini" */
     enum gx_status (*start)(struct pv_loop *loop, const struct pv_request *req,
                             const struct pv_callbacks *cb,
                             struct pv_call **out, char *err, size_t errlen);
@@ -193,6 +200,9 @@ int pv_request_validate(const json_t *body, char *msg, size_t len,
  * given), times n.  An upstream honours one of the two caps, and which one
  * differs between providers, so only the larger bounds the bill. */
 int64_t pv_request_completion_cap(const json_t *body, int64_t dflt);
+/* What the anthropic kind sends as max_tokens (which the Messages API
+ * requires) when the client gives neither cap; budgets reserve it. */
+#define PV_ANTH_DEFAULT_MAX_TOKENS 4096
 
 /*
  * Secret scrubbing (scrub.c): a provider's api_key, header values and

@@ -103,6 +103,8 @@ struct pv_call {
 /* Ops of each kind (one file each). */
 extern const struct pv_ops pv_openai_ops;
 extern const struct pv_ops pv_local_ops; /* providers/local.c */
+extern const struct pv_ops pv_anthropic_ops; /* providers/anthropic.c */
+extern const struct pv_ops pv_gemini_ops;    /* providers/gemini.c */
 
 /* registry.c: the kind for a provider, NULL when none is built in. */
 const struct pv_ops *pv_ops_for(enum cfg_kind kind);
@@ -191,5 +193,169 @@ void pv_usage_clamp(struct pv_usage *u);
  * cannot be sure of matching (invalid UTF-8, very deep nesting) or on out
  * of memory: then use json_dumps. */
 char *pv_json_dump_compact(const json_t *j, size_t *len);
+
+/*
+ * The native kinds (native.c shared, anthropic.c, gemini.c): the client's
+ * OpenAI chat request is translated into the upstream's own API, and the
+ * upstream's answer, stream and errors back into OpenAI chat shapes, so
+ * callers see what an "openai" kind gives (pv_result.body an OpenAI
+ * chat.completion, on_event OpenAI chunks then "[DONE]", error bodies
+ * {"error":{"message","type","param","code"}}).  The translations are
+ * pure functions, unit-tested apart from HTTP.
+ *
+ * Translation results: PV_X_OK; PV_X_REFUSE (the request has a parameter
+ * this kind cannot express, or a bad value: msg names it, the client gets
+ * a 400); PV_X_NOMEM.
+ */
+enum { PV_X_OK = 0, PV_X_REFUSE = -1, PV_X_NOMEM = -2 };
+
+/* Stream translation state, one per call (zeroed at start). */
+#define PV_X_MAX_BLOCKS 512
+struct pv_xstream {
+    char id[96];
+    char model[128];
+    int64_t created;
+    int started;          /* the role chunk went out */
+    int n_tools;          /* tool calls started */
+    int block_tool[PV_X_MAX_BLOCKS]; /* anthropic: block -> tool index + 1 */
+    const char *finish;   /* finish_reason, once known */
+    int complete;         /* the upstream ended the answer properly */
+    struct pv_usage usage;
+};
+/* Hands one OpenAI chunk on (reference stolen).  0, or -1 (stop). */
+typedef int (*pv_xemit)(void *ud, json_t *chunk);
+/* Stream event results (besides 0 = go on). */
+enum { PV_XS_DONE = 1, PV_XS_UPSTREAM_ERROR = -1, PV_XS_MALFORMED = -2,
+       PV_XS_EMIT = -3 };
+
+/* anthropic.c (PV_ANTH_DEFAULT_MAX_TOKENS is in providers.h). */
+#define PV_ANTH_VERSION "2023-06-01"
+int pv_anth_request(const json_t *oa, const char *upstream, int stream,
+                    json_t **out, char *msg, size_t len);
+/* The OpenAI chat.completion for a Messages answer (new reference), usage
+ * in *u; NULL with a reason in why when up is not a message. */
+json_t *pv_anth_answer(const json_t *up, struct pv_usage *u, char *why,
+                       size_t len);
+/* One SSE event (type from its event field or its data's "type"). */
+int pv_anth_event(struct pv_xstream *s, const char *type, const json_t *ev,
+                  pv_xemit emit, void *ud, char *why, size_t len);
+
+/* gemini.c */
+int pv_gem_request(const json_t *oa, int stream, json_t **out, char *msg,
+                   size_t len);
+json_t *pv_gem_answer(const json_t *up, struct pv_usage *u, char *why,
+                      size_t len);
+/* One streamGenerateContent chunk (a GenerateContentResponse). */
+int pv_gem_event(struct pv_xstream *s, const char *type, const json_t *ev,
+                 pv_xemit emit, void *ud, char *why, size_t len);
+
+/* native.c: shared pieces. */
+/* {"id","object":"chat.completion.chunk","created","model","choices":
+ * [{"index":0,"delta":delta,"finish_reason":finish|null}]}; delta stolen.
+ * The first call also sends the role chunk first (through emit). */
+int pv_x_emit_delta(struct pv_xstream *s, json_t *delta, const char *finish,
+                    pv_xemit emit, void *ud);
+/* OpenAI usage object for u (prompt_tokens_details.cached_tokens,
+ * completion_tokens_details.reasoning_tokens, and cache_write_tokens in
+ * prompt_tokens_details when nonzero). */
+json_t *pv_x_usage_json(const struct pv_usage *u);
+/* The usage-only chunk ("choices":[]) that closes an OpenAI stream. */
+json_t *pv_x_usage_chunk(const struct pv_xstream *s);
+/* The OpenAI chat.completion around one message (stolen). */
+json_t *pv_x_completion(const char *id, const char *model, json_t *message,
+                        const char *finish, const struct pv_usage *u);
+/* The upstream's error body (Anthropic or Google shape, or anything) as an
+ * OpenAI error body; malloc'd, NUL-terminated. */
+char *pv_x_error_body(const char *body, size_t len, int status,
+                      size_t *out_len);
+/* Message text of an OpenAI content (string, or array of text parts);
+ * NULL when it has a part that is not text. */
+char *pv_x_content_text(const json_t *content);
+/* Splits a data: URL ("data:image/png;base64,AAAA") into a mime type
+ * and the base64 data; 0 on success. */
+int pv_x_data_url(const char *url, char *mime, size_t mime_len,
+                  const char **data);
+/* Appends "name" to a comma-separated list of refused parameters. */
+void pv_x_refuse_add(char *list, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Request pieces both kinds translate alike.  Refusals: every top-level
+ * key not in known (a NULL-terminated list) and an n other than 1; every
+ * field of message i its role cannot carry (nulls count as absent). */
+void pv_x_refuse_keys(const json_t *oa, const char *const *known,
+                      char *refused, size_t rlen);
+void pv_x_refuse_msg_fields(const json_t *m, size_t i, char *refused,
+                            size_t rlen);
+/* The larger of max_tokens and max_completion_tokens; 0 when neither. */
+int64_t pv_x_max_tokens(const json_t *oa);
+/* Appends part (stolen) to the array field of the last turn when that
+ * turn has role, else to a new turn {role, field: [part]}.  0 or -1. */
+int pv_x_turn_add(json_t *turns, const char *role, const char *field,
+                  json_t *part);
+/* An assistant tool call's parsed arguments (new reference; "" is {})
+ * and its function name; NULL unless both are there and the arguments
+ * are a JSON object. */
+json_t *pv_x_tool_args(const json_t *tc, const char **name);
+/* Ends a translation: a non-empty refused list turns PV_X_OK into
+ * PV_X_REFUSE with "Unsupported by provider kind KIND: LIST." in msg; on
+ * any failure *body is freed and NULL.  Returns the result. */
+int pv_x_request_end(int rc, const char *kind, const char *refused,
+                     json_t **body, char *msg, size_t len);
+/* A usage count member of o (pv_usage_num), 0 when absent. */
+int64_t pv_x_num(const json_t *o, const char *k);
+
+/* The walk over OpenAI messages both kinds share: system/developer text
+ * into system (ops->text each), user, assistant (role assistant_role) and
+ * tool messages into turns (merged per role, parts in the member field),
+ * refusals named in refused.  The ops build one block or part each;
+ * user_part and tool_call return NULL after naming a refusal; tool_result
+ * returns NULL when the call it answers cannot be found (refused here). */
+struct pv_x_msgs_ops {
+    const char *field;          /* "content" (Anthropic), "parts" (Gemini) */
+    const char *assistant_role; /* "assistant", "model" */
+    json_t *(*text)(const char *s);
+    json_t *(*user_part)(const json_t *part, size_t i, size_t j,
+                         char *refused, size_t rlen);
+    /* args (stolen): the parsed arguments, an object */
+    json_t *(*tool_call)(const json_t *tc, const char *name, json_t *args,
+                         size_t i, size_t j, char *refused, size_t rlen);
+    json_t *(*tool_result)(const json_t *msgs, size_t i, const char *id,
+                           const char *text);
+};
+int pv_x_messages(const json_t *msgs, const struct pv_x_msgs_ops *ops,
+                  json_t *system, json_t *turns, char *refused, size_t rlen);
+
+/* How a native kind plugs into native.c's HTTP glue. */
+struct pv_xkind {
+    const struct pv_ops *ops;
+    const char *name; /* "anthropic" */
+    /* The request translation (pv_anth_request's contract). */
+    int (*translate)(const json_t *oa, const char *upstream, int stream,
+                     json_t **out, char *msg, size_t len);
+    /* The URL path after base_url, starting with the API version segment
+     * ("/v1/messages"); a base_url that already ends in a version segment
+     * ("/v1", "/v1beta") drops it.  -1 when upstream cannot go in it. */
+    int (*path)(const char *upstream, int stream, char *buf, size_t len);
+    const char *key_header;  /* where api_key goes: "x-api-key" */
+    const char *extra_name;  /* one more header unless the provider's own
+                                headers set it (NULL: none) */
+    const char *extra_value;
+    json_t *(*answer)(const json_t *up, struct pv_usage *u, char *why,
+                      size_t len);
+    int (*event)(struct pv_xstream *s, const char *type, const json_t *ev,
+                 pv_xemit emit, void *ud, char *why, size_t len);
+    /* Gemini: no end marker; a stream that reached a finishReason is
+     * complete when the upstream closes it. */
+    int complete_at_eof;
+};
+
+/* A native kind's pv_ops.start: translates the request and POSTs it; a
+ * refused request sends nothing and ends (from the event loop, never
+ * inside this function) with status 400 and an OpenAI error naming the
+ * refused parameters. */
+enum gx_status pv_x_start(struct pv_loop *loop, const struct pv_request *req,
+                          const struct pv_callbacks *cb,
+                          const struct pv_xkind *k, struct pv_call **out,
+                          char *err, size_t errlen);
 
 #endif

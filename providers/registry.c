@@ -13,6 +13,8 @@ static const struct {
 } kinds[] = {
     {CFG_KIND_OPENAI, &pv_openai_ops},
     {CFG_KIND_LOCAL, &pv_local_ops},
+    {CFG_KIND_ANTHROPIC, &pv_anthropic_ops},
+    {CFG_KIND_GEMINI, &pv_gemini_ops},
 };
 
 const struct pv_ops *

@@ -18,6 +18,14 @@
  *   POST /f/<DIRECTIVES>/v1/chat/completions        same, with directives
  *                                                   (so a base_url can
  *                                                   carry a behaviour)
+ *   POST /v1/messages                               an Anthropic Messages
+ *                                                   answer (x-api-key
+ *                                                   required: else 401)
+ *   POST /v1beta/models/M:generateContent           a Gemini answer; with
+ *        /v1beta/models/M:streamGenerateContent?alt=sse  a Gemini stream
+ *                                                   (x-goog-api-key
+ *                                                   required: else 403)
+ *        (both also under /f/<DIRECTIVES>/)
  *   GET  /v1/models                                 a one-model list
  *   GET  /fake/stats   {"requests","completed","streams","connections",
  *                       "by_model":{},"by_status":{},"by_path":{},
@@ -70,6 +78,25 @@
  *                       base64), trunc (each value less its last 3
  *                       characters), text (error: a text/plain body)
  *   rl_headers          x-ratelimit-* and x-request-id on the answer
+ *   cache_write=N       native: Anthropic cache_creation_input_tokens
+ *                       (prompt_tokens stays the total: input_tokens is
+ *                       prompt - cached - cache_write); cached=N is
+ *                       cache_read_input_tokens / cachedContentTokenCount
+ *   thoughts=N          native: N thinking tokens (Gemini
+ *                       thoughtsTokenCount and a thought part; Anthropic a
+ *                       thinking block, counted in output_tokens)
+ *   tool=NAME           native: answer with a call of tool NAME (after a
+ *                       short text) instead of the plain text
+ *   tool_args=JSON      its arguments (default {"city":"Paris"}), streamed
+ *                       in three pieces (Anthropic input_json_delta)
+ * Native modes answer in the upstream's own JSON and SSE shapes (Anthropic
+ * events message_start, content_block_start/delta/stop, ping,
+ * message_delta, message_stop; Gemini one GenerateContentResponse per
+ * event, finishReason and usageMetadata on the last), errors in their own
+ * shape ({"type":"error","error":{"type","message"}};
+ * {"error":{"code","message","status"}}), and validate requests as those
+ * APIs do in the parts llmux relies on (Anthropic: max_tokens, roles
+ * alternating from user, tool_result after a matching tool_use).
  * "reset" reads the whole request first (evhttp hands it over complete),
  * then resets: a read-then-reset upstream.  Every copy that arrives counts
  * in "requests" and by_tag, so a test sees how many copies were sent.
@@ -183,7 +210,12 @@ struct opts {
     int has_content;
     char message[256]; /* error.message for status=N */
     char tag[64];      /* counted in /fake/stats by_tag */
+    long cache_write, thoughts;
+    char tool[64];
+    char tool_args[512];
 };
+
+enum fmt { FMT_OPENAI = 0, FMT_ANTHROPIC, FMT_GEMINI };
 
 enum { ECHO_JSON = 1, ECHO_SLASH, ECHO_U, ECHO_B64, ECHO_TRUNC, ECHO_TEXT };
 
@@ -202,6 +234,7 @@ struct job {
     char **events;    /* stream events, each a full "data: ...\n\n" */
     size_t n_events, next;
     struct job *prev, *nextj;
+    enum fmt fmt;
 };
 
 static int
@@ -293,6 +326,14 @@ opts_parse(struct opts *o, const char *s, size_t n)
                 o->completion_tokens = clampi(v, 0, 1000000000);
             else if (IS("cached"))
                 o->cached = clampi(v, 0, 1000000000);
+            else if (IS("cache_write"))
+                o->cache_write = clampi(v, 0, 1000000000);
+            else if (IS("thoughts"))
+                o->thoughts = clampi(v, 0, 1000000000);
+            else if (IS("tool"))
+                snprintf(o->tool, sizeof(o->tool), "%.63s", val);
+            else if (IS("tool_args"))
+                snprintf(o->tool_args, sizeof(o->tool_args), "%.511s", val);
             else if (IS("crlf"))
                 o->crlf = 1;
             else if (IS("comments"))
@@ -346,6 +387,16 @@ message_text(json_t *msg)
 static const char *
 last_user_text(json_t *body)
 {
+    json_t *contents = json_object_get(body, "contents");
+    for (size_t i = json_array_size(contents); i > 0; i--) {
+        json_t *c = json_array_get(contents, i - 1);
+        json_t *role = json_object_get(c, "role");
+        if (json_is_string(role) && !strcmp(json_string_value(role), "user")) {
+            json_t *t = json_object_get(
+                json_array_get(json_object_get(c, "parts"), 0), "text");
+            return json_is_string(t) ? json_string_value(t) : NULL;
+        }
+    }
     json_t *msgs = json_object_get(body, "messages");
     if (!json_is_array(msgs))
         return NULL;
@@ -671,6 +722,535 @@ chunk_new(long id, const char *model, json_t *delta, const char *finish)
                      finish ? json_string(finish) : json_null());
 }
 
+/* ---- native modes: Anthropic Messages and Gemini generateContent ------- */
+
+static const char *
+native_err_type(int fmt, int status)
+{
+    if (fmt == FMT_ANTHROPIC)
+        return status == 400   ? "invalid_request_error"
+               : status == 401 ? "authentication_error"
+               : status == 403 ? "permission_error"
+               : status == 404 ? "not_found_error"
+               : status == 413 ? "request_too_large"
+               : status == 429 ? "rate_limit_error"
+               : status == 529 ? "overloaded_error"
+                               : "api_error";
+    return status == 400   ? "INVALID_ARGUMENT"
+           : status == 403 ? "PERMISSION_DENIED"
+           : status == 404 ? "NOT_FOUND"
+           : status == 429 ? "RESOURCE_EXHAUSTED"
+           : status == 503 ? "UNAVAILABLE"
+           : status == 504 ? "DEADLINE_EXCEEDED"
+                           : "INTERNAL";
+}
+
+/* An error in the API's own shape. */
+static void
+send_native_error(struct evhttp_request *req, int fmt, int status,
+                  int retry_after, const char *message)
+{
+    json_t *e = fmt == FMT_ANTHROPIC
+                    ? json_pack("{s:s,s:{s:s,s:s},s:s}", "type", "error",
+                                "error", "type",
+                                native_err_type(fmt, status), "message",
+                                message, "request_id", "req_fake")
+                    : json_pack("{s:{s:i,s:s,s:s}}", "error", "code", status,
+                                "message", message, "status",
+                                native_err_type(fmt, status));
+    char *text = e ? json_dumps(e, JSON_COMPACT) : NULL;
+    json_decref(e);
+    if (retry_after >= 0) {
+        char ra[16];
+        snprintf(ra, sizeof(ra), "%d", retry_after);
+        evhttp_add_header(evhttp_request_get_output_headers(req),
+                          "Retry-After", ra);
+    }
+    send_json(req, status, text ? text : "{}");
+    free(text);
+}
+
+/* What the real APIs check that llmux's translation must get right:
+ * returns 0, or an HTTP status with the reason in why. */
+static int
+native_check(struct evhttp_request *req, int fmt, json_t *body, char *why,
+             size_t len)
+{
+    struct evkeyvalq *in = evhttp_request_get_input_headers(req);
+    if (fmt == FMT_GEMINI) {
+        if (!evhttp_find_header(in, "x-goog-api-key")) {
+            snprintf(why, len, "Method doesn't allow unregistered callers "
+                               "(no x-goog-api-key)");
+            return 403;
+        }
+        json_t *c = json_object_get(body, "contents");
+        if (!json_is_array(c) || !json_array_size(c)) {
+            snprintf(why, len, "* GenerateContentRequest.contents: contents "
+                               "is not specified");
+            return 400;
+        }
+        size_t i;
+        json_t *x;
+        json_array_foreach(c, i, x) {
+            const char *r = json_string_value(json_object_get(x, "role"));
+            if (!r || (strcmp(r, "user") && strcmp(r, "model")) ||
+                !json_array_size(json_object_get(x, "parts"))) {
+                snprintf(why, len, "contents[%zu]: bad role or no parts", i);
+                return 400;
+            }
+        }
+        return 0;
+    }
+    if (!evhttp_find_header(in, "x-api-key")) {
+        snprintf(why, len, "x-api-key header is required");
+        return 401;
+    }
+    if (!evhttp_find_header(in, "anthropic-version")) {
+        snprintf(why, len, "anthropic-version: header is required");
+        return 400;
+    }
+    if (!json_is_integer(json_object_get(body, "max_tokens"))) {
+        snprintf(why, len, "max_tokens: Field required");
+        return 400;
+    }
+    json_t *msgs = json_object_get(body, "messages");
+    if (!json_is_array(msgs) || !json_array_size(msgs)) {
+        snprintf(why, len, "messages: at least one message is required");
+        return 400;
+    }
+    size_t i;
+    json_t *m;
+    json_t *prev_uses = NULL;
+    json_array_foreach(msgs, i, m) {
+        const char *r = json_string_value(json_object_get(m, "role"));
+        const char *want = i % 2 ? "assistant" : "user";
+        if (!r || strcmp(r, want)) {
+            snprintf(why, len, "messages.%zu.role: roles must alternate "
+                               "between user and assistant, starting "
+                               "with user",
+                     i);
+            return 400;
+        }
+        json_t *content = json_object_get(m, "content");
+        size_t k;
+        json_t *b;
+        json_array_foreach(content, k, b) {
+            const char *t = json_string_value(json_object_get(b, "type"));
+            if (t && !strcmp(t, "tool_result")) {
+                const char *id =
+                    json_string_value(json_object_get(b, "tool_use_id"));
+                int found = 0;
+                size_t q;
+                json_t *u;
+                json_array_foreach(prev_uses, q, u) {
+                    const char *ut = json_string_value(json_object_get(u,
+                                                                   "type"));
+                    const char *uid = json_string_value(json_object_get(u,
+                                                                    "id"));
+                    if (ut && !strcmp(ut, "tool_use") && uid && id &&
+                        !strcmp(uid, id))
+                        found = 1;
+                }
+                if (!found) {
+                    snprintf(why, len, "messages.%zu.content.%zu: "
+                                       "unexpected tool_use_id found in "
+                                       "tool_result blocks",
+                             i, k);
+                    return 400;
+                }
+            }
+        }
+        prev_uses = content;
+    }
+    return 0;
+}
+
+/* "event: NAME\ndata: JSON\n\n" (Anthropic), or a data-only event. */
+static char *
+sse_named(const struct opts *o, const char *name, json_t *data,
+          const char *raw)
+{
+    char *text = raw ? NULL : json_dumps(data, JSON_COMPACT);
+    json_decref(data);
+    const char *d = raw ? raw : text ? text : "{}";
+    const char *nl = o->crlf ? "\r\n" : o->cr ? "\r" : "\n";
+    size_t need = strlen(d) + (name ? strlen(name) : 0) + 32;
+    char *s = malloc(need);
+    if (s && name)
+        snprintf(s, need, "event: %s%sdata: %s%s%s", name, nl, d, nl, nl);
+    else if (s)
+        snprintf(s, need, "data: %s%s%s", d, nl, nl);
+    free(text);
+    return s;
+}
+
+static const char *
+tool_args_of(const struct opts *o)
+{
+    return o->tool_args[0] ? o->tool_args : "{\"city\":\"Paris\"}";
+}
+
+struct nat_usage {
+    long prompt, completion, cached, cache_write, thoughts;
+};
+
+static struct nat_usage
+nat_usage(const struct opts *o, long words)
+{
+    struct nat_usage u;
+    u.prompt = o->prompt_tokens >= 0 ? o->prompt_tokens : 9;
+    u.completion = o->completion_tokens >= 0 ? o->completion_tokens : words;
+    u.cached = o->cached;
+    u.cache_write = o->cache_write;
+    u.thoughts = o->thoughts;
+    return u;
+}
+
+static json_t *
+anth_usage(const struct nat_usage *u, int output_only)
+{
+    long in = u->prompt - u->cached - u->cache_write;
+    if (output_only)
+        return json_pack("{s:I}", "output_tokens",
+                         (json_int_t)(u->completion + u->thoughts));
+    return json_pack("{s:I,s:I,s:I,s:I}", "input_tokens",
+                     (json_int_t)(in > 0 ? in : 0),
+                     "cache_creation_input_tokens", (json_int_t)u->cache_write,
+                     "cache_read_input_tokens", (json_int_t)u->cached,
+                     "output_tokens",
+                     (json_int_t)(u->completion + u->thoughts));
+}
+
+static json_t *
+gem_usage(const struct nat_usage *u)
+{
+    json_t *m = json_pack("{s:I,s:I,s:I}", "promptTokenCount",
+                          (json_int_t)u->prompt, "candidatesTokenCount",
+                          (json_int_t)u->completion, "totalTokenCount",
+                          (json_int_t)(u->prompt + u->completion +
+                                       u->thoughts));
+    if (m && u->cached)
+        json_object_set_new(m, "cachedContentTokenCount",
+                            json_integer(u->cached));
+    if (m && u->thoughts)
+        json_object_set_new(m, "thoughtsTokenCount",
+                            json_integer(u->thoughts));
+    return m;
+}
+
+static int
+events_add(struct job *j, char *ev, size_t *cap)
+{
+    if (!ev)
+        return -1;
+    if (j->n_events + 1 >= *cap) {
+        size_t nc = *cap * 2 + 8;
+        char **ne = realloc(j->events, nc * sizeof(*ne));
+        if (!ne) {
+            free(ev);
+            return -1;
+        }
+        j->events = ne;
+        *cap = nc;
+    }
+    j->events[j->n_events++] = ev;
+    return 0;
+}
+
+/* The Anthropic answer (non-stream) or events. */
+static int
+anth_build(struct job *j, const char *model, const char *text, char **pieces,
+           size_t np, long words)
+{
+    const struct opts *o = &j->o;
+    struct nat_usage u = nat_usage(o, words);
+    char mid[48], tid[48];
+    snprintf(mid, sizeof(mid), "msg_fake_%ld", j->id);
+    snprintf(tid, sizeof(tid), "toolu_fake_%ld", j->id);
+    const char *stop = o->tool[0] ? "tool_use" : "end_turn";
+    if (!j->stream) {
+        json_t *content = json_array();
+        if (o->thoughts)
+            json_array_append_new(content,
+                                  json_pack("{s:s,s:s,s:s}", "type",
+                                            "thinking", "thinking",
+                                            "Thinking it over.", "signature",
+                                            "c2lnbmF0dXJl"));
+        json_array_append_new(content, json_pack("{s:s,s:s}", "type", "text",
+                                                 "text", text));
+        if (o->tool[0]) {
+            json_t *in = json_loads(tool_args_of(o), 0, NULL);
+            json_array_append_new(content,
+                                  json_pack("{s:s,s:s,s:s,s:o}", "type",
+                                            "tool_use", "id", tid, "name",
+                                            o->tool, "input",
+                                            in ? in : json_object()));
+        }
+        json_t *r = json_pack("{s:s,s:s,s:s,s:s,s:o,s:s,s:n}", "id", mid,
+                              "type", "message", "role", "assistant",
+                              "model", model, "content", content,
+                              "stop_reason", stop, "stop_sequence");
+        if (r && !o->no_usage)
+            json_object_set_new(r, "usage", anth_usage(&u, 0));
+        j->body = r ? json_dumps(r, JSON_COMPACT) : NULL;
+        json_decref(r);
+        if (j->body && o->malformed)
+            j->body[strlen(j->body) / 2] = '\0';
+        return j->body ? 0 : -1;
+    }
+    size_t cap = 0;
+    int rc = 0;
+    json_t *start = json_pack(
+        "{s:s,s:{s:s,s:s,s:s,s:[],s:s,s:n,s:n}}", "type", "message_start",
+        "message", "id", mid, "type", "message", "role", "assistant",
+        "content", "model", model, "stop_reason", "stop_sequence");
+    if (start && !o->no_usage) {
+        struct nat_usage u1 = u;
+        u1.completion = 1;
+        u1.thoughts = 0;
+        json_object_set_new(json_object_get(start, "message"), "usage",
+                            anth_usage(&u1, 0));
+    }
+    rc |= events_add(j, sse_named(o, "message_start", start, NULL), &cap);
+    int bi = 0;
+    if (o->thoughts) {
+        rc |= events_add(j, sse_named(o, "content_block_start",
+                                      json_pack("{s:s,s:i,s:{s:s,s:s}}",
+                                                "type", "content_block_start",
+                                                "index", bi, "content_block",
+                                                "type", "thinking",
+                                                "thinking", ""),
+                                      NULL),
+                         &cap);
+        rc |= events_add(j, sse_named(o, "content_block_delta",
+                                      json_pack("{s:s,s:i,s:{s:s,s:s}}",
+                                                "type", "content_block_delta",
+                                                "index", bi, "delta", "type",
+                                                "thinking_delta", "thinking",
+                                                "Thinking it over."),
+                                      NULL),
+                         &cap);
+        rc |= events_add(j, sse_named(o, "content_block_delta",
+                                      json_pack("{s:s,s:i,s:{s:s,s:s}}",
+                                                "type", "content_block_delta",
+                                                "index", bi, "delta", "type",
+                                                "signature_delta", "signature",
+                                                "c2lnbmF0dXJl"),
+                                      NULL),
+                         &cap);
+        rc |= events_add(j, sse_named(o, "content_block_stop",
+                                      json_pack("{s:s,s:i}", "type",
+                                                "content_block_stop", "index",
+                                                bi),
+                                      NULL),
+                         &cap);
+        bi++;
+    }
+    rc |= events_add(j, sse_named(o, "content_block_start",
+                                  json_pack("{s:s,s:i,s:{s:s,s:s}}", "type",
+                                            "content_block_start", "index",
+                                            bi, "content_block", "type",
+                                            "text", "text", ""),
+                                  NULL),
+                     &cap);
+    rc |= events_add(j, sse_named(o, "ping", NULL, "{\"type\": \"ping\"}"),
+                     &cap);
+    for (size_t i = 0; i < np; i++) {
+        if (i == 0 && o->malformed) {
+            rc |= events_add(j, sse_named(o, "content_block_delta", NULL,
+                                          "{\"type\":\"content_block_delta\","
+                                          "\"index\":"),
+                             &cap);
+            continue;
+        }
+        rc |= events_add(j, sse_named(o, "content_block_delta",
+                                      json_pack("{s:s,s:i,s:{s:s,s:s}}",
+                                                "type", "content_block_delta",
+                                                "index", bi, "delta", "type",
+                                                "text_delta", "text",
+                                                pieces[i]),
+                                      NULL),
+                         &cap);
+    }
+    rc |= events_add(j, sse_named(o, "content_block_stop",
+                                  json_pack("{s:s,s:i}", "type",
+                                            "content_block_stop", "index", bi),
+                                  NULL),
+                     &cap);
+    if (o->tool[0]) {
+        bi++;
+        rc |= events_add(j, sse_named(o, "content_block_start",
+                                      json_pack("{s:s,s:i,s:{s:s,s:s,s:s,s:{}}}",
+                                                "type", "content_block_start",
+                                                "index", bi, "content_block",
+                                                "type", "tool_use", "id", tid,
+                                                "name", o->tool, "input"),
+                                      NULL),
+                         &cap);
+        const char *a = tool_args_of(o);
+        size_t al = strlen(a);
+        for (int k = 0; k < 3; k++) {
+            size_t s0 = al * (size_t)k / 3, s1 = al * (size_t)(k + 1) / 3;
+            char part[512];
+            snprintf(part, sizeof(part), "%.*s", (int)(s1 - s0), a + s0);
+            rc |= events_add(j, sse_named(o, "content_block_delta",
+                                          json_pack("{s:s,s:i,s:{s:s,s:s}}",
+                                                    "type",
+                                                    "content_block_delta",
+                                                    "index", bi, "delta",
+                                                    "type", "input_json_delta",
+                                                    "partial_json", part),
+                                          NULL),
+                             &cap);
+        }
+        rc |= events_add(j, sse_named(o, "content_block_stop",
+                                      json_pack("{s:s,s:i}", "type",
+                                                "content_block_stop", "index",
+                                                bi),
+                                      NULL),
+                         &cap);
+    }
+    json_t *md = json_pack("{s:s,s:{s:s,s:n}}", "type", "message_delta",
+                           "delta", "stop_reason", stop, "stop_sequence");
+    if (md && !o->no_usage)
+        json_object_set_new(md, "usage", anth_usage(&u, 1));
+    rc |= events_add(j, sse_named(o, "message_delta", md, NULL), &cap);
+    rc |= events_add(j, sse_named(o, "message_stop", NULL,
+                                  "{\"type\":\"message_stop\"}"),
+                     &cap);
+    if (!rc && o->error_after >= 0 && (size_t)o->error_after < j->n_events) {
+        for (size_t i = (size_t)o->error_after; i < j->n_events; i++)
+            free(j->events[i]);
+        j->n_events = (size_t)o->error_after;
+        rc |= events_add(j, sse_named(o, "error", NULL,
+                                      "{\"type\":\"error\",\"error\":{"
+                                      "\"type\":\"overloaded_error\","
+                                      "\"message\":\"Overloaded\"}}"),
+                         &cap);
+    }
+    return rc ? -1 : 0;
+}
+
+static json_t *
+gem_chunk(const struct job *j, const char *model, json_t *parts,
+          const char *finish, json_t *usage)
+{
+    char rid[48];
+    snprintf(rid, sizeof(rid), "fake-resp-%ld", j->id);
+    json_t *cand = json_pack("{s:{s:s,s:o},s:i}", "content", "role", "model",
+                             "parts", parts, "index", 0);
+    if (cand && finish)
+        json_object_set_new(cand, "finishReason", json_string(finish));
+    json_t *c = json_pack("{s:[o],s:s,s:s}", "candidates", cand,
+                          "modelVersion", model, "responseId", rid);
+    if (c && usage)
+        json_object_set_new(c, "usageMetadata", usage);
+    else
+        json_decref(usage);
+    return c;
+}
+
+static int
+gem_build(struct job *j, const char *model, const char *text, char **pieces,
+          size_t np, long words)
+{
+    const struct opts *o = &j->o;
+    struct nat_usage u = nat_usage(o, words);
+    json_t *fc = NULL;
+    if (o->tool[0]) {
+        json_t *args = json_loads(tool_args_of(o), 0, NULL);
+        fc = json_pack("{s:{s:s,s:o}}", "functionCall", "name", o->tool,
+                       "args", args ? args : json_object());
+    }
+    if (!j->stream) {
+        json_t *parts = json_array();
+        if (o->thoughts)
+            json_array_append_new(parts, json_pack("{s:s,s:b}", "text",
+                                                   "Thinking it over.",
+                                                   "thought", 1));
+        json_array_append_new(parts, json_pack("{s:s}", "text", text));
+        if (fc)
+            json_array_append_new(parts, fc);
+        json_t *r = gem_chunk(j, model, parts, "STOP",
+                              o->no_usage ? NULL : gem_usage(&u));
+        j->body = r ? json_dumps(r, JSON_COMPACT) : NULL;
+        json_decref(r);
+        if (j->body && o->malformed)
+            j->body[strlen(j->body) / 2] = '\0';
+        return j->body ? 0 : -1;
+    }
+    size_t cap = 0;
+    int rc = 0;
+    if (o->thoughts)
+        rc |= events_add(j, sse_named(o, NULL,
+                                      gem_chunk(j, model,
+                                                json_pack("[{s:s,s:b}]",
+                                                          "text",
+                                                          "Thinking it over.",
+                                                          "thought", 1),
+                                                NULL, NULL),
+                                      NULL),
+                         &cap);
+    for (size_t i = 0; i < np; i++) {
+        if (i == 0 && o->malformed) {
+            rc |= events_add(j, sse_named(o, NULL, NULL,
+                                          "{\"candidates\":[{\"content\":"),
+                             &cap);
+            continue;
+        }
+        int last = i + 1 == np && !fc;
+        /* Gemini sends usage on every chunk; the last one is final. */
+        struct nat_usage ui = u;
+        if (!last)
+            ui.completion = (long)i + 1 < u.completion ? (long)i + 1
+                                                       : u.completion;
+        rc |= events_add(j, sse_named(o, NULL,
+                                      gem_chunk(j, model,
+                                                json_pack("[{s:s}]", "text",
+                                                          pieces[i]),
+                                                last ? "STOP" : NULL,
+                                                o->no_usage ? NULL
+                                                            : gem_usage(&ui)),
+                                      NULL),
+                         &cap);
+    }
+    if (fc)
+        rc |= events_add(j, sse_named(o, NULL,
+                                      gem_chunk(j, model, json_pack("[o]", fc),
+                                                "STOP",
+                                                o->no_usage ? NULL
+                                                            : gem_usage(&u)),
+                                      NULL),
+                         &cap);
+    if (!rc && o->error_after >= 0 && (size_t)o->error_after < j->n_events) {
+        for (size_t i = (size_t)o->error_after; i < j->n_events; i++)
+            free(j->events[i]);
+        j->n_events = (size_t)o->error_after;
+        rc |= events_add(j, sse_named(o, NULL, NULL,
+                                      "{\"error\":{\"code\":503,\"message\":"
+                                      "\"The model is overloaded.\","
+                                      "\"status\":\"UNAVAILABLE\"}}"),
+                         &cap);
+    }
+    return rc ? -1 : 0;
+}
+
+static int
+native_build(struct job *j, const char *model, const char *text,
+             char **pieces, size_t np)
+{
+    long words = 1;
+    for (const char *p = text; *p; p++)
+        if (*p == ' ')
+            words++;
+    if (j->stream)
+        words = (long)np;
+    return j->fmt == FMT_ANTHROPIC ? anth_build(j, model, text, pieces, np,
+                                                words)
+                                   : gem_build(j, model, text, pieces, np,
+                                               words);
+}
+
 /* Builds the answer (body or events) for j from the request. */
 static int
 job_build(struct job *j, json_t *body, const char *model, int include_usage)
@@ -719,6 +1299,14 @@ job_build(struct job *j, json_t *body, const char *model, int include_usage)
             free(big);
             return -1;
         }
+    }
+    if (j->fmt != FMT_OPENAI) {
+        int rc = native_build(j, model, text, pieces, np);
+        for (size_t i = 0; i < np; i++)
+            free(pieces[i]);
+        free(pieces);
+        free(big);
+        return rc;
     }
     char ids[48];
     snprintf(ids, sizeof(ids), "chatcmpl-fake-%ld", id);
@@ -900,7 +1488,11 @@ job_step(evutil_socket_t fd, short what, void *arg)
                          j->o.status);
             if (j->o.retry_after_http >= 0)
                 add_retry_after_http(req, j->o.retry_after_http);
-            send_error(req, j->o.status, j->o.retry_after, msg);
+            if (j->fmt != FMT_OPENAI)
+                send_native_error(req, j->fmt, j->o.status, j->o.retry_after,
+                                  msg);
+            else
+                send_error(req, j->o.status, j->o.retry_after, msg);
             j->req = NULL;
             goto done;
         }
@@ -1031,7 +1623,8 @@ record_last(struct evhttp_request *req, const char *path, const char *model,
 
 static void
 handle_chat(struct worker *w, struct evhttp_request *req, const char *path,
-            const char *path_directives)
+            const char *path_directives, enum fmt fmt, const char *path_model,
+            int path_stream)
 {
     struct evbuffer *in = evhttp_request_get_input_buffer(req);
     size_t len = evbuffer_get_length(in);
@@ -1053,6 +1646,25 @@ handle_chat(struct worker *w, struct evhttp_request *req, const char *path,
     json_t *m = json_object_get(body, "model");
     const char *model = json_is_string(m) ? json_string_value(m) : "";
     int stream = json_is_true(json_object_get(body, "stream"));
+    if (fmt == FMT_GEMINI) {
+        model = path_model;
+        stream = path_stream;
+    }
+    if (fmt != FMT_OPENAI) {
+        char why[256];
+        int st = native_check(req, fmt, body, why, sizeof(why));
+        if (st) {
+            pthread_mutex_lock(&st_mu);
+            st_requests++;
+            count_in(st_by_path, path);
+            pthread_mutex_unlock(&st_mu);
+            record_last(req, path, model, body, len);
+            free(raw);
+            json_decref(body);
+            send_native_error(req, fmt, st, -1, why);
+            return;
+        }
+    }
     json_t *so = json_object_get(body, "stream_options");
     int include_usage = json_is_true(json_object_get(so, "include_usage"));
 
@@ -1066,6 +1678,7 @@ handle_chat(struct worker *w, struct evhttp_request *req, const char *path,
     j->w = w;
     j->req = req;
     j->stream = stream;
+    j->fmt = fmt;
     opts_default(&j->o);
     if (path_directives)
         opts_parse(&j->o, path_directives, strlen(path_directives));
@@ -1173,9 +1786,28 @@ http_cb(struct evhttp_request *req, void *arg)
             route = slash;
         }
     }
+    static const char gpre[] = "/v1beta/models/";
+    const char *colon = strncmp(route, gpre, sizeof(gpre) - 1) == 0
+                            ? strchr(route + sizeof(gpre) - 1, ':')
+                            : NULL;
     if (cmd == EVHTTP_REQ_POST && (strcmp(route, "/v1/chat/completions") == 0 ||
                                    strcmp(route, "/chat/completions") == 0)) {
-        handle_chat(w, req, path, directives);
+        handle_chat(w, req, path, directives, FMT_OPENAI, NULL, 0);
+    } else if (cmd == EVHTTP_REQ_POST && strcmp(route, "/v1/messages") == 0) {
+        handle_chat(w, req, path, directives, FMT_ANTHROPIC, NULL, 0);
+    } else if (cmd == EVHTTP_REQ_POST && colon &&
+               (!strcmp(colon, ":generateContent") ||
+                !strcmp(colon, ":streamGenerateContent"))) {
+        char gm[128];
+        size_t ml = (size_t)(colon - route) - (sizeof(gpre) - 1);
+        snprintf(gm, sizeof(gm), "%.*s", (int)ml, route + sizeof(gpre) - 1);
+        int gs = !strcmp(colon, ":streamGenerateContent");
+        if (gs && !strstr(uri, "alt=sse"))
+            send_native_error(req, FMT_GEMINI, 400, -1,
+                              "fake: streamGenerateContent without alt=sse "
+                              "(llmux must ask for SSE)");
+        else
+            handle_chat(w, req, path, directives, FMT_GEMINI, gm, gs);
     } else if (cmd == EVHTTP_REQ_GET && strcmp(route, "/fake/stats") == 0) {
         handle_stats(req);
     } else if (cmd == EVHTTP_REQ_POST && strcmp(route, "/fake/reset") == 0) {

@@ -265,8 +265,9 @@ test_defaults_filled(void)
     T_EQ_INT(c->n_cors_origins, 0);
     T_EQ_INT(c->n_routes, 0);
     T_EQ_INT(c->failover.max_attempts, 3);
-    T_EQ_INT(c->failover.n_retry_on_status, 7);
+    T_EQ_INT(c->failover.n_retry_on_status, 8);
     T_EQ_INT(c->failover.retry_on_status[2], 429);
+    T_EQ_INT(c->failover.retry_on_status[7], 529); /* Anthropic overloaded */
     T_EQ_INT(c->failover.backoff_ms, 50);
     T_EQ_INT(c->failover.hedge_after_ms, 0);
     T_EQ_INT(c->failover.circuit_failures, 5);
@@ -486,7 +487,7 @@ test_errors_providers(void)
                  "\"opena1\"", "providers.p.kind",
                  "unknown provider kind 'opena1' (did you mean 'openai'?)");
     PROVIDER_ERR("\"kind\": \"grpc\"", "\"grpc\"", "providers.p.kind",
-                 "expected openai or local");
+                 "expected openai, anthropic, gemini or local");
     PROVIDER_ERR("\"models\": [\"gpt-4.1\"]", "{\"models", "providers.p.kind",
                  "missing required key");
     PROVIDER_ERR("\"kind\": \"openai\", \"base_url\": \"ftp://h\", "

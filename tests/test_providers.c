@@ -34,7 +34,7 @@ static char fake_url[128];
 
 static struct cfg_header hdrs[] = {{(char *)"X-Org", (char *)"acme"}};
 static struct cfg_model model = {(char *)"client-model",
-                                 (char *)"upstream-model", 1, 0, 0, 0};
+                                 (char *)"upstream-model", 1, 0, 0, 0, 0};
 static struct cfg_provider prov;
 static char base_url[256];
 

@@ -56,6 +56,8 @@ sources_for() {
     json_schema) echo providers/json_schema.c common/common.c local_engine/*.c ;;
     config) echo config/*.c pricing/*.c common/*.c ;;
     conn) echo gateway/conn.c common/common.c ;;
+    # the translations link the provider layer (loop.c pulls in every kind)
+    native) echo providers/*.c config/*.c pricing/*.c common/*.c local_engine/*.c ;;
     *) echo local_engine/*.c ;;
     esac
 }
@@ -63,6 +65,7 @@ libs_for() {
     case "$1" in
     config | json_scan | chat_request | json_schema) pkg-config --libs jansson sqlite3 2>/dev/null || echo "-ljansson -lsqlite3" ;;
     conn) echo "$(pkg-config --libs libevent 2>/dev/null || echo -levent) -lhttp_parser" ;;
+    native) pkg-config --libs libevent libevent_pthreads libcurl jansson sqlite3 2>/dev/null ;;
     *) echo "" ;;
     esac
 }
@@ -71,6 +74,7 @@ pkg_cflags_for() {
     config | json_scan | chat_request | json_schema) pkg-config --cflags jansson sqlite3 2>/dev/null ;;
     # conn.c's framing only (gw_hparse), without the server around it
     conn) echo "$(pkg-config --cflags jansson libevent 2>/dev/null) -DGW_HPARSE_ONLY" ;;
+    native) pkg-config --cflags libevent libcurl jansson sqlite3 2>/dev/null ;;
     *) echo "" ;;
     esac
 }
@@ -155,6 +159,14 @@ seed_json_schema() {
     printf '{"type":"object","properties":{"a":{"type":"string","maxLength":5},"b":{"enum":[1,"x",null]},"c":{"type":"array","items":{"$ref":"#/$defs/n"},"maxItems":2}},"required":["a"],"additionalProperties":false,"$defs":{"n":{"anyOf":[{"type":"integer"},{"type":["boolean","null"]}]}}}' >"$1/obj"
     printf '{"type":"string","pattern":"x"}' >"$1/refused"
 }
+seed_native() {
+    printf '\000{"model":"m","max_tokens":5,"messages":[{"role":"system","content":"s"},{"role":"user","content":[{"type":"text","text":"x"},{"type":"image_url","image_url":{"url":"data:image/png;base64,AA"}}]},{"role":"assistant","tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c1","content":"r"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}],"tool_choice":"required","stop":["x"]}' >"$1/request"
+    printf '\001{"type":"message","id":"m","model":"c","content":[{"type":"text","text":"hi"},{"type":"tool_use","id":"t","name":"f","input":{"a":1}}],"stop_reason":"tool_use","usage":{"input_tokens":3,"cache_creation_input_tokens":2,"cache_read_input_tokens":1,"output_tokens":4}}' >"$1/anth_answer"
+    printf '\002{"candidates":[{"content":{"parts":[{"text":"t","thought":true},{"text":"x"},{"functionCall":{"name":"f","args":{}}}]},"finishReason":"STOP"}],"usageMetadata":{"promptTokenCount":5,"candidatesTokenCount":2,"cachedContentTokenCount":1,"thoughtsTokenCount":3}}' >"$1/gem_answer"
+    printf '\003message_start {"type":"message_start","message":{"id":"m","usage":{"input_tokens":2}}}\ncontent_block_start {"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"t","name":"f"}}\ncontent_block_delta {"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{}"}}\nmessage_delta {"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":3}}\nmessage_stop {"type":"message_stop"}' >"$1/anth_stream"
+    printf '\004{"candidates":[{"content":{"parts":[{"text":"a"}]}}]}\n{"candidates":[{"content":{"parts":[{"functionCall":{"name":"f"}}]},"finishReason":"STOP"}],"usageMetadata":{"promptTokenCount":1}}' >"$1/gem_stream"
+    printf '\005{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}' >"$1/error"
+}
 seed_sse() {
     printf '\005data: {"a":1}\r\n\r\nevent: x\ndata: y\n\n: c\n\n' >"$1/basic"
     printf '\003data: [DONE]\n\n' >"$1/done"
@@ -213,6 +225,7 @@ fuzz_$n: build failed"
         scrub) seed_scrub "$corpus" ;;
         grammar) seed_grammar "$corpus" ;;
         json_schema) seed_json_schema "$corpus" ;;
+        native) seed_native "$corpus" ;;
         esac
     fi
     art="$OUT/artifacts/$n/"
