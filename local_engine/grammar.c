@@ -61,6 +61,13 @@ struct le_grammar {
 #define G_MAX_DEPTH 256    /* positions in one stack / expansion depth;
                               each level keeps a copy on the C stack */
 #define G_MAX_STACKS 4096  /* stacks in one state */
+/* expand() calls in one operation (a state's start, a run of bytes, one
+ * mask walk): the sets are deduplicated only at their leaves, so a rule
+ * with many empty alternatives under a repetition (x ::= | | | ... and
+ * x{2,5}) would otherwise expand exponentially (fuzz_grammar found one
+ * taking minutes); past this the grammar is refused as too ambiguous.  A
+ * 128k-vocabulary mask walk of the JSON grammars takes a few million. */
+#define G_MAX_EXPAND (1u << 23)
 #define G_MAX_REPEAT 10000 /* m, n of x{m,n} */
 #define G_MAX_RULES 200000 /* rules of one grammar, generated ones included */
 
@@ -717,6 +724,7 @@ struct gpool {
     uint32_t *a;
     size_t n, cap;
     int bad; /* out of memory or a bound was passed */
+    size_t work; /* expand() calls since the operation began */
 };
 
 struct gset {
@@ -755,7 +763,7 @@ expand(const struct le_grammar *gr, struct gpool *p, struct gset *out,
 {
     if (p->bad)
         return;
-    if (depth > G_MAX_DEPTH || n > G_MAX_DEPTH) {
+    if (depth > G_MAX_DEPTH || n > G_MAX_DEPTH || ++p->work > G_MAX_EXPAND) {
         p->bad = 2;
         return;
     }
@@ -937,6 +945,7 @@ run_bytes(struct le_gstate *gs, const char *bytes, size_t n)
 {
     gs->tmp.n = 0;
     gs->tmp.bad = 0;
+    gs->tmp.work = 0;
     struct gset s = {0, gs->set.len, gs->set.n_stacks};
     if (pool_push(&gs->tmp, gs->cur.a, gs->set.len) != 0) {
         s.n_stacks = 0;
@@ -1185,6 +1194,7 @@ compute_mask(struct le_gstate *gs, const struct le_token_trie *t,
     } else {
         gs->tmp.n = 0;
         gs->tmp.bad = 0;
+        gs->tmp.work = 0;
         if (pool_push(&gs->tmp, gs->cur.a, gs->set.len) != 0)
             return LE_ENOMEM;
         struct gset s = {0, gs->set.len, gs->set.n_stacks};

@@ -122,6 +122,35 @@ test_sentences(void)
     le_grammar_free(g);
 }
 
+/* A rule of many empty alternatives under a repetition expanded
+ * exponentially (fuzz_grammar: minutes for one state); it is refused as too
+ * ambiguous now, and a modest one still works. */
+static void
+test_runaway_expansion(void)
+{
+    char text[256];
+    int k = snprintf(text, sizeof(text), "root ::= x{2,5} \"a\"\nx ::= ");
+    for (int i = 0; i < 40; i++)
+        text[k++] = '|';
+    snprintf(text + k, sizeof(text) - (size_t)k, " [^a-c]\n");
+    struct le_grammar *g = compile(text);
+    T_CHECK(g != NULL);
+    if (!g)
+        return;
+    struct le_gstate *gs = NULL;
+    T_EQ_INT(le_gstate_new(g, &gs), LE_EINVAL);
+    le_gstate_free(gs);
+    le_grammar_free(g);
+    g = compile("root ::= x{2,3} \"a\"\nx ::= | | [^a-c]\n");
+    T_CHECK(g != NULL);
+    if (!g)
+        return;
+    T_EQ_INT(sentence(g, "zza"), 1);
+    T_EQ_INT(sentence(g, "a"), 1);
+    T_EQ_INT(sentence(g, "zzzza"), 0);
+    le_grammar_free(g);
+}
+
 static void
 test_repeat_bounds(void)
 {
@@ -443,6 +472,7 @@ main(void)
     T_RUN(test_parse_errors);
     T_RUN(test_sentences);
     T_RUN(test_repeat_bounds);
+    T_RUN(test_runaway_expansion);
     T_RUN(test_free_and_bounds);
     T_RUN(test_mask_brute_force);
     T_RUN(test_generate_stories);

@@ -45,6 +45,11 @@ CFLAGS="-std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer -pthread \
  -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all"
 LDFLAGS="-fsanitize=fuzzer,address,undefined -pthread -lm"
 AVX2_FLAGS="-mavx2 -mfma -mf16c"
+# the Makefile's per-file ISA flags (x86-64 only)
+AVX512_FLAGS="-mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mfma -mf16c"
+AVXVNNI_FLAGS="-mavx2 -mfma -mf16c -mavxvnni"
+AMX_FLAGS="-mamx-tile -mamx-int8 -mavx512f -mavx512bw -mavx512vl -mavx512vnni -mavx2 -mfma -mf16c"
+[ "$(uname -m)" = x86_64 ] || { AVX2_FLAGS=; AVX512_FLAGS=; AVXVNNI_FLAGS=; AMX_FLAGS=; }
 
 # sources_for NAME -> library sources; libs_for NAME -> extra link flags
 sources_for() {
@@ -63,18 +68,18 @@ sources_for() {
 }
 libs_for() {
     case "$1" in
-    config | json_scan | chat_request | json_schema) pkg-config --libs jansson sqlite3 2>/dev/null || echo "-ljansson -lsqlite3" ;;
+    config | json_scan | chat_request | json_schema) pkg-config --libs jansson sqlite3 libpq 2>/dev/null || echo "-ljansson -lsqlite3 -lpq" ;;
     conn) echo "$(pkg-config --libs libevent 2>/dev/null || echo -levent) -lhttp_parser" ;;
-    native) pkg-config --libs libevent libevent_pthreads libcurl jansson sqlite3 2>/dev/null ;;
+    native) pkg-config --libs libevent libevent_pthreads libcurl jansson sqlite3 libpq 2>/dev/null ;;
     *) echo "" ;;
     esac
 }
 pkg_cflags_for() {
     case "$1" in
-    config | json_scan | chat_request | json_schema) pkg-config --cflags jansson sqlite3 2>/dev/null ;;
+    config | json_scan | chat_request | json_schema) pkg-config --cflags jansson sqlite3 libpq 2>/dev/null ;;
     # conn.c's framing only (gw_hparse), without the server around it
     conn) echo "$(pkg-config --cflags jansson libevent 2>/dev/null) -DGW_HPARSE_ONLY" ;;
-    native) pkg-config --cflags libevent libcurl jansson sqlite3 2>/dev/null ;;
+    native) pkg-config --cflags libevent libcurl jansson sqlite3 libpq 2>/dev/null ;;
     *) echo "" ;;
     esac
 }
@@ -88,7 +93,13 @@ compile() { # src extra-cflags
     if [ -f "$o" ] && [ "$o" -nt "$1" ] && { [ -z "$NEWEST_H" ] || [ "$o" -nt "$NEWEST_H" ]; }; then
         return 0
     fi
-    case "$1" in *_avx2.c) isa=$AVX2_FLAGS ;; *) isa= ;; esac
+    case "$1" in
+    *_avx2.c) isa=$AVX2_FLAGS ;;
+    *_avx512.c) isa=$AVX512_FLAGS ;;
+    *_avxvnni.c) isa=$AVXVNNI_FLAGS ;;
+    local_engine/*_amx.c) isa=$AMX_FLAGS ;;
+    *) isa= ;;
+    esac
     # shellcheck disable=SC2086
     "$CC" $CFLAGS $isa $2 -c "$1" -o "$o" 2>"$o.err" || { cat "$o.err"; return 1; }
 }
