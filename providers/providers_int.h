@@ -146,8 +146,8 @@ void pv_call_complete(struct pv_call *call);
 /* Runs deferred work when no frame is on the stack. */
 void pv_loop_settle(struct pv_loop *loop);
 
-/* json_scan.c: a strict non-allocating validator of a non-stream chat
- * completion body that reads usage as pv_usage_parse would from the tree
+/* json_scan.c: a strict non-allocating validator of a chat completion body
+ * or stream chunk that reads usage as pv_usage_parse would from the tree
  * json_loadb(flags 0) builds. */
 #define PV_JS_MAX_DEPTH 256
 enum pv_js_verdict {
@@ -158,6 +158,8 @@ enum pv_js_verdict {
 };
 struct pv_js_chat {
     int has_choices;       /* the object has a "choices" member (any type) */
+    int choices_empty;     /* ... and its (last) value is [] */
+    int has_error;         /* the object has an "error" member */
     struct pv_usage usage; /* as pv_usage_parse; have = 0 when none */
 };
 enum pv_js_verdict pv_json_scan_chat(const char *data, size_t n,
