@@ -55,6 +55,7 @@ struct gw_req {
     struct gw_try tries[2];
     struct event *ev_hedge;
     struct event *ev_backoff;
+    struct evbuffer *sse_out; /* stream: one event's bytes, reused */
     const struct cfg_provider *prov; /* of the winning / last attempt */
     const struct cfg_model *model;
     char rl_message[256]; /* the first upstream 429's error.message */
@@ -99,6 +100,8 @@ req_free(struct gw_req *r)
         event_free(r->ev_backoff);
     if (r->ev_hedge)
         event_free(r->ev_hedge);
+    if (r->sse_out)
+        evbuffer_free(r->sse_out);
     gw_ticket_settle(r->w->srv->auth, &r->ticket, 0, 0); /* if unsettled */
     pv_chat_cleanup(&r->chat);
     free(r->resp_body);
@@ -256,10 +259,14 @@ on_committed(void *ud, int ok)
     if (!ok)
         GX_LOG(GX_LOG_ERROR, r->id, "usage row could not be committed");
     pthread_mutex_lock(&w->done_mu);
+    int was_empty = w->done_head == NULL;
     r->done_next = w->done_head;
     w->done_head = r;
     pthread_mutex_unlock(&w->done_mu);
-    gw_worker_wake(w);
+    /* One wake-up per batch: a non-empty list has one pending already
+     * (the worker empties the list under the same lock). */
+    if (was_empty)
+        gw_worker_wake(w);
 }
 
 static void
@@ -522,12 +529,14 @@ on_event(void *ud, const char *data, size_t len)
         r->ttft_us = gx_mono_us() - r->start_us;
     }
     r->n_events++;
-    struct evbuffer *b = evbuffer_new();
+    if (!r->sse_out)
+        r->sse_out = evbuffer_new(); /* once per stream, not per event */
+    struct evbuffer *b = r->sse_out;
     if (!b)
         return;
     sse_add_data(b, data, len);
-    gw_hreq_reply_chunk(req, b);
-    evbuffer_free(b);
+    gw_hreq_reply_chunk(req, b); /* takes the bytes, b is empty again */
+    evbuffer_drain(b, evbuffer_get_length(b));
     if (t->call && !r->paused) {
         if (gw_hreq_pending(req) > GW_STREAM_HIGH_WATER) {
             r->paused = 1;
