@@ -63,11 +63,18 @@ kill -TERM "$GW"; wait "$GW" 2>/dev/null
 [ -n "$FAKE" ] && kill "$FAKE" 2>/dev/null
 [ -f "$TMP/ngx.pid" ] && kill "$(cat "$TMP/ngx.pid")" 2>/dev/null
 TOTAL=$(callgrind_annotate "$TMP/cg.out" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",","",$1); print $1}')
+# The worker's event loop (the request path: inbound HTTP, parse, route,
+# curl, reply) and the ledger writer, apart: time-driven background work
+# (rollups, key reloads) depends on how long the run took, not on N.
+incl() { callgrind_annotate --inclusive=yes "$TMP/cg.out" 2>/dev/null | awk -v f="$1" '$0 ~ f { gsub(",","",$1); print $1; exit }'; }
+WORKER=$(incl ':event_base_loop ')
+WRITER=$(incl 'ledger.c:writer_main ')
+per() { awk -v t="${1:-0}" -v n="$N" 'BEGIN { if (n > 0) printf "%.0f", t / n; else print "?" }'; }
 {
 echo "## Where the gateway's time goes (callgrind)"
 echo
 echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC'); llmux serve with 1 worker under \`valgrind --tool=callgrind\`, $N $( [ "$STREAM" = 1 ] && echo "stream (6 chunks + usage)" || echo non-stream) requests (wrk -c4, ${SECS}s) to the $( [ "$UPSTREAM" = fake ] && echo "fake provider" || echo "fast upstream (nginx return 200)"), ledger on a file; instructions counted from just before the load to just after it (no start-up, no shutdown), all threads."
-echo "- total: $TOTAL instructions, about $(awk -v t="$TOTAL" -v n="$N" 'BEGIN { if (n > 0) printf "%.0f", t / n; else print "?" }') per request."
+echo "- total: $TOTAL instructions, about $(per "$TOTAL") per request; of which the worker's event loop (the request path) $(per "$WORKER") and the ledger writer $(per "$WRITER") per request."
 echo
 echo "Inclusive cost of the main parts (share of all instructions):"
 echo

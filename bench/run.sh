@@ -134,7 +134,7 @@ JSON
 gw_start() { # name workers
     write_cfg "$TMP/$1.json" "$TMP/$1.db" "$2"
     "$BUILD/llmux" serve --config "$TMP/$1.json" >"$TMP/$1.out" 2>"$TMP/$1.err" &
-    PIDS="$PIDS $!"
+    echo $! >"$TMP/$1.pid" # gw_start runs in $(...): PIDS would not stick
     port_of "$TMP/$1.out" "listening on http:\/\/127.0.0.1:" || { echo "llmux did not start"; cat "$TMP/$1.err"; exit 1; }
 }
 GW1=$(gw_start gw1 1)
@@ -176,7 +176,8 @@ llmux2_fake $U:$GW2/v1 single 0 0 $CONN
 llmux2_fake_cost3 $U:$GW2/v1 cost3 0 0 $CONN
 nginx2_fake $U:$NGXF/v1 gpt-4.1 0 0 $CONN
 PLAN
-echo "load before: $(cat /proc/loadavg)"
+LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
+echo "load before: $LOAD_BEFORE"
 r=1
 while [ $r -le "$ROUNDS" ]; do
     echo "round $r of $ROUNDS (wrk -t1, ${DUR}s each):"
@@ -185,7 +186,8 @@ while [ $r -le "$ROUNDS" ]; do
     done <"$TMP/plan"
     r=$((r + 1))
 done
-echo "load after: $(cat /proc/loadavg)"
+LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
+echo "load after: $LOAD_AFTER"
 # Best round per path: highest req/s for throughput, lowest p50 for the
 # fixed-rate rows (their req/s is set by the pacing).
 awk '{ if ($1 ~ /_rate$/) { k = $1; v = -1 * ($3 ~ /us$/ ? $3 / 1000 : ($3 ~ /ms$/ ? $3 + 0 : $3 * 1000)) } else { k = $1; v = $2 + 0 }
@@ -200,6 +202,7 @@ added() { # path col: ms over up_rate
 GATEWAY_ONLY=${BENCH_GATEWAY_ONLY:-0}
 # Engine and ledger benchmarks write their own fragments into bench/out/.
 for p in $PIDS; do kill "$p" 2>/dev/null; done; PIDS=""
+for f in "$TMP"/gw*.pid; do [ -f "$f" ] && kill "$(cat "$f")" 2>/dev/null && rm -f "$f"; done
 mkdir -p bench/out
 if [ "$GATEWAY_ONLY" != 1 ]; then
     [ -f bench/engine.sh ] && sh bench/engine.sh "$BUILD"
@@ -216,7 +219,7 @@ echo
 echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC')"
 echo "- machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -n 1)"
 echo "- commit: $(git rev-parse --short HEAD 2>/dev/null)"
-echo "- load: wrk -t1 -c$CONN -d${DUR}s per path, bench/chat.lua (small chat, max_tokens 16; streams with include_usage), best of $ROUNDS back-to-back rounds; load average before/after: see the run's output"
+echo "- load: wrk -t1 -c$CONN -d${DUR}s per path, bench/chat.lua (small chat, max_tokens 16; streams with include_usage), best of $ROUNDS back-to-back rounds; load average before $LOAD_BEFORE, after $LOAD_AFTER (the machine is shared: other load only makes rows slower, and unevenly)"
 echo "- fast upstream: nginx-light (2 workers) \`return 200\` with a fixed chat.completion / a fixed SSE body (6 chunks, a usage chunk, [DONE]); reference: nginx proxy_pass with a keepalive pool; llmux ledger on a file"
 echo
 echo "## Gateway throughput with a fast upstream (everything on the same 2 cores)"
@@ -232,7 +235,11 @@ echo "|---|---|---|"
 echo "| llmux / nginx, non-stream | $(ratio llmux1_ns nginx1_ns) | $(ratio llmux2_ns nginx2_ns) |"
 echo "| llmux / nginx, stream (6 chunks + usage) | $(ratio llmux1_st nginx1_st) | $(ratio llmux2_st nginx2_st) |"
 echo
-echo "Upstream headroom: direct to the fast upstream $(get up_ns 2) req/s non-stream, $(get up_st 2) stream, i.e. $(ratio up_ns nginx2_ns)x / $(ratio up_st nginx2_st)x what the fastest proxied path got, so the upstream is not what limits the proxied rows."
+HEAD_NS=$(ratio up_ns nginx2_ns); HEAD_ST=$(ratio up_st nginx2_st)
+echo "Upstream headroom: direct to the fast upstream $(get up_ns 2) req/s non-stream, $(get up_st 2) stream: ${HEAD_NS}x / ${HEAD_ST}x the fastest proxied path (nginx, 2 workers)."
+awk -v a="$HEAD_NS" -v b="$HEAD_ST" 'BEGIN { exit !(a >= 1.5 && b >= 1.5) }' \
+    && echo "The upstream has room to spare, so it is not what limits the proxied rows." \
+    || echo "Warning: under 1.5x, so in this run the upstream (or the machine as a whole) may have limited the proxied rows too; compare rows of the same round in the run's output."
 echo
 echo "## Added latency at a fixed moderate rate (8 connections, 8 ms pause each, 1 worker each)"
 echo

@@ -33,7 +33,9 @@
  *        (open circuit / Retry-After / probe busy): answer 503 at once;
  *        rt_plan_explain() writes "gpt-4.1@relay: circuit open; ..." and
  *        plan.retry_after_ms is a hint for a Retry-After header.
- *   2. for i = 0 .. plan.n-1 while attempts < plan.max_attempts:
+ *   2. (the run, struct rt_run below, decides which i comes next, when,
+ *      and when to stop; this is what each of its START steps does)
+ *      for i = 0 .. plan.n-1 while attempts < plan.max_attempts:
  *        if (!rt_attempt_begin(rt, &plan, i, &att)) continue;
  *            (0 = this target went out of rotation since the plan was made,
  *             or its single half-open probe is taken: skip it, it is not an
