@@ -712,8 +712,8 @@ copy_body(struct gw_req *r, const struct pv_result *res)
 /* The upstream's own answer to this request (a 4xx not in
  * retry_on_status, or our side failed): passed on, never retried. */
 static void
-pass_on(struct gw_req *r, struct gw_try *t, const struct pv_result *res,
-        int status, const char *tname)
+pass_on(struct gw_req *r, const struct pv_result *res, int status,
+        const char *tname)
 {
     r->status = status;
     if (res->retry_after_s > 0) /* the upstream's, passed on too */
@@ -735,7 +735,6 @@ pass_on(struct gw_req *r, struct gw_try *t, const struct pv_result *res,
     snprintf(msg, sizeof(msg), "Upstream %s refused the request: %s", tname,
              res->outcome == PV_ERR_STATUS ? "non-retryable status"
                                            : pv_outcome_str(res->outcome));
-    (void)t;
     finish_error(r, status, "upstream_error", "upstream_rejected", msg);
 }
 
@@ -792,7 +791,7 @@ on_done(void *ud, const struct pv_result *res)
         finish(r);
         return;
     case RT_DO_PASS:
-        pass_on(r, t, res, st.status, tname);
+        pass_on(r, res, st.status, tname);
         return;
     default:
         r->upstream_us = res->total_us;
