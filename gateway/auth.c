@@ -41,8 +41,6 @@
 #define RELOAD_MS 1000 /* the keys table is re-read this often: a key
                           created or revoked by another instance (or the
                           CLI) takes effect here within 1 s + one read */
-#define DEFAULT_COMPLETION_RESERVE 1024 /* tokens, when no max_tokens */
-#define MAX_TARGETS 32
 #define AUX_QUEUE_MAX 256 /* jobs waiting for the aux thread; more: 503 */
 
 /* ------------------------------------------------------------------ */
@@ -944,39 +942,9 @@ gw_ticket_settle(struct gw_auth *a, struct gw_ticket *t, int64_t tokens,
 /* ------------------------------------------------------------------ */
 /* The chat hook.                                                       */
 
-/* Upper bound of the prompt's tokens: byte-level BPE makes at most one
- * token per byte, plus a few framing tokens per message.  Used for the
- * budget's worst case; est_tokens (about 4 bytes a token) for TPM. */
-static void
-prompt_bounds(const json_t *body, int64_t *est, int64_t *upper)
-{
-    const json_t *msgs = json_object_get(body, "messages");
-    int64_t bytes = 0, n = 0;
-    size_t i;
-    const json_t *m;
-    json_array_foreach(msgs, i, m) {
-        const json_t *c = json_object_get(m, "content");
-        if (json_is_string(c)) {
-            bytes += (int64_t)json_string_length(c);
-        } else if (json_is_array(c)) {
-            size_t j;
-            const json_t *part;
-            json_array_foreach(c, j, part) {
-                const json_t *tx = json_object_get(part, "text");
-                bytes += json_is_string(tx)
-                             ? (int64_t)json_string_length(tx)
-                             : 1024; /* an image or other part */
-            }
-        }
-        n++;
-    }
-    *est = (bytes + 3) / 4 + 4 * n + 3;
-    *upper = bytes + 8 * n + 8;
-}
-
 int
-gw_chat_admit(struct gw_server *srv, struct gw_hreq *req,
-              const json_t *body, struct gw_ticket *t)
+gw_chat_admit(struct gw_server *srv, struct gw_hreq *req, const char *model,
+              int64_t est_tokens, int64_t max_cost, struct gw_ticket *t)
 {
     if (!pr_ledger_available(srv->ledger)) {
         /* PostgreSQL unreachable, fail-closed: nothing we serve now could
@@ -992,43 +960,10 @@ gw_chat_admit(struct gw_server *srv, struct gw_hreq *req,
         t->key_id = -1;
         return 0;
     }
-    const char *model = json_string_value(json_object_get(body, "model"));
     const char *authz = gw_hreq_header(req, "Authorization");
-    int64_t est = 0, upper = 0, max_cost = 0;
-    prompt_bounds(body, &est, &upper);
-    /* Reserve what the upstream may bill: the larger of the two caps
-     * times n (the body goes upstream unchanged, and a provider honours
-     * either cap). */
-    int64_t completion =
-        pv_request_completion_cap(body, DEFAULT_COMPLETION_RESERVE);
-    struct cfg_target tg[MAX_TARGETS];
-    size_t nt = model ? cfg_resolve(gw_cfg(srv), model, NULL, tg, MAX_TARGETS)
-                      : 0;
-    for (size_t i = 0; i < nt; i++) {
-        const struct cfg_model *cm =
-            &gw_cfg(srv)->providers[tg[i].provider].models[tg[i].model];
-        if (!cm->has_price)
-            continue;
-        /* The bound prices every prompt token at the dearer of input and
-         * cache write (an Anthropic prompt may be all cache writes), and
-         * an anthropic target without a client cap at the max_tokens it
-         * is sent. */
-        struct pr_price p = {cm->input_pusd > cm->cache_write_pusd
-                                 ? cm->input_pusd
-                                 : cm->cache_write_pusd,
-                             cm->cached_input_pusd, cm->output_pusd};
-        int64_t comp = completion;
-        if (gw_cfg(srv)->providers[tg[i].provider].kind == CFG_KIND_ANTHROPIC)
-            comp = pv_request_completion_cap(body, PV_ANTH_DEFAULT_MAX_TOKENS);
-        int64_t c = 0;
-        if (pr_cost(&p, upper, 0, comp, &c) != GX_OK)
-            c = INT64_MAX / 4; /* absurd sizes: refused unless unlimited */
-        if (c > max_cost)
-            max_cost = c;
-    }
     struct gw_refusal ref;
-    gw_auth_admit(srv->auth, authz, model, est, max_cost, gx_now_ms(), t,
-                  &ref);
+    gw_auth_admit(srv->auth, authz, model, est_tokens, max_cost,
+                  gx_now_ms(), t, &ref);
     if (ref.status == 0)
         return 0;
     struct gw_hreq *h = req;

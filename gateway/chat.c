@@ -1,17 +1,22 @@
 /*
- * chat: the life of POST /v1/chat/completions.
+ * chat: the OpenAI Chat Completions inbound adapter and the HTTP side of a
+ * request's life.
  *
- *   parse + validate body -> rt_plan -> attempt (pv_call_start)
- *     -> stream: forward each SSE event as it arrives (headers go out with
- *        the first event, so a failure before it can still fail over)
- *     -> on failure: retryable and attempts left? backoff, next target
+ *   body -> pv_chat_parse (once: the format-neutral request every layer
+ *   reads) -> rt_plan_route -> admission (key, limits, reservation) ->
+ *   the router's run (router/run.c) says what to do; this file does it:
+ *   starts calls (pv_call_start), arms backoff and hedge timers, cancels
+ *   the rival of a winner, and writes the client's answer (non-stream
+ *   body, or SSE events as they arrive: headers go out with the first
+ *   event, so a failure before it can still fail over)
  *   -> finish: cost, one ledger row; the response completes (non-stream
  *      body, or the stream's final "data: [DONE]") only after the row is
  *      committed, so a client that saw a complete response has its row.
  *
+ * No failover decision is made here: each one is the run's (rt_run_*).
  * Client disconnects: conn.c calls the request's close callback; the
  * upstream call is cancelled and the row is still logged (status 499).
- * Memory: a gw_req owns its parsed body, attempt log and response copy;
+ * Memory: a gw_req owns its parsed request, plan, run and response copy;
  * it is freed in req_free once the reply is done or the client is gone.
  */
 #include <stdio.h>
@@ -27,16 +32,7 @@
 
 struct gw_req;
 
-/* Whether every attempt of a request was rate limited upstream, and what
- * the client should then hear (the upstream's own words, scrubbed by the
- * provider, and the soonest Retry-After). */
-struct gw_ratelimited {
-    int all;             /* 1 until an attempt ends otherwise */
-    int64_t retry_after_s; /* smallest Retry-After seen, 0 = none */
-    char message[256];   /* the first 429's error.message */
-};
-
-/* One upstream attempt of a request. */
+/* One upstream attempt of a request (a slot of the run). */
 struct gw_try {
     struct gw_req *r;
     struct pv_call *call; /* NULL when not running */
@@ -50,26 +46,19 @@ struct gw_req {
     struct gw_gen *gen; /* config + router this request runs on (a ref) */
     struct gw_hreq *req; /* NULL once the client left (conn.c frees it) */
     char id[GW_REQUEST_ID_MAX + 1];
-    json_t *body;
-    const char *model_arg; /* borrowed from body */
+    struct pv_chat chat;     /* the request, parsed once */
     struct gw_ticket ticket; /* auth.c: key, limits, reservation */
-    int stream;
-    int client_include_usage;
-    int64_t max_tokens;
-    struct rt_plan plan;
-    size_t next; /* next index into plan.targets */
-    int attempts;
-    /* At most two attempts run at once (a hedge); the first to answer
-     * wins and the other is cancelled. */
+    struct rt_plan plan;     /* the targets, in order */
+    struct rt_run run;       /* the router's run over the plan */
+    /* At most two attempts run at once (a hedge); the run says which wins
+     * and which is cancelled. */
     struct gw_try tries[2];
-    int winner; /* index into tries once bytes reached the client, or -1 */
     struct event *ev_hedge;
+    struct event *ev_backoff;
+    struct evbuffer *sse_out; /* stream: one event's bytes, reused */
     const struct cfg_provider *prov; /* of the winning / last attempt */
     const struct cfg_model *model;
-    struct gx_buf attempt_log; /* "gpt-4.1@relay: status 503; ..." */
-    int all_timeouts;
-    struct gw_ratelimited rl; /* every attempt so far ended in 429? */
-    struct event *ev_backoff;
+    char rl_message[256]; /* the first upstream 429's error.message */
     int64_t start_us;
     int64_t upstream_us;  /* the winning attempt's start-to-done time */
     int64_t finish_us;    /* row handed to the ledger */
@@ -77,14 +66,13 @@ struct gw_req {
     int sent_head;   /* stream: 200 + headers sent */
     int paused;
     int64_t n_events;
-    int upstream_done_marker; /* upstream sent [DONE] */
     int client_gone;
     int finishing; /* row handed to the ledger */
     int ledger_failed; /* its row could not be committed (ledger thread
                           writes it before handing r back) */
     /* The outcome. */
     int status;
-    char *resp_body; /* non-stream: what the client gets */
+    char *resp_body; /* non-stream: what the client gets (owned) */
     size_t resp_len;
     struct pv_usage usage;
     const char *usage_source;
@@ -96,7 +84,8 @@ struct gw_req {
     struct gw_req *live_prev, *live_next; /* w->live */
 };
 
-static void start_attempt(struct gw_req *r);
+static void drive(struct gw_req *r, struct rt_step *st);
+static void on_done(void *ud, const struct pv_result *res);
 static void cancel_try(struct gw_req *r, struct gw_try *t);
 static void finish(struct gw_req *r);
 static void finish_error(struct gw_req *r, int status, const char *type,
@@ -113,9 +102,10 @@ req_free(struct gw_req *r)
         event_free(r->ev_backoff);
     if (r->ev_hedge)
         event_free(r->ev_hedge);
+    if (r->sse_out)
+        evbuffer_free(r->sse_out);
     gw_ticket_settle(r->w->srv->auth, &r->ticket, 0, 0); /* if unsettled */
-    json_decref(r->body);
-    gx_buf_cleanup(&r->attempt_log);
+    pv_chat_cleanup(&r->chat);
     free(r->resp_body);
     gw_gen_unref(r->gen);
     if (r->live_prev)
@@ -141,12 +131,6 @@ cancel_try(struct gw_req *r, struct gw_try *t)
     rt_report(r->gen->router, &t->att, RT_CANCELLED, -1, -1, -1);
 }
 
-static int
-tries_running(const struct gw_req *r)
-{
-    return (r->tries[0].call != NULL) + (r->tries[1].call != NULL);
-}
-
 static void settle_usage(struct gw_req *r, const struct pv_result *res);
 
 /* The client is gone: stop the upstream work and log the row (status 499)
@@ -155,6 +139,7 @@ static void
 client_gone(struct gw_req *r)
 {
     r->client_gone = 1;
+    rt_run_abort(&r->run);
     for (int i = 0; i < 2; i++)
         cancel_try(r, &r->tries[i]);
     if (r->ev_backoff)
@@ -210,35 +195,17 @@ add_llmux_headers(struct gw_req *r, struct gw_hreq *h)
     char n[32];
     gw_hreq_add_header(h, "X-Request-Id", r->id);
     gw_hreq_add_header(h, "X-Llmux-Route",
-                       r->plan.route ? r->plan.route->name : r->model_arg);
+                       r->plan.route ? r->plan.route->name : r->chat.model);
     if (r->prov)
         gw_hreq_add_header(h, "X-Llmux-Provider", r->prov->name);
     if (r->model)
         gw_hreq_add_header(h, "X-Llmux-Model", r->model->name);
-    snprintf(n, sizeof(n), "%d", r->attempts);
+    snprintf(n, sizeof(n), "%d", r->run.attempts);
     gw_hreq_add_header(h, "X-Llmux-Attempts", n);
 }
 
 /* ------------------------------------------------------------------ */
 /* Usage and cost.                                                      */
-
-static int64_t
-estimate_prompt_tokens(const json_t *body)
-{
-    /* About 4 bytes per token for English text, plus per-message framing;
-     * only used when the upstream reports no usage. */
-    const json_t *msgs = json_object_get(body, "messages");
-    int64_t bytes = 0, n = 0;
-    size_t i;
-    const json_t *m;
-    json_array_foreach(msgs, i, m) {
-        const json_t *c = json_object_get(m, "content");
-        if (json_is_string(c))
-            bytes += (int64_t)json_string_length(c);
-        n++;
-    }
-    return (bytes + 3) / 4 + 3 * n + 3;
-}
 
 static void
 settle_usage(struct gw_req *r, const struct pv_result *res)
@@ -249,8 +216,8 @@ settle_usage(struct gw_req *r, const struct pv_result *res)
             r->prov && r->prov->kind == CFG_KIND_LOCAL ? "local" : "upstream";
     } else {
         memset(&r->usage, 0, sizeof(r->usage));
-        r->usage.prompt_tokens = estimate_prompt_tokens(r->body);
-        if (r->stream) {
+        r->usage.prompt_tokens = r->chat.est_prompt_tokens;
+        if (r->chat.stream) {
             r->usage.completion_tokens = r->n_events;
         } else if (res && res->body) {
             json_t *o = json_loadb(res->body, res->body_len, 0, NULL);
@@ -305,10 +272,14 @@ on_committed(void *ud, int ok)
         r->ledger_failed = 1;
     }
     pthread_mutex_lock(&w->done_mu);
+    int was_empty = w->done_head == NULL;
     r->done_next = w->done_head;
     w->done_head = r;
     pthread_mutex_unlock(&w->done_mu);
-    gw_worker_wake(w);
+    /* One wake-up per batch: a non-empty list has one pending already
+     * (the worker empties the list under the same lock). */
+    if (was_empty)
+        gw_worker_wake(w);
 }
 
 static void
@@ -317,7 +288,8 @@ complete_reply(struct gw_req *r)
     GX_LOG(GX_LOG_DEBUG, r->id,
            "done status %d attempts %d total %lldus upstream %lldus "
            "ledger %lldus",
-           r->status, r->attempts, (long long)(gx_mono_us() - r->start_us),
+           r->status, r->run.attempts,
+           (long long)(gx_mono_us() - r->start_us),
            (long long)r->upstream_us,
            (long long)(r->finish_us ? gx_mono_us() - r->finish_us : 0));
     if (r->client_gone || !r->req) {
@@ -325,7 +297,7 @@ complete_reply(struct gw_req *r)
         return;
     }
     struct gw_hreq *req = r->req;
-    if (r->stream && r->sent_head) {
+    if (r->chat.stream && r->sent_head) {
         struct evbuffer *b = evbuffer_new();
         if (b) {
             if (r->status >= 400) {
@@ -400,6 +372,7 @@ gw_chat_abort_all(struct gw_worker *w)
     for (struct gw_req *r = w->live; r; r = r->live_next) {
         if (r->finishing)
             continue;
+        rt_run_abort(&r->run);
         for (int i = 0; i < 2; i++)
             cancel_try(r, &r->tries[i]);
         if (r->ev_backoff)
@@ -419,7 +392,7 @@ gw_chat_abort_all(struct gw_worker *w)
         struct gw_req *next = r->live_next;
         if (!r->finishing) {
             settle_usage(r, NULL);
-            if (r->stream && r->sent_head) {
+            if (r->chat.stream && r->sent_head) {
                 r->status = 503;
                 snprintf(r->error, sizeof(r->error),
                          "llmux shut down before the answer completed");
@@ -466,10 +439,10 @@ finish(struct gw_req *r)
         .key_id = r->ticket.key_id,
         .route = r->plan.route ? r->plan.route->name : NULL,
         .provider = r->prov ? r->prov->name : NULL,
-        .model = r->model ? r->model->name : r->model_arg,
+        .model = r->model ? r->model->name : r->chat.model,
         .status = r->status,
-        .attempts = r->attempts,
-        .stream = r->stream,
+        .attempts = r->run.attempts,
+        .stream = r->chat.stream,
         .prompt_tokens = r->usage.prompt_tokens,
         .completion_tokens = r->usage.completion_tokens,
         .cached_tokens = r->usage.cached_tokens,
@@ -493,6 +466,7 @@ static void
 finish_error(struct gw_req *r, int status, const char *type, const char *code,
              const char *msg)
 {
+    rt_run_abort(&r->run); /* nothing more is started */
     r->status = status;
     snprintf(r->error, sizeof(r->error), "%s", msg);
     json_t *o = json_pack("{s:{s:s,s:s,s:n,s:s}}", "error", "message", msg,
@@ -514,9 +488,10 @@ on_drained(struct gw_hreq *req, void *arg)
 {
     (void)req;
     struct gw_req *r = arg;
-    if (r->paused && r->winner >= 0 && r->tries[r->winner].call) {
+    int win = r->run.winner;
+    if (r->paused && win >= 0 && r->tries[win].call) {
         r->paused = 0;
-        pv_call_resume(r->tries[r->winner].call);
+        pv_call_resume(r->tries[win].call);
     }
 }
 static void
@@ -555,22 +530,21 @@ on_event(void *ud, const char *data, size_t len)
     if (r->client_gone || !r->req)
         return;
     int me = (int)(t - r->tries);
-    if (r->winner < 0) {
+    if (r->run.winner < 0) {
         /* First bytes: this attempt wins; a hedged rival is cancelled
          * before anything of it reached the client. */
-        r->winner = me;
-        cancel_try(r, &r->tries[1 - me]);
+        int rival = rt_run_first_byte(&r->run, me);
+        if (rival >= 0)
+            cancel_try(r, &r->tries[rival]);
         if (r->ev_hedge)
             event_del(r->ev_hedge);
         r->prov = t->prov;
         r->model = t->model;
-    } else if (r->winner != me) {
+    } else if (r->run.winner != me) {
         return;
     }
-    if (len == 6 && !memcmp(data, "[DONE]", 6)) {
-        r->upstream_done_marker = 1; /* held until the row commits */
-        return;
-    }
+    if (len == 6 && !memcmp(data, "[DONE]", 6))
+        return; /* ours is written after the row commits */
     struct gw_hreq *req = r->req;
     if (!r->sent_head) {
         struct gw_hreq *h = req;
@@ -584,12 +558,14 @@ on_event(void *ud, const char *data, size_t len)
         r->ttft_us = gx_mono_us() - r->start_us;
     }
     r->n_events++;
-    struct evbuffer *b = evbuffer_new();
+    if (!r->sse_out)
+        r->sse_out = evbuffer_new(); /* once per stream, not per event */
+    struct evbuffer *b = r->sse_out;
     if (!b)
         return;
     sse_add_data(b, data, len);
-    gw_hreq_reply_chunk(req, b);
-    evbuffer_free(b);
+    gw_hreq_reply_chunk(req, b); /* takes the bytes, b is empty again */
+    evbuffer_drain(b, evbuffer_get_length(b));
     if (t->call && !r->paused) {
         if (gw_hreq_pending(req) > GW_STREAM_HIGH_WATER) {
             r->paused = 1;
@@ -597,17 +573,19 @@ on_event(void *ud, const char *data, size_t len)
         }
     }
 }
-static int
-outcome_retryable(const struct gw_req *r, const struct pv_result *res)
+/* ------------------------------------------------------------------ */
+/* Driving the run: the I/O each step asks for.                          */
+
+static void
+arm(struct gw_req *r, struct event **ev, event_callback_fn fn, int64_t at_us,
+    int64_t now_us)
 {
-    switch (res->outcome) {
-    case PV_ERR_STATUS:
-        return rt_status_retryable(r->gen->cfg, res->http_status);
-    case PV_ERR_INTERNAL:
-    case PV_OK:
-        return 0;
-    default:
-        return 1;
+    int64_t d = at_us > now_us ? at_us - now_us : 0;
+    if (!*ev)
+        *ev = evtimer_new(r->w->base, fn, r);
+    if (*ev) {
+        struct timeval tv = {(time_t)(d / 1000000), (suseconds_t)(d % 1000000)};
+        evtimer_add(*ev, &tv);
     }
 }
 
@@ -616,52 +594,177 @@ on_backoff(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
-    start_attempt(arg);
+    struct gw_req *r = arg;
+    struct rt_step st;
+    rt_run_next(&r->run, gx_mono_us(), &st);
+    drive(r, &st);
 }
 
-/* Records how a failed attempt bears on "every attempt was a 429". */
 static void
-ratelimit_note(struct gw_ratelimited *rl, const struct pv_result *res)
+on_hedge(evutil_socket_t fd, short what, void *arg)
 {
-    if (!(res && res->outcome == PV_ERR_STATUS && res->http_status == 429)) {
-        rl->all = 0;
-        return;
+    (void)fd;
+    (void)what;
+    struct gw_req *r = arg;
+    /* Nothing from the current attempt yet: the run may start the next
+     * target beside it. */
+    struct rt_step st;
+    rt_run_hedge(&r->run, gx_mono_us(), &st);
+    drive(r, &st);
+}
+
+/* Gives up: the run chose the status; the words are ours. */
+static void
+fail_all(struct gw_req *r, const struct rt_step *st)
+{
+    char msg[1400];
+    int n = r->run.attempts;
+    r->retry_after_s = st->retry_after_s;
+    if (n == 0) {
+        /* Every target is out of rotation (open circuits, Retry-After):
+         * answered at once rather than queued behind a dead provider. */
+        char why[512];
+        rt_plan_explain(&r->plan, r->gen->cfg, why, sizeof(why));
+        snprintf(msg, sizeof(msg),
+                 "No target of '%s' is in rotation right now: %s.",
+                 r->chat.model, why);
+    } else if (st->status == 429) {
+        snprintf(msg, sizeof(msg),
+                 "%s (llmux: all %d upstream attempt%s rate limited: %s)",
+                 r->rl_message[0] ? r->rl_message : "Rate limited.", n,
+                 n == 1 ? "" : "s", r->run.log);
+    } else {
+        snprintf(msg, sizeof(msg), "All %d upstream attempt%s failed: %s", n,
+                 n == 1 ? "" : "s", r->run.log[0] ? r->run.log : "no target");
     }
-    if (res->retry_after_s > 0 &&
-        (rl->retry_after_s == 0 || res->retry_after_s < rl->retry_after_s))
-        rl->retry_after_s = res->retry_after_s;
-    if (rl->message[0])
+    finish_error(r, st->status, st->type, st->code, msg);
+}
+
+/* Starts plan.targets[st->target] in slot st->slot; 0 = started. */
+static int
+start_call(struct gw_req *r, const struct rt_step *st, char *err,
+           size_t errlen)
+{
+    const struct cfg *c = r->gen->cfg;
+    struct gw_try *t = &r->tries[st->slot];
+    struct cfg_target tg = r->plan.targets[st->target];
+    t->r = r;
+    t->prov = &c->providers[tg.provider];
+    t->model = &t->prov->models[tg.model];
+    if (!r->prov) {
+        r->prov = t->prov;
+        r->model = t->model;
+    }
+    atomic_fetch_add(&r->w->srv->stats.upstream_attempts, 1);
+    struct pv_request pr = {
+        .chat = &r->chat,
+        .provider = t->prov,
+        .model = t->model,
+        .body = r->chat.body,
+        .stream = r->chat.stream,
+        .client_include_usage = r->chat.include_usage,
+        .request_id = r->id,
+        .max_body_bytes = c->max_body_bytes * 4,
+    };
+    struct pv_callbacks cb = {t, on_head, on_event, on_done};
+    if (pv_call_start(r->w->pv, &pr, &cb, &t->call, err, errlen) == GX_OK)
+        return 0;
+    t->call = NULL;
+    rt_report(r->gen->router, &t->att, RT_CANCELLED, -1, -1, -1);
+    return -1;
+}
+
+/* Performs the steps the run asks for until it waits on I/O or a timer.
+ * May free r (a final step finishes the request). */
+static void
+drive(struct gw_req *r, struct rt_step *st)
+{
+    for (;;) {
+        int64_t now = gx_mono_us();
+        switch (st->what) {
+        case RT_DO_START: {
+            struct gw_try *t = &r->tries[st->slot];
+            if (!rt_attempt_begin(r->gen->router, &r->plan, st->target,
+                                  &t->att)) {
+                /* Out of rotation since the plan was made: no attempt. */
+                rt_run_next(&r->run, now, st);
+                continue;
+            }
+            char err[256] = "";
+            int ok = start_call(r, st, err, sizeof(err)) == 0;
+            rt_run_begun(&r->run, st->slot, ok, err, now, st);
+            if (ok && st->hedge_at_us > 0)
+                arm(r, &r->ev_hedge, on_hedge, st->hedge_at_us, now);
+            continue;
+        }
+        case RT_DO_WAIT:
+            arm(r, &r->ev_backoff, on_backoff, st->at_us, now);
+            return;
+        case RT_DO_FAIL:
+            fail_all(r, st);
+            return;
+        default: /* NOTHING; the final steps with a result are on_done's */
+            return;
+        }
+    }
+}
+
+/* Keeps the first 429's words for the "all rate limited" answer. */
+static void
+note_rate_limited(struct gw_req *r, const struct pv_result *res)
+{
+    if (r->rl_message[0] || res->outcome != PV_ERR_STATUS ||
+        res->http_status != 429)
         return;
     json_t *o = res->body ? json_loadb(res->body, res->body_len, 0, NULL)
                           : NULL;
     const json_t *e = json_object_get(o, "error");
     const json_t *m = json_is_object(e) ? json_object_get(e, "message") : e;
-    snprintf(rl->message, sizeof(rl->message), "%s",
+    snprintf(r->rl_message, sizeof(r->rl_message), "%s",
              json_is_string(m) ? json_string_value(m) : "Rate limited.");
     json_decref(o);
 }
 
-static void
-fail_all(struct gw_req *r)
+static int
+copy_body(struct gw_req *r, const struct pv_result *res)
 {
-    char msg[1024];
-    if (r->rl.all && r->attempts > 0) {
-        /* Every attempt was rate limited: the client's rate-limit handling
-         * (the SDKs' RateLimitError, backoff on Retry-After) must run. */
-        snprintf(msg, sizeof(msg), "%s (llmux: all %d upstream attempt%s "
-                                   "rate limited: %s)",
-                 r->rl.message, r->attempts, r->attempts == 1 ? "" : "s",
-                 r->attempt_log.data ? r->attempt_log.data : "");
-        r->retry_after_s = r->rl.retry_after_s;
-        finish_error(r, 429, "requests", "rate_limit_exceeded", msg);
+    free(r->resp_body);
+    r->resp_body = malloc(res->body_len + 1);
+    if (!r->resp_body)
+        return -1;
+    memcpy(r->resp_body, res->body, res->body_len);
+    r->resp_body[res->body_len] = '\0';
+    r->resp_len = res->body_len; /* scrubbed by the provider */
+    return 0;
+}
+
+/* The upstream's own answer to this request (a 4xx not in
+ * retry_on_status, or our side failed): passed on, never retried. */
+static void
+pass_on(struct gw_req *r, const struct pv_result *res, int status,
+        const char *tname)
+{
+    r->status = status;
+    if (res->retry_after_s > 0) /* the upstream's, passed on too */
+        r->retry_after_s = res->retry_after_s;
+    json_t *o = res->body ? json_loadb(res->body, res->body_len, 0, NULL)
+                          : NULL;
+    int has_error = json_is_object(json_object_get(o, "error"));
+    json_decref(o);
+    if (has_error && copy_body(r, res) == 0) {
+        snprintf(r->error, sizeof(r->error), "%s: status %d", tname,
+                 res->http_status);
+        settle_usage(r, NULL);
+        r->usage.completion_tokens = 0;
+        r->cost_pusd = 0;
+        finish(r);
         return;
     }
-    int status = r->all_timeouts && r->attempts ? 504 : 502;
-    snprintf(msg, sizeof(msg), "All %d upstream attempt%s failed: %s",
-             r->attempts, r->attempts == 1 ? "" : "s",
-             r->attempt_log.data ? r->attempt_log.data : "no target");
-    finish_error(r, status, "upstream_error",
-                 status == 504 ? "upstream_timeout" : "upstream_failed", msg);
+    char msg[600];
+    snprintf(msg, sizeof(msg), "Upstream %s refused the request: %s", tname,
+             res->outcome == PV_ERR_STATUS ? "non-retryable status"
+                                           : pv_outcome_str(res->outcome));
+    finish_error(r, status, "upstream_error", "upstream_rejected", msg);
 }
 
 static void
@@ -674,201 +777,96 @@ on_done(void *ud, const struct pv_result *res)
     rt_report_pv(r->gen->router, &t->att, r->gen->cfg, res);
     if (r->client_gone)
         return; /* the row was logged when the client left */
-    if (r->winner >= 0 && r->winner != me)
-        return; /* a rival already answered (cannot happen: it was
-                   cancelled), be safe */
-    r->upstream_us = res->total_us;
-    snprintf(r->up_headers, sizeof(r->up_headers), "%s", res->headers);
-    if (res->outcome == PV_OK) {
-        r->winner = me;
-        cancel_try(r, &r->tries[1 - me]);
+    struct rt_step st;
+    rt_run_result(&r->run, me, res, gx_mono_us(), &st);
+    if (st.cancel >= 0)
+        cancel_try(r, &r->tries[st.cancel]);
+    if (st.what == RT_DO_DELIVER || st.what == RT_DO_PASS ||
+        st.what == RT_DO_BROKEN) {
         if (r->ev_hedge)
             event_del(r->ev_hedge);
+        r->upstream_us = res->total_us;
+        snprintf(r->up_headers, sizeof(r->up_headers), "%s", res->headers);
         r->prov = t->prov;
         r->model = t->model;
+    }
+    if (st.what == RT_DO_DELIVER) {
         settle_usage(r, res);
         r->status = 200;
-        if (!r->stream) {
-            r->resp_body = malloc(res->body_len + 1);
-            if (!r->resp_body) {
-                finish_error(r, 500, "server_error", "internal_error",
-                             "out of memory copying the response");
-                return;
-            }
-            memcpy(r->resp_body, res->body, res->body_len);
-            r->resp_body[res->body_len] = '\0';
-            r->resp_len = res->body_len;
+        if (!r->chat.stream && copy_body(r, res) != 0) {
+            finish_error(r, 500, "server_error", "internal_error",
+                         "out of memory copying the response");
+            return;
         }
         finish(r);
         return;
     }
+    if (res->outcome == PV_OK)
+        return; /* a cancelled rival's late answer: nothing to do */
 
     char tname[256];
     snprintf(tname, sizeof(tname), "%s@%s", t->model->name, t->prov->name);
-    const char *reason = pv_outcome_str(res->outcome);
-    if (res->outcome == PV_ERR_STATUS)
-        gx_buf_printf(&r->attempt_log, "%s%s: status %d",
-                      r->attempt_log.len ? "; " : "", tname,
-                      res->http_status);
-    else
-        gx_buf_printf(&r->attempt_log, "%s%s: %s",
-                      r->attempt_log.len ? "; " : "", tname, reason);
-    int timeout = res->outcome == PV_ERR_CONNECT_TIMEOUT ||
-                  res->outcome == PV_ERR_FIRST_BYTE_TIMEOUT ||
-                  res->outcome == PV_ERR_TIMEOUT;
-    if (!timeout)
-        r->all_timeouts = 0;
-    ratelimit_note(&r->rl, res);
     GX_LOG(GX_LOG_INFO, r->id, "attempt on %s failed: %s", tname,
-           res->detail[0] ? res->detail : reason);
-
-    if (r->stream && r->sent_head) {
-        /* Bytes reached the client: no failover; close the stream with an
-         * error event. */
+           res->detail[0] ? res->detail : pv_outcome_str(res->outcome));
+    note_rate_limited(r, res);
+    switch (st.what) {
+    case RT_DO_BROKEN:
+        /* Bytes reached the client: close the stream with an error. */
         settle_usage(r, NULL);
-        r->status = 502;
+        r->status = st.status;
         snprintf(r->error, sizeof(r->error),
                  "upstream stream from %s failed after the first byte: %s",
-                 tname, reason);
+                 tname, pv_outcome_str(res->outcome));
         finish(r);
         return;
-    }
-    if (!outcome_retryable(r, res)) {
-        /* The upstream's own 4xx: pass it on (its secret scrubbed). */
-        cancel_try(r, &r->tries[1 - me]);
+    case RT_DO_PASS:
+        pass_on(r, res, st.status, tname);
+        return;
+    default:
+        r->upstream_us = res->total_us;
+        snprintf(r->up_headers, sizeof(r->up_headers), "%s", res->headers);
         r->prov = t->prov;
         r->model = t->model;
-        r->status = res->http_status ? res->http_status : 502;
-        if (res->retry_after_s > 0) /* the upstream's, passed on too */
-            r->retry_after_s = res->retry_after_s;
-        json_t *o = res->body ? json_loadb(res->body, res->body_len, 0, NULL)
-                              : NULL;
-        if (json_is_object(json_object_get(o, "error"))) {
-            r->resp_body = malloc(res->body_len + 1);
-            if (r->resp_body) {
-                memcpy(r->resp_body, res->body, res->body_len);
-                r->resp_body[res->body_len] = '\0';
-                r->resp_len = res->body_len; /* scrubbed by the provider */
-            }
-            snprintf(r->error, sizeof(r->error), "%s: status %d", tname,
-                     res->http_status);
-            json_decref(o);
-            settle_usage(r, NULL);
-            r->usage.completion_tokens = 0;
-            r->cost_pusd = 0;
-            finish(r);
-            return;
-        }
-        json_decref(o);
-        char msg[600];
-        snprintf(msg, sizeof(msg), "Upstream %s refused the request: %s",
-                 tname, res->outcome == PV_ERR_STATUS ? "non-retryable status"
-                                                      : reason);
-        finish_error(r, r->status >= 400 ? r->status : 502, "upstream_error",
-                     "upstream_rejected", msg);
+        drive(r, &st);
         return;
     }
-    r->prov = t->prov;
-    r->model = t->model;
-    if (tries_running(r))
-        return; /* a hedged rival is still running: it may yet answer */
-    if (r->next < r->plan.n && r->attempts < r->plan.max_attempts) {
-        int backoff = r->gen->cfg->failover.backoff_ms;
-        for (int i = 1; i < r->attempts && backoff < 1000; i++)
-            backoff *= 2;
-        if (backoff > 1000)
-            backoff = 1000;
-        if (backoff > 0) {
-            /* Jitter in [backoff/2, backoff]. */
-            r->w->rng ^= r->w->rng << 13;
-            r->w->rng ^= r->w->rng >> 7;
-            r->w->rng ^= r->w->rng << 17;
-            backoff = backoff / 2 +
-                      (int)(r->w->rng % (uint64_t)(backoff / 2 + 1));
-            if (!r->ev_backoff)
-                r->ev_backoff = evtimer_new(r->w->base, on_backoff, r);
-            if (r->ev_backoff) {
-                struct timeval tv = {backoff / 1000, (backoff % 1000) * 1000};
-                evtimer_add(r->ev_backoff, &tv);
-                return;
-            }
-        }
-        start_attempt(r);
-        return;
-    }
-    fail_all(r);
 }
 
-static void
-on_hedge(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    struct gw_req *r = arg;
-    /* Nothing from the current attempt yet: start the next target too. */
-    if (r->winner < 0 && !r->client_gone && !r->finishing &&
-        tries_running(r) == 1 && r->next < r->plan.n &&
-        r->attempts < r->plan.max_attempts)
-        start_attempt(r);
-}
-static void
-start_attempt(struct gw_req *r)
-{
-    const struct cfg *c = r->gen->cfg;
-    struct rt_router *rt = r->gen->router;
-    struct gw_try *t = !r->tries[0].call ? &r->tries[0] : &r->tries[1];
-    while (r->next < r->plan.n && r->attempts < r->plan.max_attempts) {
-        size_t i = r->next++;
-        if (!rt_attempt_begin(rt, &r->plan, i, &t->att))
-            continue; /* went out of rotation since the plan was made */
-        struct cfg_target tg = r->plan.targets[i];
-        t->r = r;
-        t->prov = &c->providers[tg.provider];
-        t->model = &t->prov->models[tg.model];
-        if (!r->prov) {
-            r->prov = t->prov;
-            r->model = t->model;
-        }
-        r->attempts++;
-        atomic_fetch_add(&r->w->srv->stats.upstream_attempts, 1);
-        struct pv_request pr = {
-            .provider = t->prov,
-            .model = t->model,
-            .body = r->body,
-            .stream = r->stream,
-            .client_include_usage = r->client_include_usage,
-            .request_id = r->id,
-            .max_body_bytes = c->max_body_bytes * 4,
-        };
-        struct pv_callbacks cb = {t, on_head, on_event, on_done};
-        char err[256] = "";
-        if (pv_call_start(r->w->pv, &pr, &cb, &t->call, err, sizeof(err)) ==
-            GX_OK) {
-            int hedge = c->failover.hedge_after_ms;
-            if (hedge > 0 && r->next < r->plan.n && tries_running(r) == 1) {
-                if (!r->ev_hedge)
-                    r->ev_hedge = evtimer_new(r->w->base, on_hedge, r);
-                if (r->ev_hedge) {
-                    struct timeval tv = {hedge / 1000, (hedge % 1000) * 1000};
-                    evtimer_add(r->ev_hedge, &tv);
-                }
-            }
-            return;
-        }
-        t->call = NULL;
-        rt_report(rt, &t->att, RT_CANCELLED, -1, -1, -1);
-        gx_buf_printf(&r->attempt_log, "%s%s@%s: %s",
-                      r->attempt_log.len ? "; " : "", t->model->name,
-                      t->prov->name, err);
-        r->all_timeouts = 0;
-        ratelimit_note(&r->rl, NULL);
-    }
-    if (tries_running(r))
-        return; /* the running attempt decides */
-    fail_all(r);
-}
 /* ------------------------------------------------------------------ */
 /* Entry.                                                               */
+
+/* The budget's worst case over the targets that may run: the prompt's
+ * upper bound at the dearest input price plus the completion cap at the
+ * dearest output price. */
+static int64_t
+max_cost(const struct gw_req *r)
+{
+    const struct cfg *c = r->gen->cfg;
+    int64_t worst = 0;
+    for (size_t i = 0; i < r->plan.n; i++) {
+        struct cfg_target tg = r->plan.targets[i];
+        const struct cfg_model *cm = &c->providers[tg.provider].models[tg.model];
+        if (!cm->has_price)
+            continue;
+        /* Every prompt token at the dearer of input and cache write (an
+         * Anthropic prompt may be all cache writes), and an anthropic
+         * target without a client cap at the max_tokens it is sent. */
+        struct pr_price p = {cm->input_pusd > cm->cache_write_pusd
+                                 ? cm->input_pusd
+                                 : cm->cache_write_pusd,
+                             cm->cached_input_pusd, cm->output_pusd};
+        int64_t comp = r->chat.completion_cap;
+        if (c->providers[tg.provider].kind == CFG_KIND_ANTHROPIC &&
+            !r->chat.max_tokens)
+            comp = PV_ANTH_DEFAULT_MAX_TOKENS * r->chat.n;
+        int64_t v = 0;
+        if (pr_cost(&p, r->chat.max_prompt_tokens, 0, comp, &v) != GX_OK)
+            v = INT64_MAX / 4; /* absurd sizes: refused unless unlimited */
+        if (v > worst)
+            worst = v;
+    }
+    return worst;
+}
 
 void
 gw_chat_handle(struct gw_worker *w, struct gw_hreq *req)
@@ -902,95 +900,68 @@ gw_chat_handle(struct gw_worker *w, struct gw_hreq *req)
                        (long long)w->gen->cfg->max_body_bytes);
         return;
     }
-    const char *text = (const char *)evbuffer_pullup(in, -1);
-    json_error_t jerr;
-    json_t *body = json_loadb(text, n, JSON_REJECT_DUPLICATES, &jerr);
-    if (!body) {
-        gw_reply_error(req, 400, "invalid_request_error", "invalid_json",
-                       NULL,
-                       "We could not parse the JSON body of your request "
-                       "(line %d, column %d): %s.",
-                       jerr.line, jerr.column, jerr.text);
-        return;
-    }
-    char msg[512];
-    const char *param = NULL;
-    if (pv_request_validate(body, msg, sizeof(msg), &param) != 0) {
-        gw_reply_error(req, 400, "invalid_request_error", "invalid_value",
-                       param, "%s", msg);
-        json_decref(body);
-        return;
-    }
-    struct gw_ticket ticket; /* auth.c: key, allowlist, RPM/TPM, budget */
-    if (gw_chat_admit(w->srv, req, body, &ticket) != 0) {
-        json_decref(body); /* it replied 401/403/429 */
-        return;
-    }
     struct gw_req *r = calloc(1, sizeof(*r));
     if (!r) {
-        gw_ticket_settle(w->srv->auth, &ticket, 0, 0);
-        json_decref(body);
         gw_reply_error(req, 500, "server_error", "internal_error", NULL,
                        "Out of memory.");
         return;
     }
+    char msg[512];
+    const char *param = NULL;
+    const char *text = (const char *)evbuffer_pullup(in, -1);
+    enum pv_chat_err pe = pv_chat_parse(&r->chat, PV_API_CHAT, text, n, msg,
+                                        sizeof(msg), &param);
+    if (pe != PV_CHAT_OK) {
+        gw_reply_error(req, 400, "invalid_request_error",
+                       pe == PV_CHAT_BAD_JSON ? "invalid_json"
+                                              : "invalid_value",
+                       param, "%s", msg);
+        free(r);
+        return;
+    }
     r->w = w;
+    r->gen = w->gen;
+    rt_plan_route(r->gen->router, r->chat.model, r->chat.est_prompt_tokens,
+                  r->chat.completion_cap, &r->plan);
+    /* auth.c: key, allowlist, RPM/TPM, budget */
+    if (gw_chat_admit(w->srv, req, r->chat.model, r->chat.est_prompt_tokens,
+                      max_cost(r), &r->ticket) != 0) {
+        pv_chat_cleanup(&r->chat); /* it replied 401/403/429 */
+        free(r);
+        return;
+    }
     r->live_next = w->live;
     if (w->live)
         w->live->live_prev = r;
     w->live = r;
-    r->gen = w->gen;
     gw_gen_ref(r->gen);
     r->req = req;
-    r->body = body;
-    r->ticket = ticket;
     r->start_us = gx_mono_us();
     r->ttft_us = -1;
-    r->all_timeouts = 1;
-    r->rl.all = 1;
-    gx_buf_init(&r->attempt_log, 4096);
     gw_request_id(w, req, r->id, sizeof(r->id));
-    r->model_arg = json_string_value(json_object_get(body, "model"));
-    r->stream = json_is_true(json_object_get(body, "stream"));
-    r->client_include_usage = json_is_true(json_object_get(
-        json_object_get(body, "stream_options"), "include_usage"));
     w->inflight++;
     atomic_fetch_add(&w->srv->stats.inflight, 1);
     atomic_fetch_add(&w->srv->stats.requests, 1);
 
-    r->winner = -1;
-    rt_plan_route(r->gen->router, r->model_arg,
-                  rt_estimate_prompt_tokens(body),
-                  pv_request_completion_cap(body, 0), &r->plan);
-    if (r->plan.resolved == 0) {
+    w->rng ^= w->rng << 13;
+    w->rng ^= w->rng >> 7;
+    w->rng ^= w->rng << 17;
+    rt_run_init(&r->run, r->gen->cfg, &r->plan, w->rng);
+    struct rt_step st;
+    rt_run_next(&r->run, r->start_us, &st);
+    if (st.what == RT_DO_FAIL && st.status == 404) {
         gw_hreq_add_header(req, "X-Request-Id", r->id);
         gw_reply_error(req, 404, "invalid_request_error", "model_not_found",
                        "model",
                        "The model '%s' does not exist: it is not a route, "
                        "a MODEL@PROVIDER target or a model any provider "
                        "serves (GET /v1/models lists them).",
-                       r->model_arg);
+                       r->chat.model);
         atomic_fetch_add(&w->srv->stats.errors, 1);
         r->req = NULL; /* answered */
         req_free(r);
         return;
     }
     gw_hreq_set_close_cb(req, on_client_close, r);
-    if (r->plan.n == 0) {
-        /* Every target is out of rotation (open circuits, Retry-After):
-         * answer at once rather than queue behind a dead provider. */
-        char why[512], note[700];
-        rt_plan_explain(&r->plan, r->gen->cfg, why, sizeof(why));
-        snprintf(note, sizeof(note),
-                 "No target of '%s' is in rotation right now: %s.",
-                 r->model_arg, why);
-        r->retry_after_s = (r->plan.retry_after_ms + 999) / 1000;
-        if (rt_plan_rate_limited(&r->plan))
-            finish_error(r, 429, "requests", "rate_limit_exceeded", note);
-        else
-            finish_error(r, 503, "upstream_error", "no_target_available",
-                         note);
-        return;
-    }
-    start_attempt(r);
+    drive(r, &st);
 }

@@ -261,10 +261,12 @@ void gw_ticket_settle(struct gw_auth *a, struct gw_ticket *t, int64_t tokens,
                       int64_t cost_pusd);
 
 /* The chat hook (worker thread): admits the request or replies with the
- * OpenAI error (401/403/429 + Retry-After) and returns -1.  Computes the
- * token estimate and the worst-case cost from body and the config. */
+ * OpenAI error (401/403/429 + Retry-After) and returns -1.  est_tokens
+ * (TPM) and max_cost_pusd (the budget's reservation) come from the parsed
+ * request (struct pv_chat) and its plan, computed once in chat.c. */
 int gw_chat_admit(struct gw_server *srv, struct gw_hreq *req,
-                  const json_t *body, struct gw_ticket *t);
+                  const char *model, int64_t est_tokens,
+                  int64_t max_cost_pusd, struct gw_ticket *t);
 
 /* Deferred work (auth.c): run() on the aux thread (may block on disk),
  * then reply() back on w's thread with the request, or with req NULL when

@@ -30,7 +30,7 @@
 enum { K_OBJ = 0, K_ARR = 1 };
 enum { R_OTHER = 0, R_TOP = 2, R_USAGE = 4, R_DETAILS = 6 };
 /* What the next value is for. */
-enum { S_NONE, S_USAGE, S_DETAILS, S_PT, S_CT, S_CACHED };
+enum { S_NONE, S_CHOICES, S_USAGE, S_DETAILS, S_PT, S_CT, S_CACHED };
 
 int64_t
 pv_usage_num(double d)
@@ -339,6 +339,12 @@ pv_json_scan_chat(const char *data, size_t n, struct pv_js_chat *out)
                 else if (cur_slot == S_DETAILS)
                     role = R_DETAILS;
             }
+            if (cur_slot == S_CHOICES) {
+                size_t k = i + 1;
+                while (k < n && is_ws(s[k]))
+                    k++;
+                out->choices_empty = c == '[' && k < n && s[k] == ']';
+            }
             if (cur_slot == S_USAGE) {
                 /* A later "usage" replaces an earlier one entirely. */
                 memset(&out->usage, 0, sizeof(out->usage));
@@ -396,7 +402,9 @@ pv_json_scan_chat(const char *data, size_t n, struct pv_js_chat *out)
          * number or literal is ignored (a second one is an error). */
         if (c != '"' && i < n && s[i] == 0)
             i++;
-        if (cur_slot == S_USAGE) {
+        if (cur_slot == S_CHOICES) {
+            out->choices_empty = 0;
+        } else if (cur_slot == S_USAGE) {
             memset(&out->usage, 0, sizeof(out->usage));
         } else if (cur_slot == S_DETAILS) {
             out->usage.cached_tokens = 0;
@@ -455,8 +463,12 @@ pv_json_scan_chat(const char *data, size_t n, struct pv_js_chat *out)
                 if (role == R_TOP) {
                     if (key_is(s, raw, rl, "usage"))
                         slot = S_USAGE;
-                    else if (key_is(s, raw, rl, "choices"))
+                    else if (key_is(s, raw, rl, "choices")) {
                         out->has_choices = 1;
+                        slot = S_CHOICES;
+                    } else if (key_is(s, raw, rl, "error")) {
+                        out->has_error = 1;
+                    }
                 } else if (role == R_USAGE) {
                     if (key_is(s, raw, rl, "prompt_tokens"))
                         slot = S_PT;

@@ -65,37 +65,54 @@ oa_event(void *ud, const char *data, size_t len)
         pv_call_emit_event(c, data, len);
         return;
     }
-    json_error_t je;
-    json_t *j = json_loadb(data, len, 0, &je);
-    if (!json_is_object(j)) {
-        pv_call_failf(c, PV_ERR_MALFORMED,
-                      "malformed stream: event %d is not a JSON object (%s)",
-                      oa->n_events, j ? "wrong type" : je.text);
-        json_decref(j);
-        return;
-    }
-    json_t *err = json_object_get(j, "error");
-    if ((err && !json_object_get(j, "choices")) ||
-        strcmp(oa->sse.event, "error") == 0) {
-        /* The upstream failed mid-stream and says so in-band (OpenAI
-         * does this on server errors).  Not passed on as a chunk: the
-         * caller learns it from on_done and decides (fail over if the
-         * client has seen nothing yet, else end the client's stream). */
-        json_t *m = json_is_object(err) ? json_object_get(err, "message")
-                                        : err;
-        pv_call_failf(c, PV_ERR_TRANSPORT, "upstream error in stream: %.160s",
-                      json_is_string(m) ? json_string_value(m) : "(no message)");
-        json_decref(j);
-        return;
-    }
-    struct pv_usage u;
+    /* The common chunk without building a tree (jansson's parse was a
+     * third of a stream's instructions): a valid object, no in-band
+     * error.  Anything else goes the jansson way, which words it. */
+    struct pv_js_chat sc;
     int usage_only = 0;
-    if (pv_usage_parse(j, &u)) {
-        c->res.usage = u;
-        json_t *ch = json_object_get(j, "choices");
-        usage_only = !ch || (json_is_array(ch) && json_array_size(ch) == 0);
+    if (pv_json_scan_chat(data, len, &sc) == PV_JS_OBJECT &&
+        !(sc.has_error && !sc.has_choices) && !oa->sse.event[0]) {
+        if (sc.usage.have) {
+            c->res.usage = sc.usage;
+            usage_only = !sc.has_choices || sc.choices_empty;
+        }
+    } else {
+        json_error_t je;
+        json_t *j = json_loadb(data, len, 0, &je);
+        if (!json_is_object(j)) {
+            pv_call_failf(c, PV_ERR_MALFORMED,
+                          "malformed stream: event %d is not a JSON object "
+                          "(%s)",
+                          oa->n_events, j ? "wrong type" : je.text);
+            json_decref(j);
+            return;
+        }
+        json_t *err = json_object_get(j, "error");
+        if ((err && !json_object_get(j, "choices")) ||
+            strcmp(oa->sse.event, "error") == 0) {
+            /* The upstream failed mid-stream and says so in-band (OpenAI
+             * does this on server errors).  Not passed on as a chunk: the
+             * caller learns it from on_done and decides (fail over if the
+             * client has seen nothing yet, else end the client's
+             * stream). */
+            json_t *m = json_is_object(err) ? json_object_get(err, "message")
+                                            : err;
+            pv_call_failf(c, PV_ERR_TRANSPORT,
+                          "upstream error in stream: %.160s",
+                          json_is_string(m) ? json_string_value(m)
+                                            : "(no message)");
+            json_decref(j);
+            return;
+        }
+        struct pv_usage u;
+        if (pv_usage_parse(j, &u)) {
+            c->res.usage = u;
+            json_t *ch = json_object_get(j, "choices");
+            usage_only =
+                !ch || (json_is_array(ch) && json_array_size(ch) == 0);
+        }
+        json_decref(j);
     }
-    json_decref(j);
     if (usage_only && !oa->client_include_usage)
         return;
     if (pv_scrub_has(c->scrub, data, len)) {

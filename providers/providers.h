@@ -103,6 +103,9 @@ struct pv_callbacks {
 };
 
 struct pv_request {
+    const struct pv_chat *chat; /* the parsed request (borrowed); body,
+                                   stream and client_include_usage below
+                                   are its fields, kept for the kinds */
     const struct cfg_provider *provider;
     const struct cfg_model *model; /* its upstream name replaces "model" */
     const json_t *body;  /* the client's parsed request; borrowed, not
@@ -186,23 +189,102 @@ enum gx_status pv_sse_feed(struct pv_sse *p, const char *buf, size_t len,
                            pv_sse_cb cb, void *ud);
 
 /*
- * The client's chat request (request.c), checked once before routing so
- * every provider kind sees a valid one.  pv_request_validate returns 0, or
- * -1 with a sentence for the client in msg and the offending parameter in
- * *param (NULL for the body as a whole; a static string).
+ * The request, parsed once (request.c).
+ *
+ * An inbound adapter (today: OpenAI Chat Completions, gateway/chat.c)
+ * parses the client's body ONCE into a struct pv_chat; every layer then
+ * reads this struct and nothing re-reads the body for a fact it holds:
+ *   - the gateway's admission (key limits, the budget reservation) takes
+ *     est_prompt_tokens, max_prompt_tokens and completion_cap from it;
+ *   - the router's plan (cost policy) takes est_prompt_tokens and
+ *     completion_cap;
+ *   - an outbound provider kind (pv_ops.start) reads model, stream,
+ *     include_usage and the body it translates (openai.c passes it through
+ *     with the upstream model name; local.c reads its messages and
+ *     sampling fields);
+ *   - the usage fallback (no usage from the upstream) uses
+ *     est_prompt_tokens.
+ * It is format-neutral on purpose: the next inbound formats (Anthropic
+ * Messages, Responses) parse into the same struct (api says which one),
+ * and the client-facing writer (errors, SSE framing) is chosen by api.
+ * What the gateway adds per request (the key's reservation, the plan and
+ * the run of it, router.h's struct rt_run) lives beside it in the
+ * gateway's request, not here: providers sit below router and gateway.
+ *
+ * Checked (OpenAI's rules where it has them; the same 400 whichever
+ * provider kind a target has):
+ *   model            non-empty string
+ *   messages         non-empty array of objects with a string "role";
+ *                    "content" a string, an array of parts or null
+ *   stream           boolean or null
+ *   max_tokens, max_completion_tokens
+ *                    integer in [1, PV_MAX_COMPLETION_TOKENS] or null
+ *   n                integer in [1, PV_MAX_N] or null
+ *   seed             integer or null
+ *   temperature, top_p, presence_penalty, frequency_penalty
+ *                    number or null
+ *   stream_options   object or null; its include_usage boolean or null
+ * Extra fields pass through unchanged.
+ *
+ * The one prompt estimate: (text bytes of every message's content, strings
+ * or the "text" of content parts) / 4 + 4 per message.  The one default
+ * completion size: PV_DEFAULT_COMPLETION_TOKENS when neither cap is given
+ * (the budget's reservation and the cost policy's expected output alike).
  */
 #define PV_MAX_COMPLETION_TOKENS 1000000 /* max_tokens, max_completion_tokens */
 #define PV_MAX_N 128                     /* choices per request, as OpenAI */
-int pv_request_validate(const json_t *body, char *msg, size_t len,
-                        const char **param);
-/* What the upstream may bill as completion tokens for a validated body:
- * the larger of max_tokens and max_completion_tokens (dflt when neither is
- * given), times n.  An upstream honours one of the two caps, and which one
- * differs between providers, so only the larger bounds the bill. */
-int64_t pv_request_completion_cap(const json_t *body, int64_t dflt);
 /* What the anthropic kind sends as max_tokens (which the Messages API
  * requires) when the client gives neither cap; budgets reserve it. */
 #define PV_ANTH_DEFAULT_MAX_TOKENS 4096
+#define PV_DEFAULT_COMPLETION_TOKENS 1024 /* neither cap given */
+#define PV_PART_BOUND_BYTES 1024 /* a non-text part (image...) in the bound */
+
+enum pv_api {
+    PV_API_CHAT = 0 /* POST /v1/chat/completions (OpenAI) */
+};
+
+struct pv_chat {
+    enum pv_api api;        /* the inbound format: picks the client writer */
+    json_t *body;           /* the parsed body */
+    int owned;              /* 1: pv_chat_cleanup frees body */
+    const char *model;      /* borrowed from body */
+    int stream;             /* "stream": true */
+    int include_usage;      /* stream_options.include_usage: true */
+    int64_t n;              /* choices asked for, 1..PV_MAX_N */
+    int64_t max_tokens;     /* larger of max_tokens, max_completion_tokens;
+                               0 when neither is given */
+    int64_t completion_cap; /* (max_tokens or the default) x n: what an
+                               upstream may bill as completion tokens (it
+                               honours one of the two caps; which one
+                               differs, so only the larger bounds it) */
+    size_t n_messages;
+    int64_t text_bytes;     /* content text of every message */
+    int64_t n_other_parts;  /* content parts without text (images...) */
+    int64_t est_prompt_tokens; /* the estimate above */
+    int64_t max_prompt_tokens; /* upper bound: byte-level BPE makes at most
+                                  one token a byte, plus framing, with
+                                  PV_PART_BOUND_BYTES per non-text part */
+};
+
+/* Why pv_chat_parse refused a body: the OpenAI error code to answer. */
+enum pv_chat_err {
+    PV_CHAT_OK = 0,
+    PV_CHAT_BAD_JSON, /* "invalid_json": not JSON, or duplicate keys */
+    PV_CHAT_INVALID   /* "invalid_value": a field breaks a rule above */
+};
+
+/* Parses and checks text[0..len) (the client's body, borrowed) into *c.
+ * On PV_CHAT_OK *c owns the parsed body; otherwise *c holds nothing,
+ * msg has a sentence for the client and *param the offending parameter
+ * (NULL for the body as a whole; a static string). */
+enum pv_chat_err pv_chat_parse(struct pv_chat *c, enum pv_api api,
+                               const char *text, size_t len, char *msg,
+                               size_t msglen, const char **param);
+/* Checks an already parsed body and fills *c from it (c->body = body,
+ * borrowed: pv_chat_cleanup does not free it).  0 or -1 as above. */
+int pv_chat_from_json(struct pv_chat *c, enum pv_api api, json_t *body,
+                      char *msg, size_t msglen, const char **param);
+void pv_chat_cleanup(struct pv_chat *c); /* frees an owned body */
 
 /*
  * Secret scrubbing (scrub.c): a provider's api_key, header values and

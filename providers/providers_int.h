@@ -166,8 +166,8 @@ int pv_gram_schema(struct pv_gram *g, const json_t *schema, char name[24],
                    char *err, size_t errlen);
 void pv_gram_literal(struct pv_gram *g, const char *s, size_t n);
 
-/* json_scan.c: a strict non-allocating validator of a non-stream chat
- * completion body that reads usage as pv_usage_parse would from the tree
+/* json_scan.c: a strict non-allocating validator of a chat completion body
+ * or stream chunk that reads usage as pv_usage_parse would from the tree
  * json_loadb(flags 0) builds. */
 #define PV_JS_MAX_DEPTH 256
 enum pv_js_verdict {
@@ -178,6 +178,8 @@ enum pv_js_verdict {
 };
 struct pv_js_chat {
     int has_choices;       /* the object has a "choices" member (any type) */
+    int choices_empty;     /* ... and its (last) value is [] */
+    int has_error;         /* the object has an "error" member */
     struct pv_usage usage; /* as pv_usage_parse; have = 0 when none */
 };
 enum pv_js_verdict pv_json_scan_chat(const char *data, size_t n,

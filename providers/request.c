@@ -1,33 +1,20 @@
 /*
- * request.c: the facts of a client's chat request that every provider kind
- * relies on, checked once at the edge (before routing) so that each kind
- * sees the same valid request and a bad one gets the same 400 whichever
- * target it would have reached (the local kind used to answer 502 for a
- * max_tokens it could not take, an openai upstream would have billed or
- * refused it in its own words).
+ * request.c: the client's chat request parsed once at the edge into a
+ * struct pv_chat (providers.h says what it holds and who reads it), with
+ * every check every provider kind relies on, so that each kind sees the
+ * same valid request and a bad one gets the same 400 whichever target it
+ * would have reached (the local kind used to answer 502 for a max_tokens
+ * it could not take, an openai upstream would have billed or refused it in
+ * its own words).  The rules are listed in providers.h.
  *
- * Checked (OpenAI's rules where it has them):
- *   model            non-empty string
- *   messages         non-empty array of objects with a string "role";
- *                    "content" a string, an array of parts or null
- *   stream           boolean or null
- *   max_tokens, max_completion_tokens
- *                    integer in [1, PV_MAX_COMPLETION_TOKENS] or null
- *                    (0 asks for nothing, a real 5e6 is a typo or an
- *                    attack on a budget reservation)
- *   n                integer in [1, PV_MAX_N] or null
- *   seed             integer or null
- *   temperature, top_p, presence_penalty, frequency_penalty
- *                    number or null
- *   stream_options   object or null; its include_usage boolean or null
- *
- * What it does not check: anything a provider may legitimately accept that
- * OpenAI does not know (extra fields pass through unchanged).
+ * One pass over the body: validation and the facts (caps, the prompt
+ * summary and the estimate) come from the same walk of the messages.
  */
 #include "providers.h"
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 static int
 bad(char *msg, size_t len, const char **param, const char *p,
@@ -63,9 +50,10 @@ check_int(const json_t *body, const char *name, json_int_t lo, json_int_t hi,
     return 0;
 }
 
-int
-pv_request_validate(const json_t *body, char *msg, size_t len,
-                    const char **param)
+/* Checks the body and fills c's facts in the same walk. */
+static int
+validate(const json_t *body, struct pv_chat *c, char *msg, size_t len,
+         const char **param)
 {
     *param = NULL;
     if (!json_is_object(body))
@@ -78,6 +66,7 @@ pv_request_validate(const json_t *body, char *msg, size_t len,
     if (!json_is_string(model) || json_string_length(model) == 0)
         return bad(msg, len, param, "model",
                    "'model' must be a non-empty string.");
+    c->model = json_string_value(model);
     const json_t *msgs = json_object_get(body, "messages");
     if (!msgs)
         return bad(msg, len, param, "messages",
@@ -95,16 +84,30 @@ pv_request_validate(const json_t *body, char *msg, size_t len,
                        "messages[%zu] must be an object with a string "
                        "'role'.",
                        i);
-        if (content && !json_is_string(content) && !json_is_array(content) &&
-            !json_is_null(content))
+        if (json_is_string(content)) {
+            c->text_bytes += (int64_t)json_string_length(content);
+        } else if (json_is_array(content)) {
+            size_t k;
+            const json_t *part;
+            json_array_foreach(content, k, part) {
+                const json_t *text = json_object_get(part, "text");
+                if (json_is_string(text))
+                    c->text_bytes += (int64_t)json_string_length(text);
+                else
+                    c->n_other_parts++;
+            }
+        } else if (content && !json_is_null(content)) {
             return bad(msg, len, param, "messages",
                        "messages[%zu].content must be a string, an array of "
                        "parts or null.",
                        i);
+        }
     }
+    c->n_messages = json_array_size(msgs);
     const json_t *stream = json_object_get(body, "stream");
     if (stream && !json_is_boolean(stream) && !json_is_null(stream))
         return bad(msg, len, param, "stream", "'stream' must be a boolean.");
+    c->stream = json_is_true(stream);
     if (check_int(body, "max_tokens", 1, PV_MAX_COMPLETION_TOKENS, msg, len,
                   param) ||
         check_int(body, "max_completion_tokens", 1, PV_MAX_COMPLETION_TOKENS,
@@ -129,28 +132,67 @@ pv_request_validate(const json_t *body, char *msg, size_t len,
     if (iu && !json_is_boolean(iu) && !json_is_null(iu))
         return bad(msg, len, param, "stream_options.include_usage",
                    "'stream_options.include_usage' must be a boolean.");
+    c->include_usage = json_is_true(iu);
+
+    /* Validated: the caps are integers in range or absent. */
+    const json_t *a = json_object_get(body, "max_tokens");
+    const json_t *b = json_object_get(body, "max_completion_tokens");
+    const json_t *n = json_object_get(body, "n");
+    if (json_is_integer(a) && json_integer_value(a) > c->max_tokens)
+        c->max_tokens = json_integer_value(a);
+    if (json_is_integer(b) && json_integer_value(b) > c->max_tokens)
+        c->max_tokens = json_integer_value(b);
+    c->n = json_is_integer(n) ? json_integer_value(n) : 1;
+    c->completion_cap =
+        (c->max_tokens ? c->max_tokens : PV_DEFAULT_COMPLETION_TOKENS) * c->n;
+    int64_t nm = (int64_t)c->n_messages;
+    c->est_prompt_tokens = c->text_bytes / 4 + 4 * nm;
+    c->max_prompt_tokens =
+        c->text_bytes + c->n_other_parts * PV_PART_BOUND_BYTES + 8 * nm + 8;
     return 0;
 }
 
-int64_t
-pv_request_completion_cap(const json_t *body, int64_t dflt)
+int
+pv_chat_from_json(struct pv_chat *c, enum pv_api api, json_t *body,
+                  char *msg, size_t msglen, const char **param)
 {
-    const json_t *a = json_object_get(body, "max_tokens");
-    const json_t *b = json_object_get(body, "max_completion_tokens");
-    int64_t cap = 0;
-    if (json_is_integer(a) && json_integer_value(a) > cap)
-        cap = json_integer_value(a);
-    if (json_is_integer(b) && json_integer_value(b) > cap)
-        cap = json_integer_value(b);
-    if (cap <= 0)
-        cap = dflt;
-    if (cap > PV_MAX_COMPLETION_TOKENS)
-        cap = PV_MAX_COMPLETION_TOKENS;
-    const json_t *n = json_object_get(body, "n");
-    int64_t k = json_is_integer(n) ? json_integer_value(n) : 1;
-    if (k < 1)
-        k = 1;
-    if (k > PV_MAX_N)
-        k = PV_MAX_N;
-    return cap * k;
+    memset(c, 0, sizeof(*c));
+    if (validate(body, c, msg, msglen, param) != 0) {
+        memset(c, 0, sizeof(*c));
+        return -1;
+    }
+    c->api = api;
+    c->body = body;
+    return 0;
+}
+
+enum pv_chat_err
+pv_chat_parse(struct pv_chat *c, enum pv_api api, const char *text,
+              size_t len, char *msg, size_t msglen, const char **param)
+{
+    memset(c, 0, sizeof(*c));
+    *param = NULL;
+    json_error_t jerr;
+    json_t *body = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!body) {
+        snprintf(msg, msglen,
+                 "We could not parse the JSON body of your request (line "
+                 "%d, column %d): %s.",
+                 jerr.line, jerr.column, jerr.text);
+        return PV_CHAT_BAD_JSON;
+    }
+    if (pv_chat_from_json(c, api, body, msg, msglen, param) != 0) {
+        json_decref(body);
+        return PV_CHAT_INVALID;
+    }
+    c->owned = 1;
+    return PV_CHAT_OK;
+}
+
+void
+pv_chat_cleanup(struct pv_chat *c)
+{
+    if (c->owned)
+        json_decref(c->body);
+    memset(c, 0, sizeof(*c));
 }

@@ -487,7 +487,7 @@ rt_plan_route(struct rt_router *rt, const char *model,
                         : nall;
     if (est_prompt_tokens < 0)
         est_prompt_tokens = 0;
-    int64_t out_tokens = max_tokens > 0 ? max_tokens : RT_DEFAULT_MAX_TOKENS;
+    int64_t out_tokens = max_tokens > 0 ? max_tokens : PV_DEFAULT_COMPLETION_TOKENS;
     int64_t max_lat_us =
         route && route->max_latency_ms > 0 ? (int64_t)route->max_latency_ms *
                                                  1000
@@ -766,33 +766,6 @@ rt_plan_explain(const struct rt_plan *plan, const struct cfg *c, char *buf,
         off += (size_t)w;
     }
     return buf;
-}
-
-int64_t
-rt_estimate_prompt_tokens(const json_t *body)
-{
-    const json_t *msgs = json_object_get(body, "messages");
-    if (!json_is_array(msgs))
-        return 0;
-    int64_t chars = 0, n = 0;
-    size_t i;
-    const json_t *m;
-    json_array_foreach(msgs, i, m) {
-        n++;
-        const json_t *content = json_object_get(m, "content");
-        if (json_is_string(content)) {
-            chars += (int64_t)json_string_length(content);
-        } else if (json_is_array(content)) {
-            size_t k;
-            const json_t *part;
-            json_array_foreach(content, k, part) {
-                const json_t *text = json_object_get(part, "text");
-                if (json_is_string(text))
-                    chars += (int64_t)json_string_length(text);
-            }
-        }
-    }
-    return chars / 4 + 4 * n;
 }
 
 /* ------------------------------------------------------------------ */

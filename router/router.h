@@ -5,8 +5,14 @@
  * first byte and total time), error rate over the last RT_ERR_WINDOW
  * outcomes, consecutive failures, circuit breaker and Retry-After cooldown.
  *
- * What it does not do: HTTP, backoff timers, hedging timers, cancelling
- * calls.  The gateway owns the failover loop and calls in here.
+ * It also owns the run of a request (run.c, struct rt_run below): a pure
+ * state machine that, given the plan, each attempt's result and the time
+ * (passed in: the clock is injected), says what to do next: start a
+ * target, wait (backoff), hedge, deliver, pass an upstream 4xx on, or give
+ * up with the final status.  The retry decision is made there, once.
+ *
+ * What it does not do: HTTP, timers, cancelling calls.  The gateway
+ * performs the I/O each step asks for and feeds the results back.
  *
  * ---------------------------------------------------------------------
  * CALLING SEQUENCE (the gateway must follow it exactly)
@@ -19,15 +25,17 @@
  *
  *  per request:
  *   1. n = rt_plan_route(rt, model, est_prompt_tokens, max_tokens, &plan);
- *        est_prompt_tokens: rt_estimate_prompt_tokens(body) is fine.
- *        max_tokens: the request's max_tokens / max_completion_tokens,
- *        or <= 0 when absent (the cost policy then assumes 256).
+ *        est_prompt_tokens, max_tokens: the parsed request's
+ *        (struct pv_chat) est_prompt_tokens and completion_cap; <= 0
+ *        means PV_DEFAULT_COMPLETION_TOKENS.
  *      plan.resolved == 0           -> 404 model_not_found.
  *      n == 0 && plan.resolved > 0  -> every target is out of rotation
  *        (open circuit / Retry-After / probe busy): answer 503 at once;
  *        rt_plan_explain() writes "gpt-4.1@relay: circuit open; ..." and
  *        plan.retry_after_ms is a hint for a Retry-After header.
- *   2. for i = 0 .. plan.n-1 while attempts < plan.max_attempts:
+ *   2. (the run, struct rt_run below, decides which i comes next, when,
+ *      and when to stop; this is what each of its START steps does)
+ *      for i = 0 .. plan.n-1 while attempts < plan.max_attempts:
  *        if (!rt_attempt_begin(rt, &plan, i, &att)) continue;
  *            (0 = this target went out of rotation since the plan was made,
  *             or its single half-open probe is taken: skip it, it is not an
@@ -60,7 +68,8 @@
  *            rest after it by descending weight (ties: config order).
  *  cost      ascending expected cost of this request:
  *              est_prompt_tokens x input_pusd
- *              + (max_tokens > 0 ? max_tokens : 256) x output_pusd;
+ *              + (max_tokens > 0 ? max_tokens
+ *                 : PV_DEFAULT_COMPLETION_TOKENS) x output_pusd;
  *            ties to the lower TTFB EWMA (no samples counts as 0); targets
  *            whose p95 time to first byte exceeds the route's
  *            max_latency_ms go after the others (in the same order).
@@ -100,7 +109,6 @@
 #define RT_WINDOW_MS 60000         /* latency sample window (two kept) */
 #define RT_PROBE_STALE_MS 600000   /* an unreported probe is forgotten */
 #define RT_RETRY_AFTER_MAX_S 3600  /* Retry-After cap */
-#define RT_DEFAULT_MAX_TOKENS 256  /* cost policy, when max_tokens absent */
 
 struct rt_router;  /* opaque; health of every (provider, model) target */
 struct pv_result;  /* providers/providers.h */
@@ -207,10 +215,129 @@ enum rt_outcome rt_outcome_of(const struct cfg *c,
 char *rt_plan_explain(const struct rt_plan *plan, const struct cfg *c,
                       char *buf, size_t len);
 
-/* A rough prompt token count for the cost policy: the characters of every
- * message's content (strings, or the "text" of content parts) / 4, plus 4
- * per message.  body is the client's parsed request (borrowed). */
-int64_t rt_estimate_prompt_tokens(const json_t *body);
+/* ---- the run of a request (run.c) ----
+ *
+ * A pure state machine over one plan: no I/O, no clock of its own (every
+ * call takes now_us), no allocation, no locks; one request's run belongs
+ * to the thread serving it.  The gateway drives it:
+ *
+ *   rt_run_init(&run, cfg, &plan, seed);
+ *   rt_run_next(&run, now, &st)          what to do first
+ *   loop on st.what:
+ *     RT_DO_START   target plan.targets[st.target] in slot st.slot (0/1):
+ *                   rt_attempt_begin(); if it says skip, rt_run_next
+ *                   again (a skipped target is no attempt); else start the
+ *                   call, then rt_run_begun(&run, slot, ok, now, &st):
+ *                   ok = 0 (could not start) makes it a failed attempt.
+ *                   After a begun attempt st.hedge_at_us > 0 asks for a
+ *                   hedge timer: when it fires, rt_run_hedge(&run, now,
+ *                   &st).
+ *     RT_DO_WAIT    backoff: arm a timer for st.at_us, then rt_run_next.
+ *     RT_DO_NOTHING a running attempt decides: wait for its result.
+ *     RT_DO_DELIVER slot st.slot answered well: give it to the client.
+ *     RT_DO_PASS    slot st.slot's upstream answered a non-retryable 4xx
+ *                   (or our side failed): pass it on with st.status.
+ *     RT_DO_BROKEN  a stream failed after its first byte reached the
+ *                   client: end it with an error (st.status 502).
+ *     RT_DO_FAIL    give up: answer st.status / st.code (st.retry_after_s
+ *                   > 0: a Retry-After header); the message is the
+ *                   caller's, run.log lists each attempt.
+ *   In DELIVER, PASS and BROKEN st.cancel >= 0 names a rival slot (a
+ *   hedge) the gateway must cancel (and report RT_CANCELLED).
+ *   Each attempt's end:  rt_run_result(&run, slot, &res, now, &st).
+ *   A stream's first event: rt_run_first_byte(&run, slot) returns the
+ *   rival slot to cancel (or -1); from then on that attempt cannot fail
+ *   over and nothing is hedged.
+ *
+ * Rules (README "Failover", "Hedging"):
+ *   - retryable (rt_outcome_of gives RT_FAILURE): transport errors,
+ *     timeouts, malformed bodies, statuses in retry_on_status, and an
+ *     upstream 401/403 (a provider fault); an attempt that could not be
+ *     started counts as failed too.  Anything else ends the run
+ *     (RT_DO_PASS).
+ *   - after a retryable failure, with no rival running, the next target is
+ *     started after a backoff of backoff_ms doubled per attempt made so far
+ *     (the first retry waits backoff_ms), capped at RT_BACKOFF_MAX_MS,
+ *     jittered into [b/2, b]; at most max_attempts attempts.
+ *   - hedge: with hedge_after_ms > 0, an attempt begun while it is the only
+ *     one running and another target is left asks for a hedge at
+ *     begin + hedge_after_ms; when it fires and still nothing reached the
+ *     client, the next target starts beside it.  The first to deliver
+ *     wins; a rival's retryable failure while the other runs waits for it.
+ *   - give up: 404 model_not_found when the model named nothing; with an
+ *     empty plan 503 no_target_available, or 429 rate_limit_exceeded when
+ *     every target is out for an upstream 429 (Retry-After from the plan);
+ *     after attempts: 429 rate_limit_exceeded when every attempt was an
+ *     upstream 429 (the smallest Retry-After among them), 504
+ *     upstream_timeout when every one timed out, else 502
+ *     upstream_failed.
+ */
+#define RT_BACKOFF_MAX_MS 1000
+
+enum rt_do {
+    RT_DO_START = 1,
+    RT_DO_WAIT,
+    RT_DO_NOTHING,
+    RT_DO_DELIVER,
+    RT_DO_PASS,
+    RT_DO_BROKEN,
+    RT_DO_FAIL
+};
+
+struct rt_step {
+    enum rt_do what;
+    int slot;            /* START, DELIVER, PASS, BROKEN: 0 or 1 */
+    size_t target;       /* START: index into plan->targets */
+    int cancel;          /* a rival slot to cancel, or -1 */
+    int64_t at_us;       /* WAIT: when to call rt_run_next */
+    int64_t hedge_at_us; /* after rt_run_begun: hedge time, 0 = none */
+    int status;          /* PASS, BROKEN, FAIL: the HTTP status */
+    const char *type, *code; /* FAIL: OpenAI error type and code */
+    int64_t retry_after_s;   /* FAIL: > 0 = send Retry-After */
+};
+
+struct rt_run {
+    const struct cfg *cfg;   /* borrowed */
+    const struct rt_plan *plan; /* borrowed, outlives the run */
+    size_t next;             /* next index into plan->targets */
+    int attempts;            /* begun (or failed to start) */
+    int running[2];          /* slot busy */
+    size_t slot_target[2];   /* plan index of each slot's attempt */
+    int winner;              /* slot whose bytes reached the client, -1 */
+    int done;                /* a final step was given */
+    int all_timeouts;        /* every attempt so far timed out */
+    int all_rate_limited;    /* every attempt so far was an upstream 429 */
+    int64_t retry_after_s;   /* smallest Retry-After of those 429s, 0 */
+    int64_t wait_until_us;   /* backoff: no start before this */
+    uint64_t rng;            /* backoff jitter (xorshift64), never 0 */
+    char log[768];           /* "gpt-4.1@relay: status 503; ..." */
+    size_t log_len;
+};
+
+/* Starts a run over plan (both borrowed).  seed: any value (jitter). */
+void rt_run_init(struct rt_run *run, const struct cfg *c,
+                 const struct rt_plan *plan, uint64_t seed);
+/* What to do now (START, WAIT, NOTHING or FAIL). */
+void rt_run_next(struct rt_run *run, int64_t now_us, struct rt_step *st);
+/* The attempt given by the last START is begun in slot: ok = 1 started
+ * (st: hedge_at_us set, what = NOTHING), ok = 0 it could not be started
+ * (reason: a sentence for the log; st as after rt_run_result). */
+void rt_run_begun(struct rt_run *run, int slot, int ok, const char *reason,
+                  int64_t now_us, struct rt_step *st);
+/* The hedge timer fired: START the next target beside the running one,
+ * or NOTHING. */
+void rt_run_hedge(struct rt_run *run, int64_t now_us, struct rt_step *st);
+/* A stream's first byte to the client from slot: it wins.  Returns the
+ * rival slot to cancel, or -1. */
+int rt_run_first_byte(struct rt_run *run, int slot);
+/* The attempt in slot ended with res (borrowed). */
+void rt_run_result(struct rt_run *run, int slot, const struct pv_result *res,
+                   int64_t now_us, struct rt_step *st);
+/* The client left or the server stops: nothing more is started. */
+void rt_run_abort(struct rt_run *run);
+/* "model@provider" of plan index i into buf. Returns buf. */
+char *rt_target_name(const struct cfg *c, struct cfg_target t, char *buf,
+                     size_t len);
 
 /* ---- admin ---- */
 

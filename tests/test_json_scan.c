@@ -23,6 +23,9 @@
 #include <string.h>
 
 static long n_checked, n_unsure, n_object, n_invalid;
+/* What the stream path (oa_event) reads besides: "choices" is [] and an
+ * "error" member is present, as jansson sees them. */
+static int old_choices_empty, old_has_error;
 
 /* The old way: the verdict oa_on_finish gave and the usage it kept. */
 static int
@@ -36,6 +39,9 @@ old_way(const char *p, size_t n, int *has_choices, struct pv_usage *u)
         return 0;
     }
     *has_choices = json_object_get(j, "choices") != NULL;
+    const json_t *ch = json_object_get(j, "choices");
+    old_choices_empty = json_is_array(ch) && json_array_size(ch) == 0;
+    old_has_error = json_object_get(j, "error") != NULL;
     pv_usage_parse(j, u);
     json_decref(j);
     return 1;
@@ -62,6 +68,8 @@ cmp(const char *p, size_t n, int unsure_ok)
     } else {
         n_object++;
         good = ok && hc == sc.has_choices && u.have == sc.usage.have &&
+               old_choices_empty == sc.choices_empty &&
+               old_has_error == sc.has_error &&
                u.prompt_tokens == sc.usage.prompt_tokens &&
                u.completion_tokens == sc.usage.completion_tokens &&
                u.cached_tokens == sc.usage.cached_tokens;

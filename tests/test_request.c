@@ -17,7 +17,9 @@ check(const char *text, const char **param_out)
     json_t *b = json_loads(text, 0, NULL);
     char msg[256] = "";
     const char *param = NULL;
-    int rc = pv_request_validate(b, msg, sizeof(msg), &param);
+    struct pv_chat c;
+    int rc = pv_chat_from_json(&c, PV_API_CHAT, b, msg, sizeof(msg), &param);
+    pv_chat_cleanup(&c); /* borrowed body: not freed here */
     if (param_out)
         *param_out = param;
     json_decref(b);
@@ -61,29 +63,68 @@ test_validate(void)
 }
 
 static int64_t
-cap(const char *text, int64_t dflt)
+cap(const char *text)
 {
-    json_t *b = json_loads(text, 0, NULL);
-    int64_t c = pv_request_completion_cap(b, dflt);
-    json_decref(b);
-    return c;
+    char msg[256];
+    const char *param;
+    struct pv_chat c;
+    if (pv_chat_parse(&c, PV_API_CHAT, text, strlen(text), msg, sizeof(msg),
+                      &param) != PV_CHAT_OK)
+        return -1;
+    int64_t v = c.completion_cap;
+    pv_chat_cleanup(&c);
+    return v;
 }
 
 static void
 test_cap(void)
 {
     /* The larger cap bounds the bill, whichever the upstream honours. */
-    T_EQ_INT(cap(BODY(",\"max_completion_tokens\":1,\"max_tokens\":1000"),
-                 1024),
+    T_EQ_INT(cap(BODY(",\"max_completion_tokens\":1,\"max_tokens\":1000")),
              1000);
-    T_EQ_INT(cap(BODY(",\"max_completion_tokens\":50,\"max_tokens\":5"),
-                 1024),
+    T_EQ_INT(cap(BODY(",\"max_completion_tokens\":50,\"max_tokens\":5")),
              50);
-    T_EQ_INT(cap(BODY(""), 1024), 1024);
-    T_EQ_INT(cap(BODY(""), 0), 0);
+    T_EQ_INT(cap(BODY("")), PV_DEFAULT_COMPLETION_TOKENS);
     /* n choices, each up to the cap. */
-    T_EQ_INT(cap(BODY(",\"n\":3,\"max_tokens\":1000"), 1024), 3000);
-    T_EQ_INT(cap(BODY(",\"n\":4"), 1024), 4096);
+    T_EQ_INT(cap(BODY(",\"n\":3,\"max_tokens\":1000")), 3000);
+    T_EQ_INT(cap(BODY(",\"n\":4")), 4 * PV_DEFAULT_COMPLETION_TOKENS);
+    T_EQ_INT(cap("{\"model\":\"m\",\"model\":\"m\",\"messages\":[]}"),
+             -1); /* duplicate keys: not parsed */
+}
+
+/* The one prompt estimate and its bound, from the same walk. */
+static void
+test_estimate(void)
+{
+    const char *t =
+        "{\"model\":\"m\",\"stream\":true,"
+        "\"stream_options\":{\"include_usage\":true},\"messages\":["
+        "{\"role\":\"system\",\"content\":\"0123456789ab\"},"
+        "{\"role\":\"user\",\"content\":[{\"type\":\"text\","
+        "\"text\":\"abcdefghijkl\"},{\"type\":\"image_url\"}]},"
+        "{\"role\":\"assistant\",\"content\":null}]}";
+    char msg[256];
+    const char *param;
+    struct pv_chat c;
+    T_EQ_INT(pv_chat_parse(&c, PV_API_CHAT, t, strlen(t), msg, sizeof(msg),
+                           &param),
+             PV_CHAT_OK);
+    T_EQ_STR(c.model, "m");
+    T_EQ_INT(c.stream, 1);
+    T_EQ_INT(c.include_usage, 1);
+    T_EQ_INT(c.n, 1);
+    T_EQ_INT(c.n_messages, 3);
+    T_EQ_INT(c.text_bytes, 24);
+    T_EQ_INT(c.n_other_parts, 1);
+    T_EQ_INT(c.est_prompt_tokens, 24 / 4 + 3 * 4);
+    T_EQ_INT(c.max_prompt_tokens, 24 + PV_PART_BOUND_BYTES + 3 * 8 + 8);
+    T_EQ_INT(c.max_tokens, 0);
+    pv_chat_cleanup(&c);
+    T_EQ_INT(pv_chat_parse(&c, PV_API_CHAT, "{\"model\"", 9, msg,
+                           sizeof(msg), &param),
+             PV_CHAT_BAD_JSON);
+    T_CHECK(strstr(msg, "could not parse") != NULL);
+    T_CHECK(c.body == NULL);
 }
 
 static void
@@ -107,6 +148,7 @@ main(void)
 {
     T_RUN(test_validate);
     T_RUN(test_cap);
+    T_RUN(test_estimate);
     T_RUN(test_fuzz_entry);
     return T_END();
 }

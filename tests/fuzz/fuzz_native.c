@@ -120,7 +120,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         char why[512];
         /* The gateway validates before a provider sees a request. */
         const char *param = NULL;
-        if (pv_request_validate(in, why, sizeof(why), &param) == 0) {
+        struct pv_chat chat;
+        if (pv_chat_from_json(&chat, PV_API_CHAT, in, why, sizeof(why),
+                              &param) == 0) {
             for (int k = 0; k < 2; k++) {
                 json_t *out = NULL;
                 msg[0] = '\0';
