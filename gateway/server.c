@@ -678,7 +678,8 @@ gw_cli_serve(int argc, char **argv)
     srv.auth = gw_auth_new(srv.cfg->admin_key, srv.cfg->require_keys,
                            pr_ledger_path(srv.ledger), err, sizeof(err));
     if (!srv.auth ||
-        gw_tls_new(srv.cfg, &srv.tls_ctx, err, sizeof(err)) != GX_OK) {
+        gw_tls_new(srv.cfg, &srv.tls_ctx, err, sizeof(err)) != GX_OK ||
+        !(srv.obs = gw_obs_new(srv.cfg, err, sizeof(err)))) {
         fprintf(stderr, "llmux serve: %s\n", err);
         goto out;
     }
@@ -751,6 +752,7 @@ gw_cli_serve(int argc, char **argv)
             continue;
         if (sig == SIGHUP) {
             reload_config(&srv);
+            gw_obs_reopen(srv.obs);
             continue;
         }
         GX_LOG(GX_LOG_INFO, NULL, "signal %d: shutting down gracefully", sig);
@@ -778,6 +780,7 @@ out:
     gw_auth_free(srv.auth); /* before the ledger: it reads its database */
     gw_tls_free(srv.tls_ctx);
     pr_ledger_close(srv.ledger);
+    gw_obs_free(srv.obs);
     gw_gen_unref(srv.gen); /* after the workers dropped theirs */
     rt_router_free(srv.router);
     cfg_free(srv.cfg);
