@@ -362,8 +362,14 @@ gw_obs_attempt(struct gw_worker *w, const char *provider, const char *outcome)
         return;
     const struct cfg *c = gw_cfg(w->srv);
     char k[256];
-    snprintf(k, sizeof(k), "%s\x1f%s",
-             known_provider(c, provider) ? provider : "", outcome);
+    int n = snprintf(k, sizeof(k), "%s\x1f",
+                     known_provider(c, provider) ? provider : "");
+    /* "connect failed" -> connect_failed: one word per outcome. */
+    for (size_t i = 0; outcome[i] && n >= 0 && (size_t)n + 1 < sizeof(k);
+         i++)
+        k[n++] = outcome[i] == ' ' ? '_' : outcome[i];
+    if (n >= 0 && (size_t)n < sizeof(k))
+        k[n] = '\0';
     pthread_mutex_lock(&o->mu);
     struct series *s = series_get(o, S_ATT, k, 0);
     if (s)

@@ -228,7 +228,8 @@ test_traffic_and_metrics(void)
                                "provider=\"fake\",outcome=\"ok\""),
              4);
     T_EQ_INT((long long)sum_of("llmux_upstream_attempts_total",
-                               "provider=\"bad\""),
+                               "provider=\"bad\","
+                               "outcome=\"upstream_error_status\""),
              2);
     T_EQ_INT((long long)sum_of("llmux_circuit_state",
                                "target=\"priced@bad\""),
