@@ -1369,6 +1369,7 @@ parse_log(struct vctx *v, json_t *root, struct cfg *c)
         goto out;
     }
     c->log_logfmt = fmt && !strcmp(fmt, "logfmt");
+    c->log_level = GX_LOG_INFO; /* a "log" block turns access lines on */
     if (lvl) {
         c->log_level = -1;
         for (int i = 0; levels[i]; i++)

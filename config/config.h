@@ -123,7 +123,8 @@ struct cfg {
     char *tls_cert;         /* NULL unless "tls": {"cert","key"} */
     char *tls_key;
     /* "log": access log lines (gateway/access_log.c).  log_file NULL =
-     * stderr; log_level -1 = not set (LLMUX_LOG / info), else
+     * stderr; log_level -1 = no "log" block (LLMUX_LOG), info when the block
+     * has no level, else
      * enum gx_log_level; access lines are info level. */
     int log_logfmt; /* 0 json (default), 1 logfmt */
     char *log_file;

@@ -6,7 +6,7 @@
  *
  * Shared state: one series table for the whole server behind one mutex.
  * A request takes it once (gw_obs_request: 3 hashed look-ups and a few
- * additions, well under a microsecond) and an attempt once; /metrics takes
+ * additions; not yet measured) and an attempt once; /metrics takes
  * it while it copies the table out.  Label values come only from the
  * config (route, provider, model names), numbers (status) and the fixed
  * outcome words of providers.h; a model name not in the config becomes

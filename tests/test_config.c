@@ -144,8 +144,10 @@ test_log_block(void)
             c->log_file && !strcmp(c->log_file, "/tmp/a.log"));
     cfg_free(c);
     c = load_ok("{" PV_MIN "}");
-#undef PV_MIN
     T_CHECK(c && c->log_logfmt == 0 && c->log_level == -1 && !c->log_file);
+    cfg_free(c);
+    c = load_ok("{\"log\": {\"file\": \"a.log\"}, " PV_MIN "}");
+    T_CHECK(c && c->log_level == GX_LOG_INFO && c->log_logfmt == 0);
     cfg_free(c);
     EXPECT_ERR("{\"log\": {\"format\": \"xml\"}}", "\"xml", "log.format",
                "expected \"json\" or \"logfmt\"");
@@ -153,6 +155,7 @@ test_log_block(void)
                "expected error, warn, info or debug");
     EXPECT_ERR("{\"log\": {\"fil\": \"x\"}}", "\"fil\"", "log.fil",
                "did you mean 'file'?");
+#undef PV_MIN
 }
 
 static void

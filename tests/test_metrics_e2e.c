@@ -373,6 +373,49 @@ test_rotation(void)
     free(t);
 }
 
+/* A second gateway: logfmt to stderr (no log.file). */
+static void
+test_logfmt_stderr(void)
+{
+    char cfg[2048];
+    snprintf(cfg, sizeof(cfg),
+             "{\"listen\": \"127.0.0.1:0\", \"workers\": 1,\n"
+             " \"database\": \"%s.lf\", \"require_keys\": false,\n"
+             " \"log\": {\"format\": \"logfmt\"},\n"
+             " \"providers\": {\"fake\": {\"kind\": \"openai\", \"base_url\": "
+             "\"http://127.0.0.1:%d/v1\", \"api_key\": \"" SECRET "\",\n"
+             "   \"models\": {\"priced\": {\"input_per_mtok\": 0.42, "
+             "\"output_per_mtok\": 2.5}}}}}\n",
+             dbpath, fake.port);
+    char *path = e2e_write_temp("logfmt.json", cfg);
+    const char *bin = e2e_env("LLMUX_BIN", "build/release/llmux");
+    char *argv[] = {(char *)bin, "serve", "--config", path, NULL};
+    struct e2e_proc p2;
+    T_CHECK(path != NULL);
+    if (!path ||
+        e2e_start(&p2, argv, "listening on http://127.0.0.1:", 20000) != 0) {
+        T_CHECK(0);
+        free(path);
+        return;
+    }
+    char saved[128];
+    snprintf(saved, sizeof(saved), "%s", base);
+    snprintf(base, sizeof(base), "http://127.0.0.1:%d", p2.port);
+    T_EQ_INT(send_one("m-lf", "priced@fake", "logfmt please", 0), 200);
+    snprintf(base, sizeof(base), "%s", saved);
+    /* The line is written before the reply (e2e_stop removes the log). */
+    char *t = slurp(p2.log_path);
+    if (t && !strstr(t, "request_id=\"m-lf\""))
+        fprintf(stderr, "  stderr: %s\n", t);
+    T_EQ_INT(e2e_stop(&p2, SIGTERM, 10000), 0);
+    T_CHECK(t && strstr(t, "request_id=\"m-lf\"") &&
+            strstr(t, " api=\"chat\"") && strstr(t, " status=200 ") &&
+            strstr(t, " provider=\"fake\""));
+    T_CHECK(t && !strstr(t, SECRET));
+    free(t);
+    free(path);
+}
+
 int
 main(void)
 {
@@ -425,6 +468,7 @@ main(void)
     T_RUN(test_traffic_and_metrics);
     T_RUN(test_access_log);
     T_RUN(test_rotation);
+    T_RUN(test_logfmt_stderr);
     T_EQ_INT(e2e_stop(&gw, SIGTERM, 10000), 0);
     e2e_stop(&fake, SIGTERM, 5000);
     T_EQ_INT(e2e_sanitizer_reports, 0);
