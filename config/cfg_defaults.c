@@ -179,6 +179,7 @@ cfg_defaults(struct cfg **out, char *err, size_t errlen)
     c->listen_port = 8080;
     c->max_body_bytes = 4194304;
     c->max_connections = 10000;
+    c->log_level = -1;
     c->header_timeout_ms = 10000;
     c->idle_timeout_ms = 60000;
     if (!(c->path = strdup("(defaults)")) ||

@@ -1308,7 +1308,7 @@ out:
 static const char *const root_keys[] = {
     "listen", "workers", "database",  "admin_key", "require_keys",
     "limits", "tls",     "providers", "routes",    "failover",
-    "cors",   "storage", NULL};
+    "cors",   "storage", "log",     NULL};
 static const char *const storage_keys[] = {
     "url", "password", "on_unavailable", "spool_file", "timeout_ms", NULL};
 
@@ -1402,6 +1402,7 @@ static const char *const limits_keys[] = {
     "idle_timeout_ms", NULL};
 static const char *const cors_keys[] = {"origins", NULL};
 static const char *const tls_keys[] = {"cert", "key", NULL};
+static const char *const log_keys[] = {"format", "file", "level", NULL};
 static const char *const failover_keys[] = {
     "max_attempts",     "retry_on_status",     "backoff_ms", "hedge_after_ms",
     "circuit_failures", "circuit_cooldown_ms", NULL};
@@ -1477,6 +1478,51 @@ origin_ok(const char *o)
     return 1;
 }
 
+/* "log": {"format": "json"|"logfmt", "file": PATH, "level": LEVEL}. */
+static enum gx_status
+parse_log(struct vctx *v, json_t *root, struct cfg *c)
+{
+    static const char *const levels[] = {"error", "warn", "info", "debug",
+                                         NULL};
+    json_t *lo;
+    enum gx_status st = get_object(v, root, "log", &lo);
+    if (st != GX_OK || !lo)
+        return st;
+    size_t keep = path_push_key(v, "log");
+    char *fmt = NULL, *lvl = NULL;
+    if ((st = check_keys(v, lo, log_keys, NULL, NULL)) ||
+        (st = get_str(v, lo, "format", 0, STR_NONEMPTY, &fmt)) ||
+        (st = get_str(v, lo, "file", 0, STR_NONEMPTY, &c->log_file)) ||
+        (st = get_str(v, lo, "level", 0, STR_NONEMPTY, &lvl)))
+        goto out;
+    if (fmt && strcmp(fmt, "json") && strcmp(fmt, "logfmt")) {
+        size_t k2 = path_push_key(v, "format");
+        st = verr(v, AT_VALUE, "expected \"json\" or \"logfmt\", got \"%s\"",
+                  fmt);
+        path_pop(v, k2);
+        goto out;
+    }
+    c->log_logfmt = fmt && !strcmp(fmt, "logfmt");
+    c->log_level = GX_LOG_INFO; /* a "log" block turns access lines on */
+    if (lvl) {
+        c->log_level = -1;
+        for (int i = 0; levels[i]; i++)
+            if (!strcmp(lvl, levels[i]))
+                c->log_level = i;
+        if (c->log_level < 0) {
+            size_t k2 = path_push_key(v, "level");
+            st = verr(v, AT_VALUE,
+                      "expected error, warn, info or debug, got \"%s\"", lvl);
+            path_pop(v, k2);
+        }
+    }
+out:
+    free(fmt);
+    free(lvl);
+    path_pop(v, keep);
+    return st;
+}
+
 /* "cors": {"origins": ["https://app.example", ...]} or ["*"]. */
 static enum gx_status
 parse_cors(struct vctx *v, json_t *root, struct cfg *c)
@@ -1539,6 +1585,7 @@ parse_root(struct vctx *v, json_t *root, struct cfg *c)
     c->listen_port = 8080;
     c->max_body_bytes = 4194304;
     c->max_connections = 10000;
+    c->log_level = -1;
     c->header_timeout_ms = 10000;
     c->idle_timeout_ms = 60000;
     if ((st = cfg_failover_defaults(&c->failover)) != GX_OK ||
@@ -1608,6 +1655,7 @@ parse_root(struct vctx *v, json_t *root, struct cfg *c)
     }
 
     if ((st = parse_storage(v, root, c)) || (st = parse_cors(v, root, c)) ||
+        (st = parse_log(v, root, c)) ||
         (st = parse_providers(v, root, c)) ||
         (st = parse_routes(v, root, c)))
         return st;
@@ -1775,6 +1823,7 @@ cfg_free(struct cfg *c)
     }
     free(c->tls_cert);
     free(c->tls_key);
+    free(c->log_file);
     for (size_t k = 0; k < c->n_cors_origins; k++)
         free(c->cors_origins[k]);
     free(c->cors_origins);

@@ -141,6 +141,13 @@ struct cfg {
     size_t n_cors_origins;  /* 0: no CORS headers, preflights refused */
     char *tls_cert;         /* NULL unless "tls": {"cert","key"} */
     char *tls_key;
+    /* "log": access log lines (gateway/access_log.c).  log_file NULL =
+     * stderr; log_level -1 = no "log" block (LLMUX_LOG), info when the block
+     * has no level, else
+     * enum gx_log_level; access lines are info level. */
+    int log_logfmt; /* 0 json (default), 1 logfmt */
+    char *log_file;
+    int log_level;
     struct cfg_provider *providers;
     size_t n_providers;
     struct cfg_route *routes;

@@ -452,6 +452,7 @@ finish(struct gw_req *r)
         .usage_source = r->usage_source ? r->usage_source : "estimated",
         .error = r->error[0] ? r->error : NULL,
     };
+    gw_obs_request(r->w, &row);
     struct pr_ledger *l = r->w->srv->ledger;
     if (!l || pr_ledger_submit(l, &row, on_committed, r) != GX_OK) {
         if (l)
@@ -775,6 +776,7 @@ on_done(void *ud, const struct pv_result *res)
     int me = (int)(t - r->tries);
     t->call = NULL; /* the loop frees it after we return */
     rt_report_pv(r->gen->router, &t->att, r->gen->cfg, res);
+    gw_obs_attempt(r->w, t->prov->name, pv_outcome_str(res->outcome));
     if (r->client_gone)
         return; /* the row was logged when the client left */
     struct rt_step st;

@@ -102,6 +102,7 @@ struct gw_server {
     struct gw_gen *gen;       /* the current generation (main thread) */
     struct gw_auth *auth; /* auth.c: keys, limits, budgets, aux thread */
     void *tls_ctx;        /* tls.c: SSL_CTX shared by workers, or NULL */
+    struct gw_obs *obs;   /* metrics.c: labelled metrics, access log */
 };
 
 /* server.c */
@@ -121,6 +122,21 @@ void gw_chat_run_done(struct gw_worker *w);
  * ends a stream), logs its row, and waits for the ledger so that nothing
  * refers to the worker once its loop exits.  Blocks (ledger flush). */
 void gw_chat_abort_all(struct gw_worker *w);
+
+/* metrics.c: labelled metrics and the access log (see its header).
+ * gw_obs_new opens c's log.file (NULL + err if it cannot); the server owns
+ * the result.  Hooks (worker threads): gw_obs_request once per ledger row,
+ * gw_obs_attempt once per finished upstream attempt (outcome: the
+ * pv_outcome_str word).  gw_obs_write appends the families to b (worker
+ * thread: reads gw_cfg/gw_router).  gw_obs_reopen: SIGHUP, main thread. */
+struct gw_obs;
+struct gw_obs *gw_obs_new(const struct cfg *c, char *err, size_t errlen);
+void gw_obs_free(struct gw_obs *o);
+void gw_obs_reopen(struct gw_obs *o);
+void gw_obs_request(struct gw_worker *w, const struct pr_usage_row *row);
+void gw_obs_attempt(struct gw_worker *w, const char *provider,
+                    const char *outcome);
+void gw_obs_write(struct gw_server *srv, struct evbuffer *b);
 
 /* http.c: replies and small helpers. */
 /* Sends {"error":{message,type,param,code}} with status. */

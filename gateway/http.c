@@ -176,9 +176,10 @@ gw_handle_metrics(struct gw_server *srv, struct gw_hreq *req)
         "error status.\n"
         "# TYPE llmux_chat_errors_total counter\n"
         "llmux_chat_errors_total %lld\n"
-        "# HELP llmux_upstream_attempts_total Upstream attempts started.\n"
-        "# TYPE llmux_upstream_attempts_total counter\n"
-        "llmux_upstream_attempts_total %lld\n"
+        "# HELP llmux_upstream_attempts_started_total Upstream attempts "
+        "started.\n"
+        "# TYPE llmux_upstream_attempts_started_total counter\n"
+        "llmux_upstream_attempts_started_total %lld\n"
         "# HELP llmux_chat_inflight Chat requests in flight.\n"
         "# TYPE llmux_chat_inflight gauge\n"
         "llmux_chat_inflight %lld\n"
@@ -200,6 +201,7 @@ gw_handle_metrics(struct gw_server *srv, struct gw_hreq *req)
         (long long)((gx_now_ms() - srv->started_ms) / 1000),
         (long long)atomic_load(&s->conns_open),
         (long long)atomic_load(&s->conns_refused));
+    gw_obs_write(srv, b);
     gw_hreq_add_header(req, "Content-Type", "text/plain; version=0.0.4");
     gw_hreq_send_reply(req, 200, b);
     evbuffer_free(b);

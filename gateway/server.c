@@ -687,7 +687,8 @@ gw_cli_serve(int argc, char **argv)
     if (srv.auth) /* committed cost leaves the budget leases */
         pr_ledger_attach_budget(srv.ledger, gw_auth_budget(srv.auth));
     if (!srv.auth ||
-        gw_tls_new(srv.cfg, &srv.tls_ctx, err, sizeof(err)) != GX_OK) {
+        gw_tls_new(srv.cfg, &srv.tls_ctx, err, sizeof(err)) != GX_OK ||
+        !(srv.obs = gw_obs_new(srv.cfg, err, sizeof(err)))) {
         fprintf(stderr, "llmux serve: %s\n", err);
         goto out;
     }
@@ -760,6 +761,7 @@ gw_cli_serve(int argc, char **argv)
             continue;
         if (sig == SIGHUP) {
             reload_config(&srv);
+            gw_obs_reopen(srv.obs);
             continue;
         }
         GX_LOG(GX_LOG_INFO, NULL, "signal %d: shutting down gracefully", sig);
@@ -787,6 +789,7 @@ out:
     gw_auth_free(srv.auth); /* before the ledger: it reads its database */
     gw_tls_free(srv.tls_ctx);
     pr_ledger_close(srv.ledger);
+    gw_obs_free(srv.obs);
     gw_gen_unref(srv.gen); /* after the workers dropped theirs */
     rt_router_free(srv.router);
     cfg_free(srv.cfg);

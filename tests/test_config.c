@@ -132,6 +132,33 @@ expect_err_at(int tline, const char *text, const char *at, int nth,
     expect_err_at(__LINE__, (text), (at), (nth), (path), (reason))
 
 static void
+test_log_block(void)
+{
+#define PV_MIN "\"require_keys\": false, \"providers\": {\"a\": {\"kind\": " \
+               "\"openai\", \"base_url\": \"http://x.example\", " \
+               "\"models\": [\"gpt-4.1\"]}}"
+    struct cfg *c = load_ok("{\"log\": {\"format\": \"logfmt\", "
+                            "\"file\": \"/tmp/a.log\", \"level\": \"warn\"}, "
+                            PV_MIN "}");
+    T_CHECK(c && c->log_logfmt == 1 && c->log_level == GX_LOG_WARN &&
+            c->log_file && !strcmp(c->log_file, "/tmp/a.log"));
+    cfg_free(c);
+    c = load_ok("{" PV_MIN "}");
+    T_CHECK(c && c->log_logfmt == 0 && c->log_level == -1 && !c->log_file);
+    cfg_free(c);
+    c = load_ok("{\"log\": {\"file\": \"a.log\"}, " PV_MIN "}");
+    T_CHECK(c && c->log_level == GX_LOG_INFO && c->log_logfmt == 0);
+    cfg_free(c);
+    EXPECT_ERR("{\"log\": {\"format\": \"xml\"}}", "\"xml", "log.format",
+               "expected \"json\" or \"logfmt\"");
+    EXPECT_ERR("{\"log\": {\"level\": \"loud\"}}", "\"loud", "log.level",
+               "expected error, warn, info or debug");
+    EXPECT_ERR("{\"log\": {\"fil\": \"x\"}}", "\"fil\"", "log.fil",
+               "did you mean 'file'?");
+#undef PV_MIN
+}
+
+static void
 set_example_env(void)
 {
     setenv("LLMUX_ADMIN_KEY", "admin-secret-1", 1);
@@ -1219,5 +1246,6 @@ main(void)
     T_RUN(test_listen_parse);
     T_RUN(test_mutations);
     T_RUN(test_storage);
+    T_RUN(test_log_block);
     return T_END();
 }

@@ -1,0 +1,561 @@
+/* metrics.c: the labelled Prometheus families of DESIGN.md section 11 and
+ * the access log (one line per chat request, JSON or logfmt).
+ *
+ * chat.c calls gw_obs_request() once per ledger row and gw_obs_attempt()
+ * once per finished upstream attempt; both run on worker threads.
+ *
+ * Shared state: one series table for the whole server behind one mutex.
+ * A request takes it once (gw_obs_request: 3 hashed look-ups and a few
+ * additions; not yet measured) and an attempt once; /metrics takes
+ * it while it copies the table out.  Label values come only from the
+ * config (route, provider, model names), numbers (status) and the fixed
+ * outcome words of providers.h; a model name not in the config becomes
+ * "other", and past GW_OBS_MAX_SERIES every new tuple lands in one
+ * "other" series, so the table never grows without bound.
+ *
+ * Access log lines: formatted on the worker, written with one write(2)
+ * on an O_APPEND descriptor; SIGHUP (gw_obs_reopen) opens log.file anew
+ * and dup2()s it over the old descriptor, so writers never see a closed
+ * one.  A line carries the key id, never the key. */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gw_int.h"
+
+#define GW_OBS_MAX_SERIES 2048
+#define GW_OBS_SLOTS 4096 /* power of two, > 1.5 * GW_OBS_MAX_SERIES */
+
+/* Histogram bounds in milliseconds (printed as seconds). */
+static const int64_t bounds_ms[] = {5,    10,   25,   50,    100,   250,  500,
+                                    1000, 2500, 5000, 10000, 30000, 60000};
+#define N_BOUNDS (sizeof(bounds_ms) / sizeof(bounds_ms[0]))
+
+enum series_kind { S_REQ, S_PM, S_PROV, S_ATT };
+
+struct hist {
+    int64_t bucket[N_BOUNDS + 1]; /* not cumulative; last = above all */
+    int64_t count, sum_ms;
+};
+
+struct series {
+    int used;
+    enum series_kind kind;
+    char key[256]; /* kind-specific label values joined by '\x1f' */
+    int64_t n;     /* S_REQ requests, S_ATT attempts */
+    int64_t prompt, completion, cached, cost_pusd; /* S_PM */
+    struct hist dur, ttft;                         /* S_PROV */
+};
+
+struct gw_obs {
+    pthread_mutex_t mu;
+    struct series *slots; /* GW_OBS_SLOTS */
+    size_t n_series;
+    int64_t dropped; /* tuples folded into "other" at the cap */
+    /* access log */
+    int fd;          /* 2 = stderr, else our descriptor of log_file */
+    char *file;      /* NULL = stderr */
+    int logfmt;
+    int level;       /* access lines are written when info <= level */
+};
+
+static uint64_t
+hash_str(const char *s, enum series_kind k)
+{
+    uint64_t h = 1469598103934665603ULL ^ (uint64_t)k;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+    return h;
+}
+
+/* The series for (kind, key), created if absent; mu held.  Past the cap a
+ * new tuple lands in the kind's "other" series (the slots outnumber the
+ * cap, so those always fit). */
+static struct series *
+series_get(struct gw_obs *o, enum series_kind k, const char *key, int over)
+{
+    uint64_t h = hash_str(key, k);
+    for (size_t i = 0; i < GW_OBS_SLOTS; i++) {
+        struct series *s = &o->slots[(h + i) & (GW_OBS_SLOTS - 1)];
+        if (s->used && s->kind == k && !strcmp(s->key, key))
+            return s;
+        if (s->used)
+            continue;
+        if (o->n_series >= GW_OBS_MAX_SERIES && !over) {
+            static const char *const other[] = {
+                "other\x1fother\x1fother\x1f" "0", "other\x1fother", "other",
+                "other\x1fother"};
+            o->dropped++;
+            return series_get(o, k, other[k], 1);
+        }
+        s->used = 1;
+        s->kind = k;
+        snprintf(s->key, sizeof(s->key), "%s", key);
+        o->n_series++;
+        return s;
+    }
+    return NULL;
+}
+
+static void
+hist_add(struct hist *h, int64_t ms)
+{
+    if (ms < 0)
+        return;
+    size_t b = 0;
+    while (b < N_BOUNDS && ms > bounds_ms[b])
+        b++;
+    h->bucket[b]++;
+    h->count++;
+    h->sum_ms += ms;
+}
+
+struct gw_obs *
+gw_obs_new(const struct cfg *c, char *err, size_t errlen)
+{
+    struct gw_obs *o = calloc(1, sizeof(*o));
+    if (!o || !(o->slots = calloc(GW_OBS_SLOTS, sizeof(*o->slots)))) {
+        free(o);
+        gx_errf(err, errlen, "out of memory");
+        return NULL;
+    }
+    pthread_mutex_init(&o->mu, NULL);
+    o->fd = 2;
+    o->logfmt = c->log_logfmt;
+    o->level = c->log_level >= 0 ? c->log_level : gx_log_level;
+    if (c->log_level >= 0)
+        gx_log_level = c->log_level;
+    if (c->log_file) {
+        o->file = strdup(c->log_file);
+        o->fd = o->file ? open(o->file,
+                               O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640)
+                        : -1;
+        if (o->fd < 0) {
+            gx_errf(err, errlen, "log.file %s: %s", c->log_file,
+                    o->file ? strerror(errno) : "out of memory");
+            gw_obs_free(o);
+            return NULL;
+        }
+    }
+    return o;
+}
+
+void
+gw_obs_free(struct gw_obs *o)
+{
+    if (!o)
+        return;
+    if (o->fd > 2)
+        close(o->fd);
+    pthread_mutex_destroy(&o->mu);
+    free(o->slots);
+    free(o->file);
+    free(o);
+}
+
+void
+gw_obs_reopen(struct gw_obs *o)
+{
+    if (!o || !o->file)
+        return;
+    int fd = open(o->file, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+    if (fd < 0) {
+        GX_LOG(GX_LOG_ERROR, NULL,
+               "SIGHUP: log.file %s: %s; writing to the old file", o->file,
+               strerror(errno));
+        return;
+    }
+    /* Atomic swap under the same number: a writer sees old or new. */
+    if (dup2(fd, o->fd) < 0)
+        GX_LOG(GX_LOG_ERROR, NULL, "SIGHUP: log.file %s: %s", o->file,
+               strerror(errno));
+    close(fd);
+    GX_LOG(GX_LOG_INFO, NULL, "SIGHUP: access log reopened: %s", o->file);
+}
+
+/* Whether name is a route or a model of some provider in c. */
+static int
+known_model(const struct cfg *c, const char *name)
+{
+    if (!name)
+        return 0;
+    for (size_t i = 0; i < c->n_routes; i++)
+        if (!strcmp(c->routes[i].name, name))
+            return 1;
+    for (size_t p = 0; p < c->n_providers; p++)
+        for (size_t m = 0; m < c->providers[p].n_models; m++)
+            if (!strcmp(c->providers[p].models[m].name, name))
+                return 1;
+    return 0;
+}
+
+static int
+known_provider(const struct cfg *c, const char *name)
+{
+    for (size_t p = 0; name && p < c->n_providers; p++)
+        if (!strcmp(c->providers[p].name, name))
+            return 1;
+    return 0;
+}
+
+static int
+known_route(const struct cfg *c, const char *name)
+{
+    for (size_t i = 0; name && i < c->n_routes; i++)
+        if (!strcmp(c->routes[i].name, name))
+            return 1;
+    return 0;
+}
+
+/* ---- access log ---------------------------------------------------- */
+
+/* Appends s JSON-escaped (no quotes) to b. */
+static void
+json_esc(struct gx_buf *b, const char *s)
+{
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\')
+            gx_buf_printf(b, "\\%c", ch);
+        else if (ch < 0x20)
+            gx_buf_printf(b, "\\u%04x", ch);
+        else
+            gx_buf_printf(b, "%c", ch);
+    }
+}
+
+static void
+field_s(struct gw_obs *o, struct gx_buf *b, int *first, const char *k,
+        const char *v)
+{
+    if (o->logfmt) {
+        gx_buf_printf(b, "%s%s=", *first ? "" : " ", k);
+        if (!v) {
+            gx_buf_printf(b, "-");
+        } else {
+            gx_buf_printf(b, "\"");
+            json_esc(b, v); /* same escaping: quotes, backslashes */
+            gx_buf_printf(b, "\"");
+        }
+    } else {
+        gx_buf_printf(b, "%s\"%s\":", *first ? "{" : ",", k);
+        if (!v) {
+            gx_buf_printf(b, "null");
+        } else {
+            gx_buf_printf(b, "\"");
+            json_esc(b, v);
+            gx_buf_printf(b, "\"");
+        }
+    }
+    *first = 0;
+}
+
+static void
+field_raw(struct gw_obs *o, struct gx_buf *b, int *first, const char *k,
+          const char *v)
+{
+    if (o->logfmt)
+        gx_buf_printf(b, "%s%s=%s", *first ? "" : " ", k, v);
+    else
+        gx_buf_printf(b, "%s\"%s\":%s", *first ? "{" : ",", k, v);
+    *first = 0;
+}
+
+static void
+field_i(struct gw_obs *o, struct gx_buf *b, int *first, const char *k,
+        int64_t v)
+{
+    char n[32];
+    snprintf(n, sizeof(n), "%lld", (long long)v);
+    field_raw(o, b, first, k, n);
+}
+
+static void
+access_line(struct gw_obs *o, const struct pr_usage_row *row)
+{
+    if (o->level < GX_LOG_INFO)
+        return;
+    struct gx_buf b;
+    gx_buf_init(&b, 1024);
+    int first = 1;
+    char ts[32], cost[48];
+    snprintf(ts, sizeof(ts), "%lld", (long long)row->ts_ms);
+    field_raw(o, &b, &first, "ts_ms", ts);
+    field_s(o, &b, &first, "level", "info");
+    field_s(o, &b, &first, "request_id", row->request_id);
+    if (row->key_id >= 0)
+        field_i(o, &b, &first, "key_id", row->key_id);
+    else
+        field_raw(o, &b, &first, "key_id", o->logfmt ? "-" : "null");
+    field_s(o, &b, &first, "api", "chat");
+    field_s(o, &b, &first, "route", row->route);
+    field_s(o, &b, &first, "provider", row->provider);
+    field_s(o, &b, &first, "model", row->model);
+    field_i(o, &b, &first, "status", row->status);
+    field_i(o, &b, &first, "attempts", row->attempts);
+    field_raw(o, &b, &first, "stream", row->stream ? "true" : "false");
+    field_i(o, &b, &first, "prompt_tokens", row->prompt_tokens);
+    field_i(o, &b, &first, "completion_tokens", row->completion_tokens);
+    field_i(o, &b, &first, "cached_tokens", row->cached_tokens);
+    pr_pusd_format(row->cost_pusd, cost, sizeof(cost));
+    field_s(o, &b, &first, "cost_usd", cost); /* exact decimal, a string */
+    field_i(o, &b, &first, "latency_ms", row->latency_ms);
+    if (row->ttft_ms >= 0)
+        field_i(o, &b, &first, "ttft_ms", row->ttft_ms);
+    else
+        field_raw(o, &b, &first, "ttft_ms", o->logfmt ? "-" : "null");
+    field_s(o, &b, &first, "usage_source", row->usage_source);
+    field_s(o, &b, &first, "error", row->error);
+    gx_buf_printf(&b, o->logfmt ? "\n" : "}\n");
+    if (b.data) {
+        ssize_t w = write(o->fd, b.data, b.len);
+        (void)w; /* a full disk loses log lines, never requests */
+    }
+    gx_buf_cleanup(&b);
+}
+
+/* ---- hooks ----------------------------------------------------------- */
+
+void
+gw_obs_request(struct gw_worker *w, const struct pr_usage_row *row)
+{
+    struct gw_obs *o = w->srv->obs;
+    if (!o)
+        return;
+    const struct cfg *c = gw_cfg(w->srv);
+    const char *route = known_route(c, row->route) ? row->route : "";
+    const char *prov = known_provider(c, row->provider) ? row->provider : "";
+    const char *model = known_model(c, row->model) ? row->model
+                        : row->model                ? "other"
+                                                    : "";
+    char k1[256], k2[256];
+    snprintf(k1, sizeof(k1), "%s\x1f%s\x1f%s\x1f%d", route, prov, model,
+             row->status >= 100 && row->status <= 999 ? row->status : 0);
+    snprintf(k2, sizeof(k2), "%s\x1f%s", prov, model);
+    pthread_mutex_lock(&o->mu);
+    struct series *s = series_get(o, S_REQ, k1, 0);
+    if (s)
+        s->n++;
+    if ((s = series_get(o, S_PM, k2, 0))) {
+        s->prompt += row->prompt_tokens;
+        s->completion += row->completion_tokens;
+        s->cached += row->cached_tokens;
+        s->cost_pusd += row->cost_pusd;
+    }
+    if ((s = series_get(o, S_PROV, prov, 0))) {
+        hist_add(&s->dur, row->latency_ms);
+        hist_add(&s->ttft, row->ttft_ms);
+    }
+    pthread_mutex_unlock(&o->mu);
+    access_line(o, row);
+}
+
+void
+gw_obs_attempt(struct gw_worker *w, const char *provider, const char *outcome)
+{
+    struct gw_obs *o = w->srv->obs;
+    if (!o)
+        return;
+    const struct cfg *c = gw_cfg(w->srv);
+    char k[256];
+    int n = snprintf(k, sizeof(k), "%s\x1f",
+                     known_provider(c, provider) ? provider : "");
+    /* "connect failed" -> connect_failed: one word per outcome. */
+    for (size_t i = 0; outcome[i] && n >= 0 && (size_t)n + 1 < sizeof(k);
+         i++)
+        k[n++] = outcome[i] == ' ' ? '_' : outcome[i];
+    if (n >= 0 && (size_t)n < sizeof(k))
+        k[n] = '\0';
+    pthread_mutex_lock(&o->mu);
+    struct series *s = series_get(o, S_ATT, k, 0);
+    if (s)
+        s->n++;
+    pthread_mutex_unlock(&o->mu);
+}
+
+/* ---- exposition -------------------------------------------------------- */
+
+/* Writes label values of key (split at '\x1f') as name="value" pairs. */
+static void
+labels(struct evbuffer *b, const char *const *names, const char *key,
+       const char *extra)
+{
+    evbuffer_add(b, "{", 1);
+    const char *p = key;
+    for (int i = 0; names[i]; i++) {
+        evbuffer_add_printf(b, "%s%s=\"", i ? "," : "", names[i]);
+        for (; *p && *p != '\x1f'; p++) {
+            if (*p == '\\' || *p == '"')
+                evbuffer_add_printf(b, "\\%c", *p);
+            else if (*p == '\n')
+                evbuffer_add(b, "\\n", 2);
+            else
+                evbuffer_add(b, p, 1);
+        }
+        if (*p)
+            p++;
+        evbuffer_add(b, "\"", 1);
+    }
+    if (extra)
+        evbuffer_add_printf(b, ",%s", extra);
+    evbuffer_add(b, "}", 1);
+}
+
+static void
+ms_seconds(char *out, size_t n, int64_t ms)
+{
+    snprintf(out, n, "%lld.%03lld", (long long)(ms / 1000),
+             (long long)(ms % 1000));
+}
+
+static void
+hist_write(struct evbuffer *b, const char *name, const char *prov,
+           const struct hist *h)
+{
+    static const char *const pn[] = {"provider", NULL};
+    int64_t cum = 0;
+    char le[48], v[32];
+    for (size_t i = 0; i <= N_BOUNDS; i++) {
+        cum += h->bucket[i];
+        if (i < N_BOUNDS) {
+            ms_seconds(v, sizeof(v), bounds_ms[i]);
+            snprintf(le, sizeof(le), "le=\"%s\"", v);
+        } else {
+            snprintf(le, sizeof(le), "le=\"+Inf\"");
+        }
+        evbuffer_add_printf(b, "%s_bucket", name);
+        labels(b, pn, prov, le);
+        evbuffer_add_printf(b, " %lld\n", (long long)cum);
+    }
+    ms_seconds(v, sizeof(v), h->sum_ms);
+    evbuffer_add_printf(b, "%s_sum", name);
+    labels(b, pn, prov, NULL);
+    evbuffer_add_printf(b, " %s\n%s_count", v, name);
+    labels(b, pn, prov, NULL);
+    evbuffer_add_printf(b, " %lld\n", (long long)h->count);
+}
+
+static void
+family(struct evbuffer *b, const char *name, const char *type,
+       const char *help)
+{
+    evbuffer_add_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name,
+                        type);
+}
+
+void
+gw_obs_write(struct gw_server *srv, struct evbuffer *b)
+{
+    struct gw_obs *o = srv->obs;
+    if (!o)
+        return;
+    size_t n = 0;
+    struct series *copy = malloc(sizeof(*copy) * (GW_OBS_MAX_SERIES + 4));
+    if (!copy)
+        return;
+    pthread_mutex_lock(&o->mu);
+    for (size_t i = 0; i < GW_OBS_SLOTS && n < GW_OBS_MAX_SERIES + 4; i++)
+        if (o->slots[i].used)
+            copy[n++] = o->slots[i];
+    pthread_mutex_unlock(&o->mu);
+
+    static const char *const rq[] = {"route", "provider", "model", "status",
+                                     NULL};
+    static const char *const pm[] = {"provider", "model", NULL};
+    static const char *const po[] = {"provider", "outcome", NULL};
+    family(b, "llmux_requests_total", "counter",
+           "Chat requests logged to the ledger, by route, provider, model "
+           "and HTTP status.");
+    for (size_t i = 0; i < n; i++)
+        if (copy[i].kind == S_REQ) {
+            evbuffer_add_printf(b, "llmux_requests_total");
+            labels(b, rq, copy[i].key, NULL);
+            evbuffer_add_printf(b, " %lld\n", (long long)copy[i].n);
+        }
+    family(b, "llmux_tokens_total", "counter",
+           "Tokens of logged chat requests (prompt includes cached).");
+    for (size_t i = 0; i < n; i++)
+        if (copy[i].kind == S_PM) {
+            const char *ty[] = {"type=\"prompt\"", "type=\"completion\"",
+                                "type=\"cached\""};
+            int64_t v[] = {copy[i].prompt, copy[i].completion,
+                           copy[i].cached};
+            for (int t = 0; t < 3; t++) {
+                evbuffer_add_printf(b, "llmux_tokens_total");
+                labels(b, pm, copy[i].key, ty[t]);
+                evbuffer_add_printf(b, " %lld\n", (long long)v[t]);
+            }
+        }
+    family(b, "llmux_cost_usd_total", "counter",
+           "Cost in USD of logged chat requests (exact: the ledger's sum).");
+    for (size_t i = 0; i < n; i++)
+        if (copy[i].kind == S_PM) {
+            char cost[48];
+            pr_pusd_format(copy[i].cost_pusd, cost, sizeof(cost));
+            evbuffer_add_printf(b, "llmux_cost_usd_total");
+            labels(b, pm, copy[i].key, NULL);
+            evbuffer_add_printf(b, " %s\n", cost);
+        }
+    family(b, "llmux_request_duration_seconds", "histogram",
+           "Chat request duration, arrival to last byte.");
+    for (size_t i = 0; i < n; i++)
+        if (copy[i].kind == S_PROV)
+            hist_write(b, "llmux_request_duration_seconds", copy[i].key,
+                       &copy[i].dur);
+    family(b, "llmux_time_to_first_token_seconds", "histogram",
+           "Time from arrival to the first token sent.");
+    for (size_t i = 0; i < n; i++)
+        if (copy[i].kind == S_PROV)
+            hist_write(b, "llmux_time_to_first_token_seconds", copy[i].key,
+                       &copy[i].ttft);
+    family(b, "llmux_upstream_attempts_total", "counter",
+           "Finished upstream attempts by provider and outcome.");
+    for (size_t i = 0; i < n; i++)
+        if (copy[i].kind == S_ATT) {
+            evbuffer_add_printf(b, "llmux_upstream_attempts_total");
+            labels(b, po, copy[i].key, NULL);
+            evbuffer_add_printf(b, " %lld\n", (long long)copy[i].n);
+        }
+    free(copy);
+
+    family(b, "llmux_circuit_state", "gauge",
+           "Circuit of each model@provider target: 0 closed, 1 open, 2 "
+           "half-open.");
+    const struct cfg *c = gw_cfg(srv);
+    struct rt_router *rt = gw_router(srv);
+    static const char *const tn[] = {"target", NULL};
+    for (size_t p = 0; p < c->n_providers; p++)
+        for (size_t m = 0; m < c->providers[p].n_models; m++) {
+            struct cfg_target t = {.provider = p, .model = m};
+            struct rt_health h;
+            if (rt_health_get(rt, t, &h) != 0)
+                continue;
+            char tk[256];
+            snprintf(tk, sizeof(tk), "%s@%s", c->providers[p].models[m].name,
+                     c->providers[p].name);
+            evbuffer_add_printf(b, "llmux_circuit_state");
+            labels(b, tn, tk, NULL);
+            evbuffer_add_printf(b, " %d\n", h.state);
+        }
+    family(b, "llmux_inflight_requests", "gauge", "Chat requests in flight.");
+    evbuffer_add_printf(b, "llmux_inflight_requests %lld\n",
+                        (long long)atomic_load(&srv->stats.inflight));
+    struct pr_ledger_stats ls = {0};
+    if (srv->ledger)
+        pr_ledger_stats(srv->ledger, &ls);
+    family(b, "llmux_ledger_queue_depth", "gauge",
+           "Usage rows waiting for the ledger writer.");
+    evbuffer_add_printf(b, "llmux_ledger_queue_depth %lld\n",
+                        (long long)ls.queued);
+    family(b, "llmux_metrics_series_dropped_total", "counter",
+           "Label tuples folded into \"other\" at the series cap.");
+    pthread_mutex_lock(&o->mu);
+    long long dropped = o->dropped;
+    pthread_mutex_unlock(&o->mu);
+    evbuffer_add_printf(b, "llmux_metrics_series_dropped_total %lld\n",
+                        dropped);
+}
