@@ -950,6 +950,9 @@ matmul_packed(void *arg, int ith, int nth)
     }
 }
 
+/* Bit of *qx: s->qact holds x but not its prep rows (matmul). */
+#define QX_NO_PREP 0x100
+
 /*
  * y[t] = W x[t] for t < n_tok; x rows are n_in floats apart, y rows n_out.
  * *qx says which vec_dot type s->qact already holds x in (-1: none); the
@@ -980,9 +983,13 @@ matmul(struct le_session *s, const struct le_gguf_tensor *W, const float *x,
         j.x_row = (size_t)n_in * sizeof(float);
     } else {
         j.x_row = le_row_size(tt->vec_dot_type, n_in);
-        if (*qx != (int)tt->vec_dot_type) {
-            int prep = s->m->pack_arena &&
-                       le_pack_prep_size(tt->vec_dot_type, n_in) > 0;
+        /* The prep rows serve only the repacked kernels: a batch the AMX
+         * GEMM takes skips them, and *qx then says so (QX_NO_PREP), so a
+         * later product on the same x that needs them quantises again. */
+        int prep = s->m->pack_arena && j.amx < 0 &&
+                   le_pack_prep_size(tt->vec_dot_type, n_in) > 0;
+        int vdt = (int)tt->vec_dot_type;
+        if (*qx != vdt && !(*qx == (vdt | QX_NO_PREP) && !prep)) {
             for (int t = 0; t < n_tok; t++) {
                 vt->from_float(x + (size_t)t * n_in,
                                s->qact + (size_t)t * j.x_row, n_in);
@@ -991,7 +998,7 @@ matmul(struct le_session *s, const struct le_gguf_tensor *W, const float *x,
                                  s->qact + (size_t)t * j.x_row, n_in,
                                  s->qprep + (size_t)t * s->qprep_row);
             }
-            *qx = (int)tt->vec_dot_type;
+            *qx = prep || !s->m->pack_arena ? vdt : (vdt | QX_NO_PREP);
         }
         j.xq = s->qact;
     }
