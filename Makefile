@@ -79,7 +79,7 @@ LIBA := $(BUILD)/libllmux.a
 DEPS_OK := build/.deps-ok
 
 .SECONDARY:
-.PHONY: all run test check bench fuzz install clean deps format valgrind
+.PHONY: all run test check bench fuzz install clean deps clients format valgrind
 all: $(BUILD)/llmux
 
 # --- dependencies: install when root, else print the exact command -------
@@ -99,6 +99,23 @@ $(DEPS_OK):
 	  fi; \
 	fi
 	@mkdir -p build && touch $@
+
+# --- real clients for the end-to-end tests (official SDKs, playwright-core
+# with Debian's chromium): installed when possible, else those tests say so
+# and skip (CI sets LLMUX_REQUIRE_CLIENTS=1, which makes that a failure).
+CLIENTS_OK := tests/clients/node_modules/.package-lock.json
+clients: $(CLIENTS_OK)
+$(CLIENTS_OK): tests/clients/package-lock.json
+	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  need=""; command -v npm >/dev/null || need="nodejs npm"; \
+	  [ -x /usr/bin/chromium ] || need="$$need chromium"; \
+	  if [ -n "$$need" ]; then echo "llmux: installing$$need for the client tests"; \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$need) >/dev/null || true; fi; \
+	fi; \
+	if command -v npm >/dev/null; then \
+	  (cd tests/clients && npm ci --no-audit --no-fund --loglevel=error) || \
+	    echo "llmux: npm ci in tests/clients failed: the SDK and browser tests will skip"; \
+	else echo "llmux: no npm: the SDK and browser tests will skip (apt-get install -y nodejs npm)"; fi
 
 # --- build ----------------------------------------------------------------
 $(BUILD)/%.o: %.c | $(DEPS_OK)
@@ -125,7 +142,7 @@ run: $(BUILD)/llmux
 	LLMUX_MODEL="$$model" exec $(BUILD)/llmux serve $(RUN_ARGS)
 
 # --- tests ----------------------------------------------------------------
-test: $(BUILD)/llmux $(TEST_BIN) $(TOOL_BIN)
+test: $(BUILD)/llmux $(TEST_BIN) $(TOOL_BIN) | clients
 	@sh tests/run.sh $(BUILD)
 
 check:

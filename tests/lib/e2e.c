@@ -331,3 +331,87 @@ e2e_db_int(const char *path, const char *sql)
     sqlite3_close(db);
     return n;
 }
+
+int
+e2e_node(const char *script, const char *const *env, int timeout_s,
+         char **out)
+{
+    if (out)
+        *out = NULL;
+    if (access("tests/clients/node_modules/.package-lock.json", R_OK) != 0 ||
+        system("command -v node >/dev/null 2>&1") != 0)
+        return E2E_NO_CLIENTS;
+    char path[512];
+    snprintf(path, sizeof(path), "tests/clients/%s", script);
+    char log[256];
+    snprintf(log, sizeof(log), "/tmp/llmux-node-%d-%lld.out", (int)getpid(),
+             now_ms());
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+            close(fd);
+        }
+        /* The SDKs must not pick up a real key or proxy from the caller. */
+        unsetenv("OPENAI_API_KEY");
+        unsetenv("ANTHROPIC_API_KEY");
+        unsetenv("HTTP_PROXY");
+        unsetenv("HTTPS_PROXY");
+        unsetenv("http_proxy");
+        unsetenv("https_proxy");
+        for (size_t i = 0; env && env[i]; i++)
+            putenv((char *)env[i]);
+        execlp("node", "node", path, (char *)NULL);
+        fprintf(stderr, "exec node: %s\n", strerror(errno));
+        _exit(127);
+    }
+    int st = 0, rc = -1;
+    long long deadline = now_ms() + (long long)timeout_s * 1000;
+    for (;;) {
+        pid_t w = waitpid(pid, &st, WNOHANG);
+        if (w == pid) {
+            rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+            break;
+        }
+        if (now_ms() > deadline) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &st, 0);
+            fprintf(stderr, "  node %s: killed after %d s\n", script,
+                    timeout_s);
+            break;
+        }
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    FILE *f = fopen(log, "r");
+    if (f) {
+        char *buf = NULL;
+        size_t len = 0, cap = 0;
+        char chunk[4096];
+        size_t n;
+        while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0) {
+            if (len + n + 1 > cap) {
+                cap = (len + n + 1) * 2;
+                char *nb = realloc(buf, cap);
+                if (!nb)
+                    break;
+                buf = nb;
+            }
+            memcpy(buf + len, chunk, n);
+            len += n;
+        }
+        fclose(f);
+        if (buf)
+            buf[len] = '\0';
+        if (out)
+            *out = buf;
+        else
+            free(buf);
+    }
+    unlink(log);
+    return rc;
+}

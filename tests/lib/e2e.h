@@ -67,6 +67,19 @@ void e2e_small_asan_quarantine(void);
 /* The first column of the first row of sql on the SQLite file db (opened
  * read-only, 5 s busy timeout); -1 when the query fails. */
 long long e2e_db_int(const char *db, const char *sql);
+/* Runs a real client script from tests/clients (the official SDKs and
+ * playwright-core, installed there by `make clients` / npm ci) with
+ * node: `node tests/clients/<script>`, with each "NAME=value" of env
+ * (NULL-terminated, may be NULL) added to the environment, stdout and
+ * stderr captured into *out (malloc'd, NUL-terminated; caller frees; may be
+ * NULL) and the whole run bounded by timeout_s (then killed).  Returns the
+ * script's exit status (0 = its checks passed), -1 when it could not be
+ * run or was killed, and E2E_NO_CLIENTS when node or tests/clients's
+ * node_modules is missing: the caller then skips, saying so, and fails if
+ * LLMUX_REQUIRE_CLIENTS is set (CI). */
+#define E2E_NO_CLIENTS (-2)
+int e2e_node(const char *script, const char *const *env, int timeout_s,
+             char **out);
 /* Environment helpers. */
 const char *e2e_env(const char *name, const char *fallback);
 
