@@ -240,7 +240,11 @@ enum gx_status pv_sse_feed(struct pv_sse *p, const char *buf, size_t len,
 #define PV_PART_BOUND_BYTES 1024 /* a non-text part (image...) in the bound */
 
 enum pv_api {
-    PV_API_CHAT = 0 /* POST /v1/chat/completions (OpenAI) */
+    PV_API_CHAT = 0,     /* POST /v1/chat/completions (OpenAI) */
+    PV_API_MESSAGES,     /* POST /v1/messages (Anthropic) */
+    PV_API_RESPONSES,    /* POST /v1/responses (OpenAI Responses) */
+    PV_API_EMBEDDINGS,   /* POST /v1/embeddings (OpenAI) */
+    PV_API_COMPLETIONS   /* POST /v1/completions (OpenAI legacy) */
 };
 
 struct pv_chat {
