@@ -451,6 +451,12 @@ finish(struct gw_req *r)
         .ttft_ms = r->ttft_us >= 0 ? r->ttft_us / 1000 : -1,
         .usage_source = r->usage_source ? r->usage_source : "estimated",
         .error = r->error[0] ? r->error : NULL,
+        .api = pv_api_name(r->chat.api),
+        .cache_write_tokens = r->usage.cache_write_tokens,
+        .reasoning_tokens = r->usage.reasoning_tokens,
+        /* A target without any price: its cost is unknown, not 0.  A row
+         * that never reached a target (r->model NULL) cost nothing. */
+        .unpriced = r->model && !r->model->has_price,
     };
     gw_obs_request(r->w, &row);
     struct pr_ledger *l = r->w->srv->ledger;

@@ -65,10 +65,10 @@ print_table(const struct pr_usage_result *r, enum pr_group g)
         if (l > w)
             w = l;
     }
-    printf("%-*s %10s %8s %14s %14s %12s %18s %8s %8s\n", w, gname, "requests",
-           "errors", "prompt_tok", "completion_tok", "cached_tok", "cost_usd",
-           "p50_ms", "p95_ms");
-    int64_t tr = 0, te = 0, tp = 0, tc = 0, tk = 0, tcost = 0;
+    printf("%-*s %10s %8s %14s %14s %12s %18s %8s %8s %8s\n", w, gname,
+           "requests", "errors", "prompt_tok", "completion_tok", "cached_tok",
+           "cost_usd", "unpriced", "p50_ms", "p95_ms");
+    int64_t tr = 0, te = 0, tp = 0, tc = 0, tk = 0, tcost = 0, tu = 0;
     int overflow = 0;
     for (size_t i = 0; i < r->n; i++) {
         const struct pr_usage_group *x = &r->rows[i];
@@ -78,10 +78,12 @@ print_table(const struct pr_usage_result *r, enum pr_group g)
         const char *name = x->group[0]          ? x->group
                            : g == PR_GROUP_NONE ? "total"
                                                 : "(none)";
-        printf("%-*s %10lld %8lld %14lld %14lld %12lld %18s %8s %8s\n", w, name,
-               (long long)x->requests, (long long)x->errors,
+        printf("%-*s %10lld %8lld %14lld %14lld %12lld %18s %8lld %8s %8s\n",
+               w, name, (long long)x->requests, (long long)x->errors,
                (long long)x->prompt_tokens, (long long)x->completion_tokens,
-               (long long)x->cached_tokens, x->cost_usd, p50, p95);
+               (long long)x->cached_tokens, x->cost_usd,
+               (long long)x->unpriced, p50, p95);
+        tu += x->unpriced;
         tr += x->requests;
         te += x->errors;
         tp += x->prompt_tokens;
@@ -96,17 +98,22 @@ print_table(const struct pr_usage_result *r, enum pr_group g)
             snprintf(cost, sizeof(cost), "overflow");
         else
             pr_pusd_format(tcost, cost, sizeof(cost));
-        printf("%-*s %10lld %8lld %14lld %14lld %12lld %18s\n", w, "total",
-               (long long)tr, (long long)te, (long long)tp, (long long)tc,
-               (long long)tk, cost);
+        printf("%-*s %10lld %8lld %14lld %14lld %12lld %18s %8lld\n", w,
+               "total", (long long)tr, (long long)te, (long long)tp,
+               (long long)tc, (long long)tk, cost, (long long)tu);
     }
+    /* An unpriced request's cost is unknown, not zero: say so. */
+    if (tu > 0)
+        printf("note: %lld request%s had no price (model without one); "
+               "cost_usd leaves them out\n",
+               (long long)tu, tu == 1 ? "" : "s");
 }
 
 static void
 print_csv(const struct pr_usage_result *r, enum pr_group g)
 {
     printf("%s,requests,errors,prompt_tokens,completion_tokens,"
-           "cached_tokens,cost_usd,cost_pusd,p50_ms,p95_ms\n",
+           "cached_tokens,cost_usd,cost_pusd,p50_ms,p95_ms,unpriced\n",
            g == PR_GROUP_NONE ? "group" : pr_group_name(g));
     for (size_t i = 0; i < r->n; i++) {
         const struct pr_usage_group *x = &r->rows[i];
@@ -116,9 +123,10 @@ print_csv(const struct pr_usage_result *r, enum pr_group g)
                (long long)x->completion_tokens, (long long)x->cached_tokens,
                x->cost_usd, (long long)x->cost_pusd);
         if (x->p50_ms >= 0)
-            printf("%lld,%lld\n", (long long)x->p50_ms, (long long)x->p95_ms);
+            printf("%lld,%lld", (long long)x->p50_ms, (long long)x->p95_ms);
         else
-            printf(",\n");
+            printf(",");
+        printf(",%lld\n", (long long)x->unpriced);
     }
 }
 

@@ -6,13 +6,20 @@
  * callback.  The cost of a commit is shared by every row that arrived
  * while the previous one was being written, so throughput grows with load.
  *
- * Schema (user_version 3; DESIGN.md section 7 names are the contract):
+ * Schema (user_version 4; DESIGN.md section 7 names are the contract):
  *
- *   usage         one row per chat request that reached routing
+ *   usage         one row per request that reached routing
  *     id INTEGER PRIMARY KEY, ts_ms, request_id, key_id (NULL = anonymous),
  *     route, provider, model, status, attempts, stream, prompt_tokens,
  *     completion_tokens, cached_tokens, cost_pusd, latency_ms,
- *     ttft_ms (NULL = unknown), usage_source, error
+ *     ttft_ms (NULL = unknown), usage_source, error,
+ *     (version 4) api ('chat' | 'messages' | 'responses' | 'embeddings' |
+ *     'completions'), cache_write_tokens (of prompt_tokens),
+ *     reasoning_tokens (of completion_tokens), unpriced (1: the model had
+ *     no price at all; cost_pusd is then 0 for want of a price, never a
+ *     claim that it was free).  A flag rather than cost_pusd NULL: the
+ *     column is NOT NULL since version 1 and SQLite can only drop that by
+ *     copying the whole table; every SUM stays an exact integer too.
  *     indexes: (ts_ms), (key_id, ts_ms)
  *   keys          id, name, hash, created_ms, expires_ms, revoked_ms,
  *                 budget_pusd, spent_pusd, rpm, tpm, models
@@ -281,6 +288,21 @@ static const char *const migrations[] = {
     " rolled_through_id INTEGER NOT NULL);"
     "INSERT OR REPLACE INTO usage_rollup_state VALUES"
     " (1, COALESCE((SELECT MAX(id) FROM usage), 0));",
+    /* 3 -> 4: which inbound API, the cache-write and reasoning token
+     * classes pricing already bills, and unpriced rows (a flag, counted in
+     * the rollup cells too, so `llmux usage` shows them exactly).  Old
+     * rows were all chat; their unpriced flag is unknown and stays 0.
+     * ADD COLUMN with a constant default rewrites nothing. */
+    "ALTER TABLE usage ADD COLUMN api TEXT NOT NULL DEFAULT 'chat';"
+    "ALTER TABLE usage ADD COLUMN cache_write_tokens INTEGER NOT NULL"
+    " DEFAULT 0;"
+    "ALTER TABLE usage ADD COLUMN reasoning_tokens INTEGER NOT NULL"
+    " DEFAULT 0;"
+    "ALTER TABLE usage ADD COLUMN unpriced INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE usage_hourly ADD COLUMN unpriced INTEGER NOT NULL"
+    " DEFAULT 0;"
+    "ALTER TABLE usage_daily ADD COLUMN unpriced INTEGER NOT NULL"
+    " DEFAULT 0;",
 };
 #define N_MIGRATIONS ((int)(sizeof(migrations) / sizeof(migrations[0])))
 _Static_assert(PR_LAT_NBUCKETS == 18, "usage_hourly has h0..h17");
@@ -441,6 +463,7 @@ cells_add(struct pr_cells *c, int dim, int gran, int64_t key, int64_t t,
     x->completion += r->completion_tokens;
     x->cached += r->cached_tokens;
     x->cost += r->cost_pusd;
+    x->unpriced += r->unpriced != 0;
     x->lat_sum += r->latency_ms;
     x->hist[pr_lat_bucket(r->latency_ms)]++;
     return 1;
@@ -497,6 +520,7 @@ cells_write(sqlite3_stmt *st_hour, sqlite3_stmt *st_day,
         sqlite3_bind_int64(st, 11, x->lat_sum);
         for (int b = 0; b < PR_LAT_NBUCKETS; b++)
             sqlite3_bind_int64(st, 12 + b, x->hist[b]);
+        sqlite3_bind_int64(st, 12 + PR_LAT_NBUCKETS, x->unpriced);
         int rc = step_reset(st);
         if (rc != SQLITE_OK)
             return rc;
@@ -560,8 +584,8 @@ copy_str(char **pp, const char *s)
 struct pr_qrow *
 pr_qrow_new(const struct pr_usage_row *r, pr_commit_cb cb, void *ud)
 {
-    const char *strs[] = {r->request_id, r->route,        r->provider,
-                          r->model,      r->usage_source, r->error};
+    const char *strs[] = {r->request_id,   r->route, r->provider, r->model,
+                          r->usage_source, r->error, r->api};
     size_t extra = 0;
     for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++)
         if (strs[i])
@@ -580,6 +604,7 @@ pr_qrow_new(const struct pr_usage_row *r, pr_commit_cb cb, void *ud)
     q->row.model = copy_str(&p, r->model);
     q->row.usage_source = copy_str(&p, r->usage_source);
     q->row.error = copy_str(&p, r->error);
+    q->row.api = copy_str(&p, r->api);
     return q;
 }
 
@@ -620,6 +645,10 @@ write_row(struct sq_ledger *l, const struct pr_usage_row *r)
     sqlite3_bind_text(st, 16, r->usage_source ? r->usage_source : "upstream",
                       -1, SQLITE_STATIC);
     bind_text_or_null(st, 17, r->error);
+    sqlite3_bind_text(st, 18, r->api ? r->api : "chat", -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 19, r->cache_write_tokens);
+    sqlite3_bind_int64(st, 20, r->reasoning_tokens);
+    sqlite3_bind_int(st, 21, r->unpriced ? 1 : 0);
     return step_reset(st);
 }
 
@@ -634,7 +663,7 @@ is_transient(int rc)
 
 /* The rows of sel (columns: id, ts_ms, key_id, model, provider, route,
  * status, prompt_tokens, completion_tokens, cached_tokens, cost_pusd,
- * latency_ms) -> *r; strings valid until the next step. */
+ * latency_ms, unpriced) -> *r; strings valid until the next step. */
 static void
 row_from_stmt(sqlite3_stmt *sel, struct pr_usage_row *r)
 {
@@ -652,12 +681,13 @@ row_from_stmt(sqlite3_stmt *sel, struct pr_usage_row *r)
     r->cached_tokens = sqlite3_column_int64(sel, 9);
     r->cost_pusd = sqlite3_column_int64(sel, 10);
     r->latency_ms = sqlite3_column_int64(sel, 11);
+    r->unpriced = sqlite3_column_int(sel, 12);
 }
 
 #define SEL_ROWS_SQL                                                      \
     "SELECT id, ts_ms, key_id, model, provider, route, status,"          \
     " prompt_tokens, completion_tokens, cached_tokens, cost_pusd,"       \
-    " latency_ms FROM usage"
+    " latency_ms, unpriced FROM usage"
 
 /* Rolls up, from the raw rows, every usage row with id > from (sel:
  * SEL_ROWS_SQL " WHERE id > ?1 ORDER BY id"), upserting the cells in
@@ -1015,7 +1045,7 @@ done:
 
 /* The rollup upsert into usage_hourly (daily = 0) or usage_daily: ?1 dim,
  * ?2 key_id, ?3 hour_ms/day_ms, ?4 value, ?5..?11 requests..latency_sum_ms,
- * ?12..?29 h0..h17, all added to the cell. */
+ * ?12..?29 h0..h17, ?30 unpriced, all added to the cell. */
 static int
 upsert_sql(char *up, size_t cap, int daily)
 {
@@ -1030,8 +1060,8 @@ upsert_sql(char *up, size_t cap, int daily)
     for (int i = 0; i < PR_LAT_NBUCKETS; i++)
         n += snprintf(up + n, cap - (size_t)n, ", h%d", i);
     n += snprintf(up + n, cap - (size_t)n,
-                  ") VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11");
-    for (int i = 0; i < PR_LAT_NBUCKETS; i++)
+                  ", unpriced) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11");
+    for (int i = 0; i <= PR_LAT_NBUCKETS; i++)
         n += snprintf(up + n, cap - (size_t)n, ", ?%d", 12 + i);
     n += snprintf(up + n, cap - (size_t)n,
                   ") ON CONFLICT (dim, key_id, %s, value)"
@@ -1047,6 +1077,8 @@ upsert_sql(char *up, size_t cap, int daily)
     for (int i = 0; i < PR_LAT_NBUCKETS; i++)
         n += snprintf(up + n, cap - (size_t)n, ", h%d = h%d + excluded.h%d", i,
                       i, i);
+    n += snprintf(up + n, cap - (size_t)n,
+                  ", unpriced = unpriced + excluded.unpriced");
     return n > 0 && (size_t)n < cap;
 }
 
@@ -1057,9 +1089,10 @@ prepare_all(struct sq_ledger *l, char *err, size_t errlen)
         "INSERT INTO usage (ts_ms, request_id, key_id, route, provider,"
         " model, status, attempts, stream, prompt_tokens,"
         " completion_tokens, cached_tokens, cost_pusd, latency_ms,"
-        " ttft_ms, usage_source, error)"
+        " ttft_ms, usage_source, error, api, cache_write_tokens,"
+        " reasoning_tokens, unpriced)"
         " VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,"
-        "?17)";
+        "?17,?18,?19,?20,?21)";
     char up[4096], upd[4096];
     if (!upsert_sql(up, sizeof(up), 0) || !upsert_sql(upd, sizeof(upd), 1)) {
         gx_errf(err, errlen, "internal: rollup statement too long");
@@ -1366,8 +1399,8 @@ pr_ledger_rebuild_rollups(const char *path, char *err, size_t errlen)
         sqlite3_prepare_v2(db,
                            "SELECT ts_ms, key_id, model, provider, route,"
                            " status, prompt_tokens, completion_tokens,"
-                           " cached_tokens, cost_pusd, latency_ms FROM usage"
-                           " ORDER BY ts_ms",
+                           " cached_tokens, cost_pusd, latency_ms, unpriced"
+                           " FROM usage ORDER BY ts_ms",
                            -1, &sel, NULL) != SQLITE_OK) {
         gx_errf(err, errlen, "rebuild: %s", sqlite3_errmsg(db));
         goto rollback;
@@ -1390,6 +1423,7 @@ pr_ledger_rebuild_rollups(const char *path, char *err, size_t errlen)
         r.cached_tokens = sqlite3_column_int64(sel, 8);
         r.cost_pusd = sqlite3_column_int64(sel, 9);
         r.latency_ms = sqlite3_column_int64(sel, 10);
+        r.unpriced = sqlite3_column_int(sel, 11);
         int64_t hour = r.ts_ms - (((r.ts_ms % 3600000) + 3600000) % 3600000);
         if (hour != cur_hour && cells.n > 0) {
             if (cells_write(up, upd, &cells) != SQLITE_OK) {

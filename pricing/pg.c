@@ -133,6 +133,22 @@ static const char *const pg_migrations[] = {
     " key_id BIGINT NOT NULL, window_ms BIGINT NOT NULL,"
     " used BIGINT NOT NULL DEFAULT 0,"
     " PRIMARY KEY (key_id, window_ms));",
+    /* 3 -> 4: as SQLite's version 4 (ledger.c): the inbound API, the
+     * cache-write and reasoning token classes, and unpriced rows (a flag,
+     * also summed in the rollup cells).  ADD COLUMN with a constant
+     * default is a catalogue change only (PostgreSQL 11+). */
+    "ALTER TABLE usage ADD COLUMN IF NOT EXISTS api TEXT NOT NULL"
+    " DEFAULT 'chat';"
+    "ALTER TABLE usage ADD COLUMN IF NOT EXISTS cache_write_tokens BIGINT"
+    " NOT NULL DEFAULT 0;"
+    "ALTER TABLE usage ADD COLUMN IF NOT EXISTS reasoning_tokens BIGINT"
+    " NOT NULL DEFAULT 0;"
+    "ALTER TABLE usage ADD COLUMN IF NOT EXISTS unpriced INTEGER NOT NULL"
+    " DEFAULT 0;"
+    "ALTER TABLE usage_hourly ADD COLUMN IF NOT EXISTS unpriced BIGINT"
+    " NOT NULL DEFAULT 0;"
+    "ALTER TABLE usage_daily ADD COLUMN IF NOT EXISTS unpriced BIGINT"
+    " NOT NULL DEFAULT 0;",
 };
 #define PG_N_MIGRATIONS \
     ((int)(sizeof(pg_migrations) / sizeof(pg_migrations[0])))
@@ -294,9 +310,10 @@ opt_i64(struct gx_buf *b, int64_t v, int64_t null_below)
 #define USAGE_COLS                                                          \
     "ts_ms, request_id, key_id, route, provider, model, status, attempts," \
     " stream, prompt_tokens, completion_tokens, cached_tokens, cost_pusd,"  \
-    " latency_ms, ttft_ms, usage_source, error"
+    " latency_ms, ttft_ms, usage_source, error, api, cache_write_tokens,"  \
+    " reasoning_tokens, unpriced"
 
-/* One row as "(v1, ..., v17)". */
+/* One row as "(v1, ..., v21)". */
 static enum gx_status
 row_tuple(struct gx_buf *b, const struct pr_usage_row *r)
 {
@@ -331,7 +348,14 @@ row_tuple(struct gx_buf *b, const struct pr_usage_row *r)
     if (st == GX_OK)
         st = lit(b, r->error);
     if (st == GX_OK)
-        st = gx_buf_append(b, ")", 1);
+        st = gx_buf_append(b, ", ", 2);
+    if (st == GX_OK)
+        st = lit(b, r->api ? r->api : "chat");
+    if (st == GX_OK)
+        st = gx_buf_printf(b, ", %lld, %lld, %d)",
+                           (long long)r->cache_write_tokens,
+                           (long long)r->reasoning_tokens,
+                           r->unpriced ? 1 : 0);
     return st;
 }
 
@@ -445,7 +469,7 @@ write_cells(PGconn *c, const struct pr_cells *cells, char *err, size_t errlen)
         for (int h = 0; st == GX_OK && h < PR_LAT_NBUCKETS; h++)
             st = gx_buf_printf(&b, ", h%d", h);
         if (st == GX_OK)
-            st = gx_buf_append(&b, ") VALUES ", 9);
+            st = gx_buf_append(&b, ", unpriced) VALUES ", 19);
         size_t k = 0;
         for (; st == GX_OK && i < n && v[i]->gran == gran && k < PG_CHUNK_ROWS;
              i++, k++) {
@@ -465,7 +489,7 @@ write_cells(PGconn *c, const struct pr_cells *cells, char *err, size_t errlen)
             for (int h = 0; st == GX_OK && h < PR_LAT_NBUCKETS; h++)
                 st = gx_buf_printf(&b, ", %lld", (long long)x->hist[h]);
             if (st == GX_OK)
-                st = gx_buf_append(&b, ")", 1);
+                st = gx_buf_printf(&b, ", %lld)", (long long)x->unpriced);
         }
         if (st == GX_OK)
             st = gx_buf_printf(
@@ -484,6 +508,10 @@ write_cells(PGconn *c, const struct pr_cells *cells, char *err, size_t errlen)
         for (int h = 0; st == GX_OK && h < PR_LAT_NBUCKETS; h++)
             st = gx_buf_printf(&b, ", h%d = %s.h%d + excluded.h%d", h, tab, h,
                                h);
+        if (st == GX_OK)
+            st = gx_buf_printf(&b,
+                               ", unpriced = %s.unpriced + excluded.unpriced",
+                               tab);
         if (st != GX_OK) {
             gx_errf(err, errlen, "out of memory");
             rc = -1;
@@ -525,7 +553,7 @@ write_tuples(PGconn *c, char *const *tuples, size_t n, int64_t *inserted,
                 &b, " ON CONFLICT (request_id) DO NOTHING RETURNING ts_ms,"
                     " key_id, model, provider, route, status, prompt_tokens,"
                     " completion_tokens, cached_tokens, cost_pusd,"
-                    " latency_ms");
+                    " latency_ms, unpriced");
         PGresult *r = NULL;
         if (st != GX_OK) {
             gx_errf(err, errlen, "out of memory");
@@ -547,6 +575,7 @@ write_tuples(PGconn *c, char *const *tuples, size_t n, int64_t *inserted,
             row.cached_tokens = val_i64(r, j, 8, 0);
             row.cost_pusd = val_i64(r, j, 9, 0);
             row.latency_ms = val_i64(r, j, 10, 0);
+            row.unpriced = (int)val_i64(r, j, 11, 0);
             if (!pr_cells_add_row(&cells, &row) ||
                 (row.key_id >= 0 && row.cost_pusd > 0 &&
                  !spends_add(&sp, row.key_id, row.cost_pusd))) {
@@ -1492,11 +1521,12 @@ pg_usage_query(const char *database, const struct pr_usage_query *q,
         struct pr_usage_group *g;
         if (pr_usage_result_add(res, &cap, &g) != GX_OK)
             goto out;
-        int64_t v[6], hist[PR_LAT_NBUCKETS];
+        int64_t v[7], hist[PR_LAT_NBUCKETS];
         for (int j = 0; j < 6; j++)
             v[j] = val_i64(r, i, 1 + j, 0);
         for (int j = 0; j < PR_LAT_NBUCKETS; j++)
             hist[j] = val_i64(r, i, 7 + j, 0);
+        v[6] = val_i64(r, i, 7 + PR_LAT_NBUCKETS, 0);
         pr_usage_group_fill(g, q->group_by,
                             is_text ? PQgetvalue(r, i, 0) : NULL,
                             is_text ? 0 : val_i64(r, i, 0, -1), v, hist);

@@ -123,11 +123,22 @@ struct pr_usage_row {
     int64_t prompt_tokens;
     int64_t completion_tokens;
     int64_t cached_tokens;
-    int64_t cost_pusd;
+    int64_t cost_pusd;    /* 0 when unpriced */
     int64_t latency_ms;
     int64_t ttft_ms;      /* -1 = NULL */
     const char *usage_source; /* "upstream" | "local" | "estimated" */
     const char *error;        /* NULL when none */
+    /* Schema version 4 (PostgreSQL 4). */
+    const char *api;          /* inbound API: "chat" (NULL = "chat"),
+                                 "messages", "responses", "embeddings",
+                                 "completions" */
+    int64_t cache_write_tokens; /* of prompt_tokens (Anthropic cache
+                                   creation), billed at the write price */
+    int64_t reasoning_tokens;   /* of completion_tokens (thinking) */
+    int unpriced;             /* 1: the model has no price at all, so
+                                 cost_pusd is 0 for want of a price, not
+                                 because it was free; counted apart in
+                                 queries (pr_usage_group.unpriced) */
 };
 
 struct pr_ledger;
@@ -438,6 +449,8 @@ struct pr_usage_group {
     int64_t cached_tokens;
     int64_t cost_pusd;
     char cost_usd[32]; /* exact decimal of cost_pusd */
+    int64_t unpriced;  /* requests recorded unpriced (their cost is not
+                          in cost_pusd: it is unknown) */
     int64_t p50_ms;    /* approximate; -1 when no requests */
     int64_t p95_ms;
 };
@@ -456,8 +469,8 @@ enum gx_status pr_usage_query(const char *path,
 void pr_usage_result_free(struct pr_usage_result *r);
 
 /* Appends {"data":[{"group","requests","errors","prompt_tokens",
- * "completion_tokens","cached_tokens","cost_usd","cost_pusd","p50_ms",
- * "p95_ms"}...]} (cost_usd is the exact decimal as a JSON number; p50/p95
+ * "completion_tokens","cached_tokens","cost_usd","cost_pusd","unpriced",
+ * "p50_ms","p95_ms"}...]} (cost_usd is the exact decimal as a JSON number; p50/p95
  * null when no requests): the body of GET /v1/usage. */
 enum gx_status pr_usage_result_json(const struct pr_usage_result *r,
                                     struct gx_buf *out);

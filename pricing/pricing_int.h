@@ -121,6 +121,7 @@ struct pr_cell {
     uint64_t hash;
     int64_t requests, errors, prompt, completion, cached, cost, lat_sum;
     int64_t hist[PR_LAT_NBUCKETS];
+    int64_t unpriced; /* rows recorded unpriced (schema version 4) */
 };
 struct pr_cells {
     struct pr_cell *a;
@@ -148,6 +149,8 @@ void pr_cells_reset(struct pr_cells *c);
 struct pr_usage_plan {
     int64_t p[8]; /* ?1 since, ?2 until, ?3 h0, ?4 h1, ?5 key, ?6 d0, ?7 d1 */
     int levels;
+    int have_unpriced; /* 1 (the default): the ledger has the unpriced
+                          columns (version 4); 0 reads them as 0 */
 };
 void pr_usage_plan_make(const struct pr_usage_query *q,
                         struct pr_usage_plan *pl);
@@ -156,10 +159,11 @@ enum gx_status pr_usage_sql(const struct pr_usage_query *q,
                             int pg, struct gx_buf *b);
 /* Fills one result group from the query's columns: group value as text
  * (model/provider/route) or integer (key, day, hour), then n, errors,
- * prompt, completion, cached, cost and the 18 histogram buckets. */
+ * prompt, completion, cached, cost, the 18 histogram buckets and the
+ * unpriced count: v[0..5] the six sums, v[6] unpriced. */
 void pr_usage_group_fill(struct pr_usage_group *g, enum pr_group by,
                          const char *gtext, int64_t gint,
-                         const int64_t v[6], const int64_t *hist);
+                         const int64_t v[7], const int64_t *hist);
 /* Appends a group to r (growing it); GX_ENOMEM. */
 enum gx_status pr_usage_result_add(struct pr_usage_result *r, size_t *cap,
                                    struct pr_usage_group **g);

@@ -205,9 +205,17 @@ group_dim(enum pr_group g)
 /* Raw rows: grouped by (group, latency bucket) first, with the bucket as
  * one CASE, then pivoted into h0..h17 over the few resulting rows; 18
  * SUM(condition) aggregates per raw row cost 3x more (measured). */
+/* The unpriced column, or 0 on a ledger older than version 4 (read as it
+ * is: queries never migrate). */
+static const char *
+unpriced_col(int have)
+{
+    return have ? "unpriced" : "0";
+}
+
 static enum gx_status
 append_raw_branch(struct gx_buf *b, enum pr_group g, const char *where,
-                  const char *keyw)
+                  const char *keyw, int have_unpriced)
 {
     /* Portable to PostgreSQL: the error count as a CASE (PostgreSQL has
      * no SUM(boolean)) and every derived table named. */
@@ -220,12 +228,13 @@ append_raw_branch(struct gx_buf *b, enum pr_group g, const char *where,
     if (st == GX_OK)
         st = gx_buf_printf(
             b,
+            ", SUM(up) AS up"
             " FROM (SELECT %s AS g, COUNT(*) AS n,"
             " SUM(CASE WHEN " PR_IS_ERROR_SQL " THEN 1 ELSE 0 END) AS e,"
             " SUM(prompt_tokens) AS pt,"
             " SUM(completion_tokens) AS ct, SUM(cached_tokens) AS cc,"
-            " SUM(cost_pusd) AS cost, CASE",
-            group_expr(g, 0));
+            " SUM(cost_pusd) AS cost, SUM(%s) AS up, CASE",
+            group_expr(g, 0), unpriced_col(have_unpriced));
     for (int i = 0; st == GX_OK && i < PR_LAT_NBUCKETS - 1; i++)
         st = gx_buf_printf(b, " WHEN latency_ms < %lld THEN %d",
                            (long long)pr_lat_bounds[i], i);
@@ -239,7 +248,8 @@ append_raw_branch(struct gx_buf *b, enum pr_group g, const char *where,
 
 static enum gx_status
 append_roll_branch(struct gx_buf *b, const struct pr_usage_query *q, int daily,
-                   const char *keyw, const char *lo, const char *hi)
+                   const char *keyw, const char *lo, const char *hi,
+                   int have_unpriced)
 {
     const char *tcol = daily ? "day_ms" : "hour_ms";
     enum gx_status st =
@@ -252,8 +262,9 @@ append_roll_branch(struct gx_buf *b, const struct pr_usage_query *q, int daily,
         st = gx_buf_printf(b, ", SUM(h%d) AS h%d", i, i);
     if (st == GX_OK)
         st = gx_buf_printf(b,
-                           " FROM %s WHERE dim = '%s'%s AND %s >= %s AND"
-                           " %s < %s GROUP BY 1 UNION ALL ",
+                           ", SUM(%s) AS up FROM %s WHERE dim = '%s'%s AND"
+                           " %s >= %s AND %s < %s GROUP BY 1 UNION ALL ",
+                           unpriced_col(have_unpriced),
                            daily ? "usage_daily" : "usage_hourly",
                            group_dim(q->group_by), keyw, tcol, lo, tcol, hi);
     return st;
@@ -264,7 +275,7 @@ append_roll_branch(struct gx_buf *b, const struct pr_usage_query *q, int daily,
  * ?2 until, ?3 h0, ?4 h1, ?5 key, ?6 d0, ?7 d1. */
 static enum gx_status
 build_sql(const struct pr_usage_query *q, int levels, int watermark,
-          struct gx_buf *b)
+          int hu, struct gx_buf *b)
 {
     /* Rollup cells: key_id -2 sums all keys; grouping by key reads the
      * per-key cells (-1 = anonymous) instead. */
@@ -288,17 +299,17 @@ build_sql(const struct pr_usage_query *q, int levels, int watermark,
     for (int i = 0; st == GX_OK && i < PR_LAT_NBUCKETS; i++)
         st = gx_buf_printf(b, ", SUM(h%d)", i);
     if (st == GX_OK)
-        st = gx_buf_printf(b, " FROM (");
+        st = gx_buf_printf(b, ", SUM(up) FROM (");
     if (st != GX_OK)
         return st;
     if (levels == 2) {
-        st = append_roll_branch(b, q, 0, keyw_roll, "?3", "?6");
+        st = append_roll_branch(b, q, 0, keyw_roll, "?3", "?6", hu);
         if (st == GX_OK)
-            st = append_roll_branch(b, q, 1, keyw_roll, "?6", "?7");
+            st = append_roll_branch(b, q, 1, keyw_roll, "?6", "?7", hu);
         if (st == GX_OK)
-            st = append_roll_branch(b, q, 0, keyw_roll, "?7", "?4");
+            st = append_roll_branch(b, q, 0, keyw_roll, "?7", "?4", hu);
     } else if (levels == 1) {
-        st = append_roll_branch(b, q, 0, keyw_roll, "?3", "?4");
+        st = append_roll_branch(b, q, 0, keyw_roll, "?3", "?4", hu);
     }
     if (levels > 0 && watermark) {
         /* Rows committed but not yet in the rollup (the writer flushes
@@ -309,22 +320,22 @@ build_sql(const struct pr_usage_query *q, int levels, int watermark,
                 b, q->group_by,
                 "id > (SELECT rolled_through_id FROM usage_rollup_state"
                 " WHERE id = 1) AND +ts_ms >= ?3 AND +ts_ms < ?4",
-                keyw_pend);
+                keyw_pend, hu);
         if (st == GX_OK)
             st = gx_buf_printf(b, " UNION ALL ");
     }
     if (levels > 0) {
         if (st == GX_OK)
             st = append_raw_branch(b, q->group_by, "ts_ms >= ?1 AND ts_ms < ?3",
-                                   keyw_raw);
+                                   keyw_raw, hu);
         if (st == GX_OK)
             st = gx_buf_printf(b, " UNION ALL ");
         if (st == GX_OK)
             st = append_raw_branch(b, q->group_by, "ts_ms >= ?4 AND ts_ms < ?2",
-                                   keyw_raw);
+                                   keyw_raw, hu);
     } else if (st == GX_OK) {
         st = append_raw_branch(b, q->group_by, "ts_ms >= ?1 AND ts_ms < ?2",
-                               keyw_raw);
+                               keyw_raw, hu);
     }
     if (st == GX_OK)
         st = gx_buf_printf(b, ") AS u GROUP BY g ORDER BY g");
@@ -356,10 +367,11 @@ pr_usage_sql(const struct pr_usage_query *q, const struct pr_usage_plan *pl,
              int watermark, int pg, struct gx_buf *b)
 {
     if (!pg)
-        return build_sql(q, pl->levels, watermark, b);
+        return build_sql(q, pl->levels, watermark, pl->have_unpriced, b);
     struct gx_buf tmp;
     gx_buf_init(&tmp, 64 * 1024);
-    enum gx_status st = build_sql(q, pl->levels, watermark, &tmp);
+    enum gx_status st =
+        build_sql(q, pl->levels, watermark, pl->have_unpriced, &tmp);
     if (st == GX_OK)
         st = inline_params(&tmp, pl->p, b);
     gx_buf_cleanup(&tmp);
@@ -427,6 +439,7 @@ pr_usage_plan_make(const struct pr_usage_query *q, struct pr_usage_plan *pl)
     if (d0 < h0)
         d0 += 86400000;
     int64_t d1 = floor_day(h1);
+    pl->have_unpriced = 1;
     pl->levels = q->raw_only || h0 >= h1                   ? 0
                  : d0 < d1 && q->group_by != PR_GROUP_HOUR ? 2
                                                            : 1;
@@ -441,7 +454,7 @@ pr_usage_plan_make(const struct pr_usage_query *q, struct pr_usage_plan *pl)
 
 void
 pr_usage_group_fill(struct pr_usage_group *g, enum pr_group by,
-                    const char *gtext, int64_t gint, const int64_t v[6],
+                    const char *gtext, int64_t gint, const int64_t v[7],
                     const int64_t *hist)
 {
     memset(g, 0, sizeof(*g));
@@ -452,6 +465,7 @@ pr_usage_group_fill(struct pr_usage_group *g, enum pr_group by,
     g->completion_tokens = v[3];
     g->cached_tokens = v[4];
     g->cost_pusd = v[5];
+    g->unpriced = v[6];
     pr_pusd_format(g->cost_pusd, g->cost_usd, sizeof(g->cost_usd));
     g->p50_ms = pr_lat_quantile(hist, 0.50);
     g->p95_ms = pr_lat_quantile(hist, 0.95);
@@ -536,6 +550,7 @@ pr_sq_usage_query(const char *path, const struct pr_usage_query *q,
     }
     if (version < 2 && pl.levels == 2)
         pl.levels = 1;
+    pl.have_unpriced = version >= 4;
     if (pr_usage_sql(q, &pl, version >= 3, 0, &sql) != GX_OK) {
         gx_errf(err, errlen, "internal: query text too long");
         rs = GX_ENOMEM;
@@ -579,11 +594,12 @@ pr_sq_usage_query(const char *path, const struct pr_usage_query *q,
             rs = GX_ENOMEM;
             goto out;
         }
-        int64_t v[6], hist[PR_LAT_NBUCKETS];
+        int64_t v[7], hist[PR_LAT_NBUCKETS];
         for (int i = 0; i < 6; i++)
             v[i] = sqlite3_column_int64(st, 1 + i);
         for (int i = 0; i < PR_LAT_NBUCKETS; i++)
             hist[i] = sqlite3_column_int64(st, 7 + i);
+        v[6] = sqlite3_column_int64(st, 7 + PR_LAT_NBUCKETS);
         int is_text = q->group_by == PR_GROUP_MODEL ||
                       q->group_by == PR_GROUP_PROVIDER ||
                       q->group_by == PR_GROUP_ROUTE;
@@ -656,11 +672,11 @@ pr_usage_result_json(const struct pr_usage_result *r, struct gx_buf *out)
                 out,
                 ",\"requests\":%lld,\"errors\":%lld,\"prompt_tokens\":%lld,"
                 "\"completion_tokens\":%lld,\"cached_tokens\":%lld,"
-                "\"cost_usd\":%s,\"cost_pusd\":%lld",
+                "\"cost_usd\":%s,\"cost_pusd\":%lld,\"unpriced\":%lld",
                 (long long)g->requests, (long long)g->errors,
                 (long long)g->prompt_tokens, (long long)g->completion_tokens,
                 (long long)g->cached_tokens, g->cost_usd,
-                (long long)g->cost_pusd);
+                (long long)g->cost_pusd, (long long)g->unpriced);
         if (st == GX_OK) {
             if (g->p50_ms < 0)
                 st = gx_buf_printf(out, ",\"p50_ms\":null,\"p95_ms\":null}");

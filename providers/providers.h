@@ -247,6 +247,10 @@ enum pv_api {
     PV_API_COMPLETIONS   /* POST /v1/completions (OpenAI legacy) */
 };
 
+/* "chat", "messages", "responses", "embeddings", "completions": the
+ * ledger's api column (static strings). */
+const char *pv_api_name(enum pv_api api);
+
 struct pv_chat {
     enum pv_api api;        /* the inbound format: picks the client writer */
     json_t *body;           /* the parsed body */

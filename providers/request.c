@@ -196,3 +196,20 @@ pv_chat_cleanup(struct pv_chat *c)
         json_decref(c->body);
     memset(c, 0, sizeof(*c));
 }
+
+const char *
+pv_api_name(enum pv_api api)
+{
+    switch (api) {
+    case PV_API_MESSAGES:
+        return "messages";
+    case PV_API_RESPONSES:
+        return "responses";
+    case PV_API_EMBEDDINGS:
+        return "embeddings";
+    case PV_API_COMPLETIONS:
+        return "completions";
+    default:
+        return "chat";
+    }
+}

@@ -370,7 +370,7 @@ test_group_commit(void)
     pr_ledger_close(l);
     T_EQ_INT(sqlite3_open(path, &db), SQLITE_OK);
     T_EQ_INT(sql_int(db, "PRAGMA user_version"), pr_ledger_schema_version());
-    T_EQ_INT(pr_ledger_schema_version(), 3);
+    T_EQ_INT(pr_ledger_schema_version(), 4);
     T_EQ_INT(sql_int(db, "SELECT COUNT(*) FROM usage"), NROWS);
     /* Rebuilding the rollup from raw rows gives back exactly what the
      * writer maintained incrementally. */
@@ -398,15 +398,20 @@ test_group_commit(void)
      * its daily cells, built from the hourly ones, equal the writer's. */
     T_EQ_INT(sqlite3_exec(db,
                           "DROP TABLE usage_daily;"
+                          " ALTER TABLE usage DROP COLUMN api;"
+                          " ALTER TABLE usage DROP COLUMN cache_write_tokens;"
+                          " ALTER TABLE usage DROP COLUMN reasoning_tokens;"
+                          " ALTER TABLE usage DROP COLUMN unpriced;"
+                          " ALTER TABLE usage_hourly DROP COLUMN unpriced;"
                           " PRAGMA user_version = 1",
                           NULL, NULL, NULL),
              SQLITE_OK);
     l = NULL;
     T_EQ_INT(pr_ledger_open(path, &l, err, sizeof(err)), GX_OK);
     pr_ledger_stats(l, &stats);
-    T_EQ_INT(stats.migrations_applied, 2);
+    T_EQ_INT(stats.migrations_applied, 3);
     pr_ledger_close(l);
-    T_EQ_INT(sql_int(db, "PRAGMA user_version"), 3);
+    T_EQ_INT(sql_int(db, "PRAGMA user_version"), 4);
     T_EQ_INT(sql_int(db, "SELECT COUNT(*) FROM (SELECT * FROM keepd EXCEPT"
                          " SELECT * FROM usage_daily)"),
              0);

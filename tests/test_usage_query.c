@@ -387,7 +387,7 @@ test_sql_sums_and_json(void)
         T_EQ_STR(b.data, "{\"data\":[{\"group\":\"\",\"requests\":0,"
                          "\"errors\":0,\"prompt_tokens\":0,"
                          "\"completion_tokens\":0,\"cached_tokens\":0,"
-                         "\"cost_usd\":0.0,\"cost_pusd\":0,\"p50_ms\":null,"
+                         "\"cost_usd\":0.0,\"cost_pusd\":0,\"unpriced\":0,\"p50_ms\":null,"
                          "\"p95_ms\":null}]}");
         gx_buf_cleanup(&b);
         pr_usage_result_free(r);
