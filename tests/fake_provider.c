@@ -101,7 +101,11 @@
  *                       thoughtsTokenCount and a thought part; Anthropic a
  *                       thinking block, counted in output_tokens)
  *   tool=NAME           native: answer with a call of tool NAME (after a
- *                       short text) instead of the plain text
+ *                       short text) instead of the plain text; OpenAI
+ *                       format: a tool_calls answer (finish_reason
+ *                       tool_calls; streamed as the id/name chunk and the
+ *                       arguments in three pieces), unless the last
+ *                       message is a tool result (then the plain text)
  *   tool_args=JSON      its arguments (default {"city":"Paris"}), streamed
  *                       in three pieces (Anthropic input_json_delta)
  * Native modes answer in the upstream's own JSON and SSE shapes (Anthropic
@@ -1273,6 +1277,71 @@ native_build(struct job *j, const char *model, const char *text,
 }
 
 /* Builds the answer (body or events) for j from the request. */
+/* OpenAI format, tool=NAME: one call of it (see the top). */
+static int
+oa_tool_build(struct job *j, const char *model, const char *ids,
+              int include_usage)
+{
+    const struct opts *o = &j->o;
+    const char *args = tool_args_of(o);
+    char cid[64];
+    snprintf(cid, sizeof(cid), "call_fake_%ld", j->id);
+    if (!j->stream) {
+        json_t *r = json_pack(
+            "{s:s,s:s,s:i,s:s,s:[{s:i,s:{s:s,s:n,s:[{s:s,s:s,s:{s:s,s:s}}]},"
+            "s:n,s:s}]}",
+            "id", ids, "object", "chat.completion", "created", 1700000000,
+            "model", model, "choices", "index", 0, "message", "role",
+            "assistant", "content", "tool_calls", "id", cid, "type",
+            "function", "function", "name", o->tool, "arguments", args,
+            "logprobs", "finish_reason", "tool_calls");
+        if (r && !o->no_usage)
+            json_object_set_new(r, "usage", usage_json(o, 5));
+        j->body = r ? dump_json(o, r) : NULL;
+        json_decref(r);
+        return j->body ? 0 : -1;
+    }
+    j->events = calloc(8, sizeof(char *));
+    if (!j->events)
+        return -1;
+    j->events[j->n_events++] = sse_event(
+        o,
+        chunk_new(j->id, model,
+                  json_pack("{s:s,s:n,s:[{s:i,s:s,s:s,s:{s:s,s:s}}]}", "role",
+                            "assistant", "content", "tool_calls", "index", 0,
+                            "id", cid, "type", "function", "function", "name",
+                            o->tool, "arguments", ""),
+                  NULL),
+        NULL);
+    size_t n = strlen(args), third = n / 3 + 1;
+    for (size_t off = 0; off < n; off += third) {
+        size_t l = n - off < third ? n - off : third;
+        j->events[j->n_events++] = sse_event(
+            o,
+            chunk_new(j->id, model,
+                      json_pack("{s:[{s:i,s:{s:s%}}]}", "tool_calls", "index",
+                                0, "function", "arguments", args + off, l),
+                      NULL),
+            NULL);
+    }
+    j->events[j->n_events++] =
+        sse_event(o, chunk_new(j->id, model, json_object(), "tool_calls"),
+                  NULL);
+    if (include_usage && !o->no_usage) {
+        json_t *u = json_pack("{s:s,s:s,s:i,s:s,s:[]}", "id", ids, "object",
+                              "chat.completion.chunk", "created", 1700000000,
+                              "model", model, "choices");
+        if (u)
+            json_object_set_new(u, "usage", usage_json(o, 5));
+        j->events[j->n_events++] = sse_event(o, u, NULL);
+    }
+    j->events[j->n_events++] = sse_event(o, NULL, "[DONE]");
+    for (size_t i = 0; i < j->n_events; i++)
+        if (!j->events[i])
+            return -1;
+    return 0;
+}
+
 static int
 job_build(struct job *j, json_t *body, const char *model, int include_usage)
 {
@@ -1331,6 +1400,17 @@ job_build(struct job *j, json_t *body, const char *model, int include_usage)
     }
     char ids[48];
     snprintf(ids, sizeof(ids), "chatcmpl-fake-%ld", id);
+    json_t *lastm = json_array_get(json_object_get(body, "messages"),
+                                   json_array_size(json_object_get(
+                                       body, "messages")) - 1);
+    const char *lr = json_string_value(json_object_get(lastm, "role"));
+    if (o->tool[0] && !(lr && !strcmp(lr, "tool"))) {
+        for (size_t i = 0; i < np; i++)
+            free(pieces[i]);
+        free(pieces);
+        free(big);
+        return oa_tool_build(j, model, ids, include_usage);
+    }
     if (!j->stream) {
         long words = 1;
         for (const char *p = text; *p; p++)
