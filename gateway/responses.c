@@ -434,24 +434,36 @@ static const char *const known[] = {
     "text", "stream", "store", "metadata", "user", "include", "truncation",
     "background"};
 
+/* *param must outlive the body (a static string by the contract): an
+ * unknown member's name is copied here, one per thread, read by the
+ * caller right after the parse. */
+static _Thread_local char unknown_param[64];
+
 static int
 check_top(const json_t *body, char *msg, size_t len, const char **param)
 {
     const char *key;
     const json_t *v;
     json_object_foreach((json_t *)body, key, v) {
-        const char *why = stateful(key, v);
-        if (why && set(v))
-            return refuse(msg, len, param, key, "%s", why);
+        static const char *const state_keys[] = {
+            "previous_response_id", "conversation", "store", "background",
+            "prompt"};
+        for (size_t k = 0; k < 5; k++) {
+            const char *why = stateful(state_keys[k], v);
+            if (!strcmp(key, state_keys[k]) && why && set(v))
+                return refuse(msg, len, param, state_keys[k], "%s", why);
+        }
         int ok = 0;
         for (size_t k = 0; k < sizeof(known) / sizeof(known[0]); k++)
             ok |= !strcmp(key, known[k]);
-        if (!ok && set(v))
-            return refuse(msg, len, param, key,
+        if (!ok && set(v)) {
+            snprintf(unknown_param, sizeof(unknown_param), "%s", key);
+            return refuse(msg, len, param, unknown_param,
                           "Unsupported parameter: '%s' (llmux translates "
                           "the Responses API to every provider kind and "
                           "does not serve it).",
                           key);
+        }
     }
     const json_t *inc = json_object_get(body, "include");
     if (set(inc) && (!json_is_array(inc) || json_array_size(inc)))
