@@ -13,6 +13,7 @@
 
 #include "../gateway/gw_int.h"
 #include "harness.h"
+#include "lib/resp_events.h"
 
 static struct pv_chat chat;
 static json_t *echo;
@@ -369,31 +370,6 @@ test_body_writer(void)
     T_CHECK(s == NULL);
 }
 
-/* The events of an SSE text, as a JSON array of {event, data}. */
-static json_t *
-events_of(const char *sse)
-{
-    json_t *a = json_array();
-    const char *p = sse;
-    while (p && *p) {
-        const char *end = strstr(p, "\n\n");
-        if (!end)
-            break;
-        char ev[64] = "";
-        const char *d = strstr(p, "\ndata: ");
-        if (strncmp(p, "event: ", 7) == 0 && d && d < end) {
-            snprintf(ev, sizeof(ev), "%.*s", (int)(d - p - 7), p + 7);
-            json_t *data = json_loadb(d + 7, (size_t)(end - d - 7), 0, NULL);
-            json_array_append_new(a, json_pack("{s:s,s:o*}", "event", ev,
-                                               "data", data));
-        } else {
-            json_array_append_new(a, json_pack("{s:s}", "event", "BAD"));
-        }
-        p = end + 2;
-    }
-    return a;
-}
-
 static int
 feed(struct gw_resp_stream *s, const char *chunk, struct gx_buf *out)
 {
@@ -444,7 +420,7 @@ test_stream_writer(void)
              GX_OK);
     T_EQ_INT(feed(s, "[1,2]", &out), GX_EPROTO);
     T_EQ_INT(gw_resp_stream_end(s, &U, NULL, &out), GX_OK);
-    json_t *ev = events_of(out.data);
+    json_t *ev = resp_events_parse(out.data);
     static const char *const want[] = {
         "response.created",
         "response.in_progress",
@@ -463,6 +439,7 @@ test_stream_writer(void)
         "response.completed"};
     size_t nw = sizeof(want) / sizeof(want[0]);
     T_EQ_INT(json_array_size(ev), nw);
+    T_EQ_INT(resp_events_bad(ev), -1);
     for (size_t i = 0; i < nw && i < json_array_size(ev); i++) {
         json_t *e = json_array_get(ev, i);
         json_t *d = json_object_get(e, "data");
@@ -525,7 +502,7 @@ test_stream_writer(void)
             "\"length\"}]}",
          &out);
     T_EQ_INT(gw_resp_stream_end(s, &U, NULL, &out), GX_OK);
-    ev = events_of(out.data);
+    ev = resp_events_parse(out.data);
     size_t ne = json_array_size(ev);
     T_EQ_STR(str_at(json_array_get(ev, ne - 1), "event"),
              "response.incomplete");
@@ -541,7 +518,7 @@ test_stream_writer(void)
     gx_buf_reset(&out);
     feed(s, "{\"choices\":[{\"delta\":{\"content\":\"ab\"}}]}", &out);
     T_EQ_INT(gw_resp_stream_end(s, &U, "upstream went away", &out), GX_OK);
-    ev = events_of(out.data);
+    ev = resp_events_parse(out.data);
     ne = json_array_size(ev);
     T_CHECK(ne >= 4);
     T_EQ_STR(str_at(json_array_get(ev, ne - 3), "event"),
