@@ -24,7 +24,9 @@
  *                         reasoning back); item_reference: 400 (stored
  *                         items); any other type: 400 naming it
  *   tools                 [{type:function,name,description,parameters,
- *                         strict}] -> chat tools; other tool types 400
+ *                         strict}] -> chat tools (strict only when true:
+ *                         false is chat's default, and the native kinds
+ *                         refuse strict); other tool types 400
  *   tool_choice           auto/none/required, {type:function,name}
  *   parallel_tool_calls   as is
  *   max_output_tokens     max_tokens (1..PV_MAX_COMPLETION_TOKENS)
@@ -312,13 +314,16 @@ tools_of(const json_t *tools, char *msg, size_t len, const char **param)
             goto bad;
         }
         json_t *fn = json_pack("{s:O}", "name", name);
-        static const char *const keep[] = {"description", "parameters",
-                                           "strict"};
-        for (size_t k = 0; k < 3; k++) {
+        static const char *const keep[] = {"description", "parameters"};
+        for (size_t k = 0; k < 2; k++) {
             const json_t *v = json_object_get(t, keep[k]);
             if (set(v))
                 json_object_set(fn, keep[k], (json_t *)v);
         }
+        /* false is chat's default: left out, so kinds that cannot
+         * enforce a schema (anthropic, gemini) refuse only a real ask. */
+        if (json_is_true(json_object_get(t, "strict")))
+            json_object_set_new(fn, "strict", json_true());
         const char *key;
         const json_t *v;
         json_object_foreach((json_t *)t, key, v) {
