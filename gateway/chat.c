@@ -1011,12 +1011,25 @@ gw_api_handle(struct gw_worker *w, struct gw_hreq *req,
     gx_buf_init(&r->api_out, 0);
     rt_plan_route(r->gen->router, r->chat.model, r->chat.est_prompt_tokens,
                   r->chat.completion_cap, &r->plan);
-    if (api->kinds != GW_KINDS_ALL &&
-        rt_plan_keep_kinds(&r->plan, r->gen->cfg, api->kinds) > 0 &&
-        r->plan.n == 0 && r->plan.n_skipped == 0) {
-        /* The model exists, but only where this API is not spoken. */
+    /* Only targets whose kind speaks this API stay in the plan (so the
+     * reservation below prices only those); a model left with none is
+     * refused after the admission, so a key learns nothing of a model
+     * its allowlist hides (403 first). */
+    int incapable = api->kinds != GW_KINDS_ALL &&
+                    rt_plan_keep_kinds(&r->plan, r->gen->cfg, api->kinds) > 0 &&
+                    r->plan.n == 0 && r->plan.n_skipped == 0;
+    /* auth.c: key, allowlist, RPM/TPM, budget */
+    if (gw_chat_admit(w->srv, req, r->chat.model, r->chat.est_prompt_tokens,
+                      max_cost(r), &r->ticket) != 0) {
+        pv_chat_cleanup(&r->chat); /* it replied 401/403/429 */
+        json_decref(r->api_echo);
+        free(r);
+        return;
+    }
+    if (incapable) {
         char kinds[64];
         kinds_str(api->kinds, kinds, sizeof(kinds));
+        gw_ticket_settle(w->srv->auth, &r->ticket, 0, 0);
         gw_reply_error(req, 400, "invalid_request_error",
                        "model_not_supported", "model",
                        "The model '%s' has no target that serves %s: only "
@@ -1025,14 +1038,6 @@ gw_api_handle(struct gw_worker *w, struct gw_hreq *req,
                        r->chat.model, api->what, kinds);
         atomic_fetch_add(&w->srv->stats.errors, 1);
         pv_chat_cleanup(&r->chat);
-        json_decref(r->api_echo);
-        free(r);
-        return;
-    }
-    /* auth.c: key, allowlist, RPM/TPM, budget */
-    if (gw_chat_admit(w->srv, req, r->chat.model, r->chat.est_prompt_tokens,
-                      max_cost(r), &r->ticket) != 0) {
-        pv_chat_cleanup(&r->chat); /* it replied 401/403/429 */
         json_decref(r->api_echo);
         free(r);
         return;

@@ -204,7 +204,8 @@ gw_server_on_head(struct gw_worker *w, struct gw_hreq *req)
     if (an.who != GW_CALLER_NONE)
         return 0;
     gw_reply_unauthorized(req, &an);
-    if (rt == R_CHAT)
+    if (rt == R_CHAT || rt == R_RESPONSES || rt == R_EMBEDDINGS ||
+        rt == R_COMPLETIONS)
         atomic_fetch_add(&w->srv->stats.errors, 1);
     return -1;
 }

@@ -10,7 +10,9 @@
  * function_call_output round trip, responses.stream (function tool and
  * text), embeddings.create (base64, the SDK's default, and float),
  * completions.create (and a stream), models.retrieve and models.list.
- * This side checks the ledger saw the SDK's requests under its key.
+ * This side checks the ledger saw the SDK's requests under its key, and
+ * that a key's allowlist comes before every other answer on the new APIs
+ * (403, and 404 on GET /v1/models/{id}).
  *
  * Without node or the installed clients it skips, and fails when
  * LLMUX_REQUIRE_CLIENTS is set (CI).
@@ -116,6 +118,53 @@ main(void)
         T_EQ_INT(e2e_db_int(db, sql), 0); /* unknown models: no row */
     }
     free(out);
+
+    /* A key allowed only gpt-4.1: another model is a 403 on every API (not
+     * the 400 that would tell it the model's provider kinds) and a 404 on
+     * GET /v1/models/{id}; its own model works on the new APIs too. */
+    char rkey[256] = "";
+    if (e2e_http("POST", url, "{\"name\":\"narrow\",\"models\":[\"gpt-4.1\"]}",
+                 hdrs, 10000, &r) == 0) {
+        json_t *o = json_loads(r.body ? r.body : "", 0, NULL);
+        const char *k = json_string_value(json_object_get(o, "key"));
+        snprintf(rkey, sizeof(rkey), "Authorization: Bearer %s", k ? k : "");
+        json_decref(o);
+    }
+    e2e_resp_free(&r);
+    const char *kh[] = {rkey, NULL};
+    char u2[256];
+    snprintf(u2, sizeof(u2), "http://127.0.0.1:%d/v1/embeddings", gw.port);
+    T_EQ_INT(e2e_http("POST", u2,
+                      "{\"model\":\"claude-sonnet-4.5\",\"input\":\"x\"}", kh,
+                      10000, &r),
+             0);
+    T_EQ_INT(r.status, 403);
+    e2e_resp_free(&r);
+    snprintf(u2, sizeof(u2), "http://127.0.0.1:%d/v1/responses", gw.port);
+    T_EQ_INT(e2e_http("POST", u2,
+                      "{\"model\":\"gemini-2.5-flash\",\"input\":\"x\"}", kh,
+                      10000, &r),
+             0);
+    T_EQ_INT(r.status, 403);
+    e2e_resp_free(&r);
+    T_EQ_INT(e2e_http("POST", u2, "{\"model\":\"gpt-4.1\",\"input\":\"x\"}",
+                      kh, 10000, &r),
+             0);
+    T_EQ_INT(r.status, 200);
+    e2e_resp_free(&r);
+    snprintf(u2, sizeof(u2), "http://127.0.0.1:%d/v1/models/claude-sonnet-4.5",
+             gw.port);
+    T_EQ_INT(e2e_http("GET", u2, NULL, kh, 10000, &r), 0);
+    T_EQ_INT(r.status, 404);
+    e2e_resp_free(&r);
+    snprintf(u2, sizeof(u2), "http://127.0.0.1:%d/v1/models/gpt-4.1", gw.port);
+    T_EQ_INT(e2e_http("GET", u2, NULL, kh, 10000, &r), 0);
+    T_EQ_INT(r.status, 200);
+    e2e_resp_free(&r);
+    T_EQ_INT(e2e_http("GET", u2, NULL, NULL, 10000, &r), 0);
+    T_EQ_INT(r.status, 401); /* keys required */
+    e2e_resp_free(&r);
+
     T_EQ_INT(e2e_stop(&gw, 15, 10000), 0);
     e2e_stop(&fake, 15, 5000);
     T_EQ_INT(e2e_sanitizer_reports, 0);
