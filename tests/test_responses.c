@@ -5,7 +5,8 @@
  * parameter), the non-stream writer (message and function_call items,
  * statuses, usage) and the stream writer (every event type, in order, with
  * consecutive sequence numbers); also the embeddings / completions parsers
- * (gateway/embeddings.c).
+ * (gateway/embeddings.c) and the plan narrowed to the provider kinds an
+ * API has (router/capable.c).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -624,6 +625,46 @@ test_embeddings_completions(void)
     pv_chat_cleanup(&chat);
 }
 
+/* The plan keeps only the targets whose kind serves the API, in order. */
+static void
+test_plan_keep_kinds(void)
+{
+    static const char text[] =
+        "{\"listen\":\"127.0.0.1:0\",\"providers\":{"
+        "\"a\":{\"kind\":\"anthropic\",\"base_url\":\"http://x\","
+        "\"api_key\":\"k\",\"models\":[\"claude-sonnet-4.5\"]},"
+        "\"o1\":{\"kind\":\"openai\",\"base_url\":\"http://x\","
+        "\"models\":[\"gpt-4.1\"]},"
+        "\"g\":{\"kind\":\"gemini\",\"base_url\":\"http://x\","
+        "\"api_key\":\"k\",\"models\":[\"gemini-2.5-flash\"]},"
+        "\"o2\":{\"kind\":\"openai\",\"base_url\":\"http://y\","
+        "\"models\":[\"gpt-4.1\"]}},"
+        "\"routes\":{\"mix\":{\"policy\":\"priority\",\"targets\":["
+        "\"claude-sonnet-4.5@a\",\"gpt-4.1@o2\",\"gemini-2.5-flash@g\","
+        "\"gpt-4.1@o1\"]},\"native\":{\"policy\":\"priority\","
+        "\"targets\":[\"claude-sonnet-4.5@a\",\"gemini-2.5-flash@g\"]}}}";
+    struct cfg *c = NULL;
+    char err[256];
+    T_EQ_INT(cfg_load_string(text, "t.json", &c, err, sizeof(err)), GX_OK);
+    if (!c)
+        return;
+    struct rt_router *rt = rt_router_new(c);
+    struct rt_plan plan;
+    T_EQ_INT(rt_plan_route(rt, "mix", 10, 10, &plan), 4);
+    T_EQ_INT(rt_plan_keep_kinds(&plan, c, 1u << CFG_KIND_OPENAI), 2);
+    T_EQ_INT(plan.n, 2);
+    T_EQ_STR(c->providers[plan.targets[0].provider].name, "o2");
+    T_EQ_STR(c->providers[plan.targets[1].provider].name, "o1");
+    T_EQ_INT(rt_plan_route(rt, "native", 10, 10, &plan), 2);
+    T_EQ_INT(rt_plan_keep_kinds(&plan, c, 1u << CFG_KIND_OPENAI), 2);
+    T_EQ_INT(plan.n + plan.n_skipped, 0);
+    T_EQ_INT(rt_plan_route(rt, "native", 10, 10, &plan), 2);
+    T_EQ_INT(rt_plan_keep_kinds(&plan, c, GW_KINDS_ALL), 0);
+    T_EQ_INT(plan.n, 2);
+    rt_router_free(rt);
+    cfg_free(c);
+}
+
 int
 main(void)
 {
@@ -634,6 +675,7 @@ main(void)
     T_RUN(test_body_writer);
     T_RUN(test_stream_writer);
     T_RUN(test_embeddings_completions);
+    T_RUN(test_plan_keep_kinds);
     pv_chat_cleanup(&chat);
     json_decref(echo);
     return T_END();
