@@ -45,8 +45,10 @@
  * store true, item_reference items.  Any other member is a 400 too
  * (never silently ignored); null counts as absent everywhere.
  *
- * Answer, chat completion -> Response object: content -> a message item
- * with one output_text part; tool_calls -> function_call items (call_id =
+ * Answer, chat completion -> Response object: reasoning_content (the
+ * anthropic kind's thinking, DeepSeek's reasoning) -> a reasoning item
+ * with one reasoning_text part (no summary, no encrypted_content);
+ * content -> a message item with one output_text part; tool_calls -> function_call items (call_id =
  * the tool call id); finish_reason length -> status "incomplete"
  * (incomplete_details.reason max_output_tokens), content_filter ->
  * "incomplete" (content_filter); usage from the request's settled usage
@@ -57,6 +59,8 @@
  * with a sequence_number from 0: response.created and response.in_progress
  * before the first translated chunk; text -> response.output_item.added
  * (message), response.content_part.added, response.output_text.delta...;
+ * reasoning -> the same for a reasoning item (reasoning_text part,
+ * response.reasoning_text.delta / .done);
  * a tool call -> response.output_item.added (function_call),
  * response.function_call_arguments.delta...; a finish_reason (or the end)
  * closes every open item: response.output_text.done,
@@ -716,6 +720,20 @@ fc_item(const char *id, const char *call_id, const char *name,
                      args ? args : "", args ? n : 0, "status", status);
 }
 
+/* A reasoning item: the upstream's reasoning text (chat's
+ * reasoning_content) as one reasoning_text part; no summary. */
+static json_t *
+rs_item(const char *id, const char *text, size_t n, const char *status)
+{
+    json_t *content = json_array();
+    if (text)
+        json_array_append_new(content,
+                              json_pack("{s:s,s:s%}", "type",
+                                        "reasoning_text", "text", text, n));
+    return json_pack("{s:s,s:s,s:[],s:o,s:s}", "type", "reasoning", "id", id,
+                     "summary", "content", content, "status", status);
+}
+
 /* status from a chat finish_reason; *reason for incomplete_details. */
 static const char *
 status_of(const char *finish, const char **reason)
@@ -776,6 +794,14 @@ gw_resp_body(const struct gw_api_ctx *x, const char *up, size_t len,
         return NULL;
     }
     json_t *output = json_array();
+    const json_t *rsn = json_object_get(m, "reasoning_content");
+    if (json_is_string(rsn) && json_string_length(rsn)) {
+        char id[GW_REQUEST_ID_MAX + 16];
+        snprintf(id, sizeof(id), "rs_%s_0", x->id);
+        json_array_append_new(output, rs_item(id, json_string_value(rsn),
+                                              json_string_length(rsn),
+                                              "completed"));
+    }
     const json_t *content = json_object_get(m, "content");
     if (json_is_string(content) && json_string_length(content)) {
         char id[GW_REQUEST_ID_MAX + 16];
@@ -817,7 +843,7 @@ gw_resp_body(const struct gw_api_ctx *x, const char *up, size_t len,
 /* ------------------------------------------------------------------ */
 /* Stream.                                                              */
 
-enum { IT_MSG, IT_FC };
+enum { IT_MSG, IT_FC, IT_RS }; /* message, function_call, reasoning */
 
 struct resp_item {
     int kind;
@@ -894,12 +920,34 @@ emit(struct gw_resp_stream *s, struct gx_buf *out, const char *type,
     return st;
 }
 
+/* The part and event names of a text-carrying item (message, reasoning). */
+static json_t *
+part_of(int kind, const char *text, size_t n)
+{
+    if (kind == IT_RS)
+        return json_pack("{s:s,s:s%}", "type", "reasoning_text", "text",
+                         text ? text : "", text ? n : 0);
+    return text_part(text, n);
+}
+
+static const char *
+text_event(int kind, int done)
+{
+    if (kind == IT_RS)
+        return done ? "response.reasoning_text.done"
+                    : "response.reasoning_text.delta";
+    return done ? "response.output_text.done" : "response.output_text.delta";
+}
+
 static json_t *
 item_json(const struct resp_item *it, const char *status)
 {
     if (it->kind == IT_MSG)
         return msg_item(it->id, status[0] == 'c' ? it->text.data : NULL,
                         it->text.len, status);
+    if (it->kind == IT_RS)
+        return rs_item(it->id, status[0] == 'c' ? it->text.data : NULL,
+                       it->text.len, status);
     return fc_item(it->id, it->call_id, it->name,
                    status[0] == 'c' ? it->text.data : NULL, it->text.len,
                    status);
@@ -950,7 +998,8 @@ item_add(struct gw_resp_stream *s, int kind)
     it->open = 1;
     gx_buf_init(&it->text, 0);
     snprintf(it->id, sizeof(it->id), "%s_%s_%zu",
-             kind == IT_MSG ? "msg" : "fc", s->id, s->n_items);
+             kind == IT_MSG ? "msg" : kind == IT_RS ? "rs" : "fc", s->id,
+             s->n_items);
     s->n_items++;
     return it;
 }
@@ -964,17 +1013,19 @@ item_close(struct gw_resp_stream *s, size_t i, struct gx_buf *out)
     it->open = 0;
     const char *txt = it->text.data ? it->text.data : "";
     enum gx_status st;
-    if (it->kind == IT_MSG) {
-        st = emit(s, out, "response.output_text.done",
-                  json_pack("{s:s,s:I,s:i,s:s%,s:[]}", "item_id", it->id,
-                            "output_index", (json_int_t)i, "content_index",
-                            0, "text", txt, it->text.len, "logprobs"));
+    if (it->kind != IT_FC) {
+        json_t *d = json_pack("{s:s,s:I,s:i,s:s%}", "item_id", it->id,
+                              "output_index", (json_int_t)i, "content_index",
+                              0, "text", txt, it->text.len);
+        if (d && it->kind == IT_MSG)
+            json_object_set_new(d, "logprobs", json_array());
+        st = emit(s, out, text_event(it->kind, 1), d);
         if (st == GX_OK)
             st = emit(s, out, "response.content_part.done",
                       json_pack("{s:s,s:I,s:i,s:o}", "item_id", it->id,
                                 "output_index", (json_int_t)i,
                                 "content_index", 0, "part",
-                                text_part(txt, it->text.len)));
+                                part_of(it->kind, txt, it->text.len)));
     } else {
         st = emit(s, out, "response.function_call_arguments.done",
                   json_pack("{s:s,s:I,s:s,s:s%}", "item_id", it->id,
@@ -1006,14 +1057,20 @@ keep(struct gw_resp_stream *s, struct resp_item *it, const char *p, size_t n)
     return gx_buf_append(&it->text, p, n);
 }
 
+/* Text of a message (IT_MSG) or of reasoning (IT_RS): appended to the
+ * open item of that kind, else to a new one (what came before it is
+ * complete then). */
 static enum gx_status
-on_text(struct gw_resp_stream *s, const char *t, size_t n,
+on_text(struct gw_resp_stream *s, int kind, const char *t, size_t n,
         struct gx_buf *out)
 {
     struct resp_item *it = s->n_items ? &s->items[s->n_items - 1] : NULL;
     enum gx_status st = GX_OK;
-    if (!it || it->kind != IT_MSG || !it->open) {
-        it = item_add(s, IT_MSG);
+    if (!it || it->kind != kind || !it->open) {
+        st = close_all(s, out);
+        if (st != GX_OK)
+            return st;
+        it = item_add(s, kind);
         if (!it)
             return GX_ENOMEM;
         size_t i = s->n_items - 1;
@@ -1025,15 +1082,18 @@ on_text(struct gw_resp_stream *s, const char *t, size_t n,
                       json_pack("{s:s,s:I,s:i,s:o}", "item_id", it->id,
                                 "output_index", (json_int_t)i,
                                 "content_index", 0, "part",
-                                text_part("", 0)));
+                                part_of(kind, "", 0)));
     }
     if (st == GX_OK)
         st = keep(s, it, t, n);
-    if (st == GX_OK)
-        st = emit(s, out, "response.output_text.delta",
-                  json_pack("{s:s,s:I,s:i,s:s%,s:[]}", "item_id", it->id,
-                            "output_index", (json_int_t)(s->n_items - 1),
-                            "content_index", 0, "delta", t, n, "logprobs"));
+    if (st == GX_OK) {
+        json_t *d = json_pack("{s:s,s:I,s:i,s:s%}", "item_id", it->id,
+                              "output_index", (json_int_t)(s->n_items - 1),
+                              "content_index", 0, "delta", t, n);
+        if (d && kind == IT_MSG)
+            json_object_set_new(d, "logprobs", json_array());
+        st = emit(s, out, text_event(kind, 0), d);
+    }
     return st;
 }
 
@@ -1105,9 +1165,14 @@ gw_resp_stream_chunk(struct gw_resp_stream *s, const char *data, size_t len,
     enum gx_status st = start(s, out);
     const json_t *c0 = json_array_get(json_object_get(o, "choices"), 0);
     const json_t *d = json_object_get(c0, "delta");
+    const json_t *reasoning = json_object_get(d, "reasoning_content");
+    if (st == GX_OK && json_is_string(reasoning) &&
+        json_string_length(reasoning))
+        st = on_text(s, IT_RS, json_string_value(reasoning),
+                     json_string_length(reasoning), out);
     const json_t *content = json_object_get(d, "content");
     if (st == GX_OK && json_is_string(content) && json_string_length(content))
-        st = on_text(s, json_string_value(content),
+        st = on_text(s, IT_MSG, json_string_value(content),
                      json_string_length(content), out);
     size_t i;
     const json_t *tc;

@@ -552,6 +552,86 @@ test_stream_writer(void)
     gx_buf_cleanup(&out);
 }
 
+/* reasoning_content -> a reasoning item before the message. */
+static void
+test_reasoning(void)
+{
+    T_EQ_INT(parse("{\"model\":\"m\",\"input\":\"x\"}"), PV_CHAT_OK);
+    struct gw_api_ctx x = ctx();
+    const char *up = "{\"choices\":[{\"message\":{\"content\":\"Yes\","
+                     "\"reasoning_content\":\"Think.\"},\"finish_reason\":"
+                     "\"stop\"}]}";
+    size_t n = 0;
+    char why[128];
+    char *b = gw_resp_body(&x, up, strlen(up), &n, why, sizeof(why));
+    json_t *o = b ? json_loads(b, 0, NULL) : NULL;
+    json_t *out = json_object_get(o, "output");
+    T_EQ_INT(json_array_size(out), 2);
+    json_t *rs = json_array_get(out, 0);
+    T_EQ_STR(str_at(rs, "type"), "reasoning");
+    T_CHECK(json_is_array(json_object_get(rs, "summary")));
+    json_t *rp = json_array_get(json_object_get(rs, "content"), 0);
+    T_EQ_STR(str_at(rp, "type"), "reasoning_text");
+    T_EQ_STR(str_at(rp, "text"), "Think.");
+    T_EQ_STR(str_at(json_array_get(out, 1), "type"), "message");
+    json_decref(o);
+    free(b);
+
+    struct gw_resp_stream *s = gw_resp_stream_new(&x);
+    struct gx_buf buf;
+    gx_buf_init(&buf, 0);
+    T_EQ_INT(feed(s, "{\"choices\":[{\"delta\":{\"reasoning_content\":"
+                     "\"Thi\"}}]}",
+                  &buf),
+             GX_OK);
+    T_EQ_INT(feed(s, "{\"choices\":[{\"delta\":{\"reasoning_content\":"
+                     "\"nk.\"}}]}",
+                  &buf),
+             GX_OK);
+    T_EQ_INT(feed(s, "{\"choices\":[{\"delta\":{\"content\":\"Yes\"},"
+                     "\"finish_reason\":\"stop\"}]}",
+                  &buf),
+             GX_OK);
+    T_EQ_INT(gw_resp_stream_end(s, &U, NULL, &buf), GX_OK);
+    json_t *ev = resp_events_parse(buf.data);
+    static const char *const want[] = {
+        "response.created",           "response.in_progress",
+        "response.output_item.added", "response.content_part.added",
+        "response.reasoning_text.delta", "response.reasoning_text.delta",
+        "response.reasoning_text.done",  "response.content_part.done",
+        "response.output_item.done",  "response.output_item.added",
+        "response.content_part.added", "response.output_text.delta",
+        "response.output_text.done",  "response.content_part.done",
+        "response.output_item.done",  "response.completed"};
+    size_t nw = sizeof(want) / sizeof(want[0]);
+    T_EQ_INT(json_array_size(ev), nw);
+    T_EQ_INT(resp_events_bad(ev), -1);
+    for (size_t i = 0; i < nw && i < json_array_size(ev); i++)
+        T_EQ_STR(str_at(json_array_get(ev, i), "event"), want[i]);
+    json_t *d = json_object_get(json_array_get(ev, 2), "data");
+    T_EQ_STR(str_at(json_object_get(d, "item"), "type"), "reasoning");
+    d = json_object_get(json_array_get(ev, 3), "data");
+    T_EQ_STR(str_at(json_object_get(d, "part"), "type"), "reasoning_text");
+    d = json_object_get(json_array_get(ev, 6), "data");
+    T_EQ_STR(str_at(d, "text"), "Think.");
+    d = json_object_get(json_object_get(json_array_get(ev, nw - 1), "data"),
+                        "response");
+    out = json_object_get(d, "output");
+    T_EQ_STR(str_at(json_array_get(json_object_get(json_array_get(out, 0),
+                                                   "content"),
+                                   0),
+                    "text"),
+             "Think.");
+    T_EQ_STR(str_at(json_array_get(json_object_get(json_array_get(out, 1),
+                                                   "content"),
+                                   0),
+                    "text"),
+             "Yes");
+    json_decref(ev);
+    gx_buf_cleanup(&buf);
+    gw_resp_stream_free(s);
+}
+
 static enum pv_chat_err
 aux(int completions, const char *body)
 {
@@ -674,6 +754,7 @@ main(void)
     T_RUN(test_parse_refusals);
     T_RUN(test_body_writer);
     T_RUN(test_stream_writer);
+    T_RUN(test_reasoning);
     T_RUN(test_embeddings_completions);
     T_RUN(test_plan_keep_kinds);
     pv_chat_cleanup(&chat);

@@ -10,7 +10,8 @@
  *                exact cost for a priced model, x-llmux-* headers); a
  *                function tool (function_call item, streamed arguments)
  *                on each remote kind and a round trip with
- *                function_call_output; failover before the first byte; a
+ *                function_call_output; the anthropic kind's thinking as a
+ *                reasoning item; failover before the first byte; a
  *                stream broken after it (error + response.failed, the row
  *                logged as failed); stateless refusals (400 naming the
  *                parameter, nothing sent upstream); 426 for a WebSocket
@@ -352,6 +353,52 @@ test_tools(void)
     }
 }
 
+/* The anthropic kind's thinking (the fake's thoughts=N) is a reasoning
+ * item, non-stream and streamed. */
+static void
+test_reasoning(void)
+{
+    struct e2e_resp r;
+    T_EQ_INT(req("POST", "/v1/responses", "resp-think",
+                 "{\"model\":\"claude-sonnet-4.5\",\"input\":"
+                 "\"fake:thoughts=6\"}",
+                 NULL, &r),
+             0);
+    T_EQ_INT(r.status, 200);
+    json_t *o = json_loads(r.body ? r.body : "", 0, NULL);
+    json_t *rs = json_array_get(json_object_get(o, "output"), 0);
+    T_EQ_STR(str_at(rs, "type"), "reasoning");
+    json_t *part = json_array_get(json_object_get(rs, "content"), 0);
+    T_EQ_STR(str_at(part, "type"), "reasoning_text");
+    char thought[512];
+    snprintf(thought, sizeof(thought), "%s", str_at(part, "text"));
+    T_CHECK(strlen(thought) > 0);
+    T_EQ_STR(str_at(json_array_get(json_object_get(o, "output"), 1), "type"),
+             "message");
+    json_decref(o);
+    e2e_resp_free(&r);
+
+    T_EQ_INT(req("POST", "/v1/responses", "resp-think-s",
+                 "{\"model\":\"claude-sonnet-4.5\",\"input\":"
+                 "\"fake:thoughts=6\",\"stream\":true}",
+                 NULL, &r),
+             0);
+    T_EQ_INT(r.status, 200);
+    json_t *ev = resp_events_parse(r.body ? r.body : "");
+    T_EQ_INT(resp_events_bad(ev), -1);
+    char deltas[512] = "";
+    size_t i;
+    json_t *e;
+    json_array_foreach(ev, i, e) {
+        if (!strcmp(str_at(e, "event"), "response.reasoning_text.delta"))
+            strncat(deltas, str_at(json_object_get(e, "data"), "delta"),
+                    sizeof(deltas) - strlen(deltas) - 1);
+    }
+    T_EQ_STR(deltas, thought);
+    json_decref(ev);
+    e2e_resp_free(&r);
+}
+
 static void
 test_failover_and_broken(void)
 {
@@ -609,6 +656,7 @@ main(void)
     T_RUN(test_plain);
     T_RUN(test_stream);
     T_RUN(test_tools);
+    T_RUN(test_reasoning);
     T_RUN(test_failover_and_broken);
     T_RUN(test_refusals);
     T_RUN(test_embeddings);

@@ -149,6 +149,21 @@ for (const model of ['gpt-4.1', 'claude-sonnet-4.5', 'gemini-2.5-flash']) {
   });
 }
 
+await step('responses reasoning', async () => {
+  // the anthropic kind's thinking blocks come back as a reasoning item
+  const r = await client.responses.create({ model: 'claude-sonnet-4.5', input: 'fake:thoughts=6' });
+  const rs = r.output[0];
+  check(rs.type === 'reasoning' && rs.content[0].type === 'reasoning_text' &&
+        rs.content[0].text.length > 0, 'reasoning: item');
+  check(r.output_text.length > 0, 'reasoning: output_text after it');
+  const stream = client.responses.stream({ model: 'claude-sonnet-4.5', input: 'fake:thoughts=6' });
+  let thought = '';
+  stream.on('response.reasoning_text.delta', (e) => { thought += e.delta; });
+  const final = await stream.finalResponse();
+  check(final.output[0].type === 'reasoning' && final.output[0].content[0].text === thought &&
+        thought === rs.content[0].text, 'reasoning stream: deltas = final item');
+});
+
 await step('responses.stream text', async () => {
   const stream = client.responses.stream({ model: 'gpt-4.1', input: 'Hello' });
   let text = '';
