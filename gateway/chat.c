@@ -584,11 +584,29 @@ on_event(void *ud, const char *data, size_t len)
         gx_buf_reset(&r->api_out);
         enum gx_status ws =
             r->api->stream_event(r->api_stream, data, len, &r->api_out);
-        if (ws != GX_OK)
-            GX_LOG(GX_LOG_WARN, r->id, "stream event not translated: %s",
-                   ws == GX_ETOOBIG ? "over the size cap" : "malformed");
+        if (ws == GX_EPROTO)
+            GX_LOG(GX_LOG_WARN, r->id, "stream event not translated: "
+                                       "malformed");
         if (r->api_out.len)
             evbuffer_add(b, r->api_out.data, r->api_out.len);
+        if (ws == GX_ETOOBIG || ws == GX_ENOMEM) {
+            /* The writer can keep no more of the answer: rather than a
+             * final object that silently lacks text, the stream ends
+             * with an error now. */
+            gw_hreq_reply_chunk(req, b);
+            evbuffer_drain(b, evbuffer_get_length(b));
+            rt_run_abort(&r->run);
+            cancel_try(r, t);
+            settle_usage(r, NULL);
+            r->status = 502;
+            snprintf(r->error, sizeof(r->error),
+                     "the answer is over what llmux keeps for a %s stream "
+                     "(%s)",
+                     r->api->what,
+                     ws == GX_ETOOBIG ? "size cap" : "out of memory");
+            finish(r); /* may free r */
+            return;
+        }
     } else {
         sse_add_data(b, data, len);
     }

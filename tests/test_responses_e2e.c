@@ -49,6 +49,7 @@ write_config(void)
         cfg, sizeof(cfg),
         "{\"listen\": \"127.0.0.1:0\", \"workers\": 1,\n"
         " \"database\": \"%s\", \"require_keys\": false,\n"
+        " \"limits\": {\"max_body_bytes\": 65536},\n"
         " \"providers\": {\n"
         "  \"oa\": {\"kind\": \"openai\", \"base_url\": "
         "\"http://127.0.0.1:%d/v1\", \"api_key\": \"sk-resp-e2e\",\n"
@@ -430,6 +431,24 @@ test_failover_and_broken(void)
     T_EQ_STR(str_at(json_array_get(ev, n - 2), "event"), "error");
     T_EQ_STR(str_at(json_array_get(ev, n - 1), "event"), "response.failed");
     T_CHECK(row_int("resp-broken", "status") >= 500);
+    json_decref(ev);
+    e2e_resp_free(&r);
+
+    /* An answer over what the stream writer keeps (4 x max_body_bytes =
+     * 256 KiB here) ends with an error, not a final object short of text. */
+    T_EQ_INT(req("POST", "/v1/responses", "resp-huge",
+                 "{\"model\":\"gpt-4.1@oa\",\"input\":"
+                 "\"fake:big=300000;chunks=30\",\"stream\":true}",
+                 NULL, &r),
+             0);
+    T_EQ_INT(r.status, 200);
+    ev = resp_events_parse(r.body ? r.body : "");
+    n = json_array_size(ev);
+    T_EQ_INT(resp_events_bad(ev), -1);
+    T_CHECK(n >= 2);
+    T_EQ_STR(str_at(json_array_get(ev, n - 2), "event"), "error");
+    T_EQ_STR(str_at(json_array_get(ev, n - 1), "event"), "response.failed");
+    T_EQ_INT(row_int("resp-huge", "status"), 502);
     json_decref(ev);
     e2e_resp_free(&r);
 }
