@@ -536,3 +536,66 @@ gw_models_handle(struct gw_worker *w, struct gw_hreq *req)
     json_decref(o);
     json_decref(seen);
 }
+
+/* %XX-decodes s into out (the SDKs encode '@' of MODEL@PROVIDER); -1 when
+ * it does not fit or is malformed. */
+static int
+url_decode(const char *s, char *out, size_t len)
+{
+    size_t o = 0;
+    for (; *s; s++) {
+        int c = (unsigned char)*s;
+        if (c == '%') {
+            int hi, lo;
+            if (sscanf(s + 1, "%1x%1x", (unsigned *)&hi, (unsigned *)&lo) != 2)
+                return -1;
+            c = hi * 16 + lo;
+            s += 2;
+        }
+        if (c == 0 || o + 1 >= len)
+            return -1;
+        out[o++] = (char)c;
+    }
+    out[o] = '\0';
+    return 0;
+}
+
+void
+gw_model_one_handle(struct gw_worker *w, struct gw_hreq *req,
+                    const char *raw)
+{
+    struct gw_server *srv = w->srv;
+    struct gw_authn an = {.who = GW_CALLER_ANON};
+    if (srv->auth) {
+        gw_auth_identify(srv->auth, gw_hreq_header(req, "Authorization"),
+                         gx_now_ms(), &an);
+        if (an.who == GW_CALLER_NONE) {
+            gw_reply_unauthorized(req, &an);
+            return;
+        }
+    }
+    char id[512];
+    const struct cfg *c = gw_cfg(srv);
+    const struct cfg_route *route = NULL;
+    struct cfg_target t[1];
+    size_t n = 0;
+    int ok = url_decode(raw, id, sizeof(id)) == 0;
+    if (ok)
+        n = cfg_resolve(c, id, &route, t, 1);
+    /* A model the key may not use is as unknown to it as a missing one. */
+    if (!ok || n == 0 ||
+        (an.who == GW_CALLER_KEY && !gw_key_allows(an.key, id))) {
+        gw_reply_error(req, 404, "invalid_request_error", "model_not_found",
+                       "model",
+                       "The model '%s' does not exist or you do not have "
+                       "access to it.",
+                       ok ? id : raw);
+        return;
+    }
+    const char *owner =
+        route ? "llmux" : c->providers[t[0].provider].name;
+    json_t *o = json_pack("{s:s,s:s,s:i,s:s}", "id", id, "object", "model",
+                          "created", 0, "owned_by", owner);
+    gw_reply_json(req, 200, o);
+    json_decref(o);
+}

@@ -47,6 +47,10 @@ struct gw_req {
     struct gw_hreq *req; /* NULL once the client left (conn.c frees it) */
     char id[GW_REQUEST_ID_MAX + 1];
     struct pv_chat chat;     /* the request, parsed once */
+    const struct gw_api *api; /* its inbound API: parser and writers */
+    json_t *api_echo;        /* what api->parse kept for its writer */
+    void *api_stream;        /* api->stream_new's state (stream only) */
+    struct gx_buf api_out;   /* api->stream_event's bytes, reused */
     struct gw_ticket ticket; /* auth.c: key, limits, reservation */
     struct rt_plan plan;     /* the targets, in order */
     struct rt_run run;       /* the router's run over the plan */
@@ -106,6 +110,10 @@ req_free(struct gw_req *r)
         evbuffer_free(r->sse_out);
     gw_ticket_settle(r->w->srv->auth, &r->ticket, 0, 0); /* if unsettled */
     pv_chat_cleanup(&r->chat);
+    if (r->api_stream)
+        r->api->stream_free(r->api_stream);
+    json_decref(r->api_echo);
+    gx_buf_cleanup(&r->api_out);
     free(r->resp_body);
     gw_gen_unref(r->gen);
     if (r->live_prev)
@@ -299,7 +307,15 @@ complete_reply(struct gw_req *r)
     struct gw_hreq *req = r->req;
     if (r->chat.stream && r->sent_head) {
         struct evbuffer *b = evbuffer_new();
-        if (b) {
+        if (b && r->api_stream) {
+            /* The API's own end (e.g. response.completed), after the
+             * commit like [DONE]. */
+            gx_buf_reset(&r->api_out);
+            if (r->api->stream_end(r->api_stream, &r->usage,
+                                   r->status >= 400 ? r->error : NULL,
+                                   &r->api_out) == GX_OK)
+                evbuffer_add(b, r->api_out.data, r->api_out.len);
+        } else if (b) {
             if (r->status >= 400) {
                 json_t *e = json_pack("{s:{s:s,s:s,s:n,s:s}}", "error",
                                       "message", r->error, "type",
@@ -570,7 +586,36 @@ on_event(void *ud, const char *data, size_t len)
     struct evbuffer *b = r->sse_out;
     if (!b)
         return;
-    sse_add_data(b, data, len);
+    if (r->api_stream) {
+        gx_buf_reset(&r->api_out);
+        enum gx_status ws =
+            r->api->stream_event(r->api_stream, data, len, &r->api_out);
+        if (ws == GX_EPROTO)
+            GX_LOG(GX_LOG_WARN, r->id, "stream event not translated: "
+                                       "malformed");
+        if (r->api_out.len)
+            evbuffer_add(b, r->api_out.data, r->api_out.len);
+        if (ws == GX_ETOOBIG || ws == GX_ENOMEM) {
+            /* The writer can keep no more of the answer: rather than a
+             * final object that silently lacks text, the stream ends
+             * with an error now. */
+            gw_hreq_reply_chunk(req, b);
+            evbuffer_drain(b, evbuffer_get_length(b));
+            rt_run_abort(&r->run);
+            cancel_try(r, t);
+            settle_usage(r, NULL);
+            r->status = 502;
+            snprintf(r->error, sizeof(r->error),
+                     "the answer is over what llmux keeps for a %s stream "
+                     "(%s)",
+                     r->api->what,
+                     ws == GX_ETOOBIG ? "size cap" : "out of memory");
+            finish(r); /* may free r */
+            return;
+        }
+    } else {
+        sse_add_data(b, data, len);
+    }
     gw_hreq_reply_chunk(req, b); /* takes the bytes, b is empty again */
     evbuffer_drain(b, evbuffer_get_length(b));
     if (t->call && !r->paused) {
@@ -806,6 +851,27 @@ on_done(void *ud, const struct pv_result *res)
                          "out of memory copying the response");
             return;
         }
+        if (!r->chat.stream && r->api->body) {
+            struct gw_api_ctx x = {r->id, &r->chat, r->api_echo, &r->usage,
+                                   gx_now_ms() / 1000, 0};
+            char why[256] = "";
+            size_t n = 0;
+            char *tb = r->api->body(&x, r->resp_body, r->resp_len, &n, why,
+                                    sizeof(why));
+            if (!tb) {
+                char m[400];
+                snprintf(m, sizeof(m),
+                         "The upstream answer could not be written as %s: "
+                         "%s",
+                         r->api->what, why);
+                finish_error(r, 502, "upstream_error", "bad_upstream_body",
+                             m);
+                return;
+            }
+            free(r->resp_body);
+            r->resp_body = tb;
+            r->resp_len = n;
+        }
         finish(r);
         return;
     }
@@ -876,8 +942,44 @@ max_cost(const struct gw_req *r)
     return worst;
 }
 
+static enum pv_chat_err
+chat_parse(struct pv_chat *c, const char *text, size_t len, json_t **echo,
+           char *msg, size_t msglen, const char **param)
+{
+    *echo = NULL;
+    return pv_chat_parse(c, PV_API_CHAT, text, len, msg, msglen, param);
+}
+
+const struct gw_api gw_api_chat = {
+    .api = PV_API_CHAT,
+    .what = "chat completions",
+    .parse = chat_parse,
+    .kinds = GW_KINDS_ALL,
+};
+
 void
 gw_chat_handle(struct gw_worker *w, struct gw_hreq *req)
+{
+    gw_api_handle(w, req, &gw_api_chat);
+}
+
+/* The kinds that can serve api, for a message ("openai"). */
+static void
+kinds_str(unsigned kinds, char *buf, size_t len)
+{
+    static const char *const names[] = {"openai", "local", "anthropic",
+                                        "gemini"};
+    size_t off = 0;
+    buf[0] = '\0';
+    for (unsigned k = 0; k < 4 && off < len; k++)
+        if (kinds & (1u << k))
+            off += (size_t)snprintf(buf + off, len - off, "%s%s",
+                                    off ? ", " : "", names[k]);
+}
+
+void
+gw_api_handle(struct gw_worker *w, struct gw_hreq *req,
+              const struct gw_api *api)
 {
     /* Who is calling comes first (DESIGN.md section 2): an unknown caller
      * gets 401 before we spend anything on its body.  Limits and budget
@@ -898,7 +1000,7 @@ gw_chat_handle(struct gw_worker *w, struct gw_hreq *req)
     if (n == 0) {
         gw_reply_error(req, 400, "invalid_request_error", "invalid_json",
                        NULL, "The request body is empty; send a JSON object "
-                             "with 'model' and 'messages'.");
+                             "(a %s request).", api->what);
         return;
     }
     if ((int64_t)n > w->gen->cfg->max_body_bytes) {
@@ -917,8 +1019,8 @@ gw_chat_handle(struct gw_worker *w, struct gw_hreq *req)
     char msg[512];
     const char *param = NULL;
     const char *text = (const char *)evbuffer_pullup(in, -1);
-    enum pv_chat_err pe = pv_chat_parse(&r->chat, PV_API_CHAT, text, n, msg,
-                                        sizeof(msg), &param);
+    enum pv_chat_err pe = api->parse(&r->chat, text, n, &r->api_echo, msg,
+                                     sizeof(msg), &param);
     if (pe != PV_CHAT_OK) {
         gw_reply_error(req, 400, "invalid_request_error",
                        pe == PV_CHAT_BAD_JSON ? "invalid_json"
@@ -929,12 +1031,38 @@ gw_chat_handle(struct gw_worker *w, struct gw_hreq *req)
     }
     r->w = w;
     r->gen = w->gen;
+    r->api = api;
+    gx_buf_init(&r->api_out, 0);
     rt_plan_route(r->gen->router, r->chat.model, r->chat.est_prompt_tokens,
                   r->chat.completion_cap, &r->plan);
+    /* Only targets whose kind speaks this API stay in the plan (so the
+     * reservation below prices only those); a model left with none is
+     * refused after the admission, so a key learns nothing of a model
+     * its allowlist hides (403 first). */
+    int incapable = api->kinds != GW_KINDS_ALL &&
+                    rt_plan_keep_kinds(&r->plan, r->gen->cfg, api->kinds) > 0 &&
+                    r->plan.n == 0 && r->plan.n_skipped == 0;
     /* auth.c: key, allowlist, RPM/TPM, budget */
     if (gw_chat_admit(w->srv, req, r->chat.model, r->chat.est_prompt_tokens,
                       max_cost(r), &r->ticket) != 0) {
         pv_chat_cleanup(&r->chat); /* it replied 401/403/429 */
+        json_decref(r->api_echo);
+        free(r);
+        return;
+    }
+    if (incapable) {
+        char kinds[64];
+        kinds_str(api->kinds, kinds, sizeof(kinds));
+        gw_ticket_settle(w->srv->auth, &r->ticket, 0, 0);
+        gw_reply_error(req, 400, "invalid_request_error",
+                       "model_not_supported", "model",
+                       "The model '%s' has no target that serves %s: only "
+                       "providers of kind %s do, and none of its targets "
+                       "is one.",
+                       r->chat.model, api->what, kinds);
+        atomic_fetch_add(&w->srv->stats.errors, 1);
+        pv_chat_cleanup(&r->chat);
+        json_decref(r->api_echo);
         free(r);
         return;
     }
@@ -950,6 +1078,19 @@ gw_chat_handle(struct gw_worker *w, struct gw_hreq *req)
     w->inflight++;
     atomic_fetch_add(&w->srv->stats.inflight, 1);
     atomic_fetch_add(&w->srv->stats.requests, 1);
+    if (r->chat.stream && api->stream_new) {
+        struct gw_api_ctx x = {r->id, &r->chat, r->api_echo, NULL,
+                               gx_now_ms() / 1000,
+                               (size_t)r->gen->cfg->max_body_bytes * 4};
+        r->api_stream = api->stream_new(&x);
+        if (!r->api_stream) {
+            gw_reply_error(req, 500, "server_error", "internal_error", NULL,
+                           "Out of memory.");
+            r->req = NULL; /* answered */
+            req_free(r);
+            return;
+        }
+    }
 
     w->rng ^= w->rng << 13;
     w->rng ^= w->rng >> 7;

@@ -485,4 +485,87 @@ enum gw_hp_event gw_hparse_feed(struct gw_hparse *p, const char *data,
 const char *gw_hparse_header(const struct gw_hparse *p, const char *name);
 const char *gw_hparse_url(const struct gw_hparse *p);
 
+/* ==== inbound APIs beyond chat (issue 13: responses.c, embeddings.c) ===
+ *
+ * An inbound API is a table read by chat.c's request life (gw_api_handle):
+ * how its body is parsed into the format-neutral request, which provider
+ * kinds can serve it (the router's plan keeps only those), and how the
+ * upstream's OpenAI-chat-shaped answer is written in the API's own shape.
+ * NULL writers mean "as the upstream sent it" (OpenAI chat, embeddings,
+ * completions).  Errors stay in OpenAI's shape for all of these.
+ */
+struct gw_api_ctx {
+    const char *id;             /* the request id */
+    const struct pv_chat *chat; /* the parsed request */
+    const json_t *echo;         /* what parse kept for the writer, or NULL */
+    const struct pv_usage *usage; /* the settled usage (non-stream) */
+    int64_t created_s;          /* unix seconds */
+    size_t max_bytes;           /* cap on what a stream writer keeps */
+};
+struct gw_api {
+    enum pv_api api;
+    const char *what; /* "chat completions", ... for messages */
+    /* As pv_chat_parse; *echo (may stay NULL) is owned by the caller. */
+    enum pv_chat_err (*parse)(struct pv_chat *c, const char *text,
+                              size_t len, json_t **echo, char *msg,
+                              size_t msglen, const char **param);
+    unsigned kinds; /* bit (1u << CFG_KIND_x) per kind that can serve it */
+    /* Non-stream 2xx: a malloc'd body for the client from the upstream's,
+     * or NULL + msg when that body cannot be translated. */
+    char *(*body)(const struct gw_api_ctx *x, const char *up, size_t len,
+                  size_t *out_len, char *msg, size_t msglen);
+    /* Stream: state per request; each upstream event's data appended to
+     * out as the client's SSE; the end (after the ledger commit) with the
+     * settled usage, error NULL or the sentence of a broken stream. */
+    void *(*stream_new)(const struct gw_api_ctx *x);
+    void (*stream_free)(void *s);
+    enum gx_status (*stream_event)(void *s, const char *data, size_t len,
+                                   struct gx_buf *out);
+    enum gx_status (*stream_end)(void *s, const struct pv_usage *u,
+                                 const char *error, struct gx_buf *out);
+};
+#define GW_KINDS_ALL                                                         \
+    ((1u << CFG_KIND_OPENAI) | (1u << CFG_KIND_LOCAL) |                      \
+     (1u << CFG_KIND_ANTHROPIC) | (1u << CFG_KIND_GEMINI))
+extern const struct gw_api gw_api_chat, gw_api_responses, gw_api_embeddings,
+    gw_api_completions;
+/* chat.c: the request life of any inbound API (gw_chat_handle is it with
+ * gw_api_chat). */
+void gw_api_handle(struct gw_worker *w, struct gw_hreq *req,
+                   const struct gw_api *api);
+
+/* responses.c (pure: jansson and gx_buf only).  gw_resp_parse: the
+ * Responses body into c (api PV_API_RESPONSES, c->body an owned chat
+ * body) and *echo (what the Response object repeats); see the file's top
+ * for every field.  gw_resp_body: the Response object for an upstream
+ * chat completion.  The stream: new / one chat chunk's events / the end
+ * (response.completed, or error + response.failed) / free (NULL ok). */
+enum pv_chat_err gw_resp_parse(struct pv_chat *c, const char *text,
+                               size_t len, json_t **echo, char *msg,
+                               size_t msglen, const char **param);
+char *gw_resp_body(const struct gw_api_ctx *x, const char *up, size_t len,
+                   size_t *out_len, char *msg, size_t msglen);
+struct gw_resp_stream;
+struct gw_resp_stream *gw_resp_stream_new(const struct gw_api_ctx *x);
+void gw_resp_stream_free(struct gw_resp_stream *s);
+enum gx_status gw_resp_stream_chunk(struct gw_resp_stream *s,
+                                    const char *data, size_t len,
+                                    struct gx_buf *out);
+enum gx_status gw_resp_stream_end(struct gw_resp_stream *s,
+                                  const struct pv_usage *u,
+                                  const char *error, struct gx_buf *out);
+
+/* embeddings.c: POST /v1/embeddings and /v1/completions parsed into the
+ * neutral request (the body passes on as it is, apart from the model);
+ * pure like responses.c. */
+enum pv_chat_err gw_embeddings_parse(struct pv_chat *c, const char *text,
+                                     size_t len, json_t **echo, char *msg,
+                                     size_t msglen, const char **param);
+enum pv_chat_err gw_completions_parse(struct pv_chat *c, const char *text,
+                                      size_t len, json_t **echo, char *msg,
+                                      size_t msglen, const char **param);
+/* GET /v1/models/{id} (admin.c): one model object or a 404. */
+void gw_model_one_handle(struct gw_worker *w, struct gw_hreq *req,
+                         const char *id);
+
 #endif

@@ -120,7 +120,11 @@ enum gw_route {
     R_USAGE,
     R_ADMIN_PROVIDERS,
     R_METRICS,
-    R_DASHBOARD
+    R_DASHBOARD,
+    R_RESPONSES,   /* responses.c */
+    R_EMBEDDINGS,  /* embeddings.c */
+    R_COMPLETIONS, /* embeddings.c */
+    R_MODEL_ONE    /* GET /v1/models/{id} */
 };
 
 static enum gw_route
@@ -133,6 +137,14 @@ route_of(const char *path)
         return R_HEALTH;
     if (!strcmp(path, "/v1/models") || !strcmp(path, "/models"))
         return R_MODELS;
+    if (!strcmp(path, "/v1/responses") || !strcmp(path, "/responses"))
+        return R_RESPONSES;
+    if (!strcmp(path, "/v1/embeddings") || !strcmp(path, "/embeddings"))
+        return R_EMBEDDINGS;
+    if (!strcmp(path, "/v1/completions") || !strcmp(path, "/completions"))
+        return R_COMPLETIONS;
+    if (!strncmp(path, "/v1/models/", 11) && path[11])
+        return R_MODEL_ONE;
     if (!strcmp(path, "/admin/keys") || !strncmp(path, "/admin/keys/", 12))
         return R_ADMIN_KEYS;
     if (!strcmp(path, "/v1/usage") || !strcmp(path, "/usage"))
@@ -171,6 +183,18 @@ gw_server_on_head(struct gw_worker *w, struct gw_hreq *req)
         reply_not_found(req);
         return -1;
     }
+    const char *up = gw_hreq_header(req, "Upgrade");
+    if (rt == R_RESPONSES && up && strcasestr(up, "websocket")) {
+        /* The Responses WebSocket mode needs stored state: a client that
+         * tries it learns at once to use HTTP instead. */
+        gw_hreq_add_header(req, "Upgrade", "HTTP/1.1");
+        gw_reply_error(req, 426, "invalid_request_error",
+                       "websocket_not_supported", NULL,
+                       "llmux serves the Responses API over HTTP only (POST "
+                       "/v1/responses, with stream: true for events); "
+                       "WebSocket mode is not supported.");
+        return -1;
+    }
     if (rt == R_HEALTH || rt == R_METRICS || rt == R_DASHBOARD ||
         !w->srv->auth)
         return 0;
@@ -180,7 +204,8 @@ gw_server_on_head(struct gw_worker *w, struct gw_hreq *req)
     if (an.who != GW_CALLER_NONE)
         return 0;
     gw_reply_unauthorized(req, &an);
-    if (rt == R_CHAT)
+    if (rt == R_CHAT || rt == R_RESPONSES || rt == R_EMBEDDINGS ||
+        rt == R_COMPLETIONS)
         atomic_fetch_add(&w->srv->stats.errors, 1);
     return -1;
 }
@@ -242,8 +267,12 @@ gw_server_on_request(struct gw_worker *w, struct gw_hreq *req)
         handle_options(w, req);
         return;
     }
-    switch (route_of(path)) {
+    enum gw_route rt = route_of(path);
+    switch (rt) {
     case R_CHAT:
+    case R_RESPONSES:
+    case R_EMBEDDINGS:
+    case R_COMPLETIONS:
         if (m != GW_METHOD_POST) {
             gw_hreq_add_header(req, "Allow", "POST, OPTIONS");
             gw_reply_error(req, 405, "invalid_request_error",
@@ -257,7 +286,21 @@ gw_server_on_request(struct gw_worker *w, struct gw_hreq *req)
                            "instance.");
             return;
         }
-        gw_chat_handle(w, req);
+        gw_api_handle(w, req,
+                      rt == R_RESPONSES    ? &gw_api_responses
+                      : rt == R_EMBEDDINGS ? &gw_api_embeddings
+                      : rt == R_COMPLETIONS ? &gw_api_completions
+                                            : &gw_api_chat);
+        return;
+    case R_MODEL_ONE:
+        if (m != GW_METHOD_GET) {
+            gw_hreq_add_header(req, "Allow", "GET, HEAD, OPTIONS");
+            gw_reply_error(req, 405, "invalid_request_error",
+                           "method_not_allowed", NULL, "Use GET for %s.",
+                           path);
+            return;
+        }
+        gw_model_one_handle(w, req, path + 11); /* admin.c */
         return;
     case R_HEALTH:
         send_simple_json(req, "{\"status\":\"ok\"}");

@@ -3,7 +3,10 @@
  * Completions (OpenAI itself, relays, DeepSeek, vLLM, ...).
  *
  * Request: POST {base_url}/chat/completions with the client's JSON, its
- * "model" replaced by the upstream name.  For a stream whose client did
+ * "model" replaced by the upstream name ({base_url}/embeddings and
+ * {base_url}/completions for those inbound APIs, the same way; an
+ * embeddings answer must hold "data" where a chat answer holds
+ * "choices").  For a stream whose client did
  * not ask for stream_options.include_usage we ask for it anyway (llmux
  * must bill from the upstream's own counts) and swallow the usage-only
  * chunk that results, so the client sees exactly what it asked for.
@@ -44,6 +47,7 @@
 
 struct oa_call {
     int stream;
+    int embeddings; /* the answer holds "data", not "choices" */
     int client_include_usage;
     int ct_checked;
     int done_seen;
@@ -236,7 +240,8 @@ oa_on_finish(struct pv_call *c)
      * "choices".  Anything else (or anything the scanner is unsure of)
      * goes the jansson way below, which also words the detail. */
     struct pv_js_chat sc;
-    if (pv_json_scan_chat(c->res.body, c->res.body_len, &sc) == PV_JS_OBJECT &&
+    if (!oa->embeddings &&
+        pv_json_scan_chat(c->res.body, c->res.body_len, &sc) == PV_JS_OBJECT &&
         sc.has_choices) {
         if (sc.usage.have)
             c->res.usage = sc.usage;
@@ -245,13 +250,15 @@ oa_on_finish(struct pv_call *c)
     }
     json_error_t je;
     json_t *j = json_loadb(c->res.body, c->res.body_len, 0, &je);
-    if (!json_is_object(j) || !json_object_get(j, "choices")) {
+    const char *need = oa->embeddings ? "data" : "choices";
+    if (!json_is_object(j) || !json_is_array(json_object_get(j, need))) {
         c->res.outcome = PV_ERR_MALFORMED;
         snprintf(c->res.detail, sizeof(c->res.detail),
                  "malformed upstream body: %s",
                  !j ? je.text
                     : !json_is_object(j) ? "not a JSON object"
-                                         : "no \"choices\"");
+                    : oa->embeddings     ? "no \"data\" array"
+                                         : "no \"choices\" array");
         json_decref(j);
         return;
     }
@@ -406,11 +413,15 @@ oa_start(struct pv_loop *loop, const struct pv_request *req,
     size_t blen = strlen(prov->base_url);
     while (blen > 0 && prov->base_url[blen - 1] == '/')
         blen--;
-    url = malloc(blen + sizeof("/chat/completions"));
+    enum pv_api api = req->chat ? req->chat->api : PV_API_CHAT;
+    const char *path = api == PV_API_EMBEDDINGS    ? "/embeddings"
+                       : api == PV_API_COMPLETIONS ? "/completions"
+                                                   : "/chat/completions";
+    url = malloc(blen + strlen(path) + 1);
     if (!url)
         goto nomem;
     memcpy(url, prov->base_url, blen);
-    memcpy(url + blen, "/chat/completions", sizeof("/chat/completions"));
+    memcpy(url + blen, path, strlen(path) + 1);
 
     int ok = 1;
     hdr = add_header(hdr, &ok, "Content-Type: application/json%s", "", NULL);
@@ -454,6 +465,7 @@ oa_start(struct pv_loop *loop, const struct pv_request *req,
     size_t cap = req->max_body_bytes > 0 ? (size_t)req->max_body_bytes
                                          : (size_t)OA_DEFAULT_MAX_BODY;
     oa->stream = req->stream;
+    oa->embeddings = api == PV_API_EMBEDDINGS;
     oa->client_include_usage = req->client_include_usage;
     pv_sse_init(&oa->sse, cap);
     gx_buf_init(&oa->body, cap);

@@ -293,6 +293,13 @@ enum pv_chat_err pv_chat_parse(struct pv_chat *c, enum pv_api api,
 int pv_chat_from_json(struct pv_chat *c, enum pv_api api, json_t *body,
                       char *msg, size_t msglen, const char **param);
 void pv_chat_cleanup(struct pv_chat *c); /* frees an owned body */
+/* For every inbound adapter (gateway/): the client's body parsed with
+ * duplicate keys refused, or NULL with the sentence pv_chat_parse gives
+ * for bad JSON in msg; the caller owns the result. */
+json_t *pv_json_body(const char *text, size_t len, char *msg, size_t msglen);
+/* Writes a refusal into msg, points *param at p (static), returns -1. */
+int pv_refuse(char *msg, size_t len, const char **param, const char *p,
+              const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
 /*
  * Secret scrubbing (scrub.c): a provider's api_key, header values and

@@ -16,13 +16,11 @@
 #include <stdio.h>
 #include <string.h>
 
-static int
-bad(char *msg, size_t len, const char **param, const char *p,
-    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+#define bad pv_refuse
 
-static int
-bad(char *msg, size_t len, const char **param, const char *p,
-    const char *fmt, ...)
+int
+pv_refuse(char *msg, size_t len, const char **param, const char *p,
+          const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -166,21 +164,28 @@ pv_chat_from_json(struct pv_chat *c, enum pv_api api, json_t *body,
     return 0;
 }
 
+json_t *
+pv_json_body(const char *text, size_t len, char *msg, size_t msglen)
+{
+    json_error_t jerr;
+    json_t *body = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!body)
+        snprintf(msg, msglen,
+                 "We could not parse the JSON body of your request (line "
+                 "%d, column %d): %s.",
+                 jerr.line, jerr.column, jerr.text);
+    return body;
+}
+
 enum pv_chat_err
 pv_chat_parse(struct pv_chat *c, enum pv_api api, const char *text,
               size_t len, char *msg, size_t msglen, const char **param)
 {
     memset(c, 0, sizeof(*c));
     *param = NULL;
-    json_error_t jerr;
-    json_t *body = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
-    if (!body) {
-        snprintf(msg, msglen,
-                 "We could not parse the JSON body of your request (line "
-                 "%d, column %d): %s.",
-                 jerr.line, jerr.column, jerr.text);
+    json_t *body = pv_json_body(text, len, msg, msglen);
+    if (!body)
         return PV_CHAT_BAD_JSON;
-    }
     if (pv_chat_from_json(c, api, body, msg, msglen, param) != 0) {
         json_decref(body);
         return PV_CHAT_INVALID;

@@ -185,6 +185,12 @@ size_t rt_plan_route(struct rt_router *rt, const char *model,
                      int64_t est_prompt_tokens, int64_t max_tokens,
                      struct rt_plan *plan);
 
+/* Keeps only the targets (and skipped targets) whose provider kind is in
+ * kinds (bit 1u << CFG_KIND_x), in their order; returns how many were
+ * dropped.  For inbound APIs only some kinds serve (capable.c). */
+size_t rt_plan_keep_kinds(struct rt_plan *plan, const struct cfg *c,
+                          unsigned kinds);
+
 /* Admits plan->targets[i] as an attempt now (claims the half-open probe
  * when the circuit is half-open).  1 = go, *a filled; 0 = skip it. */
 int rt_attempt_begin(struct rt_router *rt, const struct rt_plan *plan,

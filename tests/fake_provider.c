@@ -26,6 +26,21 @@
  *                                                   (x-goog-api-key
  *                                                   required: else 403)
  *        (both also under /f/<DIRECTIVES>/)
+ *   POST /v1/embeddings                             deterministic vectors
+ *                                                   (EMB_DIM floats from
+ *                                                   an FNV-1a hash of each
+ *                                                   input; float or
+ *                                                   base64 encoding_format,
+ *                                                   "dimensions" honoured),
+ *                                                   usage prompt_tokens =
+ *                                                   bytes / 4 + 1 per input
+ *   POST /v1/completions                            a legacy completion
+ *                                                   ("text_completion",
+ *                                                   stream or not, usage
+ *                                                   chunk with
+ *                                                   include_usage)
+ *        (both also under /f/<DIRECTIVES>/; they honour status=N,
+ *        message=, content=, prompt_tokens= and completion_tokens=)
  *   GET  /v1/models                                 a one-model list
  *   GET  /fake/stats   {"requests","completed","streams","connections",
  *                       "by_model":{},"by_status":{},"by_path":{},
@@ -86,7 +101,11 @@
  *                       thoughtsTokenCount and a thought part; Anthropic a
  *                       thinking block, counted in output_tokens)
  *   tool=NAME           native: answer with a call of tool NAME (after a
- *                       short text) instead of the plain text
+ *                       short text) instead of the plain text; OpenAI
+ *                       format: a tool_calls answer (finish_reason
+ *                       tool_calls; streamed as the id/name chunk and the
+ *                       arguments in three pieces), unless the last
+ *                       message is a tool result (then the plain text)
  *   tool_args=JSON      its arguments (default {"city":"Paris"}), streamed
  *                       in three pieces (Anthropic input_json_delta)
  * Native modes answer in the upstream's own JSON and SSE shapes (Anthropic
@@ -465,11 +484,11 @@ add_retry_after_http(struct evhttp_request *req, int seconds)
 }
 
 static char *
-b64(const char *in)
+b64n(const void *in, size_t n)
 {
     static const char tab[] =
         "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    size_t n = strlen(in), o = 0;
+    size_t o = 0;
     char *out = malloc(n / 3 * 4 + 5);
     if (!out)
         return NULL;
@@ -487,6 +506,12 @@ b64(const char *in)
     }
     out[o] = '\0';
     return out;
+}
+
+static char *
+b64(const char *in)
+{
+    return b64n(in, strlen(in));
 }
 
 /* echo_headers: "name: value; ..." of every request header, each value in
@@ -1252,6 +1277,71 @@ native_build(struct job *j, const char *model, const char *text,
 }
 
 /* Builds the answer (body or events) for j from the request. */
+/* OpenAI format, tool=NAME: one call of it (see the top). */
+static int
+oa_tool_build(struct job *j, const char *model, const char *ids,
+              int include_usage)
+{
+    const struct opts *o = &j->o;
+    const char *args = tool_args_of(o);
+    char cid[64];
+    snprintf(cid, sizeof(cid), "call_fake_%ld", j->id);
+    if (!j->stream) {
+        json_t *r = json_pack(
+            "{s:s,s:s,s:i,s:s,s:[{s:i,s:{s:s,s:n,s:[{s:s,s:s,s:{s:s,s:s}}]},"
+            "s:n,s:s}]}",
+            "id", ids, "object", "chat.completion", "created", 1700000000,
+            "model", model, "choices", "index", 0, "message", "role",
+            "assistant", "content", "tool_calls", "id", cid, "type",
+            "function", "function", "name", o->tool, "arguments", args,
+            "logprobs", "finish_reason", "tool_calls");
+        if (r && !o->no_usage)
+            json_object_set_new(r, "usage", usage_json(o, 5));
+        j->body = r ? dump_json(o, r) : NULL;
+        json_decref(r);
+        return j->body ? 0 : -1;
+    }
+    j->events = calloc(8, sizeof(char *));
+    if (!j->events)
+        return -1;
+    j->events[j->n_events++] = sse_event(
+        o,
+        chunk_new(j->id, model,
+                  json_pack("{s:s,s:n,s:[{s:i,s:s,s:s,s:{s:s,s:s}}]}", "role",
+                            "assistant", "content", "tool_calls", "index", 0,
+                            "id", cid, "type", "function", "function", "name",
+                            o->tool, "arguments", ""),
+                  NULL),
+        NULL);
+    size_t n = strlen(args), third = n / 3 + 1;
+    for (size_t off = 0; off < n; off += third) {
+        size_t l = n - off < third ? n - off : third;
+        j->events[j->n_events++] = sse_event(
+            o,
+            chunk_new(j->id, model,
+                      json_pack("{s:[{s:i,s:{s:s%}}]}", "tool_calls", "index",
+                                0, "function", "arguments", args + off, l),
+                      NULL),
+            NULL);
+    }
+    j->events[j->n_events++] =
+        sse_event(o, chunk_new(j->id, model, json_object(), "tool_calls"),
+                  NULL);
+    if (include_usage && !o->no_usage) {
+        json_t *u = json_pack("{s:s,s:s,s:i,s:s,s:[]}", "id", ids, "object",
+                              "chat.completion.chunk", "created", 1700000000,
+                              "model", model, "choices");
+        if (u)
+            json_object_set_new(u, "usage", usage_json(o, 5));
+        j->events[j->n_events++] = sse_event(o, u, NULL);
+    }
+    j->events[j->n_events++] = sse_event(o, NULL, "[DONE]");
+    for (size_t i = 0; i < j->n_events; i++)
+        if (!j->events[i])
+            return -1;
+    return 0;
+}
+
 static int
 job_build(struct job *j, json_t *body, const char *model, int include_usage)
 {
@@ -1310,6 +1400,17 @@ job_build(struct job *j, json_t *body, const char *model, int include_usage)
     }
     char ids[48];
     snprintf(ids, sizeof(ids), "chatcmpl-fake-%ld", id);
+    json_t *lastm = json_array_get(json_object_get(body, "messages"),
+                                   json_array_size(json_object_get(
+                                       body, "messages")) - 1);
+    const char *lr = json_string_value(json_object_get(lastm, "role"));
+    if (o->tool[0] && !(lr && !strcmp(lr, "tool"))) {
+        for (size_t i = 0; i < np; i++)
+            free(pieces[i]);
+        free(pieces);
+        free(big);
+        return oa_tool_build(j, model, ids, include_usage);
+    }
     if (!j->stream) {
         long words = 1;
         for (const char *p = text; *p; p++)
@@ -1721,6 +1822,209 @@ handle_chat(struct worker *w, struct evhttp_request *req, const char *path,
         job_step(-1, 0, j);
 }
 
+/* ---- /v1/embeddings and /v1/completions (OpenAI only) ------------------ */
+
+#define EMB_DIM 8
+
+static uint32_t
+fnv1a(const char *s, size_t n, uint32_t h)
+{
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)s[i]) * 16777619u;
+    return h;
+}
+
+/* One input's vector: each component from the hash, in [-0.5, 0.5]. */
+static json_t *
+emb_vector(const json_t *in, int dim, int base64)
+{
+    char *t = json_dumps(in, JSON_COMPACT | JSON_ENCODE_ANY);
+    uint32_t h = fnv1a(t ? t : "", t ? strlen(t) : 0, 2166136261u);
+    free(t);
+    float v[64];
+    for (int k = 0; k < dim; k++) {
+        h = h * 1103515245u + 12345u;
+        v[k] = (float)((h >> 8) & 0xffff) / 65535.0f - 0.5f;
+    }
+    if (base64) {
+        char *b = b64n(v, sizeof(float) * (size_t)dim);
+        json_t *s = b ? json_string(b) : NULL;
+        free(b);
+        return s;
+    }
+    json_t *a = json_array();
+    for (int k = 0; k < dim; k++)
+        json_array_append_new(a, json_real(v[k]));
+    return a;
+}
+
+/* 200 with o (stolen) as the body. */
+static void
+send_obj(struct evhttp_request *req, json_t *o)
+{
+    char *t = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    send_json(req, 200, t ? t : "{}");
+    free(t);
+    json_decref(o);
+}
+
+static long
+aux_tokens(const json_t *in)
+{
+    if (json_is_string(in))
+        return (long)json_string_length(in) / 4 + 1;
+    if (json_is_integer(in))
+        return 1;
+    long n = 0;
+    size_t i;
+    const json_t *x;
+    json_array_foreach(in, i, x) {
+        if (json_is_array(x))
+            n += (long)json_array_size(x);
+        else
+            n += aux_tokens(x);
+    }
+    return n;
+}
+
+static void
+handle_aux(struct evhttp_request *req, const char *path,
+           const char *directives, int completions)
+{
+    struct evbuffer *in = evhttp_request_get_input_buffer(req);
+    size_t len = evbuffer_get_length(in);
+    json_t *body = json_loadb((const char *)evbuffer_pullup(in, -1), len, 0,
+                              NULL);
+    struct opts o;
+    opts_default(&o);
+    if (directives)
+        opts_parse(&o, directives, strlen(directives));
+    const char *hx =
+        evhttp_find_header(evhttp_request_get_input_headers(req), "X-Fake");
+    if (hx)
+        opts_parse(&o, hx, strlen(hx));
+    const json_t *m = json_object_get(body, "model");
+    const char *model = json_is_string(m) ? json_string_value(m) : "";
+    const json_t *input = json_object_get(body, completions ? "prompt"
+                                                            : "input");
+    pthread_mutex_lock(&st_mu);
+    st_requests++;
+    count_in(st_by_path, path);
+    count_in(st_by_model, model);
+    if (o.tag[0])
+        count_in(st_by_tag, o.tag);
+    pthread_mutex_unlock(&st_mu);
+    if (json_is_object(body))
+        record_last(req, path, model, body, len);
+    if (!json_is_object(body) || !input) {
+        json_decref(body);
+        send_error(req, 400, -1,
+                   completions ? "fake: no prompt" : "fake: no input");
+        return;
+    }
+    if (o.status) {
+        json_decref(body);
+        send_error_opts(req, &o, o.status, o.retry_after,
+                        o.message[0] ? o.message : "fake: status asked for");
+        return;
+    }
+    long pt = o.prompt_tokens > 0 ? o.prompt_tokens : aux_tokens(input);
+    json_t *out = NULL;
+    if (!completions) {
+        const char *enc =
+            json_string_value(json_object_get(body, "encoding_format"));
+        int base64 = enc && !strcmp(enc, "base64");
+        const json_t *dv = json_object_get(body, "dimensions");
+        int dim = json_is_integer(dv) ? clampi(json_integer_value(dv), 1, 64)
+                                      : EMB_DIM;
+        json_t *data = json_array();
+        int ids = json_is_array(input) &&
+                  json_is_integer(json_array_get(input, 0));
+        if (json_is_array(input) && !ids) {
+            size_t i;
+            const json_t *x;
+            json_array_foreach(input, i, x)
+                json_array_append_new(
+                    data, json_pack("{s:s,s:i,s:o}", "object", "embedding",
+                                    "index", (int)i, "embedding",
+                                    emb_vector(x, dim, base64)));
+        } else {
+            json_array_append_new(
+                data, json_pack("{s:s,s:i,s:o}", "object", "embedding",
+                                "index", 0, "embedding",
+                                emb_vector(input, dim, base64)));
+        }
+        out = json_pack("{s:s,s:o,s:s,s:{s:i,s:i}}", "object", "list",
+                        "data", data, "model", model, "usage",
+                        "prompt_tokens", (int)pt, "total_tokens", (int)pt);
+        send_obj(req, out);
+        json_decref(body);
+        return;
+    }
+    const char *text = o.has_content ? o.content : "Once upon a time";
+    long ct = o.completion_tokens > 0 ? o.completion_tokens : 4;
+    json_t *usage = json_pack("{s:i,s:i,s:i}", "prompt_tokens", (int)pt,
+                              "completion_tokens", (int)ct, "total_tokens",
+                              (int)(pt + ct));
+    if (!json_is_true(json_object_get(body, "stream"))) {
+        out = json_pack("{s:s,s:s,s:i,s:s,s:[{s:s,s:i,s:n,s:s}],s:o}", "id",
+                        "cmpl-fake", "object", "text_completion", "created",
+                        1700000000, "model", model, "choices", "text", text,
+                        "index", 0, "logprobs", "finish_reason", "stop",
+                        "usage", usage);
+        send_obj(req, out);
+        json_decref(body);
+        return;
+    }
+    int iu = json_is_true(
+        json_object_get(json_object_get(body, "stream_options"),
+                        "include_usage"));
+    struct evbuffer *b = evbuffer_new();
+    const char *p = text;
+    while (*p) { /* one chunk per word (with its leading space) */
+        const char *e = p + 1;
+        while (*e && *e != ' ')
+            e++;
+        json_t *c = json_pack("{s:s,s:s,s:s,s:[{s:s%,s:i,s:n,s:n}]}", "id",
+                              "cmpl-fake", "object", "text_completion",
+                              "model", model, "choices", "text", p,
+                              (size_t)(e - p), "index", 0, "logprobs",
+                              "finish_reason");
+        char *t = json_dumps(c, JSON_COMPACT);
+        evbuffer_add_printf(b, "data: %s\n\n", t ? t : "{}");
+        free(t);
+        json_decref(c);
+        p = e;
+    }
+    json_t *last = json_pack("{s:s,s:s,s:s,s:[{s:s,s:i,s:n,s:s}]}", "id",
+                             "cmpl-fake", "object", "text_completion",
+                             "model", model, "choices", "text", "", "index",
+                             0, "logprobs", "finish_reason", "stop");
+    char *t = json_dumps(last, JSON_COMPACT);
+    evbuffer_add_printf(b, "data: %s\n\n", t ? t : "{}");
+    free(t);
+    json_decref(last);
+    if (iu) {
+        json_t *u = json_pack("{s:s,s:s,s:s,s:[],s:O}", "id", "cmpl-fake",
+                              "object", "text_completion", "model", model,
+                              "choices", "usage", usage);
+        t = json_dumps(u, JSON_COMPACT);
+        evbuffer_add_printf(b, "data: %s\n\n", t ? t : "{}");
+        free(t);
+        json_decref(u);
+    }
+    evbuffer_add_printf(b, "data: [DONE]\n\n");
+    json_decref(usage);
+    json_decref(body);
+    pthread_mutex_lock(&st_mu);
+    st_streams++;
+    pthread_mutex_unlock(&st_mu);
+    add_common_headers(req, "text/event-stream");
+    evhttp_send_reply(req, 200, "OK", b);
+    evbuffer_free(b);
+    stats_count_status(200);
+}
+
 static void
 handle_stats(struct evhttp_request *req)
 {
@@ -1808,6 +2112,14 @@ http_cb(struct evhttp_request *req, void *arg)
                               "(llmux must ask for SSE)");
         else
             handle_chat(w, req, path, directives, FMT_GEMINI, gm, gs);
+    } else if (cmd == EVHTTP_REQ_POST &&
+               (!strcmp(route, "/v1/embeddings") ||
+                !strcmp(route, "/embeddings"))) {
+        handle_aux(req, path, directives, 0);
+    } else if (cmd == EVHTTP_REQ_POST &&
+               (!strcmp(route, "/v1/completions") ||
+                !strcmp(route, "/completions"))) {
+        handle_aux(req, path, directives, 1);
     } else if (cmd == EVHTTP_REQ_GET && strcmp(route, "/fake/stats") == 0) {
         handle_stats(req);
     } else if (cmd == EVHTTP_REQ_POST && strcmp(route, "/fake/reset") == 0) {

@@ -57,6 +57,7 @@ sources_for() {
     sse) echo providers/sse.c common/common.c ;;
     json_scan) echo providers/json_scan.c ;;
     chat_request) echo providers/request.c ;;
+    responses) echo gateway/responses.c gateway/embeddings.c providers/request.c common/common.c ;;
     scrub) echo providers/scrub.c ;;
     json_schema) echo providers/json_schema.c common/common.c local_engine/*.c ;;
     config) echo config/*.c pricing/*.c common/*.c ;;
@@ -69,6 +70,7 @@ sources_for() {
 libs_for() {
     case "$1" in
     config | json_scan | chat_request | json_schema) pkg-config --libs jansson sqlite3 libpq 2>/dev/null || echo "-ljansson -lsqlite3 -lpq" ;;
+    responses) pkg-config --libs jansson 2>/dev/null || echo -ljansson ;;
     conn) echo "$(pkg-config --libs libevent 2>/dev/null || echo -levent) -lhttp_parser" ;;
     native) pkg-config --libs libevent libevent_pthreads libcurl jansson sqlite3 libpq 2>/dev/null ;;
     *) echo "" ;;
@@ -77,6 +79,7 @@ libs_for() {
 pkg_cflags_for() {
     case "$1" in
     config | json_scan | chat_request | json_schema) pkg-config --cflags jansson sqlite3 libpq 2>/dev/null ;;
+    responses) pkg-config --cflags jansson libevent libcurl sqlite3 libpq 2>/dev/null ;;
     # conn.c's framing only (gw_hparse), without the server around it
     conn) echo "$(pkg-config --cflags jansson libevent 2>/dev/null) -DGW_HPARSE_ONLY" ;;
     native) pkg-config --cflags libevent libcurl jansson sqlite3 libpq 2>/dev/null ;;
@@ -178,6 +181,14 @@ seed_native() {
     printf '\004{"candidates":[{"content":{"parts":[{"text":"a"}]}}]}\n{"candidates":[{"content":{"parts":[{"functionCall":{"name":"f"}}]},"finishReason":"STOP"}],"usageMetadata":{"promptTokenCount":1}}' >"$1/gem_stream"
     printf '\005{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}' >"$1/error"
 }
+seed_responses() { # byte 0: what (see the target), byte 1: flags
+    printf '\000\000{"model":"m","instructions":"i","input":[{"role":"developer","content":"d"},{"role":"user","content":[{"type":"input_text","text":"x"},{"type":"input_image","image_url":"data:,"}]},{"type":"function_call","call_id":"c","name":"f","arguments":"{}"},{"type":"function_call_output","call_id":"c","output":"r"},{"type":"reasoning"}],"tools":[{"type":"function","name":"f","parameters":{},"strict":true}],"tool_choice":{"type":"function","name":"f"},"text":{"format":{"type":"json_schema","name":"s","schema":{}}},"max_output_tokens":9,"stream":true,"metadata":{"a":"b"}}' >"$1/request"
+    printf '\000\000{"model":"m","input":"x","previous_response_id":"r"}' >"$1/stateful"
+    printf '\001\000{"model":"u","choices":[{"message":{"content":"hi","tool_calls":[{"id":"c","function":{"name":"f","arguments":"{}"}}]},"finish_reason":"length"}]}' >"$1/answer"
+    printf '\002\000{"model":"u","choices":[{"delta":{"content":"a"}}]}\n{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"c","function":{"name":"f","arguments":"{"}}]}}]}\n{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"}"}}]},"finish_reason":"tool_calls"}]}' >"$1/stream"
+    printf '\003\000{"model":"e","input":[[1,2],"ab"]}' >"$1/embeddings"
+    printf '\004\000{"model":"c","prompt":["a"],"max_tokens":3,"best_of":2,"stream":true}' >"$1/completions"
+}
 seed_sse() {
     printf '\005data: {"a":1}\r\n\r\nevent: x\ndata: y\n\n: c\n\n' >"$1/basic"
     printf '\003data: [DONE]\n\n' >"$1/done"
@@ -237,6 +248,7 @@ fuzz_$n: build failed"
         grammar) seed_grammar "$corpus" ;;
         json_schema) seed_json_schema "$corpus" ;;
         native) seed_native "$corpus" ;;
+        responses) seed_responses "$corpus" ;;
         esac
     fi
     art="$OUT/artifacts/$n/"
