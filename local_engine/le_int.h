@@ -218,6 +218,11 @@ struct le_pack_traits {
     void (*pack)(const void *src, size_t row_bytes, int nr, int n,
                  void *dst);
     le_gemm_fn gemm;
+    /* Prompt batches (>= 4 tokens) through the AMX tiles straight from
+     * this layout (quants_amx.c): le_gemm_amx_ref's results bit for bit,
+     * not gemm's; needs the prep rows too.  NULL unless the type has one,
+     * isa is AVX512 and le_amx_usable(). */
+    le_gemm_fn gemm_amx;
 };
 
 /* The kernels of type t at level isa: 1 and *out filled, or 0 if t is not
@@ -259,6 +264,10 @@ void le_gemm_q4_0_avxvnni(int n, const void *w, const struct le_pack_act *a,
                           int ntok, float *y, size_t ys, int nr);
 void le_gemm_q8_0_avxvnni(int n, const void *w, const struct le_pack_act *a,
                           int ntok, float *y, size_t ys, int nr);
+void le_gemm_q4_0_amx(int n, const void *w, const struct le_pack_act *a,
+                      int ntok, float *y, size_t ys, int nr);
+void le_gemm_q8_0_amx(int n, const void *w, const struct le_pack_act *a,
+                      int ntok, float *y, size_t ys, int nr);
 void le_gemm_q4_0_avx512(int n, const void *w, const struct le_pack_act *a,
                          int ntok, float *y, size_t ys, int nr);
 void le_gemm_q8_0_avx512(int n, const void *w, const struct le_pack_act *a,
