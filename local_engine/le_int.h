@@ -239,6 +239,21 @@ void le_pack_rows(const struct le_pack_traits *pt, const void *src,
  * (le_pack_prep_size bytes; 0 for types without one). */
 void le_pack_prep(enum le_type vdt, const void *q, int n, void *prep);
 size_t le_pack_prep_size(enum le_type vdt, int n);
+/* The activation rows of one product quantised as a pool job (model.c's
+ * matmul, le_pool_run): row t of x (n floats) -> q + t * q_row in vdt
+ * (le_type_get's from_float) and, when p != NULL, its prep row at p + t *
+ * p_row; thread ith of nth takes a contiguous share of the rows.  The
+ * bytes do not depend on the split. */
+struct le_quant_job {
+    enum le_type vdt;
+    const float *x;
+    int n, n_rows;
+    uint8_t *q;
+    size_t q_row;
+    uint8_t *p;
+    size_t p_row;
+};
+void le_quant_rows(void *arg, int ith, int nth);
 
 /* Activation quantisers (le_type_traits.from_float of Q8_0 / Q8_K at
  * those levels), bit-identical to the plain C ones. */

@@ -965,7 +965,6 @@ matmul(struct le_session *s, const struct le_gguf_tensor *W, const float *x,
        float *y, int n_tok, int *qx)
 {
     const struct le_type_traits *tt = le_type_get(W->type);
-    const struct le_type_traits *vt = le_type_get(tt->vec_dot_type);
     int n_in = (int)W->ne[0], n_out = (int)W->ne[1];
     struct mm_job j;
     j.tt = tt;
@@ -1004,14 +1003,17 @@ matmul(struct le_session *s, const struct le_gguf_tensor *W, const float *x,
                    le_pack_prep_size(tt->vec_dot_type, n_in) > 0;
         int vdt = (int)tt->vec_dot_type;
         if (*qx != vdt && !(*qx == (vdt | QX_NO_PREP) && !prep)) {
-            for (int t = 0; t < n_tok; t++) {
-                vt->from_float(x + (size_t)t * n_in,
-                               s->qact + (size_t)t * j.x_row, n_in);
-                if (prep)
-                    le_pack_prep(tt->vec_dot_type,
-                                 s->qact + (size_t)t * j.x_row, n_in,
-                                 s->qprep + (size_t)t * s->qprep_row);
-            }
+            /* across the pool from 4 rows (one row is shorter than a
+             * wake-up of the workers) */
+            struct le_quant_job qj = {.vdt = tt->vec_dot_type,
+                                      .x = x,
+                                      .n = n_in,
+                                      .n_rows = n_tok,
+                                      .q = s->qact,
+                                      .q_row = j.x_row,
+                                      .p = prep ? s->qprep : NULL,
+                                      .p_row = s->qprep_row};
+            le_pool_run(s->m->pool, le_quant_rows, &qj, n_tok < 4 ? 1 : 0);
             *qx = prep || !s->m->pack_arena ? vdt : (vdt | QX_NO_PREP);
         }
         j.xq = s->qact;

@@ -283,6 +283,22 @@ pack_half(const void *src, size_t row_bytes, int nr, int n, void *vdst)
 /* Activation prep.                                                     */
 
 void
+le_quant_rows(void *arg, int ith, int nth)
+{
+    const struct le_quant_job *j = arg;
+    const struct le_type_traits *vt = le_type_get(j->vdt);
+    int per = (j->n_rows + nth - 1) / nth;
+    int t0 = ith * per, t1 = t0 + per < j->n_rows ? t0 + per : j->n_rows;
+    for (int t = t0; t < t1; t++) {
+        vt->from_float(j->x + (size_t)t * j->n, j->q + (size_t)t * j->q_row,
+                       j->n);
+        if (j->p)
+            le_pack_prep(j->vdt, j->q + (size_t)t * j->q_row, j->n,
+                         j->p + (size_t)t * j->p_row);
+    }
+}
+
+void
 le_pack_prep(enum le_type vdt, const void *q, int n, void *vprep)
 {
     if (vdt == LE_TYPE_Q8_0) {
