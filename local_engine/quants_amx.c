@@ -300,17 +300,45 @@ unpack_panel(enum le_type wt, const uint8_t *w, size_t w_row, int nr, int nb,
 /* ------------------------------------------------------------------ */
 /* One 16 x 16 output tile over all blocks.                             */
 
-/* acc[m] += cvt(C[m]) * (bd * ad[m * adm]) for the 16 rows of a stored
- * C. */
+/* acc[m] += cvt(C[m]) * (bd * ad[m * adm]) for 8 rows of a stored C. */
+#define SCALE_C8(cb, bdp, adp, adm)                                          \
+    do {                                                                     \
+        __m512 dv = _mm512_load_ps(bdp);                                     \
+        const float *ap_ = (adp);                                            \
+        _Pragma("GCC unroll 8") for (int m = 0; m < 8; m++) {                \
+            acc[m] = _mm512_fmadd_ps(                                        \
+                _mm512_cvtepi32_ps(_mm512_load_si512((cb) + 16 * m)),        \
+                _mm512_mul_ps(dv, _mm512_set1_ps(*ap_)), acc[m]);            \
+            ap_ += (adm);                                                    \
+        }                                                                    \
+    } while (0)
+
+/* The same for the 16 rows of a stored C. */
 #define SCALE_C(cb, bdp, adp, adm)                                           \
     do {                                                                     \
         __m512 dv = _mm512_load_ps(bdp);                                     \
-        _Pragma("GCC unroll 16") for (int m = 0; m < 16; m++) acc[m] =       \
-            _mm512_fmadd_ps(                                                 \
+        const float *ap_ = (adp);                                            \
+        _Pragma("GCC unroll 16") for (int m = 0; m < 16; m++) {              \
+            acc[m] = _mm512_fmadd_ps(                                        \
                 _mm512_cvtepi32_ps(_mm512_load_si512((cb) + 16 * m)),        \
-                _mm512_mul_ps(dv, _mm512_set1_ps((adp)[(size_t)m * (adm)])), \
-                acc[m]);                                                     \
+                _mm512_mul_ps(dv, _mm512_set1_ps(*ap_)), acc[m]);            \
+            ap_ += (adm);                                                    \
+        }                                                                    \
     } while (0)
+
+/* tilestored of a 16 x 64-byte C tile at cb (rows 64 bytes apart).  GCC
+ * 12's _tile_stored clobbers all memory, which kept the 16 float
+ * accumulators of tile_gemm in memory (a load and a store each per row
+ * and block); this one names the 1 KiB it writes instead. */
+#define TILE_STORE_C(tc, cb)                                                 \
+    __asm__ volatile("tilestored %%tmm" #tc ", (%1,%2,1)"                  \
+                     : "=m"(*(int32_t(*)[256])(cb))                          \
+                     : "r"((void *)(cb)), "r"(64L))
+
+/* GCC's tileloadd names no memory it reads: before the tile loads of a
+ * product, every store into its A and B buffers (unpacked panels,
+ * repacked activations) is made to happen. */
+#define TILE_INPUTS_WRITTEN() __asm__ volatile("" : : : "memory")
 
 /* One block: A from tile ta, B from tb, C into tc, stored at cb. */
 #define TILE_BLOCK(ta, tb, tc, b, cb)                                        \
@@ -319,7 +347,7 @@ unpack_panel(enum le_type wt, const uint8_t *w, size_t w_row, int nr, int nb,
         _tile_loadd(tb, bq + ((size_t)(b) >> bsh) * 512, 64);                \
         _tile_zero(tc);                                                      \
         _tile_dpbssd(tc, ta, tb);                                            \
-        _tile_stored(tc, cb, 64);                                            \
+        TILE_STORE_C(tc, cb);                                                \
     } while (0)
 
 /* Blocks b0..b1 of one output tile through the tile unit: the int32 C of
@@ -406,9 +434,13 @@ tile_gemm(const int8_t *a, size_t a_stride, size_t a_blk, const int8_t *bq,
           const float *bd, const float *ad, size_t ad_blk, size_t ad_m,
           int nb, int32_t *cbuf, const struct pf *pf, __m512 *out)
 {
-    __m512 acc[16];
-    for (int m = 0; m < 16; m++)
-        acc[m] = _mm512_setzero_ps();
+    /* two arrays of 8: GCC keeps a 1 KiB array of accumulators in memory
+     * (a load and a store per row and block, beside the tile stores),
+     * two of 512 bytes in registers */
+    __m512 lo[8], hi[8];
+    for (int m = 0; m < 8; m++)
+        lo[m] = hi[m] = _mm512_setzero_ps();
+    TILE_INPUTS_WRITTEN();
     const int bsh = 0;
     for (int b = 0; b < GROUP && b < nb; b++)
         tile_one(a, a_stride, a_blk, bq, bsh, b, cbuf);
@@ -417,11 +449,21 @@ tile_gemm(const int8_t *a, size_t a_stride, size_t a_blk, const int8_t *bq,
             tile_one(a, a_stride, a_blk, bq, bsh, b + GROUP, cbuf);
         if ((b & 1) == 0)
             pf_block(pf, b);
-        SCALE_C(cbuf + (size_t)(b % (2 * GROUP)) * 256, bd + (size_t)b * 16,
-                ad + (size_t)b * ad_blk, ad_m);
+        const int32_t *cb = cbuf + (size_t)(b % (2 * GROUP)) * 256;
+        const float *ap = ad + (size_t)b * ad_blk;
+        {
+            __m512 *acc = lo;
+            SCALE_C8(cb, bd + (size_t)b * 16, ap, ad_m);
+        }
+        {
+            __m512 *acc = hi;
+            SCALE_C8(cb + 128, bd + (size_t)b * 16, ap + 8 * ad_m, ad_m);
+        }
     }
-    for (int m = 0; m < 16; m++)
-        out[m] = acc[m];
+    for (int m = 0; m < 8; m++) {
+        out[m] = lo[m];
+        out[8 + m] = hi[m];
+    }
 }
 
 /* Q6_K block -> 16 sub-block tiles of 32 bytes at dst + s * 512: the 16
@@ -557,6 +599,7 @@ tile_gemm_k(int nsub, const int8_t *a, const int8_t *bq, const float *bd,
     for (int m = 0; m < 16; m++)
         acc[m] = _mm512_setzero_ps();
     int bsh = nsub == 16;
+    TILE_INPUTS_WRITTEN();
     tile_blocks(a, 32, 512, bq, bsh, 0, nsub, cbuf);
     for (int sb = 0; sb < nsb; sb++) {
         int32_t *cur = cbuf + (size_t)(sb & 1) * KSUB_MAX * 256;
