@@ -313,19 +313,6 @@ unpack_panel(enum le_type wt, const uint8_t *w, size_t w_row, int nr, int nb,
         }                                                                    \
     } while (0)
 
-/* The same for the 16 rows of a stored C. */
-#define SCALE_C(cb, bdp, adp, adm)                                           \
-    do {                                                                     \
-        __m512 dv = _mm512_load_ps(bdp);                                     \
-        const float *ap_ = (adp);                                            \
-        _Pragma("GCC unroll 16") for (int m = 0; m < 16; m++) {              \
-            acc[m] = _mm512_fmadd_ps(                                        \
-                _mm512_cvtepi32_ps(_mm512_load_si512((cb) + 16 * m)),        \
-                _mm512_mul_ps(dv, _mm512_set1_ps(*ap_)), acc[m]);            \
-            ap_ += (adm);                                                    \
-        }                                                                    \
-    } while (0)
-
 /* tilestored of a 16 x 64-byte C tile at cb (rows 64 bytes apart).  GCC
  * 12's _tile_stored clobbers all memory, which kept the 16 float
  * accumulators of tile_gemm in memory (a load and a store each per row
