@@ -19,6 +19,9 @@
 # chosen by environment variables:
 #   native   nothing set: AMX for prompt batches where usable, the best SIMD
 #   no-amx   LLMUX_NO_AMX=1 (when the CPU has AMX-INT8)
+#   avxvnni  LLMUX_NO_AMX=1 LLMUX_SIMD=avxvnni (AVX2 + AVX-VNNI, the
+#            level of CPUs with AVX-VNNI but no AVX-512; when the CPU has
+#            both and the binary knows LLMUX_SIMD)
 #   avx2     LLMUX_NO_AMX=1 LLMUX_SIMD=avx2 (when the CPU has AVX-512 and
 #            the binary knows LLMUX_SIMD)
 # llama.cpp runs once per model (its own native build).
@@ -84,12 +87,14 @@ done
 variants="native"
 has amx_int8 && variants="$variants no-amx"
 if has avx512f && grep -q LLMUX_SIMD "$LLMUX" 2>/dev/null; then
+    has avx_vnni && variants="$variants avxvnni"
     variants="$variants avx2"
 fi
 venv() { # variant -> environment assignments
     case "$1" in
     native) echo "" ;;
     no-amx) echo "LLMUX_NO_AMX=1" ;;
+    avxvnni) echo "LLMUX_NO_AMX=1 LLMUX_SIMD=avxvnni" ;;
     avx2) echo "LLMUX_NO_AMX=1 LLMUX_SIMD=avx2" ;;
     esac
 }
@@ -297,7 +302,7 @@ echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC'); llmux commit $(git rev-parse --s
 echo "- machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $CPU ($CPUID); load average before/after: $LOAD0 / $LOAD1 (a shared machine: a load above the core count means other work ran beside the benchmark and every column is low)"
 echo "- CPU flags that matter here:$SIMDF"
 echo "- memory bandwidth (tool_bandwidth, streaming read of $bwmib MiB, best of 5): $bw1 GB/s with 1 thread, $bw2 GB/s with $T"
-echo "- llmux feature sets: $variants (native: nothing set; no-amx: LLMUX_NO_AMX=1; avx2: LLMUX_NO_AMX=1 LLMUX_SIMD=avx2)"
+echo "- llmux feature sets: $variants (native: nothing set; no-amx: LLMUX_NO_AMX=1; avxvnni: LLMUX_NO_AMX=1 LLMUX_SIMD=avxvnni; avx2: LLMUX_NO_AMX=1 LLMUX_SIMD=avx2)"
 echo "- method: $ROUNDS rounds; each round runs every model through each llmux feature set and then llama.cpp; the table has each one's best figure over the rounds"
 echo "- llmux: \`llmux bench --model M -p $P -n $N -r $R --threads $T ${B:+--batch $B }--json\` (pp: $P prompt tokens in batches of ${B:-128 (the default)}; tg: $N tokens one at a time, $NF on the full-size models)"
 if [ $have_lb = 1 ]; then
