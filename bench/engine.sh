@@ -26,6 +26,9 @@
 #            the binary knows LLMUX_SIMD)
 # llama.cpp runs once per model (its own native build).
 #
+# Kernels: tests/tool_kernels, one core's GEMM and GEMV throughput per
+# type and level (a table of its own under the main one).
+#
 # Memory bandwidth: tests/tool_bandwidth (streaming read over 4x the LLC,
 # 1 and 2 threads, best of 5).  Roofline: a generated token streams every
 # weight but the embedding table (tool_bandwidth --weights), so
@@ -108,6 +111,15 @@ if [ -x "$BW" ]; then
         bw2=$(sed -n "s/.*\"gbs_$T\":\([0-9.]*\).*/\1/p" "$TMP/bw.json")
         bwmib=$(sed -n 's/.*"mib":\([0-9]*\).*/\1/p' "$TMP/bw.json")
     fi
+fi
+
+# --- one core's kernels -----------------------------------------------------
+KT="$BUILD/tests/tool_kernels"
+: >"$TMP/kern.md"
+if [ -x "$KT" ]; then
+    echo "engine bench: kernels"
+    "$KT" >"$TMP/kern.md" 2>"$TMP/kern.err" ||
+        echo "(tool_kernels failed: $(head -n 1 "$TMP/kern.err"))" >"$TMP/kern.md"
 fi
 
 # --- models ---------------------------------------------------------------
@@ -373,6 +385,27 @@ echo "|---|---|---|---|---|---|---|---|---|---|---|$rows"
 echo
 echo "Ratios are llmux / llama.cpp (1.00 = as fast).$descs"
 echo
+if [ -s "$TMP/kern.md" ]; then
+    echo "One core's repacked kernels (\`tests/tool_kernels\`, run before the table): gemm in GMAC/s of the thread's CPU time, best of 5; gemv in GB/s of wall time over 64 MiB of repacked groups (in this CPU's last-level cache when it is large), beside a plain read of the same bytes with 16-byte loads as tool_bandwidth does (the kernels load 32 or 64 bytes, so over 100% is possible); amx is the prompt kernel only."
+    echo
+    cat "$TMP/kern.md"
+    echo
+fi
 notes
 } >"$OUT"
 echo "wrote $OUT"
+
+# Standalone runs also put the section into bench/BENCHMARKS.md in place
+# of the previous one (from its "## Local engine" heading to the next "## "
+# heading), or at its end; bench/run.sh rewrites the whole file anyway.
+BM=bench/BENCHMARKS.md
+if [ "${ENGINE_BENCH_SPLICE:-1}" = 1 ] && [ -f "$BM" ]; then
+    awk -v frag="$OUT" '
+        /^## Local engine vs llama.cpp/ { skip = 1; done = 1
+            while ((getline l < frag) > 0) print l
+            print ""; next }
+        skip && /^## / { skip = 0 }
+        !skip { print }
+        END { if (!done) { print ""; while ((getline l < frag) > 0) print l } }
+    ' "$BM" >"$TMP/bm.md" && cp "$TMP/bm.md" "$BM" && echo "updated $BM"
+fi
