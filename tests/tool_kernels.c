@@ -30,15 +30,11 @@
 #include <emmintrin.h>
 #endif
 
-static uint64_t rng = 0x9e3779b97f4a7c15ull;
-
+/* Values in [-1, 1] (their distribution does not change the timings). */
 static float
 frand(void)
 {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (float)((rng >> 11) * 0x1p-53 * 2.0 - 1.0);
+    return (float)rand() / (float)RAND_MAX * 2.0f - 1.0f;
 }
 
 static double
