@@ -341,6 +341,16 @@ only ratios taken within one run are compared.
   bounds it now (perf, cpu-clock samples inside the tile loop): the tile
   unit itself, tilestored/tilezero of the C tiles and the tile loads (~70%
   of the samples); the per-block scales allow no longer integer sums.
+  Inside the model the gain did not show: perf samples of a q8_0 prompt
+  (pp128 x 10, 2 threads), GEMM over attention, were 3.1-3.7 with this
+  and the packed-layout change and 3.4-3.5 before (a 15% cheaper GEMM
+  would give ~2.9); that ratio itself moved by 10% between runs of one
+  binary.  A prefetch of the next group during the first token tile was
+  tried and left out (no difference that this measure could see).
+- Expected, not yet measured on a quiet machine: q8_0 tg with AMX prefill
+  at the no-amx row's figure (the same GEMV, now after a prefill that
+  touched the same copy); wall-clock A/B runs here (interleaved,
+  llmux before / after / llama-bench, 3-5 rounds) swung 2-5x per round.
 - The activation quantiser (from_float and the prep rows) runs across the
   pool for batches of 4+ rows (repack.c le_quant_rows); it was serial
   before each product (6-9% of a prompt in the perf profile above).
