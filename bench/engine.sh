@@ -19,9 +19,15 @@
 # chosen by environment variables:
 #   native   nothing set: AMX for prompt batches where usable, the best SIMD
 #   no-amx   LLMUX_NO_AMX=1 (when the CPU has AMX-INT8)
+#   avxvnni  LLMUX_NO_AMX=1 LLMUX_SIMD=avxvnni (AVX2 + AVX-VNNI, the
+#            level of CPUs with AVX-VNNI but no AVX-512; when the CPU has
+#            both and the binary knows LLMUX_SIMD)
 #   avx2     LLMUX_NO_AMX=1 LLMUX_SIMD=avx2 (when the CPU has AVX-512 and
 #            the binary knows LLMUX_SIMD)
 # llama.cpp runs once per model (its own native build).
+#
+# Kernels: tests/tool_kernels, one core's GEMM and GEMV throughput per
+# type and level (a table of its own under the main one).
 #
 # Memory bandwidth: tests/tool_bandwidth (streaming read over 4x the LLC,
 # 1 and 2 threads, best of 5).  Roofline: a generated token streams every
@@ -84,12 +90,14 @@ done
 variants="native"
 has amx_int8 && variants="$variants no-amx"
 if has avx512f && grep -q LLMUX_SIMD "$LLMUX" 2>/dev/null; then
+    has avx_vnni && variants="$variants avxvnni"
     variants="$variants avx2"
 fi
 venv() { # variant -> environment assignments
     case "$1" in
     native) echo "" ;;
     no-amx) echo "LLMUX_NO_AMX=1" ;;
+    avxvnni) echo "LLMUX_NO_AMX=1 LLMUX_SIMD=avxvnni" ;;
     avx2) echo "LLMUX_NO_AMX=1 LLMUX_SIMD=avx2" ;;
     esac
 }
@@ -103,6 +111,15 @@ if [ -x "$BW" ]; then
         bw2=$(sed -n "s/.*\"gbs_$T\":\([0-9.]*\).*/\1/p" "$TMP/bw.json")
         bwmib=$(sed -n 's/.*"mib":\([0-9]*\).*/\1/p' "$TMP/bw.json")
     fi
+fi
+
+# --- one core's kernels -----------------------------------------------------
+KT="$BUILD/tests/tool_kernels"
+: >"$TMP/kern.md"
+if [ -x "$KT" ]; then
+    echo "engine bench: kernels"
+    "$KT" >"$TMP/kern.md" 2>"$TMP/kern.err" ||
+        echo "(tool_kernels failed: $(head -n 1 "$TMP/kern.err"))" >"$TMP/kern.md"
 fi
 
 # --- models ---------------------------------------------------------------
@@ -257,7 +274,8 @@ between variants.
   scales allow no longer integer sums), which with the tile loads is
   most of the tile unit's time; the scaling overlaps it only in part.
 - LLMUX_NO_AMX=1 (the no-amx rows) is the path every machine without AMX
-  takes: there the prompt runs one vec_dot per (row, token), 3-5x slower.
+  takes: there the prompt runs the repacked AVX-512 (or AVX2) GEMM
+  (repack.c's layout, 16 rows x up to 8 tokens per kernel call).
 - Where a 128-token prompt's time goes now (perf, q4_k / q4_0 slices, 2
   threads, default --batch 32): the AMX GEMM 52% / 46%; the second thread
   waiting while the first runs serial work 14% (the activation quantiser
@@ -286,6 +304,68 @@ between variants.
   after 3 ms without work.  Micro-benchmark (2 threads, 100 us of work per
   step): with 100 us of serial work between steps the overhead per step
   fell from 7-9 us to 1-2 us, with 500 us from 22-25 us to 2 us.
+
+### Notes (2026-12-01, issue 11: one copy of the weights, AMX scaling, threaded quantiser)
+
+Same machine; 7 sessions shared its 2 cores while this was done (load
+average 2-9), so wall-clock A/B runs of whole benchmarks swung by 2-5x
+between rounds (llama.cpp's tg fell to 1.5-7 t/s at load 7-9) and none
+is quoted as a result.  Kernel figures below are per-thread CPU time,
+best of 5-9 calls, from a scratch driver linked against libllmux.a;
+single runs of those still varied by up to 1.5x between minutes, so
+only ratios taken within one run are compared.
+
+- The last-level cache is 300 MiB.  The q8_0 slice reads 249 MiB of
+  weights per generated token, so it lives at the cache's edge: in the
+  table before this change its tg was 85 t/s with AMX prefill and 100
+  t/s without (the same GEMV kernels), because the AMX GEMM read the GGUF
+  mapping and the GEMV the repacked copy, 2 x 316 MiB through the cache.
+  Now the repacked layout is the AMX B operand as it is (the 16-row x
+  4-byte interleave is TDPBSSD's B layout): Q8_0 and Q4_0 prompt batches
+  read only the repacked copy (quants_amx.c packed_gemm), so the GGUF
+  mapping of those matrices is read once, at load.  Bit-identical to the
+  AMX twin (tests/test_amx.c test_gemm_packed).  Q4_K/Q5_K/Q6_K batches
+  still read the mapping (their AMX panels are unpacked from it).
+- Single-thread GEMV from the L3 (70 MB of repacked weights, n_embd
+  2048): Q8_0 21-24 GB/s, 99-100% of a plain AVX-512 read of the same
+  bytes in the same run; Q4_0 93-101%, Q4_K 84-97%; the AVX2 Q8_0 kernel
+  94-101%.  At 279 MB (beyond what the cache keeps) both fall to 12-14
+  GB/s.  So generation is at the memory limit per thread; the q8_0 slice
+  figure depends on how much of it the cache holds.
+- AMX GEMM: GCC 12's _tile_stored clobbers all memory, which kept the 16
+  float accumulators of each output tile in memory (a load and a store
+  per row and block beside the 1 KiB tile store); a tilestored naming the
+  bytes it writes keeps them in registers.  One core, against the AVX-512
+  VNNI GEMM in the same run: 2048x5632 Q8_0 at 128 tokens 1.2x -> 1.45x
+  (~175 vs ~122 GMAC/s), Q4_0 1.4x; 2048x2048 at 32 tokens 1.3x.  What
+  bounds it now (perf, cpu-clock samples inside the tile loop): the tile
+  unit itself, tilestored/tilezero of the C tiles and the tile loads (~70%
+  of the samples); the per-block scales allow no longer integer sums.
+  Inside the model the gain did not show: perf samples of a q8_0 prompt
+  (pp128 x 10, 2 threads), GEMM over attention, were 3.1-3.7 with this
+  and the packed-layout change and 3.4-3.5 before (a 15% cheaper GEMM
+  would give ~2.9); that ratio itself moved by 10% between runs of one
+  binary.  A prefetch of the next group during the first token tile was
+  tried and left out (no difference that this measure could see).
+- Expected, not yet measured on a quiet machine: q8_0 tg with AMX prefill
+  at the no-amx row's figure (the same GEMV, now after a prefill that
+  touched the same copy); wall-clock A/B runs here (interleaved,
+  llmux before / after / llama-bench, 3-5 rounds) swung 2-5x per round.
+- The activation quantiser (from_float and the prep rows) runs across the
+  pool for batches of 4+ rows (repack.c le_quant_rows); it was serial
+  before each product (6-9% of a prompt in the perf profile above).
+- AVX2 Q8_0 GEMM: 2 tokens per weight load (the int32 sums kept as one
+  chain per accumulator; GCC's reassociated tree spilled): one core
+  2048x2048x128 37 -> 44-47 GMAC/s (AVX-512 138-151 in the same runs).
+  AVX2 stays ALU-bound: 4 instructions per 32 multiply-adds for Q8_0 (no
+  vpdpbusd), 2 for the nibble types.
+- Where a 128-token q8_0 prompt goes now (perf, 2 threads, one pass):
+  the AMX tile loop 43% of all samples (load and repacking included),
+  attention 13-16% (one f16 dot per query and key, exp), the pool's
+  waits 7%.
+- Feature set avxvnni added to the table (AVX2 + AVX-VNNI, no AMX): the
+  level of CPUs with AVX-VNNI but no AVX-512.  Q4_0 and Q8_0 have VNNI
+  kernels there; Q4_K runs the AVX2 one.
 NOTES
 }
 
@@ -297,7 +377,7 @@ echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC'); llmux commit $(git rev-parse --s
 echo "- machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $CPU ($CPUID); load average before/after: $LOAD0 / $LOAD1 (a shared machine: a load above the core count means other work ran beside the benchmark and every column is low)"
 echo "- CPU flags that matter here:$SIMDF"
 echo "- memory bandwidth (tool_bandwidth, streaming read of $bwmib MiB, best of 5): $bw1 GB/s with 1 thread, $bw2 GB/s with $T"
-echo "- llmux feature sets: $variants (native: nothing set; no-amx: LLMUX_NO_AMX=1; avx2: LLMUX_NO_AMX=1 LLMUX_SIMD=avx2)"
+echo "- llmux feature sets: $variants (native: nothing set; no-amx: LLMUX_NO_AMX=1; avxvnni: LLMUX_NO_AMX=1 LLMUX_SIMD=avxvnni; avx2: LLMUX_NO_AMX=1 LLMUX_SIMD=avx2)"
 echo "- method: $ROUNDS rounds; each round runs every model through each llmux feature set and then llama.cpp; the table has each one's best figure over the rounds"
 echo "- llmux: \`llmux bench --model M -p $P -n $N -r $R --threads $T ${B:+--batch $B }--json\` (pp: $P prompt tokens in batches of ${B:-128 (the default)}; tg: $N tokens one at a time, $NF on the full-size models)"
 if [ $have_lb = 1 ]; then
@@ -315,6 +395,27 @@ echo "|---|---|---|---|---|---|---|---|---|---|---|$rows"
 echo
 echo "Ratios are llmux / llama.cpp (1.00 = as fast).$descs"
 echo
+if [ -s "$TMP/kern.md" ]; then
+    echo "One core's repacked kernels (\`tests/tool_kernels\`, run before the table): gemm in GMAC/s of the thread's CPU time, best of 5; gemv in GB/s of wall time over 64 MiB of repacked groups (in this CPU's last-level cache when it is large), beside a plain read of the same bytes with 16-byte loads as tool_bandwidth does (the kernels load 32 or 64 bytes, so over 100% is possible); amx is the prompt kernel only."
+    echo
+    cat "$TMP/kern.md"
+    echo
+fi
 notes
 } >"$OUT"
 echo "wrote $OUT"
+
+# Standalone runs also put the section into bench/BENCHMARKS.md in place
+# of the previous one (from its "## Local engine" heading to the next "## "
+# heading), or at its end; bench/run.sh rewrites the whole file anyway.
+BM=bench/BENCHMARKS.md
+if [ "${ENGINE_BENCH_SPLICE:-1}" = 1 ] && [ -f "$BM" ]; then
+    awk -v frag="$OUT" '
+        /^## Local engine vs llama.cpp/ { skip = 1; done = 1
+            while ((getline l < frag) > 0) print l
+            print ""; next }
+        skip && /^## / { skip = 0 }
+        !skip { print }
+        END { if (!done) { print ""; while ((getline l < frag) > 0) print l } }
+    ' "$BM" >"$TMP/bm.md" && cp "$TMP/bm.md" "$BM" && echo "updated $BM"
+fi

@@ -218,6 +218,11 @@ struct le_pack_traits {
     void (*pack)(const void *src, size_t row_bytes, int nr, int n,
                  void *dst);
     le_gemm_fn gemm;
+    /* Prompt batches (>= 4 tokens) through the AMX tiles straight from
+     * this layout (quants_amx.c): le_gemm_amx_ref's results bit for bit,
+     * not gemm's; needs the prep rows too.  NULL unless the type has one,
+     * isa is AVX512 and le_amx_usable(). */
+    le_gemm_fn gemm_amx;
 };
 
 /* The kernels of type t at level isa: 1 and *out filled, or 0 if t is not
@@ -234,6 +239,21 @@ void le_pack_rows(const struct le_pack_traits *pt, const void *src,
  * (le_pack_prep_size bytes; 0 for types without one). */
 void le_pack_prep(enum le_type vdt, const void *q, int n, void *prep);
 size_t le_pack_prep_size(enum le_type vdt, int n);
+/* The activation rows of one product quantised as a pool job (model.c's
+ * matmul, le_pool_run): row t of x (n floats) -> q + t * q_row in vdt
+ * (le_type_get's from_float) and, when p != NULL, its prep row at p + t *
+ * p_row; thread ith of nth takes a contiguous share of the rows.  The
+ * bytes do not depend on the split. */
+struct le_quant_job {
+    enum le_type vdt;
+    const float *x;
+    int n, n_rows;
+    uint8_t *q;
+    size_t q_row;
+    uint8_t *p;
+    size_t p_row;
+};
+void le_quant_rows(void *arg, int ith, int nth);
 
 /* Activation quantisers (le_type_traits.from_float of Q8_0 / Q8_K at
  * those levels), bit-identical to the plain C ones. */
@@ -259,6 +279,10 @@ void le_gemm_q4_0_avxvnni(int n, const void *w, const struct le_pack_act *a,
                           int ntok, float *y, size_t ys, int nr);
 void le_gemm_q8_0_avxvnni(int n, const void *w, const struct le_pack_act *a,
                           int ntok, float *y, size_t ys, int nr);
+void le_gemm_q4_0_amx(int n, const void *w, const struct le_pack_act *a,
+                      int ntok, float *y, size_t ys, int nr);
+void le_gemm_q8_0_amx(int n, const void *w, const struct le_pack_act *a,
+                      int ntok, float *y, size_t ys, int nr);
 void le_gemm_q4_0_avx512(int n, const void *w, const struct le_pack_act *a,
                          int ntok, float *y, size_t ys, int nr);
 void le_gemm_q8_0_avx512(int n, const void *w, const struct le_pack_act *a,

@@ -929,6 +929,7 @@ matmul_rows(void *arg, int ith, int nth)
  * cache across the tokens; threads never write the same output rows). */
 struct mmp_job {
     const struct le_packed *P;
+    le_gemm_fn gemm; /* P->pt.gemm, or its gemm_amx for a prompt batch */
     struct le_pack_act act;
     float *y;
     int n_tok;
@@ -945,7 +946,7 @@ matmul_packed(void *arg, int ith, int nth)
     for (int g = g0; g < g1; g++) {
         int r0 = g * LE_PACK_ROWS;
         int nr = P->n_out - r0 < LE_PACK_ROWS ? P->n_out - r0 : LE_PACK_ROWS;
-        P->pt.gemm(P->n_in, P->data + (size_t)g * P->group_bytes, &j->act,
+        j->gemm(P->n_in, P->data + (size_t)g * P->group_bytes, &j->act,
                    j->n_tok, j->y + r0, (size_t)P->n_out, nr);
     }
 }
@@ -964,7 +965,6 @@ matmul(struct le_session *s, const struct le_gguf_tensor *W, const float *x,
        float *y, int n_tok, int *qx)
 {
     const struct le_type_traits *tt = le_type_get(W->type);
-    const struct le_type_traits *vt = le_type_get(tt->vec_dot_type);
     int n_in = (int)W->ne[0], n_out = (int)W->ne[1];
     struct mm_job j;
     j.tt = tt;
@@ -978,6 +978,19 @@ matmul(struct le_session *s, const struct le_gguf_tensor *W, const float *x,
                     le_amx_usable()
                 ? (int)W->type
                 : -1;
+    /* A batch the AMX GEMM takes reads the GGUF mapping (its own tile
+     * layout is unpacked on the fly), unless the repacked copy has an AMX
+     * kernel of its own; everything else with a repacked copy streams
+     * that copy. */
+    const struct le_packed *P =
+        s->m->packed ? s->m->packed[W - s->m->gguf->tensors] : NULL;
+    le_gemm_fn pgemm = P ? P->pt.gemm : NULL;
+    if (P && j.amx >= 0 && P->pt.gemm_amx) {
+        pgemm = P->pt.gemm_amx;
+        j.amx = -1;
+    } else if (j.amx >= 0) {
+        P = NULL;
+    }
     if (tt->vec_dot_type == LE_TYPE_F32) {
         j.xq = (const uint8_t *)x;
         j.x_row = (size_t)n_in * sizeof(float);
@@ -990,26 +1003,23 @@ matmul(struct le_session *s, const struct le_gguf_tensor *W, const float *x,
                    le_pack_prep_size(tt->vec_dot_type, n_in) > 0;
         int vdt = (int)tt->vec_dot_type;
         if (*qx != vdt && !(*qx == (vdt | QX_NO_PREP) && !prep)) {
-            for (int t = 0; t < n_tok; t++) {
-                vt->from_float(x + (size_t)t * n_in,
-                               s->qact + (size_t)t * j.x_row, n_in);
-                if (prep)
-                    le_pack_prep(tt->vec_dot_type,
-                                 s->qact + (size_t)t * j.x_row, n_in,
-                                 s->qprep + (size_t)t * s->qprep_row);
-            }
+            /* across the pool from 4 rows (one row is shorter than a
+             * wake-up of the workers) */
+            struct le_quant_job qj = {.vdt = tt->vec_dot_type,
+                                      .x = x,
+                                      .n = n_in,
+                                      .n_rows = n_tok,
+                                      .q = s->qact,
+                                      .q_row = j.x_row,
+                                      .p = prep ? s->qprep : NULL,
+                                      .p_row = s->qprep_row};
+            le_pool_run(s->m->pool, le_quant_rows, &qj, n_tok < 4 ? 1 : 0);
             *qx = prep || !s->m->pack_arena ? vdt : (vdt | QX_NO_PREP);
         }
         j.xq = s->qact;
     }
-    /* A batch the AMX GEMM takes reads the GGUF mapping (its own tile
-     * layout is unpacked on the fly); everything else with a repacked copy
-     * streams that copy. */
-    const struct le_packed *P =
-        s->m->packed && j.amx < 0 ? s->m->packed[W - s->m->gguf->tensors]
-                                  : NULL;
     if (P) {
-        struct mmp_job pj = {P, {s->qact, j.x_row, s->qprep, s->qprep_row},
+        struct mmp_job pj = {P, pgemm, {s->qact, j.x_row, s->qprep, s->qprep_row},
                              y, n_tok};
         int small = (int64_t)n_in * n_out * n_tok < 16384;
         le_pool_run(s->m->pool, matmul_packed, &pj, small ? 1 : 0);

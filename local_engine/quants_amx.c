@@ -99,18 +99,28 @@ _Static_assert(sizeof(struct tilecfg) == 64, "ldtilecfg operand");
 /* tmm0, tmm3: A (16 x 32 bytes); tmm1, tmm4: B (8 x 64 bytes);
  * tmm2, tmm5, tmm6, tmm7: C (16 x 16 int32). */
 static void
-tiles_config(void)
+tiles_config_rows(int rows)
 {
     struct tilecfg c;
     memset(&c, 0, sizeof(c));
     c.palette = 1;
-    c.rows[0] = c.rows[3] = 16;
+    c.rows[0] = c.rows[3] = (uint8_t)rows;
     c.colsb[0] = c.colsb[3] = 32;
     c.rows[1] = c.rows[4] = 8;
     c.colsb[1] = c.colsb[4] = 64;
-    c.rows[2] = c.rows[5] = c.rows[6] = c.rows[7] = 16;
+    c.rows[2] = c.rows[5] = c.rows[6] = c.rows[7] = (uint8_t)rows;
     c.colsb[2] = c.colsb[5] = c.colsb[6] = c.colsb[7] = 64;
+    /* GCC 12 does not see ldtilecfg read the rows and colsb fields and
+     * drops their stores as dead (ldtilecfg then faults): a compiler
+     * barrier keeps them */
+    __asm__ volatile("" : : "r"(&c) : "memory");
     _tile_loadconfig(&c);
+}
+
+static void
+tiles_config(void)
+{
+    tiles_config_rows(16);
 }
 
 /* ------------------------------------------------------------------ */
@@ -290,15 +300,32 @@ unpack_panel(enum le_type wt, const uint8_t *w, size_t w_row, int nr, int nb,
 /* ------------------------------------------------------------------ */
 /* One 16 x 16 output tile over all blocks.                             */
 
-/* acc[m] += cvt(C[m]) * (bd * ad[m]) for the 16 rows of a stored C. */
-#define SCALE_C(cb, bdp, adp)                                                \
+/* acc[m] += cvt(C[m]) * (bd * ad[m * adm]) for 8 rows of a stored C. */
+#define SCALE_C8(cb, bdp, adp, adm)                                          \
     do {                                                                     \
         __m512 dv = _mm512_load_ps(bdp);                                     \
-        _Pragma("GCC unroll 16") for (int m = 0; m < 16; m++) acc[m] =       \
-            _mm512_fmadd_ps(                                                 \
+        const float *ap_ = (adp);                                            \
+        _Pragma("GCC unroll 8") for (int m = 0; m < 8; m++) {                \
+            acc[m] = _mm512_fmadd_ps(                                        \
                 _mm512_cvtepi32_ps(_mm512_load_si512((cb) + 16 * m)),        \
-                _mm512_mul_ps(dv, _mm512_set1_ps((adp)[m])), acc[m]);        \
+                _mm512_mul_ps(dv, _mm512_set1_ps(*ap_)), acc[m]);            \
+            ap_ += (adm);                                                    \
+        }                                                                    \
     } while (0)
+
+/* tilestored of a 16 x 64-byte C tile at cb (rows 64 bytes apart).  GCC
+ * 12's _tile_stored clobbers all memory, which kept the 16 float
+ * accumulators of tile_gemm in memory (a load and a store each per row
+ * and block); this one names the 1 KiB it writes instead. */
+#define TILE_STORE_C(tc, cb)                                                 \
+    __asm__ volatile("tilestored %%tmm" #tc ", (%1,%2,1)"                  \
+                     : "=m"(*(int32_t(*)[256])(cb))                          \
+                     : "r"((void *)(cb)), "r"(64L))
+
+/* GCC's tileloadd names no memory it reads: before the tile loads of a
+ * product, every store into its A and B buffers (unpacked panels,
+ * repacked activations) is made to happen. */
+#define TILE_INPUTS_WRITTEN() __asm__ volatile("" : : : "memory")
 
 /* One block: A from tile ta, B from tb, C into tc, stored at cb. */
 #define TILE_BLOCK(ta, tb, tc, b, cb)                                        \
@@ -307,7 +334,7 @@ unpack_panel(enum le_type wt, const uint8_t *w, size_t w_row, int nr, int nb,
         _tile_loadd(tb, bq + ((size_t)(b) >> bsh) * 512, 64);                \
         _tile_zero(tc);                                                      \
         _tile_dpbssd(tc, ta, tb);                                            \
-        _tile_stored(tc, cb, 64);                                            \
+        TILE_STORE_C(tc, cb);                                                \
     } while (0)
 
 /* Blocks b0..b1 of one output tile through the tile unit: the int32 C of
@@ -386,14 +413,21 @@ pf_block(const struct pf *pf, int b)
                      _MM_HINT_T1);
 }
 
+/* One output tile over nb blocks: A (16 x 32 bytes) of block b at a + b *
+ * a_blk (rows a_stride apart), B at bq + b * 512; the scale of C[m][n] is
+ * bd[b * 16 + n] * ad[b * ad_blk + m * ad_m]. */
 static void
 tile_gemm(const int8_t *a, size_t a_stride, size_t a_blk, const int8_t *bq,
-          const float *bd, const float *ad, int nb, int32_t *cbuf,
-          const struct pf *pf, __m512 *out)
+          const float *bd, const float *ad, size_t ad_blk, size_t ad_m,
+          int nb, int32_t *cbuf, const struct pf *pf, __m512 *out)
 {
-    __m512 acc[16];
-    for (int m = 0; m < 16; m++)
-        acc[m] = _mm512_setzero_ps();
+    /* two arrays of 8: GCC keeps a 1 KiB array of accumulators in memory
+     * (a load and a store per row and block, beside the tile stores),
+     * two of 512 bytes in registers */
+    __m512 lo[8], hi[8];
+    for (int m = 0; m < 8; m++)
+        lo[m] = hi[m] = _mm512_setzero_ps();
+    TILE_INPUTS_WRITTEN();
     const int bsh = 0;
     for (int b = 0; b < GROUP && b < nb; b++)
         tile_one(a, a_stride, a_blk, bq, bsh, b, cbuf);
@@ -402,11 +436,21 @@ tile_gemm(const int8_t *a, size_t a_stride, size_t a_blk, const int8_t *bq,
             tile_one(a, a_stride, a_blk, bq, bsh, b + GROUP, cbuf);
         if ((b & 1) == 0)
             pf_block(pf, b);
-        SCALE_C(cbuf + (size_t)(b % (2 * GROUP)) * 256, bd + (size_t)b * 16,
-                ad + (size_t)b * 16);
+        const int32_t *cb = cbuf + (size_t)(b % (2 * GROUP)) * 256;
+        const float *ap = ad + (size_t)b * ad_blk;
+        {
+            __m512 *acc = lo;
+            SCALE_C8(cb, bd + (size_t)b * 16, ap, ad_m);
+        }
+        {
+            __m512 *acc = hi;
+            SCALE_C8(cb + 128, bd + (size_t)b * 16, ap + 8 * ad_m, ad_m);
+        }
     }
-    for (int m = 0; m < 16; m++)
-        out[m] = acc[m];
+    for (int m = 0; m < 8; m++) {
+        out[m] = lo[m];
+        out[8 + m] = hi[m];
+    }
 }
 
 /* Q6_K block -> 16 sub-block tiles of 32 bytes at dst + s * 512: the 16
@@ -542,6 +586,7 @@ tile_gemm_k(int nsub, const int8_t *a, const int8_t *bq, const float *bd,
     for (int m = 0; m < 16; m++)
         acc[m] = _mm512_setzero_ps();
     int bsh = nsub == 16;
+    TILE_INPUTS_WRITTEN();
     tile_blocks(a, 32, 512, bq, bsh, 0, nsub, cbuf);
     for (int sb = 0; sb < nsb; sb++) {
         int32_t *cur = cbuf + (size_t)(sb & 1) * KSUB_MAX * 256;
@@ -688,8 +733,8 @@ le_gemm_amx(enum le_type wt, int n_in, const void *w, size_t w_row, int r0,
                     tile_gemm(direct ? (const int8_t *)wr + 2 : aq,
                               direct ? w_row : 32, direct ? 34 : 512,
                               bq + (size_t)tt * ng * 512,
-                              bd + (size_t)tt * ng * 16, ad, ng, cbuf, &pf,
-                              acc);
+                              bd + (size_t)tt * ng * 16, ad, 16, 1, ng, cbuf,
+                              &pf, acc);
                 int left = nt - tt * 16;
                 store_tile(acc, tmp, y + (size_t)(t0 + tt * 16) * n_out + r,
                            (size_t)n_out, left < 16 ? left : 16, nr);
@@ -700,7 +745,127 @@ le_gemm_amx(enum le_type wt, int n_in, const void *w, size_t w_row, int r0,
     return 0;
 }
 
+/* ------------------------------------------------------------------ */
+/* Repacked Q8_0 / Q4_0 groups (repack.c's layout) through the tiles.   */
+
+/*
+ * The repacked layout is already the B operand: chunk c of a block holds 4
+ * consecutive values of each of the 16 rows, 64 bytes, which is one B row
+ * (K/4 = c, N = the 16 weight rows).  So here the weights are B (Q8_0: the
+ * block's 512 bytes loaded as they are; Q4_0: the group's nibbles unpacked
+ * to int8 once per call, rows 0-3 the low nibbles of chunks 0-3, rows 4-7
+ * the high ones, less 8) and A is 16 activation rows, 32 bytes after each
+ * Q8_0 block's scale, loaded straight from the activation rows.  C[t][r] =
+ * token t x weight row r, so each accumulator is one token's 16 outputs
+ * (no transpose) and the scale d_w[r] * d_act[t] takes the weights' 16
+ * fp16 scales as one vector and the token's from its prep row.  The
+ * products are those of le_gemm_amx (the operands swapped; the scale
+ * product commutes), so the result is le_gemm_amx_ref's bit for bit.
+ * A batch that ran this reads only the packed copy: the GGUF mapping of
+ * these types is never touched after load (one copy of the weights in the
+ * cache, not two).
+ */
+static void
+packed_gemm(int q4, int n, const void *w, const struct le_pack_act *a,
+            int ntok, float *y, size_t ys, int nr)
+{
+    int nb = n / 32;
+    const uint8_t *qs = w;
+    const uint16_t *dw =
+        (const uint16_t *)(qs + (size_t)nb * (q4 ? 256 : 512));
+    size_t c_size = 2 * GROUP * 1024, wd_size = (size_t)nb * 64;
+    size_t ad_size = (size_t)nb * 64, bq_size = q4 ? (size_t)nb * 512 : 0;
+    uint8_t *buf = scratch_get(c_size + wd_size + ad_size + bq_size);
+    if (!buf) { /* same sums, the VNNI kernel's rounding order */
+        (q4 ? le_gemm_q4_0_avx512 : le_gemm_q8_0_avx512)(n, w, a, ntok, y,
+                                                          ys, nr);
+        return;
+    }
+    int32_t *cbuf = (int32_t *)buf;
+    float *wd = (float *)(buf + c_size);
+    float *tail_ad = (float *)(buf + c_size + wd_size);
+    int8_t *bq = q4 ? (int8_t *)(buf + c_size + wd_size + ad_size)
+                    : (int8_t *)qs;
+    for (int b = 0; b < nb; b++)
+        _mm512_store_ps(wd + (size_t)b * 16,
+                        _mm512_cvtph_ps(_mm256_load_si256(
+                            (const __m256i *)(dw + (size_t)b * 16))));
+    if (q4) {
+        const __m512i m4 = _mm512_set1_epi8(0x0f), k8 = _mm512_set1_epi8(8);
+        for (int b = 0; b < nb; b++)
+            for (int c = 0; c < 4; c++) {
+                __m512i v = _mm512_load_si512(
+                    (const void *)(qs + (size_t)b * 256 + 64 * c));
+                __m512i lo = _mm512_sub_epi8(_mm512_and_si512(v, m4), k8);
+                __m512i hi = _mm512_sub_epi8(
+                    _mm512_and_si512(_mm512_srli_epi16(v, 4), m4), k8);
+                _mm512_store_si512((void *)(bq + (size_t)b * 512 + 64 * c),
+                                   lo);
+                _mm512_store_si512(
+                    (void *)(bq + (size_t)b * 512 + 256 + 64 * c), hi);
+            }
+    }
+    const struct pf nopf = {NULL, 0, 0, 0};
+    tiles_config();
+    for (int t0 = 0; t0 < ntok; t0 += 16) {
+        int left = ntok - t0 < 16 ? ntok - t0 : 16;
+        const float *ad = (const float *)(a->p + (size_t)t0 * a->p_row);
+        size_t ad_blk = sizeof(struct le_prep_q8_0) / sizeof(float);
+        size_t ad_m = a->p_row / sizeof(float);
+        if (left < 16) {
+            /* A and C of left rows; tokens past the batch scale by 0 (their
+             * prep rows do not exist) and are not stored */
+            tiles_config_rows(left);
+            memset(cbuf, 0, c_size);
+            for (int b = 0; b < nb; b++)
+                for (int m = 0; m < 16; m++)
+                    tail_ad[(size_t)b * 16 + m] =
+                        m < left ? ad[(size_t)b * ad_blk + (size_t)m * ad_m]
+                                 : 0.0f;
+            ad = tail_ad;
+            ad_blk = 16;
+            ad_m = 1;
+        }
+        __m512 acc[16];
+        tile_gemm((const int8_t *)a->q + (size_t)t0 * a->q_row + 2, a->q_row,
+                  34, bq, wd, ad, ad_blk, ad_m, nb, cbuf, &nopf, acc);
+        __mmask16 rows = nr >= 16 ? 0xffff : (__mmask16)((1u << nr) - 1);
+        for (int m = 0; m < left; m++)
+            _mm512_mask_storeu_ps(y + (size_t)(t0 + m) * ys, rows, acc[m]);
+    }
+    _tile_release();
+}
+
+void
+le_gemm_q8_0_amx(int n, const void *w, const struct le_pack_act *a, int ntok,
+                 float *y, size_t ys, int nr)
+{
+    packed_gemm(0, n, w, a, ntok, y, ys, nr);
+}
+
+void
+le_gemm_q4_0_amx(int n, const void *w, const struct le_pack_act *a, int ntok,
+                 float *y, size_t ys, int nr)
+{
+    packed_gemm(1, n, w, a, ntok, y, ys, nr);
+}
+
 #else /* not x86-64: le_amx_usable() is 0, so this is never called */
+
+void
+le_gemm_q8_0_amx(int n, const void *w, const struct le_pack_act *a, int ntok,
+                 float *y, size_t ys, int nr)
+{
+    le_gemm_q8_0_ref(n, w, a, ntok, y, ys, nr);
+}
+
+void
+le_gemm_q4_0_amx(int n, const void *w, const struct le_pack_act *a, int ntok,
+                 float *y, size_t ys, int nr)
+{
+    le_gemm_q4_0_ref(n, w, a, ntok, y, ys, nr);
+}
+
 
 int
 le_gemm_amx(enum le_type wt, int n_in, const void *w, size_t w_row, int r0,

@@ -283,6 +283,22 @@ pack_half(const void *src, size_t row_bytes, int nr, int n, void *vdst)
 /* Activation prep.                                                     */
 
 void
+le_quant_rows(void *arg, int ith, int nth)
+{
+    const struct le_quant_job *j = arg;
+    const struct le_type_traits *vt = le_type_get(j->vdt);
+    int per = (j->n_rows + nth - 1) / nth;
+    int t0 = ith * per, t1 = t0 + per < j->n_rows ? t0 + per : j->n_rows;
+    for (int t = t0; t < t1; t++) {
+        vt->from_float(j->x + (size_t)t * j->n, j->q + (size_t)t * j->q_row,
+                       j->n);
+        if (j->p)
+            le_pack_prep(j->vdt, j->q + (size_t)t * j->q_row, j->n,
+                         j->p + (size_t)t * j->p_row);
+    }
+}
+
+void
 le_pack_prep(enum le_type vdt, const void *q, int n, void *vprep)
 {
     if (vdt == LE_TYPE_Q8_0) {
@@ -542,16 +558,16 @@ le_gemm_bf16_ref(int n, const void *w, const struct le_pack_act *a, int ntok,
 /* The table.                                                           */
 
 static const struct le_pack_traits pack_ref[] = {
-    {LE_TYPE_Q4_0, LE_TYPE_Q8_0, 32, 288, pack_q4_0, le_gemm_q4_0_ref},
-    {LE_TYPE_Q8_0, LE_TYPE_Q8_0, 32, 544, pack_q8_0, le_gemm_q8_0_ref},
+    {LE_TYPE_Q4_0, LE_TYPE_Q8_0, 32, 288, pack_q4_0, le_gemm_q4_0_ref, NULL},
+    {LE_TYPE_Q8_0, LE_TYPE_Q8_0, 32, 544, pack_q8_0, le_gemm_q8_0_ref, NULL},
     {LE_TYPE_Q4_K, LE_TYPE_Q8_K, 256, 2048 + LE_PACK_Q4_K_META, pack_q4_K,
-     le_gemm_q4_K_ref},
+     le_gemm_q4_K_ref, NULL},
     {LE_TYPE_Q5_K, LE_TYPE_Q8_K, 256, 2048 + LE_PACK_Q4_K_META + 512,
-     pack_q5_K, le_gemm_q5_K_ref},
+     pack_q5_K, le_gemm_q5_K_ref, NULL},
     {LE_TYPE_Q6_K, LE_TYPE_Q8_K, 256, 2048 + 1024 + LE_PACK_Q6_K_META,
-     pack_q6_K, le_gemm_q6_K_ref},
-    {LE_TYPE_F16, LE_TYPE_F16, 1, 32, pack_half, le_gemm_f16_ref},
-    {LE_TYPE_BF16, LE_TYPE_BF16, 1, 32, pack_half, le_gemm_bf16_ref},
+     pack_q6_K, le_gemm_q6_K_ref, NULL},
+    {LE_TYPE_F16, LE_TYPE_F16, 1, 32, pack_half, le_gemm_f16_ref, NULL},
+    {LE_TYPE_BF16, LE_TYPE_BF16, 1, 32, pack_half, le_gemm_bf16_ref, NULL},
 };
 #define N_PACK (sizeof(pack_ref) / sizeof(pack_ref[0]))
 
@@ -605,6 +621,11 @@ le_pack_traits_at(enum le_type t, enum le_isa isa, struct le_pack_traits *out)
                 return 0;
             *out = pack_ref[i];
             out->gemm = g;
+            out->gemm_amx = NULL;
+            if (isa == LE_ISA_AVX512 && le_amx_usable())
+                out->gemm_amx = t == LE_TYPE_Q8_0   ? le_gemm_q8_0_amx
+                                : t == LE_TYPE_Q4_0 ? le_gemm_q4_0_amx
+                                                    : NULL;
             return 1;
         }
     return 0;

@@ -210,6 +210,80 @@ test_gemm_kquants(void)
             }
 }
 
+/* The AMX kernels over the repacked layout (le_pack_traits.gemm_amx):
+ * rows r0..r1 packed in groups of 16 from the GGUF rows, the prep rows
+ * made, each group through gemm_amx; bit-identical to the twin. */
+static void
+check_packed(enum le_type wt, int n_in, int r0, int r1, int n_tok)
+{
+    struct le_pack_traits pt;
+    if (!le_pack_traits_at(wt, LE_ISA_AVX512, &pt) || !pt.gemm_amx)
+        return;
+    struct mats m;
+    T_CHECK(mats_make(&m, wt, n_in, r1, n_tok) == 0);
+    size_t ny = (size_t)r1 * n_tok, gb = le_pack_group_bytes(&pt, n_in);
+    size_t p_row = le_pack_prep_size(pt.act_type, n_in);
+    float *yr = malloc(sizeof(float) * ny), *ya = malloc(sizeof(float) * ny);
+    uint8_t *g = aligned_alloc(64, gb);
+    uint8_t *prep = malloc(p_row * n_tok);
+    T_CHECK(yr && ya && g && prep);
+    if (!yr || !ya || !g || !prep)
+        goto out;
+    for (size_t i = 0; i < ny; i++)
+        yr[i] = ya[i] = -12345.0f;
+    T_EQ_INT(le_gemm_amx_ref(wt, n_in, m.w, m.w_row, r0, r1, m.x, m.x_row,
+                             n_tok, yr, r1),
+             0);
+    for (int t = 0; t < n_tok; t++)
+        le_pack_prep(pt.act_type, m.x + (size_t)t * m.x_row, n_in,
+                     prep + (size_t)t * p_row);
+    struct le_pack_act act = {m.x, m.x_row, prep, p_row};
+    for (int r = r0; r < r1; r += 16) {
+        int nr = r1 - r < 16 ? r1 - r : 16;
+        le_pack_rows(&pt, m.w + (size_t)r * m.w_row, m.w_row, nr, n_in, g);
+        pt.gemm_amx(n_in, g, &act, n_tok, ya + r, (size_t)r1, nr);
+    }
+    size_t diff = 0;
+    for (size_t i = 0; i < ny; i++)
+        if (memcmp(&ya[i], &yr[i], sizeof(float)) != 0 && diff++ < 3)
+            fprintf(stderr,
+                    "  packed %s n_in=%d rows %d..%d tok %d: y[%zu] amx "
+                    "%.9g twin %.9g\n",
+                    pt.type == LE_TYPE_Q8_0 ? "q8_0" : "q4_0", n_in, r0, r1,
+                    n_tok, i, ya[i], yr[i]);
+    T_EQ_INT(diff, 0);
+out:
+    free(yr);
+    free(ya);
+    free(g);
+    free(prep);
+    mats_free(&m);
+}
+
+static void
+test_gemm_packed(void)
+{
+    static const int lens[] = {256, 2048, 2080, 5632};
+    static const int toks[] = {1, 4, 15, 16, 17, 33, 130};
+    static const enum le_type types[] = {LE_TYPE_Q8_0, LE_TYPE_Q4_0};
+    struct le_pack_traits pt;
+    int have = le_pack_traits_at(LE_TYPE_Q8_0, LE_ISA_AVX512, &pt) &&
+               pt.gemm_amx;
+    /* the AMX kernels are offered exactly when AMX is usable */
+    T_EQ_INT(have, le_amx_usable() && le_isa_supported(LE_ISA_AVX512));
+    if (!have) {
+        fprintf(stderr, "test_amx: SKIPPING the packed AMX kernels: %s\n",
+                le_amx_status());
+        return;
+    }
+    for (size_t k = 0; k < 2; k++)
+        for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++)
+            for (size_t j = 0; j < sizeof(toks) / sizeof(toks[0]); j++) {
+                check_packed(types[k], lens[i], 0, 48, toks[j]);
+                check_packed(types[k], lens[i], 0, 37, toks[j]);
+            }
+}
+
 static void
 test_refuses(void)
 {
@@ -243,6 +317,7 @@ main(void)
     T_RUN(test_gemm_q8_0);
     T_RUN(test_gemm_q4_0);
     T_RUN(test_gemm_kquants);
+    T_RUN(test_gemm_packed);
     T_RUN(test_refuses);
     return T_END();
 }
