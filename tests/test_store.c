@@ -418,6 +418,129 @@ test_pg_spool(void)
     free(tmp);
 }
 
+/* Spool mode with a leased budget: rows served while the database is
+ * down are charged to the lease that paid for them when replayed (by
+ * this instance, or by the next process from the same spool), so the
+ * books balance: spent + reserved never passes the budget, reserved is
+ * what the lease rows hold, and the local lease shrank by the cost. */
+static long long
+key_col(const char *col, int64_t id)
+{
+    char sql[160];
+    snprintf(sql, sizeof(sql), "SELECT %s FROM keys WHERE id = %lld", col,
+             (long long)id);
+    return pg_count(sql);
+}
+
+static void
+spool_rows(struct pr_ledger *l, struct pr_budget *b, int64_t key, int from,
+           int to)
+{
+    for (int i = from; i < to; i++) {
+        struct pr_usage_row r;
+        char rid[64];
+        make_row(i, "spbud", &r, rid, sizeof(rid));
+        r.key_id = key;
+        r.cost_pusd = 1000000;
+        T_EQ_INT(pr_budget_reserve(b, key, 2000000), GX_OK);
+        pr_budget_settle(b, key, 2000000, r.cost_pusd);
+        T_EQ_INT(pr_ledger_submit(l, &r, on_commit, NULL), GX_OK);
+    }
+    pr_ledger_flush(l);
+}
+
+static void
+test_pg_spool_budget(void)
+{
+    char err[512];
+    char *tmp = e2e_temp_dir();
+    char spool[512];
+    snprintf(spool, sizeof(spool), "%s/spool", tmp);
+    struct pr_key k = {.name = "spooled", .expires_ms = -1,
+                       .revoked_ms = -1, .budget_pusd = 1600000000};
+    memset(k.hash, 0x5b, sizeof(k.hash));
+    int64_t id = -1;
+    T_EQ_INT(pr_key_create(pg_uri, &k, &id, err, sizeof(err)), GX_OK);
+    struct pr_budget *b = pr_budget_new();
+    T_EQ_INT(pr_budget_use_leases(b, pg_uri, "spooltest-1"), GX_OK);
+    T_EQ_INT(pr_budget_set(b, id, k.budget_pusd, 0), GX_OK);
+    T_EQ_INT(pr_budget_sync(b, err, sizeof(err)), GX_OK);
+    int64_t lease = 0, spent = 0, resv = 0;
+    T_EQ_INT(pr_budget_get(b, id, &lease, &spent, &resv), GX_OK);
+    T_EQ_INT(lease, k.budget_pusd / 16); /* an idle instance's share */
+    T_EQ_INT(key_col("reserved_pusd", id), lease);
+    struct pr_ledger_opts o = {.lock_timeout_ms = 300,
+                               .unavailable = PR_UNAVAILABLE_SPOOL,
+                               .spool_path = spool};
+    struct pr_ledger *l = NULL;
+    T_EQ_INT(pr_ledger_open_ex(pg_uri, &o, &l, err, sizeof(err)), GX_OK);
+    if (!l)
+        goto out;
+    pr_ledger_attach_budget(l, b);
+    T_EQ_INT(pgt_server_stop(), 0);
+    reset_counts();
+    spool_rows(l, b, id, 0, 10);
+    T_EQ_INT(atomic_load(&n_ok), 10);
+    T_EQ_INT(pgt_server_start(), 0);
+    struct pr_ledger_stats st;
+    pr_ledger_stats(l, &st);
+    for (int i = 0; i < 200 && st.replayed < 10; i++) {
+        usleep(50000);
+        pr_ledger_stats(l, &st);
+    }
+    T_EQ_INT(st.replayed, 10);
+    /* The cost left the lease for spent, in the database and here. */
+    T_EQ_INT(key_col("spent_pusd", id), 10000000);
+    T_EQ_INT(key_col("reserved_pusd", id), lease - 10000000);
+    int64_t lim2 = 0;
+    T_EQ_INT(pr_budget_get(b, id, &lim2, &spent, &resv), GX_OK);
+    T_EQ_INT(lim2, lease - 10000000);
+    T_EQ_INT(spent, 0);
+    /* Down again; this process dies with 5 rows spooled (the ledger
+     * closes with the server down), a new one replays them at open: the
+     * cost still comes off the dead instance's lease, not on top. */
+    T_EQ_INT(pgt_server_stop(), 0);
+    spool_rows(l, b, id, 10, 15);
+    pr_ledger_close(l);
+    T_EQ_INT(pgt_server_start(), 0);
+    /* A lease silent for longer than PR_LEASE_STALE_MS, but the server
+     * has just restarted: nobody reclaims it yet (its owner may still be
+     * replaying a spool). */
+    T_EQ_INT(pgt_sql("llmux_t",
+                     "UPDATE budget_leases SET renewed_ms = 1 WHERE"
+                     " instance = 'spooltest-1'",
+                     NULL, 0),
+             0);
+    struct pr_budget *b2 = pr_budget_new();
+    T_EQ_INT(pr_budget_use_leases(b2, pg_uri, "spooltest-2"), GX_OK);
+    T_EQ_INT(pr_budget_set(b2, id, k.budget_pusd, 0), GX_OK);
+    T_EQ_INT(pr_budget_sync(b2, err, sizeof(err)), GX_OK);
+    T_EQ_INT(pg_count("SELECT count(*) FROM budget_leases WHERE instance ="
+                      " 'spooltest-1'"),
+             1);
+    T_EQ_INT(pr_ledger_open_ex(pg_uri, &o, &l, err, sizeof(err)), GX_OK);
+    if (l)
+        pr_ledger_close(l);
+    T_EQ_INT(key_col("spent_pusd", id), 15000000);
+    T_EQ_INT(pg_count("SELECT amount FROM budget_leases WHERE instance ="
+                      " 'spooltest-1'"),
+             lease - 15000000);
+    T_EQ_INT(pg_count("SELECT count(*) FROM keys k WHERE reserved_pusd <>"
+                      " COALESCE((SELECT sum(amount) FROM budget_leases b"
+                      " WHERE b.key_id = k.id), 0)"),
+             0);
+    T_CHECK(key_col("spent_pusd + reserved_pusd", id) <= k.budget_pusd);
+    T_EQ_INT(pr_budget_release_leases(b2, err, sizeof(err)), GX_OK);
+    pr_budget_free(b2);
+out:
+    T_EQ_INT(pr_budget_release_leases(b, err, sizeof(err)), GX_OK);
+    pr_budget_free(b);
+    char cmd[600];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", tmp);
+    T_EQ_INT(system(cmd), 0);
+    free(tmp);
+}
+
 struct restarter {
     int done;
 };
@@ -630,6 +753,7 @@ main(void)
         T_RUN(test_pg_once_and_schema);
         T_RUN(test_pg_fail_closed);
         T_RUN(test_pg_spool);
+        T_RUN(test_pg_spool_budget);
         T_RUN(test_pg_restart_mid_load);
         T_RUN(test_pg_rate_alone);
         T_RUN(test_pg_tokens);
