@@ -167,6 +167,16 @@ pgt_sql(const char *name, const char *sql, char *out, size_t outlen)
 }
 
 int
+pgt_dump(const char *name, const char *path)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof(cmd),
+             "%s/pg_dump -h 127.0.0.1 -p %d -U llmux -d %s -f '%s' 2>&1",
+             bindir, port, name, path);
+    return running && system(cmd) == 0 ? 0 : -1;
+}
+
+int
 pgt_createdb(const char *name, char *uri, size_t urilen)
 {
     char sql[256];

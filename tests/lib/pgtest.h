@@ -20,6 +20,9 @@ int pgt_createdb(const char *name, char *uri, size_t urilen);
 /* Runs one SQL statement with psql on database name; 0 on success.  With
  * out, the first line of its unaligned output goes there. */
 int pgt_sql(const char *name, const char *sql, char *out, size_t outlen);
+/* pg_dump of database name (data and schema, plain SQL) into path; 0 on
+ * success. */
+int pgt_dump(const char *name, const char *path);
 /* pg_ctl stop -m fast / start (same port and data), for outage tests. */
 int pgt_server_stop(void);
 int pgt_server_start(void);
