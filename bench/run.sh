@@ -207,6 +207,7 @@ mkdir -p bench/out
 if [ "$GATEWAY_ONLY" != 1 ]; then
     [ -f bench/engine.sh ] && sh bench/engine.sh "$BUILD"
     [ -x "$BUILD/tests/tool_ledger_bench" ] && [ -f bench/ledger.sh ] && sh bench/ledger.sh "$BUILD"
+    [ -f bench/multi.sh ] && sh bench/multi.sh "$BUILD"
     [ -f bench/profile.sh ] && sh bench/profile.sh "$BUILD"
 fi
 
