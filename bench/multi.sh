@@ -37,46 +37,18 @@ cleanup() {
     sleep 0.3; rm -rf "$TMP"
 }
 trap cleanup EXIT
-port_of() { # file marker
-    i=0
-    while [ $i -lt 150 ]; do
-        p=$(sed -n "s/.*$2\([0-9][0-9]*\).*/\1/p" "$1" | head -n 1)
-        [ -n "$p" ] && { echo "$p"; return 0; }
-        sleep 0.1; i=$((i + 1))
-    done
-    return 1
-}
-free_port() { # a port the kernel hands out now (nginx and postgres need a number)
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
+. bench/lib.sh # port_of, free_port, nginx_start
 PGPORT=$(free_port)
 (cd /tmp && $AS "$PGBIN/initdb" -D "$TMP/pg" -U llmux -A trust -E UTF8 --locale=C --no-sync >/dev/null) || exit 1
 $AS "$PGBIN/pg_ctl" -D "$TMP/pg" -l "$TMP/pg/pg.log" -w -o "-p $PGPORT -k $TMP -c listen_addresses=127.0.0.1 -c fsync=off" start >/dev/null || exit 1
 "$PGBIN/psql" -h 127.0.0.1 -p $PGPORT -U llmux -d postgres -qc "CREATE DATABASE llmux" || exit 1
 DB="postgres://llmux@127.0.0.1:$PGPORT/llmux"
 
-# nginx NAME WORKERS BODY-OF-http{}: (re)starts an nginx with its own prefix.
-nginx_start() {
-    [ -f "$TMP/$1.pid" ] && kill "$(cat "$TMP/$1.pid")" 2>/dev/null && sleep 0.5
-    mkdir -p "$TMP/$1"
-    cat >"$TMP/$1.conf" <<CONF
-worker_processes $2;
-pid $TMP/$1.pid;
-error_log $TMP/$1/error.log warn;
-events { worker_connections 4096; }
-http { access_log off; client_body_temp_path $TMP/$1/body; proxy_temp_path $TMP/$1/proxy;
-  fastcgi_temp_path $TMP/$1/f; uwsgi_temp_path $TMP/$1/u; scgi_temp_path $TMP/$1/s;
-  keepalive_requests 1000000;
-  $3
-}
-CONF
-    /usr/sbin/nginx -c "$TMP/$1.conf" -p "$TMP/$1" 2>"$TMP/$1.err" || { echo "nginx $1 did not start"; cat "$TMP/$1.err"; exit 1; }
-    sleep 0.3
-}
 NS_BODY='{"id":"chatcmpl-bench","object":"chat.completion","created":1,"model":"gpt-4.1","choices":[{"index":0,"message":{"role":"assistant","content":"Hello! How can I help you today?"},"finish_reason":"stop"}],"usage":{"prompt_tokens":14,"completion_tokens":9,"total_tokens":23}}'
 NS_BODY_NGX=$(printf '%s' "$NS_BODY" | sed 's/"/\\"/g')
 UP_PORT=$(free_port)
-nginx_start up 1 "server { listen 127.0.0.1:$UP_PORT backlog=4096;
+nginx_start up 1 "keepalive_requests 1000000;
+  server { listen 127.0.0.1:$UP_PORT backlog=4096;
     location /v1/chat/completions { default_type application/json; return 200 \"$NS_BODY_NGX\"; } }"
 
 start_gw() { # index database; sets GWPORT (not in a $(...) subshell: PIDS must stick)
@@ -101,9 +73,11 @@ sleep 2 # both instances load the key and lease a part of its limits
 LB=$(free_port)
 lb() { # upstream ports...
     servers=""; for p in "$@"; do servers="$servers server 127.0.0.1:$p;"; done
-    nginx_start lb 1 "upstream llmux { least_conn; $servers keepalive 64; }
+    nginx_start lb 1 "keepalive_requests 1000000;
+  upstream llmux { least_conn; $servers keepalive 64; }
   server { listen 127.0.0.1:$LB backlog=4096;
     location / { proxy_pass http://llmux; proxy_http_version 1.1; proxy_set_header Connection \"\"; } }"
+    sleep 0.3
 }
 run() { # label [wrk args...]
     label=$1; shift
