@@ -6,6 +6,7 @@
 #   make test       build and run the whole test suite
 #   make check      ASan+UBSan build of the whole test suite, run
 #   make bench      benchmarks -> bench/BENCHMARKS.md
+#                   (bench-ledger, bench-multi: one part of it)
 #   make fuzz       libFuzzer targets (clang), short runs
 #   make valgrind   the gateway's main paths under valgrind memcheck
 #   make install    PREFIX=/usr/local
@@ -150,6 +151,14 @@ check:
 
 bench: $(BUILD)/llmux $(TOOL_BIN)
 	@sh bench/run.sh $(BUILD)
+
+# Parts of make bench alone: the ledger on SQLite and PostgreSQL (10M
+# rows, ~5 min), 1 vs 2 instances behind nginx over PostgreSQL (~1 min).
+.PHONY: bench-ledger bench-multi
+bench-ledger: $(BUILD)/llmux $(TOOL_BIN)
+	@sh bench/ledger.sh $(BUILD)
+bench-multi: $(BUILD)/llmux $(TOOL_BIN)
+	@sh bench/multi.sh $(BUILD)
 
 fuzz:
 	@sh tests/fuzz/run.sh

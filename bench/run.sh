@@ -41,39 +41,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-port_of() { # file marker
-    i=0
-    while [ $i -lt 100 ]; do
-        p=$(sed -n "s/.*$2\([0-9][0-9]*\).*/\1/p" "$1" | head -n 1)
-        [ -n "$p" ] && { echo "$p"; return 0; }
-        sleep 0.1; i=$((i + 1))
-    done
-    return 1
-}
-free_port() { # a port the kernel hands out now (nginx needs a number)
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
-
-# nginx NAME WORKERS BODY-OF-http{}: starts an nginx with its own prefix.
-nginx_start() {
-    mkdir -p "$TMP/$1"
-    cat >"$TMP/$1.conf" <<CONF
-worker_processes $2;
-pid $TMP/$1.pid;
-error_log $TMP/$1/error.log warn;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  client_body_temp_path $TMP/$1/body;
-  proxy_temp_path $TMP/$1/proxy;
-  fastcgi_temp_path $TMP/$1/fcgi;
-  uwsgi_temp_path $TMP/$1/uwsgi;
-  scgi_temp_path $TMP/$1/scgi;
-  $3
-}
-CONF
-    /usr/sbin/nginx -c "$TMP/$1.conf" -p "$TMP/$1" 2>"$TMP/$1.err" || { echo "nginx $1 did not start"; cat "$TMP/$1.err"; exit 1; }
-}
+. bench/lib.sh # port_of, free_port, nginx_start
 
 # The fast upstream: a fixed chat.completion and a fixed 6-chunk stream.
 ID='"id":"chatcmpl-bench","object":"chat.completion.chunk","created":1,"model":"gpt-4.1"'
@@ -207,6 +175,7 @@ mkdir -p bench/out
 if [ "$GATEWAY_ONLY" != 1 ]; then
     [ -f bench/engine.sh ] && sh bench/engine.sh "$BUILD"
     [ -x "$BUILD/tests/tool_ledger_bench" ] && [ -f bench/ledger.sh ] && sh bench/ledger.sh "$BUILD"
+    [ -f bench/multi.sh ] && sh bench/multi.sh "$BUILD"
     [ -f bench/profile.sh ] && sh bench/profile.sh "$BUILD"
 fi
 

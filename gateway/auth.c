@@ -13,8 +13,10 @@
  *
  * Rate limits: two token buckets per key (requests, tokens) behind the
  * key's own mutex, so a check-and-take is one critical section and the
- * limits hold exactly across workers.  Budgets: pricing's pr_budget
- * (reserve the worst case before routing, settle the actual cost after).
+ * limits hold exactly across workers; over PostgreSQL also pricing's
+ * pr_rate leases (requests and tokens across instances).  Budgets:
+ * pricing's pr_budget (reserve the worst case before routing, settle the
+ * actual cost after).
  *
  * Key entries are never freed before gw_auth_free: a revoked key stays in
  * the table flagged, so a request that holds a pointer to it (a ticket)
@@ -218,6 +220,7 @@ struct gw_auth {
     size_t n;
     struct pr_budget *budget;
     struct pr_rate *rate; /* PostgreSQL: RPM across instances, else NULL */
+    struct pr_rate *trate; /* PostgreSQL: TPM across instances, else NULL */
     char *admin_key;
     int require_keys;
     char *db_path;
@@ -409,7 +412,8 @@ gw_auth_put(struct gw_auth *a, const struct pr_key *ks)
         link_key(a, k);
     pthread_rwlock_unlock(&a->lk);
     if (ks->revoked_ms < 0 && a->rate &&
-        pr_rate_set(a->rate, ks->id, ks->rpm) != GX_OK)
+        (pr_rate_set(a->rate, ks->id, ks->rpm) != GX_OK ||
+         pr_rate_set(a->trate, ks->id, ks->tpm) != GX_OK))
         return GX_ENOMEM;
     if (ks->revoked_ms < 0)
         return pr_budget_set(a->budget, ks->id, ks->budget_pusd,
@@ -518,6 +522,8 @@ aux_main(void *arg)
                 GX_LOG(GX_LOG_DEBUG, NULL, "key reload: %s", err);
             else if (pr_budget_sync(a->budget, err, sizeof(err)) != GX_OK ||
                      pr_rate_sync(a->rate, gx_now_ms(), err, sizeof(err)) !=
+                         GX_OK ||
+                     pr_rate_sync(a->trate, gx_now_ms(), err, sizeof(err)) !=
                          GX_OK)
                 GX_LOG(GX_LOG_WARN, NULL, "budget/rate leases: %s", err);
             pthread_mutex_lock(&a->mu);
@@ -646,13 +652,15 @@ gw_auth_new(const char *admin_key, int require_keys, const char *db_path,
                               rnd[i]);
             if (pr_budget_use_leases(a->budget, db_path, inst) != GX_OK)
                 goto nomem;
-            if (!(a->rate = pr_rate_new(db_path)))
+            if (!(a->rate = pr_rate_new(db_path)) ||
+                !(a->trate = pr_rate_new_tokens(db_path)))
                 goto nomem;
         }
         if (load_keys(a, err, errlen) != GX_OK)
             goto fail;
         if (pr_budget_sync(a->budget, err, errlen) != GX_OK ||
-            pr_rate_sync(a->rate, gx_now_ms(), err, errlen) != GX_OK)
+            pr_rate_sync(a->rate, gx_now_ms(), err, errlen) != GX_OK ||
+            pr_rate_sync(a->trate, gx_now_ms(), err, errlen) != GX_OK)
             goto fail;
         if (pthread_create(&a->thread, NULL, aux_main, a) != 0) {
             gx_errf(err, errlen, "cannot start the auth thread");
@@ -700,6 +708,7 @@ gw_auth_free(struct gw_auth *a)
         GX_LOG(GX_LOG_WARN, NULL, "budget leases not given back: %s", lerr);
     pr_budget_free(a->budget);
     pr_rate_free(a->rate);
+    pr_rate_free(a->trate);
     if (a->admin_key) {
         OPENSSL_cleanse(a->admin_key, strlen(a->admin_key));
         free(a->admin_key);
@@ -878,9 +887,15 @@ gw_auth_admit(struct gw_auth *a, const char *authorization,
     int64_t take_tpm = est_tokens > k->tpm.per_min && k->tpm.per_min
                            ? k->tpm.per_min
                            : est_tokens;
-    if (k->rpm.per_min &&
-        pr_rate_take(a->rate, k->id, now_ms, &retry) != GX_OK) {
-        /* The cluster's count for the key (PostgreSQL, rate.c). */
+    /* The cluster's counts for the key (PostgreSQL, rate.c). */
+    int c_rpm = !k->rpm.per_min ||
+                pr_rate_take(a->rate, k->id, now_ms, &retry) == GX_OK;
+    int c_tpm = c_rpm && (!k->tpm.per_min ||
+                          pr_rate_take_n(a->trate, k->id, now_ms, take_tpm,
+                                         &retry) == GX_OK);
+    if (!c_rpm || !c_tpm) {
+        if (c_rpm && k->rpm.per_min)
+            pr_rate_untake(a->rate, k->id, now_ms);
         pthread_mutex_lock(&k->mu);
         gw_bucket_adjust(&k->rpm, -1, now_us);
         gw_bucket_adjust(&k->tpm, -take_tpm, now_us);
@@ -891,8 +906,8 @@ gw_auth_admit(struct gw_auth *a, const char *authorization,
         ref->retry_after_s = retry;
         snprintf(ref->message, sizeof(ref->message),
                  "Rate limit reached for this key across instances: "
-                 "requests per minute. Retry after %lld s.",
-                 (long long)retry);
+                 "%s per minute. Retry after %lld s.",
+                 c_rpm ? "tokens" : "requests", (long long)retry);
         return;
     }
     enum gx_status bs = pr_budget_reserve(a->budget, k->id,
@@ -901,6 +916,8 @@ gw_auth_admit(struct gw_auth *a, const char *authorization,
     if (bs != GX_OK) {
         if (k->rpm.per_min)
             pr_rate_untake(a->rate, k->id, now_ms);
+        if (k->tpm.per_min)
+            pr_rate_untake_n(a->trate, k->id, now_ms, take_tpm);
         pthread_mutex_lock(&k->mu);
         gw_bucket_adjust(&k->rpm, -1, now_us);
         gw_bucket_adjust(&k->tpm, -take_tpm, now_us);
@@ -917,6 +934,7 @@ gw_auth_admit(struct gw_auth *a, const char *authorization,
     t->key_id = k->id;
     t->reserved_pusd = max_cost_pusd < 0 ? 0 : max_cost_pusd;
     t->tpm_reserved = k->tpm.per_min ? take_tpm : 0;
+    t->admit_ms = now_ms;
     t->active = 1;
 }
 
@@ -936,6 +954,8 @@ gw_ticket_settle(struct gw_auth *a, struct gw_ticket *t, int64_t tokens,
         pthread_mutex_lock(&t->key->mu);
         gw_bucket_adjust(&t->key->tpm, tokens - t->tpm_reserved, now_us);
         pthread_mutex_unlock(&t->key->mu);
+        pr_rate_settle(a->trate, t->key_id, t->admit_ms, t->tpm_reserved,
+                       tokens < 0 ? 0 : tokens, gx_now_ms());
     }
 }
 

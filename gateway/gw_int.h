@@ -254,6 +254,7 @@ struct gw_ticket {
     int64_t key_id;        /* -1 = anonymous (ledger NULL) */
     int64_t reserved_pusd; /* budget reservation */
     int64_t tpm_reserved;  /* tokens taken from the TPM bucket */
+    int64_t admit_ms;      /* wall clock at admission (TPM lease window) */
     int active;            /* 1 until gw_ticket_settle */
 };
 /* The refusal of an admission: status 0 = admitted. */

@@ -32,10 +32,12 @@
  * ok=0 and pr_ledger_available says 0 until a reconnect succeeds, so the
  * gateway answers 503 instead of serving requests it cannot log.  In
  * SPOOL mode the batch's rows are appended to the spool file (one record
- * per row: "R <len>\n<SQL tuple>\n", written with write(2) before the
- * callback says ok=1, so they survive kill -9 like SQLite's NORMAL
- * commits) and replayed in one transaction once the database answers;
- * the file is truncated after the replay commits.  A crash between the
+ * per row: "R <len> <instance>\n<SQL tuple>\n", the instance whose
+ * budget lease paid for it; written with write(2) before the callback
+ * says ok=1, so they survive kill -9 like SQLite's NORMAL commits) and
+ * replayed once the database answers, in one transaction per instance
+ * that moves the rows' cost off its lease like a live commit; the file
+ * is truncated after the replay commits.  A crash between the
  * two replays the file again, which inserts nothing twice (request_id is
  * unique), so each row lands exactly once.  A torn last record (killed
  * mid-write) was never acknowledged and is skipped.
@@ -674,6 +676,21 @@ tuples_free(char **t, size_t n)
 
 /* ---- the spool ---------------------------------------------------- */
 
+/* The instance id goes into SQL text: budget.c makes it from hex digits;
+ * refuse anything else rather than escape it. */
+static int
+instance_ok(const char *s)
+{
+    if (!s || !*s || strlen(s) > 39)
+        return 0;
+    for (; *s; s++)
+        if (!((*s >= '0' && *s <= '9') || (*s >= 'a' && *s <= 'z') ||
+              *s == '-'))
+            return 0;
+    return 1;
+}
+
+
 static int
 spool_append(struct pg_ledger *l, char *const *t, size_t n)
 {
@@ -688,8 +705,15 @@ spool_append(struct pg_ledger *l, char *const *t, size_t n)
     int rc = fstat(fd, &sb) == 0 && sb.st_size < PG_SPOOL_MAX ? 0 : -1;
     struct gx_buf b;
     gx_buf_init(&b, 256u << 20);
+    /* Each record names the instance whose budget lease paid for the row
+     * (leased mode), so the replay moves the cost off that lease. */
+    const char *inst = pr_budget_instance(atomic_load(&l->budget));
+    if (!instance_ok(inst))
+        inst = NULL;
     for (size_t i = 0; rc == 0 && i < n; i++)
-        if (gx_buf_printf(&b, "R %zu\n%s\n", strlen(t[i]), t[i]) != GX_OK)
+        if (gx_buf_printf(&b, "R %zu%s%s\n%s\n", strlen(t[i]),
+                          inst ? " " : "", inst ? inst : "",
+                          t[i]) != GX_OK)
             rc = -1;
     for (size_t off = 0; rc == 0 && off < b.len;) {
         ssize_t w = write(fd, b.data + off, b.len - off);
@@ -709,8 +733,14 @@ spool_append(struct pg_ledger *l, char *const *t, size_t n)
     return rc;
 }
 
-/* Replays the spool in one transaction, then empties it.  0 when there
- * was nothing or the replay committed. */
+/* Replays the spool, then empties it: one transaction per instance
+ * that spooled rows (records name it; none in fail-over from an
+ * unleased ledger), each moving its rows' cost off that instance's
+ * budget lease as a live commit does, so a replay charges the budget
+ * once, in the lease that paid for it.  A lease already reclaimed (the
+ * instance was silent for PR_LEASE_STALE_MS while the database was up)
+ * is gone: then the cost only adds to spent (README: the bound).  0 when
+ * there was nothing or every transaction committed. */
 static int
 spool_replay(struct pg_ledger *l)
 {
@@ -718,14 +748,26 @@ spool_replay(struct pg_ledger *l)
     if (!f)
         return 0;
     char **t = NULL;
+    char (*inst)[40] = NULL; /* per record; "" = none */
     size_t n = 0, cap = 0;
     int rc = 0;
-    char hdr[64];
+    char hdr[96];
     while (fgets(hdr, sizeof(hdr), f)) {
         char *end = NULL;
         if (hdr[0] != 'R' || hdr[1] != ' ')
             break;
         size_t len = strtoull(hdr + 2, &end, 10);
+        char who[40] = "";
+        if (end && *end == ' ') { /* "R <len> <instance>\n" */
+            size_t wl = strcspn(end + 1, "\n");
+            if (wl >= sizeof(who))
+                break;
+            memcpy(who, end + 1, wl);
+            who[wl] = '\0';
+            end += 1 + wl;
+            if (!instance_ok(who))
+                break;
+        }
         if (!end || *end != '\n' || len > (64u << 20))
             break;
         char *s = malloc(len + 2);
@@ -741,30 +783,58 @@ spool_replay(struct pg_ledger *l)
         if (n == cap) {
             size_t nc = cap ? cap * 2 : 256;
             char **nt = realloc(t, nc * sizeof(*nt));
-            if (!nt) {
+            if (nt)
+                t = nt;
+            char(*ni)[40] = nt ? realloc(inst, nc * sizeof(*ni)) : NULL;
+            if (!nt || !ni) {
                 free(s);
                 rc = -1;
                 break;
             }
-            t = nt;
+            inst = ni;
             cap = nc;
         }
+        memcpy(inst[n], who, sizeof(who));
         t[n++] = s;
     }
     fclose(f);
     char err[512];
     int64_t ins = 0;
-    if (rc == 0 && n > 0) {
-        /* No lease conversion: these rows were charged against a lease
-         * that may have been given back since (budget precision in spool
-         * mode is bounded by the spooled rows' cost). */
-        rc = write_tuples(l->conn, t, n, &ins, NULL, NULL, err, sizeof(err));
+    struct pr_budget *bud = atomic_load(&l->budget);
+    const char *self = pr_budget_instance(bud);
+    /* Records of one instance are contiguous runs in practice; sort them
+     * into groups without reordering within a group. */
+    char **g = rc == 0 && n ? malloc(n * sizeof(*g)) : NULL;
+    if (n && !g)
+        rc = -1;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        if (!t[i])
+            continue; /* taken by an earlier group */
+        const char *who = inst[i];
+        size_t k = 0;
+        for (size_t j = i; j < n; j++)
+            if (t[j] && strcmp(inst[j], who) == 0) {
+                g[k++] = t[j];
+                t[j] = NULL;
+            }
+        struct spends sp = {NULL, 0, 0};
+        int64_t gi = 0;
+        rc = write_tuples(l->conn, g, k, &gi, who[0] ? who : NULL, &sp, err,
+                          sizeof(err));
         if (rc != 0)
             GX_LOG(GX_LOG_WARN, NULL, "ledger spool replay: %s", err);
+        else if (self && strcmp(self, who) == 0)
+            for (size_t x = 0; x < sp.n; x++) /* our own lease, in memory */
+                pr_budget_committed(bud, sp.a[x].key_id, sp.a[x].cost);
+        free(sp.a);
+        ins += gi;
+        for (size_t j = 0; j < k; j++)
+            free(g[j]);
     }
+    free(g);
     if (rc == 0) {
         /* Committed: a crash before this truncate replays the file again,
-         * which inserts nothing twice. */
+         * which inserts (and charges) nothing twice. */
         if (truncate(l->spool_path, 0) != 0 && errno != ENOENT)
             GX_LOG(GX_LOG_ERROR, NULL, "ledger spool %s: %s", l->spool_path,
                    strerror(errno));
@@ -777,6 +847,7 @@ spool_replay(struct pg_ledger *l)
         }
     }
     tuples_free(t, n);
+    free(inst);
     return rc;
 }
 
@@ -1183,20 +1254,6 @@ aux_done(PGconn *c)
 
 /* Budget leases (budget.c's leased mode).                              */
 
-/* The instance id goes into SQL text: budget.c makes it from hex digits;
- * refuse anything else rather than escape it. */
-static int
-instance_ok(const char *s)
-{
-    if (!s || !*s || strlen(s) > 39)
-        return 0;
-    for (; *s; s++)
-        if (!((*s >= '0' && *s <= '9') || (*s >= 'a' && *s <= 'z') ||
-              *s == '-'))
-            return 0;
-    return 1;
-}
-
 enum gx_status
 pr_pg_lease_sync(const char *database, const char *instance,
                  struct pr_lease_item *it, size_t n, char *err,
@@ -1213,18 +1270,26 @@ pr_pg_lease_sync(const char *database, const char *instance,
     char sql[2048];
     /* Leases of instances silent for PR_LEASE_STALE_MS go back to their
      * budgets (keys rows first, then the lease rows: the writer's lock
-     * order). */
+     * order).  Silent while the server was up: after a restart every
+     * instance gets PR_LEASE_STALE_MS to renew its lease and replay its
+     * spool (which moves the spooled rows' cost off that lease) before
+     * anything is reclaimed. */
+    char up[160];
+    snprintf(up, sizeof(up),
+             " AND now() - pg_postmaster_start_time() > interval '%d"
+             " milliseconds'",
+             PR_LEASE_STALE_MS);
     snprintf(sql, sizeof(sql),
              "BEGIN;"
              "UPDATE keys SET reserved_pusd = GREATEST(reserved_pusd -"
              " d.amount, 0) FROM (SELECT key_id, sum(amount) AS amount FROM"
-             " budget_leases WHERE renewed_ms < %lld AND instance <> '%s'"
+             " budget_leases WHERE renewed_ms < %lld AND instance <> '%s'%s"
              " GROUP BY key_id ORDER BY key_id) d WHERE keys.id = d.key_id;"
              "DELETE FROM budget_leases WHERE renewed_ms < %lld AND"
-             " instance <> '%s';"
+             " instance <> '%s'%s;"
              "COMMIT",
-             (long long)(now - PR_LEASE_STALE_MS), instance,
-             (long long)(now - PR_LEASE_STALE_MS), instance);
+             (long long)(now - PR_LEASE_STALE_MS), instance, up,
+             (long long)(now - PR_LEASE_STALE_MS), instance, up);
     enum gx_status rs = GX_OK;
     if (pg_run(c, sql, PGRES_COMMAND_OK, NULL, err, errlen) != 0) {
         pg_run(c, "ROLLBACK", PGRES_COMMAND_OK, NULL, NULL, 0);

@@ -378,25 +378,40 @@ enum gx_status pr_budget_load(struct pr_budget *b, const char *path,
 
 /* ---- rate limits across instances ----------------------------------
  *
- * Requests per minute of each key counted across every instance sharing
- * a PostgreSQL database, in fixed UTC-minute windows: per window the
- * cluster admits at most the key's rpm (over any sliding 60 s at most
- * twice that).  Admission is in memory (a leased allowance, rate.c);
- * pr_rate_sync moves the leases.  Thread-safe; sync blocks (aux thread).
+ * Requests (pr_rate_new) or tokens (pr_rate_new_tokens) per minute of
+ * each key counted across every instance sharing a PostgreSQL database,
+ * in fixed UTC-minute windows.  Requests: per window the cluster admits
+ * at most the key's rpm (over any sliding 60 s at most twice that).
+ * Tokens: per window the cluster admits requests whose estimates sum to
+ * at most tpm; what a request uses beyond its estimate is charged to a
+ * later lease (rate.c states the bound).  Admission is in memory (a
+ * leased allowance, rate.c); pr_rate_sync moves the leases.  Thread-safe;
+ * sync blocks (aux thread).
  */
 struct pr_rate;
 struct pr_rate *pr_rate_new(const char *database);
+struct pr_rate *pr_rate_new_tokens(const char *database);
 void pr_rate_free(struct pr_rate *r);
-/* Limits key_id to per_min requests a minute (<= 0: no-op). */
+/* Limits key_id to per_min a minute (<= 0: no-op). */
 enum gx_status pr_rate_set(struct pr_rate *r, int64_t key_id,
                            int64_t per_min);
-/* Takes one request of key_id's allowance: GX_OK, or GX_EAGAIN with
- * *retry_s (1 until the next lease, or the seconds to the next window
- * when the cluster spent this one).  Unknown keys and r NULL: GX_OK. */
+/* Takes one request (n tokens, capped at the limit) of key_id's
+ * allowance: GX_OK, or GX_EAGAIN with *retry_s (1 until the next lease,
+ * or the seconds to the next window when the cluster spent this one).
+ * Unknown keys and r NULL: GX_OK. */
 enum gx_status pr_rate_take(struct pr_rate *r, int64_t key_id,
                             int64_t now_ms, int64_t *retry_s);
-/* Gives back a take that was not used (refused by another check). */
-void pr_rate_untake(struct pr_rate *r, int64_t key_id, int64_t now_ms);
+enum gx_status pr_rate_take_n(struct pr_rate *r, int64_t key_id,
+                              int64_t now_ms, int64_t n, int64_t *retry_s);
+/* Gives back a take (made at taken_ms) that was not used (refused by
+ * another check). */
+void pr_rate_untake(struct pr_rate *r, int64_t key_id, int64_t taken_ms);
+void pr_rate_untake_n(struct pr_rate *r, int64_t key_id, int64_t taken_ms,
+                      int64_t n);
+/* A request that took `reserved` at taken_ms used `actual`: the rest goes
+ * back (same window only), an overrun is charged now. */
+void pr_rate_settle(struct pr_rate *r, int64_t key_id, int64_t taken_ms,
+                    int64_t reserved, int64_t actual, int64_t now_ms);
 enum gx_status pr_rate_sync(struct pr_rate *r, int64_t now_ms, char *err,
                             size_t errlen);
 

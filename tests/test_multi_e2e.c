@@ -6,8 +6,9 @@
  *   - a budget holds exactly across instances (leases, pricing/budget.c):
  *     what the cluster charged never passes the budget, and every 200 was
  *     charged exactly once;
- *   - requests per minute hold across instances (leased counts per UTC
- *     minute, pricing/rate.c): the cluster admits at most the key's rpm;
+ *   - requests and tokens per minute hold across instances (leased
+ *     counts per UTC minute, pricing/rate.c): the cluster admits at most
+ *     the key's rpm, and tokens within tpm plus the in-flight overrun;
  *   - a key created on one instance is accepted by the others, and once
  *     revoked on one it is refused by all (polling; the latency printed);
  *   - kill -9 of one instance under load loses no row of a response it
@@ -203,36 +204,53 @@ test_budget_across_instances(void)
     T_EQ_INT(pg_count(sql), atomic_load(&n_paid));
 }
 
-/* ---- RPM across instances ---------------------------------------- */
+/* ---- RPM and TPM across instances ------------------------------ */
 
-static char rpm_key[128];
-static _Atomic int n_rpm_ok, n_rpm_429, n_rpm_other;
+struct limit_client {
+    int inst;
+    int64_t until_us;
+    const char *key;
+    _Atomic int *ok, *refused, *other;
+};
 
 static void *
-rpm_client(void *arg)
+limit_client(void *arg)
 {
-    struct client *c = arg;
+    struct limit_client *c = arg;
     while (gx_mono_us() < c->until_us) {
         struct e2e_resp r;
-        if (chat(c->inst, rpm_key, &r) == 0 && r.status == 200)
-            atomic_fetch_add(&n_rpm_ok, 1);
+        if (chat(c->inst, c->key, &r) == 0 && r.status == 200)
+            atomic_fetch_add(c->ok, 1);
         else if (r.status == 429 && strstr(r.body, "rate_limit_exceeded"))
-            atomic_fetch_add(&n_rpm_429, 1);
+            atomic_fetch_add(c->refused, 1);
         else
-            atomic_fetch_add(&n_rpm_other, 1);
+            atomic_fetch_add(c->other, 1);
         e2e_resp_free(&r);
         usleep(r.status == 429 ? 30000 : 5000);
     }
     return NULL;
 }
 
+/* Each chat uses 110 tokens (10 prompt + 100 completion); the gateway
+ * reserves its prompt estimate at admission and settles 110. */
+#define TOKENS_PER_CHAT 110
+#define TPM 2000
+#define LIMIT_CLIENTS 6
+
 static void
-test_rpm_across_instances(void)
+test_limits_across_instances(void)
 {
-    /* 40 a minute for the whole cluster; each instance alone would allow
-     * 40 too, so three without sharing would admit up to 120. */
+    /* 40 requests a minute for the whole cluster; each instance alone
+     * would allow 40 too, so three without sharing would admit up to
+     * 120.  And 2000 tokens a minute: about 18 chats; three unshared
+     * instances would admit about 54. */
+    char rpm_key[128], tpm_key[128];
     long long id = make_key(1, "{\"name\":\"rpm\",\"rpm\":40}", rpm_key,
                             sizeof(rpm_key));
+    T_CHECK(id > 0);
+    char body[96];
+    snprintf(body, sizeof(body), "{\"name\":\"tpm\",\"tpm\":%d}", TPM);
+    id = make_key(2, body, tpm_key, sizeof(tpm_key));
     T_CHECK(id > 0);
     usleep(1500000);
     /* Run inside one UTC minute (windows are fixed minutes): wait while
@@ -240,26 +258,41 @@ test_rpm_across_instances(void)
     while (gx_now_ms() % 60000 > 45000)
         usleep(100000);
     int64_t w0 = gx_now_ms() / 60000;
-    pthread_t th[6];
-    struct client cl[6];
+    static _Atomic int r_ok, r_429, r_other, t_ok, t_429, t_other;
+    pthread_t th[2 * LIMIT_CLIENTS];
+    struct limit_client cl[2 * LIMIT_CLIENTS];
     int64_t until = gx_mono_us() + 10000000;
-    for (int i = 0; i < 6; i++) {
-        cl[i] = (struct client){i % NINST, until};
-        pthread_create(&th[i], NULL, rpm_client, &cl[i]);
+    for (int i = 0; i < 2 * LIMIT_CLIENTS; i++) {
+        int t = i >= LIMIT_CLIENTS;
+        cl[i] = (struct limit_client){i % NINST, until, t ? tpm_key : rpm_key,
+                                      t ? &t_ok : &r_ok, t ? &t_429 : &r_429,
+                                      t ? &t_other : &r_other};
+        pthread_create(&th[i], NULL, limit_client, &cl[i]);
     }
-    for (int i = 0; i < 6; i++)
+    for (int i = 0; i < 2 * LIMIT_CLIENTS; i++)
         pthread_join(th[i], NULL);
     int windows = (int)(gx_now_ms() / 60000 - w0) + 1;
     fprintf(stderr,
-            "  rpm 40: %d admitted, %d refused (rate), %d other, over %d"
-            " minute window(s)\n",
-            atomic_load(&n_rpm_ok), atomic_load(&n_rpm_429),
-            atomic_load(&n_rpm_other), windows);
+            "  rpm 40: %d admitted, %d refused (rate), %d other; tpm %d:"
+            " %d admitted (%d tokens), %d refused, %d other; over %d minute"
+            " window(s)\n",
+            atomic_load(&r_ok), atomic_load(&r_429), atomic_load(&r_other),
+            TPM, atomic_load(&t_ok), atomic_load(&t_ok) * TOKENS_PER_CHAT,
+            atomic_load(&t_429), atomic_load(&t_other), windows);
     T_EQ_INT(windows, 1);
-    T_CHECK(atomic_load(&n_rpm_ok) <= 40); /* the cluster's limit */
-    T_CHECK(atomic_load(&n_rpm_ok) >= 30); /* most of it, in 10 s */
-    T_CHECK(atomic_load(&n_rpm_429) > 0);
-    T_EQ_INT(atomic_load(&n_rpm_other), 0);
+    T_CHECK(atomic_load(&r_ok) <= 40); /* the cluster's limit */
+    T_CHECK(atomic_load(&r_ok) >= 30); /* most of it, in 10 s */
+    T_CHECK(atomic_load(&r_429) > 0);
+    T_EQ_INT(atomic_load(&r_other), 0);
+    /* Tokens: estimates admitted <= TPM per window, the overrun of each
+     * request paid by later leases, so within the window at most TPM plus
+     * the overrun of the requests in flight when a lease ran dry (one
+     * per client at most). */
+    T_CHECK(atomic_load(&t_ok) * TOKENS_PER_CHAT <=
+            TPM + LIMIT_CLIENTS * TOKENS_PER_CHAT);
+    T_CHECK(atomic_load(&t_ok) * TOKENS_PER_CHAT >= TPM / 2);
+    T_CHECK(atomic_load(&t_429) > 0);
+    T_EQ_INT(atomic_load(&t_other), 0);
 }
 
 /* ---- keys across instances -------------------------------------- */
@@ -535,7 +568,7 @@ main(void)
     T_CHECK(up);
     if (up) {
         T_RUN(test_budget_across_instances);
-        T_RUN(test_rpm_across_instances);
+        T_RUN(test_limits_across_instances);
         T_RUN(test_keys_across_instances);
         T_RUN(test_kill9_loses_nothing);
         T_RUN(test_usage_shared);

@@ -418,6 +418,129 @@ test_pg_spool(void)
     free(tmp);
 }
 
+/* Spool mode with a leased budget: rows served while the database is
+ * down are charged to the lease that paid for them when replayed (by
+ * this instance, or by the next process from the same spool), so the
+ * books balance: spent + reserved never passes the budget, reserved is
+ * what the lease rows hold, and the local lease shrank by the cost. */
+static long long
+key_col(const char *col, int64_t id)
+{
+    char sql[160];
+    snprintf(sql, sizeof(sql), "SELECT %s FROM keys WHERE id = %lld", col,
+             (long long)id);
+    return pg_count(sql);
+}
+
+static void
+spool_rows(struct pr_ledger *l, struct pr_budget *b, int64_t key, int from,
+           int to)
+{
+    for (int i = from; i < to; i++) {
+        struct pr_usage_row r;
+        char rid[64];
+        make_row(i, "spbud", &r, rid, sizeof(rid));
+        r.key_id = key;
+        r.cost_pusd = 1000000;
+        T_EQ_INT(pr_budget_reserve(b, key, 2000000), GX_OK);
+        pr_budget_settle(b, key, 2000000, r.cost_pusd);
+        T_EQ_INT(pr_ledger_submit(l, &r, on_commit, NULL), GX_OK);
+    }
+    pr_ledger_flush(l);
+}
+
+static void
+test_pg_spool_budget(void)
+{
+    char err[512];
+    char *tmp = e2e_temp_dir();
+    char spool[512];
+    snprintf(spool, sizeof(spool), "%s/spool", tmp);
+    struct pr_key k = {.name = "spooled", .expires_ms = -1,
+                       .revoked_ms = -1, .budget_pusd = 1600000000};
+    memset(k.hash, 0x5b, sizeof(k.hash));
+    int64_t id = -1;
+    T_EQ_INT(pr_key_create(pg_uri, &k, &id, err, sizeof(err)), GX_OK);
+    struct pr_budget *b = pr_budget_new();
+    T_EQ_INT(pr_budget_use_leases(b, pg_uri, "spooltest-1"), GX_OK);
+    T_EQ_INT(pr_budget_set(b, id, k.budget_pusd, 0), GX_OK);
+    T_EQ_INT(pr_budget_sync(b, err, sizeof(err)), GX_OK);
+    int64_t lease = 0, spent = 0, resv = 0;
+    T_EQ_INT(pr_budget_get(b, id, &lease, &spent, &resv), GX_OK);
+    T_EQ_INT(lease, k.budget_pusd / 16); /* an idle instance's share */
+    T_EQ_INT(key_col("reserved_pusd", id), lease);
+    struct pr_ledger_opts o = {.lock_timeout_ms = 300,
+                               .unavailable = PR_UNAVAILABLE_SPOOL,
+                               .spool_path = spool};
+    struct pr_ledger *l = NULL;
+    T_EQ_INT(pr_ledger_open_ex(pg_uri, &o, &l, err, sizeof(err)), GX_OK);
+    if (!l)
+        goto out;
+    pr_ledger_attach_budget(l, b);
+    T_EQ_INT(pgt_server_stop(), 0);
+    reset_counts();
+    spool_rows(l, b, id, 0, 10);
+    T_EQ_INT(atomic_load(&n_ok), 10);
+    T_EQ_INT(pgt_server_start(), 0);
+    struct pr_ledger_stats st;
+    pr_ledger_stats(l, &st);
+    for (int i = 0; i < 200 && st.replayed < 10; i++) {
+        usleep(50000);
+        pr_ledger_stats(l, &st);
+    }
+    T_EQ_INT(st.replayed, 10);
+    /* The cost left the lease for spent, in the database and here. */
+    T_EQ_INT(key_col("spent_pusd", id), 10000000);
+    T_EQ_INT(key_col("reserved_pusd", id), lease - 10000000);
+    int64_t lim2 = 0;
+    T_EQ_INT(pr_budget_get(b, id, &lim2, &spent, &resv), GX_OK);
+    T_EQ_INT(lim2, lease - 10000000);
+    T_EQ_INT(spent, 0);
+    /* Down again; this process dies with 5 rows spooled (the ledger
+     * closes with the server down), a new one replays them at open: the
+     * cost still comes off the dead instance's lease, not on top. */
+    T_EQ_INT(pgt_server_stop(), 0);
+    spool_rows(l, b, id, 10, 15);
+    pr_ledger_close(l);
+    T_EQ_INT(pgt_server_start(), 0);
+    /* A lease silent for longer than PR_LEASE_STALE_MS, but the server
+     * has just restarted: nobody reclaims it yet (its owner may still be
+     * replaying a spool). */
+    T_EQ_INT(pgt_sql("llmux_t",
+                     "UPDATE budget_leases SET renewed_ms = 1 WHERE"
+                     " instance = 'spooltest-1'",
+                     NULL, 0),
+             0);
+    struct pr_budget *b2 = pr_budget_new();
+    T_EQ_INT(pr_budget_use_leases(b2, pg_uri, "spooltest-2"), GX_OK);
+    T_EQ_INT(pr_budget_set(b2, id, k.budget_pusd, 0), GX_OK);
+    T_EQ_INT(pr_budget_sync(b2, err, sizeof(err)), GX_OK);
+    T_EQ_INT(pg_count("SELECT count(*) FROM budget_leases WHERE instance ="
+                      " 'spooltest-1'"),
+             1);
+    T_EQ_INT(pr_ledger_open_ex(pg_uri, &o, &l, err, sizeof(err)), GX_OK);
+    if (l)
+        pr_ledger_close(l);
+    T_EQ_INT(key_col("spent_pusd", id), 15000000);
+    T_EQ_INT(pg_count("SELECT amount FROM budget_leases WHERE instance ="
+                      " 'spooltest-1'"),
+             lease - 15000000);
+    T_EQ_INT(pg_count("SELECT count(*) FROM keys k WHERE reserved_pusd <>"
+                      " COALESCE((SELECT sum(amount) FROM budget_leases b"
+                      " WHERE b.key_id = k.id), 0)"),
+             0);
+    T_CHECK(key_col("spent_pusd + reserved_pusd", id) <= k.budget_pusd);
+    T_EQ_INT(pr_budget_release_leases(b2, err, sizeof(err)), GX_OK);
+    pr_budget_free(b2);
+out:
+    T_EQ_INT(pr_budget_release_leases(b, err, sizeof(err)), GX_OK);
+    pr_budget_free(b);
+    char cmd[600];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", tmp);
+    T_EQ_INT(system(cmd), 0);
+    free(tmp);
+}
+
 struct restarter {
     int done;
 };
@@ -544,6 +667,73 @@ out:
     pr_rate_free(b);
 }
 
+/* Token leases: estimates taken, actual counts settled.  One instance
+ * alone gets the whole tpm; an estimate above the use goes back (same
+ * window); an overrun is a debt the next window's lease pays first; the
+ * token rows do not touch the same key's request count. */
+static void
+test_pg_tokens(void)
+{
+    char err[512];
+    struct pr_rate *a = pr_rate_new_tokens(pg_uri),
+                   *b = pr_rate_new_tokens(pg_uri), *c = pr_rate_new(pg_uri);
+    T_CHECK(a && b && c);
+    if (!a || !b || !c)
+        goto out;
+    int64_t key = 515151, now = 1764547200000LL + 7000, retry = 0;
+    T_EQ_INT(pr_rate_set(a, key, 1000), GX_OK);
+    T_EQ_INT(pr_rate_set(b, key, 1000), GX_OK);
+    T_EQ_INT(pr_rate_set(c, key, 5), GX_OK);
+    int64_t taken = 0;
+    for (int round = 0; round < 12; round++) {
+        T_EQ_INT(pr_rate_sync(a, now, err, sizeof(err)), GX_OK);
+        while (pr_rate_take_n(a, key, now, 100, &retry) == GX_OK)
+            taken += 100;
+    }
+    T_EQ_INT(taken, 1000);
+    T_EQ_INT(pr_rate_take_n(a, key, now, 1, &retry), GX_EAGAIN);
+    T_CHECK(retry >= 50);
+    /* used 40 of an estimate of 100: 60 back */
+    pr_rate_settle(a, key, now, 100, 40, now + 10);
+    T_EQ_INT(pr_rate_take_n(a, key, now, 60, &retry), GX_OK);
+    T_EQ_INT(pr_rate_take_n(a, key, now, 1, &retry), GX_EAGAIN);
+    /* the other instance gets nothing of this minute */
+    T_EQ_INT(pr_rate_sync(b, now, err, sizeof(err)), GX_OK);
+    T_EQ_INT(pr_rate_take_n(b, key, now, 1, &retry), GX_EAGAIN);
+    /* the request count of the same key is its own row */
+    int reqs = 0;
+    for (int round = 0; round < 8; round++) {
+        T_EQ_INT(pr_rate_sync(c, now, err, sizeof(err)), GX_OK);
+        while (pr_rate_take(c, key, now, &retry) == GX_OK)
+            reqs++;
+    }
+    T_EQ_INT(reqs, 5);
+    /* 300 used of an estimate of 100, settled in the next minute: the 200
+     * over is paid from that minute's lease, so 800 are left in it */
+    now += 60000;
+    pr_rate_settle(a, key, now - 60000, 100, 300, now);
+    taken = 0;
+    for (int round = 0; round < 12; round++) {
+        T_EQ_INT(pr_rate_sync(a, now, err, sizeof(err)), GX_OK);
+        while (pr_rate_take_n(a, key, now, 100, &retry) == GX_OK)
+            taken += 100;
+    }
+    T_EQ_INT(taken, 800);
+    /* an unused estimate of the past minute does not come back now */
+    pr_rate_settle(a, key, now - 60000, 100, 0, now);
+    T_EQ_INT(pr_rate_take_n(a, key, now, 1, &retry), GX_EAGAIN);
+    /* and the database never counted more than the limit */
+    char sql[160];
+    snprintf(sql, sizeof(sql),
+             "SELECT max(used) FROM rate_windows WHERE key_id = %lld",
+             (long long)-key);
+    T_EQ_INT(pg_count(sql), 1000);
+out:
+    pr_rate_free(a);
+    pr_rate_free(b);
+    pr_rate_free(c);
+}
+
 int
 main(void)
 {
@@ -563,8 +753,10 @@ main(void)
         T_RUN(test_pg_once_and_schema);
         T_RUN(test_pg_fail_closed);
         T_RUN(test_pg_spool);
+        T_RUN(test_pg_spool_budget);
         T_RUN(test_pg_restart_mid_load);
         T_RUN(test_pg_rate_alone);
+        T_RUN(test_pg_tokens);
         T_RUN(test_pg_bad_row);
     }
     pgt_stop();

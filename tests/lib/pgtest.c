@@ -166,6 +166,78 @@ pgt_sql(const char *name, const char *sql, char *out, size_t outlen)
     return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
 }
 
+#define PGT_NULL "<<pgt:null>>"
+
+int
+pgt_query(const char *name, const char *sql,
+          void (*cb)(void *ud, int ncols, char **vals), void *ud)
+{
+    char cmd[8192];
+    snprintf(cmd, sizeof(cmd),
+             "%s/psql -X -q -A -t -v ON_ERROR_STOP=1 -F '\037' -R '\036'"
+             " -P null='" PGT_NULL "' -h 127.0.0.1 -p %d -U llmux -d %s"
+             " -c \"%s\"",
+             bindir, port, name, sql);
+    FILE *p = popen(cmd, "r");
+    if (!p)
+        return -1;
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap);
+    size_t got;
+    while (buf && (got = fread(buf + len, 1, cap - len - 1, p)) > 0) {
+        len += got;
+        if (cap - len < 1024) {
+            char *nb = realloc(buf, cap * 2);
+            if (!nb) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+    }
+    int st = pclose(p);
+    if (!buf || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        free(buf);
+        return -1;
+    }
+    while (len && (buf[len - 1] == '\n' || buf[len - 1] == '\036'))
+        len--;
+    buf[len] = '\0';
+    int rows = 0;
+    char *vals[64];
+    for (char *rec = buf; len && rec;) {
+        char *next = strchr(rec, '\036');
+        if (next)
+            *next++ = '\0';
+        int n = 0;
+        for (char *f = rec; f && n < 64;) {
+            char *fn = strchr(f, '\037');
+            if (fn)
+                *fn++ = '\0';
+            vals[n++] = strcmp(f, PGT_NULL) == 0 ? NULL : f;
+            f = fn;
+        }
+        if (cb)
+            cb(ud, n, vals);
+        rows++;
+        rec = next;
+    }
+    free(buf);
+    return rows;
+}
+
+int
+pgt_dump(const char *name, const char *path)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof(cmd),
+             "%s/pg_dump -h 127.0.0.1 -p %d -U llmux -d %s -f '%s' 2>&1",
+             bindir, port, name, path);
+    return running && system(cmd) == 0 ? 0 : -1;
+}
+
 int
 pgt_createdb(const char *name, char *uri, size_t urilen)
 {
