@@ -451,11 +451,20 @@ struct gw_conn {
     int zombie;       /* connection gone, a handler still holds req */
     int64_t linger_bytes;
     struct gx_buf wbuf; /* one reply head (+ small body) at a time */
+    /* Plain sockets write without write interest: what a callback queues
+     * is written by ev_flush once that callback returns (all of it in
+     * one writev, e.g. every SSE chunk of one upstream read); only when
+     * the socket refuses some is EV_WRITE enabled (write_on), until the
+     * output is empty again.  TLS bufferevents keep EV_WRITE on. */
+    struct event *ev_flush;
+    int flush_pending;
+    int write_on;
 };
 
 static void conn_process(struct gw_conn *c);
 static void conn_free(struct gw_conn *c);
 static void arm_timer(struct gw_conn *c, int64_t ms);
+static void conn_queued(struct gw_conn *c);
 
 static const struct cfg *
 conn_cfg(const struct gw_conn *c)
@@ -809,8 +818,18 @@ request_done(struct gw_conn *c)
 static void
 conn_write(struct gw_conn *c, const void *data, size_t len)
 {
-    if (len)
+    if (len) {
         bufferevent_write(c->bev, data, len);
+        conn_queued(c);
+    }
+}
+
+/* Moves b's chains to the output (no copy). */
+static void
+conn_write_buffer(struct gw_conn *c, struct evbuffer *b)
+{
+    bufferevent_write_buffer(c->bev, b);
+    conn_queued(c);
 }
 
 void
@@ -851,7 +870,7 @@ gw_hreq_send_reply(struct gw_hreq *r, int status, struct evbuffer *b)
         build_head(c, r, status, (int64_t)len);
         conn_write(c, c->wbuf.data, c->wbuf.len);
         if (len && !r->head && status != 204 && status != 304)
-            bufferevent_write_buffer(c->bev, b); /* moves the chains */
+            conn_write_buffer(c, b); /* moves the chains */
         else if (b)
             evbuffer_drain(b, len);
         request_done(c);
@@ -899,7 +918,7 @@ write_chunk(struct gw_conn *c, struct gw_hreq *r, struct evbuffer *b,
     } else {
         conn_write(c, c->wbuf.data, c->wbuf.len);
         gx_buf_reset(&c->wbuf);
-        bufferevent_write_buffer(c->bev, b);
+        conn_write_buffer(c, b);
     }
     if (len && r->chunked)
         wb_str(&c->wbuf, "\r\n");
@@ -1127,6 +1146,13 @@ on_write(struct bufferevent *bev, void *arg)
     struct gw_conn *c = arg;
     if (evbuffer_get_length(bufferevent_get_output(bev)) != 0)
         return;
+    if (c->write_on) {
+        /* Drained: back to writing from ev_flush (libevent deletes the
+         * write event itself when the output empties; this keeps it
+         * from being added again with the next reply). */
+        c->write_on = 0;
+        bufferevent_disable(bev, EV_WRITE);
+    }
     switch (c->state) {
     case C_CLOSING:
         if (!c->tls && c->unread_input) {
@@ -1151,6 +1177,52 @@ on_write(struct bufferevent *bev, void *arg)
     default:
         return;
     }
+}
+
+/* Something was queued on c's output: make sure it is written. */
+static void
+conn_queued(struct gw_conn *c)
+{
+    if (c->tls || c->write_on || c->flush_pending || !c->ev_flush)
+        return;
+    c->flush_pending = 1;
+    event_active(c->ev_flush, EV_TIMEOUT, 1);
+}
+
+static void on_event(struct bufferevent *bev, short what, void *arg);
+
+/* ev_flush: the callback that queued output has returned; write what it
+ * queued straight to the socket.  What the socket does not take waits
+ * for EV_WRITE (and the bufferevent's write timeout). */
+static void
+on_flush(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct gw_conn *c = arg;
+    c->flush_pending = 0;
+    if (c->write_on || !c->bev)
+        return;
+    struct evbuffer *out = bufferevent_get_output(c->bev);
+    while (evbuffer_get_length(out) > 0) {
+        /* A socket bufferevent keeps its output's start frozen so only
+         * it drains it; here we are the writer. */
+        evbuffer_unfreeze(out, 1);
+        int n = evbuffer_write(out, c->fd);
+        int e = EVUTIL_SOCKET_ERROR();
+        evbuffer_freeze(out, 1);
+        if (n > 0)
+            continue;
+        if (n < 0 && (e == EAGAIN || e == EWOULDBLOCK || e == EINTR)) {
+            c->write_on = 1;
+            bufferevent_enable(c->bev, EV_WRITE);
+            return;
+        }
+        /* The client is gone (EPIPE, ECONNRESET): as libevent says it. */
+        on_event(c->bev, BEV_EVENT_WRITING | BEV_EVENT_ERROR, c);
+        return;
+    }
+    on_write(c->bev, c); /* all out: what a drained output does next */
 }
 
 static void
@@ -1235,6 +1307,9 @@ conn_free(struct gw_conn *c)
         if (c->ev_timer)
             event_free(c->ev_timer);
         c->ev_timer = NULL;
+        if (c->ev_flush)
+            event_free(c->ev_flush);
+        c->ev_flush = NULL;
         if (c->bev)
             bufferevent_free(c->bev); /* closes the socket (and the SSL) */
         c->bev = NULL;
@@ -1276,7 +1351,11 @@ conn_new(struct gw_worker *w, int fd)
         c->bev = bufferevent_socket_new(w->base, fd, BEV_OPT_CLOSE_ON_FREE);
     }
     c->ev_timer = evtimer_new(w->base, on_timer, c);
-    if (!c->bev || !c->ev_timer) {
+    if (!c->tls)
+        c->ev_flush = event_new(w->base, -1, 0, on_flush, c);
+    if (!c->bev || !c->ev_timer || (!c->tls && !c->ev_flush)) {
+        if (c->ev_flush)
+            event_free(c->ev_flush);
         if (c->ev_timer)
             event_free(c->ev_timer);
         if (c->bev)
@@ -1298,7 +1377,14 @@ conn_new(struct gw_worker *w, int fd)
     bufferevent_setwatermark(c->bev, EV_READ, 0, GW_IN_HIGH_WATER);
     struct timeval wt = {GW_WRITE_TIMEOUT_S, 0};
     bufferevent_set_timeouts(c->bev, NULL, &wt);
-    bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+    /* Plain sockets: EV_WRITE only while the socket refuses output
+     * (on_flush). */
+    if (c->tls) {
+        bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+    } else {
+        bufferevent_enable(c->bev, EV_READ);
+        bufferevent_disable(c->bev, EV_WRITE); /* on by default */
+    }
     /* A fresh connection gets the header deadline from its first byte
      * on; until then the idle timeout applies (no request yet). */
     arm_timer(c, conn_cfg(c)->header_timeout_ms);
