@@ -497,6 +497,11 @@ pv_loop_free(struct pv_loop *loop)
         curl_easy_cleanup(loop->easy_pool[--loop->n_easy_pool]);
     loop->pending = NULL;
     curl_multi_cleanup(loop->multi);
+    while (loop->n_urls > 0) {
+        struct pv_url *pu = &loop->urls[--loop->n_urls];
+        curl_url_cleanup(pu->u);
+        free(pu->url);
+    }
     /* Sockets libcurl did not report as removed during cleanup. */
     while (loop->socks)
         sock_free(loop->socks);
@@ -863,6 +868,36 @@ fb_timer_cb(evutil_socket_t fd, short what, void *arg)
     pv_loop_settle(c->loop);
 }
 
+/* url parsed once per loop: libcurl parses CURLOPT_URL again for every
+ * transfer (~28k instructions a call, the largest single part of a
+ * transfer's setup); given CURLOPT_CURLU it copies a parsed handle
+ * instead.  libcurl copies the handle when the transfer starts and never
+ * changes it, so one handle serves every call to that URL; the handles
+ * live until pv_loop_free (the cache never evicts: URLs come from the
+ * configuration, and past PV_URL_CACHE of them NULL sends the caller to
+ * CURLOPT_URL).  NULL also when libcurl cannot parse url: CURLOPT_URL
+ * then gives the transfer libcurl's own error. */
+static CURLU *
+url_parsed(struct pv_loop *loop, const char *url)
+{
+    for (int i = 0; i < loop->n_urls; i++)
+        if (!strcmp(loop->urls[i].url, url))
+            return loop->urls[i].u;
+    if (loop->n_urls >= PV_URL_CACHE)
+        return NULL;
+    CURLU *u = curl_url();
+    char *copy = strdup(url);
+    if (!u || !copy || curl_url_set(u, CURLUPART_URL, url, 0) != CURLUE_OK) {
+        curl_url_cleanup(u);
+        free(copy);
+        return NULL;
+    }
+    loop->urls[loop->n_urls].url = copy;
+    loop->urls[loop->n_urls].u = u;
+    loop->n_urls++;
+    return u;
+}
+
 enum gx_status
 pv_http_start(struct pv_call *c, const struct pv_http_hooks *hooks,
               const struct cfg_provider *prov, const char *url,
@@ -878,7 +913,11 @@ pv_http_start(struct pv_call *c, const struct pv_http_hooks *hooks,
     if (!c->easy)
         goto nomem;
     CURL *e = c->easy;
-    curl_easy_setopt(e, CURLOPT_URL, url);
+    CURLU *pu = url_parsed(loop, url);
+    if (pu)
+        curl_easy_setopt(e, CURLOPT_CURLU, pu);
+    else
+        curl_easy_setopt(e, CURLOPT_URL, url);
     curl_easy_setopt(e, CURLOPT_PRIVATE, (char *)c);
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);

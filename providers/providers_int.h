@@ -27,6 +27,9 @@ struct pv_sock;
 /* Easy handles kept for reuse per loop: curl_easy_init + cleanup per call
  * showed in profiles; a reset handle is much cheaper. */
 #define PV_EASY_POOL 64
+/* Upstream URLs kept parsed per loop (loop.c url_parsed); past this many
+ * distinct URLs a call's URL is parsed by libcurl as usual. */
+#define PV_URL_CACHE 64
 
 struct pv_loop {
     struct event_base *base;
@@ -42,6 +45,11 @@ struct pv_loop {
     CURL *easy_pool[PV_EASY_POOL];
     int n_easy_pool;
     int settling;
+    struct pv_url {
+        char *url;
+        CURLU *u;
+    } urls[PV_URL_CACHE];
+    int n_urls;
 };
 
 struct pv_call;
