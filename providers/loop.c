@@ -868,6 +868,102 @@ fb_timer_cb(evutil_socket_t fd, short what, void *arg)
     pv_loop_settle(c->loop);
 }
 
+static int
+header_ok(const char *s)
+{
+    return s && !strpbrk(s, "\r\n");
+}
+
+/* Appends "name: prefix value" ("name:" alone when both are empty, which
+ * tells libcurl to send no such header) without printf (formatting the
+ * headers of every call showed in profiles). */
+static struct curl_slist *
+add_header(struct curl_slist *l, int *ok, const char *name,
+           const char *prefix, const char *value)
+{
+    if (!*ok)
+        return l;
+    size_t nl = strlen(name), pl = strlen(prefix), vl = strlen(value);
+    char small[512];
+    size_t need = nl + 2 + pl + vl + 1;
+    char *buf = need <= sizeof(small) ? small : malloc(need);
+    struct curl_slist *n = NULL;
+    if (buf) {
+        char *p = buf;
+        memcpy(p, name, nl);
+        p += nl;
+        *p++ = ':';
+        if (pl || vl)
+            *p++ = ' ';
+        memcpy(p, prefix, pl);
+        memcpy(p + pl, value, vl);
+        p[pl + vl] = '\0';
+        n = curl_slist_append(l, buf);
+        if (buf != small)
+            free(buf);
+    }
+    if (!n) {
+        *ok = 0;
+        return l;
+    }
+    return n;
+}
+
+enum gx_status
+pv_http_headers(const struct pv_request *req, const char *key_name,
+                const char *key_prefix, const char *extra_name,
+                const char *extra_value, struct curl_slist **out, char *err,
+                size_t errlen)
+{
+    const struct cfg_provider *prov = req->provider;
+    const char *pname = prov->name ? prov->name : "?";
+    struct curl_slist *hdr = NULL;
+    int ok = 1;
+    *out = NULL;
+    hdr = add_header(hdr, &ok, "Content-Type", "", "application/json");
+    hdr = add_header(hdr, &ok, "Accept", "",
+                     req->stream ? "text/event-stream" : "application/json");
+    hdr = add_header(hdr, &ok, "Expect", "", "");
+    if (prov->api_key && *prov->api_key) {
+        if (!header_ok(prov->api_key)) {
+            gx_errf(err, errlen, "provider %s: api_key has a line break",
+                    pname);
+            goto bad;
+        }
+        hdr = add_header(hdr, &ok, key_name, key_prefix, prov->api_key);
+    }
+    int extra_set = 0;
+    for (size_t i = 0; i < prov->n_headers; i++) {
+        const struct cfg_header *h = &prov->headers[i];
+        if (!header_ok(h->name) || !header_ok(h->value) || !*h->name) {
+            gx_errf(err, errlen, "provider %s: bad header %zu", pname, i);
+            goto bad;
+        }
+        if (extra_name && !strcasecmp(h->name, extra_name))
+            extra_set = 1;
+        hdr = add_header(hdr, &ok, h->name, "", h->value);
+    }
+    if (extra_name && !extra_set)
+        hdr = add_header(hdr, &ok, extra_name, "", extra_value);
+    if (req->request_id && *req->request_id) {
+        if (!header_ok(req->request_id)) {
+            gx_errf(err, errlen, "request id has a line break");
+            goto bad;
+        }
+        hdr = add_header(hdr, &ok, "X-Request-Id", "", req->request_id);
+    }
+    if (!ok) {
+        gx_errf(err, errlen, "out of memory");
+        curl_slist_free_all(hdr);
+        return GX_ENOMEM;
+    }
+    *out = hdr;
+    return GX_OK;
+bad:
+    curl_slist_free_all(hdr);
+    return GX_EINVAL;
+}
+
 /* url parsed once per loop: libcurl parses CURLOPT_URL again for every
  * transfer (~28k instructions a call, the largest single part of a
  * transfer's setup); given CURLOPT_CURLU it copies a parsed handle

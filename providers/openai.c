@@ -276,36 +276,6 @@ static const struct pv_http_hooks oa_hooks = {
     .free_impl = oa_free_impl,
 };
 
-static int
-header_ok(const char *s)
-{
-    return s && !strpbrk(s, "\r\n");
-}
-
-static struct curl_slist *
-add_header(struct curl_slist *l, int *ok, const char *fmt, const char *a,
-           const char *b)
-{
-    if (!*ok)
-        return l;
-    char small[512];
-    size_t need = strlen(fmt) + strlen(a) + (b ? strlen(b) : 0) + 1;
-    char *buf = need <= sizeof(small) ? small : malloc(need);
-    if (!buf) {
-        *ok = 0;
-        return l;
-    }
-    snprintf(buf, need, fmt, a, b ? b : "");
-    struct curl_slist *n = curl_slist_append(l, buf);
-    if (buf != small)
-        free(buf);
-    if (!n) {
-        *ok = 0;
-        return l;
-    }
-    return n;
-}
-
 /* Sets key on obj to v (reference stolen), first taking a reference to
  * the old value (NULL when absent) into *old.  Returns 0 on success. */
 static int
@@ -412,39 +382,10 @@ oa_start(struct pv_loop *loop, const struct pv_request *req,
     memcpy(url, prov->base_url, blen);
     memcpy(url + blen, "/chat/completions", sizeof("/chat/completions"));
 
-    int ok = 1;
-    hdr = add_header(hdr, &ok, "Content-Type: application/json%s", "", NULL);
-    hdr = add_header(hdr, &ok, "Accept: %s",
-                     req->stream ? "text/event-stream" : "application/json",
-                     NULL);
-    /* No "Expect: 100-continue" round trip for large prompts. */
-    hdr = add_header(hdr, &ok, "Expect:%s", "", NULL);
-    if (prov->api_key && *prov->api_key) {
-        if (!header_ok(prov->api_key)) {
-            gx_errf(err, errlen, "provider %s: api_key has a line break",
-                    pname);
-            goto out;
-        }
-        hdr = add_header(hdr, &ok, "Authorization: Bearer %s%s",
-                         prov->api_key, "");
-    }
-    for (size_t i = 0; i < prov->n_headers; i++) {
-        const struct cfg_header *h = &prov->headers[i];
-        if (!header_ok(h->name) || !header_ok(h->value) || !*h->name) {
-            gx_errf(err, errlen, "provider %s: bad header %zu", pname, i);
-            goto out;
-        }
-        hdr = add_header(hdr, &ok, "%s: %s", h->name, h->value);
-    }
-    if (req->request_id && *req->request_id) {
-        if (!header_ok(req->request_id)) {
-            gx_errf(err, errlen, "request id has a line break");
-            goto out;
-        }
-        hdr = add_header(hdr, &ok, "X-Request-Id: %s%s", req->request_id, "");
-    }
-    if (!ok)
-        goto nomem;
+    st = pv_http_headers(req, "Authorization", "Bearer ", NULL, NULL, &hdr,
+                         err, errlen);
+    if (st != GX_OK)
+        goto out;
 
     struct pv_call *c =
         pv_call_alloc(loop, &pv_openai_ops, req, cb, sizeof(struct oa_call));

@@ -135,6 +135,22 @@ enum gx_status pv_http_start(struct pv_call *call,
                              struct curl_slist *headers, char *body,
                              size_t body_len, char *err, size_t errlen);
 
+/* The request headers of every HTTP kind, in this order: Content-Type:
+ * application/json, Accept (text/event-stream for a stream), an empty
+ * Expect (no 100-continue round trip), "<key_name>: <key_prefix><api_key>"
+ * when the provider has a key, the provider's configured headers,
+ * "<extra_name>: <extra_value>" unless configured already (both NULL:
+ * none), X-Request-Id.  On success *out is a new list for pv_http_start;
+ * on failure *out is NULL and err says why: GX_EINVAL for a value with a
+ * line break (the api_key, a configured header, the request id),
+ * GX_ENOMEM. */
+enum gx_status pv_http_headers(const struct pv_request *req,
+                               const char *key_name, const char *key_prefix,
+                               const char *extra_name,
+                               const char *extra_value,
+                               struct curl_slist **out, char *err,
+                               size_t errlen);
+
 /* The generic cancel/pause/resume for HTTP kinds (their pv_ops use them). */
 void pv_http_cancel(struct pv_call *call);
 void pv_http_pause(struct pv_call *call);
