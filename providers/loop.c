@@ -636,8 +636,8 @@ pv_call_start(struct pv_loop *loop, const struct pv_request *req,
               const struct pv_callbacks *cb, struct pv_call **out, char *err,
               size_t errlen)
 {
-    if (!loop || !req || !req->provider || !req->model || !req->body ||
-        !cb || !out) {
+    if (!loop || !req || !req->provider || !req->model ||
+        (!req->body && !(req->chat && req->chat->text)) || !cb || !out) {
         gx_errf(err, errlen, "pv_call_start: missing argument");
         return GX_EINVAL;
     }
@@ -646,6 +646,20 @@ pv_call_start(struct pv_loop *loop, const struct pv_request *req,
         gx_errf(err, errlen, "provider %s: kind not supported in this build",
                 req->provider->name ? req->provider->name : "?");
         return GX_EINVAL;
+    }
+    struct pv_request with_tree;
+    /* The openai kind splices the client's bytes when it can (req->body
+     * NULL after pv_chat_parse's fast path) and asks pv_chat_body itself
+     * otherwise; every other kind reads the tree, built here once and
+     * kept in the chat for the next attempt. */
+    if (!req->body && ops != &pv_openai_ops) {
+        with_tree = *req;
+        with_tree.body = pv_chat_body(req->chat);
+        if (!with_tree.body) {
+            gx_errf(err, errlen, "out of memory");
+            return GX_ENOMEM;
+        }
+        req = &with_tree;
     }
     return ops->start(loop, req, cb, out, err, errlen);
 }

@@ -311,6 +311,85 @@ swap_out(json_t *obj, const char *key, json_t *old)
  * in profiles).  The body is only ever used on this loop's thread, so
  * nothing sees the object in between.  Returns a malloc'd string or NULL
  * on out of memory. */
+/* Writes s at o as a JSON string (quotes, escapes as jansson writes
+ * them: ", \ and control characters; UTF-8 as it is): at most
+ * 2 + 6 * strlen(s) bytes.  Returns the end. */
+static char *
+put_json_string(char *o, const char *s)
+{
+    static const char hex[] = "0123456789abcdef";
+    *o++ = '"';
+    for (const char *p = s; *p; p++) {
+        unsigned char ch = (unsigned char)*p;
+        const char *short_esc = ch == '"'    ? "\\\""
+                                : ch == '\\' ? "\\\\"
+                                : ch == '\n' ? "\\n"
+                                : ch == '\t' ? "\\t"
+                                : ch == '\r' ? "\\r"
+                                : ch == '\b' ? "\\b"
+                                : ch == '\f' ? "\\f"
+                                              : NULL;
+        if (short_esc) {
+            memcpy(o, short_esc, 2);
+            o += 2;
+        } else if (ch < 0x20) {
+            memcpy(o, "\\u00", 4);
+            o[4] = hex[ch >> 4];
+            o[5] = hex[ch & 15];
+            o += 6;
+        } else {
+            *o++ = (char)ch;
+        }
+    }
+    *o++ = '"';
+    return o;
+}
+
+/* The upstream body from the client's own bytes (pv_chat's fast path):
+ * the model's value replaced by the upstream name and, for a stream whose
+ * client did not ask for usage and sent no stream_options,
+ * "stream_options":{"include_usage":true} added as the last member.  No
+ * tree and no re-serialising: everything else is the client's bytes as
+ * sent.  NULL when the tree way must be taken (a stream_options object
+ * to edit) or out of memory (*nomem). */
+static char *
+upstream_splice(const struct pv_request *req, const char *up, int *nomem)
+{
+    static const char so[] = ",\"stream_options\":{\"include_usage\":true}";
+    const struct pv_chat *ch = req->chat;
+    int add_so = req->stream && !req->client_include_usage;
+    *nomem = 0;
+    if (add_so && ch->has_stream_options)
+        return NULL;
+    size_t rest = ch->model_at + ch->model_len, end = ch->text_len;
+    if (add_so) {
+        /* Before the top object's closing brace (what trails it kept). */
+        while (end > rest && ch->text[end - 1] != '}')
+            end--;
+        if (end <= rest)
+            return NULL; /* cannot be: the scan saw the brace */
+        end--;
+    }
+    char *out = malloc(ch->text_len + 2 + 6 * strlen(up) + sizeof(so));
+    if (!out) {
+        *nomem = 1;
+        return NULL;
+    }
+    char *o = out;
+    memcpy(o, ch->text, ch->model_at);
+    o = put_json_string(o + ch->model_at, up);
+    memcpy(o, ch->text + rest, end - rest);
+    o += end - rest;
+    if (add_so) {
+        memcpy(o, so, sizeof(so) - 1);
+        o += sizeof(so) - 1;
+        memcpy(o, ch->text + end, ch->text_len - end);
+        o += ch->text_len - end;
+    }
+    *o = '\0';
+    return out;
+}
+
 static char *
 upstream_body(const struct pv_request *req, const char *up)
 {
@@ -359,19 +438,29 @@ oa_start(struct pv_loop *loop, const struct pv_request *req,
         gx_errf(err, errlen, "provider %s: no base_url", pname);
         return GX_EINVAL;
     }
-    if (!json_is_object(req->body)) {
-        gx_errf(err, errlen, "request body is not a JSON object");
-        return GX_EINVAL;
-    }
     const char *up = model->upstream ? model->upstream : model->name;
     if (!up) {
         gx_errf(err, errlen, "provider %s: model without a name", pname);
         return GX_EINVAL;
     }
-
-    body = upstream_body(req, up);
-    if (!body)
-        goto nomem;
+    if (!req->body) {
+        int nomem = 0;
+        body = upstream_splice(req, up, &nomem);
+        if (nomem)
+            goto nomem;
+    }
+    if (!body) {
+        struct pv_request tree_req = *req;
+        if (!tree_req.body)
+            tree_req.body = pv_chat_body(req->chat);
+        if (!json_is_object(tree_req.body)) {
+            gx_errf(err, errlen, "request body is not a JSON object");
+            return GX_EINVAL;
+        }
+        body = upstream_body(&tree_req, up);
+        if (!body)
+            goto nomem;
+    }
 
     size_t blen = strlen(prov->base_url);
     while (blen > 0 && prov->base_url[blen - 1] == '/')

@@ -208,6 +208,22 @@ struct pv_js_chat {
 };
 enum pv_js_verdict pv_json_scan_chat(const char *data, size_t n,
                                      struct pv_js_chat *out);
+
+/* The facts pv_chat needs from a client's chat request (request.c's fast
+ * path).  pv_json_scan_request answers 0 only for a body json_loadb
+ * (JSON_REJECT_DUPLICATES) accepts and request.c's rules pass, with the
+ * facts as read from that tree; -1 means "take the jansson way" (which
+ * words the error, if any). */
+struct pv_js_req {
+    int has_model, has_messages, has_stream_options;
+    size_t model_at, model_len; /* model's value, quotes included */
+    size_t n_messages;
+    int stream, include_usage;
+    int64_t n;                  /* 0: not given */
+    int64_t max_tokens;         /* the larger cap, 0: none */
+    int64_t text_bytes, n_other_parts;
+};
+int pv_json_scan_request(const char *data, size_t n, struct pv_js_req *out);
 /* A usage count from a JSON number: (int64_t)d for 0 < d < 2^63, 0 for
  * negative or NaN, INT64_MAX from 2^63 on (a plain cast would be
  * undefined there). */

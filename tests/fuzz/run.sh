@@ -56,7 +56,7 @@ sources_for() {
     case "$1" in
     sse) echo providers/sse.c common/common.c ;;
     json_scan) echo providers/json_scan.c ;;
-    chat_request) echo providers/request.c ;;
+    chat_request) echo providers/request.c providers/json_scan.c ;;
     scrub) echo providers/scrub.c ;;
     json_schema) echo providers/json_schema.c common/common.c local_engine/*.c ;;
     config) echo config/*.c pricing/*.c common/*.c ;;
