@@ -905,8 +905,18 @@ write_chunk(struct gw_conn *c, struct gw_hreq *r, struct evbuffer *b,
             evbuffer_drain(b, len);
         len = 0;
     }
-    if (len && r->chunked)
-        gx_buf_printf(&c->wbuf, "%zx\r\n", len);
+    if (len && r->chunked) {
+        /* The chunk size in hex, without printf (once per SSE event). */
+        char hx[2 * sizeof(size_t) + 2];
+        size_t k = sizeof(hx), v = len;
+        hx[--k] = '\n';
+        hx[--k] = '\r';
+        do {
+            hx[--k] = "0123456789abcdef"[v & 15];
+            v >>= 4;
+        } while (v);
+        (void)gx_buf_append(&c->wbuf, hx + k, sizeof(hx) - k);
+    }
     if (len <= GW_SMALL_WRITE) {
         if (len) {
             size_t at = c->wbuf.len;

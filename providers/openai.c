@@ -3,7 +3,9 @@
  * Completions (OpenAI itself, relays, DeepSeek, vLLM, ...).
  *
  * Request: POST {base_url}/chat/completions with the client's JSON, its
- * "model" replaced by the upstream name.  For a stream whose client did
+ * "model" replaced by the upstream name: the client's bytes as sent with
+ * the model's value spliced (upstream_splice) when pv_chat_parse took its
+ * fast path, else the tree re-serialised (upstream_body).  For a stream whose client did
  * not ask for stream_options.include_usage we ask for it anyway (llmux
  * must bill from the upstream's own counts) and swallow the usage-only
  * chunk that results, so the client sees exactly what it asked for.
