@@ -459,12 +459,17 @@ struct gw_conn {
     struct event *ev_flush;
     int flush_pending;
     int write_on;
+    /* Chunks of a streamed reply queued since the last flush (plain
+     * sockets, !write_on): framed as one HTTP chunk by on_flush, so the
+     * SSE events of one upstream read cost one frame and no copy. */
+    struct evbuffer *chunk;
 };
 
 static void conn_process(struct gw_conn *c);
 static void conn_free(struct gw_conn *c);
 static void arm_timer(struct gw_conn *c, int64_t ms);
 static void conn_queued(struct gw_conn *c);
+static void chunk_frame(struct gw_conn *c);
 
 static const struct cfg *
 conn_cfg(const struct gw_conn *c)
@@ -629,7 +634,8 @@ gw_hreq_pending(const struct gw_hreq *req)
     const struct gw_conn *c = req->conn;
     if (c->zombie || !c->bev)
         return 0;
-    return evbuffer_get_length(bufferevent_get_output(c->bev));
+    return evbuffer_get_length(bufferevent_get_output(c->bev)) +
+           (c->chunk ? evbuffer_get_length(c->chunk) : 0);
 }
 
 void
@@ -893,6 +899,23 @@ gw_hreq_reply_start(struct gw_hreq *r, int status)
     conn_write(c, c->wbuf.data, c->wbuf.len);
 }
 
+/* A chunk's size line ("1a2b\r\n") written at the end of buf without
+ * printf (once per flushed chunk); *start is where it begins. */
+#define SIZE_LINE_MAX (2 * sizeof(size_t) + 2)
+static size_t
+size_line(char *buf, size_t len, const char **start)
+{
+    size_t k = SIZE_LINE_MAX;
+    buf[--k] = '\n';
+    buf[--k] = '\r';
+    do {
+        buf[--k] = "0123456789abcdef"[len & 15];
+        len >>= 4;
+    } while (len);
+    *start = buf + k;
+    return SIZE_LINE_MAX - k;
+}
+
 /* One chunk's frame and data into c->wbuf (small) or the output. */
 static void
 write_chunk(struct gw_conn *c, struct gw_hreq *r, struct evbuffer *b,
@@ -906,16 +929,10 @@ write_chunk(struct gw_conn *c, struct gw_hreq *r, struct evbuffer *b,
         len = 0;
     }
     if (len && r->chunked) {
-        /* The chunk size in hex, without printf (once per SSE event). */
-        char hx[2 * sizeof(size_t) + 2];
-        size_t k = sizeof(hx), v = len;
-        hx[--k] = '\n';
-        hx[--k] = '\r';
-        do {
-            hx[--k] = "0123456789abcdef"[v & 15];
-            v >>= 4;
-        } while (v);
-        (void)gx_buf_append(&c->wbuf, hx + k, sizeof(hx) - k);
+        char hx[SIZE_LINE_MAX];
+        const char *h;
+        size_t hl = size_line(hx, len, &h);
+        (void)gx_buf_append(&c->wbuf, h, hl);
     }
     if (len <= GW_SMALL_WRITE) {
         if (len) {
@@ -946,6 +963,15 @@ gw_hreq_reply_chunk(struct gw_hreq *r, struct evbuffer *b)
             evbuffer_drain(b, evbuffer_get_length(b));
         return;
     }
+    if (r->chunked && !r->head && !c->tls && !c->write_on && c->ev_flush) {
+        /* Held for on_flush, which frames all of it as one chunk. */
+        if (!c->chunk)
+            c->chunk = evbuffer_new();
+        if (c->chunk && evbuffer_add_buffer(c->chunk, b) == 0) {
+            conn_queued(c);
+            return;
+        }
+    }
     write_chunk(c, r, b, 0);
 }
 
@@ -960,6 +986,7 @@ gw_hreq_reply_end(struct gw_hreq *r, struct evbuffer *last)
             request_done(c);
         return;
     }
+    chunk_frame(c); /* what reply_chunk held goes first */
     write_chunk(c, r, last, 1);
     request_done(c);
 }
@@ -1189,6 +1216,23 @@ on_write(struct bufferevent *bev, void *arg)
     }
 }
 
+/* Moves the held chunk data to the output as one HTTP chunk (size line,
+ * the data's chains without a copy, CRLF). */
+static void
+chunk_frame(struct gw_conn *c)
+{
+    size_t len = c->chunk ? evbuffer_get_length(c->chunk) : 0;
+    if (!len || !c->bev)
+        return;
+    char hx[SIZE_LINE_MAX];
+    const char *h;
+    size_t hl = size_line(hx, len, &h);
+    struct evbuffer *out = bufferevent_get_output(c->bev);
+    evbuffer_add(out, h, hl);
+    evbuffer_add_buffer(out, c->chunk);
+    evbuffer_add(out, "\r\n", 2);
+}
+
 /* Something was queued on c's output: make sure it is written. */
 static void
 conn_queued(struct gw_conn *c)
@@ -1213,6 +1257,7 @@ on_flush(evutil_socket_t fd, short what, void *arg)
     c->flush_pending = 0;
     if (c->write_on || !c->bev)
         return;
+    chunk_frame(c);
     struct evbuffer *out = bufferevent_get_output(c->bev);
     while (evbuffer_get_length(out) > 0) {
         /* A socket bufferevent keeps its output's start frozen so only
@@ -1330,6 +1375,8 @@ conn_free(struct gw_conn *c)
             return; /* freed when the handler replies (request_done) */
     }
     request_reset(&c->req);
+    if (c->chunk)
+        evbuffer_free(c->chunk);
     gx_buf_cleanup(&c->req.out);
     gx_buf_cleanup(&c->wbuf);
     gw_hparse_cleanup(&c->hp);
