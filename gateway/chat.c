@@ -364,12 +364,9 @@ complete_reply(struct gw_req *r)
             gw_hreq_add_header(h, "X-Llmux-Cost-Usd", cost);
         }
         gw_hreq_add_header(h, "Content-Type", "application/json");
-        struct evbuffer *b = evbuffer_new();
-        if (b && r->resp_body)
-            evbuffer_add(b, r->resp_body, r->resp_len);
-        gw_hreq_send_reply(req, r->status, b);
-        if (b)
-            evbuffer_free(b);
+        /* Straight from the kept body: no evbuffer built and pulled up. */
+        gw_hreq_send_body(req, r->status, r->resp_body,
+                          r->resp_body ? r->resp_len : 0);
     }
     r->req = NULL; /* ended: conn.c has it back */
     if (r->status >= 400)

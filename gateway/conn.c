@@ -451,11 +451,25 @@ struct gw_conn {
     int zombie;       /* connection gone, a handler still holds req */
     int64_t linger_bytes;
     struct gx_buf wbuf; /* one reply head (+ small body) at a time */
+    /* Plain sockets write without write interest: what a callback queues
+     * is written by ev_flush once that callback returns (all of it in
+     * one writev, e.g. every SSE chunk of one upstream read); only when
+     * the socket refuses some is EV_WRITE enabled (write_on), until the
+     * output is empty again.  TLS bufferevents keep EV_WRITE on. */
+    struct event *ev_flush;
+    int flush_pending;
+    int write_on;
+    /* Chunks of a streamed reply queued since the last flush (plain
+     * sockets, !write_on): framed as one HTTP chunk by on_flush, so the
+     * SSE events of one upstream read cost one frame and no copy. */
+    struct evbuffer *chunk;
 };
 
 static void conn_process(struct gw_conn *c);
 static void conn_free(struct gw_conn *c);
 static void arm_timer(struct gw_conn *c, int64_t ms);
+static void conn_queued(struct gw_conn *c);
+static void chunk_frame(struct gw_conn *c);
 
 static const struct cfg *
 conn_cfg(const struct gw_conn *c)
@@ -620,7 +634,8 @@ gw_hreq_pending(const struct gw_hreq *req)
     const struct gw_conn *c = req->conn;
     if (c->zombie || !c->bev)
         return 0;
-    return evbuffer_get_length(bufferevent_get_output(c->bev));
+    return evbuffer_get_length(bufferevent_get_output(c->bev)) +
+           (c->chunk ? evbuffer_get_length(c->chunk) : 0);
 }
 
 void
@@ -809,8 +824,18 @@ request_done(struct gw_conn *c)
 static void
 conn_write(struct gw_conn *c, const void *data, size_t len)
 {
-    if (len)
+    if (len) {
         bufferevent_write(c->bev, data, len);
+        conn_queued(c);
+    }
+}
+
+/* Moves b's chains to the output (no copy). */
+static void
+conn_write_buffer(struct gw_conn *c, struct evbuffer *b)
+{
+    bufferevent_write_buffer(c->bev, b);
+    conn_queued(c);
 }
 
 void
@@ -851,7 +876,7 @@ gw_hreq_send_reply(struct gw_hreq *r, int status, struct evbuffer *b)
         build_head(c, r, status, (int64_t)len);
         conn_write(c, c->wbuf.data, c->wbuf.len);
         if (len && !r->head && status != 204 && status != 304)
-            bufferevent_write_buffer(c->bev, b); /* moves the chains */
+            conn_write_buffer(c, b); /* moves the chains */
         else if (b)
             evbuffer_drain(b, len);
         request_done(c);
@@ -874,6 +899,23 @@ gw_hreq_reply_start(struct gw_hreq *r, int status)
     conn_write(c, c->wbuf.data, c->wbuf.len);
 }
 
+/* A chunk's size line ("1a2b\r\n") written at the end of buf without
+ * printf (once per flushed chunk); *start is where it begins. */
+#define SIZE_LINE_MAX (2 * sizeof(size_t) + 2)
+static size_t
+size_line(char *buf, size_t len, const char **start)
+{
+    size_t k = SIZE_LINE_MAX;
+    buf[--k] = '\n';
+    buf[--k] = '\r';
+    do {
+        buf[--k] = "0123456789abcdef"[len & 15];
+        len >>= 4;
+    } while (len);
+    *start = buf + k;
+    return SIZE_LINE_MAX - k;
+}
+
 /* One chunk's frame and data into c->wbuf (small) or the output. */
 static void
 write_chunk(struct gw_conn *c, struct gw_hreq *r, struct evbuffer *b,
@@ -886,8 +928,12 @@ write_chunk(struct gw_conn *c, struct gw_hreq *r, struct evbuffer *b,
             evbuffer_drain(b, len);
         len = 0;
     }
-    if (len && r->chunked)
-        gx_buf_printf(&c->wbuf, "%zx\r\n", len);
+    if (len && r->chunked) {
+        char hx[SIZE_LINE_MAX];
+        const char *h;
+        size_t hl = size_line(hx, len, &h);
+        (void)gx_buf_append(&c->wbuf, h, hl);
+    }
     if (len <= GW_SMALL_WRITE) {
         if (len) {
             size_t at = c->wbuf.len;
@@ -899,7 +945,7 @@ write_chunk(struct gw_conn *c, struct gw_hreq *r, struct evbuffer *b,
     } else {
         conn_write(c, c->wbuf.data, c->wbuf.len);
         gx_buf_reset(&c->wbuf);
-        bufferevent_write_buffer(c->bev, b);
+        conn_write_buffer(c, b);
     }
     if (len && r->chunked)
         wb_str(&c->wbuf, "\r\n");
@@ -917,6 +963,15 @@ gw_hreq_reply_chunk(struct gw_hreq *r, struct evbuffer *b)
             evbuffer_drain(b, evbuffer_get_length(b));
         return;
     }
+    if (r->chunked && !r->head && !c->tls && !c->write_on && c->ev_flush) {
+        /* Held for on_flush, which frames all of it as one chunk. */
+        if (!c->chunk)
+            c->chunk = evbuffer_new();
+        if (c->chunk && evbuffer_add_buffer(c->chunk, b) == 0) {
+            conn_queued(c);
+            return;
+        }
+    }
     write_chunk(c, r, b, 0);
 }
 
@@ -931,6 +986,7 @@ gw_hreq_reply_end(struct gw_hreq *r, struct evbuffer *last)
             request_done(c);
         return;
     }
+    chunk_frame(c); /* what reply_chunk held goes first */
     write_chunk(c, r, last, 1);
     request_done(c);
 }
@@ -1127,6 +1183,13 @@ on_write(struct bufferevent *bev, void *arg)
     struct gw_conn *c = arg;
     if (evbuffer_get_length(bufferevent_get_output(bev)) != 0)
         return;
+    if (c->write_on) {
+        /* Drained: back to writing from ev_flush (libevent deletes the
+         * write event itself when the output empties; this keeps it
+         * from being added again with the next reply). */
+        c->write_on = 0;
+        bufferevent_disable(bev, EV_WRITE);
+    }
     switch (c->state) {
     case C_CLOSING:
         if (!c->tls && c->unread_input) {
@@ -1151,6 +1214,70 @@ on_write(struct bufferevent *bev, void *arg)
     default:
         return;
     }
+}
+
+/* Moves the held chunk data to the output as one HTTP chunk (size line,
+ * the data's chains without a copy, CRLF). */
+static void
+chunk_frame(struct gw_conn *c)
+{
+    size_t len = c->chunk ? evbuffer_get_length(c->chunk) : 0;
+    if (!len || !c->bev)
+        return;
+    char hx[SIZE_LINE_MAX];
+    const char *h;
+    size_t hl = size_line(hx, len, &h);
+    struct evbuffer *out = bufferevent_get_output(c->bev);
+    evbuffer_add(out, h, hl);
+    evbuffer_add_buffer(out, c->chunk);
+    evbuffer_add(out, "\r\n", 2);
+}
+
+/* Something was queued on c's output: make sure it is written. */
+static void
+conn_queued(struct gw_conn *c)
+{
+    if (c->tls || c->write_on || c->flush_pending || !c->ev_flush)
+        return;
+    c->flush_pending = 1;
+    event_active(c->ev_flush, EV_TIMEOUT, 1);
+}
+
+static void on_event(struct bufferevent *bev, short what, void *arg);
+
+/* ev_flush: the callback that queued output has returned; write what it
+ * queued straight to the socket.  What the socket does not take waits
+ * for EV_WRITE (and the bufferevent's write timeout). */
+static void
+on_flush(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct gw_conn *c = arg;
+    c->flush_pending = 0;
+    if (c->write_on || !c->bev)
+        return;
+    chunk_frame(c);
+    struct evbuffer *out = bufferevent_get_output(c->bev);
+    while (evbuffer_get_length(out) > 0) {
+        /* A socket bufferevent keeps its output's start frozen so only
+         * it drains it; here we are the writer. */
+        evbuffer_unfreeze(out, 1);
+        int n = evbuffer_write(out, c->fd);
+        int e = EVUTIL_SOCKET_ERROR();
+        evbuffer_freeze(out, 1);
+        if (n > 0)
+            continue;
+        if (n < 0 && (e == EAGAIN || e == EWOULDBLOCK || e == EINTR)) {
+            c->write_on = 1;
+            bufferevent_enable(c->bev, EV_WRITE);
+            return;
+        }
+        /* The client is gone (EPIPE, ECONNRESET): as libevent says it. */
+        on_event(c->bev, BEV_EVENT_WRITING | BEV_EVENT_ERROR, c);
+        return;
+    }
+    on_write(c->bev, c); /* all out: what a drained output does next */
 }
 
 static void
@@ -1235,6 +1362,9 @@ conn_free(struct gw_conn *c)
         if (c->ev_timer)
             event_free(c->ev_timer);
         c->ev_timer = NULL;
+        if (c->ev_flush)
+            event_free(c->ev_flush);
+        c->ev_flush = NULL;
         if (c->bev)
             bufferevent_free(c->bev); /* closes the socket (and the SSL) */
         c->bev = NULL;
@@ -1245,6 +1375,8 @@ conn_free(struct gw_conn *c)
             return; /* freed when the handler replies (request_done) */
     }
     request_reset(&c->req);
+    if (c->chunk)
+        evbuffer_free(c->chunk);
     gx_buf_cleanup(&c->req.out);
     gx_buf_cleanup(&c->wbuf);
     gw_hparse_cleanup(&c->hp);
@@ -1276,7 +1408,11 @@ conn_new(struct gw_worker *w, int fd)
         c->bev = bufferevent_socket_new(w->base, fd, BEV_OPT_CLOSE_ON_FREE);
     }
     c->ev_timer = evtimer_new(w->base, on_timer, c);
-    if (!c->bev || !c->ev_timer) {
+    if (!c->tls)
+        c->ev_flush = event_new(w->base, -1, 0, on_flush, c);
+    if (!c->bev || !c->ev_timer || (!c->tls && !c->ev_flush)) {
+        if (c->ev_flush)
+            event_free(c->ev_flush);
         if (c->ev_timer)
             event_free(c->ev_timer);
         if (c->bev)
@@ -1298,7 +1434,14 @@ conn_new(struct gw_worker *w, int fd)
     bufferevent_setwatermark(c->bev, EV_READ, 0, GW_IN_HIGH_WATER);
     struct timeval wt = {GW_WRITE_TIMEOUT_S, 0};
     bufferevent_set_timeouts(c->bev, NULL, &wt);
-    bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+    /* Plain sockets: EV_WRITE only while the socket refuses output
+     * (on_flush). */
+    if (c->tls) {
+        bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+    } else {
+        bufferevent_enable(c->bev, EV_READ);
+        bufferevent_disable(c->bev, EV_WRITE); /* on by default */
+    }
     /* A fresh connection gets the header deadline from its first byte
      * on; until then the idle timeout applies (no request yet). */
     arm_timer(c, conn_cfg(c)->header_timeout_ms);

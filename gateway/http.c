@@ -117,9 +117,22 @@ gw_request_id_make(struct gw_worker *w, const char *client, char *out,
     x ^= x >> 27;
     w->rng = x;
     x *= 0x2545F4914F6CDD1DULL;
-    snprintf(out, outlen, "req_%016llx%02x%06llx", (unsigned long long)x,
-             (unsigned)w->index & 0xff,
-             (unsigned long long)(++w->seq & 0xffffff));
+    /* "req_" + 16 + 2 + 6 hex digits, without printf (once a request). */
+    static const char hex[] = "0123456789abcdef";
+    char id[4 + 16 + 2 + 6 + 1] = "req_";
+    uint64_t seq = ++w->seq & 0xffffff;
+    unsigned idx = (unsigned)w->index & 0xff;
+    for (int i = 0; i < 16; i++)
+        id[4 + i] = hex[(x >> (60 - 4 * i)) & 15];
+    id[20] = hex[idx >> 4];
+    id[21] = hex[idx & 15];
+    for (int i = 0; i < 6; i++)
+        id[22 + i] = hex[(seq >> (20 - 4 * i)) & 15];
+    if (!outlen)
+        return;
+    size_t n = outlen - 1 < 28 ? outlen - 1 : 28; /* cut as snprintf did */
+    memcpy(out, id, n);
+    out[n] = '\0';
 }
 
 void

@@ -147,10 +147,11 @@ utf8_len(const unsigned char *p, size_t n)
  * past the closing quote, *raw and *rawlen give the bytes between the quotes
  * and *esc says whether any escape was in them.  Returns 0 or -1. */
 static int
-scan_string(const unsigned char *s, size_t n, size_t *i, size_t *raw,
-            size_t *rawlen, int *esc)
+scan_string_dec(const unsigned char *s, size_t n, size_t *i, size_t *raw,
+                size_t *rawlen, int *esc, size_t *dec)
 {
     size_t p = *i + 1;
+    size_t saved = 0; /* raw bytes minus decoded bytes, over escapes */
     *raw = p;
     *esc = 0;
     for (;;) {
@@ -163,6 +164,7 @@ scan_string(const unsigned char *s, size_t n, size_t *i, size_t *raw,
         unsigned char c = s[p];
         if (c == '"') {
             *rawlen = p - *raw;
+            *dec = *rawlen - saved;
             *i = p + 1;
             return 0;
         }
@@ -183,6 +185,7 @@ scan_string(const unsigned char *s, size_t n, size_t *i, size_t *raw,
         if (c == '"' || c == '\\' || c == '/' || c == 'b' || c == 'f' ||
             c == 'n' || c == 'r' || c == 't') {
             p += 2;
+            saved += 1;
             continue;
         }
         if (c != 'u')
@@ -200,8 +203,19 @@ scan_string(const unsigned char *s, size_t n, size_t *i, size_t *raw,
             if (lo < 0xDC00 || lo > 0xDFFF)
                 return -1;
             p += 6;
+            saved += 12 - 4; /* a pair is one 4-byte sequence */
+        } else {
+            saved += 6 - (v < 0x80 ? 1 : v < 0x800 ? 2 : 3);
         }
     }
+}
+
+static int
+scan_string(const unsigned char *s, size_t n, size_t *i, size_t *raw,
+            size_t *rawlen, int *esc)
+{
+    size_t dec;
+    return scan_string_dec(s, n, i, raw, rawlen, esc, &dec);
 }
 
 /* Scans a number at s[*i].  Returns 0 (valid; *d its value as jansson
@@ -488,6 +502,304 @@ pv_json_scan_chat(const char *data, size_t n, struct pv_js_chat *out)
             return PV_JS_INVALID;
         i++;
     }
+}
+
+/* ---- the client's chat request -------------------------------------------
+ * pv_json_scan_request reads the facts pv_chat needs from a request body
+ * in one pass without building a tree (json_loadb with
+ * JSON_REJECT_DUPLICATES was the largest part of the gateway's own
+ * instructions per request).  It only ever answers "valid, and these are
+ * the facts" (0) or "not decided here" (-1): the caller then takes the
+ * jansson way, which also words every error.  So it may refuse more than
+ * jansson does (an escaped key, a NUL after a literal, more than
+ * RQ_MAX_KEYS keys open at once, a value breaking one of pv_chat's
+ * rules), never less: what it accepts is exactly a body json_loadb
+ * accepts, with each fact as request.c's validate() reads it from the
+ * tree.  Duplicate keys (which jansson refuses with this flag) are found
+ * by comparing each key with the others of its object. */
+#define RQ_MAX_KEYS 512
+enum rq_role { RQ_ANY, RQ_TOP, RQ_MSGS, RQ_MSG, RQ_CONTENT, RQ_PART, RQ_SO };
+enum rq_type { RQ_OBJ, RQ_ARR, RQ_STR, RQ_INT, RQ_REAL, RQ_TRUE, RQ_FALSE,
+               RQ_NULL };
+
+struct rq {
+    const unsigned char *s;
+    size_t n, i;
+    struct pv_js_req *out;
+    size_t key[RQ_MAX_KEYS][2]; /* raw offset, length: open objects' keys */
+    int n_keys;
+};
+
+struct rq_val {
+    enum rq_type type;
+    size_t raw, rawlen, dec; /* a string: its bytes, decoded length */
+    int esc;
+    double num;       /* a number */
+    size_t count;     /* an array: its elements */
+    int has_text;     /* a part object: "text" is a string (dec_text) */
+    size_t dec_text;
+    int has_role;     /* a message object: "role" is a string */
+};
+
+static int rq_value(struct rq *r, int depth, enum rq_role role,
+                    struct rq_val *v);
+
+static void
+rq_ws(struct rq *r)
+{
+    while (r->i < r->n && is_ws(r->s[r->i]))
+        r->i++;
+}
+
+/* The value of key (raw bytes k[0..kl)) in an object of role: checked
+ * against pv_chat's rules, facts recorded.  0 or -1 (not decided). */
+static int
+rq_member(struct rq *r, int depth, enum rq_role role, const char *k,
+          size_t kl, struct rq_val *obj)
+{
+    struct pv_js_req *o = r->out;
+    enum rq_role sub = RQ_ANY;
+#define KEY(lit) (kl == sizeof(lit) - 1 && !memcmp(k, lit, kl))
+    if (role == RQ_TOP && KEY("messages"))
+        sub = RQ_MSGS;
+    else if (role == RQ_TOP && KEY("stream_options"))
+        sub = RQ_SO;
+    else if (role == RQ_MSG && KEY("content"))
+        sub = RQ_CONTENT;
+    struct rq_val v;
+    memset(&v, 0, sizeof(v));
+    rq_ws(r);
+    size_t at = r->i;
+    if (rq_value(r, depth, sub, &v) != 0)
+        return -1;
+    int null = v.type == RQ_NULL;
+    int is_bool = v.type == RQ_TRUE || v.type == RQ_FALSE;
+    if (role == RQ_TOP) {
+        if (KEY("model")) {
+            if (v.type != RQ_STR || !v.rawlen || v.esc)
+                return -1;
+            o->model_at = at;
+            o->model_len = r->i - at;
+            o->has_model = 1;
+        } else if (KEY("messages")) {
+            if (v.type != RQ_ARR || v.count == 0)
+                return -1;
+            o->n_messages = v.count;
+            o->has_messages = 1;
+        } else if (KEY("stream")) {
+            if (!is_bool && !null)
+                return -1;
+            o->stream = v.type == RQ_TRUE;
+        } else if (KEY("max_tokens") || KEY("max_completion_tokens") ||
+                   KEY("n")) {
+            double hi = KEY("n") ? PV_MAX_N : PV_MAX_COMPLETION_TOKENS;
+            if (null)
+                return 0;
+            if (v.type != RQ_INT || v.num < 1 || v.num > hi)
+                return -1;
+            if (KEY("n"))
+                o->n = (int64_t)v.num;
+            else if ((int64_t)v.num > o->max_tokens)
+                o->max_tokens = (int64_t)v.num;
+        } else if (KEY("seed")) {
+            if (v.type != RQ_INT && !null)
+                return -1;
+        } else if (KEY("temperature") || KEY("top_p") ||
+                   KEY("presence_penalty") || KEY("frequency_penalty")) {
+            if (v.type != RQ_INT && v.type != RQ_REAL && !null)
+                return -1;
+        } else if (KEY("stream_options")) {
+            if (v.type != RQ_OBJ && !null)
+                return -1;
+            o->has_stream_options = !null;
+        }
+    } else if (role == RQ_SO) {
+        if (KEY("include_usage")) {
+            if (!is_bool && !null)
+                return -1;
+            o->include_usage = v.type == RQ_TRUE;
+        }
+    } else if (role == RQ_MSG) {
+        if (KEY("role")) {
+            if (v.type != RQ_STR)
+                return -1;
+            obj->has_role = 1;
+        } else if (KEY("content")) {
+            if (v.type == RQ_STR)
+                o->text_bytes += (int64_t)v.dec;
+            else if (v.type != RQ_ARR && !null)
+                return -1;
+        }
+    } else if (role == RQ_PART) {
+        if (KEY("text") && v.type == RQ_STR) {
+            obj->has_text = 1;
+            obj->dec_text = v.dec;
+        }
+    }
+#undef KEY
+    return 0;
+}
+
+static int
+rq_object(struct rq *r, int depth, enum rq_role role, struct rq_val *v)
+{
+    int first_key = r->n_keys;
+    r->i++; /* { */
+    rq_ws(r);
+    if (r->i < r->n && r->s[r->i] == '}') {
+        r->i++;
+        return 0;
+    }
+    for (;;) {
+        rq_ws(r);
+        if (r->i >= r->n || r->s[r->i] != '"')
+            return -1;
+        size_t raw, rl, dec;
+        int esc;
+        if (scan_string_dec(r->s, r->n, &r->i, &raw, &rl, &esc, &dec) != 0 ||
+            esc || r->n_keys >= RQ_MAX_KEYS)
+            return -1; /* an escaped key may equal another one */
+        for (int k = first_key; k < r->n_keys; k++)
+            if (r->key[k][1] == rl &&
+                !memcmp(r->s + r->key[k][0], r->s + raw, rl))
+                return -1; /* a duplicate key */
+        r->key[r->n_keys][0] = raw;
+        r->key[r->n_keys][1] = rl;
+        r->n_keys++;
+        rq_ws(r);
+        if (r->i >= r->n || r->s[r->i] != ':')
+            return -1;
+        r->i++;
+        if (rq_member(r, depth, role, (const char *)r->s + raw, rl, v) != 0)
+            return -1;
+        rq_ws(r);
+        if (r->i >= r->n)
+            return -1;
+        if (r->s[r->i] == '}') {
+            r->i++;
+            r->n_keys = first_key;
+            return 0;
+        }
+        if (r->s[r->i] != ',')
+            return -1;
+        r->i++;
+    }
+}
+
+static int
+rq_array(struct rq *r, int depth, enum rq_role role, struct rq_val *v)
+{
+    r->i++; /* [ */
+    rq_ws(r);
+    if (r->i < r->n && r->s[r->i] == ']') {
+        r->i++;
+        return 0;
+    }
+    enum rq_role el = role == RQ_MSGS      ? RQ_MSG
+                      : role == RQ_CONTENT ? RQ_PART
+                                           : RQ_ANY;
+    for (;;) {
+        struct rq_val e;
+        memset(&e, 0, sizeof(e));
+        if (rq_value(r, depth, el, &e) != 0)
+            return -1;
+        if (role == RQ_MSGS && (e.type != RQ_OBJ || !e.has_role))
+            return -1;
+        if (role == RQ_CONTENT) {
+            if (e.has_text)
+                r->out->text_bytes += (int64_t)e.dec_text;
+            else
+                r->out->n_other_parts++;
+        }
+        v->count++;
+        rq_ws(r);
+        if (r->i >= r->n)
+            return -1;
+        if (r->s[r->i] == ']') {
+            r->i++;
+            return 0;
+        }
+        if (r->s[r->i] != ',')
+            return -1;
+        r->i++;
+    }
+}
+
+static int
+rq_value(struct rq *r, int depth, enum rq_role role, struct rq_val *v)
+{
+    rq_ws(r);
+    if (r->i >= r->n)
+        return -1;
+    const unsigned char *s = r->s;
+    unsigned char c = s[r->i];
+    if (c == '{' || c == '[') {
+        if (depth >= PV_JS_MAX_DEPTH)
+            return -1;
+        v->type = c == '{' ? RQ_OBJ : RQ_ARR;
+        /* Only an object or an array of the expected kind keeps its role. */
+        enum rq_role sub =
+            (c == '{') == (role == RQ_TOP || role == RQ_MSG ||
+                           role == RQ_PART || role == RQ_SO)
+                ? role
+                : RQ_ANY;
+        return c == '{' ? rq_object(r, depth + 1, sub, v)
+                        : rq_array(r, depth + 1, sub, v);
+    }
+    if (c == '"') {
+        v->type = RQ_STR;
+        return scan_string_dec(s, r->n, &r->i, &v->raw, &v->rawlen, &v->esc,
+                               &v->dec);
+    }
+    if (c == '-' || (c >= '0' && c <= '9')) {
+        size_t start = r->i;
+        if (scan_number(s, r->n, &r->i, 1, &v->num) != 0)
+            return -1;
+        v->type = RQ_INT;
+        for (size_t k = start; k < r->i; k++)
+            if (s[k] == '.' || s[k] == 'e' || s[k] == 'E')
+                v->type = RQ_REAL;
+        return 0;
+    }
+    if (r->n - r->i >= 4 && !memcmp(s + r->i, "true", 4)) {
+        v->type = RQ_TRUE;
+        r->i += 4;
+    } else if (r->n - r->i >= 5 && !memcmp(s + r->i, "false", 5)) {
+        v->type = RQ_FALSE;
+        r->i += 5;
+    } else if (r->n - r->i >= 4 && !memcmp(s + r->i, "null", 4)) {
+        v->type = RQ_NULL;
+        r->i += 4;
+    } else {
+        return -1;
+    }
+    return 0;
+}
+
+int
+pv_json_scan_request(const char *data, size_t n, struct pv_js_req *out)
+{
+    struct rq rs; /* the key stack is 8 KiB */
+    struct rq *r = &rs;
+    memset(out, 0, sizeof(*out));
+    r->s = (const unsigned char *)data;
+    r->n = n;
+    r->i = 0;
+    r->out = out;
+    r->n_keys = 0;
+    struct rq_val v;
+    memset(&v, 0, sizeof(v));
+    rq_ws(r);
+    int rc = -1;
+    if (r->i < n && r->s[r->i] == '{' && rq_value(r, 0, RQ_TOP, &v) == 0) {
+        rq_ws(r);
+        /* A NUL anywhere outside a string is left to jansson (it skips
+         * one after a literal); so is everything after the object. */
+        rc = r->i == n && out->has_model && out->has_messages ? 0 : -1;
+    }
+    if (rc != 0)
+        memset(out, 0, sizeof(*out));
+    return rc;
 }
 
 /* ---- compact dump ------------------------------------------------------

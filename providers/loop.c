@@ -497,6 +497,11 @@ pv_loop_free(struct pv_loop *loop)
         curl_easy_cleanup(loop->easy_pool[--loop->n_easy_pool]);
     loop->pending = NULL;
     curl_multi_cleanup(loop->multi);
+    while (loop->n_urls > 0) {
+        struct pv_url *pu = &loop->urls[--loop->n_urls];
+        curl_url_cleanup(pu->u);
+        free(pu->url);
+    }
     /* Sockets libcurl did not report as removed during cleanup. */
     while (loop->socks)
         sock_free(loop->socks);
@@ -631,8 +636,8 @@ pv_call_start(struct pv_loop *loop, const struct pv_request *req,
               const struct pv_callbacks *cb, struct pv_call **out, char *err,
               size_t errlen)
 {
-    if (!loop || !req || !req->provider || !req->model || !req->body ||
-        !cb || !out) {
+    if (!loop || !req || !req->provider || !req->model ||
+        (!req->body && !(req->chat && req->chat->text)) || !cb || !out) {
         gx_errf(err, errlen, "pv_call_start: missing argument");
         return GX_EINVAL;
     }
@@ -641,6 +646,20 @@ pv_call_start(struct pv_loop *loop, const struct pv_request *req,
         gx_errf(err, errlen, "provider %s: kind not supported in this build",
                 req->provider->name ? req->provider->name : "?");
         return GX_EINVAL;
+    }
+    struct pv_request with_tree;
+    /* The openai kind splices the client's bytes when it can (req->body
+     * NULL after pv_chat_parse's fast path) and asks pv_chat_body itself
+     * otherwise; every other kind reads the tree, built here once and
+     * kept in the chat for the next attempt. */
+    if (!req->body && ops != &pv_openai_ops) {
+        with_tree = *req;
+        with_tree.body = pv_chat_body(req->chat);
+        if (!with_tree.body) {
+            gx_errf(err, errlen, "out of memory");
+            return GX_ENOMEM;
+        }
+        req = &with_tree;
     }
     return ops->start(loop, req, cb, out, err, errlen);
 }
@@ -863,6 +882,132 @@ fb_timer_cb(evutil_socket_t fd, short what, void *arg)
     pv_loop_settle(c->loop);
 }
 
+static int
+header_ok(const char *s)
+{
+    return s && !strpbrk(s, "\r\n");
+}
+
+/* Appends "name: prefix value" ("name:" alone when both are empty, which
+ * tells libcurl to send no such header) without printf (formatting the
+ * headers of every call showed in profiles). */
+static struct curl_slist *
+add_header(struct curl_slist *l, int *ok, const char *name,
+           const char *prefix, const char *value)
+{
+    if (!*ok)
+        return l;
+    size_t nl = strlen(name), pl = strlen(prefix), vl = strlen(value);
+    char small[512];
+    size_t need = nl + 2 + pl + vl + 1;
+    char *buf = need <= sizeof(small) ? small : malloc(need);
+    struct curl_slist *n = NULL;
+    if (buf) {
+        char *p = buf;
+        memcpy(p, name, nl);
+        p += nl;
+        *p++ = ':';
+        if (pl || vl)
+            *p++ = ' ';
+        memcpy(p, prefix, pl);
+        memcpy(p + pl, value, vl);
+        p[pl + vl] = '\0';
+        n = curl_slist_append(l, buf);
+        if (buf != small)
+            free(buf);
+    }
+    if (!n) {
+        *ok = 0;
+        return l;
+    }
+    return n;
+}
+
+enum gx_status
+pv_http_headers(const struct pv_request *req, const char *key_name,
+                const char *key_prefix, const char *extra_name,
+                const char *extra_value, struct curl_slist **out, char *err,
+                size_t errlen)
+{
+    const struct cfg_provider *prov = req->provider;
+    const char *pname = prov->name ? prov->name : "?";
+    struct curl_slist *hdr = NULL;
+    int ok = 1;
+    *out = NULL;
+    hdr = add_header(hdr, &ok, "Content-Type", "", "application/json");
+    hdr = add_header(hdr, &ok, "Accept", "",
+                     req->stream ? "text/event-stream" : "application/json");
+    hdr = add_header(hdr, &ok, "Expect", "", "");
+    if (prov->api_key && *prov->api_key) {
+        if (!header_ok(prov->api_key)) {
+            gx_errf(err, errlen, "provider %s: api_key has a line break",
+                    pname);
+            goto bad;
+        }
+        hdr = add_header(hdr, &ok, key_name, key_prefix, prov->api_key);
+    }
+    int extra_set = 0;
+    for (size_t i = 0; i < prov->n_headers; i++) {
+        const struct cfg_header *h = &prov->headers[i];
+        if (!header_ok(h->name) || !header_ok(h->value) || !*h->name) {
+            gx_errf(err, errlen, "provider %s: bad header %zu", pname, i);
+            goto bad;
+        }
+        if (extra_name && !strcasecmp(h->name, extra_name))
+            extra_set = 1;
+        hdr = add_header(hdr, &ok, h->name, "", h->value);
+    }
+    if (extra_name && !extra_set)
+        hdr = add_header(hdr, &ok, extra_name, "", extra_value);
+    if (req->request_id && *req->request_id) {
+        if (!header_ok(req->request_id)) {
+            gx_errf(err, errlen, "request id has a line break");
+            goto bad;
+        }
+        hdr = add_header(hdr, &ok, "X-Request-Id", "", req->request_id);
+    }
+    if (!ok) {
+        gx_errf(err, errlen, "out of memory");
+        curl_slist_free_all(hdr);
+        return GX_ENOMEM;
+    }
+    *out = hdr;
+    return GX_OK;
+bad:
+    curl_slist_free_all(hdr);
+    return GX_EINVAL;
+}
+
+/* url parsed once per loop: libcurl parses CURLOPT_URL again for every
+ * transfer (~28k instructions a call, the largest single part of a
+ * transfer's setup); given CURLOPT_CURLU it copies a parsed handle
+ * instead.  libcurl copies the handle when the transfer starts and never
+ * changes it, so one handle serves every call to that URL; the handles
+ * live until pv_loop_free (the cache never evicts: URLs come from the
+ * configuration, and past PV_URL_CACHE of them NULL sends the caller to
+ * CURLOPT_URL).  NULL also when libcurl cannot parse url: CURLOPT_URL
+ * then gives the transfer libcurl's own error. */
+static CURLU *
+url_parsed(struct pv_loop *loop, const char *url)
+{
+    for (int i = 0; i < loop->n_urls; i++)
+        if (!strcmp(loop->urls[i].url, url))
+            return loop->urls[i].u;
+    if (loop->n_urls >= PV_URL_CACHE)
+        return NULL;
+    CURLU *u = curl_url();
+    char *copy = strdup(url);
+    if (!u || !copy || curl_url_set(u, CURLUPART_URL, url, 0) != CURLUE_OK) {
+        curl_url_cleanup(u);
+        free(copy);
+        return NULL;
+    }
+    loop->urls[loop->n_urls].url = copy;
+    loop->urls[loop->n_urls].u = u;
+    loop->n_urls++;
+    return u;
+}
+
 enum gx_status
 pv_http_start(struct pv_call *c, const struct pv_http_hooks *hooks,
               const struct cfg_provider *prov, const char *url,
@@ -878,7 +1023,11 @@ pv_http_start(struct pv_call *c, const struct pv_http_hooks *hooks,
     if (!c->easy)
         goto nomem;
     CURL *e = c->easy;
-    curl_easy_setopt(e, CURLOPT_URL, url);
+    CURLU *pu = url_parsed(loop, url);
+    if (pu)
+        curl_easy_setopt(e, CURLOPT_CURLU, pu);
+    else
+        curl_easy_setopt(e, CURLOPT_URL, url);
     curl_easy_setopt(e, CURLOPT_PRIVATE, (char *)c);
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);

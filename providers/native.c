@@ -727,33 +727,6 @@ x_refuse_cb(evutil_socket_t fd, short what, void *arg)
     pv_call_complete(c);
 }
 
-static int
-header_ok(const char *s)
-{
-    return s && !strpbrk(s, "\r\n");
-}
-
-static struct curl_slist *
-add_header(struct curl_slist *l, int *ok, const char *name, const char *value)
-{
-    if (!*ok)
-        return l;
-    size_t need = strlen(name) + strlen(value) + 3;
-    char *buf = malloc(need);
-    struct curl_slist *n = NULL;
-    if (buf) {
-        /* "Name:" alone tells libcurl to send no such header. */
-        snprintf(buf, need, "%s:%s%s", name, *value ? " " : "", value);
-        n = curl_slist_append(l, buf);
-        free(buf);
-    }
-    if (!n) {
-        *ok = 0;
-        return l;
-    }
-    return n;
-}
-
 /* Length of base without trailing slashes and, when it ends in an API
  * version segment ("/v1", "/v1beta"), without that too; *versioned says
  * which. */
@@ -779,51 +752,18 @@ x_send(struct pv_loop *loop, const struct pv_request *req,
        struct pv_call **out, char *err, size_t errlen)
 {
     const struct cfg_provider *prov = req->provider;
-    const char *pname = prov->name ? prov->name : "?";
     struct curl_slist *hdr = NULL;
     char *text = NULL;
     enum gx_status st = GX_EINVAL;
-    int ok = 1;
 
     if (!refusal) {
         text = body ? json_dumps(body, JSON_COMPACT) : NULL;
         if (!text)
             goto nomem;
-        hdr = add_header(hdr, &ok, "Content-Type", "application/json");
-        hdr = add_header(hdr, &ok, "Accept",
-                         req->stream ? "text/event-stream"
-                                     : "application/json");
-        hdr = add_header(hdr, &ok, "Expect", "");
-        if (prov->api_key && *prov->api_key) {
-            if (!header_ok(prov->api_key)) {
-                gx_errf(err, errlen, "provider %s: api_key has a line break",
-                        pname);
-                goto out;
-            }
-            hdr = add_header(hdr, &ok, k->key_header, prov->api_key);
-        }
-        int extra_set = 0;
-        for (size_t i = 0; i < prov->n_headers; i++) {
-            const struct cfg_header *h = &prov->headers[i];
-            if (!header_ok(h->name) || !header_ok(h->value) || !*h->name) {
-                gx_errf(err, errlen, "provider %s: bad header %zu", pname, i);
-                goto out;
-            }
-            if (k->extra_name && !strcasecmp(h->name, k->extra_name))
-                extra_set = 1;
-            hdr = add_header(hdr, &ok, h->name, h->value);
-        }
-        if (k->extra_name && !extra_set)
-            hdr = add_header(hdr, &ok, k->extra_name, k->extra_value);
-        if (req->request_id && *req->request_id) {
-            if (!header_ok(req->request_id)) {
-                gx_errf(err, errlen, "request id has a line break");
-                goto out;
-            }
-            hdr = add_header(hdr, &ok, "X-Request-Id", req->request_id);
-        }
-        if (!ok)
-            goto nomem;
+        st = pv_http_headers(req, k->key_header, "", k->extra_name,
+                             k->extra_value, &hdr, err, errlen);
+        if (st != GX_OK)
+            goto out;
     }
     struct pv_call *c = pv_call_alloc(loop, k->ops, req, cb,
                                       sizeof(struct x_call));

@@ -3,10 +3,12 @@
  * Completions (OpenAI itself, relays, DeepSeek, vLLM, ...).
  *
  * Request: POST {base_url}/chat/completions with the client's JSON, its
- * "model" replaced by the upstream name ({base_url}/embeddings and
- * {base_url}/completions for those inbound APIs, the same way; an
- * embeddings answer must hold "data" where a chat answer holds
- * "choices").  For a stream whose client did
+ * "model" replaced by the upstream name: the client's bytes as sent with
+ * the model's value spliced (upstream_splice) when pv_chat_parse took its
+ * fast path, else the tree re-serialised (upstream_body);
+ * {base_url}/embeddings and {base_url}/completions for those inbound APIs,
+ * the same way (an embeddings answer must hold "data" where a chat answer
+ * holds "choices").  For a stream whose client did
  * not ask for stream_options.include_usage we ask for it anyway (llmux
  * must bill from the upstream's own counts) and swallow the usage-only
  * chunk that results, so the client sees exactly what it asked for.
@@ -283,36 +285,6 @@ static const struct pv_http_hooks oa_hooks = {
     .free_impl = oa_free_impl,
 };
 
-static int
-header_ok(const char *s)
-{
-    return s && !strpbrk(s, "\r\n");
-}
-
-static struct curl_slist *
-add_header(struct curl_slist *l, int *ok, const char *fmt, const char *a,
-           const char *b)
-{
-    if (!*ok)
-        return l;
-    char small[512];
-    size_t need = strlen(fmt) + strlen(a) + (b ? strlen(b) : 0) + 1;
-    char *buf = need <= sizeof(small) ? small : malloc(need);
-    if (!buf) {
-        *ok = 0;
-        return l;
-    }
-    snprintf(buf, need, fmt, a, b ? b : "");
-    struct curl_slist *n = curl_slist_append(l, buf);
-    if (buf != small)
-        free(buf);
-    if (!n) {
-        *ok = 0;
-        return l;
-    }
-    return n;
-}
-
 /* Sets key on obj to v (reference stolen), first taking a reference to
  * the old value (NULL when absent) into *old.  Returns 0 on success. */
 static int
@@ -348,6 +320,85 @@ swap_out(json_t *obj, const char *key, json_t *old)
  * in profiles).  The body is only ever used on this loop's thread, so
  * nothing sees the object in between.  Returns a malloc'd string or NULL
  * on out of memory. */
+/* Writes s at o as a JSON string (quotes, escapes as jansson writes
+ * them: ", \ and control characters; UTF-8 as it is): at most
+ * 2 + 6 * strlen(s) bytes.  Returns the end. */
+static char *
+put_json_string(char *o, const char *s)
+{
+    static const char hex[] = "0123456789abcdef";
+    *o++ = '"';
+    for (const char *p = s; *p; p++) {
+        unsigned char ch = (unsigned char)*p;
+        const char *short_esc = ch == '"'    ? "\\\""
+                                : ch == '\\' ? "\\\\"
+                                : ch == '\n' ? "\\n"
+                                : ch == '\t' ? "\\t"
+                                : ch == '\r' ? "\\r"
+                                : ch == '\b' ? "\\b"
+                                : ch == '\f' ? "\\f"
+                                              : NULL;
+        if (short_esc) {
+            memcpy(o, short_esc, 2);
+            o += 2;
+        } else if (ch < 0x20) {
+            memcpy(o, "\\u00", 4);
+            o[4] = hex[ch >> 4];
+            o[5] = hex[ch & 15];
+            o += 6;
+        } else {
+            *o++ = (char)ch;
+        }
+    }
+    *o++ = '"';
+    return o;
+}
+
+/* The upstream body from the client's own bytes (pv_chat's fast path):
+ * the model's value replaced by the upstream name and, for a stream whose
+ * client did not ask for usage and sent no stream_options,
+ * "stream_options":{"include_usage":true} added as the last member.  No
+ * tree and no re-serialising: everything else is the client's bytes as
+ * sent.  NULL when the tree way must be taken (a stream_options object
+ * to edit) or out of memory (*nomem). */
+static char *
+upstream_splice(const struct pv_request *req, const char *up, int *nomem)
+{
+    static const char so[] = ",\"stream_options\":{\"include_usage\":true}";
+    const struct pv_chat *ch = req->chat;
+    int add_so = req->stream && !req->client_include_usage;
+    *nomem = 0;
+    if (add_so && ch->has_stream_options)
+        return NULL;
+    size_t rest = ch->model_at + ch->model_len, end = ch->text_len;
+    if (add_so) {
+        /* Before the top object's closing brace (what trails it kept). */
+        while (end > rest && ch->text[end - 1] != '}')
+            end--;
+        if (end <= rest)
+            return NULL; /* cannot be: the scan saw the brace */
+        end--;
+    }
+    char *out = malloc(ch->text_len + 2 + 6 * strlen(up) + sizeof(so));
+    if (!out) {
+        *nomem = 1;
+        return NULL;
+    }
+    char *o = out;
+    memcpy(o, ch->text, ch->model_at);
+    o = put_json_string(o + ch->model_at, up);
+    memcpy(o, ch->text + rest, end - rest);
+    o += end - rest;
+    if (add_so) {
+        memcpy(o, so, sizeof(so) - 1);
+        o += sizeof(so) - 1;
+        memcpy(o, ch->text + end, ch->text_len - end);
+        o += ch->text_len - end;
+    }
+    *o = '\0';
+    return out;
+}
+
 static char *
 upstream_body(const struct pv_request *req, const char *up)
 {
@@ -396,19 +447,29 @@ oa_start(struct pv_loop *loop, const struct pv_request *req,
         gx_errf(err, errlen, "provider %s: no base_url", pname);
         return GX_EINVAL;
     }
-    if (!json_is_object(req->body)) {
-        gx_errf(err, errlen, "request body is not a JSON object");
-        return GX_EINVAL;
-    }
     const char *up = model->upstream ? model->upstream : model->name;
     if (!up) {
         gx_errf(err, errlen, "provider %s: model without a name", pname);
         return GX_EINVAL;
     }
-
-    body = upstream_body(req, up);
-    if (!body)
-        goto nomem;
+    if (!req->body) {
+        int nomem = 0;
+        body = upstream_splice(req, up, &nomem);
+        if (nomem)
+            goto nomem;
+    }
+    if (!body) {
+        struct pv_request tree_req = *req;
+        if (!tree_req.body)
+            tree_req.body = pv_chat_body(req->chat);
+        if (!json_is_object(tree_req.body)) {
+            gx_errf(err, errlen, "request body is not a JSON object");
+            return GX_EINVAL;
+        }
+        body = upstream_body(&tree_req, up);
+        if (!body)
+            goto nomem;
+    }
 
     size_t blen = strlen(prov->base_url);
     while (blen > 0 && prov->base_url[blen - 1] == '/')
@@ -423,39 +484,10 @@ oa_start(struct pv_loop *loop, const struct pv_request *req,
     memcpy(url, prov->base_url, blen);
     memcpy(url + blen, path, strlen(path) + 1);
 
-    int ok = 1;
-    hdr = add_header(hdr, &ok, "Content-Type: application/json%s", "", NULL);
-    hdr = add_header(hdr, &ok, "Accept: %s",
-                     req->stream ? "text/event-stream" : "application/json",
-                     NULL);
-    /* No "Expect: 100-continue" round trip for large prompts. */
-    hdr = add_header(hdr, &ok, "Expect:%s", "", NULL);
-    if (prov->api_key && *prov->api_key) {
-        if (!header_ok(prov->api_key)) {
-            gx_errf(err, errlen, "provider %s: api_key has a line break",
-                    pname);
-            goto out;
-        }
-        hdr = add_header(hdr, &ok, "Authorization: Bearer %s%s",
-                         prov->api_key, "");
-    }
-    for (size_t i = 0; i < prov->n_headers; i++) {
-        const struct cfg_header *h = &prov->headers[i];
-        if (!header_ok(h->name) || !header_ok(h->value) || !*h->name) {
-            gx_errf(err, errlen, "provider %s: bad header %zu", pname, i);
-            goto out;
-        }
-        hdr = add_header(hdr, &ok, "%s: %s", h->name, h->value);
-    }
-    if (req->request_id && *req->request_id) {
-        if (!header_ok(req->request_id)) {
-            gx_errf(err, errlen, "request id has a line break");
-            goto out;
-        }
-        hdr = add_header(hdr, &ok, "X-Request-Id: %s%s", req->request_id, "");
-    }
-    if (!ok)
-        goto nomem;
+    st = pv_http_headers(req, "Authorization", "Bearer ", NULL, NULL, &hdr,
+                         err, errlen);
+    if (st != GX_OK)
+        goto out;
 
     struct pv_call *c =
         pv_call_alloc(loop, &pv_openai_ops, req, cb, sizeof(struct oa_call));

@@ -253,9 +253,20 @@ const char *pv_api_name(enum pv_api api);
 
 struct pv_chat {
     enum pv_api api;        /* the inbound format: picks the client writer */
-    json_t *body;           /* the parsed body */
+    json_t *body;           /* the parsed body; NULL after pv_chat_parse's
+                               fast path until pv_chat_body builds it: read
+                               it through pv_chat_body */
     int owned;              /* 1: pv_chat_cleanup frees body */
-    const char *model;      /* borrowed from body */
+    const char *model;      /* borrowed from body (or model_own) */
+    /* pv_chat_parse's fast path (no tree): a copy of the client's bytes,
+     * the span of the model's value (quotes included) in it, and the
+     * model as a string; all owned, NULL/0 otherwise.  An outbound kind
+     * that only swaps the model name splices text (openai.c). */
+    char *text;
+    size_t text_len;
+    size_t model_at, model_len;
+    char *model_own;
+    int has_stream_options; /* fast path: the body has "stream_options" */
     int stream;             /* "stream": true */
     int include_usage;      /* stream_options.include_usage: true */
     int64_t n;              /* choices asked for, 1..PV_MAX_N */
@@ -300,6 +311,11 @@ json_t *pv_json_body(const char *text, size_t len, char *msg, size_t msglen);
 /* Writes a refusal into msg, points *param at p (static), returns -1. */
 int pv_refuse(char *msg, size_t len, const char **param, const char *p,
               const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+/* The parsed body as a jansson tree: c->body, built from c->text on the
+ * first call after the fast path (the text was valid, so only out of
+ * memory gives NULL).  The tree belongs to c; call it on the thread that
+ * owns c (it caches into c although c is const here). */
+json_t *pv_chat_body(const struct pv_chat *c);
 
 /*
  * Secret scrubbing (scrub.c): a provider's api_key, header values and

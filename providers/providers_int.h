@@ -27,6 +27,9 @@ struct pv_sock;
 /* Easy handles kept for reuse per loop: curl_easy_init + cleanup per call
  * showed in profiles; a reset handle is much cheaper. */
 #define PV_EASY_POOL 64
+/* Upstream URLs kept parsed per loop (loop.c url_parsed); past this many
+ * distinct URLs a call's URL is parsed by libcurl as usual. */
+#define PV_URL_CACHE 64
 
 struct pv_loop {
     struct event_base *base;
@@ -42,6 +45,11 @@ struct pv_loop {
     CURL *easy_pool[PV_EASY_POOL];
     int n_easy_pool;
     int settling;
+    struct pv_url {
+        char *url;
+        CURLU *u;
+    } urls[PV_URL_CACHE];
+    int n_urls;
 };
 
 struct pv_call;
@@ -127,6 +135,22 @@ enum gx_status pv_http_start(struct pv_call *call,
                              struct curl_slist *headers, char *body,
                              size_t body_len, char *err, size_t errlen);
 
+/* The request headers of every HTTP kind, in this order: Content-Type:
+ * application/json, Accept (text/event-stream for a stream), an empty
+ * Expect (no 100-continue round trip), "<key_name>: <key_prefix><api_key>"
+ * when the provider has a key, the provider's configured headers,
+ * "<extra_name>: <extra_value>" unless configured already (both NULL:
+ * none), X-Request-Id.  On success *out is a new list for pv_http_start;
+ * on failure *out is NULL and err says why: GX_EINVAL for a value with a
+ * line break (the api_key, a configured header, the request id),
+ * GX_ENOMEM. */
+enum gx_status pv_http_headers(const struct pv_request *req,
+                               const char *key_name, const char *key_prefix,
+                               const char *extra_name,
+                               const char *extra_value,
+                               struct curl_slist **out, char *err,
+                               size_t errlen);
+
 /* The generic cancel/pause/resume for HTTP kinds (their pv_ops use them). */
 void pv_http_cancel(struct pv_call *call);
 void pv_http_pause(struct pv_call *call);
@@ -184,6 +208,22 @@ struct pv_js_chat {
 };
 enum pv_js_verdict pv_json_scan_chat(const char *data, size_t n,
                                      struct pv_js_chat *out);
+
+/* The facts pv_chat needs from a client's chat request (request.c's fast
+ * path).  pv_json_scan_request answers 0 only for a body json_loadb
+ * (JSON_REJECT_DUPLICATES) accepts and request.c's rules pass, with the
+ * facts as read from that tree; -1 means "take the jansson way" (which
+ * words the error, if any). */
+struct pv_js_req {
+    int has_model, has_messages, has_stream_options;
+    size_t model_at, model_len; /* model's value, quotes included */
+    size_t n_messages;
+    int stream, include_usage;
+    int64_t n;                  /* 0: not given */
+    int64_t max_tokens;         /* the larger cap, 0: none */
+    int64_t text_bytes, n_other_parts;
+};
+int pv_json_scan_request(const char *data, size_t n, struct pv_js_req *out);
 /* A usage count from a JSON number: (int64_t)d for 0 < d < 2^63, 0 for
  * negative or NaN, INT64_MAX from 2^63 on (a plain cast would be
  * undefined there). */

@@ -11,9 +11,11 @@
  * summary and the estimate) come from the same walk of the messages.
  */
 #include "providers.h"
+#include "providers_int.h"
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define bad pv_refuse
@@ -46,6 +48,19 @@ check_int(const json_t *body, const char *name, json_int_t lo, json_int_t hi,
                    "'%s' is %lld; it must be between %lld and %lld.", name,
                    (long long)x, (long long)lo, (long long)hi);
     return 0;
+}
+
+/* The facts that follow from the counted ones: one estimate, one default,
+ * one bound, whichever way the body was read. */
+static void
+derive(struct pv_chat *c)
+{
+    c->completion_cap =
+        (c->max_tokens ? c->max_tokens : PV_DEFAULT_COMPLETION_TOKENS) * c->n;
+    int64_t nm = (int64_t)c->n_messages;
+    c->est_prompt_tokens = c->text_bytes / 4 + 4 * nm;
+    c->max_prompt_tokens =
+        c->text_bytes + c->n_other_parts * PV_PART_BOUND_BYTES + 8 * nm + 8;
 }
 
 /* Checks the body and fills c's facts in the same walk. */
@@ -141,12 +156,7 @@ validate(const json_t *body, struct pv_chat *c, char *msg, size_t len,
     if (json_is_integer(b) && json_integer_value(b) > c->max_tokens)
         c->max_tokens = json_integer_value(b);
     c->n = json_is_integer(n) ? json_integer_value(n) : 1;
-    c->completion_cap =
-        (c->max_tokens ? c->max_tokens : PV_DEFAULT_COMPLETION_TOKENS) * c->n;
-    int64_t nm = (int64_t)c->n_messages;
-    c->est_prompt_tokens = c->text_bytes / 4 + 4 * nm;
-    c->max_prompt_tokens =
-        c->text_bytes + c->n_other_parts * PV_PART_BOUND_BYTES + 8 * nm + 8;
+    derive(c);
     return 0;
 }
 
@@ -177,12 +187,63 @@ pv_json_body(const char *text, size_t len, char *msg, size_t msglen)
     return body;
 }
 
+/* The common valid request without a tree: json_scan.c's scanner reads
+ * the same facts validate() reads from jansson's tree, or declines (then
+ * jansson decides, and words any error).  0 when it took the request. */
+static int
+parse_fast(struct pv_chat *c, enum pv_api api, const char *text, size_t len)
+{
+    struct pv_js_req q;
+    if (pv_json_scan_request(text, len, &q) != 0)
+        return -1;
+    c->text = malloc(len ? len : 1);
+    /* The model's value has no escapes: its bytes inside the quotes. */
+    c->model_own = malloc(q.model_len - 1);
+    if (!c->text || !c->model_own) {
+        free(c->text);
+        free(c->model_own);
+        c->text = c->model_own = NULL;
+        return -1; /* jansson will fail too, and say so */
+    }
+    memcpy(c->text, text, len);
+    memcpy(c->model_own, text + q.model_at + 1, q.model_len - 2);
+    c->model_own[q.model_len - 2] = '\0';
+    c->text_len = len;
+    c->model_at = q.model_at;
+    c->model_len = q.model_len;
+    c->model = c->model_own;
+    c->api = api;
+    c->owned = 1;
+    c->stream = q.stream;
+    c->include_usage = q.include_usage;
+    c->has_stream_options = q.has_stream_options;
+    c->n_messages = q.n_messages;
+    c->text_bytes = q.text_bytes;
+    c->n_other_parts = q.n_other_parts;
+    c->max_tokens = q.max_tokens;
+    c->n = q.n ? q.n : 1;
+    derive(c);
+    return 0;
+}
+
+json_t *
+pv_chat_body(const struct pv_chat *c)
+{
+    if (c->body || !c->text)
+        return c->body;
+    struct pv_chat *m = (struct pv_chat *)c; /* the cache; see providers.h */
+    m->body = json_loadb(c->text, c->text_len, JSON_REJECT_DUPLICATES, NULL);
+    return m->body;
+}
+
 enum pv_chat_err
 pv_chat_parse(struct pv_chat *c, enum pv_api api, const char *text,
               size_t len, char *msg, size_t msglen, const char **param)
 {
     memset(c, 0, sizeof(*c));
     *param = NULL;
+    if (api == PV_API_CHAT && parse_fast(c, api, text, len) == 0)
+        return PV_CHAT_OK;
     json_t *body = pv_json_body(text, len, msg, msglen);
     if (!body)
         return PV_CHAT_BAD_JSON;
@@ -199,6 +260,8 @@ pv_chat_cleanup(struct pv_chat *c)
 {
     if (c->owned)
         json_decref(c->body);
+    free(c->text);
+    free(c->model_own);
     memset(c, 0, sizeof(*c));
 }
 

@@ -408,6 +408,75 @@ test_body_restored(void)
     }
 }
 
+/* pv_chat_parse's fast path: no tree, openai.c splices the upstream name
+ * into the client's bytes (and appends stream_options for a stream that
+ * sent none).  The upstream must get a body equal to the modified copy,
+ * the client's other bytes (spacing, escapes) as sent, and no tree is
+ * built on the way unless stream_options has to be edited. */
+static void
+test_body_spliced(void)
+{
+    prov_set(NULL, 10000, 5000);
+    model.upstream = (char *)"up\"model\\\n"; /* needs escaping in JSON */
+    static const struct {
+        const char *json;
+        int tree; /* the tree is built (a stream_options to edit) */
+    } cases[] = {
+        {"{ \"model\" : \"client-model\" , \"messages\":[{\"role\":\"user\","
+         "\"content\":\"h\\u00e9\"}],\"temperature\":0.5}\n", 0},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],"
+         "\"stream\":true,\"model\":\"m\"} ", 0},
+        {"{\"model\":\"m\",\"stream_options\":{\"x\":1},\"messages\":"
+         "[{\"role\":\"user\",\"content\":\"hi\"}],\"stream\":true}", 1},
+        {"{\"model\":\"m\",\"stream_options\":{\"include_usage\":true},"
+         "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],"
+         "\"stream\":true}", 0},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char msg[256];
+        const char *param;
+        struct pv_chat chat;
+        T_EQ_INT(pv_chat_parse(&chat, PV_API_CHAT, cases[i].json,
+                               strlen(cases[i].json), msg, sizeof(msg),
+                               &param),
+                 PV_CHAT_OK);
+        T_CHECK(chat.body == NULL && chat.text != NULL);
+        struct pv_request req = {
+            .chat = &chat,
+            .provider = &prov,
+            .model = &model,
+            .stream = chat.stream,
+            .client_include_usage = chat.include_usage,
+            .request_id = "req-42",
+            .max_body_bytes = max_body,
+        };
+        struct rec r = {0};
+        struct pv_callbacks cb = {&r, r_head, r_event, r_done};
+        char err[256] = "";
+        T_EQ_INT(pv_call_start(loop, &req, &cb, &r.call, err, sizeof(err)),
+                 GX_OK);
+        T_EQ_INT(chat.body != NULL, cases[i].tree);
+        T_CHECK(run1(&r, 10000));
+        T_EQ_INT(r.res.outcome, PV_OK);
+        json_t *want = json_loads(cases[i].json, 0, NULL);
+        json_object_set_new(want, "model", json_string(model.upstream));
+        if (chat.stream && !chat.include_usage) {
+            json_t *so = json_object_get(want, "stream_options");
+            json_t *nso = json_is_object(so) ? json_copy(so) : json_object();
+            json_object_set_new(nso, "include_usage", json_true());
+            json_object_set_new(want, "stream_options", nso);
+        }
+        json_t *st = fake_stats();
+        json_t *lb = json_object_get(json_object_get(st, "last"), "body");
+        T_CHECK(json_equal(lb, want));
+        json_decref(st);
+        json_decref(want);
+        rec_free(&r);
+        pv_chat_cleanup(&chat);
+    }
+    model.upstream = (char *)"upstream-model";
+}
+
 static void
 test_no_api_key(void)
 {
@@ -1821,6 +1890,7 @@ main(void)
         T_RUN(test_nonstream_ok);
         T_RUN(test_no_api_key);
         T_RUN(test_body_restored);
+        T_RUN(test_body_spliced);
         T_RUN(test_stream_ok);
         T_RUN(test_status);
         T_RUN(test_reset_and_malformed);

@@ -127,6 +127,50 @@ test_estimate(void)
     T_CHECK(c.body == NULL);
 }
 
+/* The fast path (json_scan.c's request scanner, no tree) against the
+ * jansson way on bodies that probe each of its rules: LLVMFuzzerTestOneInput
+ * compares the two on every prefix of every seed; here also that the fast
+ * path is taken for the plain cases, so the comparison means something. */
+static void
+test_fast_path(void)
+{
+    static const char *const fast[] = {
+        BODY(""),
+        BODY(",\"max_tokens\":16,\"stream\":false"),
+        " {\"model\" : \"gpt-4.1\" , \"messages\" : [ {\"role\":\"user\","
+        "\"content\":\"a\\n\\u00e9\\ud83d\\ude00\\\"\"} ] }\n",
+        "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":"
+        "[{\"type\":\"text\",\"text\":\"\u00e9t\u00e9\"},7,{\"text\":3}]}],"
+        "\"temperature\":0.5e1,\"seed\":-9223372036854775808,\"x\":{\"a\":"
+        "[1,{\"a\":2}],\"b\":null}}",
+    };
+    char msg[256];
+    const char *param;
+    for (size_t i = 0; i < sizeof(fast) / sizeof(fast[0]); i++) {
+        struct pv_chat c;
+        T_EQ_INT(pv_chat_parse(&c, PV_API_CHAT, fast[i], strlen(fast[i]), msg,
+                               sizeof(msg), &param),
+                 PV_CHAT_OK);
+        T_CHECK(c.text != NULL && c.body == NULL);
+        T_CHECK(pv_chat_body(&c) != NULL);
+        pv_chat_cleanup(&c);
+    }
+    /* Decoded lengths: "a\n" 2, \u00e9 2 bytes, the pair 4, \" 1. */
+    struct pv_chat c;
+    T_EQ_INT(pv_chat_parse(&c, PV_API_CHAT, fast[2], strlen(fast[2]), msg,
+                           sizeof(msg), &param),
+             PV_CHAT_OK);
+    T_EQ_STR(c.model, "gpt-4.1");
+    T_EQ_INT(c.text_bytes, 9);
+    pv_chat_cleanup(&c);
+    T_EQ_INT(pv_chat_parse(&c, PV_API_CHAT, fast[3], strlen(fast[3]), msg,
+                           sizeof(msg), &param),
+             PV_CHAT_OK);
+    T_EQ_INT(c.text_bytes, 5); /* "été" as UTF-8 (C escapes) */
+    T_EQ_INT(c.n_other_parts, 2);
+    pv_chat_cleanup(&c);
+}
+
 static void
 test_fuzz_entry(void)
 {
@@ -136,6 +180,29 @@ test_fuzz_entry(void)
         BODY(",\"max_tokens\":0,\"stream_options\":{\"include_usage\":1}"),
         "{\"model\":\"\",\"messages\":[]}",
         "{\"model\":\"m\",\"messages\":[7]}",
+        /* duplicates at each level, escaped keys, NULs, numbers */
+        BODY(",\"x\":{\"a\":1,\"a\":2}"),
+        BODY(",\"x\":[{\"a\":1},{\"a\":2}]"),
+        BODY(",\"\\u006dodel\":\"m\""),
+        BODY(",\"stre\\u0061m\":true"),
+        "{\"model\":\"m\\u0000\",\"messages\":[{\"role\":\"u\"}]}",
+        "{\"model\":\"m\",\"messages\":[{\"role\":\"u\",\"role\":\"v\"}]}",
+        "{\"model\":\"m\",\"messages\":[{\"role\":\"u\",\"content\":{}}]}",
+        "{\"model\":\"m\",\"messages\":[{\"role\":7}]}",
+        "{\"model\":\"m\",\"messages\":[{\"role\":\"u\",\"content\":"
+        "[{\"text\":\"ab\",\"text\":\"c\"}]}]}",
+        BODY(",\"max_tokens\":1e2,\"n\":1.0"),
+        BODY(",\"max_tokens\":-0,\"n\":128,\"seed\":99999999999999999999"),
+        BODY(",\"temperature\":1e400,\"top_p\":\"x\""),
+        BODY(",\"max_completion_tokens\":1000000,\"max_tokens\":1000001"),
+        BODY(",\"stream_options\":{\"include_usage\":null,\"x\":[]}"),
+        BODY(",\"stream\":null,\"stream_options\":null"),
+        BODY(",\"stream\":1"),
+        "{\"model\":\"m\",\"messages\":[{\"role\":\"u\"}]}\0",
+        "{\"model\":\"m\",\"messages\":[{\"role\":\"u\"}],\"n\":1}  x",
+        "{\"model\":\"\xc3\xa9\",\"messages\":[{\"role\":\"\xed\xa0\x80\"}]}",
+        "{\"model\":\"\\ud800\",\"messages\":[{\"role\":\"u\"}]}",
+        "\xef\xbb\xbf{\"model\":\"m\",\"messages\":[{\"role\":\"u\"}]}",
     };
     for (size_t i = 0; i < sizeof(seeds) / sizeof(seeds[0]); i++)
         for (size_t n = 0; n <= strlen(seeds[i]); n++)
@@ -149,6 +216,7 @@ main(void)
     T_RUN(test_validate);
     T_RUN(test_cap);
     T_RUN(test_estimate);
+    T_RUN(test_fast_path);
     T_RUN(test_fuzz_entry);
     return T_END();
 }

@@ -56,8 +56,8 @@ sources_for() {
     case "$1" in
     sse) echo providers/sse.c common/common.c ;;
     json_scan) echo providers/json_scan.c ;;
-    chat_request) echo providers/request.c ;;
-    responses) echo gateway/responses.c gateway/embeddings.c providers/request.c common/common.c ;;
+    chat_request) echo providers/request.c providers/json_scan.c ;;
+    responses) echo gateway/responses.c gateway/embeddings.c providers/request.c providers/json_scan.c common/common.c ;;
     scrub) echo providers/scrub.c ;;
     json_schema) echo providers/json_schema.c common/common.c local_engine/*.c ;;
     config) echo config/*.c pricing/*.c common/*.c ;;
