@@ -312,14 +312,14 @@ void le_session_set_cancel(struct le_session *s, const _Atomic int *flag);
 struct le_sched;
 
 struct le_sched_params {
-    int parallel;   /* sequences decoded together; <= 0: 1 (max 64) */
+    int parallel;   /* sequences decoded together; <= 0: 1 (max 256) */
     int max_queue;  /* requests waiting for a sequence beyond those; 0 ok */
     int cache_seqs; /* idle sequences' KV kept beyond `parallel` for
                        prefix reuse (memory: n_ctx cells each) */
     int chunk;      /* prompt tokens evaluated per step (all prefilling
                        sequences together); <= 0: the model's n_batch */
 };
-/* parallel 4, max_queue 16, cache_seqs 2, chunk 64 */
+/* parallel 4, max_queue 64, cache_seqs 2, chunk 64 */
 void le_sched_params_default(struct le_sched_params *p);
 
 /* Called once per accepted request, on the scheduler thread: st LE_OK

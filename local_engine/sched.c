@@ -247,8 +247,8 @@ step(struct le_sched *s)
     atomic_store(&s->st_paused, paused);
     /* prompt chunks, round robin, at most s->chunk tokens in all; short
      * chunks first (per-row kernels), then those the AMX GEMM may take */
-    int pick[64], n_pick = 0, budget = s->chunk;
-    for (int k = 0; k < s->n_seqs && n_pick < 64; k++) {
+    int pick[256], n_pick = 0, budget = s->chunk;
+    for (int k = 0; k < s->n_seqs && n_pick < 256; k++) {
         int i = (s->rr + k) % s->n_seqs;
         struct seq *q = &s->seqs[i];
         if (q->state != SEQ_PREFILL || flag(q->rq->r.paused))
@@ -406,7 +406,7 @@ void
 le_sched_params_default(struct le_sched_params *p)
 {
     p->parallel = 4;
-    p->max_queue = 16;
+    p->max_queue = 64;
     p->cache_seqs = 2;
     p->chunk = 64;
 }
@@ -474,8 +474,8 @@ le_sched_new(struct le_model *m, const struct le_sched_params *p,
     pthread_cond_init(&s->cv, NULL);
     s->m = m;
     s->parallel = p->parallel > 0 ? p->parallel : 1;
-    if (s->parallel > 64)
-        s->parallel = 64;
+    if (s->parallel > 256)
+        s->parallel = 256;
     s->max_queue = p->max_queue > 0 ? p->max_queue : 0;
     s->chunk = p->chunk > 0 ? p->chunk : m->params.n_batch;
     s->n_seqs = s->parallel + (p->cache_seqs > 0 ? p->cache_seqs : 0);

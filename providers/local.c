@@ -3,17 +3,24 @@
  * the same interface as the HTTP kinds.
  *
  * Threads.  pv_local_init opens each local provider's model once and
- * starts `parallel` engine threads per model, each owning one le_session.
- * A request becomes a job on the model's queue; an engine thread renders
- * nothing and blocks no loop: it tokenizes, generates, and after each token
- * appends the new text to the job and event_active()s the job's event on
- * the owning worker's event_base.  The worker drains the text into SSE
- * chunks (or one body) on its own thread.
+ * starts its scheduler (local_engine/sched.c): one thread per model that
+ * decodes every active sequence in one batched forward pass per step,
+ * with the prefix cache and bounded admission (`parallel` sequences, a
+ * `queue` of waiting requests).  This file is the thin adapter: on the
+ * worker it renders and tokenizes the request and submits it; on the
+ * scheduler thread the token callback appends the new text to the job and
+ * event_active()s the job's event on the owning worker's event_base, which
+ * drains it into SSE chunks (or one body) on its own thread.  A full
+ * scheduler answers busy at once: a 503 with Retry-After, delivered from
+ * the loop, which the router treats as retryable (fail over).
  *
- * Sharing.  A job is shared by its worker and one engine thread: refs
- * counts them, mu guards text/done/cancelled and the event_active call, so
- * once the worker has set cancelled under mu the engine thread never
- * touches the event again.  The generation stops at the next token.
+ * Sharing.  A job is shared by its worker and the scheduler: refs counts
+ * them, mu guards text/done/cancelled and the event_active call, so once
+ * the worker has set cancelled under mu the scheduler never touches the
+ * event again; the stop flag ends the sequence at the next step.
+ * Backpressure: pv_call_pause sets the job's paused flag and the sequence
+ * leaves the batch (keeping its KV cells) until the client drains and
+ * resume clears it, so a slow client costs one token of buffer, not 64 MiB.
  *
  * The request (lp_prepare, on the worker).  Every parameter is in
  * lp_params or refused; response_format and tools are compiled to one
@@ -46,10 +53,10 @@ struct lp_job {
     pthread_mutex_t mu;
     int refs;
     int cancelled;
-    _Atomic int stop; /* set with cancelled: the engine also checks it
-                         between prompt batches (a long prefill stops) */
+    _Atomic int stop;   /* set with cancelled: the sequence ends */
+    _Atomic int paused; /* backpressure: out of the batch while set */
     struct event *ev; /* on the worker's base */
-    struct lp_job *next;
+    struct lp_engine *e;
     /* Input, owned. */
     char *prompt_text;
     struct le_sampling sp;
@@ -73,16 +80,7 @@ struct lp_engine {
     const struct cfg_provider *prov;
     struct le_model *model;
     struct le_token_trie *trie; /* the model's pieces, for grammars */
-    pthread_t *threads;
-    struct le_session **sessions;
-    int n_sessions;
-    int n_threads;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    struct lp_job *head, *tail;
-    size_t queued; /* jobs waiting (not yet picked up) */
-    size_t max_queued;
-    int stop;
+    struct le_sched *sched;
 };
 
 static struct lp_engine *engines;
@@ -159,85 +157,61 @@ on_token(void *ud, int32_t id, const char *text, size_t len)
     return stop;
 }
 
+/* The scheduler's end of a job (its thread): the result, then its ref. */
 static void
-run_job(struct lp_engine *e, struct le_session *s, struct lp_job *j)
+on_done(void *ud, enum le_status st, const struct le_gen_result *res,
+        const char *err)
 {
-    enum le_status st = LE_OK;
-    char err[256] = "";
-    struct le_gen_result res;
-    memset(&res, 0, sizeof(res));
-    int32_t *ids = NULL;
+    struct lp_job *j = ud;
+    pthread_mutex_lock(&j->mu);
+    j->done = 1;
+    j->st = st;
+    j->res = *res;
+    snprintf(j->err, sizeof(j->err), "%s", err ? err : "");
+    if (!j->cancelled)
+        event_active(j->ev, EV_READ, 0);
+    pthread_mutex_unlock(&j->mu);
+    job_unref(j);
+}
+
+/* Tokenizes the job's prompt and hands it to the scheduler (worker
+ * thread).  LE_OK: the scheduler holds a ref and will call on_done.
+ * Otherwise the job is the worker's alone and err says why. */
+static enum le_status
+submit_job(struct lp_engine *e, struct lp_job *j, char *err, size_t errlen)
+{
     size_t len = strlen(j->prompt_text);
     int64_t n = le_model_tokenize(e->model, j->prompt_text, len, 1, 1, NULL,
                                   0);
     if (n < 0) {
-        st = LE_EINVAL;
-        snprintf(err, sizeof(err), "the prompt could not be tokenized");
-    } else {
-        ids = malloc(((size_t)n + 1) * sizeof(*ids));
-        if (!ids) {
-            st = LE_ENOMEM;
-            snprintf(err, sizeof(err), "out of memory tokenizing the prompt");
-        } else {
-            le_model_tokenize(e->model, j->prompt_text, len, 1, 1, ids,
-                              (size_t)n);
-            /* Without max_tokens: what the context leaves, capped. */
-            if (j->sp.max_tokens <= 0) {
-                int room = le_model_n_ctx(e->model) - (int)n;
-                j->sp.max_tokens = room < LP_DEFAULT_MAX_TOKENS
-                                       ? (room > 0 ? room : 1)
-                                       : LP_DEFAULT_MAX_TOKENS;
-            }
-            j->sp.stop = (const char *const *)j->stops;
-            j->sp.n_stop = j->n_stops;
-            j->sp.grammar = j->grammar;
-            j->sp.trie = e->trie;
-            st = le_session_generate(s, ids, (size_t)n, &j->sp, on_token, j,
-                                     &res, err, sizeof(err));
-        }
+        snprintf(err, errlen, "the prompt could not be tokenized");
+        return LE_EINVAL;
     }
+    int32_t *ids = malloc(((size_t)n + 1) * sizeof(*ids));
+    if (!ids) {
+        snprintf(err, errlen, "out of memory tokenizing the prompt");
+        return LE_ENOMEM;
+    }
+    le_model_tokenize(e->model, j->prompt_text, len, 1, 1, ids, (size_t)n);
+    /* Without max_tokens: what the context leaves, capped. */
+    if (j->sp.max_tokens <= 0) {
+        int room = le_model_n_ctx(e->model) - (int)n;
+        j->sp.max_tokens = room < LP_DEFAULT_MAX_TOKENS
+                               ? (room > 0 ? room : 1)
+                               : LP_DEFAULT_MAX_TOKENS;
+    }
+    j->sp.stop = (const char *const *)j->stops;
+    j->sp.n_stop = j->n_stops;
+    j->sp.grammar = j->grammar;
+    j->sp.trie = e->trie;
+    struct le_sched_req q = {ids,     (size_t)n, &j->sp, on_token,
+                             on_done, j,         &j->stop, &j->paused};
+    j->refs++; /* the scheduler's, if it takes the job */
+    enum le_status st = le_sched_submit(e->sched, &q, err, errlen);
+    if (st != LE_OK)
+        j->refs--;
     free(ids);
-    pthread_mutex_lock(&j->mu);
-    j->done = 1;
-    j->st = st;
-    j->res = res;
-    snprintf(j->err, sizeof(j->err), "%s", err);
-    if (!j->cancelled)
-        event_active(j->ev, EV_READ, 0);
-    pthread_mutex_unlock(&j->mu);
-}
-
-static void *
-engine_main(void *arg)
-{
-    struct lp_engine *e = ((void **)arg)[0];
-    struct le_session *s = ((void **)arg)[1];
-    free(arg);
-    for (;;) {
-        pthread_mutex_lock(&e->mu);
-        while (!e->head && !e->stop)
-            pthread_cond_wait(&e->cv, &e->mu);
-        if (!e->head && e->stop) {
-            pthread_mutex_unlock(&e->mu);
-            break;
-        }
-        struct lp_job *j = e->head;
-        e->head = j->next;
-        if (!e->head)
-            e->tail = NULL;
-        e->queued--;
-        pthread_mutex_unlock(&e->mu);
-        pthread_mutex_lock(&j->mu);
-        int skip = j->cancelled;
-        pthread_mutex_unlock(&j->mu);
-        if (!skip) {
-            le_session_set_cancel(s, &j->stop);
-            run_job(e, s, j);
-            le_session_set_cancel(s, NULL);
-        }
-        job_unref(j);
-    }
-    return NULL;
+    return st;
 }
 
 enum gx_status
@@ -260,8 +234,6 @@ pv_local_init(const struct cfg *c, char *err, size_t errlen)
             continue;
         struct lp_engine *e = &engines[n_engines];
         e->prov = p;
-        pthread_mutex_init(&e->mu, NULL);
-        pthread_cond_init(&e->cv, NULL);
         n_engines++;
         struct le_model_params mp;
         le_model_params_default(&mp);
@@ -277,35 +249,17 @@ pv_local_init(const struct cfg *c, char *err, size_t errlen)
             gx_errf(err, errlen, "provider %s: out of memory", p->name);
             return GX_ENOMEM;
         }
-        int par = p->parallel > 0 ? p->parallel : 1;
-        e->max_queued = (size_t)par * 64;
-        e->threads = calloc((size_t)par, sizeof(*e->threads));
-        e->sessions = calloc((size_t)par, sizeof(*e->sessions));
-        if (!e->threads || !e->sessions) {
-            gx_errf(err, errlen, "out of memory");
-            return GX_ENOMEM;
-        }
-        for (int t = 0; t < par; t++) {
-            if (le_session_new(e->model, &e->sessions[t], lerr,
-                               sizeof(lerr)) != LE_OK) {
-                gx_errf(err, errlen, "provider %s: %s", p->name, lerr);
-                return GX_EINVAL;
-            }
-            e->n_sessions++;
-            void **arg = malloc(2 * sizeof(void *));
-            if (!arg) {
-                gx_errf(err, errlen, "out of memory");
-                return GX_ENOMEM;
-            }
-            arg[0] = e;
-            arg[1] = e->sessions[t];
-            if (pthread_create(&e->threads[t], NULL, engine_main, arg) != 0) {
-                free(arg);
-                gx_errf(err, errlen, "provider %s: cannot start a thread",
-                        p->name);
-                return GX_EINVAL;
-            }
-            e->n_threads++;
+        struct le_sched_params sp;
+        le_sched_params_default(&sp);
+        sp.parallel = p->parallel > 0 ? p->parallel : 1;
+        sp.max_queue = p->queue;
+        sp.cache_seqs = p->prefix_cache;
+        sp.chunk = p->prefill_chunk;
+        int par = sp.parallel;
+        if (le_sched_new(e->model, &sp, &e->sched, lerr, sizeof(lerr)) !=
+            LE_OK) {
+            gx_errf(err, errlen, "provider %s: %s", p->name, lerr);
+            return GX_EINVAL;
         }
         GX_LOG(GX_LOG_INFO, NULL, "provider %s: %s, %d parallel", p->name,
                le_model_desc(e->model), par);
@@ -319,26 +273,10 @@ pv_local_shutdown(void)
     atomic_store(&abort_all, 1);
     for (size_t i = 0; i < n_engines; i++) {
         struct lp_engine *e = &engines[i];
-        pthread_mutex_lock(&e->mu);
-        e->stop = 1;
-        pthread_cond_broadcast(&e->cv);
-        pthread_mutex_unlock(&e->mu);
-        for (int t = 0; t < e->n_threads; t++)
-            pthread_join(e->threads[t], NULL);
-        /* Jobs never picked up. */
-        while (e->head) {
-            struct lp_job *j = e->head;
-            e->head = j->next;
-            job_unref(j);
-        }
-        for (int t = 0; t < e->n_sessions; t++)
-            le_session_free(e->sessions[t]);
-        free(e->sessions);
-        free(e->threads);
+        /* in-flight jobs end as cancelled (on_done drops the refs) */
+        le_sched_free(e->sched);
         le_token_trie_free(e->trie);
         le_model_free(e->model);
-        pthread_mutex_destroy(&e->mu);
-        pthread_cond_destroy(&e->cv);
     }
     free(engines);
     engines = NULL;
@@ -556,10 +494,13 @@ job_error(struct pv_call *call, struct lp_call *lc, struct lp_job *j)
      * (not retried elsewhere: another target would refuse it too) */
     call->res.outcome = status ? PV_ERR_STATUS : PV_ERR_INTERNAL;
     call->res.http_status = status ? status : 500;
+    if (j->st == LE_EBUSY)
+        call->res.retry_after_s = 1;
     snprintf(call->res.detail, sizeof(call->res.detail), "%s", j->err);
     json_t *e = json_pack("{s:{s:s,s:s,s:o,s:s}}", "error", "message",
                           j->err[0] ? j->err : le_status_str(j->st), "type",
-                          status ? "invalid_request_error" : "server_error",
+                          status && status < 500 ? "invalid_request_error"
+                                                 : "server_error",
                           "param",
                           j->err_param[0] ? json_string(j->err_param)
                                           : json_null(),
@@ -704,6 +645,8 @@ lp_release(struct pv_call *call)
     j->cancelled = 1;
     atomic_store(&j->stop, 1);
     pthread_mutex_unlock(&j->mu);
+    if (j->e)
+        le_sched_wake(j->e->sched); /* a paused sequence ends too */
     if (j->ev)
         event_free(j->ev);
     j->ev = NULL;
@@ -728,9 +671,11 @@ on_local_timeout(evutil_socket_t fd, short what, void *arg)
         return;
     struct lp_job *j = lc->job;
     pthread_mutex_lock(&j->mu);
-    j->cancelled = 1; /* the engine thread stops at its next token */
+    j->cancelled = 1; /* the sequence ends at the next step */
     atomic_store(&j->stop, 1);
     pthread_mutex_unlock(&j->mu);
+    if (j->e)
+        le_sched_wake(j->e->sched);
     call->res.outcome =
         lc->got_text ? PV_ERR_TIMEOUT : PV_ERR_FIRST_BYTE_TIMEOUT;
     snprintf(call->res.detail, sizeof(call->res.detail),
@@ -1438,27 +1383,24 @@ lp_start(struct pv_loop *loop, const struct pv_request *req,
         struct timeval tv = {first / 1000, (first % 1000) * 1000};
         evtimer_add(lc->timer, &tv);
     }
-    pthread_mutex_lock(&e->mu);
-    if (e->queued >= e->max_queued) {
-        /* Bounded: a flood waits in clients, not in our memory; the
-         * gateway fails over to the next target. */
-        size_t q = e->queued;
-        pthread_mutex_unlock(&e->mu);
-        gx_errf(err, errlen, "local engine %s is busy (%zu requests "
-                             "queued)",
-                pc->name, q);
-        pv_http_cancel(call); /* lp_release drops the worker's ref */
-        return GX_EAGAIN;
+    j->e = e;
+    char serr[256] = "";
+    enum le_status st = submit_job(e, j, serr, sizeof(serr));
+    if (st != LE_OK) {
+        /* Refused by the engine itself (busy, context): answered from the
+         * loop like a refusal, so a busy engine's 503 (retryable, with
+         * Retry-After) lets the router fail over. */
+        j->done = 1;
+        j->st = st;
+        snprintf(j->err, sizeof(j->err), "%s", serr);
+        if (st == LE_EBUSY) {
+            j->http_status = 503;
+            snprintf(j->err_code, sizeof(j->err_code), "server_busy");
+            GX_LOG(GX_LOG_INFO, req->request_id, "provider %s: %s",
+                   pc->name, serr);
+        }
+        event_active(j->ev, EV_READ, 0);
     }
-    j->refs = 2; /* the worker (lc) and the engine queue */
-    if (e->tail)
-        e->tail->next = j;
-    else
-        e->head = j;
-    e->tail = j;
-    e->queued++;
-    pthread_cond_signal(&e->cv);
-    pthread_mutex_unlock(&e->mu);
     *out = call;
     return GX_OK;
 }
@@ -1471,11 +1413,50 @@ lp_cancel(struct pv_call *call)
     pv_http_cancel(call);
 }
 
+/* Backpressure: the sequence leaves the batch while the client is slow
+ * (at most the token in flight arrives meanwhile). */
 static void
-lp_noop(struct pv_call *call)
+lp_pause(struct pv_call *call)
 {
-    (void)call; /* tokens are slow: the event loop keeps up without pause */
+    struct lp_call *lc = call->impl;
+    if (lc && lc->job)
+        atomic_store(&lc->job->paused, 1);
 }
 
-const struct pv_ops pv_local_ops = {"local", lp_start, lp_cancel, lp_noop,
-                                    lp_noop};
+static void
+lp_resume(struct pv_call *call)
+{
+    struct lp_call *lc = call->impl;
+    if (!lc || !lc->job || !atomic_load(&lc->job->paused))
+        return;
+    atomic_store(&lc->job->paused, 0);
+    if (lc->job->e)
+        le_sched_wake(lc->job->e->sched);
+}
+
+void
+pv_local_stats(size_t i, struct pv_local_stat *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (i >= n_engines)
+        return;
+    struct le_sched_stats st;
+    le_sched_get_stats(engines[i].sched, &st);
+    out->provider = engines[i].prov->name;
+    out->model = engines[i].prov->n_models ? engines[i].prov->models[0].name
+                                           : engines[i].prov->name;
+    out->queued = st.queued;
+    out->active = st.active;
+    out->generated_tokens = st.generated_tokens;
+    out->cached_tokens = st.cached_tokens;
+    out->prompt_tokens = st.prompt_tokens;
+}
+
+size_t
+pv_local_count(void)
+{
+    return n_engines;
+}
+
+const struct pv_ops pv_local_ops = {"local", lp_start, lp_cancel, lp_pause,
+                                    lp_resume};
