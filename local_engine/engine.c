@@ -109,6 +109,8 @@ now_ms(void)
 static int
 pending_add(struct le_pending *b, const char *s, size_t n)
 {
+    if (n == 0)
+        return 0; /* b->p may still be NULL */
     if (b->len + n > b->cap) {
         size_t cap = b->cap ? b->cap * 2 : 256;
         while (cap < b->len + n)
