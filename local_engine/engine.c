@@ -129,6 +129,8 @@ pending_add(struct le_pending *b, const char *s, size_t n)
 static void
 pending_drop(struct le_pending *b, size_t n)
 {
+    if (n == 0)
+        return; /* b->p may still be NULL */
     memmove(b->p, b->p + n, b->len - n);
     b->len -= n;
 }
@@ -340,7 +342,9 @@ le_gen_step(struct le_gen *g, const float *logits, int32_t n_past,
     int matched = 0;
     size_t safe = le_stop_scan(g->pend.p, g->pend.len, sp->stop, sp->n_stop,
                                &matched);
-    int cancel = g->cb ? g->cb(g->ud, id, g->pend.p, safe) : 0;
+    /* pend.p is NULL while nothing was held (tokens without text) */
+    int cancel = g->cb ? g->cb(g->ud, id, g->pend.p ? g->pend.p : "", safe)
+                       : 0;
     if (matched) {
         g->pend.len = 0; /* the stop string and what follows are dropped */
         if (cancel)
