@@ -114,7 +114,7 @@ add_provider(struct cfg *c, const char *name, enum cfg_kind kind,
     p->parallel = 4;
     p->queue = 64;
     p->prefix_cache = 2;
-    p->prefill_chunk = 64;
+    p->prefill_chunk = 32;
     p->name = strdup(name);
     p->models = calloc(n_models, sizeof(*p->models));
     return p->name && p->models ? p : NULL;

@@ -953,7 +953,7 @@ parse_provider(struct vctx *v, const char *name, json_t *po,
     p->parallel = 4;
     p->queue = 64;
     p->prefix_cache = 2;
-    p->prefill_chunk = 64;
+    p->prefill_chunk = 32;
     if ((st = get_int(v, po, "timeout_ms", 1, CFG_MAX_MS, &p->timeout_ms)) ||
         (st = get_int(v, po, "connect_timeout_ms", 1, CFG_MAX_MS,
                       &p->connect_timeout_ms)) ||

@@ -317,9 +317,11 @@ struct le_sched_params {
     int cache_seqs; /* idle sequences' KV kept beyond `parallel` for
                        prefix reuse (memory: n_ctx cells each) */
     int chunk;      /* prompt tokens evaluated per step (all prefilling
-                       sequences together); <= 0: the model's n_batch */
+                       sequences together) while others generate; a step
+                       nobody waits on takes up to max(chunk, n_batch);
+                       <= 0: the model's n_batch */
 };
-/* parallel 4, max_queue 64, cache_seqs 2, chunk 64 */
+/* parallel 4, max_queue 64, cache_seqs 2, chunk 32 */
 void le_sched_params_default(struct le_sched_params *p);
 
 /* Called once per accepted request, on the scheduler thread: st LE_OK

@@ -4,8 +4,9 @@
  * What it does: one thread per scheduler (one scheduler per loaded model)
  * runs steps.  A step is ONE forward pass (le_model_forward_batch) over
  *   - the next token of every generating sequence that is not paused, and
- *   - a chunk (<= chunk tokens) of the prompt of prefilling sequences, up
- *     to chunk prompt tokens in all per step, taken round robin,
+ *   - pieces (<= chunk tokens) of the prompts of prefilling sequences,
+ *     round robin, up to chunk prompt tokens in all per step while other
+ *     sequences generate (n_batch when none does),
  * so the weights are read once per step for every sequence, a long prompt
  * is cut into chunks interleaved with the other streams' tokens, and
  * sequences join (admission) and leave (finished, cancelled) between
@@ -69,11 +70,16 @@ struct le_sched {
     struct le_session *ws; /* scratch for parallel + chunk tokens */
     struct seq *seqs;
     int n_seqs, parallel, max_queue, chunk;
+    int idle_budget;       /* prompt tokens of a step nobody waits on */
     int rr;                /* round-robin start among prefilling seqs */
     uint64_t clock;
     /* batch arrays, [parallel + chunk] */
     int32_t *ids, *pos, *out, *out_seq;
     struct le_session **bseq;
+    struct piece {
+        int seq, len;
+        size_t from;
+    } *pc;                 /* [idle_budget] this step's prompt pieces */
     pthread_t th;
     int started;
     pthread_mutex_t mu;
@@ -245,44 +251,53 @@ step(struct le_sched *s)
         no++;
     }
     atomic_store(&s->st_paused, paused);
-    /* prompt chunks, round robin, at most s->chunk tokens in all; short
-     * chunks first (per-row kernels), then those the AMX GEMM may take */
-    int pick[256], n_pick = 0, budget = s->chunk;
-    for (int k = 0; k < s->n_seqs && n_pick < 256; k++) {
+    /* Prompt pieces of s->chunk tokens (a sequence's last one shorter),
+     * round robin over the prefilling sequences: at most s->chunk tokens
+     * in all while other sequences generate (their next token waits for
+     * this step), up to s->idle_budget when none does.  A sequence's
+     * pieces are the same whatever else runs; short pieces go first
+     * (per-row kernels), the others after amx_from. */
+    int budget = nt > 0 ? s->chunk : s->idle_budget, n_pc = 0;
+    for (int k = 0; k < s->n_seqs && budget > 0; k++) {
         int i = (s->rr + k) % s->n_seqs;
         struct seq *q = &s->seqs[i];
         if (q->state != SEQ_PREFILL || flag(q->rq->r.paused))
             continue;
-        size_t left = q->rq->r.n_prompt - q->fed;
-        int c = left < (size_t)s->chunk ? (int)left : s->chunk;
-        if (c > budget && n_pick > 0)
-            continue;
-        pick[n_pick++] = i;
-        budget -= c;
-        if (budget <= 0)
-            break;
+        size_t from = q->fed, n = q->rq->r.n_prompt;
+        while (from < n && budget > 0) {
+            int c = n - from < (size_t)s->chunk ? (int)(n - from) : s->chunk;
+            if (c > budget)
+                break;
+            s->pc[n_pc].seq = i;
+            s->pc[n_pc].from = from;
+            s->pc[n_pc].len = c;
+            n_pc++;
+            from += (size_t)c;
+            budget -= c;
+        }
     }
     s->rr = (s->rr + 1) % s->n_seqs;
     int amx_from = nt;
     for (int pass = 0; pass < 2; pass++) {
         if (pass == 1)
             amx_from = nt;
-        for (int k = 0; k < n_pick; k++) {
-            struct seq *q = &s->seqs[pick[k]];
-            size_t left = q->rq->r.n_prompt - q->fed;
-            int c = left < (size_t)s->chunk ? (int)left : s->chunk;
+        for (int k = 0; k < n_pc; k++) {
+            struct seq *q = &s->seqs[s->pc[k].seq];
+            size_t from = s->pc[k].from;
+            int c = s->pc[k].len;
             if ((c >= LE_AMX_MIN_TOK) != pass)
                 continue;
             for (int t = 0; t < c; t++) {
-                s->ids[nt] = q->rq->prompt[q->fed + (size_t)t];
+                s->ids[nt] = q->rq->prompt[from + (size_t)t];
                 s->bseq[nt] = q->kv;
-                s->pos[nt] = (int32_t)(q->fed + (size_t)t);
+                s->pos[nt] = (int32_t)(from + (size_t)t);
                 nt++;
             }
-            q->fed += (size_t)c;
-            if (q->fed == q->rq->r.n_prompt) {
+            if (from + (size_t)c > q->fed)
+                q->fed = from + (size_t)c;
+            if (from + (size_t)c == q->rq->r.n_prompt) {
                 s->out[no] = nt - 1;
-                s->out_seq[no] = pick[k];
+                s->out_seq[no] = s->pc[k].seq;
                 no++;
             }
         }
@@ -408,7 +423,7 @@ le_sched_params_default(struct le_sched_params *p)
     p->parallel = 4;
     p->max_queue = 64;
     p->cache_seqs = 2;
-    p->chunk = 64;
+    p->chunk = 32;
 }
 
 void
@@ -448,6 +463,7 @@ le_sched_free(struct le_sched *s)
     free(s->out);
     free(s->out_seq);
     free(s->bseq);
+    free(s->pc);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
     free(s);
@@ -478,16 +494,19 @@ le_sched_new(struct le_model *m, const struct le_sched_params *p,
         s->parallel = 256;
     s->max_queue = p->max_queue > 0 ? p->max_queue : 0;
     s->chunk = p->chunk > 0 ? p->chunk : m->params.n_batch;
+    s->idle_budget = s->chunk > m->params.n_batch ? s->chunk
+                                                  : m->params.n_batch;
     s->n_seqs = s->parallel + (p->cache_seqs > 0 ? p->cache_seqs : 0);
-    size_t cap = (size_t)(s->parallel + s->chunk);
+    size_t cap = (size_t)(s->parallel + s->idle_budget);
     s->ids = calloc(cap, sizeof(int32_t));
     s->pos = calloc(cap, sizeof(int32_t));
     s->out = calloc(cap, sizeof(int32_t));
     s->out_seq = calloc(cap, sizeof(int32_t));
     s->bseq = calloc(cap, sizeof(*s->bseq));
+    s->pc = calloc(cap, sizeof(*s->pc));
     s->seqs = calloc((size_t)s->n_seqs, sizeof(*s->seqs));
     if (!s->ids || !s->pos || !s->out || !s->out_seq || !s->bseq ||
-        !s->seqs)
+        !s->pc || !s->seqs)
         goto oom;
     enum le_status st = le_session_new_sized(m, (int)cap, s->parallel, 0,
                                              &s->ws, err, errlen);
