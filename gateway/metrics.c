@@ -473,8 +473,11 @@ local_metrics(struct evbuffer *b)
                                    : f == 1 ? (unsigned long long)st.queued
                                    : f == 2 ? (unsigned long long)st.active
                                             : st.cached_tokens;
+            char tk[256]; /* the target: two providers may share a name */
+            snprintf(tk, sizeof(tk), "%s@%s", st.model ? st.model : "",
+                     st.provider ? st.provider : "");
             evbuffer_add_printf(b, "%s", fam[f].name);
-            labels(b, mn, st.model ? st.model : "", NULL);
+            labels(b, mn, tk, NULL);
             evbuffer_add_printf(b, " %llu\n", v);
         }
     }
