@@ -302,7 +302,7 @@ le_gen_step(struct le_gen *g, const float *logits, int32_t n_past,
     *next = -1;
     if (sp->max_tokens > 0 && r->completion_tokens >= sp->max_tokens)
         return gen_end(g, LE_FINISH_LENGTH, LE_OK, next);
-    int32_t id;
+    int32_t id = -1;
     if (g->con.gs && !le_gstate_is_free(g->con.gs)) {
         st = constraint_pick(&g->con, g, logits, &id, err, errlen);
         if (st != LE_OK)
