@@ -23,7 +23,10 @@
  * is idle, else (eviction rule) the least recently used idle slot, into
  * which the shared prefix cells are copied.  So the cache is an LRU of
  * idle sequences, bounded by the configured memory; cells are never
- * shared while written.  The last prompt token is always evaluated again
+ * shared while written.  A request whose prompt shares SCHED_WAIT_MIN or
+ * more tokens beyond those with a sequence still prefilling waits (FIFO)
+ * until that prefill is done, so a burst sharing a system prompt computes
+ * it once.  The last prompt token is always evaluated again
  * (its logits are needed).
  *
  * Determinism: a token's kernels depend only on its own sequence (a
@@ -351,6 +354,34 @@ step(struct le_sched *s)
     return 1;
 }
 
+/* Prompt tokens a prefilling sequence will soon hold that rq could reuse
+ * beyond what the cells hold now: worth waiting for (a burst of requests
+ * sharing a system prompt prefills it once).  Never for a paused
+ * sequence (it may not move for long).  Scheduler thread. */
+#define SCHED_WAIT_MIN 32
+
+static int
+defer(struct le_sched *s, const struct sreq *rq)
+{
+    size_t have = 0, n = rq->r.n_prompt;
+    for (int i = 0; i < s->n_seqs; i++) {
+        size_t c = common_prefix(s->seqs[i].kv, rq->prompt, n);
+        have = c > have ? c : have;
+    }
+    for (int i = 0; i < s->n_seqs; i++) {
+        const struct seq *q = &s->seqs[i];
+        if (q->state != SEQ_PREFILL || flag(q->rq->r.paused) ||
+            flag(q->rq->r.cancel))
+            continue;
+        size_t lim = q->rq->r.n_prompt < n ? q->rq->r.n_prompt : n, c = 0;
+        while (c < lim && q->rq->prompt[c] == rq->prompt[c])
+            c++;
+        if (c >= have + SCHED_WAIT_MIN)
+            return 1;
+    }
+    return 0;
+}
+
 static int
 runnable(struct le_sched *s)
 {
@@ -369,7 +400,8 @@ sched_main(void *arg)
     struct le_sched *s = arg;
     pthread_mutex_lock(&s->mu);
     for (;;) {
-        while (!s->stop && s->head && s->n_active < s->parallel) {
+        while (!s->stop && s->head && s->n_active < s->parallel &&
+               !defer(s, s->head)) {
             struct sreq *rq = s->head;
             s->head = rq->next;
             if (!s->head)

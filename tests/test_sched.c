@@ -313,6 +313,20 @@ test_prefix_cache(void)
         T_EQ_INT(r2.res.cached_tokens, 64);
         T_CHECK(memcmp(r1.ids, r3.ids, sizeof(r1.ids)) == 0);
         le_sched_free(s);
+        /* both at once on an empty cache: the second waits for the
+         * first's prefill and copies its 64 cells instead of computing
+         * them again */
+        static struct run r4, r5;
+        struct run *rs2[2] = {&r4, &r5};
+        s = sched(m, 2, 0, 0, 16);
+        T_EQ_INT(submit(s, a, 72, &sp, &r4), LE_OK);
+        T_EQ_INT(submit(s, b, 72, &sp, &r5), LE_OK);
+        T_CHECK(wait_all(rs2, 2));
+        T_EQ_INT(r4.res.cached_tokens, 0);
+        T_EQ_INT(r5.res.cached_tokens, 64);
+        T_CHECK(memcmp(r4.ids, r3.ids, sizeof(r4.ids)) == 0);
+        T_CHECK(memcmp(r5.ids, r2.ids, sizeof(r5.ids)) == 0);
+        le_sched_free(s);
         le_model_free(m);
     }
     struct le_model *r = le_fixture_random(300, LE_TYPE_Q8_0, 5, 256);
