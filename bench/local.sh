@@ -29,7 +29,7 @@ if [ ! -f "$f" ]; then
         --n-ctx 2048 --seed 1 && mv "$f.part" "$f" || { rm -f "$f.part"; exit 1; }
 fi
 load=$(cut -d' ' -f1-3 /proc/loadavg)
-j=$("$TOOL" "$f" --threads "$T" --gen 32 --prefix 1500) || { echo "local bench: failed"; exit 1; }
+j=$("$TOOL" "$f" --threads "$T" --gen 64 --prefix 1500) || { echo "local bench: failed"; exit 1; }
 num() { echo "$j" | sed -n "s/.*\"$1\": *\([-0-9.eE+]*\).*/\1/p"; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }'; }
 {
