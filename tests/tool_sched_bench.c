@@ -170,8 +170,12 @@ main(int argc, char **argv)
     rc |= run(sc, st, pr, lens, 1, &sp); /* warm up */
     rc |= run(sc, st, pr, lens, 1, &sp);
     double agg1 = aggregate(st, 1), gap1 = st[0].max_gap;
+    struct le_sched_stats s0, s1;
+    le_sched_get_stats(sc, &s0);
     rc |= run(sc, st, pr, lens, 4, &sp);
     double agg4 = aggregate(st, 4);
+    le_sched_get_stats(sc, &s1);
+    unsigned long long steps4 = s1.steps - s0.steps;
     rc |= run(sc, st, pr, lens, 8, &sp);
     double gap8 = 0;
     for (int i = 0; i < 8; i++)
@@ -191,9 +195,9 @@ main(int argc, char **argv)
     printf("{\"threads\": %d, \"gen\": %d, \"prefix\": %d, \"agg1\": %.1f, "
            "\"agg4\": %.1f, \"gap1\": %.1f, \"gap8\": %.1f, \"ttft_first\": "
            "%.1f, \"ttft_second\": %.1f, \"cached_tokens\": %llu, "
-           "\"ok\": %d}\n",
+           "\"steps4\": %llu, \"ok\": %d}\n",
            threads, gen, prefix, agg1, agg4, gap1, gap8, ttft1, ttft2,
-           (unsigned long long)ss.cached_tokens, rc == 0);
+           (unsigned long long)ss.cached_tokens, steps4, rc == 0);
     le_sched_free(sc);
     for (int i = 0; i < 8; i++)
         free(pr[i]);
