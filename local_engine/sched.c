@@ -376,7 +376,8 @@ defer(struct le_sched *s, const struct sreq *rq)
         size_t lim = q->rq->r.n_prompt < n ? q->rq->r.n_prompt : n, c = 0;
         while (c < lim && q->rq->prompt[c] == rq->prompt[c])
             c++;
-        if (c >= have + SCHED_WAIT_MIN)
+        /* a long shared prefix, or the very same prompt (n > 1) */
+        if (c >= have + SCHED_WAIT_MIN || (c == n && c > have + 1))
             return 1;
     }
     return 0;

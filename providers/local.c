@@ -18,6 +18,10 @@
  * them, mu guards text/done/cancelled and the event_active call, so once
  * the worker has set cancelled under mu the scheduler never touches the
  * event again; the stop flag ends the sequence at the next step.
+ * n > 1 (non-stream, no tools): one job per choice, choice 0's job
+ * owning the prompt, stops and grammar and the others borrowing them
+ * (a ref each); the scheduler lets them wait for choice 0's prefill and
+ * copy its cells.
  * Backpressure: pv_call_pause sets the job's paused flag and the sequence
  * leaves the batch (keeping its KV cells) until the client drains and
  * resume clears it, so a slow client costs one token of buffer, not 64 MiB.
@@ -46,6 +50,7 @@
 #include "providers_int.h"
 
 #define LP_DEFAULT_MAX_TOKENS 512
+#define LP_N_MAX 8 /* choices per request (n) */
 
 struct lp_engine;
 
@@ -57,6 +62,10 @@ struct lp_job {
     _Atomic int paused; /* backpressure: out of the batch while set */
     struct event *ev; /* on the worker's base */
     struct lp_engine *e;
+    /* n > 1: choices 1.. are clones that borrow the prompt, stops and
+     * grammar of choice 0's job (a ref on it) and differ by seed */
+    struct lp_job *parent;
+    int n_choices; /* choice 0's job: the request's n (1 by default) */
     /* Input, owned. */
     char *prompt_text;
     struct le_sampling sp;
@@ -100,6 +109,9 @@ enum lp_tools { LP_TOOLS_NONE = 0, LP_TOOLS_AUTO, LP_TOOLS_REQUIRED,
 /* The worker side of a call. */
 struct lp_call {
     struct lp_job *job;
+    int n_more;                         /* n - 1 */
+    struct lp_job *more[LP_N_MAX - 1];  /* choices 1..n-1 (non-stream) */
+    struct gx_buf mbody[LP_N_MAX - 1];  /* their content */
     enum lp_tools tools;
     int shape;           /* 0 undecided, 1 text, 2 tool call */
     struct gx_buf acc;   /* tool modes: the output so far */
@@ -133,7 +145,10 @@ job_unref(struct lp_job *j)
         free(j->stops[i]);
     free(j->stops);
     gx_buf_cleanup(&j->text);
+    struct lp_job *parent = j->parent;
     free(j);
+    if (parent)
+        job_unref(parent);
 }
 
 /* ---- engine threads ---------------------------------------------------- */
@@ -180,9 +195,10 @@ on_done(void *ud, enum le_status st, const struct le_gen_result *res,
 static enum le_status
 submit_job(struct lp_engine *e, struct lp_job *j, char *err, size_t errlen)
 {
-    size_t len = strlen(j->prompt_text);
-    int64_t n = le_model_tokenize(e->model, j->prompt_text, len, 1, 1, NULL,
-                                  0);
+    const struct lp_job *src = j->parent ? j->parent : j;
+    size_t len = strlen(src->prompt_text);
+    int64_t n = le_model_tokenize(e->model, src->prompt_text, len, 1, 1,
+                                  NULL, 0);
     if (n < 0) {
         snprintf(err, errlen, "the prompt could not be tokenized");
         return LE_EINVAL;
@@ -192,7 +208,8 @@ submit_job(struct lp_engine *e, struct lp_job *j, char *err, size_t errlen)
         snprintf(err, errlen, "out of memory tokenizing the prompt");
         return LE_ENOMEM;
     }
-    le_model_tokenize(e->model, j->prompt_text, len, 1, 1, ids, (size_t)n);
+    le_model_tokenize(e->model, src->prompt_text, len, 1, 1, ids,
+                      (size_t)n);
     /* Without max_tokens: what the context leaves, capped. */
     if (j->sp.max_tokens <= 0) {
         int room = le_model_n_ctx(e->model) - (int)n;
@@ -200,9 +217,9 @@ submit_job(struct lp_engine *e, struct lp_job *j, char *err, size_t errlen)
                                ? (room > 0 ? room : 1)
                                : LP_DEFAULT_MAX_TOKENS;
     }
-    j->sp.stop = (const char *const *)j->stops;
-    j->sp.n_stop = j->n_stops;
-    j->sp.grammar = j->grammar;
+    j->sp.stop = (const char *const *)src->stops;
+    j->sp.n_stop = src->n_stops;
+    j->sp.grammar = src->grammar;
     j->sp.trie = e->trie;
     struct le_sched_req q = {ids,     (size_t)n, &j->sp, on_token,
                              on_done, j,         &j->stop, &j->paused};
@@ -515,6 +532,116 @@ job_error(struct pv_call *call, struct lp_call *lc, struct lp_job *j)
     call->res.body_len = lc->body.len;
 }
 
+/* Takes the job's new text (repaired UTF-8) and its state. */
+static void
+job_take(struct lp_job *j, struct gx_buf *text, int *done)
+{
+    pthread_mutex_lock(&j->mu);
+    *text = j->text;
+    gx_buf_init(&j->text, 64 * 1024 * 1024);
+    *done = j->done;
+    pthread_mutex_unlock(&j->mu);
+    utf8_repair(text);
+}
+
+/* First bytes: the first-byte timer becomes the total one. */
+static void
+note_text(struct pv_call *call, struct lp_call *lc)
+{
+    if (call->res.ttfb_us < 0)
+        call->res.ttfb_us = gx_mono_us() - call->t_start_us;
+    if (lc->got_text)
+        return;
+    lc->got_text = 1;
+    if (lc->timer) {
+        int64_t left = lc->deadline_us - gx_mono_us();
+        struct timeval tv = {0, 0};
+        if (left > 0) {
+            tv.tv_sec = left / 1000000;
+            tv.tv_usec = left % 1000000;
+        }
+        evtimer_add(lc->timer, &tv);
+    }
+}
+
+/* The non-stream answer: o (taken; NULL when it could not be built)
+ * becomes the call's body. */
+static void
+answer_body(struct pv_call *call, struct lp_call *lc, json_t *o)
+{
+    char *t = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    gx_buf_reset(&lc->body);
+    if (t)
+        gx_buf_append(&lc->body, t, strlen(t));
+    free(t);
+    if (!lc->body.len) {
+        call->res.outcome = PV_ERR_INTERNAL;
+        snprintf(call->res.detail, sizeof(call->res.detail),
+                 "could not encode the local answer");
+    }
+    call->res.body = lc->body.data;
+    call->res.body_len = lc->body.len;
+}
+
+/* n > 1 (non-stream, text or response_format): one job per choice, the
+ * answer once every job is done; the first failed job fails the call. */
+static void
+on_multi_event(struct pv_call *call, struct lp_call *lc)
+{
+    int all = 1;
+    struct lp_job *failed = NULL;
+    for (int k = 0; k <= lc->n_more; k++) {
+        struct lp_job *j = k ? lc->more[k - 1] : lc->job;
+        struct gx_buf *body = k ? &lc->mbody[k - 1] : &lc->body;
+        struct gx_buf text;
+        int done;
+        job_take(j, &text, &done);
+        if (text.len) {
+            note_text(call, lc);
+            gx_buf_append(body, text.data, text.len);
+        }
+        gx_buf_cleanup(&text);
+        all &= done;
+        if (done && j->st != LE_OK && !failed)
+            failed = j;
+    }
+    if (call->cancelled || call->finished || (!all && !failed))
+        return;
+    if (failed) {
+        job_error(call, lc, failed);
+        pv_call_complete(call);
+        return;
+    }
+    struct le_gen_result u = lc->job->res;
+    json_t *choices = json_array();
+    for (int k = 0; k <= lc->n_more; k++) {
+        struct lp_job *j = k ? lc->more[k - 1] : lc->job;
+        struct gx_buf *body = k ? &lc->mbody[k - 1] : &lc->body;
+        if (k)
+            u.completion_tokens += j->res.completion_tokens;
+        json_array_append_new(
+            choices,
+            json_pack("{s:i,s:{s:s,s:s%},s:s,s:n}", "index", k, "message",
+                      "role", "assistant", "content",
+                      body->data ? body->data : "", body->len,
+                      "finish_reason", finish_reason(j->res.finish),
+                      "logprobs"));
+    }
+    call->res.outcome = PV_OK;
+    call->res.http_status = 200;
+    call->res.usage.have = 1;
+    call->res.usage.prompt_tokens = u.prompt_tokens;
+    call->res.usage.completion_tokens = u.completion_tokens;
+    call->res.usage.cached_tokens = u.cached_tokens;
+    answer_body(call, lc,
+                json_pack("{s:s,s:s,s:I,s:s,s:o,s:o}", "id", lc->id,
+                          "object", "chat.completion", "created",
+                          (json_int_t)lc->created, "model", lc->model,
+                          "choices", choices, "usage", usage_json(&u)));
+    pv_call_complete(call);
+}
+
 static void
 on_job_event(evutil_socket_t fd, short what, void *arg)
 {
@@ -522,33 +649,20 @@ on_job_event(evutil_socket_t fd, short what, void *arg)
     (void)what;
     struct pv_call *call = arg;
     struct lp_call *lc = call->impl;
+    if (lc->n_more) {
+        on_multi_event(call, lc);
+        return;
+    }
     struct lp_job *j = lc->job;
     struct gx_buf text;
-    pthread_mutex_lock(&j->mu);
-    text = j->text; /* take what is there */
-    gx_buf_init(&j->text, 64 * 1024 * 1024);
-    int done = j->done;
+    int done;
+    job_take(j, &text, &done);
     /* An engine error (context full...) before any text must reach the
-     * client as its own status, so no role chunk is sent for it. */
+     * client as its own status, so no role chunk is sent for it.  (st is
+     * the scheduler's until done, then stays.) */
     int failed = done && j->st != LE_OK;
-    pthread_mutex_unlock(&j->mu);
-
-    utf8_repair(&text);
-    if (text.len && call->res.ttfb_us < 0)
-        call->res.ttfb_us = gx_mono_us() - call->t_start_us;
-    if (text.len && !lc->got_text) {
-        /* First bytes: the first-byte timer becomes the total one. */
-        lc->got_text = 1;
-        if (lc->timer) {
-            int64_t left = lc->deadline_us - gx_mono_us();
-            struct timeval tv = {0, 0};
-            if (left > 0) {
-                tv.tv_sec = left / 1000000;
-                tv.tv_usec = left % 1000000;
-            }
-            evtimer_add(lc->timer, &tv);
-        }
-    }
+    if (text.len)
+        note_text(call, lc);
     if (lc->stream) {
         if (!lc->sent_role && (text.len || (done && !failed))) {
             lc->sent_role = 1;
@@ -610,21 +724,22 @@ on_job_event(evutil_socket_t fd, short what, void *arg)
             "object", "chat.completion", "created", (json_int_t)lc->created,
             "model", lc->model, "choices", "index", 0, "message", msg,
             "finish_reason", finish, "logprobs", "usage", usage_json(r));
-        char *t = o ? json_dumps(o, JSON_COMPACT) : NULL;
-        json_decref(o);
-        gx_buf_reset(&lc->body);
-        if (t)
-            gx_buf_append(&lc->body, t, strlen(t));
-        free(t);
-        if (!lc->body.len) {
-            call->res.outcome = PV_ERR_INTERNAL;
-            snprintf(call->res.detail, sizeof(call->res.detail),
-                     "could not encode the local answer");
-        }
-        call->res.body = lc->body.data;
-        call->res.body_len = lc->body.len;
+        answer_body(call, lc, o);
     }
     pv_call_complete(call);
+}
+
+/* The worker gives up on j: the scheduler ends its sequence at the next
+ * step (a paused one too) and never touches j's event again. */
+static void
+job_stop(struct lp_job *j)
+{
+    pthread_mutex_lock(&j->mu);
+    j->cancelled = 1;
+    atomic_store(&j->stop, 1);
+    pthread_mutex_unlock(&j->mu);
+    if (j->e)
+        le_sched_wake(j->e->sched);
 }
 
 /* Frees the worker's side; the engine may still hold the job. */
@@ -640,17 +755,20 @@ lp_release(struct pv_call *call)
         gx_buf_cleanup(&lc->acc);
     if (!lc || !lc->job)
         return;
-    struct lp_job *j = lc->job;
-    pthread_mutex_lock(&j->mu);
-    j->cancelled = 1;
-    atomic_store(&j->stop, 1);
-    pthread_mutex_unlock(&j->mu);
-    if (j->e)
-        le_sched_wake(j->e->sched); /* a paused sequence ends too */
-    if (j->ev)
-        event_free(j->ev);
-    j->ev = NULL;
-    job_unref(j);
+    for (int k = 0; k <= lc->n_more; k++) {
+        struct lp_job *j = k ? lc->more[k - 1] : lc->job;
+        if (!j)
+            continue;
+        job_stop(j);
+        if (j->ev)
+            event_free(j->ev);
+        j->ev = NULL;
+        job_unref(j);
+        if (k) {
+            lc->more[k - 1] = NULL;
+            gx_buf_cleanup(&lc->mbody[k - 1]);
+        }
+    }
     lc->job = NULL;
     gx_buf_cleanup(&lc->body);
 }
@@ -669,13 +787,8 @@ on_local_timeout(evutil_socket_t fd, short what, void *arg)
     struct lp_call *lc = call->impl;
     if (call->cancelled || call->finished || !lc->job)
         return;
-    struct lp_job *j = lc->job;
-    pthread_mutex_lock(&j->mu);
-    j->cancelled = 1; /* the sequence ends at the next step */
-    atomic_store(&j->stop, 1);
-    pthread_mutex_unlock(&j->mu);
-    if (j->e)
-        le_sched_wake(j->e->sched);
+    for (int k = 0; k <= lc->n_more; k++)
+        job_stop(k ? lc->more[k - 1] : lc->job);
     call->res.outcome =
         lc->got_text ? PV_ERR_TIMEOUT : PV_ERR_FIRST_BYTE_TIMEOUT;
     snprintf(call->res.detail, sizeof(call->res.detail),
@@ -770,10 +883,25 @@ check_params(struct lp_job *j, const json_t *b)
                           k);
     }
     v = json_object_get(b, "n");
+    j->n_choices = 1;
     if (v && !json_is_null(v) &&
-        (!json_is_integer(v) || json_integer_value(v) != 1))
+        (!json_is_integer(v) || json_integer_value(v) < 1 ||
+         json_integer_value(v) > LP_N_MAX))
         return refuse(j, "n", "unsupported_value",
-                      "the local engine returns one choice: 'n' must be 1");
+                      "the local engine returns 1 to %d choices: 'n' must "
+                      "be an integer in that range",
+                      LP_N_MAX);
+    if (json_is_integer(v))
+        j->n_choices = (int)json_integer_value(v);
+    if (j->n_choices > 1 && json_is_true(json_object_get(b, "stream")))
+        return refuse(j, "n", "unsupported_value",
+                      "the local engine streams one choice: 'n' > 1 needs "
+                      "stream false");
+    if (j->n_choices > 1 && json_array_size(json_object_get(b, "tools")) &&
+        !json_is_null(json_object_get(b, "tools")))
+        return refuse(j, "n", "unsupported_value",
+                      "the local engine returns one choice with tools: 'n' "
+                      "> 1 needs no tools");
     v = json_object_get(b, "logprobs");
     if (v && !json_is_null(v) && !json_is_false(v))
         return refuse(j, "logprobs", "unsupported_parameter",
@@ -1383,23 +1511,58 @@ lp_start(struct pv_loop *loop, const struct pv_request *req,
         struct timeval tv = {first / 1000, (first % 1000) * 1000};
         evtimer_add(lc->timer, &tv);
     }
-    j->e = e;
-    char serr[256] = "";
-    enum le_status st = submit_job(e, j, serr, sizeof(serr));
-    if (st != LE_OK) {
+    /* n > 1: clones of the job, made before anything is submitted so a
+     * failure leaves nothing running */
+    for (int k = 1; k < j->n_choices; k++) {
+        struct lp_job *c = calloc(1, sizeof(*c));
+        if (!c) {
+            pv_http_cancel(call);
+            gx_errf(err, errlen, "out of memory");
+            return GX_ENOMEM;
+        }
+        pthread_mutex_init(&c->mu, NULL);
+        c->refs = 1;
+        gx_buf_init(&c->text, 64 * 1024 * 1024);
+        c->sp = j->sp;
+        if (c->sp.seed != LE_SEED_RANDOM)
+            c->sp.seed += (uint64_t)k; /* choices differ when sampled */
+        pthread_mutex_lock(&j->mu);
+        j->refs++;
+        pthread_mutex_unlock(&j->mu);
+        c->parent = j;
+        lc->more[lc->n_more++] = c;
+        gx_buf_init(&lc->mbody[k - 1], 64 * 1024 * 1024);
+        c->ev = event_new(loop->base, -1, 0, on_job_event, call);
+        if (!c->ev) {
+            pv_http_cancel(call);
+            gx_errf(err, errlen, "out of memory");
+            return GX_ENOMEM;
+        }
+    }
+    /* Choice 0 first: the clones share its whole prompt, so the scheduler
+     * lets them wait for its prefill and copy the cells (sched.c). */
+    for (int k = 0; k <= lc->n_more; k++) {
+        struct lp_job *q = k ? lc->more[k - 1] : j;
+        q->e = e;
+        char serr[256] = "";
+        enum le_status st = submit_job(e, q, serr, sizeof(serr));
+        if (st == LE_OK)
+            continue;
         /* Refused by the engine itself (busy, context): answered from the
          * loop like a refusal, so a busy engine's 503 (retryable, with
-         * Retry-After) lets the router fail over. */
-        j->done = 1;
-        j->st = st;
-        snprintf(j->err, sizeof(j->err), "%s", serr);
+         * Retry-After) lets the router fail over.  Choices already
+         * submitted are stopped when the call is freed. */
+        q->done = 1;
+        q->st = st;
+        snprintf(q->err, sizeof(q->err), "%s", serr);
         if (st == LE_EBUSY) {
-            j->http_status = 503;
-            snprintf(j->err_code, sizeof(j->err_code), "server_busy");
+            q->http_status = 503;
+            snprintf(q->err_code, sizeof(q->err_code), "server_busy");
             GX_LOG(GX_LOG_INFO, req->request_id, "provider %s: %s",
                    pc->name, serr);
         }
-        event_active(j->ev, EV_READ, 0);
+        event_active(q->ev, EV_READ, 0);
+        break;
     }
     *out = call;
     return GX_OK;
@@ -1419,17 +1582,18 @@ static void
 lp_pause(struct pv_call *call)
 {
     struct lp_call *lc = call->impl;
-    if (lc && lc->job)
-        atomic_store(&lc->job->paused, 1);
+    for (int k = 0; lc && lc->job && k <= lc->n_more; k++)
+        atomic_store(&(k ? lc->more[k - 1] : lc->job)->paused, 1);
 }
 
 static void
 lp_resume(struct pv_call *call)
 {
     struct lp_call *lc = call->impl;
-    if (!lc || !lc->job || !atomic_load(&lc->job->paused))
+    if (!lc || !lc->job)
         return;
-    atomic_store(&lc->job->paused, 0);
+    for (int k = 0; k <= lc->n_more; k++)
+        atomic_store(&(k ? lc->more[k - 1] : lc->job)->paused, 0);
     if (lc->job->e)
         le_sched_wake(lc->job->e->sched);
 }

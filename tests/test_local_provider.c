@@ -382,6 +382,54 @@ test_busy(void)
     T_EQ_INT((long long)queued, 0);
 }
 
+/* n > 1: n sequences (the later ones copy the first one's prompt cells),
+ * greedy choices equal the n = 1 answer, usage counts every choice. */
+static void
+test_n_choices(void)
+{
+    long st;
+    json_t *one = post("{\"model\":\"local\",\"temperature\":0,"
+                       "\"max_tokens\":10,\"messages\":[{\"role\":\"user\","
+                       "\"content\":\"Tell me about the sea\"}]}",
+                       &st, NULL);
+    T_EQ_INT(st, 200);
+    json_t *o = post("{\"model\":\"local\",\"temperature\":0,\"n\":3,"
+                     "\"max_tokens\":10,\"messages\":[{\"role\":\"user\","
+                     "\"content\":\"Tell me about the sea\"}]}",
+                     &st, NULL);
+    T_EQ_INT(st, 200);
+    const json_t *chs = json_object_get(o, "choices");
+    T_EQ_INT(json_array_size(chs), 3);
+    for (size_t k = 0; k < json_array_size(chs); k++) {
+        const json_t *ch = json_array_get(chs, k);
+        T_EQ_INT(json_integer_value(json_object_get(ch, "index")), k);
+        T_EQ_STR(json_string_value(json_object_get(
+                     json_object_get(ch, "message"), "content")),
+                 answer(one));
+    }
+    T_EQ_INT(usage_int(o, "completion_tokens", NULL),
+             3 * usage_int(one, "completion_tokens", NULL));
+    T_EQ_INT(usage_int(o, "prompt_tokens", NULL),
+             usage_int(one, "prompt_tokens", NULL));
+    json_decref(o);
+    /* sampled: three choices, each a complete answer */
+    o = post("{\"model\":\"local\",\"seed\":5,\"n\":3,"
+             "\"max_tokens\":10,\"messages\":[{\"role\":\"user\","
+             "\"content\":\"Tell me about the sea\"}]}",
+             &st, NULL);
+    T_EQ_INT(st, 200);
+    T_EQ_INT(json_array_size(json_object_get(o, "choices")), 3);
+    json_decref(o);
+    /* more choices than the engine can hold at once (parallel 1, queue
+     * 0): busy, never a partial answer */
+    o = post("{\"model\":\"local@tiny\",\"n\":2,\"max_tokens\":4,"
+             "\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}]}",
+             &st, NULL);
+    T_CHECK(st == 503 || st == 200);
+    json_decref(o);
+    json_decref(one);
+}
+
 int
 main(void)
 {
@@ -397,6 +445,7 @@ main(void)
     T_RUN(test_timeout);
     T_RUN(test_prefix_cache);
     T_RUN(test_busy);
+    T_RUN(test_n_choices);
     T_EQ_INT(e2e_stop(&gw, SIGTERM, 20000), 0);
     T_EQ_INT(e2e_sanitizer_reports, 0);
     curl_global_cleanup();

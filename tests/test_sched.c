@@ -327,6 +327,18 @@ test_prefix_cache(void)
         T_CHECK(memcmp(r4.ids, r3.ids, sizeof(r4.ids)) == 0);
         T_CHECK(memcmp(r5.ids, r2.ids, sizeof(r5.ids)) == 0);
         le_sched_free(s);
+        /* the very same short prompt twice at once (n > 1): the second
+         * waits and takes all but the last cell */
+        static struct run r6, r7;
+        struct run *rs3[2] = {&r6, &r7};
+        s = sched(m, 2, 0, 0, 16);
+        T_EQ_INT(submit(s, a, 12, &sp, &r6), LE_OK);
+        T_EQ_INT(submit(s, a, 12, &sp, &r7), LE_OK);
+        T_CHECK(wait_all(rs3, 2));
+        T_EQ_INT(r6.res.cached_tokens, 0);
+        T_EQ_INT(r7.res.cached_tokens, 11);
+        T_CHECK(memcmp(r6.ids, r7.ids, sizeof(r6.ids)) == 0);
+        le_sched_free(s);
         le_model_free(m);
     }
     struct le_model *r = le_fixture_random(300, LE_TYPE_Q8_0, 5, 256);
