@@ -174,6 +174,7 @@ for f in "$TMP"/gw*.pid; do [ -f "$f" ] && kill "$(cat "$f")" 2>/dev/null && rm 
 mkdir -p bench/out
 if [ "$GATEWAY_ONLY" != 1 ]; then
     [ -f bench/engine.sh ] && sh bench/engine.sh "$BUILD"
+    [ -f bench/local.sh ] && sh bench/local.sh "$BUILD"
     [ -x "$BUILD/tests/tool_ledger_bench" ] && [ -f bench/ledger.sh ] && sh bench/ledger.sh "$BUILD"
     [ -f bench/multi.sh ] && sh bench/multi.sh "$BUILD"
     [ -f bench/profile.sh ] && sh bench/profile.sh "$BUILD"

@@ -112,6 +112,9 @@ add_provider(struct cfg *c, const char *name, enum cfg_kind kind,
     p->threads = cfg_ncpu();
     p->context = 4096;
     p->parallel = 4;
+    p->queue = 64;
+    p->prefix_cache = 2;
+    p->prefill_chunk = 32;
     p->name = strdup(name);
     p->models = calloc(n_models, sizeof(*p->models));
     return p->name && p->models ? p : NULL;

@@ -894,7 +894,8 @@ static const char *const openai_keys[] = {
     "first_byte_timeout_ms", "headers", "models",     "ca_file", NULL};
 static const char *const local_keys[] = {
     "kind",   "model_path", "threads", "context", "parallel",
-    "timeout_ms", "first_byte_timeout_ms", "models", NULL};
+    "timeout_ms", "first_byte_timeout_ms", "models", "queue",
+    "prefix_cache", "prefill_chunk", NULL};
 static const char *const kinds[] = {"openai", "local", "anthropic", "gemini",
                                     NULL};
 
@@ -950,6 +951,9 @@ parse_provider(struct vctx *v, const char *name, json_t *po,
     p->threads = cfg_ncpu();
     p->context = 4096;
     p->parallel = 4;
+    p->queue = 64;
+    p->prefix_cache = 2;
+    p->prefill_chunk = 32;
     if ((st = get_int(v, po, "timeout_ms", 1, CFG_MAX_MS, &p->timeout_ms)) ||
         (st = get_int(v, po, "connect_timeout_ms", 1, CFG_MAX_MS,
                       &p->connect_timeout_ms)) ||
@@ -961,7 +965,11 @@ parse_provider(struct vctx *v, const char *name, json_t *po,
                           &p->model_path)) ||
             (st = get_int(v, po, "threads", 1, 256, &p->threads)) ||
             (st = get_int(v, po, "context", 16, 1 << 20, &p->context)) ||
-            (st = get_int(v, po, "parallel", 1, 256, &p->parallel)))
+            (st = get_int(v, po, "parallel", 1, 256, &p->parallel)) ||
+            (st = get_int(v, po, "queue", 0, 4096, &p->queue)) ||
+            (st = get_int(v, po, "prefix_cache", 0, 64, &p->prefix_cache)) ||
+            (st = get_int(v, po, "prefill_chunk", 1, 4096,
+                          &p->prefill_chunk)))
             return st;
     } else {
         /* The native kinds know their public endpoint; an openai

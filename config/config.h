@@ -77,6 +77,9 @@ struct cfg_provider {
     int threads;  /* default: number of CPUs */
     int context;  /* tokens, default 4096 */
     int parallel; /* sequences decoded together, default 4 */
+    int queue;    /* requests waiting beyond those (0: none), default 64 */
+    int prefix_cache;  /* idle sequences' KV kept for prefix reuse, 2 */
+    int prefill_chunk; /* prompt tokens per batched step, default 32 */
     struct cfg_model *models;
     size_t n_models;
 };

@@ -38,6 +38,8 @@ le_status_str(enum le_status st)
         return "context window exceeded";
     case LE_ECANCELED:
         return "cancelled";
+    case LE_EBUSY:
+        return "busy";
     }
     return "unknown status";
 }
@@ -104,15 +106,11 @@ now_ms(void)
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-/* Held-back generated text. */
-struct pending {
-    char *p;
-    size_t len, cap;
-};
-
 static int
-pending_add(struct pending *b, const char *s, size_t n)
+pending_add(struct le_pending *b, const char *s, size_t n)
 {
+    if (n == 0)
+        return 0; /* b->p may still be NULL */
     if (b->len + n > b->cap) {
         size_t cap = b->cap ? b->cap * 2 : 256;
         while (cap < b->len + n)
@@ -129,22 +127,16 @@ pending_add(struct pending *b, const char *s, size_t n)
 }
 
 static void
-pending_drop(struct pending *b, size_t n)
+pending_drop(struct le_pending *b, size_t n)
 {
+    if (n == 0)
+        return; /* b->p may still be NULL */
     memmove(b->p, b->p + n, b->len - n);
     b->len -= n;
 }
 
-/* Constrained generation's per-call state (sp->grammar set). */
-struct constraint {
-    struct le_gstate *gs;
-    const struct le_token_trie *trie;
-    struct le_token_trie *own_trie;
-    uint64_t *mask;
-};
-
 static void
-constraint_cleanup(struct constraint *c)
+constraint_cleanup(struct le_constraint *c)
 {
     le_gstate_free(c->gs);
     le_token_trie_free(c->own_trie);
@@ -152,7 +144,7 @@ constraint_cleanup(struct constraint *c)
 }
 
 static enum le_status
-constraint_init(struct constraint *c, const struct le_model *m,
+constraint_init(struct le_constraint *c, const struct le_model *m,
                 const struct le_sampling *sp, char *err, size_t errlen)
 {
     enum le_status st = le_gstate_new(sp->grammar, &c->gs);
@@ -175,7 +167,7 @@ constraint_init(struct constraint *c, const struct le_model *m,
 /* Is id one the grammar allows now?  Only for the greedy shortcut; pieces
  * too long for the buffer answer no and go through the mask. */
 static int
-constraint_allows(struct constraint *c, const struct le_model *m, int32_t id)
+constraint_allows(struct le_constraint *c, const struct le_model *m, int32_t id)
 {
     if (le_model_is_eog(m, id))
         return le_gstate_complete(c->gs);
@@ -193,13 +185,12 @@ constraint_allows(struct constraint *c, const struct le_model *m, int32_t id)
  * min-p see the allowed tokens only (as llama.cpp orders them).
  */
 static enum le_status
-constraint_pick(struct constraint *c, struct le_session *s,
-                const struct le_sampling *sp, int32_t *out, char *err,
-                size_t errlen)
+constraint_pick(struct le_constraint *c, struct le_gen *g,
+                const float *logits, int32_t *out, char *err, size_t errlen)
 {
-    if (sp->temperature <= 0) {
-        int32_t id = le_sampler_sample(s->smp, s->logits);
-        if (constraint_allows(c, s->m, id)) {
+    if (g->sp->temperature <= 0) {
+        int32_t id = le_sampler_sample(g->smp, logits);
+        if (constraint_allows(c, g->m, id)) {
             *out = id;
             return LE_OK;
         }
@@ -218,7 +209,158 @@ constraint_pick(struct constraint *c, struct le_session *s,
                            "ambiguous)");
         return st;
     }
-    *out = le_sampler_sample_masked(s->smp, s->logits, c->mask);
+    *out = le_sampler_sample_masked(g->smp, logits, c->mask);
+    return LE_OK;
+}
+
+enum le_status
+le_gen_check(const struct le_sampling *sp, size_t n_prompt, int32_t n_ctx,
+             char *err, size_t errlen)
+{
+    if (n_prompt == 0) {
+        if (err && errlen)
+            snprintf(err, errlen, "generate: the prompt is empty");
+        return LE_EINVAL;
+    }
+    size_t want = (size_t)(sp->max_tokens > 0 ? sp->max_tokens : 1);
+    if (n_prompt <= (size_t)n_ctx && want <= (size_t)n_ctx - n_prompt)
+        return LE_OK;
+    if (err && errlen) {
+        if (sp->max_tokens > 0)
+            snprintf(err, errlen,
+                     "this model's context window is %d tokens; the "
+                     "prompt has %zu tokens and %d more were requested "
+                     "(max_tokens)",
+                     (int)n_ctx, n_prompt, sp->max_tokens);
+        else
+            snprintf(err, errlen,
+                     "this model's context window is %d tokens; the "
+                     "prompt has %zu tokens",
+                     (int)n_ctx, n_prompt);
+    }
+    return LE_ECONTEXT;
+}
+
+void
+le_gen_cleanup(struct le_gen *g)
+{
+    free(g->pend.p);
+    g->pend.p = NULL;
+    constraint_cleanup(&g->con);
+    memset(&g->con, 0, sizeof(g->con));
+    le_sampler_free(g->smp);
+    g->smp = NULL;
+}
+
+enum le_status
+le_gen_init(struct le_gen *g, const struct le_model *m,
+            const struct le_sampling *sp, const int32_t *prompt,
+            size_t n_prompt, le_token_cb cb, void *ud, char *err,
+            size_t errlen)
+{
+    memset(g, 0, sizeof(*g));
+    g->m = m;
+    g->sp = sp;
+    g->cb = cb;
+    g->ud = ud;
+    g->r.prompt_tokens =
+        (int32_t)(n_prompt > INT32_MAX ? INT32_MAX : n_prompt);
+    enum le_status st = le_sampler_new(sp, m->hp.n_vocab, &g->smp);
+    if (st == LE_OK && sp->grammar)
+        st = constraint_init(&g->con, m, sp, err, errlen);
+    if (st != LE_OK) {
+        if (st == LE_ENOMEM && err && errlen)
+            snprintf(err, errlen, "out of memory");
+        le_gen_cleanup(g);
+        return st;
+    }
+    for (size_t i = 0; i < n_prompt; i++)
+        le_sampler_accept(g->smp, prompt[i]);
+    return LE_OK;
+}
+
+/* Ends the generation: held-back text goes out on a clean end. */
+static enum le_status
+gen_end(struct le_gen *g, enum le_finish f, enum le_status st, int32_t *next)
+{
+    g->r.finish = f;
+    *next = -1;
+    if (st == LE_OK && g->pend.len && g->cb)
+        g->cb(g->ud, -1, g->pend.p, g->pend.len);
+    g->pend.len = 0;
+    return st;
+}
+
+enum le_status
+le_gen_step(struct le_gen *g, const float *logits, int32_t n_past,
+            int32_t n_ctx, int32_t *next, char *err, size_t errlen)
+{
+    const struct le_sampling *sp = g->sp;
+    const struct le_model *m = g->m;
+    struct le_gen_result *r = &g->r;
+    enum le_status st;
+    *next = -1;
+    if (sp->max_tokens > 0 && r->completion_tokens >= sp->max_tokens)
+        return gen_end(g, LE_FINISH_LENGTH, LE_OK, next);
+    int32_t id = -1;
+    if (g->con.gs && !le_gstate_is_free(g->con.gs)) {
+        st = constraint_pick(&g->con, g, logits, &id, err, errlen);
+        if (st != LE_OK)
+            return st;
+    } else {
+        id = le_sampler_sample(g->smp, logits);
+    }
+    if (!sp->ignore_eos && le_model_is_eog(m, id))
+        return gen_end(g, LE_FINISH_STOP, LE_OK, next);
+    le_sampler_accept(g->smp, id);
+    r->completion_tokens++;
+    /* ids past the vocabulary (token_embd padded beyond it) have no
+     * text; the wrapper checks the range */
+    char piece[256];
+    size_t pl = le_model_token_to_piece(m, id, 0, piece, sizeof(piece));
+    int added;
+    if (pl <= sizeof(piece)) {
+        added = pending_add(&g->pend, piece, pl);
+    } else {
+        char *big = malloc(pl);
+        added = -1;
+        if (big && le_model_token_to_piece(m, id, 0, big, pl) == pl)
+            added = pending_add(&g->pend, big, pl);
+        free(big);
+    }
+    if (added != 0) {
+        if (err && errlen)
+            snprintf(err, errlen, "out of memory");
+        return LE_ENOMEM;
+    }
+    if (g->con.gs &&
+        !le_gstate_accept(g->con.gs, g->pend.p + g->pend.len - pl, pl)) {
+        if (err && errlen) /* cannot happen: the token was allowed */
+            snprintf(err, errlen, "grammar: a forbidden token was sampled");
+        return LE_EINVAL;
+    }
+    int matched = 0;
+    size_t safe = le_stop_scan(g->pend.p, g->pend.len, sp->stop, sp->n_stop,
+                               &matched);
+    /* pend.p is NULL while nothing was held (tokens without text) */
+    int cancel = g->cb ? g->cb(g->ud, id, g->pend.p ? g->pend.p : "", safe)
+                       : 0;
+    if (matched) {
+        g->pend.len = 0; /* the stop string and what follows are dropped */
+        if (cancel)
+            return gen_end(g, LE_FINISH_CANCEL, LE_ECANCELED, next);
+        return gen_end(g, LE_FINISH_STOP, LE_OK, next);
+    }
+    pending_drop(&g->pend, safe);
+    if (cancel)
+        return gen_end(g, LE_FINISH_CANCEL, LE_ECANCELED, next);
+    if (g->con.gs && le_gstate_finished(g->con.gs))
+        return gen_end(g, LE_FINISH_STOP, LE_OK, next); /* complete */
+    if (sp->max_tokens > 0 && r->completion_tokens >= sp->max_tokens)
+        return gen_end(g, LE_FINISH_LENGTH, LE_OK, next);
+    if (n_past >= n_ctx) /* only when max_tokens <= 0 */
+        return gen_end(g, LE_FINISH_LENGTH, LE_OK, next);
+    *next = id;
     return LE_OK;
 }
 
@@ -228,42 +370,23 @@ le_session_generate(struct le_session *s, const int32_t *prompt,
                     le_token_cb cb, void *ud, struct le_gen_result *res,
                     char *err, size_t errlen)
 {
-    struct le_gen_result r;
-    memset(&r, 0, sizeof(r));
-    enum le_status st = LE_OK;
-    struct pending pend = {0};
-    struct constraint con = {0};
+    struct le_gen g;
+    memset(&g, 0, sizeof(g));
     struct le_sampling dsp;
     if (!sp) {
         le_sampling_default(&dsp);
         sp = &dsp;
     }
-    if (!s || !prompt || n_prompt == 0) {
-        st = LE_EINVAL;
-        if (err && errlen)
-            snprintf(err, errlen, "generate: the prompt is empty");
+    enum le_status st;
+    if (!s || !prompt) {
+        st = le_gen_check(sp, 0, 0, err, errlen);
         goto out;
     }
-    struct le_model *m = s->m;
-    r.prompt_tokens = (int32_t)(n_prompt > INT32_MAX ? INT32_MAX : n_prompt);
-    size_t want = (size_t)(sp->max_tokens > 0 ? sp->max_tokens : 1);
-    if (n_prompt > (size_t)s->n_ctx || want > (size_t)s->n_ctx - n_prompt) {
-        st = LE_ECONTEXT;
-        if (err && errlen) {
-            if (sp->max_tokens > 0)
-                snprintf(err, errlen,
-                         "this model's context window is %d tokens; the "
-                         "prompt has %zu tokens and %d more were requested "
-                         "(max_tokens)",
-                         (int)s->n_ctx, n_prompt, sp->max_tokens);
-            else
-                snprintf(err, errlen,
-                         "this model's context window is %d tokens; the "
-                         "prompt has %zu tokens",
-                         (int)s->n_ctx, n_prompt);
-        }
+    g.r.prompt_tokens =
+        (int32_t)(n_prompt > INT32_MAX ? INT32_MAX : n_prompt);
+    st = le_gen_check(sp, n_prompt, s->n_ctx, err, errlen);
+    if (st != LE_OK)
         goto out;
-    }
 
     /* reuse the cached prefix; the last prompt token is always evaluated
      * again because its logits are needed */
@@ -274,123 +397,35 @@ le_session_generate(struct le_session *s, const int32_t *prompt,
     if (common == n_prompt)
         common--;
     s->n_past = (int32_t)common;
-    r.cached_tokens = (int32_t)common;
 
-    le_sampler_free(s->smp);
-    s->smp = NULL;
-    st = le_sampler_new(sp, m->hp.n_vocab, &s->smp);
+    st = le_gen_init(&g, s->m, sp, prompt, n_prompt, cb, ud, err, errlen);
+    g.r.cached_tokens = (int32_t)common;
     if (st != LE_OK)
         goto out;
-    if (sp->grammar) {
-        st = constraint_init(&con, m, sp, err, errlen);
-        if (st != LE_OK)
-            goto out;
-    }
 
     double t0 = now_ms();
     st = le_session_decode(s, prompt + common, n_prompt - common, err, errlen);
     double t1 = now_ms();
-    r.prompt_ms = t1 - t0;
-    if (st != LE_OK)
-        goto out;
-    for (size_t i = 0; i < n_prompt; i++)
-        le_sampler_accept(s->smp, prompt[i]);
-
-    char piece[256];
-    for (;;) {
+    g.r.prompt_ms = t1 - t0;
+    while (st == LE_OK) {
         if (s->cancel && atomic_load(s->cancel)) {
-            r.finish = LE_FINISH_CANCEL;
+            g.r.finish = LE_FINISH_CANCEL;
             st = LE_ECANCELED;
-            if (err && errlen)
-                snprintf(err, errlen, "cancelled");
-            break;
-        }
-        if (sp->max_tokens > 0 && r.completion_tokens >= sp->max_tokens) {
-            r.finish = LE_FINISH_LENGTH;
             break;
         }
         int32_t id;
-        if (con.gs && !le_gstate_is_free(con.gs)) {
-            st = constraint_pick(&con, s, sp, &id, err, errlen);
-            if (st != LE_OK)
-                goto out;
-        } else {
-            id = le_sampler_sample(s->smp, s->logits);
-        }
-        if (!sp->ignore_eos && le_model_is_eog(m, id)) {
-            r.finish = LE_FINISH_STOP;
+        st = le_gen_step(&g, s->logits, s->n_past, s->n_ctx, &id, err,
+                         errlen);
+        if (st != LE_OK || id < 0)
             break;
-        }
-        le_sampler_accept(s->smp, id);
-        r.completion_tokens++;
-        /* ids past the vocabulary (token_embd padded beyond it) have no
-         * text; the wrapper checks the range */
-        size_t pl = le_model_token_to_piece(m, id, 0, piece, sizeof(piece));
-        int added;
-        if (pl <= sizeof(piece)) {
-            added = pending_add(&pend, piece, pl);
-        } else {
-            char *big = malloc(pl);
-            added = -1;
-            if (big && le_model_token_to_piece(m, id, 0, big, pl) == pl)
-                added = pending_add(&pend, big, pl);
-            free(big);
-        }
-        if (added != 0) {
-            st = LE_ENOMEM;
-            goto out;
-        }
-        if (con.gs && !le_gstate_accept(con.gs, pend.p + pend.len - pl, pl)) {
-            st = LE_EINVAL; /* cannot happen: the token was allowed */
-            if (err && errlen)
-                snprintf(err, errlen, "grammar: a forbidden token was "
-                                      "sampled");
-            goto out;
-        }
-        int matched = 0;
-        size_t safe = le_stop_scan(pend.p, pend.len, sp->stop, sp->n_stop,
-                                   &matched);
-        int cancel = cb ? cb(ud, id, pend.p, safe) : 0;
-        if (matched) {
-            pend.len = 0; /* the stop string and what follows are dropped */
-            r.finish = LE_FINISH_STOP;
-            if (cancel) {
-                r.finish = LE_FINISH_CANCEL;
-                st = LE_ECANCELED;
-            }
-            break;
-        }
-        pending_drop(&pend, safe);
-        if (cancel) {
-            r.finish = LE_FINISH_CANCEL;
-            st = LE_ECANCELED;
-            break;
-        }
-        if (con.gs && le_gstate_finished(con.gs)) {
-            r.finish = LE_FINISH_STOP; /* the sentence is complete */
-            break;
-        }
-        if (sp->max_tokens > 0 && r.completion_tokens >= sp->max_tokens) {
-            r.finish = LE_FINISH_LENGTH;
-            break;
-        }
-        if (s->n_past >= s->n_ctx) {
-            r.finish = LE_FINISH_LENGTH; /* only when max_tokens <= 0 */
-            break;
-        }
         st = le_session_decode(s, &id, 1, err, errlen);
-        if (st != LE_OK)
-            goto out;
     }
-    if (st == LE_OK && pend.len && cb)
-        cb(ud, -1, pend.p, pend.len);
-    r.gen_ms = now_ms() - t1;
+    g.r.gen_ms = now_ms() - t1;
     if (st == LE_ECANCELED && err && errlen)
         snprintf(err, errlen, "generation cancelled");
 out:
-    free(pend.p);
-    constraint_cleanup(&con);
     if (res)
-        *res = r;
+        *res = g.r;
+    le_gen_cleanup(&g);
     return st;
 }

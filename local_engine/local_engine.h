@@ -39,7 +39,8 @@ enum le_status {
     LE_EIO,      /* file could not be opened / read / mapped */
     LE_EFORMAT,  /* the file is not a valid / supported GGUF model */
     LE_ECONTEXT, /* the context window is full */
-    LE_ECANCELED /* cancelled */
+    LE_ECANCELED, /* cancelled */
+    LE_EBUSY     /* every sequence and queue place is taken: retry later */
 };
 
 /* A static English phrase for st ("context window full", ...). */
@@ -290,6 +291,97 @@ void le_session_reset(struct le_session *s); /* empties the KV cache */
  * stops too) and before each generated token; the call then returns
  * LE_ECANCELED.  flag is borrowed until set back to NULL. */
 void le_session_set_cancel(struct le_session *s, const _Atomic int *flag);
+
+/* ------------------------------------------------------------------ */
+/* Scheduler (sched.c): continuous batching for a server                */
+
+/*
+ * One scheduler per model serves many requests at once: its own thread
+ * decodes every active sequence in ONE batched forward pass per step,
+ * sequences join and leave between steps, a prompt is prefilled in chunks
+ * interleaved with the other streams' tokens, and KV cells are reused
+ * across requests sharing a prefix (eviction: LRU of idle sequences; see
+ * the top of sched.c).  The scheduler owns its KV memory: (parallel +
+ * cache_seqs) sequences of le_model_n_ctx cells, and one scratch.
+ *
+ * Threads: le_sched_submit, le_sched_wake and le_sched_get_stats may be
+ * called from any thread at any time between _new and _free.  Callbacks
+ * run on the scheduler's thread.  le_sched_free must not run inside a
+ * callback; the model must outlive the scheduler.
+ */
+struct le_sched;
+
+struct le_sched_params {
+    int parallel;   /* sequences decoded together; <= 0: 1 (max 256) */
+    int max_queue;  /* requests waiting for a sequence beyond those; 0 ok */
+    int cache_seqs; /* idle sequences' KV kept beyond `parallel` for
+                       prefix reuse (memory: n_ctx cells each) */
+    int chunk;      /* prompt tokens evaluated per step (all prefilling
+                       sequences together) while others generate; a step
+                       nobody waits on takes up to max(chunk, n_batch);
+                       <= 0: the model's n_batch */
+};
+/* parallel 4, max_queue 64, cache_seqs 2, chunk 32 */
+void le_sched_params_default(struct le_sched_params *p);
+
+/* Called once per accepted request, on the scheduler thread: st LE_OK
+ * (res->finish says how it ended), LE_ECANCELED (the cancel flag, the
+ * token callback, or shutdown), or an error with a sentence in err.  After
+ * it returns the scheduler touches nothing of the request again. */
+typedef void (*le_done_cb)(void *ud, enum le_status st,
+                           const struct le_gen_result *res, const char *err);
+
+struct le_sched_req {
+    const int32_t *prompt; /* ids (BOS included when wanted); copied */
+    size_t n_prompt;
+    /* Borrowed until on_done, with its stop strings and grammar; trie
+     * should be the model's shared trie (else one is built per request). */
+    const struct le_sampling *sp;
+    le_token_cb on_token;  /* as le_session_generate's; may be NULL */
+    le_done_cb on_done;
+    void *ud;
+    /* Borrowed until on_done; NULL: none.  cancel non-zero: the request
+     * ends (on_done with LE_ECANCELED) at the next step.  paused non-zero:
+     * the sequence leaves the batch, keeping its cells, until it is zero
+     * again (backpressure from a slow client).  Call le_sched_wake after
+     * changing either. */
+    const _Atomic int *cancel;
+    const _Atomic int *paused;
+};
+
+enum le_status le_sched_new(struct le_model *m,
+                            const struct le_sched_params *p,
+                            struct le_sched **out, char *err, size_t errlen);
+/* Stops the thread; every request not done gets on_done(LE_ECANCELED) on
+ * the calling thread.  Accepts NULL. */
+void le_sched_free(struct le_sched *s);
+
+/*
+ * Queues a request and returns at once.  LE_OK: on_done will be called
+ * exactly once.  Otherwise no callback ever runs and err says why:
+ * LE_EBUSY when parallel + max_queue requests are already running or
+ * waiting (answer "busy" so the caller can go elsewhere), LE_ECONTEXT
+ * when n_prompt + max_tokens exceed the context, LE_EINVAL for an empty
+ * prompt or an id outside the vocabulary.
+ */
+enum le_status le_sched_submit(struct le_sched *s,
+                               const struct le_sched_req *r, char *err,
+                               size_t errlen);
+/* Wakes the scheduler after a cancel or paused flag changed. */
+void le_sched_wake(struct le_sched *s);
+
+struct le_sched_stats {
+    int32_t queued;            /* waiting for a sequence */
+    int32_t active;            /* holding a sequence (paused included) */
+    int32_t paused;            /* of active: out of the batch (last step) */
+    int32_t parallel, max_queue;
+    uint64_t requests;         /* accepted, total */
+    uint64_t prompt_tokens;    /* total, cached included */
+    uint64_t cached_tokens;    /* prompt tokens reused from the cache */
+    uint64_t generated_tokens; /* total */
+    uint64_t steps;            /* forward passes */
+};
+void le_sched_get_stats(struct le_sched *s, struct le_sched_stats *out);
 
 /*
  * CLI entry points for `llmux run`, `llmux bench` and `llmux tokenize`

@@ -707,8 +707,8 @@ le_session_free(struct le_session *s)
 }
 
 enum le_status
-le_session_new(struct le_model *m, struct le_session **out, char *err,
-               size_t errlen)
+le_session_new_sized(struct le_model *m, int n_tok, int n_out, int with_kv,
+                     struct le_session **out, char *err, size_t errlen)
 {
     if (!m || !out)
         return fail(err, errlen, LE_EINVAL, "session: no model");
@@ -720,14 +720,15 @@ le_session_new(struct le_model *m, struct le_session **out, char *err,
     if (!s)
         return fail(err, errlen, LE_ENOMEM, "session: out of memory");
     int bad = 0;
-    size_t B = (size_t)m->params.n_batch, C = (size_t)m->params.n_ctx;
+    size_t B = (size_t)(n_tok > 0 ? n_tok : 0), C = (size_t)m->params.n_ctx;
+    size_t NO = (size_t)(n_out > 0 ? n_out : 0);
     size_t E = (size_t)hp->n_embd, F = (size_t)hp->n_ff;
     size_t QD = (size_t)hp->n_head * (size_t)hp->head_dim;
     size_t KD = (size_t)hp->n_head_kv * (size_t)hp->head_dim;
     size_t NT = (size_t)le_pool_size(m->pool);
     s->m = m;
     s->n_ctx = m->params.n_ctx;
-    s->n_batch = m->params.n_batch;
+    s->n_batch = (int32_t)B;
     s->kv_type = m->params.kv_type == LE_KV_Q8_0   ? LE_TYPE_Q8_0
                  : m->params.kv_type == LE_KV_F32 ? LE_TYPE_F32
                                                   : LE_TYPE_F16;
@@ -738,9 +739,11 @@ le_session_new(struct le_model *m, struct le_session **out, char *err,
         return fail(err, errlen, LE_EINVAL, "session: bad KV cache size");
     }
     kv_bytes *= s->kv_row;
-    s->hist = xcalloc(C, sizeof(int32_t), &bad);
-    s->kv_k = xcalloc(kv_bytes, 1, &bad);
-    s->kv_v = xcalloc(kv_bytes, 1, &bad);
+    if (with_kv) {
+        s->hist = xcalloc(C, sizeof(int32_t), &bad);
+        s->kv_k = xcalloc(kv_bytes, 1, &bad);
+        s->kv_v = xcalloc(kv_bytes, 1, &bad);
+    }
     s->x = xcalloc(B * E, sizeof(float), &bad);
     s->xb = xcalloc(B * (E > QD ? E : QD), sizeof(float), &bad);
     s->q = xcalloc(B * QD, sizeof(float), &bad);
@@ -749,12 +752,12 @@ le_session_new(struct le_model *m, struct le_session **out, char *err,
     s->att = xcalloc(B * QD, sizeof(float), &bad);
     s->hb = xcalloc(B * F, sizeof(float), &bad);
     s->hb2 = xcalloc(B * F, sizeof(float), &bad);
-    s->logits = xcalloc((size_t)hp->n_vocab, sizeof(float), &bad);
+    s->logits = xcalloc(NO * (size_t)hp->n_vocab, sizeof(float), &bad);
     /* activations quantised for the widest input (n_embd, q dim or n_ff)
      * in the largest vec_dot type (f32 is the largest per value) */
     size_t widest = E > F ? E : F;
     widest = widest > QD ? widest : QD;
-    s->qact_size = B * widest * sizeof(float) + 64;
+    s->qact_size = B ? B * widest * sizeof(float) + 64 : 0;
     s->qact = xcalloc(s->qact_size, 1, &bad);
     /* prep rows (repack.c) of the largest kind the repacked weights need
      * (floats for F16 / BF16: 4 bytes a value; Q8_0 half a byte) */
@@ -766,11 +769,13 @@ le_session_new(struct le_model *m, struct le_session **out, char *err,
                        : 0;
         s->qprep_row = r > s->qprep_row ? r : s->qprep_row;
     }
-    s->qprep = xcalloc(B, s->qprep_row + 64, &bad);
-    s->scores = xcalloc(NT * C, sizeof(float), &bad);
-    s->qhead_size = (size_t)hp->head_dim * sizeof(float) + 64;
-    s->qhead = xcalloc(NT * s->qhead_size, 1, &bad);
-    s->vrow = xcalloc(NT * (size_t)hp->head_dim, sizeof(float), &bad);
+    s->qprep = B ? xcalloc(B, s->qprep_row + 64, &bad) : NULL;
+    if (B) {
+        s->scores = xcalloc(NT * C, sizeof(float), &bad);
+        s->qhead_size = (size_t)hp->head_dim * sizeof(float) + 64;
+        s->qhead = xcalloc(NT * s->qhead_size, 1, &bad);
+        s->vrow = xcalloc(NT * (size_t)hp->head_dim, sizeof(float), &bad);
+    }
     if (bad) {
         le_session_free(s);
         return fail(err, errlen, LE_ENOMEM,
@@ -779,6 +784,16 @@ le_session_new(struct le_model *m, struct le_session **out, char *err,
     }
     *out = s;
     return LE_OK;
+}
+
+enum le_status
+le_session_new(struct le_model *m, struct le_session **out, char *err,
+               size_t errlen)
+{
+    if (!m || !out)
+        return fail(err, errlen, LE_EINVAL, "session: no model");
+    return le_session_new_sized(m, m->params.n_batch, 1, 1, out, err,
+                                errlen);
 }
 
 const float *
@@ -892,10 +907,7 @@ struct mm_job {
     int amx;            /* weight type if le_gemm_amx takes it, else -1 */
 };
 
-/* Tokens from which a batch goes to the AMX GEMM (quants_amx.c, Q8_0, Q4_0
- * and the K-quants): measured on one core, 2048x2048 Q8_0/Q4_0, it is
- * 1.3-1.8x the vec_dot path at 2 tokens, 2-3x at 4, 7-9x at 16. */
-#define AMX_MIN_TOK 4
+#define AMX_MIN_TOK LE_AMX_MIN_TOK
 
 static void
 matmul_rows(void *arg, int ith, int nth)
@@ -959,47 +971,57 @@ matmul_packed(void *arg, int ith, int nth)
  * *qx says which vec_dot type s->qact already holds x in (-1: none); the
  * callers reset it when x changes, so Wq/Wk/Wv (and Wgate/Wup) quantise
  * their shared input once.
+ *
+ * Only rows t >= amx_from may go to the AMX GEMM (and only when at least
+ * AMX_MIN_TOK of them do): its sums are rounded in another order than the
+ * per-row kernels', so which kernel computes a token must depend on that
+ * token's own sequence (a prefill chunk of AMX_MIN_TOK or more tokens),
+ * never on what else shares the batch.  That is what makes a sequence's
+ * greedy output the same alone and batched (sched.c, tests/test_sched.c).
+ * Rows below amx_from take the repacked / vec_dot kernels, whose results
+ * do not depend on the batch size.
  */
 static void
 matmul(struct le_session *s, const struct le_gguf_tensor *W, const float *x,
-       float *y, int n_tok, int *qx)
+       float *y, int n_tok, int amx_from, int *qx)
 {
     const struct le_type_traits *tt = le_type_get(W->type);
     int n_in = (int)W->ne[0], n_out = (int)W->ne[1];
+    if (amx_from < 0)
+        amx_from = 0;
+    if (amx_from > n_tok)
+        amx_from = n_tok;
+    int n_amx = n_tok - amx_from >= AMX_MIN_TOK &&
+                        le_gemm_amx_type(W->type) && le_amx_usable()
+                    ? n_tok - amx_from
+                    : 0;
+    int n_rest = n_tok - n_amx; /* rows [0, n_rest): per-row kernels */
+    /* Rows [n_rest, n_tok) go to the AMX GEMM: over the repacked copy
+     * when it has an AMX kernel of its own, else over the GGUF mapping
+     * (its tile layout unpacked on the fly).  The rest stream the
+     * repacked copy if there is one. */
+    const struct le_packed *P =
+        s->m->packed ? s->m->packed[W - s->m->gguf->tensors] : NULL;
+    int amx_packed = n_amx > 0 && P && P->pt.gemm_amx;
     struct mm_job j;
     j.tt = tt;
     j.w = W->data;
     j.w_row = le_row_size(W->type, n_in);
     j.n_in = n_in;
     j.n_out = n_out;
-    j.n_tok = n_tok;
+    j.n_tok = n_rest;
     j.y = y;
-    j.amx = n_tok >= AMX_MIN_TOK && le_gemm_amx_type(W->type) &&
-                    le_amx_usable()
-                ? (int)W->type
-                : -1;
-    /* A batch the AMX GEMM takes reads the GGUF mapping (its own tile
-     * layout is unpacked on the fly), unless the repacked copy has an AMX
-     * kernel of its own; everything else with a repacked copy streams
-     * that copy. */
-    const struct le_packed *P =
-        s->m->packed ? s->m->packed[W - s->m->gguf->tensors] : NULL;
-    le_gemm_fn pgemm = P ? P->pt.gemm : NULL;
-    if (P && j.amx >= 0 && P->pt.gemm_amx) {
-        pgemm = P->pt.gemm_amx;
-        j.amx = -1;
-    } else if (j.amx >= 0) {
-        P = NULL;
-    }
+    j.amx = -1;
     if (tt->vec_dot_type == LE_TYPE_F32) {
         j.xq = (const uint8_t *)x;
         j.x_row = (size_t)n_in * sizeof(float);
     } else {
         j.x_row = le_row_size(tt->vec_dot_type, n_in);
-        /* The prep rows serve only the repacked kernels: a batch the AMX
-         * GEMM takes skips them, and *qx then says so (QX_NO_PREP), so a
-         * later product on the same x that needs them quantises again. */
-        int prep = s->m->pack_arena && j.amx < 0 &&
+        /* The prep rows serve only the repacked kernels: a batch the
+         * GGUF AMX GEMM takes whole skips them, and *qx then says so
+         * (QX_NO_PREP), so a later product on the same x that needs them
+         * quantises again. */
+        int prep = s->m->pack_arena && (n_rest > 0 || amx_packed) &&
                    le_pack_prep_size(tt->vec_dot_type, n_in) > 0;
         int vdt = (int)tt->vec_dot_type;
         if (*qx != vdt && !(*qx == (vdt | QX_NO_PREP) && !prep)) {
@@ -1018,16 +1040,36 @@ matmul(struct le_session *s, const struct le_gguf_tensor *W, const float *x,
         }
         j.xq = s->qact;
     }
+    if (amx_packed) {
+        struct mmp_job pa = {
+            P, P->pt.gemm_amx,
+            {j.xq + (size_t)n_rest * j.x_row, j.x_row,
+             s->qprep ? s->qprep + (size_t)n_rest * s->qprep_row : NULL,
+             s->qprep_row},
+            y + (size_t)n_rest * n_out, n_amx};
+        int small_amx = (int64_t)n_in * n_out * n_amx < 16384;
+        le_pool_run(s->m->pool, matmul_packed, &pa, small_amx ? 1 : 0);
+    } else if (n_amx > 0) {
+        struct mm_job ja = j;
+        ja.amx = (int)W->type;
+        ja.n_tok = n_amx;
+        ja.xq = j.xq + (size_t)n_rest * j.x_row;
+        ja.y = y + (size_t)n_rest * n_out;
+        int small_amx = (int64_t)n_in * n_out * n_amx < 16384;
+        le_pool_run(s->m->pool, matmul_rows, &ja, small_amx ? 1 : 0);
+    }
+    if (n_rest == 0)
+        return;
+    /* Small products are not worth waking the pool for. */
+    int small = (int64_t)n_in * n_out * n_rest < 16384;
     if (P) {
-        struct mmp_job pj = {P, pgemm, {s->qact, j.x_row, s->qprep, s->qprep_row},
-                             y, n_tok};
-        int small = (int64_t)n_in * n_out * n_tok < 16384;
+        struct mmp_job pj = {P, P->pt.gemm,
+                             {s->qact, j.x_row, s->qprep, s->qprep_row},
+                             y, n_rest};
         le_pool_run(s->m->pool, matmul_packed, &pj, small ? 1 : 0);
         return;
     }
-    /* Small products are not worth waking the pool for. */
-    int max_nth = (int64_t)n_in * n_out * n_tok < 16384 ? 1 : 0;
-    le_pool_run(s->m->pool, matmul_rows, &j, max_nth);
+    le_pool_run(s->m->pool, matmul_rows, &j, small ? 1 : 0);
 }
 
 static void
@@ -1056,32 +1098,47 @@ axpy(int n, float a, const float *restrict x, float *restrict y)
 }
 
 struct att_job {
-    struct le_session *s;
-    int layer, n_tok, pos0;
+    struct le_session *ws; /* scratch: q, att, scores, qhead, vrow */
+    const struct le_fwd_batch *b;
+    int layer;
 };
+
+/* The sequence (KV cells) and position of token t of a batch. */
+static struct le_session *
+tok_seq(const struct le_fwd_batch *b, int t)
+{
+    return b->seq ? b->seq[t] : b->one;
+}
+
+static int
+tok_pos(const struct le_fwd_batch *b, int t)
+{
+    return b->pos ? b->pos[t] : b->one->n_past + t;
+}
 
 static void
 attention_heads(void *arg, int ith, int nth)
 {
     struct att_job *j = arg;
-    struct le_session *s = j->s;
-    const struct le_hparams *hp = &s->m->hp;
+    struct le_session *ws = j->ws;
+    const struct le_hparams *hp = &ws->m->hp;
     int hd = hp->head_dim, QD = hp->n_head * hd;
     int group = hp->n_head / hp->n_head_kv;
-    const struct le_type_traits *kt = le_type_get(s->kv_type);
+    const struct le_type_traits *kt = le_type_get(ws->kv_type);
     const struct le_type_traits *qt = le_type_get(kt->vec_dot_type);
-    float *sc = s->scores + (size_t)ith * s->n_ctx;
-    uint8_t *qh = s->qhead + (size_t)ith * s->qhead_size;
-    float *vr = s->vrow + (size_t)ith * hd;
-    size_t layer_off = (size_t)j->layer * s->n_ctx * s->kv_row;
-    size_t head_bytes = le_row_size(s->kv_type, hd);
+    float *sc = ws->scores + (size_t)ith * ws->n_ctx;
+    uint8_t *qh = ws->qhead + (size_t)ith * ws->qhead_size;
+    float *vr = ws->vrow + (size_t)ith * hd;
+    size_t head_bytes = le_row_size(ws->kv_type, hd);
     float scale = 1.0f / sqrtf((float)hd);
-    int total = j->n_tok * hp->n_head;
+    int total = j->b->n_tok * hp->n_head;
     for (int i = ith; i < total; i += nth) {
         int t = i / hp->n_head, h = i % hp->n_head, kvh = h / group;
-        int pos = j->pos0 + t;
-        const float *q = s->q + (size_t)t * QD + (size_t)h * hd;
-        float *out = s->att + (size_t)t * QD + (size_t)h * hd;
+        const struct le_session *s = tok_seq(j->b, t);
+        int pos = tok_pos(j->b, t);
+        size_t layer_off = (size_t)j->layer * s->n_ctx * s->kv_row;
+        const float *q = ws->q + (size_t)t * QD + (size_t)h * hd;
+        float *out = ws->att + (size_t)t * QD + (size_t)h * hd;
         qt->from_float(q, qh, hd);
         float max = -INFINITY;
         for (int p = 0; p <= pos; p++) {
@@ -1119,75 +1176,127 @@ enum le_status
 le_model_forward(struct le_session *s, const int32_t *ids, size_t n,
                  char *err, size_t errlen)
 {
-    struct le_model *m = s->m;
-    const struct le_hparams *hp = &m->hp;
-    int E = hp->n_embd, F = hp->n_ff, hd = hp->head_dim;
-    int QD = hp->n_head * hd, KD = hp->n_head_kv * hd;
-    int nt = (int)n, pos0 = s->n_past;
     if (n == 0)
         return LE_OK;
-    if (nt > s->n_batch || pos0 + nt > s->n_ctx)
+    if (n > (size_t)s->n_batch || s->n_past + (int64_t)n > s->n_ctx)
         return fail(err, errlen, LE_ECONTEXT,
                     "the context window of %d tokens is full", s->n_ctx);
+    int32_t last = (int32_t)n - 1;
+    struct le_fwd_batch b = {0};
+    b.n_tok = (int32_t)n;
+    b.ids = ids;
+    b.one = s;
+    b.amx_from = 0; /* one sequence's chunk: AMX when n >= AMX_MIN_TOK */
+    b.n_out = 1;
+    b.out = &last;
+    b.logits = s->logits;
+    return le_model_forward_batch(s, &b, err, errlen);
+}
+
+enum le_status
+le_model_forward_batch(struct le_session *ws, const struct le_fwd_batch *b,
+                       char *err, size_t errlen)
+{
+    struct le_model *m = ws->m;
+    const struct le_hparams *hp = &m->hp;
+    int E = hp->n_embd, F = hp->n_ff;
+    int QD = hp->n_head * hp->head_dim, KD = hp->n_head_kv * hp->head_dim;
+    int nt = b->n_tok, af = b->amx_from;
+    if (nt <= 0)
+        return LE_OK;
+    if (nt > ws->n_batch || b->n_out > nt || b->n_out < 0)
+        return fail(err, errlen, LE_EINVAL,
+                    "forward: a batch of %d tokens (%d outputs) exceeds the "
+                    "scratch of %d",
+                    nt, (int)b->n_out, (int)ws->n_batch);
+    for (int t = 0; t < nt; t++) {
+        const struct le_session *s = tok_seq(b, t);
+        int pos = tok_pos(b, t);
+        if (!s->kv_k || pos < 0 || pos >= s->n_ctx)
+            return fail(err, errlen, LE_ECONTEXT,
+                        "the context window of %d tokens is full",
+                        s->n_ctx);
+        if (b->ids[t] < 0 || b->ids[t] >= hp->n_vocab)
+            return fail(err, errlen, LE_EINVAL,
+                        "forward: token id %d is outside the vocabulary",
+                        (int)b->ids[t]);
+    }
 
     /* embeddings */
     const struct le_type_traits *et = le_type_get(m->tok_embd->type);
     size_t erow = le_row_size(m->tok_embd->type, E);
     for (int t = 0; t < nt; t++)
         et->to_float((const uint8_t *)m->tok_embd->data +
-                         (size_t)ids[t] * erow,
-                     s->x + (size_t)t * E, E);
+                         (size_t)b->ids[t] * erow,
+                     ws->x + (size_t)t * E, E);
 
-    const struct le_type_traits *kt = le_type_get(s->kv_type);
+    const struct le_type_traits *kt = le_type_get(ws->kv_type);
+    int64_t att_work = 0;
+    for (int t = 0; t < nt; t++)
+        att_work += (int64_t)hp->n_head * (tok_pos(b, t) + 1) * hp->head_dim;
     for (int l = 0; l < hp->n_layer; l++) {
         const struct le_layer *L = &m->layers[l];
         for (int t = 0; t < nt; t++)
-            rmsnorm(s->xb + (size_t)t * E, s->x + (size_t)t * E,
+            rmsnorm(ws->xb + (size_t)t * E, ws->x + (size_t)t * E,
                     L->attn_norm->data, E, hp->eps);
-        int qx = -1; /* s->xb changed */
-        matmul(s, L->wq, s->xb, s->q, nt, &qx);
-        matmul(s, L->wk, s->xb, s->k, nt, &qx);
-        matmul(s, L->wv, s->xb, s->v, nt, &qx);
-        add_bias(s->q, L->bq, QD, nt);
-        add_bias(s->k, L->bk, KD, nt);
-        add_bias(s->v, L->bv, KD, nt);
-        size_t layer_off = (size_t)l * s->n_ctx * s->kv_row;
+        int qx = -1; /* ws->xb changed */
+        matmul(ws, L->wq, ws->xb, ws->q, nt, af, &qx);
+        matmul(ws, L->wk, ws->xb, ws->k, nt, af, &qx);
+        matmul(ws, L->wv, ws->xb, ws->v, nt, af, &qx);
+        add_bias(ws->q, L->bq, QD, nt);
+        add_bias(ws->k, L->bk, KD, nt);
+        add_bias(ws->v, L->bv, KD, nt);
         for (int t = 0; t < nt; t++) {
-            rope(m, s->q + (size_t)t * QD, hp->n_head, pos0 + t);
-            rope(m, s->k + (size_t)t * KD, hp->n_head_kv, pos0 + t);
-            size_t off = layer_off + (size_t)(pos0 + t) * s->kv_row;
-            kt->from_float(s->k + (size_t)t * KD, s->kv_k + off, KD);
-            kt->from_float(s->v + (size_t)t * KD, s->kv_v + off, KD);
+            struct le_session *s = tok_seq(b, t);
+            int pos = tok_pos(b, t);
+            rope(m, ws->q + (size_t)t * QD, hp->n_head, pos);
+            rope(m, ws->k + (size_t)t * KD, hp->n_head_kv, pos);
+            size_t off = ((size_t)l * s->n_ctx + (size_t)pos) * s->kv_row;
+            kt->from_float(ws->k + (size_t)t * KD, s->kv_k + off, KD);
+            kt->from_float(ws->v + (size_t)t * KD, s->kv_v + off, KD);
         }
-        struct att_job aj = {s, l, nt, pos0};
-        int64_t work = (int64_t)nt * hp->n_head * (pos0 + nt) * hd;
-        le_pool_run(m->pool, attention_heads, &aj, work < 16384 ? 1 : 0);
+        struct att_job aj = {ws, b, l};
+        le_pool_run(m->pool, attention_heads, &aj, att_work < 16384 ? 1 : 0);
         qx = -1;
-        matmul(s, L->wo, s->att, s->xb, nt, &qx);
+        matmul(ws, L->wo, ws->att, ws->xb, nt, af, &qx);
         for (size_t i = 0; i < (size_t)nt * E; i++)
-            s->x[i] += s->xb[i];
+            ws->x[i] += ws->xb[i];
 
         for (int t = 0; t < nt; t++)
-            rmsnorm(s->xb + (size_t)t * E, s->x + (size_t)t * E,
+            rmsnorm(ws->xb + (size_t)t * E, ws->x + (size_t)t * E,
                     L->ffn_norm->data, E, hp->eps);
         qx = -1;
-        matmul(s, L->w_gate, s->xb, s->hb, nt, &qx);
-        matmul(s, L->w_up, s->xb, s->hb2, nt, &qx);
+        matmul(ws, L->w_gate, ws->xb, ws->hb, nt, af, &qx);
+        matmul(ws, L->w_up, ws->xb, ws->hb2, nt, af, &qx);
         for (size_t i = 0; i < (size_t)nt * F; i++)
-            s->hb[i] = silu(s->hb[i]) * s->hb2[i];
+            ws->hb[i] = silu(ws->hb[i]) * ws->hb2[i];
         qx = -1;
-        matmul(s, L->w_down, s->hb, s->xb, nt, &qx);
+        matmul(ws, L->w_down, ws->hb, ws->xb, nt, af, &qx);
         for (size_t i = 0; i < (size_t)nt * E; i++)
-            s->x[i] += s->xb[i];
+            ws->x[i] += ws->xb[i];
     }
 
-    /* logits of the last token only */
-    rmsnorm(s->xb, s->x + (size_t)(nt - 1) * E, m->output_norm->data, E,
-            hp->eps);
+    /* logits of the wanted tokens only, never through the AMX GEMM (one
+     * sequence alone asks for one row) */
+    for (int o = 0; o < b->n_out; o++)
+        rmsnorm(ws->xb + (size_t)o * E, ws->x + (size_t)b->out[o] * E,
+                m->output_norm->data, E, hp->eps);
     int qo = -1;
-    matmul(s, m->output, s->xb, s->logits, 1, &qo);
-    for (int t = 0; t < nt; t++)
-        s->hist[pos0 + t] = ids[t];
-    s->n_past = pos0 + nt;
+    if (b->n_out > 0)
+        matmul(ws, m->output, ws->xb, b->logits, b->n_out, b->n_out, &qo);
+    for (int t = 0; t < nt; t++) {
+        struct le_session *s = tok_seq(b, t);
+        int pos = tok_pos(b, t);
+        s->hist[pos] = b->ids[t];
+    }
+    /* n_past last: tok_pos of a single-sequence batch reads it */
+    for (int t = 0; t < nt; t++) {
+        struct le_session *s = tok_seq(b, t);
+        int pos = b->pos ? b->pos[t] : -1;
+        if (pos >= s->n_past)
+            s->n_past = pos + 1;
+    }
+    if (!b->pos)
+        b->one->n_past += nt;
     return LE_OK;
 }

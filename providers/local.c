@@ -3,17 +3,28 @@
  * the same interface as the HTTP kinds.
  *
  * Threads.  pv_local_init opens each local provider's model once and
- * starts `parallel` engine threads per model, each owning one le_session.
- * A request becomes a job on the model's queue; an engine thread renders
- * nothing and blocks no loop: it tokenizes, generates, and after each token
- * appends the new text to the job and event_active()s the job's event on
- * the owning worker's event_base.  The worker drains the text into SSE
- * chunks (or one body) on its own thread.
+ * starts its scheduler (local_engine/sched.c): one thread per model that
+ * decodes every active sequence in one batched forward pass per step,
+ * with the prefix cache and bounded admission (`parallel` sequences, a
+ * `queue` of waiting requests).  This file is the thin adapter: on the
+ * worker it renders and tokenizes the request and submits it; on the
+ * scheduler thread the token callback appends the new text to the job and
+ * event_active()s the job's event on the owning worker's event_base, which
+ * drains it into SSE chunks (or one body) on its own thread.  A full
+ * scheduler answers busy at once: a 503 with Retry-After, delivered from
+ * the loop, which the router treats as retryable (fail over).
  *
- * Sharing.  A job is shared by its worker and one engine thread: refs
- * counts them, mu guards text/done/cancelled and the event_active call, so
- * once the worker has set cancelled under mu the engine thread never
- * touches the event again.  The generation stops at the next token.
+ * Sharing.  A job is shared by its worker and the scheduler: refs counts
+ * them, mu guards text/done/cancelled and the event_active call, so once
+ * the worker has set cancelled under mu the scheduler never touches the
+ * event again; the stop flag ends the sequence at the next step.
+ * n > 1 (non-stream, no tools): one job per choice, choice 0's job
+ * owning the prompt, stops and grammar and the others borrowing them
+ * (a ref each); the scheduler lets them wait for choice 0's prefill and
+ * copy its cells.
+ * Backpressure: pv_call_pause sets the job's paused flag and the sequence
+ * leaves the batch (keeping its KV cells) until the client drains and
+ * resume clears it, so a slow client costs one token of buffer, not 64 MiB.
  *
  * The request (lp_prepare, on the worker).  Every parameter is in
  * lp_params or refused; response_format and tools are compiled to one
@@ -39,6 +50,7 @@
 #include "providers_int.h"
 
 #define LP_DEFAULT_MAX_TOKENS 512
+#define LP_N_MAX 8 /* choices per request (n) */
 
 struct lp_engine;
 
@@ -46,10 +58,14 @@ struct lp_job {
     pthread_mutex_t mu;
     int refs;
     int cancelled;
-    _Atomic int stop; /* set with cancelled: the engine also checks it
-                         between prompt batches (a long prefill stops) */
+    _Atomic int stop;   /* set with cancelled: the sequence ends */
+    _Atomic int paused; /* backpressure: out of the batch while set */
     struct event *ev; /* on the worker's base */
-    struct lp_job *next;
+    struct lp_engine *e;
+    /* n > 1: choices 1.. are clones that borrow the prompt, stops and
+     * grammar of choice 0's job (a ref on it) and differ by seed */
+    struct lp_job *parent;
+    int n_choices; /* choice 0's job: the request's n (1 by default) */
     /* Input, owned. */
     char *prompt_text;
     struct le_sampling sp;
@@ -73,16 +89,7 @@ struct lp_engine {
     const struct cfg_provider *prov;
     struct le_model *model;
     struct le_token_trie *trie; /* the model's pieces, for grammars */
-    pthread_t *threads;
-    struct le_session **sessions;
-    int n_sessions;
-    int n_threads;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    struct lp_job *head, *tail;
-    size_t queued; /* jobs waiting (not yet picked up) */
-    size_t max_queued;
-    int stop;
+    struct le_sched *sched;
 };
 
 static struct lp_engine *engines;
@@ -102,6 +109,9 @@ enum lp_tools { LP_TOOLS_NONE = 0, LP_TOOLS_AUTO, LP_TOOLS_REQUIRED,
 /* The worker side of a call. */
 struct lp_call {
     struct lp_job *job;
+    int n_more;                         /* n - 1 */
+    struct lp_job *more[LP_N_MAX - 1];  /* choices 1..n-1 (non-stream) */
+    struct gx_buf mbody[LP_N_MAX - 1];  /* their content */
     enum lp_tools tools;
     int shape;           /* 0 undecided, 1 text, 2 tool call */
     struct gx_buf acc;   /* tool modes: the output so far */
@@ -135,7 +145,10 @@ job_unref(struct lp_job *j)
         free(j->stops[i]);
     free(j->stops);
     gx_buf_cleanup(&j->text);
+    struct lp_job *parent = j->parent;
     free(j);
+    if (parent)
+        job_unref(parent);
 }
 
 /* ---- engine threads ---------------------------------------------------- */
@@ -159,85 +172,63 @@ on_token(void *ud, int32_t id, const char *text, size_t len)
     return stop;
 }
 
+/* The scheduler's end of a job (its thread): the result, then its ref. */
 static void
-run_job(struct lp_engine *e, struct le_session *s, struct lp_job *j)
+on_done(void *ud, enum le_status st, const struct le_gen_result *res,
+        const char *err)
 {
-    enum le_status st = LE_OK;
-    char err[256] = "";
-    struct le_gen_result res;
-    memset(&res, 0, sizeof(res));
-    int32_t *ids = NULL;
-    size_t len = strlen(j->prompt_text);
-    int64_t n = le_model_tokenize(e->model, j->prompt_text, len, 1, 1, NULL,
-                                  0);
-    if (n < 0) {
-        st = LE_EINVAL;
-        snprintf(err, sizeof(err), "the prompt could not be tokenized");
-    } else {
-        ids = malloc(((size_t)n + 1) * sizeof(*ids));
-        if (!ids) {
-            st = LE_ENOMEM;
-            snprintf(err, sizeof(err), "out of memory tokenizing the prompt");
-        } else {
-            le_model_tokenize(e->model, j->prompt_text, len, 1, 1, ids,
-                              (size_t)n);
-            /* Without max_tokens: what the context leaves, capped. */
-            if (j->sp.max_tokens <= 0) {
-                int room = le_model_n_ctx(e->model) - (int)n;
-                j->sp.max_tokens = room < LP_DEFAULT_MAX_TOKENS
-                                       ? (room > 0 ? room : 1)
-                                       : LP_DEFAULT_MAX_TOKENS;
-            }
-            j->sp.stop = (const char *const *)j->stops;
-            j->sp.n_stop = j->n_stops;
-            j->sp.grammar = j->grammar;
-            j->sp.trie = e->trie;
-            st = le_session_generate(s, ids, (size_t)n, &j->sp, on_token, j,
-                                     &res, err, sizeof(err));
-        }
-    }
-    free(ids);
+    struct lp_job *j = ud;
     pthread_mutex_lock(&j->mu);
     j->done = 1;
     j->st = st;
-    j->res = res;
-    snprintf(j->err, sizeof(j->err), "%s", err);
+    j->res = *res;
+    snprintf(j->err, sizeof(j->err), "%s", err ? err : "");
     if (!j->cancelled)
         event_active(j->ev, EV_READ, 0);
     pthread_mutex_unlock(&j->mu);
+    job_unref(j);
 }
 
-static void *
-engine_main(void *arg)
+/* Tokenizes the job's prompt and hands it to the scheduler (worker
+ * thread).  LE_OK: the scheduler holds a ref and will call on_done.
+ * Otherwise the job is the worker's alone and err says why. */
+static enum le_status
+submit_job(struct lp_engine *e, struct lp_job *j, char *err, size_t errlen)
 {
-    struct lp_engine *e = ((void **)arg)[0];
-    struct le_session *s = ((void **)arg)[1];
-    free(arg);
-    for (;;) {
-        pthread_mutex_lock(&e->mu);
-        while (!e->head && !e->stop)
-            pthread_cond_wait(&e->cv, &e->mu);
-        if (!e->head && e->stop) {
-            pthread_mutex_unlock(&e->mu);
-            break;
-        }
-        struct lp_job *j = e->head;
-        e->head = j->next;
-        if (!e->head)
-            e->tail = NULL;
-        e->queued--;
-        pthread_mutex_unlock(&e->mu);
-        pthread_mutex_lock(&j->mu);
-        int skip = j->cancelled;
-        pthread_mutex_unlock(&j->mu);
-        if (!skip) {
-            le_session_set_cancel(s, &j->stop);
-            run_job(e, s, j);
-            le_session_set_cancel(s, NULL);
-        }
-        job_unref(j);
+    const struct lp_job *src = j->parent ? j->parent : j;
+    size_t len = strlen(src->prompt_text);
+    int64_t n = le_model_tokenize(e->model, src->prompt_text, len, 1, 1,
+                                  NULL, 0);
+    if (n < 0) {
+        snprintf(err, errlen, "the prompt could not be tokenized");
+        return LE_EINVAL;
     }
-    return NULL;
+    int32_t *ids = malloc(((size_t)n + 1) * sizeof(*ids));
+    if (!ids) {
+        snprintf(err, errlen, "out of memory tokenizing the prompt");
+        return LE_ENOMEM;
+    }
+    le_model_tokenize(e->model, src->prompt_text, len, 1, 1, ids,
+                      (size_t)n);
+    /* Without max_tokens: what the context leaves, capped. */
+    if (j->sp.max_tokens <= 0) {
+        int room = le_model_n_ctx(e->model) - (int)n;
+        j->sp.max_tokens = room < LP_DEFAULT_MAX_TOKENS
+                               ? (room > 0 ? room : 1)
+                               : LP_DEFAULT_MAX_TOKENS;
+    }
+    j->sp.stop = (const char *const *)src->stops;
+    j->sp.n_stop = src->n_stops;
+    j->sp.grammar = src->grammar;
+    j->sp.trie = e->trie;
+    struct le_sched_req q = {ids,     (size_t)n, &j->sp, on_token,
+                             on_done, j,         &j->stop, &j->paused};
+    j->refs++; /* the scheduler's, if it takes the job */
+    enum le_status st = le_sched_submit(e->sched, &q, err, errlen);
+    if (st != LE_OK)
+        j->refs--;
+    free(ids);
+    return st;
 }
 
 enum gx_status
@@ -260,8 +251,6 @@ pv_local_init(const struct cfg *c, char *err, size_t errlen)
             continue;
         struct lp_engine *e = &engines[n_engines];
         e->prov = p;
-        pthread_mutex_init(&e->mu, NULL);
-        pthread_cond_init(&e->cv, NULL);
         n_engines++;
         struct le_model_params mp;
         le_model_params_default(&mp);
@@ -277,35 +266,17 @@ pv_local_init(const struct cfg *c, char *err, size_t errlen)
             gx_errf(err, errlen, "provider %s: out of memory", p->name);
             return GX_ENOMEM;
         }
-        int par = p->parallel > 0 ? p->parallel : 1;
-        e->max_queued = (size_t)par * 64;
-        e->threads = calloc((size_t)par, sizeof(*e->threads));
-        e->sessions = calloc((size_t)par, sizeof(*e->sessions));
-        if (!e->threads || !e->sessions) {
-            gx_errf(err, errlen, "out of memory");
-            return GX_ENOMEM;
-        }
-        for (int t = 0; t < par; t++) {
-            if (le_session_new(e->model, &e->sessions[t], lerr,
-                               sizeof(lerr)) != LE_OK) {
-                gx_errf(err, errlen, "provider %s: %s", p->name, lerr);
-                return GX_EINVAL;
-            }
-            e->n_sessions++;
-            void **arg = malloc(2 * sizeof(void *));
-            if (!arg) {
-                gx_errf(err, errlen, "out of memory");
-                return GX_ENOMEM;
-            }
-            arg[0] = e;
-            arg[1] = e->sessions[t];
-            if (pthread_create(&e->threads[t], NULL, engine_main, arg) != 0) {
-                free(arg);
-                gx_errf(err, errlen, "provider %s: cannot start a thread",
-                        p->name);
-                return GX_EINVAL;
-            }
-            e->n_threads++;
+        struct le_sched_params sp;
+        le_sched_params_default(&sp);
+        sp.parallel = p->parallel > 0 ? p->parallel : 1;
+        sp.max_queue = p->queue;
+        sp.cache_seqs = p->prefix_cache;
+        sp.chunk = p->prefill_chunk;
+        int par = sp.parallel;
+        if (le_sched_new(e->model, &sp, &e->sched, lerr, sizeof(lerr)) !=
+            LE_OK) {
+            gx_errf(err, errlen, "provider %s: %s", p->name, lerr);
+            return GX_EINVAL;
         }
         GX_LOG(GX_LOG_INFO, NULL, "provider %s: %s, %d parallel", p->name,
                le_model_desc(e->model), par);
@@ -319,26 +290,10 @@ pv_local_shutdown(void)
     atomic_store(&abort_all, 1);
     for (size_t i = 0; i < n_engines; i++) {
         struct lp_engine *e = &engines[i];
-        pthread_mutex_lock(&e->mu);
-        e->stop = 1;
-        pthread_cond_broadcast(&e->cv);
-        pthread_mutex_unlock(&e->mu);
-        for (int t = 0; t < e->n_threads; t++)
-            pthread_join(e->threads[t], NULL);
-        /* Jobs never picked up. */
-        while (e->head) {
-            struct lp_job *j = e->head;
-            e->head = j->next;
-            job_unref(j);
-        }
-        for (int t = 0; t < e->n_sessions; t++)
-            le_session_free(e->sessions[t]);
-        free(e->sessions);
-        free(e->threads);
+        /* in-flight jobs end as cancelled (on_done drops the refs) */
+        le_sched_free(e->sched);
         le_token_trie_free(e->trie);
         le_model_free(e->model);
-        pthread_mutex_destroy(&e->mu);
-        pthread_cond_destroy(&e->cv);
     }
     free(engines);
     engines = NULL;
@@ -556,10 +511,13 @@ job_error(struct pv_call *call, struct lp_call *lc, struct lp_job *j)
      * (not retried elsewhere: another target would refuse it too) */
     call->res.outcome = status ? PV_ERR_STATUS : PV_ERR_INTERNAL;
     call->res.http_status = status ? status : 500;
+    if (j->st == LE_EBUSY)
+        call->res.retry_after_s = 1;
     snprintf(call->res.detail, sizeof(call->res.detail), "%s", j->err);
     json_t *e = json_pack("{s:{s:s,s:s,s:o,s:s}}", "error", "message",
                           j->err[0] ? j->err : le_status_str(j->st), "type",
-                          status ? "invalid_request_error" : "server_error",
+                          status && status < 500 ? "invalid_request_error"
+                                                 : "server_error",
                           "param",
                           j->err_param[0] ? json_string(j->err_param)
                                           : json_null(),
@@ -574,6 +532,116 @@ job_error(struct pv_call *call, struct lp_call *lc, struct lp_job *j)
     call->res.body_len = lc->body.len;
 }
 
+/* Takes the job's new text (repaired UTF-8) and its state. */
+static void
+job_take(struct lp_job *j, struct gx_buf *text, int *done)
+{
+    pthread_mutex_lock(&j->mu);
+    *text = j->text;
+    gx_buf_init(&j->text, 64 * 1024 * 1024);
+    *done = j->done;
+    pthread_mutex_unlock(&j->mu);
+    utf8_repair(text);
+}
+
+/* First bytes: the first-byte timer becomes the total one. */
+static void
+note_text(struct pv_call *call, struct lp_call *lc)
+{
+    if (call->res.ttfb_us < 0)
+        call->res.ttfb_us = gx_mono_us() - call->t_start_us;
+    if (lc->got_text)
+        return;
+    lc->got_text = 1;
+    if (lc->timer) {
+        int64_t left = lc->deadline_us - gx_mono_us();
+        struct timeval tv = {0, 0};
+        if (left > 0) {
+            tv.tv_sec = left / 1000000;
+            tv.tv_usec = left % 1000000;
+        }
+        evtimer_add(lc->timer, &tv);
+    }
+}
+
+/* The non-stream answer: o (taken; NULL when it could not be built)
+ * becomes the call's body. */
+static void
+answer_body(struct pv_call *call, struct lp_call *lc, json_t *o)
+{
+    char *t = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    gx_buf_reset(&lc->body);
+    if (t)
+        gx_buf_append(&lc->body, t, strlen(t));
+    free(t);
+    if (!lc->body.len) {
+        call->res.outcome = PV_ERR_INTERNAL;
+        snprintf(call->res.detail, sizeof(call->res.detail),
+                 "could not encode the local answer");
+    }
+    call->res.body = lc->body.data;
+    call->res.body_len = lc->body.len;
+}
+
+/* n > 1 (non-stream, text or response_format): one job per choice, the
+ * answer once every job is done; the first failed job fails the call. */
+static void
+on_multi_event(struct pv_call *call, struct lp_call *lc)
+{
+    int all = 1;
+    struct lp_job *failed = NULL;
+    for (int k = 0; k <= lc->n_more; k++) {
+        struct lp_job *j = k ? lc->more[k - 1] : lc->job;
+        struct gx_buf *body = k ? &lc->mbody[k - 1] : &lc->body;
+        struct gx_buf text;
+        int done;
+        job_take(j, &text, &done);
+        if (text.len) {
+            note_text(call, lc);
+            gx_buf_append(body, text.data, text.len);
+        }
+        gx_buf_cleanup(&text);
+        all &= done;
+        if (done && j->st != LE_OK && !failed)
+            failed = j;
+    }
+    if (call->cancelled || call->finished || (!all && !failed))
+        return;
+    if (failed) {
+        job_error(call, lc, failed);
+        pv_call_complete(call);
+        return;
+    }
+    struct le_gen_result u = lc->job->res;
+    json_t *choices = json_array();
+    for (int k = 0; k <= lc->n_more; k++) {
+        struct lp_job *j = k ? lc->more[k - 1] : lc->job;
+        struct gx_buf *body = k ? &lc->mbody[k - 1] : &lc->body;
+        if (k)
+            u.completion_tokens += j->res.completion_tokens;
+        json_array_append_new(
+            choices,
+            json_pack("{s:i,s:{s:s,s:s%},s:s,s:n}", "index", k, "message",
+                      "role", "assistant", "content",
+                      body->data ? body->data : "", body->len,
+                      "finish_reason", finish_reason(j->res.finish),
+                      "logprobs"));
+    }
+    call->res.outcome = PV_OK;
+    call->res.http_status = 200;
+    call->res.usage.have = 1;
+    call->res.usage.prompt_tokens = u.prompt_tokens;
+    call->res.usage.completion_tokens = u.completion_tokens;
+    call->res.usage.cached_tokens = u.cached_tokens;
+    answer_body(call, lc,
+                json_pack("{s:s,s:s,s:I,s:s,s:o,s:o}", "id", lc->id,
+                          "object", "chat.completion", "created",
+                          (json_int_t)lc->created, "model", lc->model,
+                          "choices", choices, "usage", usage_json(&u)));
+    pv_call_complete(call);
+}
+
 static void
 on_job_event(evutil_socket_t fd, short what, void *arg)
 {
@@ -581,33 +649,20 @@ on_job_event(evutil_socket_t fd, short what, void *arg)
     (void)what;
     struct pv_call *call = arg;
     struct lp_call *lc = call->impl;
+    if (lc->n_more) {
+        on_multi_event(call, lc);
+        return;
+    }
     struct lp_job *j = lc->job;
     struct gx_buf text;
-    pthread_mutex_lock(&j->mu);
-    text = j->text; /* take what is there */
-    gx_buf_init(&j->text, 64 * 1024 * 1024);
-    int done = j->done;
+    int done;
+    job_take(j, &text, &done);
     /* An engine error (context full...) before any text must reach the
-     * client as its own status, so no role chunk is sent for it. */
+     * client as its own status, so no role chunk is sent for it.  (st is
+     * the scheduler's until done, then stays.) */
     int failed = done && j->st != LE_OK;
-    pthread_mutex_unlock(&j->mu);
-
-    utf8_repair(&text);
-    if (text.len && call->res.ttfb_us < 0)
-        call->res.ttfb_us = gx_mono_us() - call->t_start_us;
-    if (text.len && !lc->got_text) {
-        /* First bytes: the first-byte timer becomes the total one. */
-        lc->got_text = 1;
-        if (lc->timer) {
-            int64_t left = lc->deadline_us - gx_mono_us();
-            struct timeval tv = {0, 0};
-            if (left > 0) {
-                tv.tv_sec = left / 1000000;
-                tv.tv_usec = left % 1000000;
-            }
-            evtimer_add(lc->timer, &tv);
-        }
-    }
+    if (text.len)
+        note_text(call, lc);
     if (lc->stream) {
         if (!lc->sent_role && (text.len || (done && !failed))) {
             lc->sent_role = 1;
@@ -669,21 +724,22 @@ on_job_event(evutil_socket_t fd, short what, void *arg)
             "object", "chat.completion", "created", (json_int_t)lc->created,
             "model", lc->model, "choices", "index", 0, "message", msg,
             "finish_reason", finish, "logprobs", "usage", usage_json(r));
-        char *t = o ? json_dumps(o, JSON_COMPACT) : NULL;
-        json_decref(o);
-        gx_buf_reset(&lc->body);
-        if (t)
-            gx_buf_append(&lc->body, t, strlen(t));
-        free(t);
-        if (!lc->body.len) {
-            call->res.outcome = PV_ERR_INTERNAL;
-            snprintf(call->res.detail, sizeof(call->res.detail),
-                     "could not encode the local answer");
-        }
-        call->res.body = lc->body.data;
-        call->res.body_len = lc->body.len;
+        answer_body(call, lc, o);
     }
     pv_call_complete(call);
+}
+
+/* The worker gives up on j: the scheduler ends its sequence at the next
+ * step (a paused one too) and never touches j's event again. */
+static void
+job_stop(struct lp_job *j)
+{
+    pthread_mutex_lock(&j->mu);
+    j->cancelled = 1;
+    atomic_store(&j->stop, 1);
+    pthread_mutex_unlock(&j->mu);
+    if (j->e)
+        le_sched_wake(j->e->sched);
 }
 
 /* Frees the worker's side; the engine may still hold the job. */
@@ -699,15 +755,20 @@ lp_release(struct pv_call *call)
         gx_buf_cleanup(&lc->acc);
     if (!lc || !lc->job)
         return;
-    struct lp_job *j = lc->job;
-    pthread_mutex_lock(&j->mu);
-    j->cancelled = 1;
-    atomic_store(&j->stop, 1);
-    pthread_mutex_unlock(&j->mu);
-    if (j->ev)
-        event_free(j->ev);
-    j->ev = NULL;
-    job_unref(j);
+    for (int k = 0; k <= lc->n_more; k++) {
+        struct lp_job *j = k ? lc->more[k - 1] : lc->job;
+        if (!j)
+            continue;
+        job_stop(j);
+        if (j->ev)
+            event_free(j->ev);
+        j->ev = NULL;
+        job_unref(j);
+        if (k) {
+            lc->more[k - 1] = NULL;
+            gx_buf_cleanup(&lc->mbody[k - 1]);
+        }
+    }
     lc->job = NULL;
     gx_buf_cleanup(&lc->body);
 }
@@ -726,11 +787,8 @@ on_local_timeout(evutil_socket_t fd, short what, void *arg)
     struct lp_call *lc = call->impl;
     if (call->cancelled || call->finished || !lc->job)
         return;
-    struct lp_job *j = lc->job;
-    pthread_mutex_lock(&j->mu);
-    j->cancelled = 1; /* the engine thread stops at its next token */
-    atomic_store(&j->stop, 1);
-    pthread_mutex_unlock(&j->mu);
+    for (int k = 0; k <= lc->n_more; k++)
+        job_stop(k ? lc->more[k - 1] : lc->job);
     call->res.outcome =
         lc->got_text ? PV_ERR_TIMEOUT : PV_ERR_FIRST_BYTE_TIMEOUT;
     snprintf(call->res.detail, sizeof(call->res.detail),
@@ -825,10 +883,25 @@ check_params(struct lp_job *j, const json_t *b)
                           k);
     }
     v = json_object_get(b, "n");
+    j->n_choices = 1;
     if (v && !json_is_null(v) &&
-        (!json_is_integer(v) || json_integer_value(v) != 1))
+        (!json_is_integer(v) || json_integer_value(v) < 1 ||
+         json_integer_value(v) > LP_N_MAX))
         return refuse(j, "n", "unsupported_value",
-                      "the local engine returns one choice: 'n' must be 1");
+                      "the local engine returns 1 to %d choices: 'n' must "
+                      "be an integer in that range",
+                      LP_N_MAX);
+    if (json_is_integer(v))
+        j->n_choices = (int)json_integer_value(v);
+    if (j->n_choices > 1 && json_is_true(json_object_get(b, "stream")))
+        return refuse(j, "n", "unsupported_value",
+                      "the local engine streams one choice: 'n' > 1 needs "
+                      "stream false");
+    if (j->n_choices > 1 && json_array_size(json_object_get(b, "tools")) &&
+        !json_is_null(json_object_get(b, "tools")))
+        return refuse(j, "n", "unsupported_value",
+                      "the local engine returns one choice with tools: 'n' "
+                      "> 1 needs no tools");
     v = json_object_get(b, "logprobs");
     if (v && !json_is_null(v) && !json_is_false(v))
         return refuse(j, "logprobs", "unsupported_parameter",
@@ -1438,27 +1511,59 @@ lp_start(struct pv_loop *loop, const struct pv_request *req,
         struct timeval tv = {first / 1000, (first % 1000) * 1000};
         evtimer_add(lc->timer, &tv);
     }
-    pthread_mutex_lock(&e->mu);
-    if (e->queued >= e->max_queued) {
-        /* Bounded: a flood waits in clients, not in our memory; the
-         * gateway fails over to the next target. */
-        size_t q = e->queued;
-        pthread_mutex_unlock(&e->mu);
-        gx_errf(err, errlen, "local engine %s is busy (%zu requests "
-                             "queued)",
-                pc->name, q);
-        pv_http_cancel(call); /* lp_release drops the worker's ref */
-        return GX_EAGAIN;
+    /* n > 1: clones of the job, made before anything is submitted so a
+     * failure leaves nothing running */
+    for (int k = 1; k < j->n_choices; k++) {
+        struct lp_job *c = calloc(1, sizeof(*c));
+        if (!c) {
+            pv_http_cancel(call);
+            gx_errf(err, errlen, "out of memory");
+            return GX_ENOMEM;
+        }
+        pthread_mutex_init(&c->mu, NULL);
+        c->refs = 1;
+        gx_buf_init(&c->text, 64 * 1024 * 1024);
+        c->sp = j->sp;
+        if (c->sp.seed != LE_SEED_RANDOM)
+            c->sp.seed += (uint64_t)k; /* choices differ when sampled */
+        pthread_mutex_lock(&j->mu);
+        j->refs++;
+        pthread_mutex_unlock(&j->mu);
+        c->parent = j;
+        lc->more[lc->n_more++] = c;
+        gx_buf_init(&lc->mbody[k - 1], 64 * 1024 * 1024);
+        c->ev = event_new(loop->base, -1, 0, on_job_event, call);
+        if (!c->ev) {
+            pv_http_cancel(call);
+            gx_errf(err, errlen, "out of memory");
+            return GX_ENOMEM;
+        }
     }
-    j->refs = 2; /* the worker (lc) and the engine queue */
-    if (e->tail)
-        e->tail->next = j;
-    else
-        e->head = j;
-    e->tail = j;
-    e->queued++;
-    pthread_cond_signal(&e->cv);
-    pthread_mutex_unlock(&e->mu);
+    /* Choice 0 first: the clones share its whole prompt, so the scheduler
+     * lets them wait for its prefill and copy the cells (sched.c). */
+    for (int k = 0; k <= lc->n_more; k++) {
+        struct lp_job *q = k ? lc->more[k - 1] : j;
+        q->e = e;
+        char serr[256] = "";
+        enum le_status st = submit_job(e, q, serr, sizeof(serr));
+        if (st == LE_OK)
+            continue;
+        /* Refused by the engine itself (busy, context): answered from the
+         * loop like a refusal, so a busy engine's 503 (retryable, with
+         * Retry-After) lets the router fail over.  Choices already
+         * submitted are stopped when the call is freed. */
+        q->done = 1;
+        q->st = st;
+        snprintf(q->err, sizeof(q->err), "%s", serr);
+        if (st == LE_EBUSY) {
+            q->http_status = 503;
+            snprintf(q->err_code, sizeof(q->err_code), "server_busy");
+            GX_LOG(GX_LOG_INFO, req->request_id, "provider %s: %s",
+                   pc->name, serr);
+        }
+        event_active(q->ev, EV_READ, 0);
+        break;
+    }
     *out = call;
     return GX_OK;
 }
@@ -1471,11 +1576,51 @@ lp_cancel(struct pv_call *call)
     pv_http_cancel(call);
 }
 
+/* Backpressure: the sequence leaves the batch while the client is slow
+ * (at most the token in flight arrives meanwhile). */
 static void
-lp_noop(struct pv_call *call)
+lp_pause(struct pv_call *call)
 {
-    (void)call; /* tokens are slow: the event loop keeps up without pause */
+    struct lp_call *lc = call->impl;
+    for (int k = 0; lc && lc->job && k <= lc->n_more; k++)
+        atomic_store(&(k ? lc->more[k - 1] : lc->job)->paused, 1);
 }
 
-const struct pv_ops pv_local_ops = {"local", lp_start, lp_cancel, lp_noop,
-                                    lp_noop};
+static void
+lp_resume(struct pv_call *call)
+{
+    struct lp_call *lc = call->impl;
+    if (!lc || !lc->job)
+        return;
+    for (int k = 0; k <= lc->n_more; k++)
+        atomic_store(&(k ? lc->more[k - 1] : lc->job)->paused, 0);
+    if (lc->job->e)
+        le_sched_wake(lc->job->e->sched);
+}
+
+void
+pv_local_stats(size_t i, struct pv_local_stat *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (i >= n_engines)
+        return;
+    struct le_sched_stats st;
+    le_sched_get_stats(engines[i].sched, &st);
+    out->provider = engines[i].prov->name;
+    out->model = engines[i].prov->n_models ? engines[i].prov->models[0].name
+                                           : engines[i].prov->name;
+    out->queued = st.queued;
+    out->active = st.active;
+    out->generated_tokens = st.generated_tokens;
+    out->cached_tokens = st.cached_tokens;
+    out->prompt_tokens = st.prompt_tokens;
+}
+
+size_t
+pv_local_count(void)
+{
+    return n_engines;
+}
+
+const struct pv_ops pv_local_ops = {"local", lp_start, lp_cancel, lp_pause,
+                                    lp_resume};

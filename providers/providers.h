@@ -150,6 +150,21 @@ void pv_call_resume(struct pv_call *call);
 enum gx_status pv_local_init(const struct cfg *c, char *err, size_t errlen);
 void pv_local_shutdown(void);
 
+/* The local engines' scheduler counters, for /metrics and the router
+ * (any thread, between pv_local_init and pv_local_shutdown).  Engine i <
+ * pv_local_count(); the strings are the config's (borrowed). */
+struct pv_local_stat {
+    const char *provider;
+    const char *model;         /* the provider's first model name */
+    int queued;                /* requests waiting for a sequence */
+    int active;                /* sequences running (paused included) */
+    uint64_t generated_tokens; /* total */
+    uint64_t prompt_tokens;    /* total, cached included */
+    uint64_t cached_tokens;    /* prompt tokens served by the prefix cache */
+};
+size_t pv_local_count(void);
+void pv_local_stats(size_t i, struct pv_local_stat *out);
+
 /* A provider kind is a table: one file plus one line in the registry. */
 struct pv_ops {
     const char *kind; /* "openai", "local", "anthropic", "gemini" */

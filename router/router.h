@@ -313,7 +313,10 @@ struct rt_run {
     int done;                /* a final step was given */
     int all_timeouts;        /* every attempt so far timed out */
     int all_rate_limited;    /* every attempt so far was an upstream 429 */
-    int64_t retry_after_s;   /* smallest Retry-After of those 429s, 0 */
+    int all_busy;            /* every attempt so far was a 503 with
+                                Retry-After (e.g. a full local engine) */
+    int64_t retry_after_s;   /* smallest Retry-After of those 429s (or
+                                503s), 0 */
     int64_t wait_until_us;   /* backoff: no start before this */
     uint64_t rng;            /* backoff jitter (xorshift64), never 0 */
     char log[768];           /* "gpt-4.1@relay: status 503; ..." */

@@ -34,6 +34,7 @@ rt_run_init(struct rt_run *run, const struct cfg *c,
     run->winner = -1;
     run->all_timeouts = 1;
     run->all_rate_limited = 1;
+    run->all_busy = 1;
     run->rng = seed ? seed : 0x9E3779B97F4A7C15ull;
 }
 
@@ -123,6 +124,12 @@ give_up(struct rt_run *run, struct rt_step *st)
         st->type = "requests";
         st->code = "rate_limit_exceeded";
         st->retry_after_s = run->retry_after_s;
+    } else if (run->attempts > 0 && run->all_busy) {
+        /* Every target said "busy, retry later": so does the client. */
+        st->status = 503;
+        st->type = "server_error";
+        st->code = "server_busy";
+        st->retry_after_s = run->retry_after_s > 0 ? run->retry_after_s : 1;
     } else if (run->attempts > 0 && run->all_timeouts) {
         st->status = 504;
         st->type = "upstream_error";
@@ -195,11 +202,16 @@ after_failure(struct rt_run *run, int64_t now_us, struct rt_step *st)
 }
 
 static void
-note_failure(struct rt_run *run, int timeout, int rate_limited,
+note_failure(struct rt_run *run, int timeout, int rate_limited, int busy,
              int64_t retry_after_s)
 {
     if (!timeout)
         run->all_timeouts = 0;
+    if (!busy)
+        run->all_busy = 0;
+    else if (retry_after_s > 0 && (run->retry_after_s == 0 ||
+                                   retry_after_s < run->retry_after_s))
+        run->retry_after_s = retry_after_s;
     if (!rate_limited) {
         run->all_rate_limited = 0;
     } else if (retry_after_s > 0 && (run->retry_after_s == 0 ||
@@ -223,7 +235,7 @@ rt_run_begun(struct rt_run *run, int slot, int ok, const char *reason,
                                run->plan->targets[run->slot_target[slot]],
                                name, sizeof(name)),
                 reason ? reason : "could not start");
-        note_failure(run, 0, 0, 0);
+        note_failure(run, 0, 0, 0, 0);
         after_failure(run, now_us, st);
         return;
     }
@@ -299,7 +311,9 @@ rt_run_result(struct rt_run *run, int slot, const struct pv_result *res,
                   res->outcome == PV_ERR_FIRST_BYTE_TIMEOUT ||
                   res->outcome == PV_ERR_TIMEOUT;
     int rl = res->outcome == PV_ERR_STATUS && res->http_status == 429;
-    note_failure(run, timeout, rl, res->retry_after_s);
+    int busy = res->outcome == PV_ERR_STATUS && res->http_status == 503 &&
+               res->retry_after_s > 0;
+    note_failure(run, timeout, rl, busy, res->retry_after_s);
     if (run->winner == slot) {
         /* Bytes reached the client: no failover. */
         final(run, slot, RT_DO_BROKEN, st);

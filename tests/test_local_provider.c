@@ -3,11 +3,18 @@
  * real stories260K model: non-stream and streamed chats with exact usage,
  * greedy determinism, the context limit as 400 context_length_exceeded,
  * and a client that disconnects mid-stream does not hurt the server.
+ * The scheduler: a second request sharing the first one's system prompt
+ * reports the reused tokens as prompt_tokens_details.cached_tokens (and
+ * in the ledger) with the same greedy answer; a full engine (parallel 1,
+ * queue 0) answers 503 server_busy with Retry-After at once; /metrics
+ * shows the local counters.
  */
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <curl/curl.h>
 #include <jansson.h>
@@ -16,7 +23,7 @@
 #include "lib/e2e.h"
 
 static struct e2e_proc gw;
-static char url[256];
+static char url[256], db[1024];
 
 static int
 start(void)
@@ -33,8 +40,12 @@ start(void)
              "   \"threads\": 1, \"context\": 256, \"parallel\": 2},\n"
              "  \"slow\": {\"kind\": \"local\", \"model_path\": \"%s\",\n"
              "   \"threads\": 1, \"context\": 2048, \"parallel\": 1,\n"
-             "   \"timeout_ms\": 60}}}\n",
-             dir, model, model);
+             "   \"timeout_ms\": 60},\n"
+             "  \"tiny\": {\"kind\": \"local\", \"model_path\": \"%s\",\n"
+             "   \"threads\": 1, \"context\": 2048, \"parallel\": 1,\n"
+             "   \"queue\": 0}}}\n",
+             dir, model, model, model);
+    snprintf(db, sizeof(db), "%s/ledger.db", dir);
     free(dir);
     char *path = e2e_write_temp("local.json", cfg);
     const char *bin = e2e_env("LLMUX_BIN", "build/release/llmux");
@@ -225,6 +236,200 @@ test_timeout(void)
     T_EQ_INT(st, 200);
 }
 
+static long long
+usage_int(const json_t *o, const char *k, const char *k2)
+{
+    const json_t *u = json_object_get(o, "usage");
+    if (k2)
+        u = json_object_get(u, k2);
+    return json_integer_value(json_object_get(u, k));
+}
+
+static const char *
+answer(const json_t *o)
+{
+    const json_t *ch = json_array_get(json_object_get(o, "choices"), 0);
+    return json_string_value(
+        json_object_get(json_object_get(ch, "message"), "content"));
+}
+
+static void
+test_prefix_cache(void)
+{
+    static const char sys[] =
+        "You are a storyteller. Tell short stories about a little girl "
+        "named Lily and her dog, who live in a small house by the sea and "
+        "play in the garden every day.";
+    char a[1024], b[1024];
+    snprintf(a, sizeof(a),
+             "{\"model\":\"local@tiny\",\"temperature\":0,\"max_tokens\":8,"
+             "\"messages\":[{\"role\":\"system\",\"content\":\"%s\"},"
+             "{\"role\":\"user\",\"content\":\"Once upon a time\"}]}",
+             sys);
+    snprintf(b, sizeof(b),
+             "{\"model\":\"local@tiny\",\"temperature\":0,\"max_tokens\":8,"
+             "\"messages\":[{\"role\":\"system\",\"content\":\"%s\"},"
+             "{\"role\":\"user\",\"content\":\"The dog ran\"}]}",
+             sys);
+    long st;
+    json_t *b0 = post(b, &st, NULL); /* b on a cache without its prefix */
+    T_EQ_INT(st, 200);
+    json_t *o = post("{\"model\":\"local@tiny\",\"max_tokens\":2,"
+                     "\"messages\":[{\"role\":\"user\",\"content\":\"Zz\"}]}",
+                     &st, NULL);
+    json_decref(o);
+    json_t *a1 = post(a, &st, NULL);
+    T_EQ_INT(st, 200);
+    json_t *b1 = post(b, &st, NULL);
+    T_EQ_INT(st, 200);
+    long long pt = usage_int(b1, "prompt_tokens", NULL);
+    long long ct = usage_int(b1, "cached_tokens", "prompt_tokens_details");
+    /* the system prompt (about 40 tokens) came from a's cells */
+    T_CHECK(ct >= 30);
+    T_CHECK(ct < pt);
+    T_EQ_STR(answer(b1), answer(b0));
+    T_EQ_INT(e2e_db_int(db, "SELECT cached_tokens FROM usage ORDER BY rowid "
+                            "DESC LIMIT 1"),
+             ct);
+    json_decref(a1);
+    json_decref(b0);
+    json_decref(b1);
+}
+
+static long long long_completion; /* usage of long_request's answer */
+
+static void *
+long_request(void *arg)
+{
+    long *st = arg;
+    struct e2e_resp r;
+    *st = -1;
+    /* long enough to be seen running, short enough for sanitizer builds */
+    if (e2e_http("POST", url,
+                 "{\"model\":\"local@tiny\",\"max_tokens\":1500,"
+                 "\"temperature\":0,\"messages\":[{\"role\":\"user\","
+                 "\"content\":\"Once upon a time\"}]}",
+                 NULL, 300000, &r) == 0) {
+        *st = r.status;
+        json_t *o = json_loads(r.body, 0, NULL);
+        long_completion = usage_int(o, "completion_tokens", NULL);
+        json_decref(o);
+    }
+    e2e_resp_free(&r);
+    return NULL;
+}
+
+static int
+metric_value(const char *name, const char *model, double *v)
+{
+    char murl[256], key[256];
+    snprintf(murl, sizeof(murl), "http://127.0.0.1:%d/metrics", gw.port);
+    snprintf(key, sizeof(key), "%s{model=\"%s\"} ", name, model);
+    struct e2e_resp r;
+    int found = 0;
+    if (e2e_http("GET", murl, NULL, NULL, 10000, &r) == 0 && r.body) {
+        const char *p = strstr(r.body, key);
+        if (p) {
+            *v = strtod(p + strlen(key), NULL);
+            found = 1;
+        }
+    }
+    e2e_resp_free(&r);
+    return found;
+}
+
+static void
+test_busy(void)
+{
+    long lst = 0;
+    pthread_t th;
+    T_EQ_INT(pthread_create(&th, NULL, long_request, &lst), 0);
+    /* until the long one holds tiny's only sequence (bounded) */
+    double active = 0;
+    for (int i = 0; i < 1000 && active < 1; i++) {
+        if (!metric_value("llmux_local_active_sequences", "local@tiny",
+                          &active))
+            active = 0;
+        if (active < 1) {
+            struct timespec ts = {0, 5000000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    T_CHECK(active >= 1);
+    struct e2e_resp r;
+    T_EQ_INT(e2e_http("POST", url,
+                      "{\"model\":\"local@tiny\",\"max_tokens\":2,"
+                      "\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}]}",
+                      NULL, 60000, &r),
+             0);
+    char ra[32] = "";
+    if (active >= 1) {
+        T_EQ_INT(r.status, 503);
+        T_CHECK(e2e_header(&r, "Retry-After", ra, sizeof(ra)) != NULL);
+        T_CHECK(r.body && strstr(r.body, "busy") != NULL);
+    }
+    e2e_resp_free(&r);
+    pthread_join(th, NULL);
+    T_EQ_INT(lst, 200);
+    double tok = 0, cached = 0, queued = -1;
+    T_CHECK(metric_value("llmux_local_tokens_total", "local@tiny", &tok));
+    /* every test's tokens on tiny, the long answer's among them */
+    T_CHECK(long_completion >= 1 && tok >= (double)long_completion);
+    T_CHECK(metric_value("llmux_local_prefix_cache_tokens_total",
+                         "local@tiny", &cached));
+    T_CHECK(cached >= 30);
+    T_CHECK(metric_value("llmux_local_queue_length", "local@tiny", &queued));
+    T_EQ_INT((long long)queued, 0);
+}
+
+/* n > 1: n sequences (the later ones copy the first one's prompt cells),
+ * greedy choices equal the n = 1 answer, usage counts every choice. */
+static void
+test_n_choices(void)
+{
+    long st;
+    json_t *one = post("{\"model\":\"local\",\"temperature\":0,"
+                       "\"max_tokens\":10,\"messages\":[{\"role\":\"user\","
+                       "\"content\":\"Tell me about the sea\"}]}",
+                       &st, NULL);
+    T_EQ_INT(st, 200);
+    json_t *o = post("{\"model\":\"local\",\"temperature\":0,\"n\":3,"
+                     "\"max_tokens\":10,\"messages\":[{\"role\":\"user\","
+                     "\"content\":\"Tell me about the sea\"}]}",
+                     &st, NULL);
+    T_EQ_INT(st, 200);
+    const json_t *chs = json_object_get(o, "choices");
+    T_EQ_INT(json_array_size(chs), 3);
+    for (size_t k = 0; k < json_array_size(chs); k++) {
+        const json_t *ch = json_array_get(chs, k);
+        T_EQ_INT(json_integer_value(json_object_get(ch, "index")), k);
+        T_EQ_STR(json_string_value(json_object_get(
+                     json_object_get(ch, "message"), "content")),
+                 answer(one));
+    }
+    T_EQ_INT(usage_int(o, "completion_tokens", NULL),
+             3 * usage_int(one, "completion_tokens", NULL));
+    T_EQ_INT(usage_int(o, "prompt_tokens", NULL),
+             usage_int(one, "prompt_tokens", NULL));
+    json_decref(o);
+    /* sampled: three choices, each a complete answer */
+    o = post("{\"model\":\"local\",\"seed\":5,\"n\":3,"
+             "\"max_tokens\":10,\"messages\":[{\"role\":\"user\","
+             "\"content\":\"Tell me about the sea\"}]}",
+             &st, NULL);
+    T_EQ_INT(st, 200);
+    T_EQ_INT(json_array_size(json_object_get(o, "choices")), 3);
+    json_decref(o);
+    /* more choices than the engine can hold at once (parallel 1, queue
+     * 0): busy, never a partial answer */
+    o = post("{\"model\":\"local@tiny\",\"n\":2,\"max_tokens\":4,"
+             "\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}]}",
+             &st, NULL);
+    T_CHECK(st == 503 || st == 200);
+    json_decref(o);
+    json_decref(one);
+}
+
 int
 main(void)
 {
@@ -238,6 +443,9 @@ main(void)
     T_RUN(test_context_limit);
     T_RUN(test_disconnect);
     T_RUN(test_timeout);
+    T_RUN(test_prefix_cache);
+    T_RUN(test_busy);
+    T_RUN(test_n_choices);
     T_EQ_INT(e2e_stop(&gw, SIGTERM, 20000), 0);
     T_EQ_INT(e2e_sanitizer_reports, 0);
     curl_global_cleanup();

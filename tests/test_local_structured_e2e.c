@@ -123,7 +123,8 @@ test_refusals(void)
     struct {
         const char *extra, *param;
     } cases[] = {
-        {"\"n\":3,", "n"},
+        {"\"n\":9,", "n"},
+        {"\"n\":2,\"stream\":true,", "n"},
         {"\"logprobs\":true,", "logprobs"},
         {"\"top_logprobs\":2,", "top_logprobs"},
         {"\"logit_bias\":{\"5\":1},", "logit_bias"},

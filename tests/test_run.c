@@ -225,6 +225,36 @@ test_all_rate_limited(void)
     T_EQ_INT(st.retry_after_s, 0);
 }
 
+/* Every attempt a 503 with Retry-After (a full local engine answers so):
+ * 503 server_busy with the smallest Retry-After; a 503 without one, or
+ * one other failure, is not "all busy". */
+static void
+test_all_busy(void)
+{
+    struct rt_plan p;
+    struct rt_run run;
+    struct rt_step st;
+    plan_of(&p, 2, 3);
+    int s = first(&run, cfg, &p, 1, &st);
+    struct pv_result a = res_of(PV_ERR_STATUS, 503, 5);
+    rt_run_result(&run, s, &a, T0, &st);
+    rt_run_next(&run, st.at_us, &st);
+    s = begin(&run, &st, T0 + 200000, 1);
+    struct pv_result b = res_of(PV_ERR_STATUS, 503, 1);
+    rt_run_result(&run, s, &b, T0 + 200000, &st);
+    T_EQ_INT(st.what, RT_DO_FAIL);
+    T_EQ_INT(st.status, 503);
+    T_EQ_STR(st.code, "server_busy");
+    T_EQ_INT(st.retry_after_s, 1);
+    s = first(&run, cfg, &p, 1, &st);
+    rt_run_result(&run, s, &a, T0, &st);
+    rt_run_next(&run, st.at_us, &st);
+    s = begin(&run, &st, T0 + 200000, 1);
+    struct pv_result c = res_of(PV_ERR_STATUS, 503, -1);
+    rt_run_result(&run, s, &c, T0 + 200000, &st);
+    T_EQ_INT(st.status, 502);
+}
+
 /* Every attempt a timeout: 504; one not: 502. */
 static void
 test_all_timeouts(void)
@@ -449,6 +479,7 @@ main(void)
     T_RUN(test_non_retryable_passes);
     T_RUN(test_provider_fault_fails_over);
     T_RUN(test_all_rate_limited);
+    T_RUN(test_all_busy);
     T_RUN(test_all_timeouts);
     T_RUN(test_max_attempts);
     T_RUN(test_skip_is_not_an_attempt);

@@ -1,0 +1,51 @@
+#!/bin/sh
+# bench/local.sh: the local engine as a server (local_engine/sched.c) on a
+# random-weight q4_0 slice of a 1B llama (tests/tool_gguf_gen, as
+# bench/engine.sh makes them; made once under $ENGINE_BENCH_MODELS, never
+# committed), 2 threads, through tests/tool_sched_bench:
+#   - aggregate generation tokens/s of 4 concurrent streams vs 1 (target
+#     >= 2.5x),
+#   - time to first token of a request sharing a 1500-token prefix with the
+#     one before vs that first one (target <= 0.35x),
+#   - the largest gap between two tokens of one stream with 8 concurrent
+#     streams vs one stream alone (target <= 3x).
+# Writes bench/out/local.md (bench/run.sh folds it into BENCHMARKS.md).
+# Wall-clock figures on a shared machine: read them as noisy.
+set -u
+BUILD=${1:-build/release}
+T=${LOCAL_BENCH_THREADS:-2}
+LAYERS=${ENGINE_BENCH_LAYERS:-4}
+MDIR=${ENGINE_BENCH_MODELS:-/tmp/llmux-bench-models}
+GEN="$BUILD/tests/tool_gguf_gen"
+TOOL="$BUILD/tests/tool_sched_bench"
+OUT=bench/out/local.md
+mkdir -p bench/out "$MDIR"
+[ -x "$GEN" ] && [ -x "$TOOL" ] || { echo "local bench: build the tools first"; exit 1; }
+f="$MDIR/slice-2048x${LAYERS}-q4_0.gguf"
+if [ ! -f "$f" ]; then
+    echo "local bench: generating $f"
+    "$GEN" --out "$f.part" --type q4_0 --n-embd 2048 --n-layer "$LAYERS" \
+        --n-head 32 --n-head-kv 8 --n-ff 5632 --n-vocab 32000 \
+        --n-ctx 2048 --seed 1 && mv "$f.part" "$f" || { rm -f "$f.part"; exit 1; }
+fi
+load=$(cut -d' ' -f1-3 /proc/loadavg)
+j=$("$TOOL" "$f" --threads "$T" --gen 64 --prefix 1500) || { echo "local bench: failed"; exit 1; }
+num() { echo "$j" | sed -n "s/.*\"$1\": *\([-0-9.eE+]*\).*/\1/p"; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }'; }
+{
+echo "## Local engine as a server: continuous batching, prefix cache, fairness (bench/local.sh)"
+echo
+echo "slice-2048x${LAYERS}-q4_0 (random weights), $T threads, tests/tool_sched_bench; load before: $load"
+echo
+echo "| figure | value | ratio | target |"
+echo "|---|---|---|---|"
+echo "| aggregate tg, 1 stream | $(num agg1) t/s | | |"
+echo "| aggregate tg, 4 streams | $(num agg4) t/s | $(ratio "$(num agg4)" "$(num agg1)")x | >= 2.5x |"
+echo "| TTFT, 1500-token prompt | $(num ttft_first) ms | | |"
+echo "| TTFT, 2nd request sharing its 1500-token prefix | $(num ttft_second) ms | $(ratio "$(num ttft_second)" "$(num ttft_first)")x | <= 0.35x |"
+echo "| max inter-token gap, 1 stream | $(num gap1) ms | | |"
+echo "| max inter-token gap, 8 streams | $(num gap8) ms | $(ratio "$(num gap8)" "$(num gap1)")x | <= 3x |"
+echo
+echo "Raw: \`$j\`"
+} > "$OUT"
+cat "$OUT"

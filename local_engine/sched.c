@@ -1,0 +1,655 @@
+/*
+ * sched.c: continuous batching over one model.
+ *
+ * What it does: one thread per scheduler (one scheduler per loaded model)
+ * runs steps.  A step is ONE forward pass (le_model_forward_batch) over
+ *   - the next token of every generating sequence that is not paused, and
+ *   - pieces (<= chunk tokens) of the prompts of prefilling sequences,
+ *     round robin, up to chunk prompt tokens in all per step while other
+ *     sequences generate (n_batch when none does),
+ * so the weights are read once per step for every sequence, a long prompt
+ * is cut into chunks interleaved with the other streams' tokens, and
+ * sequences join (admission) and leave (finished, cancelled) between
+ * steps.  Each sequence has its own KV cells, sampler and grammar state
+ * (struct le_gen, engine.c).  What it does not: tokenize or render (the
+ * caller submits token ids), or talk to sockets (callbacks do).
+ *
+ * KV memory and the prefix cache.  The scheduler holds parallel +
+ * cache_seqs sequences of n_ctx cells each, allocated once (calloc: pages
+ * untouched stay unmapped).  A finished sequence's cells stay, with the
+ * tokens they hold, as an idle entry.  Admission picks, among every
+ * sequence (idle or active), the one sharing the longest prefix with the
+ * new prompt; the new sequence takes an idle slot: that same one when it
+ * is idle, else (eviction rule) the least recently used idle slot, into
+ * which the shared prefix cells are copied.  So the cache is an LRU of
+ * idle sequences, bounded by the configured memory; cells are never
+ * shared while written.  A request whose prompt shares SCHED_WAIT_MIN or
+ * more tokens beyond those with a sequence still prefilling waits (FIFO)
+ * until that prefill is done, so a burst sharing a system prompt computes
+ * it once.  The last prompt token is always evaluated again
+ * (its logits are needed).
+ *
+ * Determinism: a token's kernels depend only on its own sequence (a
+ * prefill chunk of LE_AMX_MIN_TOK or more tokens may take the AMX GEMM,
+ * everything else the per-row kernels; model.c's matmul), so a
+ * sequence's greedy output is the same alone and batched
+ * (tests/test_sched.c).
+ *
+ * Threads and locks: mu guards the queue, the counters and stop; the
+ * sequences' state is the scheduler thread's alone.  Callbacks run on the
+ * scheduler thread without mu held.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "le_int.h"
+
+struct sreq {
+    struct le_sched_req r; /* prompt replaced by our copy */
+    int32_t *prompt;
+    struct sreq *next;
+    double t_submit;
+};
+
+enum seq_state { SEQ_IDLE = 0, SEQ_PREFILL, SEQ_GEN };
+
+struct seq {
+    struct le_session *kv; /* cells: n_past, hist */
+    enum seq_state state;
+    uint64_t used;         /* clock of last use (LRU of idle slots) */
+    struct sreq *rq;       /* active only */
+    struct le_gen g;
+    size_t fed;            /* prompt tokens in the cells */
+    int32_t next;          /* SEQ_GEN: the token to evaluate next */
+    double t_admit, t_first;
+};
+
+struct le_sched {
+    struct le_model *m;
+    struct le_session *ws; /* scratch for parallel + chunk tokens */
+    struct seq *seqs;
+    int n_seqs, parallel, max_queue, chunk;
+    int idle_budget;       /* prompt tokens of a step nobody waits on */
+    int rr;                /* round-robin start among prefilling seqs */
+    uint64_t clock;
+    /* batch arrays, [parallel + chunk] */
+    int32_t *ids, *pos, *out, *out_seq;
+    struct le_session **bseq;
+    struct piece {
+        int seq, len;
+        size_t from;
+    } *pc;                 /* [idle_budget] this step's prompt pieces */
+    pthread_t th;
+    int started;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct sreq *head, *tail; /* under mu */
+    int n_queued, n_active, n_inflight, stop;
+    _Atomic int32_t st_paused;
+    _Atomic uint64_t st_requests, st_prompt, st_cached, st_gen, st_steps;
+};
+
+static double
+now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static int
+flag(const _Atomic int *f)
+{
+    return f && atomic_load(f);
+}
+
+static void
+sreq_free(struct sreq *q)
+{
+    if (q) {
+        free(q->prompt);
+        free(q);
+    }
+}
+
+/* Ends an active sequence: counts first (so a client that sees the end
+ * may submit again at once), then the callback, outside mu. */
+static void
+seq_finish(struct le_sched *s, struct seq *q, enum le_status st,
+           const char *err)
+{
+    struct sreq *rq = q->rq;
+    double t = now_ms();
+    q->g.r.prompt_ms = (q->t_first > 0 ? q->t_first : t) - q->t_admit;
+    q->g.r.gen_ms = q->t_first > 0 ? t - q->t_first : 0;
+    if (st == LE_ECANCELED && q->g.r.finish == LE_FINISH_NONE)
+        q->g.r.finish = LE_FINISH_CANCEL;
+    struct le_gen_result res = q->g.r;
+    le_gen_cleanup(&q->g);
+    q->rq = NULL;
+    q->state = SEQ_IDLE;
+    q->used = ++s->clock;
+    pthread_mutex_lock(&s->mu);
+    s->n_active--;
+    s->n_inflight--;
+    pthread_mutex_unlock(&s->mu);
+    if (rq->r.on_done)
+        rq->r.on_done(rq->r.ud, st, &res, err ? err : "");
+    sreq_free(rq);
+}
+
+static size_t
+common_prefix(const struct le_session *kv, const int32_t *p, size_t n)
+{
+    size_t c = 0, lim = (size_t)kv->n_past < n ? (size_t)kv->n_past : n;
+    while (c < lim && kv->hist[c] == p[c])
+        c++;
+    return c;
+}
+
+/* Copies cells [0, n) of every layer (and their tokens) from a to b. */
+static void
+copy_cells(struct le_session *b, const struct le_session *a, size_t n)
+{
+    size_t layers = (size_t)b->m->hp.n_layer;
+    size_t lbytes = (size_t)b->n_ctx * b->kv_row;
+    for (size_t l = 0; l < layers; l++) {
+        memcpy(b->kv_k + l * lbytes, a->kv_k + l * lbytes, n * b->kv_row);
+        memcpy(b->kv_v + l * lbytes, a->kv_v + l * lbytes, n * b->kv_row);
+    }
+    memcpy(b->hist, a->hist, n * sizeof(int32_t));
+}
+
+/* Gives rq a sequence (there is an idle one: n_active < parallel <=
+ * idle + active).  Scheduler thread, mu not held. */
+static void
+admit(struct le_sched *s, struct sreq *rq)
+{
+    size_t n = rq->r.n_prompt;
+    int best = -1, slot = -1, lru = -1;
+    size_t best_len = 0, slot_len = 0;
+    for (int i = 0; i < s->n_seqs; i++) {
+        struct seq *q = &s->seqs[i];
+        size_t c = common_prefix(q->kv, rq->prompt, n);
+        if (c > best_len) {
+            best_len = c;
+            best = i;
+        }
+        if (q->state != SEQ_IDLE)
+            continue;
+        if (lru < 0 || q->used < s->seqs[lru].used)
+            lru = i;
+        if (c > slot_len) {
+            slot_len = c;
+            slot = i;
+        }
+    }
+    size_t reuse;
+    if (slot >= 0 && slot_len == best_len) {
+        reuse = slot_len; /* in place */
+    } else {
+        slot = lru;
+        reuse = best_len;
+        if (best >= 0 && reuse > 0)
+            copy_cells(s->seqs[slot].kv, s->seqs[best].kv, reuse);
+    }
+    if (reuse >= n)
+        reuse = n - 1;
+    struct seq *q = &s->seqs[slot];
+    q->kv->n_past = (int32_t)reuse;
+    q->fed = reuse;
+    q->rq = rq;
+    q->t_admit = now_ms();
+    q->t_first = 0;
+    q->state = SEQ_PREFILL;
+    q->next = -1;
+    q->used = ++s->clock;
+    char err[256] = "";
+    enum le_status st =
+        le_gen_init(&q->g, s->m, rq->r.sp, rq->prompt, n, rq->r.on_token,
+                    rq->r.ud, err, sizeof(err));
+    q->g.r.cached_tokens = (int32_t)reuse;
+    atomic_fetch_add(&s->st_prompt, n);
+    atomic_fetch_add(&s->st_cached, reuse);
+    if (st != LE_OK) {
+        memset(&q->g, 0, sizeof(q->g));
+        q->g.r.prompt_tokens = (int32_t)n;
+        seq_finish(s, q, st, err);
+    }
+}
+
+/* One forward pass over every runnable sequence; 0 if none ran. */
+static int
+step(struct le_sched *s)
+{
+    int V = s->m->hp.n_vocab;
+    int nt = 0, no = 0;
+    for (int i = 0; i < s->n_seqs; i++) {
+        struct seq *q = &s->seqs[i];
+        if (q->state != SEQ_IDLE && flag(q->rq->r.cancel))
+            seq_finish(s, q, LE_ECANCELED, "generation cancelled");
+    }
+    int paused = 0;
+    /* per-row part: generating sequences' next tokens */
+    for (int i = 0; i < s->n_seqs; i++) {
+        struct seq *q = &s->seqs[i];
+        if (q->state == SEQ_IDLE)
+            continue;
+        if (flag(q->rq->r.paused)) {
+            paused++;
+            continue;
+        }
+        if (q->state != SEQ_GEN)
+            continue;
+        s->ids[nt] = q->next;
+        s->bseq[nt] = q->kv;
+        s->pos[nt] = q->kv->n_past;
+        s->out[no] = nt;
+        s->out_seq[no] = i;
+        nt++;
+        no++;
+    }
+    atomic_store(&s->st_paused, paused);
+    /* Prompt pieces of s->chunk tokens (a sequence's last one shorter),
+     * round robin over the prefilling sequences: at most s->chunk tokens
+     * in all while other sequences generate (their next token waits for
+     * this step), up to s->idle_budget when none does.  A sequence's
+     * pieces are the same whatever else runs; short pieces go first
+     * (per-row kernels), the others after amx_from. */
+    int budget = nt > 0 ? s->chunk : s->idle_budget, n_pc = 0;
+    for (int k = 0; k < s->n_seqs && budget > 0; k++) {
+        int i = (s->rr + k) % s->n_seqs;
+        struct seq *q = &s->seqs[i];
+        if (q->state != SEQ_PREFILL || flag(q->rq->r.paused))
+            continue;
+        size_t from = q->fed, n = q->rq->r.n_prompt;
+        while (from < n && budget > 0) {
+            int c = n - from < (size_t)s->chunk ? (int)(n - from) : s->chunk;
+            if (c > budget)
+                break;
+            s->pc[n_pc].seq = i;
+            s->pc[n_pc].from = from;
+            s->pc[n_pc].len = c;
+            n_pc++;
+            from += (size_t)c;
+            budget -= c;
+        }
+    }
+    s->rr = (s->rr + 1) % s->n_seqs;
+    int amx_from = nt;
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1)
+            amx_from = nt;
+        for (int k = 0; k < n_pc; k++) {
+            struct seq *q = &s->seqs[s->pc[k].seq];
+            size_t from = s->pc[k].from;
+            int c = s->pc[k].len;
+            if ((c >= LE_AMX_MIN_TOK) != pass)
+                continue;
+            for (int t = 0; t < c; t++) {
+                s->ids[nt] = q->rq->prompt[from + (size_t)t];
+                s->bseq[nt] = q->kv;
+                s->pos[nt] = (int32_t)(from + (size_t)t);
+                nt++;
+            }
+            if (from + (size_t)c > q->fed)
+                q->fed = from + (size_t)c;
+            if (from + (size_t)c == q->rq->r.n_prompt) {
+                s->out[no] = nt - 1;
+                s->out_seq[no] = s->pc[k].seq;
+                no++;
+            }
+        }
+    }
+    if (nt == 0)
+        return 0;
+    struct le_fwd_batch b = {0};
+    b.n_tok = nt;
+    b.ids = s->ids;
+    b.seq = s->bseq;
+    b.pos = s->pos;
+    b.amx_from = amx_from;
+    b.n_out = no;
+    b.out = s->out;
+    b.logits = s->ws->logits;
+    char err[256] = "";
+    enum le_status st = le_model_forward_batch(s->ws, &b, err, sizeof(err));
+    atomic_fetch_add(&s->st_steps, 1);
+    if (st != LE_OK) {
+        /* cannot happen for checked prompts; end every sequence in it */
+        for (int t = 0; t < nt; t++)
+            for (int i = 0; i < s->n_seqs; i++)
+                if (s->seqs[i].state != SEQ_IDLE &&
+                    s->seqs[i].kv == s->bseq[t])
+                    seq_finish(s, &s->seqs[i], st, err);
+        return 1;
+    }
+    double t = now_ms();
+    for (int o = 0; o < no; o++) {
+        struct seq *q = &s->seqs[s->out_seq[o]];
+        if (q->state == SEQ_IDLE)
+            continue;
+        if (q->state == SEQ_PREFILL) {
+            q->state = SEQ_GEN;
+            q->t_first = t;
+        }
+        int32_t before = q->g.r.completion_tokens, next;
+        st = le_gen_step(&q->g, s->ws->logits + (size_t)o * V,
+                         q->kv->n_past, q->kv->n_ctx, &next, err,
+                         sizeof(err));
+        atomic_fetch_add(&s->st_gen,
+                         (uint64_t)(q->g.r.completion_tokens - before));
+        if (st != LE_OK)
+            seq_finish(s, q, st,
+                       st == LE_ECANCELED ? "generation cancelled" : err);
+        else if (next < 0)
+            seq_finish(s, q, LE_OK, "");
+        else
+            q->next = next;
+    }
+    return 1;
+}
+
+/* Prompt tokens a prefilling sequence will soon hold that rq could reuse
+ * beyond what the cells hold now: worth waiting for (a burst of requests
+ * sharing a system prompt prefills it once).  Never for a paused
+ * sequence (it may not move for long).  Scheduler thread. */
+#define SCHED_WAIT_MIN 32
+
+static int
+defer(struct le_sched *s, const struct sreq *rq)
+{
+    size_t have = 0, n = rq->r.n_prompt;
+    for (int i = 0; i < s->n_seqs; i++) {
+        size_t c = common_prefix(s->seqs[i].kv, rq->prompt, n);
+        have = c > have ? c : have;
+    }
+    for (int i = 0; i < s->n_seqs; i++) {
+        const struct seq *q = &s->seqs[i];
+        if (q->state != SEQ_PREFILL || flag(q->rq->r.paused) ||
+            flag(q->rq->r.cancel))
+            continue;
+        size_t lim = q->rq->r.n_prompt < n ? q->rq->r.n_prompt : n, c = 0;
+        while (c < lim && q->rq->prompt[c] == rq->prompt[c])
+            c++;
+        /* a long shared prefix, or the very same prompt (n > 1) */
+        if (c >= have + SCHED_WAIT_MIN || (c == n && c > have + 1))
+            return 1;
+    }
+    return 0;
+}
+
+static int
+runnable(struct le_sched *s)
+{
+    for (int i = 0; i < s->n_seqs; i++) {
+        struct seq *q = &s->seqs[i];
+        if (q->state != SEQ_IDLE &&
+            (!flag(q->rq->r.paused) || flag(q->rq->r.cancel)))
+            return 1;
+    }
+    return 0;
+}
+
+static void *
+sched_main(void *arg)
+{
+    struct le_sched *s = arg;
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        while (!s->stop && s->head && s->n_active < s->parallel &&
+               !defer(s, s->head)) {
+            struct sreq *rq = s->head;
+            s->head = rq->next;
+            if (!s->head)
+                s->tail = NULL;
+            s->n_queued--;
+            s->n_active++;
+            pthread_mutex_unlock(&s->mu);
+            if (flag(rq->r.cancel)) {
+                pthread_mutex_lock(&s->mu);
+                s->n_active--;
+                s->n_inflight--;
+                pthread_mutex_unlock(&s->mu);
+                struct le_gen_result res = {0};
+                res.prompt_tokens = (int32_t)rq->r.n_prompt;
+                res.finish = LE_FINISH_CANCEL;
+                if (rq->r.on_done)
+                    rq->r.on_done(rq->r.ud, LE_ECANCELED, &res,
+                                  "generation cancelled");
+                sreq_free(rq);
+            } else {
+                admit(s, rq);
+            }
+            pthread_mutex_lock(&s->mu);
+        }
+        if (s->stop)
+            break;
+        pthread_mutex_unlock(&s->mu);
+        int ran = runnable(s) && step(s);
+        pthread_mutex_lock(&s->mu);
+        if (!ran && !s->stop &&
+            !(s->head && s->n_active < s->parallel)) {
+            /* Nothing to run: sleep until a submit or a wake (a cancel,
+             * a resumed sequence); the timeout is only a safety net. */
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += 200 * 1000000L;
+            if (ts.tv_nsec >= 1000000000L) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000L;
+            }
+            pthread_cond_timedwait(&s->cv, &s->mu, &ts);
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+void
+le_sched_params_default(struct le_sched_params *p)
+{
+    p->parallel = 4;
+    p->max_queue = 64;
+    p->cache_seqs = 2;
+    p->chunk = 32;
+}
+
+void
+le_sched_free(struct le_sched *s)
+{
+    if (!s)
+        return;
+    if (s->started) {
+        pthread_mutex_lock(&s->mu);
+        s->stop = 1;
+        pthread_cond_broadcast(&s->cv);
+        pthread_mutex_unlock(&s->mu);
+        pthread_join(s->th, NULL);
+    }
+    /* Every request not done: cancelled, on this thread. */
+    for (int i = 0; s->seqs && i < s->n_seqs; i++)
+        if (s->seqs[i].state != SEQ_IDLE)
+            seq_finish(s, &s->seqs[i], LE_ECANCELED,
+                       "the local engine is shutting down");
+    while (s->head) {
+        struct sreq *rq = s->head;
+        s->head = rq->next;
+        struct le_gen_result res = {0};
+        res.prompt_tokens = (int32_t)rq->r.n_prompt;
+        res.finish = LE_FINISH_CANCEL;
+        if (rq->r.on_done)
+            rq->r.on_done(rq->r.ud, LE_ECANCELED, &res,
+                          "the local engine is shutting down");
+        sreq_free(rq);
+    }
+    for (int i = 0; s->seqs && i < s->n_seqs; i++)
+        le_session_free(s->seqs[i].kv);
+    free(s->seqs);
+    le_session_free(s->ws);
+    free(s->ids);
+    free(s->pos);
+    free(s->out);
+    free(s->out_seq);
+    free(s->bseq);
+    free(s->pc);
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+    free(s);
+}
+
+enum le_status
+le_sched_new(struct le_model *m, const struct le_sched_params *p,
+             struct le_sched **out, char *err, size_t errlen)
+{
+    struct le_sched_params dp;
+    if (!p) {
+        le_sched_params_default(&dp);
+        p = &dp;
+    }
+    if (!m || !out || m->vocab_only) {
+        if (err && errlen)
+            snprintf(err, errlen, "scheduler: no model with weights");
+        return LE_EINVAL;
+    }
+    struct le_sched *s = calloc(1, sizeof(*s));
+    if (!s)
+        goto oom;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    s->m = m;
+    s->parallel = p->parallel > 0 ? p->parallel : 1;
+    if (s->parallel > 256)
+        s->parallel = 256;
+    s->max_queue = p->max_queue > 0 ? p->max_queue : 0;
+    s->chunk = p->chunk > 0 ? p->chunk : m->params.n_batch;
+    s->idle_budget = s->chunk > m->params.n_batch ? s->chunk
+                                                  : m->params.n_batch;
+    s->n_seqs = s->parallel + (p->cache_seqs > 0 ? p->cache_seqs : 0);
+    size_t cap = (size_t)(s->parallel + s->idle_budget);
+    s->ids = calloc(cap, sizeof(int32_t));
+    s->pos = calloc(cap, sizeof(int32_t));
+    s->out = calloc(cap, sizeof(int32_t));
+    s->out_seq = calloc(cap, sizeof(int32_t));
+    s->bseq = calloc(cap, sizeof(*s->bseq));
+    s->pc = calloc(cap, sizeof(*s->pc));
+    s->seqs = calloc((size_t)s->n_seqs, sizeof(*s->seqs));
+    if (!s->ids || !s->pos || !s->out || !s->out_seq || !s->bseq ||
+        !s->pc || !s->seqs)
+        goto oom;
+    enum le_status st = le_session_new_sized(m, (int)cap, s->parallel, 0,
+                                             &s->ws, err, errlen);
+    for (int i = 0; st == LE_OK && i < s->n_seqs; i++)
+        st = le_session_new_sized(m, 0, 0, 1, &s->seqs[i].kv, err, errlen);
+    if (st != LE_OK) {
+        le_sched_free(s);
+        return st;
+    }
+    if (pthread_create(&s->th, NULL, sched_main, s) != 0) {
+        if (err && errlen)
+            snprintf(err, errlen, "scheduler: cannot start its thread");
+        le_sched_free(s);
+        return LE_ENOMEM;
+    }
+    s->started = 1;
+    *out = s;
+    return LE_OK;
+oom:
+    if (err && errlen)
+        snprintf(err, errlen, "scheduler: out of memory");
+    le_sched_free(s);
+    return LE_ENOMEM;
+}
+
+enum le_status
+le_sched_submit(struct le_sched *s, const struct le_sched_req *r, char *err,
+                size_t errlen)
+{
+    if (!s || !r || !r->sp || (!r->prompt && r->n_prompt)) {
+        if (err && errlen)
+            snprintf(err, errlen, "scheduler: bad request");
+        return LE_EINVAL;
+    }
+    enum le_status st =
+        le_gen_check(r->sp, r->n_prompt, s->m->params.n_ctx, err, errlen);
+    if (st != LE_OK)
+        return st;
+    for (size_t i = 0; i < r->n_prompt; i++)
+        if (r->prompt[i] < 0 || r->prompt[i] >= s->m->hp.n_vocab) {
+            if (err && errlen)
+                snprintf(err, errlen,
+                         "token id %d is outside the vocabulary",
+                         (int)r->prompt[i]);
+            return LE_EINVAL;
+        }
+    struct sreq *q = calloc(1, sizeof(*q));
+    if (q)
+        q->prompt = malloc(r->n_prompt * sizeof(int32_t));
+    if (!q || !q->prompt) {
+        sreq_free(q);
+        if (err && errlen)
+            snprintf(err, errlen, "out of memory");
+        return LE_ENOMEM;
+    }
+    memcpy(q->prompt, r->prompt, r->n_prompt * sizeof(int32_t));
+    q->r = *r;
+    q->r.prompt = q->prompt;
+    q->t_submit = now_ms();
+    pthread_mutex_lock(&s->mu);
+    if (s->stop || s->n_inflight >= s->parallel + s->max_queue) {
+        int busy = s->n_inflight;
+        pthread_mutex_unlock(&s->mu);
+        sreq_free(q);
+        if (err && errlen)
+            snprintf(err, errlen,
+                     "the local engine is busy (%d requests running or "
+                     "queued; parallel %d, queue %d)",
+                     busy, s->parallel, s->max_queue);
+        return LE_EBUSY;
+    }
+    s->n_inflight++;
+    s->n_queued++;
+    if (s->tail)
+        s->tail->next = q;
+    else
+        s->head = q;
+    s->tail = q;
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    atomic_fetch_add(&s->st_requests, 1);
+    return LE_OK;
+}
+
+void
+le_sched_wake(struct le_sched *s)
+{
+    if (!s)
+        return;
+    pthread_mutex_lock(&s->mu);
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+void
+le_sched_get_stats(struct le_sched *s, struct le_sched_stats *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (!s)
+        return;
+    pthread_mutex_lock(&s->mu);
+    out->queued = s->n_queued;
+    out->active = s->n_active;
+    pthread_mutex_unlock(&s->mu);
+    out->paused = atomic_load(&s->st_paused);
+    out->requests = atomic_load(&s->st_requests);
+    out->prompt_tokens = atomic_load(&s->st_prompt);
+    out->cached_tokens = atomic_load(&s->st_cached);
+    out->generated_tokens = atomic_load(&s->st_gen);
+    out->steps = atomic_load(&s->st_steps);
+    out->parallel = s->parallel;
+    out->max_queue = s->max_queue;
+}

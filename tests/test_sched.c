@@ -1,0 +1,605 @@
+/*
+ * test_sched: the scheduler (local_engine/sched.c) on stories260K and on
+ * random-weight models: a sequence's greedy output is the same alone and
+ * batched with others (the batched forward reads each weight once for
+ * all of them), the prefix cache reuses cells and changes no output,
+ * admission is bounded (LE_EBUSY at once), a paused sequence leaves the
+ * batch and resumes to the same output, cancel ends a request, grammars
+ * hold per sequence.  Waits are bounded; no timing asserts.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "harness.h"
+#include "lib/gguf_writer.h"
+#include "lib/le_fixture.h"
+#include <unistd.h>
+
+#define MAX_OUT 128
+
+/* A random llama wide enough (several 32-value blocks per row) that the
+ * AMX GEMM and the per-row kernels round differently. */
+static struct le_model *
+wide_random(enum le_type type, uint64_t seed)
+{
+    struct gguf_w_llama lp = {0};
+    lp.n_vocab = 300;
+    lp.n_embd = 256;
+    lp.n_layer = 2;
+    lp.n_head = 4;
+    lp.n_head_kv = 2;
+    lp.n_ff = 512;
+    lp.n_ctx = 256;
+    lp.type = type;
+    lp.seed = seed;
+    char path[256];
+    snprintf(path, sizeof(path), "/tmp/llmux_sched_%d_%llu.gguf",
+             (int)getpid(), (unsigned long long)seed);
+    struct le_model *m = NULL;
+    if (gguf_w_llama_write(&lp, path) != 0 ||
+        le_model_open(path, NULL, &m, NULL, 0) != LE_OK)
+        m = NULL;
+    unlink(path);
+    return m;
+}
+
+struct run {
+    int32_t ids[MAX_OUT];
+    int n;
+    char text[1024];
+    size_t tlen;
+    _Atomic int done;
+    enum le_status st;
+    struct le_gen_result res;
+    _Atomic int cancel, paused;
+};
+
+static int
+on_tok(void *ud, int32_t id, const char *text, size_t len)
+{
+    struct run *r = ud;
+    if (id >= 0 && r->n < MAX_OUT)
+        r->ids[r->n++] = id;
+    if (r->tlen + len < sizeof(r->text)) {
+        memcpy(r->text + r->tlen, text, len);
+        r->tlen += len;
+        r->text[r->tlen] = 0;
+    }
+    return 0;
+}
+
+static void
+on_done(void *ud, enum le_status st, const struct le_gen_result *res,
+        const char *err)
+{
+    (void)err;
+    struct run *r = ud;
+    r->st = st;
+    r->res = *res;
+    atomic_store(&r->done, 1);
+}
+
+/* Waits (bounded: 120 s) until every run is done; 1 if they all are. */
+static int
+wait_all(struct run **rs, int n)
+{
+    for (int ms = 0; ms < 120000; ms += 2) {
+        int all = 1;
+        for (int i = 0; i < n; i++)
+            all &= atomic_load(&rs[i]->done);
+        if (all)
+            return 1;
+        struct timespec ts = {0, 2000000};
+        nanosleep(&ts, NULL);
+    }
+    return 0;
+}
+
+static void
+greedy(struct le_sampling *sp, int max_tokens)
+{
+    le_sampling_default(sp);
+    sp->temperature = 0;
+    sp->max_tokens = max_tokens;
+    sp->ignore_eos = 1;
+}
+
+static struct le_sched *
+sched(struct le_model *m, int parallel, int queue, int cache, int chunk)
+{
+    struct le_sched_params p;
+    le_sched_params_default(&p);
+    p.parallel = parallel;
+    p.max_queue = queue;
+    p.cache_seqs = cache;
+    p.chunk = chunk;
+    struct le_sched *s = NULL;
+    char err[256];
+    T_EQ_INT(le_sched_new(m, &p, &s, err, sizeof(err)), LE_OK);
+    return s;
+}
+
+static enum le_status
+submit(struct le_sched *s, const int32_t *p, size_t n,
+       const struct le_sampling *sp, struct run *r)
+{
+    memset(r, 0, sizeof(*r));
+    struct le_sched_req q = {p, n, sp, on_tok, on_done, r, &r->cancel,
+                             &r->paused};
+    char err[256];
+    return le_sched_submit(s, &q, err, sizeof(err));
+}
+
+/* Prompts whose first tokens differ (no shared prefix at all, so the
+ * cache has nothing to lend between them). */
+static void
+prompt(int32_t *p, size_t n, int32_t n_vocab, uint32_t seed)
+{
+    uint32_t x = seed * 2654435761u + 12345u;
+    for (size_t i = 0; i < n; i++) {
+        x = x * 1103515245u + 12345u;
+        p[i] = (int32_t)((x >> 8) % (uint32_t)(n_vocab - 3)) + 3;
+    }
+    p[0] = 3 + (int32_t)(seed % (uint32_t)(n_vocab - 3));
+}
+
+/* Lengths: a 3-token prompt (per-row kernels), chunked ones (chunk 16)
+ * with short and long tails, one longer than several chunks. */
+static const size_t lens[4] = {3, 21, 40, 70};
+
+static void
+check_alone_vs_batched(struct le_model *m, const char *what)
+{
+    int32_t V = le_model_n_vocab(m);
+    int32_t pr[4][80];
+    struct le_sampling sp;
+    greedy(&sp, 24);
+    static struct run alone[4], batch[4];
+    for (int i = 0; i < 4; i++)
+        prompt(pr[i], lens[i], V, (uint32_t)(i + 1));
+    /* alone: one sequence at a time, a fresh scheduler each */
+    for (int i = 0; i < 4; i++) {
+        struct le_sched *s = sched(m, 1, 0, 0, 16);
+        struct run *rp = &alone[i];
+        T_EQ_INT(submit(s, pr[i], lens[i], &sp, rp), LE_OK);
+        T_CHECK(wait_all(&rp, 1));
+        T_EQ_INT(alone[i].st, LE_OK);
+        T_EQ_INT(alone[i].n, 24);
+        le_sched_free(s);
+    }
+    /* batched: all four at once (they share steps: prefill chunks of some
+     * beside the decode tokens of others) */
+    struct le_sched *s = sched(m, 4, 0, 0, 16);
+    struct run *rs[4];
+    for (int i = 0; i < 4; i++) {
+        rs[i] = &batch[i];
+        T_EQ_INT(submit(s, pr[i], lens[i], &sp, rs[i]), LE_OK);
+    }
+    T_CHECK(wait_all(rs, 4));
+    struct le_sched_stats st;
+    le_sched_get_stats(s, &st);
+    /* fewer steps than alone (4 x (prefill steps + 24)): they were
+     * batched */
+    T_CHECK(st.steps < 4 * 24);
+    T_EQ_INT(st.generated_tokens, 4 * 24);
+    T_EQ_INT(st.active, 0);
+    le_sched_free(s);
+    for (int i = 0; i < 4; i++) {
+        T_EQ_INT(batch[i].st, LE_OK);
+        T_EQ_INT(batch[i].n, alone[i].n);
+        int same = memcmp(batch[i].ids, alone[i].ids,
+                          (size_t)alone[i].n * sizeof(int32_t)) == 0;
+        if (!same)
+            fprintf(stderr, "%s: prompt %d differs batched\n", what, i);
+        T_CHECK(same);
+        T_EQ_INT(batch[i].res.completion_tokens, 24);
+        T_EQ_INT(batch[i].res.finish, LE_FINISH_LENGTH);
+    }
+}
+
+static void
+test_alone_vs_batched(void)
+{
+    struct le_model *m = le_fixture_stories();
+    T_CHECK(m != NULL);
+    if (m) {
+        check_alone_vs_batched(m, "stories260K");
+        /* the plain session loop gives the same (f32: one kernel) */
+        int32_t p[80];
+        prompt(p, lens[3], le_model_n_vocab(m), 4);
+        struct le_session *ss = NULL;
+        T_EQ_INT(le_session_new(m, &ss, NULL, 0), LE_OK);
+        struct le_sampling sp;
+        greedy(&sp, 24);
+        char out[1024];
+        struct le_gen_result r;
+        T_EQ_INT(le_fixture_generate(ss, p, lens[3], &sp, out, sizeof(out),
+                                     &r),
+                 LE_OK);
+        struct le_sched *s = sched(m, 2, 0, 0, 16);
+        static struct run one;
+        struct run *rp = &one;
+        T_EQ_INT(submit(s, p, lens[3], &sp, rp), LE_OK);
+        T_CHECK(wait_all(&rp, 1));
+        T_EQ_STR(one.text, out);
+        le_sched_free(s);
+        le_session_free(ss);
+        le_model_free(m);
+    }
+    const enum le_type types[] = {LE_TYPE_F32, LE_TYPE_Q8_0, LE_TYPE_Q4_0};
+    for (int k = 0; k < 3; k++) {
+        struct le_model *r = le_fixture_random(300, types[k], 77 + k, 256);
+        T_CHECK(r != NULL);
+        if (!r)
+            continue;
+        char what[64];
+        snprintf(what, sizeof(what), "random %s",
+                 le_type_get(types[k])->name);
+        check_alone_vs_batched(r, what);
+        le_model_free(r);
+    }
+}
+
+/* A shared 64-token prefix (a multiple of the chunk, so the cells are
+ * made by the same kernels whoever makes them), then 8 own tokens. */
+static void
+check_prefix(struct le_model *m)
+{
+    int32_t V = le_model_n_vocab(m);
+    int32_t a[72], b[72];
+    prompt(a, 72, V, 11);
+    memcpy(b, a, sizeof(a));
+    prompt(b + 64, 8, V, 12);
+    struct le_sampling sp;
+    greedy(&sp, 16);
+    static struct run ra, rb, rb_fresh;
+    struct run *p;
+    struct le_sched *s = sched(m, 2, 0, 2, 16);
+    p = &ra;
+    T_EQ_INT(submit(s, a, 72, &sp, p), LE_OK);
+    T_CHECK(wait_all(&p, 1));
+    T_EQ_INT(ra.res.cached_tokens, 0);
+    p = &rb;
+    T_EQ_INT(submit(s, b, 72, &sp, p), LE_OK);
+    T_CHECK(wait_all(&p, 1));
+    T_EQ_INT(rb.st, LE_OK);
+    T_EQ_INT(rb.res.cached_tokens, 64);
+    T_EQ_INT(rb.res.prompt_tokens, 72);
+    struct le_sched_stats st;
+    le_sched_get_stats(s, &st);
+    T_EQ_INT(st.cached_tokens, 64);
+    T_EQ_INT(st.prompt_tokens, 144);
+    le_sched_free(s);
+    /* the same request on an empty cache */
+    s = sched(m, 2, 0, 2, 16);
+    p = &rb_fresh;
+    T_EQ_INT(submit(s, b, 72, &sp, p), LE_OK);
+    T_CHECK(wait_all(&p, 1));
+    T_EQ_INT(rb_fresh.res.cached_tokens, 0);
+    T_EQ_INT(rb.n, rb_fresh.n);
+    T_CHECK(memcmp(rb.ids, rb_fresh.ids, (size_t)rb.n * sizeof(int32_t)) ==
+            0);
+    le_sched_free(s);
+}
+
+static void
+test_prefix_cache(void)
+{
+    struct le_model *m = le_fixture_stories();
+    T_CHECK(m != NULL);
+    if (m) {
+        check_prefix(m);
+        /* two at once sharing the prefix: the second copies the first's
+         * cells (f32: exact whatever the chunking) */
+        int32_t a[72], b[72];
+        prompt(a, 72, le_model_n_vocab(m), 21);
+        memcpy(b, a, sizeof(a));
+        prompt(b + 64, 8, le_model_n_vocab(m), 22);
+        struct le_sampling sp;
+        greedy(&sp, 16);
+        static struct run r1, r2, r3;
+        struct run *rs[2] = {&r1, &r2};
+        struct le_sched *s = sched(m, 2, 0, 0, 16);
+        T_EQ_INT(submit(s, a, 72, &sp, &r3), LE_OK); /* warms the cache */
+        struct run *p3 = &r3;
+        T_CHECK(wait_all(&p3, 1));
+        T_EQ_INT(submit(s, a, 72, &sp, &r1), LE_OK);
+        T_EQ_INT(submit(s, b, 72, &sp, &r2), LE_OK);
+        T_CHECK(wait_all(rs, 2));
+        T_EQ_INT(r1.res.cached_tokens, 71); /* all but the last token */
+        T_EQ_INT(r2.res.cached_tokens, 64);
+        T_CHECK(memcmp(r1.ids, r3.ids, sizeof(r1.ids)) == 0);
+        le_sched_free(s);
+        /* both at once on an empty cache: the second waits for the
+         * first's prefill and copies its 64 cells instead of computing
+         * them again */
+        static struct run r4, r5;
+        struct run *rs2[2] = {&r4, &r5};
+        s = sched(m, 2, 0, 0, 16);
+        T_EQ_INT(submit(s, a, 72, &sp, &r4), LE_OK);
+        T_EQ_INT(submit(s, b, 72, &sp, &r5), LE_OK);
+        T_CHECK(wait_all(rs2, 2));
+        T_EQ_INT(r4.res.cached_tokens, 0);
+        T_EQ_INT(r5.res.cached_tokens, 64);
+        T_CHECK(memcmp(r4.ids, r3.ids, sizeof(r4.ids)) == 0);
+        T_CHECK(memcmp(r5.ids, r2.ids, sizeof(r5.ids)) == 0);
+        le_sched_free(s);
+        /* the very same short prompt twice at once (n > 1): the second
+         * waits and takes all but the last cell */
+        static struct run r6, r7;
+        struct run *rs3[2] = {&r6, &r7};
+        s = sched(m, 2, 0, 0, 16);
+        T_EQ_INT(submit(s, a, 12, &sp, &r6), LE_OK);
+        T_EQ_INT(submit(s, a, 12, &sp, &r7), LE_OK);
+        T_CHECK(wait_all(rs3, 2));
+        T_EQ_INT(r6.res.cached_tokens, 0);
+        T_EQ_INT(r7.res.cached_tokens, 11);
+        T_CHECK(memcmp(r6.ids, r7.ids, sizeof(r6.ids)) == 0);
+        le_sched_free(s);
+        le_model_free(m);
+    }
+    struct le_model *r = le_fixture_random(300, LE_TYPE_Q8_0, 5, 256);
+    T_CHECK(r != NULL);
+    if (r) {
+        check_prefix(r);
+        le_model_free(r);
+    }
+}
+
+static void
+test_busy_and_cancel(void)
+{
+    struct le_model *m = le_fixture_random(300, LE_TYPE_Q8_0, 9, 4096);
+    T_CHECK(m != NULL);
+    if (!m)
+        return;
+    int32_t p[8];
+    prompt(p, 8, 300, 3);
+    struct le_sampling sp;
+    greedy(&sp, 4000);
+    static struct run r[4];
+    struct le_sched *s = sched(m, 1, 1, 0, 16);
+    T_EQ_INT(submit(s, p, 8, &sp, &r[0]), LE_OK);
+    T_EQ_INT(submit(s, p, 8, &sp, &r[1]), LE_OK);
+    T_EQ_INT(submit(s, p, 8, &sp, &r[2]), LE_EBUSY); /* 1 + 1 taken */
+    struct le_sched_stats st;
+    le_sched_get_stats(s, &st);
+    T_EQ_INT(st.active + st.queued, 2);
+    /* a prompt that cannot fit is refused before queueing */
+    struct le_sampling big;
+    greedy(&big, 5000);
+    T_EQ_INT(submit(s, p, 8, &big, &r[3]), LE_ECONTEXT);
+    atomic_store(&r[1].cancel, 1); /* the queued one */
+    atomic_store(&r[0].cancel, 1); /* the running one */
+    le_sched_wake(s);
+    struct run *rs[2] = {&r[0], &r[1]};
+    T_CHECK(wait_all(rs, 2));
+    T_EQ_INT(r[0].st, LE_ECANCELED);
+    T_EQ_INT(r[1].st, LE_ECANCELED);
+    T_CHECK(r[0].n < 4000);
+    le_sched_get_stats(s, &st);
+    T_EQ_INT(st.active + st.queued, 0);
+    /* room again */
+    sp.max_tokens = 4;
+    struct run *p2 = &r[2];
+    T_EQ_INT(submit(s, p, 8, &sp, p2), LE_OK);
+    T_CHECK(wait_all(&p2, 1));
+    T_EQ_INT(r[2].n, 4);
+    /* shutdown with a request running: cancelled, on_done still once */
+    sp.max_tokens = 4000;
+    T_EQ_INT(submit(s, p, 8, &sp, &r[3]), LE_OK);
+    le_sched_free(s);
+    T_CHECK(atomic_load(&r[3].done));
+    T_EQ_INT(r[3].st, LE_ECANCELED);
+    le_model_free(m);
+}
+
+/* A paused sequence stays out of the batch (it generates nothing while the
+ * other one runs to its end) and resumes to the output it has alone. */
+static void
+test_pause(void)
+{
+    struct le_model *m = le_fixture_random(300, LE_TYPE_Q4_0, 13, 256);
+    T_CHECK(m != NULL);
+    if (!m)
+        return;
+    int32_t a[12], b[12];
+    prompt(a, 12, 300, 31);
+    prompt(b, 12, 300, 32);
+    struct le_sampling sp;
+    greedy(&sp, 20);
+    static struct run ra, rb, ralone;
+    struct le_sched *s = sched(m, 2, 0, 0, 16);
+    struct run *p = &ralone;
+    T_EQ_INT(submit(s, a, 12, &sp, p), LE_OK);
+    T_CHECK(wait_all(&p, 1));
+    memset(&ra, 0, sizeof(ra));
+    struct le_sched_req q = {a, 12, &sp, on_tok, on_done, &ra, &ra.cancel,
+                             &ra.paused};
+    atomic_store(&ra.paused, 1);
+    T_EQ_INT(le_sched_submit(s, &q, NULL, 0), LE_OK);
+    p = &rb;
+    T_EQ_INT(submit(s, b, 12, &sp, p), LE_OK);
+    T_CHECK(wait_all(&p, 1));
+    T_EQ_INT(ra.n, 0);
+    T_CHECK(!atomic_load(&ra.done));
+    atomic_store(&ra.paused, 0);
+    le_sched_wake(s);
+    p = &ra;
+    T_CHECK(wait_all(&p, 1));
+    T_EQ_INT(ra.n, 20);
+    T_CHECK(memcmp(ra.ids, ralone.ids, sizeof(ra.ids)) == 0);
+    le_sched_free(s);
+    le_model_free(m);
+}
+
+/* Every sequence keeps its own grammar state. */
+static void
+test_grammar_per_sequence(void)
+{
+    struct le_model *m = le_fixture_random(300, LE_TYPE_Q8_0, 17, 256);
+    T_CHECK(m != NULL);
+    if (!m)
+        return;
+    static const char *g1 = "root ::= \"[\" [a-z]{1,6} \"]\"";
+    static const char *g2 = "root ::= \"<\" [0-9]{2,4} \">\"";
+    struct le_grammar *ga = NULL, *gb = NULL;
+    char err[256];
+    T_EQ_INT(le_grammar_parse(g1, strlen(g1), NULL, &ga, err, sizeof(err)),
+             LE_OK);
+    T_EQ_INT(le_grammar_parse(g2, strlen(g2), NULL, &gb, err, sizeof(err)),
+             LE_OK);
+    struct le_token_trie *trie = NULL;
+    T_EQ_INT(le_token_trie_new(m, &trie), LE_OK);
+    struct le_sampling sa, sb;
+    le_sampling_default(&sa);
+    sa.seed = 1;
+    sa.max_tokens = 40;
+    sa.grammar = ga;
+    sa.trie = trie;
+    sb = sa;
+    sb.seed = 2;
+    sb.grammar = gb;
+    int32_t p[6];
+    prompt(p, 6, 300, 41);
+    static struct run r[6];
+    struct run *rs[6];
+    struct le_sched *s = sched(m, 6, 0, 0, 16);
+    for (int i = 0; i < 6; i++) {
+        rs[i] = &r[i];
+        T_EQ_INT(submit(s, p, 6, i % 2 ? &sb : &sa, rs[i]), LE_OK);
+    }
+    T_CHECK(wait_all(rs, 6));
+    for (int i = 0; i < 6; i++) {
+        T_EQ_INT(r[i].st, LE_OK);
+        T_EQ_INT(r[i].res.finish, LE_FINISH_STOP);
+        const char *t = r[i].text;
+        size_t n = strlen(t);
+        int ok = n >= 3 && t[0] == (i % 2 ? '<' : '[') &&
+                 t[n - 1] == (i % 2 ? '>' : ']');
+        for (size_t k = 1; ok && k + 1 < n; k++)
+            ok = i % 2 ? (t[k] >= '0' && t[k] <= '9')
+                       : (t[k] >= 'a' && t[k] <= 'z');
+        if (!ok)
+            fprintf(stderr, "sequence %d: '%s'\n", i, t);
+        T_CHECK(ok);
+    }
+    le_sched_free(s);
+    le_token_trie_free(trie);
+    le_grammar_free(ga);
+    le_grammar_free(gb);
+    le_model_free(m);
+}
+
+/* The batched forward itself: logits of a sequence's tokens are the same
+ * bits alone and in a batch with another sequence's tokens (a decode token
+ * in the per-row part, a 10-token prefill chunk in the AMX part). */
+static void
+check_forward_bits(struct le_model *m)
+{
+    int32_t V = le_model_n_vocab(m);
+    int32_t a[10], bp[6];
+    prompt(a, 10, V, 51);
+    prompt(bp, 6, V, 52);
+    struct le_session *sa = NULL, *sb = NULL, *ka = NULL, *kb = NULL,
+                      *ws = NULL;
+    T_EQ_INT(le_session_new(m, &sa, NULL, 0), LE_OK);
+    T_EQ_INT(le_session_new(m, &sb, NULL, 0), LE_OK);
+    T_EQ_INT(le_session_new_sized(m, 0, 0, 1, &ka, NULL, 0), LE_OK);
+    T_EQ_INT(le_session_new_sized(m, 0, 0, 1, &kb, NULL, 0), LE_OK);
+    T_EQ_INT(le_session_new_sized(m, 16, 2, 0, &ws, NULL, 0), LE_OK);
+    if (!sa || !sb || !ka || !kb || !ws)
+        goto out;
+    float *la = malloc((size_t)V * sizeof(float));
+    float *lb = malloc((size_t)V * sizeof(float));
+    /* alone */
+    T_EQ_INT(le_session_decode(sa, a, 10, NULL, 0), LE_OK);
+    memcpy(la, le_session_logits(sa), (size_t)V * sizeof(float));
+    T_EQ_INT(le_session_decode(sb, bp, 5, NULL, 0), LE_OK);
+    T_EQ_INT(le_session_decode(sb, bp + 5, 1, NULL, 0), LE_OK);
+    memcpy(lb, le_session_logits(sb), (size_t)V * sizeof(float));
+    /* batched: kb gets its 5 tokens the same way first */
+    struct le_fwd_batch b = {0};
+    int32_t last = 4;
+    b.n_tok = 5;
+    b.ids = bp;
+    b.one = kb;
+    b.n_out = 1;
+    b.out = &last;
+    b.logits = ws->logits;
+    T_EQ_INT(le_model_forward_batch(ws, &b, NULL, 0), LE_OK);
+    int32_t ids[11], pos[11], out[2] = {0, 10};
+    struct le_session *seq[11];
+    ids[0] = bp[5];
+    pos[0] = 5;
+    seq[0] = kb;
+    for (int t = 0; t < 10; t++) {
+        ids[1 + t] = a[t];
+        pos[1 + t] = t;
+        seq[1 + t] = ka;
+    }
+    memset(&b, 0, sizeof(b));
+    b.n_tok = 11;
+    b.ids = ids;
+    b.seq = seq;
+    b.pos = pos;
+    b.amx_from = 1;
+    b.n_out = 2;
+    b.out = out;
+    b.logits = ws->logits;
+    T_EQ_INT(le_model_forward_batch(ws, &b, NULL, 0), LE_OK);
+    T_CHECK(memcmp(ws->logits, lb, (size_t)V * sizeof(float)) == 0);
+    T_CHECK(memcmp(ws->logits + V, la, (size_t)V * sizeof(float)) == 0);
+    T_EQ_INT(le_session_n_past(ka), 10);
+    T_EQ_INT(le_session_n_past(kb), 6);
+    free(la);
+    free(lb);
+out:
+    le_session_free(sa);
+    le_session_free(sb);
+    le_session_free(ka);
+    le_session_free(kb);
+    le_session_free(ws);
+}
+
+static void
+test_forward_bits(void)
+{
+    struct le_model *m = le_fixture_stories();
+    T_CHECK(m != NULL);
+    if (m) {
+        check_forward_bits(m);
+        le_model_free(m);
+    }
+    const enum le_type types[] = {LE_TYPE_F32, LE_TYPE_Q8_0, LE_TYPE_Q4_0};
+    for (int k = 0; k < 3; k++) {
+        struct le_model *r = le_fixture_random(300, types[k], 61 + k, 256);
+        T_CHECK(r != NULL);
+        if (r) {
+            check_forward_bits(r);
+            le_model_free(r);
+        }
+        r = wide_random(types[k], 71 + k);
+        T_CHECK(r != NULL);
+        if (r) {
+            check_forward_bits(r);
+            check_alone_vs_batched(r, "wide random");
+            le_model_free(r);
+        }
+    }
+}
+
+int
+main(void)
+{
+    T_RUN(test_forward_bits);
+    T_RUN(test_alone_vs_batched);
+    T_RUN(test_prefix_cache);
+    T_RUN(test_busy_and_cancel);
+    T_RUN(test_pause);
+    T_RUN(test_grammar_per_sequence);
+    return T_END();
+}
