@@ -837,33 +837,14 @@ on_done(void *ud, const struct pv_result *res)
 /* ------------------------------------------------------------------ */
 /* Entry.                                                               */
 
-/* The budget's worst case over the targets that may run: the prompt's
- * upper bound at the dearest input price plus the completion cap at the
- * dearest output price. */
+/* The budget's worst case over the targets that may run (dryrun.c's
+ * gw_cost_worst for each). */
 static int64_t
 max_cost(const struct gw_req *r)
 {
-    const struct cfg *c = r->gen->cfg;
     int64_t worst = 0;
     for (size_t i = 0; i < r->plan.n; i++) {
-        struct cfg_target tg = r->plan.targets[i];
-        const struct cfg_model *cm = &c->providers[tg.provider].models[tg.model];
-        if (!cm->has_price)
-            continue;
-        /* Every prompt token at the dearer of input and cache write (an
-         * Anthropic prompt may be all cache writes), and an anthropic
-         * target without a client cap at the max_tokens it is sent. */
-        struct pr_price p = {cm->input_pusd > cm->cache_write_pusd
-                                 ? cm->input_pusd
-                                 : cm->cache_write_pusd,
-                             cm->cached_input_pusd, cm->output_pusd};
-        int64_t comp = r->chat.completion_cap;
-        if (c->providers[tg.provider].kind == CFG_KIND_ANTHROPIC &&
-            !r->chat.max_tokens)
-            comp = PV_ANTH_DEFAULT_MAX_TOKENS * r->chat.n;
-        int64_t v = 0;
-        if (pr_cost(&p, r->chat.max_prompt_tokens, 0, comp, &v) != GX_OK)
-            v = INT64_MAX / 4; /* absurd sizes: refused unless unlimited */
+        int64_t v = gw_cost_worst(r->gen->cfg, r->plan.targets[i], &r->chat);
         if (v > worst)
             worst = v;
     }
@@ -925,6 +906,12 @@ gw_chat_handle(struct gw_worker *w, struct gw_hreq *req)
     r->gen = w->gen;
     rt_plan_route(r->gen->router, r->chat.model, r->chat.est_prompt_tokens,
                   r->chat.completion_cap, &r->plan);
+    if (gw_dry_run_wanted(req)) { /* dryrun.c: answered, nothing sent */
+        gw_dry_run_reply(w, req, r->gen->cfg, &r->chat, &r->plan);
+        pv_chat_cleanup(&r->chat);
+        free(r);
+        return;
+    }
     /* auth.c: key, allowlist, RPM/TPM, budget */
     if (gw_chat_admit(w->srv, req, r->chat.model, r->chat.est_prompt_tokens,
                       max_cost(r), &r->ticket) != 0) {

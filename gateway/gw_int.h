@@ -123,6 +123,18 @@ void gw_chat_run_done(struct gw_worker *w);
  * refers to the worker once its loop exits.  Blocks (ledger flush). */
 void gw_chat_abort_all(struct gw_worker *w);
 
+/* dryrun.c: `x-llmux-dry-run: 1` (see its header).  gw_cost_worst: the
+ * budget's worst-case cost of chat on target tg (what admission reserves,
+ * the max over the plan's targets), pUSD.  gw_dry_run_reply answers req
+ * (200 with the plan's targets and costs, or 401/403/404) without sending,
+ * reserving or logging anything. */
+int64_t gw_cost_worst(const struct cfg *c, struct cfg_target tg,
+                      const struct pv_chat *chat);
+int gw_dry_run_wanted(const struct gw_hreq *req);
+void gw_dry_run_reply(struct gw_worker *w, struct gw_hreq *req,
+                      const struct cfg *c, const struct pv_chat *chat,
+                      const struct rt_plan *plan);
+
 /* metrics.c: labelled metrics and the access log (see its header).
  * gw_obs_new opens c's log.file (NULL + err if it cannot); the server owns
  * the result.  Hooks (worker threads): gw_obs_request once per ledger row,
@@ -263,6 +275,12 @@ struct gw_refusal {
     int64_t retry_after_s; /* 429 rate_limit_exceeded: > 0 */
     char message[200];
 };
+/* Who calls and whether it may use model, without charging anything: the
+ * first checks of gw_auth_admit (401 unknown key or the admin key, 403
+ * model outside the allowlist).  ref->status 0 = may go on; an filled. */
+void gw_auth_precheck(struct gw_auth *a, const char *authorization,
+                      const char *model, int64_t now_ms, struct gw_authn *an,
+                      struct gw_refusal *ref);
 /* Checks and charges one chat request: key, allowlist, RPM, TPM (takes
  * est_tokens), budget (reserves max_cost_pusd).  All or nothing: a
  * refusal takes nothing.  Any thread; no disk access. */

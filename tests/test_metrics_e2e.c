@@ -28,22 +28,6 @@ static long long header_cost_sum; /* pUSD, from x-llmux-cost-usd */
 static char ids[32][32];
 static int n_ids;
 
-/* "0.00187178" -> 1871780000 pUSD (written here, not from pricing/). */
-static long long
-usd_to_pusd(const char *s)
-{
-    long long ip = 0, fp = 0;
-    int digits = 0;
-    for (; *s >= '0' && *s <= '9'; s++)
-        ip = ip * 10 + (*s - '0');
-    if (*s == '.')
-        for (s++; *s >= '0' && *s <= '9' && digits < 12; s++, digits++)
-            fp = fp * 10 + (*s - '0');
-    for (; digits < 12; digits++)
-        fp *= 10;
-    return ip * 1000000000000LL + fp;
-}
-
 static int
 post(const char *id, const char *model, const char *content, int stream,
      struct e2e_resp *r)
@@ -67,7 +51,7 @@ post(const char *id, const char *model, const char *content, int stream,
         snprintf(ids[n_ids++], sizeof(ids[0]), "%s", id);
     char h[64];
     if (rc == 0 && e2e_header(r, "x-llmux-cost-usd", h, sizeof(h)))
-        header_cost_sum += usd_to_pusd(h);
+        header_cost_sum += e2e_usd_to_pusd(h);
     return rc;
 }
 
@@ -247,7 +231,7 @@ test_traffic_and_metrics(void)
     long long metric_cost = 0;
     for (int i = 0; i < n_samples; i++)
         if (!strcmp(samples[i].name, "llmux_cost_usd_total"))
-            metric_cost += usd_to_pusd(samples[i].value);
+            metric_cost += e2e_usd_to_pusd(samples[i].value);
     T_CHECK(header_cost_sum > 0);
     /* A stream's headers go out before its cost is known: its cost is
      * the ledger row's. */
