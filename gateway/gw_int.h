@@ -346,6 +346,12 @@ void gw_reply_unauthorized(struct gw_hreq *req,
 
 /* usage_api.c: GET /v1/usage. */
 void gw_usage_handle(struct gw_worker *w, struct gw_hreq *req);
+/* The what-if models: c's priced targets ("model@provider", source
+ * "config"), then (with_builtin) the built-in table; names malloc'd (the
+ * result owns them: gw_whatif_models_free).  NULL when out of memory. */
+struct pr_whatif_model *gw_whatif_models(const struct cfg *c,
+                                         int with_builtin, size_t *n);
+void gw_whatif_models_free(struct pr_whatif_model *m, size_t n);
 
 /* keys_cli.c: gw_cli_keys is declared in gateway.h (main.c calls it). */
 

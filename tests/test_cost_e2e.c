@@ -8,6 +8,12 @@
  * 401/403/404 as a real request; and nothing sent upstream (the fake
  * provider's request counter), nothing charged (keys.spent_pusd) and no
  * ledger row.
+ *
+ * What if: after requests with usage numbers the fake provider reports as
+ * told, GET /v1/usage?what_if=1 and `llmux usage --what-if --config`
+ * re-price exactly those token totals at the config's targets and at
+ * published built-in prices (written here), in pUSD, sorted by cost, next
+ * to the actual cost (the ledger's sum).
  */
 #include <signal.h>
 #include <stdio.h>
@@ -33,8 +39,9 @@
 
 static struct e2e_proc fake, gw;
 static char base[128], dbpath[512];
-static char key_budget[128], key_only_a[128];
-static long long id_budget;
+static char key_budget[128], key_only_a[128], key_wi[128];
+static long long id_budget, id_wi;
+static char *cfgpath;
 
 static int
 req(const char *method, const char *path, const char *bearer,
@@ -236,6 +243,169 @@ test_dry_run(void)
     T_EQ_INT(fake_requests(), sent0 + 1);
 }
 
+/* The what-if traffic: usage as the fake provider is told to report. */
+#define WI_PROMPT (1000 + 1000 + 5000)
+#define WI_CACHED (300 + 300)
+#define WI_COMPLETION (200 + 200 + 1000)
+
+static long long
+cost_at(long long in, long long cached, long long out)
+{
+    return (WI_PROMPT - WI_CACHED) * in + WI_CACHED * cached +
+           WI_COMPLETION * out;
+}
+
+/* Checks a what_if object against the traffic; returns its actual. */
+static void
+check_what_if(const json_t *wi)
+{
+    T_CHECK(json_is_object(wi));
+    T_EQ_INT(jint(wi, "requests"), 3);
+    T_EQ_INT(jint(wi, "prompt_tokens"), WI_PROMPT);
+    T_EQ_INT(jint(wi, "cached_tokens"), WI_CACHED);
+    T_EQ_INT(jint(wi, "completion_tokens"), WI_COMPLETION);
+    /* Actual: two on a (cached at a's input price: the config gives no
+     * cached price), one on b. */
+    long long actual = 2 * (700 * A_IN + 300 * A_IN + 200 * A_OUT) +
+                       (5000 * B_IN + 1000 * B_OUT);
+    T_EQ_INT(jint(wi, "actual_cost_pusd"), actual);
+    T_EQ_INT(e2e_usd_to_pusd(json_string_value(
+                 json_object_get(wi, "actual_cost_usd"))),
+             actual);
+    struct {
+        const char *name;
+        long long cost;
+        int seen;
+    } want[] = {
+        {"a@fake", cost_at(A_IN, A_IN, A_OUT), 0},
+        {"b@fake", cost_at(B_IN, B_IN, B_OUT), 0},
+        /* Published prices: gpt-4.1 2.00 / 0.50 cached / 8.00,
+         * claude-sonnet-4.5 3.00 / 0.30 / 15.00, deepseek-v3.2 0.28 /
+         * 0.028 / 0.42 USD per Mtok. */
+        {"gpt-4.1", cost_at(2000000, 500000, 8000000), 0},
+        {"claude-sonnet-4.5", cost_at(3000000, 300000, 15000000), 0},
+        {"deepseek-v3.2", cost_at(280000, 28000, 420000), 0},
+    };
+    size_t i;
+    json_t *m;
+    long long prev = -1;
+    json_array_foreach(json_object_get(wi, "models"), i, m) {
+        long long c = jint(m, "cost_pusd");
+        T_CHECK(c >= prev); /* cheapest first */
+        prev = c;
+        T_EQ_INT(jint(m, "delta_pusd"), c - actual);
+        T_EQ_INT(e2e_usd_to_pusd(json_string_value(
+                     json_object_get(m, "cost_usd"))),
+                 c);
+        const char *name = json_string_value(json_object_get(m, "model"));
+        for (size_t k = 0; name && k < sizeof(want) / sizeof(want[0]); k++)
+            if (!strcmp(name, want[k].name)) {
+                want[k].seen++;
+                T_EQ_INT(c, want[k].cost);
+                T_EQ_STR(json_string_value(json_object_get(m, "source")),
+                         k < 2 ? "config" : "built-in");
+            }
+    }
+    T_CHECK(json_array_size(json_object_get(wi, "models")) >= 5);
+    for (size_t k = 0; k < sizeof(want) / sizeof(want[0]); k++) {
+        if (want[k].seen != 1)
+            fprintf(stderr, "  %s seen %d times\n", want[k].name,
+                    want[k].seen);
+        T_EQ_INT(want[k].seen, 1);
+    }
+}
+
+/* stdout of a command that must exit 0 (malloc'd), or NULL. */
+static char *
+run_cli(const char *cmd)
+{
+    FILE *p = popen(cmd, "r");
+    T_CHECK(p != NULL);
+    if (!p)
+        return NULL;
+    char *out = calloc(1, 1 << 16);
+    size_t n = out ? fread(out, 1, (1 << 16) - 1, p) : 0;
+    (void)n;
+    T_EQ_INT(pclose(p), 0);
+    return out;
+}
+
+static void
+test_what_if(void)
+{
+    id_wi = admin_create("{\"name\":\"what-if\"}", key_wi, sizeof(key_wi));
+    T_CHECK(id_wi > 0);
+    const char *msgs[] = {
+        "fake:prompt_tokens=1000;completion_tokens=200;cached=300",
+        "fake:prompt_tokens=1000;completion_tokens=200;cached=300",
+        "fake:prompt_tokens=5000;completion_tokens=1000"};
+    const char *models[] = {"a@fake", "a@fake", "b@fake"};
+    for (int i = 0; i < 3; i++) {
+        char body[512];
+        snprintf(body, sizeof(body),
+                 "{\"model\":\"%s\",\"messages\":[{\"role\":\"user\","
+                 "\"content\":\"%s\"}]}",
+                 models[i], msgs[i]);
+        struct e2e_resp r;
+        T_EQ_INT(req("POST", "/v1/chat/completions", key_wi, body, NULL, &r),
+                 0);
+        T_EQ_INT(r.status, 200);
+        e2e_resp_free(&r);
+    }
+    char sql[256];
+    snprintf(sql, sizeof(sql),
+             "SELECT SUM(cost_pusd) FROM usage WHERE key_id = %lld", id_wi);
+    long long ledger = e2e_db_int(dbpath, sql);
+
+    /* The API: this key's own period, grouped any way. */
+    const char *groups[] = {"", "&group_by=model", "&group_by=provider"};
+    for (int g = 0; g < 3; g++) {
+        char path[128];
+        snprintf(path, sizeof(path), "/v1/usage?since=1h&what_if=1%s",
+                 groups[g]);
+        struct e2e_resp r;
+        T_EQ_INT(req("GET", path, key_wi, NULL, NULL, &r), 0);
+        T_EQ_INT(r.status, 200);
+        json_t *o = json_loads(r.body ? r.body : "", 0, NULL);
+        json_t *wi = json_object_get(o, "what_if");
+        check_what_if(wi);
+        T_EQ_INT(jint(wi, "actual_cost_pusd"), ledger);
+        json_decref(o);
+        e2e_resp_free(&r);
+    }
+    /* Without it, no what_if member; a bad value is a 400. */
+    struct e2e_resp r;
+    T_EQ_INT(req("GET", "/v1/usage?since=1h", key_wi, NULL, NULL, &r), 0);
+    T_CHECK(r.body && !strstr(r.body, "what_if"));
+    e2e_resp_free(&r);
+    T_EQ_INT(req("GET", "/v1/usage?what_if=yes", key_wi, NULL, NULL, &r), 0);
+    T_EQ_INT(r.status, 400);
+    e2e_resp_free(&r);
+
+    /* The command line, from the config (its database, its targets). */
+    const char *bin = e2e_env("LLMUX_BIN", "build/release/llmux");
+    char cmd[1024];
+    snprintf(cmd, sizeof(cmd),
+             "%s usage --what-if --config '%s' --key %lld --since 1h "
+             "--format json",
+             bin, cfgpath, id_wi);
+    char *out = run_cli(cmd);
+    json_t *o = json_loads(out ? out : "", 0, NULL);
+    check_what_if(json_object_get(o, "what_if"));
+    json_decref(o);
+    free(out);
+    snprintf(cmd, sizeof(cmd),
+             "%s usage --what-if --config '%s' --key %lld --since 1h", bin,
+             cfgpath, id_wi);
+    out = run_cli(cmd);
+    char want[128];
+    snprintf(want, sizeof(want), "what if: 3 requests, %d prompt tokens",
+             WI_PROMPT);
+    T_CHECK(out && strstr(out, want) != NULL);
+    T_CHECK(out && strstr(out, "gpt-4.1 ") && strstr(out, "b@fake "));
+    free(out);
+}
+
 int
 main(void)
 {
@@ -263,7 +433,7 @@ main(void)
              " \"routes\": {\"both\": {\"policy\": \"priority\", "
              "\"targets\": [\"a@fake\", \"b@fake\"]}}}\n",
              dbpath, fake.port);
-    char *cfgpath = e2e_write_temp("cost.json", cfg);
+    cfgpath = e2e_write_temp("cost.json", cfg);
     const char *bin = e2e_env("LLMUX_BIN", "build/release/llmux");
     char *argv[] = {(char *)bin, "serve", "--config", cfgpath, NULL};
     if (!cfgpath ||
@@ -275,6 +445,7 @@ main(void)
     }
     snprintf(base, sizeof(base), "http://127.0.0.1:%d", gw.port);
     T_RUN(test_dry_run);
+    T_RUN(test_what_if);
     T_EQ_INT(e2e_stop(&gw, SIGTERM, 10000), 0);
     e2e_stop(&fake, SIGTERM, 5000);
     T_EQ_INT(e2e_sanitizer_reports, 0);
