@@ -962,6 +962,7 @@ gw_chat_admit(struct gw_server *srv, struct gw_hreq *req, const char *model,
                        "The usage database is unreachable, so llmux cannot "
                        "record this request; retry shortly.");
         atomic_fetch_add(&srv->stats.errors, 1);
+        gw_obs_refused(srv, 503, model);
         return -1;
     }
     if (!srv->auth) { /* no auth configured (embedded/tests): anonymous */
@@ -986,5 +987,6 @@ gw_chat_admit(struct gw_server *srv, struct gw_hreq *req, const char *model,
     gw_reply_error(req, ref.status, ref.type, ref.code, NULL, "%s",
                    ref.message);
     atomic_fetch_add(&srv->stats.errors, 1);
+    gw_obs_refused(srv, ref.status, model);
     return -1;
 }

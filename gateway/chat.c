@@ -267,6 +267,7 @@ on_committed(void *ud, int ok)
     /* Ledger thread: hand the request back to its worker. */
     struct gw_req *r = ud;
     struct gw_worker *w = r->w;
+    gw_obs_commit(w->srv->obs, gx_mono_us() - r->finish_us);
     if (!ok) {
         GX_LOG(GX_LOG_ERROR, r->id, "usage row could not be committed");
         r->ledger_failed = 1;
@@ -865,6 +866,7 @@ gw_chat_handle(struct gw_worker *w, struct gw_hreq *req)
         if (an.who == GW_CALLER_NONE) {
             gw_reply_unauthorized(req, &an);
             atomic_fetch_add(&w->srv->stats.errors, 1);
+            gw_obs_refused(w->srv, an.status, NULL);
             return;
         }
     }
@@ -874,6 +876,7 @@ gw_chat_handle(struct gw_worker *w, struct gw_hreq *req)
         gw_reply_error(req, 400, "invalid_request_error", "invalid_json",
                        NULL, "The request body is empty; send a JSON object "
                              "with 'model' and 'messages'.");
+        gw_obs_refused(w->srv, 400, NULL);
         return;
     }
     if ((int64_t)n > w->gen->cfg->max_body_bytes) {
@@ -881,6 +884,7 @@ gw_chat_handle(struct gw_worker *w, struct gw_hreq *req)
                        "request_too_large", NULL,
                        "The request body is %zu bytes; the limit is %lld.", n,
                        (long long)w->gen->cfg->max_body_bytes);
+        gw_obs_refused(w->srv, 413, NULL);
         return;
     }
     struct gw_req *r = calloc(1, sizeof(*r));
@@ -899,6 +903,7 @@ gw_chat_handle(struct gw_worker *w, struct gw_hreq *req)
                        pe == PV_CHAT_BAD_JSON ? "invalid_json"
                                               : "invalid_value",
                        param, "%s", msg);
+        gw_obs_refused(w->srv, 400, NULL);
         free(r);
         return;
     }
@@ -947,6 +952,7 @@ gw_chat_handle(struct gw_worker *w, struct gw_hreq *req)
                        "serves (GET /v1/models lists them).",
                        r->chat.model);
         atomic_fetch_add(&w->srv->stats.errors, 1);
+        gw_obs_refused(w->srv, 404, r->chat.model);
         r->req = NULL; /* answered */
         req_free(r);
         return;

@@ -175,6 +175,27 @@ slurp(const char *path)
     return buf;
 }
 
+/* `promtool check metrics` on the text, when promtool is installed. */
+static void
+promtool_check(const char *m)
+{
+    if (access("/usr/bin/promtool", X_OK) != 0) {
+        fprintf(stderr, "note: promtool not installed; C parser only\n");
+        return;
+    }
+    char mp[600], cmd[1400];
+    snprintf(mp, sizeof(mp), "%s.metrics.txt", logpath);
+    FILE *f = fopen(mp, "w");
+    T_CHECK(f != NULL);
+    if (!f)
+        return;
+    fputs(m, f);
+    fclose(f);
+    snprintf(cmd, sizeof(cmd), "/usr/bin/promtool check metrics < '%s' >&2",
+             mp);
+    T_EQ_INT(system(cmd), 0);
+}
+
 /* ---- tests ----------------------------------------------------------- */
 
 static void
@@ -272,22 +293,7 @@ test_traffic_and_metrics(void)
     /* No request id or secret as a label value. */
     T_CHECK(!strstr(m, "m-ok-1") && !strstr(m, SECRET));
 
-    /* promtool, when installed. */
-    if (access("/usr/bin/promtool", X_OK) == 0) {
-        char mp[600], cmd[1400];
-        snprintf(mp, sizeof(mp), "%s.metrics.txt", logpath);
-        FILE *f = fopen(mp, "w");
-        T_CHECK(f != NULL);
-        if (f) {
-            fputs(m, f);
-            fclose(f);
-            snprintf(cmd, sizeof(cmd),
-                     "/usr/bin/promtool check metrics < '%s' >&2", mp);
-            T_EQ_INT(system(cmd), 0);
-        }
-    } else {
-        fprintf(stderr, "note: promtool not installed; C parser only\n");
-    }
+    promtool_check(m);
     free(m);
 }
 
@@ -400,6 +406,74 @@ test_logfmt_stderr(void)
     free(path);
 }
 
+/* Requests refused before routing count with route and provider "";
+ * every committed row is in the commit-latency histogram; then promtool
+ * on the text with every family exercised. */
+static void
+test_refused_and_commit(void)
+{
+    char url[256];
+    snprintf(url, sizeof(url), "%s/v1/chat/completions", base);
+    struct e2e_resp r;
+    T_EQ_INT(e2e_http("POST", url, "{not json", NULL, 10000, &r), 0);
+    T_EQ_INT(r.status, 400);
+    e2e_resp_free(&r);
+    T_EQ_INT(send_one("m-404", "no-such-model", "x", 0), 404);
+    const char *bad[] = {"Authorization: Bearer sk-llmux-"
+                         "0000000000000000000000000000000000000000000",
+                         NULL};
+    T_EQ_INT(e2e_http("POST", url, "{}", bad, 10000, &r), 0);
+    long st401 = r.status;
+    e2e_resp_free(&r);
+    char *m = get_metrics();
+    T_CHECK(m != NULL);
+    if (!m)
+        return;
+    T_EQ_INT(parse_metrics(m), 0);
+    T_EQ_INT((long long)sum_of("llmux_requests_total",
+                               "route=\"\",provider=\"\",model=\"\","
+                               "status=\"400\""),
+             1);
+    T_EQ_INT((long long)sum_of("llmux_requests_total",
+                               "route=\"\",provider=\"\",model=\"other\","
+                               "status=\"404\""),
+             1);
+    if (st401 == 401)
+        T_EQ_INT((long long)sum_of("llmux_requests_total",
+                                   "route=\"\",provider=\"\","
+                                   "status=\"401\""),
+                 1);
+    T_CHECK(!strstr(m, "no-such-model"));
+    /* Rows so far: 8 + m-after; each committed row timed once. */
+    long long rows = e2e_db_int(dbpath, "SELECT COUNT(*) FROM usage");
+    T_EQ_INT(rows, 9);
+    T_EQ_INT((long long)sum_of("llmux_ledger_commit_seconds_count", ""),
+             rows);
+    T_EQ_INT((long long)sum_of("llmux_ledger_commit_seconds_bucket",
+                               "le=\"+Inf\""),
+             rows);
+    T_CHECK(sum_of("llmux_ledger_commit_seconds_sum", "") > 0);
+    static const char *const families[] = {
+        "llmux_requests_total", "llmux_tokens_total", "llmux_cost_usd_total",
+        "llmux_request_duration_seconds_bucket",
+        "llmux_time_to_first_token_seconds_bucket",
+        "llmux_upstream_attempts_total", "llmux_circuit_state",
+        "llmux_inflight_requests", "llmux_ledger_queue_depth",
+        "llmux_ledger_commit_seconds_bucket",
+        "llmux_metrics_series_dropped_total",
+        NULL};
+    for (int i = 0; families[i]; i++) {
+        int n = 0;
+        for (int k = 0; k < n_samples; k++)
+            n += !strcmp(samples[k].name, families[i]);
+        if (!n)
+            fprintf(stderr, "  no samples of %s\n", families[i]);
+        T_CHECK(n > 0);
+    }
+    promtool_check(m);
+    free(m);
+}
+
 int
 main(void)
 {
@@ -453,6 +527,7 @@ main(void)
     T_RUN(test_access_log);
     T_RUN(test_rotation);
     T_RUN(test_logfmt_stderr);
+    T_RUN(test_refused_and_commit);
     T_EQ_INT(e2e_stop(&gw, SIGTERM, 10000), 0);
     e2e_stop(&fake, SIGTERM, 5000);
     T_EQ_INT(e2e_sanitizer_reports, 0);
