@@ -39,6 +39,7 @@ struct gw_try {
     struct rt_attempt att;
     const struct cfg_provider *prov;
     const struct cfg_model *model;
+    int64_t start_ns; /* traced: when it began (unix ns) */
 };
 
 struct gw_req {
@@ -53,6 +54,7 @@ struct gw_req {
     /* At most two attempts run at once (a hedge); the run says which wins
      * and which is cancelled. */
     struct gw_try tries[2];
+    struct gw_trace trace; /* otel.c */
     struct event *ev_hedge;
     struct event *ev_backoff;
     struct evbuffer *sse_out; /* stream: one event's bytes, reused */
@@ -454,6 +456,7 @@ finish(struct gw_req *r)
         .error = r->error[0] ? r->error : NULL,
     };
     gw_obs_request(r->w, &row);
+    gw_otel_request(r->w->srv->otel, &r->trace, &row);
     struct pr_ledger *l = r->w->srv->ledger;
     if (!l || pr_ledger_submit(l, &row, on_committed, r) != GX_OK) {
         if (l)
@@ -658,6 +661,8 @@ start_call(struct gw_req *r, const struct rt_step *st, char *err,
         r->model = t->model;
     }
     atomic_fetch_add(&r->w->srv->stats.upstream_attempts, 1);
+    if (r->trace.sampled)
+        t->start_ns = gw_otel_now_ns();
     struct pv_request pr = {
         .chat = &r->chat,
         .provider = t->prov,
@@ -769,6 +774,20 @@ pass_on(struct gw_req *r, const struct pv_result *res, int status,
     finish_error(r, status, "upstream_error", "upstream_rejected", msg);
 }
 
+/* The attempt's child span, when the request is traced. */
+static void
+trace_attempt(struct gw_req *r, const struct gw_try *t,
+              const struct pv_result *res)
+{
+    if (!r->trace.sampled)
+        return;
+    char tname[256];
+    snprintf(tname, sizeof(tname), "%s@%s", t->model->name, t->prov->name);
+    gw_otel_attempt(r->w->srv->otel, &r->trace, tname, t->prov->name,
+                    t->start_ns, res->http_status,
+                    pv_outcome_str(res->outcome));
+}
+
 static void
 on_done(void *ud, const struct pv_result *res)
 {
@@ -778,6 +797,7 @@ on_done(void *ud, const struct pv_result *res)
     t->call = NULL; /* the loop frees it after we return */
     rt_report_pv(r->gen->router, &t->att, r->gen->cfg, res);
     gw_obs_attempt(r->w, t->prov->name, pv_outcome_str(res->outcome));
+    trace_attempt(r, t, res);
     if (r->client_gone)
         return; /* the row was logged when the client left */
     struct rt_step st;
@@ -933,6 +953,8 @@ gw_chat_handle(struct gw_worker *w, struct gw_hreq *req)
     r->start_us = gx_mono_us();
     r->ttft_us = -1;
     gw_request_id(w, req, r->id, sizeof(r->id));
+    gw_otel_begin(w->srv->otel, gw_hreq_header(req, "traceparent"),
+                  &r->trace);
     w->inflight++;
     atomic_fetch_add(&w->srv->stats.inflight, 1);
     atomic_fetch_add(&w->srv->stats.requests, 1);

@@ -103,6 +103,7 @@ struct gw_server {
     struct gw_auth *auth; /* auth.c: keys, limits, budgets, aux thread */
     void *tls_ctx;        /* tls.c: SSL_CTX shared by workers, or NULL */
     struct gw_obs *obs;   /* metrics.c: labelled metrics, access log */
+    struct gw_otel *otel; /* otel.c: traces, or NULL (off) */
 };
 
 /* server.c */
@@ -134,6 +135,40 @@ int gw_dry_run_wanted(const struct gw_hreq *req);
 void gw_dry_run_reply(struct gw_worker *w, struct gw_hreq *req,
                       const struct cfg *c, const struct pv_chat *chat,
                       const struct rt_plan *plan);
+
+/* otel.c: OpenTelemetry traces (see its header).  gw_otel_new: *out NULL
+ * when c has no otel block; the server owns the result and frees it after
+ * the workers stopped (one last bounded export).  Per request (worker
+ * thread): gw_otel_begin at arrival (traceparent: the client's header or
+ * NULL), gw_otel_attempt when an upstream attempt ends (start_ns from
+ * gw_otel_now_ns when it began; http_status 0 if none), gw_otel_request
+ * with its ledger row.  All take o NULL (off) and do nothing then; none
+ * blocks on the collector. */
+struct gw_otel;
+struct gw_trace {
+    int sampled;
+    int has_parent; /* joined the client's trace */
+    uint8_t trace_id[16], span_id[8], parent_id[8];
+    int64_t start_ns;         /* unix time */
+    int n_attempts;
+    const char *last_outcome; /* failed attempt before the next: static */
+};
+enum gx_status gw_otel_new(const struct cfg *c, struct gw_otel **out,
+                           char *err, size_t errlen);
+void gw_otel_free(struct gw_otel *o);
+int64_t gw_otel_now_ns(void);
+void gw_otel_begin(struct gw_otel *o, const char *traceparent,
+                   struct gw_trace *t);
+void gw_otel_attempt(struct gw_otel *o, struct gw_trace *t,
+                     const char *target, const char *provider,
+                     int64_t start_ns, int http_status, const char *outcome);
+void gw_otel_request(struct gw_otel *o, const struct gw_trace *t,
+                     const struct pr_usage_row *row);
+/* The otel families (zeros when o is NULL), for /metrics. */
+void gw_otel_write_metrics(const struct gw_otel *o, struct evbuffer *b);
+/* A W3C traceparent header: 0 and the ids and sampled flag if valid. */
+int gw_otel_parse_traceparent(const char *h, uint8_t trace[16],
+                              uint8_t span[8], int *sampled);
 
 /* metrics.c: labelled metrics and the access log (see its header).
  * gw_obs_new opens c's log.file (NULL + err if it cannot); the server owns

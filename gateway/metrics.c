@@ -628,4 +628,5 @@ gw_obs_write(struct gw_server *srv, struct evbuffer *b)
     pthread_mutex_unlock(&o->mu);
     evbuffer_add_printf(b, "llmux_metrics_series_dropped_total %lld\n",
                         dropped);
+    gw_otel_write_metrics(srv->otel, b); /* otel.c */
 }

@@ -690,7 +690,8 @@ gw_cli_serve(int argc, char **argv)
         pr_ledger_attach_budget(srv.ledger, gw_auth_budget(srv.auth));
     if (!srv.auth ||
         gw_tls_new(srv.cfg, &srv.tls_ctx, err, sizeof(err)) != GX_OK ||
-        !(srv.obs = gw_obs_new(srv.cfg, err, sizeof(err)))) {
+        !(srv.obs = gw_obs_new(srv.cfg, err, sizeof(err))) ||
+        gw_otel_new(srv.cfg, &srv.otel, err, sizeof(err)) != GX_OK) {
         fprintf(stderr, "llmux serve: %s\n", err);
         goto out;
     }
@@ -791,6 +792,7 @@ out:
     gw_auth_free(srv.auth); /* before the ledger: it reads its database */
     gw_tls_free(srv.tls_ctx);
     pr_ledger_close(srv.ledger);
+    gw_otel_free(srv.otel); /* the workers' spans: one last export */
     gw_obs_free(srv.obs);
     gw_gen_unref(srv.gen); /* after the workers dropped theirs */
     rt_router_free(srv.router);

@@ -460,7 +460,8 @@ test_refused_and_commit(void)
         "llmux_upstream_attempts_total", "llmux_circuit_state",
         "llmux_inflight_requests", "llmux_ledger_queue_depth",
         "llmux_ledger_commit_seconds_bucket",
-        "llmux_metrics_series_dropped_total",
+        "llmux_metrics_series_dropped_total", "llmux_otel_dropped_spans_total",
+        "llmux_otel_exported_spans_total",
         NULL};
     for (int i = 0; families[i]; i++) {
         int n = 0;
