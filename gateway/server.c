@@ -141,8 +141,8 @@ route_of(const char *path)
         return R_ADMIN_PROVIDERS;
     if (!strcmp(path, "/metrics"))
         return R_METRICS;
-    if (!strcmp(path, "/dashboard"))
-        return R_DASHBOARD;
+    if (!strcmp(path, "/dashboard") || !strcmp(path, "/favicon.ico"))
+        return R_DASHBOARD; /* dashboard.c: the page, and no icon */
     return R_NONE;
 }
 
