@@ -94,6 +94,13 @@ try {
   }
   eq(await page.locator('#t-model i').count(), 0, 'no element made from a model name');
 
+  // The charts: spend bars with their tooltips, latency points.
+  const spendTitles = await page.locator('#c-spend rect title').allTextContents();
+  check(spendTitles.some((t) => t.startsWith('fake \u00b7 ')), 'spend bars of fake');
+  check(await page.locator('#c-latency circle').count() > 0, 'latency points');
+  eq(await page.locator('#l-spend').innerText().then((t) => t.includes('bad')), true,
+     'spend legend names every provider');
+
   // Provider health: every target, with a state.
   const health = await page.locator('#health').innerText();
   for (const t of want.targets) check(health.includes(t), `health lists ${t}`);
