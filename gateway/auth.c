@@ -958,11 +958,11 @@ gw_chat_admit(struct gw_server *srv, struct gw_hreq *req, const char *model,
     if (!pr_ledger_available(srv->ledger)) {
         /* PostgreSQL unreachable, fail-closed: nothing we serve now could
          * be logged or charged. */
+        gw_obs_refused(srv, req, 503, model); /* before the reply */
         gw_reply_error(req, 503, "server_error", "storage_unavailable", NULL,
                        "The usage database is unreachable, so llmux cannot "
                        "record this request; retry shortly.");
         atomic_fetch_add(&srv->stats.errors, 1);
-        gw_obs_refused(srv, 503, model);
         return -1;
     }
     if (!srv->auth) { /* no auth configured (embedded/tests): anonymous */
@@ -984,9 +984,9 @@ gw_chat_admit(struct gw_server *srv, struct gw_hreq *req, const char *model,
     }
     if (ref.status == 401)
         gw_hreq_add_header(h, "WWW-Authenticate", "Bearer realm=\"llmux\"");
+    gw_obs_refused(srv, req, ref.status, model); /* before the reply */
     gw_reply_error(req, ref.status, ref.type, ref.code, NULL, "%s",
                    ref.message);
     atomic_fetch_add(&srv->stats.errors, 1);
-    gw_obs_refused(srv, ref.status, model);
     return -1;
 }

@@ -884,27 +884,27 @@ gw_chat_handle(struct gw_worker *w, struct gw_hreq *req)
                          gw_hreq_header(req, "Authorization"),
                          gx_now_ms(), &an);
         if (an.who == GW_CALLER_NONE) {
+            gw_obs_refused(w->srv, req, an.status, NULL); /* before the reply */
             gw_reply_unauthorized(req, &an);
             atomic_fetch_add(&w->srv->stats.errors, 1);
-            gw_obs_refused(w->srv, an.status, NULL);
             return;
         }
     }
     struct evbuffer *in = gw_hreq_body(req);
     size_t n = evbuffer_get_length(in);
     if (n == 0) {
+        gw_obs_refused(w->srv, req, 400, NULL);
         gw_reply_error(req, 400, "invalid_request_error", "invalid_json",
                        NULL, "The request body is empty; send a JSON object "
                              "with 'model' and 'messages'.");
-        gw_obs_refused(w->srv, 400, NULL);
         return;
     }
     if ((int64_t)n > w->gen->cfg->max_body_bytes) {
+        gw_obs_refused(w->srv, req, 413, NULL);
         gw_reply_error(req, 413, "invalid_request_error",
                        "request_too_large", NULL,
                        "The request body is %zu bytes; the limit is %lld.", n,
                        (long long)w->gen->cfg->max_body_bytes);
-        gw_obs_refused(w->srv, 413, NULL);
         return;
     }
     struct gw_req *r = calloc(1, sizeof(*r));
@@ -919,11 +919,11 @@ gw_chat_handle(struct gw_worker *w, struct gw_hreq *req)
     enum pv_chat_err pe = pv_chat_parse(&r->chat, PV_API_CHAT, text, n, msg,
                                         sizeof(msg), &param);
     if (pe != PV_CHAT_OK) {
+        gw_obs_refused(w->srv, req, 400, NULL);
         gw_reply_error(req, 400, "invalid_request_error",
                        pe == PV_CHAT_BAD_JSON ? "invalid_json"
                                               : "invalid_value",
                        param, "%s", msg);
-        gw_obs_refused(w->srv, 400, NULL);
         free(r);
         return;
     }
@@ -967,6 +967,7 @@ gw_chat_handle(struct gw_worker *w, struct gw_hreq *req)
     rt_run_next(&r->run, r->start_us, &st);
     if (st.what == RT_DO_FAIL && st.status == 404) {
         gw_hreq_add_header(req, "X-Request-Id", r->id);
+        gw_obs_refused(w->srv, req, 404, r->chat.model);
         gw_reply_error(req, 404, "invalid_request_error", "model_not_found",
                        "model",
                        "The model '%s' does not exist: it is not a route, "
@@ -974,7 +975,6 @@ gw_chat_handle(struct gw_worker *w, struct gw_hreq *req)
                        "serves (GET /v1/models lists them).",
                        r->chat.model);
         atomic_fetch_add(&w->srv->stats.errors, 1);
-        gw_obs_refused(w->srv, 404, r->chat.model);
         r->req = NULL; /* answered */
         req_free(r);
         return;

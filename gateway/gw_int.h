@@ -186,8 +186,10 @@ void gw_obs_attempt(struct gw_worker *w, const char *provider,
 void gw_obs_write(struct gw_server *srv, struct evbuffer *b);
 /* A chat request refused before routing (no ledger row): counted in
  * llmux_requests_total with route and provider "" and model the asked
- * name if the config knows it ("other" if not, "" if none).  Worker. */
-void gw_obs_refused(struct gw_server *srv, int status, const char *model);
+ * name if the config knows it ("other" if not, "" if none), and an
+ * access line (usage_source "none").  Worker thread. */
+void gw_obs_refused(struct gw_server *srv, struct gw_hreq *req, int status,
+                    const char *model);
 /* A usage row committed us microseconds after it was submitted (ledger
  * thread; lock-free). */
 void gw_obs_commit(struct gw_obs *o, int64_t us);

@@ -389,7 +389,8 @@ gw_obs_attempt(struct gw_worker *w, const char *provider, const char *outcome)
 }
 
 void
-gw_obs_refused(struct gw_server *srv, int status, const char *model)
+gw_obs_refused(struct gw_server *srv, struct gw_hreq *req, int status,
+               const char *model)
 {
     struct gw_obs *o = srv->obs;
     if (!o)
@@ -404,6 +405,19 @@ gw_obs_refused(struct gw_server *srv, int status, const char *model)
     if (s)
         s->n++;
     pthread_mutex_unlock(&o->mu);
+    /* Its access line: no route, attempt, tokens or cost; latency 0 (the
+     * refusal is immediate). */
+    struct pr_usage_row row = {
+        .ts_ms = gx_now_ms(),
+        .request_id = gw_hreq_id(req),
+        .key_id = -1,
+        .model = model,
+        .status = status,
+        .ttft_ms = -1,
+        .usage_source = "none",
+        .error = "refused before routing",
+    };
+    access_line(o, &row);
 }
 
 void

@@ -179,11 +179,11 @@ gw_server_on_head(struct gw_worker *w, struct gw_hreq *req)
                      gx_now_ms(), &an);
     if (an.who != GW_CALLER_NONE)
         return 0;
-    gw_reply_unauthorized(req, &an);
     if (rt == R_CHAT) {
         atomic_fetch_add(&w->srv->stats.errors, 1);
-        gw_obs_refused(w->srv, an.status, NULL);
+        gw_obs_refused(w->srv, req, an.status, NULL); /* before the reply */
     }
+    gw_reply_unauthorized(req, &an);
     return -1;
 }
 

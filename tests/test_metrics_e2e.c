@@ -444,6 +444,32 @@ test_refused_and_commit(void)
                                    "status=\"401\""),
                  1);
     T_CHECK(!strstr(m, "no-such-model"));
+    /* Each has its access line, without tokens or cost. */
+    char *t = slurp(logpath);
+    int refused = 0;
+    for (char *line = t ? strtok(t, "\n") : NULL; line;
+         line = strtok(NULL, "\n")) {
+        json_t *o = json_loads(line, 0, NULL);
+        const char *src =
+            json_string_value(json_object_get(o, "usage_source"));
+        if (src && !strcmp(src, "none")) {
+            refused++;
+            T_CHECK(json_integer_value(json_object_get(o, "status")) >= 400);
+            T_EQ_INT(json_integer_value(json_object_get(o, "attempts")), 0);
+            T_EQ_STR(json_string_value(json_object_get(o, "cost_usd")),
+                     "0.0");
+            T_CHECK(json_is_string(json_object_get(o, "request_id")));
+        }
+        const char *id = json_string_value(json_object_get(o, "request_id"));
+        if (id && !strcmp(id, "m-404")) {
+            T_EQ_INT(json_integer_value(json_object_get(o, "status")), 404);
+            T_EQ_STR(json_string_value(json_object_get(o, "model")),
+                     "no-such-model");
+        }
+        json_decref(o);
+    }
+    T_EQ_INT(refused, st401 == 401 ? 3 : 2);
+    free(t);
     /* Rows so far: 8 + m-after; each committed row timed once. */
     long long rows = e2e_db_int(dbpath, "SELECT COUNT(*) FROM usage");
     T_EQ_INT(rows, 9);
