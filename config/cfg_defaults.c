@@ -183,6 +183,9 @@ cfg_defaults(struct cfg **out, char *err, size_t errlen)
     c->max_body_bytes = 4194304;
     c->max_connections = 10000;
     c->log_level = -1;
+    c->otel_sample = 1.0;
+    c->otel_queue = 2048;
+    c->otel_timeout_ms = 5000;
     c->header_timeout_ms = 10000;
     c->idle_timeout_ms = 60000;
     if (!(c->path = strdup("(defaults)")) ||

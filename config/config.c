@@ -1316,7 +1316,7 @@ out:
 static const char *const root_keys[] = {
     "listen", "workers", "database",  "admin_key", "require_keys",
     "limits", "tls",     "providers", "routes",    "failover",
-    "cors",   "storage", "log",     NULL};
+    "cors",   "storage", "log",     "otel",      NULL};
 static const char *const storage_keys[] = {
     "url", "password", "on_unavailable", "spool_file", "timeout_ms", NULL};
 
@@ -1411,6 +1411,9 @@ static const char *const limits_keys[] = {
 static const char *const cors_keys[] = {"origins", NULL};
 static const char *const tls_keys[] = {"cert", "key", NULL};
 static const char *const log_keys[] = {"format", "file", "level", NULL};
+static const char *const otel_keys[] = {"endpoint", "sample_ratio", "sample",
+                                        "queue", "service_name",
+                                        "timeout_ms", NULL};
 static const char *const failover_keys[] = {
     "max_attempts",     "retry_on_status",     "backoff_ms", "hedge_after_ms",
     "circuit_failures", "circuit_cooldown_ms", NULL};
@@ -1531,6 +1534,54 @@ out:
     return st;
 }
 
+/* "otel": {"endpoint": URL, "sample_ratio": 0..1 ("sample" as DESIGN.md's
+ * example spells it), "queue": spans, "service_name": NAME, "timeout_ms"}.
+ * No block: no traces. */
+static enum gx_status
+parse_otel(struct vctx *v, json_t *root, struct cfg *c)
+{
+    json_t *ot;
+    enum gx_status st = get_object(v, root, "otel", &ot);
+    if (st != GX_OK || !ot)
+        return st;
+    size_t keep = path_push_key(v, "otel");
+    if ((st = check_keys(v, ot, otel_keys, NULL, NULL)) ||
+        (st = get_str(v, ot, "endpoint", 1, STR_NONEMPTY,
+                      &c->otel_endpoint)) ||
+        (st = get_str(v, ot, "service_name", 0, STR_NONEMPTY,
+                      &c->otel_service)) ||
+        (st = get_int(v, ot, "queue", 1, 1 << 20, &c->otel_queue)) ||
+        (st = get_int(v, ot, "timeout_ms", 1, 600000, &c->otel_timeout_ms)))
+        goto out;
+    if (strncmp(c->otel_endpoint, "http://", 7) &&
+        strncmp(c->otel_endpoint, "https://", 8)) {
+        size_t k2 = path_push_key(v, "endpoint");
+        st = verr(v, AT_VALUE,
+                  "expected an http:// or https:// URL (OTLP/HTTP), got "
+                  "\"%s\"",
+                  c->otel_endpoint);
+        path_pop(v, k2);
+        goto out;
+    }
+    for (int i = 0; i < 2; i++) {
+        const char *k = i ? "sample" : "sample_ratio";
+        json_t *j = json_object_get(ot, k);
+        if (!j)
+            continue;
+        if (!json_is_number(j) || json_number_value(j) < 0 ||
+            json_number_value(j) > 1) {
+            size_t k2 = path_push_key(v, k);
+            st = verr(v, AT_VALUE, "expected a number from 0 to 1");
+            path_pop(v, k2);
+            goto out;
+        }
+        c->otel_sample = json_number_value(j);
+    }
+out:
+    path_pop(v, keep);
+    return st;
+}
+
 /* "cors": {"origins": ["https://app.example", ...]} or ["*"]. */
 static enum gx_status
 parse_cors(struct vctx *v, json_t *root, struct cfg *c)
@@ -1594,6 +1645,9 @@ parse_root(struct vctx *v, json_t *root, struct cfg *c)
     c->max_body_bytes = 4194304;
     c->max_connections = 10000;
     c->log_level = -1;
+    c->otel_sample = 1.0;
+    c->otel_queue = 2048;
+    c->otel_timeout_ms = 5000;
     c->header_timeout_ms = 10000;
     c->idle_timeout_ms = 60000;
     if ((st = cfg_failover_defaults(&c->failover)) != GX_OK ||
@@ -1663,7 +1717,7 @@ parse_root(struct vctx *v, json_t *root, struct cfg *c)
     }
 
     if ((st = parse_storage(v, root, c)) || (st = parse_cors(v, root, c)) ||
-        (st = parse_log(v, root, c)) ||
+        (st = parse_log(v, root, c)) || (st = parse_otel(v, root, c)) ||
         (st = parse_providers(v, root, c)) ||
         (st = parse_routes(v, root, c)))
         return st;
@@ -1832,6 +1886,8 @@ cfg_free(struct cfg *c)
     free(c->tls_cert);
     free(c->tls_key);
     free(c->log_file);
+    free(c->otel_endpoint);
+    free(c->otel_service);
     for (size_t k = 0; k < c->n_cors_origins; k++)
         free(c->cors_origins[k]);
     free(c->cors_origins);

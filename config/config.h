@@ -151,6 +151,16 @@ struct cfg {
     int log_logfmt; /* 0 json (default), 1 logfmt */
     char *log_file;
     int log_level;
+    /* "otel": OpenTelemetry traces (gateway/otel.c); endpoint NULL = off.
+     * sample: ratio of requests traced without a client traceparent
+     * (default 1); queue: spans waiting for export before new ones are
+     * dropped (default 2048); service_name default "llmux"; timeout_ms
+     * of one export POST (default 5000). */
+    char *otel_endpoint;
+    char *otel_service;
+    double otel_sample;
+    int otel_queue;
+    int otel_timeout_ms;
     struct cfg_provider *providers;
     size_t n_providers;
     struct cfg_route *routes;

@@ -824,23 +824,20 @@ gw_key_restricted(const struct gw_key *k)
 }
 
 void
-gw_auth_admit(struct gw_auth *a, const char *authorization,
-              const char *model, int64_t est_tokens, int64_t max_cost_pusd,
-              int64_t now_ms, struct gw_ticket *t, struct gw_refusal *ref)
+gw_auth_precheck(struct gw_auth *a, const char *authorization,
+                 const char *model, int64_t now_ms, struct gw_authn *an,
+                 struct gw_refusal *ref)
 {
-    memset(t, 0, sizeof(*t));
     memset(ref, 0, sizeof(*ref));
-    t->key_id = -1;
-    struct gw_authn an;
-    gw_auth_identify(a, authorization, now_ms, &an);
-    if (an.who == GW_CALLER_NONE) {
-        ref->status = an.status;
+    gw_auth_identify(a, authorization, now_ms, an);
+    if (an->who == GW_CALLER_NONE) {
+        ref->status = an->status;
         ref->type = "invalid_request_error";
-        ref->code = an.code;
-        snprintf(ref->message, sizeof(ref->message), "%s", an.message);
+        ref->code = an->code;
+        snprintf(ref->message, sizeof(ref->message), "%s", an->message);
         return;
     }
-    if (an.who == GW_CALLER_ADMIN) {
+    if (an->who == GW_CALLER_ADMIN) {
         /* Least privilege: the admin secret manages keys; it is not a
          * spending key (no budget, no limits), so it is refused here. */
         ref->status = 401;
@@ -851,19 +848,31 @@ gw_auth_admit(struct gw_auth *a, const char *authorization,
                  "create a key with POST /admin/keys for chat requests.");
         return;
     }
-    if (an.who == GW_CALLER_ANON) {
-        t->active = 1;
-        return;
-    }
-    struct gw_key *k = an.key;
-    if (!gw_key_allows(k, model)) {
+    if (an->who == GW_CALLER_KEY && !gw_key_allows(an->key, model)) {
         ref->status = 403;
         ref->type = "invalid_request_error";
         ref->code = "model_not_allowed";
         snprintf(ref->message, sizeof(ref->message),
                  "This key may not use the model '%.80s'.", model);
+    }
+}
+
+void
+gw_auth_admit(struct gw_auth *a, const char *authorization,
+              const char *model, int64_t est_tokens, int64_t max_cost_pusd,
+              int64_t now_ms, struct gw_ticket *t, struct gw_refusal *ref)
+{
+    memset(t, 0, sizeof(*t));
+    t->key_id = -1;
+    struct gw_authn an;
+    gw_auth_precheck(a, authorization, model, now_ms, &an, ref);
+    if (ref->status)
+        return;
+    if (an.who == GW_CALLER_ANON) {
+        t->active = 1;
         return;
     }
+    struct gw_key *k = an.key;
     int64_t now_us = gx_mono_us(), retry = 0;
     if (est_tokens < 1)
         est_tokens = 1;
@@ -969,6 +978,7 @@ gw_chat_admit(struct gw_server *srv, struct gw_hreq *req, const char *model,
     if (!pr_ledger_available(srv->ledger)) {
         /* PostgreSQL unreachable, fail-closed: nothing we serve now could
          * be logged or charged. */
+        gw_obs_refused(srv, req, 503, model); /* before the reply */
         gw_reply_error(req, 503, "server_error", "storage_unavailable", NULL,
                        "The usage database is unreachable, so llmux cannot "
                        "record this request; retry shortly.");
@@ -994,6 +1004,7 @@ gw_chat_admit(struct gw_server *srv, struct gw_hreq *req, const char *model,
     }
     if (ref.status == 401)
         gw_hreq_add_header(h, "WWW-Authenticate", "Bearer realm=\"llmux\"");
+    gw_obs_refused(srv, req, ref.status, model); /* before the reply */
     gw_reply_error(req, ref.status, ref.type, ref.code, NULL, "%s",
                    ref.message);
     atomic_fetch_add(&srv->stats.errors, 1);

@@ -39,6 +39,7 @@ struct gw_try {
     struct rt_attempt att;
     const struct cfg_provider *prov;
     const struct cfg_model *model;
+    int64_t start_ns; /* traced: when it began (unix ns) */
 };
 
 struct gw_req {
@@ -57,6 +58,7 @@ struct gw_req {
     /* At most two attempts run at once (a hedge); the run says which wins
      * and which is cancelled. */
     struct gw_try tries[2];
+    struct gw_trace trace; /* otel.c */
     struct event *ev_hedge;
     struct event *ev_backoff;
     struct evbuffer *sse_out; /* stream: one event's bytes, reused */
@@ -275,6 +277,7 @@ on_committed(void *ud, int ok)
     /* Ledger thread: hand the request back to its worker. */
     struct gw_req *r = ud;
     struct gw_worker *w = r->w;
+    gw_obs_commit(w->srv->obs, gx_mono_us() - r->finish_us);
     if (!ok) {
         GX_LOG(GX_LOG_ERROR, r->id, "usage row could not be committed");
         r->ledger_failed = 1;
@@ -472,6 +475,7 @@ finish(struct gw_req *r)
         .unpriced = r->model && !r->model->has_price,
     };
     gw_obs_request(r->w, &row);
+    gw_otel_request(r->w->srv->otel, &r->trace, &row);
     struct pr_ledger *l = r->w->srv->ledger;
     if (!l || pr_ledger_submit(l, &row, on_committed, r) != GX_OK) {
         if (l)
@@ -705,6 +709,8 @@ start_call(struct gw_req *r, const struct rt_step *st, char *err,
         r->model = t->model;
     }
     atomic_fetch_add(&r->w->srv->stats.upstream_attempts, 1);
+    if (r->trace.sampled)
+        t->start_ns = gw_otel_now_ns();
     struct pv_request pr = {
         .chat = &r->chat,
         .provider = t->prov,
@@ -816,6 +822,20 @@ pass_on(struct gw_req *r, const struct pv_result *res, int status,
     finish_error(r, status, "upstream_error", "upstream_rejected", msg);
 }
 
+/* The attempt's child span, when the request is traced. */
+static void
+trace_attempt(struct gw_req *r, const struct gw_try *t,
+              const struct pv_result *res)
+{
+    if (!r->trace.sampled)
+        return;
+    char tname[256];
+    snprintf(tname, sizeof(tname), "%s@%s", t->model->name, t->prov->name);
+    gw_otel_attempt(r->w->srv->otel, &r->trace, tname, t->prov->name,
+                    t->start_ns, res->http_status,
+                    pv_outcome_str(res->outcome));
+}
+
 static void
 on_done(void *ud, const struct pv_result *res)
 {
@@ -825,6 +845,7 @@ on_done(void *ud, const struct pv_result *res)
     t->call = NULL; /* the loop frees it after we return */
     rt_report_pv(r->gen->router, &t->att, r->gen->cfg, res);
     gw_obs_attempt(r->w, t->prov->name, pv_outcome_str(res->outcome));
+    trace_attempt(r, t, res);
     if (r->client_gone)
         return; /* the row was logged when the client left */
     struct rt_step st;
@@ -906,33 +927,14 @@ on_done(void *ud, const struct pv_result *res)
 /* ------------------------------------------------------------------ */
 /* Entry.                                                               */
 
-/* The budget's worst case over the targets that may run: the prompt's
- * upper bound at the dearest input price plus the completion cap at the
- * dearest output price. */
+/* The budget's worst case over the targets that may run (dryrun.c's
+ * gw_cost_worst for each). */
 static int64_t
 max_cost(const struct gw_req *r)
 {
-    const struct cfg *c = r->gen->cfg;
     int64_t worst = 0;
     for (size_t i = 0; i < r->plan.n; i++) {
-        struct cfg_target tg = r->plan.targets[i];
-        const struct cfg_model *cm = &c->providers[tg.provider].models[tg.model];
-        if (!cm->has_price)
-            continue;
-        /* Every prompt token at the dearer of input and cache write (an
-         * Anthropic prompt may be all cache writes), and an anthropic
-         * target without a client cap at the max_tokens it is sent. */
-        struct pr_price p = {cm->input_pusd > cm->cache_write_pusd
-                                 ? cm->input_pusd
-                                 : cm->cache_write_pusd,
-                             cm->cached_input_pusd, cm->output_pusd};
-        int64_t comp = r->chat.completion_cap;
-        if (c->providers[tg.provider].kind == CFG_KIND_ANTHROPIC &&
-            !r->chat.max_tokens)
-            comp = PV_ANTH_DEFAULT_MAX_TOKENS * r->chat.n;
-        int64_t v = 0;
-        if (pr_cost(&p, r->chat.max_prompt_tokens, 0, comp, &v) != GX_OK)
-            v = INT64_MAX / 4; /* absurd sizes: refused unless unlimited */
+        int64_t v = gw_cost_worst(r->gen->cfg, r->plan.targets[i], &r->chat);
         if (v > worst)
             worst = v;
     }
@@ -987,6 +989,7 @@ gw_api_handle(struct gw_worker *w, struct gw_hreq *req,
                          gw_hreq_header(req, "Authorization"),
                          gx_now_ms(), &an);
         if (an.who == GW_CALLER_NONE) {
+            gw_obs_refused(w->srv, req, an.status, NULL); /* before the reply */
             gw_reply_unauthorized(req, &an);
             atomic_fetch_add(&w->srv->stats.errors, 1);
             return;
@@ -995,12 +998,14 @@ gw_api_handle(struct gw_worker *w, struct gw_hreq *req,
     struct evbuffer *in = gw_hreq_body(req);
     size_t n = evbuffer_get_length(in);
     if (n == 0) {
+        gw_obs_refused(w->srv, req, 400, NULL);
         gw_reply_error(req, 400, "invalid_request_error", "invalid_json",
                        NULL, "The request body is empty; send a JSON object "
                              "(a %s request).", api->what);
         return;
     }
     if ((int64_t)n > w->gen->cfg->max_body_bytes) {
+        gw_obs_refused(w->srv, req, 413, NULL);
         gw_reply_error(req, 413, "invalid_request_error",
                        "request_too_large", NULL,
                        "The request body is %zu bytes; the limit is %lld.", n,
@@ -1019,6 +1024,7 @@ gw_api_handle(struct gw_worker *w, struct gw_hreq *req,
     enum pv_chat_err pe = api->parse(&r->chat, text, n, &r->api_echo, msg,
                                      sizeof(msg), &param);
     if (pe != PV_CHAT_OK) {
+        gw_obs_refused(w->srv, req, 400, NULL);
         gw_reply_error(req, 400, "invalid_request_error",
                        pe == PV_CHAT_BAD_JSON ? "invalid_json"
                                               : "invalid_value",
@@ -1039,6 +1045,12 @@ gw_api_handle(struct gw_worker *w, struct gw_hreq *req,
     int incapable = api->kinds != GW_KINDS_ALL &&
                     rt_plan_keep_kinds(&r->plan, r->gen->cfg, api->kinds) > 0 &&
                     r->plan.n == 0 && r->plan.n_skipped == 0;
+    if (gw_dry_run_wanted(req)) { /* dryrun.c: answered, nothing sent */
+        gw_dry_run_reply(w, req, r->gen->cfg, &r->chat, &r->plan);
+        pv_chat_cleanup(&r->chat);
+        free(r);
+        return;
+    }
     /* auth.c: key, allowlist, RPM/TPM, budget */
     if (gw_chat_admit(w->srv, req, r->chat.model, r->chat.est_prompt_tokens,
                       max_cost(r), &r->ticket) != 0) {
@@ -1072,6 +1084,8 @@ gw_api_handle(struct gw_worker *w, struct gw_hreq *req,
     r->start_us = gx_mono_us();
     r->ttft_us = -1;
     gw_request_id(w, req, r->id, sizeof(r->id));
+    gw_otel_begin(w->srv->otel, gw_hreq_header(req, "traceparent"),
+                  &r->trace);
     w->inflight++;
     atomic_fetch_add(&w->srv->stats.inflight, 1);
     atomic_fetch_add(&w->srv->stats.requests, 1);
@@ -1097,6 +1111,7 @@ gw_api_handle(struct gw_worker *w, struct gw_hreq *req,
     rt_run_next(&r->run, r->start_us, &st);
     if (st.what == RT_DO_FAIL && st.status == 404) {
         gw_hreq_add_header(req, "X-Request-Id", r->id);
+        gw_obs_refused(w->srv, req, 404, r->chat.model);
         gw_reply_error(req, 404, "invalid_request_error", "model_not_found",
                        "model",
                        "The model '%s' does not exist: it is not a route, "

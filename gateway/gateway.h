@@ -18,4 +18,8 @@ int gw_cli_keys(int argc, char **argv);
 /* `llmux prices ...`: prints the effective price table. */
 int gw_cli_prices(int argc, char **argv);
 
+/* `llmux usage ...` (usage_cli.c): pricing's report; --config FILE gives
+ * the default --db and the config's priced targets for --what-if. */
+int gw_cli_usage(int argc, char **argv);
+
 #endif

@@ -103,6 +103,7 @@ struct gw_server {
     struct gw_auth *auth; /* auth.c: keys, limits, budgets, aux thread */
     void *tls_ctx;        /* tls.c: SSL_CTX shared by workers, or NULL */
     struct gw_obs *obs;   /* metrics.c: labelled metrics, access log */
+    struct gw_otel *otel; /* otel.c: traces, or NULL (off) */
 };
 
 /* server.c */
@@ -123,6 +124,52 @@ void gw_chat_run_done(struct gw_worker *w);
  * refers to the worker once its loop exits.  Blocks (ledger flush). */
 void gw_chat_abort_all(struct gw_worker *w);
 
+/* dryrun.c: `x-llmux-dry-run: 1` (see its header).  gw_cost_worst: the
+ * budget's worst-case cost of chat on target tg (what admission reserves,
+ * the max over the plan's targets), pUSD.  gw_dry_run_reply answers req
+ * (200 with the plan's targets and costs, or 401/403/404) without sending,
+ * reserving or logging anything. */
+int64_t gw_cost_worst(const struct cfg *c, struct cfg_target tg,
+                      const struct pv_chat *chat);
+int gw_dry_run_wanted(const struct gw_hreq *req);
+void gw_dry_run_reply(struct gw_worker *w, struct gw_hreq *req,
+                      const struct cfg *c, const struct pv_chat *chat,
+                      const struct rt_plan *plan);
+
+/* otel.c: OpenTelemetry traces (see its header).  gw_otel_new: *out NULL
+ * when c has no otel block; the server owns the result and frees it after
+ * the workers stopped (one last bounded export).  Per request (worker
+ * thread): gw_otel_begin at arrival (traceparent: the client's header or
+ * NULL), gw_otel_attempt when an upstream attempt ends (start_ns from
+ * gw_otel_now_ns when it began; http_status 0 if none), gw_otel_request
+ * with its ledger row.  All take o NULL (off) and do nothing then; none
+ * blocks on the collector. */
+struct gw_otel;
+struct gw_trace {
+    int sampled;
+    int has_parent; /* joined the client's trace */
+    uint8_t trace_id[16], span_id[8], parent_id[8];
+    int64_t start_ns;         /* unix time */
+    int n_attempts;
+    const char *last_outcome; /* failed attempt before the next: static */
+};
+enum gx_status gw_otel_new(const struct cfg *c, struct gw_otel **out,
+                           char *err, size_t errlen);
+void gw_otel_free(struct gw_otel *o);
+int64_t gw_otel_now_ns(void);
+void gw_otel_begin(struct gw_otel *o, const char *traceparent,
+                   struct gw_trace *t);
+void gw_otel_attempt(struct gw_otel *o, struct gw_trace *t,
+                     const char *target, const char *provider,
+                     int64_t start_ns, int http_status, const char *outcome);
+void gw_otel_request(struct gw_otel *o, const struct gw_trace *t,
+                     const struct pr_usage_row *row);
+/* The otel families (zeros when o is NULL), for /metrics. */
+void gw_otel_write_metrics(const struct gw_otel *o, struct evbuffer *b);
+/* A W3C traceparent header: 0 and the ids and sampled flag if valid. */
+int gw_otel_parse_traceparent(const char *h, uint8_t trace[16],
+                              uint8_t span[8], int *sampled);
+
 /* metrics.c: labelled metrics and the access log (see its header).
  * gw_obs_new opens c's log.file (NULL + err if it cannot); the server owns
  * the result.  Hooks (worker threads): gw_obs_request once per ledger row,
@@ -137,6 +184,15 @@ void gw_obs_request(struct gw_worker *w, const struct pr_usage_row *row);
 void gw_obs_attempt(struct gw_worker *w, const char *provider,
                     const char *outcome);
 void gw_obs_write(struct gw_server *srv, struct evbuffer *b);
+/* A chat request refused before routing (no ledger row): counted in
+ * llmux_requests_total with route and provider "" and model the asked
+ * name if the config knows it ("other" if not, "" if none), and an
+ * access line (usage_source "none").  Worker thread. */
+void gw_obs_refused(struct gw_server *srv, struct gw_hreq *req, int status,
+                    const char *model);
+/* A usage row committed us microseconds after it was submitted (ledger
+ * thread; lock-free). */
+void gw_obs_commit(struct gw_obs *o, int64_t us);
 
 /* http.c: replies and small helpers. */
 /* Sends {"error":{message,type,param,code}} with status. */
@@ -264,6 +320,12 @@ struct gw_refusal {
     int64_t retry_after_s; /* 429 rate_limit_exceeded: > 0 */
     char message[200];
 };
+/* Who calls and whether it may use model, without charging anything: the
+ * first checks of gw_auth_admit (401 unknown key or the admin key, 403
+ * model outside the allowlist).  ref->status 0 = may go on; an filled. */
+void gw_auth_precheck(struct gw_auth *a, const char *authorization,
+                      const char *model, int64_t now_ms, struct gw_authn *an,
+                      struct gw_refusal *ref);
 /* Checks and charges one chat request: key, allowlist, RPM, TPM (takes
  * est_tokens), budget (reserves max_cost_pusd).  All or nothing: a
  * refusal takes nothing.  Any thread; no disk access. */
@@ -329,6 +391,12 @@ void gw_reply_unauthorized(struct gw_hreq *req,
 
 /* usage_api.c: GET /v1/usage. */
 void gw_usage_handle(struct gw_worker *w, struct gw_hreq *req);
+/* The what-if models: c's priced targets ("model@provider", source
+ * "config"), then (with_builtin) the built-in table; names malloc'd (the
+ * result owns them: gw_whatif_models_free).  NULL when out of memory. */
+struct pr_whatif_model *gw_whatif_models(const struct cfg *c,
+                                         int with_builtin, size_t *n);
+void gw_whatif_models_free(struct pr_whatif_model *m, size_t n);
 
 /* keys_cli.c: gw_cli_keys is declared in gateway.h (main.c calls it). */
 

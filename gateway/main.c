@@ -51,7 +51,7 @@ main(int argc, char **argv)
     if (!strcmp(cmd, "prices"))
         return gw_cli_prices(argc - 1, argv + 1);
     if (!strcmp(cmd, "usage"))
-        return pr_cli_usage(argc - 1, argv + 1);
+        return gw_cli_usage(argc - 1, argv + 1);
     if (!strcmp(cmd, "run"))
         return le_cli_run(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench"))

@@ -51,8 +51,19 @@ struct series {
     struct hist dur, ttft;                         /* S_PROV */
 };
 
+/* Ledger commit latency bounds in microseconds (printed as seconds). */
+static const int64_t commit_bounds_us[] = {250,   500,    1000,   2500,
+                                           5000,  10000,  25000,  50000,
+                                           100000, 250000, 500000, 1000000,
+                                           2500000, 5000000};
+#define N_COMMIT_BOUNDS (sizeof(commit_bounds_us) / sizeof(commit_bounds_us[0]))
+
 struct gw_obs {
     pthread_mutex_t mu;
+    /* Ledger commit latency (submit to commit callback), lock-free: the
+     * ledger thread adds, /metrics reads. */
+    _Atomic int64_t commit_bucket[N_COMMIT_BOUNDS + 1]; /* not cumulative */
+    _Atomic int64_t commit_count, commit_sum_us;
     struct series *slots; /* GW_OBS_SLOTS */
     size_t n_series;
     int64_t dropped; /* tuples folded into "other" at the cap */
@@ -377,6 +388,51 @@ gw_obs_attempt(struct gw_worker *w, const char *provider, const char *outcome)
     pthread_mutex_unlock(&o->mu);
 }
 
+void
+gw_obs_refused(struct gw_server *srv, struct gw_hreq *req, int status,
+               const char *model)
+{
+    struct gw_obs *o = srv->obs;
+    if (!o)
+        return;
+    const struct cfg *c = gw_cfg(srv);
+    char k[256];
+    snprintf(k, sizeof(k), "\x1f\x1f%s\x1f%d",
+             known_model(c, model) ? model : model ? "other" : "",
+             status >= 100 && status <= 999 ? status : 0);
+    pthread_mutex_lock(&o->mu);
+    struct series *s = series_get(o, S_REQ, k, 0);
+    if (s)
+        s->n++;
+    pthread_mutex_unlock(&o->mu);
+    /* Its access line: no route, attempt, tokens or cost; latency 0 (the
+     * refusal is immediate). */
+    struct pr_usage_row row = {
+        .ts_ms = gx_now_ms(),
+        .request_id = gw_hreq_id(req),
+        .key_id = -1,
+        .model = model,
+        .status = status,
+        .ttft_ms = -1,
+        .usage_source = "none",
+        .error = "refused before routing",
+    };
+    access_line(o, &row);
+}
+
+void
+gw_obs_commit(struct gw_obs *o, int64_t us)
+{
+    if (!o || us < 0)
+        return;
+    size_t b = 0;
+    while (b < N_COMMIT_BOUNDS && us > commit_bounds_us[b])
+        b++;
+    atomic_fetch_add(&o->commit_bucket[b], 1);
+    atomic_fetch_add(&o->commit_sum_us, us);
+    atomic_fetch_add(&o->commit_count, 1);
+}
+
 /* ---- exposition -------------------------------------------------------- */
 
 /* Writes label values of key (split at '\x1f') as name="value" pairs. */
@@ -504,8 +560,10 @@ gw_obs_write(struct gw_server *srv, struct evbuffer *b)
     static const char *const pm[] = {"provider", "model", NULL};
     static const char *const po[] = {"provider", "outcome", NULL};
     family(b, "llmux_requests_total", "counter",
-           "Chat requests logged to the ledger, by route, provider, model "
-           "and HTTP status.");
+           "Chat requests by route, provider, model and HTTP status: every "
+           "ledger row, and requests refused before routing (401, 400, "
+           "413, unknown model 404, admission 403/429/503) with route and "
+           "provider \"\".");
     for (size_t i = 0; i < n; i++)
         if (copy[i].kind == S_REQ) {
             evbuffer_add_printf(b, "llmux_requests_total");
@@ -588,6 +646,32 @@ gw_obs_write(struct gw_server *srv, struct evbuffer *b)
            "Usage rows waiting for the ledger writer.");
     evbuffer_add_printf(b, "llmux_ledger_queue_depth %lld\n",
                         (long long)ls.queued);
+    family(b, "llmux_ledger_commit_seconds", "histogram",
+           "Time from a usage row handed to the ledger to its commit "
+           "(the wait a response has before it completes).");
+    int64_t cum = 0;
+    for (size_t i = 0; i <= N_COMMIT_BOUNDS; i++) {
+        cum += atomic_load(&o->commit_bucket[i]);
+        if (i < N_COMMIT_BOUNDS)
+            evbuffer_add_printf(b,
+                                "llmux_ledger_commit_seconds_bucket{le=\""
+                                "%lld.%06lld\"} %lld\n",
+                                (long long)(commit_bounds_us[i] / 1000000),
+                                (long long)(commit_bounds_us[i] % 1000000),
+                                (long long)cum);
+        else
+            evbuffer_add_printf(b,
+                                "llmux_ledger_commit_seconds_bucket{le=\""
+                                "+Inf\"} %lld\n",
+                                (long long)cum);
+    }
+    int64_t sum_us = atomic_load(&o->commit_sum_us);
+    evbuffer_add_printf(b,
+                        "llmux_ledger_commit_seconds_sum %lld.%06lld\n"
+                        "llmux_ledger_commit_seconds_count %lld\n",
+                        (long long)(sum_us / 1000000),
+                        (long long)(sum_us % 1000000),
+                        (long long)atomic_load(&o->commit_count));
     family(b, "llmux_metrics_series_dropped_total", "counter",
            "Label tuples folded into \"other\" at the series cap.");
     pthread_mutex_lock(&o->mu);
@@ -595,4 +679,5 @@ gw_obs_write(struct gw_server *srv, struct evbuffer *b)
     pthread_mutex_unlock(&o->mu);
     evbuffer_add_printf(b, "llmux_metrics_series_dropped_total %lld\n",
                         dropped);
+    gw_otel_write_metrics(srv->otel, b); /* otel.c */
 }

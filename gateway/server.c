@@ -153,8 +153,8 @@ route_of(const char *path)
         return R_ADMIN_PROVIDERS;
     if (!strcmp(path, "/metrics"))
         return R_METRICS;
-    if (!strcmp(path, "/dashboard"))
-        return R_DASHBOARD;
+    if (!strcmp(path, "/dashboard") || !strcmp(path, "/favicon.ico"))
+        return R_DASHBOARD; /* dashboard.c: the page, and no icon */
     return R_NONE;
 }
 
@@ -203,10 +203,12 @@ gw_server_on_head(struct gw_worker *w, struct gw_hreq *req)
                      gx_now_ms(), &an);
     if (an.who != GW_CALLER_NONE)
         return 0;
-    gw_reply_unauthorized(req, &an);
     if (rt == R_CHAT || rt == R_RESPONSES || rt == R_EMBEDDINGS ||
-        rt == R_COMPLETIONS)
+        rt == R_COMPLETIONS) {
         atomic_fetch_add(&w->srv->stats.errors, 1);
+        gw_obs_refused(w->srv, req, an.status, NULL); /* before the reply */
+    }
+    gw_reply_unauthorized(req, &an);
     return -1;
 }
 
@@ -731,7 +733,8 @@ gw_cli_serve(int argc, char **argv)
         pr_ledger_attach_budget(srv.ledger, gw_auth_budget(srv.auth));
     if (!srv.auth ||
         gw_tls_new(srv.cfg, &srv.tls_ctx, err, sizeof(err)) != GX_OK ||
-        !(srv.obs = gw_obs_new(srv.cfg, err, sizeof(err)))) {
+        !(srv.obs = gw_obs_new(srv.cfg, err, sizeof(err))) ||
+        gw_otel_new(srv.cfg, &srv.otel, err, sizeof(err)) != GX_OK) {
         fprintf(stderr, "llmux serve: %s\n", err);
         goto out;
     }
@@ -832,6 +835,7 @@ out:
     gw_auth_free(srv.auth); /* before the ledger: it reads its database */
     gw_tls_free(srv.tls_ctx);
     pr_ledger_close(srv.ledger);
+    gw_otel_free(srv.otel); /* the workers' spans: one last export */
     gw_obs_free(srv.obs);
     gw_gen_unref(srv.gen); /* after the workers dropped theirs */
     rt_router_free(srv.router);

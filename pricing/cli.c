@@ -17,6 +17,7 @@ usage_help(FILE *f)
             "day|hour]\n"
             "                   [--format table|json|csv] [--key ID]"
             " [--db FILE] [--raw]\n"
+            "                   [--what-if] [--config FILE]\n"
             "\n"
             "Requests, errors, tokens, exact cost (USD) and approximate\n"
             "p50/p95 latency from the usage ledger, grouped.  --since\n"
@@ -24,7 +25,11 @@ usage_help(FILE *f)
             "llmux.db.  Times: 30m, 24h, 7d, 2w (ago), epoch ms, or UTC ISO\n"
             "8601 (2026-11-29 or 2026-11-29T15:00:00Z); --until is\n"
             "exclusive.  --key -1 selects anonymous requests.  --raw reads\n"
-            "raw rows only (slow on big ledgers; same totals).\n");
+            "raw rows only (slow on big ledgers; same totals).\n"
+            "--what-if adds the period's tokens re-priced, exactly, at every\n"
+            "priced model of the config (--config; its database is the\n"
+            "default --db) and of the built-in table, next to the actual\n"
+            "cost.\n");
 }
 
 /* CSV field: quoted when it holds a comma, quote or newline. */
@@ -130,12 +135,78 @@ print_csv(const struct pr_usage_result *r, enum pr_group g)
     }
 }
 
+/* The what-if models: the caller's, then the built-in table (malloc'd). */
+static struct pr_whatif_model *
+whatif_models(const struct pr_whatif_model *m, size_t n, size_t *out_n)
+{
+    size_t nb = pr_whatif_builtin(NULL, 0);
+    struct pr_whatif_model *all = calloc(n + nb + 1, sizeof(*all));
+    if (!all)
+        return NULL;
+    for (size_t i = 0; i < n; i++)
+        all[i] = m[i];
+    *out_n = n + pr_whatif_builtin(all + n, nb);
+    return all;
+}
+
+static int
+print_whatif(const struct pr_usage_result *r, const struct pr_whatif_model *m,
+             size_t n, int csv)
+{
+    struct pr_tokens t;
+    int64_t actual, req;
+    struct pr_whatif_row *rows = calloc(n ? n : 1, sizeof(*rows));
+    if (!rows || pr_usage_totals(r, &t, &actual, &req) != GX_OK ||
+        pr_whatif_price(r, m, n, rows) != GX_OK) {
+        free(rows);
+        fprintf(stderr, "llmux usage: the what-if totals overflow\n");
+        return 1;
+    }
+    char a[48];
+    pr_pusd_format(actual, a, sizeof(a));
+    if (csv)
+        printf("\nmodel,source,cost_usd,cost_pusd,delta_usd,delta_pusd\n");
+    else
+        printf("\nwhat if: %lld requests, %lld prompt tokens (%lld cached), "
+               "%lld completion tokens; actual cost %s USD\n"
+               "%-40s %-9s %18s %18s\n",
+               (long long)req, (long long)t.prompt, (long long)t.cached,
+               (long long)t.completion, a, "model", "source", "cost_usd",
+               "vs_actual_usd");
+    for (size_t i = 0; i < n; i++) {
+        char c[48] = "overflow", d[48] = "overflow";
+        if (rows[i].ok) {
+            pr_pusd_format(rows[i].cost_pusd, c, sizeof(c));
+            pr_pusd_format(rows[i].delta_pusd, d, sizeof(d));
+        }
+        if (csv) {
+            csv_field(rows[i].m->name);
+            printf(",%s,%s,%lld,%s,%lld\n", rows[i].m->source, c,
+                   (long long)rows[i].cost_pusd, d,
+                   (long long)rows[i].delta_pusd);
+        } else {
+            printf("%-40s %-9s %18s %s%17s\n", rows[i].m->name,
+                   rows[i].m->source, c,
+                   rows[i].ok && rows[i].delta_pusd > 0 ? "+" : " ", d);
+        }
+    }
+    free(rows);
+    return 0;
+}
+
 int
 pr_cli_usage(int argc, char **argv)
 {
+    return pr_cli_usage_ex(argc, argv, NULL, 0);
+}
+
+int
+pr_cli_usage_ex(int argc, char **argv, const struct pr_whatif_model *wm,
+                size_t n_wm)
+{
     const char *since_s = "24h", *until_s = NULL, *group_s = "model";
     const char *format = "table", *db = "llmux.db", *key_s = NULL;
-    int raw = 0;
+    int raw = 0, what_if = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char **dst = NULL;
@@ -144,6 +215,9 @@ pr_cli_usage(int argc, char **argv)
             return 0;
         } else if (!strcmp(a, "--raw")) {
             raw = 1;
+            continue;
+        } else if (!strcmp(a, "--what-if")) {
+            what_if = 1;
             continue;
         } else if (!strcmp(a, "--since")) {
             dst = &since_s;
@@ -215,10 +289,18 @@ pr_cli_usage(int argc, char **argv)
         return 1;
     }
     int rc = 0;
+    size_t n_all = 0;
+    struct pr_whatif_model *all = what_if ? whatif_models(wm, n_wm, &n_all)
+                                          : NULL;
+    if (what_if && !all) {
+        pr_usage_result_free(r);
+        fprintf(stderr, "llmux usage: out of memory\n");
+        return 1;
+    }
     if (!strcmp(format, "json")) {
         struct gx_buf b;
         gx_buf_init(&b, 0);
-        if (pr_usage_result_json(r, &b) == GX_OK) {
+        if (pr_usage_result_json_whatif(r, all, n_all, &b) == GX_OK) {
             fwrite(b.data, 1, b.len, stdout);
             putchar('\n');
         } else {
@@ -227,9 +309,14 @@ pr_cli_usage(int argc, char **argv)
         gx_buf_cleanup(&b);
     } else if (!strcmp(format, "csv")) {
         print_csv(r, q.group_by);
+        if (all)
+            rc = print_whatif(r, all, n_all, 1);
     } else {
         print_table(r, q.group_by);
+        if (all)
+            rc = print_whatif(r, all, n_all, 0);
     }
+    free(all);
     pr_usage_result_free(r);
     if (fflush(stdout) != 0)
         rc = 1;

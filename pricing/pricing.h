@@ -490,6 +490,53 @@ void pr_usage_result_free(struct pr_usage_result *r);
 enum gx_status pr_usage_result_json(const struct pr_usage_result *r,
                                     struct gx_buf *out);
 
+/* ---- what would this have cost elsewhere ---------------------------
+ *
+ * The period's actual token counts (the sum over a result's groups:
+ * prompt, cached, completion; cache writes are not a ledger column, so
+ * they count as uncached prompt tokens) re-priced at other models' rates,
+ * exactly (pr_cost_tokens, integer pUSD), next to the actual cost.
+ */
+struct pr_whatif_model {
+    const char *name;   /* "gpt-4.1" or "model@provider" (borrowed) */
+    const char *source; /* "config" | "built-in" (borrowed) */
+    struct pr_rates rates;
+};
+struct pr_whatif_row {
+    const struct pr_whatif_model *m;
+    int ok;           /* 0: the cost overflowed int64 pUSD */
+    int64_t cost_pusd;
+    int64_t delta_pusd; /* cost - actual */
+};
+/* The period's totals of r into *t (cache_write and reasoning 0; cached
+ * clamped to prompt), *actual_pusd (GX_ETOOBIG on overflow) and
+ * *requests. */
+enum gx_status pr_usage_totals(const struct pr_usage_result *r,
+                               struct pr_tokens *t, int64_t *actual_pusd,
+                               int64_t *requests);
+/* Re-prices r's totals at each of m[0..n) into rows[0..n), sorted by
+ * cost ascending (overflows last, ties by name).  GX_ETOOBIG when the
+ * actual total overflows. */
+enum gx_status pr_whatif_price(const struct pr_usage_result *r,
+                               const struct pr_whatif_model *m, size_t n,
+                               struct pr_whatif_row *rows);
+/* The built-in table as what-if models (source "built-in"): fills up to
+ * max entries of out, returns how many there are. */
+size_t pr_whatif_builtin(struct pr_whatif_model *out, size_t max);
+/* pr_usage_result_json plus, when m is not NULL, a "what_if" member:
+ * {"requests","prompt_tokens","cached_tokens","cache_write_tokens",
+ * "completion_tokens","actual_cost_usd","actual_cost_pusd","models":[
+ * {"model","source","input_per_mtok","cached_input_per_mtok",
+ * "output_per_mtok","cost_usd","cost_pusd","delta_usd","delta_pusd"}]}
+ * with models sorted by cost (an overflowed cost is null). */
+enum gx_status pr_usage_result_json_whatif(const struct pr_usage_result *r,
+                                           const struct pr_whatif_model *m,
+                                           size_t n, struct gx_buf *out);
+/* `llmux usage` with extra what-if models (the config's priced targets;
+ * may be NULL): --what-if re-prices at them and the built-in table. */
+int pr_cli_usage_ex(int argc, char **argv, const struct pr_whatif_model *m,
+                    size_t n);
+
 /* Parses a --since/--until value: "24h", "7d", "30m", "90s" (relative to
  * now_ms, in the past), an integer of epoch ms, or ISO 8601 UTC
  * ("2026-11-29", "2026-11-29T15:00", "2026-11-29T15:00:00Z"). */

@@ -164,6 +164,12 @@ enum gx_status pr_usage_sql(const struct pr_usage_query *q,
 void pr_usage_group_fill(struct pr_usage_group *g, enum pr_group by,
                          const char *gtext, int64_t gint,
                          const int64_t v[7], const int64_t *hist);
+/* Appends s as a JSON string (quoted, escaped). */
+enum gx_status pr_json_str(struct gx_buf *b, const char *s);
+/* Appends ,"what_if":{...} (whatif.c; see pr_usage_result_json_whatif). */
+enum gx_status pr_whatif_json(const struct pr_usage_result *r,
+                              const struct pr_whatif_model *m, size_t n,
+                              struct gx_buf *out);
 /* Appends a group to r (growing it); GX_ENOMEM. */
 enum gx_status pr_usage_result_add(struct pr_usage_result *r, size_t *cap,
                                    struct pr_usage_group **g);

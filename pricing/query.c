@@ -635,9 +635,8 @@ pr_usage_result_free(struct pr_usage_result *r)
     free(r);
 }
 
-/* JSON string body of s, escaped. */
-static enum gx_status
-json_str(struct gx_buf *b, const char *s)
+enum gx_status
+pr_json_str(struct gx_buf *b, const char *s)
 {
     enum gx_status st = gx_buf_append(b, "\"", 1);
     for (const unsigned char *p = (const unsigned char *)s; st == GX_OK && *p;
@@ -659,6 +658,14 @@ json_str(struct gx_buf *b, const char *s)
 enum gx_status
 pr_usage_result_json(const struct pr_usage_result *r, struct gx_buf *out)
 {
+    return pr_usage_result_json_whatif(r, NULL, 0, out);
+}
+
+enum gx_status
+pr_usage_result_json_whatif(const struct pr_usage_result *r,
+                            const struct pr_whatif_model *wi, size_t n_wi,
+                            struct gx_buf *out)
+{
     if (!r || !out)
         return GX_EINVAL;
     enum gx_status st = gx_buf_printf(out, "{\"data\":[");
@@ -666,7 +673,7 @@ pr_usage_result_json(const struct pr_usage_result *r, struct gx_buf *out)
         const struct pr_usage_group *g = &r->rows[i];
         st = gx_buf_printf(out, "%s{\"group\":", i ? "," : "");
         if (st == GX_OK)
-            st = json_str(out, g->group);
+            st = pr_json_str(out, g->group);
         if (st == GX_OK)
             st = gx_buf_printf(
                 out,
@@ -686,6 +693,10 @@ pr_usage_result_json(const struct pr_usage_result *r, struct gx_buf *out)
         }
     }
     if (st == GX_OK)
-        st = gx_buf_printf(out, "]}");
+        st = gx_buf_printf(out, "]");
+    if (st == GX_OK && wi)
+        st = pr_whatif_json(r, wi, n_wi, out);
+    if (st == GX_OK)
+        st = gx_buf_printf(out, "}");
     return st;
 }

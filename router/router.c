@@ -397,6 +397,15 @@ sat_mul_add(int64_t acc, int64_t a, int64_t b)
     return acc > INT64_MAX - p ? INT64_MAX : acc + p;
 }
 
+int64_t
+rt_expected_cost(const struct cfg_model *m, int64_t est_prompt_tokens,
+                 int64_t max_tokens)
+{
+    int64_t out = max_tokens > 0 ? max_tokens : PV_DEFAULT_COMPLETION_TOKENS;
+    return sat_mul_add(sat_mul_add(0, est_prompt_tokens, m->input_pusd), out,
+                       m->output_pusd);
+}
+
 /* Negative if x goes before y. */
 static int
 cand_cmp(enum cfg_policy pol, const struct cand *x, const struct cand *y)
@@ -532,8 +541,7 @@ rt_plan_route(struct rt_router *rt, const char *model,
         }
         const struct cfg_model *m =
             &c->providers[all[i].provider].models[all[i].model];
-        cd.cost = sat_mul_add(0, est_prompt_tokens, m->input_pusd);
-        cd.cost = sat_mul_add(cd.cost, out_tokens, m->output_pusd);
+        cd.cost = rt_expected_cost(m, est_prompt_tokens, out_tokens);
         if (route && route->weights && i < route->n_targets)
             cd.weight = route->weights[i] > 0 ? route->weights[i] : 0;
         cand[nc++] = cd;

@@ -191,6 +191,13 @@ size_t rt_plan_route(struct rt_router *rt, const char *model,
 size_t rt_plan_keep_kinds(struct rt_plan *plan, const struct cfg *c,
                           unsigned kinds);
 
+/* The cost policy's expected cost of a request on model m, in pUSD
+ * (saturating at INT64_MAX): est_prompt_tokens x input_pusd + (max_tokens
+ * > 0 ? max_tokens : PV_DEFAULT_COMPLETION_TOKENS) x output_pusd.  The
+ * one estimate rt_plan_route orders by; the gateway's dry run reports it. */
+int64_t rt_expected_cost(const struct cfg_model *m, int64_t est_prompt_tokens,
+                         int64_t max_tokens);
+
 /* Admits plan->targets[i] as an attempt now (claims the half-open probe
  * when the circuit is half-open).  1 = go, *a filled; 0 = skip it. */
 int rt_attempt_begin(struct rt_router *rt, const struct rt_plan *plan,

@@ -28,22 +28,6 @@ static long long header_cost_sum; /* pUSD, from x-llmux-cost-usd */
 static char ids[32][32];
 static int n_ids;
 
-/* "0.00187178" -> 1871780000 pUSD (written here, not from pricing/). */
-static long long
-usd_to_pusd(const char *s)
-{
-    long long ip = 0, fp = 0;
-    int digits = 0;
-    for (; *s >= '0' && *s <= '9'; s++)
-        ip = ip * 10 + (*s - '0');
-    if (*s == '.')
-        for (s++; *s >= '0' && *s <= '9' && digits < 12; s++, digits++)
-            fp = fp * 10 + (*s - '0');
-    for (; digits < 12; digits++)
-        fp *= 10;
-    return ip * 1000000000000LL + fp;
-}
-
 static int
 post(const char *id, const char *model, const char *content, int stream,
      struct e2e_resp *r)
@@ -67,7 +51,7 @@ post(const char *id, const char *model, const char *content, int stream,
         snprintf(ids[n_ids++], sizeof(ids[0]), "%s", id);
     char h[64];
     if (rc == 0 && e2e_header(r, "x-llmux-cost-usd", h, sizeof(h)))
-        header_cost_sum += usd_to_pusd(h);
+        header_cost_sum += e2e_usd_to_pusd(h);
     return rc;
 }
 
@@ -191,6 +175,27 @@ slurp(const char *path)
     return buf;
 }
 
+/* `promtool check metrics` on the text, when promtool is installed. */
+static void
+promtool_check(const char *m)
+{
+    if (access("/usr/bin/promtool", X_OK) != 0) {
+        fprintf(stderr, "note: promtool not installed; C parser only\n");
+        return;
+    }
+    char mp[600], cmd[1400];
+    snprintf(mp, sizeof(mp), "%s.metrics.txt", logpath);
+    FILE *f = fopen(mp, "w");
+    T_CHECK(f != NULL);
+    if (!f)
+        return;
+    fputs(m, f);
+    fclose(f);
+    snprintf(cmd, sizeof(cmd), "/usr/bin/promtool check metrics < '%s' >&2",
+             mp);
+    T_EQ_INT(system(cmd), 0);
+}
+
 /* ---- tests ----------------------------------------------------------- */
 
 static void
@@ -247,7 +252,7 @@ test_traffic_and_metrics(void)
     long long metric_cost = 0;
     for (int i = 0; i < n_samples; i++)
         if (!strcmp(samples[i].name, "llmux_cost_usd_total"))
-            metric_cost += usd_to_pusd(samples[i].value);
+            metric_cost += e2e_usd_to_pusd(samples[i].value);
     T_CHECK(header_cost_sum > 0);
     /* A stream's headers go out before its cost is known: its cost is
      * the ledger row's. */
@@ -288,22 +293,7 @@ test_traffic_and_metrics(void)
     /* No request id or secret as a label value. */
     T_CHECK(!strstr(m, "m-ok-1") && !strstr(m, SECRET));
 
-    /* promtool, when installed. */
-    if (access("/usr/bin/promtool", X_OK) == 0) {
-        char mp[600], cmd[1400];
-        snprintf(mp, sizeof(mp), "%s.metrics.txt", logpath);
-        FILE *f = fopen(mp, "w");
-        T_CHECK(f != NULL);
-        if (f) {
-            fputs(m, f);
-            fclose(f);
-            snprintf(cmd, sizeof(cmd),
-                     "/usr/bin/promtool check metrics < '%s' >&2", mp);
-            T_EQ_INT(system(cmd), 0);
-        }
-    } else {
-        fprintf(stderr, "note: promtool not installed; C parser only\n");
-    }
+    promtool_check(m);
     free(m);
 }
 
@@ -416,6 +406,101 @@ test_logfmt_stderr(void)
     free(path);
 }
 
+/* Requests refused before routing count with route and provider "";
+ * every committed row is in the commit-latency histogram; then promtool
+ * on the text with every family exercised. */
+static void
+test_refused_and_commit(void)
+{
+    char url[256];
+    snprintf(url, sizeof(url), "%s/v1/chat/completions", base);
+    struct e2e_resp r;
+    T_EQ_INT(e2e_http("POST", url, "{not json", NULL, 10000, &r), 0);
+    T_EQ_INT(r.status, 400);
+    e2e_resp_free(&r);
+    T_EQ_INT(send_one("m-404", "no-such-model", "x", 0), 404);
+    const char *bad[] = {"Authorization: Bearer sk-llmux-"
+                         "0000000000000000000000000000000000000000000",
+                         NULL};
+    T_EQ_INT(e2e_http("POST", url, "{}", bad, 10000, &r), 0);
+    long st401 = r.status;
+    e2e_resp_free(&r);
+    char *m = get_metrics();
+    T_CHECK(m != NULL);
+    if (!m)
+        return;
+    T_EQ_INT(parse_metrics(m), 0);
+    T_EQ_INT((long long)sum_of("llmux_requests_total",
+                               "route=\"\",provider=\"\",model=\"\","
+                               "status=\"400\""),
+             1);
+    T_EQ_INT((long long)sum_of("llmux_requests_total",
+                               "route=\"\",provider=\"\",model=\"other\","
+                               "status=\"404\""),
+             1);
+    if (st401 == 401)
+        T_EQ_INT((long long)sum_of("llmux_requests_total",
+                                   "route=\"\",provider=\"\","
+                                   "status=\"401\""),
+                 1);
+    T_CHECK(!strstr(m, "no-such-model"));
+    /* Each has its access line, without tokens or cost. */
+    char *t = slurp(logpath);
+    int refused = 0;
+    for (char *line = t ? strtok(t, "\n") : NULL; line;
+         line = strtok(NULL, "\n")) {
+        json_t *o = json_loads(line, 0, NULL);
+        const char *src =
+            json_string_value(json_object_get(o, "usage_source"));
+        if (src && !strcmp(src, "none")) {
+            refused++;
+            T_CHECK(json_integer_value(json_object_get(o, "status")) >= 400);
+            T_EQ_INT(json_integer_value(json_object_get(o, "attempts")), 0);
+            T_EQ_STR(json_string_value(json_object_get(o, "cost_usd")),
+                     "0.0");
+            T_CHECK(json_is_string(json_object_get(o, "request_id")));
+        }
+        const char *id = json_string_value(json_object_get(o, "request_id"));
+        if (id && !strcmp(id, "m-404")) {
+            T_EQ_INT(json_integer_value(json_object_get(o, "status")), 404);
+            T_EQ_STR(json_string_value(json_object_get(o, "model")),
+                     "no-such-model");
+        }
+        json_decref(o);
+    }
+    T_EQ_INT(refused, st401 == 401 ? 3 : 2);
+    free(t);
+    /* Rows so far: 8 + m-after; each committed row timed once. */
+    long long rows = e2e_db_int(dbpath, "SELECT COUNT(*) FROM usage");
+    T_EQ_INT(rows, 9);
+    T_EQ_INT((long long)sum_of("llmux_ledger_commit_seconds_count", ""),
+             rows);
+    T_EQ_INT((long long)sum_of("llmux_ledger_commit_seconds_bucket",
+                               "le=\"+Inf\""),
+             rows);
+    T_CHECK(sum_of("llmux_ledger_commit_seconds_sum", "") > 0);
+    static const char *const families[] = {
+        "llmux_requests_total", "llmux_tokens_total", "llmux_cost_usd_total",
+        "llmux_request_duration_seconds_bucket",
+        "llmux_time_to_first_token_seconds_bucket",
+        "llmux_upstream_attempts_total", "llmux_circuit_state",
+        "llmux_inflight_requests", "llmux_ledger_queue_depth",
+        "llmux_ledger_commit_seconds_bucket",
+        "llmux_metrics_series_dropped_total", "llmux_otel_dropped_spans_total",
+        "llmux_otel_exported_spans_total",
+        NULL};
+    for (int i = 0; families[i]; i++) {
+        int n = 0;
+        for (int k = 0; k < n_samples; k++)
+            n += !strcmp(samples[k].name, families[i]);
+        if (!n)
+            fprintf(stderr, "  no samples of %s\n", families[i]);
+        T_CHECK(n > 0);
+    }
+    promtool_check(m);
+    free(m);
+}
+
 int
 main(void)
 {
@@ -469,6 +554,7 @@ main(void)
     T_RUN(test_access_log);
     T_RUN(test_rotation);
     T_RUN(test_logfmt_stderr);
+    T_RUN(test_refused_and_commit);
     T_EQ_INT(e2e_stop(&gw, SIGTERM, 10000), 0);
     e2e_stop(&fake, SIGTERM, 5000);
     T_EQ_INT(e2e_sanitizer_reports, 0);

@@ -415,3 +415,20 @@ e2e_node(const char *script, const char *const *env, int timeout_s,
     unlink(log);
     return rc;
 }
+
+long long
+e2e_usd_to_pusd(const char *s)
+{
+    long long ip = 0, fp = 0;
+    int digits = 0;
+    if (!s)
+        return -1;
+    for (; *s >= '0' && *s <= '9'; s++)
+        ip = ip * 10 + (*s - '0');
+    if (*s == '.')
+        for (s++; *s >= '0' && *s <= '9' && digits < 12; s++, digits++)
+            fp = fp * 10 + (*s - '0');
+    for (; digits < 12; digits++)
+        fp *= 10;
+    return ip * 1000000000000LL + fp;
+}

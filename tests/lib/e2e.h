@@ -80,6 +80,10 @@ long long e2e_db_int(const char *db, const char *sql);
 #define E2E_NO_CLIENTS (-2)
 int e2e_node(const char *script, const char *const *env, int timeout_s,
              char **out);
+/* Exact decimal USD text ("0.00187178") -> picodollars (1871780000),
+ * parsed here rather than by pricing/ so tests check it independently;
+ * -1 for NULL. */
+long long e2e_usd_to_pusd(const char *s);
 /* Environment helpers. */
 const char *e2e_env(const char *name, const char *fallback);
 
