@@ -102,7 +102,7 @@ $(DEPS_OK):
 	@mkdir -p build && touch $@
 
 # --- real clients for the end-to-end tests (official SDKs, playwright-core
-# with Debian's chromium): installed when possible, else those tests say so
+# with Debian's chromium; promtool from Debian's prometheus checks /metrics): installed when possible, else those tests say so
 # and skip (CI sets LLMUX_REQUIRE_CLIENTS=1, which makes that a failure).
 CLIENTS_OK := tests/clients/node_modules/.package-lock.json
 clients: $(CLIENTS_OK)
@@ -110,6 +110,7 @@ $(CLIENTS_OK): tests/clients/package-lock.json
 	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	  need=""; command -v npm >/dev/null || need="nodejs npm"; \
 	  [ -x /usr/bin/chromium ] || need="$$need chromium"; \
+	  [ -x /usr/bin/promtool ] || need="$$need prometheus"; \
 	  if [ -n "$$need" ]; then echo "llmux: installing$$need for the client tests"; \
 	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$need) >/dev/null || true; fi; \
 	fi; \

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <curl/curl.h>
 #include <jansson.h>
@@ -382,6 +383,38 @@ test_busy(void)
     T_EQ_INT((long long)queued, 0);
 }
 
+/* The whole /metrics text, with the local families filled by the tests
+ * above, passes `promtool check metrics` (Debian's prometheus package;
+ * CI requires it with LLMUX_REQUIRE_PROMTOOL). */
+static void
+test_promtool(void)
+{
+    if (access("/usr/bin/promtool", X_OK) != 0) {
+        fprintf(stderr, "note: promtool not installed: skipped%s\n",
+                getenv("LLMUX_REQUIRE_PROMTOOL") ? " (required: failing)"
+                                                 : "");
+        T_CHECK(!getenv("LLMUX_REQUIRE_PROMTOOL"));
+        return;
+    }
+    char murl[256];
+    snprintf(murl, sizeof(murl), "http://127.0.0.1:%d/metrics", gw.port);
+    struct e2e_resp r;
+    T_EQ_INT(e2e_http("GET", murl, NULL, NULL, 10000, &r), 0);
+    T_EQ_INT(r.status, 200);
+    T_CHECK(r.body && strstr(r.body, "llmux_local_active_sequences{"));
+    char *path = e2e_write_temp("local-metrics.txt", r.body ? r.body : "");
+    T_CHECK(path != NULL);
+    if (path) {
+        char cmd[1024];
+        snprintf(cmd, sizeof(cmd),
+                 "/usr/bin/promtool check metrics < '%s' >&2", path);
+        T_EQ_INT(system(cmd), 0);
+        unlink(path);
+        free(path);
+    }
+    e2e_resp_free(&r);
+}
+
 /* n > 1: n sequences (the later ones copy the first one's prompt cells),
  * greedy choices equal the n = 1 answer, usage counts every choice. */
 static void
@@ -445,6 +478,7 @@ main(void)
     T_RUN(test_timeout);
     T_RUN(test_prefix_cache);
     T_RUN(test_busy);
+    T_RUN(test_promtool);
     T_RUN(test_n_choices);
     T_EQ_INT(e2e_stop(&gw, SIGTERM, 20000), 0);
     T_EQ_INT(e2e_sanitizer_reports, 0);

@@ -180,7 +180,10 @@ static void
 promtool_check(const char *m)
 {
     if (access("/usr/bin/promtool", X_OK) != 0) {
-        fprintf(stderr, "note: promtool not installed; C parser only\n");
+        fprintf(stderr, "note: promtool not installed; C parser only%s\n",
+                getenv("LLMUX_REQUIRE_PROMTOOL") ? " (required: failing)"
+                                                 : "");
+        T_CHECK(!getenv("LLMUX_REQUIRE_PROMTOOL"));
         return;
     }
     char mp[600], cmd[1400];
