@@ -1,0 +1,172 @@
+// The official openai npm SDK against llmux serving its own local engine
+// (driven by tests/test_sdk_local_e2e.c: stories260K as "local" and a
+// random-weight model as "rand"), as an app that fails over to the local
+// engine would call it: tool calls with tool_choice required and named,
+// response_format json_schema, streams in parallel, n > 1, the prefix
+// cache's cached_tokens, and the parameters the engine does not implement
+// refused as BadRequestError naming them.  Every check prints a line; the
+// exit status is the number of failed checks (0 = all passed).
+//
+// env: LLMUX_URL (http://127.0.0.1:PORT/v1)
+import OpenAI from 'openai';
+
+// llmux runs without keys here (require_keys false): the SDK insists on an
+// apiKey, so its Authorization header is removed (a malformed key is a 401).
+const client = new OpenAI({ baseURL: process.env.LLMUX_URL, apiKey: 'none',
+                            defaultHeaders: { Authorization: null },
+                            maxRetries: 0, timeout: 120000 });
+let failed = 0;
+
+function check(cond, what) {
+  console.log(`${cond ? 'ok  ' : 'FAIL'} ${what}`);
+  if (!cond) failed++;
+}
+
+async function step(name, fn) {
+  try {
+    await fn();
+  } catch (e) {
+    check(false, `${name}: threw ${e && e.constructor && e.constructor.name}: ${e && e.message}`);
+  }
+}
+
+const weather = {
+  type: 'function',
+  function: {
+    name: 'get_weather',
+    description: 'The weather in a city',
+    parameters: {
+      type: 'object',
+      properties: { city: { type: 'string', enum: ['Paris', 'Oslo', 'Lima'] },
+                    days: { type: 'integer' } },
+      required: ['city', 'days'],
+      additionalProperties: false,
+    },
+  },
+};
+
+for (const model of ['local', 'rand']) {
+  await step(`${model}: tool_choice required`, async () => {
+    const r = await client.chat.completions.create({
+      model, max_tokens: 100, seed: 7,
+      messages: [{ role: 'user', content: 'What is the weather in Paris?' }],
+      tools: [weather], tool_choice: 'required',
+    });
+    const c = r.choices[0];
+    check(c.finish_reason === 'tool_calls', `${model}: required: finish_reason tool_calls (${c.finish_reason})`);
+    const tc = c.message.tool_calls && c.message.tool_calls[0];
+    check(tc && tc.type === 'function' && tc.function.name === 'get_weather', `${model}: required: a get_weather call`);
+    if (tc && c.finish_reason === 'tool_calls') {
+      const a = JSON.parse(tc.function.arguments);
+      check(['Paris', 'Oslo', 'Lima'].includes(a.city) && Number.isInteger(a.days) &&
+            Object.keys(a).length === 2, `${model}: required: arguments match the schema`);
+    }
+  });
+
+  await step(`${model}: tool_choice named, streamed`, async () => {
+    const stream = await client.chat.completions.create({
+      model, max_tokens: 100, seed: 8, stream: true,
+      messages: [{ role: 'user', content: 'Weather?' }],
+      tools: [weather], tool_choice: { type: 'function', function: { name: 'get_weather' } },
+    });
+    let name = '', args = '', finish = null;
+    for await (const chunk of stream) {
+      const d = chunk.choices[0]?.delta;
+      for (const t of d?.tool_calls ?? []) {
+        if (t.function?.name) name += t.function.name;
+        if (t.function?.arguments) args += t.function.arguments;
+      }
+      if (chunk.choices[0]?.finish_reason) finish = chunk.choices[0].finish_reason;
+    }
+    check(name === 'get_weather', `${model}: named stream: tool name from deltas`);
+    check(finish === 'tool_calls', `${model}: named stream: finish_reason tool_calls (${finish})`);
+    if (finish === 'tool_calls') {
+      const a = JSON.parse(args);
+      check(typeof a.city === 'string' && Number.isInteger(a.days), `${model}: named stream: arguments parse`);
+    }
+  });
+
+  await step(`${model}: json_schema`, async () => {
+    const r = await client.chat.completions.create({
+      model, max_tokens: 200, seed: 9,
+      messages: [{ role: 'user', content: 'A pet as JSON' }],
+      response_format: { type: 'json_schema', json_schema: { name: 'pet', strict: true, schema: {
+        type: 'object',
+        properties: { kind: { type: 'string', enum: ['cat', 'dog'] },
+                      name: { type: 'string', maxLength: 12 }, ok: { type: 'boolean' } },
+        required: ['kind', 'name', 'ok'], additionalProperties: false } } },
+    });
+    const c = r.choices[0];
+    check(c.finish_reason === 'stop' || c.finish_reason === 'length', `${model}: json_schema: finish_reason`);
+    if (c.finish_reason === 'stop') {
+      const o = JSON.parse(c.message.content);
+      check(['cat', 'dog'].includes(o.kind) && typeof o.name === 'string' &&
+            o.name.length <= 12 && typeof o.ok === 'boolean', `${model}: json_schema: valid object`);
+    }
+  });
+}
+
+await step('parallel streams', async () => {
+  const one = async (i) => {
+    const stream = await client.chat.completions.create({
+      model: 'local', max_tokens: 24, seed: i, stream: true,
+      stream_options: { include_usage: true },
+      messages: [{ role: 'user', content: `Once upon a time ${i}` }],
+    });
+    let n = 0, usage = null;
+    for await (const chunk of stream) {
+      if (chunk.choices[0]?.delta?.content) n++;
+      if (chunk.usage) usage = chunk.usage;
+    }
+    return { n, usage };
+  };
+  const rs = await Promise.all([0, 1, 2, 3].map(one));
+  check(rs.every((r) => r.n > 0 && r.usage && r.usage.completion_tokens > 0),
+        'four concurrent streams all produce text and usage');
+});
+
+await step('greedy: same alone and beside others', async () => {
+  const ask = () => client.chat.completions.create({
+    model: 'local', max_tokens: 32, temperature: 0,
+    messages: [{ role: 'user', content: 'Lily went to the park' }] });
+  const alone = (await ask()).choices[0].message.content;
+  const busy = await Promise.all([ask(), ask(), ask()]);
+  check(busy.every((r) => r.choices[0].message.content === alone), 'greedy output identical batched');
+});
+
+await step('n = 3', async () => {
+  const r = await client.chat.completions.create({
+    model: 'local', max_tokens: 16, n: 3, seed: 3,
+    messages: [{ role: 'user', content: 'Tell me a story' }] });
+  check(r.choices.length === 3 && r.choices.map((c) => c.index).join() === '0,1,2', 'n=3: three choices');
+});
+
+await step('prefix cache', async () => {
+  const system = 'You are a storyteller. '.repeat(12);
+  const ask = (q) => client.chat.completions.create({
+    model: 'local', max_tokens: 8, temperature: 0,
+    messages: [{ role: 'system', content: system }, { role: 'user', content: q }] });
+  await ask('A dog');
+  const r = await ask('A cat');
+  const cached = r.usage.prompt_tokens_details?.cached_tokens ?? 0;
+  check(cached >= 30 && cached < r.usage.prompt_tokens, `prefix cache: cached_tokens ${cached} of ${r.usage.prompt_tokens}`);
+});
+
+for (const [param, extra] of [['logprobs', { logprobs: true }],
+                              ['top_logprobs', { top_logprobs: 2 }],
+                              ['n', { n: 2, stream: true }]]) {
+  await step(`refused: ${param}`, async () => {
+    try {
+      await client.chat.completions.create({
+        model: 'local', max_tokens: 4, messages: [{ role: 'user', content: 'Hi' }], ...extra });
+      check(false, `refused: ${param}: got a 200`);
+    } catch (e) {
+      check(e instanceof OpenAI.BadRequestError, `refused: ${param}: BadRequestError (${e && e.constructor.name})`);
+      check(e.param === param || (e.message || '').includes(param), `refused: ${param}: names the parameter (${e.param})`);
+      check(typeof e.requestID === 'string' && e.requestID.length > 0, `refused: ${param}: request id`);
+    }
+  });
+}
+
+console.log(failed ? `${failed} checks failed` : 'all checks passed');
+process.exit(failed);

@@ -1,0 +1,82 @@
+/*
+ * The official openai npm SDK (tests/clients/local_sdk.mjs) against the
+ * real llmux binary serving the local engine only: stories260K and a
+ * random-weight model written here.  What an app that fails over to the
+ * local engine relies on, checked by the client people use: tool calls
+ * (required; named, streamed) that match the function's schema,
+ * response_format json_schema, four concurrent streams, greedy output the
+ * same batched as alone, n = 3, the prefix cache's cached_tokens, and
+ * logprobs / top_logprobs / streamed n refused as BadRequestError naming
+ * the parameter.  Without node or the installed clients it skips, and
+ * fails when LLMUX_REQUIRE_CLIENTS is set (CI).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "lib/e2e.h"
+#include "lib/gguf_writer.h"
+
+static struct e2e_proc gw;
+
+int
+main(void)
+{
+    char model[1024], cfg[4096], rand_model[600];
+    snprintf(model, sizeof(model), "%s/models/stories260K.gguf",
+             e2e_env("LLMUX_TEST_DATA", "../shared/data"));
+    char *dir = e2e_temp_dir();
+    snprintf(rand_model, sizeof(rand_model), "%s/random.gguf",
+             dir ? dir : "/tmp");
+    struct gguf_w_llama lp = {0};
+    lp.n_vocab = 500;
+    lp.n_embd = 32;
+    lp.n_layer = 1;
+    lp.n_head = 2;
+    lp.n_head_kv = 2;
+    lp.n_ff = 64;
+    lp.n_ctx = 2048;
+    lp.type = LE_TYPE_Q8_0;
+    lp.seed = 777;
+    T_EQ_INT(gguf_w_llama_write(&lp, rand_model), 0);
+    snprintf(cfg, sizeof(cfg),
+             "{\"listen\": \"127.0.0.1:0\", \"workers\": 2,\n"
+             " \"database\": \"%s/ledger.db\", \"require_keys\": false,\n"
+             " \"providers\": {\"local\": {\"kind\": \"local\", "
+             "\"model_path\": \"%s\",\n"
+             "   \"threads\": 1, \"context\": 512, \"parallel\": 4},\n"
+             "  \"rand\": {\"kind\": \"local\", \"model_path\": \"%s\",\n"
+             "   \"threads\": 1, \"context\": 1024, \"parallel\": 2,\n"
+             "   \"models\": {\"rand\": {}}}}}\n",
+             dir ? dir : "/tmp", model, rand_model);
+    char *path = e2e_write_temp("sdk_local.json", cfg);
+    const char *bin = e2e_env("LLMUX_BIN", "build/release/llmux");
+    char *argv[] = {(char *)bin, "serve", "--config", path, NULL};
+    if (!path ||
+        e2e_start(&gw, argv, "listening on http://127.0.0.1:", 30000) != 0) {
+        fprintf(stderr, "llmux did not start\n");
+        return 1;
+    }
+    char env_url[300];
+    snprintf(env_url, sizeof(env_url), "LLMUX_URL=http://127.0.0.1:%d/v1",
+             gw.port);
+    const char *env[] = {env_url, NULL};
+    char *out = NULL;
+    int rc = e2e_node("local_sdk.mjs", env, 400, &out);
+    if (rc == E2E_NO_CLIENTS) {
+        printf("skip: node or tests/clients not installed (make clients)\n");
+        T_CHECK(!getenv("LLMUX_REQUIRE_CLIENTS"));
+    } else {
+        if (rc != 0 || !out || !strstr(out, "all checks passed"))
+            fprintf(stderr, "%s\n", out ? out : "(no output)");
+        T_EQ_INT(rc, 0);
+        T_CHECK(out && strstr(out, "all checks passed"));
+    }
+    free(out);
+    T_EQ_INT(e2e_stop(&gw, 15, 20000), 0);
+    T_EQ_INT(e2e_sanitizer_reports, 0);
+    free(path);
+    free(dir);
+    return T_END();
+}
