@@ -1611,6 +1611,7 @@ pv_local_stats(size_t i, struct pv_local_stat *out)
                                            : engines[i].prov->name;
     out->queued = st.queued;
     out->active = st.active;
+    out->paused = st.paused;
     out->generated_tokens = st.generated_tokens;
     out->cached_tokens = st.cached_tokens;
     out->prompt_tokens = st.prompt_tokens;

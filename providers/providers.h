@@ -158,6 +158,7 @@ struct pv_local_stat {
     const char *model;         /* the provider's first model name */
     int queued;                /* requests waiting for a sequence */
     int active;                /* sequences running (paused included) */
+    int paused;                /* of active: held for a slow client */
     uint64_t generated_tokens; /* total */
     uint64_t prompt_tokens;    /* total, cached included */
     uint64_t cached_tokens;    /* prompt tokens served by the prefix cache */
