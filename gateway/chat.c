@@ -56,6 +56,7 @@ struct gw_req {
     struct event *ev_hedge;
     struct event *ev_backoff;
     struct evbuffer *sse_out; /* stream: one event's bytes, reused */
+    struct pv_msgs_stream ms; /* api MESSAGES: the client's event state */
     const struct cfg_provider *prov; /* of the winning / last attempt */
     const struct cfg_model *model;
     char rl_message[256]; /* the first upstream 429's error.message */
@@ -299,7 +300,11 @@ complete_reply(struct gw_req *r)
     struct gw_hreq *req = r->req;
     if (r->chat.stream && r->sent_head) {
         struct evbuffer *b = evbuffer_new();
-        if (b) {
+        if (b && r->chat.api == PV_API_MESSAGES) {
+            gw_msgs_stream_end(&r->ms, r->prov && pv_passthrough(&r->chat,
+                                                                 r->prov->kind),
+                               &r->usage, r->status, r->error, b);
+        } else if (b) {
             if (r->status >= 400) {
                 json_t *e = json_pack("{s:{s:s,s:s,s:n,s:s}}", "error",
                                       "message", r->error, "type",
@@ -332,6 +337,18 @@ complete_reply(struct gw_req *r)
                 r->resp_body = b503;
                 r->resp_len = sizeof(e503) - 1;
                 r->status = 503;
+            }
+        }
+        if (r->chat.api == PV_API_MESSAGES) {
+            /* The client's API writes the body (answers and errors). */
+            size_t n = 0;
+            char *m = gw_msgs_reply_body(
+                &r->chat, r->prov && pv_passthrough(&r->chat, r->prov->kind),
+                r->id, &r->usage, r->status, r->resp_body, r->resp_len, &n);
+            if (m) {
+                free(r->resp_body);
+                r->resp_body = m;
+                r->resp_len = n;
             }
         }
         struct gw_hreq *h = req;
@@ -570,7 +587,11 @@ on_event(void *ud, const char *data, size_t len)
     struct evbuffer *b = r->sse_out;
     if (!b)
         return;
-    sse_add_data(b, data, len);
+    if (r->chat.api == PV_API_MESSAGES)
+        gw_msgs_stream_event(&r->ms, pv_passthrough(&r->chat, t->prov->kind),
+                             data, len, b);
+    else
+        sse_add_data(b, data, len);
     gw_hreq_reply_chunk(req, b); /* takes the bytes, b is empty again */
     evbuffer_drain(b, evbuffer_get_length(b));
     if (t->call && !r->paused) {
@@ -879,13 +900,20 @@ max_cost(const struct gw_req *r)
 void
 gw_chat_handle(struct gw_worker *w, struct gw_hreq *req)
 {
+    gw_chat_handle_api(w, req, PV_API_CHAT);
+}
+
+void
+gw_chat_handle_api(struct gw_worker *w, struct gw_hreq *req,
+                   enum pv_api api)
+{
     /* Who is calling comes first (DESIGN.md section 2): an unknown caller
      * gets 401 before we spend anything on its body.  Limits and budget
      * need the parsed body and are checked after it (gw_chat_admit). */
     if (w->srv->auth) {
         struct gw_authn an;
         gw_auth_identify(w->srv->auth,
-                         gw_hreq_header(req, "Authorization"),
+                         gw_hreq_credentials(req),
                          gx_now_ms(), &an);
         if (an.who == GW_CALLER_NONE) {
             gw_reply_unauthorized(req, &an);
@@ -917,8 +945,10 @@ gw_chat_handle(struct gw_worker *w, struct gw_hreq *req)
     char msg[512];
     const char *param = NULL;
     const char *text = (const char *)evbuffer_pullup(in, -1);
-    enum pv_chat_err pe = pv_chat_parse(&r->chat, PV_API_CHAT, text, n, msg,
-                                        sizeof(msg), &param);
+    enum pv_chat_err pe =
+        api == PV_API_MESSAGES
+            ? pv_msgs_parse(&r->chat, text, n, 0, msg, sizeof(msg), &param)
+            : pv_chat_parse(&r->chat, api, text, n, msg, sizeof(msg), &param);
     if (pe != PV_CHAT_OK) {
         gw_reply_error(req, 400, "invalid_request_error",
                        pe == PV_CHAT_BAD_JSON ? "invalid_json"
@@ -947,6 +977,7 @@ gw_chat_handle(struct gw_worker *w, struct gw_hreq *req)
     r->start_us = gx_mono_us();
     r->ttft_us = -1;
     gw_request_id(w, req, r->id, sizeof(r->id));
+    pv_msgs_stream_init(&r->ms, r->chat.model, r->id);
     w->inflight++;
     atomic_fetch_add(&w->srv->stats.inflight, 1);
     atomic_fetch_add(&w->srv->stats.requests, 1);

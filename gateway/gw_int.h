@@ -115,6 +115,34 @@ struct rt_router *gw_router(const struct gw_server *srv);
 
 /* chat.c: POST /v1/chat/completions */
 void gw_chat_handle(struct gw_worker *w, struct gw_hreq *req);
+/* The same request life for another inbound API (POST /v1/messages):
+ * its parser, then every step as for chat, the client's writer chosen by
+ * api (messages.c). */
+void gw_chat_handle_api(struct gw_worker *w, struct gw_hreq *req,
+                        enum pv_api api);
+
+/* messages.c: the Anthropic Messages writer and count_tokens.  chat.c
+ * calls these for api PV_API_MESSAGES; pass = the serving provider
+ * speaks Messages itself (pv_passthrough). */
+/* Non-stream: the client's body for status and the body chat.c holds
+ * (an OpenAI chat.completion, the upstream's own answer when pass, or an
+ * error body); malloc'd, NULL to keep it as it is. */
+char *gw_msgs_reply_body(const struct pv_chat *chat, int pass,
+                         const char *id, const struct pv_usage *u,
+                         int status, const char *body, size_t len,
+                         size_t *out_len);
+/* Stream: one upstream event's data as the client's events, into b. */
+void gw_msgs_stream_event(struct pv_msgs_stream *s, int pass,
+                          const char *data, size_t len, struct evbuffer *b);
+/* Stream end (after the row committed): message_delta + message_stop,
+ * or an error event when status >= 400. */
+void gw_msgs_stream_end(struct pv_msgs_stream *s, int pass,
+                        const struct pv_usage *u, int status,
+                        const char *error, struct evbuffer *b);
+/* POST /v1/messages/count_tokens. */
+void gw_msgs_count_tokens(struct gw_worker *w, struct gw_hreq *req);
+/* 1 for the paths whose errors take Anthropic's shape. */
+int gw_msgs_path(const char *path);
 /* Finishes requests whose ledger row committed (worker thread). */
 void gw_chat_run_done(struct gw_worker *w);
 /* Shutdown, on the worker thread while its loop still runs: answers every
@@ -387,6 +415,12 @@ const char *gw_hreq_query(const struct gw_hreq *req); /* raw, or NULL */
 const char *gw_hreq_param(struct gw_hreq *req, const char *name);
 /* The first input header called name (case-insensitive), or NULL. */
 const char *gw_hreq_header(const struct gw_hreq *req, const char *name);
+/* The caller's credentials as an Authorization value: the Authorization
+ * header, else "Bearer " + the x-api-key header (Anthropic's way of
+ * sending a key), else NULL.  Every path that takes a key reads this.
+ * Valid until the next call on req. */
+#define GW_AUTHZ_MAX 512
+const char *gw_hreq_credentials(struct gw_hreq *req);
 struct evbuffer *gw_hreq_body(struct gw_hreq *req); /* whole, in on_request */
 const char *gw_hreq_id(const struct gw_hreq *req);  /* its x-request-id */
 struct gw_worker *gw_hreq_worker(const struct gw_hreq *req);

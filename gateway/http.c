@@ -4,6 +4,7 @@
  */
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <event2/buffer.h>
@@ -63,6 +64,18 @@ gw_reply_error(struct gw_hreq *req, int status, const char *type,
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
+    if (gw_msgs_path(gw_hreq_path(req))) {
+        /* The Messages API's clients read Anthropic's shape. */
+        size_t n = 0;
+        char *e = pv_msgs_error(status, code, msg, &n);
+        gw_hreq_add_header(req, "Content-Type", "application/json");
+        if (e)
+            gw_hreq_send_body(req, status, e, n);
+        else
+            gw_hreq_send_body(req, 500, NULL, 0);
+        free(e);
+        return;
+    }
     json_t *o = json_pack("{s:{s:s,s:s,s:o,s:o}}", "error", "message", msg,
                           "type", type, "param",
                           param ? json_string(param) : json_null(), "code",

@@ -83,7 +83,7 @@ static void
 handle_admin_providers(struct gw_server *srv, struct gw_hreq *req,
                        enum gw_method m)
 {
-    const char *authz = gw_hreq_header(req, "Authorization");
+    const char *authz = gw_hreq_credentials(req);
     const char *admin = srv->cfg->admin_key; /* restart to change */
     if (!admin || !admin[0] || !authz || strncmp(authz, "Bearer ", 7) != 0 ||
         !gw_admin_equal(admin, authz + 7, strlen(authz + 7))) {
@@ -114,6 +114,8 @@ handle_admin_providers(struct gw_server *srv, struct gw_hreq *req,
 enum gw_route {
     R_NONE,
     R_CHAT,
+    R_MESSAGES,
+    R_COUNT_TOKENS,
     R_HEALTH,
     R_MODELS,
     R_ADMIN_KEYS,
@@ -129,6 +131,10 @@ route_of(const char *path)
     if (!strcmp(path, "/v1/chat/completions") ||
         !strcmp(path, "/chat/completions"))
         return R_CHAT;
+    if (!strcmp(path, "/v1/messages"))
+        return R_MESSAGES;
+    if (!strcmp(path, "/v1/messages/count_tokens"))
+        return R_COUNT_TOKENS;
     if (!strcmp(path, "/health"))
         return R_HEALTH;
     if (!strcmp(path, "/v1/models") || !strcmp(path, "/models"))
@@ -175,12 +181,12 @@ gw_server_on_head(struct gw_worker *w, struct gw_hreq *req)
         !w->srv->auth)
         return 0;
     struct gw_authn an;
-    gw_auth_identify(w->srv->auth, gw_hreq_header(req, "Authorization"),
+    gw_auth_identify(w->srv->auth, gw_hreq_credentials(req),
                      gx_now_ms(), &an);
     if (an.who != GW_CALLER_NONE)
         return 0;
     gw_reply_unauthorized(req, &an);
-    if (rt == R_CHAT)
+    if (rt == R_CHAT || rt == R_MESSAGES)
         atomic_fetch_add(&w->srv->stats.errors, 1);
     return -1;
 }
@@ -242,8 +248,11 @@ gw_server_on_request(struct gw_worker *w, struct gw_hreq *req)
         handle_options(w, req);
         return;
     }
-    switch (route_of(path)) {
+    enum gw_route route = route_of(path);
+    switch (route) {
     case R_CHAT:
+    case R_MESSAGES:
+    case R_COUNT_TOKENS:
         if (m != GW_METHOD_POST) {
             gw_hreq_add_header(req, "Allow", "POST, OPTIONS");
             gw_reply_error(req, 405, "invalid_request_error",
@@ -257,7 +266,12 @@ gw_server_on_request(struct gw_worker *w, struct gw_hreq *req)
                            "instance.");
             return;
         }
-        gw_chat_handle(w, req);
+        if (route == R_MESSAGES)
+            gw_chat_handle_api(w, req, PV_API_MESSAGES);
+        else if (route == R_COUNT_TOKENS)
+            gw_msgs_count_tokens(w, req);
+        else
+            gw_chat_handle(w, req);
         return;
     case R_HEALTH:
         send_simple_json(req, "{\"status\":\"ok\"}");

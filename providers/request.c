@@ -16,13 +16,13 @@
 #include <stdio.h>
 #include <string.h>
 
-static int
-bad(char *msg, size_t len, const char **param, const char *p,
-    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+#include "providers_int.h"
 
-static int
-bad(char *msg, size_t len, const char **param, const char *p,
-    const char *fmt, ...)
+#define bad pv_bad
+
+int
+pv_bad(char *msg, size_t len, const char **param, const char *p,
+       const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -172,15 +172,9 @@ pv_chat_parse(struct pv_chat *c, enum pv_api api, const char *text,
 {
     memset(c, 0, sizeof(*c));
     *param = NULL;
-    json_error_t jerr;
-    json_t *body = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
-    if (!body) {
-        snprintf(msg, msglen,
-                 "We could not parse the JSON body of your request (line "
-                 "%d, column %d): %s.",
-                 jerr.line, jerr.column, jerr.text);
+    json_t *body = pv_body_load(text, len, msg, msglen);
+    if (!body)
         return PV_CHAT_BAD_JSON;
-    }
     if (pv_chat_from_json(c, api, body, msg, msglen, param) != 0) {
         json_decref(body);
         return PV_CHAT_INVALID;
@@ -189,11 +183,26 @@ pv_chat_parse(struct pv_chat *c, enum pv_api api, const char *text,
     return PV_CHAT_OK;
 }
 
+json_t *
+pv_body_load(const char *text, size_t len, char *msg, size_t msglen)
+{
+    json_error_t jerr;
+    json_t *body = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!body)
+        snprintf(msg, msglen,
+                 "We could not parse the JSON body of your request (line "
+                 "%d, column %d): %s.",
+                 jerr.line, jerr.column, jerr.text);
+    return body;
+}
+
 void
 pv_chat_cleanup(struct pv_chat *c)
 {
-    if (c->owned)
+    if (c->owned) {
         json_decref(c->body);
+        json_decref(c->native);
+    }
     memset(c, 0, sizeof(*c));
 }
 

@@ -85,10 +85,15 @@
  *   thoughts=N          native: N thinking tokens (Gemini
  *                       thoughtsTokenCount and a thought part; Anthropic a
  *                       thinking block, counted in output_tokens)
- *   tool=NAME           native: answer with a call of tool NAME (after a
- *                       short text) instead of the plain text
+ *   tool=NAME           answer with a call of tool NAME instead of the
+ *                       plain text (native: after a short text; OpenAI:
+ *                       message.tool_calls / tool_calls deltas, finish
+ *                       "tool_calls"), unless the conversation ends with
+ *                       a tool result (a "tool" message, a tool_result
+ *                       block, a functionResponse part): then the text
  *   tool_args=JSON      its arguments (default {"city":"Paris"}), streamed
- *                       in three pieces (Anthropic input_json_delta)
+ *                       in three pieces (Anthropic input_json_delta; two
+ *                       OpenAI argument deltas)
  * Native modes answer in the upstream's own JSON and SSE shapes (Anthropic
  * events message_start, content_block_start/delta/stop, ping,
  * message_delta, message_stop; Gemini one GenerateContentResponse per
@@ -408,6 +413,30 @@ last_user_text(json_t *body)
             return message_text(m);
     }
     return NULL;
+}
+
+/* 1 if the last message of body is a tool's result, in any format. */
+static int
+ends_with_tool_result(json_t *body)
+{
+    json_t *contents = json_object_get(body, "contents");
+    json_t *last = json_array_get(contents, json_array_size(contents) - 1);
+    size_t i;
+    json_t *p;
+    json_array_foreach(json_object_get(last, "parts"), i, p)
+        if (json_object_get(p, "functionResponse"))
+            return 1;
+    json_t *msgs = json_object_get(body, "messages");
+    last = json_array_get(msgs, json_array_size(msgs) - 1);
+    const char *role = json_string_value(json_object_get(last, "role"));
+    if (role && !strcmp(role, "tool"))
+        return 1;
+    json_array_foreach(json_object_get(last, "content"), i, p) {
+        const char *t = json_string_value(json_object_get(p, "type"));
+        if (t && !strcmp(t, "tool_result"))
+            return 1;
+    }
+    return 0;
 }
 
 static void
@@ -1263,6 +1292,8 @@ job_build(struct job *j, json_t *body, const char *model, int include_usage)
     pthread_mutex_unlock(&st_mu);
     char *big = NULL; /* owned text: big=N, or the generated tokens */
     const char *text = "Hello from fake provider";
+    if (ends_with_tool_result(body))
+        j->o.tool[0] = '\0'; /* a model answers a tool's result in words */
     if (o->big > 0) {
         big = malloc((size_t)o->big + 1);
         if (!big)
@@ -1310,6 +1341,25 @@ job_build(struct job *j, json_t *body, const char *model, int include_usage)
     }
     char ids[48];
     snprintf(ids, sizeof(ids), "chatcmpl-fake-%ld", id);
+    char call_id[48];
+    snprintf(call_id, sizeof(call_id), "call_fake_%ld", id);
+    const char *targs = o->tool_args[0] ? o->tool_args : "{\"city\":\"Paris\"}";
+    if (!j->stream && o->tool[0]) {
+        json_t *r = json_pack(
+            "{s:s,s:s,s:i,s:s,s:[{s:i,s:{s:s,s:n,s:[{s:s,s:s,s:{s:s,s:s}}]},"
+            "s:n,s:s}]}",
+            "id", ids, "object", "chat.completion", "created", 1700000000,
+            "model", model, "choices", "index", 0, "message", "role",
+            "assistant", "content", "tool_calls", "id", call_id, "type",
+            "function", "function", "name", o->tool, "arguments", targs,
+            "logprobs", "finish_reason", "tool_calls");
+        if (r && !o->no_usage)
+            json_object_set_new(r, "usage", usage_json(o, 5));
+        j->body = r ? dump_json(o, r) : NULL;
+        json_decref(r);
+        free(big);
+        return j->body ? 0 : -1;
+    }
     if (!j->stream) {
         long words = 1;
         for (const char *p = text; *p; p++)
@@ -1334,7 +1384,7 @@ job_build(struct job *j, json_t *body, const char *model, int include_usage)
         }
         return 0;
     }
-    size_t cap = np + 4;
+    size_t cap = np + 8;
     j->events = calloc(cap, sizeof(char *));
     if (!j->events)
         goto fail;
@@ -1344,7 +1394,39 @@ job_build(struct job *j, json_t *body, const char *model, int include_usage)
                                        "content", ""),
                   NULL),
         NULL);
-    for (size_t i = 0; i < np; i++) {
+    size_t n_text = np;
+    if (o->tool[0]) {
+        /* The call instead of the text: id and name, then the arguments
+         * in two pieces. */
+        size_t half = strlen(targs) / 2;
+        char *a1 = strndup(targs, half);
+        j->events[j->n_events++] = sse_event(
+            o,
+            chunk_new(id, model,
+                      json_pack("{s:[{s:i,s:s,s:s,s:{s:s,s:s}}]}",
+                                "tool_calls", "index", 0, "id", call_id,
+                                "type", "function", "function", "name",
+                                o->tool, "arguments", ""),
+                      NULL),
+            NULL);
+        j->events[j->n_events++] = sse_event(
+            o,
+            chunk_new(id, model,
+                      json_pack("{s:[{s:i,s:{s:s}}]}", "tool_calls", "index",
+                                0, "function", "arguments", a1 ? a1 : ""),
+                      NULL),
+            NULL);
+        j->events[j->n_events++] = sse_event(
+            o,
+            chunk_new(id, model,
+                      json_pack("{s:[{s:i,s:{s:s}}]}", "tool_calls", "index",
+                                0, "function", "arguments", targs + half),
+                      NULL),
+            NULL);
+        free(a1);
+        n_text = 0; /* no text */
+    }
+    for (size_t i = 0; i < n_text; i++) {
         if (i == 0 && o->malformed)
             j->events[j->n_events++] =
                 sse_event(o, NULL, "{\"id\":\"broken\",\"choices\":[{");
@@ -1355,8 +1437,10 @@ job_build(struct job *j, json_t *body, const char *model, int include_usage)
                           NULL),
                 NULL);
     }
-    j->events[j->n_events++] =
-        sse_event(o, chunk_new(id, model, json_object(), "stop"), NULL);
+    j->events[j->n_events++] = sse_event(
+        o, chunk_new(id, model, json_object(), o->tool[0] ? "tool_calls"
+                                                          : "stop"),
+        NULL);
     if (include_usage && !o->no_usage) {
         json_t *u = json_pack("{s:s,s:s,s:i,s:s,s:[]}", "id", ids, "object",
                               "chat.completion.chunk", "created", 1700000000,
