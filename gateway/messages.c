@@ -78,9 +78,11 @@ gw_msgs_stream_end(struct pv_msgs_stream *s, int pass,
     put(b, &g);
 }
 
-/* POST /v1/messages/count_tokens: {"input_tokens": N} from the one
- * prompt estimate every layer uses (providers.h), for the model the
- * caller may use; the header x-llmux-token-count says "estimate". */
+/* POST /v1/messages/count_tokens: {"input_tokens": N} for the model the
+ * caller may use: exact when the model's first target is the local engine
+ * (its chat template and tokenizer, as a generation would count), else the
+ * one prompt estimate every layer uses (providers.h); the header
+ * x-llmux-token-count says which ("exact" or "estimate"). */
 void
 gw_msgs_count_tokens(struct gw_worker *w, struct gw_hreq *req)
 {
@@ -126,9 +128,17 @@ gw_msgs_count_tokens(struct gw_worker *w, struct gw_hreq *req)
                        "serves.",
                        c.model);
     } else {
-        json_t *o = json_pack("{s:I}", "input_tokens",
-                              (json_int_t)c.est_prompt_tokens);
-        gw_hreq_add_header(req, "X-Llmux-Token-Count", "estimate");
+        const struct cfg *cfg = gw_cfg(srv);
+        const struct cfg_provider *p =
+            plan.n ? &cfg->providers[plan.targets[0].provider] : NULL;
+        int64_t count = c.est_prompt_tokens;
+        char err[256];
+        int exact = p && p->kind == CFG_KIND_LOCAL &&
+                    pv_local_count_tokens(p, c.body, &count, err,
+                                          sizeof(err)) == 0;
+        json_t *o = json_pack("{s:I}", "input_tokens", (json_int_t)count);
+        gw_hreq_add_header(req, "X-Llmux-Token-Count",
+                           exact ? "exact" : "estimate");
         if (o)
             gw_reply_json(req, 200, o);
         else

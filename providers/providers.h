@@ -149,6 +149,13 @@ void pv_call_resume(struct pv_call *call);
  */
 enum gx_status pv_local_init(const struct cfg *c, char *err, size_t errlen);
 void pv_local_shutdown(void);
+/* The exact prompt token count of the OpenAI chat body as provider p (a
+ * local one) would generate from it: rendered with the model's chat
+ * template (tools described as for a generation) and tokenized.  Any
+ * thread (the model is read-only); costs a tokenization.  0, or -1 with a
+ * reason in err (not a local provider, a request it would refuse). */
+int pv_local_count_tokens(const struct cfg_provider *p, const json_t *body,
+                          int64_t *n, char *err, size_t errlen);
 
 /* A provider kind is a table: one file plus one line in the registry. */
 struct pv_ops {

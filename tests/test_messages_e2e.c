@@ -18,7 +18,10 @@
  *                 signature included); the answer and the stream come back
  *                 untranslated apart from the model; cache writes and
  *                 reads priced exactly; an upstream error in its own shape
- *   local         non-stream and stream from stories260K (usage 'local')
+ *   gemini        non-stream and stream, thought parts as thinking blocks,
+ *                 reasoning_tokens in the row
+ *   local         non-stream and stream from stories260K (usage 'local');
+ *                 count_tokens exact (the model's template and tokenizer)
  *   errors        401 (bad x-api-key), 400 (no max_tokens), 404, 405 in
  *                 Anthropic's shape; count_tokens; x-api-key on /v1/models
  */
@@ -66,6 +69,9 @@ write_config(const char *db, const char *model)
         "\"http://127.0.0.1:%d\", \"api_key\": \"" SECRET_A "\",\n"
         "   \"models\": {\"claude-sonnet-4.5\": {\"upstream\": "
         "\"claude-sonnet-4-5\"}}},\n"
+        "  \"gem\": {\"kind\": \"gemini\", \"base_url\": "
+        "\"http://127.0.0.1:%d\", \"api_key\": \"AIza-SECRET-msgs-0123456789\",\n"
+        "   \"models\": [\"gemini-2.5-flash\"]},\n"
         "  \"local\": {\"kind\": \"local\", \"model_path\": \"%s\",\n"
         "   \"threads\": 1, \"context\": 512, \"parallel\": 2,\n"
         "   \"models\": {\"local\": {\"input_per_mtok\": 0, "
@@ -78,7 +84,7 @@ write_config(const char *db, const char *model)
         " \"failover\": {\"max_attempts\": 3, \"backoff_ms\": 1,\n"
         "  \"circuit_failures\": 100000}\n"
         "}\n",
-        db, fake.port, fake.port, fake.port, fake.port, model);
+        db, fake.port, fake.port, fake.port, fake.port, fake.port, model);
     return e2e_write_temp("msgs.json", cfg);
 }
 
@@ -588,6 +594,63 @@ test_local(void)
     T_CHECK(m.in > 0);
     e2e_resp_free(&r);
     T_CHECK(row_is_messages("l-2"));
+    /* count_tokens on the local engine: exact, what the row counted. */
+    T_EQ_INT(post("/v1/messages/count_tokens", "l-3", key,
+                  "{\"model\":\"local\",\"messages\":[{\"role\":\"user\","
+                  "\"content\":\"Once upon a time\"}]}",
+                  &r),
+             0);
+    T_EQ_INT(r.status, 200);
+    char h[64];
+    T_EQ_STR(e2e_header(&r, "x-llmux-token-count", h, sizeof(h)), "exact");
+    json_t *cj = json_loads(r.body ? r.body : "", 0, NULL);
+    T_EQ_INT(json_integer_value(json_object_get(cj, "input_tokens")),
+             e2e_row_int(dbpath, "l-1", "prompt_tokens"));
+    json_decref(cj);
+    e2e_resp_free(&r);
+}
+
+/* ---- gemini kind: translated like any other ---------------------------- */
+
+static void
+test_gemini(void)
+{
+    struct e2e_resp r;
+    T_EQ_INT(msgs("g-1",
+                  "{\"model\":\"gemini-2.5-flash\",\"max_tokens\":50,"
+                  "\"messages\":[{\"role\":\"user\",\"content\":"
+                  "\"fake:thoughts=3;prompt_tokens=10\"}]}",
+                  &r),
+             0);
+    T_EQ_INT(r.status, 200);
+    json_t *j = json_loads(r.body ? r.body : "", 0, NULL);
+    const json_t *c = json_object_get(j, "content");
+    T_EQ_STR(json_string_value(json_object_get(json_array_get(c, 0), "type")),
+             "thinking");
+    T_EQ_STR(json_string_value(json_object_get(json_array_get(c, 1), "type")),
+             "text");
+    T_EQ_STR(json_string_value(json_object_get(json_array_get(c, 1), "text")),
+             "Hello from fake provider");
+    json_decref(j);
+    e2e_resp_free(&r);
+    T_CHECK(row_is_messages("g-1"));
+    T_EQ_INT(e2e_row_int(dbpath, "g-1", "reasoning_tokens"), 3);
+    T_EQ_INT(msgs("g-2",
+                  "{\"model\":\"gemini-2.5-flash\",\"max_tokens\":50,"
+                  "\"stream\":true,\"messages\":[{\"role\":\"user\","
+                  "\"content\":\"fake:thoughts=2\"}]}",
+                  &r),
+             0);
+    T_EQ_INT(r.status, 200);
+    struct msg_stream m;
+    stream_parse(r.body ? r.body : "", &m);
+    T_EQ_INT(m.bad, 0);
+    T_EQ_STR(m.text, "Hello from fake provider");
+    T_CHECK(m.thinking[0] != '\0');
+    T_EQ_STR(m.stop_reason, "end_turn");
+    size_t tl = strlen(m.types);
+    T_CHECK(tl > 13 && !strcmp(m.types + tl - 13, " message_stop"));
+    e2e_resp_free(&r);
 }
 
 /* ---- llmux's own errors, count_tokens, keys ----------------------------- */
@@ -753,6 +816,7 @@ main(void)
     T_RUN(test_openai_failures);
     T_RUN(test_anthropic_passthrough);
     T_RUN(test_local);
+    T_RUN(test_gemini);
     T_RUN(test_errors_and_counting);
     T_EQ_INT(e2e_stop(&gw, 15, 10000), 0);
     e2e_stop(&fake, 15, 5000);
