@@ -957,6 +957,16 @@ gw_chat_handle_api(struct gw_worker *w, struct gw_hreq *req,
         free(r);
         return;
     }
+    const char *beta = gw_hreq_header(req, "anthropic-beta");
+    if (api == PV_API_MESSAGES && beta &&
+        strlen(beta) < sizeof(r->chat.anthropic_beta)) {
+        int ok = 1;
+        for (const char *p = beta; *p; p++)
+            ok &= *p >= 0x20 && *p < 0x7f;
+        if (ok)
+            snprintf(r->chat.anthropic_beta, sizeof(r->chat.anthropic_beta),
+                     "%s", beta);
+    }
     r->w = w;
     r->gen = w->gen;
     rt_plan_route(r->gen->router, r->chat.model, r->chat.est_prompt_tokens,

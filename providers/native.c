@@ -925,6 +925,15 @@ x_send(struct pv_loop *loop, const struct pv_request *req,
         }
         if (k->extra_name && !extra_set)
             hdr = add_header(hdr, &ok, k->extra_name, k->extra_value);
+        int beta_set = 0;
+        for (size_t i = 0; i < prov->n_headers; i++)
+            beta_set |= !strcasecmp(prov->headers[i].name, "anthropic-beta");
+        if (pv_passthrough(req->chat, prov->kind) &&
+            req->chat->anthropic_beta[0] && !beta_set &&
+            header_ok(req->chat->anthropic_beta))
+            /* The client's betas go with its own body. */
+            hdr = add_header(hdr, &ok, "anthropic-beta",
+                             req->chat->anthropic_beta);
         if (req->request_id && *req->request_id) {
             if (!header_ok(req->request_id)) {
                 gx_errf(err, errlen, "request id has a line break");

@@ -288,6 +288,10 @@ struct pv_chat {
      * is not a passthrough refuses such a request with a 400 naming them,
      * and nothing is sent. */
     char native_only[256];
+    /* The client's anthropic-beta header (api MESSAGES; "" when none),
+     * sent upstream on a passthrough unless the provider's own headers
+     * set one.  Printable ASCII only (the gateway checks). */
+    char anthropic_beta[512];
 };
 
 /* Why pv_chat_parse refused a body: the OpenAI error code to answer. */

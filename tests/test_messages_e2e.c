@@ -527,6 +527,26 @@ test_anthropic_passthrough(void)
     T_CHECK(row_is_messages("a-2"));
     T_EQ_INT(e2e_row_int(dbpath, "a-2", "cached_tokens"), 2);
 
+    /* The client's anthropic-beta goes with its body. */
+    char url[256], kh[200];
+    snprintf(url, sizeof(url), "%s/v1/messages", base);
+    snprintf(kh, sizeof(kh), "x-api-key: %s", key);
+    const char *bh[] = {kh, "anthropic-beta: interleaved-thinking-2025-05-14",
+                        NULL};
+    T_EQ_INT(e2e_http("POST", url,
+                      "{\"model\":\"claude-sonnet-4.5\",\"max_tokens\":10,"
+                      "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}",
+                      bh, 30000, &r),
+             0);
+    T_EQ_INT(r.status, 200);
+    e2e_resp_free(&r);
+    s = fake_stats(fake_url);
+    T_EQ_STR(json_string_value(json_object_get(
+                 json_object_get(json_object_get(s, "last"), "headers"),
+                 "anthropic-beta")),
+             "interleaved-thinking-2025-05-14");
+    json_decref(s);
+
     /* An upstream 4xx in Anthropic's own shape reaches the client as is. */
     T_EQ_INT(msgs("a-3",
                   "{\"model\":\"claude-sonnet-4.5\",\"max_tokens\":10,"
