@@ -781,22 +781,59 @@ test_errors_and_counting(void)
     e2e_resp_free(&r);
 }
 
-/* An admin-made key, used as x-api-key by every test. */
+/* An admin-made key (spec: the POST /admin/keys body) into out. */
 static int
-make_key(void)
+make_key_spec(const char *spec, char *out, size_t len)
 {
     char url[256];
     snprintf(url, sizeof(url), "%s/admin/keys", base);
     const char *hd[] = {"Authorization: Bearer " ADMIN, NULL};
     struct e2e_resp r;
-    if (e2e_http("POST", url, "{\"name\":\"msgs\"}", hd, 10000, &r) != 0)
+    if (e2e_http("POST", url, spec, hd, 10000, &r) != 0)
         return -1;
     json_t *j = json_loads(r.body ? r.body : "", 0, NULL);
     const char *k = json_string_value(json_object_get(j, "key"));
-    snprintf(key, sizeof(key), "%s", k ? k : "");
+    snprintf(out, len, "%s", k ? k : "");
     json_decref(j);
     e2e_resp_free(&r);
-    return key[0] ? 0 : -1;
+    return out[0] ? 0 : -1;
+}
+
+/* The key every test sends as x-api-key. */
+static int
+make_key(void)
+{
+    return make_key_spec("{\"name\":\"msgs\"}", key, sizeof(key));
+}
+
+/* Budgets and rate limits apply as for chat, in Anthropic's words. */
+static void
+test_limits(void)
+{
+    char k1[128], k2[128], t[64], m[512], h[64];
+    T_EQ_INT(make_key_spec("{\"name\":\"rpm\",\"rpm\":1}", k1, sizeof(k1)),
+             0);
+    T_EQ_INT(make_key_spec("{\"name\":\"poor\",\"budget_usd\":0.000001}", k2,
+                           sizeof(k2)),
+             0);
+    const char *ok = "{\"model\":\"gpt-4.1\",\"max_tokens\":8,\"messages\":[{"
+                     "\"role\":\"user\",\"content\":\"hi\"}]}";
+    struct e2e_resp r;
+    T_EQ_INT(post("/v1/messages", "k-1", k1, ok, &r), 0);
+    T_EQ_INT(r.status, 200);
+    e2e_resp_free(&r);
+    T_EQ_INT(post("/v1/messages", "k-2", k1, ok, &r), 0);
+    T_EQ_INT(r.status, 429);
+    anth_error(&r, t, sizeof(t), m, sizeof(m));
+    T_EQ_STR(t, "rate_limit_error");
+    T_CHECK(e2e_header(&r, "retry-after", h, sizeof(h)) != NULL);
+    e2e_resp_free(&r);
+    /* The reservation (prompt bound + 8 output tokens) passes the budget. */
+    T_EQ_INT(post("/v1/messages", "k-3", k2, ok, &r), 0);
+    T_EQ_INT(r.status, 429);
+    anth_error(&r, t, sizeof(t), m, sizeof(m));
+    T_EQ_STR(t, "billing_error");
+    e2e_resp_free(&r);
 }
 
 int
@@ -838,6 +875,7 @@ main(void)
     T_RUN(test_local);
     T_RUN(test_gemini);
     T_RUN(test_errors_and_counting);
+    T_RUN(test_limits);
     T_EQ_INT(e2e_stop(&gw, 15, 10000), 0);
     e2e_stop(&fake, 15, 5000);
     T_EQ_INT(e2e_sanitizer_reports, 0);
