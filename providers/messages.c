@@ -537,7 +537,9 @@ translate(struct pv_chat *c, const json_t *in, json_t *oa, int count_only,
         while (known_keys[i] && strcmp(known_keys[i], k))
             i++;
         if (!known_keys[i])
-            return bad(msg, len, param, k,
+            /* param NULL: the name lives in the body, freed on refusal
+             * (params are static strings); the message names it. */
+            return bad(msg, len, param, NULL,
                        "Unknown parameter '%s' for the Messages API.", k);
     }
     const json_t *model = json_object_get(in, "model");

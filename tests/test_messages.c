@@ -214,7 +214,7 @@ test_request_refused(void)
     expect_refused("[1]", NULL, "JSON object");
     expect_refused("{\"model\":\"m\",\"max_tokens\":5,\"n\":2,\"messages\":"
                    "[{\"role\":\"user\",\"content\":\"x\"}]}",
-                   "n", "Unknown parameter 'n'");
+                   NULL, "Unknown parameter 'n'");
     expect_refused("{\"model\":\"m\",\"max_tokens\":5,\"messages\":[{\"role\":"
                    "\"system\",\"content\":\"x\"}]}",
                    "messages", "\"user\" or \"assistant\"");

@@ -74,6 +74,11 @@ test_sdk(void)
         fprintf(stderr, "anthropic_sdk.mjs said:\n%s\n", out ? out : "");
     T_CHECK(out && strstr(out, "all ok") != NULL);
     T_CHECK(out && strstr(out, "ok bad_key") != NULL);
+    /* count_tokens: the estimate on remote targets, exact on local. */
+    T_CHECK(out && strstr(out, "ok count_tokens gpt-4.1 7\n") != NULL);
+    T_CHECK(out && strstr(out, "ok count_tokens claude-sonnet-4.5 7\n") != NULL);
+    const char *lc = out ? strstr(out, "ok count_tokens local ") : NULL;
+    T_CHECK(lc && atoi(lc + 22) > 7); /* template and BOS tokens too */
     free(out);
 
     /* The ledger: every SDK request once, api 'messages', exact cost.

@@ -91,7 +91,9 @@ async function tools(model, directive) {
 
 async function countTokens(model) {
   const r = await client.messages.countTokens({ model, messages: [{ role: 'user', content: 'Hello, world' }] });
-  check(r.input_tokens === 12 / 4 + 4, `input_tokens ${r.input_tokens}`);
+  // the estimate (12 bytes / 4 + 4), or the local engine's exact count:
+  // the C driver checks the numbers it prints
+  check(Number.isInteger(r.input_tokens) && r.input_tokens > 0, `input_tokens ${r.input_tokens}`);
   console.log(`ok count_tokens ${model} ${r.input_tokens}`);
 }
 
