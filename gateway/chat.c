@@ -283,6 +283,25 @@ on_committed(void *ud, int ok)
         gw_worker_wake(w);
 }
 
+/* Non-stream answers and errors in the inbound API's own shape (OpenAI
+ * chat's are as they come), before the row is written: a body that
+ * cannot be translated changes the status the row records. */
+static void
+api_body(struct gw_req *r)
+{
+    if (r->chat.api != PV_API_MESSAGES)
+        return;
+    size_t n = 0;
+    char *m = gw_msgs_reply_body(
+        &r->chat, r->prov && pv_passthrough(&r->chat, r->prov->kind), r->id,
+        &r->usage, &r->status, r->resp_body, r->resp_len, &n);
+    if (m) {
+        free(r->resp_body);
+        r->resp_body = m;
+        r->resp_len = n;
+    }
+}
+
 static void
 complete_reply(struct gw_req *r)
 {
@@ -339,18 +358,8 @@ complete_reply(struct gw_req *r)
                 r->status = 503;
             }
         }
-        if (r->chat.api == PV_API_MESSAGES) {
-            /* The client's API writes the body (answers and errors). */
-            size_t n = 0;
-            char *m = gw_msgs_reply_body(
-                &r->chat, r->prov && pv_passthrough(&r->chat, r->prov->kind),
-                r->id, &r->usage, r->status, r->resp_body, r->resp_len, &n);
-            if (m) {
-                free(r->resp_body);
-                r->resp_body = m;
-                r->resp_len = n;
-            }
-        }
+        if (r->ledger_failed)
+            api_body(r); /* the 503, in the client's API's shape */
         struct gw_hreq *h = req;
         add_llmux_headers(r, h);
         add_upstream_headers(h, r->up_headers);
@@ -445,6 +454,8 @@ static void
 finish(struct gw_req *r)
 {
     r->finishing = 1;
+    if (!(r->chat.stream && r->sent_head))
+        api_body(r);
     /* auth.c: charge the key what it cost, release the reservation. */
     gw_ticket_settle(r->w->srv->auth, &r->ticket,
                      r->usage.prompt_tokens + r->usage.completion_tokens,

@@ -124,12 +124,13 @@ void gw_chat_handle_api(struct gw_worker *w, struct gw_hreq *req,
 /* messages.c: the Anthropic Messages writer and count_tokens.  chat.c
  * calls these for api PV_API_MESSAGES; pass = the serving provider
  * speaks Messages itself (pv_passthrough). */
-/* Non-stream: the client's body for status and the body chat.c holds
+/* Non-stream: the client's body for *status and the body chat.c holds
  * (an OpenAI chat.completion, the upstream's own answer when pass, or an
- * error body); malloc'd, NULL to keep it as it is. */
+ * error body); malloc'd, NULL to keep it as it is.  An answer that
+ * cannot be read becomes a 502 (*status changed). */
 char *gw_msgs_reply_body(const struct pv_chat *chat, int pass,
                          const char *id, const struct pv_usage *u,
-                         int status, const char *body, size_t len,
+                         int *status, const char *body, size_t len,
                          size_t *out_len);
 /* Stream: one upstream event's data as the client's events, into b. */
 void gw_msgs_stream_event(struct pv_msgs_stream *s, int pass,

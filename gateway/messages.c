@@ -26,20 +26,22 @@ gw_msgs_path(const char *path)
 
 char *
 gw_msgs_reply_body(const struct pv_chat *chat, int pass, const char *id,
-                   const struct pv_usage *u, int status, const char *body,
+                   const struct pv_usage *u, int *status, const char *body,
                    size_t len, size_t *out_len)
 {
     if (!body)
         return NULL;
-    if (status >= 400)
-        return pv_msgs_error_from(body, len, status, out_len);
+    if (*status >= 400)
+        return pv_msgs_error_from(body, len, *status, out_len);
     char *m = pass ? pv_msgs_pass_answer(body, len, chat->model, out_len)
                    : pv_msgs_answer(body, len, chat->model, id, u, out_len);
-    if (!m) /* not an answer we can read: say so in the client's shape */
+    if (!m) { /* not an answer we can read: say so, in the client's shape */
+        *status = 502;
         m = pv_msgs_error(502, NULL,
                           "The upstream answer could not be translated to "
                           "the Messages API.",
                           out_len);
+    }
     return m;
 }
 
