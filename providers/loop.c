@@ -642,6 +642,20 @@ pv_call_start(struct pv_loop *loop, const struct pv_request *req,
                 req->provider->name ? req->provider->name : "?");
         return GX_EINVAL;
     }
+    const struct pv_chat *c = req->chat;
+    if (c && c->api != PV_API_CHAT && c->native_only[0] &&
+        !pv_passthrough(c, req->provider->kind)) {
+        /* The client used features only its own API's upstreams have:
+         * refused here rather than dropped on the way. */
+        char msg[512];
+        snprintf(msg, sizeof(msg),
+                 "Provider %s (kind %s) cannot take these Anthropic-only "
+                 "features: %s. Route the request to an anthropic provider "
+                 "or leave them out.",
+                 req->provider->name ? req->provider->name : "?",
+                 ops->kind, c->native_only);
+        return pv_x_refuse(loop, req, cb, msg, out, err, errlen);
+    }
     return ops->start(loop, req, cb, out, err, errlen);
 }
 
