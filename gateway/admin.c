@@ -380,7 +380,7 @@ static int
 require_admin(struct gw_server *srv, struct gw_hreq *req)
 {
     struct gw_authn an;
-    const char *authz = gw_hreq_header(req, "Authorization");
+    const char *authz = gw_hreq_credentials(req);
     gw_auth_identify(srv->auth, authz, gx_now_ms(), &an);
     if (an.who == GW_CALLER_ADMIN)
         return 1;
@@ -504,7 +504,7 @@ gw_models_handle(struct gw_worker *w, struct gw_hreq *req)
         return;
     }
     struct gw_authn an;
-    const char *authz = gw_hreq_header(req, "Authorization");
+    const char *authz = gw_hreq_credentials(req);
     gw_auth_identify(srv->auth, authz, gx_now_ms(), &an);
     if (an.who == GW_CALLER_NONE) {
         gw_reply_unauthorized(req, &an);

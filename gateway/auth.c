@@ -990,7 +990,7 @@ gw_chat_admit(struct gw_server *srv, struct gw_hreq *req, const char *model,
         t->key_id = -1;
         return 0;
     }
-    const char *authz = gw_hreq_header(req, "Authorization");
+    const char *authz = gw_hreq_credentials(req);
     struct gw_refusal ref;
     gw_auth_admit(srv->auth, authz, model, est_tokens, max_cost,
                   gx_now_ms(), t, &ref);

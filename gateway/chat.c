@@ -293,6 +293,30 @@ on_committed(void *ud, int ok)
         gw_worker_wake(w);
 }
 
+/* 1 if t's provider got the client's own body (its answer and events are
+ * then already in the inbound API's shape). */
+static int
+passed(const struct gw_req *r, const struct cfg_provider *p)
+{
+    return p && r->api->pass && r->api->pass(&r->chat, p->kind);
+}
+
+/* A non-stream error body (OpenAI-shaped, or the upstream's own) in the
+ * inbound API's shape, if it has one; kept as it is on out of memory. */
+static void
+api_error_body(struct gw_req *r)
+{
+    if (!r->api->error || !r->resp_body)
+        return;
+    size_t n = 0;
+    char *e = r->api->error(r->status, r->resp_body, r->resp_len, &n);
+    if (e) {
+        free(r->resp_body);
+        r->resp_body = e;
+        r->resp_len = n;
+    }
+}
+
 static void
 complete_reply(struct gw_req *r)
 {
@@ -314,7 +338,8 @@ complete_reply(struct gw_req *r)
             /* The API's own end (e.g. response.completed), after the
              * commit like [DONE]. */
             gx_buf_reset(&r->api_out);
-            if (r->api->stream_end(r->api_stream, &r->usage,
+            if (r->api->stream_end(r->api_stream, passed(r, r->prov),
+                                   &r->usage, r->status,
                                    r->status >= 400 ? r->error : NULL,
                                    &r->api_out) == GX_OK)
                 evbuffer_add(b, r->api_out.data, r->api_out.len);
@@ -353,6 +378,8 @@ complete_reply(struct gw_req *r)
                 r->status = 503;
             }
         }
+        if (r->ledger_failed)
+            api_error_body(r); /* the 503, in the client's API's shape */
         struct gw_hreq *h = req;
         add_llmux_headers(r, h);
         add_upstream_headers(h, r->up_headers);
@@ -444,6 +471,8 @@ static void
 finish(struct gw_req *r)
 {
     r->finishing = 1;
+    if (!(r->chat.stream && r->sent_head) && r->status >= 400)
+        api_error_body(r); /* before the row: the client's shape */
     /* auth.c: charge the key what it cost, release the reservation. */
     gw_ticket_settle(r->w->srv->auth, &r->ticket,
                      r->usage.prompt_tokens + r->usage.completion_tokens,
@@ -590,7 +619,8 @@ on_event(void *ud, const char *data, size_t len)
     if (r->api_stream) {
         gx_buf_reset(&r->api_out);
         enum gx_status ws =
-            r->api->stream_event(r->api_stream, data, len, &r->api_out);
+            r->api->stream_event(r->api_stream, passed(r, t->prov), data,
+                                 len, &r->api_out);
         if (ws == GX_EPROTO)
             GX_LOG(GX_LOG_WARN, r->id, "stream event not translated: "
                                        "malformed");
@@ -870,8 +900,14 @@ on_done(void *ud, const struct pv_result *res)
             return;
         }
         if (!r->chat.stream && r->api->body) {
-            struct gw_api_ctx x = {r->id, &r->chat, r->api_echo, &r->usage,
-                                   gx_now_ms() / 1000, 0};
+            struct gw_api_ctx x = {
+                .id = r->id,
+                .chat = &r->chat,
+                .echo = r->api_echo,
+                .usage = &r->usage,
+                .created_s = gx_now_ms() / 1000,
+                .pass = passed(r, r->prov),
+            };
             char why[256] = "";
             size_t n = 0;
             char *tb = r->api->body(&x, r->resp_body, r->resp_len, &n, why,
@@ -986,7 +1022,7 @@ gw_api_handle(struct gw_worker *w, struct gw_hreq *req,
     if (w->srv->auth) {
         struct gw_authn an;
         gw_auth_identify(w->srv->auth,
-                         gw_hreq_header(req, "Authorization"),
+                         gw_hreq_credentials(req),
                          gx_now_ms(), &an);
         if (an.who == GW_CALLER_NONE) {
             gw_obs_refused(w->srv, req, an.status, NULL); /* before the reply */
@@ -1032,6 +1068,8 @@ gw_api_handle(struct gw_worker *w, struct gw_hreq *req,
         free(r);
         return;
     }
+    if (api->headers)
+        api->headers(&r->chat, req);
     r->w = w;
     r->gen = w->gen;
     r->api = api;
@@ -1090,9 +1128,13 @@ gw_api_handle(struct gw_worker *w, struct gw_hreq *req,
     atomic_fetch_add(&w->srv->stats.inflight, 1);
     atomic_fetch_add(&w->srv->stats.requests, 1);
     if (r->chat.stream && api->stream_new) {
-        struct gw_api_ctx x = {r->id, &r->chat, r->api_echo, NULL,
-                               gx_now_ms() / 1000,
-                               (size_t)r->gen->cfg->max_body_bytes * 4};
+        struct gw_api_ctx x = {
+            .id = r->id,
+            .chat = &r->chat,
+            .echo = r->api_echo,
+            .created_s = gx_now_ms() / 1000,
+            .max_bytes = (size_t)r->gen->cfg->max_body_bytes * 4,
+        };
         r->api_stream = api->stream_new(&x);
         if (!r->api_stream) {
             gw_reply_error(req, 500, "server_error", "internal_error", NULL,

@@ -433,6 +433,7 @@ struct gw_hreq {
     gw_hreq_cb close_cb, drain_cb;
     void *close_arg, *drain_arg;
     struct param *params;
+    char authz[GW_AUTHZ_MAX]; /* gw_hreq_credentials from x-api-key */
 };
 
 struct gw_conn {
@@ -511,6 +512,23 @@ const char *
 gw_hreq_header(const struct gw_hreq *req, const char *name)
 {
     return gw_hparse_header(&req->conn->hp, name);
+}
+
+const char *
+gw_hreq_credentials(struct gw_hreq *req)
+{
+    const char *a = gw_hreq_header(req, "Authorization");
+    if (a && *a)
+        return a;
+    const char *k = gw_hreq_header(req, "x-api-key");
+    if (!k || !*k)
+        return a;
+    /* Too long to be a key: a value that is refused as malformed (never
+     * cut into something that might match). */
+    if (strlen(k) + 8 > sizeof(req->authz))
+        k = "!";
+    snprintf(req->authz, sizeof(req->authz), "Bearer %s", k);
+    return req->authz;
 }
 
 struct evbuffer *

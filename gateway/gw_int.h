@@ -456,6 +456,12 @@ const char *gw_hreq_query(const struct gw_hreq *req); /* raw, or NULL */
 const char *gw_hreq_param(struct gw_hreq *req, const char *name);
 /* The first input header called name (case-insensitive), or NULL. */
 const char *gw_hreq_header(const struct gw_hreq *req, const char *name);
+/* The caller's credentials as an Authorization value: the Authorization
+ * header, else "Bearer " + the x-api-key header (Anthropic's way of
+ * sending a key), else NULL.  Every path that takes a key reads this.
+ * Valid until the next call on req. */
+#define GW_AUTHZ_MAX 512
+const char *gw_hreq_credentials(struct gw_hreq *req);
 struct evbuffer *gw_hreq_body(struct gw_hreq *req); /* whole, in on_request */
 const char *gw_hreq_id(const struct gw_hreq *req);  /* its x-request-id */
 struct gw_worker *gw_hreq_worker(const struct gw_hreq *req);
@@ -561,7 +567,9 @@ const char *gw_hparse_url(const struct gw_hparse *p);
  * kinds can serve it (the router's plan keeps only those), and how the
  * upstream's OpenAI-chat-shaped answer is written in the API's own shape.
  * NULL writers mean "as the upstream sent it" (OpenAI chat, embeddings,
- * completions).  Errors stay in OpenAI's shape for all of these.
+ * completions); errors are in OpenAI's shape unless the API has its own
+ * error writer (Messages: Anthropic's), which then serves every error on
+ * its paths (gw_reply_error, chat.c's failures, an upstream 4xx passed on).
  */
 struct gw_api_ctx {
     const char *id;             /* the request id */
@@ -570,6 +578,7 @@ struct gw_api_ctx {
     const struct pv_usage *usage; /* the settled usage (non-stream) */
     int64_t created_s;          /* unix seconds */
     size_t max_bytes;           /* cap on what a stream writer keeps */
+    int pass; /* body: the serving kind got the client's own body (api->pass) */
 };
 struct gw_api {
     enum pv_api api;
@@ -585,19 +594,36 @@ struct gw_api {
                   size_t *out_len, char *msg, size_t msglen);
     /* Stream: state per request; each upstream event's data appended to
      * out as the client's SSE; the end (after the ledger commit) with the
-     * settled usage, error NULL or the sentence of a broken stream. */
+     * settled usage, error NULL or the sentence of a broken stream.
+     * pass: the attempt's kind got the client's own body (api->pass), so
+     * its events are already in the API's shape.  status >= 400 at the
+     * end: the stream broke after its first byte. */
     void *(*stream_new)(const struct gw_api_ctx *x);
     void (*stream_free)(void *s);
-    enum gx_status (*stream_event)(void *s, const char *data, size_t len,
-                                   struct gx_buf *out);
-    enum gx_status (*stream_end)(void *s, const struct pv_usage *u,
-                                 const char *error, struct gx_buf *out);
+    enum gx_status (*stream_event)(void *s, int pass, const char *data,
+                                   size_t len, struct gx_buf *out);
+    enum gx_status (*stream_end)(void *s, int pass, const struct pv_usage *u,
+                                 int status, const char *error,
+                                 struct gx_buf *out);
+    /* 1 if a provider of kind is sent the client's own body as it is
+     * (pv_passthrough: Messages to the anthropic kind); NULL: never. */
+    int (*pass)(const struct pv_chat *c, enum cfg_kind kind);
+    /* Request headers the API carries upstream, copied into c after the
+     * parse (Messages: anthropic-beta); NULL: none. */
+    void (*headers)(struct pv_chat *c, struct gw_hreq *req);
+    /* An error body in the API's shape from an OpenAI-shaped one (or the
+     * upstream's own): malloc'd, NULL on out of memory; NULL: OpenAI's. */
+    char *(*error)(int status, const char *body, size_t len,
+                   size_t *out_len);
 };
 #define GW_KINDS_ALL                                                         \
     ((1u << CFG_KIND_OPENAI) | (1u << CFG_KIND_LOCAL) |                      \
      (1u << CFG_KIND_ANTHROPIC) | (1u << CFG_KIND_GEMINI))
 extern const struct gw_api gw_api_chat, gw_api_responses, gw_api_embeddings,
-    gw_api_completions;
+    gw_api_completions, gw_api_messages;
+/* server.c: the inbound API a path belongs to (its error shape), or NULL
+ * for llmux's own paths (/health, /admin/...). */
+const struct gw_api *gw_api_of_path(const char *path);
 /* chat.c: the request life of any inbound API (gw_chat_handle is it with
  * gw_api_chat). */
 void gw_api_handle(struct gw_worker *w, struct gw_hreq *req,
@@ -633,6 +659,10 @@ enum pv_chat_err gw_embeddings_parse(struct pv_chat *c, const char *text,
 enum pv_chat_err gw_completions_parse(struct pv_chat *c, const char *text,
                                       size_t len, json_t **echo, char *msg,
                                       size_t msglen, const char **param);
+/* messages.c: gw_api_messages (POST /v1/messages over the pure
+ * translations of providers/messages.c) and POST
+ * /v1/messages/count_tokens. */
+void gw_msgs_count_tokens(struct gw_worker *w, struct gw_hreq *req);
 /* GET /v1/models/{id} (admin.c): one model object or a 404. */
 void gw_model_one_handle(struct gw_worker *w, struct gw_hreq *req,
                          const char *id);

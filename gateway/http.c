@@ -4,6 +4,7 @@
  */
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <event2/buffer.h>
@@ -72,6 +73,22 @@ gw_reply_error(struct gw_hreq *req, int status, const char *type,
         /* msg may hold invalid UTF-8 copied from input: fall back. */
         o = json_pack("{s:{s:s,s:s,s:n,s:n}}", "error", "message",
                       "request failed", "type", type, "param", "code");
+    }
+    const struct gw_api *api = gw_api_of_path(gw_hreq_path(req));
+    if (api && api->error) {
+        /* The API's clients read its own shape (Messages: Anthropic's). */
+        char *t = o ? json_dumps(o, JSON_COMPACT) : NULL;
+        size_t n = 0;
+        char *e = t ? api->error(status, t, strlen(t), &n) : NULL;
+        free(t);
+        json_decref(o);
+        gw_hreq_add_header(req, "Content-Type", "application/json");
+        if (e)
+            gw_hreq_send_body(req, status, e, n);
+        else
+            gw_hreq_send_body(req, 500, NULL, 0);
+        free(e);
+        return;
     }
     gw_reply_json(req, status, o);
     json_decref(o);

@@ -770,16 +770,6 @@ resp_object(const struct gw_api_ctx *x, const char *model,
     return o;
 }
 
-static char *
-dump(json_t *o, size_t *out_len)
-{
-    char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
-    json_decref(o);
-    if (s)
-        *out_len = strlen(s);
-    return s;
-}
-
 char *
 gw_resp_body(const struct gw_api_ctx *x, const char *up, size_t len,
              size_t *out_len, char *msg, size_t msglen)
@@ -834,7 +824,7 @@ gw_resp_body(const struct gw_api_ctx *x, const char *up, size_t len,
     json_t *r = resp_object(x, json_string_value(json_object_get(o, "model")),
                             status, reason, output, x->usage, NULL);
     json_decref(o);
-    char *s = dump(r, out_len);
+    char *s = pv_json_dump(r, out_len);
     if (!s)
         snprintf(msg, msglen, "out of memory");
     return s;
@@ -1233,14 +1223,18 @@ resp_free(void *s)
     gw_resp_stream_free(s);
 }
 static enum gx_status
-resp_event(void *s, const char *data, size_t len, struct gx_buf *out)
+resp_event(void *s, int pass, const char *data, size_t len,
+           struct gx_buf *out)
 {
+    (void)pass; /* no kind gets a Responses body as it is */
     return gw_resp_stream_chunk(s, data, len, out);
 }
 static enum gx_status
-resp_end(void *s, const struct pv_usage *u, const char *error,
-         struct gx_buf *out)
+resp_end(void *s, int pass, const struct pv_usage *u, int status,
+         const char *error, struct gx_buf *out)
 {
+    (void)pass;
+    (void)status; /* error is set exactly when status >= 400 */
     return gw_resp_stream_end(s, u, error, out);
 }
 

@@ -83,7 +83,7 @@ static void
 handle_admin_providers(struct gw_server *srv, struct gw_hreq *req,
                        enum gw_method m)
 {
-    const char *authz = gw_hreq_header(req, "Authorization");
+    const char *authz = gw_hreq_credentials(req);
     const char *admin = srv->cfg->admin_key; /* restart to change */
     if (!admin || !admin[0] || !authz || strncmp(authz, "Bearer ", 7) != 0 ||
         !gw_admin_equal(admin, authz + 7, strlen(authz + 7))) {
@@ -114,6 +114,8 @@ handle_admin_providers(struct gw_server *srv, struct gw_hreq *req,
 enum gw_route {
     R_NONE,
     R_CHAT,
+    R_MESSAGES,
+    R_COUNT_TOKENS,
     R_HEALTH,
     R_MODELS,
     R_ADMIN_KEYS,
@@ -133,6 +135,10 @@ route_of(const char *path)
     if (!strcmp(path, "/v1/chat/completions") ||
         !strcmp(path, "/chat/completions"))
         return R_CHAT;
+    if (!strcmp(path, "/v1/messages"))
+        return R_MESSAGES;
+    if (!strcmp(path, "/v1/messages/count_tokens"))
+        return R_COUNT_TOKENS;
     if (!strcmp(path, "/health"))
         return R_HEALTH;
     if (!strcmp(path, "/v1/models") || !strcmp(path, "/models"))
@@ -156,6 +162,28 @@ route_of(const char *path)
     if (!strcmp(path, "/dashboard") || !strcmp(path, "/favicon.ico"))
         return R_DASHBOARD; /* dashboard.c: the page, and no icon */
     return R_NONE;
+}
+
+/* The inbound API a route serves (count_tokens is the Messages API's:
+ * its errors take that shape), or NULL. */
+static const struct gw_api *
+api_of(enum gw_route rt)
+{
+    switch (rt) {
+    case R_CHAT: return &gw_api_chat;
+    case R_MESSAGES:
+    case R_COUNT_TOKENS: return &gw_api_messages;
+    case R_RESPONSES: return &gw_api_responses;
+    case R_EMBEDDINGS: return &gw_api_embeddings;
+    case R_COMPLETIONS: return &gw_api_completions;
+    default: return NULL;
+    }
+}
+
+const struct gw_api *
+gw_api_of_path(const char *path)
+{
+    return path ? api_of(route_of(path)) : NULL;
 }
 
 static void
@@ -199,12 +227,11 @@ gw_server_on_head(struct gw_worker *w, struct gw_hreq *req)
         !w->srv->auth)
         return 0;
     struct gw_authn an;
-    gw_auth_identify(w->srv->auth, gw_hreq_header(req, "Authorization"),
+    gw_auth_identify(w->srv->auth, gw_hreq_credentials(req),
                      gx_now_ms(), &an);
     if (an.who != GW_CALLER_NONE)
         return 0;
-    if (rt == R_CHAT || rt == R_RESPONSES || rt == R_EMBEDDINGS ||
-        rt == R_COMPLETIONS) {
+    if (api_of(rt) && rt != R_COUNT_TOKENS) { /* a model request refused */
         atomic_fetch_add(&w->srv->stats.errors, 1);
         gw_obs_refused(w->srv, req, an.status, NULL); /* before the reply */
     }
@@ -272,6 +299,8 @@ gw_server_on_request(struct gw_worker *w, struct gw_hreq *req)
     enum gw_route rt = route_of(path);
     switch (rt) {
     case R_CHAT:
+    case R_MESSAGES:
+    case R_COUNT_TOKENS:
     case R_RESPONSES:
     case R_EMBEDDINGS:
     case R_COMPLETIONS:
@@ -288,11 +317,10 @@ gw_server_on_request(struct gw_worker *w, struct gw_hreq *req)
                            "instance.");
             return;
         }
-        gw_api_handle(w, req,
-                      rt == R_RESPONSES    ? &gw_api_responses
-                      : rt == R_EMBEDDINGS ? &gw_api_embeddings
-                      : rt == R_COMPLETIONS ? &gw_api_completions
-                                            : &gw_api_chat);
+        if (rt == R_COUNT_TOKENS)
+            gw_msgs_count_tokens(w, req); /* messages.c */
+        else
+            gw_api_handle(w, req, api_of(rt));
         return;
     case R_MODEL_ONE:
         if (m != GW_METHOD_GET) {

@@ -137,7 +137,7 @@ gw_usage_handle(struct gw_worker *w, struct gw_hreq *req)
         return;
     }
     struct gw_authn an;
-    const char *authz = gw_hreq_header(req, "Authorization");
+    const char *authz = gw_hreq_credentials(req);
     int64_t now = gx_now_ms();
     gw_auth_identify(srv->auth, authz, now, &an);
     if (an.who == GW_CALLER_NONE) {

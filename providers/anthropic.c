@@ -274,19 +274,35 @@ out:
 
 /* ---- answer ------------------------------------------------------------- */
 
+/* stop_reason <-> finish_reason, both ways: the first row of a
+ * finish_reason is what it becomes in Messages (messages.c). */
+static const char *const stop_map[][2] = {
+    {"end_turn", "stop"},
+    {"max_tokens", "length"},
+    {"tool_use", "tool_calls"},
+    {"refusal", "content_filter"},
+    {"stop_sequence", "stop"},
+    {"pause_turn", "stop"},
+    {"model_context_window_exceeded", "length"},
+};
+
 static const char *
 finish_of(const char *stop_reason)
 {
-    if (!stop_reason)
-        return "stop";
-    if (!strcmp(stop_reason, "max_tokens") ||
-        !strcmp(stop_reason, "model_context_window_exceeded"))
-        return "length";
-    if (!strcmp(stop_reason, "tool_use"))
-        return "tool_calls";
-    if (!strcmp(stop_reason, "refusal"))
-        return "content_filter";
-    return "stop"; /* end_turn, stop_sequence, pause_turn */
+    for (size_t i = 0; stop_reason && i < sizeof(stop_map) / sizeof(*stop_map);
+         i++)
+        if (!strcmp(stop_reason, stop_map[i][0]))
+            return stop_map[i][1];
+    return "stop"; /* and stop reasons added later */
+}
+
+const char *
+pv_anth_stop_reason(const char *finish)
+{
+    for (size_t i = 0; finish && i < sizeof(stop_map) / sizeof(*stop_map); i++)
+        if (!strcmp(finish, stop_map[i][1]))
+            return stop_map[i][0];
+    return "end_turn";
 }
 
 /* Reads a Messages usage object into u (present fields only). */
@@ -311,6 +327,18 @@ usage_read(const json_t *us, struct pv_usage *u)
         p = INT64_MAX;
     u->prompt_tokens = p;
     u->have = 1;
+}
+
+json_t *
+pv_anth_usage_json(const struct pv_usage *u)
+{
+    int64_t in = u->prompt_tokens - u->cached_tokens - u->cache_write_tokens;
+    return json_pack("{s:I,s:I,s:I,s:I}", "input_tokens",
+                     (json_int_t)(in > 0 ? in : 0), "output_tokens",
+                     (json_int_t)u->completion_tokens,
+                     "cache_creation_input_tokens",
+                     (json_int_t)u->cache_write_tokens,
+                     "cache_read_input_tokens", (json_int_t)u->cached_tokens);
 }
 
 json_t *

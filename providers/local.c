@@ -1434,6 +1434,45 @@ lp_prepare(struct lp_engine *e, const json_t *b, struct lp_job *j,
     return rc;
 }
 
+int
+pv_local_count_tokens(const struct cfg_provider *p, const json_t *body,
+                      int64_t *n, char *err, size_t errlen)
+{
+    struct lp_engine *e = p ? engine_for(p) : NULL;
+    if (!e || !e->model) {
+        gx_errf(err, errlen, "no local model for this provider");
+        return -1;
+    }
+    struct lp_job *j = calloc(1, sizeof(*j));
+    if (!j) {
+        gx_errf(err, errlen, "out of memory");
+        return -1;
+    }
+    enum lp_tools mode;
+    int rc = lp_prepare(e, body, j, &mode);
+    if (rc == 0) {
+        /* The prompt a generation would see, tokenized as run_job does. */
+        int64_t k = le_model_tokenize(e->model, j->prompt_text,
+                                      strlen(j->prompt_text), 1, 1, NULL, 0);
+        if (k < 0) {
+            gx_errf(err, errlen, "the prompt could not be tokenized");
+            rc = -1;
+        } else {
+            *n = k;
+        }
+    } else {
+        gx_errf(err, errlen, "%s", j->err[0] ? j->err : "out of memory");
+        rc = -1;
+    }
+    free(j->prompt_text);
+    le_grammar_free(j->grammar);
+    for (size_t i = 0; i < j->n_stops; i++)
+        free(j->stops[i]);
+    free(j->stops);
+    free(j);
+    return rc;
+}
+
 static enum gx_status
 lp_start(struct pv_loop *loop, const struct pv_request *req,
          const struct pv_callbacks *cb, struct pv_call **out, char *err,

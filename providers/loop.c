@@ -647,6 +647,20 @@ pv_call_start(struct pv_loop *loop, const struct pv_request *req,
                 req->provider->name ? req->provider->name : "?");
         return GX_EINVAL;
     }
+    const struct pv_chat *c = req->chat;
+    if (c && c->api != PV_API_CHAT && c->native_only[0] &&
+        !pv_passthrough(c, req->provider->kind)) {
+        /* The client used features only its own API's upstreams have:
+         * refused here rather than dropped on the way. */
+        char msg[512];
+        snprintf(msg, sizeof(msg),
+                 "Provider %s (kind %s) cannot take these Anthropic-only "
+                 "features: %s. Route the request to an anthropic provider "
+                 "or leave them out.",
+                 req->provider->name ? req->provider->name : "?",
+                 ops->kind, c->native_only);
+        return pv_x_refuse(loop, req, cb, msg, out, err, errlen);
+    }
     struct pv_request with_tree;
     /* The openai kind splices the client's bytes when it can (req->body
      * NULL after pv_chat_parse's fast path) and asks pv_chat_body itself
@@ -959,6 +973,16 @@ pv_http_headers(const struct pv_request *req, const char *key_name,
     }
     if (extra_name && !extra_set)
         hdr = add_header(hdr, &ok, extra_name, "", extra_value);
+    int beta_set = 0;
+    for (size_t i = 0; i < prov->n_headers; i++)
+        beta_set |= !strcasecmp(prov->headers[i].name, "anthropic-beta");
+    if (req->chat && pv_passthrough(req->chat, prov->kind) &&
+        req->chat->anthropic_beta[0] && !beta_set &&
+        header_ok(req->chat->anthropic_beta))
+        /* The client's betas go with its own body (unless the provider's
+         * headers set them). */
+        hdr = add_header(hdr, &ok, "anthropic-beta", "",
+                         req->chat->anthropic_beta);
     if (req->request_id && *req->request_id) {
         if (!header_ok(req->request_id)) {
             gx_errf(err, errlen, "request id has a line break");

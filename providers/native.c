@@ -22,6 +22,15 @@
  * Every byte that came from upstream is scrubbed of the provider's
  * secrets before it is parsed, and the translation again before it leaves.
  *
+ * Passthrough (pv_passthrough: the client spoke the kind's own API, i.e.
+ * Messages to anthropic): the client's native body goes upstream with
+ * only "model" replaced, and the answer comes back untranslated: the
+ * body as the upstream sent it (scrubbed), each stream event's data as it
+ * came (message_start and pings held until the first content event, so an
+ * error right after the start still fails over), an Anthropic-shaped
+ * error body as it is.  The kind's translation still reads every event
+ * and body, for the usage, the end of the stream and in-band errors.
+ *
  * A refused request (PV_X_REFUSE from the kind's translation) makes no
  * upstream request: the call ends from a zero timer with status 400 and an
  * OpenAI invalid_request_error naming the parameters, which the gateway
@@ -475,7 +484,37 @@ struct x_call {
     struct pv_xstream xs;
     struct event *refuse_ev;
     char *refusal;
+    int pass;            /* passthrough (see the top) */
+    struct gx_buf held;  /* pass: events held before the first content,
+                            "len:data" records */
+    int content_seen;
 };
+
+static int
+x_noop_emit(void *ud, json_t *chunk)
+{
+    (void)ud;
+    json_decref(chunk);
+    return 0;
+}
+
+/* Pass mode: hands data on, after whatever was held. */
+static void
+x_pass_deliver(struct pv_call *c, const char *data, size_t len)
+{
+    struct x_call *x = c->impl;
+    size_t off = 0;
+    while (off < x->held.len && !c->cancelled) {
+        size_t n = 0;
+        memcpy(&n, x->held.data + off, sizeof(n));
+        off += sizeof(n);
+        pv_call_emit_event(c, x->held.data + off, n);
+        off += n;
+    }
+    gx_buf_reset(&x->held);
+    if (!c->cancelled)
+        pv_call_emit_event(c, data, len);
+}
 
 static int
 x_emit(void *ud, json_t *chunk)
@@ -506,10 +545,50 @@ x_end_stream(struct pv_call *c)
     if (x->ended || c->failed)
         return;
     x->ended = 1;
-    if (x->include_usage && x->xs.usage.have &&
+    if (!x->pass && x->include_usage && x->xs.usage.have &&
         x_emit(c, pv_x_usage_chunk(&x->xs)) != 0)
         return;
     pv_call_emit_event(c, "[DONE]", 6);
+}
+
+/* Pass mode: one upstream event, read for usage and errors, then handed
+ * on as it came (held while nothing but message_start and pings came). */
+static void
+x_pass_event(struct pv_call *c, const json_t *j, const char *data,
+             size_t len)
+{
+    struct x_call *x = c->impl;
+    char why[200] = "";
+    int r = x->k->event(&x->xs, x->sse.event, j, x_noop_emit, NULL, why,
+                        sizeof(why));
+    if (r == PV_XS_UPSTREAM_ERROR) {
+        pv_call_failf(c, PV_ERR_TRANSPORT, "upstream error in stream: %.160s",
+                      why);
+        return;
+    }
+    if (r == PV_XS_MALFORMED) {
+        pv_call_failf(c, PV_ERR_MALFORMED, "malformed stream: event %d: %s",
+                      x->n_events, why);
+        return;
+    }
+    if (r != 0 && r != PV_XS_DONE) {
+        pv_call_failf(c, PV_ERR_INTERNAL, "out of memory");
+        return;
+    }
+    const char *t = json_string_value(json_object_get(j, "type"));
+    if (!x->content_seen && r != PV_XS_DONE && t &&
+        (!strcmp(t, "message_start") || !strcmp(t, "ping"))) {
+        if (gx_buf_append(&x->held, &len, sizeof(len)) != GX_OK ||
+            gx_buf_append(&x->held, data, len) != GX_OK)
+            pv_call_failf(c, PV_ERR_INTERNAL, "out of memory");
+        return;
+    }
+    x->content_seen = 1;
+    x_pass_deliver(c, data, len);
+    if (r == PV_XS_DONE && !c->cancelled) {
+        c->res.usage = x->xs.usage;
+        x_end_stream(c);
+    }
 }
 
 static void
@@ -526,6 +605,11 @@ x_event(void *ud, const char *data, size_t len)
         pv_call_failf(c, PV_ERR_MALFORMED,
                       "malformed stream: event %d is not a JSON object (%s)",
                       x->n_events, j ? "wrong type" : je.text);
+        json_decref(j);
+        return;
+    }
+    if (x->pass) {
+        x_pass_event(c, j, data, len);
         json_decref(j);
         return;
     }
@@ -612,7 +696,24 @@ x_on_finish(struct pv_call *c)
     if (status < 200 || status >= 300) {
         c->res.outcome = PV_ERR_STATUS;
         size_t n = 0;
-        x->out = pv_x_error_body(x->body.data, x->body.len, status, &n);
+        json_t *raw = x->pass ? json_loadb(x->body.data ? x->body.data : "",
+                                           x->body.len, 0, NULL)
+                              : NULL;
+        const json_t *rt = json_object_get(raw, "type");
+        int anth = json_is_string(rt) &&
+                   !strcmp(json_string_value(rt), "error") &&
+                   json_is_object(json_object_get(raw, "error"));
+        json_decref(raw);
+        if (anth) { /* passthrough: the upstream's own error body */
+            x->out = malloc(x->body.len + 1);
+            if (x->out) {
+                memcpy(x->out, x->body.data, x->body.len);
+                x->out[x->body.len] = '\0';
+                n = x->body.len;
+            }
+        } else {
+            x->out = pv_x_error_body(x->body.data, x->body.len, status, &n);
+        }
         if (!x->out) {
             c->res.outcome = PV_ERR_INTERNAL;
             snprintf(c->res.detail, sizeof(c->res.detail), "out of memory");
@@ -658,6 +759,14 @@ x_on_finish(struct pv_call *c)
                      ? x->k->answer(j, &c->res.usage, why, sizeof(why))
                      : NULL;
     json_decref(j);
+    if (oa && x->pass) {
+        /* The usage is read; the client gets the upstream's own body. */
+        json_decref(oa);
+        c->res.body = x->body.data ? x->body.data : "";
+        c->res.body_len = x->body.len;
+        c->res.outcome = PV_OK;
+        return;
+    }
     if (!oa) {
         c->res.outcome = PV_ERR_MALFORMED;
         snprintf(c->res.detail, sizeof(c->res.detail),
@@ -689,6 +798,7 @@ x_free_impl(struct pv_call *c)
     x->refuse_ev = NULL;
     pv_sse_cleanup(&x->sse);
     gx_buf_cleanup(&x->body);
+    gx_buf_cleanup(&x->held);
     free(x->out);
     free(x->refusal);
 }
@@ -776,8 +886,10 @@ x_send(struct pv_loop *loop, const struct pv_request *req,
     x->stream = req->stream;
     x->include_usage = req->client_include_usage;
     x->xs.created = (int64_t)time(NULL);
+    x->pass = pv_passthrough(req->chat, prov->kind);
     pv_sse_init(&x->sse, cap);
     gx_buf_init(&x->body, cap);
+    gx_buf_init(&x->held, cap);
     if (refusal) {
         /* Nothing is sent; the 400 comes from the loop, as an answer
          * would (no callback may run inside start). */
@@ -811,6 +923,19 @@ out:
 }
 
 enum gx_status
+pv_x_refuse(struct pv_loop *loop, const struct pv_request *req,
+            const struct pv_callbacks *cb, const char *refusal,
+            struct pv_call **out, char *err, size_t errlen)
+{
+    /* An HTTP-shaped call that never sends: its cancel is pv_http_cancel
+     * whatever the provider's kind (local calls have their own state). */
+    static const struct pv_xkind refused = {.ops = &pv_anthropic_ops,
+                                            .name = "refused"};
+    return x_send(loop, req, cb, &refused, NULL, NULL, refusal, out, err,
+                  errlen);
+}
+
+enum gx_status
 pv_x_start(struct pv_loop *loop, const struct pv_request *req,
            const struct pv_callbacks *cb, const struct pv_xkind *k,
            struct pv_call **out, char *err, size_t errlen)
@@ -836,8 +961,17 @@ pv_x_start(struct pv_loop *loop, const struct pv_request *req,
     }
     char msg[700];
     json_t *body = NULL;
-    int rc = k->translate(req->body, up, req->stream, &body, msg,
+    int rc;
+    if (pv_passthrough(req->chat, prov->kind)) {
+        /* The client's own body; only the model name changes. */
+        body = json_deep_copy(req->chat->native);
+        rc = body && json_object_set_new(body, "model", json_string(up)) == 0
+                 ? PV_X_OK
+                 : PV_X_NOMEM;
+    } else {
+        rc = k->translate(req->body, up, req->stream, &body, msg,
                           sizeof(msg));
+    }
     if (rc == PV_X_NOMEM) {
         gx_errf(err, errlen, "out of memory");
         return GX_ENOMEM;

@@ -149,6 +149,13 @@ void pv_call_resume(struct pv_call *call);
  */
 enum gx_status pv_local_init(const struct cfg *c, char *err, size_t errlen);
 void pv_local_shutdown(void);
+/* The exact prompt token count of the OpenAI chat body as provider p (a
+ * local one) would generate from it: rendered with the model's chat
+ * template (tools described as for a generation) and tokenized.  Any
+ * thread (the model is read-only); costs a tokenization.  0, or -1 with a
+ * reason in err (not a local provider, a request it would refuse). */
+int pv_local_count_tokens(const struct cfg_provider *p, const json_t *body,
+                          int64_t *n, char *err, size_t errlen);
 
 /* The local engines' scheduler counters, for /metrics and the router
  * (any thread, between pv_local_init and pv_local_shutdown).  Engine i <
@@ -299,6 +306,19 @@ struct pv_chat {
     int64_t max_prompt_tokens; /* upper bound: byte-level BPE makes at most
                                   one token a byte, plus framing, with
                                   PV_PART_BOUND_BYTES per non-text part */
+    /* api != CHAT: the client's own body (freed with body when owned),
+     * sent as it is (apart from the model name) by a kind that speaks
+     * that API (pv_passthrough); body is then its OpenAI translation. */
+    json_t *native;
+    /* Features of native the translation cannot carry ("thinking, tools[1]
+     * (type 'web_search_20250305')"); "" when none.  A target whose kind
+     * is not a passthrough refuses such a request with a 400 naming them,
+     * and nothing is sent. */
+    char native_only[256];
+    /* The client's anthropic-beta header (api MESSAGES; "" when none),
+     * sent upstream on a passthrough unless the provider's own headers
+     * set one.  Printable ASCII only (the gateway checks). */
+    char anthropic_beta[512];
 };
 
 /* Why pv_chat_parse refused a body: the OpenAI error code to answer. */
@@ -324,6 +344,9 @@ void pv_chat_cleanup(struct pv_chat *c); /* frees an owned body */
  * duplicate keys refused, or NULL with the sentence pv_chat_parse gives
  * for bad JSON in msg; the caller owns the result. */
 json_t *pv_json_body(const char *text, size_t len, char *msg, size_t msglen);
+/* o (stolen, may be NULL) as compact JSON, malloc'd, its length in
+ * *out_len; NULL on out of memory. */
+char *pv_json_dump(json_t *o, size_t *out_len);
 /* Writes a refusal into msg, points *param at p (static), returns -1. */
 int pv_refuse(char *msg, size_t len, const char **param, const char *p,
               const char *fmt, ...) __attribute__((format(printf, 5, 6)));
@@ -350,6 +373,71 @@ void pv_scrub_free(struct pv_scrub *s);
 size_t pv_scrub(const struct pv_scrub *s, char *buf, size_t len);
 /* 1 if buf[0..len) holds a match. */
 int pv_scrub_has(const struct pv_scrub *s, const char *buf, size_t len);
+
+/*
+ * The Anthropic Messages API inbound (messages.c; its top lists what is
+ * translated, what is Anthropic-only and what is refused).  Pure functions.
+ */
+/* Parses and checks a Messages body into *c (api PV_API_MESSAGES, body
+ * the OpenAI chat translation, native the client's body, both owned);
+ * pv_chat_parse's contract otherwise.  count_only: the count_tokens body
+ * (max_tokens optional). */
+enum pv_chat_err pv_msgs_parse(struct pv_chat *c, const char *text,
+                               size_t len, int count_only, char *msg,
+                               size_t msglen, const char **param);
+/* 1 if a provider of kind gets c's native body as it is (Messages to the
+ * anthropic kind): its answer and events are then the upstream's own. */
+int pv_passthrough(const struct pv_chat *c, enum cfg_kind kind);
+/* The Messages answer for an OpenAI chat.completion body: model as given,
+ * id "msg_" + id, usage from u (the request's settled usage).  malloc'd,
+ * length in *out_len; NULL when body is not a chat.completion. */
+char *pv_msgs_answer(const char *body, size_t len, const char *model,
+                     const char *id, const struct pv_usage *u,
+                     size_t *out_len);
+/* A passthrough answer with its "model" replaced; NULL if not JSON. */
+char *pv_msgs_pass_answer(const char *body, size_t len, const char *model,
+                          size_t *out_len);
+/* Anthropic's error type for an HTTP status (and llmux's OpenAI code:
+ * insufficient_quota is billing_error): 400 invalid_request_error, 401
+ * authentication_error, 403 permission_error, 404 not_found_error, 413
+ * request_too_large, 429 rate_limit_error, 504 timeout_error, 529
+ * overloaded_error, other 5xx api_error. */
+const char *pv_msgs_error_type(int status, const char *code);
+/* {"type":"error","error":{"type","message"}}; malloc'd. */
+char *pv_msgs_error(int status, const char *code, const char *message,
+                    size_t *out_len);
+/* An error body in OpenAI's (or already Anthropic's) shape as Anthropic's. */
+char *pv_msgs_error_from(const char *body, size_t len, int status,
+                         size_t *out_len);
+/* The client's stream: events appended to out as "event: T\ndata: J\n\n".
+ * Functions return 0, or -1 on out of memory. */
+struct pv_msgs_stream {
+    char id[96];
+    char model[128];
+    int started;    /* message_start went out */
+    int open;       /* the open block's kind (0 text, 1 thinking, 2 tool),
+                       -1 none */
+    int open_tool;  /* its OpenAI tool_calls index */
+    int n_blocks;   /* blocks opened */
+    int pass_stop;  /* passthrough: the upstream's message_stop was seen */
+    const char *stop_reason; /* static */
+};
+void pv_msgs_stream_init(struct pv_msgs_stream *s, const char *model,
+                         const char *id);
+/* One OpenAI chunk (data of an SSE event) translated. */
+int pv_msgs_stream_chunk(struct pv_msgs_stream *s, const char *data,
+                         size_t len, struct gx_buf *out);
+/* One upstream Messages event passed through (model replaced in
+ * message_start; message_stop held back). */
+int pv_msgs_stream_pass(struct pv_msgs_stream *s, const char *data,
+                        size_t len, struct gx_buf *out);
+/* The end of a complete answer: translated streams close the open block
+ * and write message_delta (stop_reason, usage u) and message_stop;
+ * passthrough (pass = 1) the held message_stop. */
+int pv_msgs_stream_end(struct pv_msgs_stream *s, int pass,
+                       const struct pv_usage *u, struct gx_buf *out);
+/* An error event (a stream that failed after its first byte). */
+int pv_msgs_stream_error(int status, const char *message, struct gx_buf *out);
 
 /* Parses OpenAI "usage" from a response or chunk object; returns 1 if found. */
 int pv_usage_parse(const json_t *obj, struct pv_usage *u);

@@ -278,6 +278,13 @@ int pv_anth_request(const json_t *oa, const char *upstream, int stream,
  * in *u; NULL with a reason in why when up is not a message. */
 json_t *pv_anth_answer(const json_t *up, struct pv_usage *u, char *why,
                        size_t len);
+/* The inverse of the answer's usage reading, for clients of the Messages
+ * API (messages.c): input_tokens = prompt - cache reads - cache writes,
+ * output_tokens, cache_creation_input_tokens, cache_read_input_tokens. */
+json_t *pv_anth_usage_json(const struct pv_usage *u);
+/* finish_reason -> stop_reason (stop -> end_turn, length -> max_tokens,
+ * tool_calls -> tool_use, content_filter -> refusal; else end_turn). */
+const char *pv_anth_stop_reason(const char *finish);
 /* One SSE event (type from its event field or its data's "type"). */
 int pv_anth_event(struct pv_xstream *s, const char *type, const json_t *ev,
                   pv_xemit emit, void *ud, char *why, size_t len);
@@ -395,6 +402,11 @@ struct pv_xkind {
  * refused request sends nothing and ends (from the event loop, never
  * inside this function) with status 400 and an OpenAI error naming the
  * refused parameters. */
+/* A call that sends nothing and ends, from the loop, with status 400 and
+ * an OpenAI invalid_request_error whose message is refusal (any kind). */
+enum gx_status pv_x_refuse(struct pv_loop *loop, const struct pv_request *req,
+                           const struct pv_callbacks *cb, const char *refusal,
+                           struct pv_call **out, char *err, size_t errlen);
 enum gx_status pv_x_start(struct pv_loop *loop, const struct pv_request *req,
                           const struct pv_callbacks *cb,
                           const struct pv_xkind *k, struct pv_call **out,

@@ -236,6 +236,16 @@ pv_chat_body(const struct pv_chat *c)
     return m->body;
 }
 
+char *
+pv_json_dump(json_t *o, size_t *out_len)
+{
+    char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    if (s)
+        *out_len = strlen(s);
+    return s;
+}
+
 enum pv_chat_err
 pv_chat_parse(struct pv_chat *c, enum pv_api api, const char *text,
               size_t len, char *msg, size_t msglen, const char **param)
@@ -258,8 +268,10 @@ pv_chat_parse(struct pv_chat *c, enum pv_api api, const char *text,
 void
 pv_chat_cleanup(struct pv_chat *c)
 {
-    if (c->owned)
+    if (c->owned) {
         json_decref(c->body);
+        json_decref(c->native);
+    }
     free(c->text);
     free(c->model_own);
     memset(c, 0, sizeof(*c));

@@ -100,14 +100,17 @@
  *   thoughts=N          native: N thinking tokens (Gemini
  *                       thoughtsTokenCount and a thought part; Anthropic a
  *                       thinking block, counted in output_tokens)
- *   tool=NAME           native: answer with a call of tool NAME (after a
- *                       short text) instead of the plain text; OpenAI
- *                       format: a tool_calls answer (finish_reason
- *                       tool_calls; streamed as the id/name chunk and the
- *                       arguments in three pieces), unless the last
- *                       message is a tool result (then the plain text)
+ *   tool=NAME           answer with a call of tool NAME instead of the
+ *                       plain text (native: after a short text; OpenAI: a
+ *                       tool_calls answer, finish_reason tool_calls,
+ *                       streamed as the id/name chunk and the arguments
+ *                       in two pieces), unless the conversation ends
+ *                       with a tool result (a "tool" message, a
+ *                       tool_result block, a functionResponse part): then
+ *                       the plain text
  *   tool_args=JSON      its arguments (default {"city":"Paris"}), streamed
- *                       in three pieces (Anthropic input_json_delta)
+ *                       in three pieces (Anthropic input_json_delta; two
+ *                       OpenAI argument deltas)
  * Native modes answer in the upstream's own JSON and SSE shapes (Anthropic
  * events message_start, content_block_start/delta/stop, ping,
  * message_delta, message_stop; Gemini one GenerateContentResponse per
@@ -427,6 +430,30 @@ last_user_text(json_t *body)
             return message_text(m);
     }
     return NULL;
+}
+
+/* 1 if the last message of body is a tool's result, in any format. */
+static int
+ends_with_tool_result(json_t *body)
+{
+    json_t *contents = json_object_get(body, "contents");
+    json_t *last = json_array_get(contents, json_array_size(contents) - 1);
+    size_t i;
+    json_t *p;
+    json_array_foreach(json_object_get(last, "parts"), i, p)
+        if (json_object_get(p, "functionResponse"))
+            return 1;
+    json_t *msgs = json_object_get(body, "messages");
+    last = json_array_get(msgs, json_array_size(msgs) - 1);
+    const char *role = json_string_value(json_object_get(last, "role"));
+    if (role && !strcmp(role, "tool"))
+        return 1;
+    json_array_foreach(json_object_get(last, "content"), i, p) {
+        const char *t = json_string_value(json_object_get(p, "type"));
+        if (t && !strcmp(t, "tool_result"))
+            return 1;
+    }
+    return 0;
 }
 
 static void
@@ -1313,9 +1340,9 @@ oa_tool_build(struct job *j, const char *model, const char *ids,
                             o->tool, "arguments", ""),
                   NULL),
         NULL);
-    size_t n = strlen(args), third = n / 3 + 1;
-    for (size_t off = 0; off < n; off += third) {
-        size_t l = n - off < third ? n - off : third;
+    size_t n = strlen(args), half = n / 2 + 1; /* two argument deltas */
+    for (size_t off = 0; off < n; off += half) {
+        size_t l = n - off < half ? n - off : half;
         j->events[j->n_events++] = sse_event(
             o,
             chunk_new(j->id, model,
@@ -1353,6 +1380,8 @@ job_build(struct job *j, json_t *body, const char *model, int include_usage)
     pthread_mutex_unlock(&st_mu);
     char *big = NULL; /* owned text: big=N, or the generated tokens */
     const char *text = "Hello from fake provider";
+    if (ends_with_tool_result(body))
+        j->o.tool[0] = '\0'; /* a model answers a tool's result in words */
     if (o->big > 0) {
         big = malloc((size_t)o->big + 1);
         if (!big)
@@ -1400,11 +1429,7 @@ job_build(struct job *j, json_t *body, const char *model, int include_usage)
     }
     char ids[48];
     snprintf(ids, sizeof(ids), "chatcmpl-fake-%ld", id);
-    json_t *lastm = json_array_get(json_object_get(body, "messages"),
-                                   json_array_size(json_object_get(
-                                       body, "messages")) - 1);
-    const char *lr = json_string_value(json_object_get(lastm, "role"));
-    if (o->tool[0] && !(lr && !strcmp(lr, "tool"))) {
+    if (o->tool[0]) { /* cleared above after a tool result */
         for (size_t i = 0; i < np; i++)
             free(pieces[i]);
         free(pieces);

@@ -202,6 +202,30 @@ test_sqlite(void)
                         " dim = 'none' AND key_id = -2"),
              wu2);
     check_query(path, wu2, wc + wc2 + 5);
+    /* `llmux usage` shows them: a column in the table and CSV, a note. */
+    const char *bin = e2e_env("LLMUX_BIN", "build/release/llmux");
+    {
+        char cmd[1400], out[8192];
+        for (int f = 0; f < 2; f++) {
+            snprintf(cmd, sizeof(cmd),
+                     "%s usage --db %s --since 2025-11-30 --until 2025-12-05 "
+                     "--group-by model --format %s",
+                     bin, path, f ? "csv" : "table");
+            FILE *pp = popen(cmd, "r");
+            size_t n = pp ? fread(out, 1, sizeof(out) - 1, pp) : 0;
+            out[n] = '\0';
+            T_EQ_INT(pp ? pclose(pp) : -1, 0);
+            T_CHECK(strstr(out, "unpriced") != NULL);
+            if (f == 0) {
+                char note[64];
+                snprintf(note, sizeof(note), "note: %lld requests had no price",
+                         (long long)wu2);
+                T_CHECK(strstr(out, note) != NULL);
+            } else {
+                T_CHECK(strstr(out, "p95_ms,unpriced\n") != NULL);
+            }
+        }
+    }
     /* Reopening migrates nothing. */
     l = NULL;
     T_EQ_INT(pr_ledger_open(path, &l, err, sizeof(err)), GX_OK);

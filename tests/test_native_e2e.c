@@ -27,6 +27,7 @@
 
 #include "harness.h"
 #include "lib/e2e.h"
+#include "lib/fake_stats.h"
 
 #define SECRET_A "sk-ant-SECRET-native-0123456789abcdef"
 #define SECRET_G "AIza-SECRET-native-0123456789abcdef"
@@ -105,32 +106,19 @@ chat(const char *rid, const char *body, struct e2e_resp *r)
 static json_t *
 fake_last(void)
 {
-    char url[256];
-    snprintf(url, sizeof(url), "%s/fake/stats", fake_url);
-    struct e2e_resp r;
-    json_t *j = NULL;
-    if (e2e_http("GET", url, NULL, NULL, 5000, &r) == 0)
-        j = json_loads(r.body, 0, NULL);
-    e2e_resp_free(&r);
-    return j;
+    return fake_stats(fake_url);
 }
 
 static long long
 fake_requests(void)
 {
-    json_t *s = fake_last();
-    long long n = json_integer_value(json_object_get(s, "requests"));
-    json_decref(s);
-    return n;
+    return fake_stats_requests(fake_url);
 }
 
 static long long
 row_int(const char *rid, const char *col)
 {
-    char sql[256];
-    snprintf(sql, sizeof(sql), "SELECT %s FROM usage WHERE request_id = '%s'",
-             col, rid);
-    return e2e_db_int(dbpath, sql);
+    return e2e_row_int(dbpath, rid, col);
 }
 
 /* The stream's events: every "data: " payload in order. */

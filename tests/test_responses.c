@@ -283,7 +283,7 @@ static const struct pv_usage U = {1, 30, 12, 10, 0, 4};
 static struct gw_api_ctx
 ctx(void)
 {
-    struct gw_api_ctx x = {"req1", &chat, echo, &U, 1700000000, 0};
+    struct gw_api_ctx x = {"req1", &chat, echo, &U, 1700000000, 0, 0};
     return x;
 }
 

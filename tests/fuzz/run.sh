@@ -64,6 +64,7 @@ sources_for() {
     conn) echo gateway/conn.c common/common.c ;;
     # the translations link the provider layer (loop.c pulls in every kind)
     native) echo providers/*.c config/*.c pricing/*.c common/*.c local_engine/*.c ;;
+    messages) echo providers/*.c config/*.c pricing/*.c common/*.c local_engine/*.c ;;
     *) echo local_engine/*.c ;;
     esac
 }
@@ -72,7 +73,7 @@ libs_for() {
     config | json_scan | chat_request | json_schema) pkg-config --libs jansson sqlite3 libpq 2>/dev/null || echo "-ljansson -lsqlite3 -lpq" ;;
     responses) pkg-config --libs jansson 2>/dev/null || echo -ljansson ;;
     conn) echo "$(pkg-config --libs libevent 2>/dev/null || echo -levent) -lhttp_parser" ;;
-    native) pkg-config --libs libevent libevent_pthreads libcurl jansson sqlite3 libpq 2>/dev/null ;;
+    native | messages) pkg-config --libs libevent libevent_pthreads libcurl jansson sqlite3 libpq 2>/dev/null ;;
     *) echo "" ;;
     esac
 }
@@ -82,7 +83,7 @@ pkg_cflags_for() {
     responses) pkg-config --cflags jansson libevent libcurl sqlite3 libpq 2>/dev/null ;;
     # conn.c's framing only (gw_hparse), without the server around it
     conn) echo "$(pkg-config --cflags jansson libevent 2>/dev/null) -DGW_HPARSE_ONLY" ;;
-    native) pkg-config --cflags libevent libcurl jansson sqlite3 libpq 2>/dev/null ;;
+    native | messages) pkg-config --cflags libevent libcurl jansson sqlite3 libpq 2>/dev/null ;;
     *) echo "" ;;
     esac
 }
@@ -189,6 +190,13 @@ seed_responses() { # byte 0: what (see the target), byte 1: flags
     printf '\003\000{"model":"e","input":[[1,2],"ab"]}' >"$1/embeddings"
     printf '\004\000{"model":"c","prompt":["a"],"max_tokens":3,"best_of":2,"stream":true}' >"$1/completions"
 }
+seed_messages() {
+    printf '\000{"model":"m","max_tokens":5,"system":[{"type":"text","text":"s","cache_control":{"type":"ephemeral"}}],"messages":[{"role":"user","content":[{"type":"text","text":"x"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AA"}}]},{"role":"assistant","content":[{"type":"thinking","thinking":"t","signature":"s"},{"type":"tool_use","id":"t1","name":"f","input":{"a":1}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":[{"type":"text","text":"r"}],"is_error":true}]}],"tools":[{"name":"f","input_schema":{"type":"object"}}],"tool_choice":{"type":"any","disable_parallel_tool_use":true},"stop_sequences":["x"],"thinking":{"type":"enabled","budget_tokens":1024}}' >"$1/request"
+    printf '\001{"id":"c","choices":[{"message":{"role":"assistant","content":"hi","reasoning_content":"r","tool_calls":[{"id":"c1","function":{"name":"f","arguments":"{\\"a\\":1}"}}]},"finish_reason":"tool_calls"}]}' >"$1/answer"
+    printf '\002{"choices":[{"delta":{"content":"a"}}]}\n{"choices":[{"delta":{"reasoning_content":"b"}}]}\n{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"c","function":{"name":"f","arguments":"{"}}]}}]}\n{"choices":[{"delta":{},"finish_reason":"tool_calls"}]}\n[DONE]' >"$1/chunks"
+    printf '\003{"type":"message_start","message":{"model":"x"}}\n{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"a"}}\n{"type":"message_stop"}' >"$1/pass"
+    printf '\004{"error":{"message":"m","code":"insufficient_quota"}}' >"$1/error"
+}
 seed_sse() {
     printf '\005data: {"a":1}\r\n\r\nevent: x\ndata: y\n\n: c\n\n' >"$1/basic"
     printf '\003data: [DONE]\n\n' >"$1/done"
@@ -249,6 +257,7 @@ fuzz_$n: build failed"
         json_schema) seed_json_schema "$corpus" ;;
         native) seed_native "$corpus" ;;
         responses) seed_responses "$corpus" ;;
+        messages) seed_messages "$corpus" ;;
         esac
     fi
     art="$OUT/artifacts/$n/"
