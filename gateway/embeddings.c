@@ -214,5 +214,5 @@ const struct gw_api gw_api_completions = {
     .api = PV_API_COMPLETIONS,
     .what = "completions",
     .parse = gw_completions_parse,
-    .kinds = 1u << CFG_KIND_OPENAI,
+    .kinds = 1u << CFG_KIND_OPENAI | 1u << CFG_KIND_LOCAL,
 };

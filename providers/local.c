@@ -72,6 +72,7 @@ struct lp_job {
     char **stops;
     size_t n_stops;
     struct le_grammar *grammar; /* response_format / tools; NULL: text */
+    int raw; /* /v1/completions: the prompt as text, specials not parsed */
     /* A request refused before it reached the engine (done from the
      * start): the status, code and parameter for the error body. */
     int http_status;
@@ -119,6 +120,7 @@ struct lp_call {
     size_t args_sent;    /* stream: bytes of the arguments sent */
     char call_id[64];
     int stream;
+    int text_api; /* /v1/completions: text_completion objects */
     int client_include_usage;
     int sent_role;
     char id[96];
@@ -197,8 +199,9 @@ submit_job(struct lp_engine *e, struct lp_job *j, char *err, size_t errlen)
 {
     const struct lp_job *src = j->parent ? j->parent : j;
     size_t len = strlen(src->prompt_text);
-    int64_t n = le_model_tokenize(e->model, src->prompt_text, len, 1, 1,
-                                  NULL, 0);
+    int special = !src->raw;
+    int64_t n = le_model_tokenize(e->model, src->prompt_text, len, 1,
+                                  special, NULL, 0);
     if (n < 0) {
         snprintf(err, errlen, "the prompt could not be tokenized");
         return LE_EINVAL;
@@ -208,7 +211,7 @@ submit_job(struct lp_engine *e, struct lp_job *j, char *err, size_t errlen)
         snprintf(err, errlen, "out of memory tokenizing the prompt");
         return LE_ENOMEM;
     }
-    le_model_tokenize(e->model, src->prompt_text, len, 1, 1, ids,
+    le_model_tokenize(e->model, src->prompt_text, len, 1, special, ids,
                       (size_t)n);
     /* Without max_tokens: what the context leaves, capped. */
     if (j->sp.max_tokens <= 0) {
@@ -313,7 +316,17 @@ emit_chunk(struct pv_call *call, struct lp_call *lc, json_t *delta,
            const char *finish, json_t *usage)
 {
     json_t *choices = json_array();
-    if (delta || finish) {
+    if (lc->text_api && (delta || finish)) {
+        const json_t *t = json_object_get(delta, "content");
+        json_array_append_new(
+            choices, json_pack("{s:i,s:s%,s:o,s:n}", "index", 0, "text",
+                               t ? json_string_value(t) : "",
+                               t ? json_string_length(t) : 0,
+                               "finish_reason",
+                               finish ? json_string(finish) : json_null(),
+                               "logprobs"));
+        json_decref(delta);
+    } else if (delta || finish) {
         json_t *ch = json_pack("{s:i,s:o,s:o,s:n}", "index", 0, "delta",
                                delta ? delta : json_object(), "finish_reason",
                                finish ? json_string(finish) : json_null(),
@@ -323,7 +336,9 @@ emit_chunk(struct pv_call *call, struct lp_call *lc, json_t *delta,
         json_decref(delta);
     }
     json_t *o = json_pack("{s:s,s:s,s:I,s:s,s:o}", "id", lc->id, "object",
-                          "chat.completion.chunk", "created",
+                          lc->text_api ? "text_completion"
+                                       : "chat.completion.chunk",
+                          "created",
                           (json_int_t)lc->created, "model", lc->model,
                           "choices", choices);
     if (usage)
@@ -622,11 +637,16 @@ on_multi_event(struct pv_call *call, struct lp_call *lc)
             u.completion_tokens += j->res.completion_tokens;
         json_array_append_new(
             choices,
-            json_pack("{s:i,s:{s:s,s:s%},s:s,s:n}", "index", k, "message",
-                      "role", "assistant", "content",
-                      body->data ? body->data : "", body->len,
-                      "finish_reason", finish_reason(j->res.finish),
-                      "logprobs"));
+            lc->text_api
+                ? json_pack("{s:i,s:s%,s:s,s:n}", "index", k, "text",
+                            body->data ? body->data : "", body->len,
+                            "finish_reason", finish_reason(j->res.finish),
+                            "logprobs")
+                : json_pack("{s:i,s:{s:s,s:s%},s:s,s:n}", "index", k,
+                            "message", "role", "assistant", "content",
+                            body->data ? body->data : "", body->len,
+                            "finish_reason", finish_reason(j->res.finish),
+                            "logprobs"));
     }
     call->res.outcome = PV_OK;
     call->res.http_status = 200;
@@ -636,7 +656,10 @@ on_multi_event(struct pv_call *call, struct lp_call *lc)
     call->res.usage.cached_tokens = u.cached_tokens;
     answer_body(call, lc,
                 json_pack("{s:s,s:s,s:I,s:s,s:o,s:o}", "id", lc->id,
-                          "object", "chat.completion", "created",
+                          "object",
+                          lc->text_api ? "text_completion"
+                                       : "chat.completion",
+                          "created",
                           (json_int_t)lc->created, "model", lc->model,
                           "choices", choices, "usage", usage_json(&u)));
     pv_call_complete(call);
@@ -664,7 +687,8 @@ on_job_event(evutil_socket_t fd, short what, void *arg)
     if (text.len)
         note_text(call, lc);
     if (lc->stream) {
-        if (!lc->sent_role && (text.len || (done && !failed))) {
+        if (!lc->sent_role && !lc->text_api &&
+            (text.len || (done && !failed))) {
             lc->sent_role = 1;
             emit_chunk(call, lc,
                        json_pack("{s:s,s:s}", "role", "assistant", "content",
@@ -712,6 +736,15 @@ on_job_event(evutil_socket_t fd, short what, void *arg)
         if (lc->client_include_usage)
             emit_chunk(call, lc, NULL, NULL, usage_json(r));
         pv_call_emit_event(call, "[DONE]", 6);
+    } else if (lc->text_api) {
+        answer_body(call, lc,
+                    json_pack("{s:s,s:s,s:I,s:s,s:[{s:s%,s:i,s:s,s:n}],s:o}",
+                              "id", lc->id, "object", "text_completion",
+                              "created", (json_int_t)lc->created, "model",
+                              lc->model, "choices", "text",
+                              lc->body.data ? lc->body.data : "",
+                              lc->body.len, "index", 0, "finish_reason",
+                              finish, "logprobs", "usage", usage_json(r)));
     } else {
         json_t *msg;
         if (lc->tools != LP_TOOLS_NONE)
@@ -867,15 +900,26 @@ num_param(struct lp_job *j, const json_t *b, const char *k, double lo,
     return 0;
 }
 
+/* /v1/completions: the same sampling and stop rules as chat; echo,
+ * suffix and best_of are read only to refuse what is not implemented. */
+static const char *const lp_text_params[] = {
+    "model",      "prompt",           "stream",
+    "stream_options", "max_tokens",   "temperature",
+    "top_p",      "top_k",            "min_p",
+    "repeat_penalty", "frequency_penalty", "presence_penalty",
+    "seed",       "stop",             "n",
+    "logprobs",   "echo",             "suffix",
+    "best_of",    "user",             NULL};
+
 static int
-check_params(struct lp_job *j, const json_t *b)
+check_params(struct lp_job *j, const json_t *b, const char *const *params)
 {
     const char *k;
     const json_t *v;
     json_object_foreach((json_t *)b, k, v) {
         int known = 0;
-        for (size_t i = 0; lp_params[i] && !known; i++)
-            known = !strcmp(k, lp_params[i]);
+        for (size_t i = 0; params[i] && !known; i++)
+            known = !strcmp(k, params[i]);
         if (!known && !json_is_null(v))
             return refuse(j, k, "unsupported_parameter",
                           "the local engine does not support the parameter "
@@ -1333,6 +1377,43 @@ tools_prompt(const struct lp_tool *t, size_t n, enum lp_tools mode,
  * sampling settings and the grammar.  0 ok; -1 refused (j->http_status,
  * err, err_param set); -2 out of memory.
  */
+/* /v1/completions: one prompt string, tokenized raw (no chat template,
+ * special-token text stays text).  0, -1 refused, -2 out of memory. */
+static int
+lp_prepare_text(const json_t *b, struct lp_job *j)
+{
+    int rc = check_params(j, b, lp_text_params);
+    if (rc == 0)
+        rc = read_sampling(j, b);
+    const json_t *v;
+    if (rc == 0 && (v = json_object_get(b, "echo")) && !json_is_null(v) &&
+        !json_is_false(v))
+        rc = refuse(j, "echo", "unsupported_parameter",
+                    "the local engine does not echo the prompt");
+    if (rc == 0 && (v = json_object_get(b, "suffix")) && !json_is_null(v))
+        rc = refuse(j, "suffix", "unsupported_parameter",
+                    "the local engine does not support 'suffix' "
+                    "(insertion)");
+    if (rc == 0 && (v = json_object_get(b, "best_of")) && !json_is_null(v) &&
+        !(json_is_integer(v) && json_integer_value(v) == 1))
+        rc = refuse(j, "best_of", "unsupported_value",
+                    "the local engine does not rank candidates: 'best_of' "
+                    "must be 1");
+    if (rc)
+        return rc;
+    v = json_object_get(b, "prompt");
+    if (json_is_array(v) && json_array_size(v) == 1)
+        v = json_array_get(v, 0);
+    if (!json_is_string(v))
+        return refuse(j, "prompt", "unsupported_value",
+                      "the local engine completes one prompt string per "
+                      "request: 'prompt' must be a string (or an array of "
+                      "one string), not token ids or several prompts");
+    j->raw = 1;
+    j->prompt_text = strdup(json_string_value(v));
+    return j->prompt_text ? 0 : -2;
+}
+
 static int
 lp_prepare(struct lp_engine *e, const json_t *b, struct lp_job *j,
            enum lp_tools *tools_mode)
@@ -1349,7 +1430,7 @@ lp_prepare(struct lp_engine *e, const json_t *b, struct lp_job *j,
     pv_gram_init(&pg);
     rc = !cm || !texts ? -2 : 0;
     if (rc == 0)
-        rc = check_params(j, b);
+        rc = check_params(j, b, lp_params);
     if (rc == 0)
         rc = read_sampling(j, b);
     if (rc == 0)
@@ -1454,7 +1535,9 @@ lp_start(struct pv_loop *loop, const struct pv_request *req,
     j->refs = 1;
     gx_buf_init(&j->text, 64 * 1024 * 1024);
     enum lp_tools mode = LP_TOOLS_NONE;
-    int rc = lp_prepare(e, req->body, j, &mode);
+    int text_api = req->chat && req->chat->api == PV_API_COMPLETIONS;
+    int rc = text_api ? lp_prepare_text(req->body, j)
+                      : lp_prepare(e, req->body, j, &mode);
     if (rc == -2) {
         job_unref(j);
         gx_errf(err, errlen, "out of memory");
@@ -1474,10 +1557,11 @@ lp_start(struct pv_loop *loop, const struct pv_request *req,
     lc->job = j;
     lc->tools = mode;
     lc->stream = req->stream;
+    lc->text_api = text_api;
     lc->client_include_usage = req->client_include_usage;
     lc->created = (int64_t)time(NULL);
-    snprintf(lc->id, sizeof(lc->id), "chatcmpl-%s",
-             req->request_id ? req->request_id : "local");
+    snprintf(lc->id, sizeof(lc->id), "%s-%s",
+             text_api ? "cmpl" : "chatcmpl", req->request_id ? req->request_id : "local");
     snprintf(lc->call_id, sizeof(lc->call_id), "call_%s",
              req->request_id ? req->request_id : "local");
     snprintf(lc->model, sizeof(lc->model), "%s", req->model->name);
