@@ -207,7 +207,7 @@ const struct gw_api gw_api_embeddings = {
     .api = PV_API_EMBEDDINGS,
     .what = "embeddings",
     .parse = gw_embeddings_parse,
-    .kinds = 1u << CFG_KIND_OPENAI,
+    .kinds = 1u << CFG_KIND_OPENAI | 1u << CFG_KIND_LOCAL,
 };
 
 const struct gw_api gw_api_completions = {

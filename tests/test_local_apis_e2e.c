@@ -5,8 +5,15 @@
  * text_completion chunks ending data: [DONE] whose text equals the
  * non-stream answer, the ledger row (api 'completions', the same token
  * counts), and the refusals of what the engine does not implement.
+ * POST /v1/embeddings on the same model: float and base64 answers decode
+ * to the same unit-norm vector of n_embd floats, two calls give the same
+ * vector and another input a different one, exact prompt_tokens (equal
+ * to the raw completion prompt's count of the same text), ledger rows of
+ * api 'embeddings', and refusals (dimensions, token ids,
+ * encoding_format).
  */
 #include <signal.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -194,6 +201,154 @@ test_completion_refusals(void)
             "prompt");
 }
 
+/* The vector of data[i] (float array or base64 of float32 LE); n floats
+ * into v (at most cap); -1 when malformed. */
+static int
+vector_of(const json_t *o, size_t i, float *v, size_t cap)
+{
+    const json_t *e = json_object_get(
+        json_array_get(json_object_get(o, "data"), i), "embedding");
+    if (json_is_array(e)) {
+        if (json_array_size(e) > cap)
+            return -1;
+        for (size_t k = 0; k < json_array_size(e); k++) {
+            const json_t *x = json_array_get(e, k);
+            if (!json_is_number(x))
+                return -1;
+            v[k] = (float)json_number_value(x);
+        }
+        return (int)json_array_size(e);
+    }
+    const char *s = json_string_value(e);
+    if (!s)
+        return -1;
+    static const char a[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    unsigned char buf[65536];
+    size_t nb = 0, len = strlen(s);
+    if (len % 4)
+        return -1;
+    for (size_t k = 0; k < len; k += 4) {
+        unsigned w = 0;
+        int pad = 0;
+        for (int q = 0; q < 4; q++) {
+            const char *c = s[k + q] == '=' ? NULL : strchr(a, s[k + q]);
+            if (s[k + q] == '=')
+                pad++;
+            else if (!c || !s[k + q])
+                return -1;
+            w = w << 6 | (c ? (unsigned)(c - a) : 0);
+        }
+        if (nb + 3 > sizeof(buf))
+            return -1;
+        buf[nb++] = (unsigned char)(w >> 16);
+        if (pad < 2)
+            buf[nb++] = (unsigned char)(w >> 8);
+        if (pad < 1)
+            buf[nb++] = (unsigned char)w;
+    }
+    if (nb % 4 || nb / 4 > cap)
+        return -1;
+    memcpy(v, buf, nb);
+    return (int)(nb / 4);
+}
+
+static long long completion_prompt_tokens(const char *prompt);
+
+static void
+test_embeddings(void)
+{
+    long st;
+    float f[4096], g[4096], h[4096], x[4096];
+    json_t *a = post("/embeddings",
+                     "{\"model\":\"local\",\"input\":\"Once upon a time\"}",
+                     &st);
+    T_EQ_INT(st, 200);
+    T_EQ_STR(json_string_value(json_object_get(a, "object")), "list");
+    int n = vector_of(a, 0, f, 4096);
+    T_CHECK(n > 8);
+    double ss = 0;
+    for (int i = 0; i < n; i++)
+        ss += (double)f[i] * f[i];
+    T_CHECK(fabs(ss - 1.0) < 1e-4);
+    long long pt = json_integer_value(
+        json_object_get(json_object_get(a, "usage"), "prompt_tokens"));
+    T_EQ_INT(pt, completion_prompt_tokens("Once upon a time"));
+    json_t *b = post("/embeddings",
+                     "{\"model\":\"local\",\"input\":[\"Once upon a time\"],"
+                     "\"encoding_format\":\"base64\"}",
+                     &st);
+    T_EQ_INT(st, 200);
+    T_EQ_INT(vector_of(b, 0, g, 4096), n);
+    /* base64 is the float32 itself; JSON floats print exactly enough to
+     * round-trip a float */
+    T_CHECK(memcmp(f, g, (size_t)n * sizeof(float)) == 0);
+    json_t *c = post("/embeddings",
+                     "{\"model\":\"local\",\"input\":[\"Once upon a time\","
+                     "\"The dog ran to the park\"]}",
+                     &st);
+    T_EQ_INT(st, 200);
+    T_EQ_INT(vector_of(c, 0, h, 4096), n);
+    T_EQ_INT(vector_of(c, 1, x, 4096), n);
+    T_CHECK(memcmp(f, h, (size_t)n * sizeof(float)) == 0); /* deterministic */
+    double dot = 0, sx = 0;
+    for (int i = 0; i < n; i++) {
+        dot += (double)f[i] * x[i];
+        sx += (double)x[i] * x[i];
+    }
+    T_CHECK(fabs(sx - 1.0) < 1e-4);
+    T_CHECK(dot < 0.9999); /* another input, another vector */
+    long long pt2 = json_integer_value(
+        json_object_get(json_object_get(c, "usage"), "prompt_tokens"));
+    T_EQ_INT(pt2, pt + completion_prompt_tokens("The dog ran to the park"));
+    char sql[256];
+    snprintf(sql, sizeof(sql),
+             "SELECT COUNT(*) FROM usage WHERE api='embeddings' AND "
+             "completion_tokens=0 AND cost_pusd=0 AND prompt_tokens IN "
+             "(%lld,%lld)",
+             pt, pt2);
+    T_EQ_INT(e2e_db_int(db, sql), 3);
+    /* dimensions equal to n_embd is accepted */
+    char body[256];
+    snprintf(body, sizeof(body),
+             "{\"model\":\"local\",\"input\":\"a\",\"dimensions\":%d}", n);
+    json_t *d = post("/embeddings", body, &st);
+    T_EQ_INT(st, 200);
+    snprintf(body, sizeof(body),
+             "{\"model\":\"local\",\"input\":\"a\",\"dimensions\":%d}",
+             n - 1);
+    refused("/embeddings", body, "dimensions");
+    refused("/embeddings", "{\"model\":\"local\",\"input\":[1,2,3]}",
+            "input");
+    refused("/embeddings",
+            "{\"model\":\"local\",\"input\":\"a\",\"encoding_format\":"
+            "\"int8\"}",
+            "encoding_format");
+    refused("/embeddings",
+            "{\"model\":\"local\",\"input\":\"a\",\"pooling\":\"cls\"}",
+            "pooling");
+    json_decref(a);
+    json_decref(b);
+    json_decref(c);
+    json_decref(d);
+}
+
+/* prompt_tokens of a raw completion of prompt (max_tokens 1). */
+static long long
+completion_prompt_tokens(const char *prompt)
+{
+    long st;
+    char body[512];
+    snprintf(body, sizeof(body),
+             "{\"model\":\"local\",\"max_tokens\":1,\"prompt\":\"%s\"}",
+             prompt);
+    json_t *o = post("/completions", body, &st);
+    long long n = json_integer_value(
+        json_object_get(json_object_get(o, "usage"), "prompt_tokens"));
+    json_decref(o);
+    return st == 200 ? n : -1;
+}
+
 int
 main(void)
 {
@@ -205,6 +360,7 @@ main(void)
     T_RUN(test_completion);
     T_RUN(test_completion_stream);
     T_RUN(test_completion_refusals);
+    T_RUN(test_embeddings);
     free(nonstream_text);
     T_EQ_INT(e2e_stop(&gw, SIGTERM, 20000), 0);
     T_EQ_INT(e2e_sanitizer_reports, 0);
