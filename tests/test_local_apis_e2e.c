@@ -327,6 +327,19 @@ test_embeddings(void)
     refused("/embeddings",
             "{\"model\":\"local\",\"input\":\"a\",\"pooling\":\"cls\"}",
             "pooling");
+    /* longer than the context (512): 400 context_length_exceeded */
+    char *big = malloc(8192);
+    int o = snprintf(big, 8192, "{\"model\":\"local\",\"input\":\"");
+    for (int i = 0; i < 700; i++)
+        o += snprintf(big + o, 8192 - (size_t)o, "dog ");
+    snprintf(big + o, 8192 - (size_t)o, "\"}");
+    json_t *l = post("/embeddings", big, &st);
+    T_EQ_INT(st, 400);
+    T_EQ_STR(json_string_value(json_object_get(json_object_get(l, "error"),
+                                               "code")),
+             "context_length_exceeded");
+    json_decref(l);
+    free(big);
     json_decref(a);
     json_decref(b);
     json_decref(c);
