@@ -35,6 +35,12 @@
  * the provider's own 4xx instead of failing over to a 502.  Tool-call
  * output is reshaped here: the grammar's wrapper {"name": ..., "arguments":
  * ...} becomes message.tool_calls, or tool_call deltas while streaming.
+ *
+ * /v1/completions (lp_prepare_text): one prompt string tokenized raw, the
+ * same job and scheduler, answered as text_completion.  /v1/embeddings
+ * (lp_prepare_embed): no scheduler; embed_thread runs le_model_embed per
+ * input on a thread of its own (the model's pool serialises its products
+ * with the scheduler's) and the job's event delivers the list.
  */
 #include <pthread.h>
 #include <stdarg.h>
