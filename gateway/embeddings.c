@@ -1,8 +1,9 @@
 /*
  * embeddings: the inbound adapters of POST /v1/embeddings and the legacy
- * POST /v1/completions.  Both go only to OpenAI-format upstreams (the
- * openai kind posts them to {base_url}/embeddings and /completions with
- * the body as the client sent it, "model" replaced by the upstream name),
+ * POST /v1/completions.  Both go to OpenAI-format upstreams (the openai
+ * kind posts them to {base_url}/embeddings and /completions with the body
+ * as the client sent it, "model" replaced by the upstream name) and to the
+ * local engine (providers/local.c refuses what it does not implement),
  * so the parse checks only what llmux itself relies on and fills the
  * neutral request's facts; every other member passes on unchanged and the
  * upstream judges it.  Pure (jansson only) for unit tests and fuzzing.
@@ -207,12 +208,12 @@ const struct gw_api gw_api_embeddings = {
     .api = PV_API_EMBEDDINGS,
     .what = "embeddings",
     .parse = gw_embeddings_parse,
-    .kinds = 1u << CFG_KIND_OPENAI,
+    .kinds = 1u << CFG_KIND_OPENAI | 1u << CFG_KIND_LOCAL,
 };
 
 const struct gw_api gw_api_completions = {
     .api = PV_API_COMPLETIONS,
     .what = "completions",
     .parse = gw_completions_parse,
-    .kinds = 1u << CFG_KIND_OPENAI,
+    .kinds = 1u << CFG_KIND_OPENAI | 1u << CFG_KIND_LOCAL,
 };

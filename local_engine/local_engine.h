@@ -85,6 +85,16 @@ void le_model_free(struct le_model *m);
 
 int32_t le_model_n_ctx(const struct le_model *m);   /* per session */
 int32_t le_model_n_vocab(const struct le_model *m);
+int32_t le_model_n_embd(const struct le_model *m);
+/* An embedding of ids[0..n) (tokenized by the caller): the final hidden
+ * state of every token (after the output norm), mean-pooled and
+ * L2-normalised into out[0..le_model_n_embd).  Runs on the calling thread
+ * in a session of its own; safe beside other sessions and the scheduler
+ * (the compute pool runs one product at a time).  LE_ECONTEXT when n
+ * exceeds the model's context. */
+enum le_status le_model_embed(struct le_model *m, const int32_t *ids,
+                              size_t n, float *out, char *err,
+                              size_t errlen);
 int le_model_n_threads(const struct le_model *m);
 /* A one-line description ("llama 5 layers, 64 embd, f32, 292800 params"). */
 const char *le_model_desc(const struct le_model *m);

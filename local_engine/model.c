@@ -1172,6 +1172,61 @@ silu(float x)
     return x / (1.0f + expf(-x));
 }
 
+int32_t
+le_model_n_embd(const struct le_model *m)
+{
+    return m->hp.n_embd;
+}
+
+/* The final hidden states (after output_norm) of ids, mean-pooled and
+ * L2-normalised, in a session of its own (the pool's run_lock orders its
+ * products with the scheduler's); no logits are computed. */
+enum le_status
+le_model_embed(struct le_model *m, const int32_t *ids, size_t n, float *out,
+               char *err, size_t errlen)
+{
+    int E = m->hp.n_embd;
+    if (n == 0)
+        return fail(err, errlen, LE_EINVAL, "embed: no tokens");
+    if (n > (size_t)m->params.n_ctx)
+        return fail(err, errlen, LE_ECONTEXT,
+                    "the input has %zu tokens; the context window is %d", n,
+                    (int)m->params.n_ctx);
+    struct le_session *s = NULL;
+    enum le_status st = le_session_new(m, &s, err, errlen);
+    double *sum = st == LE_OK ? calloc((size_t)E, sizeof(*sum)) : NULL;
+    float *h = sum ? malloc((size_t)E * sizeof(*h)) : NULL;
+    if (st == LE_OK && !h)
+        st = fail(err, errlen, LE_ENOMEM, "embed: out of memory");
+    for (size_t at = 0; st == LE_OK && at < n;) {
+        size_t k = n - at < (size_t)s->n_batch ? n - at : (size_t)s->n_batch;
+        struct le_fwd_batch b = {0};
+        b.n_tok = (int32_t)k;
+        b.ids = ids + at;
+        b.one = s;
+        st = le_model_forward_batch(s, &b, err, errlen);
+        for (size_t t = 0; st == LE_OK && t < k; t++) {
+            rmsnorm(h, s->x + t * (size_t)E, m->output_norm->data, E,
+                    m->hp.eps);
+            for (int i = 0; i < E; i++)
+                sum[i] += h[i];
+        }
+        at += k;
+    }
+    if (st == LE_OK) {
+        double ss = 0;
+        for (int i = 0; i < E; i++)
+            ss += sum[i] * sum[i]; /* the mean's 1/n cancels */
+        double inv = ss > 0 ? 1.0 / sqrt(ss) : 0;
+        for (int i = 0; i < E; i++)
+            out[i] = (float)(sum[i] * inv);
+    }
+    free(h);
+    free(sum);
+    le_session_free(s);
+    return st;
+}
+
 enum le_status
 le_model_forward(struct le_session *s, const int32_t *ids, size_t n,
                  char *err, size_t errlen)

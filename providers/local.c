@@ -35,6 +35,12 @@
  * the provider's own 4xx instead of failing over to a 502.  Tool-call
  * output is reshaped here: the grammar's wrapper {"name": ..., "arguments":
  * ...} becomes message.tool_calls, or tool_call deltas while streaming.
+ *
+ * /v1/completions (lp_prepare_text): one prompt string tokenized raw, the
+ * same job and scheduler, answered as text_completion.  /v1/embeddings
+ * (lp_prepare_embed): no scheduler; embed_thread runs le_model_embed per
+ * input on a thread of its own (the model's pool serialises its products
+ * with the scheduler's) and the job's event delivers the list.
  */
 #include <pthread.h>
 #include <stdarg.h>
@@ -72,6 +78,14 @@ struct lp_job {
     char **stops;
     size_t n_stops;
     struct le_grammar *grammar; /* response_format / tools; NULL: text */
+    int raw; /* /v1/completions: the prompt as text, specials not parsed */
+    /* /v1/embeddings (embed_thread): the inputs (owned), then under mu
+     * their n_inputs x n_embd vectors and the exact token count */
+    char **inputs;
+    size_t n_inputs;
+    float *vecs;
+    int n_embd;
+    int64_t embed_tokens;
     /* A request refused before it reached the engine (done from the
      * start): the status, code and parameter for the error body. */
     int http_status;
@@ -90,6 +104,7 @@ struct lp_engine {
     struct le_model *model;
     struct le_token_trie *trie; /* the model's pieces, for grammars */
     struct le_sched *sched;
+    _Atomic int embedding; /* embed_thread()s running on the model */
 };
 
 static struct lp_engine *engines;
@@ -119,6 +134,9 @@ struct lp_call {
     size_t args_sent;    /* stream: bytes of the arguments sent */
     char call_id[64];
     int stream;
+    int text_api; /* /v1/completions: text_completion objects */
+    int embed;    /* /v1/embeddings (embed_thread) */
+    int b64;      /* its encoding_format base64 */
     int client_include_usage;
     int sent_role;
     char id[96];
@@ -140,6 +158,10 @@ job_unref(struct lp_job *j)
         return;
     pthread_mutex_destroy(&j->mu);
     free(j->prompt_text);
+    for (size_t i = 0; i < j->n_inputs; i++)
+        free(j->inputs[i]);
+    free(j->inputs);
+    free(j->vecs);
     le_grammar_free(j->grammar);
     for (size_t i = 0; i < j->n_stops; i++)
         free(j->stops[i]);
@@ -197,8 +219,9 @@ submit_job(struct lp_engine *e, struct lp_job *j, char *err, size_t errlen)
 {
     const struct lp_job *src = j->parent ? j->parent : j;
     size_t len = strlen(src->prompt_text);
-    int64_t n = le_model_tokenize(e->model, src->prompt_text, len, 1, 1,
-                                  NULL, 0);
+    int special = !src->raw;
+    int64_t n = le_model_tokenize(e->model, src->prompt_text, len, 1,
+                                  special, NULL, 0);
     if (n < 0) {
         snprintf(err, errlen, "the prompt could not be tokenized");
         return LE_EINVAL;
@@ -208,7 +231,7 @@ submit_job(struct lp_engine *e, struct lp_job *j, char *err, size_t errlen)
         snprintf(err, errlen, "out of memory tokenizing the prompt");
         return LE_ENOMEM;
     }
-    le_model_tokenize(e->model, src->prompt_text, len, 1, 1, ids,
+    le_model_tokenize(e->model, src->prompt_text, len, 1, special, ids,
                       (size_t)n);
     /* Without max_tokens: what the context leaves, capped. */
     if (j->sp.max_tokens <= 0) {
@@ -229,6 +252,82 @@ submit_job(struct lp_engine *e, struct lp_job *j, char *err, size_t errlen)
         j->refs--;
     free(ids);
     return st;
+}
+
+/* /v1/embeddings: one thread per request, beside the scheduler (the
+ * model's pool runs one product at a time, so they interleave safely);
+ * each input tokenized raw and embedded by le_model_embed. */
+static void *
+embed_thread(void *arg)
+{
+    struct lp_job *j = arg;
+    struct lp_engine *e = j->e;
+    int E = le_model_n_embd(e->model);
+    float *vecs = malloc((size_t)E * (j->n_inputs ? j->n_inputs : 1) *
+                         sizeof(*vecs));
+    enum le_status st = vecs ? LE_OK : LE_ENOMEM;
+    char err[256] = "";
+    int64_t tokens = 0;
+    for (size_t i = 0; st == LE_OK && i < j->n_inputs; i++) {
+        if (atomic_load(&abort_all) || atomic_load(&j->stop)) {
+            st = LE_ECANCELED;
+            break;
+        }
+        size_t len = strlen(j->inputs[i]);
+        int64_t n = le_model_tokenize(e->model, j->inputs[i], len, 1, 0,
+                                      NULL, 0);
+        int32_t *ids = n > 0 ? malloc((size_t)n * sizeof(*ids)) : NULL;
+        if (!ids) {
+            st = n > 0 ? LE_ENOMEM : LE_EINVAL;
+            snprintf(err, sizeof(err), "input %zu could not be tokenized",
+                     i);
+            break;
+        }
+        le_model_tokenize(e->model, j->inputs[i], len, 1, 0, ids, (size_t)n);
+        st = le_model_embed(e->model, ids, (size_t)n, vecs + i * (size_t)E,
+                            err, sizeof(err));
+        if (st == LE_ECONTEXT)
+            snprintf(err, sizeof(err),
+                     "input %zu has %lld tokens; the local model's context "
+                     "is %d",
+                     i, (long long)n, (int)le_model_n_ctx(e->model));
+        tokens += n;
+        free(ids);
+    }
+    pthread_mutex_lock(&j->mu);
+    j->done = 1;
+    j->st = st;
+    j->vecs = st == LE_OK ? vecs : NULL;
+    j->n_embd = E;
+    j->embed_tokens = tokens;
+    j->res.prompt_tokens = (int)tokens;
+    snprintf(j->err, sizeof(j->err), "%s", err);
+    if (!j->cancelled)
+        event_active(j->ev, EV_READ, 0);
+    pthread_mutex_unlock(&j->mu);
+    if (st != LE_OK)
+        free(vecs);
+    atomic_fetch_sub(&e->embedding, 1);
+    job_unref(j);
+    return NULL;
+}
+
+/* Starts embed_thread on j (LE_OK: it holds a ref). */
+static enum le_status
+submit_embed(struct lp_engine *e, struct lp_job *j, char *err, size_t errlen)
+{
+    j->e = e;
+    j->refs++;
+    atomic_fetch_add(&e->embedding, 1);
+    pthread_t t;
+    if (pthread_create(&t, NULL, embed_thread, j) != 0) {
+        j->refs--;
+        atomic_fetch_sub(&e->embedding, 1);
+        snprintf(err, errlen, "could not start the embedding thread");
+        return LE_ENOMEM;
+    }
+    pthread_detach(t);
+    return LE_OK;
 }
 
 enum gx_status
@@ -292,6 +391,10 @@ pv_local_shutdown(void)
         struct lp_engine *e = &engines[i];
         /* in-flight jobs end as cancelled (on_done drops the refs) */
         le_sched_free(e->sched);
+        while (atomic_load(&e->embedding) > 0) { /* they see abort_all */
+            struct timespec ts = {0, 1000000};
+            nanosleep(&ts, NULL);
+        }
         le_token_trie_free(e->trie);
         le_model_free(e->model);
     }
@@ -313,7 +416,17 @@ emit_chunk(struct pv_call *call, struct lp_call *lc, json_t *delta,
            const char *finish, json_t *usage)
 {
     json_t *choices = json_array();
-    if (delta || finish) {
+    if (lc->text_api && (delta || finish)) {
+        const json_t *t = json_object_get(delta, "content");
+        json_array_append_new(
+            choices, json_pack("{s:i,s:s%,s:o,s:n}", "index", 0, "text",
+                               t ? json_string_value(t) : "",
+                               t ? json_string_length(t) : 0,
+                               "finish_reason",
+                               finish ? json_string(finish) : json_null(),
+                               "logprobs"));
+        json_decref(delta);
+    } else if (delta || finish) {
         json_t *ch = json_pack("{s:i,s:o,s:o,s:n}", "index", 0, "delta",
                                delta ? delta : json_object(), "finish_reason",
                                finish ? json_string(finish) : json_null(),
@@ -323,7 +436,9 @@ emit_chunk(struct pv_call *call, struct lp_call *lc, json_t *delta,
         json_decref(delta);
     }
     json_t *o = json_pack("{s:s,s:s,s:I,s:s,s:o}", "id", lc->id, "object",
-                          "chat.completion.chunk", "created",
+                          lc->text_api ? "text_completion"
+                                       : "chat.completion.chunk",
+                          "created",
                           (json_int_t)lc->created, "model", lc->model,
                           "choices", choices);
     if (usage)
@@ -622,11 +737,16 @@ on_multi_event(struct pv_call *call, struct lp_call *lc)
             u.completion_tokens += j->res.completion_tokens;
         json_array_append_new(
             choices,
-            json_pack("{s:i,s:{s:s,s:s%},s:s,s:n}", "index", k, "message",
-                      "role", "assistant", "content",
-                      body->data ? body->data : "", body->len,
-                      "finish_reason", finish_reason(j->res.finish),
-                      "logprobs"));
+            lc->text_api
+                ? json_pack("{s:i,s:s%,s:s,s:n}", "index", k, "text",
+                            body->data ? body->data : "", body->len,
+                            "finish_reason", finish_reason(j->res.finish),
+                            "logprobs")
+                : json_pack("{s:i,s:{s:s,s:s%},s:s,s:n}", "index", k,
+                            "message", "role", "assistant", "content",
+                            body->data ? body->data : "", body->len,
+                            "finish_reason", finish_reason(j->res.finish),
+                            "logprobs"));
     }
     call->res.outcome = PV_OK;
     call->res.http_status = 200;
@@ -636,10 +756,58 @@ on_multi_event(struct pv_call *call, struct lp_call *lc)
     call->res.usage.cached_tokens = u.cached_tokens;
     answer_body(call, lc,
                 json_pack("{s:s,s:s,s:I,s:s,s:o,s:o}", "id", lc->id,
-                          "object", "chat.completion", "created",
+                          "object",
+                          lc->text_api ? "text_completion"
+                                       : "chat.completion",
+                          "created",
                           (json_int_t)lc->created, "model", lc->model,
                           "choices", choices, "usage", usage_json(&u)));
     pv_call_complete(call);
+}
+
+/* The embeddings answer of a finished job (OpenAI's list shape; base64
+ * is the little-endian float32 bytes). */
+static json_t *
+embed_answer(const struct lp_call *lc, const struct lp_job *j)
+{
+    static const char b64c[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    json_t *data = json_array();
+    size_t E = (size_t)j->n_embd, nb = E * 4;
+    char *enc = malloc((nb + 2) / 3 * 4 + 1);
+    for (size_t i = 0; data && enc && i < j->n_inputs; i++) {
+        const float *vec = j->vecs + i * E;
+        json_t *emb;
+        if (lc->b64) {
+            const unsigned char *p = (const unsigned char *)vec;
+            size_t o = 0;
+            for (size_t k = 0; k < nb; k += 3) {
+                unsigned w = (unsigned)p[k] << 16;
+                if (k + 1 < nb)
+                    w |= (unsigned)p[k + 1] << 8;
+                if (k + 2 < nb)
+                    w |= p[k + 2];
+                enc[o++] = b64c[(w >> 18) & 63];
+                enc[o++] = b64c[(w >> 12) & 63];
+                enc[o++] = k + 1 < nb ? b64c[(w >> 6) & 63] : '=';
+                enc[o++] = k + 2 < nb ? b64c[w & 63] : '=';
+            }
+            emb = json_stringn(enc, o);
+        } else {
+            emb = json_array();
+            for (size_t k = 0; k < E; k++)
+                json_array_append_new(emb, json_real(vec[k]));
+        }
+        json_array_append_new(data, json_pack("{s:s,s:I,s:o}", "object",
+                                              "embedding", "index",
+                                              (json_int_t)i, "embedding",
+                                              emb));
+    }
+    free(enc);
+    return json_pack("{s:s,s:o,s:s,s:{s:I,s:I}}", "object", "list", "data",
+                     data, "model", lc->model, "usage", "prompt_tokens",
+                     (json_int_t)j->embed_tokens, "total_tokens",
+                     (json_int_t)j->embed_tokens);
 }
 
 static void
@@ -664,7 +832,8 @@ on_job_event(evutil_socket_t fd, short what, void *arg)
     if (text.len)
         note_text(call, lc);
     if (lc->stream) {
-        if (!lc->sent_role && (text.len || (done && !failed))) {
+        if (!lc->sent_role && !lc->text_api &&
+            (text.len || (done && !failed))) {
             lc->sent_role = 1;
             emit_chunk(call, lc,
                        json_pack("{s:s,s:s}", "role", "assistant", "content",
@@ -696,6 +865,15 @@ on_job_event(evutil_socket_t fd, short what, void *arg)
         pv_call_complete(call);
         return;
     }
+    if (lc->embed) {
+        call->res.outcome = PV_OK;
+        call->res.http_status = 200;
+        call->res.usage.have = 1;
+        call->res.usage.prompt_tokens = j->embed_tokens;
+        answer_body(call, lc, embed_answer(lc, j));
+        pv_call_complete(call);
+        return;
+    }
     call->res.outcome = PV_OK;
     call->res.http_status = 200;
     call->res.usage.have = 1;
@@ -712,6 +890,15 @@ on_job_event(evutil_socket_t fd, short what, void *arg)
         if (lc->client_include_usage)
             emit_chunk(call, lc, NULL, NULL, usage_json(r));
         pv_call_emit_event(call, "[DONE]", 6);
+    } else if (lc->text_api) {
+        answer_body(call, lc,
+                    json_pack("{s:s,s:s,s:I,s:s,s:[{s:s%,s:i,s:s,s:n}],s:o}",
+                              "id", lc->id, "object", "text_completion",
+                              "created", (json_int_t)lc->created, "model",
+                              lc->model, "choices", "text",
+                              lc->body.data ? lc->body.data : "",
+                              lc->body.len, "index", 0, "finish_reason",
+                              finish, "logprobs", "usage", usage_json(r)));
     } else {
         json_t *msg;
         if (lc->tools != LP_TOOLS_NONE)
@@ -867,15 +1054,26 @@ num_param(struct lp_job *j, const json_t *b, const char *k, double lo,
     return 0;
 }
 
+/* /v1/completions: the same sampling and stop rules as chat; echo,
+ * suffix and best_of are read only to refuse what is not implemented. */
+static const char *const lp_text_params[] = {
+    "model",      "prompt",           "stream",
+    "stream_options", "max_tokens",   "temperature",
+    "top_p",      "top_k",            "min_p",
+    "repeat_penalty", "frequency_penalty", "presence_penalty",
+    "seed",       "stop",             "n",
+    "logprobs",   "echo",             "suffix",
+    "best_of",    "user",             NULL};
+
 static int
-check_params(struct lp_job *j, const json_t *b)
+check_params(struct lp_job *j, const json_t *b, const char *const *params)
 {
     const char *k;
     const json_t *v;
     json_object_foreach((json_t *)b, k, v) {
         int known = 0;
-        for (size_t i = 0; lp_params[i] && !known; i++)
-            known = !strcmp(k, lp_params[i]);
+        for (size_t i = 0; params[i] && !known; i++)
+            known = !strcmp(k, params[i]);
         if (!known && !json_is_null(v))
             return refuse(j, k, "unsupported_parameter",
                           "the local engine does not support the parameter "
@@ -1333,6 +1531,91 @@ tools_prompt(const struct lp_tool *t, size_t n, enum lp_tools mode,
  * sampling settings and the grammar.  0 ok; -1 refused (j->http_status,
  * err, err_param set); -2 out of memory.
  */
+/* /v1/completions: one prompt string, tokenized raw (no chat template,
+ * special-token text stays text).  0, -1 refused, -2 out of memory. */
+static int
+lp_prepare_text(const json_t *b, struct lp_job *j)
+{
+    int rc = check_params(j, b, lp_text_params);
+    if (rc == 0)
+        rc = read_sampling(j, b);
+    const json_t *v;
+    if (rc == 0 && (v = json_object_get(b, "echo")) && !json_is_null(v) &&
+        !json_is_false(v))
+        rc = refuse(j, "echo", "unsupported_parameter",
+                    "the local engine does not echo the prompt");
+    if (rc == 0 && (v = json_object_get(b, "suffix")) && !json_is_null(v))
+        rc = refuse(j, "suffix", "unsupported_parameter",
+                    "the local engine does not support 'suffix' "
+                    "(insertion)");
+    if (rc == 0 && (v = json_object_get(b, "best_of")) && !json_is_null(v) &&
+        !(json_is_integer(v) && json_integer_value(v) == 1))
+        rc = refuse(j, "best_of", "unsupported_value",
+                    "the local engine does not rank candidates: 'best_of' "
+                    "must be 1");
+    if (rc)
+        return rc;
+    v = json_object_get(b, "prompt");
+    if (json_is_array(v) && json_array_size(v) == 1)
+        v = json_array_get(v, 0);
+    if (!json_is_string(v))
+        return refuse(j, "prompt", "unsupported_value",
+                      "the local engine completes one prompt string per "
+                      "request: 'prompt' must be a string (or an array of "
+                      "one string), not token ids or several prompts");
+    j->raw = 1;
+    j->prompt_text = strdup(json_string_value(v));
+    return j->prompt_text ? 0 : -2;
+}
+
+static const char *const lp_embed_params[] = {
+    "model", "input", "encoding_format", "dimensions", "user", NULL};
+
+/* /v1/embeddings: input a string or an array of strings (each embedded
+ * on its own); encoding_format float or base64 (lc->b64); dimensions only
+ * the model's own.  0, -1 refused, -2 out of memory. */
+static int
+lp_prepare_embed(struct lp_engine *e, const json_t *b, struct lp_job *j,
+                 int *b64)
+{
+    int rc = check_params(j, b, lp_embed_params);
+    if (rc)
+        return rc;
+    const json_t *v = json_object_get(b, "encoding_format");
+    const char *f = json_string_value(v);
+    if (v && !json_is_null(v) &&
+        (!f || (strcmp(f, "float") && strcmp(f, "base64"))))
+        return refuse(j, "encoding_format", "invalid_value",
+                      "'encoding_format' must be \"float\" or \"base64\"");
+    *b64 = f && !strcmp(f, "base64");
+    int E = le_model_n_embd(e->model);
+    v = json_object_get(b, "dimensions");
+    if (v && !json_is_null(v) &&
+        !(json_is_integer(v) && json_integer_value(v) == E))
+        return refuse(j, "dimensions", "unsupported_value",
+                      "the local model's embeddings have %d dimensions and "
+                      "cannot be shortened: 'dimensions' must be %d or "
+                      "absent",
+                      E, E);
+    v = json_object_get(b, "input");
+    size_t n = json_is_array(v) ? json_array_size(v) : 1;
+    j->inputs = calloc(n, sizeof(char *));
+    if (!j->inputs)
+        return -2;
+    for (size_t i = 0; i < n; i++) {
+        const json_t *x = json_is_array(v) ? json_array_get(v, i) : v;
+        if (!json_is_string(x) || json_string_length(x) == 0)
+            return refuse(j, "input", "unsupported_value",
+                          "the local engine embeds text: 'input' must be a "
+                          "non-empty string or an array of non-empty "
+                          "strings, not token ids");
+        if (!(j->inputs[i] = strdup(json_string_value(x))))
+            return -2;
+        j->n_inputs++;
+    }
+    return 0;
+}
+
 static int
 lp_prepare(struct lp_engine *e, const json_t *b, struct lp_job *j,
            enum lp_tools *tools_mode)
@@ -1349,7 +1632,7 @@ lp_prepare(struct lp_engine *e, const json_t *b, struct lp_job *j,
     pv_gram_init(&pg);
     rc = !cm || !texts ? -2 : 0;
     if (rc == 0)
-        rc = check_params(j, b);
+        rc = check_params(j, b, lp_params);
     if (rc == 0)
         rc = read_sampling(j, b);
     if (rc == 0)
@@ -1493,7 +1776,12 @@ lp_start(struct pv_loop *loop, const struct pv_request *req,
     j->refs = 1;
     gx_buf_init(&j->text, 64 * 1024 * 1024);
     enum lp_tools mode = LP_TOOLS_NONE;
-    int rc = lp_prepare(e, req->body, j, &mode);
+    enum pv_api api = req->chat ? req->chat->api : PV_API_CHAT;
+    int text_api = api == PV_API_COMPLETIONS, b64 = 0;
+    int rc = text_api ? lp_prepare_text(req->body, j)
+             : api == PV_API_EMBEDDINGS
+                 ? lp_prepare_embed(e, req->body, j, &b64)
+                 : lp_prepare(e, req->body, j, &mode);
     if (rc == -2) {
         job_unref(j);
         gx_errf(err, errlen, "out of memory");
@@ -1513,10 +1801,13 @@ lp_start(struct pv_loop *loop, const struct pv_request *req,
     lc->job = j;
     lc->tools = mode;
     lc->stream = req->stream;
+    lc->text_api = text_api;
+    lc->embed = api == PV_API_EMBEDDINGS;
+    lc->b64 = b64;
     lc->client_include_usage = req->client_include_usage;
     lc->created = (int64_t)time(NULL);
-    snprintf(lc->id, sizeof(lc->id), "chatcmpl-%s",
-             req->request_id ? req->request_id : "local");
+    snprintf(lc->id, sizeof(lc->id), "%s-%s",
+             text_api ? "cmpl" : "chatcmpl", req->request_id ? req->request_id : "local");
     snprintf(lc->call_id, sizeof(lc->call_id), "call_%s",
              req->request_id ? req->request_id : "local");
     snprintf(lc->model, sizeof(lc->model), "%s", req->model->name);
@@ -1584,7 +1875,9 @@ lp_start(struct pv_loop *loop, const struct pv_request *req,
         struct lp_job *q = k ? lc->more[k - 1] : j;
         q->e = e;
         char serr[256] = "";
-        enum le_status st = submit_job(e, q, serr, sizeof(serr));
+        enum le_status st = lc->embed
+                                ? submit_embed(e, q, serr, sizeof(serr))
+                                : submit_job(e, q, serr, sizeof(serr));
         if (st == LE_OK)
             continue;
         /* Refused by the engine itself (busy, context): answered from the

@@ -549,17 +549,24 @@ test_embeddings(void)
     T_CHECK(r.body && strstr(r.body, "\"embedding\":\""));
     e2e_resp_free(&r);
 
-    const char *no[] = {"claude-sonnet-4.5", "gemini-2.5-flash", "local"};
-    for (size_t i = 0; i < 3; i++) {
+    const char *no[] = {"claude-sonnet-4.5", "gemini-2.5-flash"};
+    for (size_t i = 0; i < 2; i++) {
         char body[256];
         snprintf(body, sizeof(body), "{\"model\":\"%s\",\"input\":\"x\"}",
                  no[i]);
         T_EQ_INT(req("POST", "/v1/embeddings", "emb-no", body, NULL, &r), 0);
         T_EQ_INT(r.status, 400);
         T_CHECK(r.body && strstr(r.body, "model_not_supported") &&
-                strstr(r.body, "openai"));
+                strstr(r.body, "openai, local"));
         e2e_resp_free(&r);
     }
+    /* the local engine serves them (test_local_apis_e2e.c in depth) */
+    T_EQ_INT(req("POST", "/v1/embeddings", "emb-local",
+                 "{\"model\":\"local\",\"input\":\"x\"}", NULL, &r),
+             0);
+    T_EQ_INT(r.status, 200);
+    T_CHECK(r.body && strstr(r.body, "\"embedding\":["));
+    e2e_resp_free(&r);
     T_EQ_INT(req("POST", "/v1/embeddings", "emb-unknown",
                  "{\"model\":\"nope\",\"input\":\"x\"}", NULL, &r),
              0);

@@ -9,7 +9,8 @@
  * responses.create on every provider kind, with a function tool and its
  * function_call_output round trip, responses.stream (function tool and
  * text), embeddings.create (base64, the SDK's default, and float),
- * completions.create (and a stream), models.retrieve and models.list.
+ * completions.create (and a stream), models.retrieve and models.list;
+ * completions and embeddings served by the local engine.
  * This side checks the ledger saw the SDK's requests under its key, and
  * that a key's allowlist comes before every other answer on the new APIs
  * (403, and 404 on GET /v1/models/{id}).
@@ -116,6 +117,14 @@ main(void)
                  "status = 404",
                  key_id);
         T_EQ_INT(e2e_db_int(db, sql), 0); /* unknown models: no row */
+        /* the local kind served completions (2) and embeddings (2) */
+        T_CHECK(out && strstr(out, "ok   local embeddings: base64 decodes"));
+        T_CHECK(out && strstr(out, "ok   local completions stream"));
+        T_EQ_INT(e2e_db_int(db, "SELECT COUNT(*) FROM usage WHERE "
+                                "provider = 'local' AND status = 200 AND "
+                                "api IN ('completions', 'embeddings') AND "
+                                "prompt_tokens > 0"),
+                 4);
     }
     free(out);
 

@@ -195,6 +195,26 @@ await step('completions', async () => {
   check(t === 'Once upon a time', 'completions stream: text');
 });
 
+await step('local completions and embeddings', async () => {
+  const c = await client.completions.create({ model: 'local', prompt: 'Once upon a time', max_tokens: 8, temperature: 0 });
+  check(c.object === 'text_completion' && c.choices[0].text.length > 0, 'local completions: text');
+  check(c.usage.completion_tokens >= 1 && c.usage.completion_tokens <= 8, 'local completions: usage');
+  const s = await client.completions.create({
+    model: 'local', prompt: 'Once upon a time', max_tokens: 8, temperature: 0, stream: true,
+  });
+  let t = '';
+  for await (const chunk of s) t += chunk.choices[0]?.text ?? '';
+  check(t === c.choices[0].text, 'local completions stream: the same greedy text');
+  const e = await client.embeddings.create({ model: 'local', input: ['Once upon a time', 'A dog'] });
+  const f = await client.embeddings.create({ model: 'local', input: ['Once upon a time', 'A dog'], encoding_format: 'float' });
+  const v = e.data[0].embedding;
+  const norm = Math.sqrt(v.reduce((a, x) => a + x * x, 0));
+  check(e.data.length === 2 && v.length > 8 && Math.abs(norm - 1) < 1e-4, 'local embeddings: two unit vectors');
+  check(JSON.stringify(f.data[0].embedding) === JSON.stringify(v), 'local embeddings: base64 decodes to the float vector');
+  check(JSON.stringify(e.data[1].embedding) !== JSON.stringify(v), 'local embeddings: inputs differ');
+  check(e.usage.prompt_tokens > 2, 'local embeddings: usage');
+});
+
 await step('models', async () => {
   const m = await client.models.retrieve('gpt-4.1');
   check(m.id === 'gpt-4.1' && m.object === 'model', 'models.retrieve');

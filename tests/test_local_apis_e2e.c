@@ -1,0 +1,382 @@
+/*
+ * End to end: the local kind serving the legacy POST /v1/completions with
+ * the real stories260K model through the real binary: a non-stream
+ * text_completion with exact usage (and greedy determinism), a stream of
+ * text_completion chunks ending data: [DONE] whose text equals the
+ * non-stream answer, the ledger row (api 'completions', the same token
+ * counts), and the refusals of what the engine does not implement.
+ * POST /v1/embeddings on the same model: float and base64 answers decode
+ * to the same unit-norm vector of n_embd floats, two calls give the same
+ * vector and another input a different one, exact prompt_tokens (equal
+ * to the raw completion prompt's count of the same text), ledger rows of
+ * api 'embeddings', and refusals (dimensions, token ids,
+ * encoding_format).
+ */
+#include <signal.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <curl/curl.h>
+#include <jansson.h>
+
+#include "harness.h"
+#include "lib/e2e.h"
+
+static struct e2e_proc gw;
+static char base[128], db[1024];
+
+static int
+start(void)
+{
+    char model[1024], cfg[4096];
+    snprintf(model, sizeof(model), "%s/models/stories260K.gguf",
+             e2e_env("LLMUX_TEST_DATA", "../shared/data"));
+    char *dir = e2e_temp_dir();
+    snprintf(cfg, sizeof(cfg),
+             "{\"listen\": \"127.0.0.1:0\", \"workers\": 2,\n"
+             " \"database\": \"%s/ledger.db\", \"require_keys\": false,\n"
+             " \"providers\": {\"local\": {\"kind\": \"local\", "
+             "\"model_path\": \"%s\",\n"
+             "   \"threads\": 1, \"context\": 512, \"parallel\": 2}}}\n",
+             dir, model);
+    snprintf(db, sizeof(db), "%s/ledger.db", dir);
+    free(dir);
+    char *path = e2e_write_temp("local.json", cfg);
+    const char *bin = e2e_env("LLMUX_BIN", "build/release/llmux");
+    char *argv[] = {(char *)bin, "serve", "--config", path, NULL};
+    int rc = e2e_start(&gw, argv, "listening on http://127.0.0.1:", 30000);
+    free(path);
+    snprintf(base, sizeof(base), "http://127.0.0.1:%d/v1", gw.port);
+    return rc;
+}
+
+static json_t *
+post(const char *path, const char *body, long *status)
+{
+    char url[256];
+    snprintf(url, sizeof(url), "%s%s", base, path);
+    struct e2e_resp r;
+    json_t *o = NULL;
+    *status = -1;
+    if (e2e_http("POST", url, body, NULL, 60000, &r) == 0) {
+        *status = r.status;
+        o = json_loads(r.body, 0, NULL);
+    }
+    e2e_resp_free(&r);
+    return o;
+}
+
+static char *nonstream_text;
+
+static void
+test_completion(void)
+{
+    long st;
+    const char *body = "{\"model\":\"local\",\"temperature\":0,"
+                       "\"max_tokens\":16,\"prompt\":\"Once upon a time\"}";
+    json_t *a = post("/completions", body, &st);
+    T_EQ_INT(st, 200);
+    T_EQ_STR(json_string_value(json_object_get(a, "object")),
+             "text_completion");
+    const json_t *ch = json_array_get(json_object_get(a, "choices"), 0);
+    const char *text = json_string_value(json_object_get(ch, "text"));
+    T_CHECK(text && strlen(text) > 0);
+    T_CHECK(json_is_null(json_object_get(ch, "logprobs")));
+    T_CHECK(json_is_string(json_object_get(ch, "finish_reason")));
+    const json_t *u = json_object_get(a, "usage");
+    /* "Once upon a time": BOS + 4 pieces or more, raw (no template) */
+    long long pt = json_integer_value(json_object_get(u, "prompt_tokens"));
+    long long ct = json_integer_value(json_object_get(u, "completion_tokens"));
+    T_CHECK(pt >= 4 && pt < 16);
+    T_CHECK(ct >= 1 && ct <= 16);
+    json_t *b = post("/completions", body, &st);
+    T_EQ_INT(st, 200);
+    T_EQ_STR(text, json_string_value(json_object_get(
+                       json_array_get(json_object_get(b, "choices"), 0),
+                       "text")));
+    free(nonstream_text);
+    nonstream_text = text ? strdup(text) : NULL;
+    /* the ledger: two rows of api 'completions' with these counts */
+    char sql[256];
+    snprintf(sql, sizeof(sql),
+             "SELECT COUNT(*) FROM usage WHERE api='completions' AND "
+             "prompt_tokens=%lld AND completion_tokens=%lld AND "
+             "cost_pusd=0",
+             pt, ct);
+    T_EQ_INT(e2e_db_int(db, sql), 2);
+    json_decref(a);
+    json_decref(b);
+}
+
+static void
+test_completion_stream(void)
+{
+    char url[256];
+    snprintf(url, sizeof(url), "%s/completions", base);
+    struct e2e_resp r;
+    const char *body = "{\"model\":\"local\",\"temperature\":0,"
+                       "\"max_tokens\":16,\"stream\":true,"
+                       "\"stream_options\":{\"include_usage\":true},"
+                       "\"prompt\":\"Once upon a time\"}";
+    T_EQ_INT(e2e_http("POST", url, body, NULL, 60000, &r), 0);
+    T_EQ_INT(r.status, 200);
+    char text[4096] = "";
+    int chunks = 0, done = 0, finish = 0, usage = 0, bad = 0;
+    const char *p = r.body;
+    while (p && (p = strstr(p, "data: ")) != NULL) {
+        p += 6;
+        const char *e = strstr(p, "\n\n");
+        if (!e)
+            break;
+        if (!strncmp(p, "[DONE]", 6)) {
+            done = 1;
+            T_CHECK(e[2] == '\0'); /* the last event */
+            break;
+        }
+        json_t *o = json_loadb(p, (size_t)(e - p), 0, NULL);
+        if (!o || strcmp(json_string_value(json_object_get(o, "object"))
+                             ? json_string_value(json_object_get(o, "object"))
+                             : "",
+                         "text_completion"))
+            bad++;
+        const json_t *ch = json_array_get(json_object_get(o, "choices"), 0);
+        const char *t = json_string_value(json_object_get(ch, "text"));
+        if (ch && !t)
+            bad++;
+        if (t)
+            strncat(text, t, sizeof(text) - strlen(text) - 1);
+        if (json_is_string(json_object_get(ch, "finish_reason")))
+            finish++;
+        if (json_is_object(json_object_get(o, "usage")))
+            usage++;
+        chunks++;
+        json_decref(o);
+        p = e + 2;
+    }
+    T_EQ_INT(bad, 0);
+    T_CHECK(chunks >= 3);
+    T_EQ_INT(done, 1);
+    T_EQ_INT(finish, 1);
+    T_EQ_INT(usage, 1);
+    if (nonstream_text)
+        T_EQ_STR(text, nonstream_text);
+    e2e_resp_free(&r);
+}
+
+static void
+refused(const char *path, const char *body, const char *param)
+{
+    long st;
+    json_t *o = post(path, body, &st);
+    T_EQ_INT(st, 400);
+    const char *got =
+        json_string_value(json_object_get(json_object_get(o, "error"),
+                                          "param"));
+    T_EQ_STR(got ? got : "(none)", param);
+    json_decref(o);
+}
+
+static void
+test_completion_refusals(void)
+{
+    refused("/completions",
+            "{\"model\":\"local\",\"prompt\":\"a\",\"echo\":true}", "echo");
+    refused("/completions",
+            "{\"model\":\"local\",\"prompt\":\"a\",\"suffix\":\"b\"}",
+            "suffix");
+    refused("/completions",
+            "{\"model\":\"local\",\"prompt\":\"a\",\"best_of\":2}",
+            "best_of");
+    refused("/completions",
+            "{\"model\":\"local\",\"prompt\":\"a\",\"logprobs\":2}",
+            "logprobs");
+    refused("/completions",
+            "{\"model\":\"local\",\"prompt\":\"a\",\"logit_bias\":{}}",
+            "logit_bias");
+    refused("/completions", "{\"model\":\"local\",\"prompt\":[1,2,3]}",
+            "prompt");
+    refused("/completions", "{\"model\":\"local\",\"prompt\":[\"a\",\"b\"]}",
+            "prompt");
+}
+
+/* The vector of data[i] (float array or base64 of float32 LE); n floats
+ * into v (at most cap); -1 when malformed. */
+static int
+vector_of(const json_t *o, size_t i, float *v, size_t cap)
+{
+    const json_t *e = json_object_get(
+        json_array_get(json_object_get(o, "data"), i), "embedding");
+    if (json_is_array(e)) {
+        if (json_array_size(e) > cap)
+            return -1;
+        for (size_t k = 0; k < json_array_size(e); k++) {
+            const json_t *x = json_array_get(e, k);
+            if (!json_is_number(x))
+                return -1;
+            v[k] = (float)json_number_value(x);
+        }
+        return (int)json_array_size(e);
+    }
+    const char *s = json_string_value(e);
+    if (!s)
+        return -1;
+    static const char a[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    unsigned char buf[65536];
+    size_t nb = 0, len = strlen(s);
+    if (len % 4)
+        return -1;
+    for (size_t k = 0; k < len; k += 4) {
+        unsigned w = 0;
+        int pad = 0;
+        for (int q = 0; q < 4; q++) {
+            const char *c = s[k + q] == '=' ? NULL : strchr(a, s[k + q]);
+            if (s[k + q] == '=')
+                pad++;
+            else if (!c || !s[k + q])
+                return -1;
+            w = w << 6 | (c ? (unsigned)(c - a) : 0);
+        }
+        if (nb + 3 > sizeof(buf))
+            return -1;
+        buf[nb++] = (unsigned char)(w >> 16);
+        if (pad < 2)
+            buf[nb++] = (unsigned char)(w >> 8);
+        if (pad < 1)
+            buf[nb++] = (unsigned char)w;
+    }
+    if (nb % 4 || nb / 4 > cap)
+        return -1;
+    memcpy(v, buf, nb);
+    return (int)(nb / 4);
+}
+
+static long long completion_prompt_tokens(const char *prompt);
+
+static void
+test_embeddings(void)
+{
+    long st;
+    float f[4096], g[4096], h[4096], x[4096];
+    json_t *a = post("/embeddings",
+                     "{\"model\":\"local\",\"input\":\"Once upon a time\"}",
+                     &st);
+    T_EQ_INT(st, 200);
+    T_EQ_STR(json_string_value(json_object_get(a, "object")), "list");
+    int n = vector_of(a, 0, f, 4096);
+    T_CHECK(n > 8);
+    double ss = 0;
+    for (int i = 0; i < n; i++)
+        ss += (double)f[i] * f[i];
+    T_CHECK(fabs(ss - 1.0) < 1e-4);
+    long long pt = json_integer_value(
+        json_object_get(json_object_get(a, "usage"), "prompt_tokens"));
+    T_EQ_INT(pt, completion_prompt_tokens("Once upon a time"));
+    json_t *b = post("/embeddings",
+                     "{\"model\":\"local\",\"input\":[\"Once upon a time\"],"
+                     "\"encoding_format\":\"base64\"}",
+                     &st);
+    T_EQ_INT(st, 200);
+    T_EQ_INT(vector_of(b, 0, g, 4096), n);
+    /* base64 is the float32 itself; JSON floats print exactly enough to
+     * round-trip a float */
+    T_CHECK(memcmp(f, g, (size_t)n * sizeof(float)) == 0);
+    json_t *c = post("/embeddings",
+                     "{\"model\":\"local\",\"input\":[\"Once upon a time\","
+                     "\"The dog ran to the park\"]}",
+                     &st);
+    T_EQ_INT(st, 200);
+    T_EQ_INT(vector_of(c, 0, h, 4096), n);
+    T_EQ_INT(vector_of(c, 1, x, 4096), n);
+    T_CHECK(memcmp(f, h, (size_t)n * sizeof(float)) == 0); /* deterministic */
+    double dot = 0, sx = 0;
+    for (int i = 0; i < n; i++) {
+        dot += (double)f[i] * x[i];
+        sx += (double)x[i] * x[i];
+    }
+    T_CHECK(fabs(sx - 1.0) < 1e-4);
+    T_CHECK(dot < 0.9999); /* another input, another vector */
+    long long pt2 = json_integer_value(
+        json_object_get(json_object_get(c, "usage"), "prompt_tokens"));
+    T_EQ_INT(pt2, pt + completion_prompt_tokens("The dog ran to the park"));
+    char sql[256];
+    snprintf(sql, sizeof(sql),
+             "SELECT COUNT(*) FROM usage WHERE api='embeddings' AND "
+             "completion_tokens=0 AND cost_pusd=0 AND prompt_tokens IN "
+             "(%lld,%lld)",
+             pt, pt2);
+    T_EQ_INT(e2e_db_int(db, sql), 3);
+    /* dimensions equal to n_embd is accepted */
+    char body[256];
+    snprintf(body, sizeof(body),
+             "{\"model\":\"local\",\"input\":\"a\",\"dimensions\":%d}", n);
+    json_t *d = post("/embeddings", body, &st);
+    T_EQ_INT(st, 200);
+    snprintf(body, sizeof(body),
+             "{\"model\":\"local\",\"input\":\"a\",\"dimensions\":%d}",
+             n - 1);
+    refused("/embeddings", body, "dimensions");
+    refused("/embeddings", "{\"model\":\"local\",\"input\":[1,2,3]}",
+            "input");
+    refused("/embeddings",
+            "{\"model\":\"local\",\"input\":\"a\",\"encoding_format\":"
+            "\"int8\"}",
+            "encoding_format");
+    refused("/embeddings",
+            "{\"model\":\"local\",\"input\":\"a\",\"pooling\":\"cls\"}",
+            "pooling");
+    /* longer than the context (512): 400 context_length_exceeded */
+    char *big = malloc(8192);
+    int o = snprintf(big, 8192, "{\"model\":\"local\",\"input\":\"");
+    for (int i = 0; i < 700; i++)
+        o += snprintf(big + o, 8192 - (size_t)o, "dog ");
+    snprintf(big + o, 8192 - (size_t)o, "\"}");
+    json_t *l = post("/embeddings", big, &st);
+    T_EQ_INT(st, 400);
+    T_EQ_STR(json_string_value(json_object_get(json_object_get(l, "error"),
+                                               "code")),
+             "context_length_exceeded");
+    json_decref(l);
+    free(big);
+    json_decref(a);
+    json_decref(b);
+    json_decref(c);
+    json_decref(d);
+}
+
+/* prompt_tokens of a raw completion of prompt (max_tokens 1). */
+static long long
+completion_prompt_tokens(const char *prompt)
+{
+    long st;
+    char body[512];
+    snprintf(body, sizeof(body),
+             "{\"model\":\"local\",\"max_tokens\":1,\"prompt\":\"%s\"}",
+             prompt);
+    json_t *o = post("/completions", body, &st);
+    long long n = json_integer_value(
+        json_object_get(json_object_get(o, "usage"), "prompt_tokens"));
+    json_decref(o);
+    return st == 200 ? n : -1;
+}
+
+int
+main(void)
+{
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    if (start() != 0) {
+        printf("0 passed, 1 failed\n");
+        return 1;
+    }
+    T_RUN(test_completion);
+    T_RUN(test_completion_stream);
+    T_RUN(test_completion_refusals);
+    T_RUN(test_embeddings);
+    free(nonstream_text);
+    T_EQ_INT(e2e_stop(&gw, SIGTERM, 20000), 0);
+    T_EQ_INT(e2e_sanitizer_reports, 0);
+    curl_global_cleanup();
+    return T_END();
+}
