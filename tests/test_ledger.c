@@ -413,6 +413,23 @@ test_group_commit(void)
                           " reasoning_tokens; PRAGMA user_version = 4",
                           NULL, NULL, NULL),
              SQLITE_OK);
+    /* Read before the upgrade (queries never migrate): the cells lack
+     * the sums, so the query reads raw rows and stays exact. */
+    {
+        struct pr_usage_query q = {INT64_MIN / 2, INT64_MAX / 2,
+                                   PR_GROUP_NONE, PR_KEY_ALL, 0};
+        struct pr_usage_result *v4r = NULL;
+        T_EQ_INT(pr_usage_query(path, &q, &v4r, err, sizeof(err)), GX_OK);
+        T_EQ_INT(v4r ? v4r->n : 0, 1);
+        if (v4r && v4r->n == 1) {
+            T_EQ_INT(v4r->rows[0].cache_write_tokens,
+                     sql_int(db, "SELECT SUM(cache_write_tokens) FROM usage"));
+            T_EQ_INT(v4r->rows[0].reasoning_tokens,
+                     sql_int(db, "SELECT SUM(reasoning_tokens) FROM usage"));
+            T_EQ_INT(v4r->rows[0].requests, NROWS);
+        }
+        pr_usage_result_free(v4r);
+    }
     l = NULL;
     T_EQ_INT(pr_ledger_open(path, &l, err, sizeof(err)), GX_OK);
     pr_ledger_stats(l, &stats);
