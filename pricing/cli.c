@@ -70,10 +70,12 @@ print_table(const struct pr_usage_result *r, enum pr_group g)
         if (l > w)
             w = l;
     }
-    printf("%-*s %10s %8s %14s %14s %12s %18s %8s %8s %8s\n", w, gname,
-           "requests", "errors", "prompt_tok", "completion_tok", "cached_tok",
-           "cost_usd", "unpriced", "p50_ms", "p95_ms");
-    int64_t tr = 0, te = 0, tp = 0, tc = 0, tk = 0, tcost = 0, tu = 0;
+    printf("%-*s %10s %8s %14s %14s %12s %15s %13s %18s %8s %8s %8s\n", w,
+           gname, "requests", "errors", "prompt_tok", "completion_tok",
+           "cached_tok", "cache_write_tok", "reasoning_tok", "cost_usd",
+           "unpriced", "p50_ms", "p95_ms");
+    int64_t tr = 0, te = 0, tp = 0, tc = 0, tk = 0, tw = 0, ts = 0, tcost = 0,
+            tu = 0;
     int overflow = 0;
     for (size_t i = 0; i < r->n; i++) {
         const struct pr_usage_group *x = &r->rows[i];
@@ -83,11 +85,15 @@ print_table(const struct pr_usage_result *r, enum pr_group g)
         const char *name = x->group[0]          ? x->group
                            : g == PR_GROUP_NONE ? "total"
                                                 : "(none)";
-        printf("%-*s %10lld %8lld %14lld %14lld %12lld %18s %8lld %8s %8s\n",
+        printf("%-*s %10lld %8lld %14lld %14lld %12lld %15lld %13lld %18s"
+               " %8lld %8s %8s\n",
                w, name, (long long)x->requests, (long long)x->errors,
                (long long)x->prompt_tokens, (long long)x->completion_tokens,
-               (long long)x->cached_tokens, x->cost_usd,
+               (long long)x->cached_tokens, (long long)x->cache_write_tokens,
+               (long long)x->reasoning_tokens, x->cost_usd,
                (long long)x->unpriced, p50, p95);
+        tw += x->cache_write_tokens;
+        ts += x->reasoning_tokens;
         tu += x->unpriced;
         tr += x->requests;
         te += x->errors;
@@ -103,9 +109,11 @@ print_table(const struct pr_usage_result *r, enum pr_group g)
             snprintf(cost, sizeof(cost), "overflow");
         else
             pr_pusd_format(tcost, cost, sizeof(cost));
-        printf("%-*s %10lld %8lld %14lld %14lld %12lld %18s %8lld\n", w,
-               "total", (long long)tr, (long long)te, (long long)tp,
-               (long long)tc, (long long)tk, cost, (long long)tu);
+        printf("%-*s %10lld %8lld %14lld %14lld %12lld %15lld %13lld %18s"
+               " %8lld\n",
+               w, "total", (long long)tr, (long long)te, (long long)tp,
+               (long long)tc, (long long)tk, (long long)tw, (long long)ts,
+               cost, (long long)tu);
     }
     /* An unpriced request's cost is unknown, not zero: say so. */
     if (tu > 0)
@@ -118,7 +126,8 @@ static void
 print_csv(const struct pr_usage_result *r, enum pr_group g)
 {
     printf("%s,requests,errors,prompt_tokens,completion_tokens,"
-           "cached_tokens,cost_usd,cost_pusd,p50_ms,p95_ms,unpriced\n",
+           "cached_tokens,cost_usd,cost_pusd,p50_ms,p95_ms,unpriced,"
+           "cache_write_tokens,reasoning_tokens\n",
            g == PR_GROUP_NONE ? "group" : pr_group_name(g));
     for (size_t i = 0; i < r->n; i++) {
         const struct pr_usage_group *x = &r->rows[i];
@@ -131,7 +140,9 @@ print_csv(const struct pr_usage_result *r, enum pr_group g)
             printf("%lld,%lld", (long long)x->p50_ms, (long long)x->p95_ms);
         else
             printf(",");
-        printf(",%lld\n", (long long)x->unpriced);
+        printf(",%lld,%lld,%lld\n", (long long)x->unpriced,
+               (long long)x->cache_write_tokens,
+               (long long)x->reasoning_tokens);
     }
 }
 
@@ -167,11 +178,13 @@ print_whatif(const struct pr_usage_result *r, const struct pr_whatif_model *m,
     if (csv)
         printf("\nmodel,source,cost_usd,cost_pusd,delta_usd,delta_pusd\n");
     else
-        printf("\nwhat if: %lld requests, %lld prompt tokens (%lld cached), "
-               "%lld completion tokens; actual cost %s USD\n"
+        printf("\nwhat if: %lld requests, %lld prompt tokens (%lld cached, "
+               "%lld cache writes), %lld completion tokens (%lld reasoning);"
+               " actual cost %s USD\n"
                "%-40s %-9s %18s %18s\n",
                (long long)req, (long long)t.prompt, (long long)t.cached,
-               (long long)t.completion, a, "model", "source", "cost_usd",
+               (long long)t.cache_write, (long long)t.completion,
+               (long long)t.reasoning, a, "model", "source", "cost_usd",
                "vs_actual_usd");
     for (size_t i = 0; i < n; i++) {
         char c[48] = "overflow", d[48] = "overflow";

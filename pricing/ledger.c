@@ -6,7 +6,7 @@
  * callback.  The cost of a commit is shared by every row that arrived
  * while the previous one was being written, so throughput grows with load.
  *
- * Schema (user_version 4; DESIGN.md section 7 names are the contract):
+ * Schema (user_version 5; DESIGN.md section 7 names are the contract):
  *
  *   usage         one row per request that reached routing
  *     id INTEGER PRIMARY KEY, ts_ms, request_id, key_id (NULL = anonymous),
@@ -303,6 +303,25 @@ static const char *const migrations[] = {
     " DEFAULT 0;"
     "ALTER TABLE usage_daily ADD COLUMN unpriced INTEGER NOT NULL"
     " DEFAULT 0;",
+    /* 4 -> 5: the cache-write and reasoning sums in the rollup cells, so
+     * what-if re-prices cache writes exactly.  Backfilled from the raw rows
+     * the cells already hold (id <= the watermark; later rows are rolled
+     * up by the writer with the new sums); only rows with either class
+     * non-zero touch a cell. */
+    "ALTER TABLE usage_hourly ADD COLUMN cache_write_tokens INTEGER NOT NULL"
+    " DEFAULT 0;"
+    "ALTER TABLE usage_hourly ADD COLUMN reasoning_tokens INTEGER NOT NULL"
+    " DEFAULT 0;"
+    "ALTER TABLE usage_daily ADD COLUMN cache_write_tokens INTEGER NOT NULL"
+    " DEFAULT 0;"
+    "ALTER TABLE usage_daily ADD COLUMN reasoning_tokens INTEGER NOT NULL"
+    " DEFAULT 0;"
+    PR_V5_BACKFILL_SQL("usage_hourly", "hour_ms", "3600000",
+                       " AND u.id <= (SELECT rolled_through_id FROM"
+                       " usage_rollup_state WHERE id = 1)")
+    PR_V5_BACKFILL_SQL("usage_daily", "day_ms", "86400000",
+                       " AND u.id <= (SELECT rolled_through_id FROM"
+                       " usage_rollup_state WHERE id = 1)"),
 };
 #define N_MIGRATIONS ((int)(sizeof(migrations) / sizeof(migrations[0])))
 _Static_assert(PR_LAT_NBUCKETS == 18, "usage_hourly has h0..h17");
@@ -464,6 +483,8 @@ cells_add(struct pr_cells *c, int dim, int gran, int64_t key, int64_t t,
     x->cached += r->cached_tokens;
     x->cost += r->cost_pusd;
     x->unpriced += r->unpriced != 0;
+    x->cache_write += r->cache_write_tokens;
+    x->reasoning += r->reasoning_tokens;
     x->lat_sum += r->latency_ms;
     x->hist[pr_lat_bucket(r->latency_ms)]++;
     return 1;
@@ -521,6 +542,8 @@ cells_write(sqlite3_stmt *st_hour, sqlite3_stmt *st_day,
         for (int b = 0; b < PR_LAT_NBUCKETS; b++)
             sqlite3_bind_int64(st, 12 + b, x->hist[b]);
         sqlite3_bind_int64(st, 12 + PR_LAT_NBUCKETS, x->unpriced);
+        sqlite3_bind_int64(st, 13 + PR_LAT_NBUCKETS, x->cache_write);
+        sqlite3_bind_int64(st, 14 + PR_LAT_NBUCKETS, x->reasoning);
         int rc = step_reset(st);
         if (rc != SQLITE_OK)
             return rc;
@@ -663,7 +686,7 @@ is_transient(int rc)
 
 /* The rows of sel (columns: id, ts_ms, key_id, model, provider, route,
  * status, prompt_tokens, completion_tokens, cached_tokens, cost_pusd,
- * latency_ms, unpriced) -> *r; strings valid until the next step. */
+ * latency_ms, unpriced, cache_write_tokens, reasoning_tokens) -> *r; strings valid until the next step. */
 static void
 row_from_stmt(sqlite3_stmt *sel, struct pr_usage_row *r)
 {
@@ -682,12 +705,14 @@ row_from_stmt(sqlite3_stmt *sel, struct pr_usage_row *r)
     r->cost_pusd = sqlite3_column_int64(sel, 10);
     r->latency_ms = sqlite3_column_int64(sel, 11);
     r->unpriced = sqlite3_column_int(sel, 12);
+    r->cache_write_tokens = sqlite3_column_int64(sel, 13);
+    r->reasoning_tokens = sqlite3_column_int64(sel, 14);
 }
 
 #define SEL_ROWS_SQL                                                      \
     "SELECT id, ts_ms, key_id, model, provider, route, status,"          \
     " prompt_tokens, completion_tokens, cached_tokens, cost_pusd,"       \
-    " latency_ms, unpriced FROM usage"
+    " latency_ms, unpriced, cache_write_tokens, reasoning_tokens FROM usage"
 
 /* Rolls up, from the raw rows, every usage row with id > from (sel:
  * SEL_ROWS_SQL " WHERE id > ?1 ORDER BY id"), upserting the cells in
@@ -1045,7 +1070,8 @@ done:
 
 /* The rollup upsert into usage_hourly (daily = 0) or usage_daily: ?1 dim,
  * ?2 key_id, ?3 hour_ms/day_ms, ?4 value, ?5..?11 requests..latency_sum_ms,
- * ?12..?29 h0..h17, ?30 unpriced, all added to the cell. */
+ * ?12..?29 h0..h17, ?30 unpriced, ?31 cache_write_tokens, ?32
+ * reasoning_tokens, all added to the cell. */
 static int
 upsert_sql(char *up, size_t cap, int daily)
 {
@@ -1060,8 +1086,9 @@ upsert_sql(char *up, size_t cap, int daily)
     for (int i = 0; i < PR_LAT_NBUCKETS; i++)
         n += snprintf(up + n, cap - (size_t)n, ", h%d", i);
     n += snprintf(up + n, cap - (size_t)n,
-                  ", unpriced) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11");
-    for (int i = 0; i <= PR_LAT_NBUCKETS; i++)
+                  ", unpriced, cache_write_tokens, reasoning_tokens)"
+                  " VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11");
+    for (int i = 0; i <= PR_LAT_NBUCKETS + 2; i++)
         n += snprintf(up + n, cap - (size_t)n, ", ?%d", 12 + i);
     n += snprintf(up + n, cap - (size_t)n,
                   ") ON CONFLICT (dim, key_id, %s, value)"
@@ -1078,7 +1105,11 @@ upsert_sql(char *up, size_t cap, int daily)
         n += snprintf(up + n, cap - (size_t)n, ", h%d = h%d + excluded.h%d", i,
                       i, i);
     n += snprintf(up + n, cap - (size_t)n,
-                  ", unpriced = unpriced + excluded.unpriced");
+                  ", unpriced = unpriced + excluded.unpriced,"
+                  " cache_write_tokens = cache_write_tokens +"
+                  " excluded.cache_write_tokens,"
+                  " reasoning_tokens = reasoning_tokens +"
+                  " excluded.reasoning_tokens");
     return n > 0 && (size_t)n < cap;
 }
 
@@ -1399,7 +1430,8 @@ pr_ledger_rebuild_rollups(const char *path, char *err, size_t errlen)
         sqlite3_prepare_v2(db,
                            "SELECT ts_ms, key_id, model, provider, route,"
                            " status, prompt_tokens, completion_tokens,"
-                           " cached_tokens, cost_pusd, latency_ms, unpriced"
+                           " cached_tokens, cost_pusd, latency_ms, unpriced,"
+                           " cache_write_tokens, reasoning_tokens"
                            " FROM usage ORDER BY ts_ms",
                            -1, &sel, NULL) != SQLITE_OK) {
         gx_errf(err, errlen, "rebuild: %s", sqlite3_errmsg(db));
@@ -1424,6 +1456,8 @@ pr_ledger_rebuild_rollups(const char *path, char *err, size_t errlen)
         r.cost_pusd = sqlite3_column_int64(sel, 9);
         r.latency_ms = sqlite3_column_int64(sel, 10);
         r.unpriced = sqlite3_column_int(sel, 11);
+        r.cache_write_tokens = sqlite3_column_int64(sel, 12);
+        r.reasoning_tokens = sqlite3_column_int64(sel, 13);
         int64_t hour = r.ts_ms - (((r.ts_ms % 3600000) + 3600000) % 3600000);
         if (hour != cur_hour && cells.n > 0) {
             if (cells_write(up, upd, &cells) != SQLITE_OK) {

@@ -151,6 +151,19 @@ static const char *const pg_migrations[] = {
     " NOT NULL DEFAULT 0;"
     "ALTER TABLE usage_daily ADD COLUMN IF NOT EXISTS unpriced BIGINT"
     " NOT NULL DEFAULT 0;",
+    /* 4 -> 5: as SQLite's version 5: the cache-write and reasoning sums in
+     * the rollup cells, backfilled exactly from every raw row (the cells
+     * are written with their rows, so they hold them all). */
+    "ALTER TABLE usage_hourly ADD COLUMN IF NOT EXISTS cache_write_tokens"
+    " BIGINT NOT NULL DEFAULT 0;"
+    "ALTER TABLE usage_hourly ADD COLUMN IF NOT EXISTS reasoning_tokens"
+    " BIGINT NOT NULL DEFAULT 0;"
+    "ALTER TABLE usage_daily ADD COLUMN IF NOT EXISTS cache_write_tokens"
+    " BIGINT NOT NULL DEFAULT 0;"
+    "ALTER TABLE usage_daily ADD COLUMN IF NOT EXISTS reasoning_tokens"
+    " BIGINT NOT NULL DEFAULT 0;"
+    PR_V5_BACKFILL_SQL("usage_hourly", "hour_ms", "3600000", "")
+    PR_V5_BACKFILL_SQL("usage_daily", "day_ms", "86400000", ""),
 };
 #define PG_N_MIGRATIONS \
     ((int)(sizeof(pg_migrations) / sizeof(pg_migrations[0])))
@@ -471,7 +484,8 @@ write_cells(PGconn *c, const struct pr_cells *cells, char *err, size_t errlen)
         for (int h = 0; st == GX_OK && h < PR_LAT_NBUCKETS; h++)
             st = gx_buf_printf(&b, ", h%d", h);
         if (st == GX_OK)
-            st = gx_buf_append(&b, ", unpriced) VALUES ", 19);
+            st = gx_buf_printf(&b, ", unpriced, cache_write_tokens,"
+                                   " reasoning_tokens) VALUES ");
         size_t k = 0;
         for (; st == GX_OK && i < n && v[i]->gran == gran && k < PG_CHUNK_ROWS;
              i++, k++) {
@@ -491,7 +505,10 @@ write_cells(PGconn *c, const struct pr_cells *cells, char *err, size_t errlen)
             for (int h = 0; st == GX_OK && h < PR_LAT_NBUCKETS; h++)
                 st = gx_buf_printf(&b, ", %lld", (long long)x->hist[h]);
             if (st == GX_OK)
-                st = gx_buf_printf(&b, ", %lld)", (long long)x->unpriced);
+                st = gx_buf_printf(&b, ", %lld, %lld, %lld)",
+                                   (long long)x->unpriced,
+                                   (long long)x->cache_write,
+                                   (long long)x->reasoning);
         }
         if (st == GX_OK)
             st = gx_buf_printf(
@@ -512,8 +529,12 @@ write_cells(PGconn *c, const struct pr_cells *cells, char *err, size_t errlen)
                                h);
         if (st == GX_OK)
             st = gx_buf_printf(&b,
-                               ", unpriced = %s.unpriced + excluded.unpriced",
-                               tab);
+                               ", unpriced = %s.unpriced + excluded.unpriced,"
+                               " cache_write_tokens = %s.cache_write_tokens +"
+                               " excluded.cache_write_tokens,"
+                               " reasoning_tokens = %s.reasoning_tokens +"
+                               " excluded.reasoning_tokens",
+                               tab, tab, tab);
         if (st != GX_OK) {
             gx_errf(err, errlen, "out of memory");
             rc = -1;
@@ -555,7 +576,8 @@ write_tuples(PGconn *c, char *const *tuples, size_t n, int64_t *inserted,
                 &b, " ON CONFLICT (request_id) DO NOTHING RETURNING ts_ms,"
                     " key_id, model, provider, route, status, prompt_tokens,"
                     " completion_tokens, cached_tokens, cost_pusd,"
-                    " latency_ms, unpriced");
+                    " latency_ms, unpriced, cache_write_tokens,"
+                    " reasoning_tokens");
         PGresult *r = NULL;
         if (st != GX_OK) {
             gx_errf(err, errlen, "out of memory");
@@ -578,6 +600,8 @@ write_tuples(PGconn *c, char *const *tuples, size_t n, int64_t *inserted,
             row.cost_pusd = val_i64(r, j, 9, 0);
             row.latency_ms = val_i64(r, j, 10, 0);
             row.unpriced = (int)val_i64(r, j, 11, 0);
+            row.cache_write_tokens = val_i64(r, j, 12, 0);
+            row.reasoning_tokens = val_i64(r, j, 13, 0);
             if (!pr_cells_add_row(&cells, &row) ||
                 (row.key_id >= 0 && row.cost_pusd > 0 &&
                  !spends_add(&sp, row.key_id, row.cost_pusd))) {
@@ -1586,12 +1610,13 @@ pg_usage_query(const char *database, const struct pr_usage_query *q,
         struct pr_usage_group *g;
         if (pr_usage_result_add(res, &cap, &g) != GX_OK)
             goto out;
-        int64_t v[7], hist[PR_LAT_NBUCKETS];
+        int64_t v[9], hist[PR_LAT_NBUCKETS];
         for (int j = 0; j < 6; j++)
             v[j] = val_i64(r, i, 1 + j, 0);
         for (int j = 0; j < PR_LAT_NBUCKETS; j++)
             hist[j] = val_i64(r, i, 7 + j, 0);
-        v[6] = val_i64(r, i, 7 + PR_LAT_NBUCKETS, 0);
+        for (int j = 6; j < 9; j++)
+            v[j] = val_i64(r, i, 1 + PR_LAT_NBUCKETS + j, 0);
         pr_usage_group_fill(g, q->group_by,
                             is_text ? PQgetvalue(r, i, 0) : NULL,
                             is_text ? 0 : val_i64(r, i, 0, -1), v, hist);

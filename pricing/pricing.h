@@ -462,6 +462,8 @@ struct pr_usage_group {
     int64_t prompt_tokens;
     int64_t completion_tokens;
     int64_t cached_tokens;
+    int64_t cache_write_tokens; /* of prompt_tokens */
+    int64_t reasoning_tokens;   /* of completion_tokens */
     int64_t cost_pusd;
     char cost_usd[32]; /* exact decimal of cost_pusd */
     int64_t unpriced;  /* requests recorded unpriced (their cost is not
@@ -484,7 +486,8 @@ enum gx_status pr_usage_query(const char *path,
 void pr_usage_result_free(struct pr_usage_result *r);
 
 /* Appends {"data":[{"group","requests","errors","prompt_tokens",
- * "completion_tokens","cached_tokens","cost_usd","cost_pusd","unpriced",
+ * "completion_tokens","cached_tokens","cache_write_tokens",
+ * "reasoning_tokens","cost_usd","cost_pusd","unpriced",
  * "p50_ms","p95_ms"}...]} (cost_usd is the exact decimal as a JSON number; p50/p95
  * null when no requests): the body of GET /v1/usage. */
 enum gx_status pr_usage_result_json(const struct pr_usage_result *r,
@@ -493,9 +496,9 @@ enum gx_status pr_usage_result_json(const struct pr_usage_result *r,
 /* ---- what would this have cost elsewhere ---------------------------
  *
  * The period's actual token counts (the sum over a result's groups:
- * prompt, cached, completion; cache writes are not a ledger column, so
- * they count as uncached prompt tokens) re-priced at other models' rates,
- * exactly (pr_cost_tokens, integer pUSD), next to the actual cost.
+ * prompt, cached, cache writes, completion, reasoning) re-priced at other
+ * models' rates, exactly (pr_cost_tokens, integer pUSD: cache writes at
+ * each model's cache-write price), next to the actual cost.
  */
 struct pr_whatif_model {
     const char *name;   /* "gpt-4.1" or "model@provider" (borrowed) */
@@ -508,8 +511,8 @@ struct pr_whatif_row {
     int64_t cost_pusd;
     int64_t delta_pusd; /* cost - actual */
 };
-/* The period's totals of r into *t (cache_write and reasoning 0; cached
- * clamped to prompt), *actual_pusd (GX_ETOOBIG on overflow) and
+/* The period's totals of r into *t (cached clamped to prompt, cache_write
+ * to prompt - cached, reasoning to completion), *actual_pusd (GX_ETOOBIG on overflow) and
  * *requests. */
 enum gx_status pr_usage_totals(const struct pr_usage_result *r,
                                struct pr_tokens *t, int64_t *actual_pusd,
@@ -525,9 +528,9 @@ enum gx_status pr_whatif_price(const struct pr_usage_result *r,
 size_t pr_whatif_builtin(struct pr_whatif_model *out, size_t max);
 /* pr_usage_result_json plus, when m is not NULL, a "what_if" member:
  * {"requests","prompt_tokens","cached_tokens","cache_write_tokens",
- * "completion_tokens","actual_cost_usd","actual_cost_pusd","models":[
- * {"model","source","input_per_mtok","cached_input_per_mtok",
- * "output_per_mtok","cost_usd","cost_pusd","delta_usd","delta_pusd"}]}
+ * "completion_tokens","reasoning_tokens","actual_cost_usd",
+ * "actual_cost_pusd","models":[{"model","source","input_per_mtok",
+ * "cached_input_per_mtok","cache_write_per_mtok","output_per_mtok","cost_usd","cost_pusd","delta_usd","delta_pusd"}]}
  * with models sorted by cost (an overflowed cost is null). */
 enum gx_status pr_usage_result_json_whatif(const struct pr_usage_result *r,
                                            const struct pr_whatif_model *m,

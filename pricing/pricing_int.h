@@ -122,12 +122,35 @@ struct pr_cell {
     int64_t requests, errors, prompt, completion, cached, cost, lat_sum;
     int64_t hist[PR_LAT_NBUCKETS];
     int64_t unpriced; /* rows recorded unpriced (schema version 4) */
+    int64_t cache_write, reasoning; /* token sums (schema version 5) */
 };
 struct pr_cells {
     struct pr_cell *a;
     size_t cap, n; /* cap: power of two */
 };
 extern const char *const pr_dim_names[4];
+
+/* Schema version 5 on both backends: sets the cache-write and reasoning
+ * sums of every rollup cell of table tab (time column tcol, cells span ms
+ * long) from the raw rows matching extra (SQL appended to the WHERE), the
+ * same cells pr_cells_add_row fills.  Portable SQL (SQLite 3.33+ UPDATE
+ * FROM); idempotent (it sets, never adds). */
+#define PR_V5_BACKFILL_SQL(tab, tcol, span, extra)                          \
+    "UPDATE " tab " AS c SET cache_write_tokens = s.cw,"                   \
+    " reasoning_tokens = s.rs FROM (SELECT CASE dd.d WHEN 0 THEN 'none'"   \
+    " WHEN 1 THEN 'model' WHEN 2 THEN 'provider' ELSE 'route' END AS dim," \
+    " CASE WHEN kk.k = 1 THEN -2 WHEN u.key_id >= 0 THEN u.key_id"         \
+    " ELSE -1 END AS key_id,"                                               \
+    " u.ts_ms - (((u.ts_ms % " span ") + " span ") % " span ") AS t,"      \
+    " CASE dd.d WHEN 0 THEN '' WHEN 1 THEN COALESCE(u.model, '')"          \
+    " WHEN 2 THEN COALESCE(u.provider, '') ELSE COALESCE(u.route, '')"     \
+    " END AS value, SUM(u.cache_write_tokens) AS cw,"                      \
+    " SUM(u.reasoning_tokens) AS rs FROM usage AS u,"                      \
+    " (SELECT 0 AS d UNION ALL SELECT 1 UNION ALL SELECT 2"                \
+    " UNION ALL SELECT 3) AS dd, (SELECT 0 AS k UNION ALL SELECT 1) AS kk" \
+    " WHERE (u.cache_write_tokens <> 0 OR u.reasoning_tokens <> 0)" extra  \
+    " GROUP BY 1, 2, 3, 4) AS s WHERE c.dim = s.dim AND"                   \
+    " c.key_id = s.key_id AND c." tcol " = s.t AND c.value = s.value;"
 
 /* A queued ledger row (both writers): one allocation holding the row
  * and copies of its strings; free() it. */
@@ -149,6 +172,8 @@ void pr_cells_reset(struct pr_cells *c);
 struct pr_usage_plan {
     int64_t p[8]; /* ?1 since, ?2 until, ?3 h0, ?4 h1, ?5 key, ?6 d0, ?7 d1 */
     int levels;
+    int have_cw; /* 1 (the default): the rollup cells have the cache-write
+                    and reasoning sums (version 5) */
     int have_unpriced; /* 1 (the default): the ledger has the unpriced
                           columns (version 4); 0 reads them as 0 */
 };
@@ -163,7 +188,7 @@ enum gx_status pr_usage_sql(const struct pr_usage_query *q,
  * unpriced count: v[0..5] the six sums, v[6] unpriced. */
 void pr_usage_group_fill(struct pr_usage_group *g, enum pr_group by,
                          const char *gtext, int64_t gint,
-                         const int64_t v[7], const int64_t *hist);
+                         const int64_t v[9], const int64_t *hist);
 /* Appends s as a JSON string (quoted, escaped). */
 enum gx_status pr_json_str(struct gx_buf *b, const char *s);
 /* Appends ,"what_if":{...} (whatif.c; see pr_usage_result_json_whatif). */

@@ -228,13 +228,16 @@ append_raw_branch(struct gx_buf *b, enum pr_group g, const char *where,
     if (st == GX_OK)
         st = gx_buf_printf(
             b,
-            ", SUM(up) AS up"
+            ", SUM(up) AS up, SUM(cw) AS cw, SUM(rs) AS rs"
             " FROM (SELECT %s AS g, COUNT(*) AS n,"
             " SUM(CASE WHEN " PR_IS_ERROR_SQL " THEN 1 ELSE 0 END) AS e,"
             " SUM(prompt_tokens) AS pt,"
             " SUM(completion_tokens) AS ct, SUM(cached_tokens) AS cc,"
-            " SUM(cost_pusd) AS cost, SUM(%s) AS up, CASE",
-            group_expr(g, 0), unpriced_col(have_unpriced));
+            " SUM(cost_pusd) AS cost, SUM(%s) AS up, SUM(%s) AS cw,"
+            " SUM(%s) AS rs, CASE",
+            group_expr(g, 0), unpriced_col(have_unpriced),
+            have_unpriced ? "cache_write_tokens" : "0",
+            have_unpriced ? "reasoning_tokens" : "0");
     for (int i = 0; st == GX_OK && i < PR_LAT_NBUCKETS - 1; i++)
         st = gx_buf_printf(b, " WHEN latency_ms < %lld THEN %d",
                            (long long)pr_lat_bounds[i], i);
@@ -249,7 +252,7 @@ append_raw_branch(struct gx_buf *b, enum pr_group g, const char *where,
 static enum gx_status
 append_roll_branch(struct gx_buf *b, const struct pr_usage_query *q, int daily,
                    const char *keyw, const char *lo, const char *hi,
-                   int have_unpriced)
+                   int have_unpriced, int have_cw)
 {
     const char *tcol = daily ? "day_ms" : "hour_ms";
     enum gx_status st =
@@ -262,9 +265,12 @@ append_roll_branch(struct gx_buf *b, const struct pr_usage_query *q, int daily,
         st = gx_buf_printf(b, ", SUM(h%d) AS h%d", i, i);
     if (st == GX_OK)
         st = gx_buf_printf(b,
-                           ", SUM(%s) AS up FROM %s WHERE dim = '%s'%s AND"
+                           ", SUM(%s) AS up, SUM(%s) AS cw, SUM(%s) AS rs"
+                           " FROM %s WHERE dim = '%s'%s AND"
                            " %s >= %s AND %s < %s GROUP BY 1 UNION ALL ",
                            unpriced_col(have_unpriced),
+                           have_cw ? "cache_write_tokens" : "0",
+                           have_cw ? "reasoning_tokens" : "0",
                            daily ? "usage_daily" : "usage_hourly",
                            group_dim(q->group_by), keyw, tcol, lo, tcol, hi);
     return st;
@@ -275,7 +281,7 @@ append_roll_branch(struct gx_buf *b, const struct pr_usage_query *q, int daily,
  * ?2 until, ?3 h0, ?4 h1, ?5 key, ?6 d0, ?7 d1. */
 static enum gx_status
 build_sql(const struct pr_usage_query *q, int levels, int watermark,
-          int hu, struct gx_buf *b)
+          int hu, int cw, struct gx_buf *b)
 {
     /* Rollup cells: key_id -2 sums all keys; grouping by key reads the
      * per-key cells (-1 = anonymous) instead. */
@@ -299,17 +305,17 @@ build_sql(const struct pr_usage_query *q, int levels, int watermark,
     for (int i = 0; st == GX_OK && i < PR_LAT_NBUCKETS; i++)
         st = gx_buf_printf(b, ", SUM(h%d)", i);
     if (st == GX_OK)
-        st = gx_buf_printf(b, ", SUM(up) FROM (");
+        st = gx_buf_printf(b, ", SUM(up), SUM(cw), SUM(rs) FROM (");
     if (st != GX_OK)
         return st;
     if (levels == 2) {
-        st = append_roll_branch(b, q, 0, keyw_roll, "?3", "?6", hu);
+        st = append_roll_branch(b, q, 0, keyw_roll, "?3", "?6", hu, cw);
         if (st == GX_OK)
-            st = append_roll_branch(b, q, 1, keyw_roll, "?6", "?7", hu);
+            st = append_roll_branch(b, q, 1, keyw_roll, "?6", "?7", hu, cw);
         if (st == GX_OK)
-            st = append_roll_branch(b, q, 0, keyw_roll, "?7", "?4", hu);
+            st = append_roll_branch(b, q, 0, keyw_roll, "?7", "?4", hu, cw);
     } else if (levels == 1) {
-        st = append_roll_branch(b, q, 0, keyw_roll, "?3", "?4", hu);
+        st = append_roll_branch(b, q, 0, keyw_roll, "?3", "?4", hu, cw);
     }
     if (levels > 0 && watermark) {
         /* Rows committed but not yet in the rollup (the writer flushes
@@ -367,11 +373,13 @@ pr_usage_sql(const struct pr_usage_query *q, const struct pr_usage_plan *pl,
              int watermark, int pg, struct gx_buf *b)
 {
     if (!pg)
-        return build_sql(q, pl->levels, watermark, pl->have_unpriced, b);
+        return build_sql(q, pl->levels, watermark, pl->have_unpriced,
+                         pl->have_cw, b);
     struct gx_buf tmp;
     gx_buf_init(&tmp, 64 * 1024);
     enum gx_status st =
-        build_sql(q, pl->levels, watermark, pl->have_unpriced, &tmp);
+        build_sql(q, pl->levels, watermark, pl->have_unpriced, pl->have_cw,
+                  &tmp);
     if (st == GX_OK)
         st = inline_params(&tmp, pl->p, b);
     gx_buf_cleanup(&tmp);
@@ -440,6 +448,7 @@ pr_usage_plan_make(const struct pr_usage_query *q, struct pr_usage_plan *pl)
         d0 += 86400000;
     int64_t d1 = floor_day(h1);
     pl->have_unpriced = 1;
+    pl->have_cw = 1;
     pl->levels = q->raw_only || h0 >= h1                   ? 0
                  : d0 < d1 && q->group_by != PR_GROUP_HOUR ? 2
                                                            : 1;
@@ -454,7 +463,7 @@ pr_usage_plan_make(const struct pr_usage_query *q, struct pr_usage_plan *pl)
 
 void
 pr_usage_group_fill(struct pr_usage_group *g, enum pr_group by,
-                    const char *gtext, int64_t gint, const int64_t v[7],
+                    const char *gtext, int64_t gint, const int64_t v[9],
                     const int64_t *hist)
 {
     memset(g, 0, sizeof(*g));
@@ -466,6 +475,8 @@ pr_usage_group_fill(struct pr_usage_group *g, enum pr_group by,
     g->cached_tokens = v[4];
     g->cost_pusd = v[5];
     g->unpriced = v[6];
+    g->cache_write_tokens = v[7];
+    g->reasoning_tokens = v[8];
     pr_pusd_format(g->cost_pusd, g->cost_usd, sizeof(g->cost_usd));
     g->p50_ms = pr_lat_quantile(hist, 0.50);
     g->p95_ms = pr_lat_quantile(hist, 0.95);
@@ -551,6 +562,11 @@ pr_sq_usage_query(const char *path, const struct pr_usage_query *q,
     if (version < 2 && pl.levels == 2)
         pl.levels = 1;
     pl.have_unpriced = version >= 4;
+    /* Version 4 has the cache-write and reasoning columns in raw rows but
+     * not in the cells: read raw rows only, so the sums stay exact. */
+    pl.have_cw = version >= 5;
+    if (version == 4)
+        pl.levels = 0;
     if (pr_usage_sql(q, &pl, version >= 3, 0, &sql) != GX_OK) {
         gx_errf(err, errlen, "internal: query text too long");
         rs = GX_ENOMEM;
@@ -594,12 +610,13 @@ pr_sq_usage_query(const char *path, const struct pr_usage_query *q,
             rs = GX_ENOMEM;
             goto out;
         }
-        int64_t v[7], hist[PR_LAT_NBUCKETS];
+        int64_t v[9], hist[PR_LAT_NBUCKETS];
         for (int i = 0; i < 6; i++)
             v[i] = sqlite3_column_int64(st, 1 + i);
         for (int i = 0; i < PR_LAT_NBUCKETS; i++)
             hist[i] = sqlite3_column_int64(st, 7 + i);
-        v[6] = sqlite3_column_int64(st, 7 + PR_LAT_NBUCKETS);
+        for (int i = 6; i < 9; i++)
+            v[i] = sqlite3_column_int64(st, 1 + PR_LAT_NBUCKETS + i);
         int is_text = q->group_by == PR_GROUP_MODEL ||
                       q->group_by == PR_GROUP_PROVIDER ||
                       q->group_by == PR_GROUP_ROUTE;
@@ -679,10 +696,12 @@ pr_usage_result_json_whatif(const struct pr_usage_result *r,
                 out,
                 ",\"requests\":%lld,\"errors\":%lld,\"prompt_tokens\":%lld,"
                 "\"completion_tokens\":%lld,\"cached_tokens\":%lld,"
+                "\"cache_write_tokens\":%lld,\"reasoning_tokens\":%lld,"
                 "\"cost_usd\":%s,\"cost_pusd\":%lld,\"unpriced\":%lld",
                 (long long)g->requests, (long long)g->errors,
                 (long long)g->prompt_tokens, (long long)g->completion_tokens,
-                (long long)g->cached_tokens, g->cost_usd,
+                (long long)g->cached_tokens, (long long)g->cache_write_tokens,
+                (long long)g->reasoning_tokens, g->cost_usd,
                 (long long)g->cost_pusd, (long long)g->unpriced);
         if (st == GX_OK) {
             if (g->p50_ms < 0)

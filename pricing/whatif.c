@@ -5,10 +5,12 @@
  * (pr_cost_tokens, integer picodollars): no floating point anywhere, so
  * the figures are the exact sums a bill at those prices would show.
  *
- * Limits: cache writes are not a ledger column, so they are re-priced as
- * uncached prompt tokens (inside prompt_tokens), and a model's cached
- * price applies to the cached tokens the actual providers reported (a
- * provider without prompt caching would have billed them at full input).
+ * Cache writes are re-priced at each model's cache-write price (its input
+ * price when it has none, as pr_cost_tokens defines); reasoning tokens are
+ * part of the completion tokens and billed as output.  Limit: a model's
+ * cached price applies to the cached tokens the actual providers reported
+ * (a provider without prompt caching would have billed them at full
+ * input).
  */
 #include "pricing.h"
 #include "pricing_int.h"
@@ -27,14 +29,24 @@ pr_usage_totals(const struct pr_usage_result *r, struct pr_tokens *t,
         const struct pr_usage_group *g = &r->rows[i];
         if (__builtin_add_overflow(t->prompt, g->prompt_tokens, &t->prompt) ||
             __builtin_add_overflow(t->cached, g->cached_tokens, &t->cached) ||
+            __builtin_add_overflow(t->cache_write, g->cache_write_tokens,
+                                   &t->cache_write) ||
+            __builtin_add_overflow(t->reasoning, g->reasoning_tokens,
+                                   &t->reasoning) ||
             __builtin_add_overflow(t->completion, g->completion_tokens,
                                    &t->completion) ||
             __builtin_add_overflow(*requests, g->requests, requests) ||
             pr_pusd_add(*actual_pusd, g->cost_pusd, actual_pusd) != GX_OK)
             return GX_ETOOBIG;
     }
+    /* Rows are checked when written (pr_cost_tokens); clamp anyway so a
+     * hand-edited ledger still re-prices rather than fails. */
     if (t->cached > t->prompt)
         t->cached = t->prompt;
+    if (t->cache_write > t->prompt - t->cached)
+        t->cache_write = t->prompt - t->cached;
+    if (t->reasoning > t->completion)
+        t->reasoning = t->completion;
     return GX_OK;
 }
 
@@ -106,16 +118,19 @@ pr_whatif_json(const struct pr_usage_result *r,
         st = gx_buf_printf(
             out,
             ",\"what_if\":{\"requests\":%lld,\"prompt_tokens\":%lld,"
-            "\"cached_tokens\":%lld,\"cache_write_tokens\":0,"
-            "\"completion_tokens\":%lld,\"actual_cost_usd\":\"%s\","
+            "\"cached_tokens\":%lld,\"cache_write_tokens\":%lld,"
+            "\"completion_tokens\":%lld,\"reasoning_tokens\":%lld,"
+            "\"actual_cost_usd\":\"%s\","
             "\"actual_cost_pusd\":%lld,\"models\":[",
             (long long)req, (long long)t.prompt, (long long)t.cached,
-            (long long)t.completion, a, (long long)actual);
+            (long long)t.cache_write, (long long)t.completion,
+            (long long)t.reasoning, a, (long long)actual);
     for (size_t i = 0; st == GX_OK && i < n; i++) {
         const struct pr_whatif_row *w = &rows[i];
-        char in[32], ca[32], o[32];
+        char in[32], ca[32], cw[32], o[32];
         pr_usd_per_mtok_format(w->m->rates.input_pusd, in, sizeof(in));
         pr_usd_per_mtok_format(w->m->rates.cached_input_pusd, ca, sizeof(ca));
+        pr_usd_per_mtok_format(w->m->rates.cache_write_pusd, cw, sizeof(cw));
         pr_usd_per_mtok_format(w->m->rates.output_pusd, o, sizeof(o));
         st = gx_buf_printf(out, "%s{\"model\":", i ? "," : "");
         if (st == GX_OK)
@@ -124,8 +139,9 @@ pr_whatif_json(const struct pr_usage_result *r,
             st = gx_buf_printf(out,
                                ",\"source\":\"%s\",\"input_per_mtok\":\"%s\","
                                "\"cached_input_per_mtok\":\"%s\","
+                               "\"cache_write_per_mtok\":\"%s\","
                                "\"output_per_mtok\":\"%s\",",
-                               w->m->source, in, ca, o);
+                               w->m->source, in, ca, cw, o);
         if (st == GX_OK && !w->ok) {
             st = gx_buf_printf(out, "\"cost_usd\":null,\"cost_pusd\":null,"
                                     "\"delta_usd\":null,\"delta_pusd\":"

@@ -244,15 +244,30 @@ test_dry_run(void)
 }
 
 /* The what-if traffic: usage as the fake provider is told to report. */
-#define WI_PROMPT (1000 + 1000 + 5000)
-#define WI_CACHED (300 + 300)
-#define WI_COMPLETION (200 + 200 + 1000)
+#define WI_PROMPT (1000 + 1000 + 5000 + 2000 + 1000)
+#define WI_CACHED (300 + 300 + 200)
+#define WI_CACHE_WRITE 800 /* the anthropic request's cache writes */
+#define WI_THOUGHTS 40 /* its thinking, in its output (no separate count) */
+#define WI_REASONING 200 /* the gemini request's thoughtsTokenCount */
+#define WI_COMPLETION                                                      \
+    (200 + 200 + 1000 + 300 + WI_THOUGHTS + 50 + WI_REASONING)
+/* Prices of c@ant (config): 3.00 input, 0.30 cached, 3.75 cache write,
+ * 15.00 output USD per Mtok. */
+#define C_IN 3000000LL
+#define C_CACHED 300000LL
+#define C_WRITE 3750000LL
+#define C_OUT 15000000LL
+/* d@gem: 0.30 input, 2.50 output (cached and cache writes at input). */
+#define D_IN 300000LL
+#define D_OUT 2500000LL
 
+/* The traffic at one model's prices; a model without a cache-write price
+ * bills cache writes at input (write = in). */
 static long long
-cost_at(long long in, long long cached, long long out)
+cost_at(long long in, long long cached, long long write, long long out)
 {
-    return (WI_PROMPT - WI_CACHED) * in + WI_CACHED * cached +
-           WI_COMPLETION * out;
+    return (WI_PROMPT - WI_CACHED - WI_CACHE_WRITE) * in + WI_CACHED * cached +
+           WI_CACHE_WRITE * write + WI_COMPLETION * out;
 }
 
 /* Checks a what_if object against the traffic; returns its actual. */
@@ -260,14 +275,19 @@ static void
 check_what_if(const json_t *wi)
 {
     T_CHECK(json_is_object(wi));
-    T_EQ_INT(jint(wi, "requests"), 3);
+    T_EQ_INT(jint(wi, "requests"), 5);
     T_EQ_INT(jint(wi, "prompt_tokens"), WI_PROMPT);
     T_EQ_INT(jint(wi, "cached_tokens"), WI_CACHED);
+    T_EQ_INT(jint(wi, "cache_write_tokens"), WI_CACHE_WRITE);
     T_EQ_INT(jint(wi, "completion_tokens"), WI_COMPLETION);
+    T_EQ_INT(jint(wi, "reasoning_tokens"), WI_REASONING);
     /* Actual: two on a (cached at a's input price: the config gives no
      * cached price), one on b. */
     long long actual = 2 * (700 * A_IN + 300 * A_IN + 200 * A_OUT) +
-                       (5000 * B_IN + 1000 * B_OUT);
+                       (5000 * B_IN + 1000 * B_OUT) +
+                       (1000 * C_IN + 200 * C_CACHED + 800 * C_WRITE +
+                        (300 + WI_THOUGHTS) * C_OUT) +
+                       (1000 * D_IN + (50 + WI_REASONING) * D_OUT);
     T_EQ_INT(jint(wi, "actual_cost_pusd"), actual);
     T_EQ_INT(e2e_usd_to_pusd(json_string_value(
                  json_object_get(wi, "actual_cost_usd"))),
@@ -277,14 +297,16 @@ check_what_if(const json_t *wi)
         long long cost;
         int seen;
     } want[] = {
-        {"a@fake", cost_at(A_IN, A_IN, A_OUT), 0},
-        {"b@fake", cost_at(B_IN, B_IN, B_OUT), 0},
-        /* Published prices: gpt-4.1 2.00 / 0.50 cached / 8.00,
-         * claude-sonnet-4.5 3.00 / 0.30 / 15.00, deepseek-v3.2 0.28 /
-         * 0.028 / 0.42 USD per Mtok. */
-        {"gpt-4.1", cost_at(2000000, 500000, 8000000), 0},
-        {"claude-sonnet-4.5", cost_at(3000000, 300000, 15000000), 0},
-        {"deepseek-v3.2", cost_at(280000, 28000, 420000), 0},
+        {"a@fake", cost_at(A_IN, A_IN, A_IN, A_OUT), 0},
+        {"b@fake", cost_at(B_IN, B_IN, B_IN, B_OUT), 0},
+        {"c@ant", cost_at(C_IN, C_CACHED, C_WRITE, C_OUT), 0},
+        {"d@gem", cost_at(D_IN, D_IN, D_IN, D_OUT), 0},
+        /* Published prices: gpt-4.1 2.00 / 0.50 cached / 8.00 (no cache
+         * write price: input), claude-sonnet-4.5 3.00 / 0.30 / 3.75 cache
+         * write / 15.00, deepseek-v3.2 0.28 / 0.028 / 0.42 USD per Mtok. */
+        {"gpt-4.1", cost_at(2000000, 500000, 2000000, 8000000), 0},
+        {"claude-sonnet-4.5", cost_at(3000000, 300000, 3750000, 15000000), 0},
+        {"deepseek-v3.2", cost_at(280000, 28000, 280000, 420000), 0},
     };
     size_t i;
     json_t *m;
@@ -303,7 +325,7 @@ check_what_if(const json_t *wi)
                 want[k].seen++;
                 T_EQ_INT(c, want[k].cost);
                 T_EQ_STR(json_string_value(json_object_get(m, "source")),
-                         k < 2 ? "config" : "built-in");
+                         k < 4 ? "config" : "built-in");
             }
     }
     T_CHECK(json_array_size(json_object_get(wi, "models")) >= 5);
@@ -338,9 +360,12 @@ test_what_if(void)
     const char *msgs[] = {
         "fake:prompt_tokens=1000;completion_tokens=200;cached=300",
         "fake:prompt_tokens=1000;completion_tokens=200;cached=300",
-        "fake:prompt_tokens=5000;completion_tokens=1000"};
-    const char *models[] = {"a@fake", "a@fake", "b@fake"};
-    for (int i = 0; i < 3; i++) {
+        "fake:prompt_tokens=5000;completion_tokens=1000",
+        "fake:prompt_tokens=2000;completion_tokens=300;cached=200;"
+        "cache_write=800;thoughts=40",
+        "fake:prompt_tokens=1000;completion_tokens=50;thoughts=200"};
+    const char *models[] = {"a@fake", "a@fake", "b@fake", "c@ant", "d@gem"};
+    for (int i = 0; i < 5; i++) {
         char body[512];
         snprintf(body, sizeof(body),
                  "{\"model\":\"%s\",\"messages\":[{\"role\":\"user\","
@@ -356,6 +381,14 @@ test_what_if(void)
     snprintf(sql, sizeof(sql),
              "SELECT SUM(cost_pusd) FROM usage WHERE key_id = %lld", id_wi);
     long long ledger = e2e_db_int(dbpath, sql);
+    snprintf(sql, sizeof(sql),
+             "SELECT SUM(cache_write_tokens) FROM usage WHERE key_id = %lld",
+             id_wi);
+    T_EQ_INT(e2e_db_int(dbpath, sql), WI_CACHE_WRITE);
+    snprintf(sql, sizeof(sql),
+             "SELECT SUM(reasoning_tokens) FROM usage WHERE key_id = %lld",
+             id_wi);
+    T_EQ_INT(e2e_db_int(dbpath, sql), WI_REASONING);
 
     /* The API: this key's own period, grouped any way. */
     const char *groups[] = {"", "&group_by=model", "&group_by=provider"};
@@ -399,8 +432,11 @@ test_what_if(void)
              cfgpath, id_wi);
     out = run_cli(cmd);
     char want[128];
-    snprintf(want, sizeof(want), "what if: 3 requests, %d prompt tokens",
-             WI_PROMPT);
+    snprintf(want, sizeof(want),
+             "what if: 5 requests, %d prompt tokens (%d cached, %d cache"
+             " writes), %d completion tokens (%d reasoning)",
+             WI_PROMPT, WI_CACHED, WI_CACHE_WRITE, WI_COMPLETION,
+             WI_REASONING);
     T_CHECK(out && strstr(out, want) != NULL);
     T_CHECK(out && strstr(out, "gpt-4.1 ") && strstr(out, "b@fake "));
     free(out);
@@ -429,10 +465,19 @@ main(void)
              "   \"models\": {\"a\": {\"input_per_mtok\": 1.0, "
              "\"output_per_mtok\": 2.0},\n"
              "              \"b\": {\"input_per_mtok\": 10.0, "
-             "\"output_per_mtok\": 50.0}}}},\n"
+             "\"output_per_mtok\": 50.0}}},\n"
+             "  \"ant\": {\"kind\": \"anthropic\", \"base_url\": "
+             "\"http://127.0.0.1:%d\", \"api_key\": \"" SECRET "\",\n"
+             "   \"models\": {\"c\": {\"upstream\": \"claude-sonnet-4-5\", "
+             "\"input_per_mtok\": 3.0, \"cached_input_per_mtok\": 0.3, "
+             "\"cache_write_per_mtok\": 3.75, \"output_per_mtok\": 15.0}}},\n"
+             "  \"gem\": {\"kind\": \"gemini\", \"base_url\": "
+             "\"http://127.0.0.1:%d\", \"api_key\": \"" SECRET "\",\n"
+             "   \"models\": {\"d\": {\"upstream\": \"gemini-2.5-flash\", "
+             "\"input_per_mtok\": 0.3, \"output_per_mtok\": 2.5}}}},\n"
              " \"routes\": {\"both\": {\"policy\": \"priority\", "
              "\"targets\": [\"a@fake\", \"b@fake\"]}}}\n",
-             dbpath, fake.port);
+             dbpath, fake.port, fake.port, fake.port);
     cfgpath = e2e_write_temp("cost.json", cfg);
     const char *bin = e2e_env("LLMUX_BIN", "build/release/llmux");
     char *argv[] = {(char *)bin, "serve", "--config", cfgpath, NULL};

@@ -508,7 +508,8 @@ test_in_browser(void)
         "  \"<i>x</i>&amp;\": [\"1\", \"0\"]},"
         " \"targets\": [\"gpt-4.1@fake\", \"gpt-4.1@bad\", \"cheap@fake\"],"
         " \"whatif\": {\"note\": \"Actual spend $0.0422 for 12 requests: "
-        "12,200 prompt tokens (0 cached) and 6,100 completion tokens.\","
+        "12,200 prompt tokens (0 cached, 0 cache writes) and 6,100 completion"
+        " tokens.\","
         "  \"costs\": {\"gpt-4.1\": [\"$0.0732\", \"+$0.031\"],"
         "   \"gpt-4.1@fake\": [\"$0.0732\", \"+$0.031\"],"
         "   \"cheap@fake\": [\"$0.0122\", \"\u2212$0.03\"]}}}";

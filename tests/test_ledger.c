@@ -106,6 +106,8 @@ make_row(int i, struct pr_usage_row *r, char *reqid, size_t n)
     r->prompt_tokens = 1000 + i * 7;
     r->cached_tokens = (i % 4) * 100;
     r->completion_tokens = 10 + i % 500;
+    r->cache_write_tokens = (i % 3) * 50; /* of the uncached prompt */
+    r->reasoning_tokens = i % 7;          /* of the completion */
     struct pr_price p = {280000, 28000, 420000};
     pr_cost(&p, r->prompt_tokens, r->cached_tokens, r->completion_tokens,
             &r->cost_pusd);
@@ -370,7 +372,7 @@ test_group_commit(void)
     pr_ledger_close(l);
     T_EQ_INT(sqlite3_open(path, &db), SQLITE_OK);
     T_EQ_INT(sql_int(db, "PRAGMA user_version"), pr_ledger_schema_version());
-    T_EQ_INT(pr_ledger_schema_version(), 4);
+    T_EQ_INT(pr_ledger_schema_version(), 5);
     T_EQ_INT(sql_int(db, "SELECT COUNT(*) FROM usage"), NROWS);
     /* Rebuilding the rollup from raw rows gives back exactly what the
      * writer maintained incrementally. */
@@ -394,6 +396,63 @@ test_group_commit(void)
              0);
     T_EQ_INT(sql_int(db, "SELECT COUNT(*) FROM usage_daily"),
              sql_int(db, "SELECT COUNT(*) FROM keepd"));
+    T_CHECK(sql_int(db, "SELECT SUM(cache_write_tokens) FROM keep") > 0);
+    T_EQ_INT(sql_int(db, "SELECT SUM(reasoning_tokens) FROM usage_daily"
+                         " WHERE dim = 'none' AND key_id = -2"),
+             sql_int(db, "SELECT SUM(reasoning_tokens) FROM usage"));
+    /* A version-4 database (cells without the cache-write and reasoning
+     * sums) upgrades in place: migration 5 backfills them exactly. */
+    T_EQ_INT(sqlite3_exec(db,
+                          "ALTER TABLE usage_hourly DROP COLUMN"
+                          " cache_write_tokens;"
+                          " ALTER TABLE usage_hourly DROP COLUMN"
+                          " reasoning_tokens;"
+                          " ALTER TABLE usage_daily DROP COLUMN"
+                          " cache_write_tokens;"
+                          " ALTER TABLE usage_daily DROP COLUMN"
+                          " reasoning_tokens; PRAGMA user_version = 4",
+                          NULL, NULL, NULL),
+             SQLITE_OK);
+    /* Read before the upgrade (queries never migrate): the cells lack
+     * the sums, so the query reads raw rows and stays exact. */
+    {
+        struct pr_usage_query q = {INT64_MIN / 2, INT64_MAX / 2,
+                                   PR_GROUP_NONE, PR_KEY_ALL, 0};
+        struct pr_usage_result *v4r = NULL;
+        T_EQ_INT(pr_usage_query(path, &q, &v4r, err, sizeof(err)), GX_OK);
+        T_EQ_INT(v4r ? v4r->n : 0, 1);
+        if (v4r && v4r->n == 1) {
+            T_EQ_INT(v4r->rows[0].cache_write_tokens,
+                     sql_int(db, "SELECT SUM(cache_write_tokens) FROM usage"));
+            T_EQ_INT(v4r->rows[0].reasoning_tokens,
+                     sql_int(db, "SELECT SUM(reasoning_tokens) FROM usage"));
+            T_EQ_INT(v4r->rows[0].requests, NROWS);
+        }
+        pr_usage_result_free(v4r);
+    }
+    l = NULL;
+    T_EQ_INT(pr_ledger_open(path, &l, err, sizeof(err)), GX_OK);
+    pr_ledger_stats(l, &stats);
+    T_EQ_INT(stats.migrations_applied, 1);
+    pr_ledger_close(l);
+    T_EQ_INT(sql_int(db, "PRAGMA user_version"), 5);
+    /* This connection prepared against the dropped columns: a stepped
+     * statement reloads its schema before EXCEPT is prepared. */
+    T_EQ_INT(sql_int(db, "SELECT COUNT(*) FROM pragma_table_info("
+                         "'usage_hourly')"),
+             sql_int(db, "SELECT COUNT(*) FROM pragma_table_info('keep')"));
+    T_EQ_INT(sql_int(db, "SELECT COUNT(*) FROM (SELECT * FROM keep EXCEPT"
+                         " SELECT * FROM usage_hourly)"),
+             0);
+    T_EQ_INT(sql_int(db, "SELECT COUNT(*) FROM (SELECT * FROM usage_hourly"
+                         " EXCEPT SELECT * FROM keep)"),
+             0);
+    T_EQ_INT(sql_int(db, "SELECT COUNT(*) FROM (SELECT * FROM keepd EXCEPT"
+                         " SELECT * FROM usage_daily)"),
+             0);
+    T_EQ_INT(sql_int(db, "SELECT COUNT(*) FROM (SELECT * FROM usage_daily"
+                         " EXCEPT SELECT * FROM keepd)"),
+             0);
     /* A version-1 database (no usage_daily) gets migration 2 once, and
      * its daily cells, built from the hourly ones, equal the writer's. */
     T_EQ_INT(sqlite3_exec(db,
@@ -403,15 +462,22 @@ test_group_commit(void)
                           " ALTER TABLE usage DROP COLUMN reasoning_tokens;"
                           " ALTER TABLE usage DROP COLUMN unpriced;"
                           " ALTER TABLE usage_hourly DROP COLUMN unpriced;"
+                          " ALTER TABLE usage_hourly DROP COLUMN"
+                          " cache_write_tokens;"
+                          " ALTER TABLE usage_hourly DROP COLUMN"
+                          " reasoning_tokens;"
+                          /* its rows never had the two classes */
+                          " UPDATE keepd SET cache_write_tokens = 0,"
+                          " reasoning_tokens = 0;"
                           " PRAGMA user_version = 1",
                           NULL, NULL, NULL),
              SQLITE_OK);
     l = NULL;
     T_EQ_INT(pr_ledger_open(path, &l, err, sizeof(err)), GX_OK);
     pr_ledger_stats(l, &stats);
-    T_EQ_INT(stats.migrations_applied, 3);
+    T_EQ_INT(stats.migrations_applied, 4);
     pr_ledger_close(l);
-    T_EQ_INT(sql_int(db, "PRAGMA user_version"), 4);
+    T_EQ_INT(sql_int(db, "PRAGMA user_version"), 5);
     T_EQ_INT(sql_int(db, "SELECT COUNT(*) FROM (SELECT * FROM keepd EXCEPT"
                          " SELECT * FROM usage_daily)"),
              0);

@@ -130,7 +130,7 @@ test_sqlite(void)
     char path[600];
     snprintf(path, sizeof(path), "%s/l.db", dir);
     struct pr_ledger *l = NULL;
-    T_EQ_INT(pr_ledger_schema_version(), 4);
+    T_EQ_INT(pr_ledger_schema_version(), 5);
     T_EQ_INT(pr_ledger_open(path, &l, err, sizeof(err)), GX_OK);
     if (!l)
         return;
@@ -167,6 +167,15 @@ test_sqlite(void)
                           "ALTER TABLE usage DROP COLUMN unpriced;"
                           "ALTER TABLE usage_hourly DROP COLUMN unpriced;"
                           "ALTER TABLE usage_daily DROP COLUMN unpriced;"
+                          /* and what version 5 added */
+                          "ALTER TABLE usage_hourly DROP COLUMN"
+                          " cache_write_tokens;"
+                          "ALTER TABLE usage_hourly DROP COLUMN"
+                          " reasoning_tokens;"
+                          "ALTER TABLE usage_daily DROP COLUMN"
+                          " cache_write_tokens;"
+                          "ALTER TABLE usage_daily DROP COLUMN"
+                          " reasoning_tokens;"
                           "INSERT INTO usage (ts_ms, request_id, status,"
                           " prompt_tokens, cost_pusd) VALUES"
                           " (1764547200000, 'old-1', 200, 7, 5);"
@@ -179,10 +188,10 @@ test_sqlite(void)
         return;
     struct pr_ledger_stats stats;
     pr_ledger_stats(l, &stats);
-    T_EQ_INT(stats.migrations_applied, 1);
+    T_EQ_INT(stats.migrations_applied, 2);
     submit(l, NROWS, NROWS + 30, "b");
     pr_ledger_close(l);
-    T_EQ_INT(e2e_db_int(path, "PRAGMA user_version"), 4);
+    T_EQ_INT(e2e_db_int(path, "PRAGMA user_version"), 5);
     T_EQ_INT(e2e_db_int(path, "SELECT COUNT(*) FROM usage WHERE request_id ="
                         " 'old-1' AND api = 'chat' AND unpriced = 0 AND"
                         " cache_write_tokens = 0 AND reasoning_tokens = 0"),
@@ -263,7 +272,7 @@ test_pg(void)
         T_CHECK(!"createdb");
         return;
     }
-    T_EQ_INT(pr_pg_schema_version(), 4);
+    T_EQ_INT(pr_pg_schema_version(), 5);
     struct pr_ledger *l = NULL;
     T_EQ_INT(pr_ledger_open(uri, &l, err, sizeof(err)), GX_OK);
     if (!l) {
@@ -296,6 +305,10 @@ test_pg(void)
                      " DROP COLUMN reasoning_tokens, DROP COLUMN unpriced;"
                      "ALTER TABLE usage_hourly DROP COLUMN unpriced;"
                      "ALTER TABLE usage_daily DROP COLUMN unpriced;"
+                     "ALTER TABLE usage_hourly DROP COLUMN cache_write_tokens,"
+                     " DROP COLUMN reasoning_tokens;"
+                     "ALTER TABLE usage_daily DROP COLUMN cache_write_tokens,"
+                     " DROP COLUMN reasoning_tokens;"
                      "INSERT INTO usage (ts_ms, request_id, status,"
                      " prompt_tokens, cost_pusd) VALUES"
                      " (1764547200000, 'old-1', 200, 7, 5);"
@@ -310,10 +323,10 @@ test_pg(void)
     }
     struct pr_ledger_stats stats;
     pr_ledger_stats(l, &stats);
-    T_EQ_INT(stats.migrations_applied, 1);
+    T_EQ_INT(stats.migrations_applied, 2);
     submit(l, NROWS, NROWS + 30, "b");
     pr_ledger_close(l);
-    T_EQ_INT(pg_int("SELECT version FROM llmux_schema"), 4);
+    T_EQ_INT(pg_int("SELECT version FROM llmux_schema"), 5);
     T_EQ_INT(pg_int("SELECT count(*) FROM usage WHERE request_id = 'old-1'"
                     " AND api = 'chat' AND unpriced = 0"),
              1);

@@ -80,11 +80,13 @@ test_whatif(void)
     g[0].requests = 2;
     g[0].prompt_tokens = 1000;
     g[0].cached_tokens = 400;
+    g[0].cache_write_tokens = 200;
     g[0].completion_tokens = 100;
     g[0].cost_pusd = 5;
     g[1].requests = 1;
     g[1].prompt_tokens = 500;
     g[1].completion_tokens = 50;
+    g[1].reasoning_tokens = 20;
     g[1].cost_pusd = 7;
     for (int i = 0; i < 2; i++) /* as the query fills it */
         pr_pusd_format(g[i].cost_pusd, g[i].cost_usd, sizeof(g[i].cost_usd));
@@ -94,6 +96,8 @@ test_whatif(void)
     T_EQ_INT(pr_usage_totals(&r, &t, &actual, &req), GX_OK);
     T_EQ_INT(t.prompt, 1500);
     T_EQ_INT(t.cached, 400);
+    T_EQ_INT(t.cache_write, 200);
+    T_EQ_INT(t.reasoning, 20);
     T_EQ_INT(t.completion, 150);
     T_EQ_INT(actual, 12);
     T_EQ_INT(req, 3);
@@ -101,16 +105,17 @@ test_whatif(void)
     struct pr_whatif_model m[3] = {
         {"dear", "config", {10, 1, 10, 100}},
         {"huge", "config", {INT64_MAX / 2, 0, 0, 0}}, /* overflows */
-        {"cheap", "built-in", {2, 1, 2, 3}},
+        {"cheap", "built-in", {2, 1, 5, 3}},
     };
     struct pr_whatif_row rows[3];
     T_EQ_INT(pr_whatif_price(&r, m, 3, rows), GX_OK);
-    /* cheap: 1100 x 2 + 400 x 1 + 150 x 3 = 3050; dear: 11000 + 400 +
+    /* cheap: 900 uncached x 2 + 400 cached x 1 + 200 cache writes x 5 +
+     * 150 x 3 = 3650; dear (cache writes at input): 9000 + 400 + 2000 +
      * 15000 = 26400; huge last, not ok. */
     T_EQ_STR(rows[0].m->name, "cheap");
     T_EQ_INT(rows[0].ok, 1);
-    T_EQ_INT(rows[0].cost_pusd, 3050);
-    T_EQ_INT(rows[0].delta_pusd, 3038);
+    T_EQ_INT(rows[0].cost_pusd, 3650);
+    T_EQ_INT(rows[0].delta_pusd, 3638);
     T_EQ_STR(rows[1].m->name, "dear");
     T_EQ_INT(rows[1].cost_pusd, 26400);
     T_EQ_STR(rows[2].m->name, "huge");
@@ -123,13 +128,25 @@ test_whatif(void)
     T_CHECK(json_is_array(json_object_get(o, "data")));
     json_t *wi = json_object_get(o, "what_if");
     T_EQ_INT(json_integer_value(json_object_get(wi, "prompt_tokens")), 1500);
+    T_EQ_INT(json_integer_value(json_object_get(wi, "cache_write_tokens")),
+             200);
+    T_EQ_INT(json_integer_value(json_object_get(wi, "reasoning_tokens")), 20);
+    json_t *g0 = json_array_get(json_object_get(o, "data"), 0);
+    T_EQ_INT(json_integer_value(json_object_get(g0, "cache_write_tokens")),
+             200);
+    T_EQ_INT(json_integer_value(json_object_get(json_array_get(
+                 json_object_get(o, "data"), 1), "reasoning_tokens")),
+             20);
     T_EQ_STR(json_string_value(json_object_get(wi, "actual_cost_usd")),
              "0.000000000012");
     json_t *ms = json_object_get(wi, "models");
     T_EQ_INT(json_array_size(ms), 3);
     T_EQ_STR(json_string_value(json_object_get(json_array_get(ms, 0),
                                                "cost_usd")),
-             "0.00000000305");
+             "0.00000000365");
+    T_EQ_STR(json_string_value(json_object_get(json_array_get(ms, 0),
+                                               "cache_write_per_mtok")),
+             "0.000005"); /* 5 pUSD a token */
     T_CHECK(json_is_null(json_object_get(json_array_get(ms, 2), "cost_usd")));
     json_decref(o);
     /* Without models: the plain body, no what_if. */

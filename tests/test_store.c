@@ -70,6 +70,8 @@ make_row(int i, const char *tag, struct pr_usage_row *r, char *rid,
     r->prompt_tokens = 10 + i % 37;
     r->completion_tokens = 5 + i % 23;
     r->cached_tokens = i % 7;
+    r->cache_write_tokens = i % 3; /* prompt - cached >= 4 */
+    r->reasoning_tokens = i % 5;   /* completion >= 5 */
     r->cost_pusd = 1000003LL * (i % 13);
     r->latency_ms = (i * 37) % 4000;
     r->ttft_ms = i % 3 ? (i * 11) % 900 : -1;
@@ -193,6 +195,39 @@ backend_suite(const char *db)
     T_EQ_INT(ks.revoked, 1);
     pr_ledger_close(l);
 
+    /* The cache-write and reasoning sums, exact from the rollup cells
+     * (whole range) and with raw-row edges (partial hours and days), as
+     * from the raw rows alone. */
+    const int64_t span[2][2] = {
+        {T0, T0 + 3 * 86400000LL},
+        {T0 + 1234567, T0 + 2 * 86400000LL + 7654321}};
+    for (int sp = 0; sp < 2; sp++) {
+        int64_t cw = 0, rs = 0;
+        for (int i = 0; i < NROWS; i++) {
+            struct pr_usage_row r;
+            char rid[64];
+            make_row(i, "r", &r, rid, sizeof(rid));
+            if (r.ts_ms >= span[sp][0] && r.ts_ms < span[sp][1]) {
+                cw += r.cache_write_tokens;
+                rs += r.reasoning_tokens;
+            }
+        }
+        T_CHECK(cw > 0 && rs > 0);
+        for (int raw = 0; raw < 2; raw++) {
+            struct pr_usage_query q = {span[sp][0], span[sp][1],
+                                       PR_GROUP_NONE,
+                                       PR_KEY_ALL, raw};
+            struct pr_usage_result *res = NULL;
+            T_EQ_INT(pr_usage_query(db, &q, &res, err, sizeof(err)), GX_OK);
+            T_EQ_INT(res ? res->n : 0, 1);
+            if (res && res->n == 1) {
+                T_EQ_INT(res->rows[0].cache_write_tokens, cw);
+                T_EQ_INT(res->rows[0].reasoning_tokens, rs);
+            }
+            pr_usage_result_free(res);
+        }
+    }
+
     /* Reopen: nothing left to migrate. */
     T_EQ_INT(pr_ledger_open(db, &l, err, sizeof(err)), GX_OK);
     pr_ledger_stats(l, &st);
@@ -227,6 +262,10 @@ same_answer(int64_t since, int64_t until, enum pr_group g, int64_t key)
         T_EQ_INT(x->prompt_tokens, y->prompt_tokens);
         T_EQ_INT(x->completion_tokens, y->completion_tokens);
         T_EQ_INT(x->cached_tokens, y->cached_tokens);
+        T_EQ_INT(x->cache_write_tokens, y->cache_write_tokens);
+        T_EQ_INT(x->reasoning_tokens, y->reasoning_tokens);
+        T_EQ_INT(y->cache_write_tokens, z->cache_write_tokens);
+        T_EQ_INT(y->reasoning_tokens, z->reasoning_tokens);
         T_EQ_INT(x->cost_pusd, y->cost_pusd);
         T_EQ_INT(x->p50_ms, y->p50_ms);
         T_EQ_INT(x->p95_ms, y->p95_ms);
@@ -306,6 +345,40 @@ test_pg_once_and_schema(void)
     char sql[128];
     snprintf(sql, sizeof(sql), "UPDATE llmux_schema SET version = %s", v);
     T_EQ_INT(pgt_sql("llmux_t", sql, NULL, 0), 0);
+
+    /* A version-4 database (cells without the cache-write and reasoning
+     * sums) upgrades in place: migration 5 backfills every cell exactly. */
+    static const char *const digest[2] = {
+        "SELECT md5(string_agg(dim || key_id || '/' || hour_ms || value ||"
+        " '/' || cache_write_tokens || '/' || reasoning_tokens, ';' ORDER BY"
+        " dim, key_id, hour_ms, value)) FROM usage_hourly",
+        "SELECT md5(string_agg(dim || key_id || '/' || day_ms || value ||"
+        " '/' || cache_write_tokens || '/' || reasoning_tokens, ';' ORDER BY"
+        " dim, key_id, day_ms, value)) FROM usage_daily"};
+    char want[2][64], got[64];
+    for (int i = 0; i < 2; i++) {
+        T_EQ_INT(pgt_sql("llmux_t", digest[i], want[i], sizeof(want[i])), 0);
+        T_EQ_INT(strlen(want[i]), 32);
+    }
+    T_CHECK(pg_count("SELECT sum(cache_write_tokens) FROM usage_daily") > 0);
+    T_EQ_INT(pgt_sql("llmux_t",
+                     "ALTER TABLE usage_hourly DROP COLUMN cache_write_tokens,"
+                     " DROP COLUMN reasoning_tokens;"
+                     " ALTER TABLE usage_daily DROP COLUMN cache_write_tokens,"
+                     " DROP COLUMN reasoning_tokens;"
+                     " UPDATE llmux_schema SET version = 4",
+                     NULL, 0),
+             0);
+    l = NULL;
+    T_EQ_INT(pr_ledger_open(pg_uri, &l, err, sizeof(err)), GX_OK);
+    struct pr_ledger_stats st;
+    pr_ledger_stats(l, &st);
+    T_EQ_INT(st.migrations_applied, 1);
+    pr_ledger_close(l);
+    for (int i = 0; i < 2; i++) {
+        T_EQ_INT(pgt_sql("llmux_t", digest[i], got, sizeof(got)), 0);
+        T_EQ_STR(got, want[i]);
+    }
 
     /* Unreachable at start: a clear error, no password in it. */
     char red[256];

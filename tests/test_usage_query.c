@@ -387,6 +387,7 @@ test_sql_sums_and_json(void)
         T_EQ_STR(b.data, "{\"data\":[{\"group\":\"\",\"requests\":0,"
                          "\"errors\":0,\"prompt_tokens\":0,"
                          "\"completion_tokens\":0,\"cached_tokens\":0,"
+                         "\"cache_write_tokens\":0,\"reasoning_tokens\":0,"
                          "\"cost_usd\":0.0,\"cost_pusd\":0,\"unpriced\":0,\"p50_ms\":null,"
                          "\"p95_ms\":null}]}");
         gx_buf_cleanup(&b);
