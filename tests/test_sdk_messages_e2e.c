@@ -4,9 +4,9 @@
  * messages.stream (text events, finalMessage), a tool use round trip
  * (tool_use, then tool_result), countTokens, a bad key
  * (AuthenticationError with Anthropic's error body) and an unknown model
- * (NotFoundError), each on three targets: an openai-format relay and the
- * anthropic kind (passthrough), both tests/fake_provider, and the local
- * engine (stories260K).  Afterwards every SDK request has its ledger row
+ * (NotFoundError), each on four targets: an openai-format relay, the
+ * anthropic kind (passthrough) and the gemini kind, all tests/fake_provider,
+ * and the local engine (stories260K).  Afterwards every SDK request has its ledger row
  * with api 'messages' and the exact cost.
  *
  * Without node or tests/clients/node_modules (`make clients`) it says so
@@ -60,7 +60,8 @@ test_sdk(void)
     const char *env[] = {
         e_base, e_key, "TAG=sdk",
         "MODELS=gpt-4.1|fake:tool=get_weather;x ,"
-        "claude-sonnet-4.5|fake:tool=get_weather;x ,local",
+        "claude-sonnet-4.5|fake:tool=get_weather;x ,"
+        "gemini-2.5-flash|fake:tool=get_weather;x ,local",
         NULL};
     char *out = NULL;
     int rc = e2e_node("anthropic_sdk.mjs", env, 240, &out);
@@ -103,6 +104,21 @@ test_sdk(void)
         T_EQ_INT(row(want[i].rid, "cost_pusd"), want[i].cost_pusd);
         T_EQ_INT(row(want[i].rid, "status"), 200);
         T_EQ_INT(row(want[i].rid, "unpriced"), 0);
+    }
+    /* gemini-2.5-flash (built-in prices 0.30 / 0.03 cached / 2.50 per
+     * Mtok, reasoning billed as output): each row's cost is exactly its
+     * own token counts priced. */
+    static const char *const gem[] = {
+        "sdk-gemini-2.5-flash-create", "sdk-gemini-2.5-flash-stream",
+        "sdk-gemini-2.5-flash-tool1", "sdk-gemini-2.5-flash-tool2"};
+    for (size_t i = 0; i < sizeof(gem) / sizeof(*gem); i++) {
+        T_EQ_INT(row(gem[i], "COUNT(*)"), 1);
+        T_EQ_INT(row(gem[i], "status"), 200);
+        T_CHECK(row(gem[i], "prompt_tokens") > 0);
+        T_EQ_INT(row(gem[i], "cost_pusd - (prompt_tokens - cached_tokens) * "
+                             "300000 - cached_tokens * 30000 - "
+                             "completion_tokens * 2500000"),
+                 0);
     }
     T_EQ_INT(row("sdk-gpt-4.1-stream", "stream"), 1);
     T_EQ_INT(e2e_db_int(dbpath, "SELECT COUNT(*) FROM usage WHERE request_id"
@@ -149,12 +165,15 @@ main(void)
         "\"http://127.0.0.1:%d\", \"api_key\": \"sk-ant-sdk-0123456789\",\n"
         "   \"models\": {\"claude-sonnet-4.5\": {\"upstream\": "
         "\"claude-sonnet-4-5\"}}},\n"
+        "  \"gem\": {\"kind\": \"gemini\", \"base_url\": "
+        "\"http://127.0.0.1:%d\", \"api_key\": \"AIza-sdk-0123456789\",\n"
+        "   \"models\": [\"gemini-2.5-flash\"]},\n"
         "  \"local\": {\"kind\": \"local\", \"model_path\": \"%s\",\n"
         "   \"threads\": 1, \"context\": 1024, \"parallel\": 2,\n"
         "   \"models\": {\"local\": {\"input_per_mtok\": 0, "
         "\"output_per_mtok\": 0}}}},\n"
         " \"routes\": {}}\n",
-        db, fake.port, fake.port, model);
+        db, fake.port, fake.port, fake.port, model);
     char *path = e2e_write_temp("sdk-msgs.json", cfg);
     const char *bin = e2e_env("LLMUX_BIN", "build/release/llmux");
     char *argv[] = {(char *)bin, "serve", "--config", path, NULL};
