@@ -231,7 +231,8 @@ test_sqlite(void)
                          (long long)wu2);
                 T_CHECK(strstr(out, note) != NULL);
             } else {
-                T_CHECK(strstr(out, "p95_ms,unpriced\n") != NULL);
+                T_CHECK(strstr(out, "p95_ms,unpriced,cache_write_tokens,"
+                                    "reasoning_tokens\n") != NULL);
             }
         }
     }
