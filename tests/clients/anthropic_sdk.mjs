@@ -28,8 +28,11 @@ const weather = {
   description: 'The weather of a city',
   input_schema: {
     type: 'object',
-    properties: { city: { type: 'string' } },
+    // bounded, so a local model's constrained call ends well inside
+    // max_tokens whichever kernels (plain C under the sanitizers) it runs
+    properties: { city: { type: 'string', maxLength: 24 } },
     required: ['city'],
+    additionalProperties: false,
   },
 };
 
