@@ -23,9 +23,11 @@
 #include <event2/event.h>
 
 struct pv_sock;
+struct pv_easy;
 
-/* Easy handles kept for reuse per loop: curl_easy_init + cleanup per call
- * showed in profiles; a reset handle is much cheaper. */
+/* Easy handles kept for reuse per loop (loop.c struct pv_easy: a handle
+ * and the options it carries): curl_easy_init + cleanup per call showed in
+ * profiles, and so did curl_easy_reset + setting every option again. */
 #define PV_EASY_POOL 64
 /* Upstream URLs kept parsed per loop (loop.c url_parsed); past this many
  * distinct URLs a call's URL is parsed by libcurl as usual. */
@@ -42,7 +44,7 @@ struct pv_loop {
     size_t n_active;         /* started, not done, not cancelled */
     int depth;               /* >0: inside libcurl or a callback */
     int closing;             /* pv_loop_free is running */
-    CURL *easy_pool[PV_EASY_POOL];
+    struct pv_easy *easy_pool[PV_EASY_POOL];
     int n_easy_pool;
     int settling;
     struct pv_url {
@@ -50,6 +52,7 @@ struct pv_loop {
         CURLU *u;
     } urls[PV_URL_CACHE];
     int n_urls;
+    int no_proxy_env;        /* no proxy variable set at creation */
 };
 
 struct pv_call;
@@ -86,7 +89,8 @@ struct pv_call {
 
     /* HTTP transfer state */
     const struct pv_http_hooks *hooks;
-    CURL *easy;
+    CURL *easy;                  /* ez->easy */
+    struct pv_easy *ez;
     int added;                   /* easy is on the multi */
     int need_add;
     int need_resume;
