@@ -13,6 +13,9 @@ TMP=$(mktemp -d /tmp/llmux-prof-XXXXXX)
 OUT=${PROFILE_OUT:-bench/out/profile.md}
 UPSTREAM=${PROFILE_UPSTREAM:-fast}
 STREAM=${PROFILE_STREAM:-0}
+# wrk connections: 4 by default; 1 makes every request meet an idle loop,
+# so small A/B differences are not hidden by how requests batch.
+CONNS=${PROFILE_CONNECTIONS:-4}
 mkdir -p bench/out
 command -v valgrind >/dev/null || { echo "profile needs valgrind"; exit 0; }
 FAKE=
@@ -55,7 +58,7 @@ PORT=$(sed -n 's/.*127.0.0.1:\([0-9]*\) .*/\1/p' "$TMP/gw.out" | head -n 1)
 # One request before counting: connections, curl handles, caches warm.
 curl -s -o /dev/null -H 'Content-Type: application/json' -d '{"model":"gpt-4.1","messages":[{"role":"user","content":"hi"}]}' "http://127.0.0.1:$PORT/v1/chat/completions"
 callgrind_control -i on "$GW" >/dev/null
-BENCH_MODEL=gpt-4.1 BENCH_STREAM=$STREAM wrk -t1 -c4 -d"${SECS}s" -s bench/chat.lua "http://127.0.0.1:$PORT/v1/chat/completions" >"$TMP/wrk.txt" 2>&1
+BENCH_MODEL=gpt-4.1 BENCH_STREAM=$STREAM wrk -t1 -c"$CONNS" -d"${SECS}s" -s bench/chat.lua "http://127.0.0.1:$PORT/v1/chat/completions" >"$TMP/wrk.txt" 2>&1
 N=$(awk '/requests in/ {print $1}' "$TMP/wrk.txt")
 sleep 0.5 # the ledger's last commits
 callgrind_control -i off "$GW" >/dev/null
@@ -73,7 +76,7 @@ per() { awk -v t="${1:-0}" -v n="$N" 'BEGIN { if (n > 0) printf "%.0f", t / n; e
 {
 echo "## Where the gateway's time goes (callgrind)"
 echo
-echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC'); llmux serve with 1 worker under \`valgrind --tool=callgrind\`, $N $( [ "$STREAM" = 1 ] && echo "stream (6 chunks + usage)" || echo non-stream) requests (wrk -c4, ${SECS}s) to the $( [ "$UPSTREAM" = fake ] && echo "fake provider" || echo "fast upstream (nginx return 200)"), ledger on a file; instructions counted from just before the load to just after it (no start-up, no shutdown), all threads."
+echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC'); llmux serve with 1 worker under \`valgrind --tool=callgrind\`, $N $( [ "$STREAM" = 1 ] && echo "stream (6 chunks + usage)" || echo non-stream) requests (wrk -c$CONNS, ${SECS}s) to the $( [ "$UPSTREAM" = fake ] && echo "fake provider" || echo "fast upstream (nginx return 200)"), ledger on a file; instructions counted from just before the load to just after it (no start-up, no shutdown), all threads."
 echo "- total: $TOTAL instructions, about $(per "$TOTAL") per request; of which the worker's event loop (the request path) $(per "$WORKER") and the ledger writer $(per "$WRITER") per request."
 echo
 echo "Inclusive cost of the main parts (share of all instructions):"

@@ -517,6 +517,11 @@ pv_loop_free(struct pv_loop *loop)
     }
     while (loop->n_easy_pool > 0)
         easy_free(loop->easy_pool[--loop->n_easy_pool]);
+    while (loop->spare_calls) {
+        struct pv_call *c = loop->spare_calls;
+        loop->spare_calls = c->next;
+        free(c);
+    }
     loop->pending = NULL;
     curl_multi_cleanup(loop->multi);
     while (loop->n_urls > 0) {
@@ -546,9 +551,16 @@ pv_call_alloc(struct pv_loop *loop, const struct pv_ops *ops,
               const struct pv_request *req, const struct pv_callbacks *cb,
               size_t impl_size)
 {
-    struct pv_call *c = calloc(1, sizeof(*c));
-    if (!c)
+    struct pv_call *c = loop->spare_calls;
+    if (c) {
+        /* A call head of this loop's (2 KiB): malloc's slow path for
+         * blocks this size showed in profiles, a clear does not. */
+        loop->spare_calls = c->next;
+        loop->n_spare_calls--;
+        memset(c, 0, sizeof(*c));
+    } else if (!(c = calloc(1, sizeof(*c)))) {
         return NULL;
+    }
     if (impl_size) {
         c->impl = calloc(1, impl_size);
         if (!c->impl) {
@@ -560,8 +572,10 @@ pv_call_alloc(struct pv_loop *loop, const struct pv_ops *ops,
     c->loop = loop;
     if (cb)
         c->cb = *cb;
-    snprintf(c->request_id, sizeof(c->request_id), "%s",
-             req && req->request_id ? req->request_id : "-");
+    const char *id = req && req->request_id ? req->request_id : "-";
+    size_t idl = strnlen(id, sizeof(c->request_id) - 1);
+    memcpy(c->request_id, id, idl);
+    c->request_id[idl] = '\0';
     c->t_start_us = gx_mono_us();
     c->scrub = req ? pv_scrub_new(req->provider) : NULL;
     c->res.outcome = PV_OK;
@@ -619,7 +633,13 @@ loop_destroy_call(struct pv_loop *loop, struct pv_call *c)
     if (c->hooks && c->hooks->free_impl)
         c->hooks->free_impl(c);
     free(c->impl);
-    free(c);
+    if (!loop->closing && loop->n_spare_calls < PV_SPARE_CALLS) {
+        c->next = loop->spare_calls;
+        loop->spare_calls = c;
+        loop->n_spare_calls++;
+    } else {
+        free(c);
+    }
 }
 
 void

@@ -32,6 +32,8 @@ struct pv_easy;
 /* Upstream URLs kept parsed per loop (loop.c url_parsed); past this many
  * distinct URLs a call's URL is parsed by libcurl as usual. */
 #define PV_URL_CACHE 64
+/* Freed call heads kept per loop for the next calls (loop.c). */
+#define PV_SPARE_CALLS 64
 
 struct pv_loop {
     struct event_base *base;
@@ -53,6 +55,8 @@ struct pv_loop {
     } urls[PV_URL_CACHE];
     int n_urls;
     int no_proxy_env;        /* no proxy variable set at creation */
+    struct pv_call *spare_calls; /* freed heads, linked by next */
+    int n_spare_calls;
 };
 
 struct pv_call;
