@@ -444,6 +444,18 @@ curl_timer_cb(CURLM *multi, long timeout_ms, void *userp)
         evtimer_del(loop->timer);
         return 0;
     }
+    if (timeout_ms == 0 && loop->depth == 0) {
+        /* "Now" from outside libcurl: a transfer was just added.  The
+         * timer runs once the caller's callback returns, in this pass of
+         * the event loop, rather than after one more epoll_wait (an
+         * expired timer costs a loop iteration and a system call; the
+         * request then reaches the upstream later).  From inside libcurl
+         * (depth > 0) a 0 ms timer still goes through the loop, so
+         * libcurl asking for "now" again cannot starve the sockets. */
+        evtimer_del(loop->timer);
+        event_active(loop->timer, EV_TIMEOUT, 0);
+        return 0;
+    }
     struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
     return evtimer_add(loop->timer, &tv) < 0 ? -1 : 0;
 }
