@@ -910,6 +910,40 @@ test_reuse(void)
     json_decref(s);
 }
 
+/* Easy handles are pooled with their options (loop.c struct pv_easy): a
+ * handle set up for one provider must not carry its settings to the next
+ * call on the same URL whose provider differs.  A 600 ms total timeout
+ * ends a 2.4 s stream; the same URL without a total timeout, on what is
+ * most likely the very handle, must then run to the end, and a call with
+ * the first settings again must time out again. */
+static void
+test_pooled_handle_settings(void)
+{
+    pv_loop_free(loop);
+    loop = pv_loop_new(base, NULL, 0);
+    json_t *b = chat_body("hi", 1, 0);
+    struct rec r = {0};
+    prov_set("chunks=24;chunk_delay_ms=100", 600, 0);
+    start_rec(&r, b, 1, 0);
+    T_CHECK(run1(&r, 10000));
+    T_EQ_INT(r.res.outcome, PV_ERR_TIMEOUT);
+    rec_free(&r);
+    memset(&r, 0, sizeof(r));
+    prov_set("chunks=24;chunk_delay_ms=100", 0, 0);
+    start_rec(&r, b, 1, 0);
+    T_CHECK(run1(&r, 20000));
+    T_EQ_INT(r.res.outcome, PV_OK);
+    T_CHECK(r.n_ev >= 24);
+    rec_free(&r);
+    memset(&r, 0, sizeof(r));
+    prov_set("chunks=24;chunk_delay_ms=100", 600, 0);
+    start_rec(&r, b, 1, 0);
+    T_CHECK(run1(&r, 10000));
+    T_EQ_INT(r.res.outcome, PV_ERR_TIMEOUT);
+    rec_free(&r);
+    json_decref(b);
+}
+
 static void
 test_fake_tags(void)
 {
@@ -1900,6 +1934,7 @@ main(void)
         T_RUN(test_connect_timeout);
         T_RUN(test_bad_start);
         T_RUN(test_reuse);
+        T_RUN(test_pooled_handle_settings);
         T_RUN(test_fake_tags);
         T_RUN(test_cancel);
         T_RUN(test_pause_resume);
