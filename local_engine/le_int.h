@@ -315,6 +315,30 @@ void le_gemm_bf16_avx2(int n, const void *w, const struct le_pack_act *a,
 void le_gemm_bf16_avx512(int n, const void *w, const struct le_pack_act *a,
                          int ntok, float *y, size_t ys, int nr);
 
+/* Attention over an F16 KV cache, one query head (attn.c states the
+ * contract; attn_avx512.c the SIMD twins).  scores: sc[p] = scale * the
+ * dot of fp16 query q and key row p (k + p * ks bytes), p < n.  values:
+ * out[0..hd) = sum over p < n in order of (w[p] * inv) * row p of v (vs
+ * bytes apart).  le_attn_f16_get: the kernels for head size hd at the
+ * active ISA level (1: SIMD, 0: the plain C twins). */
+struct le_attn_f16 {
+    void (*scores)(int hd, int n, const uint16_t *q, const uint8_t *k,
+                   size_t ks, float scale, float *sc);
+    void (*values)(int hd, int n, const float *w, float inv,
+                   const uint8_t *v, size_t vs, float *out);
+};
+int le_attn_f16_get(int hd, struct le_attn_f16 *out);
+void le_attn_scores_f16_ref(int hd, int n, const uint16_t *q,
+                            const uint8_t *k, size_t ks, float scale,
+                            float *sc);
+void le_attn_values_f16_ref(int hd, int n, const float *w, float inv,
+                            const uint8_t *v, size_t vs, float *out);
+void le_attn_scores_f16_avx512(int hd, int n, const uint16_t *q,
+                               const uint8_t *k, size_t ks, float scale,
+                               float *sc);
+void le_attn_values_f16_avx512(int hd, int n, const float *w, float inv,
+                               const uint8_t *v, size_t vs, float *out);
+
 /* IEEE half and bfloat16 conversions (plain C, exact, round to nearest
  * even on the way down). */
 float le_fp16_to_fp32(uint16_t h);

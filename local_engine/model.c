@@ -1132,6 +1132,9 @@ attention_heads(void *arg, int ith, int nth)
     size_t head_bytes = le_row_size(ws->kv_type, hd);
     float scale = 1.0f / sqrtf((float)hd);
     int total = j->b->n_tok * hp->n_head;
+    /* F16 cache: the fused kernels of attn.c where SIMD has them */
+    struct le_attn_f16 ak;
+    int fused = ws->kv_type == LE_TYPE_F16 && le_attn_f16_get(hd, &ak);
     for (int i = ith; i < total; i += nth) {
         int t = i / hp->n_head, h = i % hp->n_head, kvh = h / group;
         const struct le_session *s = tok_seq(j->b, t);
@@ -1140,6 +1143,22 @@ attention_heads(void *arg, int ith, int nth)
         const float *q = ws->q + (size_t)t * QD + (size_t)h * hd;
         float *out = ws->att + (size_t)t * QD + (size_t)h * hd;
         qt->from_float(q, qh, hd);
+        if (fused) {
+            size_t hoff = layer_off + (size_t)kvh * head_bytes;
+            ak.scores(hd, pos + 1, (const uint16_t *)qh, s->kv_k + hoff,
+                      s->kv_row, scale, sc);
+            float mx = -INFINITY;
+            for (int p = 0; p <= pos; p++)
+                mx = sc[p] > mx ? sc[p] : mx;
+            double sm = 0;
+            for (int p = 0; p <= pos; p++) {
+                sc[p] = expf(sc[p] - mx);
+                sm += sc[p];
+            }
+            ak.values(hd, pos + 1, sc, (float)(1.0 / sm), s->kv_v + hoff,
+                      s->kv_row, out);
+            continue;
+        }
         float max = -INFINITY;
         for (int p = 0; p <= pos; p++) {
             const uint8_t *kr = s->kv_k + layer_off + (size_t)p * s->kv_row +

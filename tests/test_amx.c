@@ -304,6 +304,61 @@ test_refuses(void)
     T_CHECK(le_amx_status() != NULL);
 }
 
+/* attn.c's F16 attention loops: the SIMD twin against the plain C one
+ * (scores within 1e-6 of sum |q_i k_i| times the scale, the same exact
+ * products summed in double in another order; values bit for bit), for
+ * the head sizes it takes and position counts around its unrolling. */
+static void
+test_attn_f16(void)
+{
+    struct le_attn_f16 ak;
+    for (int hd = 64; hd <= 128; hd += 64) {
+        int simd = le_attn_f16_get(hd, &ak);
+        if (!simd) {
+            fprintf(stderr, "test_amx: no SIMD attention at hd %d (%s)\n",
+                    hd, le_isa_name(le_isa_active()));
+            continue;
+        }
+        static const int ns[] = {1, 2, 7, 64, 129};
+        for (size_t ni = 0; ni < sizeof(ns) / sizeof(ns[0]); ni++) {
+            int n = ns[ni];
+            size_t ks = (size_t)hd * 2 * 3; /* rows of 3 heads, as a cache */
+            uint16_t *q = malloc((size_t)hd * 2);
+            uint8_t *k = malloc(ks * (size_t)n), *v = malloc(ks * (size_t)n);
+            float *s0 = malloc((size_t)n * sizeof(float));
+            float *s1 = malloc((size_t)n * sizeof(float));
+            float *o0 = malloc((size_t)hd * sizeof(float));
+            float *o1 = malloc((size_t)hd * sizeof(float));
+            float *w = malloc((size_t)n * sizeof(float));
+            for (int i = 0; i < hd; i++)
+                q[i] = le_fp32_to_fp16(4 * frand());
+            for (size_t i = 0; i < ks * (size_t)n / 2; i++) {
+                ((uint16_t *)k)[i] = le_fp32_to_fp16(2 * frand());
+                ((uint16_t *)v)[i] = le_fp32_to_fp16(3 * frand());
+            }
+            for (int p = 0; p < n; p++)
+                w[p] = fabsf(frand());
+            float scale = 0.125f;
+            le_attn_scores_f16_ref(hd, n, q, k + 2 * hd, ks, scale, s0);
+            ak.scores(hd, n, q, k + 2 * hd, ks, scale, s1);
+            for (int p = 0; p < n; p++) {
+                const uint16_t *kr = (const uint16_t *)(k + 2 * hd +
+                                                        (size_t)p * ks);
+                double mag = 0;
+                for (int i = 0; i < hd; i++)
+                    mag += fabs((double)le_fp16_to_fp32(q[i]) *
+                                le_fp16_to_fp32(kr[i]));
+                T_NEAR(s1[p], s0[p], 1e-6 * mag * scale + 1e-30);
+            }
+            le_attn_values_f16_ref(hd, n, w, 0.37f, v + 2 * hd, ks, o0);
+            ak.values(hd, n, w, 0.37f, v + 2 * hd, ks, o1);
+            T_CHECK(memcmp(o0, o1, (size_t)hd * sizeof(float)) == 0);
+            free(q), free(k), free(v), free(s0), free(s1), free(o0);
+            free(o1), free(w);
+        }
+    }
+}
+
 int
 main(void)
 {
@@ -319,5 +374,6 @@ main(void)
     T_RUN(test_gemm_kquants);
     T_RUN(test_gemm_packed);
     T_RUN(test_refuses);
+    T_RUN(test_attn_f16);
     return T_END();
 }
