@@ -699,6 +699,7 @@ le_session_free(struct le_session *s)
     free(s->logits);
     free(s->qact);
     free(s->qprep);
+    free(s->qtile);
     free(s->scores);
     free(s->qhead);
     free(s->vrow);
@@ -770,6 +771,8 @@ le_session_new_sized(struct le_model *m, int n_tok, int n_out, int with_kv,
         s->qprep_row = r > s->qprep_row ? r : s->qprep_row;
     }
     s->qprep = B ? xcalloc(B, s->qprep_row + 64, &bad) : NULL;
+    if (B && m->packed && le_amx_usable())
+        s->qtile = xcalloc((B / 16 + 1) * 16, widest, &bad);
     if (B) {
         s->scores = xcalloc(NT * C, sizeof(float), &bad);
         s->qhead_size = (size_t)hp->head_dim * sizeof(float) + 64;
@@ -963,8 +966,10 @@ matmul_packed(void *arg, int ith, int nth)
     }
 }
 
-/* Bit of *qx: s->qact holds x but not its prep rows (matmul). */
+/* Bits of *qx: s->qact holds x but not its prep rows; s->qtile holds
+ * x's rows from n_rest on as AMX A tiles (matmul). */
 #define QX_NO_PREP 0x100
+#define QX_TILES 0x200
 
 /*
  * y[t] = W x[t] for t < n_tok; x rows are n_in floats apart, y rows n_out.
@@ -1024,7 +1029,10 @@ matmul(struct le_session *s, const struct le_gguf_tensor *W, const float *x,
         int prep = s->m->pack_arena && (n_rest > 0 || amx_packed) &&
                    le_pack_prep_size(tt->vec_dot_type, n_in) > 0;
         int vdt = (int)tt->vec_dot_type;
-        if (*qx != vdt && !(*qx == (vdt | QX_NO_PREP) && !prep)) {
+        int tiles = amx_packed && s->qtile && vdt == LE_TYPE_Q8_0;
+        int have = *qx;
+        if (have < 0 || (have & 0xff) != vdt ||
+            (prep && (have & QX_NO_PREP)) || (tiles && !(have & QX_TILES))) {
             /* across the pool from 4 rows (one row is shorter than a
              * wake-up of the workers) */
             struct le_quant_job qj = {.vdt = tt->vec_dot_type,
@@ -1034,9 +1042,12 @@ matmul(struct le_session *s, const struct le_gguf_tensor *W, const float *x,
                                       .q = s->qact,
                                       .q_row = j.x_row,
                                       .p = prep ? s->qprep : NULL,
-                                      .p_row = s->qprep_row};
+                                      .p_row = s->qprep_row,
+                                      .t = tiles ? s->qtile : NULL,
+                                      .t_from = n_rest};
             le_pool_run(s->m->pool, le_quant_rows, &qj, n_tok < 4 ? 1 : 0);
-            *qx = prep || !s->m->pack_arena ? vdt : (vdt | QX_NO_PREP);
+            *qx = (prep || !s->m->pack_arena ? vdt : (vdt | QX_NO_PREP)) |
+                  (tiles ? QX_TILES : 0);
         }
         j.xq = s->qact;
     }
@@ -1045,7 +1056,8 @@ matmul(struct le_session *s, const struct le_gguf_tensor *W, const float *x,
             P, P->pt.gemm_amx,
             {j.xq + (size_t)n_rest * j.x_row, j.x_row,
              s->qprep ? s->qprep + (size_t)n_rest * s->qprep_row : NULL,
-             s->qprep_row},
+             s->qprep_row,
+             s->qtile && tt->vec_dot_type == LE_TYPE_Q8_0 ? s->qtile : NULL},
             y + (size_t)n_rest * n_out, n_amx};
         int small_amx = (int64_t)n_in * n_out * n_amx < 16384;
         le_pool_run(s->m->pool, matmul_packed, &pa, small_amx ? 1 : 0);
@@ -1064,7 +1076,7 @@ matmul(struct le_session *s, const struct le_gguf_tensor *W, const float *x,
     int small = (int64_t)n_in * n_out * n_rest < 16384;
     if (P) {
         struct mmp_job pj = {P, P->pt.gemm,
-                             {s->qact, j.x_row, s->qprep, s->qprep_row},
+                             {s->qact, j.x_row, s->qprep, s->qprep_row, NULL},
                              y, n_rest};
         le_pool_run(s->m->pool, matmul_packed, &pj, small ? 1 : 0);
         return;

@@ -225,7 +225,7 @@ check_packed(enum le_type wt, int n_in, int r0, int r1, int n_tok)
     size_t p_row = le_pack_prep_size(pt.act_type, n_in);
     float *yr = malloc(sizeof(float) * ny), *ya = malloc(sizeof(float) * ny);
     uint8_t *g = aligned_alloc(64, gb);
-    uint8_t *prep = malloc(p_row * n_tok);
+    uint8_t *prep = malloc(p_row * n_tok), *tl = NULL;
     T_CHECK(yr && ya && g && prep);
     if (!yr || !ya || !g || !prep)
         goto out;
@@ -237,27 +237,82 @@ check_packed(enum le_type wt, int n_in, int r0, int r1, int n_tok)
     for (int t = 0; t < n_tok; t++)
         le_pack_prep(pt.act_type, m.x + (size_t)t * m.x_row, n_in,
                      prep + (size_t)t * p_row);
-    struct le_pack_act act = {m.x, m.x_row, prep, p_row};
-    for (int r = r0; r < r1; r += 16) {
-        int nr = r1 - r < 16 ? r1 - r : 16;
-        le_pack_rows(&pt, m.w + (size_t)r * m.w_row, m.w_row, nr, n_in, g);
-        pt.gemm_amx(n_in, g, &act, n_tok, ya + r, (size_t)r1, nr);
+    /* the activations as A tiles too (le_pack_act.t: 16 rows x 32 bytes
+     * per tile and block; the last tile's rows past n_tok are garbage,
+     * which the kernel must not read into the results) */
+    int nb = n_in / 32, ntt = (n_tok + 15) / 16;
+    tl = aligned_alloc(64, (size_t)ntt * nb * 512);
+    T_CHECK(tl != NULL);
+    if (!tl)
+        goto out;
+    memset(tl, 0x7f, (size_t)ntt * nb * 512);
+    for (int t = 0; t < n_tok; t++)
+        for (int b = 0; b < nb; b++)
+            memcpy(tl + ((size_t)(t / 16) * nb + b) * 512 + (t % 16) * 32,
+                   m.x + (size_t)t * m.x_row + (size_t)b * 34 + 2, 32);
+    for (int with_t = 0; with_t < 2; with_t++) {
+        struct le_pack_act act = {m.x, m.x_row, prep, p_row,
+                                  with_t ? tl : NULL};
+        for (size_t i = 0; i < ny; i++)
+            ya[i] = -12345.0f;
+        for (int r = r0; r < r1; r += 16) {
+            int nr = r1 - r < 16 ? r1 - r : 16;
+            le_pack_rows(&pt, m.w + (size_t)r * m.w_row, m.w_row, nr, n_in,
+                         g);
+            pt.gemm_amx(n_in, g, &act, n_tok, ya + r, (size_t)r1, nr);
+        }
+        size_t diff = 0;
+        for (size_t i = 0; i < ny; i++)
+            if (memcmp(&ya[i], &yr[i], sizeof(float)) != 0 && diff++ < 3)
+                fprintf(stderr,
+                        "  packed %s%s n_in=%d rows %d..%d tok %d: y[%zu] "
+                        "amx %.9g twin %.9g\n",
+                        pt.type == LE_TYPE_Q8_0 ? "q8_0" : "q4_0",
+                        with_t ? " (A tiles)" : "", n_in, r0, r1, n_tok, i,
+                        ya[i], yr[i]);
+        T_EQ_INT(diff, 0);
     }
-    size_t diff = 0;
-    for (size_t i = 0; i < ny; i++)
-        if (memcmp(&ya[i], &yr[i], sizeof(float)) != 0 && diff++ < 3)
-            fprintf(stderr,
-                    "  packed %s n_in=%d rows %d..%d tok %d: y[%zu] amx "
-                    "%.9g twin %.9g\n",
-                    pt.type == LE_TYPE_Q8_0 ? "q8_0" : "q4_0", n_in, r0, r1,
-                    n_tok, i, ya[i], yr[i]);
-    T_EQ_INT(diff, 0);
 out:
+    free(tl);
     free(yr);
     free(ya);
     free(g);
     free(prep);
     mats_free(&m);
+}
+
+/* le_quant_rows' A tiles (struct le_quant_job.t) hold the bytes of its
+ * Q8_0 rows from t_from on, whatever the split between threads. */
+static void
+test_quant_tiles(void)
+{
+    int n = 2080, rows = 37, from = 3, nb = n / 32;
+    size_t q_row = le_row_size(LE_TYPE_Q8_0, n);
+    float *x = malloc(sizeof(float) * n * rows);
+    uint8_t *q = malloc(q_row * rows);
+    uint8_t *tl = calloc((size_t)(rows / 16 + 1) * nb, 512);
+    T_CHECK(x && q && tl);
+    if (!x || !q || !tl)
+        goto out;
+    for (int i = 0; i < n * rows; i++)
+        x[i] = frand();
+    struct le_quant_job qj = {.vdt = LE_TYPE_Q8_0, .x = x, .n = n,
+                              .n_rows = rows, .q = q, .q_row = q_row,
+                              .t = tl, .t_from = from};
+    le_quant_rows(&qj, 0, 2);
+    le_quant_rows(&qj, 1, 2);
+    size_t bad = 0;
+    for (int t = from; t < rows; t++)
+        for (int b = 0; b < nb; b++)
+            bad += memcmp(tl + ((size_t)((t - from) / 16) * nb + b) * 512 +
+                              ((t - from) % 16) * 32,
+                          q + (size_t)t * q_row + (size_t)b * 34 + 2,
+                          32) != 0;
+    T_EQ_INT(bad, 0);
+out:
+    free(x);
+    free(q);
+    free(tl);
 }
 
 static void
@@ -373,6 +428,7 @@ main(void)
     T_RUN(test_gemm_q4_0);
     T_RUN(test_gemm_kquants);
     T_RUN(test_gemm_packed);
+    T_RUN(test_quant_tiles);
     T_RUN(test_refuses);
     T_RUN(test_attn_f16);
     return T_END();

@@ -129,7 +129,7 @@ measure(enum le_type wt, const struct level *lv, int reps, size_t gemv_mib)
     for (int t = 0; t < ntok; t++)
         le_pack_prep(pt.act_type, x + (size_t)t * xrow, n_in,
                      prep + (size_t)t * prow);
-    struct le_pack_act act = {x, xrow, prep, prow};
+    struct le_pack_act act = {x, xrow, prep, prow, NULL};
 
     double best = 1e30;
     for (int k = 0; k < reps; k++) {
