@@ -300,19 +300,6 @@ unpack_panel(enum le_type wt, const uint8_t *w, size_t w_row, int nr, int nb,
 /* ------------------------------------------------------------------ */
 /* One 16 x 16 output tile over all blocks.                             */
 
-/* acc[m] += cvt(C[m]) * (bd * ad[m * adm]) for 8 rows of a stored C. */
-#define SCALE_C8(cb, bdp, adp, adm)                                          \
-    do {                                                                     \
-        __m512 dv = _mm512_load_ps(bdp);                                     \
-        const float *ap_ = (adp);                                            \
-        _Pragma("GCC unroll 8") for (int m = 0; m < 8; m++) {                \
-            acc[m] = _mm512_fmadd_ps(                                        \
-                _mm512_cvtepi32_ps(_mm512_load_si512((cb) + 16 * m)),        \
-                _mm512_mul_ps(dv, _mm512_set1_ps(*ap_)), acc[m]);            \
-            ap_ += (adm);                                                    \
-        }                                                                    \
-    } while (0)
-
 /* tilestored of a 16 x 64-byte C tile at cb (rows 64 bytes apart).  GCC
  * 12's _tile_stored clobbers all memory, which kept the 16 float
  * accumulators of tile_gemm in memory (a load and a store each per row
@@ -422,14 +409,23 @@ tile_gemm(const int8_t *a, size_t a_stride, size_t a_blk, const int8_t *bq,
           int nb, int32_t *cbuf, const struct pf *pf, const __m512 *in,
           __m512 *out)
 {
-    /* two arrays of 8: GCC keeps a 1 KiB array of accumulators in memory
-     * (a load and a store per row and block, beside the tile stores),
-     * two of 512 bytes in registers; in (or zeros): where they start */
-    __m512 lo[8], hi[8];
-    for (int m = 0; m < 8; m++) {
-        lo[m] = in ? in[m] : _mm512_setzero_ps();
-        hi[m] = in ? in[8 + m] : _mm512_setzero_ps();
-    }
+    /* sixteen named accumulators: as arrays (one of 16, or two of 8)
+     * GCC 12 kept a copy of each in memory and stored all 16 after every
+     * block (16 stores a block beside the tile store's 16; seen in the
+     * object code); in (or zeros): where they start */
+    __m512 a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14,
+        a15;
+#define ACC_ALL(X)                                                           \
+    X(0, a0) X(1, a1) X(2, a2) X(3, a3) X(4, a4) X(5, a5) X(6, a6)          \
+    X(7, a7) X(8, a8) X(9, a9) X(10, a10) X(11, a11) X(12, a12)             \
+    X(13, a13) X(14, a14) X(15, a15)
+#define ACC_INIT(m, v) v = in ? in[m] : _mm512_setzero_ps();
+#define ACC_SCALE(m, v)                                                      \
+    v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(cb + 16 * (m))), \
+                        _mm512_mul_ps(dv, _mm512_set1_ps(ap[(m) * ad_m])),  \
+                        v);
+#define ACC_OUT(m, v) out[m] = v;
+    ACC_ALL(ACC_INIT)
     TILE_INPUTS_WRITTEN();
     const int bsh = 0;
     for (int b = 0; b < GROUP && b < nb; b++)
@@ -441,19 +437,14 @@ tile_gemm(const int8_t *a, size_t a_stride, size_t a_blk, const int8_t *bq,
             pf_block(pf, b);
         const int32_t *cb = cbuf + (size_t)(b % (2 * GROUP)) * 256;
         const float *ap = ad + (size_t)b * ad_blk;
-        {
-            __m512 *acc = lo;
-            SCALE_C8(cb, bd + (size_t)b * 16, ap, ad_m);
-        }
-        {
-            __m512 *acc = hi;
-            SCALE_C8(cb + 128, bd + (size_t)b * 16, ap + 8 * ad_m, ad_m);
-        }
+        __m512 dv = _mm512_load_ps(bd + (size_t)b * 16);
+        ACC_ALL(ACC_SCALE)
     }
-    for (int m = 0; m < 8; m++) {
-        out[m] = lo[m];
-        out[8 + m] = hi[m];
-    }
+    ACC_ALL(ACC_OUT)
+#undef ACC_ALL
+#undef ACC_INIT
+#undef ACC_SCALE
+#undef ACC_OUT
 }
 
 /* Q6_K block -> 16 sub-block tiles of 32 bytes at dst + s * 512: the 16
