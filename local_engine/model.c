@@ -966,6 +966,44 @@ matmul_packed(void *arg, int ith, int nth)
     }
 }
 
+/* A prompt batch's AMX product over the repacked groups: threads take
+ * AMX_CHUNK groups at a time from a shared counter instead of a fixed
+ * half each, so a thread slowed by another process (2 cores shared with
+ * the gateway and whatever else runs) leaves its groups to the others
+ * rather than holding up the step; each group is still computed whole by
+ * one thread, so the results do not depend on who took it.  4 groups (64
+ * rows) per take keep the takes rare and the threads' output rows apart. */
+#define AMX_CHUNK 4
+
+struct mmp_dyn_job {
+    struct mmp_job j;
+    _Alignas(64) atomic_int next; /* first group not yet taken */
+};
+
+static void
+matmul_packed_dyn(void *arg, int ith, int nth)
+{
+    (void)ith, (void)nth;
+    struct mmp_dyn_job *d = arg;
+    const struct le_packed *P = d->j.P;
+    int ng = (P->n_out + LE_PACK_ROWS - 1) / LE_PACK_ROWS;
+    for (;;) {
+        int g0 = atomic_fetch_add_explicit(&d->next, AMX_CHUNK,
+                                           memory_order_relaxed);
+        if (g0 >= ng)
+            break;
+        int g1 = g0 + AMX_CHUNK < ng ? g0 + AMX_CHUNK : ng;
+        for (int g = g0; g < g1; g++) {
+            int r0 = g * LE_PACK_ROWS;
+            int nr = P->n_out - r0 < LE_PACK_ROWS ? P->n_out - r0
+                                                   : LE_PACK_ROWS;
+            d->j.gemm(P->n_in, P->data + (size_t)g * P->group_bytes,
+                      &d->j.act, d->j.n_tok, d->j.y + r0, (size_t)P->n_out,
+                      nr);
+        }
+    }
+}
+
 /* Bits of *qx: s->qact holds x but not its prep rows; s->qtile holds
  * x's rows from n_rest on as AMX A tiles (matmul). */
 #define QX_NO_PREP 0x100
@@ -1052,15 +1090,17 @@ matmul(struct le_session *s, const struct le_gguf_tensor *W, const float *x,
         j.xq = s->qact;
     }
     if (amx_packed) {
-        struct mmp_job pa = {
-            P, P->pt.gemm_amx,
-            {j.xq + (size_t)n_rest * j.x_row, j.x_row,
-             s->qprep ? s->qprep + (size_t)n_rest * s->qprep_row : NULL,
-             s->qprep_row,
-             s->qtile && tt->vec_dot_type == LE_TYPE_Q8_0 ? s->qtile : NULL},
-            y + (size_t)n_rest * n_out, n_amx};
+        struct mmp_dyn_job pa = {
+            {P, P->pt.gemm_amx,
+             {j.xq + (size_t)n_rest * j.x_row, j.x_row,
+              s->qprep ? s->qprep + (size_t)n_rest * s->qprep_row : NULL,
+              s->qprep_row,
+              s->qtile && tt->vec_dot_type == LE_TYPE_Q8_0 ? s->qtile
+                                                           : NULL},
+             y + (size_t)n_rest * n_out, n_amx},
+            0};
         int small_amx = (int64_t)n_in * n_out * n_amx < 16384;
-        le_pool_run(s->m->pool, matmul_packed, &pa, small_amx ? 1 : 0);
+        le_pool_run(s->m->pool, matmul_packed_dyn, &pa, small_amx ? 1 : 0);
     } else if (n_amx > 0) {
         struct mm_job ja = j;
         ja.amx = (int)W->type;
