@@ -793,21 +793,6 @@ packed_gemm(int q4, int n, const void *w, const struct le_pack_act *a,
         _mm512_store_ps(wd + (size_t)b * 16,
                         _mm512_cvtph_ps(_mm256_load_si256(
                             (const __m256i *)(dw + (size_t)b * 16))));
-    if (q4) {
-        const __m512i m4 = _mm512_set1_epi8(0x0f), k8 = _mm512_set1_epi8(8);
-        for (int b = 0; b < nb; b++)
-            for (int c = 0; c < 4; c++) {
-                __m512i v = _mm512_load_si512(
-                    (const void *)(qs + (size_t)b * 256 + 64 * c));
-                __m512i lo = _mm512_sub_epi8(_mm512_and_si512(v, m4), k8);
-                __m512i hi = _mm512_sub_epi8(
-                    _mm512_and_si512(_mm512_srli_epi16(v, 4), m4), k8);
-                _mm512_store_si512((void *)(bq + (size_t)b * 512 + 64 * c),
-                                   lo);
-                _mm512_store_si512(
-                    (void *)(bq + (size_t)b * 512 + 256 + 64 * c), hi);
-            }
-    }
     /* the last token tile's scales: tokens past the batch scale by 0
      * (their prep rows do not exist) and are not stored */
     int left_last = ntok - (ntt - 1) * 16;
@@ -832,6 +817,23 @@ packed_gemm(int q4, int n, const void *w, const struct le_pack_act *a,
     int kc_n = a->t ? KC : nb;
     for (int kc = 0; kc < nb; kc += kc_n) {
         int kn = nb - kc < kc_n ? nb - kc : kc_n;
+        /* Q4_0: this chunk's nibbles to int8 B tiles (rows 0-3 the low
+         * nibbles of chunks 0-3, rows 4-7 the high ones, less 8), just
+         * before the token tiles read them: from L1 then, where unpacking
+         * whole rows first (up to 90 KiB) left them in L2 */
+        const __m512i m4 = _mm512_set1_epi8(0x0f), k8 = _mm512_set1_epi8(8);
+        for (int b = kc; q4 && b < kc + kn; b++)
+            for (int c = 0; c < 4; c++) {
+                __m512i v = _mm512_load_si512(
+                    (const void *)(qs + (size_t)b * 256 + 64 * c));
+                __m512i lo = _mm512_sub_epi8(_mm512_and_si512(v, m4), k8);
+                __m512i hi = _mm512_sub_epi8(
+                    _mm512_and_si512(_mm512_srli_epi16(v, 4), m4), k8);
+                _mm512_store_si512((void *)(bq + (size_t)b * 512 + 64 * c),
+                                   lo);
+                _mm512_store_si512(
+                    (void *)(bq + (size_t)b * 512 + 256 + 64 * c), hi);
+            }
         for (int tt = 0; tt < ntt; tt++) {
             int t0 = tt * 16, left = ntok - t0 < 16 ? ntok - t0 : 16;
             const float *ad = (const float *)(a->p + (size_t)t0 * a->p_row);
