@@ -389,10 +389,11 @@ choices were made on ratios taken inside one run.
   registers across every value row.  Same values bit for bit, scores
   the same exact products summed in double in another order
   (tests/test_amx.c test_attn_f16; the greedy text at every ISA level in
-  test_model test_levels_same_text).  Attention kernels / AMX GEMM
-  samples in one run: 0.32 before, 0.12-0.14 after.
+  test_model test_levels_same_text).  Samples of attention_heads and
+  its kernels over those of tile_gemm + packed_gemm in one run: 0.29
+  before, 0.15 after.
 - The per-token steps run as pool jobs over token shares (model.c
-  tok_steps; bit-identical).  spin_step 3-8% -> 2-3% of the samples.
+  tok_steps; bit-identical).  spin_step 3-8% -> 2-4% of the samples.
 - `llmux bench` runs one untimed warm-up pass first, as llama-bench
   does.  The first pass of a process faults in the scratch of --batch
   512 (perf stat: 5372 minor faults for load + one pp128 pass, 2103 for
@@ -421,7 +422,12 @@ choices were made on ratios taken inside one run.
   A tiles (31 ns with the strided rows): the two add up rather than
   overlap.  So what bounds the AMX GEMM is still the 32-value block:
   each TDPBSSD's C is stored and scaled because the per-block scales
-  allow no longer integer sums.
+  allow no longer integer sums.  Tried and left out (no difference
+  this machine could show): C slots spaced so that the store 8 blocks
+  ahead and the loads do not alias at 4 KiB (micro: 27.0 vs 27.9 ns);
+  prefetching the next K chunk and the next group's weights during a
+  chunk's token tiles, to L2 or L1 (the Q4_0 unpack's first load still
+  takes ~60% of packed_gemm's own samples, ~4% of a prompt).
 - Interleaved A/B, pp128 t/s, q4_0 slice, `-r 3`, load 5.7-6.2, 8
   rounds: the tree before this work mean 287 / best 422, with the
   changes up to the group counter mean 341 / best 459 (6 rounds of 8
