@@ -434,12 +434,18 @@ choices were made on ratios taken inside one run.
   faster).  At loads of 6-8 llama.cpp's pp128 fell to 22-130 t/s in the
   same rounds (its threads spin in its barrier and lose the cores)
   while llmux held 170-460; no ratio is quoted from those rounds.
-- Not measured on a quiet machine: the pp ratios after these changes.
-  In the last quiet table the no-amx set's q4_0 pp (838) was above
-  native's (667) while perf gives the AMX GEMM 1.4x fewer samples than
-  the AVX-512 one inside a run; that table took the best of 2 single
-  passes with no warm-up, so a rerun with ENGINE_BENCH_REPS 3 (now the
-  default) should settle it.
+  The same A/B on the q4_k slice (6 rounds, load 5.8-6.6): mean 235 ->
+  253, 4 rounds of 6 faster; tg32 of the q4_0 slice (5 rounds): 21-33
+  -> 21-33 t/s, never slower by more than 1%.
+- Native against no-amx, the same binary interleaved (q4_0 slice, 6
+  rounds, load 5.8-6.2): 212-290 vs 156-193 t/s, native 1.3-1.5x ahead
+  in every round; perf gives the AMX GEMM ~1.4x fewer samples than the
+  AVX-512 one inside a run.  In the last quiet table above no-amx's q4_0
+  pp (838) was above native's (667): best of 2 single passes with no
+  warm-up, which the warm-up and ENGINE_BENCH_REPS 3 (now the default)
+  address.
+- Not measured on a quiet machine: the pp ratios against llama.cpp
+  after these changes (the lead's rerun).
 NOTES
 }
 
