@@ -43,7 +43,8 @@
 #   ENGINE_BENCH_BATCH (512: llmux --batch, prompt tokens per forward
 #   pass, as llama-bench's default n_ubatch 512, so both engines take the
 #   prompt in one pass; "" leaves llmux's default of 32),
-#   ENGINE_BENCH_THREADS (2), ENGINE_BENCH_REPS (1: -r of each call),
+#   ENGINE_BENCH_THREADS (2), ENGINE_BENCH_REPS (3: -r of each call; both
+#   engines warm up once untimed and report the mean of the -r passes),
 #   ENGINE_BENCH_ROUNDS (3: every model through every engine in turn this
 #   many times; the table keeps each engine's best figure)
 set -u
@@ -53,7 +54,7 @@ N=${ENGINE_BENCH_N:-64}
 NF=${ENGINE_BENCH_N_FULL:-32}
 B=${ENGINE_BENCH_BATCH-512}
 T=${ENGINE_BENCH_THREADS:-2}
-R=${ENGINE_BENCH_REPS:-1}
+R=${ENGINE_BENCH_REPS:-3}
 ROUNDS=${ENGINE_BENCH_ROUNDS:-3}
 LAYERS=${ENGINE_BENCH_LAYERS:-4}
 TYPES=${ENGINE_BENCH_TYPES:-q4_0 q8_0 q4_k}
@@ -366,6 +367,90 @@ only ratios taken within one run are compared.
 - Feature set avxvnni added to the table (AVX2 + AVX-VNNI, no AMX): the
   level of CPUs with AVX-VNNI but no AVX-512.  Q4_0 and Q8_0 have VNNI
   kernels there; Q4_K runs the AVX2 one.
+
+### Notes (2026-12-01, issue 11: where a 128-token prompt went, and what changed)
+
+Same machine.  Five other sessions shared its 2 cores throughout (load
+average 2-10), so no wall-clock figure below is final; the table above
+is the lead's quiet rerun's business.  Time shares come from perf
+cpu-clock samples of `llmux bench -p 128 -n 0 -r 6..10 --threads 2
+--batch 512` (shares within one run barely depend on the load), and the
+choices were made on ratios taken inside one run.
+
+- Where a q4_0 slice's prompt went before (perf, 10 passes, load
+  included): the AMX tile loop 50% and packed_gemm (the Q4_0 unpack,
+  scales) 6%; attention 20% (attention_heads 6.6%, one F16 vec_dot call
+  per position 5.8%, one to_float per position 3.6%, expf ~3%) against
+  0.6% of the multiply-adds; the serial per-token steps on the caller
+  (rmsnorm, rope and the KV store, silu, residual adds) ~9% while the
+  other thread spun (spin_step 3-8%); clearing pages on first touch 6%.
+- Attention (attn.c, attn_avx512.c; head sizes 64 and 128, F16 cache):
+  the query in registers against every key, the output head in
+  registers across every value row.  Same values bit for bit, scores
+  the same exact products summed in double in another order
+  (tests/test_amx.c test_attn_f16; the greedy text at every ISA level in
+  test_model test_levels_same_text).  Samples of attention_heads and
+  its kernels over those of tile_gemm + packed_gemm in one run: 0.29
+  before, 0.15 after.
+- The per-token steps run as pool jobs over token shares (model.c
+  tok_steps; bit-identical).  spin_step 3-8% -> 2-4% of the samples.
+- `llmux bench` runs one untimed warm-up pass first, as llama-bench
+  does.  The first pass of a process faults in the scratch of --batch
+  512 (perf stat: 5372 minor faults for load + one pp128 pass, 2103 for
+  load + a 1-token pass, 9 more for a second pass): with -r 1 every
+  timed llmux figure carried that, llama.cpp's none.  That and the load
+  are the two causes of the 540-870 t/s swings I could find.
+- AMX Q8_0/Q4_0 GEMM: the quantiser also writes the Q8_0 activations
+  as contiguous 16 x 32-byte A tiles (s->qtile, n_batch x widest row
+  bytes: 2.9 MiB at --batch 512, 180 KiB at the default 32), and the
+  packed GEMM walks K in chunks of 32 blocks over every token tile with
+  the float accumulators parked in between (same order of the sums:
+  bit-identical to the twin), each chunk's Q4_0 nibbles unpacked just
+  before use, so a chunk's A and B stay in L1.  GCC 12 kept the 16
+  accumulators of tile_gemm as stack arrays and stored all 16 after
+  every block (visible in the object code); named variables removed
+  those stores.  Threads take 4 groups at a time from a counter instead
+  of a fixed half each, so one thread slowed by another process no
+  longer holds the step.  tool_kernels, one core, 2048x5632x128, load
+  3-7, CPU time best of 7: q4_0 amx 132-184 GMAC/s with A tiles,
+  126-149 reading the strided rows (runs minutes apart: a hint, not a
+  figure).
+- A microbenchmark of one 16x16x32 tile block on one core (data in L1,
+  best of 6 at load ~3): TDPBSSD alone 11 ns (chained); with its two
+  tile loads, tilezero and tilestored 16.5 ns; the AVX-512 scaling of a
+  stored C tile (16 x cvt, mul, fma) 13 ns; both together 26.6 ns with
+  A tiles (31 ns with the strided rows): the two add up rather than
+  overlap, and still do when the scaling reads a buffer the tiles never
+  write (no dependency at all; load 6: tiles 32 ns, scaling 25, both 54,
+  both without the dependency 69), so the tile instructions and the
+  AVX-512 scaling compete for the same issue resources; dropping the
+  tile store leaves 45.  So what bounds the AMX GEMM is still the
+  32-value block:
+  each TDPBSSD's C is stored and scaled because the per-block scales
+  allow no longer integer sums.  Tried and left out (no difference
+  this machine could show): C slots spaced so that the store 8 blocks
+  ahead and the loads do not alias at 4 KiB (micro: 27.0 vs 27.9 ns);
+  prefetching the next K chunk and the next group's weights during a
+  chunk's token tiles, to L2 or L1 (the Q4_0 unpack's first load still
+  takes ~60% of packed_gemm's own samples, ~4% of a prompt).
+- Interleaved A/B, pp128 t/s, q4_0 slice, `-r 3`, load 5.7-6.2, 8
+  rounds: the tree before this work mean 287 / best 422, with the
+  changes up to the group counter mean 341 / best 459 (6 rounds of 8
+  faster).  At loads of 6-8 llama.cpp's pp128 fell to 22-130 t/s in the
+  same rounds (its threads spin in its barrier and lose the cores)
+  while llmux held 170-460; no ratio is quoted from those rounds.
+  The same A/B on the q4_k slice (6 rounds, load 5.8-6.6): mean 235 ->
+  253, 4 rounds of 6 faster; tg32 of the q4_0 slice (5 rounds): 21-33
+  -> 21-33 t/s, never slower by more than 1%.
+- Native against no-amx, the same binary interleaved (q4_0 slice, 6
+  rounds, load 5.8-6.2): 212-290 vs 156-193 t/s, native 1.3-1.5x ahead
+  in every round; perf gives the AMX GEMM ~1.4x fewer samples than the
+  AVX-512 one inside a run.  In the last quiet table above no-amx's q4_0
+  pp (838) was above native's (667): best of 2 single passes with no
+  warm-up, which the warm-up and ENGINE_BENCH_REPS 3 (now the default)
+  address.
+- Not measured on a quiet machine: the pp ratios against llama.cpp
+  after these changes (the lead's rerun).
 NOTES
 }
 

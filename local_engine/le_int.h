@@ -203,6 +203,11 @@ struct le_pack_act {
     size_t q_row;
     const uint8_t *p;
     size_t p_row;
+    /* Q8_0 only, or NULL: the same quants as AMX A tiles, 16 rows x 32
+     * bytes per tile and block, tile tt's block b at t + (tt * n / 32 +
+     * b) * 512 (le_quant_job.t); the AMX kernels load these instead of
+     * the 34-byte-strided rows */
+    const uint8_t *t;
 };
 
 /* One group of LE_PACK_ROWS repacked rows (w, n values each) against ntok
@@ -253,6 +258,10 @@ struct le_quant_job {
     size_t q_row;
     uint8_t *p;
     size_t p_row;
+    /* when t != NULL (vdt Q8_0): rows t_from.. also as A tiles (struct
+     * le_pack_act.t), row r in tile (r - t_from) / 16 */
+    uint8_t *t;
+    int t_from;
 };
 void le_quant_rows(void *arg, int ith, int nth);
 
@@ -314,6 +323,30 @@ void le_gemm_bf16_avx2(int n, const void *w, const struct le_pack_act *a,
                        int ntok, float *y, size_t ys, int nr);
 void le_gemm_bf16_avx512(int n, const void *w, const struct le_pack_act *a,
                          int ntok, float *y, size_t ys, int nr);
+
+/* Attention over an F16 KV cache, one query head (attn.c states the
+ * contract; attn_avx512.c the SIMD twins).  scores: sc[p] = scale * the
+ * dot of fp16 query q and key row p (k + p * ks bytes), p < n.  values:
+ * out[0..hd) = sum over p < n in order of (w[p] * inv) * row p of v (vs
+ * bytes apart).  le_attn_f16_get: the kernels for head size hd at the
+ * active ISA level (1: SIMD, 0: the plain C twins). */
+struct le_attn_f16 {
+    void (*scores)(int hd, int n, const uint16_t *q, const uint8_t *k,
+                   size_t ks, float scale, float *sc);
+    void (*values)(int hd, int n, const float *w, float inv,
+                   const uint8_t *v, size_t vs, float *out);
+};
+int le_attn_f16_get(int hd, struct le_attn_f16 *out);
+void le_attn_scores_f16_ref(int hd, int n, const uint16_t *q,
+                            const uint8_t *k, size_t ks, float scale,
+                            float *sc);
+void le_attn_values_f16_ref(int hd, int n, const float *w, float inv,
+                            const uint8_t *v, size_t vs, float *out);
+void le_attn_scores_f16_avx512(int hd, int n, const uint16_t *q,
+                               const uint8_t *k, size_t ks, float scale,
+                               float *sc);
+void le_attn_values_f16_avx512(int hd, int n, const float *w, float inv,
+                               const uint8_t *v, size_t vs, float *out);
 
 /* IEEE half and bfloat16 conversions (plain C, exact, round to nearest
  * even on the way down). */
@@ -740,6 +773,8 @@ struct le_session {
     uint8_t *qact;           /* activations in a vec_dot_type, one batch */
     size_t qact_size;
     uint8_t *qprep;          /* their le_pack_prep rows, one batch */
+    uint8_t *qtile;          /* Q8_0 rows as AMX A tiles (le_pack_act.t);
+                              * [n_batch / 16 + 1][widest / 32][512] */
     size_t qprep_row;        /* bytes per token in qprep */
     float *scores;           /* [n_threads][n_ctx] attention */
     uint8_t *qhead;          /* [n_threads][row of head_dim in vec_dot] */

@@ -699,6 +699,7 @@ le_session_free(struct le_session *s)
     free(s->logits);
     free(s->qact);
     free(s->qprep);
+    free(s->qtile);
     free(s->scores);
     free(s->qhead);
     free(s->vrow);
@@ -770,6 +771,8 @@ le_session_new_sized(struct le_model *m, int n_tok, int n_out, int with_kv,
         s->qprep_row = r > s->qprep_row ? r : s->qprep_row;
     }
     s->qprep = B ? xcalloc(B, s->qprep_row + 64, &bad) : NULL;
+    if (B && m->packed && le_amx_usable())
+        s->qtile = xcalloc((B / 16 + 1) * 16, widest, &bad);
     if (B) {
         s->scores = xcalloc(NT * C, sizeof(float), &bad);
         s->qhead_size = (size_t)hp->head_dim * sizeof(float) + 64;
@@ -963,8 +966,48 @@ matmul_packed(void *arg, int ith, int nth)
     }
 }
 
-/* Bit of *qx: s->qact holds x but not its prep rows (matmul). */
+/* A prompt batch's AMX product over the repacked groups: threads take
+ * AMX_CHUNK groups at a time from a shared counter instead of a fixed
+ * half each, so a thread slowed by another process (2 cores shared with
+ * the gateway and whatever else runs) leaves its groups to the others
+ * rather than holding up the step; each group is still computed whole by
+ * one thread, so the results do not depend on who took it.  4 groups (64
+ * rows) per take keep the takes rare and the threads' output rows apart. */
+#define AMX_CHUNK 4
+
+struct mmp_dyn_job {
+    struct mmp_job j;
+    _Alignas(64) atomic_int next; /* first group not yet taken */
+};
+
+static void
+matmul_packed_dyn(void *arg, int ith, int nth)
+{
+    (void)ith, (void)nth;
+    struct mmp_dyn_job *d = arg;
+    const struct le_packed *P = d->j.P;
+    int ng = (P->n_out + LE_PACK_ROWS - 1) / LE_PACK_ROWS;
+    for (;;) {
+        int g0 = atomic_fetch_add_explicit(&d->next, AMX_CHUNK,
+                                           memory_order_relaxed);
+        if (g0 >= ng)
+            break;
+        int g1 = g0 + AMX_CHUNK < ng ? g0 + AMX_CHUNK : ng;
+        for (int g = g0; g < g1; g++) {
+            int r0 = g * LE_PACK_ROWS;
+            int nr = P->n_out - r0 < LE_PACK_ROWS ? P->n_out - r0
+                                                   : LE_PACK_ROWS;
+            d->j.gemm(P->n_in, P->data + (size_t)g * P->group_bytes,
+                      &d->j.act, d->j.n_tok, d->j.y + r0, (size_t)P->n_out,
+                      nr);
+        }
+    }
+}
+
+/* Bits of *qx: s->qact holds x but not its prep rows; s->qtile holds
+ * x's rows from n_rest on as AMX A tiles (matmul). */
 #define QX_NO_PREP 0x100
+#define QX_TILES 0x200
 
 /*
  * y[t] = W x[t] for t < n_tok; x rows are n_in floats apart, y rows n_out.
@@ -1024,7 +1067,10 @@ matmul(struct le_session *s, const struct le_gguf_tensor *W, const float *x,
         int prep = s->m->pack_arena && (n_rest > 0 || amx_packed) &&
                    le_pack_prep_size(tt->vec_dot_type, n_in) > 0;
         int vdt = (int)tt->vec_dot_type;
-        if (*qx != vdt && !(*qx == (vdt | QX_NO_PREP) && !prep)) {
+        int tiles = amx_packed && s->qtile && vdt == LE_TYPE_Q8_0;
+        int have = *qx;
+        if (have < 0 || (have & 0xff) != vdt ||
+            (prep && (have & QX_NO_PREP)) || (tiles && !(have & QX_TILES))) {
             /* across the pool from 4 rows (one row is shorter than a
              * wake-up of the workers) */
             struct le_quant_job qj = {.vdt = tt->vec_dot_type,
@@ -1034,21 +1080,27 @@ matmul(struct le_session *s, const struct le_gguf_tensor *W, const float *x,
                                       .q = s->qact,
                                       .q_row = j.x_row,
                                       .p = prep ? s->qprep : NULL,
-                                      .p_row = s->qprep_row};
+                                      .p_row = s->qprep_row,
+                                      .t = tiles ? s->qtile : NULL,
+                                      .t_from = n_rest};
             le_pool_run(s->m->pool, le_quant_rows, &qj, n_tok < 4 ? 1 : 0);
-            *qx = prep || !s->m->pack_arena ? vdt : (vdt | QX_NO_PREP);
+            *qx = (prep || !s->m->pack_arena ? vdt : (vdt | QX_NO_PREP)) |
+                  (tiles ? QX_TILES : 0);
         }
         j.xq = s->qact;
     }
     if (amx_packed) {
-        struct mmp_job pa = {
-            P, P->pt.gemm_amx,
-            {j.xq + (size_t)n_rest * j.x_row, j.x_row,
-             s->qprep ? s->qprep + (size_t)n_rest * s->qprep_row : NULL,
-             s->qprep_row},
-            y + (size_t)n_rest * n_out, n_amx};
+        struct mmp_dyn_job pa = {
+            {P, P->pt.gemm_amx,
+             {j.xq + (size_t)n_rest * j.x_row, j.x_row,
+              s->qprep ? s->qprep + (size_t)n_rest * s->qprep_row : NULL,
+              s->qprep_row,
+              s->qtile && tt->vec_dot_type == LE_TYPE_Q8_0 ? s->qtile
+                                                           : NULL},
+             y + (size_t)n_rest * n_out, n_amx},
+            0};
         int small_amx = (int64_t)n_in * n_out * n_amx < 16384;
-        le_pool_run(s->m->pool, matmul_packed, &pa, small_amx ? 1 : 0);
+        le_pool_run(s->m->pool, matmul_packed_dyn, &pa, small_amx ? 1 : 0);
     } else if (n_amx > 0) {
         struct mm_job ja = j;
         ja.amx = (int)W->type;
@@ -1064,7 +1116,7 @@ matmul(struct le_session *s, const struct le_gguf_tensor *W, const float *x,
     int small = (int64_t)n_in * n_out * n_rest < 16384;
     if (P) {
         struct mmp_job pj = {P, P->pt.gemm,
-                             {s->qact, j.x_row, s->qprep, s->qprep_row},
+                             {s->qact, j.x_row, s->qprep, s->qprep_row, NULL},
                              y, n_rest};
         le_pool_run(s->m->pool, matmul_packed, &pj, small ? 1 : 0);
         return;
@@ -1132,6 +1184,9 @@ attention_heads(void *arg, int ith, int nth)
     size_t head_bytes = le_row_size(ws->kv_type, hd);
     float scale = 1.0f / sqrtf((float)hd);
     int total = j->b->n_tok * hp->n_head;
+    /* F16 cache: the fused kernels of attn.c where SIMD has them */
+    struct le_attn_f16 ak;
+    int fused = ws->kv_type == LE_TYPE_F16 && le_attn_f16_get(hd, &ak);
     for (int i = ith; i < total; i += nth) {
         int t = i / hp->n_head, h = i % hp->n_head, kvh = h / group;
         const struct le_session *s = tok_seq(j->b, t);
@@ -1140,6 +1195,22 @@ attention_heads(void *arg, int ith, int nth)
         const float *q = ws->q + (size_t)t * QD + (size_t)h * hd;
         float *out = ws->att + (size_t)t * QD + (size_t)h * hd;
         qt->from_float(q, qh, hd);
+        if (fused) {
+            size_t hoff = layer_off + (size_t)kvh * head_bytes;
+            ak.scores(hd, pos + 1, (const uint16_t *)qh, s->kv_k + hoff,
+                      s->kv_row, scale, sc);
+            float mx = -INFINITY;
+            for (int p = 0; p <= pos; p++)
+                mx = sc[p] > mx ? sc[p] : mx;
+            double sm = 0;
+            for (int p = 0; p <= pos; p++) {
+                sc[p] = expf(sc[p] - mx);
+                sm += sc[p];
+            }
+            ak.values(hd, pos + 1, sc, (float)(1.0 / sm), s->kv_v + hoff,
+                      s->kv_row, out);
+            continue;
+        }
         float max = -INFINITY;
         for (int p = 0; p <= pos; p++) {
             const uint8_t *kr = s->kv_k + layer_off + (size_t)p * s->kv_row +
@@ -1170,6 +1241,83 @@ static float
 silu(float x)
 {
     return x / (1.0f + expf(-x));
+}
+
+/*
+ * The per-token steps between the products of a layer, as one pool job
+ * over contiguous shares of the batch's tokens (each token's rows are its
+ * own, so results do not depend on the split).  Serial on the caller they
+ * were ~9% of a 128-token prompt's samples, with the other thread
+ * spinning meanwhile (another 7%).
+ *   TOK_NORM:  [x[t] += xb[t] when add;] xb[t] = rmsnorm(x[t], w) (w NULL:
+ *              the add only)
+ *   TOK_ROPE:  rope of q[t], k[t]; k[t], v[t] into the token's KV cells
+ *   TOK_SILU:  hb[t] = silu(hb[t]) * hb2[t]
+ */
+enum tok_op { TOK_NORM, TOK_ROPE, TOK_SILU };
+
+struct tok_job {
+    struct le_session *ws;
+    const struct le_fwd_batch *b;
+    enum tok_op op;
+    int layer;
+    int add;        /* TOK_NORM: residual add first */
+    const float *w; /* TOK_NORM: norm weights or NULL */
+};
+
+static void
+tok_steps(void *arg, int ith, int nth)
+{
+    struct tok_job *j = arg;
+    struct le_session *ws = j->ws;
+    const struct le_model *m = ws->m;
+    const struct le_hparams *hp = &m->hp;
+    int nt = j->b->n_tok, E = hp->n_embd, F = hp->n_ff;
+    int QD = hp->n_head * hp->head_dim, KD = hp->n_head_kv * hp->head_dim;
+    int t0 = (int)((int64_t)nt * ith / nth);
+    int t1 = (int)((int64_t)nt * (ith + 1) / nth);
+    const struct le_type_traits *kt = le_type_get(ws->kv_type);
+    for (int t = t0; t < t1; t++) {
+        switch (j->op) {
+        case TOK_NORM: {
+            float *x = ws->x + (size_t)t * E, *xb = ws->xb + (size_t)t * E;
+            if (j->add)
+                for (int i = 0; i < E; i++)
+                    x[i] += xb[i];
+            if (j->w)
+                rmsnorm(xb, x, j->w, E, hp->eps);
+            break;
+        }
+        case TOK_ROPE: {
+            struct le_session *s = tok_seq(j->b, t);
+            int pos = tok_pos(j->b, t);
+            rope(m, ws->q + (size_t)t * QD, hp->n_head, pos);
+            rope(m, ws->k + (size_t)t * KD, hp->n_head_kv, pos);
+            size_t off =
+                ((size_t)j->layer * s->n_ctx + (size_t)pos) * s->kv_row;
+            kt->from_float(ws->k + (size_t)t * KD, s->kv_k + off, KD);
+            kt->from_float(ws->v + (size_t)t * KD, s->kv_v + off, KD);
+            break;
+        }
+        case TOK_SILU: {
+            float *h = ws->hb + (size_t)t * F;
+            const float *h2 = ws->hb2 + (size_t)t * F;
+            for (int i = 0; i < F; i++)
+                h[i] = silu(h[i]) * h2[i];
+            break;
+        }
+        }
+    }
+}
+
+/* One tok_steps job over the batch; batches under 4 tokens stay on the
+ * caller (a token's step is shorter than waking the workers). */
+static void
+tok_run(struct le_session *ws, const struct le_fwd_batch *b, enum tok_op op,
+        int layer, int add, const float *w)
+{
+    struct tok_job j = {ws, b, op, layer, add, w};
+    le_pool_run(ws->m->pool, tok_steps, &j, b->n_tok < 4 ? 1 : 0);
 }
 
 int32_t
@@ -1254,7 +1402,7 @@ le_model_forward_batch(struct le_session *ws, const struct le_fwd_batch *b,
 {
     struct le_model *m = ws->m;
     const struct le_hparams *hp = &m->hp;
-    int E = hp->n_embd, F = hp->n_ff;
+    int E = hp->n_embd;
     int QD = hp->n_head * hp->head_dim, KD = hp->n_head_kv * hp->head_dim;
     int nt = b->n_tok, af = b->amx_from;
     if (nt <= 0)
@@ -1285,15 +1433,13 @@ le_model_forward_batch(struct le_session *ws, const struct le_fwd_batch *b,
                          (size_t)b->ids[t] * erow,
                      ws->x + (size_t)t * E, E);
 
-    const struct le_type_traits *kt = le_type_get(ws->kv_type);
     int64_t att_work = 0;
     for (int t = 0; t < nt; t++)
         att_work += (int64_t)hp->n_head * (tok_pos(b, t) + 1) * hp->head_dim;
+    if (hp->n_layer > 0)
+        tok_run(ws, b, TOK_NORM, 0, 0, m->layers[0].attn_norm->data);
     for (int l = 0; l < hp->n_layer; l++) {
         const struct le_layer *L = &m->layers[l];
-        for (int t = 0; t < nt; t++)
-            rmsnorm(ws->xb + (size_t)t * E, ws->x + (size_t)t * E,
-                    L->attn_norm->data, E, hp->eps);
         int qx = -1; /* ws->xb changed */
         matmul(ws, L->wq, ws->xb, ws->q, nt, af, &qx);
         matmul(ws, L->wk, ws->xb, ws->k, nt, af, &qx);
@@ -1301,34 +1447,22 @@ le_model_forward_batch(struct le_session *ws, const struct le_fwd_batch *b,
         add_bias(ws->q, L->bq, QD, nt);
         add_bias(ws->k, L->bk, KD, nt);
         add_bias(ws->v, L->bv, KD, nt);
-        for (int t = 0; t < nt; t++) {
-            struct le_session *s = tok_seq(b, t);
-            int pos = tok_pos(b, t);
-            rope(m, ws->q + (size_t)t * QD, hp->n_head, pos);
-            rope(m, ws->k + (size_t)t * KD, hp->n_head_kv, pos);
-            size_t off = ((size_t)l * s->n_ctx + (size_t)pos) * s->kv_row;
-            kt->from_float(ws->k + (size_t)t * KD, s->kv_k + off, KD);
-            kt->from_float(ws->v + (size_t)t * KD, s->kv_v + off, KD);
-        }
+        tok_run(ws, b, TOK_ROPE, l, 0, NULL);
         struct att_job aj = {ws, b, l};
         le_pool_run(m->pool, attention_heads, &aj, att_work < 16384 ? 1 : 0);
         qx = -1;
         matmul(ws, L->wo, ws->att, ws->xb, nt, af, &qx);
-        for (size_t i = 0; i < (size_t)nt * E; i++)
-            ws->x[i] += ws->xb[i];
-
-        for (int t = 0; t < nt; t++)
-            rmsnorm(ws->xb + (size_t)t * E, ws->x + (size_t)t * E,
-                    L->ffn_norm->data, E, hp->eps);
+        tok_run(ws, b, TOK_NORM, l, 1, L->ffn_norm->data);
         qx = -1;
         matmul(ws, L->w_gate, ws->xb, ws->hb, nt, af, &qx);
         matmul(ws, L->w_up, ws->xb, ws->hb2, nt, af, &qx);
-        for (size_t i = 0; i < (size_t)nt * F; i++)
-            ws->hb[i] = silu(ws->hb[i]) * ws->hb2[i];
+        tok_run(ws, b, TOK_SILU, l, 0, NULL);
         qx = -1;
         matmul(ws, L->w_down, ws->hb, ws->xb, nt, af, &qx);
-        for (size_t i = 0; i < (size_t)nt * E; i++)
-            ws->x[i] += ws->xb[i];
+        /* the residual, and the next layer's attention norm */
+        tok_run(ws, b, TOK_NORM, l, 1,
+                l + 1 < hp->n_layer ? m->layers[l + 1].attn_norm->data
+                                    : NULL);
     }
 
     /* logits of the wanted tokens only, never through the AMX GEMM (one

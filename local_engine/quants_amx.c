@@ -300,19 +300,6 @@ unpack_panel(enum le_type wt, const uint8_t *w, size_t w_row, int nr, int nb,
 /* ------------------------------------------------------------------ */
 /* One 16 x 16 output tile over all blocks.                             */
 
-/* acc[m] += cvt(C[m]) * (bd * ad[m * adm]) for 8 rows of a stored C. */
-#define SCALE_C8(cb, bdp, adp, adm)                                          \
-    do {                                                                     \
-        __m512 dv = _mm512_load_ps(bdp);                                     \
-        const float *ap_ = (adp);                                            \
-        _Pragma("GCC unroll 8") for (int m = 0; m < 8; m++) {                \
-            acc[m] = _mm512_fmadd_ps(                                        \
-                _mm512_cvtepi32_ps(_mm512_load_si512((cb) + 16 * m)),        \
-                _mm512_mul_ps(dv, _mm512_set1_ps(*ap_)), acc[m]);            \
-            ap_ += (adm);                                                    \
-        }                                                                    \
-    } while (0)
-
 /* tilestored of a 16 x 64-byte C tile at cb (rows 64 bytes apart).  GCC
  * 12's _tile_stored clobbers all memory, which kept the 16 float
  * accumulators of tile_gemm in memory (a load and a store each per row
@@ -419,14 +406,26 @@ pf_block(const struct pf *pf, int b)
 static void
 tile_gemm(const int8_t *a, size_t a_stride, size_t a_blk, const int8_t *bq,
           const float *bd, const float *ad, size_t ad_blk, size_t ad_m,
-          int nb, int32_t *cbuf, const struct pf *pf, __m512 *out)
+          int nb, int32_t *cbuf, const struct pf *pf, const __m512 *in,
+          __m512 *out)
 {
-    /* two arrays of 8: GCC keeps a 1 KiB array of accumulators in memory
-     * (a load and a store per row and block, beside the tile stores),
-     * two of 512 bytes in registers */
-    __m512 lo[8], hi[8];
-    for (int m = 0; m < 8; m++)
-        lo[m] = hi[m] = _mm512_setzero_ps();
+    /* sixteen named accumulators: as arrays (one of 16, or two of 8)
+     * GCC 12 kept a copy of each in memory and stored all 16 after every
+     * block (16 stores a block beside the tile store's 16; seen in the
+     * object code); in (or zeros): where they start */
+    __m512 a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14,
+        a15;
+#define ACC_ALL(X)                                                           \
+    X(0, a0) X(1, a1) X(2, a2) X(3, a3) X(4, a4) X(5, a5) X(6, a6)          \
+    X(7, a7) X(8, a8) X(9, a9) X(10, a10) X(11, a11) X(12, a12)             \
+    X(13, a13) X(14, a14) X(15, a15)
+#define ACC_INIT(m, v) v = in ? in[m] : _mm512_setzero_ps();
+#define ACC_SCALE(m, v)                                                      \
+    v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(cb + 16 * (m))), \
+                        _mm512_mul_ps(dv, _mm512_set1_ps(ap[(m) * ad_m])),  \
+                        v);
+#define ACC_OUT(m, v) out[m] = v;
+    ACC_ALL(ACC_INIT)
     TILE_INPUTS_WRITTEN();
     const int bsh = 0;
     for (int b = 0; b < GROUP && b < nb; b++)
@@ -438,19 +437,14 @@ tile_gemm(const int8_t *a, size_t a_stride, size_t a_blk, const int8_t *bq,
             pf_block(pf, b);
         const int32_t *cb = cbuf + (size_t)(b % (2 * GROUP)) * 256;
         const float *ap = ad + (size_t)b * ad_blk;
-        {
-            __m512 *acc = lo;
-            SCALE_C8(cb, bd + (size_t)b * 16, ap, ad_m);
-        }
-        {
-            __m512 *acc = hi;
-            SCALE_C8(cb + 128, bd + (size_t)b * 16, ap + 8 * ad_m, ad_m);
-        }
+        __m512 dv = _mm512_load_ps(bd + (size_t)b * 16);
+        ACC_ALL(ACC_SCALE)
     }
-    for (int m = 0; m < 8; m++) {
-        out[m] = lo[m];
-        out[8 + m] = hi[m];
-    }
+    ACC_ALL(ACC_OUT)
+#undef ACC_ALL
+#undef ACC_INIT
+#undef ACC_SCALE
+#undef ACC_OUT
 }
 
 /* Q6_K block -> 16 sub-block tiles of 32 bytes at dst + s * 512: the 16
@@ -734,7 +728,7 @@ le_gemm_amx(enum le_type wt, int n_in, const void *w, size_t w_row, int r0,
                               direct ? w_row : 32, direct ? 34 : 512,
                               bq + (size_t)tt * ng * 512,
                               bd + (size_t)tt * ng * 16, ad, 16, 1, ng, cbuf,
-                              &pf, acc);
+                              &pf, NULL, acc);
                 int left = nt - tt * 16;
                 store_tile(acc, tmp, y + (size_t)(t0 + tt * 16) * n_out + r,
                            (size_t)n_out, left < 16 ? left : 16, nr);
@@ -765,17 +759,25 @@ le_gemm_amx(enum le_type wt, int n_in, const void *w, size_t w_row, int r0,
  * these types is never touched after load (one copy of the weights in the
  * cache, not two).
  */
+/* Blocks per K chunk of packed_gemm with tiled activations: the chunk's
+ * B (16 KiB) and one token tile's A (16 KiB) stay in L1 while every token
+ * tile of the batch passes over them; over whole rows (up to 90 KiB of
+ * B, as much A) every tile load came from L2. */
+#define KC 32
+
 static void
 packed_gemm(int q4, int n, const void *w, const struct le_pack_act *a,
             int ntok, float *y, size_t ys, int nr)
 {
-    int nb = n / 32;
+    int nb = n / 32, ntt = (ntok + 15) / 16;
     const uint8_t *qs = w;
     const uint16_t *dw =
         (const uint16_t *)(qs + (size_t)nb * (q4 ? 256 : 512));
     size_t c_size = 2 * GROUP * 1024, wd_size = (size_t)nb * 64;
     size_t ad_size = (size_t)nb * 64, bq_size = q4 ? (size_t)nb * 512 : 0;
-    uint8_t *buf = scratch_get(c_size + wd_size + ad_size + bq_size);
+    size_t acc_size = a->t ? (size_t)ntt * 1024 : 0;
+    uint8_t *buf =
+        scratch_get(c_size + wd_size + ad_size + bq_size + acc_size);
     if (!buf) { /* same sums, the VNNI kernel's rounding order */
         (q4 ? le_gemm_q4_0_avx512 : le_gemm_q8_0_avx512)(n, w, a, ntok, y,
                                                           ys, nr);
@@ -786,13 +788,41 @@ packed_gemm(int q4, int n, const void *w, const struct le_pack_act *a,
     float *tail_ad = (float *)(buf + c_size + wd_size);
     int8_t *bq = q4 ? (int8_t *)(buf + c_size + wd_size + ad_size)
                     : (int8_t *)qs;
+    __m512 *accb = (__m512 *)(buf + c_size + wd_size + ad_size + bq_size);
     for (int b = 0; b < nb; b++)
         _mm512_store_ps(wd + (size_t)b * 16,
                         _mm512_cvtph_ps(_mm256_load_si256(
                             (const __m256i *)(dw + (size_t)b * 16))));
-    if (q4) {
-        const __m512i m4 = _mm512_set1_epi8(0x0f), k8 = _mm512_set1_epi8(8);
+    /* the last token tile's scales: tokens past the batch scale by 0
+     * (their prep rows do not exist) and are not stored */
+    int left_last = ntok - (ntt - 1) * 16;
+    size_t ad_blk = sizeof(struct le_prep_q8_0) / sizeof(float);
+    size_t ad_m = a->p_row / sizeof(float);
+    if (left_last < 16) {
+        const float *ad =
+            (const float *)(a->p + (size_t)(ntt - 1) * 16 * a->p_row);
         for (int b = 0; b < nb; b++)
+            for (int m = 0; m < 16; m++)
+                tail_ad[(size_t)b * 16 + m] =
+                    m < left_last ? ad[(size_t)b * ad_blk + (size_t)m * ad_m]
+                                  : 0.0f;
+    }
+    const struct pf nopf = {NULL, 0, 0, 0};
+    __mmask16 rows = nr >= 16 ? 0xffff : (__mmask16)((1u << nr) - 1);
+    tiles_config();
+    /* Without A tiles: one token tile at a time over the whole row, A
+     * from the 34-byte-strided activation rows.  With them: K chunks,
+     * every token tile per chunk, the accumulators kept in accb between
+     * chunks (a float store and load: the sums' order is unchanged). */
+    int kc_n = a->t ? KC : nb;
+    for (int kc = 0; kc < nb; kc += kc_n) {
+        int kn = nb - kc < kc_n ? nb - kc : kc_n;
+        /* Q4_0: this chunk's nibbles to int8 B tiles (rows 0-3 the low
+         * nibbles of chunks 0-3, rows 4-7 the high ones, less 8), just
+         * before the token tiles read them: from L1 then, where unpacking
+         * whole rows first (up to 90 KiB) left them in L2 */
+        const __m512i m4 = _mm512_set1_epi8(0x0f), k8 = _mm512_set1_epi8(8);
+        for (int b = kc; q4 && b < kc + kn; b++)
             for (int c = 0; c < 4; c++) {
                 __m512i v = _mm512_load_si512(
                     (const void *)(qs + (size_t)b * 256 + 64 * c));
@@ -804,34 +834,37 @@ packed_gemm(int q4, int n, const void *w, const struct le_pack_act *a,
                 _mm512_store_si512(
                     (void *)(bq + (size_t)b * 512 + 256 + 64 * c), hi);
             }
-    }
-    const struct pf nopf = {NULL, 0, 0, 0};
-    tiles_config();
-    for (int t0 = 0; t0 < ntok; t0 += 16) {
-        int left = ntok - t0 < 16 ? ntok - t0 : 16;
-        const float *ad = (const float *)(a->p + (size_t)t0 * a->p_row);
-        size_t ad_blk = sizeof(struct le_prep_q8_0) / sizeof(float);
-        size_t ad_m = a->p_row / sizeof(float);
-        if (left < 16) {
-            /* A and C of left rows; tokens past the batch scale by 0 (their
-             * prep rows do not exist) and are not stored */
-            tiles_config_rows(left);
-            memset(cbuf, 0, c_size);
-            for (int b = 0; b < nb; b++)
-                for (int m = 0; m < 16; m++)
-                    tail_ad[(size_t)b * 16 + m] =
-                        m < left ? ad[(size_t)b * ad_blk + (size_t)m * ad_m]
-                                 : 0.0f;
-            ad = tail_ad;
-            ad_blk = 16;
-            ad_m = 1;
+        for (int tt = 0; tt < ntt; tt++) {
+            int t0 = tt * 16, left = ntok - t0 < 16 ? ntok - t0 : 16;
+            const float *ad = (const float *)(a->p + (size_t)t0 * a->p_row);
+            size_t tb = ad_blk, tm = ad_m;
+            if (left < 16) {
+                /* A and C of left rows (C zeroed: the scaling reads all
+                 * 16 rows) */
+                tiles_config_rows(left);
+                memset(cbuf, 0, c_size);
+                ad = tail_ad;
+                tb = 16;
+                tm = 1;
+            }
+            const int8_t *at =
+                a->t ? (const int8_t *)a->t + ((size_t)tt * nb + kc) * 512
+                     : (const int8_t *)a->q + (size_t)t0 * a->q_row + 2 +
+                           (size_t)kc * 34;
+            __m512 acc[16];
+            tile_gemm(at, a->t ? 32 : a->q_row, a->t ? 512 : 34,
+                      bq + (size_t)kc * 512, wd + (size_t)kc * 16,
+                      ad + (size_t)kc * tb, tb, tm, kn, cbuf, &nopf,
+                      kc > 0 ? accb + (size_t)tt * 16 : NULL,
+                      kc + kn < nb ? accb + (size_t)tt * 16 : acc);
+            if (left < 16)
+                tiles_config();
+            if (kc + kn < nb)
+                continue;
+            for (int m = 0; m < left; m++)
+                _mm512_mask_storeu_ps(y + (size_t)(t0 + m) * ys, rows,
+                                      acc[m]);
         }
-        __m512 acc[16];
-        tile_gemm((const int8_t *)a->q + (size_t)t0 * a->q_row + 2, a->q_row,
-                  34, bq, wd, ad, ad_blk, ad_m, nb, cbuf, &nopf, acc);
-        __mmask16 rows = nr >= 16 ? 0xffff : (__mmask16)((1u << nr) - 1);
-        for (int m = 0; m < left; m++)
-            _mm512_mask_storeu_ps(y + (size_t)(t0 + m) * ys, rows, acc[m]);
     }
     _tile_release();
 }

@@ -295,6 +295,15 @@ le_quant_rows(void *arg, int ith, int nth)
         if (j->p)
             le_pack_prep(j->vdt, j->q + (size_t)t * j->q_row, j->n,
                          j->p + (size_t)t * j->p_row);
+        if (j->t && t >= j->t_from && j->vdt == LE_TYPE_Q8_0) {
+            const struct blk_q8_0 *x =
+                (const void *)(j->q + (size_t)t * j->q_row);
+            int r = t - j->t_from, nb = j->n / 32;
+            uint8_t *dst = j->t + (size_t)(r / 16) * nb * 512 +
+                           (size_t)(r % 16) * 32;
+            for (int b = 0; b < nb; b++)
+                memcpy(dst + (size_t)b * 512, x[b].qs, 32);
+        }
     }
 }
 

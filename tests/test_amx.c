@@ -225,7 +225,7 @@ check_packed(enum le_type wt, int n_in, int r0, int r1, int n_tok)
     size_t p_row = le_pack_prep_size(pt.act_type, n_in);
     float *yr = malloc(sizeof(float) * ny), *ya = malloc(sizeof(float) * ny);
     uint8_t *g = aligned_alloc(64, gb);
-    uint8_t *prep = malloc(p_row * n_tok);
+    uint8_t *prep = malloc(p_row * n_tok), *tl = NULL;
     T_CHECK(yr && ya && g && prep);
     if (!yr || !ya || !g || !prep)
         goto out;
@@ -237,27 +237,82 @@ check_packed(enum le_type wt, int n_in, int r0, int r1, int n_tok)
     for (int t = 0; t < n_tok; t++)
         le_pack_prep(pt.act_type, m.x + (size_t)t * m.x_row, n_in,
                      prep + (size_t)t * p_row);
-    struct le_pack_act act = {m.x, m.x_row, prep, p_row};
-    for (int r = r0; r < r1; r += 16) {
-        int nr = r1 - r < 16 ? r1 - r : 16;
-        le_pack_rows(&pt, m.w + (size_t)r * m.w_row, m.w_row, nr, n_in, g);
-        pt.gemm_amx(n_in, g, &act, n_tok, ya + r, (size_t)r1, nr);
+    /* the activations as A tiles too (le_pack_act.t: 16 rows x 32 bytes
+     * per tile and block; the last tile's rows past n_tok are garbage,
+     * which the kernel must not read into the results) */
+    int nb = n_in / 32, ntt = (n_tok + 15) / 16;
+    tl = aligned_alloc(64, (size_t)ntt * nb * 512);
+    T_CHECK(tl != NULL);
+    if (!tl)
+        goto out;
+    memset(tl, 0x7f, (size_t)ntt * nb * 512);
+    for (int t = 0; t < n_tok; t++)
+        for (int b = 0; b < nb; b++)
+            memcpy(tl + ((size_t)(t / 16) * nb + b) * 512 + (t % 16) * 32,
+                   m.x + (size_t)t * m.x_row + (size_t)b * 34 + 2, 32);
+    for (int with_t = 0; with_t < 2; with_t++) {
+        struct le_pack_act act = {m.x, m.x_row, prep, p_row,
+                                  with_t ? tl : NULL};
+        for (size_t i = 0; i < ny; i++)
+            ya[i] = -12345.0f;
+        for (int r = r0; r < r1; r += 16) {
+            int nr = r1 - r < 16 ? r1 - r : 16;
+            le_pack_rows(&pt, m.w + (size_t)r * m.w_row, m.w_row, nr, n_in,
+                         g);
+            pt.gemm_amx(n_in, g, &act, n_tok, ya + r, (size_t)r1, nr);
+        }
+        size_t diff = 0;
+        for (size_t i = 0; i < ny; i++)
+            if (memcmp(&ya[i], &yr[i], sizeof(float)) != 0 && diff++ < 3)
+                fprintf(stderr,
+                        "  packed %s%s n_in=%d rows %d..%d tok %d: y[%zu] "
+                        "amx %.9g twin %.9g\n",
+                        pt.type == LE_TYPE_Q8_0 ? "q8_0" : "q4_0",
+                        with_t ? " (A tiles)" : "", n_in, r0, r1, n_tok, i,
+                        ya[i], yr[i]);
+        T_EQ_INT(diff, 0);
     }
-    size_t diff = 0;
-    for (size_t i = 0; i < ny; i++)
-        if (memcmp(&ya[i], &yr[i], sizeof(float)) != 0 && diff++ < 3)
-            fprintf(stderr,
-                    "  packed %s n_in=%d rows %d..%d tok %d: y[%zu] amx "
-                    "%.9g twin %.9g\n",
-                    pt.type == LE_TYPE_Q8_0 ? "q8_0" : "q4_0", n_in, r0, r1,
-                    n_tok, i, ya[i], yr[i]);
-    T_EQ_INT(diff, 0);
 out:
+    free(tl);
     free(yr);
     free(ya);
     free(g);
     free(prep);
     mats_free(&m);
+}
+
+/* le_quant_rows' A tiles (struct le_quant_job.t) hold the bytes of its
+ * Q8_0 rows from t_from on, whatever the split between threads. */
+static void
+test_quant_tiles(void)
+{
+    int n = 2080, rows = 37, from = 3, nb = n / 32;
+    size_t q_row = le_row_size(LE_TYPE_Q8_0, n);
+    float *x = malloc(sizeof(float) * n * rows);
+    uint8_t *q = malloc(q_row * rows);
+    uint8_t *tl = calloc((size_t)(rows / 16 + 1) * nb, 512);
+    T_CHECK(x && q && tl);
+    if (!x || !q || !tl)
+        goto out;
+    for (int i = 0; i < n * rows; i++)
+        x[i] = frand();
+    struct le_quant_job qj = {.vdt = LE_TYPE_Q8_0, .x = x, .n = n,
+                              .n_rows = rows, .q = q, .q_row = q_row,
+                              .t = tl, .t_from = from};
+    le_quant_rows(&qj, 0, 2);
+    le_quant_rows(&qj, 1, 2);
+    size_t bad = 0;
+    for (int t = from; t < rows; t++)
+        for (int b = 0; b < nb; b++)
+            bad += memcmp(tl + ((size_t)((t - from) / 16) * nb + b) * 512 +
+                              ((t - from) % 16) * 32,
+                          q + (size_t)t * q_row + (size_t)b * 34 + 2,
+                          32) != 0;
+    T_EQ_INT(bad, 0);
+out:
+    free(x);
+    free(q);
+    free(tl);
 }
 
 static void
@@ -304,6 +359,61 @@ test_refuses(void)
     T_CHECK(le_amx_status() != NULL);
 }
 
+/* attn.c's F16 attention loops: the SIMD twin against the plain C one
+ * (scores within 1e-6 of sum |q_i k_i| times the scale, the same exact
+ * products summed in double in another order; values bit for bit), for
+ * the head sizes it takes and position counts around its unrolling. */
+static void
+test_attn_f16(void)
+{
+    struct le_attn_f16 ak;
+    for (int hd = 64; hd <= 128; hd += 64) {
+        int simd = le_attn_f16_get(hd, &ak);
+        if (!simd) {
+            fprintf(stderr, "test_amx: no SIMD attention at hd %d (%s)\n",
+                    hd, le_isa_name(le_isa_active()));
+            continue;
+        }
+        static const int ns[] = {1, 2, 7, 64, 129};
+        for (size_t ni = 0; ni < sizeof(ns) / sizeof(ns[0]); ni++) {
+            int n = ns[ni];
+            size_t ks = (size_t)hd * 2 * 3; /* rows of 3 heads, as a cache */
+            uint16_t *q = malloc((size_t)hd * 2);
+            uint8_t *k = malloc(ks * (size_t)n), *v = malloc(ks * (size_t)n);
+            float *s0 = malloc((size_t)n * sizeof(float));
+            float *s1 = malloc((size_t)n * sizeof(float));
+            float *o0 = malloc((size_t)hd * sizeof(float));
+            float *o1 = malloc((size_t)hd * sizeof(float));
+            float *w = malloc((size_t)n * sizeof(float));
+            for (int i = 0; i < hd; i++)
+                q[i] = le_fp32_to_fp16(4 * frand());
+            for (size_t i = 0; i < ks * (size_t)n / 2; i++) {
+                ((uint16_t *)k)[i] = le_fp32_to_fp16(2 * frand());
+                ((uint16_t *)v)[i] = le_fp32_to_fp16(3 * frand());
+            }
+            for (int p = 0; p < n; p++)
+                w[p] = fabsf(frand());
+            float scale = 0.125f;
+            le_attn_scores_f16_ref(hd, n, q, k + 2 * hd, ks, scale, s0);
+            ak.scores(hd, n, q, k + 2 * hd, ks, scale, s1);
+            for (int p = 0; p < n; p++) {
+                const uint16_t *kr = (const uint16_t *)(k + 2 * hd +
+                                                        (size_t)p * ks);
+                double mag = 0;
+                for (int i = 0; i < hd; i++)
+                    mag += fabs((double)le_fp16_to_fp32(q[i]) *
+                                le_fp16_to_fp32(kr[i]));
+                T_NEAR(s1[p], s0[p], 1e-6 * mag * scale + 1e-30);
+            }
+            le_attn_values_f16_ref(hd, n, w, 0.37f, v + 2 * hd, ks, o0);
+            ak.values(hd, n, w, 0.37f, v + 2 * hd, ks, o1);
+            T_CHECK(memcmp(o0, o1, (size_t)hd * sizeof(float)) == 0);
+            free(q), free(k), free(v), free(s0), free(s1), free(o0);
+            free(o1), free(w);
+        }
+    }
+}
+
 int
 main(void)
 {
@@ -318,6 +428,8 @@ main(void)
     T_RUN(test_gemm_q4_0);
     T_RUN(test_gemm_kquants);
     T_RUN(test_gemm_packed);
+    T_RUN(test_quant_tiles);
     T_RUN(test_refuses);
+    T_RUN(test_attn_f16);
     return T_END();
 }

@@ -743,7 +743,7 @@ test_packed(void)
                 le_pack_rows(&pt, w, wr, nr, n, packed);
                 for (int i = 0; i < ntok * 20; i++)
                     out[i] = -12345.0f;
-                struct le_pack_act act = {aq, ar, ap, pr};
+                struct le_pack_act act = {aq, ar, ap, pr, NULL};
                 pt.gemm(n, packed, &act, ntok, out, 20, nr);
                 for (int t = 0; t < ntok; t++)
                     for (int r = 0; r < 20; r++) {

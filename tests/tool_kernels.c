@@ -120,6 +120,7 @@ measure(enum le_type wt, const struct level *lv, int reps, size_t gemv_mib)
     uint8_t *prep = malloc(prow * ntok + 1);
     float *y = malloc(sizeof(float) * (size_t)n_out * ntok);
     float *yv = malloc(sizeof(float) * ngv * LE_PACK_ROWS);
+    uint8_t *tl = NULL; /* AMX A tiles */
     int rc = -1;
     if (!w || !x || !pk || !prep || !y || !yv)
         goto out;
@@ -129,7 +130,20 @@ measure(enum le_type wt, const struct level *lv, int reps, size_t gemv_mib)
     for (int t = 0; t < ntok; t++)
         le_pack_prep(pt.act_type, x + (size_t)t * xrow, n_in,
                      prep + (size_t)t * prow);
-    struct le_pack_act act = {x, xrow, prep, prow};
+    /* the AMX kernels read Q8_0 activations as A tiles, as in the engine
+     * (le_quant_job.t: tile t / 16, row t % 16, 32 bytes per block) */
+    if (lv->amx && pt.act_type == LE_TYPE_Q8_0) {
+        int nb = n_in / 32;
+        tl = aligned_alloc(64, (size_t)(ntok / 16 + 1) * nb * 512);
+        if (!tl)
+            goto out;
+        for (int t = 0; t < ntok; t++)
+            for (int b = 0; b < nb; b++)
+                memcpy(tl + ((size_t)(t / 16) * nb + b) * 512 +
+                           (size_t)(t % 16) * 32,
+                       x + (size_t)t * xrow + (size_t)b * 34 + 2, 32);
+    }
+    struct le_pack_act act = {x, xrow, prep, prow, tl};
 
     double best = 1e30;
     for (int k = 0; k < reps; k++) {
@@ -172,6 +186,7 @@ measure(enum le_type wt, const struct level *lv, int reps, size_t gemv_mib)
            gmacs, gv);
     rc = 0;
 out:
+    free(tl);
     free(w);
     free(x);
     free(pk);
