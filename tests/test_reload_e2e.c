@@ -37,15 +37,7 @@ write_cfg(const char *routes)
              "        \"models\": {\"gpt-4.1\": {}}}},\n"
              " \"routes\": {%s}}\n",
              fake.port, fake.port, routes);
-    /* Write then rename: the reload never sees a half-written file. */
-    char tmp[512];
-    snprintf(tmp, sizeof(tmp), "%s.tmp", cfg_path);
-    FILE *f = fopen(tmp, "w");
-    if (f) {
-        fputs(text, f);
-        fclose(f);
-        rename(tmp, cfg_path);
-    }
+    e2e_replace_file(cfg_path, text);
 }
 
 /* POSTs to model; returns the status and the x-llmux-provider in prov. */
@@ -84,16 +76,7 @@ wait_for(const char *model, long want_status, const char *want_prov)
 static int
 log_has(const char *needle)
 {
-    FILE *f = fopen(gw.log_path, "r");
-    if (!f)
-        return 0;
-    char line[2048];
-    int found = 0;
-    while (fgets(line, sizeof(line), f))
-        if (strstr(line, needle))
-            found = 1;
-    fclose(f);
-    return found;
+    return e2e_log_count(&gw, needle) > 0;
 }
 
 static void *
