@@ -1,6 +1,8 @@
 /*
- * providers: the provider interface and its kinds (openai.c; local.c later),
- * the libcurl-multi-on-libevent HTTP client, and the SSE parser.
+ * providers: the provider interface and its kinds (openai.c, anthropic.c,
+ * gemini.c, local.c), the registry of provider instances made from a
+ * config (registry.c), the libcurl-multi-on-libevent HTTP client, and the
+ * SSE parser.
  *
  * Threads: a pv_loop belongs to one worker thread (its event_base); every
  * pv_* call on a loop and every callback happens on that thread.
