@@ -44,8 +44,9 @@
  * output is reshaped here: the grammar's wrapper {"name": ..., "arguments":
  * ...} becomes message.tool_calls, or tool_call deltas while streaming.
  *
- * /v1/completions (lp_prepare_text): one prompt string tokenized raw, the
- * same job and scheduler, answered as text_completion.  /v1/embeddings
+ * /v1/completions (lp_prepare_text): the prompt in each of OpenAI's shapes
+ * (text tokenized raw, or token ids as given), one job per prompt and
+ * choice, the same scheduler, answered as text_completion.  /v1/embeddings
  * (lp_prepare_embed): no scheduler; embed_thread runs le_model_embed per
  * input on a thread of its own (the model's pool serialises its products
  * with the scheduler's) and the job's event delivers the list.
@@ -66,9 +67,17 @@
 #include "providers_int.h"
 
 #define LP_DEFAULT_MAX_TOKENS 512
-#define LP_N_MAX 8 /* choices per request (n) */
+#define LP_N_MAX 8 /* choices per request (n x prompts) */
 
 struct lp_engine;
+
+/* A /v1/completions prompt: text (tokenized raw, BOS added) or token ids
+ * (sent as they are). */
+struct lp_prompt {
+    char *text;
+    int32_t *ids;
+    size_t n_ids;
+};
 
 struct lp_job {
     pthread_mutex_t mu;
@@ -79,11 +88,19 @@ struct lp_job {
     struct event *ev; /* on the worker's base */
     struct lp_engine *e;
     /* n > 1: choices 1.. are clones that borrow the prompt, stops and
-     * grammar of choice 0's job (a ref on it) and differ by seed */
+     * grammar of choice 0's job (a ref on it) and differ by seed.  Several
+     * prompts (/v1/completions): each prompt's first job has its own
+     * prompt and borrows the stops of choice 0's job (its parent). */
     struct lp_job *parent;
     int n_choices; /* choice 0's job: the request's n (1 by default) */
     /* Input, owned. */
     char *prompt_text;
+    int32_t *ids; /* a token-id prompt, used instead of prompt_text */
+    size_t n_ids;
+    /* choice 0's job: the prompts after the first (lp_prepare_text), each
+     * moved to its own job by lp_start */
+    struct lp_prompt *more_prompts;
+    size_t n_more_prompts;
     struct le_sampling sp;
     char **stops;
     size_t n_stops;
@@ -183,6 +200,12 @@ job_unref(struct lp_job *j)
         return;
     pthread_mutex_destroy(&j->mu);
     free(j->prompt_text);
+    free(j->ids);
+    for (size_t i = 0; i < j->n_more_prompts; i++) {
+        free(j->more_prompts[i].text);
+        free(j->more_prompts[i].ids);
+    }
+    free(j->more_prompts);
     for (size_t i = 0; i < j->n_inputs; i++)
         free(j->inputs[i]);
     free(j->inputs);
@@ -242,22 +265,37 @@ on_done(void *ud, enum le_status st, const struct le_gen_result *res,
 static enum le_status
 submit_job(struct lp_engine *e, struct lp_job *j, char *err, size_t errlen)
 {
-    const struct lp_job *src = j->parent ? j->parent : j;
-    size_t len = strlen(src->prompt_text);
-    int special = !src->raw;
-    int64_t n = le_model_tokenize(e->model, src->prompt_text, len, 1,
-                                  special, NULL, 0);
-    if (n < 0) {
-        snprintf(err, errlen, "the prompt could not be tokenized");
-        return LE_EINVAL;
+    /* the prompt: the nearest job up the chain that has one; the stops
+     * and grammar: the top's (choice 0) */
+    const struct lp_job *src = j, *top = j;
+    while (!src->prompt_text && !src->ids && src->parent)
+        src = src->parent;
+    while (top->parent)
+        top = top->parent;
+    int64_t n = (int64_t)src->n_ids;
+    int32_t *ids = NULL;
+    if (src->ids) {
+        ids = malloc(src->n_ids * sizeof(*ids));
+        if (ids)
+            memcpy(ids, src->ids, src->n_ids * sizeof(*ids));
+    } else {
+        size_t len = strlen(src->prompt_text);
+        int special = !top->raw;
+        n = le_model_tokenize(e->model, src->prompt_text, len, 1, special,
+                              NULL, 0);
+        if (n < 0) {
+            snprintf(err, errlen, "the prompt could not be tokenized");
+            return LE_EINVAL;
+        }
+        ids = malloc(((size_t)n + 1) * sizeof(*ids));
+        if (ids)
+            le_model_tokenize(e->model, src->prompt_text, len, 1, special,
+                              ids, (size_t)n);
     }
-    int32_t *ids = malloc(((size_t)n + 1) * sizeof(*ids));
     if (!ids) {
         snprintf(err, errlen, "out of memory tokenizing the prompt");
         return LE_ENOMEM;
     }
-    le_model_tokenize(e->model, src->prompt_text, len, 1, special, ids,
-                      (size_t)n);
     /* Without max_tokens: what the context leaves, capped. */
     if (j->sp.max_tokens <= 0) {
         int room = le_model_n_ctx(e->model) - (int)n;
@@ -265,9 +303,9 @@ submit_job(struct lp_engine *e, struct lp_job *j, char *err, size_t errlen)
                                ? (room > 0 ? room : 1)
                                : LP_DEFAULT_MAX_TOKENS;
     }
-    j->sp.stop = (const char *const *)src->stops;
-    j->sp.n_stop = src->n_stops;
-    j->sp.grammar = src->grammar;
+    j->sp.stop = (const char *const *)top->stops;
+    j->sp.n_stop = top->n_stops;
+    j->sp.grammar = top->grammar;
     j->sp.trie = e->trie;
     struct le_sched_req q = {ids,     (size_t)n, &j->sp, on_token,
                              on_done, j,         &j->stop, &j->paused};
@@ -852,6 +890,10 @@ on_multi_event(struct pv_call *call, struct lp_call *lc)
         struct gx_buf *body = k ? &lc->mbody[k - 1] : &lc->body;
         if (k)
             u.completion_tokens += j->res.completion_tokens;
+        if (k && (j->prompt_text || j->ids)) { /* another prompt's */
+            u.prompt_tokens += j->res.prompt_tokens;
+            u.cached_tokens += j->res.cached_tokens;
+        }
         json_array_append_new(
             choices,
             lc->text_api
@@ -1661,10 +1703,67 @@ tools_prompt(const struct lp_tool *t, size_t n, enum lp_tools mode,
  * sampling settings and the grammar.  0 ok; -1 refused (j->http_status,
  * err, err_param set); -2 out of memory.
  */
-/* /v1/completions: one prompt string, tokenized raw (no chat template,
- * special-token text stays text).  0, -1 refused, -2 out of memory. */
+/* One prompt of /v1/completions into *p: a string (not empty), or token
+ * ids, each an id of the model's vocabulary.  at names it in an error
+ * ("[2]": prompt[2]).  0, -1 refused, -2 out of memory. */
 static int
-lp_prepare_text(const json_t *b, struct lp_job *j)
+lp_prompt_read(const struct lp_engine *e, struct lp_job *j, const json_t *v,
+               const char *at, struct lp_prompt *p)
+{
+    char name[48];
+    snprintf(name, sizeof(name), "prompt%s", at);
+    if (json_is_string(v)) {
+        if (!json_string_length(v))
+            return refuse(j, "prompt", "invalid_value", "'%s' is empty",
+                          name);
+        if (memchr(json_string_value(v), 0, json_string_length(v)))
+            return refuse(j, "prompt", "invalid_value",
+                          "'%s' holds a NUL character", name);
+        p->text = strdup(json_string_value(v));
+        return p->text ? 0 : -2;
+    }
+    size_t n = json_array_size(v);
+    if (!json_is_array(v) || n == 0)
+        return refuse(j, "prompt", "invalid_type",
+                      "'%s' must be a string or a non-empty array of token "
+                      "ids",
+                      name);
+    int32_t vocab = le_model_n_vocab(e->model);
+    if (!(p->ids = malloc(n * sizeof(*p->ids))))
+        return -2;
+    p->n_ids = n;
+    for (size_t k = 0; k < n; k++) {
+        const json_t *t = json_array_get(v, k);
+        if (!json_is_integer(t) || json_integer_value(t) < 0 ||
+            json_integer_value(t) >= vocab) {
+            char tv[32];
+            if (json_is_integer(t))
+                snprintf(tv, sizeof(tv), "%lld",
+                         (long long)json_integer_value(t));
+            else
+                snprintf(tv, sizeof(tv), "not an integer");
+            free(p->ids);
+            p->ids = NULL;
+            return refuse(j, "prompt", "invalid_value",
+                          "'%s[%zu]' is %s, not a token id of the local "
+                          "model (0 to %d)",
+                          name, k, tv, (int)vocab - 1);
+        }
+        p->ids[k] = (int32_t)json_integer_value(t);
+    }
+    return 0;
+}
+
+/* /v1/completions: prompt as OpenAI takes it: a string, an array of
+ * strings, an array of token ids or an array of arrays of token ids; one
+ * choice per prompt and n, in order (prompt i's choices at i x n ..).
+ * Text is tokenized raw (no chat template, special-token text stays text,
+ * BOS added); token ids go to the model as they are.  At most LP_N_MAX
+ * choices in all; several prompts are not streamed.  0, -1 refused, -2
+ * out of memory. */
+static int
+lp_prepare_text(const struct lp_engine *e, const json_t *b,
+                struct lp_job *j)
 {
     int rc = check_params(j, b, lp_text_params);
     if (rc == 0)
@@ -1686,16 +1785,44 @@ lp_prepare_text(const json_t *b, struct lp_job *j)
     if (rc)
         return rc;
     v = json_object_get(b, "prompt");
-    if (json_is_array(v) && json_array_size(v) == 1)
-        v = json_array_get(v, 0);
-    if (!json_is_string(v))
+    /* the shapes: "text", [1, 2, 3], ["text", ...], [[1, 2], ...] */
+    int one = json_is_string(v) || (json_is_array(v) && json_array_size(v) &&
+                                     json_is_integer(json_array_get(v, 0)));
+    size_t n = one ? 1 : json_array_size(v);
+    if (!one && (!json_is_array(v) || n == 0))
+        return refuse(j, "prompt", "invalid_type",
+                      "'prompt' must be a string, an array of strings, an "
+                      "array of token ids or an array of arrays of token "
+                      "ids");
+    if (n * (size_t)j->n_choices > LP_N_MAX)
         return refuse(j, "prompt", "unsupported_value",
-                      "the local engine completes one prompt string per "
-                      "request: 'prompt' must be a string (or an array of "
-                      "one string), not token ids or several prompts");
+                      "the local engine returns at most %d choices per "
+                      "request: %zu prompts x n %d is more",
+                      LP_N_MAX, n, j->n_choices);
+    if (n > 1 && json_is_true(json_object_get(b, "stream")))
+        return refuse(j, "prompt", "unsupported_value",
+                      "the local engine streams one prompt: several "
+                      "prompts need stream false");
+    if (n > 1 && !(j->more_prompts = calloc(n - 1, sizeof(struct lp_prompt))))
+        return -2;
+    for (size_t i = 0; i < n; i++) {
+        struct lp_prompt p = {0};
+        char at[32] = "";
+        if (!one)
+            snprintf(at, sizeof(at), "[%zu]", i);
+        rc = lp_prompt_read(e, j, one ? v : json_array_get(v, i), at, &p);
+        if (rc)
+            return rc;
+        if (i == 0) {
+            j->prompt_text = p.text;
+            j->ids = p.ids;
+            j->n_ids = p.n_ids;
+        } else {
+            j->more_prompts[j->n_more_prompts++] = p;
+        }
+    }
     j->raw = 1;
-    j->prompt_text = strdup(json_string_value(v));
-    return j->prompt_text ? 0 : -2;
+    return 0;
 }
 
 static const char *const lp_embed_params[] = {
@@ -1909,7 +2036,7 @@ lp_start(struct pv_loop *loop, const struct pv_request *req,
     enum lp_tools mode = LP_TOOLS_NONE;
     enum pv_api api = req->chat ? req->chat->api : PV_API_CHAT;
     int text_api = api == PV_API_COMPLETIONS, b64 = 0;
-    int rc = text_api ? lp_prepare_text(req->body, j)
+    int rc = text_api ? lp_prepare_text(e, req->body, j)
              : api == PV_API_EMBEDDINGS
                  ? lp_prepare_embed(e, req->body, j, &b64)
                  : lp_prepare(e, req->body, j, &mode);
@@ -1975,24 +2102,37 @@ lp_start(struct pv_loop *loop, const struct pv_request *req,
         evtimer_add(lc->timer, &tv);
     }
     /* n > 1: clones of the job, made before anything is submitted so a
-     * failure leaves nothing running */
-    for (int k = 1; k < j->n_choices; k++) {
+     * failure leaves nothing running.  Several prompts: choice k is
+     * prompt k / n's choice k % n; each prompt's first job takes its
+     * prompt over from j, the others clone it. */
+    int n_jobs = j->n_choices * (int)(1 + j->n_more_prompts);
+    for (int k = 1; k < n_jobs; k++) {
         struct lp_job *c = calloc(1, sizeof(*c));
         if (!c) {
             pv_http_cancel(call);
             gx_errf(err, errlen, "out of memory");
             return GX_ENOMEM;
         }
+        int ci = k % j->n_choices; /* choice of its prompt */
+        struct lp_job *up = ci ? (k - ci ? lc->more[k - ci - 1] : j) : j;
         pthread_mutex_init(&c->mu, NULL);
         c->refs = 1;
         gx_buf_init(&c->text, 64 * 1024 * 1024);
         c->sp = j->sp;
         if (c->sp.seed != LE_SEED_RANDOM)
-            c->sp.seed += (uint64_t)k; /* choices differ when sampled */
-        pthread_mutex_lock(&j->mu);
-        j->refs++;
-        pthread_mutex_unlock(&j->mu);
-        c->parent = j;
+            c->sp.seed += (uint64_t)ci; /* choices differ when sampled */
+        if (!ci) {
+            struct lp_prompt *pp = &j->more_prompts[k / j->n_choices - 1];
+            c->prompt_text = pp->text;
+            c->ids = pp->ids;
+            c->n_ids = pp->n_ids;
+            pp->text = NULL;
+            pp->ids = NULL;
+        }
+        pthread_mutex_lock(&up->mu);
+        up->refs++;
+        pthread_mutex_unlock(&up->mu);
+        c->parent = up;
         lc->more[lc->n_more++] = c;
         gx_buf_init(&lc->mbody[k - 1], 64 * 1024 * 1024);
         c->ev = event_new(loop->base, -1, 0, on_job_event, call);
