@@ -750,6 +750,7 @@ start_call(struct gw_req *r, const struct rt_step *st, char *err,
         .client_include_usage = r->chat.include_usage,
         .request_id = r->id,
         .max_body_bytes = c->max_body_bytes * 4,
+        .registry = r->gen->pv,
     };
     struct pv_callbacks cb = {t, on_head, on_event, on_done};
     if (pv_call_start(r->w->pv, &pr, &cb, &t->call, err, errlen) == GX_OK)

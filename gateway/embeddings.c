@@ -22,7 +22,8 @@
  * The estimate: each string's bytes / 4 + 1, each token id 1; the bound:
  * each string's bytes + 1, each token id 1, plus 8.  Completions reserve
  * (max_tokens or PV_DEFAULT_COMPLETION_TOKENS) x the larger of n and
- * best_of; embeddings produce no completion tokens (completion_cap 0).
+ * best_of x the number of prompts (each prompt gets its own choices);
+ * embeddings produce no completion tokens (completion_cap 0).
  */
 #include "gw_int.h"
 
@@ -178,7 +179,8 @@ parse(struct pv_chat *c, enum pv_api api, const char *text, size_t len,
     c->completion_cap =
         api == PV_API_EMBEDDINGS
             ? 0
-            : (max_tokens ? max_tokens : PV_DEFAULT_COMPLETION_TOKENS) * c->n;
+            : (max_tokens ? max_tokens : PV_DEFAULT_COMPLETION_TOKENS) * c->n *
+                  (int64_t)(c->n_messages > 1 ? c->n_messages : 1);
     return PV_CHAT_OK;
 bad:
     json_decref(body);

@@ -36,6 +36,7 @@ struct gw_conn;
 struct gw_gen {
     struct cfg *cfg;
     struct rt_router *router;
+    struct pv_registry *pv; /* cfg's provider instances (always owned) */
     int owns; /* 1: free cfg and router with the generation */
     atomic_long refs;
 };
@@ -113,6 +114,7 @@ void gw_worker_wake(struct gw_worker *w);
  * the event loop; a request that outlives that holds a gw_gen reference. */
 const struct cfg *gw_cfg(const struct gw_server *srv);
 struct rt_router *gw_router(const struct gw_server *srv);
+const struct pv_registry *gw_registry(const struct gw_server *srv);
 
 /* chat.c: POST /v1/chat/completions */
 void gw_chat_handle(struct gw_worker *w, struct gw_hreq *req);

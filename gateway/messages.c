@@ -158,8 +158,8 @@ gw_msgs_count_tokens(struct gw_worker *w, struct gw_hreq *req)
         int64_t count = c.est_prompt_tokens;
         char err[256];
         int exact = p && p->kind == CFG_KIND_LOCAL &&
-                    pv_local_count_tokens(p, c.body, &count, err,
-                                          sizeof(err)) == 0;
+                    pv_local_count_tokens(gw_registry(srv), p, c.body,
+                                          &count, err, sizeof(err)) == 0;
         json_t *o = json_pack("{s:I}", "input_tokens", (json_int_t)count);
         gw_hreq_add_header(req, "X-Llmux-Token-Count",
                            exact ? "exact" : "estimate");

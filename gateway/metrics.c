@@ -505,7 +505,7 @@ family(struct evbuffer *b, const char *name, const char *type,
 
 /* The local engines' schedulers (providers/local.c, sched.c). */
 static void
-local_metrics(struct evbuffer *b)
+local_metrics(const struct pv_registry *r, struct evbuffer *b)
 {
     static const char *const mn[] = {"model", NULL};
     static const struct {
@@ -521,12 +521,12 @@ local_metrics(struct evbuffer *b)
          "Prompt tokens served from the local prefix cache."},
         {"llmux_local_paused_sequences", "gauge",
          "Local sequences held out of the batch for a slow client."}};
-    size_t n = pv_local_count();
+    size_t n = pv_local_count(r);
     for (int f = 0; f < 5 && n; f++) {
         family(b, fam[f].name, fam[f].type, fam[f].help);
         for (size_t i = 0; i < n; i++) {
             struct pv_local_stat st;
-            pv_local_stats(i, &st);
+            pv_local_stats(r, i, &st);
             unsigned long long v = f == 0   ? st.generated_tokens
                                    : f == 1 ? (unsigned long long)st.queued
                                    : f == 2 ? (unsigned long long)st.active
@@ -638,7 +638,7 @@ gw_obs_write(struct gw_server *srv, struct evbuffer *b)
             labels(b, tn, tk, NULL);
             evbuffer_add_printf(b, " %d\n", h.state);
         }
-    local_metrics(b);
+    local_metrics(gw_registry(srv), b);
     family(b, "llmux_inflight_requests", "gauge", "Chat requests in flight.");
     evbuffer_add_printf(b, "llmux_inflight_requests %lld\n",
                         (long long)atomic_load(&srv->stats.inflight));

@@ -52,6 +52,12 @@ gw_router(const struct gw_server *srv)
                                        : srv->router;
 }
 
+const struct pv_registry *
+gw_registry(const struct gw_server *srv)
+{
+    return tl_worker && tl_worker->gen ? tl_worker->gen->pv : srv->gen->pv;
+}
+
 void
 gw_gen_ref(struct gw_gen *g)
 {
@@ -63,6 +69,7 @@ gw_gen_unref(struct gw_gen *g)
 {
     if (!g || atomic_fetch_sub(&g->refs, 1) != 1)
         return;
+    pv_registry_free(g->pv); /* before the config it points into */
     if (g->owns) {
         rt_router_free(g->router);
         cfg_free(g->cfg);
@@ -536,37 +543,15 @@ same_str(const char *a, const char *b)
     return (!a && !b) || (a && b && !strcmp(a, b));
 }
 
-/* 1 if the local providers of a and b are the same engines (name, model
- * file, threads, context, parallel): the engine threads are started once,
- * so a reload may not change them. */
-static int
-same_local_engines(const struct cfg *a, const struct cfg *b)
-{
-    size_t na = 0, nb = 0;
-    for (size_t i = 0; i < a->n_providers; i++)
-        na += a->providers[i].kind == CFG_KIND_LOCAL;
-    for (size_t i = 0; i < b->n_providers; i++) {
-        const struct cfg_provider *pb = &b->providers[i];
-        if (pb->kind != CFG_KIND_LOCAL)
-            continue;
-        nb++;
-        const struct cfg_provider *pa = cfg_provider_find(a, pb->name);
-        if (!pa || pa->kind != CFG_KIND_LOCAL ||
-            !same_str(pa->model_path, pb->model_path) ||
-            pa->threads != pb->threads || pa->context != pb->context ||
-            pa->parallel != pb->parallel)
-            return 0;
-    }
-    return na == nb;
-}
-
 /*
  * SIGHUP: load the config file again; if it is valid, hand a new
  * generation (config + router, keeping the health of targets that still
- * exist) to every worker.  A bad file is reported and the old config kept.
+ * exist) and its provider instances (local models loaded here, on the
+ * main thread, while the workers serve on) to every worker.  A bad file or
+ * a local model that does not load is reported and the old config kept.
  * Settings bound at start (listen, workers, database, admin_key,
- * require_keys, tls, the local engines) need a restart: changes to them
- * are reported and ignored, or refuse the reload (local engines).
+ * require_keys, tls) need a restart: changes to them are reported and
+ * ignored.
  */
 static void
 reload_config(struct gw_server *srv)
@@ -585,11 +570,10 @@ reload_config(struct gw_server *srv)
         return;
     }
     const struct cfg *s0 = srv->cfg;
-    if (!same_local_engines(s0, c)) {
+    struct pv_registry *reg = NULL;
+    if (pv_registry_new(c, srv->gen->pv, &reg, err, sizeof(err)) != GX_OK) {
         GX_LOG(GX_LOG_ERROR, NULL,
-               "SIGHUP: config rejected, keeping the current one: the local "
-               "engine providers (model_path, threads, context, parallel) "
-               "changed; restart llmux to change them");
+               "SIGHUP: config rejected, keeping the current one: %s", err);
         cfg_free(c);
         return;
     }
@@ -610,12 +594,14 @@ reload_config(struct gw_server *srv)
         GX_LOG(GX_LOG_ERROR, NULL, "SIGHUP: out of memory; config kept");
         free(g);
         rt_router_free(rt);
+        pv_registry_free(reg);
         cfg_free(c);
         return;
     }
     rt_router_adopt(rt, srv->gen->router);
     g->cfg = c;
     g->router = rt;
+    g->pv = reg;
     g->owns = 1;
     atomic_store(&g->refs, 1 + srv->n_workers); /* main + each worker */
     for (int i = 0; i < srv->n_workers; i++) {
@@ -725,9 +711,8 @@ gw_cli_serve(int argc, char **argv)
     curl_global_init(CURL_GLOBAL_DEFAULT);
 
     int rc = 1;
-    int local_started = 0;
-    st = pv_local_init(srv.cfg, err, sizeof(err));
-    local_started = 1;
+    struct pv_registry *reg = NULL; /* the provider instances */
+    st = pv_registry_new(srv.cfg, NULL, &reg, err, sizeof(err));
     if (st != GX_OK) {
         fprintf(stderr, "llmux serve: %s\n", err);
         goto out;
@@ -737,10 +722,12 @@ gw_cli_serve(int argc, char **argv)
     srv.gen = calloc(1, sizeof(*srv.gen));
     if (!srv.router || !srv.gen) {
         fprintf(stderr, "llmux serve: out of memory\n");
+        pv_registry_free(reg);
         goto out;
     }
     srv.gen->cfg = srv.cfg;
     srv.gen->router = srv.router;
+    srv.gen->pv = reg;
     atomic_store(&srv.gen->refs, 1);
     struct pr_ledger_opts lo = {
         .lock_timeout_ms = srv.cfg->storage_timeout_ms,
@@ -857,8 +844,6 @@ stop:
     if (inited < srv.n_workers)
         rc = 1;
 out:
-    if (local_started)
-        pv_local_shutdown();
     free(srv.workers);
     gw_auth_free(srv.auth); /* before the ledger: it reads its database */
     gw_tls_free(srv.tls_ctx);
@@ -866,6 +851,7 @@ out:
     gw_otel_free(srv.otel); /* the workers' spans: one last export */
     gw_obs_free(srv.obs);
     gw_gen_unref(srv.gen); /* after the workers dropped theirs */
+    pv_registry_drain();   /* the local engines it held are stopped */
     rt_router_free(srv.router);
     cfg_free(srv.cfg);
     curl_global_cleanup();

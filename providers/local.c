@@ -2,10 +2,18 @@
  * local: the `local` provider kind, llmux's in-process llama engine behind
  * the same interface as the HTTP kinds.
  *
- * Threads.  pv_local_init opens each local provider's model once and
- * starts its scheduler (local_engine/sched.c): one thread per model that
- * decodes every active sequence in one batched forward pass per step,
- * with the prefix cache and bounded admission (`parallel` sequences, a
+ * Instances.  Each local provider of a config is an instance (a pv_inst,
+ * struct lp_engine), made by lp_inst_new when the config's registry is
+ * built (registry.c: at start and at each reload, an unchanged provider
+ * sharing the running instance): its model opened and its scheduler
+ * started.  Every call holds a reference on its instance, so after a
+ * reload changes or drops the provider the calls in flight finish on the
+ * old one; the last reference stops it on a reaper thread (lp_inst_free).
+ * Nothing here is process state: two instances never share a model.
+ *
+ * Threads.  Each instance's scheduler (local_engine/sched.c) is one
+ * thread that decodes every active sequence in one batched forward pass
+ * per step, with the prefix cache and bounded admission (`parallel` sequences, a
  * `queue` of waiting requests).  This file is the thin adapter: on the
  * worker it renders and tokenizes the request and submits it; on the
  * scheduler thread the token callback appends the new text to the job and
@@ -36,18 +44,21 @@
  * output is reshaped here: the grammar's wrapper {"name": ..., "arguments":
  * ...} becomes message.tool_calls, or tool_call deltas while streaming.
  *
- * /v1/completions (lp_prepare_text): one prompt string tokenized raw, the
- * same job and scheduler, answered as text_completion.  /v1/embeddings
+ * /v1/completions (lp_prepare_text): the prompt in each of OpenAI's shapes
+ * (text tokenized raw, or token ids as given), one job per prompt and
+ * choice, the same scheduler, answered as text_completion.  /v1/embeddings
  * (lp_prepare_embed): no scheduler; embed_thread runs le_model_embed per
  * input on a thread of its own (the model's pool serialises its products
  * with the scheduler's) and the job's event delivers the list.
  */
+#include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include <event2/event.h>
@@ -56,9 +67,17 @@
 #include "providers_int.h"
 
 #define LP_DEFAULT_MAX_TOKENS 512
-#define LP_N_MAX 8 /* choices per request (n) */
+#define LP_N_MAX 8 /* choices per request (n x prompts) */
 
 struct lp_engine;
+
+/* A /v1/completions prompt: text (tokenized raw, BOS added) or token ids
+ * (sent as they are). */
+struct lp_prompt {
+    char *text;
+    int32_t *ids;
+    size_t n_ids;
+};
 
 struct lp_job {
     pthread_mutex_t mu;
@@ -69,11 +88,19 @@ struct lp_job {
     struct event *ev; /* on the worker's base */
     struct lp_engine *e;
     /* n > 1: choices 1.. are clones that borrow the prompt, stops and
-     * grammar of choice 0's job (a ref on it) and differ by seed */
+     * grammar of choice 0's job (a ref on it) and differ by seed.  Several
+     * prompts (/v1/completions): each prompt's first job has its own
+     * prompt and borrows the stops of choice 0's job (its parent). */
     struct lp_job *parent;
     int n_choices; /* choice 0's job: the request's n (1 by default) */
     /* Input, owned. */
     char *prompt_text;
+    int32_t *ids; /* a token-id prompt, used instead of prompt_text */
+    size_t n_ids;
+    /* choice 0's job: the prompts after the first (lp_prepare_text), each
+     * moved to its own job by lp_start */
+    struct lp_prompt *more_prompts;
+    size_t n_more_prompts;
     struct le_sampling sp;
     char **stops;
     size_t n_stops;
@@ -99,17 +126,31 @@ struct lp_job {
     char err[256];
 };
 
+/* What makes two local instances the same engine: a reload whose
+ * provider has the same key shares the running instance. */
+struct lp_key {
+    char *model_path;
+    dev_t dev;       /* the file as it was opened: a model replaced on */
+    ino_t ino;       /* disk under the same path is a new instance */
+    off_t size;
+    struct timespec mtime;
+    int threads, context, parallel, queue, prefix_cache, prefill_chunk;
+};
+
+/* One local provider's instance (a pv_inst): its model and scheduler.
+ * Referenced by the registries of the configs that have it and by every
+ * call on it (lp_call.e); jobs do not hold it (the call does while they
+ * matter, and lp_inst_free waits for the scheduler and embed threads
+ * before the model goes). */
 struct lp_engine {
-    const struct cfg_provider *prov;
+    struct pv_inst head; /* first: a struct pv_inst * is a lp_engine * */
+    struct lp_key key;
     struct le_model *model;
     struct le_token_trie *trie; /* the model's pieces, for grammars */
     struct le_sched *sched;
     _Atomic int embedding; /* embed_thread()s running on the model */
+    atomic_int abort;      /* set when freed: running work stops */
 };
-
-static struct lp_engine *engines;
-static size_t n_engines;
-static atomic_int abort_all;
 
 /* tool_choice, as the output is shaped (see the README): NONE text only;
  * AUTO text, or a call when the output starts with '{'; REQUIRED and
@@ -123,6 +164,7 @@ enum lp_tools { LP_TOOLS_NONE = 0, LP_TOOLS_AUTO, LP_TOOLS_REQUIRED,
 
 /* The worker side of a call. */
 struct lp_call {
+    struct lp_engine *e; /* its instance (a reference) */
     struct lp_job *job;
     int n_more;                         /* n - 1 */
     struct lp_job *more[LP_N_MAX - 1];  /* choices 1..n-1 (non-stream) */
@@ -158,6 +200,12 @@ job_unref(struct lp_job *j)
         return;
     pthread_mutex_destroy(&j->mu);
     free(j->prompt_text);
+    free(j->ids);
+    for (size_t i = 0; i < j->n_more_prompts; i++) {
+        free(j->more_prompts[i].text);
+        free(j->more_prompts[i].ids);
+    }
+    free(j->more_prompts);
     for (size_t i = 0; i < j->n_inputs; i++)
         free(j->inputs[i]);
     free(j->inputs);
@@ -180,7 +228,7 @@ on_token(void *ud, int32_t id, const char *text, size_t len)
 {
     (void)id;
     struct lp_job *j = ud;
-    if (atomic_load(&abort_all))
+    if (atomic_load(&j->e->abort))
         return 1;
     pthread_mutex_lock(&j->mu);
     int stop = j->cancelled;
@@ -217,22 +265,37 @@ on_done(void *ud, enum le_status st, const struct le_gen_result *res,
 static enum le_status
 submit_job(struct lp_engine *e, struct lp_job *j, char *err, size_t errlen)
 {
-    const struct lp_job *src = j->parent ? j->parent : j;
-    size_t len = strlen(src->prompt_text);
-    int special = !src->raw;
-    int64_t n = le_model_tokenize(e->model, src->prompt_text, len, 1,
-                                  special, NULL, 0);
-    if (n < 0) {
-        snprintf(err, errlen, "the prompt could not be tokenized");
-        return LE_EINVAL;
+    /* the prompt: the nearest job up the chain that has one; the stops
+     * and grammar: the top's (choice 0) */
+    const struct lp_job *src = j, *top = j;
+    while (!src->prompt_text && !src->ids && src->parent)
+        src = src->parent;
+    while (top->parent)
+        top = top->parent;
+    int64_t n = (int64_t)src->n_ids;
+    int32_t *ids = NULL;
+    if (src->ids) {
+        ids = malloc(src->n_ids * sizeof(*ids));
+        if (ids)
+            memcpy(ids, src->ids, src->n_ids * sizeof(*ids));
+    } else {
+        size_t len = strlen(src->prompt_text);
+        int special = !top->raw;
+        n = le_model_tokenize(e->model, src->prompt_text, len, 1, special,
+                              NULL, 0);
+        if (n < 0) {
+            snprintf(err, errlen, "the prompt could not be tokenized");
+            return LE_EINVAL;
+        }
+        ids = malloc(((size_t)n + 1) * sizeof(*ids));
+        if (ids)
+            le_model_tokenize(e->model, src->prompt_text, len, 1, special,
+                              ids, (size_t)n);
     }
-    int32_t *ids = malloc(((size_t)n + 1) * sizeof(*ids));
     if (!ids) {
         snprintf(err, errlen, "out of memory tokenizing the prompt");
         return LE_ENOMEM;
     }
-    le_model_tokenize(e->model, src->prompt_text, len, 1, special, ids,
-                      (size_t)n);
     /* Without max_tokens: what the context leaves, capped. */
     if (j->sp.max_tokens <= 0) {
         int room = le_model_n_ctx(e->model) - (int)n;
@@ -240,9 +303,9 @@ submit_job(struct lp_engine *e, struct lp_job *j, char *err, size_t errlen)
                                ? (room > 0 ? room : 1)
                                : LP_DEFAULT_MAX_TOKENS;
     }
-    j->sp.stop = (const char *const *)src->stops;
-    j->sp.n_stop = src->n_stops;
-    j->sp.grammar = src->grammar;
+    j->sp.stop = (const char *const *)top->stops;
+    j->sp.n_stop = top->n_stops;
+    j->sp.grammar = top->grammar;
     j->sp.trie = e->trie;
     struct le_sched_req q = {ids,     (size_t)n, &j->sp, on_token,
                              on_done, j,         &j->stop, &j->paused};
@@ -269,7 +332,7 @@ embed_thread(void *arg)
     char err[256] = "";
     int64_t tokens = 0;
     for (size_t i = 0; st == LE_OK && i < j->n_inputs; i++) {
-        if (atomic_load(&abort_all) || atomic_load(&j->stop)) {
+        if (atomic_load(&e->abort) || atomic_load(&j->stop)) {
             st = LE_ECANCELED;
             break;
         }
@@ -330,77 +393,169 @@ submit_embed(struct lp_engine *e, struct lp_job *j, char *err, size_t errlen)
     return LE_OK;
 }
 
-enum gx_status
-pv_local_init(const struct cfg *c, char *err, size_t errlen)
+/* ---- instances (pv_ops.inst_new / inst_free) ------------------------- */
+
+static void
+lp_key_cleanup(struct lp_key *k)
 {
-    size_t n = 0;
-    for (size_t i = 0; i < c->n_providers; i++)
-        n += c->providers[i].kind == CFG_KIND_LOCAL;
-    if (n == 0)
-        return GX_OK;
-    engines = calloc(n, sizeof(*engines));
-    if (!engines) {
+    free(k->model_path);
+    k->model_path = NULL;
+}
+
+/* p's key, with the model file's identity from stat(2). */
+static enum gx_status
+lp_key_of(const struct cfg_provider *p, struct lp_key *k, char *err,
+          size_t errlen)
+{
+    memset(k, 0, sizeof(*k));
+    struct stat sb;
+    if (!p->model_path || !p->model_path[0]) {
+        gx_errf(err, errlen, "model_path is empty");
+        return GX_EINVAL;
+    }
+    if (stat(p->model_path, &sb) != 0) {
+        gx_errf(err, errlen, "model_path %s: %s", p->model_path,
+                strerror(errno));
+        return GX_EINVAL;
+    }
+    if (!(k->model_path = strdup(p->model_path))) {
         gx_errf(err, errlen, "out of memory");
         return GX_ENOMEM;
     }
-    atomic_store(&abort_all, 0);
-    for (size_t i = 0; i < c->n_providers; i++) {
-        const struct cfg_provider *p = &c->providers[i];
-        if (p->kind != CFG_KIND_LOCAL)
-            continue;
-        struct lp_engine *e = &engines[n_engines];
-        e->prov = p;
-        n_engines++;
-        struct le_model_params mp;
-        le_model_params_default(&mp);
-        mp.n_threads = p->threads > 0 ? p->threads : 1;
-        mp.n_ctx = p->context;
-        char lerr[512] = "";
-        if (le_model_open(p->model_path, &mp, &e->model, lerr,
-                          sizeof(lerr)) != LE_OK) {
-            gx_errf(err, errlen, "provider %s: %s", p->name, lerr);
-            return GX_EINVAL;
-        }
-        if (le_token_trie_new(e->model, &e->trie) != LE_OK) {
-            gx_errf(err, errlen, "provider %s: out of memory", p->name);
-            return GX_ENOMEM;
-        }
-        struct le_sched_params sp;
-        le_sched_params_default(&sp);
-        sp.parallel = p->parallel > 0 ? p->parallel : 1;
-        sp.max_queue = p->queue;
-        sp.cache_seqs = p->prefix_cache;
-        sp.chunk = p->prefill_chunk;
-        int par = sp.parallel;
-        if (le_sched_new(e->model, &sp, &e->sched, lerr, sizeof(lerr)) !=
-            LE_OK) {
-            gx_errf(err, errlen, "provider %s: %s", p->name, lerr);
-            return GX_EINVAL;
-        }
-        GX_LOG(GX_LOG_INFO, NULL, "provider %s: %s, %d parallel", p->name,
-               le_model_desc(e->model), par);
-    }
+    k->dev = sb.st_dev;
+    k->ino = sb.st_ino;
+    k->size = sb.st_size;
+    k->mtime = sb.st_mtim;
+    k->threads = p->threads;
+    k->context = p->context;
+    k->parallel = p->parallel;
+    k->queue = p->queue;
+    k->prefix_cache = p->prefix_cache;
+    k->prefill_chunk = p->prefill_chunk;
     return GX_OK;
 }
 
-void
-pv_local_shutdown(void)
+static int
+lp_key_same(const struct lp_key *a, const struct lp_key *b)
 {
-    atomic_store(&abort_all, 1);
-    for (size_t i = 0; i < n_engines; i++) {
-        struct lp_engine *e = &engines[i];
-        /* in-flight jobs end as cancelled (on_done drops the refs) */
-        le_sched_free(e->sched);
-        while (atomic_load(&e->embedding) > 0) { /* they see abort_all */
-            struct timespec ts = {0, 1000000};
-            nanosleep(&ts, NULL);
-        }
-        le_token_trie_free(e->trie);
-        le_model_free(e->model);
+    return !strcmp(a->model_path, b->model_path) && a->dev == b->dev &&
+           a->ino == b->ino && a->size == b->size &&
+           a->mtime.tv_sec == b->mtime.tv_sec &&
+           a->mtime.tv_nsec == b->mtime.tv_nsec && a->threads == b->threads &&
+           a->context == b->context && a->parallel == b->parallel &&
+           a->queue == b->queue && a->prefix_cache == b->prefix_cache &&
+           a->prefill_chunk == b->prefill_chunk;
+}
+
+/* Stops e's work and frees it: the scheduler (its in-flight jobs end as
+ * cancelled: on_done drops their refs), then the embed threads (they see
+ * abort), then the model.  On the reaper thread, or inline when no thread
+ * could be started. */
+static void
+lp_engine_destroy(struct lp_engine *e)
+{
+    atomic_store(&e->abort, 1);
+    le_sched_free(e->sched);
+    while (atomic_load(&e->embedding) > 0) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
     }
-    free(engines);
-    engines = NULL;
-    n_engines = 0;
+    le_token_trie_free(e->trie);
+    if (e->model)
+        GX_LOG(GX_LOG_INFO, NULL, "provider %s: local engine stopped (%s)",
+               e->head.name, le_model_desc(e->model));
+    le_model_free(e->model);
+    lp_key_cleanup(&e->key);
+    free(e);
+    pv_inst_gone();
+}
+
+static void *
+lp_reaper(void *arg)
+{
+    lp_engine_destroy(arg);
+    return NULL;
+}
+
+/* The last reference went (a worker, the main thread, any thread): the
+ * scheduler's join waits for its current step, so it runs on a thread of
+ * its own rather than stall an event loop. */
+static void
+lp_inst_free(struct pv_inst *inst)
+{
+    struct lp_engine *e = (struct lp_engine *)inst;
+    pthread_attr_t a;
+    pthread_t t;
+    int started = 0;
+    if (pthread_attr_init(&a) == 0) {
+        pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+        started = pthread_create(&t, &a, lp_reaper, e) == 0;
+        pthread_attr_destroy(&a);
+    }
+    if (!started)
+        lp_engine_destroy(e);
+}
+
+/* Opens p's model and starts its scheduler, or shares prev when p would
+ * make the same engine. */
+static enum gx_status
+lp_inst_new(const struct cfg_provider *p, struct pv_inst *prev,
+            struct pv_inst **out, char *err, size_t errlen)
+{
+    struct lp_key key;
+    enum gx_status st = lp_key_of(p, &key, err, errlen);
+    if (st != GX_OK)
+        return st;
+    struct lp_engine *old = (struct lp_engine *)prev;
+    if (old && lp_key_same(&old->key, &key)) {
+        lp_key_cleanup(&key);
+        pv_inst_ref(prev);
+        *out = prev;
+        return GX_OK;
+    }
+    struct lp_engine *e = calloc(1, sizeof(*e));
+    if (!e) {
+        lp_key_cleanup(&key);
+        gx_errf(err, errlen, "out of memory");
+        return GX_ENOMEM;
+    }
+    pv_inst_init(&e->head, &pv_local_ops, p->name);
+    e->key = key;
+    st = GX_EINVAL;
+    struct le_model_params mp;
+    le_model_params_default(&mp);
+    mp.n_threads = p->threads > 0 ? p->threads : 1;
+    mp.n_ctx = p->context;
+    char lerr[512] = "";
+    if (le_model_open(p->model_path, &mp, &e->model, lerr, sizeof(lerr)) !=
+        LE_OK) {
+        gx_errf(err, errlen, "%s", lerr);
+        goto out;
+    }
+    if (le_token_trie_new(e->model, &e->trie) != LE_OK) {
+        gx_errf(err, errlen, "out of memory");
+        st = GX_ENOMEM;
+        goto out;
+    }
+    struct le_sched_params sp;
+    le_sched_params_default(&sp);
+    sp.parallel = p->parallel > 0 ? p->parallel : 1;
+    sp.max_queue = p->queue;
+    sp.cache_seqs = p->prefix_cache;
+    sp.chunk = p->prefill_chunk;
+    if (le_sched_new(e->model, &sp, &e->sched, lerr, sizeof(lerr)) !=
+        LE_OK) {
+        gx_errf(err, errlen, "%s", lerr);
+        goto out;
+    }
+    GX_LOG(GX_LOG_INFO, NULL, "provider %s: %s, %d parallel%s", p->name,
+           le_model_desc(e->model), sp.parallel,
+           old ? " (replaces the running instance)" : "");
+    *out = &e->head;
+    return GX_OK;
+out:
+    lp_engine_destroy(e); /* nothing else holds it: at once */
+    return st;
 }
 
 /* ---- worker side ----------------------------------------------------- */
@@ -735,6 +890,10 @@ on_multi_event(struct pv_call *call, struct lp_call *lc)
         struct gx_buf *body = k ? &lc->mbody[k - 1] : &lc->body;
         if (k)
             u.completion_tokens += j->res.completion_tokens;
+        if (k && (j->prompt_text || j->ids)) { /* another prompt's */
+            u.prompt_tokens += j->res.prompt_tokens;
+            u.cached_tokens += j->res.cached_tokens;
+        }
         json_array_append_new(
             choices,
             lc->text_api
@@ -931,7 +1090,7 @@ job_stop(struct lp_job *j)
 
 /* Frees the worker's side; the engine may still hold the job. */
 static void
-lp_release(struct pv_call *call)
+lp_release_jobs(struct pv_call *call)
 {
     struct lp_call *lc = call->impl;
     if (lc && lc->timer) {
@@ -960,6 +1119,20 @@ lp_release(struct pv_call *call)
     gx_buf_cleanup(&lc->body);
 }
 
+/* The call's end: its jobs stopped, then its reference on the instance
+ * dropped (the last one, after a reload dropped or changed the provider,
+ * stops the old scheduler and frees its model). */
+static void
+lp_release(struct pv_call *call)
+{
+    lp_release_jobs(call);
+    struct lp_call *lc = call->impl;
+    if (lc && lc->e) {
+        pv_inst_unref(&lc->e->head);
+        lc->e = NULL;
+    }
+}
+
 static const struct pv_http_hooks lp_hooks = {NULL, NULL, lp_release};
 
 /* The provider's first_byte_timeout_ms (no text yet) or timeout_ms passed:
@@ -986,14 +1159,13 @@ on_local_timeout(evutil_socket_t fd, short what, void *arg)
     pv_call_complete(call);
 }
 
+/* p's instance in r (borrowed), NULL when p is not a local provider of
+ * r's config. */
 static struct lp_engine *
-engine_for(const struct cfg_provider *p)
+engine_for(const struct pv_registry *r, const struct cfg_provider *p)
 {
-    for (size_t i = 0; i < n_engines; i++)
-        if (engines[i].prov == p ||
-            (engines[i].prov && !strcmp(engines[i].prov->name, p->name)))
-            return &engines[i];
-    return NULL;
+    struct pv_inst *i = pv_registry_get(r, p);
+    return i && i->ops == &pv_local_ops ? (struct lp_engine *)i : NULL;
 }
 
 /* ---- the request: what is accepted, and how it becomes a job --------- */
@@ -1531,10 +1703,67 @@ tools_prompt(const struct lp_tool *t, size_t n, enum lp_tools mode,
  * sampling settings and the grammar.  0 ok; -1 refused (j->http_status,
  * err, err_param set); -2 out of memory.
  */
-/* /v1/completions: one prompt string, tokenized raw (no chat template,
- * special-token text stays text).  0, -1 refused, -2 out of memory. */
+/* One prompt of /v1/completions into *p: a string (not empty), or token
+ * ids, each an id of the model's vocabulary.  at names it in an error
+ * ("[2]": prompt[2]).  0, -1 refused, -2 out of memory. */
 static int
-lp_prepare_text(const json_t *b, struct lp_job *j)
+lp_prompt_read(const struct lp_engine *e, struct lp_job *j, const json_t *v,
+               const char *at, struct lp_prompt *p)
+{
+    char name[48];
+    snprintf(name, sizeof(name), "prompt%s", at);
+    if (json_is_string(v)) {
+        if (!json_string_length(v))
+            return refuse(j, "prompt", "invalid_value", "'%s' is empty",
+                          name);
+        if (memchr(json_string_value(v), 0, json_string_length(v)))
+            return refuse(j, "prompt", "invalid_value",
+                          "'%s' holds a NUL character", name);
+        p->text = strdup(json_string_value(v));
+        return p->text ? 0 : -2;
+    }
+    size_t n = json_array_size(v);
+    if (!json_is_array(v) || n == 0)
+        return refuse(j, "prompt", "invalid_type",
+                      "'%s' must be a string or a non-empty array of token "
+                      "ids",
+                      name);
+    int32_t vocab = le_model_n_vocab(e->model);
+    if (!(p->ids = malloc(n * sizeof(*p->ids))))
+        return -2;
+    p->n_ids = n;
+    for (size_t k = 0; k < n; k++) {
+        const json_t *t = json_array_get(v, k);
+        if (!json_is_integer(t) || json_integer_value(t) < 0 ||
+            json_integer_value(t) >= vocab) {
+            char tv[32];
+            if (json_is_integer(t))
+                snprintf(tv, sizeof(tv), "%lld",
+                         (long long)json_integer_value(t));
+            else
+                snprintf(tv, sizeof(tv), "not an integer");
+            free(p->ids);
+            p->ids = NULL;
+            return refuse(j, "prompt", "invalid_value",
+                          "'%s[%zu]' is %s, not a token id of the local "
+                          "model (0 to %d)",
+                          name, k, tv, (int)vocab - 1);
+        }
+        p->ids[k] = (int32_t)json_integer_value(t);
+    }
+    return 0;
+}
+
+/* /v1/completions: prompt as OpenAI takes it: a string, an array of
+ * strings, an array of token ids or an array of arrays of token ids; one
+ * choice per prompt and n, in order (prompt i's choices at i x n ..).
+ * Text is tokenized raw (no chat template, special-token text stays text,
+ * BOS added); token ids go to the model as they are.  At most LP_N_MAX
+ * choices in all; several prompts are not streamed.  0, -1 refused, -2
+ * out of memory. */
+static int
+lp_prepare_text(const struct lp_engine *e, const json_t *b,
+                struct lp_job *j)
 {
     int rc = check_params(j, b, lp_text_params);
     if (rc == 0)
@@ -1556,16 +1785,44 @@ lp_prepare_text(const json_t *b, struct lp_job *j)
     if (rc)
         return rc;
     v = json_object_get(b, "prompt");
-    if (json_is_array(v) && json_array_size(v) == 1)
-        v = json_array_get(v, 0);
-    if (!json_is_string(v))
+    /* the shapes: "text", [1, 2, 3], ["text", ...], [[1, 2], ...] */
+    int one = json_is_string(v) || (json_is_array(v) && json_array_size(v) &&
+                                     json_is_integer(json_array_get(v, 0)));
+    size_t n = one ? 1 : json_array_size(v);
+    if (!one && (!json_is_array(v) || n == 0))
+        return refuse(j, "prompt", "invalid_type",
+                      "'prompt' must be a string, an array of strings, an "
+                      "array of token ids or an array of arrays of token "
+                      "ids");
+    if (n * (size_t)j->n_choices > LP_N_MAX)
         return refuse(j, "prompt", "unsupported_value",
-                      "the local engine completes one prompt string per "
-                      "request: 'prompt' must be a string (or an array of "
-                      "one string), not token ids or several prompts");
+                      "the local engine returns at most %d choices per "
+                      "request: %zu prompts x n %d is more",
+                      LP_N_MAX, n, j->n_choices);
+    if (n > 1 && json_is_true(json_object_get(b, "stream")))
+        return refuse(j, "prompt", "unsupported_value",
+                      "the local engine streams one prompt: several "
+                      "prompts need stream false");
+    if (n > 1 && !(j->more_prompts = calloc(n - 1, sizeof(struct lp_prompt))))
+        return -2;
+    for (size_t i = 0; i < n; i++) {
+        struct lp_prompt p = {0};
+        char at[32] = "";
+        if (!one)
+            snprintf(at, sizeof(at), "[%zu]", i);
+        rc = lp_prompt_read(e, j, one ? v : json_array_get(v, i), at, &p);
+        if (rc)
+            return rc;
+        if (i == 0) {
+            j->prompt_text = p.text;
+            j->ids = p.ids;
+            j->n_ids = p.n_ids;
+        } else {
+            j->more_prompts[j->n_more_prompts++] = p;
+        }
+    }
     j->raw = 1;
-    j->prompt_text = strdup(json_string_value(v));
-    return j->prompt_text ? 0 : -2;
+    return 0;
 }
 
 static const char *const lp_embed_params[] = {
@@ -1718,10 +1975,11 @@ lp_prepare(struct lp_engine *e, const json_t *b, struct lp_job *j,
 }
 
 int
-pv_local_count_tokens(const struct cfg_provider *p, const json_t *body,
+pv_local_count_tokens(const struct pv_registry *r,
+                      const struct cfg_provider *p, const json_t *body,
                       int64_t *n, char *err, size_t errlen)
 {
-    struct lp_engine *e = p ? engine_for(p) : NULL;
+    struct lp_engine *e = engine_for(r, p);
     if (!e || !e->model) {
         gx_errf(err, errlen, "no local model for this provider");
         return -1;
@@ -1761,7 +2019,7 @@ lp_start(struct pv_loop *loop, const struct pv_request *req,
          const struct pv_callbacks *cb, struct pv_call **out, char *err,
          size_t errlen)
 {
-    struct lp_engine *e = engine_for(req->provider);
+    struct lp_engine *e = engine_for(req->registry, req->provider);
     if (!e || !e->model) {
         gx_errf(err, errlen, "local engine for provider %s is not running",
                 req->provider->name);
@@ -1778,7 +2036,7 @@ lp_start(struct pv_loop *loop, const struct pv_request *req,
     enum lp_tools mode = LP_TOOLS_NONE;
     enum pv_api api = req->chat ? req->chat->api : PV_API_CHAT;
     int text_api = api == PV_API_COMPLETIONS, b64 = 0;
-    int rc = text_api ? lp_prepare_text(req->body, j)
+    int rc = text_api ? lp_prepare_text(e, req->body, j)
              : api == PV_API_EMBEDDINGS
                  ? lp_prepare_embed(e, req->body, j, &b64)
                  : lp_prepare(e, req->body, j, &mode);
@@ -1798,6 +2056,8 @@ lp_start(struct pv_loop *loop, const struct pv_request *req,
     }
     call->hooks = &lp_hooks;
     struct lp_call *lc = call->impl;
+    lc->e = e; /* the call's reference: the instance outlives a reload */
+    pv_inst_ref(&e->head);
     lc->job = j;
     lc->tools = mode;
     lc->stream = req->stream;
@@ -1842,24 +2102,37 @@ lp_start(struct pv_loop *loop, const struct pv_request *req,
         evtimer_add(lc->timer, &tv);
     }
     /* n > 1: clones of the job, made before anything is submitted so a
-     * failure leaves nothing running */
-    for (int k = 1; k < j->n_choices; k++) {
+     * failure leaves nothing running.  Several prompts: choice k is
+     * prompt k / n's choice k % n; each prompt's first job takes its
+     * prompt over from j, the others clone it. */
+    int n_jobs = j->n_choices * (int)(1 + j->n_more_prompts);
+    for (int k = 1; k < n_jobs; k++) {
         struct lp_job *c = calloc(1, sizeof(*c));
         if (!c) {
             pv_http_cancel(call);
             gx_errf(err, errlen, "out of memory");
             return GX_ENOMEM;
         }
+        int ci = k % j->n_choices; /* choice of its prompt */
+        struct lp_job *up = ci ? (k - ci ? lc->more[k - ci - 1] : j) : j;
         pthread_mutex_init(&c->mu, NULL);
         c->refs = 1;
         gx_buf_init(&c->text, 64 * 1024 * 1024);
         c->sp = j->sp;
         if (c->sp.seed != LE_SEED_RANDOM)
-            c->sp.seed += (uint64_t)k; /* choices differ when sampled */
-        pthread_mutex_lock(&j->mu);
-        j->refs++;
-        pthread_mutex_unlock(&j->mu);
-        c->parent = j;
+            c->sp.seed += (uint64_t)ci; /* choices differ when sampled */
+        if (!ci) {
+            struct lp_prompt *pp = &j->more_prompts[k / j->n_choices - 1];
+            c->prompt_text = pp->text;
+            c->ids = pp->ids;
+            c->n_ids = pp->n_ids;
+            pp->text = NULL;
+            pp->ids = NULL;
+        }
+        pthread_mutex_lock(&up->mu);
+        up->refs++;
+        pthread_mutex_unlock(&up->mu);
+        c->parent = up;
         lc->more[lc->n_more++] = c;
         gx_buf_init(&lc->mbody[k - 1], 64 * 1024 * 1024);
         c->ev = event_new(loop->base, -1, 0, on_job_event, call);
@@ -1931,16 +2204,19 @@ lp_resume(struct pv_call *call)
 }
 
 void
-pv_local_stats(size_t i, struct pv_local_stat *out)
+pv_local_stats(const struct pv_registry *r, size_t i,
+               struct pv_local_stat *out)
 {
     memset(out, 0, sizeof(*out));
-    if (i >= n_engines)
+    const struct cfg_provider *p = NULL;
+    struct lp_engine *e =
+        (struct lp_engine *)pv_registry_nth(r, &pv_local_ops, i, &p);
+    if (!e)
         return;
     struct le_sched_stats st;
-    le_sched_get_stats(engines[i].sched, &st);
-    out->provider = engines[i].prov->name;
-    out->model = engines[i].prov->n_models ? engines[i].prov->models[0].name
-                                           : engines[i].prov->name;
+    le_sched_get_stats(e->sched, &st);
+    out->provider = p->name;
+    out->model = p->n_models ? p->models[0].name : p->name;
     out->queued = st.queued;
     out->active = st.active;
     out->paused = st.paused;
@@ -1950,10 +2226,11 @@ pv_local_stats(size_t i, struct pv_local_stat *out)
 }
 
 size_t
-pv_local_count(void)
+pv_local_count(const struct pv_registry *r)
 {
-    return n_engines;
+    return pv_registry_count(r, &pv_local_ops);
 }
 
-const struct pv_ops pv_local_ops = {"local", lp_start, lp_cancel, lp_pause,
-                                    lp_resume};
+const struct pv_ops pv_local_ops = {"local",   lp_start,    lp_cancel,
+                                    lp_pause,  lp_resume,   lp_inst_new,
+                                    lp_inst_free};

@@ -1,6 +1,8 @@
 /*
- * providers: the provider interface and its kinds (openai.c; local.c later),
- * the libcurl-multi-on-libevent HTTP client, and the SSE parser.
+ * providers: the provider interface and its kinds (openai.c, anthropic.c,
+ * gemini.c, local.c), the registry of provider instances made from a
+ * config (registry.c), the libcurl-multi-on-libevent HTTP client, and the
+ * SSE parser.
  *
  * Threads: a pv_loop belongs to one worker thread (its event_base); every
  * pv_* call on a loop and every callback happens on that thread.
@@ -114,6 +116,10 @@ struct pv_request {
     int client_include_usage; /* client set stream_options.include_usage */
     const char *request_id;
     int64_t max_body_bytes; /* cap on the upstream response body */
+    /* The instances of the config provider points into (borrowed, alive
+     * while the caller's config is); kinds with instances (local) take
+     * theirs from it.  NULL: none (such kinds then refuse to start). */
+    const struct pv_registry *registry;
 };
 
 /* Starts req on loop; on success *out is the call (owned by the loop).
@@ -140,26 +146,60 @@ void pv_call_pause(struct pv_call *call);
 void pv_call_resume(struct pv_call *call);
 
 /*
- * The local engine (providers/local.c): opens the model of every provider
- * of kind local in c and starts its engine threads (`parallel` sessions
- * each).  Call once at start, before any loop starts a call, and only
- * after evthread_use_pthreads(); it blocks while models load.  c must
- * outlive pv_local_shutdown, which stops the threads (in-flight
- * generations end at their next token) and frees the models.
+ * Provider instances (registry.c).  A pv_registry is the set of provider
+ * instances made from one config: one per provider whose kind keeps state
+ * of its own (today the local kind: its model loaded, its scheduler
+ * running); the HTTP kinds have none and need no instance.
+ *
+ * Life.  The gateway makes one registry per config (at start and at each
+ * reload) and frees it with the config's generation.  A registry holds a
+ * reference on each of its instances, and each call on a provider holds
+ * one on its instance for as long as it runs (local.c), so a reload that
+ * changes or drops a provider lets the calls in flight (streams included)
+ * finish on the old instance while new calls, made from the new config,
+ * reach the new one.  The last reference stops the instance and frees it,
+ * on a thread of its own (stopping a scheduler waits for its step, which
+ * must not block an event loop).
+ *
+ * Reuse.  An instance of prev (the registry being replaced, or NULL) is
+ * carried over, shared, when the new config's provider of the same name
+ * and kind would make the same one (local: same model file, unchanged on
+ * disk, and the same threads, context, parallel, queue, prefix_cache and
+ * prefill_chunk): a reload that changes only routes or prices loads
+ * nothing and keeps the prefix cache warm.
+ *
+ * pv_registry_new blocks while models load: call it off the event loops
+ * (the main thread) and only after evthread_use_pthreads().  On an error
+ * (a model that does not load) it returns GX_EINVAL or GX_ENOMEM with
+ * "provider NAME: reason" in err and changes nothing: prev and its
+ * instances are untouched.  c must outlive the registry (the registry
+ * points into its providers).  pv_registry_free accepts NULL and may run
+ * on any thread.  pv_registry_drain waits until every instance released
+ * so far is freed (at exit, after the last registry and the last call are
+ * gone).
  */
-enum gx_status pv_local_init(const struct cfg *c, char *err, size_t errlen);
-void pv_local_shutdown(void);
+struct pv_registry;
+enum gx_status pv_registry_new(const struct cfg *c,
+                               const struct pv_registry *prev,
+                               struct pv_registry **out, char *err,
+                               size_t errlen);
+void pv_registry_free(struct pv_registry *r);
+void pv_registry_drain(void);
+
 /* The exact prompt token count of the OpenAI chat body as provider p (a
- * local one) would generate from it: rendered with the model's chat
- * template (tools described as for a generation) and tokenized.  Any
- * thread (the model is read-only); costs a tokenization.  0, or -1 with a
- * reason in err (not a local provider, a request it would refuse). */
-int pv_local_count_tokens(const struct cfg_provider *p, const json_t *body,
+ * local one of r's config) would generate from it: rendered with the
+ * model's chat template (tools described as for a generation) and
+ * tokenized.  Any thread while r lives (the model is read-only); costs a
+ * tokenization.  0, or -1 with a reason in err (not a local provider, a
+ * request it would refuse). */
+int pv_local_count_tokens(const struct pv_registry *r,
+                          const struct cfg_provider *p, const json_t *body,
                           int64_t *n, char *err, size_t errlen);
 
-/* The local engines' scheduler counters, for /metrics and the router
- * (any thread, between pv_local_init and pv_local_shutdown).  Engine i <
- * pv_local_count(); the strings are the config's (borrowed). */
+/* The scheduler counters of r's local instances, for /metrics (any
+ * thread while r lives).  Instance i < pv_local_count(r), in config
+ * order; the strings are r's config's (borrowed).  An instance replaced
+ * by a reload starts from zero (a counter reset, as after a restart). */
 struct pv_local_stat {
     const char *provider;
     const char *model;         /* the provider's first model name */
@@ -170,8 +210,13 @@ struct pv_local_stat {
     uint64_t prompt_tokens;    /* total, cached included */
     uint64_t cached_tokens;    /* prompt tokens served by the prefix cache */
 };
-size_t pv_local_count(void);
-void pv_local_stats(size_t i, struct pv_local_stat *out);
+size_t pv_local_count(const struct pv_registry *r);
+void pv_local_stats(const struct pv_registry *r, size_t i,
+                    struct pv_local_stat *out);
+
+/* A provider instance: the common head of a kind's state made from one
+ * provider's config (providers_int.h has its body). */
+struct pv_inst;
 
 /* A provider kind is a table: one file plus one line in the registry. */
 struct pv_ops {
@@ -182,6 +227,17 @@ struct pv_ops {
     void (*cancel)(struct pv_call *call);
     void (*pause)(struct pv_call *call);
     void (*resume)(struct pv_call *call);
+    /* Optional, for kinds with state of their own (NULL for the HTTP
+     * kinds).  inst_new makes provider p's instance (its head set up with
+     * pv_inst_init), or hands back prev (p's instance under the config
+     * being replaced, NULL when none) with a new reference when prev can
+     * serve p as it is; it may block (models load).  inst_free runs when
+     * the last reference goes (any thread) and must end with
+     * pv_inst_gone. */
+    enum gx_status (*inst_new)(const struct cfg_provider *p,
+                               struct pv_inst *prev, struct pv_inst **out,
+                               char *err, size_t errlen);
+    void (*inst_free)(struct pv_inst *inst);
 };
 
 /*

@@ -19,6 +19,8 @@
 
 #include "providers.h"
 
+#include <stdatomic.h>
+
 #include <curl/curl.h>
 #include <event2/event.h>
 
@@ -124,6 +126,35 @@ extern const struct pv_ops pv_gemini_ops;    /* providers/gemini.c */
 
 /* registry.c: the kind for a provider, NULL when none is built in. */
 const struct pv_ops *pv_ops_for(enum cfg_kind kind);
+
+/* The head every kind's instance starts with (registry.c counts the
+ * references; the kind's inst_free frees the rest). */
+struct pv_inst {
+    const struct pv_ops *ops;
+    atomic_long refs;
+    char name[128]; /* the provider's, for log lines */
+};
+/* Sets up a new instance's head: one reference (the caller's). */
+void pv_inst_init(struct pv_inst *i, const struct pv_ops *ops,
+                  const char *name);
+void pv_inst_ref(struct pv_inst *i);
+/* Drops a reference; the last one calls ops->inst_free.  NULL ok. */
+void pv_inst_unref(struct pv_inst *i);
+/* inst_free's last act, once the instance's memory is gone: lets
+ * pv_registry_drain return. */
+void pv_inst_gone(void);
+/* Provider p's instance in r (p points into r's config; a provider of
+ * the same name is accepted too), borrowed: valid while r lives, so a
+ * call takes its own reference.  NULL when r is NULL or p has none. */
+struct pv_inst *pv_registry_get(const struct pv_registry *r,
+                                const struct cfg_provider *p);
+/* The i-th instance of kind ops in r (config order) and its provider;
+ * NULL past the last.  pv_registry_count: how many there are. */
+struct pv_inst *pv_registry_nth(const struct pv_registry *r,
+                                const struct pv_ops *ops, size_t i,
+                                const struct cfg_provider **prov);
+size_t pv_registry_count(const struct pv_registry *r,
+                         const struct pv_ops *ops);
 
 /* loop.c: the HTTP transfer layer. */
 

@@ -5,6 +5,8 @@
  * text_completion chunks ending data: [DONE] whose text equals the
  * non-stream answer, the ledger row (api 'completions', the same token
  * counts), and the refusals of what the engine does not implement.
+ * prompt in every shape OpenAI takes (token ids, several strings, several
+ * token arrays, with n), checked against the single-prompt answers.
  * POST /v1/embeddings on the same model: float and base64 answers decode
  * to the same unit-norm vector of n_embd floats, two calls give the same
  * vector and another input a different one, exact prompt_tokens (equal
@@ -195,10 +197,176 @@ test_completion_refusals(void)
     refused("/completions",
             "{\"model\":\"local\",\"prompt\":\"a\",\"logit_bias\":{}}",
             "logit_bias");
-    refused("/completions", "{\"model\":\"local\",\"prompt\":[1,2,3]}",
+}
+
+/* The model's token ids for text (BOS first), from `llmux tokenize`, as
+ * "1,403,..." into buf; 0 on success. */
+static int
+token_ids(const char *text, char *buf, size_t len)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof(cmd), "'%s' tokenize --model '%s/models/"
+             "stories260K.gguf' '%s'",
+             e2e_env("LLMUX_BIN", "build/release/llmux"),
+             e2e_env("LLMUX_TEST_DATA", "../shared/data"), text);
+    FILE *f = popen(cmd, "r");
+    if (!f)
+        return -1;
+    char line[1024] = "";
+    int ok = fgets(line, sizeof(line), f) != NULL;
+    ok &= pclose(f) == 0;
+    size_t o = 0;
+    for (char *t = strtok(line, " \n"); ok && t; t = strtok(NULL, " \n"))
+        o += (size_t)snprintf(buf + o, o < len ? len - o : 0, "%s%s",
+                              o ? "," : "", t);
+    return ok && o > 0 && o < len ? 0 : -1;
+}
+
+/* choices[i].text of a text_completion, "" when missing. */
+static const char *
+choice_text(const json_t *o, size_t i)
+{
+    const char *t = json_string_value(json_object_get(
+        json_array_get(json_object_get(o, "choices"), i), "text"));
+    return t ? t : "";
+}
+
+static long long
+usage_of(const json_t *o, const char *k)
+{
+    return json_integer_value(json_object_get(json_object_get(o, "usage"), k));
+}
+
+/*
+ * prompt as OpenAI takes it: token ids (the same answer as the text they
+ * tokenize to), an array of strings and an array of token arrays (one
+ * choice per prompt, in order, usage summed), with n (prompt i's choices
+ * at i x n ..), and the refusals: an id outside the vocabulary names
+ * prompt and the index, too many choices, several prompts streamed.
+ */
+static void
+test_completion_prompts(void)
+{
+    static const char *const A = "Once upon a time",
+                             *const B = "The dog ran to the park";
+    char ia[256], ib[256], body[2048];
+    T_EQ_INT(token_ids(A, ia, sizeof(ia)), 0);
+    T_EQ_INT(token_ids(B, ib, sizeof(ib)), 0);
+    long st;
+    /* the answers to A and B alone (greedy, 16 tokens) */
+    snprintf(body, sizeof(body),
+             "{\"model\":\"local\",\"temperature\":0,\"max_tokens\":16,"
+             "\"prompt\":\"%s\"}", B);
+    json_t *b1 = post("/completions", body, &st);
+    T_EQ_INT(st, 200);
+    snprintf(body, sizeof(body),
+             "{\"model\":\"local\",\"temperature\":0,\"max_tokens\":16,"
+             "\"prompt\":\"%s\"}", A);
+    json_t *a1 = post("/completions", body, &st);
+    T_EQ_INT(st, 200);
+    long long pa = usage_of(a1, "prompt_tokens"),
+              pb = usage_of(b1, "prompt_tokens");
+    long long ca = usage_of(a1, "completion_tokens"),
+              cb = usage_of(b1, "completion_tokens");
+    T_CHECK(pa > 1 && pb > pa);
+    T_CHECK(strcmp(choice_text(a1, 0), choice_text(b1, 0))); /* tell apart */
+    if (nonstream_text)
+        T_EQ_STR(choice_text(a1, 0), nonstream_text);
+
+    /* token ids: the tokens A tokenizes to, BOS included, as they are */
+    snprintf(body, sizeof(body),
+             "{\"model\":\"local\",\"temperature\":0,\"max_tokens\":16,"
+             "\"prompt\":[%s]}", ia);
+    json_t *o = post("/completions", body, &st);
+    T_EQ_INT(st, 200);
+    T_EQ_INT(json_array_size(json_object_get(o, "choices")), 1);
+    T_EQ_STR(choice_text(o, 0), choice_text(a1, 0));
+    T_EQ_INT(usage_of(o, "prompt_tokens"), pa);
+    json_decref(o);
+
+    /* two prompts as strings, then as token arrays: choice i is prompt
+     * i's, usage the sum */
+    const char *forms[2][2] = {{"\"Once upon a time\"",
+                                "\"The dog ran to the park\""},
+                               {NULL, NULL}};
+    char ta[300], tb[300];
+    snprintf(ta, sizeof(ta), "[%s]", ia);
+    snprintf(tb, sizeof(tb), "[%s]", ib);
+    forms[1][0] = ta;
+    forms[1][1] = tb;
+    for (int f = 0; f < 2; f++) {
+        snprintf(body, sizeof(body),
+                 "{\"model\":\"local\",\"temperature\":0,"
+                 "\"max_tokens\":16,\"prompt\":[%s,%s]}",
+                 forms[f][0], forms[f][1]);
+        o = post("/completions", body, &st);
+        T_EQ_INT(st, 200);
+        const json_t *ch = json_object_get(o, "choices");
+        T_EQ_INT(json_array_size(ch), 2);
+        for (size_t i = 0; i < 2; i++)
+            T_EQ_INT(json_integer_value(json_object_get(
+                         json_array_get(ch, i), "index")),
+                     (long long)i);
+        T_EQ_STR(choice_text(o, 0), choice_text(a1, 0));
+        T_EQ_STR(choice_text(o, 1), choice_text(b1, 0));
+        T_EQ_INT(usage_of(o, "prompt_tokens"), pa + pb);
+        T_EQ_INT(usage_of(o, "completion_tokens"), ca + cb);
+        json_decref(o);
+    }
+
+    /* n 2 over two prompts: A, A, B, B */
+    snprintf(body, sizeof(body),
+             "{\"model\":\"local\",\"temperature\":0,\"max_tokens\":16,"
+             "\"n\":2,\"prompt\":[\"%s\",[%s]]}", A, ib);
+    o = post("/completions", body, &st);
+    T_EQ_INT(st, 200);
+    T_EQ_INT(json_array_size(json_object_get(o, "choices")), 4);
+    for (size_t i = 0; i < 4; i++) {
+        T_EQ_INT(json_integer_value(json_object_get(
+                     json_array_get(json_object_get(o, "choices"), i),
+                     "index")),
+                 (long long)i);
+        T_EQ_STR(choice_text(o, i), choice_text(i < 2 ? a1 : b1, 0));
+    }
+    T_EQ_INT(usage_of(o, "prompt_tokens"), pa + pb);
+    T_EQ_INT(usage_of(o, "completion_tokens"), 2 * (ca + cb));
+    /* the ledger row has the summed counts */
+    char sql[256];
+    snprintf(sql, sizeof(sql),
+             "SELECT COUNT(*) FROM usage WHERE api='completions' AND "
+             "prompt_tokens=%lld AND completion_tokens=%lld",
+             pa + pb, 2 * (ca + cb));
+    T_EQ_INT(e2e_db_int(db, sql), 1);
+    json_decref(o);
+
+    /* refusals: 400 naming prompt, nothing generated */
+    o = post("/completions",
+             "{\"model\":\"local\",\"prompt\":[1,99999,5]}", &st);
+    T_EQ_INT(st, 400);
+    const json_t *e = json_object_get(o, "error");
+    T_EQ_STR(json_string_value(json_object_get(e, "param")), "prompt");
+    const char *m = json_string_value(json_object_get(e, "message"));
+    T_CHECK(m && strstr(m, "prompt[1]") && strstr(m, "99999"));
+    json_decref(o);
+    o = post("/completions",
+             "{\"model\":\"local\",\"prompt\":[\"a\",[3,-1]]}", &st);
+    T_EQ_INT(st, 400);
+    m = json_string_value(
+        json_object_get(json_object_get(o, "error"), "message"));
+    T_CHECK(m && strstr(m, "prompt[1][1]") && strstr(m, "-1"));
+    json_decref(o);
+    refused("/completions",
+            "{\"model\":\"local\",\"prompt\":[\"a\",7]}", "prompt");
+    refused("/completions",
+            "{\"model\":\"local\",\"n\":3,"
+            "\"prompt\":[\"a\",\"b\",\"c\"]}",
+            "prompt"); /* 9 choices */
+    refused("/completions",
+            "{\"model\":\"local\",\"stream\":true,"
+            "\"prompt\":[\"a\",\"b\"]}",
             "prompt");
-    refused("/completions", "{\"model\":\"local\",\"prompt\":[\"a\",\"b\"]}",
-            "prompt");
+    json_decref(a1);
+    json_decref(b1);
 }
 
 /* The vector of data[i] (float array or base64 of float32 LE); n floats
@@ -373,6 +541,7 @@ main(void)
     T_RUN(test_completion);
     T_RUN(test_completion_stream);
     T_RUN(test_completion_refusals);
+    T_RUN(test_completion_prompts);
     T_RUN(test_embeddings);
     free(nonstream_text);
     T_EQ_INT(e2e_stop(&gw, SIGTERM, 20000), 0);

@@ -695,6 +695,15 @@ test_embeddings_completions(void)
     T_EQ_INT(aux(1, "{\"model\":\"c\",\"prompt\":\"Once\",\"best_of\":3}"),
              PV_CHAT_OK);
     T_EQ_INT(chat.completion_cap, 3 * PV_DEFAULT_COMPLETION_TOKENS);
+    /* each prompt gets its own n choices: the reservation counts them */
+    T_EQ_INT(aux(1, "{\"model\":\"c\",\"prompt\":[\"a\",[1,2],\"b\"],"
+                    "\"n\":2,\"max_tokens\":5}"),
+             PV_CHAT_OK);
+    T_EQ_INT(chat.completion_cap, 3 * 2 * 5);
+    T_EQ_INT(aux(1, "{\"model\":\"c\",\"prompt\":[1,2,3],"
+                    "\"max_tokens\":5}"),
+             PV_CHAT_OK);
+    T_EQ_INT(chat.completion_cap, 5); /* one prompt of token ids */
     T_EQ_INT(aux(1, "{\"model\":\"c\",\"prompt\":\"x\",\"max_tokens\":0}"),
              PV_CHAT_INVALID);
     T_EQ_STR(param, "max_tokens");

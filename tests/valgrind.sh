@@ -7,7 +7,8 @@
 # under valgrind), a second fake speaking TLS, nginx as an HTTP/2 upstream
 # in front of the fake (when installed) and the local engine (stories260K
 # from $LLMUX_TEST_DATA); drives every main path with curl in bounded
-# loops; SIGHUP once; stops it with SIGTERM.  Then a second, short `serve`
+# loops; SIGHUP twice (the second changes the local provider); stops it
+# with SIGTERM.  Then a second, short `serve`
 # on the HTTPS listener; then `llmux usage` and `llmux keys` on the ledger
 # it wrote, `llmux check`, `llmux run -n 8`, a greedy `llmux run -n 64`
 # (decodes a byte-fallback token) and `llmux tokenize`, each under
@@ -466,8 +467,15 @@ while [ "$loop" -lt "$LOOPS" ]; do
     curl -s -o /dev/null --max-time 1 -H 'Content-Type: application/json' \
         --data-binary "$(chat_body local 'Once upon a time' true 400)" \
         "$gw/v1/chat/completions"
-    # SIGHUP (config reload) once, between loops.
+    # SIGHUP (config reload) once, between loops; then once more with the
+    # local provider changed (a new instance; the old one freed).
     [ "$loop" = 1 ] && kill -HUP "$gw_pid"
+    if [ "$loop" = 2 ]; then
+        sed 's/"parallel": 2,/"parallel": 1,/' "$tmp/llmux.json" \
+            >"$tmp/llmux-reload.json" &&
+            cp "$tmp/llmux-reload.json" "$tmp/llmux.json" &&
+            kill -HUP "$gw_pid"
+    fi
 done
 # Let the cancelled upstream calls of the disconnects settle.
 sleep 3

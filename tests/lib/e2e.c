@@ -58,6 +58,34 @@ e2e_write_temp(const char *name, const char *text)
     return path;
 }
 
+int
+e2e_replace_file(const char *path, const char *text)
+{
+    char tmp[4096];
+    if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= sizeof(tmp))
+        return -1;
+    FILE *f = fopen(tmp, "w");
+    if (!f)
+        return -1;
+    int bad = fputs(text, f) < 0;
+    bad |= fclose(f) != 0;
+    return bad || rename(tmp, path) != 0 ? -1 : 0;
+}
+
+int
+e2e_log_count(const struct e2e_proc *p, const char *needle)
+{
+    FILE *f = fopen(p->log_path, "r");
+    if (!f)
+        return 0;
+    char line[4096];
+    int n = 0;
+    while (fgets(line, sizeof(line), f))
+        n += strstr(line, needle) != NULL;
+    fclose(f);
+    return n;
+}
+
 const char *
 e2e_env(const char *name, const char *fallback)
 {

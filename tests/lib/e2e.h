@@ -57,6 +57,11 @@ const char *e2e_header(const struct e2e_resp *r, const char *name, char *buf,
 /* Writes text to a new file under a temp dir; returns a static-lifetime
  * path (malloc'd; caller frees). */
 char *e2e_write_temp(const char *name, const char *text);
+/* Writes text to path.tmp, then renames it over path, so a reader (a
+ * SIGHUP reload) never sees a half-written file.  0 or -1. */
+int e2e_replace_file(const char *path, const char *text);
+/* Lines of p's stderr log holding needle (0 when it cannot be read). */
+int e2e_log_count(const struct e2e_proc *p, const char *needle);
 /* A fresh temp directory (malloc'd path). */
 char *e2e_temp_dir(void);
 /* Adds a small allocator quarantine to ASAN_OPTIONS for children started
