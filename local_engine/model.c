@@ -908,6 +908,9 @@ struct mm_job {
 };
 
 #define AMX_MIN_TOK LE_AMX_MIN_TOK
+/* Rows up to which a product over repacked weights takes le_gemv_at's
+ * decode kernel (generation steps of up to this many sequences). */
+#define GEMV_MAX_TOK 8
 
 static void
 matmul_rows(void *arg, int ith, int nth)
@@ -945,6 +948,7 @@ struct mmp_job {
     struct le_pack_act act;
     float *y;
     int n_tok;
+    le_gemv_fn gemv; /* non-NULL: the decode kernel over each share */
 };
 
 static void
@@ -954,7 +958,18 @@ matmul_packed(void *arg, int ith, int nth)
     const struct le_packed *P = j->P;
     int ng = (P->n_out + LE_PACK_ROWS - 1) / LE_PACK_ROWS;
     int per = (ng + nth - 1) / nth;
+    if (j->gemv) /* shares of whole group pairs (the kernel's tile) */
+        per += per & 1;
     int g0 = ith * per, g1 = g0 + per < ng ? g0 + per : ng;
+    if (j->gemv) {
+        if (g0 < g1)
+            j->gemv(P->n_in, P->data + (size_t)g0 * P->group_bytes,
+                    P->group_bytes, g1 - g0, &j->act, j->n_tok,
+                    j->y + (size_t)g0 * LE_PACK_ROWS, (size_t)P->n_out,
+                    g1 == ng ? P->n_out - (ng - 1) * LE_PACK_ROWS
+                             : LE_PACK_ROWS);
+        return;
+    }
     for (int g = g0; g < g1; g++) {
         int r0 = g * LE_PACK_ROWS;
         int nr = P->n_out - r0 < LE_PACK_ROWS ? P->n_out - r0 : LE_PACK_ROWS;
@@ -1046,7 +1061,7 @@ matmul(struct le_session *s, const struct le_gguf_tensor *W, const float *x,
             {j.xq + (size_t)n_rest * j.x_row, j.x_row,
              s->qprep ? s->qprep + (size_t)n_rest * s->qprep_row : NULL,
              s->qprep_row},
-            y + (size_t)n_rest * n_out, n_amx};
+            y + (size_t)n_rest * n_out, n_amx, NULL};
         int small_amx = (int64_t)n_in * n_out * n_amx < 16384;
         le_pool_run(s->m->pool, matmul_packed, &pa, small_amx ? 1 : 0);
     } else if (n_amx > 0) {
@@ -1063,9 +1078,15 @@ matmul(struct le_session *s, const struct le_gguf_tensor *W, const float *x,
     /* Small products are not worth waking the pool for. */
     int small = (int64_t)n_in * n_out * n_rest < 16384;
     if (P) {
+        /* Generation steps (a few rows: one per generating sequence, or a
+         * short prompt piece) take the decode kernel when the type has
+         * one; the same floats as P->pt.gemm (le_int.h). */
         struct mmp_job pj = {P, P->pt.gemm,
                              {s->qact, j.x_row, s->qprep, s->qprep_row},
-                             y, n_rest};
+                             y, n_rest,
+                             n_rest <= GEMV_MAX_TOK
+                                 ? le_gemv_at(P->pt.type, le_isa_active())
+                                 : NULL};
         le_pool_run(s->m->pool, matmul_packed, &pj, small ? 1 : 0);
         return;
     }

@@ -12,6 +12,11 @@
  *                prefix (8 own tokens after it): the prefix cache
  *   gap1, gap8   the largest gap (ms) between two tokens of one stream,
  *                1 stream alone and 8 concurrent streams
+ *   med1, med4, med8, p99_1, p99_8   the median and 99th percentile of
+ *                the gaps between two tokens over every stream of the 1-,
+ *                4- and 8-stream runs (ms): one step's time, and steadier
+ *                than the extremes when other processes share the cores
+ *                (a step that lost its core to them shows as one long gap)
  * Wall-clock figures: noisy on a shared machine; run it when quiet.
  */
 #include <stdatomic.h>
@@ -30,10 +35,13 @@ now_ms(void)
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
+#define MAX_GAPS 4096
+
 struct stream {
     double t_submit, t_first, t_last, max_gap;
     int n;
     _Atomic int done;
+    double gaps[MAX_GAPS];
 };
 
 static int
@@ -47,8 +55,12 @@ on_tok(void *ud, int32_t id, const char *text, size_t len)
     double t = now_ms();
     if (s->n == 0)
         s->t_first = t;
-    else if (t - s->t_last > s->max_gap)
-        s->max_gap = t - s->t_last;
+    else {
+        if (s->n - 1 < MAX_GAPS)
+            s->gaps[s->n - 1] = t - s->t_last;
+        if (t - s->t_last > s->max_gap)
+            s->max_gap = t - s->t_last;
+    }
     s->t_last = t;
     s->n++;
     return 0;
@@ -116,6 +128,29 @@ aggregate(const struct stream *st, int k)
     return t1 > t0 ? (n - k) * 1000.0 / (t1 - t0) : 0;
 }
 
+static int
+cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The q-quantile (0..1) of every gap of streams 0..k-1 (0 if none). */
+static double
+gap_quantile(const struct stream *st, int k, double q)
+{
+    static double all[8 * MAX_GAPS];
+    size_t n = 0;
+    for (int i = 0; i < k; i++)
+        for (int g = 0; g + 1 < st[i].n && g < MAX_GAPS; g++)
+            all[n++] = st[i].gaps[g];
+    if (n == 0)
+        return 0;
+    qsort(all, n, sizeof(all[0]), cmp_double);
+    size_t at = (size_t)(q * (double)(n - 1) + 0.5);
+    return all[at < n ? at : n - 1];
+}
+
 int
 main(int argc, char **argv)
 {
@@ -170,16 +205,18 @@ main(int argc, char **argv)
     rc |= run(sc, st, pr, lens, 1, &sp); /* warm up */
     rc |= run(sc, st, pr, lens, 1, &sp);
     double agg1 = aggregate(st, 1), gap1 = st[0].max_gap;
+    double med1 = gap_quantile(st, 1, 0.5), p99_1 = gap_quantile(st, 1, 0.99);
     struct le_sched_stats s0, s1;
     le_sched_get_stats(sc, &s0);
     rc |= run(sc, st, pr, lens, 4, &sp);
-    double agg4 = aggregate(st, 4);
+    double agg4 = aggregate(st, 4), med4 = gap_quantile(st, 4, 0.5);
     le_sched_get_stats(sc, &s1);
     unsigned long long steps4 = s1.steps - s0.steps;
     rc |= run(sc, st, pr, lens, 8, &sp);
     double gap8 = 0;
     for (int i = 0; i < 8; i++)
         gap8 = st[i].max_gap > gap8 ? st[i].max_gap : gap8;
+    double med8 = gap_quantile(st, 8, 0.5), p99_8 = gap_quantile(st, 8, 0.99);
     /* prefix cache: a long prompt, then another sharing its prefix */
     fill(pr[0], prefix + 8, V, 99);
     memcpy(pr[1], pr[0], (size_t)prefix * sizeof(int32_t));
@@ -195,9 +232,11 @@ main(int argc, char **argv)
     printf("{\"threads\": %d, \"gen\": %d, \"prefix\": %d, \"agg1\": %.1f, "
            "\"agg4\": %.1f, \"gap1\": %.1f, \"gap8\": %.1f, \"ttft_first\": "
            "%.1f, \"ttft_second\": %.1f, \"cached_tokens\": %llu, "
-           "\"steps4\": %llu, \"ok\": %d}\n",
+           "\"steps4\": %llu, \"med1\": %.2f, \"med4\": %.2f, "
+           "\"med8\": %.2f, \"p99_1\": %.2f, \"p99_8\": %.2f, \"ok\": %d}\n",
            threads, gen, prefix, agg1, agg4, gap1, gap8, ttft1, ttft2,
-           (unsigned long long)ss.cached_tokens, steps4, rc == 0);
+           (unsigned long long)ss.cached_tokens, steps4, med1, med4, med8,
+           p99_1, p99_8, rc == 0);
     le_sched_free(sc);
     for (int i = 0; i < 8; i++)
         free(pr[i]);
