@@ -2,7 +2,8 @@
  * tool_sched_bench: the scheduler's concurrency figures on one model
  * (bench/local.sh runs it; prints one line of JSON).
  *
- *   tool_sched_bench MODEL [--threads N] [--gen N] [--prefix N]
+ *   tool_sched_bench MODEL [--threads N] [--gen N] [--prefix N] [--chunk N]
+ *   (--chunk: le_sched_params.chunk, default the scheduler's)
  *
  *   agg1, agg4   aggregate generation tokens/s of 1 and of 4 concurrent
  *                greedy streams (short distinct prompts, --gen tokens
@@ -156,10 +157,10 @@ main(int argc, char **argv)
 {
     if (argc < 2) {
         fprintf(stderr, "usage: tool_sched_bench MODEL [--threads N] "
-                        "[--gen N] [--prefix N]\n");
+                        "[--gen N] [--prefix N] [--chunk N]\n");
         return 2;
     }
-    int threads = 2, gen = 32, prefix = 1500;
+    int threads = 2, gen = 32, prefix = 1500, chunk = 0;
     for (int i = 2; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--threads"))
             threads = atoi(argv[i + 1]);
@@ -167,6 +168,8 @@ main(int argc, char **argv)
             gen = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--prefix"))
             prefix = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--chunk"))
+            chunk = atoi(argv[i + 1]);
     }
     struct le_model_params mp;
     le_model_params_default(&mp);
@@ -182,6 +185,8 @@ main(int argc, char **argv)
     le_sched_params_default(&p);
     p.parallel = 8;
     p.cache_seqs = 2;
+    if (chunk > 0)
+        p.chunk = chunk;
     struct le_sched *sc = NULL;
     if (le_sched_new(m, &p, &sc, err, sizeof(err)) != LE_OK) {
         fprintf(stderr, "%s\n", err);
