@@ -909,8 +909,8 @@ struct mm_job {
 
 #define AMX_MIN_TOK LE_AMX_MIN_TOK
 /* Rows up to which a product over repacked weights takes le_gemv_at's
- * decode kernel (generation steps of up to this many sequences). */
-#define GEMV_MAX_TOK 8
+ * decode kernel (generation steps, with a few prompt tokens). */
+#define GEMV_MAX_TOK 16
 
 static void
 matmul_rows(void *arg, int ith, int nth)
