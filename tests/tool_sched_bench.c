@@ -18,6 +18,11 @@
  *                4- and 8-stream runs (ms): one step's time, and steadier
  *                than the extremes when other processes share the cores
  *                (a step that lost its core to them shows as one long gap)
+ *   cpu1, cpu4, cpu8   CPU time (ms, CLOCK_THREAD_CPUTIME_ID) of one
+ *                decode step (le_model_forward_batch) of 1, 4 and 8
+ *                sequences on a second copy of the model with 1 thread,
+ *                median of 15: what a step costs, whatever other processes
+ *                take of the cores (their cache traffic still counts)
  * Wall-clock figures: noisy on a shared machine; run it when quiet.
  */
 #include <stdatomic.h>
@@ -26,7 +31,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "../local_engine/local_engine.h"
+#include "../local_engine/le_int.h"
 
 static double
 now_ms(void)
@@ -152,6 +157,72 @@ gap_quantile(const struct stream *st, int k, double q)
     return all[at < n ? at : n - 1];
 }
 
+static double
+cpu_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* The median CPU time of one decode step of k sequences (k <= 8) on m
+ * (1 thread), into cpu[k]; -1 on error. */
+static int
+step_cpu(struct le_model *m, double cpu[9])
+{
+    enum { REPS = 15 };
+    struct le_session *ws = NULL, *kv[8] = {0};
+    char err[256];
+    int rc = -1;
+    if (le_session_new_sized(m, 8, 8, 0, &ws, err, sizeof(err)) != LE_OK)
+        goto out;
+    for (int i = 0; i < 8; i++)
+        if (le_session_new_sized(m, 0, 0, 1, &kv[i], err, sizeof(err)) !=
+            LE_OK)
+            goto out;
+    static const int ks[3] = {1, 4, 8};
+    for (int pass = 0; pass < 2; pass++) /* the first warms up */
+        for (int c = 0; c < 3; c++) {
+            int k = ks[c];
+            double t[REPS];
+            for (int r = 0; r < REPS; r++) {
+                int32_t ids[8], pos[8], out[8];
+                struct le_session *seq[8];
+                for (int i = 0; i < k; i++) {
+                    if (kv[i]->n_past >= kv[i]->n_ctx - 1)
+                        kv[i]->n_past = 0;
+                    ids[i] = 3 + (r * 7 + i * 13) % (le_model_n_vocab(m) - 3);
+                    seq[i] = kv[i];
+                    pos[i] = kv[i]->n_past;
+                    out[i] = i;
+                }
+                struct le_fwd_batch b = {0};
+                b.n_tok = k;
+                b.ids = ids;
+                b.seq = seq;
+                b.pos = pos;
+                b.amx_from = k;
+                b.n_out = k;
+                b.out = out;
+                b.logits = ws->logits;
+                double t0 = cpu_ms();
+                if (le_model_forward_batch(ws, &b, err, sizeof(err)) != LE_OK)
+                    goto out;
+                t[r] = cpu_ms() - t0;
+            }
+            qsort(t, REPS, sizeof(t[0]), cmp_double);
+            cpu[k] = t[REPS / 2];
+        }
+    rc = 0;
+out:
+    if (rc)
+        fprintf(stderr, "step timing: %s\n", err);
+    le_session_free(ws);
+    for (int i = 0; i < 8; i++)
+        le_session_free(kv[i]);
+    return rc;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -234,15 +305,25 @@ main(int argc, char **argv)
     double ttft2 = st[0].t_first - st[0].t_submit;
     struct le_sched_stats ss;
     le_sched_get_stats(sc, &ss);
+    le_sched_free(sc);
+    sc = NULL;
+    double cpu[9] = {0};
+    struct le_model *m1 = NULL;
+    mp.n_threads = 1;
+    mp.n_ctx = 512;
+    if (le_model_open(argv[1], &mp, &m1, err, sizeof(err)) != LE_OK ||
+        step_cpu(m1, cpu) != 0)
+        rc = -1;
+    le_model_free(m1);
     printf("{\"threads\": %d, \"gen\": %d, \"prefix\": %d, \"agg1\": %.1f, "
            "\"agg4\": %.1f, \"gap1\": %.1f, \"gap8\": %.1f, \"ttft_first\": "
            "%.1f, \"ttft_second\": %.1f, \"cached_tokens\": %llu, "
            "\"steps4\": %llu, \"med1\": %.2f, \"med4\": %.2f, "
-           "\"med8\": %.2f, \"p99_1\": %.2f, \"p99_8\": %.2f, \"ok\": %d}\n",
+           "\"med8\": %.2f, \"p99_1\": %.2f, \"p99_8\": %.2f, "
+           "\"cpu1\": %.2f, \"cpu4\": %.2f, \"cpu8\": %.2f, \"ok\": %d}\n",
            threads, gen, prefix, agg1, agg4, gap1, gap8, ttft1, ttft2,
            (unsigned long long)ss.cached_tokens, steps4, med1, med4, med8,
-           p99_1, p99_8, rc == 0);
-    le_sched_free(sc);
+           p99_1, p99_8, cpu[1], cpu[4], cpu[8], rc == 0);
     for (int i = 0; i < 8; i++)
         free(pr[i]);
     le_model_free(m);
