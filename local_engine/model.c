@@ -948,7 +948,6 @@ struct mmp_job {
     struct le_pack_act act;
     float *y;
     int n_tok;
-    le_gemv_fn gemv; /* non-NULL: the decode kernel over each share */
 };
 
 static void
@@ -958,24 +957,39 @@ matmul_packed(void *arg, int ith, int nth)
     const struct le_packed *P = j->P;
     int ng = (P->n_out + LE_PACK_ROWS - 1) / LE_PACK_ROWS;
     int per = (ng + nth - 1) / nth;
-    if (j->gemv) /* shares of whole group pairs (the kernel's tile) */
-        per += per & 1;
     int g0 = ith * per, g1 = g0 + per < ng ? g0 + per : ng;
-    if (j->gemv) {
-        if (g0 < g1)
-            j->gemv(P->n_in, P->data + (size_t)g0 * P->group_bytes,
-                    P->group_bytes, g1 - g0, &j->act, j->n_tok,
-                    j->y + (size_t)g0 * LE_PACK_ROWS, (size_t)P->n_out,
-                    g1 == ng ? P->n_out - (ng - 1) * LE_PACK_ROWS
-                             : LE_PACK_ROWS);
-        return;
-    }
     for (int g = g0; g < g1; g++) {
         int r0 = g * LE_PACK_ROWS;
         int nr = P->n_out - r0 < LE_PACK_ROWS ? P->n_out - r0 : LE_PACK_ROWS;
         j->gemm(P->n_in, P->data + (size_t)g * P->group_bytes, &j->act,
                    j->n_tok, j->y + r0, (size_t)P->n_out, nr);
     }
+}
+
+/* The decode kernel (le_gemv_at) over repacked weights: each thread takes
+ * a run of whole group pairs (the kernel's tile) for all tokens. */
+struct mmv_job {
+    const struct le_packed *P;
+    le_gemv_fn gemv;
+    struct le_pack_act act;
+    float *y;
+    int n_tok;
+};
+
+static void
+matmul_gemv(void *arg, int ith, int nth)
+{
+    struct mmv_job *j = arg;
+    const struct le_packed *P = j->P;
+    int ng = (P->n_out + LE_PACK_ROWS - 1) / LE_PACK_ROWS;
+    int per = (ng + nth - 1) / nth;
+    per += per & 1;
+    int g0 = ith * per, g1 = g0 + per < ng ? g0 + per : ng;
+    if (g0 < g1)
+        j->gemv(P->n_in, P->data + (size_t)g0 * P->group_bytes,
+                P->group_bytes, g1 - g0, &j->act, j->n_tok,
+                j->y + (size_t)g0 * LE_PACK_ROWS, (size_t)P->n_out,
+                g1 == ng ? P->n_out - (ng - 1) * LE_PACK_ROWS : LE_PACK_ROWS);
 }
 
 /* Bit of *qx: s->qact holds x but not its prep rows (matmul). */
@@ -1061,7 +1075,7 @@ matmul(struct le_session *s, const struct le_gguf_tensor *W, const float *x,
             {j.xq + (size_t)n_rest * j.x_row, j.x_row,
              s->qprep ? s->qprep + (size_t)n_rest * s->qprep_row : NULL,
              s->qprep_row},
-            y + (size_t)n_rest * n_out, n_amx, NULL};
+            y + (size_t)n_rest * n_out, n_amx};
         int small_amx = (int64_t)n_in * n_out * n_amx < 16384;
         le_pool_run(s->m->pool, matmul_packed, &pa, small_amx ? 1 : 0);
     } else if (n_amx > 0) {
@@ -1077,16 +1091,23 @@ matmul(struct le_session *s, const struct le_gguf_tensor *W, const float *x,
         return;
     /* Small products are not worth waking the pool for. */
     int small = (int64_t)n_in * n_out * n_rest < 16384;
+    /* Generation steps (a few rows: one per generating sequence, and
+     * prompt tails) take the decode kernel when the type has one: the
+     * same floats as P->pt.gemm (le_int.h). */
+    le_gemv_fn gv = P && n_rest <= GEMV_MAX_TOK
+                        ? le_gemv_at(P->pt.type, le_isa_active())
+                        : NULL;
+    if (gv) {
+        struct mmv_job vj = {P, gv,
+                             {s->qact, j.x_row, s->qprep, s->qprep_row},
+                             y, n_rest};
+        le_pool_run(s->m->pool, matmul_gemv, &vj, small ? 1 : 0);
+        return;
+    }
     if (P) {
-        /* Generation steps (a few rows: one per generating sequence, or a
-         * short prompt piece) take the decode kernel when the type has
-         * one; the same floats as P->pt.gemm (le_int.h). */
         struct mmp_job pj = {P, P->pt.gemm,
                              {s->qact, j.x_row, s->qprep, s->qprep_row},
-                             y, n_rest,
-                             n_rest <= GEMV_MAX_TOK
-                                 ? le_gemv_at(P->pt.type, le_isa_active())
-                                 : NULL};
+                             y, n_rest};
         le_pool_run(s->m->pool, matmul_packed, &pj, small ? 1 : 0);
         return;
     }
