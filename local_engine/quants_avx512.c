@@ -224,8 +224,9 @@ le_gemm_q8_0_avx512(int n, const void *w, const struct le_pack_act *a,
  * group's nibbles are unpacked once for the 4 tokens.  Past 4 tokens the
  * pair is walked again for the next 4 (from L1/L2 then).  Measured on one
  * core, the block loop alone (weights in L2): 1 token 0.81-0.90x the
- * time of legacy_gemm, 4 tokens 0.80-0.88x; a whole decode step of the
- * 1B slice (one thread, CPU time): 4 tokens 0.71x.
+ * time of legacy_gemm, 4 tokens 0.79-0.89x; a whole decode step of the
+ * 1B q4_0 slice (one thread, CPU time, tool_sched_bench): 1 token
+ * 0.91-0.97x, 4 tokens 0.62-0.68x, 8 tokens 0.79-0.87x.
  *
  * Per (row, token) the arithmetic is legacy_tile's exactly (two vpdpbusd
  * chains of 4, the first from the prep row's -bias * sum, their int32
