@@ -348,6 +348,30 @@ void le_attn_scores_f16_avx512(int hd, int n, const uint16_t *q,
 void le_attn_values_f16_avx512(int hd, int n, const float *w, float inv,
                                const uint8_t *v, size_t vs, float *out);
 
+/* Decode products (gemv.c, quants_avx512.c): ng repacked groups of
+ * n-value rows, gb bytes apart from w, against ntok activation rows:
+ * y[t * ys + 16 g + r] = dot(row r of group g, activation t), r < 16
+ * except r < nr_last in the last group; the floats of the type's
+ * le_gemm_fn called group by group (bit for bit, for any ntok and ng).
+ * le_gemv_at: the kernel of type t at level isa, or NULL (then call the
+ * le_gemm_fn per group); the _ref twins are the plain C loop. */
+typedef void (*le_gemv_fn)(int n, const void *w, size_t gb, int ng,
+                           const struct le_pack_act *a, int ntok, float *y,
+                           size_t ys, int nr_last);
+le_gemv_fn le_gemv_at(enum le_type t, enum le_isa isa);
+void le_gemv_q4_0_ref(int n, const void *w, size_t gb, int ng,
+                      const struct le_pack_act *a, int ntok, float *y,
+                      size_t ys, int nr_last);
+void le_gemv_q8_0_ref(int n, const void *w, size_t gb, int ng,
+                      const struct le_pack_act *a, int ntok, float *y,
+                      size_t ys, int nr_last);
+void le_gemv_q4_0_avx512(int n, const void *w, size_t gb, int ng,
+                         const struct le_pack_act *a, int ntok, float *y,
+                         size_t ys, int nr_last);
+void le_gemv_q8_0_avx512(int n, const void *w, size_t gb, int ng,
+                         const struct le_pack_act *a, int ntok, float *y,
+                         size_t ys, int nr_last);
+
 /* IEEE half and bfloat16 conversions (plain C, exact, round to nearest
  * even on the way down). */
 float le_fp16_to_fp32(uint16_t h);

@@ -911,6 +911,9 @@ struct mm_job {
 };
 
 #define AMX_MIN_TOK LE_AMX_MIN_TOK
+/* Rows up to which a product over repacked weights takes le_gemv_at's
+ * decode kernel (generation steps, with a few prompt tokens). */
+#define GEMV_MAX_TOK 16
 
 static void
 matmul_rows(void *arg, int ith, int nth)
@@ -1003,6 +1006,33 @@ matmul_packed_dyn(void *arg, int ith, int nth)
         }
     }
 }
+
+/* The decode kernel (le_gemv_at) over repacked weights: each thread takes
+ * a run of whole group pairs (the kernel's tile) for all tokens. */
+struct mmv_job {
+    const struct le_packed *P;
+    le_gemv_fn gemv;
+    struct le_pack_act act;
+    float *y;
+    int n_tok;
+};
+
+static void
+matmul_gemv(void *arg, int ith, int nth)
+{
+    struct mmv_job *j = arg;
+    const struct le_packed *P = j->P;
+    int ng = (P->n_out + LE_PACK_ROWS - 1) / LE_PACK_ROWS;
+    int per = (ng + nth - 1) / nth;
+    per += per & 1;
+    int g0 = ith * per, g1 = g0 + per < ng ? g0 + per : ng;
+    if (g0 < g1)
+        j->gemv(P->n_in, P->data + (size_t)g0 * P->group_bytes,
+                P->group_bytes, g1 - g0, &j->act, j->n_tok,
+                j->y + (size_t)g0 * LE_PACK_ROWS, (size_t)P->n_out,
+                g1 == ng ? P->n_out - (ng - 1) * LE_PACK_ROWS : LE_PACK_ROWS);
+}
+
 
 /* Bits of *qx: s->qact holds x but not its prep rows; s->qtile holds
  * x's rows from n_rest on as AMX A tiles (matmul). */
@@ -1114,6 +1144,19 @@ matmul(struct le_session *s, const struct le_gguf_tensor *W, const float *x,
         return;
     /* Small products are not worth waking the pool for. */
     int small = (int64_t)n_in * n_out * n_rest < 16384;
+    /* Generation steps (a few rows: one per generating sequence, and
+     * prompt tails) take the decode kernel when the type has one: the
+     * same floats as P->pt.gemm (le_int.h). */
+    le_gemv_fn gv = P && n_rest <= GEMV_MAX_TOK
+                        ? le_gemv_at(P->pt.type, le_isa_active())
+                        : NULL;
+    if (gv) {
+        struct mmv_job vj = {P, gv,
+                             {s->qact, j.x_row, s->qprep, s->qprep_row, NULL},
+                             y, n_rest};
+        le_pool_run(s->m->pool, matmul_gemv, &vj, small ? 1 : 0);
+        return;
+    }
     if (P) {
         struct mmp_job pj = {P, P->pt.gemm,
                              {s->qact, j.x_row, s->qprep, s->qprep_row, NULL},

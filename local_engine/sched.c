@@ -6,7 +6,9 @@
  *   - the next token of every generating sequence that is not paused, and
  *   - pieces (<= chunk tokens) of the prompts of prefilling sequences,
  *     round robin, up to chunk prompt tokens in all per step while other
- *     sequences generate (n_batch when none does),
+ *     sequences generate (n_batch when none does); a prompt's tokens on
+ *     the per-row kernels (its last, short piece) only as many as keep
+ *     the step within SCHED_STEP_ROWS rows (see step()),
  * so the weights are read once per step for every sequence, a long prompt
  * is cut into chunks interleaved with the other streams' tokens, and
  * sequences join (admission) and leave (finished, cancelled) between
@@ -30,8 +32,9 @@
  * (its logits are needed).
  *
  * Determinism: a token's kernels depend only on its own sequence (a
- * prefill chunk of LE_AMX_MIN_TOK or more tokens may take the AMX GEMM,
- * everything else the per-row kernels; model.c's matmul), so a
+ * whole prefill piece of chunk >= LE_AMX_MIN_TOK tokens may take the AMX
+ * GEMM, everything else the per-row kernels, whose floats do not depend
+ * on how many rows share the product; model.c's matmul), so a
  * sequence's greedy output is the same alone and batched
  * (tests/test_sched.c).
  *
@@ -64,6 +67,7 @@ struct seq {
     struct sreq *rq;       /* active only */
     struct le_gen g;
     size_t fed;            /* prompt tokens in the cells */
+    size_t cut0;           /* fed at admission: the pieces' cuts start there */
     int32_t next;          /* SEQ_GEN: the token to evaluate next */
     double t_admit, t_first;
 };
@@ -81,6 +85,7 @@ struct le_sched {
     struct le_session **bseq;
     struct piece {
         int seq, len;
+        int amx;           /* an AMX piece (after amx_from) */
         size_t from;
     } *pc;                 /* [idle_budget] this step's prompt pieces */
     pthread_t th;
@@ -202,6 +207,7 @@ admit(struct le_sched *s, struct sreq *rq)
     struct seq *q = &s->seqs[slot];
     q->kv->n_past = (int32_t)reuse;
     q->fed = reuse;
+    q->cut0 = reuse;
     q->rq = rq;
     q->t_admit = now_ms();
     q->t_first = 0;
@@ -221,6 +227,13 @@ admit(struct le_sched *s, struct sreq *rq)
         seq_finish(s, q, st, err);
     }
 }
+
+/* Rows of a step on the per-row kernels (generating sequences' tokens and
+ * prompt tails) up to which prompt tokens join while others generate:
+ * the decode kernel's tile is 4 tokens x 2 groups, and 8 rows cost about
+ * twice one (measured on the 1B q4_0 slice, one thread, CPU time: 21-23
+ * vs 11-12 ms), so a newcomer's prompt tail keeps a step within that. */
+#define SCHED_STEP_ROWS 8
 
 /* One forward pass over every runnable sequence; 0 if none ran. */
 static int
@@ -254,13 +267,23 @@ step(struct le_sched *s)
         no++;
     }
     atomic_store(&s->st_paused, paused);
-    /* Prompt pieces of s->chunk tokens (a sequence's last one shorter),
-     * round robin over the prefilling sequences: at most s->chunk tokens
-     * in all while other sequences generate (their next token waits for
-     * this step), up to s->idle_budget when none does.  A sequence's
-     * pieces are the same whatever else runs; short pieces go first
-     * (per-row kernels), the others after amx_from. */
+    /* Prompt pieces, round robin over the prefilling sequences.  A
+     * prompt is cut into pieces of s->chunk tokens from where its cells
+     * end at admission (the last one shorter), the same cuts whatever
+     * else runs.  A whole piece of LE_AMX_MIN_TOK or more tokens is an
+     * AMX piece: fed in one step (after amx_from).  Every other token (a
+     * prompt's last, shorter piece; all of them when chunk is small) takes
+     * the per-row kernels, whose results do not depend on the batch, so
+     * those may be fed a few per step: while other sequences generate, up
+     * to SCHED_STEP_ROWS rows in all with the generating ones (at least
+     * one prompt token per step), so a newcomer's prompt tail does not
+     * make the others' step longer than that (an AMX piece's step costs
+     * what it costs: its GEMM's fixed cost is the weights' unpacking).
+     * At most s->chunk prompt tokens per step while others generate, up
+     * to s->idle_budget when none does. */
     int budget = nt > 0 ? s->chunk : s->idle_budget, n_pc = 0;
+    int rows = nt > 0 ? (nt < SCHED_STEP_ROWS ? SCHED_STEP_ROWS - nt : 1)
+                      : budget;
     for (int k = 0; k < s->n_seqs && budget > 0; k++) {
         int i = (s->rr + k) % s->n_seqs;
         struct seq *q = &s->seqs[i];
@@ -268,12 +291,25 @@ step(struct le_sched *s)
             continue;
         size_t from = q->fed, n = q->rq->r.n_prompt;
         while (from < n && budget > 0) {
-            int c = n - from < (size_t)s->chunk ? (int)(n - from) : s->chunk;
-            if (c > budget)
+            size_t into = (from - q->cut0) % (size_t)s->chunk;
+            size_t cut = from - into + (size_t)s->chunk; /* next cut */
+            if (cut > n)
+                cut = n;
+            int c = (int)(cut - from);
+            int amx = into == 0 && c == s->chunk && c >= LE_AMX_MIN_TOK;
+            if (amx && c > budget)
                 break;
+            if (!amx) {
+                if (rows <= 0)
+                    break;
+                c = c < rows ? c : rows;
+                c = c < budget ? c : budget;
+                rows -= c;
+            }
             s->pc[n_pc].seq = i;
             s->pc[n_pc].from = from;
             s->pc[n_pc].len = c;
+            s->pc[n_pc].amx = amx;
             n_pc++;
             from += (size_t)c;
             budget -= c;
@@ -288,7 +324,7 @@ step(struct le_sched *s)
             struct seq *q = &s->seqs[s->pc[k].seq];
             size_t from = s->pc[k].from;
             int c = s->pc[k].len;
-            if ((c >= LE_AMX_MIN_TOK) != pass)
+            if (s->pc[k].amx != pass)
                 continue;
             for (int t = 0; t < c; t++) {
                 s->ids[nt] = q->rq->prompt[from + (size_t)t];

@@ -660,6 +660,44 @@ test_layout_q4_1_q5_1(void)
  * 64..4096, n_ff 5632, 11008, 14336; K-quants multiples of 256), weights
  * both quantised data and random bytes with finite scales, 1..9 tokens,
  * full and partial groups; nothing past nr rows is written. */
+/* nr random rows of type t (n values, le_row_size bytes each) at w:
+ * every other row (by r + rep) quantised from floats, the others raw
+ * random bytes with random fp16 scales at d_off[0..n_d) of each block.
+ * x: scratch of n floats. */
+static void
+rand_weights(enum le_type t, uint8_t *w, int nr, int n, int rep,
+             const size_t *d_off, int n_d, float *x)
+{
+    const struct le_type_traits *rt = le_type_get_ref(t);
+    size_t wr = le_row_size(t, n);
+    size_t nb = (size_t)n / (size_t)rt->blck_size;
+    for (int r = 0; r < nr; r++) {
+        uint8_t *row = w + (size_t)r * wr;
+        if ((r + rep) % 2 == 0) {
+            fill(x, n, 1.0f);
+            rt->from_float(x, row, n);
+            continue;
+        }
+        for (size_t i = 0; i < wr; i++)
+            row[i] = (uint8_t)(frand() * 128 + 128);
+        /* F16 / BF16: any finite bit pattern (inf - inf would make a NaN
+         * whose sign depends on the order the compiler picked) */
+        uint16_t *hv = (uint16_t *)row;
+        uint16_t em = t == LE_TYPE_F16 ? 0x7c00 : 0x7f80;
+        if (rt->blck_size == 1)
+            for (int i = 0; i < n; i++)
+                if ((hv[i] & em) == em)
+                    hv[i] &= (uint16_t)~0x4000;
+        for (size_t b = 0; b < nb; b++)
+            for (int f = 0; f < n_d; f++) {
+                uint16_t h = le_fp32_to_fp16(frand() * 0.01f);
+                uint8_t *q = row + b * rt->type_size + d_off[f];
+                q[0] = (uint8_t)h;
+                q[1] = (uint8_t)(h >> 8);
+            }
+    }
+}
+
 static void
 test_packed(void)
 {
@@ -706,34 +744,7 @@ test_packed(void)
                 uint8_t *aq = malloc(ar * (size_t)ntok);
                 uint8_t *ap = malloc(pr * (size_t)ntok);
                 float *out = malloc((size_t)ntok * 20 * sizeof(float));
-                size_t nb = (size_t)n / (size_t)rt->blck_size;
-                for (int r = 0; r < nr; r++) {
-                    uint8_t *row = w + (size_t)r * wr;
-                    if ((r + rep) % 2 == 0) {
-                        fill(x, n, 1.0f);
-                        rt->from_float(x, row, n);
-                    } else {
-                        for (size_t i = 0; i < wr; i++)
-                            row[i] = (uint8_t)(frand() * 128 + 128);
-                        /* F16 / BF16: any finite bit pattern (inf - inf
-                         * would make a NaN whose sign depends on the
-                         * order the compiler picked) */
-                        uint16_t *hv = (uint16_t *)row;
-                        uint16_t em = k[c].t == LE_TYPE_F16 ? 0x7c00 : 0x7f80;
-                        if (rt->blck_size == 1)
-                            for (int i = 0; i < n; i++)
-                                if ((hv[i] & em) == em)
-                                    hv[i] &= (uint16_t)~0x4000;
-                        for (size_t b = 0; b < nb; b++)
-                            for (int f = 0; f < k[c].n_d; f++) {
-                                uint16_t h = le_fp32_to_fp16(frand() * 0.01f);
-                                uint8_t *q = row + b * rt->type_size +
-                                             k[c].d_off[f];
-                                q[0] = (uint8_t)h;
-                                q[1] = (uint8_t)(h >> 8);
-                            }
-                    }
-                }
+                rand_weights(k[c].t, w, nr, n, rep, k[c].d_off, k[c].n_d, x);
                 for (int t = 0; t < ntok; t++) {
                     fill(x, n, t % 3 ? 1.0f : 30.0f);
                     vt->from_float(x, aq + (size_t)t * ar, n);
@@ -774,6 +785,122 @@ test_packed(void)
     fprintf(stderr, "  (%d repacked kernels on this CPU, up to %s)\n",
             n_kernels, le_isa_name(le_isa_detected()));
     T_CHECK(n_kernels >= 7);
+    free(x);
+}
+
+/* The decode kernels (le_gemv_at: quants_avx512.c and its plain C
+ * twin): for Q4_0 and Q8_0, every row length from one block to 14336
+ * (the models': 64, 2048, 5632, 11008...), runs of 1-3 groups with a
+ * partial last group, random blocks (quantised rows and raw bytes with
+ * random scales) and each token count N 1..8: the floats are bit for bit
+ * those of the twin, of the same kernel run on each token alone (N = 1:
+ * a token's result does not depend on its batch mates), and of the plain
+ * C vec_dot of the row; rows past the last group's are not written. */
+static void
+test_gemv(void)
+{
+    static const int lens[] = {32,   64,   96,   128,  256,   512,  768,
+                               1024, 2048, 3072, 4096, 5632, 11008, 14336};
+    static const enum le_type types[] = {LE_TYPE_Q4_0, LE_TYPE_Q8_0};
+    float *x = malloc(14336 * sizeof(float));
+    int n_kernels = 0, bad = 0, rep = 0;
+    for (size_t c = 0; c < 2; c++) {
+        enum le_type wt = types[c];
+        const struct le_type_traits *rt = le_type_get_ref(wt);
+        const struct le_type_traits *vt = le_type_get_ref(rt->vec_dot_type);
+        struct le_pack_traits pt;
+        T_CHECK(le_pack_traits_at(wt, LE_ISA_NONE, &pt));
+        T_CHECK(le_gemv_at(wt, LE_ISA_NONE) != NULL);
+        for (int isa = LE_ISA_NONE; isa <= LE_ISA_AVX512; isa++) {
+            le_gemv_fn gv = le_gemv_at(wt, (enum le_isa)isa);
+            if (!gv)
+                continue;
+            T_CHECK(le_isa_supported((enum le_isa)isa));
+            n_kernels++;
+            for (size_t li = 0; li < sizeof(lens) / sizeof(lens[0]); li++) {
+                int n = lens[li];
+                rep++;
+                int ng = 1 + rep % 3, nr_last = rep % 2 ? 16 : 1 + rep % 15;
+                int rows = (ng - 1) * 16 + nr_last, ys = ng * 16 + 4;
+                size_t wr = le_row_size(wt, n);
+                size_t ar = le_row_size(rt->vec_dot_type, n);
+                size_t pr = le_pack_prep_size(rt->vec_dot_type, n);
+                size_t gb = le_pack_group_bytes(&pt, n);
+                uint8_t *w = malloc(wr * (size_t)rows);
+                uint8_t *packed = aligned_alloc(64, gb * (size_t)ng);
+                uint8_t *aq = malloc(ar * 8);
+                uint8_t *ap = malloc(pr * 8);
+                float *out = malloc((size_t)8 * ys * sizeof(float));
+                float *ref = malloc((size_t)8 * ys * sizeof(float));
+                float *one = malloc((size_t)ys * sizeof(float));
+                static const size_t d_off[1] = {0};
+                rand_weights(wt, w, rows, n, rep, d_off, 1, x);
+                for (int g = 0; g < ng; g++)
+                    le_pack_rows(&pt, w + (size_t)g * 16 * wr, wr,
+                                 g + 1 == ng ? nr_last : 16, n,
+                                 packed + (size_t)g * gb);
+                for (int t = 0; t < 8; t++) {
+                    fill(x, n, t % 3 ? 1.0f : 30.0f);
+                    vt->from_float(x, aq + (size_t)t * ar, n);
+                    le_pack_prep(rt->vec_dot_type, aq + (size_t)t * ar, n,
+                                 ap + (size_t)t * pr);
+                }
+                for (int nt = 1; nt <= 8; nt++) {
+                    struct le_pack_act act = {aq, ar, ap, pr};
+                    for (int i = 0; i < 8 * ys; i++)
+                        out[i] = ref[i] = -12345.0f;
+                    gv(n, packed, gb, ng, &act, nt, out, (size_t)ys, nr_last);
+                    (wt == LE_TYPE_Q4_0 ? le_gemv_q4_0_ref
+                                        : le_gemv_q8_0_ref)(
+                        n, packed, gb, ng, &act, nt, ref, (size_t)ys,
+                        nr_last);
+                    for (int t = 0; t < nt; t++) {
+                        struct le_pack_act a1 = {aq + (size_t)t * ar, ar,
+                                                 ap + (size_t)t * pr, pr};
+                        for (int i = 0; i < ys; i++)
+                            one[i] = -12345.0f;
+                        gv(n, packed, gb, ng, &a1, 1, one, (size_t)ys,
+                           nr_last);
+                        for (int r = 0; r < ys; r++) {
+                            float got = out[t * ys + r], want = -12345.0f;
+                            if (r < rows)
+                                rt->vec_dot(n, &want, w + (size_t)r * wr,
+                                            aq + (size_t)t * ar);
+                            if (memcmp(&got, &want, 4) != 0 ||
+                                memcmp(&got, &ref[t * ys + r], 4) != 0 ||
+                                memcmp(&got, &one[r], 4) != 0) {
+                                if (bad < 5)
+                                    fprintf(stderr,
+                                            "%s %s n=%d ng=%d nr=%d N=%d "
+                                            "tok %d row %d: %.9g twin %.9g "
+                                            "alone %.9g vec_dot %.9g\n",
+                                            rt->name,
+                                            le_isa_name((enum le_isa)isa), n,
+                                            ng, nr_last, nt, t, r, got,
+                                            ref[t * ys + r], one[r], want);
+                                bad++;
+                            }
+                        }
+                    }
+                    for (int i = nt * ys; i < 8 * ys; i++)
+                        if (out[i] != -12345.0f)
+                            bad++;
+                }
+                free(w);
+                free(packed);
+                free(aq);
+                free(ap);
+                free(out);
+                free(ref);
+                free(one);
+            }
+        }
+    }
+    T_EQ_INT(bad, 0);
+    fprintf(stderr, "  (%d decode kernels on this CPU)\n", n_kernels);
+    T_CHECK(n_kernels >= 2);
+    if (le_isa_supported(LE_ISA_AVX512))
+        T_CHECK(n_kernels == 4);
     free(x);
 }
 
@@ -857,6 +984,7 @@ main(void)
     T_RUN(test_simd_vs_ref);
     T_RUN(test_vec_dot_multi);
     T_RUN(test_packed);
+    T_RUN(test_gemv);
     T_RUN(test_quantize_simd);
     T_RUN(test_nonfinite);
     T_RUN(test_layout_q4_0);

@@ -243,6 +243,76 @@ test_alone_vs_batched(void)
     }
 }
 
+/* Prompts that join while another sequence generates (their tails then
+ * take a few per-row rows per step, their whole pieces the AMX GEMM in a
+ * step of their own kind): each output as alone.  The joiners' lengths:
+ * 21 = one 16-token piece and a 5-token tail, 7 (a tail only), 40. */
+static void
+check_join_while_generating(struct le_model *m, const char *what)
+{
+    static const size_t jl[3] = {21, 7, 40};
+    int32_t V = le_model_n_vocab(m);
+    int32_t pr[4][48];
+    struct le_sampling sp;
+    greedy(&sp, 24);
+    struct le_sampling spl;
+    greedy(&spl, 120); /* the one generating while the others join */
+    static struct run alone[4], batch[4];
+    size_t len[4] = {5, jl[0], jl[1], jl[2]};
+    for (int i = 0; i < 4; i++) {
+        prompt(pr[i], len[i], V, (uint32_t)(i + 11));
+        struct le_sched *s = sched(m, 1, 0, 0, 16);
+        struct run *rp = &alone[i];
+        T_EQ_INT(submit(s, pr[i], len[i], i ? &sp : &spl, rp), LE_OK);
+        T_CHECK(wait_all(&rp, 1));
+        T_EQ_INT(rp->st, LE_OK);
+        le_sched_free(s);
+    }
+    struct le_sched *s = sched(m, 4, 0, 0, 16);
+    struct run *rs[4] = {&batch[0], &batch[1], &batch[2], &batch[3]};
+    T_EQ_INT(submit(s, pr[0], len[0], &spl, rs[0]), LE_OK);
+    /* bounded: the first sequence makes 120 tokens */
+    struct le_sched_stats st = {0};
+    for (int ms = 0; ms < 60000 && st.generated_tokens < 1 &&
+                     !atomic_load(&batch[0].done);
+         ms++) {
+        struct timespec ts = {0, 500000};
+        nanosleep(&ts, NULL);
+        le_sched_get_stats(s, &st);
+    }
+    for (int i = 1; i < 4; i++)
+        T_EQ_INT(submit(s, pr[i], len[i], &sp, rs[i]), LE_OK);
+    /* (on a loaded machine the first may have ended before they came: the
+     * outputs must match all the same) */
+    if (atomic_load(&batch[0].done))
+        fprintf(stderr, "  (%s: the joiners came after the end)\n", what);
+    T_CHECK(wait_all(rs, 4));
+    le_sched_free(s);
+    for (int i = 0; i < 4; i++) {
+        T_EQ_INT(batch[i].st, LE_OK);
+        T_EQ_INT(batch[i].n, alone[i].n);
+        int same = memcmp(batch[i].ids, alone[i].ids,
+                          (size_t)alone[i].n * sizeof(int32_t)) == 0;
+        if (!same)
+            fprintf(stderr, "%s: joiner %d differs from alone\n", what, i);
+        T_CHECK(same);
+    }
+}
+
+static void
+test_join_while_generating(void)
+{
+    const enum le_type types[] = {LE_TYPE_Q8_0, LE_TYPE_Q4_0};
+    for (int k = 0; k < 2; k++) {
+        struct le_model *r = wide_random(types[k], 91 + k);
+        T_CHECK(r != NULL);
+        if (!r)
+            continue;
+        check_join_while_generating(r, "wide random");
+        le_model_free(r);
+    }
+}
+
 /* A shared 64-token prefix (a multiple of the chunk, so the cells are
  * made by the same kernels whoever makes them), then 8 own tokens. */
 static void
@@ -565,6 +635,71 @@ out:
     le_session_free(ws);
 }
 
+/* What lets the scheduler feed a prompt's tail a few tokens per step: on
+ * the per-row kernels a sequence's 7 tokens give the same logits bits fed
+ * in one forward alone as fed 2 + 2 + 3 over three forwards, each beside
+ * another sequence's token. */
+static void
+check_split_bits(struct le_model *m)
+{
+    int32_t V = le_model_n_vocab(m);
+    int32_t a[7], o[3];
+    prompt(a, 7, V, 53);
+    prompt(o, 3, V, 54);
+    struct le_session *ka = NULL, *kb = NULL, *kc = NULL, *ws = NULL;
+    T_EQ_INT(le_session_new_sized(m, 0, 0, 1, &ka, NULL, 0), LE_OK);
+    T_EQ_INT(le_session_new_sized(m, 0, 0, 1, &kb, NULL, 0), LE_OK);
+    T_EQ_INT(le_session_new_sized(m, 0, 0, 1, &kc, NULL, 0), LE_OK);
+    T_EQ_INT(le_session_new_sized(m, 16, 2, 0, &ws, NULL, 0), LE_OK);
+    float *la = malloc((size_t)V * sizeof(float));
+    if (!ka || !kb || !kc || !ws || !la)
+        goto out;
+    struct le_fwd_batch b = {0};
+    int32_t last = 6;
+    b.n_tok = 7;
+    b.ids = a;
+    b.one = ka;
+    b.amx_from = 7; /* all on the per-row kernels */
+    b.n_out = 1;
+    b.out = &last;
+    b.logits = ws->logits;
+    T_EQ_INT(le_model_forward_batch(ws, &b, NULL, 0), LE_OK);
+    memcpy(la, ws->logits, (size_t)V * sizeof(float));
+    static const int cut[4] = {0, 2, 4, 7};
+    for (int k = 0; k < 3; k++) {
+        int32_t ids[4], pos[4], out[1];
+        struct le_session *seq[4];
+        ids[0] = o[k];
+        pos[0] = k;
+        seq[0] = kc;
+        int nt = 1;
+        for (int t = cut[k]; t < cut[k + 1]; t++, nt++) {
+            ids[nt] = a[t];
+            pos[nt] = t;
+            seq[nt] = kb;
+        }
+        out[0] = nt - 1;
+        memset(&b, 0, sizeof(b));
+        b.n_tok = nt;
+        b.ids = ids;
+        b.seq = seq;
+        b.pos = pos;
+        b.amx_from = nt;
+        b.n_out = 1;
+        b.out = out;
+        b.logits = ws->logits;
+        T_EQ_INT(le_model_forward_batch(ws, &b, NULL, 0), LE_OK);
+    }
+    T_CHECK(memcmp(ws->logits, la, (size_t)V * sizeof(float)) == 0);
+    T_EQ_INT(le_session_n_past(kb), 7);
+out:
+    free(la);
+    le_session_free(ka);
+    le_session_free(kb);
+    le_session_free(kc);
+    le_session_free(ws);
+}
+
 static void
 test_forward_bits(void)
 {
@@ -572,6 +707,7 @@ test_forward_bits(void)
     T_CHECK(m != NULL);
     if (m) {
         check_forward_bits(m);
+        check_split_bits(m);
         le_model_free(m);
     }
     const enum le_type types[] = {LE_TYPE_F32, LE_TYPE_Q8_0, LE_TYPE_Q4_0};
@@ -580,12 +716,14 @@ test_forward_bits(void)
         T_CHECK(r != NULL);
         if (r) {
             check_forward_bits(r);
+            check_split_bits(r);
             le_model_free(r);
         }
         r = wide_random(types[k], 71 + k);
         T_CHECK(r != NULL);
         if (r) {
             check_forward_bits(r);
+            check_split_bits(r);
             check_alone_vs_batched(r, "wide random");
             le_model_free(r);
         }
@@ -597,6 +735,7 @@ main(void)
 {
     T_RUN(test_forward_bits);
     T_RUN(test_alone_vs_batched);
+    T_RUN(test_join_while_generating);
     T_RUN(test_prefix_cache);
     T_RUN(test_busy_and_cancel);
     T_RUN(test_pause);

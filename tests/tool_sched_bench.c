@@ -2,7 +2,8 @@
  * tool_sched_bench: the scheduler's concurrency figures on one model
  * (bench/local.sh runs it; prints one line of JSON).
  *
- *   tool_sched_bench MODEL [--threads N] [--gen N] [--prefix N]
+ *   tool_sched_bench MODEL [--threads N] [--gen N] [--prefix N] [--chunk N]
+ *   (--chunk: le_sched_params.chunk, default the scheduler's)
  *
  *   agg1, agg4   aggregate generation tokens/s of 1 and of 4 concurrent
  *                greedy streams (short distinct prompts, --gen tokens
@@ -12,6 +13,16 @@
  *                prefix (8 own tokens after it): the prefix cache
  *   gap1, gap8   the largest gap (ms) between two tokens of one stream,
  *                1 stream alone and 8 concurrent streams
+ *   med1, med4, med8, p99_1, p99_8   the median and 99th percentile of
+ *                the gaps between two tokens over every stream of the 1-,
+ *                4- and 8-stream runs (ms): one step's time, and steadier
+ *                than the extremes when other processes share the cores
+ *                (a step that lost its core to them shows as one long gap)
+ *   cpu1, cpu4, cpu8   CPU time (ms, CLOCK_THREAD_CPUTIME_ID) of one
+ *                decode step (le_model_forward_batch) of 1, 4 and 8
+ *                sequences on a second copy of the model with 1 thread,
+ *                median of 15: what a step costs, whatever other processes
+ *                take of the cores (their cache traffic still counts)
  * Wall-clock figures: noisy on a shared machine; run it when quiet.
  */
 #include <stdatomic.h>
@@ -20,7 +31,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "../local_engine/local_engine.h"
+#include "../local_engine/le_int.h"
 
 static double
 now_ms(void)
@@ -30,10 +41,13 @@ now_ms(void)
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
+#define MAX_GAPS 4096
+
 struct stream {
     double t_submit, t_first, t_last, max_gap;
     int n;
     _Atomic int done;
+    double gaps[MAX_GAPS];
 };
 
 static int
@@ -47,8 +61,12 @@ on_tok(void *ud, int32_t id, const char *text, size_t len)
     double t = now_ms();
     if (s->n == 0)
         s->t_first = t;
-    else if (t - s->t_last > s->max_gap)
-        s->max_gap = t - s->t_last;
+    else {
+        if (s->n - 1 < MAX_GAPS)
+            s->gaps[s->n - 1] = t - s->t_last;
+        if (t - s->t_last > s->max_gap)
+            s->max_gap = t - s->t_last;
+    }
     s->t_last = t;
     s->n++;
     return 0;
@@ -116,15 +134,104 @@ aggregate(const struct stream *st, int k)
     return t1 > t0 ? (n - k) * 1000.0 / (t1 - t0) : 0;
 }
 
+static int
+cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The q-quantile (0..1) of every gap of streams 0..k-1 (0 if none). */
+static double
+gap_quantile(const struct stream *st, int k, double q)
+{
+    static double all[8 * MAX_GAPS];
+    size_t n = 0;
+    for (int i = 0; i < k; i++)
+        for (int g = 0; g + 1 < st[i].n && g < MAX_GAPS; g++)
+            all[n++] = st[i].gaps[g];
+    if (n == 0)
+        return 0;
+    qsort(all, n, sizeof(all[0]), cmp_double);
+    size_t at = (size_t)(q * (double)(n - 1) + 0.5);
+    return all[at < n ? at : n - 1];
+}
+
+static double
+cpu_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* The median CPU time of one decode step of k sequences (k <= 8) on m
+ * (1 thread), into cpu[k]; -1 on error. */
+static int
+step_cpu(struct le_model *m, double cpu[9])
+{
+    enum { REPS = 15 };
+    struct le_session *ws = NULL, *kv[8] = {0};
+    char err[256];
+    int rc = -1;
+    if (le_session_new_sized(m, 8, 8, 0, &ws, err, sizeof(err)) != LE_OK)
+        goto out;
+    for (int i = 0; i < 8; i++)
+        if (le_session_new_sized(m, 0, 0, 1, &kv[i], err, sizeof(err)) !=
+            LE_OK)
+            goto out;
+    static const int ks[3] = {1, 4, 8};
+    for (int pass = 0; pass < 2; pass++) /* the first warms up */
+        for (int c = 0; c < 3; c++) {
+            int k = ks[c];
+            double t[REPS];
+            for (int r = 0; r < REPS; r++) {
+                int32_t ids[8], pos[8], out[8];
+                struct le_session *seq[8];
+                for (int i = 0; i < k; i++) {
+                    if (kv[i]->n_past >= kv[i]->n_ctx - 1)
+                        kv[i]->n_past = 0;
+                    ids[i] = 3 + (r * 7 + i * 13) % (le_model_n_vocab(m) - 3);
+                    seq[i] = kv[i];
+                    pos[i] = kv[i]->n_past;
+                    out[i] = i;
+                }
+                struct le_fwd_batch b = {0};
+                b.n_tok = k;
+                b.ids = ids;
+                b.seq = seq;
+                b.pos = pos;
+                b.amx_from = k;
+                b.n_out = k;
+                b.out = out;
+                b.logits = ws->logits;
+                double t0 = cpu_ms();
+                if (le_model_forward_batch(ws, &b, err, sizeof(err)) != LE_OK)
+                    goto out;
+                t[r] = cpu_ms() - t0;
+            }
+            qsort(t, REPS, sizeof(t[0]), cmp_double);
+            cpu[k] = t[REPS / 2];
+        }
+    rc = 0;
+out:
+    if (rc)
+        fprintf(stderr, "step timing: %s\n", err);
+    le_session_free(ws);
+    for (int i = 0; i < 8; i++)
+        le_session_free(kv[i]);
+    return rc;
+}
+
 int
 main(int argc, char **argv)
 {
     if (argc < 2) {
         fprintf(stderr, "usage: tool_sched_bench MODEL [--threads N] "
-                        "[--gen N] [--prefix N]\n");
+                        "[--gen N] [--prefix N] [--chunk N]\n");
         return 2;
     }
-    int threads = 2, gen = 32, prefix = 1500;
+    int threads = 2, gen = 32, prefix = 1500, chunk = 0;
     for (int i = 2; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--threads"))
             threads = atoi(argv[i + 1]);
@@ -132,6 +239,8 @@ main(int argc, char **argv)
             gen = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--prefix"))
             prefix = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--chunk"))
+            chunk = atoi(argv[i + 1]);
     }
     struct le_model_params mp;
     le_model_params_default(&mp);
@@ -147,6 +256,8 @@ main(int argc, char **argv)
     le_sched_params_default(&p);
     p.parallel = 8;
     p.cache_seqs = 2;
+    if (chunk > 0)
+        p.chunk = chunk;
     struct le_sched *sc = NULL;
     if (le_sched_new(m, &p, &sc, err, sizeof(err)) != LE_OK) {
         fprintf(stderr, "%s\n", err);
@@ -170,16 +281,18 @@ main(int argc, char **argv)
     rc |= run(sc, st, pr, lens, 1, &sp); /* warm up */
     rc |= run(sc, st, pr, lens, 1, &sp);
     double agg1 = aggregate(st, 1), gap1 = st[0].max_gap;
+    double med1 = gap_quantile(st, 1, 0.5), p99_1 = gap_quantile(st, 1, 0.99);
     struct le_sched_stats s0, s1;
     le_sched_get_stats(sc, &s0);
     rc |= run(sc, st, pr, lens, 4, &sp);
-    double agg4 = aggregate(st, 4);
+    double agg4 = aggregate(st, 4), med4 = gap_quantile(st, 4, 0.5);
     le_sched_get_stats(sc, &s1);
     unsigned long long steps4 = s1.steps - s0.steps;
     rc |= run(sc, st, pr, lens, 8, &sp);
     double gap8 = 0;
     for (int i = 0; i < 8; i++)
         gap8 = st[i].max_gap > gap8 ? st[i].max_gap : gap8;
+    double med8 = gap_quantile(st, 8, 0.5), p99_8 = gap_quantile(st, 8, 0.99);
     /* prefix cache: a long prompt, then another sharing its prefix */
     fill(pr[0], prefix + 8, V, 99);
     memcpy(pr[1], pr[0], (size_t)prefix * sizeof(int32_t));
@@ -192,13 +305,25 @@ main(int argc, char **argv)
     double ttft2 = st[0].t_first - st[0].t_submit;
     struct le_sched_stats ss;
     le_sched_get_stats(sc, &ss);
+    le_sched_free(sc);
+    sc = NULL;
+    double cpu[9] = {0};
+    struct le_model *m1 = NULL;
+    mp.n_threads = 1;
+    mp.n_ctx = 512;
+    if (le_model_open(argv[1], &mp, &m1, err, sizeof(err)) != LE_OK ||
+        step_cpu(m1, cpu) != 0)
+        rc = -1;
+    le_model_free(m1);
     printf("{\"threads\": %d, \"gen\": %d, \"prefix\": %d, \"agg1\": %.1f, "
            "\"agg4\": %.1f, \"gap1\": %.1f, \"gap8\": %.1f, \"ttft_first\": "
            "%.1f, \"ttft_second\": %.1f, \"cached_tokens\": %llu, "
-           "\"steps4\": %llu, \"ok\": %d}\n",
+           "\"steps4\": %llu, \"med1\": %.2f, \"med4\": %.2f, "
+           "\"med8\": %.2f, \"p99_1\": %.2f, \"p99_8\": %.2f, "
+           "\"cpu1\": %.2f, \"cpu4\": %.2f, \"cpu8\": %.2f, \"ok\": %d}\n",
            threads, gen, prefix, agg1, agg4, gap1, gap8, ttft1, ttft2,
-           (unsigned long long)ss.cached_tokens, steps4, rc == 0);
-    le_sched_free(sc);
+           (unsigned long long)ss.cached_tokens, steps4, med1, med4, med8,
+           p99_1, p99_8, cpu[1], cpu[4], cpu[8], rc == 0);
     for (int i = 0; i < 8; i++)
         free(pr[i]);
     le_model_free(m);
