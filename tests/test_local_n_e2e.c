@@ -10,7 +10,8 @@
  * ignore_eos every choice runs to max_tokens, so the sum is exactly
  * n x max_tokens.  Tools with n = 2, streamed (tool_call deltas per
  * choice, each its own call id, arguments that parse, finish_reason
- * tool_calls) and not; /v1/completions streamed with n = 2.
+ * tool_calls) and not; response_format json_schema with n = 2 streamed
+ * (each choice a valid object); /v1/completions streamed with n = 2.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -374,6 +375,32 @@ test_tools_stream(void)
     json_decref(o);
 }
 
+/* response_format with n = 2, streamed: each choice's own grammar state,
+ * each content a valid object when the grammar ended it */
+static void
+test_json_stream(void)
+{
+    struct stream s;
+    T_EQ_INT(run_stream("/v1/chat/completions",
+                        "{\"model\":\"local\",\"stream\":true,\"n\":2,"
+                        "\"seed\":9,\"max_tokens\":60,\"response_format\":{"
+                        "\"type\":\"json_schema\",\"json_schema\":{\"name\":"
+                        "\"pet\",\"schema\":{\"type\":\"object\",\"properties\":"
+                        "{\"kind\":{\"enum\":[\"cat\",\"dog\"]}},\"required\":"
+                        "[\"kind\"],\"additionalProperties\":false}}}," MSGS "}",
+                        &s),
+             0);
+    check_shape(&s, 2, 1);
+    for (int k = 0; k < 2; k++) {
+        T_EQ_STR(s.ch[k].finish, "stop");
+        json_t *o = json_loads(s.ch[k].text, 0, NULL);
+        const char *kind = json_string_value(json_object_get(o, "kind"));
+        T_CHECK(o && json_object_size(o) == 1 && kind &&
+                (!strcmp(kind, "cat") || !strcmp(kind, "dog")));
+        json_decref(o);
+    }
+}
+
 static void
 test_completions_stream(void)
 {
@@ -412,6 +439,7 @@ main(void)
     T_RUN(test_greedy_stream);
     T_RUN(test_seeded_stream);
     T_RUN(test_tools_stream);
+    T_RUN(test_json_stream);
     T_RUN(test_completions_stream);
     T_EQ_INT(e2e_stop(&gw, 15, 20000), 0);
     T_EQ_INT(e2e_sanitizer_reports, 0);
