@@ -21,7 +21,11 @@
  *     byte position of token G in the stream is found by asking the same
  *     greedy request with max_tokens G, not streamed: its text is the
  *     stream's first G tokens;
- *   - G is far below max_tokens, and the socket buffers are small;
+ *   - G is at most half of max_tokens, and the socket queues stay under
+ *     SOCKETS_MAX (measured here: llmux's send queue settles at 85-150 KB
+ *     even with the small MSS, as Linux autotunes it; the client's at
+ *     about 6 KB; without the small window it grows to megabytes, which
+ *     is why a plain client absorbed >11k tokens before any pause);
  *
  * then the client reads again: the sequence resumes and the stream ends
  * whole: chunked end, data: [DONE] last, finish_reason length, usage and
@@ -47,7 +51,7 @@
 
 #define THRESHOLD 4096   /* limits.stream_buffer_bytes */
 #define RCVBUF 4096      /* the client's SO_RCVBUF */
-#define MAX_TOKENS 8000
+#define MAX_TOKENS 4000
 #define SOCKETS_MAX (256 * 1024) /* what the small buffers must stay under */
 #define MODEL "rand@rand"
 
@@ -246,7 +250,7 @@ test_slow_client(void)
             "client %d, llmux socket %lld, read %zu body bytes\n",
             g, MAX_TOKENS, raw_rcvbuf(&c), rx, tx, read_body);
     T_CHECK(tx >= 0);
-    T_CHECK(g > 0 && g <= MAX_TOKENS / 3);
+    T_CHECK(g > 0 && g <= MAX_TOKENS / 2);
     T_CHECK(rx + tx <= SOCKETS_MAX);
 
     /* the client reads again: resume, and the whole stream */
