@@ -58,12 +58,13 @@ cfg_print(const struct cfg *c, FILE *f)
     fprintf(f, "listen %s%s%s:%d, workers %d, database %s, require_keys %s, "
                "admin_key %s, max_body_bytes %" PRId64
                ", max_connections %d, header_timeout_ms %d, idle_timeout_ms "
-               "%d, cors origins %zu, tls %s\n",
+               "%d, stream_buffer_bytes %d, cors origins %zu, tls %s\n",
             strchr(c->listen_host, ':') ? "[" : "", c->listen_host,
             strchr(c->listen_host, ':') ? "]" : "", c->listen_port,
             c->workers, db, c->require_keys ? "true" : "false",
             c->admin_key ? "set" : "unset", c->max_body_bytes,
             c->max_connections, c->header_timeout_ms, c->idle_timeout_ms,
+            c->stream_buffer_bytes,
             c->n_cors_origins, c->tls_cert ? "on" : "off");
     for (size_t k = 0; k < c->n_providers; k++) {
         const struct cfg_provider *p = &c->providers[k];

@@ -188,6 +188,7 @@ cfg_defaults(struct cfg **out, char *err, size_t errlen)
     c->otel_timeout_ms = 5000;
     c->header_timeout_ms = 10000;
     c->idle_timeout_ms = 60000;
+    c->stream_buffer_bytes = CFG_STREAM_BUFFER_DEFAULT;
     if (!(c->path = strdup("(defaults)")) ||
         !(c->database = strdup(env("LLMUX_DATABASE") ? env("LLMUX_DATABASE")
                                                      : "llmux.db")) ||

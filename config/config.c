@@ -1407,7 +1407,7 @@ parse_storage(struct vctx *v, json_t *root, struct cfg *c)
 }
 static const char *const limits_keys[] = {
     "max_body_bytes", "max_connections", "header_timeout_ms",
-    "idle_timeout_ms", NULL};
+    "idle_timeout_ms", "stream_buffer_bytes", NULL};
 static const char *const cors_keys[] = {"origins", NULL};
 static const char *const tls_keys[] = {"cert", "key", NULL};
 static const char *const log_keys[] = {"format", "file", "level", NULL};
@@ -1650,6 +1650,7 @@ parse_root(struct vctx *v, json_t *root, struct cfg *c)
     c->otel_timeout_ms = 5000;
     c->header_timeout_ms = 10000;
     c->idle_timeout_ms = 60000;
+    c->stream_buffer_bytes = CFG_STREAM_BUFFER_DEFAULT;
     if ((st = cfg_failover_defaults(&c->failover)) != GX_OK ||
         !(c->listen_host = strdup("127.0.0.1")) ||
         !(c->database = strdup("llmux.db")))
@@ -1695,9 +1696,11 @@ parse_root(struct vctx *v, json_t *root, struct cfg *c)
             (st = get_int(v, limits, "max_connections", 1, 1000000,
                           &c->max_connections)) == GX_OK &&
             (st = get_int(v, limits, "header_timeout_ms", 100, 600000,
-                          &c->header_timeout_ms)) == GX_OK)
-            st = get_int(v, limits, "idle_timeout_ms", 100, 3600000,
-                         &c->idle_timeout_ms);
+                          &c->header_timeout_ms)) == GX_OK &&
+            (st = get_int(v, limits, "idle_timeout_ms", 100, 3600000,
+                          &c->idle_timeout_ms)) == GX_OK)
+            st = get_int(v, limits, "stream_buffer_bytes", 1024, 64 << 20,
+                         &c->stream_buffer_bytes);
         c->max_body_bytes = mb;
         path_pop(v, keep);
         if (st != GX_OK)

@@ -58,6 +58,11 @@ enum cfg_kind {
 #define CFG_DEFAULT_TIMEOUT_MS 600000            /* total: 10 min */
 #define CFG_DEFAULT_CONNECT_TIMEOUT_MS 10000     /* TCP + TLS */
 #define CFG_DEFAULT_FIRST_BYTE_TIMEOUT_MS 300000 /* until the first body byte */
+/* limits.stream_buffer_bytes: what a slow client may have queued before
+ * its stream's upstream pauses (a cloud stream stops reading, a local
+ * sequence leaves the batch); big enough to ride out a short stall
+ * without pausing, small next to the 64 MiB an answer may reach. */
+#define CFG_STREAM_BUFFER_DEFAULT (256 * 1024)
 
 struct cfg_provider {
     char *name; /* key under "providers" */
@@ -140,6 +145,8 @@ struct cfg {
     int max_connections;    /* default 10000; inbound, all workers */
     int header_timeout_ms;  /* default 10000: request line + headers */
     int idle_timeout_ms;    /* default 60000: keep-alive between requests */
+    int stream_buffer_bytes; /* default 262144: a stream's bytes queued for
+                                a slow client before its upstream pauses */
     char **cors_origins;    /* cors.origins: "https://app.example" or "*" */
     size_t n_cors_origins;  /* 0: no CORS headers, preflights refused */
     char *tls_cert;         /* NULL unless "tls": {"cert","key"} */

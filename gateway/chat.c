@@ -27,8 +27,6 @@
 
 #include "gw_int.h"
 
-/* Past this many bytes waiting for a slow client, stop reading upstream. */
-#define GW_STREAM_HIGH_WATER (256 * 1024)
 
 struct gw_req;
 
@@ -650,7 +648,9 @@ on_event(void *ud, const char *data, size_t len)
     gw_hreq_reply_chunk(req, b); /* takes the bytes, b is empty again */
     evbuffer_drain(b, evbuffer_get_length(b));
     if (t->call && !r->paused) {
-        if (gw_hreq_pending(req) > GW_STREAM_HIGH_WATER) {
+        /* past limits.stream_buffer_bytes waiting for a slow client, the
+         * upstream pauses (on_drained resumes it) */
+        if (gw_hreq_pending(req) > (size_t)r->gen->cfg->stream_buffer_bytes) {
             r->paused = 1;
             pv_call_pause(t->call);
         }

@@ -422,12 +422,19 @@ defer(struct le_sched *s, const struct sreq *rq)
 static int
 runnable(struct le_sched *s)
 {
+    int paused = 0;
     for (int i = 0; i < s->n_seqs; i++) {
         struct seq *q = &s->seqs[i];
-        if (q->state != SEQ_IDLE &&
-            (!flag(q->rq->r.paused) || flag(q->rq->r.cancel)))
+        if (q->state == SEQ_IDLE)
+            continue;
+        if (!flag(q->rq->r.paused) || flag(q->rq->r.cancel))
             return 1;
+        paused++;
     }
+    /* No step runs while every sequence is paused, so the paused gauge
+     * (step() keeps it otherwise) is kept here: a slow client's lone
+     * sequence shows as paused, not as silently stalled. */
+    atomic_store(&s->st_paused, paused);
     return 0;
 }
 

@@ -26,10 +26,12 @@
  * them, mu guards text/done/cancelled and the event_active call, so once
  * the worker has set cancelled under mu the scheduler never touches the
  * event again; the stop flag ends the sequence at the next step.
- * n > 1 (non-stream, no tools): one job per choice, choice 0's job
- * owning the prompt, stops and grammar and the others borrowing them
- * (a ref each); the scheduler lets them wait for choice 0's prefill and
- * copy its cells.
+ * n > 1 (stream or not, text, response_format or tools): one job per
+ * choice, choice 0's job owning the prompt, stops and grammar and the
+ * others borrowing them (a ref each); the scheduler lets them wait for
+ * choice 0's prefill and copy its cells.  Each choice keeps its own output
+ * state (struct lp_choice) and streams with its own index and
+ * finish_reason; the usage sums their completion tokens.
  * Backpressure: pv_call_pause sets the job's paused flag and the sequence
  * leaves the batch (keeping its KV cells) until the client drains and
  * resume clears it, so a slow client costs one token of buffer, not 64 MiB.
@@ -162,29 +164,34 @@ enum lp_tools { LP_TOOLS_NONE = 0, LP_TOOLS_AUTO, LP_TOOLS_REQUIRED,
 #define LP_CALL_PREFIX "{\"name\": \""
 #define LP_CALL_MID "\", \"arguments\": "
 
+/* One choice's output on the worker (n > 1: one per choice). */
+struct lp_choice {
+    struct gx_buf acc;   /* non-stream text, or tool modes' output so far */
+    int shape;           /* tool modes: 0 undecided, 1 text, 2 tool call */
+    size_t args_start;   /* acc offset of the arguments (0: not yet) */
+    size_t args_sent;    /* stream: bytes of the arguments sent */
+    int sent_role;       /* stream: its role delta went out */
+    int ended;           /* stream: its finish_reason went out */
+    char call_id[80];
+};
+
 /* The worker side of a call. */
 struct lp_call {
     struct lp_engine *e; /* its instance (a reference) */
     struct lp_job *job;
     int n_more;                         /* n - 1 */
-    struct lp_job *more[LP_N_MAX - 1];  /* choices 1..n-1 (non-stream) */
-    struct gx_buf mbody[LP_N_MAX - 1];  /* their content */
+    struct lp_job *more[LP_N_MAX - 1];  /* choices 1..n-1 */
+    struct lp_choice ch[LP_N_MAX];      /* choice k's output */
     enum lp_tools tools;
-    int shape;           /* 0 undecided, 1 text, 2 tool call */
-    struct gx_buf acc;   /* tool modes: the output so far */
-    size_t args_start;   /* acc offset of the arguments (0: not yet) */
-    size_t args_sent;    /* stream: bytes of the arguments sent */
-    char call_id[64];
     int stream;
     int text_api; /* /v1/completions: text_completion objects */
     int embed;    /* /v1/embeddings (embed_thread) */
     int b64;      /* its encoding_format base64 */
     int client_include_usage;
-    int sent_role;
     char id[96];
     char model[128];
     int64_t created;
-    struct gx_buf body; /* non-stream: accumulated content */
+    struct gx_buf body; /* non-stream: the answer (or error) body */
     struct event *timer; /* first-byte, then total timeout */
     int64_t deadline_us; /* total timeout, monotonic */
     int got_text;
@@ -566,15 +573,17 @@ finish_reason(enum le_finish f)
     return f == LE_FINISH_LENGTH ? "length" : "stop";
 }
 
+/* One chunk: choice k's delta (taken; NULL for none) and finish_reason,
+ * or, with neither, an empty choices list (the usage chunk). */
 static void
-emit_chunk(struct pv_call *call, struct lp_call *lc, json_t *delta,
+emit_chunk(struct pv_call *call, struct lp_call *lc, int k, json_t *delta,
            const char *finish, json_t *usage)
 {
     json_t *choices = json_array();
     if (lc->text_api && (delta || finish)) {
         const json_t *t = json_object_get(delta, "content");
         json_array_append_new(
-            choices, json_pack("{s:i,s:s%,s:o,s:n}", "index", 0, "text",
+            choices, json_pack("{s:i,s:s%,s:o,s:n}", "index", k, "text",
                                t ? json_string_value(t) : "",
                                t ? json_string_length(t) : 0,
                                "finish_reason",
@@ -582,7 +591,7 @@ emit_chunk(struct pv_call *call, struct lp_call *lc, json_t *delta,
                                "logprobs"));
         json_decref(delta);
     } else if (delta || finish) {
-        json_t *ch = json_pack("{s:i,s:o,s:o,s:n}", "index", 0, "delta",
+        json_t *ch = json_pack("{s:i,s:o,s:o,s:n}", "index", k, "delta",
                                delta ? delta : json_object(), "finish_reason",
                                finish ? json_string(finish) : json_null(),
                                "logprobs");
@@ -655,109 +664,114 @@ utf8_repair(struct gx_buf *t)
  * the arguments are the bytes between it and the last byte.
  */
 static void
-shape_decide(struct lp_call *lc)
+shape_decide(const struct lp_call *lc, struct lp_choice *c)
 {
-    if (lc->shape || !lc->acc.len)
+    if (c->shape || !c->acc.len)
         return;
-    lc->shape = lc->tools == LP_TOOLS_AUTO && lc->acc.data[0] != '{' ? 1 : 2;
+    c->shape = lc->tools == LP_TOOLS_AUTO && c->acc.data[0] != '{' ? 1 : 2;
 }
 
-/* Fills name (NUL-terminated) and lc->args_start once the wrapper's head
+/* Fills name (NUL-terminated) and c->args_start once the wrapper's head
  * is complete; returns 1 then. */
 static int
-call_head(struct lp_call *lc, char *name, size_t cap)
+call_head(struct lp_choice *c, char *name, size_t cap)
 {
     size_t pl = strlen(LP_CALL_PREFIX);
-    if (lc->acc.len < pl || memcmp(lc->acc.data, LP_CALL_PREFIX, pl))
+    if (c->acc.len < pl || memcmp(c->acc.data, LP_CALL_PREFIX, pl))
         return 0;
-    const char *mid = memmem(lc->acc.data + pl, lc->acc.len - pl, LP_CALL_MID,
+    const char *mid = memmem(c->acc.data + pl, c->acc.len - pl, LP_CALL_MID,
                              strlen(LP_CALL_MID));
     if (!mid)
         return 0;
-    size_t nl = (size_t)(mid - lc->acc.data) - pl;
+    size_t nl = (size_t)(mid - c->acc.data) - pl;
     if (nl >= cap)
         return 0;
-    memcpy(name, lc->acc.data + pl, nl);
+    memcpy(name, c->acc.data + pl, nl);
     name[nl] = 0;
-    lc->args_start = (size_t)(mid - lc->acc.data) + strlen(LP_CALL_MID);
+    c->args_start = (size_t)(mid - c->acc.data) + strlen(LP_CALL_MID);
     return 1;
 }
 
+/* Choice k's tool call delta (its one call is tool_calls index 0). */
 static void
-emit_tool_delta(struct pv_call *call, struct lp_call *lc, const char *name,
-                const char *args, size_t args_len)
+emit_tool_delta(struct pv_call *call, struct lp_call *lc, int k,
+                const char *name, const char *args, size_t args_len)
 {
     json_t *fn = json_pack("{s:s%}", "arguments", args ? args : "", args_len);
     json_t *tc = json_pack("{s:i}", "index", 0);
     if (name) {
         json_object_set_new(fn, "name", json_string(name));
-        json_object_set_new(tc, "id", json_string(lc->call_id));
+        json_object_set_new(tc, "id", json_string(lc->ch[k].call_id));
         json_object_set_new(tc, "type", json_string("function"));
     }
     json_object_set_new(tc, "function", fn);
-    emit_chunk(call, lc, json_pack("{s:[o]}", "tool_calls", tc), NULL, NULL);
+    emit_chunk(call, lc, k, json_pack("{s:[o]}", "tool_calls", tc), NULL,
+               NULL);
 }
 
-/* Stream, tool mode: what of acc can go out now (final: the generation
- * ended, `complete`: by the grammar, so the last byte closes the wrapper). */
+/* Stream, tool mode: what of choice k's acc can go out now (final: the
+ * generation ended, `complete`: by the grammar, so the last byte closes
+ * the wrapper). */
 static void
-stream_tool_output(struct pv_call *call, struct lp_call *lc, int final,
-                   int complete)
+stream_tool_output(struct pv_call *call, struct lp_call *lc, int k,
+                   int final, int complete)
 {
-    shape_decide(lc);
-    if (lc->shape == 1) {
-        if (lc->acc.len > lc->args_sent)
-            emit_chunk(call, lc,
+    struct lp_choice *c = &lc->ch[k];
+    shape_decide(lc, c);
+    if (c->shape == 1) {
+        if (c->acc.len > c->args_sent)
+            emit_chunk(call, lc, k,
                        json_pack("{s:s%}", "content",
-                                 lc->acc.data + lc->args_sent,
-                                 lc->acc.len - lc->args_sent),
+                                 c->acc.data + c->args_sent,
+                                 c->acc.len - c->args_sent),
                        NULL, NULL);
-        lc->args_sent = lc->acc.len;
+        c->args_sent = c->acc.len;
         return;
     }
-    if (lc->shape != 2)
+    if (c->shape != 2)
         return;
-    if (!lc->args_start) {
+    if (!c->args_start) {
         char name[128];
-        if (call_head(lc, name, sizeof(name)))
-            emit_tool_delta(call, lc, name, NULL, 0);
-        else if (final && lc->acc.len) /* cut before the name: as text */
-            emit_chunk(call, lc,
-                       json_pack("{s:s%}", "content", lc->acc.data,
-                                 lc->acc.len),
+        if (call_head(c, name, sizeof(name)))
+            emit_tool_delta(call, lc, k, name, NULL, 0);
+        else if (final && c->acc.len) /* cut before the name: as text */
+            emit_chunk(call, lc, k,
+                       json_pack("{s:s%}", "content", c->acc.data,
+                                 c->acc.len),
                        NULL, NULL);
     }
-    if (!lc->args_start)
+    if (!c->args_start)
         return;
-    size_t end = lc->acc.len;
+    size_t end = c->acc.len;
     if (!final || complete)
-        end = end > lc->args_start ? end - 1 : end; /* maybe the last '}' */
-    size_t from = lc->args_start + lc->args_sent;
+        end = end > c->args_start ? end - 1 : end; /* maybe the last '}' */
+    size_t from = c->args_start + c->args_sent;
     if (end > from) {
-        emit_tool_delta(call, lc, NULL, lc->acc.data + from, end - from);
-        lc->args_sent += end - from;
+        emit_tool_delta(call, lc, k, NULL, c->acc.data + from, end - from);
+        c->args_sent += end - from;
     }
 }
 
-/* The non-stream message object for a tool mode; *finish set. */
+/* The non-stream message object of choice c in a tool mode; *finish set. */
 static json_t *
-tool_message(struct lp_call *lc, int complete, const char **finish)
+tool_message(const struct lp_call *lc, struct lp_choice *c, int complete,
+             const char **finish)
 {
-    shape_decide(lc);
+    shape_decide(lc, c);
     char name[128];
-    if (lc->shape == 2 && call_head(lc, name, sizeof(name))) {
-        size_t end = lc->acc.len - (complete ? 1 : 0);
-        if (end < lc->args_start)
-            end = lc->args_start;
+    if (c->shape == 2 && call_head(c, name, sizeof(name))) {
+        size_t end = c->acc.len - (complete ? 1 : 0);
+        if (end < c->args_start)
+            end = c->args_start;
         *finish = complete ? "tool_calls" : "length";
         return json_pack("{s:s,s:n,s:[{s:s,s:s,s:{s:s,s:s%}}]}", "role",
                          "assistant", "content", "tool_calls", "id",
-                         lc->call_id, "type", "function", "function", "name",
-                         name, "arguments", lc->acc.data + lc->args_start,
-                         end - lc->args_start);
+                         c->call_id, "type", "function", "function", "name",
+                         name, "arguments", c->acc.data + c->args_start,
+                         end - c->args_start);
     }
     return json_pack("{s:s,s:s%}", "role", "assistant", "content",
-                     lc->acc.data ? lc->acc.data : "", lc->acc.len);
+                     c->acc.data ? c->acc.data : "", c->acc.len);
 }
 
 /* The error answer of a failed or refused job. */
@@ -854,74 +868,66 @@ answer_body(struct pv_call *call, struct lp_call *lc, json_t *o)
     call->res.body_len = lc->body.len;
 }
 
-/* n > 1 (non-stream, text or response_format): one job per choice, the
- * answer once every job is done; the first failed job fails the call. */
-static void
-on_multi_event(struct pv_call *call, struct lp_call *lc)
+static struct lp_job *
+choice_job(const struct lp_call *lc, int k)
 {
-    int all = 1;
-    struct lp_job *failed = NULL;
-    for (int k = 0; k <= lc->n_more; k++) {
-        struct lp_job *j = k ? lc->more[k - 1] : lc->job;
-        struct gx_buf *body = k ? &lc->mbody[k - 1] : &lc->body;
-        struct gx_buf text;
-        int done;
-        job_take(j, &text, &done);
-        if (text.len) {
-            note_text(call, lc);
-            gx_buf_append(body, text.data, text.len);
-        }
-        gx_buf_cleanup(&text);
-        all &= done;
-        if (done && j->st != LE_OK && !failed)
-            failed = j;
-    }
-    if (call->cancelled || call->finished || (!all && !failed))
+    return k ? lc->more[k - 1] : lc->job;
+}
+
+/* Stream: choice k's new text as deltas with its index, then, once its
+ * job is done, its own finish_reason (once). */
+static void
+stream_choice(struct pv_call *call, struct lp_call *lc, int k,
+              const struct gx_buf *text, int done)
+{
+    struct lp_choice *c = &lc->ch[k];
+    const struct lp_job *j = choice_job(lc, k);
+    if (c->ended)
         return;
-    if (failed) {
-        job_error(call, lc, failed);
-        pv_call_complete(call);
+    if (!c->sent_role && !lc->text_api && (text->len || done)) {
+        c->sent_role = 1;
+        emit_chunk(call, lc, k,
+                   json_pack("{s:s,s:s}", "role", "assistant", "content", ""),
+                   NULL, NULL);
+    }
+    int complete = done && j->res.finish == LE_FINISH_STOP;
+    if (lc->tools != LP_TOOLS_NONE) {
+        if (text->len)
+            gx_buf_append(&c->acc, text->data, text->len);
+        stream_tool_output(call, lc, k, done, complete);
+    } else if (text->len) {
+        emit_chunk(call, lc, k,
+                   json_pack("{s:s%}", "content", text->data, text->len),
+                   NULL, NULL);
+    }
+    if (!done)
         return;
-    }
-    struct le_gen_result u = lc->job->res;
-    json_t *choices = json_array();
-    for (int k = 0; k <= lc->n_more; k++) {
-        struct lp_job *j = k ? lc->more[k - 1] : lc->job;
-        struct gx_buf *body = k ? &lc->mbody[k - 1] : &lc->body;
-        if (k)
-            u.completion_tokens += j->res.completion_tokens;
-        if (k && (j->prompt_text || j->ids)) { /* another prompt's */
-            u.prompt_tokens += j->res.prompt_tokens;
-            u.cached_tokens += j->res.cached_tokens;
-        }
-        json_array_append_new(
-            choices,
-            lc->text_api
-                ? json_pack("{s:i,s:s%,s:s,s:n}", "index", k, "text",
-                            body->data ? body->data : "", body->len,
-                            "finish_reason", finish_reason(j->res.finish),
-                            "logprobs")
-                : json_pack("{s:i,s:{s:s,s:s%},s:s,s:n}", "index", k,
-                            "message", "role", "assistant", "content",
-                            body->data ? body->data : "", body->len,
-                            "finish_reason", finish_reason(j->res.finish),
-                            "logprobs"));
-    }
-    call->res.outcome = PV_OK;
-    call->res.http_status = 200;
-    call->res.usage.have = 1;
-    call->res.usage.prompt_tokens = u.prompt_tokens;
-    call->res.usage.completion_tokens = u.completion_tokens;
-    call->res.usage.cached_tokens = u.cached_tokens;
-    answer_body(call, lc,
-                json_pack("{s:s,s:s,s:I,s:s,s:o,s:o}", "id", lc->id,
-                          "object",
-                          lc->text_api ? "text_completion"
-                                       : "chat.completion",
-                          "created",
-                          (json_int_t)lc->created, "model", lc->model,
-                          "choices", choices, "usage", usage_json(&u)));
-    pv_call_complete(call);
+    const char *finish = finish_reason(j->res.finish);
+    if (lc->tools != LP_TOOLS_NONE && c->shape == 2 && c->args_start &&
+        complete)
+        finish = "tool_calls";
+    emit_chunk(call, lc, k, NULL, finish, NULL);
+    c->ended = 1;
+}
+
+/* Non-stream: choice k of the answer (its job is done). */
+static json_t *
+choice_json(struct lp_call *lc, int k)
+{
+    struct lp_choice *c = &lc->ch[k];
+    const struct lp_job *j = choice_job(lc, k);
+    const char *finish = finish_reason(j->res.finish);
+    const char *t = c->acc.data ? c->acc.data : "";
+    if (lc->text_api)
+        return json_pack("{s:i,s:s%,s:s,s:n}", "index", k, "text", t,
+                         c->acc.len, "finish_reason", finish, "logprobs");
+    json_t *msg =
+        lc->tools != LP_TOOLS_NONE
+            ? tool_message(lc, c, j->res.finish == LE_FINISH_STOP, &finish)
+            : json_pack("{s:s,s:s%}", "role", "assistant", "content", t,
+                        c->acc.len);
+    return json_pack("{s:i,s:o,s:s,s:n}", "index", k, "message", msg,
+                     "finish_reason", finish, "logprobs");
 }
 
 /* The embeddings answer of a finished job (OpenAI's list shape; base64
@@ -969,6 +975,16 @@ embed_answer(const struct lp_call *lc, const struct lp_job *j)
                      (json_int_t)j->embed_tokens);
 }
 
+/*
+ * A job of the call has news (any choice's event).  Every choice's new
+ * text is taken; a failed job fails the call before anything more is
+ * sent (so an engine error before any text reaches the client as its own
+ * status, no role chunk first); a stream sends each choice's deltas and,
+ * as each ends, its finish_reason; once every job is done the answer (or
+ * the usage chunk and [DONE]) follows, completion tokens summed over the
+ * choices.  (A job's st and res are the scheduler's until done, then
+ * stay.)
+ */
 static void
 on_job_event(evutil_socket_t fd, short what, void *arg)
 {
@@ -976,101 +992,72 @@ on_job_event(evutil_socket_t fd, short what, void *arg)
     (void)what;
     struct pv_call *call = arg;
     struct lp_call *lc = call->impl;
-    if (lc->n_more) {
-        on_multi_event(call, lc);
-        return;
+    struct gx_buf text[LP_N_MAX];
+    int done[LP_N_MAX], all = 1;
+    struct lp_job *failed = NULL;
+    for (int k = 0; k <= lc->n_more; k++) {
+        struct lp_job *j = choice_job(lc, k);
+        job_take(j, &text[k], &done[k]);
+        if (text[k].len)
+            note_text(call, lc);
+        all &= done[k];
+        if (done[k] && j->st != LE_OK && !failed)
+            failed = j;
     }
-    struct lp_job *j = lc->job;
-    struct gx_buf text;
-    int done;
-    job_take(j, &text, &done);
-    /* An engine error (context full...) before any text must reach the
-     * client as its own status, so no role chunk is sent for it.  (st is
-     * the scheduler's until done, then stays.) */
-    int failed = done && j->st != LE_OK;
-    if (text.len)
-        note_text(call, lc);
-    if (lc->stream) {
-        if (!lc->sent_role && !lc->text_api &&
-            (text.len || (done && !failed))) {
-            lc->sent_role = 1;
-            emit_chunk(call, lc,
-                       json_pack("{s:s,s:s}", "role", "assistant", "content",
-                                 ""),
-                       NULL, NULL);
+    for (int k = 0; k <= lc->n_more; k++) {
+        if (!failed && !call->cancelled && !call->finished) {
+            if (lc->stream)
+                stream_choice(call, lc, k, &text[k], done[k]);
+            else if (text[k].len)
+                gx_buf_append(&lc->ch[k].acc, text[k].data, text[k].len);
         }
-        if (lc->tools != LP_TOOLS_NONE) {
-            if (text.len)
-                gx_buf_append(&lc->acc, text.data, text.len);
-            if (!call->cancelled && !failed)
-                stream_tool_output(call, lc, done,
-                                   done && j->res.finish == LE_FINISH_STOP);
-        } else if (text.len && !call->cancelled) {
-            emit_chunk(call, lc,
-                       json_pack("{s:s%}", "content", text.data, text.len),
-                       NULL, NULL);
-        }
-    } else if (text.len) {
-        gx_buf_append(lc->tools != LP_TOOLS_NONE ? &lc->acc : &lc->body,
-                      text.data, text.len);
+        gx_buf_cleanup(&text[k]);
     }
-    gx_buf_cleanup(&text);
-    if (!done || call->cancelled || call->finished)
+    if (call->cancelled || call->finished || (!all && !failed))
         return;
-
-    struct le_gen_result *r = &j->res;
-    if (j->st != LE_OK) {
-        job_error(call, lc, j);
+    if (failed) {
+        job_error(call, lc, failed);
         pv_call_complete(call);
         return;
     }
+    struct lp_job *j = lc->job;
+    call->res.outcome = PV_OK;
+    call->res.http_status = 200;
+    call->res.usage.have = 1;
     if (lc->embed) {
-        call->res.outcome = PV_OK;
-        call->res.http_status = 200;
-        call->res.usage.have = 1;
         call->res.usage.prompt_tokens = j->embed_tokens;
         answer_body(call, lc, embed_answer(lc, j));
         pv_call_complete(call);
         return;
     }
-    call->res.outcome = PV_OK;
-    call->res.http_status = 200;
-    call->res.usage.have = 1;
-    call->res.usage.prompt_tokens = r->prompt_tokens;
-    call->res.usage.completion_tokens = r->completion_tokens;
-    call->res.usage.cached_tokens = r->cached_tokens;
-    int complete = r->finish == LE_FINISH_STOP;
-    const char *finish = finish_reason(r->finish);
-    if (lc->tools != LP_TOOLS_NONE && lc->shape == 2 && lc->args_start &&
-        complete)
-        finish = "tool_calls";
+    struct le_gen_result u = j->res;
+    for (int k = 1; k <= lc->n_more; k++) {
+        const struct lp_job *jk = lc->more[k - 1];
+        u.completion_tokens += jk->res.completion_tokens;
+        if (jk->prompt_text || jk->ids) { /* another prompt's */
+            u.prompt_tokens += jk->res.prompt_tokens;
+            u.cached_tokens += jk->res.cached_tokens;
+        }
+    }
+    call->res.usage.prompt_tokens = u.prompt_tokens;
+    call->res.usage.completion_tokens = u.completion_tokens;
+    call->res.usage.cached_tokens = u.cached_tokens;
     if (lc->stream) {
-        emit_chunk(call, lc, NULL, finish, NULL);
         if (lc->client_include_usage)
-            emit_chunk(call, lc, NULL, NULL, usage_json(r));
+            emit_chunk(call, lc, 0, NULL, NULL, usage_json(&u));
         pv_call_emit_event(call, "[DONE]", 6);
-    } else if (lc->text_api) {
-        answer_body(call, lc,
-                    json_pack("{s:s,s:s,s:I,s:s,s:[{s:s%,s:i,s:s,s:n}],s:o}",
-                              "id", lc->id, "object", "text_completion",
-                              "created", (json_int_t)lc->created, "model",
-                              lc->model, "choices", "text",
-                              lc->body.data ? lc->body.data : "",
-                              lc->body.len, "index", 0, "finish_reason",
-                              finish, "logprobs", "usage", usage_json(r)));
     } else {
-        json_t *msg;
-        if (lc->tools != LP_TOOLS_NONE)
-            msg = tool_message(lc, complete, &finish);
-        else
-            msg = json_pack("{s:s,s:s%}", "role", "assistant", "content",
-                            lc->body.data ? lc->body.data : "", lc->body.len);
-        json_t *o = json_pack(
-            "{s:s,s:s,s:I,s:s,s:[{s:i,s:o,s:s,s:n}],s:o}", "id", lc->id,
-            "object", "chat.completion", "created", (json_int_t)lc->created,
-            "model", lc->model, "choices", "index", 0, "message", msg,
-            "finish_reason", finish, "logprobs", "usage", usage_json(r));
-        answer_body(call, lc, o);
+        json_t *choices = json_array();
+        for (int k = 0; k <= lc->n_more; k++)
+            json_array_append_new(choices, choice_json(lc, k));
+        answer_body(call, lc,
+                    json_pack("{s:s,s:s,s:I,s:s,s:o,s:o}", "id", lc->id,
+                              "object",
+                              lc->text_api ? "text_completion"
+                                           : "chat.completion",
+                              "created", (json_int_t)lc->created, "model",
+                              lc->model, "choices", choices, "usage",
+                              usage_json(&u)));
     }
     pv_call_complete(call);
 }
@@ -1097,8 +1084,8 @@ lp_release_jobs(struct pv_call *call)
         event_free(lc->timer);
         lc->timer = NULL;
     }
-    if (lc)
-        gx_buf_cleanup(&lc->acc);
+    for (int k = 0; lc && k < LP_N_MAX; k++)
+        gx_buf_cleanup(&lc->ch[k].acc);
     if (!lc || !lc->job)
         return;
     for (int k = 0; k <= lc->n_more; k++) {
@@ -1110,10 +1097,8 @@ lp_release_jobs(struct pv_call *call)
             event_free(j->ev);
         j->ev = NULL;
         job_unref(j);
-        if (k) {
+        if (k)
             lc->more[k - 1] = NULL;
-            gx_buf_cleanup(&lc->mbody[k - 1]);
-        }
     }
     lc->job = NULL;
     gx_buf_cleanup(&lc->body);
@@ -1186,7 +1171,7 @@ static const char *const lp_params[] = {
     "n",          "logprobs",         "top_logprobs",
     "response_format", "tools",       "tool_choice",
     "parallel_tool_calls", "user",    "metadata",
-    "store",      NULL};
+    "store",      "ignore_eos",       NULL};
 
 /* Marks j refused: 400 with param and code; returns -1. */
 static int
@@ -1235,7 +1220,8 @@ static const char *const lp_text_params[] = {
     "repeat_penalty", "frequency_penalty", "presence_penalty",
     "seed",       "stop",             "n",
     "logprobs",   "echo",             "suffix",
-    "best_of",    "user",             NULL};
+    "best_of",    "user",             "ignore_eos",
+    NULL};
 
 static int
 check_params(struct lp_job *j, const json_t *b, const char *const *params)
@@ -1263,15 +1249,6 @@ check_params(struct lp_job *j, const json_t *b, const char *const *params)
                       LP_N_MAX);
     if (json_is_integer(v))
         j->n_choices = (int)json_integer_value(v);
-    if (j->n_choices > 1 && json_is_true(json_object_get(b, "stream")))
-        return refuse(j, "n", "unsupported_value",
-                      "the local engine streams one choice: 'n' > 1 needs "
-                      "stream false");
-    if (j->n_choices > 1 && json_array_size(json_object_get(b, "tools")) &&
-        !json_is_null(json_object_get(b, "tools")))
-        return refuse(j, "n", "unsupported_value",
-                      "the local engine returns one choice with tools: 'n' "
-                      "> 1 needs no tools");
     v = json_object_get(b, "logprobs");
     if (v && !json_is_null(v) && !json_is_false(v))
         return refuse(j, "logprobs", "unsupported_parameter",
@@ -1355,6 +1332,15 @@ read_sampling(struct lp_job *j, const json_t *b)
                           "'%s' must be an integer between 1 and 1000000",
                           mk);
         sp->max_tokens = (int)json_integer_value(v);
+    }
+    /* llama-server's and vLLM's extension: generate to max_tokens (or a
+     * stop string, or the grammar's end) whatever end-of-text the model
+     * samples, as benchmarks and long-output tests want */
+    if ((v = json_object_get(b, "ignore_eos")) && !json_is_null(v)) {
+        if (!json_is_boolean(v))
+            return refuse(j, "ignore_eos", "invalid_type",
+                          "'ignore_eos' must be a boolean");
+        sp->ignore_eos = json_is_true(v);
     }
     v = json_object_get(b, "stop");
     if (!v || json_is_null(v))
@@ -2068,11 +2054,18 @@ lp_start(struct pv_loop *loop, const struct pv_request *req,
     lc->created = (int64_t)time(NULL);
     snprintf(lc->id, sizeof(lc->id), "%s-%s",
              text_api ? "cmpl" : "chatcmpl", req->request_id ? req->request_id : "local");
-    snprintf(lc->call_id, sizeof(lc->call_id), "call_%s",
-             req->request_id ? req->request_id : "local");
+    for (int k = 0; k < LP_N_MAX; k++) {
+        /* choice 0's call id as with n = 1; the others' told apart */
+        struct lp_choice *c = &lc->ch[k];
+        int l = snprintf(c->call_id, sizeof(c->call_id), "call_%s",
+                         req->request_id ? req->request_id : "local");
+        if (k && l > 0 && (size_t)l < sizeof(c->call_id))
+            snprintf(c->call_id + l, sizeof(c->call_id) - (size_t)l, "_%d",
+                     k);
+        gx_buf_init(&c->acc, 64 * 1024 * 1024);
+    }
     snprintf(lc->model, sizeof(lc->model), "%s", req->model->name);
     gx_buf_init(&lc->body, 64 * 1024 * 1024);
-    gx_buf_init(&lc->acc, 64 * 1024 * 1024);
     j->ev = event_new(loop->base, -1, 0, on_job_event, call);
     if (!j->ev) {
         pv_http_cancel(call); /* lp_release drops the job */
@@ -2134,7 +2127,6 @@ lp_start(struct pv_loop *loop, const struct pv_request *req,
         pthread_mutex_unlock(&up->mu);
         c->parent = up;
         lc->more[lc->n_more++] = c;
-        gx_buf_init(&lc->mbody[k - 1], 64 * 1024 * 1024);
         c->ev = event_new(loop->base, -1, 0, on_job_event, call);
         if (!c->ev) {
             pv_http_cancel(call);

@@ -289,6 +289,7 @@ test_defaults_filled(void)
     T_EQ_INT(c->max_connections, 10000);
     T_EQ_INT(c->header_timeout_ms, 10000);
     T_EQ_INT(c->idle_timeout_ms, 60000);
+    T_EQ_INT(c->stream_buffer_bytes, 262144);
     T_EQ_INT(c->n_cors_origins, 0);
     T_EQ_INT(c->n_routes, 0);
     T_EQ_INT(c->failover.max_attempts, 3);
@@ -635,6 +636,8 @@ test_errors_top(void)
                "limits.header_timeout_ms", "must be between 100 and");
     EXPECT_ERR("{\"limits\": {\"idle_timeout_ms\": \"5\"}}", "\"5\"",
                "limits.idle_timeout_ms", "got a string");
+    EXPECT_ERR("{\"limits\": {\"stream_buffer_bytes\": 100}}", "100",
+               "limits.stream_buffer_bytes", "must be between 1024 and");
     EXPECT_ERR("{\"cors\": {\"origins\": \"*\"}}", "\"*\"", "cors.origins",
                "expected an array of origins");
     EXPECT_ERR("{\"cors\": {\"origins\": [\"https://a.example/x\"]}}",
@@ -808,7 +811,8 @@ test_limits_and_cors(void)
 {
     struct cfg *c = load_ok(
         "{\"limits\": {\"max_connections\": 8, \"header_timeout_ms\": 250, "
-        "\"idle_timeout_ms\": 1500}, \"cors\": {\"origins\": "
+        "\"idle_timeout_ms\": 1500, \"stream_buffer_bytes\": 4096}, "
+        "\"cors\": {\"origins\": "
         "[\"https://app.example\", \"http://127.0.0.1:3000\", \"*\"]}, "
         "\"providers\": {\"p\": {\"kind\": \"openai\", \"base_url\": "
         "\"http://127.0.0.1:9/v1\", \"models\": {\"gpt-4.1\": {}}}}}");
@@ -817,6 +821,7 @@ test_limits_and_cors(void)
     T_EQ_INT(c->max_connections, 8);
     T_EQ_INT(c->header_timeout_ms, 250);
     T_EQ_INT(c->idle_timeout_ms, 1500);
+    T_EQ_INT(c->stream_buffer_bytes, 4096);
     T_EQ_INT(c->n_cors_origins, 3);
     T_EQ_STR(c->cors_origins[0], "https://app.example");
     T_EQ_STR(c->cors_origins[1], "http://127.0.0.1:3000");

@@ -124,7 +124,7 @@ test_refusals(void)
         const char *extra, *param;
     } cases[] = {
         {"\"n\":9,", "n"},
-        {"\"n\":2,\"stream\":true,", "n"},
+        {"\"ignore_eos\":1,", "ignore_eos"},
         {"\"logprobs\":true,", "logprobs"},
         {"\"top_logprobs\":2,", "top_logprobs"},
         {"\"logit_bias\":{\"5\":1},", "logit_bias"},

@@ -846,7 +846,7 @@ test_gemv(void)
                                  ap + (size_t)t * pr);
                 }
                 for (int nt = 1; nt <= 8; nt++) {
-                    struct le_pack_act act = {aq, ar, ap, pr};
+                    struct le_pack_act act = {aq, ar, ap, pr, NULL};
                     for (int i = 0; i < 8 * ys; i++)
                         out[i] = ref[i] = -12345.0f;
                     gv(n, packed, gb, ng, &act, nt, out, (size_t)ys, nr_last);
@@ -856,7 +856,8 @@ test_gemv(void)
                         nr_last);
                     for (int t = 0; t < nt; t++) {
                         struct le_pack_act a1 = {aq + (size_t)t * ar, ar,
-                                                 ap + (size_t)t * pr, pr};
+                                                 ap + (size_t)t * pr, pr,
+                                                 NULL};
                         for (int i = 0; i < ys; i++)
                             one[i] = -12345.0f;
                         gv(n, packed, gb, ng, &a1, 1, one, (size_t)ys,

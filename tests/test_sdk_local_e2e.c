@@ -6,7 +6,9 @@
  * (required; named, streamed) that match the function's schema,
  * response_format json_schema, four concurrent streams, greedy output the
  * same batched as alone, n = 3, the prefix cache's cached_tokens, and
- * logprobs / top_logprobs / streamed n refused as BadRequestError naming
+ * n = 3 streamed (greedy equal to n = 1, seeded different, the usage
+ * chunk summing the choices), n = 2 with tools streamed, and
+ * logprobs / top_logprobs / n = 9 refused as BadRequestError naming
  * the parameter.  Without node or the installed clients it skips, and
  * fails when LLMUX_REQUIRE_CLIENTS is set (CI).
  */

@@ -2,7 +2,8 @@
 // (driven by tests/test_sdk_local_e2e.c: stories260K as "local" and a
 // random-weight model as "rand"), as an app that fails over to the local
 // engine would call it: tool calls with tool_choice required and named,
-// response_format json_schema, streams in parallel, n > 1, the prefix
+// response_format json_schema, streams in parallel, n > 1 (streamed too,
+// with tools), the prefix
 // cache's cached_tokens, and the parameters the engine does not implement
 // refused as BadRequestError naming them.  Every check prints a line; the
 // exit status is the number of failed checks (0 = all passed).
@@ -141,6 +142,74 @@ await step('n = 3', async () => {
   check(r.choices.length === 3 && r.choices.map((c) => c.index).join() === '0,1,2', 'n=3: three choices');
 });
 
+await step('n = 3 streamed', async () => {
+  // greedy: three identical choices, each the n = 1 answer, each with its
+  // own index and finish_reason; the usage chunk sums their tokens
+  const ask = (extra) => client.chat.completions.create({
+    model: 'local', max_tokens: 20, temperature: 0, stream: true,
+    stream_options: { include_usage: true },
+    messages: [{ role: 'user', content: 'Tell me a story' }], ...extra });
+  const collect = async (stream) => {
+    const text = {}, finish = {}, finishes = {};
+    let usage = null;
+    for await (const chunk of stream) {
+      if (chunk.usage) usage = chunk.usage;
+      for (const c of chunk.choices) {
+        text[c.index] = (text[c.index] ?? '') + (c.delta?.content ?? '');
+        if (c.finish_reason) {
+          finish[c.index] = c.finish_reason;
+          finishes[c.index] = (finishes[c.index] ?? 0) + 1;
+        }
+      }
+    }
+    return { text, finish, finishes, usage };
+  };
+  const one = await collect(await ask({}));
+  const three = await collect(await ask({ n: 3 }));
+  check(Object.keys(three.text).sort().join() === '0,1,2', 'n=3 stream: indexes 0, 1, 2');
+  check([0, 1, 2].every((k) => three.finishes[k] === 1 && three.finish[k] === one.finish[0]),
+        'n=3 stream: one finish_reason per choice');
+  check([0, 1, 2].every((k) => three.text[k] === one.text[0] && one.text[0].length > 0),
+        'n=3 stream: greedy choices equal the n=1 answer');
+  check(three.usage && three.usage.completion_tokens === 3 * one.usage.completion_tokens,
+        `n=3 stream: usage sums the choices (${three.usage?.completion_tokens})`);
+  const seeded = await collect(await ask({ n: 3, temperature: 1, seed: 5, ignore_eos: true }));
+  check(new Set(Object.values(seeded.text)).size === 3, 'n=3 stream: seeded choices differ');
+  check(seeded.usage && seeded.usage.completion_tokens === 60, 'n=3 stream, ignore_eos: 3 x max_tokens');
+});
+
+await step('n = 2 with tools, streamed', async () => {
+  const stream = await client.chat.completions.create({
+    model: 'local', max_tokens: 100, seed: 6, n: 2, stream: true,
+    messages: [{ role: 'user', content: 'What is the weather in Paris?' }],
+    tools: [{ type: 'function', function: { ...weather.function, parameters: {
+      ...weather.function.parameters,
+      properties: { ...weather.function.parameters.properties,
+                    days: { type: 'integer', enum: [1, 2, 3] } } } } }],
+    tool_choice: 'required',
+  });
+  const args = {}, names = {}, ids = {}, finish = {};
+  for await (const chunk of stream) {
+    for (const c of chunk.choices) {
+      for (const t of c.delta?.tool_calls ?? []) {
+        if (t.id) ids[c.index] = t.id;
+        if (t.function?.name) names[c.index] = t.function.name;
+        args[c.index] = (args[c.index] ?? '') + (t.function?.arguments ?? '');
+      }
+      if (c.finish_reason) finish[c.index] = c.finish_reason;
+    }
+  }
+  check(finish[0] === 'tool_calls' && finish[1] === 'tool_calls', 'n=2 tools stream: both finish tool_calls');
+  check(names[0] === 'get_weather' && names[1] === 'get_weather' && ids[0] !== ids[1],
+        'n=2 tools stream: a call per choice, distinct ids');
+  for (const k of [0, 1]) {
+    let a = null;
+    try { a = JSON.parse(args[k]); } catch { a = null; }
+    check(a && ['Paris', 'Oslo', 'Lima'].includes(a.city) && Number.isInteger(a.days),
+          `n=2 tools stream: choice ${k} arguments match the schema`);
+  }
+});
+
 await step('prefix cache', async () => {
   const system = 'You are a storyteller. '.repeat(12);
   const ask = (q) => client.chat.completions.create({
@@ -154,7 +223,7 @@ await step('prefix cache', async () => {
 
 for (const [param, extra] of [['logprobs', { logprobs: true }],
                               ['top_logprobs', { top_logprobs: 2 }],
-                              ['n', { n: 2, stream: true }]]) {
+                              ['n', { n: 9 }]]) {
   await step(`refused: ${param}`, async () => {
     try {
       await client.chat.completions.create({
