@@ -394,7 +394,15 @@ int pv_passthrough(const struct pv_chat *c, enum cfg_kind kind);
 char *pv_msgs_answer(const char *body, size_t len, const char *model,
                      const char *id, const struct pv_usage *u,
                      size_t *out_len);
-/* A passthrough answer with its "model" replaced; NULL if not JSON. */
+/* The upstream body of a passthrough: the client's bytes as sent with
+ * the value of "model" replaced by upstream (the tree dumped when
+ * pv_msgs_parse could not place the model); malloc'd, NULL on out of
+ * memory. */
+char *pv_msgs_pass_request(const struct pv_chat *c, const char *upstream,
+                           size_t *out_len);
+/* A passthrough answer: the upstream's bytes with the value of its
+ * top-level "model" replaced by model (the client's name for it); NULL if
+ * not a JSON object. */
 char *pv_msgs_pass_answer(const char *body, size_t len, const char *model,
                           size_t *out_len);
 /* Anthropic's error type for an HTTP status (and llmux's OpenAI code:
@@ -420,15 +428,22 @@ struct pv_msgs_stream {
     int open_tool;  /* its OpenAI tool_calls index */
     int n_blocks;   /* blocks opened */
     int pass_stop;  /* passthrough: the upstream's message_stop was seen */
+    int pass_error; /* passthrough: the upstream's error event went out */
+    char *stop;     /* passthrough: that message_stop's data (owned) */
+    size_t stop_len;
     const char *stop_reason; /* static */
 };
 void pv_msgs_stream_init(struct pv_msgs_stream *s, const char *model,
                          const char *id);
+/* Frees what the stream holds (not s itself). */
+void pv_msgs_stream_cleanup(struct pv_msgs_stream *s);
 /* One OpenAI chunk (data of an SSE event) translated. */
 int pv_msgs_stream_chunk(struct pv_msgs_stream *s, const char *data,
                          size_t len, struct gx_buf *out);
-/* One upstream Messages event passed through (model replaced in
- * message_start; message_stop held back). */
+/* One upstream Messages event passed through: "event: TYPE\ndata: " and
+ * the data's bytes as they came, apart from message_start's
+ * message.model, which becomes the client's model; message_stop held
+ * back for the end. */
 int pv_msgs_stream_pass(struct pv_msgs_stream *s, const char *data,
                         size_t len, struct gx_buf *out);
 /* The end of a complete answer: translated streams close the open block
