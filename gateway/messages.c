@@ -17,8 +17,11 @@
  * redacted_thinking, pings, event and block types llmux does not know,
  * an error event or an Anthropic error body) with only the value of
  * "model" (message_start's message.model in a stream) replaced by the
- * name the client asked for, as a translated answer carries it; the
- * upstream's own model name is in x-llmux-model.  Events are framed as
+ * name the client asked for (a route, a target or a model), as a
+ * translated answer carries it, so a client sees one name whichever
+ * target served it (x-llmux-provider and x-llmux-model say which one did;
+ * the upstream's own spelling of its model, e.g. a dated snapshot name,
+ * is not passed on).  Events are framed as
  * "event: TYPE\ndata: DATA\n\n" (TYPE the data's "type"), which is
  * how Anthropic frames them; message_stop comes after the ledger row
  * commits.  The ledger's usage is read from those bytes by scanning

@@ -640,26 +640,6 @@ translate(struct pv_chat *c, const json_t *in, json_t *oa, int count_only,
     return 0;
 }
 
-/* For a passthrough (pv_msgs_pass_request): a copy of the client's bytes
- * and the span of its one "model" value, when the scanner places it
- * (jansson has accepted text, duplicate keys refused, so there is one).
- * Without them the passthrough dumps the tree instead. */
-static void
-keep_text(struct pv_chat *c, const char *text, size_t len)
-{
-    static const char *const paths[] = {"model"};
-    struct pv_js_member m;
-    size_t nm = 0;
-    if (pv_json_scan_members(text, len, paths, 1, &m, 1, &nm) !=
-            PV_JS_OBJECT ||
-        nm != 1 || !(c->text = malloc(len ? len : 1)))
-        return;
-    memcpy(c->text, text, len);
-    c->text_len = len;
-    c->model_at = m.at;
-    c->model_len = m.len;
-}
-
 enum pv_chat_err
 pv_msgs_parse(struct pv_chat *c, const char *text, size_t len, int count_only,
               char *msg, size_t msglen, const char **param)
@@ -695,8 +675,9 @@ pv_msgs_parse(struct pv_chat *c, const char *text, size_t len, int count_only,
     memcpy(c->native_only, native, sizeof(native));
     c->native = in;
     c->owned = 1;
+    /* For pv_msgs_pass_request; without it the tree is dumped. */
     if (!count_only)
-        keep_text(c, text, len);
+        pv_chat_keep_bytes(c, text, len, 0);
     return PV_CHAT_OK;
 }
 

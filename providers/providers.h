@@ -340,6 +340,16 @@ enum pv_chat_err pv_chat_parse(struct pv_chat *c, enum pv_api api,
 int pv_chat_from_json(struct pv_chat *c, enum pv_api api, json_t *body,
                       char *msg, size_t msglen, const char **param);
 void pv_chat_cleanup(struct pv_chat *c); /* frees an owned body */
+/* After a tree parse of text (the client's body, which jansson accepted
+ * with duplicate keys refused) into c: keeps a copy of text and the span
+ * of its one "model" value in c (text, text_len, model_at, model_len), so
+ * a kind that speaks the client's own API splices the upstream name into
+ * the client's bytes instead of re-serialising the tree.  drop_tree: also
+ * frees c->body (c->model then points into model_own), so the openai kind
+ * splices (its body NULL) and pv_chat_body rebuilds the tree for a kind
+ * that needs one.  0, or -1 with c unchanged (the tree way stays). */
+int pv_chat_keep_bytes(struct pv_chat *c, const char *text, size_t len,
+                       int drop_tree);
 /* For every inbound adapter (gateway/): the client's body parsed with
  * duplicate keys refused, or NULL with the sentence pv_chat_parse gives
  * for bad JSON in msg; the caller owns the result. */

@@ -293,3 +293,38 @@ pv_api_name(enum pv_api api)
         return "chat";
     }
 }
+
+int
+pv_chat_keep_bytes(struct pv_chat *c, const char *text, size_t len,
+                   int drop_tree)
+{
+    static const char *const paths[] = {"model"};
+    struct pv_js_member m;
+    size_t nm = 0;
+    if (c->text || !c->model ||
+        pv_json_scan_members(text, len, paths, 1, &m, 1, &nm) !=
+            PV_JS_OBJECT ||
+        nm != 1)
+        return -1;
+    char *copy = malloc(len ? len : 1);
+    char *model = drop_tree ? strdup(c->model) : NULL;
+    if (!copy || (drop_tree && !model)) {
+        free(copy);
+        free(model);
+        return -1;
+    }
+    memcpy(copy, text, len);
+    c->text = copy;
+    c->text_len = len;
+    c->model_at = m.at;
+    c->model_len = m.len;
+    if (drop_tree) {
+        c->model_own = model;
+        c->model = model;
+        if (c->owned)
+            json_decref(c->body);
+        c->body = NULL;
+        c->owned = 1; /* text and the tree pv_chat_body rebuilds */
+    }
+    return 0;
+}
