@@ -262,6 +262,13 @@ pv_chat_parse(struct pv_chat *c, enum pv_api api, const char *text,
         return PV_CHAT_INVALID;
     }
     c->owned = 1;
+    if (api == PV_API_CHAT) {
+        /* What the fast path declined (an escaped key, an escaped model
+         * name, ...) still goes to an openai kind as the client's bytes,
+         * only the model's value spliced. */
+        c->has_stream_options = json_object_get(body, "stream_options") != NULL;
+        pv_chat_keep_bytes(c, text, len, 1);
+    }
     return PV_CHAT_OK;
 }
 

@@ -331,6 +331,12 @@ test_openai_same_api(void)
                  "\"caf\\u00e9 \\/ 1.0\"}],\n \"temperature\":1.0, "
                  "\"model\":",
                  "gpt", "gpt-up-1", " , \"max_tokens\" : 10 }");
+    /* an escaped key: pv_chat_parse's fast path declines, the bytes
+     * still pass */
+    check_openai("/v1/chat/completions", "o-4",
+                 "{ \"m\\u0065ssages\" : [{\"role\":\"user\",\"content\":"
+                 "\"caf\\u00e9\"}],\n \"model\":",
+                 "gpt", "gpt-up-1", " , \"stream\" : false }");
     check_openai("/v1/embeddings", "o-2",
                  "{ \"input\" : [\"caf\\u00e9\", \"b \\/ c\"],\n\t"
                  "\"model\":",
