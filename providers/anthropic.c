@@ -656,14 +656,18 @@ pv_anth_pass_answer(const char *body, size_t len, struct pv_usage *u,
 }
 
 int
-pv_anth_pass_event(struct pv_xstream *s, const char *data, size_t len,
-                   char *type, size_t tlen, char *why, size_t wlen)
+pv_anth_pass_event(struct pv_xstream *s, const char *sse_type,
+                   const char *data, size_t len, char *type, size_t tlen,
+                   char *why, size_t wlen)
 {
     struct anth_view w;
     type[0] = '\0';
     if (view_of(data, len, &w, why, wlen) != 0)
         return PV_XS_MALFORMED;
+    /* As pv_anth_event: the data's type, else the SSE event's. */
     const char *t = json_string_value(w.v[AP_TYPE]);
+    if (!t || !*t)
+        t = sse_type;
     int rc = 0;
     if (!t || !*t) {
         snprintf(why, wlen, "event without a type");

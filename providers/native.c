@@ -557,8 +557,8 @@ x_pass_event(struct pv_call *c, const char *data, size_t len)
 {
     struct x_call *x = c->impl;
     char why[200] = "", t[32];
-    int r = x->k->pass_event(&x->xs, data, len, t, sizeof(t), why,
-                             sizeof(why));
+    int r = x->k->pass_event(&x->xs, x->sse.event, data, len, t, sizeof(t),
+                             why, sizeof(why));
     if (r == PV_XS_UPSTREAM_ERROR) {
         if (x->content_seen)
             x_pass_deliver(c, data, len);

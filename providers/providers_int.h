@@ -323,8 +323,9 @@ int pv_anth_event(struct pv_xstream *s, const char *type, const json_t *ev,
  * usage, message.usage and error, and only those values are parsed. */
 int pv_anth_pass_answer(const char *body, size_t len, struct pv_usage *u,
                         char *why, size_t wlen);
-int pv_anth_pass_event(struct pv_xstream *s, const char *data, size_t len,
-                       char *type, size_t tlen, char *why, size_t wlen);
+int pv_anth_pass_event(struct pv_xstream *s, const char *sse_type,
+                       const char *data, size_t len, char *type, size_t tlen,
+                       char *why, size_t wlen);
 
 /* gemini.c */
 int pv_gem_request(const json_t *oa, int stream, json_t **out, char *msg,
@@ -436,12 +437,14 @@ struct pv_xkind {
     /* Passthrough readers (NULL: the kind has no passthrough): the bytes
      * are read, never rebuilt.  pass_answer: 0 when body is the kind's
      * answer (usage into *u), else -1 with why.  pass_event: one stream
-     * event's data, its type into type[tlen] ("" when it has none), the
-     * usage into s->usage; 0, PV_XS_DONE or a PV_XS_* error with why. */
+     * event's data (sse_type: its SSE event field, used when the data has
+     * no "type"), the type into type[tlen], the usage into s->usage; 0,
+     * PV_XS_DONE or a PV_XS_* error with why. */
     int (*pass_answer)(const char *body, size_t len, struct pv_usage *u,
                        char *why, size_t wlen);
-    int (*pass_event)(struct pv_xstream *s, const char *data, size_t len,
-                      char *type, size_t tlen, char *why, size_t wlen);
+    int (*pass_event)(struct pv_xstream *s, const char *sse_type,
+                      const char *data, size_t len, char *type, size_t tlen,
+                      char *why, size_t wlen);
 };
 
 /* A native kind's pv_ops.start: translates the request and POSTs it; a
