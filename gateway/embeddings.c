@@ -1,8 +1,10 @@
 /*
  * embeddings: the inbound adapters of POST /v1/embeddings and the legacy
  * POST /v1/completions.  Both go to OpenAI-format upstreams (the openai
- * kind posts them to {base_url}/embeddings and /completions with the body
- * as the client sent it, "model" replaced by the upstream name) and to the
+ * kind posts them to {base_url}/embeddings and /completions with the
+ * client's bytes as sent, only the value of "model" spliced to the
+ * upstream name: pv_chat_keep_bytes; the answer as the upstream sent it)
+ * and to the
  * local engine (providers/local.c refuses what it does not implement),
  * so the parse checks only what llmux itself relies on and fills the
  * neutral request's facts; every other member passes on unchanged and the
@@ -181,6 +183,11 @@ parse(struct pv_chat *c, enum pv_api api, const char *text, size_t len,
             ? 0
             : (max_tokens ? max_tokens : PV_DEFAULT_COMPLETION_TOKENS) * c->n *
                   (int64_t)(c->n_messages > 1 ? c->n_messages : 1);
+    /* The openai kind then sends the client's bytes, only the model's
+     * value spliced (any stream_options, even null, makes it take the
+     * tree to set include_usage). */
+    c->has_stream_options = so != NULL;
+    pv_chat_keep_bytes(c, text, len, 1);
     return PV_CHAT_OK;
 bad:
     json_decref(body);

@@ -9,6 +9,23 @@
  * failures, a provider's 4xx passed on) reaches the client as
  * {"type":"error","error":{"type","message"}} with the same status; a
  * stream that fails after its first byte ends with an `error` event.
+ *
+ * Passthrough (a target of kind anthropic: the same API both ways): the
+ * upstream gets the client's bytes with only the value of "model"
+ * replaced by the upstream name, and the client gets the upstream's bytes
+ * (the JSON answer; each SSE event's data, thinking signatures,
+ * redacted_thinking, pings, event and block types llmux does not know,
+ * an error event or an Anthropic error body) with only the value of
+ * "model" (message_start's message.model in a stream) replaced by the
+ * name the client asked for (a route, a target or a model), as a
+ * translated answer carries it, so a client sees one name whichever
+ * target served it (x-llmux-provider and x-llmux-model say which one did;
+ * the upstream's own spelling of its model, e.g. a dated snapshot name,
+ * is not passed on).  Events are framed as
+ * "event: TYPE\ndata: DATA\n\n" (TYPE the data's "type"), which is
+ * how Anthropic frames them; message_stop comes after the ledger row
+ * commits.  The ledger's usage is read from those bytes by scanning
+ * (providers/anthropic.c), never by rebuilding them.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,12 +95,24 @@ msgs_event(void *s, int pass, const char *data, size_t len,
     return rc == 0 ? GX_OK : GX_ENOMEM;
 }
 
+static void
+msgs_free(void *s)
+{
+    pv_msgs_stream_cleanup(s);
+    free(s);
+}
+
+/* A passthrough stream that broke with the upstream's own error event
+ * has said so already (that event went out as it came). */
 static enum gx_status
 msgs_end(void *s, int pass, const struct pv_usage *u, int status,
          const char *error, struct gx_buf *out)
 {
-    int rc = status >= 400 ? pv_msgs_stream_error(status, error, out)
-                           : pv_msgs_stream_end(s, pass, u, out);
+    const struct pv_msgs_stream *ms = s;
+    int rc = status < 400                  ? pv_msgs_stream_end(s, pass, u, out)
+             : pass && ms->pass_error ? 0
+                                      : pv_msgs_stream_error(status, error,
+                                                             out);
     return rc == 0 ? GX_OK : GX_ENOMEM;
 }
 
@@ -94,7 +123,7 @@ const struct gw_api gw_api_messages = {
     .kinds = GW_KINDS_ALL,
     .body = msgs_body,
     .stream_new = msgs_new,
-    .stream_free = free,
+    .stream_free = msgs_free,
     .stream_event = msgs_event,
     .stream_end = msgs_end,
     .pass = pv_passthrough,

@@ -554,6 +554,145 @@ pv_anth_event(struct pv_xstream *s, const char *type, const json_t *ev,
     return 0; /* event types added later are skipped, as the API asks */
 }
 
+/* ---- passthrough readers ------------------------------------------------
+ * A passthrough hands the upstream's bytes on untouched; llmux only reads
+ * what it needs from them: the answer's shape and usage, and per event
+ * the type, the usage (message_start's message.usage, message_delta's
+ * usage), the end (message_stop) and an in-band error.  The member scanner
+ * places those values and only they are parsed (a usage object is tens of
+ * bytes; the text and the thinking blocks around it are never decoded).
+ * When the scanner cannot decide (nesting past PV_JS_MAX_DEPTH, a real it
+ * cannot convert) the whole text goes through jansson instead: the same
+ * answers, more work. */
+enum { AP_TYPE, AP_USAGE, AP_MUSAGE, AP_ERROR, AP_CONTENT, AP_N };
+
+struct anth_view {
+    json_t *v[AP_N]; /* owned (scanner) or borrowed from tree */
+    json_t *tree;
+    int content_is_array;
+};
+
+static void
+view_free(struct anth_view *w)
+{
+    if (w->tree)
+        json_decref(w->tree);
+    else
+        for (int k = 0; k < AP_N; k++)
+            json_decref(w->v[k]);
+    memset(w, 0, sizeof(*w));
+}
+
+/* 0, or -1 when data is not a JSON object (why says so). */
+static int
+view_of(const char *data, size_t len, struct anth_view *w, char *why,
+        size_t wlen)
+{
+    static const char *const paths[AP_N] = {"type", "usage", "message.usage",
+                                            "error", "content"};
+    struct pv_js_member m[16];
+    size_t nm = 0;
+    memset(w, 0, sizeof(*w));
+    enum pv_js_verdict vd = pv_json_scan_members(data, len, paths, AP_N, m,
+                                                 16, &nm);
+    if (vd == PV_JS_INVALID) {
+        snprintf(why, wlen, "not a JSON object");
+        return -1;
+    }
+    if (vd == PV_JS_OBJECT) {
+        /* The last occurrence of each, as jansson keeps it. */
+        const struct pv_js_member *last[AP_N] = {0};
+        for (size_t k = 0; k < nm; k++)
+            last[m[k].path] = &m[k];
+        for (int k = 0; k < AP_N; k++) {
+            if (!last[k])
+                continue;
+            const char *at = data + last[k]->at;
+            if (k == AP_CONTENT) {
+                w->content_is_array = *at == '[';
+                continue;
+            }
+            w->v[k] = json_loadb(at, last[k]->len, JSON_DECODE_ANY, NULL);
+        }
+        return 0;
+    }
+    json_error_t je;
+    w->tree = json_loadb(data, len, 0, &je);
+    if (!json_is_object(w->tree)) {
+        snprintf(why, wlen, "%s", w->tree ? "not a JSON object" : je.text);
+        json_decref(w->tree);
+        w->tree = NULL;
+        return -1;
+    }
+    w->v[AP_TYPE] = json_object_get(w->tree, "type");
+    w->v[AP_USAGE] = json_object_get(w->tree, "usage");
+    w->v[AP_MUSAGE] =
+        json_object_get(json_object_get(w->tree, "message"), "usage");
+    w->v[AP_ERROR] = json_object_get(w->tree, "error");
+    w->content_is_array =
+        json_is_array(json_object_get(w->tree, "content"));
+    return 0;
+}
+
+int
+pv_anth_pass_answer(const char *body, size_t len, struct pv_usage *u,
+                    char *why, size_t wlen)
+{
+    struct anth_view w;
+    if (view_of(body, len, &w, why, wlen) != 0)
+        return -1;
+    const char *t = json_string_value(w.v[AP_TYPE]);
+    int rc = -1;
+    memset(u, 0, sizeof(*u));
+    if (!w.content_is_array || !t || strcmp(t, "message")) {
+        snprintf(why, wlen, "not a Messages answer (no \"content\" array)");
+    } else {
+        usage_read(w.v[AP_USAGE], u);
+        pv_usage_clamp(u);
+        rc = 0;
+    }
+    view_free(&w);
+    return rc;
+}
+
+int
+pv_anth_pass_event(struct pv_xstream *s, const char *sse_type,
+                   const char *data, size_t len, char *type, size_t tlen,
+                   char *why, size_t wlen)
+{
+    struct anth_view w;
+    type[0] = '\0';
+    if (view_of(data, len, &w, why, wlen) != 0)
+        return PV_XS_MALFORMED;
+    /* As pv_anth_event: the data's type, else the SSE event's. */
+    const char *t = json_string_value(w.v[AP_TYPE]);
+    if (!t || !*t)
+        t = sse_type;
+    int rc = 0;
+    if (!t || !*t) {
+        snprintf(why, wlen, "event without a type");
+        rc = PV_XS_MALFORMED;
+    } else if (!strcmp(t, "error")) {
+        const json_t *e = w.v[AP_ERROR];
+        const char *m = json_string_value(json_object_get(e, "message"));
+        const char *et = json_string_value(json_object_get(e, "type"));
+        snprintf(why, wlen, "%s%s%s", et ? et : "error", m ? ": " : "",
+                 m ? m : "");
+        rc = PV_XS_UPSTREAM_ERROR;
+    } else if (!strcmp(t, "message_start") || !strcmp(t, "message_delta")) {
+        usage_read(w.v[!strcmp(t, "message_start") ? AP_MUSAGE : AP_USAGE],
+                   &s->usage);
+        pv_usage_clamp(&s->usage);
+    } else if (!strcmp(t, "message_stop")) {
+        s->complete = 1;
+        rc = PV_XS_DONE;
+    }
+    if (t)
+        snprintf(type, tlen, "%s", t);
+    view_free(&w);
+    return rc;
+}
+
 /* ---- the kind ----------------------------------------------------------- */
 
 static int
@@ -576,6 +715,8 @@ static const struct pv_xkind anth_kind = {
     .answer = pv_anth_answer,
     .event = pv_anth_event,
     .complete_at_eof = 0,
+    .pass_answer = pv_anth_pass_answer,
+    .pass_event = pv_anth_pass_event,
 };
 
 static enum gx_status

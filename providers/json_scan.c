@@ -310,6 +310,59 @@ scan_number(const unsigned char *s, size_t n, size_t *i, int want,
     return 0;
 }
 
+/* Skips whitespace at s[*i]; 1 if the byte there is want. */
+static int
+to_byte(const unsigned char *s, size_t n, size_t *i, unsigned char want)
+{
+    while (*i < n && is_ws(s[*i]))
+        (*i)++;
+    return *i < n && s[*i] == want;
+}
+
+/* Scans the scalar (string, number, literal) at s[*i]: 0 with *i past it
+ * (and past the NUL jansson skips, see below; *end, when asked, before
+ * it), -1 when jansson rejects it.  *unsure is set for a real that cannot
+ * be converted here; *d is a number's value when want. */
+static int
+scan_scalar(const unsigned char *s, size_t n, size_t *i, int want, double *d,
+            int *unsure, size_t *end)
+{
+    unsigned char c = s[*i];
+    if (c == '"') {
+        size_t raw, rl;
+        int esc;
+        if (scan_string(s, n, i, &raw, &rl, &esc) != 0)
+            return -1;
+        if (end)
+            *end = *i;
+        return 0;
+    }
+    if (c == '-' || (c >= '0' && c <= '9')) {
+        int r = scan_number(s, n, i, want, d);
+        if (r == -1)
+            return -1;
+        if (r == -2)
+            *unsure = 1;
+    } else if (n - *i >= 4 && memcmp(s + *i, "true", 4) == 0) {
+        *i += 4;
+    } else if (n - *i >= 5 && memcmp(s + *i, "false", 5) == 0) {
+        *i += 5;
+    } else if (n - *i >= 4 && memcmp(s + *i, "null", 4) == 0) {
+        *i += 4;
+    } else {
+        return -1;
+    }
+    if (end)
+        *end = *i;
+    /* jansson's quirk: its lexer reads one byte past a number or a
+     * literal and puts it back; a NUL put back that way is taken for
+     * "buffer empty" and skipped.  So exactly one NUL right after a
+     * number or literal is ignored (a second one is an error). */
+    if (*i < n && s[*i] == 0)
+        (*i)++;
+    return 0;
+}
+
 static int
 key_is(const unsigned char *s, size_t raw, size_t len, const char *k)
 {
@@ -388,34 +441,10 @@ pv_json_scan_chat(const char *data, size_t n, struct pv_js_chat *out)
         }
         /* A scalar. */
         double num = 0;
-        int is_num = 0;
-        if (c == '"') {
-            size_t raw, rl;
-            int esc;
-            if (scan_string(s, n, &i, &raw, &rl, &esc) != 0)
-                return PV_JS_INVALID;
-        } else if (c == '-' || (c >= '0' && c <= '9')) {
-            int r = scan_number(s, n, &i, cur_slot >= S_PT, &num);
-            if (r == -1)
-                return PV_JS_INVALID;
-            if (r == -2)
-                unsure = 1;
-            is_num = 1;
-        } else if (n - i >= 4 && memcmp(s + i, "true", 4) == 0) {
-            i += 4;
-        } else if (n - i >= 5 && memcmp(s + i, "false", 5) == 0) {
-            i += 5;
-        } else if (n - i >= 4 && memcmp(s + i, "null", 4) == 0) {
-            i += 4;
-        } else {
+        int is_num = c == '-' || (c >= '0' && c <= '9');
+        if (scan_scalar(s, n, &i, cur_slot >= S_PT, &num, &unsure, NULL) !=
+            0)
             return PV_JS_INVALID;
-        }
-        /* jansson's quirk: its lexer reads one byte past a number or a
-         * literal and puts it back; a NUL put back that way is taken for
-         * "buffer empty" and skipped.  So exactly one NUL right after a
-         * number or literal is ignored (a second one is an error). */
-        if (c != '"' && i < n && s[i] == 0)
-            i++;
         if (cur_slot == S_CHOICES) {
             out->choices_empty = 0;
         } else if (cur_slot == S_USAGE) {
@@ -461,9 +490,7 @@ pv_json_scan_chat(const char *data, size_t n, struct pv_js_chat *out)
         }
     object_key:
         /* At a key of the object on top of the stack. */
-        while (i < n && is_ws(s[i]))
-            i++;
-        if (i >= n || s[i] != '"')
+        if (!to_byte(s, n, &i, '"'))
             return PV_JS_INVALID;
         {
             size_t raw, rl;
@@ -496,9 +523,7 @@ pv_json_scan_chat(const char *data, size_t n, struct pv_js_chat *out)
                 }
             }
         }
-        while (i < n && is_ws(s[i]))
-            i++;
-        if (i >= n || s[i] != ':')
+        if (!to_byte(s, n, &i, ':'))
             return PV_JS_INVALID;
         i++;
     }
@@ -983,4 +1008,256 @@ pv_json_dump_compact(const json_t *j, size_t *len)
     if (len)
         *len = b.len;
     return b.p;
+}
+
+/* ---- members by key path, and the splice -------------------------------
+ * pv_json_scan_members validates like pv_json_scan_chat (the same string,
+ * number and literal rules, the same NUL quirk, PV_JS_UNSURE past
+ * PV_JS_MAX_DEPTH or for a real it cannot convert) and reports where the
+ * values of the asked members lie, so a passthrough can change one value
+ * (the model name) and keep every other byte.  A path is "key" (a member
+ * of the top object) or "key.sub" (a member of an object that is the value
+ * of the top-level member key).  Keys are compared unescaped, so
+ * "mod\u0065l" is "model" (paths are ASCII).  Every occurrence is
+ * reported, in the order values start; a container's span is complete
+ * once the scan returns PV_JS_OBJECT. */
+#define JM_MAX_PATHS 8
+
+struct jm_path {
+    const char *k0, *k1; /* k1 NULL: a top-level member */
+    size_t l0, l1;
+};
+
+/* Whether the key whose raw bytes (between the quotes, validated by
+ * scan_string) are s[raw, raw + rl) is k[0..kl) (ASCII) once unescaped. */
+static int
+key_eq(const unsigned char *s, size_t raw, size_t rl, int esc, const char *k,
+       size_t kl)
+{
+    if (!esc)
+        return rl == kl && memcmp(s + raw, k, kl) == 0;
+    size_t p = raw, e = raw + rl, j = 0;
+    while (p < e) {
+        unsigned ch = s[p++];
+        if (ch == '\\') {
+            unsigned c2 = s[p++];
+            switch (c2) {
+            case 'b': ch = '\b'; break;
+            case 'f': ch = '\f'; break;
+            case 'n': ch = '\n'; break;
+            case 'r': ch = '\r'; break;
+            case 't': ch = '\t'; break;
+            case 'u': {
+                long v = hex4(s + p, e - p);
+                if (v < 0 || v >= 0x80)
+                    return 0; /* not ASCII: no path key matches */
+                ch = (unsigned)v;
+                p += 4;
+                break;
+            }
+            default: ch = c2; /* " \ / */
+            }
+        }
+        if (j >= kl || (unsigned char)k[j] != ch)
+            return 0;
+        j++;
+    }
+    return j == kl;
+}
+
+/* Index of the path that s[raw..) names at this depth (1: a top-level
+ * key; 2: a key of the object under top-level key top), or -1. */
+static int
+jm_match(const struct jm_path *pp, int np, int depth, const unsigned char *s,
+         size_t raw, size_t rl, int esc, const size_t top[3])
+{
+    for (int k = 0; k < np; k++) {
+        const struct jm_path *p = &pp[k];
+        if (depth == 1 && !p->k1 && key_eq(s, raw, rl, esc, p->k0, p->l0))
+            return k;
+        if (depth == 2 && p->k1 &&
+            key_eq(s, top[0], top[1], (int)top[2], p->k0, p->l0) &&
+            key_eq(s, raw, rl, esc, p->k1, p->l1))
+            return k;
+    }
+    return -1;
+}
+
+enum pv_js_verdict
+pv_json_scan_members(const char *data, size_t n, const char *const *paths,
+                     int n_paths, struct pv_js_member *out, size_t max,
+                     size_t *n_out)
+{
+    const unsigned char *s = (const unsigned char *)data;
+    struct jm_path pp[JM_MAX_PATHS];
+    int pend[PV_JS_MAX_DEPTH]; /* a container's entry in out, or -1 */
+    unsigned char kind[PV_JS_MAX_DEPTH];
+    size_t top[3] = {0, 0, 0}; /* the current top-level key: raw, len, esc */
+    int depth = 0, slot = -1, unsure = 0;
+    size_t i = 0;
+    *n_out = 0;
+    if (n_paths < 0 || n_paths > JM_MAX_PATHS)
+        return PV_JS_UNSURE;
+    for (int k = 0; k < n_paths; k++) {
+        const char *dot = strchr(paths[k], '.');
+        pp[k].k0 = paths[k];
+        pp[k].l0 = dot ? (size_t)(dot - paths[k]) : strlen(paths[k]);
+        pp[k].k1 = dot ? dot + 1 : NULL;
+        pp[k].l1 = dot ? strlen(dot + 1) : 0;
+    }
+    while (i < n && is_ws(s[i]))
+        i++;
+    if (i >= n || s[i] != '{')
+        return PV_JS_INVALID;
+    for (;;) {
+        while (i < n && is_ws(s[i]))
+            i++;
+        if (i >= n)
+            return PV_JS_INVALID;
+        unsigned char c = s[i];
+        int cur = slot, at_entry = -1;
+        size_t at = i;
+        slot = -1;
+        if (cur >= 0) {
+            if (*n_out < max) {
+                at_entry = (int)(*n_out)++;
+                out[at_entry].path = cur;
+                out[at_entry].at = at;
+                out[at_entry].len = 0;
+            } else {
+                unsure = 1; /* more occurrences than room */
+            }
+        }
+        if (c == '{' || c == '[') {
+            if (depth >= PV_JS_MAX_DEPTH)
+                return PV_JS_UNSURE;
+            kind[depth] = c == '[' ? K_ARR : K_OBJ;
+            pend[depth] = at_entry;
+            depth++;
+            i++;
+            while (i < n && is_ws(s[i]))
+                i++;
+            if (i >= n)
+                return PV_JS_INVALID;
+            if (s[i] == (c == '{' ? '}' : ']')) {
+                i++;
+                depth--;
+                if (at_entry >= 0)
+                    out[at_entry].len = i - at;
+                goto after_value;
+            }
+            if (c == '[')
+                continue;
+            goto object_key;
+        }
+        double d;
+        size_t end;
+        if (scan_scalar(s, n, &i, 0, &d, &unsure, &end) != 0)
+            return PV_JS_INVALID;
+        if (at_entry >= 0)
+            out[at_entry].len = end - at;
+
+    after_value:
+        while (i < n && is_ws(s[i]))
+            i++;
+        if (depth == 0) {
+            if (i != n)
+                return PV_JS_INVALID;
+            return unsure ? PV_JS_UNSURE : PV_JS_OBJECT;
+        }
+        if (i >= n)
+            return PV_JS_INVALID;
+        if (s[i] == (kind[depth - 1] == K_ARR ? ']' : '}')) {
+            i++;
+            depth--;
+            if (pend[depth] >= 0)
+                out[pend[depth]].len = i - out[pend[depth]].at;
+            goto after_value;
+        }
+        if (s[i] != ',')
+            return PV_JS_INVALID;
+        i++;
+        if (kind[depth - 1] == K_ARR)
+            continue;
+    object_key:
+        if (!to_byte(s, n, &i, '"'))
+            return PV_JS_INVALID;
+        {
+            size_t raw, rl;
+            int esc;
+            if (scan_string(s, n, &i, &raw, &rl, &esc) != 0)
+                return PV_JS_INVALID;
+            if (depth == 1) {
+                top[0] = raw;
+                top[1] = rl;
+                top[2] = (size_t)esc;
+            }
+            if (depth <= 2)
+                slot = jm_match(pp, n_paths, depth, s, raw, rl, esc, top);
+        }
+        if (!to_byte(s, n, &i, ':'))
+            return PV_JS_INVALID;
+        i++;
+    }
+}
+
+char *
+pv_json_put_string(char *o, const char *s)
+{
+    static const char hex[] = "0123456789abcdef";
+    *o++ = '"';
+    for (const char *p = s; *p; p++) {
+        unsigned char ch = (unsigned char)*p;
+        const char *short_esc = ch == '"'    ? "\\\""
+                                : ch == '\\' ? "\\\\"
+                                : ch == '\n' ? "\\n"
+                                : ch == '\t' ? "\\t"
+                                : ch == '\r' ? "\\r"
+                                : ch == '\b' ? "\\b"
+                                : ch == '\f' ? "\\f"
+                                              : NULL;
+        if (short_esc) {
+            memcpy(o, short_esc, 2);
+            o += 2;
+        } else if (ch < 0x20) {
+            memcpy(o, "\\u00", 4);
+            o[4] = hex[ch >> 4];
+            o[5] = hex[ch & 15];
+            o += 6;
+        } else {
+            *o++ = (char)ch;
+        }
+    }
+    *o++ = '"';
+    return o;
+}
+
+char *
+pv_json_splice(const char *text, size_t len, const struct pv_js_member *m,
+               size_t nm, const char *s, size_t *out_len)
+{
+    size_t sl = strlen(s), prev = 0;
+    for (size_t k = 0; k < nm; k++) {
+        if (m[k].at < prev || m[k].at > len || m[k].len > len - m[k].at)
+            return NULL; /* out of order, overlapping or out of bounds */
+        prev = m[k].at + m[k].len;
+    }
+    if (sl > (SIZE_MAX - len - 1) / 6 / (nm + 1) - 2)
+        return NULL;
+    char *out = malloc(len + nm * (2 + 6 * sl) + 1);
+    if (!out)
+        return NULL;
+    char *o = out;
+    size_t from = 0;
+    for (size_t k = 0; k < nm; k++) {
+        memcpy(o, text + from, m[k].at - from);
+        o = pv_json_put_string(o + (m[k].at - from), s);
+        from = m[k].at + m[k].len;
+    }
+    memcpy(o, text + from, len - from);
+    o += len - from;
+    *o = '\0';
+    if (out_len)
+        *out_len = (size_t)(o - out);
+    return out;
 }

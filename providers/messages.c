@@ -675,7 +675,29 @@ pv_msgs_parse(struct pv_chat *c, const char *text, size_t len, int count_only,
     memcpy(c->native_only, native, sizeof(native));
     c->native = in;
     c->owned = 1;
+    /* For pv_msgs_pass_request; without it the tree is dumped. */
+    if (!count_only)
+        pv_chat_keep_bytes(c, text, len, 0);
     return PV_CHAT_OK;
+}
+
+char *
+pv_msgs_pass_request(const struct pv_chat *c, const char *upstream,
+                     size_t *out_len)
+{
+    if (c->text) {
+        struct pv_js_member m = {0, c->model_at, c->model_len};
+        return pv_json_splice(c->text, c->text_len, &m, 1, upstream,
+                              out_len);
+    }
+    /* The tree (the scan could not place the model): semantically the
+     * client's body, but re-serialised. */
+    json_t *body = json_deep_copy(c->native);
+    if (!body || json_object_set_new(body, "model", json_string(upstream))) {
+        json_decref(body);
+        return NULL;
+    }
+    return pv_json_dump(body, out_len);
 }
 
 int
@@ -760,17 +782,37 @@ set_model(json_t *o, const char *model)
         json_object_set_new(o, "model", json_string(model));
 }
 
-char *
-pv_msgs_pass_answer(const char *body, size_t len, const char *model,
-                    size_t *out_len)
+/* text with every value at path (the client's model name) replaced by
+ * model: the bytes kept apart from those values.  Only when the scanner
+ * cannot decide does the tree get re-serialised (set_model); NULL when
+ * text is not a JSON object. */
+static char *
+replace_model(const char *text, size_t len, const char *path,
+              const char *model, size_t *out_len)
 {
-    json_t *o = json_loadb(body, len, 0, NULL);
+    const char *const paths[] = {path};
+    struct pv_js_member m[8];
+    size_t nm = 0;
+    enum pv_js_verdict v = pv_json_scan_members(text, len, paths, 1, m, 8,
+                                                &nm);
+    if (v == PV_JS_INVALID)
+        return NULL;
+    if (v == PV_JS_OBJECT)
+        return pv_json_splice(text, len, m, nm, model, out_len);
+    json_t *o = json_loadb(text, len, 0, NULL);
     if (!json_is_object(o)) {
         json_decref(o);
         return NULL;
     }
-    set_model(o, model);
+    set_model(strchr(path, '.') ? json_object_get(o, "message") : o, model);
     return pv_json_dump(o, out_len);
+}
+
+char *
+pv_msgs_pass_answer(const char *body, size_t len, const char *model,
+                    size_t *out_len)
+{
+    return replace_model(body, len, "model", model, out_len);
 }
 
 const char *
@@ -826,8 +868,17 @@ pv_msgs_error_from(const char *body, size_t len, int status, size_t *out_len)
     const json_t *t = json_object_get(o, "type");
     const json_t *e = json_object_get(o, "error");
     if (json_is_string(t) && !strcmp(json_string_value(t), "error") &&
-        json_is_object(e)) /* already Anthropic's (a passthrough) */
-        return pv_json_dump(o, out_len);
+        json_is_object(e)) { /* already Anthropic's: its bytes (a
+                                passthrough) */
+        json_decref(o);
+        char *r = malloc(len + 1);
+        if (r) {
+            memcpy(r, body, len);
+            r[len] = '\0';
+            *out_len = len;
+        }
+        return r;
+    }
     const json_t *m = json_is_object(e) ? json_object_get(e, "message") : e;
     const json_t *c = json_object_get(e, "code");
     char *r = pv_msgs_error(status, json_string_value(c),
@@ -974,44 +1025,97 @@ pv_msgs_stream_chunk(struct pv_msgs_stream *s, const char *data, size_t len,
     return rc ? -1 : 0;
 }
 
+void
+pv_msgs_stream_cleanup(struct pv_msgs_stream *s)
+{
+    if (!s)
+        return;
+    free(s->stop);
+    s->stop = NULL;
+    s->stop_len = 0;
+}
+
+/* The "type" of an event's data (scanned), into t[tlen]; "" when it has
+ * none, when it is not a string or when it holds a control character
+ * (it becomes an SSE field).  -1 when data is not a JSON object. */
+static int
+event_type(const char *data, size_t len, char *t, size_t tlen)
+{
+    static const char *const paths[] = {"type"};
+    struct pv_js_member m[4];
+    size_t nm = 0;
+    json_t *v = NULL;
+    t[0] = '\0';
+    enum pv_js_verdict vd = pv_json_scan_members(data, len, paths, 1, m, 4,
+                                                 &nm);
+    if (vd == PV_JS_INVALID)
+        return -1;
+    if (vd == PV_JS_OBJECT && nm) {
+        v = json_loadb(data + m[nm - 1].at, m[nm - 1].len, JSON_DECODE_ANY,
+                       NULL);
+    } else if (vd == PV_JS_UNSURE) {
+        json_t *o = json_loadb(data, len, 0, NULL);
+        v = json_incref(json_object_get(o, "type"));
+        json_decref(o);
+    }
+    const char *s = json_string_value(v);
+    if (s && strlen(s) < tlen && !strpbrk(s, "\r\n"))
+        snprintf(t, tlen, "%s", s);
+    json_decref(v);
+    return 0;
+}
+
 int
 pv_msgs_stream_pass(struct pv_msgs_stream *s, const char *data, size_t len,
                     struct gx_buf *out)
 {
-    json_t *o = json_loadb(data, len, 0, NULL);
-    const char *t = json_string_value(json_object_get(o, "type"));
-    int rc = 0;
-    if (!t) {
-        json_decref(o);
+    char t[64];
+    if (event_type(data, len, t, sizeof(t)) != 0 || !t[0])
         return 0; /* "[DONE]" from the glue */
-    }
     if (!strcmp(t, "message_stop")) {
-        json_decref(o);
-        s->pass_stop = 1; /* written after the row commits */
+        /* Written after the row commits, as it came. */
+        free(s->stop);
+        s->stop = malloc(len ? len : 1);
+        if (!s->stop)
+            return -1;
+        memcpy(s->stop, data, len);
+        s->stop_len = len;
+        s->pass_stop = 1;
         return 0;
     }
     s->started = 1;
+    if (!strcmp(t, "error"))
+        s->pass_error = 1; /* the end adds no error of its own */
+    char *edited = NULL;
+    size_t n = len;
     if (!strcmp(t, "message_start")) {
-        set_model(json_object_get(o, "message"), s->model);
-        rc = put_event(out, t, o);
-    } else {
-        /* Every other event byte for byte (thinking signatures). */
-        rc = gx_buf_printf(out, "event: %s\ndata: %.*s\n\n", t, (int)len,
-                           data) == GX_OK
-                 ? 0
-                 : -1;
-        json_decref(o);
+        edited = replace_model(data, len, "message.model", s->model, &n);
+        if (!edited)
+            return -1;
     }
-    return rc;
+    enum gx_status st =
+        gx_buf_printf(out, "event: %s\ndata: ", t) == GX_OK &&
+                gx_buf_append(out, edited ? edited : data, n) == GX_OK
+            ? gx_buf_append(out, "\n\n", 2)
+            : GX_ENOMEM;
+    free(edited);
+    return st == GX_OK ? 0 : -1;
 }
 
 int
 pv_msgs_stream_end(struct pv_msgs_stream *s, int pass,
                    const struct pv_usage *u, struct gx_buf *out)
 {
-    if (pass)
-        return put_event(out, "message_stop",
-                         json_pack("{s:s}", "type", "message_stop"));
+    if (pass) {
+        if (!s->stop) /* cannot be: the glue ends a stream at message_stop */
+            return put_event(out, "message_stop",
+                             json_pack("{s:s}", "type", "message_stop"));
+        if (gx_buf_append(out, "event: message_stop\ndata: ", 26) != GX_OK ||
+            gx_buf_append(out, s->stop, s->stop_len) != GX_OK ||
+            gx_buf_append(out, "\n\n", 2) != GX_OK)
+            return -1;
+        return 0;
+    }
     if (start(s, out) || close_block(s, out))
         return -1;
     json_t *md = json_pack("{s:s,s:{s:s,s:n},s:o}", "type", "message_delta",

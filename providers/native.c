@@ -23,13 +23,16 @@
  * secrets before it is parsed, and the translation again before it leaves.
  *
  * Passthrough (pv_passthrough: the client spoke the kind's own API, i.e.
- * Messages to anthropic): the client's native body goes upstream with
- * only "model" replaced, and the answer comes back untranslated: the
- * body as the upstream sent it (scrubbed), each stream event's data as it
- * came (message_start and pings held until the first content event, so an
- * error right after the start still fails over), an Anthropic-shaped
- * error body as it is.  The kind's translation still reads every event
- * and body, for the usage, the end of the stream and in-band errors.
+ * Messages to anthropic): the client's bytes go upstream with only the
+ * value of "model" replaced (pv_msgs_pass_request: a splice, no
+ * re-serialising), and the answer comes back untranslated: the body as
+ * the upstream sent it (scrubbed), each stream event's data as it came
+ * (message_start and pings held until the first content event, so an
+ * error right after the start still fails over; an error event after
+ * content handed on too, then the call fails), an Anthropic-shaped error
+ * body as it is.  The kind's pass readers (pass_answer, pass_event) scan
+ * those bytes for the usage, the end of the stream and in-band errors;
+ * nothing is translated or rebuilt.
  *
  * A refused request (PV_X_REFUSE from the kind's translation) makes no
  * upstream request: the call ends from a zero timer with status 400 and an
@@ -490,14 +493,6 @@ struct x_call {
     int content_seen;
 };
 
-static int
-x_noop_emit(void *ud, json_t *chunk)
-{
-    (void)ud;
-    json_decref(chunk);
-    return 0;
-}
-
 /* Pass mode: hands data on, after whatever was held. */
 static void
 x_pass_deliver(struct pv_call *c, const char *data, size_t len)
@@ -551,19 +546,25 @@ x_end_stream(struct pv_call *c)
     pv_call_emit_event(c, "[DONE]", 6);
 }
 
-/* Pass mode: one upstream event, read for usage and errors, then handed
- * on as it came (held while nothing but message_start and pings came). */
+/* Pass mode: one upstream event, read (not parsed whole: the kind's
+ * pass_event scans it) for the usage, the end and errors, then handed on
+ * as it came; held while nothing but message_start and pings came, so an
+ * error right after the start still fails over.  An error event after
+ * content reached the client is handed on too (the client reads the
+ * upstream's own words), then the call fails. */
 static void
-x_pass_event(struct pv_call *c, const json_t *j, const char *data,
-             size_t len)
+x_pass_event(struct pv_call *c, const char *data, size_t len)
 {
     struct x_call *x = c->impl;
-    char why[200] = "";
-    int r = x->k->event(&x->xs, x->sse.event, j, x_noop_emit, NULL, why,
-                        sizeof(why));
+    char why[200] = "", t[32];
+    int r = x->k->pass_event(&x->xs, x->sse.event, data, len, t, sizeof(t),
+                             why, sizeof(why));
     if (r == PV_XS_UPSTREAM_ERROR) {
-        pv_call_failf(c, PV_ERR_TRANSPORT, "upstream error in stream: %.160s",
-                      why);
+        if (x->content_seen)
+            x_pass_deliver(c, data, len);
+        if (!c->cancelled)
+            pv_call_failf(c, PV_ERR_TRANSPORT,
+                          "upstream error in stream: %.160s", why);
         return;
     }
     if (r == PV_XS_MALFORMED) {
@@ -571,12 +572,7 @@ x_pass_event(struct pv_call *c, const json_t *j, const char *data,
                       x->n_events, why);
         return;
     }
-    if (r != 0 && r != PV_XS_DONE) {
-        pv_call_failf(c, PV_ERR_INTERNAL, "out of memory");
-        return;
-    }
-    const char *t = json_string_value(json_object_get(j, "type"));
-    if (!x->content_seen && r != PV_XS_DONE && t &&
+    if (!x->content_seen && r != PV_XS_DONE &&
         (!strcmp(t, "message_start") || !strcmp(t, "ping"))) {
         if (gx_buf_append(&x->held, &len, sizeof(len)) != GX_OK ||
             gx_buf_append(&x->held, data, len) != GX_OK)
@@ -599,17 +595,16 @@ x_event(void *ud, const char *data, size_t len)
     if (c->failed || c->cancelled || c->finished || x->ended)
         return;
     x->n_events++;
+    if (x->pass) {
+        x_pass_event(c, data, len);
+        return;
+    }
     json_error_t je;
     json_t *j = json_loadb(data, len, 0, &je);
     if (!json_is_object(j)) {
         pv_call_failf(c, PV_ERR_MALFORMED,
                       "malformed stream: event %d is not a JSON object (%s)",
                       x->n_events, j ? "wrong type" : je.text);
-        json_decref(j);
-        return;
-    }
-    if (x->pass) {
-        x_pass_event(c, j, data, len);
         json_decref(j);
         return;
     }
@@ -751,22 +746,28 @@ x_on_finish(struct pv_call *c)
         c->res.outcome = PV_OK;
         return;
     }
-    json_error_t je;
-    json_t *j = json_loadb(x->body.data ? x->body.data : "", x->body.len, 0,
-                           &je);
     char why[160] = "";
-    json_t *oa = json_is_object(j)
-                     ? x->k->answer(j, &c->res.usage, why, sizeof(why))
-                     : NULL;
-    json_decref(j);
-    if (oa && x->pass) {
-        /* The usage is read; the client gets the upstream's own body. */
-        json_decref(oa);
+    if (x->pass) {
+        /* The usage is read; the client gets the upstream's own bytes. */
+        if (x->k->pass_answer(x->body.data ? x->body.data : "", x->body.len,
+                              &c->res.usage, why, sizeof(why)) != 0) {
+            c->res.outcome = PV_ERR_MALFORMED;
+            snprintf(c->res.detail, sizeof(c->res.detail),
+                     "malformed upstream body: %s", why);
+            return;
+        }
         c->res.body = x->body.data ? x->body.data : "";
         c->res.body_len = x->body.len;
         c->res.outcome = PV_OK;
         return;
     }
+    json_error_t je;
+    json_t *j = json_loadb(x->body.data ? x->body.data : "", x->body.len, 0,
+                           &je);
+    json_t *oa = json_is_object(j)
+                     ? x->k->answer(j, &c->res.usage, why, sizeof(why))
+                     : NULL;
+    json_decref(j);
     if (!oa) {
         c->res.outcome = PV_ERR_MALFORMED;
         snprintf(c->res.detail, sizeof(c->res.detail),
@@ -855,19 +856,19 @@ root_len(const char *base, int *versioned)
     return n;
 }
 
+/* Sends text (the upstream body, owned from here on; NULL with a
+ * refusal). */
 static enum gx_status
 x_send(struct pv_loop *loop, const struct pv_request *req,
        const struct pv_callbacks *cb, const struct pv_xkind *k,
-       const char *url, json_t *body, const char *refusal,
+       const char *url, char *text, size_t text_len, const char *refusal,
        struct pv_call **out, char *err, size_t errlen)
 {
     const struct cfg_provider *prov = req->provider;
     struct curl_slist *hdr = NULL;
-    char *text = NULL;
     enum gx_status st = GX_EINVAL;
 
     if (!refusal) {
-        text = body ? json_dumps(body, JSON_COMPACT) : NULL;
         if (!text)
             goto nomem;
         st = pv_http_headers(req, k->key_header, "", k->extra_name,
@@ -886,7 +887,8 @@ x_send(struct pv_loop *loop, const struct pv_request *req,
     x->stream = req->stream;
     x->include_usage = req->client_include_usage;
     x->xs.created = (int64_t)time(NULL);
-    x->pass = pv_passthrough(req->chat, prov->kind);
+    x->pass = pv_passthrough(req->chat, prov->kind) && k->pass_event &&
+              k->pass_answer;
     pv_sse_init(&x->sse, cap);
     gx_buf_init(&x->body, cap);
     gx_buf_init(&x->held, cap);
@@ -906,7 +908,7 @@ x_send(struct pv_loop *loop, const struct pv_request *req,
         goto out;
     }
     /* pv_http_start owns hdr and text from here on, even on failure. */
-    st = pv_http_start(c, &x_hooks, prov, url, hdr, text, strlen(text), err,
+    st = pv_http_start(c, &x_hooks, prov, url, hdr, text, text_len, err,
                        errlen);
     hdr = NULL;
     text = NULL;
@@ -931,7 +933,7 @@ pv_x_refuse(struct pv_loop *loop, const struct pv_request *req,
      * whatever the provider's kind (local calls have their own state). */
     static const struct pv_xkind refused = {.ops = &pv_anthropic_ops,
                                             .name = "refused"};
-    return x_send(loop, req, cb, &refused, NULL, NULL, refusal, out, err,
+    return x_send(loop, req, cb, &refused, NULL, NULL, 0, refusal, out, err,
                   errlen);
 }
 
@@ -960,17 +962,23 @@ pv_x_start(struct pv_loop *loop, const struct pv_request *req,
         return GX_EINVAL;
     }
     char msg[700];
-    json_t *body = NULL;
+    char *text = NULL;
+    size_t text_len = 0;
     int rc;
     if (pv_passthrough(req->chat, prov->kind)) {
-        /* The client's own body; only the model name changes. */
-        body = json_deep_copy(req->chat->native);
-        rc = body && json_object_set_new(body, "model", json_string(up)) == 0
-                 ? PV_X_OK
-                 : PV_X_NOMEM;
+        /* The client's own bytes; only the model's value changes. */
+        text = pv_msgs_pass_request(req->chat, up, &text_len);
+        rc = text ? PV_X_OK : PV_X_NOMEM;
     } else {
+        json_t *body = NULL;
         rc = k->translate(req->body, up, req->stream, &body, msg,
                           sizeof(msg));
+        if (rc == PV_X_OK) {
+            text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+            rc = text ? PV_X_OK : PV_X_NOMEM;
+            text_len = text ? strlen(text) : 0;
+        }
+        json_decref(body);
     }
     if (rc == PV_X_NOMEM) {
         gx_errf(err, errlen, "out of memory");
@@ -986,12 +994,13 @@ pv_x_start(struct pv_loop *loop, const struct pv_request *req,
     enum gx_status st = GX_ENOMEM;
     if (url) {
         snprintf(url, need, "%.*s%s", (int)bl, prov->base_url, p);
-        st = x_send(loop, req, cb, k, url, body,
+        st = x_send(loop, req, cb, k, url, text, text_len,
                     rc == PV_X_REFUSE ? msg : NULL, out, err, errlen);
+        text = NULL;
     } else {
         gx_errf(err, errlen, "out of memory");
     }
     free(url);
-    json_decref(body);
+    free(text);
     return st;
 }

@@ -320,40 +320,6 @@ swap_out(json_t *obj, const char *key, json_t *old)
  * in profiles).  The body is only ever used on this loop's thread, so
  * nothing sees the object in between.  Returns a malloc'd string or NULL
  * on out of memory. */
-/* Writes s at o as a JSON string (quotes, escapes as jansson writes
- * them: ", \ and control characters; UTF-8 as it is): at most
- * 2 + 6 * strlen(s) bytes.  Returns the end. */
-static char *
-put_json_string(char *o, const char *s)
-{
-    static const char hex[] = "0123456789abcdef";
-    *o++ = '"';
-    for (const char *p = s; *p; p++) {
-        unsigned char ch = (unsigned char)*p;
-        const char *short_esc = ch == '"'    ? "\\\""
-                                : ch == '\\' ? "\\\\"
-                                : ch == '\n' ? "\\n"
-                                : ch == '\t' ? "\\t"
-                                : ch == '\r' ? "\\r"
-                                : ch == '\b' ? "\\b"
-                                : ch == '\f' ? "\\f"
-                                              : NULL;
-        if (short_esc) {
-            memcpy(o, short_esc, 2);
-            o += 2;
-        } else if (ch < 0x20) {
-            memcpy(o, "\\u00", 4);
-            o[4] = hex[ch >> 4];
-            o[5] = hex[ch & 15];
-            o += 6;
-        } else {
-            *o++ = (char)ch;
-        }
-    }
-    *o++ = '"';
-    return o;
-}
-
 /* The upstream body from the client's own bytes (pv_chat's fast path):
  * the model's value replaced by the upstream name and, for a stream whose
  * client did not ask for usage and sent no stream_options,
@@ -386,7 +352,7 @@ upstream_splice(const struct pv_request *req, const char *up, int *nomem)
     }
     char *o = out;
     memcpy(o, ch->text, ch->model_at);
-    o = put_json_string(o + ch->model_at, up);
+    o = pv_json_put_string(o + ch->model_at, up);
     memcpy(o, ch->text + rest, end - rest);
     o += end - rest;
     if (add_so) {

@@ -396,6 +396,16 @@ enum pv_chat_err pv_chat_parse(struct pv_chat *c, enum pv_api api,
 int pv_chat_from_json(struct pv_chat *c, enum pv_api api, json_t *body,
                       char *msg, size_t msglen, const char **param);
 void pv_chat_cleanup(struct pv_chat *c); /* frees an owned body */
+/* After a tree parse of text (the client's body, which jansson accepted
+ * with duplicate keys refused) into c: keeps a copy of text and the span
+ * of its one "model" value in c (text, text_len, model_at, model_len), so
+ * a kind that speaks the client's own API splices the upstream name into
+ * the client's bytes instead of re-serialising the tree.  drop_tree: also
+ * frees c->body (c->model then points into model_own), so the openai kind
+ * splices (its body NULL) and pv_chat_body rebuilds the tree for a kind
+ * that needs one.  0, or -1 with c unchanged (the tree way stays). */
+int pv_chat_keep_bytes(struct pv_chat *c, const char *text, size_t len,
+                       int drop_tree);
 /* For every inbound adapter (gateway/): the client's body parsed with
  * duplicate keys refused, or NULL with the sentence pv_chat_parse gives
  * for bad JSON in msg; the caller owns the result. */
@@ -450,7 +460,15 @@ int pv_passthrough(const struct pv_chat *c, enum cfg_kind kind);
 char *pv_msgs_answer(const char *body, size_t len, const char *model,
                      const char *id, const struct pv_usage *u,
                      size_t *out_len);
-/* A passthrough answer with its "model" replaced; NULL if not JSON. */
+/* The upstream body of a passthrough: the client's bytes as sent with
+ * the value of "model" replaced by upstream (the tree dumped when
+ * pv_msgs_parse could not place the model); malloc'd, NULL on out of
+ * memory. */
+char *pv_msgs_pass_request(const struct pv_chat *c, const char *upstream,
+                           size_t *out_len);
+/* A passthrough answer: the upstream's bytes with the value of its
+ * top-level "model" replaced by model (the client's name for it); NULL if
+ * not a JSON object. */
 char *pv_msgs_pass_answer(const char *body, size_t len, const char *model,
                           size_t *out_len);
 /* Anthropic's error type for an HTTP status (and llmux's OpenAI code:
@@ -476,15 +494,22 @@ struct pv_msgs_stream {
     int open_tool;  /* its OpenAI tool_calls index */
     int n_blocks;   /* blocks opened */
     int pass_stop;  /* passthrough: the upstream's message_stop was seen */
+    int pass_error; /* passthrough: the upstream's error event went out */
+    char *stop;     /* passthrough: that message_stop's data (owned) */
+    size_t stop_len;
     const char *stop_reason; /* static */
 };
 void pv_msgs_stream_init(struct pv_msgs_stream *s, const char *model,
                          const char *id);
+/* Frees what the stream holds (not s itself). */
+void pv_msgs_stream_cleanup(struct pv_msgs_stream *s);
 /* One OpenAI chunk (data of an SSE event) translated. */
 int pv_msgs_stream_chunk(struct pv_msgs_stream *s, const char *data,
                          size_t len, struct gx_buf *out);
-/* One upstream Messages event passed through (model replaced in
- * message_start; message_stop held back). */
+/* One upstream Messages event passed through: "event: TYPE\ndata: " and
+ * the data's bytes as they came, apart from message_start's
+ * message.model, which becomes the client's model; message_stop held
+ * back for the end. */
 int pv_msgs_stream_pass(struct pv_msgs_stream *s, const char *data,
                         size_t len, struct gx_buf *out);
 /* The end of a complete answer: translated streams close the open block

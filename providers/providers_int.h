@@ -274,6 +274,35 @@ void pv_usage_clamp(struct pv_usage *u);
  * cannot be sure of matching (invalid UTF-8, very deep nesting) or on out
  * of memory: then use json_dumps. */
 char *pv_json_dump_compact(const json_t *j, size_t *len);
+/* Where the values of chosen members lie in a JSON object text, for a
+ * passthrough that changes one value and keeps every other byte (see
+ * json_scan.c for the rules).  paths: at most 8 of "key" (top level) or
+ * "key.sub" (a member of the object under top-level key).  Each
+ * occurrence (duplicate keys included; jansson keeps the last) fills one
+ * out[] entry {path index, value span with its quotes or brackets}, in
+ * the order values start.  PV_JS_OBJECT: text is what json_loadb(flags 0)
+ * accepts as an object and every span is in out; PV_JS_INVALID: jansson
+ * rejects it or it is not an object; PV_JS_UNSURE: not decided here (too
+ * deep, a real not convertible here, more than max occurrences). */
+struct pv_js_member {
+    int path;
+    size_t at, len;
+};
+enum pv_js_verdict pv_json_scan_members(const char *data, size_t n,
+                                        const char *const *paths,
+                                        int n_paths, struct pv_js_member *out,
+                                        size_t max, size_t *n_out);
+/* Writes s at o as a JSON string the way jansson escapes it (", \ and
+ * control characters; UTF-8 as it is): at most 2 + 6 * strlen(s) bytes.
+ * Returns the end. */
+char *pv_json_put_string(char *o, const char *s);
+/* text with the value at each of m[0..nm) (ascending, disjoint) replaced
+ * by s as a JSON string: malloc'd, NUL-terminated, its length in
+ * *out_len; NULL when the spans are not ascending and disjoint inside
+ * text, or on out of memory. */
+char *pv_json_splice(const char *text, size_t len,
+                     const struct pv_js_member *m, size_t nm, const char *s,
+                     size_t *out_len);
 
 /*
  * The native kinds (native.c shared, anthropic.c, gemini.c): the client's
@@ -327,6 +356,15 @@ const char *pv_anth_stop_reason(const char *finish);
 /* One SSE event (type from its event field or its data's "type"). */
 int pv_anth_event(struct pv_xstream *s, const char *type, const json_t *ev,
                   pv_xemit emit, void *ud, char *why, size_t len);
+
+/* Passthrough readers of a Messages answer and event (pv_xkind's
+ * pass_answer and pass_event): json_scan.c's member scanner finds type,
+ * usage, message.usage and error, and only those values are parsed. */
+int pv_anth_pass_answer(const char *body, size_t len, struct pv_usage *u,
+                        char *why, size_t wlen);
+int pv_anth_pass_event(struct pv_xstream *s, const char *sse_type,
+                       const char *data, size_t len, char *type, size_t tlen,
+                       char *why, size_t wlen);
 
 /* gemini.c */
 int pv_gem_request(const json_t *oa, int stream, json_t **out, char *msg,
@@ -435,6 +473,17 @@ struct pv_xkind {
     /* Gemini: no end marker; a stream that reached a finishReason is
      * complete when the upstream closes it. */
     int complete_at_eof;
+    /* Passthrough readers (NULL: the kind has no passthrough): the bytes
+     * are read, never rebuilt.  pass_answer: 0 when body is the kind's
+     * answer (usage into *u), else -1 with why.  pass_event: one stream
+     * event's data (sse_type: its SSE event field, used when the data has
+     * no "type"), the type into type[tlen], the usage into s->usage; 0,
+     * PV_XS_DONE or a PV_XS_* error with why. */
+    int (*pass_answer)(const char *body, size_t len, struct pv_usage *u,
+                       char *why, size_t wlen);
+    int (*pass_event)(struct pv_xstream *s, const char *sse_type,
+                      const char *data, size_t len, char *type, size_t tlen,
+                      char *why, size_t wlen);
 };
 
 /* A native kind's pv_ops.start: translates the request and POSTs it; a

@@ -262,6 +262,13 @@ pv_chat_parse(struct pv_chat *c, enum pv_api api, const char *text,
         return PV_CHAT_INVALID;
     }
     c->owned = 1;
+    if (api == PV_API_CHAT) {
+        /* What the fast path declined (an escaped key, an escaped model
+         * name, ...) still goes to an openai kind as the client's bytes,
+         * only the model's value spliced. */
+        c->has_stream_options = json_object_get(body, "stream_options") != NULL;
+        pv_chat_keep_bytes(c, text, len, 1);
+    }
     return PV_CHAT_OK;
 }
 
@@ -292,4 +299,39 @@ pv_api_name(enum pv_api api)
     default:
         return "chat";
     }
+}
+
+int
+pv_chat_keep_bytes(struct pv_chat *c, const char *text, size_t len,
+                   int drop_tree)
+{
+    static const char *const paths[] = {"model"};
+    struct pv_js_member m;
+    size_t nm = 0;
+    if (c->text || !c->model ||
+        pv_json_scan_members(text, len, paths, 1, &m, 1, &nm) !=
+            PV_JS_OBJECT ||
+        nm != 1)
+        return -1;
+    char *copy = malloc(len ? len : 1);
+    char *model = drop_tree ? strdup(c->model) : NULL;
+    if (!copy || (drop_tree && !model)) {
+        free(copy);
+        free(model);
+        return -1;
+    }
+    memcpy(copy, text, len);
+    c->text = copy;
+    c->text_len = len;
+    c->model_at = m.at;
+    c->model_len = m.len;
+    if (drop_tree) {
+        c->model_own = model;
+        c->model = model;
+        if (c->owned)
+            json_decref(c->body);
+        c->body = NULL;
+        c->owned = 1; /* text and the tree pv_chat_body rebuilds */
+    }
+    return 0;
 }

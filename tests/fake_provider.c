@@ -45,7 +45,11 @@
  *   GET  /fake/stats   {"requests","completed","streams","connections",
  *                       "by_model":{},"by_status":{},"by_path":{},
  *                       "by_tag":{},"last":{"path","model","headers",
- *                       "body"}}   (counts since start or reset)
+ *                       "body","raw","answer"}}   (counts since start or
+ *                       reset; raw: the request's exact bytes, answer:
+ *                       the exact bytes of the answer built for it, the
+ *                       body or the stream's events, both as JSON strings
+ *                       up to 64 KiB)
  *   POST /fake/reset   zeroes the counters
  *
  * Behaviour per request, from (later wins) the /f/ path prefix, the
@@ -97,6 +101,13 @@
  *                       (prompt_tokens stays the total: input_tokens is
  *                       prompt - cached - cache_write); cached=N is
  *                       cache_read_input_tokens / cachedContentTokenCount
+ *   odd                 Anthropic: an answer (or stream) that is valid
+ *                       JSON but that a parse and re-serialise would
+ *                       change: key order, whitespace, \u00e9 and \/
+ *                       escapes, 1.0, 1e2, -0.0, a thinking block with its
+ *                       signature, redacted_thinking, a block type and an
+ *                       event type nobody knows yet (anth_odd); the usage
+ *                       from the directives; error_after=N works on it
  *   thoughts=N          native: N thinking tokens (Gemini
  *                       thoughtsTokenCount and a thought part; Anthropic a
  *                       thinking block, counted in output_tokens)
@@ -233,6 +244,7 @@ struct opts {
     char message[256]; /* error.message for status=N */
     char tag[64];      /* counted in /fake/stats by_tag */
     long cache_write, thoughts;
+    int odd; /* anthropic: answers re-serialising would change */
     char tool[64];
     char tool_args[512];
 };
@@ -350,6 +362,8 @@ opts_parse(struct opts *o, const char *s, size_t n)
                 o->cached = clampi(v, 0, 1000000000);
             else if (IS("cache_write"))
                 o->cache_write = clampi(v, 0, 1000000000);
+            else if (IS("odd"))
+                o->odd = 1;
             else if (IS("thoughts"))
                 o->thoughts = clampi(v, 0, 1000000000);
             else if (IS("tool"))
@@ -1009,6 +1023,121 @@ events_add(struct job *j, char *ev, size_t *cap)
     return 0;
 }
 
+/* error_after=N: the events from N on give way to an error event. */
+static int
+anth_error_after(struct job *j, size_t *cap)
+{
+    const struct opts *o = &j->o;
+    if (o->error_after < 0 || (size_t)o->error_after >= j->n_events)
+        return 0;
+    for (size_t i = (size_t)o->error_after; i < j->n_events; i++)
+        free(j->events[i]);
+    j->n_events = (size_t)o->error_after;
+    return events_add(j, sse_named(o, "error", NULL,
+                                   "{\"type\":\"error\",\"error\":{"
+                                   "\"type\":\"overloaded_error\","
+                                   "\"message\":\"Overloaded\"}}"),
+                      cap);
+}
+
+/* odd: an answer that is valid JSON but that a parse and re-serialise
+ * would change (key order, whitespace, "\u00e9" and "\/" escapes, 1.0,
+ * 1e2, -0.0, a long real), with a thinking block and its
+ * signature, a redacted_thinking block, and a block type and (stream) an
+ * event type no client knows yet; a passthrough must hand it on byte for
+ * byte.  The usage is the directives' (cached, cache_write, ...). */
+static int
+anth_odd(struct job *j, const char *model, const struct nat_usage *u,
+         const char *mid)
+{
+    long in = u->prompt - u->cached - u->cache_write;
+    long out = u->completion + u->thoughts;
+    char mj[300];
+    /* The model as the request had it (plain names only: else a
+     * placeholder, never broken JSON). */
+    snprintf(mj, sizeof(mj), "%s",
+             strpbrk(model, "\"\\") || strlen(model) > 200 ? "odd" : model);
+    if (in < 0)
+        in = 0;
+    if (!j->stream) {
+        char b[4096];
+        snprintf(b, sizeof(b),
+                 "{ \"id\" : \"%s\",\n\t\"type\":\"message\", "
+                 "\"role\":\"assistant\",\n"
+                 " \"content\":[\n"
+                 "  {\"type\":\"thinking\",\"thinking\":\"Caf\\u00e9 \\/ "
+                 "r\\u00e9sum\\u00e9 \\ud83d\\ude00 \\\"q\\\"\","
+                 "\"signature\":\"EqQBCkYIARgCKkD+/0a1b2c3d4e5f==\"},\n"
+                 "  {\"type\":\"redacted_thinking\",\"data\":"
+                 "\"RWFybHkgYmlyZA==\"},\n"
+                 "  {\"type\":\"text\",\"text\":\"Hello\\u0021 caf\xc3\xa9" "\","
+                 "\"citations\":null,\"x\":{\"n\":1.0,\"m\":1e2,\"z\":-0.0,"
+                 "\"big\":12345678901234567890.5e-3}},\n"
+                 "  {\"type\":\"future_block_v9\",\"payload\":{\"z\":1,"
+                 "\"a\":[1.50,2E+3,true,false,null]}}\n"
+                 " ],\n"
+                 " \"stop_reason\":\"end_turn\",  \"stop_sequence\":null,\n"
+                 " \"model\" :  \"%s\",\n"
+                 " \"usage\":{\"output_tokens\":%ld, \"input_tokens\":%ld,"
+                 "\"cache_creation_input_tokens\":%ld,"
+                 "\"cache_read_input_tokens\":%ld,\"service_tier\":"
+                 "\"standard\"}\n}\n",
+                 mid, mj, out, in, u->cache_write, u->cached);
+        j->body = strdup(b);
+        return j->body ? 0 : -1;
+    }
+    char ev[16][1024];
+    const char *name[16];
+    int n = 0;
+#define ODD(nm, ...)                                                         \
+    (name[n] = (nm), snprintf(ev[n], sizeof(ev[n]), __VA_ARGS__), n++)
+    ODD("message_start",
+        "{\"type\": \"message_start\", \"message\": {\"id\":\"%s\", "
+        "\"type\":\"message\",\"role\":\"assistant\",\"content\":[],"
+        "\"model\":  \"%s\" ,\"stop_reason\":null,\"stop_sequence\":null,"
+        "\"usage\":{\"input_tokens\":%ld,\"cache_creation_input_tokens\":%ld,"
+        "\"cache_read_input_tokens\":%ld,\"output_tokens\":1}}}",
+        mid, mj, in, u->cache_write, u->cached);
+    ODD("ping", "{\"type\": \"ping\"}");
+    ODD("content_block_start",
+        "{\"type\":\"content_block_start\",\"index\":0,\"content_block\":"
+        "{\"type\":\"thinking\",\"thinking\":\"\",\"signature\":\"\"}}");
+    ODD("content_block_delta",
+        "{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":"
+        "\"thinking_delta\",\"thinking\":\"Caf\\u00e9 \\/ 1.0\"}}");
+    ODD("content_block_delta",
+        "{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":"
+        "\"signature_delta\",\"signature\":\"EqQBCkYIARgCKkD+/0a1b2c3d4e5f==\"}}");
+    ODD("content_block_stop", "{\"type\":\"content_block_stop\",\"index\":0 }");
+    ODD("content_block_start",
+        "{\"type\":\"content_block_start\",\"index\":1,\"content_block\":"
+        "{\"type\":\"redacted_thinking\",\"data\":\"RWFybHkgYmlyZA==\"}}");
+    ODD("content_block_stop", "{\"type\":\"content_block_stop\",\"index\":1}");
+    ODD("future_event_v9", "{\"type\":\"future_event_v9\",\"n\":1e2,\"x\":1.0}");
+    ODD("content_block_start",
+        "{\"index\":2,\"type\":\"content_block_start\",\"content_block\":"
+        "{\"type\":\"text\",\"text\":\"\"}}");
+    ODD("content_block_delta",
+        "{\"type\":\"content_block_delta\",\"index\":2,\"delta\":{\"type\":"
+        "\"text_delta\",\"text\":\"Hello\\u0021 caf\\u00e9\"}}");
+    ODD("content_block_stop", "{\"type\":\"content_block_stop\",\"index\":2}");
+    ODD("content_block_start",
+        "{\"type\":\"content_block_start\",\"index\":3,\"content_block\":"
+        "{\"type\":\"future_block_v9\",\"payload\":{\"z\":1,\"a\":[1.50,2E+3]}}}");
+    ODD("content_block_stop", "{\"type\":\"content_block_stop\",\"index\":3}");
+    ODD("message_delta",
+        "{\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\","
+        "\"stop_sequence\":null},\"usage\":{\"output_tokens\":%ld}}",
+        out);
+    ODD("message_stop", "{\"type\":\"message_stop\"   }");
+#undef ODD
+    size_t cap = 0;
+    int rc = 0;
+    for (int k = 0; k < n; k++)
+        rc |= events_add(j, sse_named(&j->o, name[k], NULL, ev[k]), &cap);
+    return rc || anth_error_after(j, &cap) ? -1 : 0;
+}
+
 /* The Anthropic answer (non-stream) or events. */
 static int
 anth_build(struct job *j, const char *model, const char *text, char **pieces,
@@ -1019,6 +1148,8 @@ anth_build(struct job *j, const char *model, const char *text, char **pieces,
     char mid[48], tid[48];
     snprintf(mid, sizeof(mid), "msg_fake_%ld", j->id);
     snprintf(tid, sizeof(tid), "toolu_fake_%ld", j->id);
+    if (o->odd)
+        return anth_odd(j, model, &u, mid);
     const char *stop = o->tool[0] ? "tool_use" : "end_turn";
     if (!j->stream) {
         json_t *content = json_array();
@@ -1170,16 +1301,8 @@ anth_build(struct job *j, const char *model, const char *text, char **pieces,
     rc |= events_add(j, sse_named(o, "message_stop", NULL,
                                   "{\"type\":\"message_stop\"}"),
                      &cap);
-    if (!rc && o->error_after >= 0 && (size_t)o->error_after < j->n_events) {
-        for (size_t i = (size_t)o->error_after; i < j->n_events; i++)
-            free(j->events[i]);
-        j->n_events = (size_t)o->error_after;
-        rc |= events_add(j, sse_named(o, "error", NULL,
-                                      "{\"type\":\"error\",\"error\":{"
-                                      "\"type\":\"overloaded_error\","
-                                      "\"message\":\"Overloaded\"}}"),
-                         &cap);
-    }
+    if (!rc)
+        rc = anth_error_after(j, &cap);
     return rc ? -1 : 0;
 }
 
@@ -1720,7 +1843,7 @@ done:
 
 static void
 record_last(struct evhttp_request *req, const char *path, const char *model,
-            json_t *body, size_t raw_len)
+            json_t *body, const char *raw, size_t raw_len)
 {
     json_t *h = json_object();
     struct evkeyvalq *in = evhttp_request_get_input_headers(req);
@@ -1739,12 +1862,45 @@ record_last(struct evhttp_request *req, const char *path, const char *model,
                              "headers", h);
     /* Shared, not copied: jansson's reference counts are atomic, and the
      * object is only read from now on. */
-    if (last && raw_len <= FP_LAST_BODY_MAX)
+    if (last && raw_len <= FP_LAST_BODY_MAX) {
         json_object_set(last, "body", body);
+        /* The exact bytes (a JSON string holds them when they are UTF-8,
+         * which a JSON body is). */
+        json_object_set_new(last, "raw", json_stringn(raw, raw_len));
+    }
     pthread_mutex_lock(&st_mu);
     json_decref(st_last);
     st_last = last;
     pthread_mutex_unlock(&st_mu);
+}
+
+/* The answer's exact bytes as "answer" in the last request's record
+ * (the body, or the stream's events one after the other), up to
+ * FP_LAST_BODY_MAX. */
+static void
+record_answer_text(const char *t, size_t n)
+{
+    json_t *a = n <= FP_LAST_BODY_MAX ? json_stringn(t, n) : NULL;
+    pthread_mutex_lock(&st_mu);
+    if (st_last && a)
+        json_object_set(st_last, "answer", a);
+    pthread_mutex_unlock(&st_mu);
+    json_decref(a);
+}
+
+static void
+record_answer(const struct job *j)
+{
+    struct evbuffer *b = evbuffer_new();
+    if (!b)
+        return;
+    if (j->body)
+        evbuffer_add(b, j->body, strlen(j->body));
+    for (size_t i = 0; i < j->n_events; i++)
+        evbuffer_add(b, j->events[i], strlen(j->events[i]));
+    record_answer_text((const char *)evbuffer_pullup(b, -1),
+                       evbuffer_get_length(b));
+    evbuffer_free(b);
 }
 
 static void
@@ -1784,7 +1940,7 @@ handle_chat(struct worker *w, struct evhttp_request *req, const char *path,
             st_requests++;
             count_in(st_by_path, path);
             pthread_mutex_unlock(&st_mu);
-            record_last(req, path, model, body, len);
+            record_last(req, path, model, body, raw, len);
             free(raw);
             json_decref(body);
             send_native_error(req, fmt, st, -1, why);
@@ -1824,7 +1980,7 @@ handle_chat(struct worker *w, struct evhttp_request *req, const char *path,
     if (j->o.tag[0])
         count_in(st_by_tag, j->o.tag);
     pthread_mutex_unlock(&st_mu);
-    record_last(req, path, model, body, len);
+    record_last(req, path, model, body, raw, len);
     if (j->o.echo_headers)
         j->echo = headers_text(req, j->o.echo_headers);
     j->nextj = w->jobs;
@@ -1833,6 +1989,8 @@ handle_chat(struct worker *w, struct evhttp_request *req, const char *path,
     w->jobs = j;
     j->timer = evtimer_new(w->base, job_step, j);
     int ok = j->timer && job_build(j, body, model, include_usage) == 0;
+    if (ok)
+        record_answer(j);
     json_decref(body);
     free(raw);
     if (!ok) {
@@ -1883,11 +2041,12 @@ emb_vector(const json_t *in, int dim, int base64)
     return a;
 }
 
-/* 200 with o (stolen) as the body. */
+/* 200 with o (stolen) as the body (recorded as the last answer). */
 static void
 send_obj(struct evhttp_request *req, json_t *o)
 {
     char *t = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    record_answer_text(t ? t : "{}", t ? strlen(t) : 2);
     send_json(req, 200, t ? t : "{}");
     free(t);
     json_decref(o);
@@ -1940,7 +2099,8 @@ handle_aux(struct evhttp_request *req, const char *path,
         count_in(st_by_tag, o.tag);
     pthread_mutex_unlock(&st_mu);
     if (json_is_object(body))
-        record_last(req, path, model, body, len);
+        record_last(req, path, model, body,
+                    (const char *)evbuffer_pullup(in, -1), len);
     if (!json_is_object(body) || !input) {
         json_decref(body);
         send_error(req, 400, -1,

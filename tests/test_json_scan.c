@@ -22,6 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/members_check.h"
+
 static long n_checked, n_unsure, n_object, n_invalid;
 /* What the stream path (oa_event) reads besides: "choices" is [] and an
  * "error" member is present, as jansson sees them. */
@@ -94,6 +96,11 @@ cmp(const char *p, size_t n, int unsure_ok)
         fprintf(stderr, "\"%s\n", n > 300 ? "..." : "");
     }
     T_CHECK(good);
+    /* The member scanner and the splice on the same input. */
+    const char *mbad = members_check(p, n);
+    if (mbad)
+        fprintf(stderr, "%s (input of %zu bytes: %.120s)\n", mbad, n, p);
+    T_CHECK(mbad == NULL);
     return v;
 }
 
@@ -132,6 +139,87 @@ static const char *real_bodies[] = {
     "1.9e1,\"completion_tokens\":3.99,\"prompt_tokens_details\":{"
     "\"cached_tokens\":25}}}",
 };
+
+/* Messages shapes for the member scanner: an odd answer (model after
+ * content, escapes, a duplicate model) and a message_start event. */
+static const char *msgs_bodies[] = {
+    "{ \"id\" : \"msg_1\",\n\t\"type\":\"message\",\"content\":[{\"type\":"
+    "\"thinking\",\"thinking\":\"Caf\\u00e9 \\/\",\"signature\":\"Eq+/==\"},"
+    "{\"type\":\"text\",\"text\":\"hi\",\"x\":{\"n\":1.0,\"m\":1e2}}],"
+    "\"mod\\u0065l\" :  \"claude-up\" ,\"usage\":{\"output_tokens\":3,"
+    "\"input_tokens\":9,\"cache_read_input_tokens\":2}}",
+    "{\"type\": \"message_start\", \"message\": {\"id\":\"m\", \"model\":"
+    "\"claude-up\",\"content\":[],\"usage\":{\"input_tokens\":5}},"
+    "\"model\":{\"not\":\"this\"}}",
+};
+
+static void
+test_members(void)
+{
+    static const char *const paths[] = {"model", "message.model", "type",
+                                        "usage"};
+    struct pv_js_member m[16];
+    size_t nm = 0;
+    const char *a = msgs_bodies[0];
+    T_EQ_INT(pv_json_scan_members(a, strlen(a), paths, 4, m, 16, &nm),
+             PV_JS_OBJECT);
+    /* type, the escaped model key, usage; nothing inside content */
+    T_EQ_INT((long long)nm, 3);
+    T_EQ_INT(m[0].path, 2);
+    T_EQ_INT(m[1].path, 0);
+    T_EQ_INT(m[2].path, 3);
+    T_CHECK(!strncmp(a + m[1].at, "\"claude-up\"", m[1].len));
+    T_EQ_INT((long long)m[1].len, 11);
+    T_CHECK(a[m[2].at] == '{' && a[m[2].at + m[2].len - 1] == '}');
+    size_t ol = 0;
+    char *o = pv_json_splice(a, strlen(a), &m[1], 1, "pass", &ol);
+    /* only the value changed: every other byte is the input's */
+    size_t pre = m[1].at, post = strlen(a) - m[1].at - m[1].len;
+    T_CHECK(o && ol == pre + 6 + post && !memcmp(o, a, pre) &&
+            !memcmp(o + pre, "\"pass\"", 6) &&
+            !memcmp(o + pre + 6, a + m[1].at + m[1].len, post));
+    free(o);
+    /* message_start: message.model, and the top-level model apart */
+    const char *e = msgs_bodies[1];
+    T_EQ_INT(pv_json_scan_members(e, strlen(e), paths, 4, m, 16, &nm),
+             PV_JS_OBJECT);
+    T_EQ_INT((long long)nm, 3);
+    T_EQ_INT(m[1].path, 1);
+    T_CHECK(!strncmp(e + m[1].at, "\"claude-up\"", m[1].len));
+    T_EQ_INT(m[2].path, 0);
+    T_CHECK(e[m[2].at] == '{');
+    /* duplicates: every one, in order (jansson keeps the last) */
+    const char *d = "{\"model\":\"a\",\"x\":1,\"model\":\"b\"}";
+    T_EQ_INT(pv_json_scan_members(d, strlen(d), paths, 1, m, 16, &nm),
+             PV_JS_OBJECT);
+    T_EQ_INT((long long)nm, 2);
+    T_CHECK(m[0].at < m[1].at && d[m[1].at + 1] == 'b');
+    /* more than max occurrences: not decided here */
+    T_EQ_INT(pv_json_scan_members(d, strlen(d), paths, 1, m, 1, &nm),
+             PV_JS_UNSURE);
+    /* a key that only looks like one, escapes that are not ASCII */
+    const char *k = "{\"m\\u00f6del\":1,\"model2\":2,\"\\u006d\\u006fdel\":3}";
+    T_EQ_INT(pv_json_scan_members(k, strlen(k), paths, 1, m, 16, &nm),
+             PV_JS_OBJECT);
+    T_EQ_INT((long long)nm, 1);
+    T_CHECK(k[m[0].at] == '3');
+    /* a number span ends before the NUL jansson skips */
+    const char nul[] = "{\"model\":12\0}";
+    T_EQ_INT(pv_json_scan_members(nul, sizeof(nul) - 1, paths, 1, m, 16, &nm),
+             PV_JS_OBJECT);
+    T_EQ_INT((long long)m[0].len, 2);
+    /* not objects, broken input */
+    T_EQ_INT(pv_json_scan_members("[1]", 3, paths, 1, m, 16, &nm),
+             PV_JS_INVALID);
+    T_EQ_INT(pv_json_scan_members("{\"model\":}", 10, paths, 1, m, 16, &nm),
+             PV_JS_INVALID);
+    /* splice refuses overlapping or out-of-order spans */
+    struct pv_js_member bad[2] = {{0, 5, 4}, {0, 3, 1}};
+    T_CHECK(pv_json_splice(d, strlen(d), bad, 2, "x", &ol) == NULL);
+    for (size_t i = 0; i < sizeof(msgs_bodies) / sizeof(*msgs_bodies); i++)
+        T_CHECK(members_check(msgs_bodies[i], strlen(msgs_bodies[i])) ==
+                NULL);
+}
 
 static void
 test_known(void)
@@ -385,7 +473,8 @@ test_mutations(void)
     char *b = malloc(8192);
     int objects = 0;
     for (int it = 0; it < 60000; it++) {
-        const char *src = real_bodies[rnd() % 3];
+        const char *src = it % 4 == 3 ? msgs_bodies[rnd() % 2]
+                                      : real_bodies[rnd() % 3];
         size_t n = strlen(src);
         memcpy(b, src, n);
         int nmut = 1 + (int)(rnd() % 3);
@@ -525,7 +614,8 @@ test_dump(void)
     char *b = malloc(8192);
     int dumped = 0;
     for (int it = 0; it < 20000; it++) {
-        const char *src = real_bodies[rnd() % 3];
+        const char *src = it % 4 == 3 ? msgs_bodies[rnd() % 2]
+                                      : real_bodies[rnd() % 3];
         size_t n = strlen(src);
         memcpy(b, src, n);
         size_t at = rnd() % n;
@@ -545,6 +635,7 @@ int
 main(void)
 {
     T_RUN(test_known);
+    T_RUN(test_members);
     T_RUN(test_usage_saturates);
     T_RUN(test_depth);
     T_RUN(test_unsure);

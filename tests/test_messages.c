@@ -586,6 +586,25 @@ test_stream_pass(void)
     gx_buf_append(&out, "", 1);
     T_EQ_STR(out.data, "event: message_stop\ndata: {\"type\":\"message_stop\"}"
                        "\n\n");
+    pv_msgs_stream_cleanup(&s);
+    /* message_start: only message.model changes, the rest byte for byte
+     * (spacing, key order, the upstream's own escapes). */
+    pv_msgs_stream_init(&s, "pass", "r");
+    gx_buf_reset(&out);
+    const char *st = "{\"type\": \"message_start\" , \"message\":{\"model\" "
+                     ": \"claude\\u002d4\",\"id\":\"m\\/1\",\"n\":1.0}}";
+    T_EQ_INT(pv_msgs_stream_pass(&s, st, strlen(st), &out), 0);
+    gx_buf_append(&out, "", 1);
+    T_EQ_STR(out.data, "event: message_start\ndata: {\"type\": \"message_start"
+                       "\" , \"message\":{\"model\" : \"pass\",\"id\":"
+                       "\"m\\/1\",\"n\":1.0}}\n\n");
+    /* an error event passes as it came and marks the stream */
+    gx_buf_reset(&out);
+    const char *er = "{\"type\":\"error\",\"error\":{\"type\":"
+                     "\"overloaded_error\",\"message\":\"Overloaded\"}}";
+    T_EQ_INT(pv_msgs_stream_pass(&s, er, strlen(er), &out), 0);
+    T_EQ_INT(s.pass_error, 1);
+    pv_msgs_stream_cleanup(&s);
     gx_buf_cleanup(&out);
 }
 

@@ -608,6 +608,63 @@ test_gem_stream(void)
 
 /* ---- errors ------------------------------------------------------------- */
 
+/* The passthrough's readers: usage, end and errors from the bytes. */
+static void
+test_anth_pass_readers(void)
+{
+    const char *a =
+        "{ \"content\":[{\"type\":\"future_block\",\"x\":1e2}],\n"
+        "\"type\" : \"message\",\"usage\":{\"output_tokens\":30,"
+        "\"input_tokens\":100,\"cache_creation_input_tokens\":2000,"
+        "\"cache_read_input_tokens\":5000}}";
+    struct pv_usage u;
+    char why[200], t[32];
+    T_EQ_INT(pv_anth_pass_answer(a, strlen(a), &u, why, sizeof(why)), 0);
+    T_EQ_INT(u.prompt_tokens, 7100);
+    T_EQ_INT(u.cached_tokens, 5000);
+    T_EQ_INT(u.cache_write_tokens, 2000);
+    T_EQ_INT(u.completion_tokens, 30);
+    const char *na = "{\"type\":\"error\",\"content\":[]}";
+    T_EQ_INT(pv_anth_pass_answer(na, strlen(na), &u, why, sizeof(why)), -1);
+    T_EQ_INT(pv_anth_pass_answer("{\"type\":", 8, &u, why, sizeof(why)), -1);
+
+    struct pv_xstream xs;
+    memset(&xs, 0, sizeof(xs));
+    const char *st = "{\"type\":\"message_start\",\"message\":{\"usage\":{"
+                     "\"input_tokens\":9,\"cache_read_input_tokens\":4}}}";
+    T_EQ_INT(pv_anth_pass_event(&xs, "", st, strlen(st), t, sizeof(t), why,
+                                sizeof(why)),
+             0);
+    T_EQ_STR(t, "message_start");
+    T_EQ_INT(xs.usage.prompt_tokens, 13);
+    /* a data without "type": the SSE event's (found by fuzz_native: the
+     * translation reads it so, and so must the passthrough) */
+    const char *md = "{\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":"
+                     "{\"output_tokens\":3}}";
+    T_EQ_INT(pv_anth_pass_event(&xs, "message_delta", md, strlen(md), t,
+                                sizeof(t), why, sizeof(why)),
+             0);
+    T_EQ_INT(xs.usage.completion_tokens, 3);
+    T_EQ_INT(xs.usage.prompt_tokens, 13);
+    const char *un = "{\"type\":\"future_event\",\"usage\":{\"x\":1}}";
+    T_EQ_INT(pv_anth_pass_event(&xs, "", un, strlen(un), t, sizeof(t), why,
+                                sizeof(why)),
+             0);
+    const char *er = "{\"type\":\"error\",\"error\":{\"type\":"
+                     "\"overloaded_error\",\"message\":\"Overloaded\"}}";
+    T_EQ_INT(pv_anth_pass_event(&xs, "", er, strlen(er), t, sizeof(t), why,
+                                sizeof(why)),
+             PV_XS_UPSTREAM_ERROR);
+    T_EQ_STR(why, "overloaded_error: Overloaded");
+    T_EQ_INT(pv_anth_pass_event(&xs, "", "{\"x\":1}", 7, t, sizeof(t), why,
+                                sizeof(why)),
+             PV_XS_MALFORMED);
+    T_EQ_INT(pv_anth_pass_event(&xs, "", "{\"type\":\"message_stop\"}", 23, t,
+                                sizeof(t), why, sizeof(why)),
+             PV_XS_DONE);
+    T_EQ_INT(xs.complete, 1);
+}
+
 static void
 test_error_bodies(void)
 {
@@ -679,6 +736,7 @@ main(void)
     T_RUN(test_gem_answer);
     T_RUN(test_anth_stream);
     T_RUN(test_gem_stream);
+    T_RUN(test_anth_pass_readers);
     T_RUN(test_error_bodies);
     T_RUN(test_helpers);
     return T_END();

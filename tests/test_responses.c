@@ -657,8 +657,11 @@ test_embeddings_completions(void)
     T_EQ_INT(chat.completion_cap, 0);
     T_EQ_INT(chat.est_prompt_tokens, 8 / 4 + 1);
     T_EQ_INT(chat.stream, 0);
-    /* passed on as sent */
-    T_EQ_STR(str_at(chat.body, "encoding_format"), "base64");
+    /* passed on as sent: the client's bytes, no tree until one is asked
+     * for (the model's span is where the openai kind splices) */
+    T_CHECK(chat.body == NULL && chat.text != NULL);
+    T_CHECK(!strncmp(chat.text + chat.model_at, "\"e\"", chat.model_len));
+    T_EQ_STR(str_at(pv_chat_body(&chat), "encoding_format"), "base64");
     T_EQ_INT(aux(0, "{\"model\":\"e\",\"input\":[\"ab\",\"cd\"]}"),
              PV_CHAT_OK);
     T_EQ_INT(chat.est_prompt_tokens, 4 / 4 + 2);
@@ -691,7 +694,7 @@ test_embeddings_completions(void)
     T_EQ_INT(chat.stream, 1);
     T_EQ_INT(chat.include_usage, 1);
     T_EQ_INT(chat.completion_cap, 14);
-    T_EQ_STR(str_at(chat.body, "suffix"), "x");
+    T_EQ_STR(str_at(pv_chat_body(&chat), "suffix"), "x");
     T_EQ_INT(aux(1, "{\"model\":\"c\",\"prompt\":\"Once\",\"best_of\":3}"),
              PV_CHAT_OK);
     T_EQ_INT(chat.completion_cap, 3 * PV_DEFAULT_COMPLETION_TOKENS);

@@ -4,7 +4,10 @@
  * oa_on_finish used before the scanner); a different verdict or usage
  * aborts.  PV_JS_UNSURE makes no claim (the caller then uses jansson).
  * Each object jansson accepts is also dumped with pv_json_dump_compact,
- * which must give json_dumps(JSON_COMPACT)'s bytes (or NULL).
+ * which must give json_dumps(JSON_COMPACT)'s bytes (or NULL).  The
+ * passthrough's member scanner and splice (pv_json_scan_members,
+ * pv_json_splice) are held to jansson on every input too
+ * (tests/lib/members_check.h says what is claimed).
  */
 #include "../../providers/providers.h"
 #include "../../providers/providers_int.h"
@@ -15,6 +18,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "../lib/members_check.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -66,5 +71,10 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         free(ref);
     }
     json_decref(j);
+    const char *mbad = members_check(p, size);
+    if (mbad) {
+        fprintf(stderr, "%s\n", mbad);
+        abort();
+    }
     return 0;
 }

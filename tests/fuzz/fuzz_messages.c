@@ -61,6 +61,7 @@ lines(int mode, const char *p, size_t n)
     struct pv_usage u = {1, 10, 3, 4, 2, 1};
     pv_msgs_stream_end(&s, mode == 3, &u, &out);
     check_events(&out);
+    pv_msgs_stream_cleanup(&s);
     gx_buf_cleanup(&out);
 }
 

@@ -11,6 +11,9 @@
  *   5  an error body -> pv_x_error_body (always an OpenAI error object)
  * Every result must hold: usage counts >= 0, cached + cache writes <=
  * prompt, reasoning <= completion; every chunk an object with "choices".
+ * The passthrough's readers (pv_anth_pass_answer, pv_anth_pass_event,
+ * which scan the bytes) must read what the translation reads from the
+ * tree: the same usage, the same end and the same in-band errors.
  */
 #include "../../providers/providers.h"
 #include "../../providers/providers_int.h"
@@ -43,10 +46,21 @@ emit(void *ud, json_t *chunk)
 }
 
 static void
+same_usage(const struct pv_usage *a, const struct pv_usage *b)
+{
+    if (a->have != b->have || a->prompt_tokens != b->prompt_tokens ||
+        a->completion_tokens != b->completion_tokens ||
+        a->cached_tokens != b->cached_tokens ||
+        a->cache_write_tokens != b->cache_write_tokens)
+        abort();
+}
+
+static void
 stream(int anth, const char *p, size_t n)
 {
-    struct pv_xstream xs;
+    struct pv_xstream xs, xp;
     memset(&xs, 0, sizeof(xs));
+    memset(&xp, 0, sizeof(xp));
     while (n > 0) {
         const char *nl = memchr(p, '\n', n);
         size_t l = nl ? (size_t)(nl - p) : n;
@@ -70,6 +84,21 @@ stream(int anth, const char *p, size_t n)
             check_usage(&xs.usage);
             if (r < 0 && !memchr(why, '\0', sizeof(why)))
                 abort();
+            const char *t = json_string_value(json_object_get(ev, "type"));
+            if (!t || !*t)
+                t = type;
+            if (anth && *t) {
+                char pt[32], pwhy[200];
+                int pr = pv_anth_pass_event(&xp, type, j, jl, pt, sizeof(pt),
+                                            pwhy, sizeof(pwhy));
+                if ((r == PV_XS_DONE) != (pr == PV_XS_DONE) ||
+                    (r == PV_XS_UPSTREAM_ERROR) !=
+                        (pr == PV_XS_UPSTREAM_ERROR) ||
+                    (r == PV_XS_UPSTREAM_ERROR && strcmp(why, pwhy)) ||
+                    (strlen(t) < sizeof(pt) && strcmp(pt, t)))
+                    abort();
+                same_usage(&xs.usage, &xp.usage);
+            }
             if (r == PV_XS_DONE || r < 0) {
                 json_decref(ev);
                 break;
@@ -145,6 +174,12 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             check_usage(&u);
             if (!json_is_array(json_object_get(oa, "choices")))
                 abort();
+        }
+        if (oa && mode == 1) {
+            struct pv_usage pu;
+            if (pv_anth_pass_answer(p, n, &pu, why, sizeof(why)) != 0)
+                abort();
+            same_usage(&u, &pu);
         }
         json_decref(oa);
     }

@@ -116,7 +116,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 : gw_completions_parse(&c, text, n, &echo, msg, sizeof(msg),
                                        &param);
         if (e == PV_CHAT_OK) {
-            if (param || !c.body || c.est_prompt_tokens < 0 ||
+            /* the tree, or the kept bytes it is rebuilt from */
+            if (param || !pv_chat_body(&c) || c.est_prompt_tokens < 0 ||
                 c.est_prompt_tokens > c.max_prompt_tokens ||
                 c.completion_cap < 0)
                 abort();

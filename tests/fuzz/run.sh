@@ -147,6 +147,9 @@ seed_json_scan() {
     printf '{"choices":[{"logprobs":{"content":[{"logprob":-0.3132,"bytes":[72,105]}]}}],"x":[1.5e3,-2E-7,0,true,false,null,{},[]],"usage":{"prompt_tokens":1.9e1,"completion_tokens":9223372036854775807}}' >"$1/nums"
     printf '{"usage":{"prompt_tokens":5},"usage":null,"choices":7}' >"$1/dup"
     printf '{"error":{"message":"bad","type":"x"}}' >"$1/error"
+    # Messages shapes for the passthrough's member scanner
+    printf '{ "id" : "msg_1",\n\t"type":"message","content":[{"type":"thinking","thinking":"Caf\\u00e9 \\/","signature":"Eq+/=="},{"type":"redacted_thinking","data":"RWFy"}],"mod\\u0065l" :  "claude-up" ,"usage":{"output_tokens":3,"cache_read_input_tokens":2},"model":"b"}' >"$1/msgs_answer"
+    printf '{"type": "message_start", "message": {"id":"m", "model":"claude-up","usage":{"input_tokens":5}},"message":{"model":1.0e2}}' >"$1/msgs_start"
 }
 seed_conn() { # byte 0: read size, byte 1: body cap / 64, then the stream
     printf '\000\020GET /health HTTP/1.1\r\nHost: x\r\n\r\n' >"$1/get"

@@ -236,6 +236,16 @@ e2e_start_fake(struct e2e_proc *p)
     return e2e_start(p, argv, "PORT ", 10000);
 }
 
+int
+e2e_start_llmux(struct e2e_proc *p, const char *cfg, int timeout_ms)
+{
+    const char *bin = e2e_env("LLMUX_BIN", "build/release/llmux");
+    char *argv[] = {(char *)bin, "serve", "--config", (char *)cfg, NULL};
+    return cfg ? e2e_start(p, argv, "listening on http://127.0.0.1:",
+                           timeout_ms)
+               : -1;
+}
+
 struct grow {
     char *p;
     size_t n;

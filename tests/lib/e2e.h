@@ -33,6 +33,10 @@ extern int e2e_sanitizer_reports;
 
 /* Starts the fake provider ($FAKE_PROVIDER). */
 int e2e_start_fake(struct e2e_proc *p);
+/* Starts `llmux serve --config cfg` ($LLMUX_BIN, default
+ * build/release/llmux) and waits for its listening line; -1 when cfg is
+ * NULL or it did not start. */
+int e2e_start_llmux(struct e2e_proc *p, const char *cfg, int timeout_ms);
 
 struct e2e_resp {
     long status;
