@@ -33,6 +33,7 @@ gw() { # name binary
 {"listen":"127.0.0.1:0","workers":1,"database":"$TMP/$1.db","require_keys":false,
  "providers":{"ns":{"kind":"openai","base_url":"http://127.0.0.1:$UP/ns/v1","api_key":"sk-bench","models":{"gpt-4.1":{}}}}}
 JSON
+    : >"$TMP/$1.out"
     "$2" serve --config "$TMP/$1.json" >"$TMP/$1.out" 2>"$TMP/$1.err" &
     echo $! >"$TMP/$1.pid"
     port_of "$TMP/$1.out" "listening on http:\/\/127.0.0.1:" || { echo "llmux $1 did not start"; cat "$TMP/$1.err"; exit 1; }
@@ -60,6 +61,18 @@ while [ $r -le "$ROUNDS" ]; do
     r=$((r + 1))
 done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
+# The ledger's own histogram (hand-off to commit callback), over all of
+# each binary's rounds: a checkpoint inside a commit shows in the tail.
+for w in A B; do
+    [ $w = A ] && p=$PA || p=$PB
+    curl -s "http://127.0.0.1:$p/metrics" | awk -v w=$w '
+        /^llmux_ledger_commit_seconds_bucket/ { le = $1; sub(/.*le="/, "", le); sub(/".*/, "", le); c[++n] = $2; l[n] = le }
+        /^llmux_ledger_commit_seconds_count/ { t = $2 }
+        END { if (!t) { print w ": no commit histogram"; exit }
+              printf "%s commits %d:", w, t
+              for (i = 1; i <= n; i++) if (l[i] != "+Inf") printf " >%sms %.2f%%", l[i] * 1000, 100 * (t - c[i]) / t
+              printf "\n" }'
+done
 awk '
 function med(a, n,   i, j, t) { for (i = 2; i <= n; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t }
     return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }

@@ -608,7 +608,7 @@ struct sq_ledger {
     int ck_stopping; /* ck_mu */
     /* statistics; written by the writer, read by anyone */
     _Atomic int64_t n_rows, n_commits, n_failed, n_flushes, n_pending;
-    _Atomic int64_t n_checkpoints, n_ck_gated;
+    _Atomic int64_t n_checkpoints;
 };
 
 static char *
@@ -1248,18 +1248,17 @@ checkpointer_main(void *arg)
         if (l->ck_stopping)
             break;
         pthread_mutex_unlock(&l->ck_mu);
+        /* The bulk of the copy, while the writer goes on committing. */
+        (void)checkpoint_once(l);
+        /* The writer appended while the pages were copied (its frames are
+         * not even counted in that pass's totals), so the WAL could not
+         * restart and would grow for ever under a steady load.  Copy the
+         * rest (the frames of the last few commits; nothing, and no
+         * fsync, if there are none) with the writer held between
+         * transactions; its next BEGIN then restarts the WAL. */
+        pthread_mutex_lock(&l->ck_gate);
         int lag = checkpoint_once(l);
-        if (lag) {
-            /* The writer appended while the pages were copied, so the WAL
-             * cannot restart and would grow for ever under a steady load.
-             * Copy the rest (the few frames of the last commits) with the
-             * writer held between transactions; its next BEGIN then
-             * restarts the WAL. */
-            pthread_mutex_lock(&l->ck_gate);
-            lag = checkpoint_once(l);
-            pthread_mutex_unlock(&l->ck_gate);
-            atomic_fetch_add(&l->n_ck_gated, 1);
-        }
+        pthread_mutex_unlock(&l->ck_gate);
         /* Still behind: a reader holds old frames.  A pause bounds the
          * checkpoints the commits ask for until it is gone. */
         if (lag)
