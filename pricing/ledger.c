@@ -96,6 +96,11 @@
 #define PR_ROLLUP_MAX_ROWS 20000
 #define PR_ROLLUP_MAX_CELLS 16384
 
+/* The WAL is checkpointed (PASSIVE, on the checkpointer's connection)
+ * once a commit leaves it this many pages long: SQLite's own
+ * wal_autocheckpoint default, moved off the commit path. */
+#define PR_WAL_CHECKPOINT_PAGES 1000
+
 /* ---------------------------------------------------------------------
  * Histogram helpers (shared with query.c)
  */
@@ -588,8 +593,22 @@ struct sq_ledger {
     int flush_req;      /* pr_ledger_flush wants the cells; guarded by mu */
     uint64_t idle_flushes; /* flush attempts between batches; mu */
     int64_t rolled_at_open;
+    /* The WAL checkpointer (file databases only): its own connection
+     * and thread, so a checkpoint (page copies and, in NORMAL mode, the
+     * database file's fsync) never runs inside a group commit. */
+    sqlite3 *ck_db;
+    pthread_t ck_thread;
+    int ck_started;
+    pthread_mutex_t ck_mu;
+    pthread_cond_t ck_cv;
+    /* Held by the writer over each transaction; the checkpointer takes it
+     * to copy the WAL's last frames between two transactions. */
+    pthread_mutex_t ck_gate;
+    int ck_req;      /* the WAL passed PR_WAL_CHECKPOINT_PAGES; ck_mu */
+    int ck_stopping; /* ck_mu */
     /* statistics; written by the writer, read by anyone */
     _Atomic int64_t n_rows, n_commits, n_failed, n_flushes, n_pending;
+    _Atomic int64_t n_checkpoints;
 };
 
 static char *
@@ -950,7 +969,9 @@ write_batch(struct sq_ledger *l, struct pr_qrow *batch, int flush)
     int64_t deadline = gx_mono_us() + (int64_t)l->lock_timeout_ms * 1000;
     for (;;) {
         int last = gx_mono_us() >= deadline;
+        pthread_mutex_lock(&l->ck_gate);
         int rc = write_batch_once(l, batch, last, flush);
+        pthread_mutex_unlock(&l->ck_gate);
         if (rc == SQLITE_OK || !is_transient(rc) || last)
             return rc;
         usleep(2000);
@@ -1036,7 +1057,9 @@ writer_main(void *arg)
             while (q) {
                 struct pr_qrow *next = q->next;
                 q->next = NULL;
+                pthread_mutex_lock(&l->ck_gate);
                 int ok1 = write_batch_once(l, q, 1, 0) == SQLITE_OK;
+                pthread_mutex_unlock(&l->ck_gate);
                 if (!ok1)
                     atomic_fetch_add(&l->n_failed, 1);
                 if (q->cb)
@@ -1165,6 +1188,139 @@ prepare_all(struct sq_ledger *l, char *err, size_t errlen)
     return GX_OK;
 }
 
+/* ---------------------------------------------------------------------
+ * The WAL checkpointer.  SQLite's automatic checkpoint runs inside the
+ * COMMIT that pushes the WAL past 1000 pages: every few hundred group
+ * commits one of them copied the WAL into the database file and fsynced
+ * it, a stall of milliseconds for every request waiting on that batch
+ * (a p99 spike).  The writer's connection has no automatic checkpoint;
+ * its WAL hook (run after each commit, cheap: a flag and a signal) wakes
+ * this thread, which runs a PASSIVE checkpoint on its own connection.
+ * PASSIVE takes no lock a writer waits for: the writer keeps appending
+ * while it copies, and it copies what is there, never blocking on a
+ * reader.  The WAL restarts from its beginning at the writer's next
+ * transaction once a checkpoint has copied all of it.
+ */
+static int
+wal_hook(void *ud, sqlite3 *db, const char *name, int pages)
+{
+    (void)db;
+    (void)name;
+    struct sq_ledger *l = ud;
+    if (pages >= PR_WAL_CHECKPOINT_PAGES) {
+        pthread_mutex_lock(&l->ck_mu);
+        if (!l->ck_req) {
+            l->ck_req = 1;
+            pthread_cond_signal(&l->ck_cv);
+        }
+        pthread_mutex_unlock(&l->ck_mu);
+    }
+    return SQLITE_OK;
+}
+
+/* One PASSIVE checkpoint on the checkpointer's connection.  Returns 1 if
+ * frames are left that it could not copy. */
+static int
+checkpoint_once(struct sq_ledger *l)
+{
+    int nlog = 0, nckpt = 0;
+    int rc = sqlite3_wal_checkpoint_v2(l->ck_db, NULL,
+                                       SQLITE_CHECKPOINT_PASSIVE, &nlog,
+                                       &nckpt);
+    if (rc == SQLITE_OK) {
+        atomic_fetch_add(&l->n_checkpoints, 1);
+        return nckpt < nlog;
+    }
+    if (!is_transient(rc))
+        GX_LOG(GX_LOG_WARN, NULL, "ledger: WAL checkpoint: %s",
+               sqlite3_errmsg(l->ck_db));
+    return 1;
+}
+
+static void *
+checkpointer_main(void *arg)
+{
+    struct sq_ledger *l = arg;
+    pthread_mutex_lock(&l->ck_mu);
+    for (;;) {
+        while (!l->ck_req && !l->ck_stopping)
+            pthread_cond_wait(&l->ck_cv, &l->ck_mu);
+        if (l->ck_stopping)
+            break;
+        pthread_mutex_unlock(&l->ck_mu);
+        /* The bulk of the copy, while the writer goes on committing. */
+        (void)checkpoint_once(l);
+        /* The writer appended while the pages were copied (its frames are
+         * not even counted in that pass's totals), so the WAL could not
+         * restart and would grow for ever under a steady load.  Copy the
+         * rest (the frames of the last few commits; nothing, and no
+         * fsync, if there are none) with the writer held between
+         * transactions; its next BEGIN then restarts the WAL. */
+        pthread_mutex_lock(&l->ck_gate);
+        int lag = checkpoint_once(l);
+        pthread_mutex_unlock(&l->ck_gate);
+        /* Still behind: a reader holds old frames.  A pause bounds the
+         * checkpoints the commits ask for until it is gone. */
+        if (lag)
+            usleep(20000);
+        pthread_mutex_lock(&l->ck_mu);
+        l->ck_req = 0;
+    }
+    pthread_mutex_unlock(&l->ck_mu);
+    return NULL;
+}
+
+/* Starts the checkpointer and takes the checkpoints off the writer's
+ * connection.  Without it (it could not start) SQLite's inline automatic
+ * checkpoint stays on: slower commits now and then, but a bounded WAL. */
+static void
+checkpointer_start(struct sq_ledger *l, const char *sync_sql)
+{
+    char err[256];
+    if (pr_db_open(l->path, 0, &l->ck_db, err, sizeof(err)) != SQLITE_OK) {
+        GX_LOG(GX_LOG_WARN, NULL,
+               "ledger: no WAL checkpointer (%s); checkpoints stay inline",
+               err);
+        l->ck_db = NULL;
+        return;
+    }
+    /* A first read opens the WAL on this connection (a checkpoint on a
+     * connection that never read does nothing); the writer's sync level
+     * decides the checkpoint's fsyncs. */
+    if (sqlite3_exec(l->ck_db, sync_sql, NULL, NULL, NULL) != SQLITE_OK ||
+        sqlite3_exec(l->ck_db, "SELECT count(*) FROM sqlite_master", NULL,
+                     NULL, NULL) != SQLITE_OK) {
+        GX_LOG(GX_LOG_WARN, NULL,
+               "ledger: no WAL checkpointer (%s); checkpoints stay inline",
+               sqlite3_errmsg(l->ck_db));
+        sqlite3_close(l->ck_db);
+        l->ck_db = NULL;
+        return;
+    }
+    if (pthread_create(&l->ck_thread, NULL, checkpointer_main, l) != 0) {
+        GX_LOG(GX_LOG_WARN, NULL,
+               "ledger: no WAL checkpointer thread; checkpoints stay inline");
+        return;
+    }
+    l->ck_started = 1;
+    /* Replaces the automatic checkpoint (sqlite3_wal_hook and
+     * sqlite3_wal_autocheckpoint share one slot). */
+    sqlite3_wal_hook(l->db, wal_hook, l);
+}
+
+static void
+checkpointer_stop(struct sq_ledger *l)
+{
+    if (!l->ck_started)
+        return;
+    pthread_mutex_lock(&l->ck_mu);
+    l->ck_stopping = 1;
+    pthread_cond_signal(&l->ck_cv);
+    pthread_mutex_unlock(&l->ck_mu);
+    pthread_join(l->ck_thread, NULL);
+    l->ck_started = 0;
+}
+
 static void
 ledger_destroy(struct sq_ledger *l)
 {
@@ -1179,8 +1335,13 @@ ledger_destroy(struct sq_ledger *l)
     sqlite3_finalize(l->begin);
     sqlite3_finalize(l->commit);
     pr_cells_reset(&l->pending);
+    checkpointer_stop(l);
+    sqlite3_close(l->ck_db);
     sqlite3_close(l->db);
     free(l->path);
+    pthread_mutex_destroy(&l->ck_mu);
+    pthread_mutex_destroy(&l->ck_gate);
+    pthread_cond_destroy(&l->ck_cv);
     pthread_mutex_destroy(&l->mu);
     pthread_cond_destroy(&l->cv);
     pthread_cond_destroy(&l->idle_cv);
@@ -1249,6 +1410,9 @@ sq_open(const char *path, const struct pr_ledger_opts *opts, void **out,
     pthread_cond_init(&l->cv, &ca);
     pthread_condattr_destroy(&ca);
     pthread_cond_init(&l->idle_cv, NULL);
+    pthread_mutex_init(&l->ck_mu, NULL);
+    pthread_mutex_init(&l->ck_gate, NULL);
+    pthread_cond_init(&l->ck_cv, NULL);
     l->flush_us = (int64_t)(opts && opts->rollup_flush_ms > 0
                                 ? opts->rollup_flush_ms
                                 : PR_ROLLUP_FLUSH_MS) *
@@ -1258,6 +1422,7 @@ sq_open(const char *path, const struct pr_ledger_opts *opts, void **out,
         opts && opts->lock_timeout_ms > 0 ? opts->lock_timeout_ms : 10000;
 
     int is_mem = strcmp(path, ":memory:") == 0;
+    const char *sync = NULL;
     if (is_mem) {
         /* A named shared-cache memory database, so usage queries on their
          * own connection see the same data. */
@@ -1279,7 +1444,7 @@ sq_open(const char *path, const struct pr_ledger_opts *opts, void **out,
         if (exec_sql(l->db, "PRAGMA journal_mode=WAL", err, errlen) !=
             SQLITE_OK)
             goto fail;
-        const char *sync = opts && opts->sync == PR_LEDGER_SYNC_FULL
+        sync = opts && opts->sync == PR_LEDGER_SYNC_FULL
                                ? "PRAGMA synchronous=FULL"
                                : "PRAGMA synchronous=NORMAL";
         if (exec_sql(l->db, sync, err, errlen) != SQLITE_OK)
@@ -1298,6 +1463,8 @@ sq_open(const char *path, const struct pr_ledger_opts *opts, void **out,
     st = catch_up(l, err, errlen);
     if (st != GX_OK)
         goto fail;
+    if (!is_mem)
+        checkpointer_start(l, sync);
     if (pthread_create(&l->thread, NULL, writer_main, l) != 0) {
         gx_errf(err, errlen, "cannot start the ledger writer thread");
         st = GX_ENOMEM;
@@ -1321,6 +1488,7 @@ sq_close(void *be)
     pthread_cond_signal(&l->cv);
     pthread_mutex_unlock(&l->mu);
     pthread_join(l->thread, NULL);
+    checkpointer_stop(l);
     /* A checkpoint on close keeps the WAL file from growing across
      * restarts; failure is harmless. */
     sqlite3_exec(l->db, "PRAGMA wal_checkpoint(TRUNCATE)", NULL, NULL, NULL);
@@ -1397,6 +1565,7 @@ sq_stats(void *be, struct pr_ledger_stats *out)
     out->rollup_flushes = atomic_load(&l->n_flushes);
     out->rollup_pending = atomic_load(&l->n_pending);
     out->rolled_up_at_open = l->rolled_at_open;
+    out->wal_checkpoints = atomic_load(&l->n_checkpoints);
     pthread_mutex_lock(&l->mu);
     out->queued = (int64_t)l->queued;
     pthread_mutex_unlock(&l->mu);

@@ -230,6 +230,8 @@ struct pr_ledger_stats {
                                   process that was killed) */
     int64_t spooled;  /* PostgreSQL: rows appended to the spool */
     int64_t replayed; /* PostgreSQL: spooled rows committed on replay */
+    int64_t wal_checkpoints; /* SQLite: WAL checkpoints run by the
+                                checkpointer thread, off the commit path */
 };
 void pr_ledger_stats(struct pr_ledger *l, struct pr_ledger_stats *out);
 
