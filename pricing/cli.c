@@ -14,7 +14,7 @@ usage_help(FILE *f)
     fprintf(f,
             "usage: llmux usage [--since 24h|7d|ISO] [--until 1h|ISO]\n"
             "                   [--group-by none|model|provider|route|key|"
-            "day|hour]\n"
+            "day|hour|api]\n"
             "                   [--format table|json|csv] [--key ID]"
             " [--db FILE] [--raw]\n"
             "                   [--what-if] [--config FILE]\n"
@@ -236,7 +236,7 @@ pr_cli_usage_ex(int argc, char **argv, const struct pr_whatif_model *wm,
             dst = &since_s;
         } else if (!strcmp(a, "--until")) {
             dst = &until_s;
-        } else if (!strcmp(a, "--group-by")) {
+        } else if (!strcmp(a, "--group-by") || !strcmp(a, "--by")) {
             dst = &group_s;
         } else if (!strcmp(a, "--format")) {
             dst = &format;
