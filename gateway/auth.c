@@ -978,7 +978,8 @@ gw_chat_admit(struct gw_server *srv, struct gw_hreq *req, const char *model,
     if (!pr_ledger_available(srv->ledger)) {
         /* PostgreSQL unreachable, fail-closed: nothing we serve now could
          * be logged or charged. */
-        gw_obs_refused(srv, req, 503, model); /* before the reply */
+        gw_obs_refused(srv, req, 503, model,
+                       "storage_unavailable"); /* before the reply */
         gw_reply_error(req, 503, "server_error", "storage_unavailable", NULL,
                        "The usage database is unreachable, so llmux cannot "
                        "record this request; retry shortly.");
@@ -1004,7 +1005,8 @@ gw_chat_admit(struct gw_server *srv, struct gw_hreq *req, const char *model,
     }
     if (ref.status == 401)
         gw_hreq_add_header(h, "WWW-Authenticate", "Bearer realm=\"llmux\"");
-    gw_obs_refused(srv, req, ref.status, model); /* before the reply */
+    gw_obs_refused(srv, req, ref.status, model,
+                   ref.code); /* before the reply */
     gw_reply_error(req, ref.status, ref.type, ref.code, NULL, "%s",
                    ref.message);
     atomic_fetch_add(&srv->stats.errors, 1);

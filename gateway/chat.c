@@ -1026,7 +1026,8 @@ gw_api_handle(struct gw_worker *w, struct gw_hreq *req,
                          gw_hreq_credentials(req),
                          gx_now_ms(), &an);
         if (an.who == GW_CALLER_NONE) {
-            gw_obs_refused(w->srv, req, an.status, NULL); /* before the reply */
+            gw_obs_refused(w->srv, req, an.status, NULL,
+                           an.code); /* before the reply */
             gw_reply_unauthorized(req, &an);
             atomic_fetch_add(&w->srv->stats.errors, 1);
             return;
@@ -1035,14 +1036,14 @@ gw_api_handle(struct gw_worker *w, struct gw_hreq *req,
     struct evbuffer *in = gw_hreq_body(req);
     size_t n = evbuffer_get_length(in);
     if (n == 0) {
-        gw_obs_refused(w->srv, req, 400, NULL);
+        gw_obs_refused(w->srv, req, 400, NULL, "invalid_json");
         gw_reply_error(req, 400, "invalid_request_error", "invalid_json",
                        NULL, "The request body is empty; send a JSON object "
                              "(a %s request).", api->what);
         return;
     }
     if ((int64_t)n > w->gen->cfg->max_body_bytes) {
-        gw_obs_refused(w->srv, req, 413, NULL);
+        gw_obs_refused(w->srv, req, 413, NULL, "request_too_large");
         gw_reply_error(req, 413, "invalid_request_error",
                        "request_too_large", NULL,
                        "The request body is %zu bytes; the limit is %lld.", n,
@@ -1061,10 +1062,10 @@ gw_api_handle(struct gw_worker *w, struct gw_hreq *req,
     enum pv_chat_err pe = api->parse(&r->chat, text, n, &r->api_echo, msg,
                                      sizeof(msg), &param);
     if (pe != PV_CHAT_OK) {
-        gw_obs_refused(w->srv, req, 400, NULL);
-        gw_reply_error(req, 400, "invalid_request_error",
-                       pe == PV_CHAT_BAD_JSON ? "invalid_json"
-                                              : "invalid_value",
+        const char *code =
+            pe == PV_CHAT_BAD_JSON ? "invalid_json" : "invalid_value";
+        gw_obs_refused(w->srv, req, 400, NULL, code);
+        gw_reply_error(req, 400, "invalid_request_error", code,
                        param, "%s", msg);
         free(r);
         return;
@@ -1154,7 +1155,8 @@ gw_api_handle(struct gw_worker *w, struct gw_hreq *req,
     rt_run_next(&r->run, r->start_us, &st);
     if (st.what == RT_DO_FAIL && st.status == 404) {
         gw_hreq_add_header(req, "X-Request-Id", r->id);
-        gw_obs_refused(w->srv, req, 404, r->chat.model);
+        gw_obs_refused(w->srv, req, 404, r->chat.model,
+                       "model_not_found");
         gw_reply_error(req, 404, "invalid_request_error", "model_not_found",
                        "model",
                        "The model '%s' does not exist: it is not a route, "

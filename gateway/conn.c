@@ -1101,6 +1101,7 @@ conn_on_head(struct gw_conn *c)
         snprintf(m, sizeof(m),
                  "The request body is %lld bytes; the limit is %lld.",
                  (long long)p->content_length, (long long)max);
+        gw_server_on_refused(c->w, r, 413, "request_too_large");
         conn_error(c, 413, "request_too_large", m);
         return -1;
     }
@@ -1152,6 +1153,8 @@ conn_process(struct gw_conn *c)
             continue;
         if (ev == GW_HP_ERROR) {
             int st = c->hp.err_status;
+            if (st == 413 && c->state == C_BODY) /* a chunked body */
+                gw_server_on_refused(c->w, &c->req, st, "request_too_large");
             conn_error(c, st,
                        st == 413   ? "request_too_large"
                        : st == 431 ? "headers_too_large"

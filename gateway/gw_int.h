@@ -166,6 +166,11 @@ void gw_otel_attempt(struct gw_otel *o, struct gw_trace *t,
                      int64_t start_ns, int http_status, const char *outcome);
 void gw_otel_request(struct gw_otel *o, const struct gw_trace *t,
                      const struct pr_usage_row *row);
+/* A request refused before routing: its own SERVER span (req's
+ * traceparent honoured, sampled like others) with status, model (NULL if
+ * none) and reason (the error code, such as "invalid_json"). */
+void gw_otel_refused(struct gw_otel *o, const struct gw_hreq *req,
+                     int status, const char *model, const char *reason);
 /* The otel families (zeros when o is NULL), for /metrics. */
 void gw_otel_write_metrics(const struct gw_otel *o, struct evbuffer *b);
 /* A W3C traceparent header: 0 and the ids and sampled flag if valid. */
@@ -188,10 +193,11 @@ void gw_obs_attempt(struct gw_worker *w, const char *provider,
 void gw_obs_write(struct gw_server *srv, struct evbuffer *b);
 /* A chat request refused before routing (no ledger row): counted in
  * llmux_requests_total with route and provider "" and model the asked
- * name if the config knows it ("other" if not, "" if none), and an
- * access line (usage_source "none").  Worker thread. */
+ * name if the config knows it ("other" if not, "" if none), an access
+ * line (usage_source "none") and, with otel on, a trace span carrying
+ * reason (the reply's error code).  Worker thread. */
 void gw_obs_refused(struct gw_server *srv, struct gw_hreq *req, int status,
-                    const char *model);
+                    const char *model, const char *reason);
 /* A usage row committed us microseconds after it was submitted (ledger
  * thread; lock-free). */
 void gw_obs_commit(struct gw_obs *o, int64_t us);
@@ -500,6 +506,12 @@ void gw_hreq_set_close_cb(struct gw_hreq *req, gw_hreq_cb cb, void *arg);
  * without reading the body.  on_request: the whole request. */
 int gw_server_on_head(struct gw_worker *w, struct gw_hreq *req);
 void gw_server_on_request(struct gw_worker *w, struct gw_hreq *req);
+/* conn.c refuses req itself after on_head said yes (413: a Content-Length
+ * or chunked body over limits.max_body_bytes), before replying: a model
+ * request is counted and logged like the handlers' refusals (code: the
+ * reply's error code). */
+void gw_server_on_refused(struct gw_worker *w, struct gw_hreq *req,
+                          int status, const char *code);
 
 /* Listener of worker w on the bound, listening, non-blocking socket fd
  * (owned from here on).  Accepts up to limits.max_connections across all

@@ -390,8 +390,9 @@ gw_obs_attempt(struct gw_worker *w, const char *provider, const char *outcome)
 
 void
 gw_obs_refused(struct gw_server *srv, struct gw_hreq *req, int status,
-               const char *model)
+               const char *model, const char *reason)
 {
+    gw_otel_refused(srv->otel, req, status, model, reason);
     struct gw_obs *o = srv->obs;
     if (!o)
         return;

@@ -7,7 +7,12 @@
  *                    status, attempts, tokens, exact cost);
  *   each attempt     one CLIENT child span "upstream MODEL@PROVIDER"
  *                    (target, status, outcome, and for a retry the
- *                    outcome of the attempt before it: the retry reason).
+ *                    outcome of the attempt before it: the retry reason);
+ *   a refusal        a request refused before routing (401, 400, 403,
+ *                    404, 413, 429, 503: no ledger row) gets one SERVER
+ *                    span "METHOD PATH" of its own, with its status and
+ *                    the refusal's error code (llmux.refusal), sampled and
+ *                    joined to a client's trace like any other.
  *
  * Trace and span ids are random (a per-thread xorshift128+ seeded from
  * getrandom).  A client's W3C `traceparent` (version 00: 00-TRACE-SPAN-
@@ -318,6 +323,36 @@ gw_otel_request(struct gw_otel *o, const struct gw_trace *t,
     attr_i(&s, "llmux.cached_tokens", row->cached_tokens);
     attr_s(&s, "llmux.cost_usd", cost);
     attr_s(&s, "llmux.error", row->error);
+    push(o, &s);
+}
+
+void
+gw_otel_refused(struct gw_otel *o, const struct gw_hreq *req, int status,
+                const char *model, const char *reason)
+{
+    if (!o)
+        return;
+    struct gw_trace t;
+    gw_otel_begin(o, gw_hreq_header(req, "traceparent"), &t);
+    if (!t.sampled)
+        return;
+    struct otel_span s;
+    memset(&s, 0, sizeof(s));
+    memcpy(s.trace, t.trace_id, 16);
+    memcpy(s.span, t.span_id, 8);
+    memcpy(s.parent, t.parent_id, 8);
+    s.has_parent = t.has_parent;
+    s.kind = OTEL_KIND_SERVER;
+    s.start_ns = t.start_ns; /* refused at once: no arrival time kept */
+    s.end_ns = gw_otel_now_ns();
+    snprintf(s.name, sizeof(s.name), "%s %.*s", gw_hreq_method_str(req),
+             OTEL_STR, gw_hreq_path(req));
+    s.status = status >= 500 ? OTEL_STATUS_ERROR : OTEL_STATUS_UNSET;
+    attr_s(&s, "llmux.request_id", gw_hreq_id(req));
+    attr_s(&s, "llmux.model", model);
+    attr_i(&s, "http.response.status_code", status);
+    attr_s(&s, "llmux.refusal", reason);
+    attr_s(&s, "llmux.error", "refused before routing");
     push(o, &s);
 }
 

@@ -240,7 +240,8 @@ gw_server_on_head(struct gw_worker *w, struct gw_hreq *req)
         return 0;
     if (api_of(rt) && rt != R_COUNT_TOKENS) { /* a model request refused */
         atomic_fetch_add(&w->srv->stats.errors, 1);
-        gw_obs_refused(w->srv, req, an.status, NULL); /* before the reply */
+        gw_obs_refused(w->srv, req, an.status, NULL,
+                       an.code); /* before the reply */
     }
     gw_reply_unauthorized(req, &an);
     return -1;
@@ -291,6 +292,18 @@ handle_options(struct gw_worker *w, struct gw_hreq *req)
     }
     gw_hreq_add_header(req, "Allow", "GET, HEAD, POST, DELETE, OPTIONS");
     gw_hreq_send_body(req, 204, NULL, 0);
+}
+
+void
+gw_server_on_refused(struct gw_worker *w, struct gw_hreq *req, int status,
+                     const char *code)
+{
+    enum gw_route rt = route_of(gw_hreq_path(req));
+    if (gw_hreq_method(req) != GW_METHOD_POST || !api_of(rt) ||
+        rt == R_COUNT_TOKENS)
+        return;
+    atomic_fetch_add(&w->srv->stats.errors, 1);
+    gw_obs_refused(w->srv, req, status, NULL, code);
 }
 
 void

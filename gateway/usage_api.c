@@ -178,7 +178,7 @@ gw_usage_handle(struct gw_worker *w, struct gw_hreq *req)
         gw_reply_error(req, 400, "invalid_request_error", "invalid_value",
                        "group_by",
                        "'group_by' must be one of model, provider, route, "
-                       "key, day, hour.");
+                       "key, day, hour, api.");
         goto fail;
     }
     if (what_if && strcmp(what_if, "0") && strcmp(what_if, "1")) {

@@ -14,7 +14,7 @@ usage_help(FILE *f)
     fprintf(f,
             "usage: llmux usage [--since 24h|7d|ISO] [--until 1h|ISO]\n"
             "                   [--group-by none|model|provider|route|key|"
-            "day|hour]\n"
+            "day|hour|api]\n"
             "                   [--format table|json|csv] [--key ID]"
             " [--db FILE] [--raw]\n"
             "                   [--what-if] [--config FILE]\n"
@@ -24,7 +24,9 @@ usage_help(FILE *f)
             "defaults to 24h, --until to now, --group-by to model, --db to\n"
             "llmux.db.  Times: 30m, 24h, 7d, 2w (ago), epoch ms, or UTC ISO\n"
             "8601 (2026-11-29 or 2026-11-29T15:00:00Z); --until is\n"
-            "exclusive.  --key -1 selects anonymous requests.  --raw reads\n"
+            "exclusive.  --by is short for --group-by; --group-by api\n"
+            "reads raw rows (the rollups do not carry the API).\n"
+            "--key -1 selects anonymous requests.  --raw reads\n"
             "raw rows only (slow on big ledgers; same totals).\n"
             "--what-if adds the period's tokens re-priced, exactly, at every\n"
             "priced model of the config (--config; its database is the\n"
@@ -236,7 +238,7 @@ pr_cli_usage_ex(int argc, char **argv, const struct pr_whatif_model *wm,
             dst = &since_s;
         } else if (!strcmp(a, "--until")) {
             dst = &until_s;
-        } else if (!strcmp(a, "--group-by")) {
+        } else if (!strcmp(a, "--group-by") || !strcmp(a, "--by")) {
             dst = &group_s;
         } else if (!strcmp(a, "--format")) {
             dst = &format;

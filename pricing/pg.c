@@ -1603,9 +1603,7 @@ pg_usage_query(const char *database, const struct pr_usage_query *q,
     if (!res)
         goto out;
     size_t cap = 0;
-    int is_text = q->group_by == PR_GROUP_MODEL ||
-                  q->group_by == PR_GROUP_PROVIDER ||
-                  q->group_by == PR_GROUP_ROUTE;
+    int is_text = pr_group_is_text(q->group_by);
     for (int i = 0; i < PQntuples(r); i++) {
         struct pr_usage_group *g;
         if (pr_usage_result_add(res, &cap, &g) != GX_OK)

@@ -438,10 +438,13 @@ enum pr_group {
     PR_GROUP_ROUTE,
     PR_GROUP_KEY,
     PR_GROUP_DAY,  /* UTC, group text "YYYY-MM-DD" */
-    PR_GROUP_HOUR  /* UTC, group text "YYYY-MM-DDTHH:00Z" */
+    PR_GROUP_HOUR, /* UTC, group text "YYYY-MM-DDTHH:00Z" */
+    PR_GROUP_API   /* the inbound API: chat, messages, responses, ...
+                      (the rollup cells do not carry it: raw rows only,
+                      exact, a scan of the range's rows) */
 };
 
-/* "none"|""|"model"|"provider"|"route"|"key"|"day"|"hour" -> *out;
+/* "none"|""|"model"|"provider"|"route"|"key"|"day"|"hour"|"api" -> *out;
  * GX_EINVAL otherwise. */
 enum gx_status pr_group_parse(const char *s, enum pr_group *out);
 const char *pr_group_name(enum pr_group g);

@@ -179,6 +179,9 @@ struct pr_usage_plan {
 };
 void pr_usage_plan_make(const struct pr_usage_query *q,
                         struct pr_usage_plan *pl);
+/* 1 if group g's value is text (model, provider, route, api), 0 if an
+ * integer (key, day, hour). */
+int pr_group_is_text(enum pr_group g);
 enum gx_status pr_usage_sql(const struct pr_usage_query *q,
                             const struct pr_usage_plan *pl, int watermark,
                             int pg, struct gx_buf *b);

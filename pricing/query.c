@@ -41,7 +41,7 @@ static const char *const group_names[] = {
     [PR_GROUP_NONE] = "none",         [PR_GROUP_MODEL] = "model",
     [PR_GROUP_PROVIDER] = "provider", [PR_GROUP_ROUTE] = "route",
     [PR_GROUP_KEY] = "key",           [PR_GROUP_DAY] = "day",
-    [PR_GROUP_HOUR] = "hour"};
+    [PR_GROUP_HOUR] = "hour",         [PR_GROUP_API] = "api"};
 
 enum gx_status
 pr_group_parse(const char *s, enum pr_group *out)
@@ -59,6 +59,13 @@ pr_group_parse(const char *s, enum pr_group *out)
         }
     }
     return GX_EINVAL;
+}
+
+int
+pr_group_is_text(enum pr_group g)
+{
+    return g == PR_GROUP_MODEL || g == PR_GROUP_PROVIDER ||
+           g == PR_GROUP_ROUTE || g == PR_GROUP_API;
 }
 
 const char *
@@ -180,6 +187,8 @@ group_expr(enum pr_group g, int src)
                           : "(ts_ms - ts_ms % 86400000)";
     case PR_GROUP_HOUR:
         return src ? "hour_ms" : "(ts_ms - ts_ms % 3600000)";
+    case PR_GROUP_API: /* raw rows only (the plan's levels 0) */
+        return "COALESCE(api,'chat')";
     case PR_GROUP_NONE:
     default:
         return "''";
@@ -235,7 +244,10 @@ append_raw_branch(struct gx_buf *b, enum pr_group g, const char *where,
             " SUM(completion_tokens) AS ct, SUM(cached_tokens) AS cc,"
             " SUM(cost_pusd) AS cost, SUM(%s) AS up, SUM(%s) AS cw,"
             " SUM(%s) AS rs, CASE",
-            group_expr(g, 0), unpriced_col(have_unpriced),
+            /* before version 4 there is no api column: every row was a
+             * chat request */
+            g == PR_GROUP_API && !have_unpriced ? "'chat'" : group_expr(g, 0),
+            unpriced_col(have_unpriced),
             have_unpriced ? "cache_write_tokens" : "0",
             have_unpriced ? "reasoning_tokens" : "0");
     for (int i = 0; st == GX_OK && i < PR_LAT_NBUCKETS - 1; i++)
@@ -394,7 +406,7 @@ format_group(enum pr_group g, const char *text, int64_t v, char *out,
         snprintf(out, n, "%s", "");
         return;
     }
-    if (g == PR_GROUP_MODEL || g == PR_GROUP_PROVIDER || g == PR_GROUP_ROUTE) {
+    if (pr_group_is_text(g)) {
         snprintf(out, n, "%s", text ? text : "");
         return;
     }
@@ -449,9 +461,11 @@ pr_usage_plan_make(const struct pr_usage_query *q, struct pr_usage_plan *pl)
     int64_t d1 = floor_day(h1);
     pl->have_unpriced = 1;
     pl->have_cw = 1;
-    pl->levels = q->raw_only || h0 >= h1                   ? 0
-                 : d0 < d1 && q->group_by != PR_GROUP_HOUR ? 2
-                                                           : 1;
+    /* The rollup cells have no api dim: grouping by api reads raw rows
+     * (exact; adding the dim would be a new cell kind and a backfill). */
+    pl->levels = q->raw_only || h0 >= h1 || q->group_by == PR_GROUP_API ? 0
+                 : d0 < d1 && q->group_by != PR_GROUP_HOUR              ? 2
+                                                                        : 1;
     pl->p[1] = since;
     pl->p[2] = until;
     pl->p[3] = h0;
@@ -617,9 +631,7 @@ pr_sq_usage_query(const char *path, const struct pr_usage_query *q,
             hist[i] = sqlite3_column_int64(st, 7 + i);
         for (int i = 6; i < 9; i++)
             v[i] = sqlite3_column_int64(st, 1 + PR_LAT_NBUCKETS + i);
-        int is_text = q->group_by == PR_GROUP_MODEL ||
-                      q->group_by == PR_GROUP_PROVIDER ||
-                      q->group_by == PR_GROUP_ROUTE;
+        int is_text = pr_group_is_text(q->group_by);
         pr_usage_group_fill(
             g, q->group_by,
             is_text ? (const char *)sqlite3_column_text(st, 0) : NULL,

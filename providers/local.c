@@ -1745,8 +1745,8 @@ lp_prompt_read(const struct lp_engine *e, struct lp_job *j, const json_t *v,
  * choice per prompt and n, in order (prompt i's choices at i x n ..).
  * Text is tokenized raw (no chat template, special-token text stays text,
  * BOS added); token ids go to the model as they are.  At most LP_N_MAX
- * choices in all; several prompts are not streamed.  0, -1 refused, -2
- * out of memory. */
+ * choices in all; several prompts stream like n > 1 (each choice its
+ * own index).  0, -1 refused, -2 out of memory. */
 static int
 lp_prepare_text(const struct lp_engine *e, const json_t *b,
                 struct lp_job *j)
@@ -1785,10 +1785,6 @@ lp_prepare_text(const struct lp_engine *e, const json_t *b,
                       "the local engine returns at most %d choices per "
                       "request: %zu prompts x n %d is more",
                       LP_N_MAX, n, j->n_choices);
-    if (n > 1 && json_is_true(json_object_get(b, "stream")))
-        return refuse(j, "prompt", "unsupported_value",
-                      "the local engine streams one prompt: several "
-                      "prompts need stream false");
     if (n > 1 && !(j->more_prompts = calloc(n - 1, sizeof(struct lp_prompt))))
         return -2;
     for (size_t i = 0; i < n; i++) {

@@ -668,6 +668,21 @@ pv_call_failf(struct pv_call *c, enum pv_outcome o, const char *fmt, ...)
     va_end(ap);
 }
 
+int
+pv_stream_ct_check(struct pv_call *c, int *checked)
+{
+    if (*checked)
+        return 0;
+    *checked = 1;
+    if (strncasecmp(c->content_type, "text/event-stream", 17) == 0)
+        return 0;
+    pv_call_failf(c, PV_ERR_MALFORMED,
+                  "malformed stream: content-type \"%.60s\", "
+                  "expected text/event-stream",
+                  c->content_type);
+    return -1;
+}
+
 void
 pv_call_emit_event(struct pv_call *c, const char *data, size_t len)
 {

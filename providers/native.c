@@ -649,16 +649,8 @@ x_on_body(struct pv_call *c, const char *p, size_t n)
         }
         return 0;
     }
-    if (!x->ct_checked) {
-        x->ct_checked = 1;
-        if (strncasecmp(c->content_type, "text/event-stream", 17) != 0) {
-            pv_call_failf(c, PV_ERR_MALFORMED,
-                          "malformed stream: content-type \"%.60s\", "
-                          "expected text/event-stream",
-                          c->content_type);
-            return -1;
-        }
-    }
+    if (pv_stream_ct_check(c, &x->ct_checked) != 0)
+        return -1;
     if (x->ended)
         return 0;
     /* Scrub before parsing: an echoed secret must not reach a chunk. */

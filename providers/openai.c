@@ -169,16 +169,8 @@ oa_on_body(struct pv_call *c, const char *p, size_t n)
         }
         return 0;
     }
-    if (!oa->ct_checked) {
-        oa->ct_checked = 1;
-        if (strncasecmp(c->content_type, "text/event-stream", 17) != 0) {
-            pv_call_failf(c, PV_ERR_MALFORMED,
-                          "malformed stream: content-type \"%.60s\", "
-                          "expected text/event-stream",
-                          c->content_type);
-            return -1;
-        }
-    }
+    if (pv_stream_ct_check(c, &oa->ct_checked) != 0)
+        return -1;
     if (oa->done_seen)
         return 0;
     enum gx_status st = pv_sse_feed(&oa->sse, p, n, oa_event, c);

@@ -203,6 +203,12 @@ void pv_call_emit_event(struct pv_call *call, const char *data, size_t len);
 void pv_call_failf(struct pv_call *call, enum pv_outcome o, const char *fmt,
                    ...) __attribute__((format(printf, 3, 4)));
 
+/* A stream answer's first 2xx body bytes: checks once per call (*checked
+ * set on the first call) that the upstream sent text/event-stream.
+ * Returns 0 if so (or already checked), else fails call with
+ * PV_ERR_MALFORMED naming the content type it got and returns -1. */
+int pv_stream_ct_check(struct pv_call *call, int *checked);
+
 /* For non-HTTP kinds: delivers on_done with call->res (total_us filled
  * here) and schedules the free.  Call with loop->depth == 0 or from a
  * deferred context; runs pv_loop_settle when it can. */

@@ -5,7 +5,9 @@
  *
  *   request ids on llmux's own errors, 64-character client ids kept
  *   CORS preflight and headers, HEAD, unknown methods
- *   401 and 413 decided from the headers, before any body byte
+ *   401 and 413 decided from the headers, before any body byte; each
+ *   413 (header time or a chunked body) counted in /metrics and given an
+ *   access line like the handlers' refusals
  *   strict framing (smuggling shapes) -> 400 and close
  *   chunked bodies, pipelining, header deadline, idle timeout
  *   TCP_NODELAY on accepted sockets (read back from llmux's own socket
@@ -292,6 +294,34 @@ chat_body(void)
            "\"content\":\"hi\"}]}";
 }
 
+/* llmux_requests_total for requests refused with 413 before routing
+ * (-1 if /metrics cannot be read). */
+static long long
+refused_413(void)
+{
+    char url[128];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/metrics", gw.port);
+    const char *h[] = {"Authorization: Bearer " ADMIN, NULL};
+    struct e2e_resp r;
+    long long v = -1;
+    if (e2e_http("GET", url, NULL, h, 10000, &r) == 0 && r.status == 200 &&
+        r.body) {
+        const char *want = "\nllmux_requests_total{route=\"\",provider="
+                           "\"\",model=\"\",status=\"413\"} ";
+        const char *p = strstr(r.body, want);
+        v = p ? atoll(p + strlen(want)) : 0;
+    }
+    e2e_resp_free(&r);
+    return v;
+}
+
+/* Access lines of 413 refusals so far. */
+static int
+refused_413_lines(void)
+{
+    return e2e_log_count(&gw, "\"status\":413,\"attempts\":0,");
+}
+
 /* ---- tests --------------------------------------------------------------- */
 
 static void
@@ -487,6 +517,9 @@ test_decided_before_body(void)
         "\r\n",
     };
     const int want[] = {401, 401, 413, 413, 401};
+    long long n413 = refused_413();
+    int lines413 = refused_413_lines();
+    T_CHECK(n413 >= 0);
     for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
         int fd = fresh();
         if (fd < 0)
@@ -502,6 +535,10 @@ test_decided_before_body(void)
         T_CHECK(closed_within(fd, 10000, NULL));
         close(fd);
     }
+    /* The two 413s were refused by the connection layer before any
+     * handler ran: counted and logged all the same. */
+    T_EQ_INT(refused_413(), n413 + 2);
+    T_EQ_INT(refused_413_lines(), lines413 + 2);
 }
 
 /* Request smuggling shapes: each 400 and close; the "second request"
@@ -562,7 +599,10 @@ test_chunked_body(void)
     T_EQ_INT(exchange(raw, &r, 0), 0);
     T_EQ_INT(r.status, 200);
     T_CHECK(strstr(r.body, "choices") != NULL);
-    /* A chunked body over the limit is refused as it arrives. */
+    /* A chunked body over the limit is refused as it arrives (and
+     * counted and logged like other refusals). */
+    long long n413 = refused_413();
+    int lines413 = refused_413_lines();
     int fd = fresh();
     if (fd < 0)
         return;
@@ -586,6 +626,8 @@ test_chunked_body(void)
     T_EQ_INT(r.status, 413);
     T_CHECK(sent >= 16 && sent <= 40); /* refused after ~1 MB */
     close(fd);
+    T_EQ_INT(refused_413(), n413 + 1);
+    T_EQ_INT(refused_413_lines(), lines413 + 1);
 }
 
 static void
@@ -1141,7 +1183,8 @@ main(void)
     if (start_gw("conn.json",
                  "\"max_body_bytes\": 1048576, \"header_timeout_ms\": 1000, "
                  "\"idle_timeout_ms\": 1500",
-                 "\"cors\": {\"origins\": [\"" ORIGIN "\"]},") != 0) {
+                 "\"cors\": {\"origins\": [\"" ORIGIN "\"]}, "
+                 "\"log\": {\"level\": \"info\"},") != 0) {
         e2e_stop(&fake, SIGKILL, 1000);
         printf("0 passed, 1 failed\n");
         return 1;

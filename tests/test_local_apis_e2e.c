@@ -6,13 +6,15 @@
  * non-stream answer, the ledger row (api 'completions', the same token
  * counts), and the refusals of what the engine does not implement.
  * prompt in every shape OpenAI takes (token ids, several strings, several
- * token arrays, with n), checked against the single-prompt answers.
+ * token arrays, with n, streamed or not), checked against the
+ * single-prompt answers.
  * POST /v1/embeddings on the same model: float and base64 answers decode
  * to the same unit-norm vector of n_embd floats, two calls give the same
  * vector and another input a different one, exact prompt_tokens (equal
  * to the raw completion prompt's count of the same text), ledger rows of
  * api 'embeddings', and refusals (dimensions, token ids,
- * encoding_format).
+ * encoding_format).  GET /v1/usage?group_by=api: one group per API,
+ * its requests the ledger's count.
  */
 #include <signal.h>
 #include <math.h>
@@ -112,20 +114,34 @@ test_completion(void)
     json_decref(b);
 }
 
-static void
-test_completion_stream(void)
+/* A streamed completion: text[i] the concatenated text of index i,
+ * finish[i] how many chunks gave it a finish_reason, pt / ct the usage
+ * chunk's counts (-1 if none), chunks and usages counted. */
+#define MAX_IDX 8
+struct sse_choices {
+    char text[MAX_IDX][1024];
+    int finish[MAX_IDX];
+    int chunks, usages;
+    long long pt, ct;
+};
+
+/* POSTs body to /completions and reads its stream into *out; returns the
+ * number of indices seen, -1 on a bad stream (not 200, a chunk that is
+ * not text_completion or a choice without text, an index out of range,
+ * no [DONE] last). */
+static int
+stream_choices(const char *body, struct sse_choices *out)
 {
     char url[256];
     snprintf(url, sizeof(url), "%s/completions", base);
     struct e2e_resp r;
-    const char *body = "{\"model\":\"local\",\"temperature\":0,"
-                       "\"max_tokens\":16,\"stream\":true,"
-                       "\"stream_options\":{\"include_usage\":true},"
-                       "\"prompt\":\"Once upon a time\"}";
-    T_EQ_INT(e2e_http("POST", url, body, NULL, 60000, &r), 0);
-    T_EQ_INT(r.status, 200);
-    char text[4096] = "";
-    int chunks = 0, done = 0, finish = 0, usage = 0, bad = 0;
+    memset(out, 0, sizeof(*out));
+    out->pt = out->ct = -1;
+    if (e2e_http("POST", url, body, NULL, 60000, &r) != 0 || r.status != 200) {
+        e2e_resp_free(&r);
+        return -1;
+    }
+    int seen[MAX_IDX] = {0}, bad = 0, done = 0;
     const char *p = r.body;
     while (p && (p = strstr(p, "data: ")) != NULL) {
         p += 6;
@@ -133,38 +149,59 @@ test_completion_stream(void)
         if (!e)
             break;
         if (!strncmp(p, "[DONE]", 6)) {
-            done = 1;
-            T_CHECK(e[2] == '\0'); /* the last event */
+            done = e[2] == '\0'; /* the last event */
             break;
         }
         json_t *o = json_loadb(p, (size_t)(e - p), 0, NULL);
-        if (!o || strcmp(json_string_value(json_object_get(o, "object"))
-                             ? json_string_value(json_object_get(o, "object"))
-                             : "",
-                         "text_completion"))
-            bad++;
-        const json_t *ch = json_array_get(json_object_get(o, "choices"), 0);
-        const char *t = json_string_value(json_object_get(ch, "text"));
-        if (ch && !t)
-            bad++;
-        if (t)
-            strncat(text, t, sizeof(text) - strlen(text) - 1);
-        if (json_is_string(json_object_get(ch, "finish_reason")))
-            finish++;
-        if (json_is_object(json_object_get(o, "usage")))
-            usage++;
-        chunks++;
+        const char *obj = json_string_value(json_object_get(o, "object"));
+        bad += !obj || strcmp(obj, "text_completion");
+        const json_t *u = json_object_get(o, "usage");
+        if (json_is_object(u)) {
+            out->usages++;
+            out->pt = json_integer_value(json_object_get(u, "prompt_tokens"));
+            out->ct =
+                json_integer_value(json_object_get(u, "completion_tokens"));
+        }
+        size_t k;
+        const json_t *ch;
+        json_array_foreach(json_object_get(o, "choices"), k, ch) {
+            json_int_t i = json_integer_value(json_object_get(ch, "index"));
+            const char *t = json_string_value(json_object_get(ch, "text"));
+            if (i < 0 || i >= MAX_IDX || !t) {
+                bad++;
+                continue;
+            }
+            seen[i] = 1;
+            strncat(out->text[i], t, sizeof(out->text[i]) - 1 -
+                                         strlen(out->text[i]));
+            out->finish[i] +=
+                json_is_string(json_object_get(ch, "finish_reason"));
+        }
+        out->chunks++;
         json_decref(o);
         p = e + 2;
     }
-    T_EQ_INT(bad, 0);
-    T_CHECK(chunks >= 3);
-    T_EQ_INT(done, 1);
-    T_EQ_INT(finish, 1);
-    T_EQ_INT(usage, 1);
-    if (nonstream_text)
-        T_EQ_STR(text, nonstream_text);
     e2e_resp_free(&r);
+    int n = 0;
+    for (int i = 0; i < MAX_IDX; i++)
+        n += seen[i];
+    return bad || !done ? -1 : n;
+}
+
+static void
+test_completion_stream(void)
+{
+    const char *body = "{\"model\":\"local\",\"temperature\":0,"
+                       "\"max_tokens\":16,\"stream\":true,"
+                       "\"stream_options\":{\"include_usage\":true},"
+                       "\"prompt\":\"Once upon a time\"}";
+    static struct sse_choices sc;
+    T_EQ_INT(stream_choices(body, &sc), 1);
+    T_CHECK(sc.chunks >= 3);
+    T_EQ_INT(sc.finish[0], 1);
+    T_EQ_INT(sc.usages, 1);
+    if (nonstream_text)
+        T_EQ_STR(sc.text[0], nonstream_text);
 }
 
 static void
@@ -241,8 +278,9 @@ usage_of(const json_t *o, const char *k)
  * prompt as OpenAI takes it: token ids (the same answer as the text they
  * tokenize to), an array of strings and an array of token arrays (one
  * choice per prompt, in order, usage summed), with n (prompt i's choices
- * at i x n ..), and the refusals: an id outside the vocabulary names
- * prompt and the index, too many choices, several prompts streamed.
+ * at i x n ..), streamed (every index, each finish_reason once, the
+ * non-stream texts and usage), and the refusals: an id outside the
+ * vocabulary names prompt and the index, too many choices.
  */
 static void
 test_completion_prompts(void)
@@ -339,6 +377,26 @@ test_completion_prompts(void)
     T_EQ_INT(e2e_db_int(db, sql), 1);
     json_decref(o);
 
+    /* the same streamed, and two prompts with n 1: each choice its own
+     * index, its finish_reason once, its text the non-stream answer */
+    static struct sse_choices sc;
+    for (int nn = 2; nn >= 1; nn--) {
+        snprintf(body, sizeof(body),
+                 "{\"model\":\"local\",\"temperature\":0,\"max_tokens\":16,"
+                 "\"n\":%d,\"stream\":true,\"stream_options\":"
+                 "{\"include_usage\":true},\"prompt\":[\"%s\",[%s]]}",
+                 nn, A, ib);
+        int got = stream_choices(body, &sc);
+        T_EQ_INT(got, 2 * nn);
+        for (int i = 0; i < 2 * nn && got == 2 * nn; i++) {
+            T_EQ_INT(sc.finish[i], 1);
+            T_EQ_STR(sc.text[i], choice_text(i < nn ? a1 : b1, 0));
+        }
+        T_EQ_INT(sc.usages, 1);
+        T_EQ_INT(sc.pt, pa + pb);
+        T_EQ_INT(sc.ct, nn * (ca + cb));
+    }
+
     /* refusals: 400 naming prompt, nothing generated */
     o = post("/completions",
              "{\"model\":\"local\",\"prompt\":[1,99999,5]}", &st);
@@ -362,9 +420,9 @@ test_completion_prompts(void)
             "\"prompt\":[\"a\",\"b\",\"c\"]}",
             "prompt"); /* 9 choices */
     refused("/completions",
-            "{\"model\":\"local\",\"stream\":true,"
-            "\"prompt\":[\"a\",\"b\"]}",
-            "prompt");
+            "{\"model\":\"local\",\"stream\":true,\"n\":3,"
+            "\"prompt\":[\"a\",\"b\",\"c\"]}",
+            "prompt"); /* 9 choices, streamed too */
     json_decref(a1);
     json_decref(b1);
 }
@@ -530,6 +588,35 @@ completion_prompt_tokens(const char *prompt)
     return st == 200 ? n : -1;
 }
 
+/* The rows so far, grouped by api over HTTP: completions and embeddings
+ * (no chat), each as many requests as the ledger has. */
+static void
+test_usage_by_api(void)
+{
+    char url[256];
+    snprintf(url, sizeof(url), "%s/usage?since=1h&group_by=api", base);
+    struct e2e_resp r;
+    T_EQ_INT(e2e_http("GET", url, NULL, NULL, 20000, &r), 0);
+    T_EQ_INT(r.status, 200);
+    json_t *o = json_loads(r.body ? r.body : "", 0, NULL);
+    const json_t *data = json_object_get(o, "data");
+    T_EQ_INT(json_array_size(data), 2);
+    size_t i;
+    const json_t *g;
+    json_array_foreach(data, i, g) {
+        const char *api = json_string_value(json_object_get(g, "group"));
+        T_CHECK(api && (!strcmp(api, "completions") ||
+                        !strcmp(api, "embeddings")));
+        char sql[128];
+        snprintf(sql, sizeof(sql),
+                 "SELECT COUNT(*) FROM usage WHERE api='%s'", api ? api : "");
+        T_EQ_INT(json_integer_value(json_object_get(g, "requests")),
+                 e2e_db_int(db, sql));
+    }
+    json_decref(o);
+    e2e_resp_free(&r);
+}
+
 int
 main(void)
 {
@@ -543,6 +630,7 @@ main(void)
     T_RUN(test_completion_refusals);
     T_RUN(test_completion_prompts);
     T_RUN(test_embeddings);
+    T_RUN(test_usage_by_api);
     free(nonstream_text);
     T_EQ_INT(e2e_stop(&gw, SIGTERM, 20000), 0);
     T_EQ_INT(e2e_sanitizer_reports, 0);

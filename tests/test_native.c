@@ -5,7 +5,8 @@
  * settings, the max_tokens default, refusals naming the parameters), their
  * answers and stream events back into OpenAI shapes (text, tool calls,
  * thinking, finish reasons, usage with cache and reasoning counts), and
- * the error bodies.
+ * the error bodies; the stream content-type check the openai and native
+ * kinds share.
  */
 #include "harness.h"
 
@@ -725,6 +726,38 @@ test_helpers(void)
         pv_x_refuse_add(list, sizeof(list), "param%d", i);
     T_CHECK(strlen(list) < sizeof(list));
     T_CHECK(strncmp(list, "param0, param1", 14) == 0);
+
+    /* The stream content-type check: checked once, case-insensitive,
+     * parameters allowed; anything else fails the call naming it. */
+    static const struct {
+        const char *ct;
+        int ok;
+    } cts[] = {{"text/event-stream", 1},
+               {"Text/Event-Stream; charset=utf-8", 1},
+               {"application/json", 0},
+               {"", 0},
+               {"text/event", 0}};
+    for (size_t i = 0; i < sizeof(cts) / sizeof(cts[0]); i++) {
+        struct pv_call *c = calloc(1, sizeof(*c));
+        if (!c)
+            continue;
+        snprintf(c->content_type, sizeof(c->content_type), "%s", cts[i].ct);
+        int checked = 0;
+        T_EQ_INT(pv_stream_ct_check(c, &checked), cts[i].ok ? 0 : -1);
+        T_EQ_INT(checked, 1);
+        T_EQ_INT(c->failed, !cts[i].ok);
+        if (!cts[i].ok) {
+            T_EQ_INT(c->res.outcome, PV_ERR_MALFORMED);
+            T_CHECK(strstr(c->res.detail, "expected text/event-stream") !=
+                    NULL);
+            T_CHECK(strstr(c->res.detail, cts[i].ct) != NULL);
+        }
+        /* Once per call: later chunks are not checked again. */
+        c->failed = 0;
+        T_EQ_INT(pv_stream_ct_check(c, &checked), 0);
+        T_EQ_INT(c->failed, 0);
+        free(c);
+    }
 }
 
 int

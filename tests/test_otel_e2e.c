@@ -10,7 +10,10 @@
  * the sampled flag off is not exported; sample_ratio 0 exports nothing;
  * with a stalled collector and a one-span queue, requests still answer
  * and the drops are counted in llmux_otel_dropped_spans_total, drops +
- * exports adding up to the spans made.  Bounded: every wait has a limit.
+ * exports adding up to the spans made; requests refused before routing
+ * (401, 400, 403, 404, 413 from the headers, 429) each get a SERVER span
+ * with their status and refusal code, joining a client's trace and
+ * following its sampled flag.  Bounded: every wait has a limit.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -221,14 +224,15 @@ static struct e2e_proc fake;
 static struct receiver rv;
 
 static int
-start_gw(struct e2e_proc *gw, const char *otel, char *base, size_t baselen)
+start_gw_keys(struct e2e_proc *gw, const char *otel, const char *keys,
+              char *base, size_t baselen)
 {
     char cfg[4096];
     char *dir = e2e_temp_dir();
     snprintf(
         cfg, sizeof(cfg),
         "{\"listen\": \"127.0.0.1:0\", \"workers\": 2,\n"
-        " \"database\": \"%s/otel.db\", \"require_keys\": false,\n"
+        " \"database\": \"%s/otel.db\", %s,\n"
         " \"otel\": %s,\n"
         " \"providers\": {\n"
         "  \"fake\": {\"kind\": \"openai\", \"base_url\": "
@@ -244,7 +248,7 @@ start_gw(struct e2e_proc *gw, const char *otel, char *base, size_t baselen)
         "[\"m@bad\", \"m@fake\"]}},\n"
         " \"failover\": {\"max_attempts\": 2, \"backoff_ms\": 0,\n"
         "  \"circuit_failures\": 1000}}\n",
-        dir, otel, fake.port, fake.port);
+        dir, keys, otel, fake.port, fake.port);
     free(dir);
     char *path = e2e_write_temp("otel.json", cfg);
     const char *bin = e2e_env("LLMUX_BIN", "build/release/llmux");
@@ -258,22 +262,47 @@ start_gw(struct e2e_proc *gw, const char *otel, char *base, size_t baselen)
     return rc;
 }
 
+static int
+start_gw(struct e2e_proc *gw, const char *otel, char *base, size_t baselen)
+{
+    return start_gw_keys(gw, otel, "\"require_keys\": false", base,
+                         baselen);
+}
+
+/* POST body to /v1/chat/completions with key, x-request-id rid and
+ * traceparent (each NULL: none); the status. */
+static long
+post(const char *base, const char *key, const char *rid,
+     const char *traceparent, const char *body)
+{
+    char url[256], ah[200], rh[100], tp[128];
+    snprintf(url, sizeof(url), "%s/v1/chat/completions", base);
+    snprintf(ah, sizeof(ah), "Authorization: Bearer %s", key ?: "");
+    snprintf(rh, sizeof(rh), "X-Request-Id: %s", rid ?: "");
+    snprintf(tp, sizeof(tp), "traceparent: %s", traceparent ?: "");
+    const char *h[4] = {NULL, NULL, NULL, NULL};
+    int n = 0;
+    if (rid)
+        h[n++] = rh;
+    if (key)
+        h[n++] = ah;
+    if (traceparent)
+        h[n++] = tp;
+    struct e2e_resp r;
+    long st = e2e_http("POST", url, body, h, 20000, &r) == 0 ? r.status : -1;
+    e2e_resp_free(&r);
+    return st;
+}
+
 static long
 chat(const char *base, const char *model, const char *traceparent)
 {
-    char url[256], tp[128];
-    snprintf(url, sizeof(url), "%s/v1/chat/completions", base);
-    snprintf(tp, sizeof(tp), "traceparent: %s", traceparent ?: "");
-    const char *h[] = {traceparent ? tp : NULL, NULL};
     char body[256];
     snprintf(body, sizeof(body),
              "{\"model\":\"%s\",\"messages\":[{\"role\":\"user\","
              "\"content\":\"trace me\"}]}",
              model);
-    struct e2e_resp r;
-    long st = e2e_http("POST", url, body, h, 20000, &r) == 0 ? r.status : -1;
-    e2e_resp_free(&r);
-    return st;
+    return post(base, NULL, NULL, traceparent, body);
 }
 
 static const char *
@@ -467,6 +496,128 @@ test_spans_and_links(void)
     T_EQ_INT(e2e_stop(&gw, SIGTERM, 10000), 0);
 }
 
+#define ADMIN "adm-otel-0123456789abcdef0123456789ab"
+
+/* A key made through the admin API with spec (JSON fields), into out. */
+static int
+make_key(const char *base, const char *spec, char *out, size_t outlen)
+{
+    char url[256];
+    snprintf(url, sizeof(url), "%s/admin/keys", base);
+    const char *h[] = {"Authorization: Bearer " ADMIN, NULL};
+    struct e2e_resp r;
+    int rc = -1;
+    if (e2e_http("POST", url, spec, h, 10000, &r) == 0 && r.status == 200) {
+        json_t *o = json_loads(r.body ? r.body : "", 0, NULL);
+        const char *k = sstr(o, "key");
+        if (k && strlen(k) < outlen) {
+            snprintf(out, outlen, "%s", k);
+            rc = 0;
+        }
+        json_decref(o);
+    }
+    e2e_resp_free(&r);
+    return rc;
+}
+
+/* Refused before routing: each its own SERVER span, no children. */
+static void
+test_refusals(void)
+{
+    char otel[256], base[128];
+    snprintf(otel, sizeof(otel),
+             "{\"endpoint\": \"http://127.0.0.1:%d/v1/traces\", "
+             "\"sample_ratio\": 1.0, \"queue\": 64}",
+             rv.port);
+    struct e2e_proc gw;
+    T_EQ_INT(start_gw_keys(&gw, otel,
+                           "\"require_keys\": true, \"admin_key\": \"" ADMIN
+                           "\", \"limits\": {\"max_body_bytes\": 4096}",
+                           base, sizeof(base)),
+             0);
+    char plain[128], only[128], slow[128];
+    T_EQ_INT(make_key(base, "{\"name\":\"plain\"}", plain, sizeof(plain)),
+             0);
+    T_EQ_INT(make_key(base, "{\"name\":\"only\",\"models\":[\"m@fake\"]}",
+                      only, sizeof(only)),
+             0);
+    T_EQ_INT(make_key(base, "{\"name\":\"slow\",\"rpm\":1}", slow,
+                      sizeof(slow)),
+             0);
+    const char *ok = "{\"model\":\"m@fake\",\"messages\":[{\"role\":"
+                     "\"user\",\"content\":\"hi\"}]}";
+    const char *bad = "{\"model\":\"m@bad\",\"messages\":[{\"role\":"
+                      "\"user\",\"content\":\"hi\"}]}";
+    const char *none = "{\"model\":\"no-such\",\"messages\":[{\"role\":"
+                       "\"user\",\"content\":\"hi\"}]}";
+    static char big[6000];
+    snprintf(big, sizeof(big),
+             "{\"model\":\"m@fake\",\"messages\":[{\"role\":\"user\","
+             "\"content\":\"%05000d\"}]}",
+             0);
+    pthread_mutex_lock(&rv.mu);
+    json_array_clear(rv.spans);
+    pthread_mutex_unlock(&rv.mu);
+    struct {
+        const char *rid, *key, *body, *code;
+        long status;
+    } cases[] = {
+        {"ref-401", NULL, ok, "invalid_api_key", 401},
+        {"ref-400", plain, "{not json", "invalid_json", 400},
+        {"ref-403", only, bad, "model_not_allowed", 403},
+        {"ref-404", plain, none, "model_not_found", 404},
+        {"ref-413", plain, big, "request_too_large", 413},
+        {"ref-200", slow, ok, NULL, 200},
+        {"ref-429", slow, ok, "rate_limit_exceeded", 429},
+    };
+    size_t nc = sizeof(cases) / sizeof(cases[0]);
+    for (size_t i = 0; i < nc; i++)
+        T_EQ_INT(post(base, cases[i].key, cases[i].rid,
+                      i == 0 ? "00-" CLIENT_TRACE "-" CLIENT_SPAN "-01" : NULL,
+                      cases[i].body),
+                 cases[i].status);
+    /* The client's sampled flag off: a refusal is not exported either. */
+    T_EQ_INT(post(base, NULL, "ref-unsampled",
+                  "00-" CLIENT_TRACE "-" CLIENT_SPAN "-00", ok),
+             401);
+    /* 6 refusals, and the 200's SERVER span and CLIENT child. */
+    T_CHECK(wait_spans(&rv, nc + 1, 10000));
+    usleep(600 * 1000); /* past the exporter's linger: nothing more */
+    pthread_mutex_lock(&rv.mu);
+    T_EQ_INT(json_array_size(rv.spans), nc + 1);
+    for (size_t i = 0; i < nc; i++) {
+        json_t *s = find_root(cases[i].rid);
+        T_CHECK(s != NULL);
+        if (!s)
+            continue;
+        T_EQ_INT(attr_int(s, "http.response.status_code"), cases[i].status);
+        T_EQ_STR(sstr(s, "name"), "POST /v1/chat/completions");
+        T_CHECK(is_hex(sstr(s, "traceId"), 32) &&
+                is_hex(sstr(s, "spanId"), 16));
+        if (!cases[i].code) /* the routed one */
+            continue;
+        T_EQ_STR(attr_str(s, "llmux.refusal"), cases[i].code);
+        T_EQ_STR(attr_str(s, "llmux.error"), "refused before routing");
+        if (i == 0) {
+            T_EQ_STR(sstr(s, "traceId"), CLIENT_TRACE);
+            T_EQ_STR(sstr(s, "parentSpanId"), CLIENT_SPAN);
+        } else {
+            T_CHECK(json_object_get(s, "parentSpanId") == NULL);
+        }
+        /* no upstream attempt under a refusal */
+        size_t j;
+        json_t *c;
+        json_array_foreach(rv.spans, j, c) {
+            T_CHECK(strcmp(sstr(c, "parentSpanId") ?: "",
+                           sstr(s, "spanId") ?: "-") != 0);
+        }
+    }
+    T_CHECK(find_root("ref-unsampled") == NULL);
+    json_array_clear(rv.spans);
+    pthread_mutex_unlock(&rv.mu);
+    T_EQ_INT(e2e_stop(&gw, SIGTERM, 10000), 0);
+}
+
 static void
 test_ratio_zero(void)
 {
@@ -580,6 +731,7 @@ main(void)
         return 1;
     }
     T_RUN(test_spans_and_links);
+    T_RUN(test_refusals);
     T_RUN(test_ratio_zero);
     T_RUN(test_stalled_collector);
     T_RUN(test_config_errors);

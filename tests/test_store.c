@@ -76,6 +76,7 @@ make_row(int i, const char *tag, struct pr_usage_row *r, char *rid,
     r->latency_ms = (i * 37) % 4000;
     r->ttft_ms = i % 3 ? (i * 11) % 900 : -1;
     r->usage_source = "upstream";
+    r->api = i % 4 == 1 ? "messages" : i % 4 == 3 ? "embeddings" : NULL;
     r->error = r->status != 200 ? "upstream 'bad' gateway" : NULL;
 }
 
@@ -292,7 +293,7 @@ test_both_backends(void)
     T_EQ_INT(key_ids[1], sq_keys[1]);
     static const enum pr_group groups[] = {
         PR_GROUP_NONE, PR_GROUP_MODEL, PR_GROUP_PROVIDER, PR_GROUP_ROUTE,
-        PR_GROUP_KEY,  PR_GROUP_DAY,   PR_GROUP_HOUR};
+        PR_GROUP_KEY,  PR_GROUP_DAY,   PR_GROUP_HOUR, PR_GROUP_API};
     for (size_t gi = 0; gi < sizeof(groups) / sizeof(groups[0]); gi++) {
         same_answer(T0, T0 + 3 * 86400000LL, groups[gi], PR_KEY_ALL);
         /* partial hours and days at both edges */
@@ -302,6 +303,17 @@ test_both_backends(void)
                     key_ids[0]);
         same_answer(T0, T0 + 3 * 86400000LL, groups[gi], -1);
     }
+    /* By api (raw rows on both): the three APIs make_row uses. */
+    char err[512];
+    struct pr_usage_query q = {T0, T0 + 3 * 86400000LL, PR_GROUP_API,
+                               PR_KEY_ALL, 0};
+    struct pr_usage_result *r = NULL;
+    T_EQ_INT(pr_usage_query(pg_uri, &q, &r, err, sizeof(err)), GX_OK);
+    T_CHECK(r && r->n == 3);
+    for (size_t i = 0; r && i < r->n && i < 3; i++)
+        T_EQ_STR(r->rows[i].group,
+                 ((const char *[]){"chat", "embeddings", "messages"})[i]);
+    pr_usage_result_free(r);
 }
 
 /* ---- PostgreSQL only -------------------------------------------- */

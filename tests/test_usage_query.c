@@ -3,7 +3,8 @@
  * expected answer is computed in C from the very rows the test submitted,
  * and checked against direct SQL sums; the rollup path, the raw path and
  * the expectation must agree exactly on every total, for every group_by,
- * for aligned and unaligned ranges and for key filters.  Also: the JSON
+ * for aligned and unaligned ranges and for key filters (group api: raw
+ * rows whatever the path asked, NULL stored as chat).  Also: the JSON
  * body, time parsing, and `llmux usage` output.
  */
 #include "../pricing/pricing.h"
@@ -30,11 +31,13 @@ static const char *const models[] = {"gpt-4.1", "deepseek-v3.2", "local", NULL,
                                      "claude-sonnet-4.5"};
 static const char *const provs[] = {"relay", NULL, "local"};
 static const char *const routes[] = {"auto", "fast", NULL, "gpt"};
+static const char *const apis[] = {"chat", NULL, "messages", "responses",
+                                   "embeddings", "completions"};
 
 struct row {
     int64_t ts, key, prompt, completion, cached, cost, lat;
     int status;
-    const char *model, *provider, *route;
+    const char *model, *provider, *route, *api;
 };
 static struct row rows[NROWS];
 
@@ -52,6 +55,7 @@ gen_rows(void)
         r->model = models[(s >> 12) % 5];
         r->provider = provs[(s >> 15) % 3];
         r->route = routes[(s >> 18) % 4];
+        r->api = apis[(s >> 21) % 6];
         s = s * 1103515245u + 12345u;
         r->status = (s >> 9) % 11 == 0 ? 503 : (s >> 9) % 13 == 0 ? 0 : 200;
         r->prompt = (s >> 4) % 50000;
@@ -93,7 +97,8 @@ fill_db(void)
                                  .cost_pusd = r->cost,
                                  .latency_ms = r->lat,
                                  .ttft_ms = -1,
-                                 .usage_source = "upstream"};
+                                 .usage_source = "upstream",
+                                 .api = r->api};
         while (pr_ledger_submit(l, &u, NULL, NULL) == GX_EAGAIN)
             usleep(1000);
     }
@@ -118,6 +123,9 @@ group_of(const struct row *r, enum pr_group g, char *out, size_t n)
         break;
     case PR_GROUP_ROUTE:
         s = r->route ? r->route : "";
+        break;
+    case PR_GROUP_API:
+        s = r->api ? r->api : "chat";
         break;
     case PR_GROUP_KEY:
         if (r->key < 0)
@@ -233,7 +241,7 @@ test_totals_every_group(void)
     };
     int64_t keys[] = {PR_KEY_ALL, 2, -1};
     int mism = 0, runs = 0;
-    for (int g = PR_GROUP_NONE; g <= PR_GROUP_HOUR; g++) {
+    for (int g = PR_GROUP_NONE; g <= PR_GROUP_API; g++) {
         for (size_t ri = 0; ri < sizeof(ranges) / sizeof(ranges[0]); ri++) {
             for (size_t ki = 0; ki < sizeof(keys) / sizeof(keys[0]); ki++) {
                 struct pr_usage_query q = {ranges[ri].since, ranges[ri].until,
@@ -266,7 +274,7 @@ test_totals_every_group(void)
         }
     }
     T_EQ_INT(mism, 0);
-    T_EQ_INT(runs, 7 * 7 * 3 * 2);
+    T_EQ_INT(runs, 8 * 7 * 3 * 2);
 }
 
 /* The rollup path and the raw path build the same histogram, so even the
@@ -431,6 +439,19 @@ test_sql_sums_and_json(void)
     }
     pr_usage_result_free(ra);
     pr_usage_result_free(rb);
+    /* Before version 4 every row was a chat request: one api group. */
+    mq.group_by = PR_GROUP_NONE;
+    T_EQ_INT(pr_usage_query(v1, &mq, &ra, err, sizeof(err)), GX_OK);
+    mq.group_by = PR_GROUP_API;
+    T_EQ_INT(pr_usage_query(v1, &mq, &rb, err, sizeof(err)), GX_OK);
+    T_CHECK(ra && rb && rb->n == 1);
+    if (ra && rb && rb->n == 1) {
+        T_EQ_STR(rb->rows[0].group, "chat");
+        T_EQ_INT(rb->rows[0].requests, ra->rows[0].requests);
+        T_EQ_INT(rb->rows[0].cost_pusd, ra->rows[0].cost_pusd);
+    }
+    pr_usage_result_free(ra);
+    pr_usage_result_free(rb);
     sqlite3_open(v1, &odb);
     T_EQ_INT(sql_int(odb, "PRAGMA user_version"), 1);
     sqlite3_close(odb);
@@ -471,6 +492,8 @@ test_time_parse(void)
     T_EQ_INT(g, PR_GROUP_DAY);
     T_EQ_INT(pr_group_parse("", &g), GX_OK);
     T_EQ_INT(g, PR_GROUP_NONE);
+    T_EQ_INT(pr_group_parse("api", &g), GX_OK);
+    T_EQ_INT(g, PR_GROUP_API);
     T_EQ_INT(pr_group_parse("week", &g), GX_EINVAL);
 }
 
@@ -558,6 +581,22 @@ test_cli(void)
     free(out);
     char *a8[] = {"usage", "--since"};
     T_EQ_INT(run_cli(a8, 2, &out), 2);
+    free(out);
+
+    /* --by api: one line per inbound API (rows without one are chat). */
+    char *a9[] = {"usage", "--db", path, "--since", "0", "--by", "api",
+                  "--format", "csv"};
+    T_EQ_INT(run_cli(a9, 9, &out), 0);
+    T_CHECK(strncmp(out, "api,requests,errors,", 20) == 0);
+    lines = 0;
+    for (char *p = out; *p; p++)
+        lines += *p == '\n';
+    T_EQ_INT(lines, 1 + 5);
+    static const char *const want[] = {"\nchat,", "\nmessages,",
+                                       "\nresponses,", "\nembeddings,",
+                                       "\ncompletions,"};
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+        T_CHECK(strstr(out, want[i]) != NULL);
     free(out);
 }
 
