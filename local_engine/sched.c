@@ -32,8 +32,9 @@
  * (its logits are needed).
  *
  * Determinism: a token's kernels depend only on its own sequence (a
- * whole prefill piece of chunk >= LE_AMX_MIN_TOK tokens may take the AMX
- * GEMM, everything else the per-row kernels, whose floats do not depend
+ * whole prefill piece of chunk tokens may take the AMX GEMM when chunk
+ * reaches le_model_amx_min_tok (the AMX-vs-per-row crossover of the
+ * model's weight types, le_int.h), everything else the per-row kernels, whose floats do not depend
  * on how many rows share the product; model.c's matmul), so a
  * sequence's greedy output is the same alone and batched
  * (tests/test_sched.c).
@@ -78,6 +79,7 @@ struct le_sched {
     struct seq *seqs;
     int n_seqs, parallel, max_queue, chunk;
     int idle_budget;       /* prompt tokens of a step nobody waits on */
+    int amx_min;           /* le_model_amx_min_tok (0: no AMX pieces) */
     int rr;                /* round-robin start among prefilling seqs */
     uint64_t clock;
     /* batch arrays, [parallel + chunk] */
@@ -270,7 +272,7 @@ step(struct le_sched *s)
     /* Prompt pieces, round robin over the prefilling sequences.  A
      * prompt is cut into pieces of s->chunk tokens from where its cells
      * end at admission (the last one shorter), the same cuts whatever
-     * else runs.  A whole piece of LE_AMX_MIN_TOK or more tokens is an
+     * else runs.  A whole piece, when chunk >= s->amx_min > 0, is an
      * AMX piece: fed in one step (after amx_from).  Every other token (a
      * prompt's last, shorter piece; all of them when chunk is small) takes
      * the per-row kernels, whose results do not depend on the batch, so
@@ -296,7 +298,8 @@ step(struct le_sched *s)
             if (cut > n)
                 cut = n;
             int c = (int)(cut - from);
-            int amx = into == 0 && c == s->chunk && c >= LE_AMX_MIN_TOK;
+            int amx = into == 0 && c == s->chunk && s->amx_min > 0 &&
+                      c >= s->amx_min;
             if (amx && c > budget)
                 break;
             if (!amx) {
@@ -572,6 +575,7 @@ le_sched_new(struct le_model *m, const struct le_sched_params *p,
     s->chunk = p->chunk > 0 ? p->chunk : m->params.n_batch;
     s->idle_budget = s->chunk > m->params.n_batch ? s->chunk
                                                   : m->params.n_batch;
+    s->amx_min = le_model_amx_min_tok(m);
     s->n_seqs = s->parallel + (p->cache_seqs > 0 ? p->cache_seqs : 0);
     size_t cap = (size_t)(s->parallel + s->idle_budget);
     s->ids = calloc(cap, sizeof(int32_t));

@@ -24,6 +24,13 @@
  *                median of 15: what a step costs, whatever other processes
  *                take of the cores (their cache traffic still counts)
  * Wall-clock figures: noisy on a shared machine; run it when quiet.
+ *
+ *   tool_sched_bench MODEL --crossover
+ *   the AMX-vs-per-row crossover of one sequence's prompt piece: for n
+ *   tokens, the CPU time (1 thread, median of 7) of one forward pass with
+ *   every token on the per-row kernels (amx_from = n) and with the AMX
+ *   GEMM allowed (amx_from = 0; it takes the products whose weight type
+ *   has one when n reaches le_amx_min_tok), one JSON line per n.
  */
 #include <stdatomic.h>
 #include <stdio.h>
@@ -223,6 +230,80 @@ out:
     return rc;
 }
 
+/* The median CPU time of a forward pass of n prompt tokens of one
+ * sequence (1 thread), amx_from as given; < 0 on error. */
+static double
+piece_cpu(struct le_model *m, struct le_session *ws, struct le_session *kv,
+          int n, int amx_from)
+{
+    enum { REPS = 7 };
+    int32_t ids[64], pos[64], out = n - 1;
+    struct le_session *seq[64];
+    double t[REPS];
+    char err[256];
+    for (int r = 0; r < REPS + 1; r++) { /* the first warms up */
+        kv->n_past = 0;
+        for (int i = 0; i < n; i++) {
+            ids[i] = 3 + (r * 7 + i * 13) % (le_model_n_vocab(m) - 3);
+            seq[i] = kv;
+            pos[i] = i;
+        }
+        struct le_fwd_batch b = {0};
+        b.n_tok = n;
+        b.ids = ids;
+        b.seq = seq;
+        b.pos = pos;
+        b.amx_from = amx_from;
+        b.n_out = 1;
+        b.out = &out;
+        b.logits = ws->logits;
+        double t0 = cpu_ms();
+        if (le_model_forward_batch(ws, &b, err, sizeof(err)) != LE_OK) {
+            fprintf(stderr, "crossover: %s\n", err);
+            return -1;
+        }
+        if (r > 0)
+            t[r - 1] = cpu_ms() - t0;
+    }
+    qsort(t, REPS, sizeof(t[0]), cmp_double);
+    return t[REPS / 2];
+}
+
+static int
+crossover(const char *path)
+{
+    struct le_model_params mp;
+    le_model_params_default(&mp);
+    mp.n_threads = 1;
+    mp.n_ctx = 256;
+    struct le_model *m = NULL;
+    struct le_session *ws = NULL, *kv = NULL;
+    char err[512];
+    int rc = 1;
+    if (le_model_open(path, &mp, &m, err, sizeof(err)) != LE_OK ||
+        le_session_new_sized(m, 64, 1, 0, &ws, err, sizeof(err)) != LE_OK ||
+        le_session_new_sized(m, 0, 0, 1, &kv, err, sizeof(err)) != LE_OK) {
+        fprintf(stderr, "%s\n", err);
+        goto out;
+    }
+    static const int ns[] = {1, 2, 4, 8, 12, 16, 24, 32, 48, 64};
+    for (size_t k = 0; k < sizeof(ns) / sizeof(ns[0]); k++) {
+        double row = piece_cpu(m, ws, kv, ns[k], ns[k]);
+        double amx = piece_cpu(m, ws, kv, ns[k], 0);
+        if (row < 0 || amx < 0)
+            goto out;
+        printf("{\"n\": %d, \"per_row_ms\": %.2f, \"amx_ms\": %.2f}\n",
+               ns[k], row, amx);
+        fflush(stdout);
+    }
+    rc = 0;
+out:
+    le_session_free(ws);
+    le_session_free(kv);
+    le_model_free(m);
+    return rc;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -231,6 +312,8 @@ main(int argc, char **argv)
                         "[--gen N] [--prefix N] [--chunk N]\n");
         return 2;
     }
+    if (argc == 3 && !strcmp(argv[2], "--crossover"))
+        return crossover(argv[1]);
     int threads = 2, gen = 32, prefix = 1500, chunk = 0;
     for (int i = 2; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--threads"))
