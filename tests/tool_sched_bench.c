@@ -18,6 +18,10 @@
  *                4- and 8-stream runs (ms): one step's time, and steadier
  *                than the extremes when other processes share the cores
  *                (a step that lost its core to them shows as one long gap)
+ *   gapj, p99_j  the largest and the 99th-percentile gap (ms) of 4
+ *                generating streams while 4 more requests with 96-token
+ *                prompts join (submitted after the 4's 4th token; 8 tokens
+ *                each): what a joining prompt does to the others' steps
  *   cpu1, cpu4, cpu8   CPU time (ms, CLOCK_THREAD_CPUTIME_ID) of one
  *                decode step (le_model_forward_batch) of 1, 4 and 8
  *                sequences on a second copy of the model with 1 thread,
@@ -119,6 +123,45 @@ run(struct le_sched *sc, struct stream *st, int32_t **prompts, int *lens,
     for (int w = 0; w < 600000; w++) {
         int all = 1;
         for (int i = 0; i < k; i++)
+            all &= atomic_load(&st[i].done);
+        if (all)
+            return 0;
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    return -1;
+}
+
+/* Streams 0..3 (--gen tokens each) with 4 joiners (4..7, prompts
+ * lens[4..7], jsp) submitted once stream 0 has 4 tokens; 0 when all
+ * finished. */
+static int
+run_join(struct le_sched *sc, struct stream *st, int32_t **prompts,
+         int *lens, const struct le_sampling *sp,
+         const struct le_sampling *jsp)
+{
+    for (int i = 0; i < 8; i++) {
+        if (i == 4)
+            for (int w = 0; w < 600000 && st[0].n < 4 &&
+                            !atomic_load(&st[0].done);
+                 w++) {
+                struct timespec ts = {0, 200000};
+                nanosleep(&ts, NULL);
+            }
+        memset(&st[i], 0, sizeof(st[i]));
+        st[i].t_submit = now_ms();
+        struct le_sched_req q = {prompts[i], (size_t)lens[i],
+                                 i < 4 ? sp : jsp, on_tok, on_done, &st[i],
+                                 NULL, NULL};
+        char err[256];
+        if (le_sched_submit(sc, &q, err, sizeof(err)) != LE_OK) {
+            fprintf(stderr, "submit: %s\n", err);
+            return -1;
+        }
+    }
+    for (int w = 0; w < 600000; w++) {
+        int all = 1;
+        for (int i = 0; i < 8; i++)
             all &= atomic_load(&st[i].done);
         if (all)
             return 0;
@@ -357,7 +400,8 @@ main(int argc, char **argv)
     int lens[8];
     for (int i = 0; i < 8; i++) {
         lens[i] = 16;
-        pr[i] = malloc((size_t)(prefix + 16) * sizeof(int32_t));
+        pr[i] = malloc((size_t)((prefix > 96 ? prefix : 96) + 16) *
+                       sizeof(int32_t));
         fill(pr[i], 16, V, (unsigned)i + 1);
     }
     int rc = 0;
@@ -376,6 +420,20 @@ main(int argc, char **argv)
     for (int i = 0; i < 8; i++)
         gap8 = st[i].max_gap > gap8 ? st[i].max_gap : gap8;
     double med8 = gap_quantile(st, 8, 0.5), p99_8 = gap_quantile(st, 8, 0.99);
+    /* prompts joining generating streams */
+    struct le_sampling jsp = sp;
+    jsp.max_tokens = 8;
+    for (int i = 4; i < 8; i++) {
+        lens[i] = 96;
+        fill(pr[i], 96, V, (unsigned)i + 31);
+    }
+    rc |= run_join(sc, st, pr, lens, &sp, &jsp);
+    double gapj = 0;
+    for (int i = 0; i < 4; i++)
+        gapj = st[i].max_gap > gapj ? st[i].max_gap : gapj;
+    double p99_j = gap_quantile(st, 4, 0.99);
+    for (int i = 4; i < 8; i++)
+        lens[i] = 16;
     /* prefix cache: a long prompt, then another sharing its prefix */
     fill(pr[0], prefix + 8, V, 99);
     memcpy(pr[1], pr[0], (size_t)prefix * sizeof(int32_t));
@@ -403,10 +461,11 @@ main(int argc, char **argv)
            "%.1f, \"ttft_second\": %.1f, \"cached_tokens\": %llu, "
            "\"steps4\": %llu, \"med1\": %.2f, \"med4\": %.2f, "
            "\"med8\": %.2f, \"p99_1\": %.2f, \"p99_8\": %.2f, "
+           "\"gapj\": %.1f, \"p99_j\": %.2f, "
            "\"cpu1\": %.2f, \"cpu4\": %.2f, \"cpu8\": %.2f, \"ok\": %d}\n",
            threads, gen, prefix, agg1, agg4, gap1, gap8, ttft1, ttft2,
            (unsigned long long)ss.cached_tokens, steps4, med1, med4, med8,
-           p99_1, p99_8, cpu[1], cpu[4], cpu[8], rc == 0);
+           p99_1, p99_8, gapj, p99_j, cpu[1], cpu[4], cpu[8], rc == 0);
     for (int i = 0; i < 8; i++)
         free(pr[i]);
     le_model_free(m);
