@@ -635,13 +635,15 @@ test_grammar_per_sequence(void)
 
 /* The batched forward itself: logits of a sequence's tokens are the same
  * bits alone and in a batch with another sequence's tokens (a decode token
- * in the per-row part, a 10-token prefill chunk in the AMX part). */
+ * in the per-row part, a 32-token prefill chunk in the AMX part: the
+ * Q4_0 and Q8_0 crossover, le_amx_min_tok). */
+#define FB_N 32
 static void
 check_forward_bits(struct le_model *m)
 {
     int32_t V = le_model_n_vocab(m);
-    int32_t a[10], bp[6];
-    prompt(a, 10, V, 51);
+    int32_t a[FB_N], bp[6];
+    prompt(a, FB_N, V, 51);
     prompt(bp, 6, V, 52);
     struct le_session *sa = NULL, *sb = NULL, *ka = NULL, *kb = NULL,
                       *ws = NULL;
@@ -649,13 +651,13 @@ check_forward_bits(struct le_model *m)
     T_EQ_INT(le_session_new(m, &sb, NULL, 0), LE_OK);
     T_EQ_INT(le_session_new_sized(m, 0, 0, 1, &ka, NULL, 0), LE_OK);
     T_EQ_INT(le_session_new_sized(m, 0, 0, 1, &kb, NULL, 0), LE_OK);
-    T_EQ_INT(le_session_new_sized(m, 16, 2, 0, &ws, NULL, 0), LE_OK);
+    T_EQ_INT(le_session_new_sized(m, FB_N + 1, 2, 0, &ws, NULL, 0), LE_OK);
     if (!sa || !sb || !ka || !kb || !ws)
         goto out;
     float *la = malloc((size_t)V * sizeof(float));
     float *lb = malloc((size_t)V * sizeof(float));
     /* alone */
-    T_EQ_INT(le_session_decode(sa, a, 10, NULL, 0), LE_OK);
+    T_EQ_INT(le_session_decode(sa, a, FB_N, NULL, 0), LE_OK);
     memcpy(la, le_session_logits(sa), (size_t)V * sizeof(float));
     T_EQ_INT(le_session_decode(sb, bp, 5, NULL, 0), LE_OK);
     T_EQ_INT(le_session_decode(sb, bp + 5, 1, NULL, 0), LE_OK);
@@ -670,18 +672,18 @@ check_forward_bits(struct le_model *m)
     b.out = &last;
     b.logits = ws->logits;
     T_EQ_INT(le_model_forward_batch(ws, &b, NULL, 0), LE_OK);
-    int32_t ids[11], pos[11], out[2] = {0, 10};
-    struct le_session *seq[11];
+    int32_t ids[FB_N + 1], pos[FB_N + 1], out[2] = {0, FB_N};
+    struct le_session *seq[FB_N + 1];
     ids[0] = bp[5];
     pos[0] = 5;
     seq[0] = kb;
-    for (int t = 0; t < 10; t++) {
+    for (int t = 0; t < FB_N; t++) {
         ids[1 + t] = a[t];
         pos[1 + t] = t;
         seq[1 + t] = ka;
     }
     memset(&b, 0, sizeof(b));
-    b.n_tok = 11;
+    b.n_tok = FB_N + 1;
     b.ids = ids;
     b.seq = seq;
     b.pos = pos;
@@ -692,7 +694,7 @@ check_forward_bits(struct le_model *m)
     T_EQ_INT(le_model_forward_batch(ws, &b, NULL, 0), LE_OK);
     T_CHECK(memcmp(ws->logits, lb, (size_t)V * sizeof(float)) == 0);
     T_CHECK(memcmp(ws->logits + V, la, (size_t)V * sizeof(float)) == 0);
-    T_EQ_INT(le_session_n_past(ka), 10);
+    T_EQ_INT(le_session_n_past(ka), FB_N);
     T_EQ_INT(le_session_n_past(kb), 6);
     free(la);
     free(lb);
@@ -796,6 +798,13 @@ test_forward_bits(void)
             check_alone_vs_batched(r, "wide random");
             le_model_free(r);
         }
+    }
+    /* one where AMX and per-row differ (test_join_amx_model checks it) */
+    m = random_llama(LE_TYPE_Q4_0, 95, 1024);
+    T_CHECK(m != NULL);
+    if (m) {
+        check_forward_bits(m);
+        le_model_free(m);
     }
 }
 
