@@ -748,7 +748,7 @@ size_t le_model_packed_bytes(const struct le_model *m);
  * 24), from 64 for the K-quants (a tie there; Q5_K and Q6_K take the
  * same unpack-per-call kernel as Q4_K). */
 int le_amx_min_tok(enum le_type t);
-/* The largest le_amx_min_tok over the model's weights with an AMX
+/* The largest le_amx_min_tok over the model's layer weights with an AMX
  * kernel (0: none): a prompt piece of at least that many tokens takes
  * the AMX GEMM in every product that has one (sched.c). */
 int le_model_amx_min_tok(const struct le_model *m);

@@ -1442,10 +1442,17 @@ le_model_forward(struct le_session *s, const int32_t *ids, size_t n,
 int
 le_model_amx_min_tok(const struct le_model *m)
 {
+    /* the layers' products only: the output one runs on the logits rows,
+     * never on the AMX part (le_model_forward_batch) */
     int most = 0;
-    for (uint64_t i = 0; i < m->gguf->n_tensors; i++) {
-        int k = le_amx_min_tok(m->gguf->tensors[i].type);
-        most = k > most ? k : most;
+    for (int l = 0; l < m->hp.n_layer; l++) {
+        const struct le_layer *L = &m->layers[l];
+        const struct le_gguf_tensor *w[7] = {L->wq, L->wk, L->wv, L->wo,
+                                             L->w_gate, L->w_up, L->w_down};
+        for (int i = 0; i < 7; i++) {
+            int k = w[i] ? le_amx_min_tok(w[i]->type) : 0;
+            most = k > most ? k : most;
+        }
     }
     return most;
 }
