@@ -224,7 +224,7 @@ struct le_pack_traits {
     void (*pack)(const void *src, size_t row_bytes, int nr, int n,
                  void *dst);
     le_gemm_fn gemm;
-    /* Prompt batches (>= 4 tokens) through the AMX tiles straight from
+    /* Prompt batches (from le_amx_min_tok) through the AMX tiles from
      * this layout (quants_amx.c): le_gemm_amx_ref's results bit for bit,
      * not gemm's; needs the prep rows too.  NULL unless the type has one,
      * isa is AVX512 and le_amx_usable(). */
