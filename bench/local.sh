@@ -13,6 +13,8 @@
 #     them) the median and 99th-percentile inter-token gaps: the median
 #     step of 1 and 4 streams gives the aggregate ratio without the noise,
 #     the p99 of 8 streams vs the single stream's the fairness one,
+#   - the gaps of 4 generating streams while 4 requests with 96-token
+#     prompts join (max and p99, against the single stream's),
 #   - the CPU time of one decode step of 1, 4 and 8 sequences (one thread,
 #     median of 15): the steadiest figure when others share the cores.
 # Writes bench/out/local.md (bench/run.sh folds it into BENCHMARKS.md).
@@ -53,6 +55,8 @@ echo "| max inter-token gap, 1 stream | $(num gap1) ms | | |"
 echo "| max inter-token gap, 8 streams | $(num gap8) ms | $(ratio "$(num gap8)" "$(num gap1)")x | <= 3x |"
 echo "| median gap (one step), 1 / 4 / 8 streams | $(num med1) / $(num med4) / $(num med8) ms | 4 streams: $(awk -v a="$(num med1)" -v b="$(num med4)" 'BEGIN { if (b > 0) printf "%.2f", 4 * a / b; else print "-" }')x tg | >= 2.5x |"
 echo "| p99 gap, 1 stream / 8 streams | $(num p99_1) / $(num p99_8) ms | $(ratio "$(num p99_8)" "$(num p99_1)")x | <= 3x |"
+echo "| median gap, 1 stream / 8 streams | $(num med1) / $(num med8) ms | $(ratio "$(num med8)" "$(num med1)")x | |"
+echo "| max / p99 gap of 4 streams while 4 96-token prompts join | $(num gapj) / $(num p99_j) ms | $(ratio "$(num gapj)" "$(num gap1)")x / $(ratio "$(num p99_j)" "$(num p99_1)")x of 1 stream's | |"
 echo "| CPU time of a decode step, 1 / 4 / 8 sequences (1 thread) | $(num cpu1) / $(num cpu4) / $(num cpu8) ms | 4: $(awk -v a="$(num cpu1)" -v b="$(num cpu4)" 'BEGIN { if (b > 0) printf "%.2f", 4 * a / b; else print "-" }')x tg, 8: $(ratio "$(num cpu8)" "$(num cpu1)")x step | |"
 echo
 echo "Raw: \`$j\`"

@@ -128,6 +128,15 @@ le_gemm_amx_type(enum le_type t)
            t == LE_TYPE_Q5_K || t == LE_TYPE_Q6_K;
 }
 
+/* The figures behind these are in le_int.h. */
+int
+le_amx_min_tok(enum le_type t)
+{
+    if (t == LE_TYPE_Q8_0 || t == LE_TYPE_Q4_0)
+        return 32;
+    return le_gemm_amx_type(t) ? 64 : 0;
+}
+
 /* ------------------------------------------------------------------ */
 /* The twin.                                                            */
 

@@ -224,7 +224,7 @@ struct le_pack_traits {
     void (*pack)(const void *src, size_t row_bytes, int nr, int n,
                  void *dst);
     le_gemm_fn gemm;
-    /* Prompt batches (>= 4 tokens) through the AMX tiles straight from
+    /* Prompt batches (from le_amx_min_tok) through the AMX tiles from
      * this layout (quants_amx.c): le_gemm_amx_ref's results bit for bit,
      * not gemm's; needs the prep rows too.  NULL unless the type has one,
      * isa is AVX512 and le_amx_usable(). */
@@ -732,10 +732,26 @@ enum le_status le_model_load(struct le_gguf *g, const struct le_model_params *p,
 void le_model_drop_packed(struct le_model *m);
 /* Bytes of repacked weights the model holds (0: none). */
 size_t le_model_packed_bytes(const struct le_model *m);
-/* Tokens of one sequence's chunk from which a product may go to the AMX
- * GEMM (model.c's matmul): measured on one core, 2048x2048 Q8_0/Q4_0, it
- * is 1.3-1.8x the vec_dot path at 2 tokens, 2-3x at 4, 7-9x at 16. */
-#define LE_AMX_MIN_TOK 4
+/* Tokens of one product from which it goes to the AMX GEMM (model.c's
+ * matmul), per weight type (0: the type has no AMX kernel).  The AMX
+ * GEMM's cost grows in steps of 16 tokens (a token tile, 16 rows of C
+ * scaled per 32-value block whatever rows are used), the per-row
+ * kernels' with every token.  Measured (tests/tool_sched_bench MODEL
+ * --crossover: one forward pass of n prompt tokens of the 2048x4 slices,
+ * 1 thread, CPU ms, median of 7, per-row / AMX; shared machine):
+ *   Q4_0  n=4 15/46  8 24/45  12 33/50  16 39-43/40-43  24 44-66/70-73
+ *         32 67-77/50-63  48 88-115/64-65  64 122-124/80-90
+ *   Q8_0  n=4 24/52  8 33/54  16 48/46  24 76/80  32 92/72  48 132/95
+ *         64 170/119
+ *   Q4_K  n=8 20/42  16 30/63  32 68/94  48 73/123  64 95/94
+ * so AMX only from 32 tokens for Q4_0 and Q8_0 (a tie at 16, a loss at
+ * 24), from 64 for the K-quants (a tie there; Q5_K and Q6_K take the
+ * same unpack-per-call kernel as Q4_K). */
+int le_amx_min_tok(enum le_type t);
+/* The largest le_amx_min_tok over the model's layer weights with an AMX
+ * kernel (0: none): a prompt piece of at least that many tokens takes
+ * the AMX GEMM in every product that has one (sched.c). */
+int le_model_amx_min_tok(const struct le_model *m);
 
 /* Forward pass over n tokens at positions pos..pos+n-1 using the session's
  * cache and scratch (engine.c owns the session struct). */
@@ -750,8 +766,8 @@ enum le_status le_model_forward(struct le_session *s, const int32_t *ids,
  * earlier tokens of the same sequence or before).  seq == NULL: every
  * token belongs to `one` at positions one->n_past, one->n_past + 1, ...
  * Tokens t >= amx_from may take the AMX GEMM (see matmul in model.c: put
- * there only prefill chunks of >= 4 tokens, so a token's kernel never
- * depends on its batch mates).  The logits of tokens out[0..n_out) go to
+ * there only prefill pieces of >= le_model_amx_min_tok tokens, so a
+ * token's kernel never depends on its batch mates).  The logits of tokens out[0..n_out) go to
  * logits[o * n_vocab ..].  Afterwards each sequence's hist[] holds the ids
  * and its n_past covers the highest position written.  ws gives the
  * scratch (n_tok <= ws->n_batch); it may be one of the sequences.

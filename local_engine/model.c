@@ -910,7 +910,6 @@ struct mm_job {
     int amx;            /* weight type if le_gemm_amx takes it, else -1 */
 };
 
-#define AMX_MIN_TOK LE_AMX_MIN_TOK
 /* Rows up to which a product over repacked weights takes le_gemv_at's
  * decode kernel (generation steps, with a few prompt tokens). */
 #define GEMV_MAX_TOK 16
@@ -1046,9 +1045,10 @@ matmul_gemv(void *arg, int ith, int nth)
  * their shared input once.
  *
  * Only rows t >= amx_from may go to the AMX GEMM (and only when at least
- * AMX_MIN_TOK of them do): its sums are rounded in another order than the
- * per-row kernels', so which kernel computes a token must depend on that
- * token's own sequence (a prefill chunk of AMX_MIN_TOK or more tokens),
+ * le_amx_min_tok(W's type) of them do: the crossover, le_int.h): its sums
+ * are rounded in another order than the per-row kernels', so which kernel
+ * computes a token must depend on that token's own sequence (a prefill
+ * piece of le_model_amx_min_tok or more tokens, sched.c),
  * never on what else shares the batch.  That is what makes a sequence's
  * greedy output the same alone and batched (sched.c, tests/test_sched.c).
  * Rows below amx_from take the repacked / vec_dot kernels, whose results
@@ -1064,8 +1064,8 @@ matmul(struct le_session *s, const struct le_gguf_tensor *W, const float *x,
         amx_from = 0;
     if (amx_from > n_tok)
         amx_from = n_tok;
-    int n_amx = n_tok - amx_from >= AMX_MIN_TOK &&
-                        le_gemm_amx_type(W->type) && le_amx_usable()
+    int amx_min = le_amx_min_tok(W->type);
+    int n_amx = amx_min > 0 && n_tok - amx_from >= amx_min && le_amx_usable()
                     ? n_tok - amx_from
                     : 0;
     int n_rest = n_tok - n_amx; /* rows [0, n_rest): per-row kernels */
@@ -1432,11 +1432,29 @@ le_model_forward(struct le_session *s, const int32_t *ids, size_t n,
     b.n_tok = (int32_t)n;
     b.ids = ids;
     b.one = s;
-    b.amx_from = 0; /* one sequence's chunk: AMX when n >= AMX_MIN_TOK */
+    b.amx_from = 0; /* one sequence's chunk: AMX past le_amx_min_tok */
     b.n_out = 1;
     b.out = &last;
     b.logits = s->logits;
     return le_model_forward_batch(s, &b, err, errlen);
+}
+
+int
+le_model_amx_min_tok(const struct le_model *m)
+{
+    /* the layers' products only: the output one runs on the logits rows,
+     * never on the AMX part (le_model_forward_batch) */
+    int most = 0;
+    for (int l = 0; l < m->hp.n_layer; l++) {
+        const struct le_layer *L = &m->layers[l];
+        const struct le_gguf_tensor *w[7] = {L->wq, L->wk, L->wv, L->wo,
+                                             L->w_gate, L->w_up, L->w_down};
+        for (int i = 0; i < 7; i++) {
+            int k = w[i] ? le_amx_min_tok(w[i]->type) : 0;
+            most = k > most ? k : most;
+        }
+    }
+    return most;
 }
 
 enum le_status

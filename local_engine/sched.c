@@ -31,11 +31,13 @@
  * it once.  The last prompt token is always evaluated again
  * (its logits are needed).
  *
- * Determinism: a token's kernels depend only on its own sequence (a
- * whole prefill piece of chunk >= LE_AMX_MIN_TOK tokens may take the AMX
- * GEMM, everything else the per-row kernels, whose floats do not depend
- * on how many rows share the product; model.c's matmul), so a
- * sequence's greedy output is the same alone and batched
+ * Determinism: a token's kernels depend only on its own sequence: the
+ * whole prefill pieces (chunk tokens) from position SCHED_AMX_POS on may
+ * take the AMX GEMM when chunk reaches le_model_amx_min_tok (the
+ * AMX-vs-per-row crossover of the model's weight types, le_int.h),
+ * everything else the per-row kernels, whose floats do not depend on how
+ * many rows share the product (model.c's matmul), so a sequence's greedy
+ * output is the same alone and batched
  * (tests/test_sched.c).
  *
  * Threads and locks: mu guards the queue, the counters and stop; the
@@ -78,6 +80,7 @@ struct le_sched {
     struct seq *seqs;
     int n_seqs, parallel, max_queue, chunk;
     int idle_budget;       /* prompt tokens of a step nobody waits on */
+    int amx_ok;            /* chunk >= le_model_amx_min_tok > 0 */
     int rr;                /* round-robin start among prefilling seqs */
     uint64_t clock;
     /* batch arrays, [parallel + chunk] */
@@ -235,6 +238,17 @@ admit(struct le_sched *s, struct sreq *rq)
  * vs 11-12 ms), so a newcomer's prompt tail keeps a step within that. */
 #define SCHED_STEP_ROWS 8
 
+/* Position from which a prompt's whole pieces may take the AMX GEMM.  A
+ * step's AMX piece costs a fixed 16-token tile whatever its other rows
+ * (2048x4 Q4_0 slice, 1 thread: ~50 ms for a 32-token piece against 28
+ * ms for a decode step of 8 sequences), so a short prompt joining
+ * generating streams (a chat turn, a small request) goes per-row, a few
+ * rows a step, and only a long one, whose time to first token the GEMM's
+ * speed decides, makes those steps longer.  By position, not by prompt
+ * length, so that cells a cached prefix holds were made by the kernels a
+ * fresh prompt would use (the pieces' cuts permitting, as before). */
+#define SCHED_AMX_POS 128
+
 /* One forward pass over every runnable sequence; 0 if none ran. */
 static int
 step(struct le_sched *s)
@@ -270,8 +284,9 @@ step(struct le_sched *s)
     /* Prompt pieces, round robin over the prefilling sequences.  A
      * prompt is cut into pieces of s->chunk tokens from where its cells
      * end at admission (the last one shorter), the same cuts whatever
-     * else runs.  A whole piece of LE_AMX_MIN_TOK or more tokens is an
-     * AMX piece: fed in one step (after amx_from).  Every other token (a
+     * else runs.  A whole piece from position SCHED_AMX_POS on is an
+     * AMX piece (when chunk reaches the model's AMX crossover): fed in
+     * one step (after amx_from).  Every other token (a
      * prompt's last, shorter piece; all of them when chunk is small) takes
      * the per-row kernels, whose results do not depend on the batch, so
      * those may be fed a few per step: while other sequences generate, up
@@ -296,7 +311,8 @@ step(struct le_sched *s)
             if (cut > n)
                 cut = n;
             int c = (int)(cut - from);
-            int amx = into == 0 && c == s->chunk && c >= LE_AMX_MIN_TOK;
+            int amx = s->amx_ok && into == 0 && c == s->chunk &&
+                      from >= SCHED_AMX_POS;
             if (amx && c > budget)
                 break;
             if (!amx) {
@@ -572,6 +588,8 @@ le_sched_new(struct le_model *m, const struct le_sched_params *p,
     s->chunk = p->chunk > 0 ? p->chunk : m->params.n_batch;
     s->idle_budget = s->chunk > m->params.n_batch ? s->chunk
                                                   : m->params.n_batch;
+    int amx_min = le_model_amx_min_tok(m);
+    s->amx_ok = amx_min > 0 && s->chunk >= amx_min;
     s->n_seqs = s->parallel + (p->cache_seqs > 0 ? p->cache_seqs : 0);
     size_t cap = (size_t)(s->parallel + s->idle_budget);
     s->ids = calloc(cap, sizeof(int32_t));

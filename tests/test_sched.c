@@ -19,19 +19,19 @@
 #include <unistd.h>
 
 #define MAX_OUT 128
+#define JOIN_MAX 176 /* prompt tokens of a joiner */
 
-/* A random llama wide enough (several 32-value blocks per row) that the
- * AMX GEMM and the per-row kernels round differently. */
+/* A random llama of n_embd (n_ff twice that), n_ctx 256. */
 static struct le_model *
-wide_random(enum le_type type, uint64_t seed)
+random_llama(enum le_type type, uint64_t seed, int n_embd)
 {
     struct gguf_w_llama lp = {0};
     lp.n_vocab = 300;
-    lp.n_embd = 256;
+    lp.n_embd = n_embd;
     lp.n_layer = 2;
     lp.n_head = 4;
     lp.n_head_kv = 2;
-    lp.n_ff = 512;
+    lp.n_ff = 2 * n_embd;
     lp.n_ctx = 256;
     lp.type = type;
     lp.seed = seed;
@@ -44,6 +44,51 @@ wide_random(enum le_type type, uint64_t seed)
         m = NULL;
     unlink(path);
     return m;
+}
+
+static struct le_model *
+wide_random(enum le_type type, uint64_t seed)
+{
+    return random_llama(type, seed, 256);
+}
+
+/* 1 when the logits of a 32-token prompt piece differ between the AMX
+ * GEMM and the per-row kernels (0: the same bits, or no AMX here). */
+static int
+amx_differs(struct le_model *m)
+{
+    enum { N = 32 };
+    int32_t V = le_model_n_vocab(m), ids[N], last = N - 1;
+    struct le_session *kv = NULL, *ws = NULL;
+    float *la = malloc((size_t)V * sizeof(float));
+    int differs = 0;
+    T_EQ_INT(le_session_new_sized(m, 0, 0, 1, &kv, NULL, 0), LE_OK);
+    T_EQ_INT(le_session_new_sized(m, N, 1, 0, &ws, NULL, 0), LE_OK);
+    if (!kv || !ws || !la)
+        goto out;
+    for (int i = 0; i < N; i++)
+        ids[i] = 3 + (i * 37 + 11) % (V - 3);
+    for (int pass = 0; pass < 2; pass++) {
+        struct le_fwd_batch b = {0};
+        kv->n_past = 0;
+        b.n_tok = N;
+        b.ids = ids;
+        b.one = kv;
+        b.amx_from = pass ? N : 0;
+        b.n_out = 1;
+        b.out = &last;
+        b.logits = ws->logits;
+        T_EQ_INT(le_model_forward_batch(ws, &b, NULL, 0), LE_OK);
+        if (pass == 0)
+            memcpy(la, ws->logits, (size_t)V * sizeof(float));
+        else
+            differs = memcmp(la, ws->logits, (size_t)V * sizeof(float)) != 0;
+    }
+out:
+    free(la);
+    le_session_free(kv);
+    le_session_free(ws);
+    return differs;
 }
 
 struct run {
@@ -248,11 +293,11 @@ test_alone_vs_batched(void)
  * step of their own kind): each output as alone.  The joiners' lengths:
  * 21 = one 16-token piece and a 5-token tail, 7 (a tail only), 40. */
 static void
-check_join_while_generating(struct le_model *m, const char *what)
+check_join_while_generating(struct le_model *m, const char *what, int chunk,
+                            const size_t jl[3])
 {
-    static const size_t jl[3] = {21, 7, 40};
     int32_t V = le_model_n_vocab(m);
-    int32_t pr[4][48];
+    int32_t pr[4][JOIN_MAX];
     struct le_sampling sp;
     greedy(&sp, 24);
     struct le_sampling spl;
@@ -261,14 +306,14 @@ check_join_while_generating(struct le_model *m, const char *what)
     size_t len[4] = {5, jl[0], jl[1], jl[2]};
     for (int i = 0; i < 4; i++) {
         prompt(pr[i], len[i], V, (uint32_t)(i + 11));
-        struct le_sched *s = sched(m, 1, 0, 0, 16);
+        struct le_sched *s = sched(m, 1, 0, 0, chunk);
         struct run *rp = &alone[i];
         T_EQ_INT(submit(s, pr[i], len[i], i ? &sp : &spl, rp), LE_OK);
         T_CHECK(wait_all(&rp, 1));
         T_EQ_INT(rp->st, LE_OK);
         le_sched_free(s);
     }
-    struct le_sched *s = sched(m, 4, 0, 0, 16);
+    struct le_sched *s = sched(m, 4, 0, 0, chunk);
     struct run *rs[4] = {&batch[0], &batch[1], &batch[2], &batch[3]};
     T_EQ_INT(submit(s, pr[0], len[0], &spl, rs[0]), LE_OK);
     /* bounded: the first sequence makes 120 tokens */
@@ -302,15 +347,39 @@ check_join_while_generating(struct le_model *m, const char *what)
 static void
 test_join_while_generating(void)
 {
+    static const size_t jl[3] = {21, 7, 40};
     const enum le_type types[] = {LE_TYPE_Q8_0, LE_TYPE_Q4_0};
     for (int k = 0; k < 2; k++) {
         struct le_model *r = wide_random(types[k], 91 + k);
         T_CHECK(r != NULL);
         if (!r)
             continue;
-        check_join_while_generating(r, "wide random");
+        check_join_while_generating(r, "wide random", 16, jl);
         le_model_free(r);
     }
+}
+
+/* The same on a model wide enough (1024) that a 32-token piece's logits
+ * differ between the AMX GEMM and the per-row kernels (checked first when
+ * AMX is usable), so a scheduler that computed a joiner's piece one way
+ * alone and the other batched would fail: the chunk (32) reaches the
+ * Q4_0 crossover, and the joiners are 170 tokens (whole pieces past
+ * SCHED_AMX_POS: AMX pieces, then a 10-token tail), 7 and 40 (per-row). */
+static void
+test_join_amx_model(void)
+{
+    static const size_t jl[3] = {170, 7, 40};
+    struct le_model *m = random_llama(LE_TYPE_Q4_0, 93, 1024);
+    T_CHECK(m != NULL);
+    if (!m)
+        return;
+    if (le_amx_usable())
+        T_CHECK(amx_differs(m));
+    else
+        fprintf(stderr, "  (no AMX here: %s; per-row only)\n",
+                le_amx_status());
+    check_join_while_generating(m, "1024-wide q4_0", 32, jl);
+    le_model_free(m);
 }
 
 /* A shared 64-token prefix (a multiple of the chunk, so the cells are
@@ -566,13 +635,15 @@ test_grammar_per_sequence(void)
 
 /* The batched forward itself: logits of a sequence's tokens are the same
  * bits alone and in a batch with another sequence's tokens (a decode token
- * in the per-row part, a 10-token prefill chunk in the AMX part). */
+ * in the per-row part, a 32-token prefill chunk in the AMX part: the
+ * Q4_0 and Q8_0 crossover, le_amx_min_tok). */
+#define FB_N 32
 static void
 check_forward_bits(struct le_model *m)
 {
     int32_t V = le_model_n_vocab(m);
-    int32_t a[10], bp[6];
-    prompt(a, 10, V, 51);
+    int32_t a[FB_N], bp[6];
+    prompt(a, FB_N, V, 51);
     prompt(bp, 6, V, 52);
     struct le_session *sa = NULL, *sb = NULL, *ka = NULL, *kb = NULL,
                       *ws = NULL;
@@ -580,13 +651,13 @@ check_forward_bits(struct le_model *m)
     T_EQ_INT(le_session_new(m, &sb, NULL, 0), LE_OK);
     T_EQ_INT(le_session_new_sized(m, 0, 0, 1, &ka, NULL, 0), LE_OK);
     T_EQ_INT(le_session_new_sized(m, 0, 0, 1, &kb, NULL, 0), LE_OK);
-    T_EQ_INT(le_session_new_sized(m, 16, 2, 0, &ws, NULL, 0), LE_OK);
+    T_EQ_INT(le_session_new_sized(m, FB_N + 1, 2, 0, &ws, NULL, 0), LE_OK);
     if (!sa || !sb || !ka || !kb || !ws)
         goto out;
     float *la = malloc((size_t)V * sizeof(float));
     float *lb = malloc((size_t)V * sizeof(float));
     /* alone */
-    T_EQ_INT(le_session_decode(sa, a, 10, NULL, 0), LE_OK);
+    T_EQ_INT(le_session_decode(sa, a, FB_N, NULL, 0), LE_OK);
     memcpy(la, le_session_logits(sa), (size_t)V * sizeof(float));
     T_EQ_INT(le_session_decode(sb, bp, 5, NULL, 0), LE_OK);
     T_EQ_INT(le_session_decode(sb, bp + 5, 1, NULL, 0), LE_OK);
@@ -601,18 +672,18 @@ check_forward_bits(struct le_model *m)
     b.out = &last;
     b.logits = ws->logits;
     T_EQ_INT(le_model_forward_batch(ws, &b, NULL, 0), LE_OK);
-    int32_t ids[11], pos[11], out[2] = {0, 10};
-    struct le_session *seq[11];
+    int32_t ids[FB_N + 1], pos[FB_N + 1], out[2] = {0, FB_N};
+    struct le_session *seq[FB_N + 1];
     ids[0] = bp[5];
     pos[0] = 5;
     seq[0] = kb;
-    for (int t = 0; t < 10; t++) {
+    for (int t = 0; t < FB_N; t++) {
         ids[1 + t] = a[t];
         pos[1 + t] = t;
         seq[1 + t] = ka;
     }
     memset(&b, 0, sizeof(b));
-    b.n_tok = 11;
+    b.n_tok = FB_N + 1;
     b.ids = ids;
     b.seq = seq;
     b.pos = pos;
@@ -623,7 +694,7 @@ check_forward_bits(struct le_model *m)
     T_EQ_INT(le_model_forward_batch(ws, &b, NULL, 0), LE_OK);
     T_CHECK(memcmp(ws->logits, lb, (size_t)V * sizeof(float)) == 0);
     T_CHECK(memcmp(ws->logits + V, la, (size_t)V * sizeof(float)) == 0);
-    T_EQ_INT(le_session_n_past(ka), 10);
+    T_EQ_INT(le_session_n_past(ka), FB_N);
     T_EQ_INT(le_session_n_past(kb), 6);
     free(la);
     free(lb);
@@ -728,6 +799,13 @@ test_forward_bits(void)
             le_model_free(r);
         }
     }
+    /* one where AMX and per-row differ (test_join_amx_model checks it) */
+    m = random_llama(LE_TYPE_Q4_0, 95, 1024);
+    T_CHECK(m != NULL);
+    if (m) {
+        check_forward_bits(m);
+        le_model_free(m);
+    }
 }
 
 int
@@ -736,6 +814,7 @@ main(void)
     T_RUN(test_forward_bits);
     T_RUN(test_alone_vs_batched);
     T_RUN(test_join_while_generating);
+    T_RUN(test_join_amx_model);
     T_RUN(test_prefix_cache);
     T_RUN(test_busy_and_cancel);
     T_RUN(test_pause);

@@ -18,12 +18,23 @@
  *                4- and 8-stream runs (ms): one step's time, and steadier
  *                than the extremes when other processes share the cores
  *                (a step that lost its core to them shows as one long gap)
+ *   gapj, p99_j  the largest and the 99th-percentile gap (ms) of 4
+ *                generating streams while 4 more requests with 96-token
+ *                prompts join (submitted after the 4's 4th token; 8 tokens
+ *                each): what a joining prompt does to the others' steps
  *   cpu1, cpu4, cpu8   CPU time (ms, CLOCK_THREAD_CPUTIME_ID) of one
  *                decode step (le_model_forward_batch) of 1, 4 and 8
  *                sequences on a second copy of the model with 1 thread,
  *                median of 15: what a step costs, whatever other processes
  *                take of the cores (their cache traffic still counts)
  * Wall-clock figures: noisy on a shared machine; run it when quiet.
+ *
+ *   tool_sched_bench MODEL --crossover
+ *   the AMX-vs-per-row crossover of one sequence's prompt piece: for n
+ *   tokens, the CPU time (1 thread, median of 7) of one forward pass with
+ *   every token on the per-row kernels (amx_from = n) and with the AMX
+ *   GEMM allowed (amx_from = 0; it takes the products whose weight type
+ *   has one when n reaches le_amx_min_tok), one JSON line per n.
  */
 #include <stdatomic.h>
 #include <stdio.h>
@@ -112,6 +123,45 @@ run(struct le_sched *sc, struct stream *st, int32_t **prompts, int *lens,
     for (int w = 0; w < 600000; w++) {
         int all = 1;
         for (int i = 0; i < k; i++)
+            all &= atomic_load(&st[i].done);
+        if (all)
+            return 0;
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    return -1;
+}
+
+/* Streams 0..3 (--gen tokens each) with 4 joiners (4..7, prompts
+ * lens[4..7], jsp) submitted once stream 0 has 4 tokens; 0 when all
+ * finished. */
+static int
+run_join(struct le_sched *sc, struct stream *st, int32_t **prompts,
+         int *lens, const struct le_sampling *sp,
+         const struct le_sampling *jsp)
+{
+    for (int i = 0; i < 8; i++) {
+        if (i == 4)
+            for (int w = 0; w < 600000 && st[0].n < 4 &&
+                            !atomic_load(&st[0].done);
+                 w++) {
+                struct timespec ts = {0, 200000};
+                nanosleep(&ts, NULL);
+            }
+        memset(&st[i], 0, sizeof(st[i]));
+        st[i].t_submit = now_ms();
+        struct le_sched_req q = {prompts[i], (size_t)lens[i],
+                                 i < 4 ? sp : jsp, on_tok, on_done, &st[i],
+                                 NULL, NULL};
+        char err[256];
+        if (le_sched_submit(sc, &q, err, sizeof(err)) != LE_OK) {
+            fprintf(stderr, "submit: %s\n", err);
+            return -1;
+        }
+    }
+    for (int w = 0; w < 600000; w++) {
+        int all = 1;
+        for (int i = 0; i < 8; i++)
             all &= atomic_load(&st[i].done);
         if (all)
             return 0;
@@ -223,6 +273,80 @@ out:
     return rc;
 }
 
+/* The median CPU time of a forward pass of n prompt tokens of one
+ * sequence (1 thread), amx_from as given; < 0 on error. */
+static double
+piece_cpu(struct le_model *m, struct le_session *ws, struct le_session *kv,
+          int n, int amx_from)
+{
+    enum { REPS = 7 };
+    int32_t ids[64], pos[64], out = n - 1;
+    struct le_session *seq[64];
+    double t[REPS];
+    char err[256];
+    for (int r = 0; r < REPS + 1; r++) { /* the first warms up */
+        kv->n_past = 0;
+        for (int i = 0; i < n; i++) {
+            ids[i] = 3 + (r * 7 + i * 13) % (le_model_n_vocab(m) - 3);
+            seq[i] = kv;
+            pos[i] = i;
+        }
+        struct le_fwd_batch b = {0};
+        b.n_tok = n;
+        b.ids = ids;
+        b.seq = seq;
+        b.pos = pos;
+        b.amx_from = amx_from;
+        b.n_out = 1;
+        b.out = &out;
+        b.logits = ws->logits;
+        double t0 = cpu_ms();
+        if (le_model_forward_batch(ws, &b, err, sizeof(err)) != LE_OK) {
+            fprintf(stderr, "crossover: %s\n", err);
+            return -1;
+        }
+        if (r > 0)
+            t[r - 1] = cpu_ms() - t0;
+    }
+    qsort(t, REPS, sizeof(t[0]), cmp_double);
+    return t[REPS / 2];
+}
+
+static int
+crossover(const char *path)
+{
+    struct le_model_params mp;
+    le_model_params_default(&mp);
+    mp.n_threads = 1;
+    mp.n_ctx = 256;
+    struct le_model *m = NULL;
+    struct le_session *ws = NULL, *kv = NULL;
+    char err[512];
+    int rc = 1;
+    if (le_model_open(path, &mp, &m, err, sizeof(err)) != LE_OK ||
+        le_session_new_sized(m, 64, 1, 0, &ws, err, sizeof(err)) != LE_OK ||
+        le_session_new_sized(m, 0, 0, 1, &kv, err, sizeof(err)) != LE_OK) {
+        fprintf(stderr, "%s\n", err);
+        goto out;
+    }
+    static const int ns[] = {1, 2, 4, 8, 12, 16, 24, 32, 48, 64};
+    for (size_t k = 0; k < sizeof(ns) / sizeof(ns[0]); k++) {
+        double row = piece_cpu(m, ws, kv, ns[k], ns[k]);
+        double amx = piece_cpu(m, ws, kv, ns[k], 0);
+        if (row < 0 || amx < 0)
+            goto out;
+        printf("{\"n\": %d, \"per_row_ms\": %.2f, \"amx_ms\": %.2f}\n",
+               ns[k], row, amx);
+        fflush(stdout);
+    }
+    rc = 0;
+out:
+    le_session_free(ws);
+    le_session_free(kv);
+    le_model_free(m);
+    return rc;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -231,6 +355,8 @@ main(int argc, char **argv)
                         "[--gen N] [--prefix N] [--chunk N]\n");
         return 2;
     }
+    if (argc == 3 && !strcmp(argv[2], "--crossover"))
+        return crossover(argv[1]);
     int threads = 2, gen = 32, prefix = 1500, chunk = 0;
     for (int i = 2; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--threads"))
@@ -274,7 +400,8 @@ main(int argc, char **argv)
     int lens[8];
     for (int i = 0; i < 8; i++) {
         lens[i] = 16;
-        pr[i] = malloc((size_t)(prefix + 16) * sizeof(int32_t));
+        pr[i] = malloc((size_t)((prefix > 96 ? prefix : 96) + 16) *
+                       sizeof(int32_t));
         fill(pr[i], 16, V, (unsigned)i + 1);
     }
     int rc = 0;
@@ -293,6 +420,20 @@ main(int argc, char **argv)
     for (int i = 0; i < 8; i++)
         gap8 = st[i].max_gap > gap8 ? st[i].max_gap : gap8;
     double med8 = gap_quantile(st, 8, 0.5), p99_8 = gap_quantile(st, 8, 0.99);
+    /* prompts joining generating streams */
+    struct le_sampling jsp = sp;
+    jsp.max_tokens = 8;
+    for (int i = 4; i < 8; i++) {
+        lens[i] = 96;
+        fill(pr[i], 96, V, (unsigned)i + 31);
+    }
+    rc |= run_join(sc, st, pr, lens, &sp, &jsp);
+    double gapj = 0;
+    for (int i = 0; i < 4; i++)
+        gapj = st[i].max_gap > gapj ? st[i].max_gap : gapj;
+    double p99_j = gap_quantile(st, 4, 0.99);
+    for (int i = 4; i < 8; i++)
+        lens[i] = 16;
     /* prefix cache: a long prompt, then another sharing its prefix */
     fill(pr[0], prefix + 8, V, 99);
     memcpy(pr[1], pr[0], (size_t)prefix * sizeof(int32_t));
@@ -320,10 +461,11 @@ main(int argc, char **argv)
            "%.1f, \"ttft_second\": %.1f, \"cached_tokens\": %llu, "
            "\"steps4\": %llu, \"med1\": %.2f, \"med4\": %.2f, "
            "\"med8\": %.2f, \"p99_1\": %.2f, \"p99_8\": %.2f, "
+           "\"gapj\": %.1f, \"p99_j\": %.2f, "
            "\"cpu1\": %.2f, \"cpu4\": %.2f, \"cpu8\": %.2f, \"ok\": %d}\n",
            threads, gen, prefix, agg1, agg4, gap1, gap8, ttft1, ttft2,
            (unsigned long long)ss.cached_tokens, steps4, med1, med4, med8,
-           p99_1, p99_8, cpu[1], cpu[4], cpu[8], rc == 0);
+           p99_1, p99_8, gapj, p99_j, cpu[1], cpu[4], cpu[8], rc == 0);
     for (int i = 0; i < 8; i++)
         free(pr[i]);
     le_model_free(m);
