@@ -264,7 +264,8 @@ runs varied by 2x or more; figures below are best-of-N, and shares of
 perf samples (which do not depend on the load) were used to choose
 between variants.
 
-- Prompt batches of 4 or more tokens with Q8_0, Q4_0, Q4_K, Q5_K or Q6_K
+- Prompt batches of 32 or more tokens with Q8_0 or Q4_0 (64 for Q4_K, Q5_K, Q6_K;
+  le_amx_min_tok, measured crossovers in local_engine/le_int.h)
   weights run as an AMX-INT8 GEMM (local_engine/quants_amx.c, bit-exact
   to its plain C twin in amx.c, tests/test_amx.c): 16 weight rows x 16
   tokens per tile, one TDPBSSD per 32-value block (16 for Q6_K), the
