@@ -19,6 +19,7 @@
  * Memory: a gw_req owns its parsed request, plan, run and response copy;
  * it is freed in req_free once the reply is done or the client is gone.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,14 +45,11 @@ struct gw_req {
     struct gw_worker *w;
     struct gw_gen *gen; /* config + router this request runs on (a ref) */
     struct gw_hreq *req; /* NULL once the client left (conn.c frees it) */
-    char id[GW_REQUEST_ID_MAX + 1];
-    struct pv_chat chat;     /* the request, parsed once */
     const struct gw_api *api; /* its inbound API: parser and writers */
     json_t *api_echo;        /* what api->parse kept for its writer */
     void *api_stream;        /* api->stream_new's state (stream only) */
     struct gx_buf api_out;   /* api->stream_event's bytes, reused */
     struct gw_ticket ticket; /* auth.c: key, limits, reservation */
-    struct rt_plan plan;     /* the targets, in order */
     struct rt_run run;       /* the router's run over the plan */
     /* At most two attempts run at once (a hedge); the run says which wins
      * and which is cancelled. */
@@ -62,7 +60,6 @@ struct gw_req {
     struct evbuffer *sse_out; /* stream: one event's bytes, reused */
     const struct cfg_provider *prov; /* of the winning / last attempt */
     const struct cfg_model *model;
-    char rl_message[256]; /* the first upstream 429's error.message */
     int64_t start_us;
     int64_t upstream_us;  /* the winning attempt's start-to-done time */
     int64_t finish_us;    /* row handed to the ledger */
@@ -81,11 +78,19 @@ struct gw_req {
     struct pv_usage usage;
     const char *usage_source;
     int64_t cost_pusd;
-    char error[512];
     int64_t retry_after_s; /* > 0: a Retry-After header on the reply */
-    char up_headers[PV_FWD_HEADERS_MAX]; /* the last attempt's, to pass on */
     struct gw_req *done_next;
     struct gw_req *live_prev, *live_next; /* w->live */
+    /* Not zeroed at allocation (gw_api_handle zeroes the struct up to
+     * chat only: memset of the whole 4.8 KiB was 5.6k instructions a
+     * request under callgrind): the parser and rt_plan_route fill chat and
+     * plan, the strings start empty. */
+    struct pv_chat chat;     /* the request, parsed once */
+    struct rt_plan plan;     /* the targets, in order */
+    char id[GW_REQUEST_ID_MAX + 1];
+    char rl_message[256]; /* the first upstream 429's error.message */
+    char error[512];
+    char up_headers[PV_FWD_HEADERS_MAX]; /* the last attempt's, to pass on */
 };
 
 static void drive(struct gw_req *r, struct rt_step *st);
@@ -208,8 +213,15 @@ add_llmux_headers(struct gw_req *r, struct gw_hreq *h)
         gw_hreq_add_header(h, "X-Llmux-Provider", r->prov->name);
     if (r->model)
         gw_hreq_add_header(h, "X-Llmux-Model", r->model->name);
-    snprintf(n, sizeof(n), "%d", r->run.attempts);
-    gw_hreq_add_header(h, "X-Llmux-Attempts", n);
+    /* Digits by hand: snprintf was 0.6k instructions a reply. */
+    unsigned a = r->run.attempts > 0 ? (unsigned)r->run.attempts : 0;
+    char *p = n + sizeof(n) - 1;
+    *p = '\0';
+    do {
+        *--p = (char)('0' + a % 10);
+        a /= 10;
+    } while (a);
+    gw_hreq_add_header(h, "X-Llmux-Attempts", p);
 }
 
 /* ------------------------------------------------------------------ */
@@ -1050,7 +1062,11 @@ gw_api_handle(struct gw_worker *w, struct gw_hreq *req,
                        (long long)w->gen->cfg->max_body_bytes);
         return;
     }
-    struct gw_req *r = calloc(1, sizeof(*r));
+    struct gw_req *r = malloc(sizeof(*r));
+    if (r) {
+        memset(r, 0, offsetof(struct gw_req, chat));
+        r->id[0] = r->rl_message[0] = r->error[0] = r->up_headers[0] = '\0';
+    }
     if (!r) {
         gw_reply_error(req, 500, "server_error", "internal_error", NULL,
                        "Out of memory.");

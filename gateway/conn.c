@@ -708,14 +708,33 @@ wb_str(struct gx_buf *b, const char *s)
 }
 
 /* "name: value\r\n" without printf (a reply's head is built on every
- * request: vsnprintf per line cost ~10k instructions a reply). */
+ * request: vsnprintf per line cost ~10k instructions a reply), in one
+ * append when it is short (four were ~2k instructions a reply). */
+static void
+wb_header_n(struct gx_buf *b, const char *name, size_t nl, const char *value,
+            size_t vl)
+{
+    char line[256];
+    if (nl + vl + 4 > sizeof(line)) {
+        (void)gx_buf_append(b, name, nl);
+        (void)gx_buf_append(b, ": ", 2);
+        (void)gx_buf_append(b, value, vl);
+        (void)gx_buf_append(b, "\r\n", 2);
+        return;
+    }
+    memcpy(line, name, nl);
+    line[nl] = ':';
+    line[nl + 1] = ' ';
+    memcpy(line + nl + 2, value, vl);
+    line[nl + 2 + vl] = '\r';
+    line[nl + 3 + vl] = '\n';
+    (void)gx_buf_append(b, line, nl + vl + 4);
+}
+
 static void
 wb_header(struct gx_buf *b, const char *name, const char *value)
 {
-    wb_str(b, name);
-    (void)gx_buf_append(b, ": ", 2);
-    wb_str(b, value);
-    (void)gx_buf_append(b, "\r\n", 2);
+    wb_header_n(b, name, strlen(name), value, strlen(value));
 }
 
 static void
@@ -748,16 +767,22 @@ build_head(struct gw_conn *c, struct gw_hreq *r, int status,
     if (content_length < 0 && http10)
         c->close_after = 1; /* the end of the body is the close */
     gx_buf_reset(b);
-    wb_str(b, "HTTP/1.1 ");
-    wb_int(b, (unsigned)status);
-    (void)gx_buf_append(b, " ", 1);
-    wb_str(b, gw_status_reason(status));
-    (void)gx_buf_append(b, "\r\n", 2);
+    if (status == 200) {
+        wb_str(b, "HTTP/1.1 200 OK\r\n");
+    } else {
+        wb_str(b, "HTTP/1.1 ");
+        wb_int(b, (unsigned)status);
+        (void)gx_buf_append(b, " ", 1);
+        wb_str(b, gw_status_reason(status));
+        (void)gx_buf_append(b, "\r\n", 2);
+    }
     const char *p = r->out.data;
     for (size_t i = 0; i < r->n_out; i++) {
-        const char *v = p + strlen(p) + 1;
-        wb_header(b, p, v);
-        p = v + strlen(v) + 1;
+        size_t nl = strlen(p);
+        const char *v = p + nl + 1;
+        size_t vl = strlen(v);
+        wb_header_n(b, p, nl, v, vl);
+        p = v + vl + 1;
     }
     if (!r->has_id && r->id[0])
         wb_header(b, "X-Request-Id", r->id);

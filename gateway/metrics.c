@@ -331,6 +331,23 @@ access_line(struct gw_obs *o, const struct pr_usage_row *row)
 
 /* ---- hooks ----------------------------------------------------------- */
 
+/* parts[0..n) joined into k[cap], cut as snprintf cuts: a series key of
+ * every request, without printf (two snprintf were 2.3k instructions a
+ * request). */
+static void
+key_join(char *k, size_t cap, const char *const *parts, size_t n)
+{
+    size_t at = 0;
+    for (size_t i = 0; i < n && at + 1 < cap; i++) {
+        size_t l = strlen(parts[i]);
+        if (l > cap - 1 - at)
+            l = cap - 1 - at;
+        memcpy(k + at, parts[i], l);
+        at += l;
+    }
+    k[at] = '\0';
+}
+
 void
 gw_obs_request(struct gw_worker *w, const struct pr_usage_row *row)
 {
@@ -344,9 +361,17 @@ gw_obs_request(struct gw_worker *w, const struct pr_usage_row *row)
                         : row->model                ? "other"
                                                     : "";
     char k1[256], k2[256];
-    snprintf(k1, sizeof(k1), "%s\x1f%s\x1f%s\x1f%d", route, prov, model,
-             row->status >= 100 && row->status <= 999 ? row->status : 0);
-    snprintf(k2, sizeof(k2), "%s\x1f%s", prov, model);
+    int st = row->status >= 100 && row->status <= 999 ? row->status : 0;
+    char sd[4] = "0";
+    if (st) {
+        sd[0] = (char)('0' + st / 100);
+        sd[1] = (char)('0' + st / 10 % 10);
+        sd[2] = (char)('0' + st % 10);
+    }
+    const char *p1[] = {route, "\x1f", prov, "\x1f", model, "\x1f", sd};
+    const char *p2[] = {prov, "\x1f", model};
+    key_join(k1, sizeof(k1), p1, sizeof(p1) / sizeof(p1[0]));
+    key_join(k2, sizeof(k2), p2, sizeof(p2) / sizeof(p2[0]));
     pthread_mutex_lock(&o->mu);
     struct series *s = series_get(o, S_REQ, k1, 0);
     if (s)
@@ -373,8 +398,9 @@ gw_obs_attempt(struct gw_worker *w, const char *provider, const char *outcome)
         return;
     const struct cfg *c = gw_cfg(w->srv);
     char k[256];
-    int n = snprintf(k, sizeof(k), "%s\x1f",
-                     known_provider(c, provider) ? provider : "");
+    const char *p[] = {known_provider(c, provider) ? provider : "", "\x1f"};
+    key_join(k, sizeof(k), p, 2);
+    int n = (int)strlen(k);
     /* "connect failed" -> connect_failed: one word per outcome. */
     for (size_t i = 0; outcome[i] && n >= 0 && (size_t)n + 1 < sizeof(k);
          i++)

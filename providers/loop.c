@@ -93,6 +93,7 @@ struct pv_easy {
  * concurrent HTTP/1.1 streams to one relay, bounded so a burst does not
  * leave thousands of sockets behind. */
 #define PV_MAXCONNECTS 256L
+#define PV_EXPECT_FROM 1024 /* body bytes above which "Expect:" is sent */
 
 static void loop_destroy_call(struct pv_loop *loop, struct pv_call *c);
 static void easy_free(struct pv_easy *ez);
@@ -534,6 +535,8 @@ pv_loop_free(struct pv_loop *loop)
         loop->spare_calls = c->next;
         free(c);
     }
+    for (int i = 0; i < PV_SCRUB_CACHE; i++)
+        pv_scrub_free(loop->scrubs[i]);
     loop->pending = NULL;
     curl_multi_cleanup(loop->multi);
     while (loop->n_urls > 0) {
@@ -557,6 +560,30 @@ pv_loop_active(const struct pv_loop *loop)
 }
 
 /* ---- the call head ------------------------------------------------------- */
+
+/* The provider's scrubber, shared with recent calls when one still
+ * matches its secrets (a reload may bring a new key at the same address:
+ * pv_scrub_share compares the bytes); NULL when it has none. */
+static struct pv_scrub *
+loop_scrub(struct pv_loop *loop, const struct cfg_provider *p)
+{
+    if (!p)
+        return NULL;
+    for (int i = 0; i < PV_SCRUB_CACHE; i++) {
+        struct pv_scrub *s = pv_scrub_share(loop->scrubs[i], p);
+        if (s)
+            return s;
+    }
+    struct pv_scrub *s = pv_scrub_new(p);
+    struct pv_scrub *keep = pv_scrub_share(s, p);
+    if (keep) {
+        int i = loop->next_scrub;
+        pv_scrub_free(loop->scrubs[i]);
+        loop->scrubs[i] = keep;
+        loop->next_scrub = (i + 1) % PV_SCRUB_CACHE;
+    }
+    return s;
+}
 
 struct pv_call *
 pv_call_alloc(struct pv_loop *loop, const struct pv_ops *ops,
@@ -589,7 +616,7 @@ pv_call_alloc(struct pv_loop *loop, const struct pv_ops *ops,
     memcpy(c->request_id, id, idl);
     c->request_id[idl] = '\0';
     c->t_start_us = gx_mono_us();
-    c->scrub = req ? pv_scrub_new(req->provider) : NULL;
+    c->scrub = req ? loop_scrub(loop, req->provider) : NULL;
     c->res.outcome = PV_OK;
     c->res.retry_after_s = -1;
     c->res.ttfb_us = -1;
@@ -1020,9 +1047,13 @@ pv_http_headers(const struct pv_request *req, const char *key_name,
     int ok = 1;
     *out = NULL;
     hdr = add_header(hdr, &ok, "Content-Type", "", "application/json");
+    /* A stream asks for SSE; a non-stream call sends no Accept at all
+     * ("Accept:" also keeps libcurl's default one out): none means any
+     * type, the answer is JSON either way, and libcurl 7.88 prints each
+     * header byte through its own printf (~100 instructions a byte, 2.4k
+     * a call). */
     hdr = add_header(hdr, &ok, "Accept", "",
-                     req->stream ? "text/event-stream" : "application/json");
-    hdr = add_header(hdr, &ok, "Expect", "", "");
+                     req->stream ? "text/event-stream" : "");
     if (prov->api_key && *prov->api_key) {
         if (!header_ok(prov->api_key)) {
             gx_errf(err, errlen, "provider %s: api_key has a line break",
@@ -1223,6 +1254,16 @@ pv_http_start(struct pv_call *c, const struct pv_http_hooks *hooks,
         ez->timeout_ms != to || !str_eq(ez->ca_file, prov->ca_file)) {
         if (easy_setup(loop, ez, pu, url, prov) != 0)
             goto nomem;
+    }
+    if (body_len > PV_EXPECT_FROM) {
+        /* "Expect:": no 100-continue round trip before a large body
+         * (libcurl 7.88 asks from 1 MiB, older ones from 1 KiB); a
+         * smaller one goes without the header, which libcurl would
+         * otherwise compare at every header look-up of the transfer. */
+        struct curl_slist *n = curl_slist_append(headers, "Expect:");
+        if (!n)
+            goto nomem;
+        c->headers = headers = n;
     }
     /* The call's own options. */
     curl_easy_setopt(e, CURLOPT_PRIVATE, (char *)c);

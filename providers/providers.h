@@ -430,11 +430,18 @@ json_t *pv_chat_body(const struct pv_chat *c);
  * any run of 8 or more of their leading characters.  The rules are at the
  * top of scrub.c.  pv_scrub_new returns NULL when the provider has nothing
  * to scrub (or on out of memory); every other call accepts NULL.  The
- * object is read-only after creation (any thread).
+ * object is read-only after creation (any thread), apart from its count
+ * of holders: pv_scrub_share and pv_scrub_free of one object stay on one
+ * thread.
  */
 struct pv_scrub;
 struct pv_scrub *pv_scrub_new(const struct cfg_provider *p);
-void pv_scrub_free(struct pv_scrub *s);
+/* s itself with one more holder when it was built from a provider whose
+ * api_key, base_url and headers are byte for byte p's (so it masks the
+ * same secrets); NULL otherwise (then build one with pv_scrub_new). */
+struct pv_scrub *pv_scrub_share(struct pv_scrub *s,
+                                const struct cfg_provider *p);
+void pv_scrub_free(struct pv_scrub *s); /* drops a holder; the last frees */
 /* Masks every match in buf[0..len); returns how many. */
 size_t pv_scrub(const struct pv_scrub *s, char *buf, size_t len);
 /* 1 if buf[0..len) holds a match. */

@@ -34,6 +34,7 @@ struct pv_easy;
 /* Upstream URLs kept parsed per loop (loop.c url_parsed); past this many
  * distinct URLs a call's URL is parsed by libcurl as usual. */
 #define PV_URL_CACHE 64
+#define PV_SCRUB_CACHE 4 /* scrubbers a loop keeps (loop_scrub) */
 /* Freed call heads kept per loop for the next calls (loop.c). */
 #define PV_SPARE_CALLS 64
 
@@ -59,6 +60,11 @@ struct pv_loop {
     int no_proxy_env;        /* no proxy variable set at creation */
     struct pv_call *spare_calls; /* freed heads, linked by next */
     int n_spare_calls;
+    /* Scrubbers of recent providers, one holder each (pv_scrub_share
+     * checks they still match the provider): building one per call was
+     * 2.5k instructions. */
+    struct pv_scrub *scrubs[PV_SCRUB_CACHE];
+    int next_scrub; /* the slot replaced next */
 };
 
 struct pv_call;
@@ -173,11 +179,12 @@ enum gx_status pv_http_start(struct pv_call *call,
                              const struct cfg_provider *prov, const char *url,
                              struct curl_slist *headers, char *body,
                              size_t body_len, char *err, size_t errlen);
+/* (pv_http_start appends an empty Expect, no 100-continue round trip, to
+ * headers when body_len is over 1 KiB.) */
 
 /* The request headers of every HTTP kind, in this order: Content-Type:
- * application/json, Accept (text/event-stream for a stream), an empty
- * Expect (no 100-continue round trip), "<key_name>: <key_prefix><api_key>"
- * when the provider has a key, the provider's configured headers,
+ * application/json, Accept (text/event-stream for a stream; empty, so
+ * none is sent, otherwise), "<key_name>: <key_prefix><api_key>" when the provider has a key, the provider's configured headers,
  * "<extra_name>: <extra_value>" unless configured already (both NULL:
  * none), X-Request-Id.  On success *out is a new list for pv_http_start;
  * on failure *out is NULL and err says why: GX_EINVAL for a value with a

@@ -59,6 +59,10 @@ struct pv_scrub {
     struct pat *p; /* [cap] */
     size_t n, cap;
     unsigned char first[256]; /* 1: some pattern starts with this byte */
+    unsigned char stop[256];  /* first, and '\\' (an escape may start one) */
+    int refs;  /* holders (pv_scrub_share); pv_scrub_free drops one */
+    char *src; /* the provider fields it was built from (src_fields) */
+    size_t src_len;
 };
 
 static void
@@ -89,6 +93,8 @@ add_pat(struct pv_scrub *s, const char *txt, size_t n, int prefix)
     s->p[s->n].prefix = prefix;
     s->n++;
     s->first[(unsigned char)c[0]] = 1;
+    s->stop[(unsigned char)c[0]] = 1;
+    s->stop['\\'] = 1;
 }
 
 static const char b64tab[] =
@@ -246,6 +252,54 @@ add_header_value(struct pv_scrub *s, const char *name, const char *v)
     }
 }
 
+/* One field of a provider's secrets' source: with b, appended to b as a
+ * tag byte (1: set, 0: NULL) and the string with its NUL; without b,
+ * compared with the next field at *at (-1 when it differs). */
+static int
+src_field(struct gx_buf *b, const char **at, const char *end, const char *v)
+{
+    char tag = v ? 1 : 0;
+    size_t l = v ? strlen(v) + 1 : 0;
+    if (b)
+        return gx_buf_append(b, &tag, 1) == GX_OK &&
+                       (!v || gx_buf_append(b, v, l) == GX_OK)
+                   ? 0
+                   : -1;
+    if (*at >= end || **at != tag)
+        return -1;
+    ++*at;
+    if ((size_t)(end - *at) < l || (l && memcmp(*at, v, l) != 0))
+        return -1;
+    *at += l;
+    return 0;
+}
+
+/* Every field pv_scrub_new reads from p, into b or compared with
+ * blob[0..len) (0: the same). */
+static int
+src_fields(struct gx_buf *b, const char *blob, size_t len,
+           const struct cfg_provider *p)
+{
+    const char *at = blob, *end = blob + len;
+    if (src_field(b, &at, end, p->api_key) != 0 ||
+        src_field(b, &at, end, p->base_url) != 0)
+        return -1;
+    for (size_t i = 0; i < p->n_headers; i++)
+        if (src_field(b, &at, end, p->headers[i].name) != 0 ||
+            src_field(b, &at, end, p->headers[i].value) != 0)
+            return -1;
+    return b || at == end ? 0 : -1;
+}
+
+struct pv_scrub *
+pv_scrub_share(struct pv_scrub *s, const struct cfg_provider *p)
+{
+    if (!s || !p || !s->src || src_fields(NULL, s->src, s->src_len, p) != 0)
+        return NULL;
+    s->refs++;
+    return s;
+}
+
 struct pv_scrub *
 pv_scrub_new(const struct cfg_provider *p)
 {
@@ -271,9 +325,20 @@ pv_scrub_new(const struct cfg_provider *p)
         if (at)
             add_userpass(s, u, (size_t)(at - u), 1);
     }
+    s->refs = 1;
     if (s->n == 0) {
         pv_scrub_free(s);
         return NULL;
+    }
+    struct gx_buf b;
+    gx_buf_init(&b, 0);
+    if (src_fields(&b, NULL, 0, p) == 0 && b.data) {
+        s->src = b.data; /* owned now */
+        s->src_len = b.len;
+    } else {
+        if (b.data)
+            memset(b.data, 0, b.len);
+        gx_buf_cleanup(&b); /* out of memory: never shared, still works */
     }
     return s;
 }
@@ -281,8 +346,12 @@ pv_scrub_new(const struct cfg_provider *p)
 void
 pv_scrub_free(struct pv_scrub *s)
 {
-    if (!s)
+    if (!s || --s->refs > 0)
         return;
+    if (s->src) {
+        memset(s->src, 0, s->src_len);
+        free(s->src);
+    }
     for (size_t i = 0; i < s->n; i++) {
         memset(s->p[i].s, 0, s->p[i].n);
         free(s->p[i].s);
@@ -355,8 +424,8 @@ find(const struct pv_scrub *s, const char *t, size_t n, size_t from,
      size_t *at)
 {
     for (size_t i = from; i < n; i++) {
-        unsigned char c = (unsigned char)t[i];
-        if (!s->first[c] && c != '\\')
+        /* One table look-up a byte for the bytes no match starts at. */
+        if (!s->stop[(unsigned char)t[i]])
             continue;
         size_t adv;
         int d = decode_at(t, i, n, &adv);

@@ -4,7 +4,9 @@
 
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static void
 test_defaults(void)
@@ -101,6 +103,37 @@ test_parse(void)
     T_EQ_INT(pr_usd_per_mtok_from_double(1.0 / 0.0, &v), GX_EINVAL);
     T_EQ_INT(pr_usd_per_mtok_from_double(0.0 / 0.0, &v), GX_EINVAL);
     T_EQ_INT(pr_usd_per_mtok_from_double(1e20, &v), GX_ETOOBIG);
+}
+
+/* pr_pusd_format's digits against printf's, cuts included. */
+static void
+test_pusd_format_printf(void)
+{
+    const int64_t v[] = {0, 1, -1, 9, 10, 999999999999LL, 1000000000000LL,
+                         1000000000001LL, -1000000000000LL, 439600000,
+                         123456789012345LL, -987654321000LL, INT64_MAX,
+                         INT64_MIN, INT64_MIN + 1, 5000000000000000000LL};
+    for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+        int neg = v[i] < 0;
+        uint64_t mag = neg ? (uint64_t)0 - (uint64_t)v[i] : (uint64_t)v[i];
+        char f[16];
+        snprintf(f, sizeof(f), "%012llu",
+                 (unsigned long long)(mag % 1000000000000ULL));
+        size_t n = 12;
+        while (n > 1 && f[n - 1] == '0')
+            n--;
+        f[n] = '\0';
+        char want[64];
+        snprintf(want, sizeof(want), "%s%llu.%s", neg ? "-" : "",
+                 (unsigned long long)(mag / 1000000000000ULL), f);
+        for (size_t cap = 1; cap <= strlen(want) + 2; cap++) {
+            char got[64], cut[64];
+            memset(got, 'x', sizeof(got));
+            pr_pusd_format(v[i], got, cap);
+            snprintf(cut, cap, "%s", want);
+            T_EQ_STR(got, cut);
+        }
+    }
 }
 
 static void
@@ -396,6 +429,7 @@ main(void)
     T_RUN(test_defaults);
     T_RUN(test_parse);
     T_RUN(test_cost);
+    T_RUN(test_pusd_format_printf);
     T_RUN(test_sum_no_drift);
     T_RUN(test_format);
     T_RUN(test_budget_basic);

@@ -120,6 +120,54 @@ test_nothing_to_scrub(void)
     pv_scrub_free(NULL);
 }
 
+/* pv_scrub_share hands the scrubber out again only for a provider with
+ * the same secret fields, byte for byte, wherever they are stored. */
+static void
+test_share(void)
+{
+    struct pv_scrub *s = pv_scrub_new(&prov);
+    T_CHECK(s != NULL);
+    struct cfg_header h2[sizeof(hdrs) / sizeof(hdrs[0])];
+    char key[] = KEY, url[256], name[32];
+    snprintf(url, sizeof(url), "%s", prov.base_url);
+    memcpy(h2, hdrs, sizeof(h2));
+    snprintf(name, sizeof(name), "%s", hdrs[0].name);
+    h2[0].name = name;
+    struct cfg_provider q = prov; /* copies at other addresses */
+    q.api_key = key;
+    q.base_url = url;
+    q.headers = h2;
+    struct pv_scrub *t = pv_scrub_share(s, &q);
+    T_CHECK(t == s);
+    pv_scrub_free(t); /* one holder left: s still works */
+    size_t hits = 0;
+    t = pv_scrub_share(s, &prov);
+    T_CHECK(t == s);
+    T_CHECK(strstr(scrubbed(t, "k=" KEY, &hits), "ABCdef") == NULL);
+    T_EQ_INT(hits, 1);
+    pv_scrub_free(t);
+    key[5] = 'X'; /* a new key */
+    T_CHECK(pv_scrub_share(s, &q) == NULL);
+    key[5] = KEY[5];
+    url[9] = 'X'; /* new userinfo */
+    T_CHECK(pv_scrub_share(s, &q) == NULL);
+    url[9] = prov.base_url[9];
+    q.n_headers--; /* a header fewer */
+    T_CHECK(pv_scrub_share(s, &q) == NULL);
+    q.n_headers++;
+    h2[1].value = "MyApp2"; /* a header value changed */
+    T_CHECK(pv_scrub_share(s, &q) == NULL);
+    h2[1].value = hdrs[1].value;
+    q.api_key = NULL; /* no key */
+    T_CHECK(pv_scrub_share(s, &q) == NULL);
+    q.api_key = key;
+    t = pv_scrub_share(s, &q); /* all back: the same again */
+    T_CHECK(t == s);
+    pv_scrub_free(t);
+    T_CHECK(pv_scrub_share(NULL, &prov) == NULL);
+    pv_scrub_free(s);
+}
+
 /* Every truncation of every escaped form: no read past the end. */
 static void
 test_edges(void)
@@ -161,6 +209,7 @@ main(void)
 {
     T_RUN(test_forms);
     T_RUN(test_nothing_to_scrub);
+    T_RUN(test_share);
     T_RUN(test_edges);
     T_RUN(test_fuzz_entry);
     return T_END();
