@@ -232,9 +232,14 @@ echo
 echo "llmux / nginx: $(ratio llmux2_fake nginx2_fake); 3-target cost route / single: $(ratio llmux2_fake_cost3 llmux2_fake)."
 echo
 [ -f bench/out/gateway-notes.md ] && { cat bench/out/gateway-notes.md; echo; }
+# bench/notes/NAME.md: hand-written notes kept after bench/out's NAME.md
+# (gateway.md after the gateway tables), so a rerun does not drop them.
+[ -f bench/notes/gateway.md ] && { cat bench/notes/gateway.md; echo; }
 for f in bench/out/*.md; do
     case "$f" in */gateway-notes.md) continue ;; esac
     [ -f "$f" ] && { cat "$f"; echo; }
+    n=bench/notes/$(basename "$f")
+    [ -f "$n" ] && { cat "$n"; echo; }
 done
 } >"$OUT"
 echo "wrote $OUT"
