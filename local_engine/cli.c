@@ -57,14 +57,6 @@ parse_u64(const char *s, uint64_t *out)
     return 0;
 }
 
-static double
-now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
 /* Reads all of f into a malloc'd buffer (NUL-terminated). */
 static char *
 read_all(FILE *f, size_t *len)
@@ -286,13 +278,13 @@ le_cli_run(int argc, char **argv)
     char *text = NULL;
     int32_t *ids = NULL;
     size_t n_ids = 0;
-    double t0 = now_ms();
+    double t0 = le_now_ms();
     enum le_status st = le_model_open(model, &mp, &m, err, sizeof(err));
     if (st != LE_OK) {
         fprintf(stderr, "llmux run: %s\n", err);
         goto out;
     }
-    double t_load = now_ms() - t0;
+    double t_load = le_now_ms() - t0;
     const char *ptext = prompt;
     if (chat) {
         struct le_chat_msg msg = {"user", prompt};
@@ -472,19 +464,19 @@ le_cli_bench(int argc, char **argv)
     for (int r = 0; r < reps && st == LE_OK; r++) {
         if (n_p > 0) {
             le_session_reset(s);
-            double t0 = now_ms();
+            double t0 = le_now_ms();
             st = le_session_decode(s, ids, (size_t)n_p, err, sizeof(err));
-            pp_ms += now_ms() - t0;
+            pp_ms += le_now_ms() - t0;
         }
         if (n_g > 0 && st == LE_OK) {
             le_session_reset(s);
-            double t0 = now_ms();
+            double t0 = le_now_ms();
             for (int i = 0; i < n_g && st == LE_OK; i++) {
                 int32_t id = i ? le_samp_argmax(le_session_logits(s), nv)
                                : ids[0];
                 st = le_session_decode(s, &id, 1, err, sizeof(err));
             }
-            tg_ms += now_ms() - t0;
+            tg_ms += le_now_ms() - t0;
         }
     }
     if (st != LE_OK) {

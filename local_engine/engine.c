@@ -98,8 +98,9 @@ le_model_is_eog(const struct le_model *m, int32_t id)
     return le_vocab_is_eog(m->vocab, id);
 }
 
-static double
-now_ms(void)
+/* Milliseconds on the monotonic clock (le_int.h). */
+double
+le_now_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -403,9 +404,9 @@ le_session_generate(struct le_session *s, const int32_t *prompt,
     if (st != LE_OK)
         goto out;
 
-    double t0 = now_ms();
+    double t0 = le_now_ms();
     st = le_session_decode(s, prompt + common, n_prompt - common, err, errlen);
-    double t1 = now_ms();
+    double t1 = le_now_ms();
     g.r.prompt_ms = t1 - t0;
     while (st == LE_OK) {
         if (s->cancel && atomic_load(s->cancel)) {
@@ -420,7 +421,7 @@ le_session_generate(struct le_session *s, const int32_t *prompt,
             break;
         st = le_session_decode(s, &id, 1, err, errlen);
     }
-    g.r.gen_ms = now_ms() - t1;
+    g.r.gen_ms = le_now_ms() - t1;
     if (st == LE_ECANCELED && err && errlen)
         snprintf(err, errlen, "generation cancelled");
 out:

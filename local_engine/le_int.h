@@ -144,6 +144,9 @@ le_k4_scale_min(const uint8_t *q, int j, int *d, int *m)
         *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
     }
 }
+/* Milliseconds on the monotonic clock (engine.c). */
+double le_now_ms(void);
+
 int le_amx_usable(void);
 const char *le_amx_status(void);
 int le_gemm_amx_type(enum le_type t);

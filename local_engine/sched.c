@@ -101,14 +101,6 @@ struct le_sched {
     _Atomic uint64_t st_requests, st_prompt, st_cached, st_gen, st_steps;
 };
 
-static double
-now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
 static int
 flag(const _Atomic int *f)
 {
@@ -131,7 +123,7 @@ seq_finish(struct le_sched *s, struct seq *q, enum le_status st,
            const char *err)
 {
     struct sreq *rq = q->rq;
-    double t = now_ms();
+    double t = le_now_ms();
     q->g.r.prompt_ms = (q->t_first > 0 ? q->t_first : t) - q->t_admit;
     q->g.r.gen_ms = q->t_first > 0 ? t - q->t_first : 0;
     if (st == LE_ECANCELED && q->g.r.finish == LE_FINISH_NONE)
@@ -212,7 +204,7 @@ admit(struct le_sched *s, struct sreq *rq)
     q->fed = reuse;
     q->cut0 = reuse;
     q->rq = rq;
-    q->t_admit = now_ms();
+    q->t_admit = le_now_ms();
     q->t_first = 0;
     q->state = SEQ_PREFILL;
     q->next = -1;
@@ -380,7 +372,7 @@ step(struct le_sched *s)
                     seq_finish(s, &s->seqs[i], st, err);
         return 1;
     }
-    double t = now_ms();
+    double t = le_now_ms();
     for (int o = 0; o < no; o++) {
         struct seq *q = &s->seqs[s->out_seq[o]];
         if (q->state == SEQ_IDLE)
@@ -659,7 +651,7 @@ le_sched_submit(struct le_sched *s, const struct le_sched_req *r, char *err,
     memcpy(q->prompt, r->prompt, r->n_prompt * sizeof(int32_t));
     q->r = *r;
     q->r.prompt = q->prompt;
-    q->t_submit = now_ms();
+    q->t_submit = le_now_ms();
     pthread_mutex_lock(&s->mu);
     if (s->stop || s->n_inflight >= s->parallel + s->max_queue) {
         int busy = s->n_inflight;
