@@ -140,6 +140,7 @@ $(BUILD)/tests/%: $(BUILD)/tests/%.o $(TESTLIB_OBJ) $(LIBA)
 run: $(BUILD)/llmux
 	@model="$${LLMUX_MODEL:-$$(ls models/*.gguf 2>/dev/null | head -n 1)}"; \
 	[ -n "$$model" ] || model="$(LLMUX_TEST_DATA)/models/stories260K.gguf"; \
+	[ -f "$$model" ] || { echo "llmux: no model at $$model: put a .gguf file in models/, or set LLMUX_MODEL=FILE.gguf, or LLMUX_TEST_DATA=DIR (the project's shared data, default ../shared/data beside this clone)" >&2; exit 1; }; \
 	echo "llmux: local model $$model"; \
 	LLMUX_MODEL="$$model" exec $(BUILD)/llmux serve $(RUN_ARGS)
 
