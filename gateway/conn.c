@@ -37,6 +37,7 @@
  * reply queued is under GW_OUT_HIGH_WATER.
  */
 #include <errno.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
@@ -52,6 +53,10 @@
 
 #include "gw_int.h"
 
+/* A Content-Length of more digits than any limit (a number still). */
+#define GW_CL_HUGE_MSG                                                       \
+    "The request body is over the limit: its Content-Length has more "    \
+    "than 18 digits."
 #define GW_IN_HIGH_WATER (256 * 1024)
 #define GW_OUT_HIGH_WATER (256 * 1024)
 #define GW_WRITE_TIMEOUT_S 120
@@ -235,16 +240,21 @@ on_head_complete(http_parser *hp)
         while (*s == ' ' || *s == '\t')
             s++;
         int64_t v = 0;
-        int digits = 0;
-        while (*s >= '0' && *s <= '9' && digits < 19) {
-            v = v * 10 + (*s++ - '0');
+        int digits = 0, sig = 0; /* sig: digits after the leading zeros */
+        for (; *s >= '0' && *s <= '9'; s++) {
             digits++;
+            if (sig || *s != '0')
+                sig++;
+            if (sig <= 18)
+                v = v * 10 + (*s - '0');
         }
         while (*s == ' ' || *s == '\t')
             s++;
-        if (!digits || digits > 18 || *s)
+        if (!digits || *s)
             return hp_fail(p, 400, "Content-Length must be a plain "
                                    "decimal number.");
+        if (sig > 18) /* a number, larger than any body limit */
+            return hp_fail(p, 413, GW_CL_HUGE_MSG);
         p->content_length = v;
     }
     p->chunked = te != NULL;
@@ -349,6 +359,14 @@ hp_map_error(struct gw_hparse *p)
         hp_fail(p, 431, "The request headers are too large (limit 64 KiB).");
         break;
     case HPE_INVALID_CONTENT_LENGTH:
+        /* http-parser stops a number at 20 digits (its overflow guard):
+         * digits still, just too many: a too-large body. */
+        if (p->hp.content_length > (ULLONG_MAX - 10) / 10 &&
+            p->hp.content_length != ULLONG_MAX) { /* ULLONG_MAX: none */
+            hp_fail(p, 413, GW_CL_HUGE_MSG);
+            break;
+        }
+        /* fall through */
     case HPE_UNEXPECTED_CONTENT_LENGTH:
         hp_fail(p, 400, "Content-Length is malformed, repeated or combined "
                         "with Transfer-Encoding.");

@@ -340,14 +340,22 @@ test_request_ids(void)
         "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: "
         "Bearer @KEY@\r\nContent-Length: 3\r\n\r\n{x}",
         "GET /health HTTP/1.1\r\nHost: x\r\nContent-Length: +3\r\n\r\nabc",
+        /* More digits than any limit: too large, not malformed. */
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: "
+        "Bearer @KEY@\r\nContent-Length: 1000000000000000000\r\n\r\n",
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: "
+        "Bearer @KEY@\r\nContent-Length: 123456789012345678901234567890"
+        "\r\n\r\n",
     };
-    const int want[] = {404, 405, 401, 413, 400, 400};
+    const int want[] = {404, 405, 401, 413, 400, 400, 413, 413};
     for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
         T_EQ_INT(exchange(cases[i], &r, 0), 0);
         T_EQ_INT(r.status, want[i]);
         T_CHECK(hdr(&r, "X-Request-Id", v, sizeof(v)) && strlen(v) > 4);
         T_CHECK(strstr(r.body, "\"error\"") && strstr(r.body, "\"message\""));
         T_CHECK(!strstr(r.body, "<html") && !strstr(r.body, "<HTML"));
+        if (want[i] == 413)
+            T_CHECK(strstr(r.body, "\"request_too_large\"") != NULL);
     }
     /* 431 (headers over 64 KiB) and 505 (not HTTP/1.x), same shape. */
     static char big[80 * 1024];
