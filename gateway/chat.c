@@ -1140,8 +1140,7 @@ gw_api_handle(struct gw_worker *w, struct gw_hreq *req,
     r->start_us = gx_mono_us();
     r->ttft_us = -1;
     gw_request_id(w, req, r->id, sizeof(r->id));
-    gw_otel_begin(w->srv->otel, gw_hreq_header(req, "traceparent"),
-                  &r->trace);
+    gw_otel_begin(w->srv->otel, req, &r->trace);
     w->inflight++;
     atomic_fetch_add(&w->srv->stats.inflight, 1);
     atomic_fetch_add(&w->srv->stats.requests, 1);

@@ -452,6 +452,7 @@ struct gw_hreq {
     void *close_arg, *drain_arg;
     struct param *params;
     char authz[GW_AUTHZ_MAX]; /* gw_hreq_credentials from x-api-key */
+    int64_t arrival_ns; /* unix time of its first byte (gw_otel_now_ns) */
 };
 
 struct gw_conn {
@@ -565,6 +566,12 @@ struct gw_worker *
 gw_hreq_worker(const struct gw_hreq *req)
 {
     return req->conn->w;
+}
+
+int64_t
+gw_hreq_arrival_ns(const struct gw_hreq *req)
+{
+    return req->arrival_ns;
 }
 
 static int
@@ -1190,6 +1197,7 @@ conn_process(struct gw_conn *c)
             /* The header deadline runs from the first byte, whatever
              * trickles in after it. */
             c->state = C_HEAD;
+            c->req.arrival_ns = gw_otel_now_ns();
             arm_timer(c, conn_cfg(c)->header_timeout_ms);
         }
         if (ev == GW_HP_MORE)

@@ -141,8 +141,8 @@ void gw_dry_run_reply(struct gw_worker *w, struct gw_hreq *req,
 /* otel.c: OpenTelemetry traces (see its header).  gw_otel_new: *out NULL
  * when c has no otel block; the server owns the result and frees it after
  * the workers stopped (one last bounded export).  Per request (worker
- * thread): gw_otel_begin at arrival (traceparent: the client's header or
- * NULL), gw_otel_attempt when an upstream attempt ends (start_ns from
+ * thread): gw_otel_begin once the request is read (its span starts at
+ * gw_hreq_arrival_ns; req's traceparent honoured), gw_otel_attempt when an upstream attempt ends (start_ns from
  * gw_otel_now_ns when it began; http_status 0 if none), gw_otel_request
  * with its ledger row.  All take o NULL (off) and do nothing then; none
  * blocks on the collector. */
@@ -159,7 +159,7 @@ enum gx_status gw_otel_new(const struct cfg *c, struct gw_otel **out,
                            char *err, size_t errlen);
 void gw_otel_free(struct gw_otel *o);
 int64_t gw_otel_now_ns(void);
-void gw_otel_begin(struct gw_otel *o, const char *traceparent,
+void gw_otel_begin(struct gw_otel *o, const struct gw_hreq *req,
                    struct gw_trace *t);
 void gw_otel_attempt(struct gw_otel *o, struct gw_trace *t,
                      const char *target, const char *provider,
@@ -473,6 +473,9 @@ const char *gw_hreq_credentials(struct gw_hreq *req);
 struct evbuffer *gw_hreq_body(struct gw_hreq *req); /* whole, in on_request */
 const char *gw_hreq_id(const struct gw_hreq *req);  /* its x-request-id */
 struct gw_worker *gw_hreq_worker(const struct gw_hreq *req);
+/* Unix time (ns) the request's first byte was read: its trace spans start
+ * there. */
+int64_t gw_hreq_arrival_ns(const struct gw_hreq *req);
 
 /* Output.  Header names and values are copied; a value holding CR or LF
  * is dropped (header injection).  conn.c adds X-Request-Id (unless set),

@@ -198,12 +198,16 @@ gw_otel_now_ns(void)
 /* ---- spans from workers -------------------------------------------------- */
 
 void
-gw_otel_begin(struct gw_otel *o, const char *traceparent, struct gw_trace *t)
+gw_otel_begin(struct gw_otel *o, const struct gw_hreq *req,
+              struct gw_trace *t)
 {
     memset(t, 0, sizeof(*t));
     if (!o)
         return;
-    t->start_ns = gw_otel_now_ns();
+    const char *traceparent = gw_hreq_header(req, "traceparent");
+    t->start_ns = gw_hreq_arrival_ns(req);
+    if (t->start_ns <= 0)
+        t->start_ns = gw_otel_now_ns();
     int sampled = 0;
     if (gw_otel_parse_traceparent(traceparent, t->trace_id, t->parent_id,
                                   &sampled) == 0) {
@@ -333,7 +337,7 @@ gw_otel_refused(struct gw_otel *o, const struct gw_hreq *req, int status,
     if (!o)
         return;
     struct gw_trace t;
-    gw_otel_begin(o, gw_hreq_header(req, "traceparent"), &t);
+    gw_otel_begin(o, req, &t);
     if (!t.sampled)
         return;
     struct otel_span s;
@@ -343,7 +347,7 @@ gw_otel_refused(struct gw_otel *o, const struct gw_hreq *req, int status,
     memcpy(s.parent, t.parent_id, 8);
     s.has_parent = t.has_parent;
     s.kind = OTEL_KIND_SERVER;
-    s.start_ns = t.start_ns; /* refused at once: no arrival time kept */
+    s.start_ns = t.start_ns; /* its arrival */
     s.end_ns = gw_otel_now_ns();
     snprintf(s.name, sizeof(s.name), "%s %.*s", gw_hreq_method_str(req),
              OTEL_STR, gw_hreq_path(req));

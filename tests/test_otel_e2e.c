@@ -13,7 +13,9 @@
  * exports adding up to the spans made; requests refused before routing
  * (401, 400, 403, 404, 413 from the headers, 429) each get a SERVER span
  * with their status and refusal code, joining a client's trace and
- * following its sampled flag.  Bounded: every wait has a limit.
+ * following its sampled flag; a span starts when the request arrived
+ * (its head, answered with 100 Continue before the body is sent), not
+ * when it was refused or routed.  Bounded: every wait has a limit.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -35,6 +37,7 @@
 
 #include "harness.h"
 #include "lib/e2e.h"
+#include "lib/raw_http.h"
 
 #define SECRET "sk-upstream-SECRET-otel-0123456789"
 #define CLIENT_TRACE "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -618,6 +621,91 @@ test_refusals(void)
     T_EQ_INT(e2e_stop(&gw, SIGTERM, 10000), 0);
 }
 
+static long long
+wall_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* One POST whose head is sent first (Expect: 100-continue) and whose body
+ * only after llmux answered 100: *head_ns is a time after llmux read the
+ * head and before it could read the body.  The final status, or -1. */
+static int
+post_in_two(int port, const char *rid, const char *body, long long *head_ns)
+{
+    struct raw_conn c;
+    if (raw_open(&c, port, 0) != 0)
+        return -1;
+    char head[512];
+    int n = snprintf(head, sizeof(head),
+                     "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+                     "X-Request-Id: %s\r\nContent-Type: application/json"
+                     "\r\nExpect: 100-continue\r\nConnection: close\r\n"
+                     "Content-Length: %zu\r\n\r\n",
+                     rid, strlen(body));
+    int st = -1;
+    if (send(c.fd, head, (size_t)n, MSG_NOSIGNAL) == n &&
+        raw_read_until(&c, "100 Continue\r\n\r\n", 4096, 4096, 10000) == 0) {
+        *head_ns = wall_ns();
+        usleep(50 * 1000);
+        size_t used = c.len;
+        if (send(c.fd, body, strlen(body), MSG_NOSIGNAL) ==
+                (ssize_t)strlen(body) &&
+            raw_read_all(&c, 1 << 20, 20000) == 0) {
+            char *b = NULL;
+            size_t bl = 0;
+            if (raw_response(c.in + used, c.len - used, &st, &b, &bl) < 0)
+                st = -1;
+            free(b);
+        }
+    }
+    raw_close(&c);
+    return st;
+}
+
+/* Every span starts at the request's arrival: a refused one (400 after
+ * the body) and a routed one alike. */
+static void
+test_span_starts_at_arrival(void)
+{
+    char otel[256], base[128];
+    snprintf(otel, sizeof(otel),
+             "{\"endpoint\": \"http://127.0.0.1:%d/v1/traces\", "
+             "\"sample_ratio\": 1.0}",
+             rv.port);
+    struct e2e_proc gw;
+    T_EQ_INT(start_gw(&gw, otel, base, sizeof(base)), 0);
+    pthread_mutex_lock(&rv.mu);
+    json_array_clear(rv.spans);
+    pthread_mutex_unlock(&rv.mu);
+    const char *rid[] = {"arrive-400", "arrive-200"};
+    const char *body[] = {"{not json",
+                          "{\"model\":\"m@fake\",\"messages\":[{\"role\":"
+                          "\"user\",\"content\":\"hi\"}]}"};
+    const int want[] = {400, 200};
+    long long t0[2], mid[2] = {0, 0};
+    for (int i = 0; i < 2; i++) {
+        t0[i] = wall_ns();
+        T_EQ_INT(post_in_two(gw.port, rid[i], body[i], &mid[i]), want[i]);
+    }
+    T_CHECK(wait_spans(&rv, 3, 10000)); /* the 200 has a CLIENT child */
+    pthread_mutex_lock(&rv.mu);
+    for (int i = 0; i < 2; i++) {
+        json_t *s = find_root(rid[i]);
+        T_CHECK(s != NULL);
+        long long st = atoll(sstr(s, "startTimeUnixNano") ?: "0");
+        long long en = atoll(sstr(s, "endTimeUnixNano") ?: "0");
+        T_CHECK(st >= t0[i]);
+        T_CHECK(st <= mid[i]); /* before the body was even sent */
+        T_CHECK(en > mid[i]);
+    }
+    json_array_clear(rv.spans);
+    pthread_mutex_unlock(&rv.mu);
+    T_EQ_INT(e2e_stop(&gw, SIGTERM, 10000), 0);
+}
+
 static void
 test_ratio_zero(void)
 {
@@ -732,6 +820,7 @@ main(void)
     }
     T_RUN(test_spans_and_links);
     T_RUN(test_refusals);
+    T_RUN(test_span_starts_at_arrival);
     T_RUN(test_ratio_zero);
     T_RUN(test_stalled_collector);
     T_RUN(test_config_errors);
