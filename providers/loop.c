@@ -715,9 +715,18 @@ pv_call_emit_event(struct pv_call *c, const char *data, size_t len)
 {
     if (c->cancelled || c->finished || !c->cb.on_event)
         return;
+    /* Every event a kind hands on is masked here, with what the stream's
+     * earlier events left unfinished (scrub.c). */
+    char *masked = NULL;
+    if (c->scrub &&
+        pv_scrub_event(c->scrub, &c->carry, data, len, &masked) < 0) {
+        pv_call_failf(c, PV_ERR_INTERNAL, "out of memory");
+        return;
+    }
     c->loop->depth++;
-    c->cb.on_event(c->cb.ud, data, len);
+    c->cb.on_event(c->cb.ud, masked ? masked : data, len);
     c->loop->depth--;
+    free(masked);
 }
 
 void

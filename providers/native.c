@@ -526,8 +526,7 @@ x_emit(void *ud, json_t *chunk)
         return -1;
     }
     size_t n = strlen(s);
-    pv_scrub(c->scrub, s, n);
-    pv_call_emit_event(c, s, n);
+    pv_call_emit_event(c, s, n); /* it masks echoed secrets */
     free(s);
     return c->cancelled ? -1 : 0;
 }
@@ -653,19 +652,9 @@ x_on_body(struct pv_call *c, const char *p, size_t n)
         return -1;
     if (x->ended)
         return 0;
-    /* Scrub before parsing: an echoed secret must not reach a chunk. */
-    char *copy = NULL;
-    if (pv_scrub_has(c->scrub, p, n)) {
-        if (!(copy = malloc(n ? n : 1))) {
-            pv_call_failf(c, PV_ERR_INTERNAL, "out of memory");
-            return -1;
-        }
-        memcpy(copy, p, n);
-        pv_scrub(c->scrub, copy, n);
-        p = copy;
-    }
+    /* Not masked here: every event out is (pv_call_emit_event), seeing
+     * the text as it came, so a secret split across events is caught. */
     enum gx_status st = pv_sse_feed(&x->sse, p, n, x_event, c);
-    free(copy);
     if (st == GX_ETOOBIG)
         pv_call_failf(c, PV_ERR_TOO_BIG, "upstream stream event over %zu bytes",
                       x->sse.line.max);

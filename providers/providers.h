@@ -425,9 +425,11 @@ json_t *pv_chat_body(const struct pv_chat *c);
 /*
  * Secret scrubbing (scrub.c): a provider's api_key, header values and
  * base_url userinfo, masked with '*' (in place, same length) wherever an
- * upstream echoes them: raw, JSON-escaped (\u00XX, \/ ...), base64 (as in
- * an echoed Basic header), and, for credentials of 12 or more characters,
- * any run of 8 or more of their leading characters.  The rules are at the
+ * upstream echoes them: raw, JSON-escaped (\u00XX, \/ ...), %-encoded,
+ * base64 (as in an echoed Basic header), hex (lower or upper case) of
+ * those, and, for credentials of 12 or more characters, any run of 8 or
+ * more of their leading characters; in streams also across events
+ * (pv_scrub_event).  The rules are at the
  * top of scrub.c.  pv_scrub_new returns NULL when the provider has nothing
  * to scrub (or on out of memory); every other call accepts NULL.  The
  * object is read-only after creation (any thread), apart from its count
@@ -446,6 +448,25 @@ void pv_scrub_free(struct pv_scrub *s); /* drops a holder; the last frees */
 size_t pv_scrub(const struct pv_scrub *s, char *buf, size_t len);
 /* 1 if buf[0..len) holds a match. */
 int pv_scrub_has(const struct pv_scrub *s, const char *buf, size_t len);
+/* Streams: a secret split across events (the text of consecutive deltas)
+ * is caught through a carry, one per stream, zeroed before its first
+ * event, owned by the caller (no heap inside): the partial matches at the
+ * ends of the string values of earlier events, by key.  pv_scrub_event
+ * masks event data[0..len) like pv_scrub, and the continuation of a
+ * carried match once the joined match counts, then updates cy; data is
+ * left as it is: *masked is NULL when nothing was masked, else a malloc'd
+ * masked copy of len bytes (the caller frees it).  Returns the masks
+ * made, or -1 out of memory (*masked NULL). */
+#define PV_SCRUB_CARRY 16
+struct pv_scrub_carry {
+    unsigned n;
+    struct {
+        char key[24]; /* the JSON key of the value (longer ones: not kept) */
+        uint32_t pat, k; /* pattern, characters of it matched so far */
+    } m[PV_SCRUB_CARRY];
+};
+int pv_scrub_event(const struct pv_scrub *s, struct pv_scrub_carry *cy,
+                   const char *data, size_t len, char **masked);
 
 /*
  * The Anthropic Messages API inbound (messages.c; its top lists what is

@@ -96,6 +96,7 @@ struct pv_call {
     int64_t t_start_us;          /* gx_mono_us at start */
     struct pv_result res;
     struct pv_scrub *scrub;      /* the provider's secrets; NULL: none */
+    struct pv_scrub_carry carry; /* the stream's partial matches */
     enum pv_outcome fail;        /* set with failed = 1 by a hook */
     int failed;
 

@@ -19,23 +19,37 @@
  * and protect nothing).
  *
  * Forms matched, for each secret S:
- *   S itself, however JSON-escaped: the matcher decodes \" \\ \/ \b \f \n
- *     \r \t and \u00XX (ASCII) on the fly, so "\u0073k-..." or "a\/b"
- *     match like the raw bytes, in any mix;
+ *   S itself, however JSON-escaped or %-encoded: the matcher decodes
+ *     \" \\ \/ \b \f \n \r \t, \u00XX (ASCII) and %XX on the fly, so
+ *     "\u0073k-...", "a\/b" or "sk%2Dproj%2D..." match like the raw
+ *     bytes, in any mix (a '%' or '\' of S itself still matches raw);
+ *   hex of S's bytes, lower case and upper case (2 characters a byte);
  *   base64 of S at each of the three alignments it can have inside a
  *     longer base64 text (e.g. "Authorization: Basic ..." echoed encoded):
  *     the characters that depend on S's bytes only, when >= 8 of them;
  *   prefixes (credentials of length >= 12 only): any run of at least
  *     PV_SCRUB_PREFIX leading characters of S or of one of its base64
- *     forms, so an echo cut short by a few characters ("sk-proj-abc...xyz"
- *     minus its tail, a truncated Basic header) is masked too.
+ *     forms (2 * PV_SCRUB_PREFIX of a hex form: the same 8 bytes of S), so
+ *     an echo cut short by a few characters ("sk-proj-abc...xyz" minus its
+ *     tail, a truncated Basic header) is masked too.
  *     Suffixes are not masked: OpenAI's own "sk-...abcd" hints show the
  *     last four characters, which identify a key without revealing it.
  * A match is overwritten in place with '*', byte for byte (so lengths, and
  * the validity of the JSON around it, are kept).
  *
- * Not matched: other encodings (URL-encoding of the secret in a body,
- * hex, case changes, a secret split across two stream events).
+ * Streams (pv_scrub_event): each event is masked as above, and a match
+ * may also run from the end of a JSON string value of one event into the
+ * start of the value under the same key ("content", "text", ...) of a
+ * later event of the same stream: the decoded text of consecutive deltas.
+ * What is already sent cannot be taken back, and events are never held
+ * back: the part of S at the end of the earlier event goes out as it
+ * came, and once the joined match counts (all of S, or a prefix long
+ * enough, as above) its continuation is masked, over as many events as it
+ * spans.  At most PV_SCRUB_CARRY partial matches are carried at a time.
+ *
+ * Not matched: other encodings (hex in mixed case or with separators,
+ * base64 of a %-encoded form, case changes of S itself), a secret split
+ * across two different keys' values.
  */
 #include "providers.h"
 
@@ -52,27 +66,35 @@
 struct pat {
     char *s;
     size_t n;
-    int prefix; /* a run of >= PV_SCRUB_PREFIX leading bytes counts */
+    size_t min; /* a run of this many leading characters counts (n: all) */
 };
 
 struct pv_scrub {
     struct pat *p; /* [cap] */
     size_t n, cap;
+    size_t maxn;   /* the longest pattern */
     unsigned char first[256]; /* 1: some pattern starts with this byte */
+    /* p sorted by first byte: those starting with c are p[from[c]..
+     * from[c] + cnt[c]) (index_patterns). */
+    uint16_t from[256], cnt[256];
     unsigned char stop[256];  /* first, and '\\' (an escape may start one) */
     int refs;  /* holders (pv_scrub_share); pv_scrub_free drops one */
     char *src; /* the provider fields it was built from (src_fields) */
     size_t src_len;
 };
 
+/* Pattern txt[0..n); min: leading characters that count (0: all). */
 static void
-add_pat(struct pv_scrub *s, const char *txt, size_t n, int prefix)
+add_pat(struct pv_scrub *s, const char *txt, size_t n, size_t min)
 {
     if (n == 0 || s->n >= SCRUB_MAX_PATTERNS)
         return;
+    if (min == 0 || min > n)
+        min = n;
     for (size_t i = 0; i < s->n; i++)
         if (s->p[i].n == n && !memcmp(s->p[i].s, txt, n)) {
-            s->p[i].prefix |= prefix;
+            if (min < s->p[i].min)
+                s->p[i].min = min;
             return;
         }
     if (s->n == s->cap) {
@@ -90,11 +112,14 @@ add_pat(struct pv_scrub *s, const char *txt, size_t n, int prefix)
     c[n] = '\0';
     s->p[s->n].s = c;
     s->p[s->n].n = n;
-    s->p[s->n].prefix = prefix;
+    s->p[s->n].min = min;
     s->n++;
+    if (n > s->maxn)
+        s->maxn = n;
     s->first[(unsigned char)c[0]] = 1;
     s->stop[(unsigned char)c[0]] = 1;
-    s->stop['\\'] = 1;
+    s->stop['\\'] = 1; /* an escape or a %XX may start any pattern */
+    s->stop['%'] = 1;
 }
 
 static const char b64tab[] =
@@ -147,20 +172,42 @@ b64_decode(const char *in, size_t n, unsigned char *out)
     return o;
 }
 
-/* Adds secret S (raw) and its base64 forms. */
+/* Pattern txt[0..n) and its hex forms, lower and upper case (two digits
+ * a byte, so twice the characters count). */
+static void
+add_form(struct pv_scrub *s, const char *txt, size_t n, size_t min)
+{
+    add_pat(s, txt, n, min);
+    char *h = malloc(2 * n + 1);
+    if (!h)
+        return;
+    static const char *const digits[] = {"0123456789abcdef",
+                                         "0123456789ABCDEF"};
+    for (size_t c = 0; c < 2; c++) {
+        for (size_t i = 0; i < n; i++) {
+            h[2 * i] = digits[c][(unsigned char)txt[i] >> 4];
+            h[2 * i + 1] = digits[c][(unsigned char)txt[i] & 15];
+        }
+        add_pat(s, h, 2 * n, 2 * min);
+    }
+    free(h);
+}
+
+/* Adds secret S, raw and its base64 forms, each also in hex. */
 static void
 add_secret(struct pv_scrub *s, const char *txt, size_t n, int cred)
 {
     if (n < (cred ? SCRUB_MIN_CRED : SCRUB_MIN_PLAIN))
         return;
-    add_pat(s, txt, n, cred && n >= 12);
+    size_t min = cred && n >= 12 ? PV_SCRUB_PREFIX : 0;
+    add_form(s, txt, n, min);
     char *b = malloc(n / 3 * 4 + 4);
     if (!b)
         return;
     for (size_t j = 0; j < 3 && j < n; j++) {
         size_t bl = b64_groups((const unsigned char *)txt + j, n - j, b);
         if (bl >= 8)
-            add_pat(s, b, bl, cred && n >= 12);
+            add_form(s, b, bl, min);
     }
     free(b);
 }
@@ -291,6 +338,27 @@ src_fields(struct gx_buf *b, const char *blob, size_t len,
     return b || at == end ? 0 : -1;
 }
 
+static int
+pat_cmp(const void *a, const void *b)
+{
+    const struct pat *x = a, *y = b;
+    return (int)(unsigned char)x->s[0] - (int)(unsigned char)y->s[0];
+}
+
+/* Sorts the patterns by first byte and fills from/cnt: a byte's look-ups
+ * then try only the patterns that start with it (hex forms make digits
+ * common first bytes). */
+static void
+index_patterns(struct pv_scrub *s)
+{
+    qsort(s->p, s->n, sizeof(*s->p), pat_cmp);
+    for (size_t i = s->n; i-- > 0;) {
+        unsigned char c = (unsigned char)s->p[i].s[0];
+        s->from[c] = (uint16_t)i;
+        s->cnt[c]++;
+    }
+}
+
 struct pv_scrub *
 pv_scrub_share(struct pv_scrub *s, const struct cfg_provider *p)
 {
@@ -330,6 +398,7 @@ pv_scrub_new(const struct cfg_provider *p)
         pv_scrub_free(s);
         return NULL;
     }
+    index_patterns(s);
     struct gx_buf b;
     gx_buf_init(&b, 0);
     if (src_fields(&b, NULL, 0, p) == 0 && b.data) {
@@ -361,11 +430,16 @@ pv_scrub_free(struct pv_scrub *s)
 }
 
 /* One logical character of text at t[j..n): the byte, or what a JSON
- * escape stands for.  *adv gets the bytes it spans. */
+ * escape or a %XX stands for.  *adv gets the bytes it spans. */
 static int
 decode_at(const char *t, size_t j, size_t n, size_t *adv)
 {
     *adv = 1;
+    if (t[j] == '%' && j + 2 < n && hexv(t[j + 1]) >= 0 &&
+        hexv(t[j + 2]) >= 0) {
+        *adv = 3;
+        return hexv(t[j + 1]) << 4 | hexv(t[j + 2]);
+    }
     if (t[j] != '\\' || j + 1 >= n)
         return (unsigned char)t[j];
     switch (t[j + 1]) {
@@ -393,32 +467,57 @@ decode_at(const char *t, size_t j, size_t n, size_t *adv)
     }
 }
 
-/* End of the match of pattern p at t[i..n), or 0 for none. */
-static size_t
-match_at(const struct pat *p, const char *t, size_t i, size_t n)
+/* Pattern p from its character *k on against t[i..n): *k becomes the
+ * characters matched so far, *end where the text matched ends.  Returns 1
+ * when the text ran out before the pattern did (a match that may go on in
+ * the next text), 0 when it stopped at a mismatch or p's end. */
+static int
+match_run(const struct pat *p, size_t *k, const char *t, size_t i, size_t n,
+          size_t *end)
 {
-    size_t j = i, k = 0;
-    while (j < n && k < p->n) {
+    size_t j = i, kk = *k;
+    while (j < n && kk < p->n) {
         size_t adv;
         int ch = decode_at(t, j, n, &adv);
-        if (ch != (unsigned char)p->s[k]) {
-            if (t[j] == '\\' && adv > 1 && t[j] == p->s[k]) {
-                /* a raw backslash in the secret itself */
+        if (ch != (unsigned char)p->s[kk]) {
+            if (adv > 1 && t[j] == p->s[kk]) {
+                /* a raw '\\' or '%' in the secret itself */
                 adv = 1;
             } else {
                 break;
             }
         }
-        k++;
+        kk++;
         j += adv;
     }
-    if (k == p->n || (p->prefix && k >= PV_SCRUB_PREFIX))
-        return j;
-    return 0;
+    *k = kk;
+    *end = j;
+    return j >= n && kk < p->n;
 }
 
-/* First match at or after from: its start in *at, its end returned; 0
- * when there is none. */
+/* End of the match of pattern p at t[i..n), or 0 for none. */
+static size_t
+match_at(const struct pat *p, const char *t, size_t i, size_t n)
+{
+    size_t k = 0, e;
+    match_run(p, &k, t, i, n, &e);
+    return k >= p->min ? e : 0;
+}
+
+/* Cheap test before the escape-aware match: the byte after a first
+ * character at t[i] (of adv bytes) can go on with p. */
+static int
+may_go_on(const struct pat *p, const char *t, size_t i, size_t adv, size_t n)
+{
+    if (p->n < 2 || i + adv >= n)
+        return 1;
+    char c = t[i + adv];
+    return c == p->s[1] || c == '\\' || c == '%';
+}
+
+/* First match at or after from (the longest of those starting there, so
+ * a secret that begins with another is masked whole): its start in *at,
+ * its end returned; 0 when there is none. */
 static size_t
 find(const struct pv_scrub *s, const char *t, size_t n, size_t from,
      size_t *at)
@@ -431,20 +530,21 @@ find(const struct pv_scrub *s, const char *t, size_t n, size_t from,
         int d = decode_at(t, i, n, &adv);
         if (!s->first[(unsigned char)d])
             continue;
-        for (size_t k = 0; k < s->n; k++) {
+        size_t best = 0;
+        for (size_t k = s->from[d]; k < (size_t)s->from[d] + s->cnt[d];
+             k++) {
             const struct pat *p = &s->p[k];
-            if (d != (unsigned char)p->s[0])
-                continue;
             /* Most false starts ("s" of "usage" for an "sk-" key) end at
-             * the next byte: reject them before the escape-aware match. */
-            if (p->n > 1 && i + adv < n && t[i + adv] != p->s[1] &&
-                t[i + adv] != '\\')
+             * the next byte: rejected before the escape-aware match. */
+            if (!may_go_on(p, t, i, adv, n))
                 continue;
             size_t e = match_at(p, t, i, n);
-            if (e > i) {
-                *at = i;
-                return e;
-            }
+            if (e > best)
+                best = e;
+        }
+        if (best > i) {
+            *at = i;
+            return best;
         }
     }
     return 0;
@@ -470,4 +570,164 @@ pv_scrub(const struct pv_scrub *s, char *buf, size_t len)
         i = e;
     }
     return hits;
+}
+
+/* ---- streams ------------------------------------------------------------- */
+
+/* One event's masking: data stays as it came; the first mask makes the
+ * copy that all masks go to. */
+struct ev_mask {
+    const char *data;
+    size_t len;
+    char *copy;
+    int oom;
+    int hits;
+};
+
+static void
+ev_mask(struct ev_mask *m, size_t from, size_t to)
+{
+    if (to <= from || m->oom)
+        return;
+    if (!m->copy) {
+        if (!(m->copy = malloc(m->len ? m->len : 1))) {
+            m->oom = 1;
+            return;
+        }
+        memcpy(m->copy, m->data, m->len);
+    }
+    memset(m->copy + from, '*', to - from);
+    m->hits++;
+}
+
+/* The closing quote of the JSON string whose first byte is at d[i], or
+ * len when it is not closed. */
+static size_t
+string_end(const char *d, size_t i, size_t len)
+{
+    while (i < len) {
+        const char *q = memchr(d + i, '"', len - i);
+        if (!q)
+            return len;
+        size_t at = (size_t)(q - d), bs = 0;
+        while (at - bs > i && d[at - bs - 1] == '\\')
+            bs++;
+        if (bs % 2 == 0)
+            return at;
+        i = at + 1;
+    }
+    return len;
+}
+
+static void
+carry_add(struct pv_scrub_carry *cy, const char *key, size_t pat, size_t k)
+{
+    for (unsigned i = 0; i < cy->n; i++)
+        if (cy->m[i].pat == pat && cy->m[i].k == k &&
+            !strcmp(cy->m[i].key, key))
+            return;
+    if (cy->n >= PV_SCRUB_CARRY)
+        return; /* more partial matches at once than carried: see top */
+    snprintf(cy->m[cy->n].key, sizeof(cy->m[cy->n].key), "%s", key);
+    cy->m[cy->n].pat = (uint32_t)pat;
+    cy->m[cy->n].k = (uint32_t)k;
+    cy->n++;
+}
+
+/* The partial matches that run to the end of the value d[vs..ve) (a
+ * pattern's first k < n characters), into nw under key. */
+static void
+tail_partials(const struct pv_scrub *s, const char *d, size_t vs, size_t ve,
+              const char *key, struct pv_scrub_carry *nw)
+{
+    /* A partial match has under maxn characters of at most 6 bytes. */
+    size_t from = ve - vs > 6 * s->maxn ? ve - 6 * s->maxn : vs;
+    for (size_t i = from; i < ve; i++) {
+        if (!s->stop[(unsigned char)d[i]])
+            continue;
+        size_t adv;
+        int ch = decode_at(d, i, ve, &adv);
+        if (!s->first[(unsigned char)ch])
+            continue;
+        for (size_t k = s->from[ch]; k < (size_t)s->from[ch] + s->cnt[ch];
+             k++) {
+            const struct pat *p = &s->p[k];
+            if (ch != (unsigned char)p->s[0] || !may_go_on(p, d, i, adv, ve))
+                continue;
+            size_t got = 0, e;
+            if (match_run(p, &got, d, i, ve, &e) && got > 0)
+                carry_add(nw, key, k, got);
+        }
+    }
+}
+
+int
+pv_scrub_event(const struct pv_scrub *s, struct pv_scrub_carry *cy,
+               const char *data, size_t len, char **masked)
+{
+    *masked = NULL;
+    if (!s || !data)
+        return 0;
+    struct ev_mask m = {.data = data, .len = len};
+    size_t i = 0, at, e;
+    while ((e = find(s, data, len, i, &at)) > 0) {
+        ev_mask(&m, at, e);
+        i = e;
+    }
+    /* The event's JSON string values, each with the key before it. */
+    struct pv_scrub_carry nw;
+    nw.n = 0;
+    unsigned char used[PV_SCRUB_CARRY] = {0}; /* cy's entries taken up */
+    char key[sizeof(cy->m[0].key)] = "";
+    int key_ok = 0; /* key holds the last key (short enough to carry) */
+    size_t pos = 0;
+    while (pos < len) {
+        const char *q = memchr(data + pos, '"', len - pos);
+        if (!q)
+            break;
+        size_t vs = (size_t)(q - data) + 1, ve = string_end(data, vs, len);
+        if (ve >= len)
+            break;
+        size_t after = ve + 1;
+        while (after < len && (data[after] == ' ' || data[after] == '\t' ||
+                               data[after] == '\n' || data[after] == '\r'))
+            after++;
+        pos = ve + 1;
+        if (after < len && data[after] == ':') {
+            key_ok = ve - vs < sizeof(key);
+            if (key_ok) {
+                memcpy(key, data + vs, ve - vs);
+                key[ve - vs] = '\0';
+            }
+            pos = after + 1;
+            continue;
+        }
+        if (!key_ok)
+            continue;
+        /* A match carried from an earlier event goes on here. */
+        for (unsigned c = 0; c < cy->n; c++) {
+            if (used[c] || strcmp(cy->m[c].key, key) != 0 ||
+                cy->m[c].pat >= s->n)
+                continue;
+            used[c] = 1;
+            const struct pat *p = &s->p[cy->m[c].pat];
+            size_t k = cy->m[c].k, end;
+            int more = match_run(p, &k, data, vs, ve, &end);
+            if (k >= p->min)
+                ev_mask(&m, vs, end); /* the joined match counts */
+            if (more)
+                carry_add(&nw, key, cy->m[c].pat, k);
+        }
+        tail_partials(s, data, vs, ve, key, &nw);
+    }
+    /* What no value of this event took up waits for a later one (a ping
+     * between two deltas); what it took up is replaced by nw. */
+    for (unsigned c = 0; c < cy->n; c++)
+        if (!used[c])
+            carry_add(&nw, cy->m[c].key, cy->m[c].pat, cy->m[c].k);
+    *cy = nw;
+    if (m.oom)
+        return -1;
+    *masked = m.copy;
+    return m.hits;
 }

@@ -108,6 +108,137 @@ test_forms(void)
     pv_scrub_free(s);
 }
 
+/* %-encoded and hex forms, whole or as a long enough prefix. */
+static void
+test_encodings(void)
+{
+    struct pv_scrub *s = pv_scrub_new(&prov);
+    T_CHECK(s != NULL);
+    size_t hits;
+    /* %-encoded: reserved characters only, every character, any mix */
+    T_EQ_STR(scrubbed(s, "u=sk%2Dproj%2DABCdef0123456789xyzXYZ&", &hits),
+             "u=**********************************&");
+    T_EQ_INT(hits, 1);
+    T_CHECK(clean(s, "%73%6B%2D%70%72%6F%6A%2D%41%42%43%64%65%66"));
+    T_CHECK(clean(s, "%73k-pr%6fj-ABCdef0123456789xyzXYZ"));
+    /* the URL userinfo password, %-encoded once more by an echo */
+    T_CHECK(clean(s, "p%2540ss-word-123456"));
+    /* hex of the key, lower and upper case, inside longer hex */
+    const char *lo = "736b2d70726f6a2d4142436465663031323334353637383978797a58595a";
+    const char *up = "736B2D70726F6A2D4142436465663031323334353637383978797A58595A";
+    char b[256];
+    snprintf(b, sizeof(b), "dump: 00ff%s00", lo);
+    T_EQ_STR(scrubbed(s, b, &hits),
+             "dump: 00ff************************************************"
+             "************00");
+    T_EQ_INT(hits, 1);
+    T_CHECK(clean(s, up));
+    /* a hex prefix counts from 16 digits (8 bytes of the key) */
+    T_CHECK(clean(s, "736b2d70726f6a2d"));
+    T_EQ_STR(scrubbed(s, "736b2d70726f6a", &hits), "736b2d70726f6a");
+    /* the header token in hex, and a JSON-escaped %-form */
+    T_CHECK(clean(s, "6864722d746f6b2d30313233343536373839616263646566"));
+    /* hex of a base64 form: the Basic header curl sends for the URL
+     * userinfo (bob:p@ss-word-123456), dumped as hex */
+    T_CHECK(clean(s, "0x596d39694f6e424163334d74643239795a4330784d6a4d304e5459"));
+    /* ordinary text with '%' and hex is left alone */
+    const char *plain = "100% of 0xdeadbeef, %zz, %2, 736b2d707";
+    T_EQ_STR(scrubbed(s, plain, &hits), plain);
+    T_EQ_INT(hits, 0);
+    pv_scrub_free(s);
+}
+
+/* Runs events through one stream's carry; out gets each as sent (joined
+ * with '|').  Returns the masks made. */
+static int
+stream(struct pv_scrub *s, const char *const *ev, size_t n, char *out,
+       size_t outlen)
+{
+    struct pv_scrub_carry cy;
+    memset(&cy, 0, sizeof(cy));
+    int hits = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < n; i++) {
+        char *m = NULL;
+        int h = pv_scrub_event(s, &cy, ev[i], strlen(ev[i]), &m);
+        T_CHECK(h >= 0);
+        T_CHECK((h > 0) == (m != NULL));
+        size_t used = strlen(out);
+        snprintf(out + used, outlen - used, "%s%.*s", i ? "|" : "",
+                 (int)strlen(ev[i]), m ? m : ev[i]);
+        hits += h > 0 ? h : 0;
+        free(m);
+    }
+    return hits;
+}
+
+#define CHUNK(t) "{\"choices\":[{\"delta\":{\"content\":\"" t "\"}}]}"
+#define ADELTA(t)                                                          \
+    "{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":"  \
+    "\"text_delta\",\"text\":\"" t "\"}}"
+
+/* A secret split across the events of one stream. */
+static void
+test_stream_split(void)
+{
+    struct pv_scrub *s = pv_scrub_new(&prov);
+    T_CHECK(s != NULL);
+    char out[2048];
+    /* "sk-pr" then the rest: the continuation masked, the text after it
+     * and everything before kept; the first part was already sent. */
+    const char *a[] = {CHUNK("key: sk-pr"),
+                       CHUNK("oj-ABCdef0123456789xyzXYZ, done")};
+    T_EQ_INT(stream(s, a, 2, out, sizeof(out)), 1);
+    T_EQ_STR(out, CHUNK("key: sk-pr") "|" CHUNK("*************************, done"));
+    /* over three events, JSON-escaped, with a ping between (Anthropic):
+     * 6 characters do not count yet, the third event's part does */
+    const char *b[] = {ADELTA("s"), ADELTA("k\\u002dpro"), "{\"type\":\"ping\"}",
+                       ADELTA("j-ABCdef0123"), ADELTA("456789xyzXYZ!")};
+    T_EQ_INT(stream(s, b, 5, out, sizeof(out)), 2);
+    T_EQ_STR(out, ADELTA("s") "|" ADELTA("k\\u002dpro") "|{\"type\":\"ping\"}|"
+                  ADELTA("************") "|" ADELTA("************!"));
+    /* hex and %-encoded forms split too */
+    const char *c[] = {CHUNK("736b2d70726f"),
+                       CHUNK("6a2d41424364656630 end")};
+    T_EQ_INT(stream(s, c, 2, out, sizeof(out)), 1);
+    T_EQ_STR(out, CHUNK("736b2d70726f") "|" CHUNK("****************** end"));
+    const char *d[] = {CHUNK("sk%2Dp"), CHUNK("roj%2DAB and")};
+    T_EQ_INT(stream(s, d, 2, out, sizeof(out)), 1);
+    T_EQ_STR(out, CHUNK("sk%2Dp") "|" CHUNK("******** and"));
+    /* a whole-only secret (plain header value): masked once complete */
+    const char *e[] = {CHUNK("organisation-"), CHUNK("long"),
+                       CHUNK("-name.")};
+    T_EQ_INT(stream(s, e, 3, out, sizeof(out)), 1);
+    T_EQ_STR(out, CHUNK("organisation-") "|" CHUNK("long") "|"
+                  CHUNK("*****."));
+    /* what does not go on, or goes on under another key, is left */
+    const char *f[] = {CHUNK("sk-pr"), CHUNK("ose and sk-"),
+                       "{\"choices\":[{\"delta\":{\"role\":\"proj-ABCdef01\"}}]}"};
+    T_EQ_INT(stream(s, f, 3, out, sizeof(out)), 0);
+    /* a secret whole inside one event is masked there, as pv_scrub does */
+    const char *g[] = {CHUNK("a " KEY " b")};
+    T_EQ_INT(stream(s, g, 1, out, sizeof(out)), 1);
+    T_CHECK(strstr(out, "ABCdef") == NULL);
+    /* a prefix cut by the event's end (8 characters: masked there) goes on
+     * masked in the next */
+    const char *h[] = {CHUNK("sk-proj-ABC"), CHUNK("def0123456789xyz"),
+                       CHUNK("XYZ tail")};
+    T_EQ_INT(stream(s, h, 3, out, sizeof(out)), 3);
+    T_EQ_STR(out, CHUNK("***********") "|" CHUNK("****************") "|"
+                  CHUNK("*** tail"));
+    /* no secret: nothing copied (the bytes pass through) */
+    struct pv_scrub_carry cy;
+    memset(&cy, 0, sizeof(cy));
+    char *m = (char *)1;
+    T_EQ_INT(pv_scrub_event(s, &cy, CHUNK("hello"), strlen(CHUNK("hello")),
+                            &m),
+             0);
+    T_CHECK(m == NULL);
+    T_EQ_INT(pv_scrub_event(NULL, &cy, "x", 1, &m), 0);
+    T_CHECK(m == NULL);
+    pv_scrub_free(s);
+}
+
 static void
 test_nothing_to_scrub(void)
 {
@@ -209,6 +340,8 @@ main(void)
 {
     T_RUN(test_forms);
     T_RUN(test_nothing_to_scrub);
+    T_RUN(test_encodings);
+    T_RUN(test_stream_split);
     T_RUN(test_share);
     T_RUN(test_edges);
     T_RUN(test_fuzz_entry);
