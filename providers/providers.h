@@ -463,6 +463,7 @@ struct pv_scrub_carry {
     struct {
         char key[24]; /* the JSON key of the value (longer ones: not kept) */
         uint32_t pat, k; /* pattern, characters of it matched so far */
+        unsigned char pend, pv; /* a %XX cut by the event's end (scrub.c) */
     } m[PV_SCRUB_CARRY];
 };
 int pv_scrub_event(const struct pv_scrub *s, struct pv_scrub_carry *cy,

@@ -327,7 +327,7 @@ static int
 src_fields(struct gx_buf *b, const char *blob, size_t len,
            const struct cfg_provider *p)
 {
-    const char *at = blob, *end = blob + len;
+    const char *at = blob, *end = blob ? blob + len : NULL;
     if (src_field(b, &at, end, p->api_key) != 0 ||
         src_field(b, &at, end, p->base_url) != 0)
         return -1;
@@ -467,16 +467,51 @@ decode_at(const char *t, size_t j, size_t n, size_t *adv)
     }
 }
 
-/* Pattern p from its character *k on against t[i..n): *k becomes the
- * characters matched so far, *end where the text matched ends.  Returns 1
- * when the text ran out before the pattern did (a match that may go on in
- * the next text), 0 when it stopped at a mismatch or p's end. */
+/* Where a match of one pattern stands: k characters matched, and a %XX
+ * cut by the end of the last text (pend bytes of it seen: 1 "%", 2 "%X"
+ * with X's value in pv). */
+struct mstate {
+    size_t k;
+    int pend, pv;
+};
+
+/* Pattern p from state *ms on against t[i..n): *ms becomes the state
+ * after it, *end where the text matched ends.  Returns 1 when the text ran
+ * out before the pattern did (a match that may go on in the next text),
+ * 0 when it stopped at a mismatch or p's end. */
 static int
-match_run(const struct pat *p, size_t *k, const char *t, size_t i, size_t n,
-          size_t *end)
+match_run(const struct pat *p, struct mstate *ms, const char *t, size_t i,
+          size_t n, size_t *end)
 {
-    size_t j = i, kk = *k;
+    size_t j = i, kk = ms->k;
+    *end = i;
+    if (ms->pend) { /* the rest of a %XX the last text cut */
+        while (ms->pend < 3 && j < n) {
+            int h = hexv(t[j]);
+            if (h < 0)
+                return 0;
+            ms->pv = ms->pend == 1 ? h : ms->pv << 4 | h;
+            ms->pend++;
+            j++;
+        }
+        if (ms->pend < 3) {
+            *end = j;
+            return 1;
+        }
+        ms->pend = 0;
+        if (kk >= p->n || ms->pv != (unsigned char)p->s[kk])
+            return 0;
+        kk++;
+    }
     while (j < n && kk < p->n) {
+        if (t[j] == '%' && (j + 1 == n || (j + 2 == n && hexv(t[j + 1]) >= 0))) {
+            /* a %XX the text's end cuts: it may go on in the next one */
+            ms->pend = (int)(n - j);
+            ms->pv = ms->pend == 2 ? hexv(t[j + 1]) : 0;
+            ms->k = kk;
+            *end = n;
+            return 1;
+        }
         size_t adv;
         int ch = decode_at(t, j, n, &adv);
         if (ch != (unsigned char)p->s[kk]) {
@@ -490,7 +525,7 @@ match_run(const struct pat *p, size_t *k, const char *t, size_t i, size_t n,
         kk++;
         j += adv;
     }
-    *k = kk;
+    ms->k = kk;
     *end = j;
     return j >= n && kk < p->n;
 }
@@ -499,9 +534,10 @@ match_run(const struct pat *p, size_t *k, const char *t, size_t i, size_t n,
 static size_t
 match_at(const struct pat *p, const char *t, size_t i, size_t n)
 {
-    size_t k = 0, e;
-    match_run(p, &k, t, i, n, &e);
-    return k >= p->min ? e : 0;
+    struct mstate ms = {0, 0, 0};
+    size_t e;
+    match_run(p, &ms, t, i, n, &e);
+    return ms.k >= p->min ? e : 0;
 }
 
 /* Cheap test before the escape-aware match: the byte after a first
@@ -619,19 +655,33 @@ string_end(const char *d, size_t i, size_t len)
     return len;
 }
 
+#define PAT_ANY UINT32_MAX /* a carried %XX cut before any pattern began */
+
 static void
-carry_add(struct pv_scrub_carry *cy, const char *key, size_t pat, size_t k)
+carry_add(struct pv_scrub_carry *cy, const char *key, size_t pat,
+          const struct mstate *ms)
 {
     for (unsigned i = 0; i < cy->n; i++)
-        if (cy->m[i].pat == pat && cy->m[i].k == k &&
+        if (cy->m[i].pat == pat && cy->m[i].k == ms->k &&
+            cy->m[i].pend == ms->pend && cy->m[i].pv == ms->pv &&
             !strcmp(cy->m[i].key, key))
             return;
     if (cy->n >= PV_SCRUB_CARRY)
         return; /* more partial matches at once than carried: see top */
     snprintf(cy->m[cy->n].key, sizeof(cy->m[cy->n].key), "%s", key);
     cy->m[cy->n].pat = (uint32_t)pat;
-    cy->m[cy->n].k = (uint32_t)k;
+    cy->m[cy->n].k = (uint32_t)ms->k;
+    cy->m[cy->n].pend = (unsigned char)ms->pend;
+    cy->m[cy->n].pv = (unsigned char)ms->pv;
     cy->n++;
+}
+
+static void
+carried(const struct pv_scrub_carry *cy, unsigned c, struct mstate *ms)
+{
+    ms->k = cy->m[c].k;
+    ms->pend = cy->m[c].pend;
+    ms->pv = cy->m[c].pv;
 }
 
 /* The partial matches that run to the end of the value d[vs..ve) (a
@@ -654,10 +704,60 @@ tail_partials(const struct pv_scrub *s, const char *d, size_t vs, size_t ve,
             const struct pat *p = &s->p[k];
             if (ch != (unsigned char)p->s[0] || !may_go_on(p, d, i, adv, ve))
                 continue;
-            size_t got = 0, e;
-            if (match_run(p, &got, d, i, ve, &e) && got > 0)
-                carry_add(nw, key, k, got);
+            struct mstate ms = {0, 0, 0};
+            size_t e;
+            if (match_run(p, &ms, d, i, ve, &e) && (ms.k > 0 || ms.pend))
+                carry_add(nw, key, k, &ms);
         }
+    }
+    /* A %XX cut before its byte: it may be any pattern's first. */
+    int one = ve > vs && d[ve - 1] == '%';
+    if (one || (ve - vs >= 2 && d[ve - 2] == '%' && hexv(d[ve - 1]) >= 0)) {
+        struct mstate ms = {0, one ? 1 : 2, one ? 0 : hexv(d[ve - 1])};
+        carry_add(nw, key, PAT_ANY, &ms);
+    }
+}
+
+/* Carried entry c goes on in the value d[vs..ve): its continuation
+ * masked once the joined match counts, what may still go on into nw. */
+static void
+go_on(const struct pv_scrub *s, const struct pv_scrub_carry *cy, unsigned c,
+      const char *d, size_t vs, size_t ve, const char *key,
+      struct ev_mask *m, struct pv_scrub_carry *nw)
+{
+    struct mstate ms;
+    carried(cy, c, &ms);
+    size_t end;
+    if (cy->m[c].pat != PAT_ANY) {
+        const struct pat *p = &s->p[cy->m[c].pat];
+        int more = match_run(p, &ms, d, vs, ve, &end);
+        if (ms.k >= p->min)
+            ev_mask(m, vs, end); /* the joined match counts */
+        if (more)
+            carry_add(nw, key, cy->m[c].pat, &ms);
+        return;
+    }
+    /* The byte of a cut %XX, then every pattern that starts with it. */
+    size_t j = vs;
+    for (; ms.pend < 3 && j < ve; j++) {
+        int h = hexv(d[j]);
+        if (h < 0)
+            return;
+        ms.pv = ms.pend++ == 1 ? h : ms.pv << 4 | h;
+    }
+    if (ms.pend < 3) {
+        carry_add(nw, key, PAT_ANY, &ms);
+        return;
+    }
+    for (size_t k = s->from[ms.pv]; k < (size_t)s->from[ms.pv] + s->cnt[ms.pv];
+         k++) {
+        const struct pat *p = &s->p[k];
+        struct mstate m2 = {1, 0, 0};
+        int more = match_run(p, &m2, d, j, ve, &end);
+        if (m2.k >= p->min)
+            ev_mask(m, vs, end);
+        if (more)
+            carry_add(nw, key, k, &m2);
     }
 }
 
@@ -694,11 +794,12 @@ pv_scrub_event(const struct pv_scrub *s, struct pv_scrub_carry *cy,
             after++;
         pos = ve + 1;
         if (after < len && data[after] == ':') {
-            key_ok = ve - vs < sizeof(key);
-            if (key_ok) {
-                memcpy(key, data + vs, ve - vs);
-                key[ve - vs] = '\0';
-            }
+            /* The key as text (an upstream may escape it too). */
+            size_t kl = 0, adv;
+            for (size_t j = vs; j < ve && kl < sizeof(key); j += adv)
+                key[kl++] = (char)decode_at(data, j, ve, &adv);
+            key_ok = kl < sizeof(key);
+            key[key_ok ? kl : 0] = '\0';
             pos = after + 1;
             continue;
         }
@@ -707,24 +808,21 @@ pv_scrub_event(const struct pv_scrub *s, struct pv_scrub_carry *cy,
         /* A match carried from an earlier event goes on here. */
         for (unsigned c = 0; c < cy->n; c++) {
             if (used[c] || strcmp(cy->m[c].key, key) != 0 ||
-                cy->m[c].pat >= s->n)
+                (cy->m[c].pat >= s->n && cy->m[c].pat != PAT_ANY))
                 continue;
             used[c] = 1;
-            const struct pat *p = &s->p[cy->m[c].pat];
-            size_t k = cy->m[c].k, end;
-            int more = match_run(p, &k, data, vs, ve, &end);
-            if (k >= p->min)
-                ev_mask(&m, vs, end); /* the joined match counts */
-            if (more)
-                carry_add(&nw, key, cy->m[c].pat, k);
+            go_on(s, cy, c, data, vs, ve, key, &m, &nw);
         }
         tail_partials(s, data, vs, ve, key, &nw);
     }
     /* What no value of this event took up waits for a later one (a ping
      * between two deltas); what it took up is replaced by nw. */
     for (unsigned c = 0; c < cy->n; c++)
-        if (!used[c])
-            carry_add(&nw, cy->m[c].key, cy->m[c].pat, cy->m[c].k);
+        if (!used[c]) {
+            struct mstate ms;
+            carried(cy, c, &ms);
+            carry_add(&nw, cy->m[c].key, cy->m[c].pat, &ms);
+        }
     *cy = nw;
     if (m.oom)
         return -1;

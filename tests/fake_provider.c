@@ -95,7 +95,10 @@
  *                       slash ("/" as "\/"), u (every letter and digit
  *                       of every JSON string as \u00XX), b64 (each value
  *                       base64), trunc (each value less its last 3
- *                       characters), text (error: a text/plain body)
+ *                       characters), text (error: a text/plain body),
+ *                       hex / HEX (each value's bytes as lower / upper
+ *                       case hex), url (each value %-encoded, every byte
+ *                       but letters and digits as %XX)
  *   rl_headers          x-ratelimit-* and x-request-id on the answer
  *   cache_write=N       native: Anthropic cache_creation_input_tokens
  *                       (prompt_tokens stays the total: input_tokens is
@@ -139,6 +142,7 @@
  * Deterministic: fixed "created", ids numbered per process.  Every wait is
  * bounded (delays capped at 60 s).
  */
+#include <ctype.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -251,7 +255,10 @@ struct opts {
 
 enum fmt { FMT_OPENAI = 0, FMT_ANTHROPIC, FMT_GEMINI };
 
-enum { ECHO_JSON = 1, ECHO_SLASH, ECHO_U, ECHO_B64, ECHO_TRUNC, ECHO_TEXT };
+enum {
+    ECHO_JSON = 1, ECHO_SLASH, ECHO_U, ECHO_B64, ECHO_TRUNC, ECHO_TEXT,
+    ECHO_HEX, ECHO_HEX_UP, ECHO_URL
+};
 
 enum job_stage { J_BEGIN, J_BODY, J_EVENTS, J_HANG, J_DROP };
 
@@ -386,6 +393,9 @@ opts_parse(struct opts *o, const char *s, size_t n)
                                   : !strcmp(val, "b64")   ? ECHO_B64
                                   : !strcmp(val, "trunc") ? ECHO_TRUNC
                                   : !strcmp(val, "text")  ? ECHO_TEXT
+                                  : !strcmp(val, "hex")   ? ECHO_HEX
+                                  : !strcmp(val, "HEX")   ? ECHO_HEX_UP
+                                  : !strcmp(val, "url")   ? ECHO_URL
                                                           : ECHO_JSON;
             else if (IS("tag"))
                 snprintf(o->tag, sizeof(o->tag), "%.63s", val);
@@ -555,6 +565,30 @@ b64(const char *in)
     return b64n(in, strlen(in));
 }
 
+/* in as hex (ECHO_HEX, ECHO_HEX_UP) or %-encoded (ECHO_URL).  malloc'd. */
+static char *
+encoded(const char *in, int form)
+{
+    const char *d = form == ECHO_HEX ? "0123456789abcdef" : "0123456789ABCDEF";
+    size_t n = strlen(in), o = 0;
+    char *out = malloc(3 * n + 1);
+    if (!out)
+        return NULL;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)in[i];
+        if (form == ECHO_URL && isalnum(c)) {
+            out[o++] = (char)c;
+            continue;
+        }
+        if (form == ECHO_URL)
+            out[o++] = '%';
+        out[o++] = d[c >> 4];
+        out[o++] = d[c & 15];
+    }
+    out[o] = '\0';
+    return out;
+}
+
 /* echo_headers: "name: value; ..." of every request header, each value in
  * the form (b64, trunc) or as is.  malloc'd. */
 static char *
@@ -567,7 +601,11 @@ headers_text(struct evhttp_request *req, int form)
     t[0] = '\0';
     struct evkeyvalq *in = evhttp_request_get_input_headers(req);
     for (struct evkeyval *kv = in->tqh_first; kv; kv = kv->next.tqe_next) {
-        char *v = form == ECHO_B64 ? b64(kv->value) : strdup(kv->value);
+        char *v = form == ECHO_B64                           ? b64(kv->value)
+                  : form == ECHO_HEX || form == ECHO_HEX_UP ||
+                          form == ECHO_URL
+                      ? encoded(kv->value, form)
+                      : strdup(kv->value);
         if (!v)
             continue;
         if (form == ECHO_TRUNC) {
@@ -1534,7 +1572,8 @@ job_build(struct job *j, json_t *body, const char *model, int include_usage)
     size_t np = 0;
     if (j->stream) {
         int n = o->chunks;
-        if (n > 0 && !o->has_content && !o->echo && o->big <= 0)
+        if (n > 0 && !o->has_content && !o->echo && !j->echo &&
+            o->big <= 0)
             n = 0; /* generated words: already one per chunk */
         np = split_text(text, n, &pieces);
         if (!pieces) {

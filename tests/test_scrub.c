@@ -205,6 +205,18 @@ test_stream_split(void)
     const char *d[] = {CHUNK("sk%2Dp"), CHUNK("roj%2DAB and")};
     T_EQ_INT(stream(s, d, 2, out, sizeof(out)), 1);
     T_EQ_STR(out, CHUNK("sk%2Dp") "|" CHUNK("******** and"));
+    /* a %XX cut by the event's end, after the secret began or before */
+    const char *d2[] = {CHUNK("sk%2"), CHUNK("Dproj%2"), CHUNK("DAB and")};
+    T_EQ_INT(stream(s, d2, 3, out, sizeof(out)), 1); /* 7, then 8 */
+    T_EQ_STR(out, CHUNK("sk%2") "|" CHUNK("Dproj%2") "|" CHUNK("*** and"));
+    const char *d3[] = {CHUNK("x %"), CHUNK("7"), CHUNK("3k%2Dproj-AB.")};
+    T_EQ_INT(stream(s, d3, 3, out, sizeof(out)), 1);
+    T_EQ_STR(out, CHUNK("x %") "|" CHUNK("7") "|" CHUNK("************."));
+    /* keys escaped too (\u0063ontent is "content") */
+    const char *d4[] = {"{\"\\u0063ontent\":\"sk-pr\"}",
+                        "{\"c\\u006fntent\":\"oj-ABC!\"}"};
+    T_EQ_INT(stream(s, d4, 2, out, sizeof(out)), 1);
+    T_EQ_STR(out, "{\"\\u0063ontent\":\"sk-pr\"}|{\"c\\u006fntent\":\"******!\"}");
     /* a whole-only secret (plain header value): masked once complete */
     const char *e[] = {CHUNK("organisation-"), CHUNK("long"),
                        CHUNK("-name.")};

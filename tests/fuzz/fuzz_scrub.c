@@ -2,7 +2,10 @@
  * libFuzzer target for secret scrubbing (providers/scrub.c): the input is
  * an upstream's text; the provider has an api_key, credential and plain
  * headers, a Bearer and a Basic value and URL userinfo.  Scrubbing keeps
- * the length, leaves no match behind, and a second pass finds nothing.
+ * the length, leaves no match behind, and a second pass finds nothing;
+ * cut into two stream events (pv_scrub_event), each is masked at least as
+ * pv_scrub masks it, the first exactly so, and nothing but '*' is ever
+ * written.
  */
 #include "../../providers/providers.h"
 
@@ -44,6 +47,33 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort(); /* something was left behind */
     if (hits == 0 && size && memcmp(buf, data, size) != 0)
         abort(); /* changed without a match */
+    /* As a stream: the input cut in two events.  The first is masked as
+     * pv_scrub masks it; the second at least as much as pv_scrub would
+     * (the carry only adds masks). */
+    size_t cut = size ? data[0] % (size + 1) : 0;
+    struct pv_scrub_carry cy;
+    memset(&cy, 0, sizeof(cy));
+    const char *ev[2] = {(const char *)data, (const char *)data + cut};
+    size_t evn[2] = {cut, size - cut};
+    for (int e = 0; e < 2; e++) {
+        char *m = NULL;
+        int h = pv_scrub_event(s, &cy, ev[e], evn[e], &m);
+        if (h < 0 || (h > 0) != (m != NULL))
+            abort();
+        char *plain = malloc(evn[e] ? evn[e] : 1);
+        if (!plain)
+            abort();
+        memcpy(plain, ev[e], evn[e]);
+        pv_scrub(s, plain, evn[e]);
+        const char *got = m ? m : ev[e];
+        for (size_t i = 0; i < evn[e]; i++)
+            if ((plain[i] == '*' && got[i] != '*' && ev[e][i] != '*') ||
+                (e == 0 && got[i] != plain[i]) ||
+                (got[i] != ev[e][i] && got[i] != '*'))
+                abort();
+        free(plain);
+        free(m);
+    }
     free(buf);
     return 0;
 }

@@ -58,7 +58,7 @@ sources_for() {
     json_scan) echo providers/json_scan.c ;;
     chat_request) echo providers/request.c providers/json_scan.c ;;
     responses) echo gateway/responses.c gateway/embeddings.c providers/request.c providers/json_scan.c common/common.c ;;
-    scrub) echo providers/scrub.c ;;
+    scrub) echo providers/scrub.c common/common.c ;;
     json_schema) echo providers/json_schema.c common/common.c local_engine/*.c ;;
     config) echo config/*.c pricing/*.c common/*.c ;;
     conn) echo gateway/conn.c common/common.c ;;
