@@ -77,6 +77,9 @@ struct pv_scrub {
     /* p sorted by first byte: those starting with c are p[from[c]..
      * from[c] + cnt[c]) (index_patterns). */
     uint16_t from[256], cnt[256];
+    /* bit (c1 << 8 | c2): some pattern starts with the characters c1 c2
+     * (or has only c1) */
+    uint64_t pair[65536 / 64];
     unsigned char stop[256];  /* first, and '\\' (an escape may start one) */
     int refs;  /* holders (pv_scrub_share); pv_scrub_free drops one */
     char *src; /* the provider fields it was built from (src_fields) */
@@ -353,9 +356,11 @@ index_patterns(struct pv_scrub *s)
 {
     qsort(s->p, s->n, sizeof(*s->p), pat_cmp);
     for (size_t i = s->n; i-- > 0;) {
-        unsigned char c = (unsigned char)s->p[i].s[0];
-        s->from[c] = (uint16_t)i;
-        s->cnt[c]++;
+        const unsigned char *c = (const unsigned char *)s->p[i].s;
+        s->from[c[0]] = (uint16_t)i;
+        s->cnt[c[0]]++;
+        unsigned v = (unsigned)c[0] << 8 | c[s->p[i].n > 1 ? 1 : 0];
+        s->pair[v / 64] |= 1ULL << (v % 64);
     }
 }
 
@@ -467,6 +472,18 @@ decode_at(const char *t, size_t j, size_t n, size_t *adv)
     }
 }
 
+/* decode_at with the common case (a plain byte) inline. */
+static inline int
+dec(const char *t, size_t j, size_t n, size_t *adv)
+{
+    unsigned char c = (unsigned char)t[j];
+    if (c != '\\' && c != '%') {
+        *adv = 1;
+        return c;
+    }
+    return decode_at(t, j, n, adv);
+}
+
 /* Where a match of one pattern stands: k characters matched, and a %XX
  * cut by the end of the last text (pend bytes of it seen: 1 "%", 2 "%X"
  * with X's value in pv). */
@@ -513,7 +530,7 @@ match_run(const struct pat *p, struct mstate *ms, const char *t, size_t i,
             return 1;
         }
         size_t adv;
-        int ch = decode_at(t, j, n, &adv);
+        int ch = dec(t, j, n, &adv);
         if (ch != (unsigned char)p->s[kk]) {
             if (adv > 1 && t[j] == p->s[kk]) {
                 /* a raw '\\' or '%' in the secret itself */
@@ -540,6 +557,20 @@ match_at(const struct pat *p, const char *t, size_t i, size_t n)
     return ms.k >= p->min ? e : 0;
 }
 
+/* Cheap test before any pattern is tried: some pattern can start with
+ * the character ch at t[i] (of adv bytes) and the byte after it (an
+ * escape or the text's end may go on with any). */
+static int
+may_start(const struct pv_scrub *s, int ch, const char *t, size_t i,
+          size_t adv, size_t n)
+{
+    if (i + adv >= n)
+        return 1;
+    unsigned char c2 = (unsigned char)t[i + adv];
+    unsigned v = (unsigned)ch << 8 | c2;
+    return c2 == '\\' || c2 == '%' || (s->pair[v / 64] >> (v % 64) & 1);
+}
+
 /* Cheap test before the escape-aware match: the byte after a first
  * character at t[i] (of adv bytes) can go on with p. */
 static int
@@ -563,8 +594,8 @@ find(const struct pv_scrub *s, const char *t, size_t n, size_t from,
         if (!s->stop[(unsigned char)t[i]])
             continue;
         size_t adv;
-        int d = decode_at(t, i, n, &adv);
-        if (!s->first[(unsigned char)d])
+        int d = dec(t, i, n, &adv);
+        if (!s->first[(unsigned char)d] || !may_start(s, d, t, i, adv, n))
             continue;
         size_t best = 0;
         for (size_t k = s->from[d]; k < (size_t)s->from[d] + s->cnt[d];
@@ -661,14 +692,15 @@ static void
 carry_add(struct pv_scrub_carry *cy, const char *key, size_t pat,
           const struct mstate *ms)
 {
+    size_t kl = strlen(key) + 1; /* < sizeof(key): the caller's */
     for (unsigned i = 0; i < cy->n; i++)
         if (cy->m[i].pat == pat && cy->m[i].k == ms->k &&
             cy->m[i].pend == ms->pend && cy->m[i].pv == ms->pv &&
-            !strcmp(cy->m[i].key, key))
+            !memcmp(cy->m[i].key, key, kl))
             return;
     if (cy->n >= PV_SCRUB_CARRY)
         return; /* more partial matches at once than carried: see top */
-    snprintf(cy->m[cy->n].key, sizeof(cy->m[cy->n].key), "%s", key);
+    memcpy(cy->m[cy->n].key, key, kl);
     cy->m[cy->n].pat = (uint32_t)pat;
     cy->m[cy->n].k = (uint32_t)ms->k;
     cy->m[cy->n].pend = (unsigned char)ms->pend;
@@ -696,8 +728,8 @@ tail_partials(const struct pv_scrub *s, const char *d, size_t vs, size_t ve,
         if (!s->stop[(unsigned char)d[i]])
             continue;
         size_t adv;
-        int ch = decode_at(d, i, ve, &adv);
-        if (!s->first[(unsigned char)ch])
+        int ch = dec(d, i, ve, &adv);
+        if (!s->first[(unsigned char)ch] || !may_start(s, ch, d, i, adv, ve))
             continue;
         for (size_t k = s->from[ch]; k < (size_t)s->from[ch] + s->cnt[ch];
              k++) {
@@ -730,6 +762,10 @@ go_on(const struct pv_scrub *s, const struct pv_scrub_carry *cy, unsigned c,
     size_t end;
     if (cy->m[c].pat != PAT_ANY) {
         const struct pat *p = &s->p[cy->m[c].pat];
+        unsigned char c0 = vs < ve ? (unsigned char)d[vs] : 0;
+        if (vs < ve && !ms.pend && c0 != (unsigned char)p->s[ms.k] &&
+            c0 != '\\' && c0 != '%')
+            return; /* the usual case: it does not go on */
         int more = match_run(p, &ms, d, vs, ve, &end);
         if (ms.k >= p->min)
             ev_mask(m, vs, end); /* the joined match counts */
@@ -795,9 +831,15 @@ pv_scrub_event(const struct pv_scrub *s, struct pv_scrub_carry *cy,
         pos = ve + 1;
         if (after < len && data[after] == ':') {
             /* The key as text (an upstream may escape it too). */
-            size_t kl = 0, adv;
-            for (size_t j = vs; j < ve && kl < sizeof(key); j += adv)
-                key[kl++] = (char)decode_at(data, j, ve, &adv);
+            size_t kl = ve - vs, adv;
+            if (kl < sizeof(key) && !memchr(data + vs, '\\', kl) &&
+                !memchr(data + vs, '%', kl)) {
+                memcpy(key, data + vs, kl);
+            } else {
+                kl = 0;
+                for (size_t j = vs; j < ve && kl < sizeof(key); j += adv)
+                    key[kl++] = (char)dec(data, j, ve, &adv);
+            }
             key_ok = kl < sizeof(key);
             key[key_ok ? kl : 0] = '\0';
             pos = after + 1;
@@ -807,7 +849,8 @@ pv_scrub_event(const struct pv_scrub *s, struct pv_scrub_carry *cy,
             continue;
         /* A match carried from an earlier event goes on here. */
         for (unsigned c = 0; c < cy->n; c++) {
-            if (used[c] || strcmp(cy->m[c].key, key) != 0 ||
+            if (used[c] || cy->m[c].key[0] != key[0] ||
+                strcmp(cy->m[c].key, key) != 0 ||
                 (cy->m[c].pat >= s->n && cy->m[c].pat != PAT_ANY))
                 continue;
             used[c] = 1;
