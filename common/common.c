@@ -11,7 +11,7 @@
 #include <strings.h>
 #include <time.h>
 
-int gx_log_level = GX_LOG_WARN;
+_Atomic int gx_log_level = GX_LOG_WARN;
 
 static const char *const status_words[] = {
     [GX_OK] = "ok",

@@ -37,7 +37,7 @@ enum gx_log_level {
 
 /* Current level; lines above it are dropped before their arguments are
  * evaluated.  Set once at start (LLMUX_LOG=error|warn|info|debug). */
-extern int gx_log_level;
+extern _Atomic int gx_log_level; /* SIGHUP may change it (log.level) */
 
 /* One line to stderr: time, level, request id (or "-"), message.  Never log
  * a key, a provider secret or prompt text. */

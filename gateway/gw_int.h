@@ -138,8 +138,8 @@ void gw_dry_run_reply(struct gw_worker *w, struct gw_hreq *req,
                       const struct cfg *c, const struct pv_chat *chat,
                       const struct rt_plan *plan);
 
-/* otel.c: OpenTelemetry traces (see its header).  gw_otel_new: *out NULL
- * when c has no otel block; the server owns the result and frees it after
+/* otel.c: OpenTelemetry traces (see its header).  gw_otel_new: off (and
+ * no thread) while c has no otel block; the server owns it and frees it after
  * the workers stopped (one last bounded export).  Per request (worker
  * thread): gw_otel_begin once the request is read (its span starts at
  * gw_hreq_arrival_ns; req's traceparent honoured), gw_otel_attempt when an upstream attempt ends (start_ns from
@@ -157,6 +157,11 @@ struct gw_trace {
 };
 enum gx_status gw_otel_new(const struct cfg *c, struct gw_otel **out,
                            char *err, size_t errlen);
+/* SIGHUP (main thread): c's otel block applies to o in place (on, off,
+ * endpoint, service_name, sample_ratio, queue, timeout_ms); GX_OK, or an
+ * error in err with the old settings kept where it failed. */
+enum gx_status gw_otel_apply(struct gw_otel *o, const struct cfg *c,
+                             char *err, size_t errlen);
 void gw_otel_free(struct gw_otel *o);
 int64_t gw_otel_now_ns(void);
 void gw_otel_begin(struct gw_otel *o, const struct gw_hreq *req,
@@ -187,6 +192,10 @@ struct gw_obs;
 struct gw_obs *gw_obs_new(const struct cfg *c, char *err, size_t errlen);
 void gw_obs_free(struct gw_obs *o);
 void gw_obs_reopen(struct gw_obs *o);
+/* SIGHUP with a new config (main thread): its log.format, log.level and
+ * log.file apply now (a file that cannot be opened is logged and the old
+ * destination kept). */
+void gw_obs_apply(struct gw_obs *o, const struct cfg *c);
 void gw_obs_request(struct gw_worker *w, const struct pr_usage_row *row);
 void gw_obs_attempt(struct gw_worker *w, const char *provider,
                     const char *outcome);

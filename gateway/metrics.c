@@ -16,10 +16,16 @@
  * Access log lines: formatted on the worker, written with one write(2)
  * on an O_APPEND descriptor; SIGHUP (gw_obs_reopen) opens log.file anew
  * and dup2()s it over the old descriptor, so writers never see a closed
- * one.  A line carries the key id, never the key. */
+ * one.  SIGHUP with a new config (gw_obs_apply) applies log.format and
+ * log.level at once and a new log.file the same way: the file is opened
+ * (an error is logged and the old destination kept) and dup2()ed over
+ * llmux's own descriptor, or becomes it when lines went to stderr so far;
+ * back to stderr, stderr is dup2()ed over it.  That descriptor is never
+ * closed while llmux runs.  A line carries the key id, never the key. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,10 +74,12 @@ struct gw_obs {
     size_t n_series;
     int64_t dropped; /* tuples folded into "other" at the cap */
     /* access log */
-    int fd;          /* 2 = stderr, else our descriptor of log_file */
-    char *file;      /* NULL = stderr */
-    int logfmt;
-    int level;       /* access lines are written when info <= level */
+    atomic_int fd;   /* 2 = stderr, else own_fd */
+    int own_fd;      /* our descriptor for log files, -1 none yet */
+    char *file;      /* NULL = stderr; main thread */
+    atomic_int logfmt;
+    atomic_int level; /* access lines are written when info <= level */
+    int env_level;   /* gx_log_level before any "log" block (LLMUX_LOG) */
 };
 
 static uint64_t
@@ -136,23 +144,93 @@ gw_obs_new(const struct cfg *c, char *err, size_t errlen)
     }
     pthread_mutex_init(&o->mu, NULL);
     o->fd = 2;
+    o->own_fd = -1;
+    o->env_level = gx_log_level;
     o->logfmt = c->log_logfmt;
     o->level = c->log_level >= 0 ? c->log_level : gx_log_level;
     if (c->log_level >= 0)
         gx_log_level = c->log_level;
     if (c->log_file) {
         o->file = strdup(c->log_file);
-        o->fd = o->file ? open(o->file,
-                               O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640)
-                        : -1;
-        if (o->fd < 0) {
+        o->own_fd = o->file ? open(o->file, O_WRONLY | O_CREAT | O_APPEND |
+                                                O_CLOEXEC,
+                                   0640)
+                            : -1;
+        if (o->own_fd < 0) {
             gx_errf(err, errlen, "log.file %s: %s", c->log_file,
                     o->file ? strerror(errno) : "out of memory");
             gw_obs_free(o);
             return NULL;
         }
+        o->fd = o->own_fd;
     }
     return o;
+}
+
+static int
+same_path(const char *a, const char *b)
+{
+    return (!a && !b) || (a && b && !strcmp(a, b));
+}
+
+void
+gw_obs_apply(struct gw_obs *o, const struct cfg *c)
+{
+    if (!o)
+        return;
+    int fmt = c->log_logfmt ? 1 : 0;
+    if (atomic_exchange(&o->logfmt, fmt) != fmt)
+        GX_LOG(GX_LOG_WARN, NULL, "SIGHUP: log.format is now %s",
+               fmt ? "logfmt" : "json");
+    int lv = c->log_level >= 0 ? c->log_level : o->env_level;
+    if (atomic_exchange(&o->level, lv) != lv)
+        GX_LOG(GX_LOG_WARN, NULL, "SIGHUP: log.level is now %d", lv);
+    gx_log_level = lv;
+    if (same_path(o->file, c->log_file))
+        return;
+    char *nf = c->log_file ? strdup(c->log_file) : NULL;
+    if (c->log_file && !nf) {
+        GX_LOG(GX_LOG_ERROR, NULL,
+               "SIGHUP: log.file: out of memory; access lines go where they "
+               "went");
+        return;
+    }
+    if (!nf) { /* back to stderr */
+        if (o->own_fd >= 0 && dup2(2, o->own_fd) < 0) {
+            GX_LOG(GX_LOG_ERROR, NULL, "SIGHUP: log.file: %s; lines go to %s",
+                   strerror(errno), o->file);
+            return;
+        }
+    } else {
+        int fd = open(nf, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+        if (fd < 0) {
+            GX_LOG(GX_LOG_ERROR, NULL,
+                   "SIGHUP: log.file %s: %s; access lines go where they went "
+                   "(%s)",
+                   nf, strerror(errno), o->file ? o->file : "stderr");
+            free(nf);
+            return;
+        }
+        if (o->own_fd < 0) {
+            o->own_fd = fd;
+        } else {
+            int r = dup2(fd, o->own_fd); /* a writer sees old or new */
+            close(fd);
+            if (r < 0) {
+                GX_LOG(GX_LOG_ERROR, NULL,
+                       "SIGHUP: log.file %s: %s; access lines go where they "
+                       "went",
+                       nf, strerror(errno));
+                free(nf);
+                return;
+            }
+        }
+        atomic_store(&o->fd, o->own_fd);
+    }
+    GX_LOG(GX_LOG_WARN, NULL, "SIGHUP: log.file is now %s",
+           nf ? nf : "stderr");
+    free(o->file);
+    o->file = nf;
 }
 
 void
@@ -160,8 +238,8 @@ gw_obs_free(struct gw_obs *o)
 {
     if (!o)
         return;
-    if (o->fd > 2)
-        close(o->fd);
+    if (o->own_fd > 2)
+        close(o->own_fd);
     pthread_mutex_destroy(&o->mu);
     free(o->slots);
     free(o->file);
@@ -181,7 +259,7 @@ gw_obs_reopen(struct gw_obs *o)
         return;
     }
     /* Atomic swap under the same number: a writer sees old or new. */
-    if (dup2(fd, o->fd) < 0)
+    if (dup2(fd, o->own_fd) < 0)
         GX_LOG(GX_LOG_ERROR, NULL, "SIGHUP: log.file %s: %s", o->file,
                strerror(errno));
     close(fd);
@@ -240,10 +318,10 @@ json_esc(struct gx_buf *b, const char *s)
 }
 
 static void
-field_s(struct gw_obs *o, struct gx_buf *b, int *first, const char *k,
+field_s(int logfmt, struct gx_buf *b, int *first, const char *k,
         const char *v)
 {
-    if (o->logfmt) {
+    if (logfmt) {
         gx_buf_printf(b, "%s%s=", *first ? "" : " ", k);
         if (!v) {
             gx_buf_printf(b, "-");
@@ -266,10 +344,10 @@ field_s(struct gw_obs *o, struct gx_buf *b, int *first, const char *k,
 }
 
 static void
-field_raw(struct gw_obs *o, struct gx_buf *b, int *first, const char *k,
+field_raw(int logfmt, struct gx_buf *b, int *first, const char *k,
           const char *v)
 {
-    if (o->logfmt)
+    if (logfmt)
         gx_buf_printf(b, "%s%s=%s", *first ? "" : " ", k, v);
     else
         gx_buf_printf(b, "%s\"%s\":%s", *first ? "{" : ",", k, v);
@@ -277,53 +355,54 @@ field_raw(struct gw_obs *o, struct gx_buf *b, int *first, const char *k,
 }
 
 static void
-field_i(struct gw_obs *o, struct gx_buf *b, int *first, const char *k,
+field_i(int logfmt, struct gx_buf *b, int *first, const char *k,
         int64_t v)
 {
     char n[32];
     snprintf(n, sizeof(n), "%lld", (long long)v);
-    field_raw(o, b, first, k, n);
+    field_raw(logfmt, b, first, k, n);
 }
 
 static void
 access_line(struct gw_obs *o, const struct pr_usage_row *row)
 {
-    if (o->level < GX_LOG_INFO)
+    if (atomic_load_explicit(&o->level, memory_order_relaxed) < GX_LOG_INFO)
         return;
+    int fmt = atomic_load_explicit(&o->logfmt, memory_order_relaxed);
     struct gx_buf b;
     gx_buf_init(&b, 1024);
     int first = 1;
     char ts[32], cost[48];
     snprintf(ts, sizeof(ts), "%lld", (long long)row->ts_ms);
-    field_raw(o, &b, &first, "ts_ms", ts);
-    field_s(o, &b, &first, "level", "info");
-    field_s(o, &b, &first, "request_id", row->request_id);
+    field_raw(fmt, &b, &first, "ts_ms", ts);
+    field_s(fmt, &b, &first, "level", "info");
+    field_s(fmt, &b, &first, "request_id", row->request_id);
     if (row->key_id >= 0)
-        field_i(o, &b, &first, "key_id", row->key_id);
+        field_i(fmt, &b, &first, "key_id", row->key_id);
     else
-        field_raw(o, &b, &first, "key_id", o->logfmt ? "-" : "null");
-    field_s(o, &b, &first, "api", "chat");
-    field_s(o, &b, &first, "route", row->route);
-    field_s(o, &b, &first, "provider", row->provider);
-    field_s(o, &b, &first, "model", row->model);
-    field_i(o, &b, &first, "status", row->status);
-    field_i(o, &b, &first, "attempts", row->attempts);
-    field_raw(o, &b, &first, "stream", row->stream ? "true" : "false");
-    field_i(o, &b, &first, "prompt_tokens", row->prompt_tokens);
-    field_i(o, &b, &first, "completion_tokens", row->completion_tokens);
-    field_i(o, &b, &first, "cached_tokens", row->cached_tokens);
+        field_raw(fmt, &b, &first, "key_id", fmt ? "-" : "null");
+    field_s(fmt, &b, &first, "api", "chat");
+    field_s(fmt, &b, &first, "route", row->route);
+    field_s(fmt, &b, &first, "provider", row->provider);
+    field_s(fmt, &b, &first, "model", row->model);
+    field_i(fmt, &b, &first, "status", row->status);
+    field_i(fmt, &b, &first, "attempts", row->attempts);
+    field_raw(fmt, &b, &first, "stream", row->stream ? "true" : "false");
+    field_i(fmt, &b, &first, "prompt_tokens", row->prompt_tokens);
+    field_i(fmt, &b, &first, "completion_tokens", row->completion_tokens);
+    field_i(fmt, &b, &first, "cached_tokens", row->cached_tokens);
     pr_pusd_format(row->cost_pusd, cost, sizeof(cost));
-    field_s(o, &b, &first, "cost_usd", cost); /* exact decimal, a string */
-    field_i(o, &b, &first, "latency_ms", row->latency_ms);
+    field_s(fmt, &b, &first, "cost_usd", cost); /* exact decimal, a string */
+    field_i(fmt, &b, &first, "latency_ms", row->latency_ms);
     if (row->ttft_ms >= 0)
-        field_i(o, &b, &first, "ttft_ms", row->ttft_ms);
+        field_i(fmt, &b, &first, "ttft_ms", row->ttft_ms);
     else
-        field_raw(o, &b, &first, "ttft_ms", o->logfmt ? "-" : "null");
-    field_s(o, &b, &first, "usage_source", row->usage_source);
-    field_s(o, &b, &first, "error", row->error);
-    gx_buf_printf(&b, o->logfmt ? "\n" : "}\n");
+        field_raw(fmt, &b, &first, "ttft_ms", fmt ? "-" : "null");
+    field_s(fmt, &b, &first, "usage_source", row->usage_source);
+    field_s(fmt, &b, &first, "error", row->error);
+    gx_buf_printf(&b, fmt ? "\n" : "}\n");
     if (b.data) {
-        ssize_t w = write(o->fd, b.data, b.len);
+        ssize_t w = write(atomic_load(&o->fd), b.data, b.len);
         (void)w; /* a full disk loses log lines, never requests */
     }
     gx_buf_cleanup(&b);

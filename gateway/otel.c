@@ -32,12 +32,20 @@
  * retried, so a dead collector costs one timeout per batch and nothing
  * else.  gw_otel_free stops the thread after one last bounded export.
  *
+ * SIGHUP (gw_otel_apply, main thread): the otel block of the new config
+ * applies at once, in place (workers keep the same object): an endpoint
+ * added turns tracing on (the ring and the thread are made then), removed
+ * turns it off (spans already queued still leave), and endpoint,
+ * service_name, sample_ratio, queue and timeout_ms changes apply to the
+ * next span and the next export.
+ *
  * Secrets: the endpoint may carry credentials; it is never logged.  Span
  * attributes are the same facts as the access log line: key ids, never a
  * key, no prompt text.
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,15 +82,16 @@ struct otel_span {
 };
 
 struct gw_otel {
-    char *endpoint;
-    char *service;
-    double sample;
-    long timeout_ms;
+    atomic_int on;          /* an endpoint is configured: spans are made */
+    _Atomic uint64_t sample_q; /* sample_ratio * 2^53 */
     pthread_t thread;
-    int started;
+    int started;            /* main thread */
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    struct otel_span *ring; /* cap slots */
+    char *endpoint;         /* mu; kept when turned off (the queue drains) */
+    char *service;          /* mu */
+    long timeout_ms;        /* mu */
+    struct otel_span *ring; /* cap slots; mu; made when first on */
     size_t cap, head, n;    /* mu */
     int stop;               /* mu */
     _Atomic int64_t exported, dropped_full, dropped_failed;
@@ -202,7 +211,7 @@ gw_otel_begin(struct gw_otel *o, const struct gw_hreq *req,
               struct gw_trace *t)
 {
     memset(t, 0, sizeof(*t));
-    if (!o)
+    if (!o || !atomic_load_explicit(&o->on, memory_order_relaxed))
         return;
     const char *traceparent = gw_hreq_header(req, "traceparent");
     t->start_ns = gw_hreq_arrival_ns(req);
@@ -215,7 +224,8 @@ gw_otel_begin(struct gw_otel *o, const struct gw_hreq *req,
         t->sampled = sampled;
     } else {
         random_id(t->trace_id, 16);
-        t->sampled = (double)(rng_next() >> 11) * 0x1.0p-53 < o->sample;
+        t->sampled = (rng_next() >> 11) <
+                     atomic_load_explicit(&o->sample_q, memory_order_relaxed);
     }
     random_id(t->span_id, 8);
 }
@@ -248,7 +258,7 @@ static void
 push(struct gw_otel *o, const struct otel_span *s)
 {
     pthread_mutex_lock(&o->mu);
-    if (o->n >= o->cap || o->stop) {
+    if (o->n >= o->cap || o->stop || !o->ring) {
         pthread_mutex_unlock(&o->mu);
         atomic_fetch_add(&o->dropped_full, 1);
         return;
@@ -403,10 +413,17 @@ discard(char *p, size_t size, size_t n, void *ud)
     return size * n;
 }
 
-/* POSTs spans[0..n); 0 when the collector took them (2xx). */
+/* Where a batch goes: the settings when it was taken (gw_otel_apply may
+ * change them while it is out). */
+struct otel_dest {
+    char *endpoint, *service;
+    long timeout_ms;
+};
+
+/* POSTs spans[0..n) to d; 0 when the collector took them (2xx). */
 static int
-export_batch(struct gw_otel *o, CURL *h, const struct otel_span *spans,
-             size_t n)
+export_batch(const struct otel_dest *d, CURL *h,
+             const struct otel_span *spans, size_t n)
 {
     json_t *arr = json_array();
     for (size_t i = 0; arr && i < n; i++)
@@ -414,7 +431,7 @@ export_batch(struct gw_otel *o, CURL *h, const struct otel_span *spans,
     json_t *doc = json_pack(
         "{s:[{s:{s:[{s:s,s:{s:s}}]},s:[{s:{s:s},s:o}]}]}", "resourceSpans",
         "resource", "attributes", "key", "service.name", "value",
-        "stringValue", o->service, "scopeSpans", "scope", "name", "llmux",
+        "stringValue", d->service, "scopeSpans", "scope", "name", "llmux",
         "spans", arr);
     char *body = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
     json_decref(doc);
@@ -422,12 +439,12 @@ export_batch(struct gw_otel *o, CURL *h, const struct otel_span *spans,
         return -1;
     struct curl_slist *hdr =
         curl_slist_append(NULL, "Content-Type: application/json");
-    curl_easy_setopt(h, CURLOPT_URL, o->endpoint);
+    curl_easy_setopt(h, CURLOPT_URL, d->endpoint);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
     curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
     curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
-    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, o->timeout_ms);
-    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, o->timeout_ms);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, d->timeout_ms);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, d->timeout_ms);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, discard);
     CURLcode cc = curl_easy_perform(h);
@@ -476,8 +493,16 @@ exporter(void *arg)
             o->n--;
         }
         int stopping = o->stop;
+        struct otel_dest d = {o->endpoint ? strdup(o->endpoint) : NULL,
+                              strdup(o->service ? o->service : "llmux"),
+                              o->timeout_ms};
         pthread_mutex_unlock(&o->mu);
-        int ok = h && batch && export_batch(o, h, batch, k) == 0;
+        int ok = h && batch && d.endpoint && d.service &&
+                 export_batch(&d, h, batch, k) == 0;
+        if (d.endpoint)
+            memset(d.endpoint, 0, strlen(d.endpoint)); /* may hold a key */
+        free(d.endpoint);
+        free(d.service);
         atomic_fetch_add(ok ? &o->exported : &o->dropped_failed,
                          (int64_t)k);
         pthread_mutex_lock(&o->mu);
@@ -504,33 +529,86 @@ gw_otel_new(const struct cfg *c, struct gw_otel **out, char *err,
             size_t errlen)
 {
     *out = NULL;
-    if (!c->otel_endpoint)
-        return GX_OK;
     struct gw_otel *o = calloc(1, sizeof(*o));
-    if (!o)
-        goto oom;
+    if (!o) {
+        gx_errf(err, errlen, "otel: out of memory");
+        return GX_ENOMEM;
+    }
     pthread_mutex_init(&o->mu, NULL);
     pthread_cond_init(&o->cv, NULL);
-    o->cap = c->otel_queue > 0 ? (size_t)c->otel_queue : 2048;
-    o->sample = c->otel_sample;
-    o->timeout_ms = c->otel_timeout_ms > 0 ? c->otel_timeout_ms : 5000;
-    o->endpoint = strdup(c->otel_endpoint);
-    o->service = strdup(c->otel_service ? c->otel_service : "llmux");
-    o->ring = calloc(o->cap, sizeof(*o->ring));
-    if (!o->endpoint || !o->service || !o->ring)
-        goto oom;
-    if (pthread_create(&o->thread, NULL, exporter, o) != 0) {
-        gx_errf(err, errlen, "otel: cannot start the exporter thread");
+    enum gx_status st = gw_otel_apply(o, c, err, errlen);
+    if (st != GX_OK) {
         gw_otel_free(o);
-        return GX_EIO;
+        return st;
     }
-    o->started = 1;
     *out = o;
     return GX_OK;
-oom:
-    gx_errf(err, errlen, "otel: out of memory");
-    gw_otel_free(o);
-    return GX_ENOMEM;
+}
+
+/* Replaces *slot with a copy of v (v NULL: kept). */
+static int
+set_str(char **slot, const char *v)
+{
+    if (!v)
+        return 0;
+    char *c = strdup(v);
+    if (!c)
+        return -1;
+    if (*slot)
+        memset(*slot, 0, strlen(*slot)); /* an endpoint may hold a key */
+    free(*slot);
+    *slot = c;
+    return 0;
+}
+
+enum gx_status
+gw_otel_apply(struct gw_otel *o, const struct cfg *c, char *err,
+              size_t errlen)
+{
+    int on = c->otel_endpoint != NULL;
+    size_t cap = c->otel_queue > 0 ? (size_t)c->otel_queue : 2048;
+    pthread_mutex_lock(&o->mu);
+    int bad = set_str(&o->endpoint, c->otel_endpoint) != 0 ||
+              set_str(&o->service, on ? (c->otel_service ? c->otel_service
+                                                         : "llmux")
+                                      : NULL) != 0;
+    if (on)
+        o->timeout_ms = c->otel_timeout_ms > 0 ? c->otel_timeout_ms : 5000;
+    if (!bad && on && (!o->ring || cap != o->cap)) {
+        /* A new ring: the queued spans move over, the oldest first; what
+         * does not fit is dropped and counted. */
+        struct otel_span *r = calloc(cap, sizeof(*r));
+        if (!r) {
+            bad = 1;
+        } else {
+            size_t keep = o->n < cap ? o->n : cap;
+            for (size_t i = 0; i < keep; i++)
+                r[i] = o->ring[(o->head + i) % o->cap];
+            atomic_fetch_add(&o->dropped_full, (int64_t)(o->n - keep));
+            free(o->ring);
+            o->ring = r;
+            o->cap = cap;
+            o->head = 0;
+            o->n = keep;
+        }
+    }
+    pthread_mutex_unlock(&o->mu);
+    if (bad) {
+        gx_errf(err, errlen, "otel: out of memory");
+        return GX_ENOMEM;
+    }
+    double q = c->otel_sample * 0x1.0p53;
+    atomic_store(&o->sample_q, q <= 0 ? 0 : q >= 0x1.0p53 ? (1ULL << 53)
+                                                          : (uint64_t)q);
+    if (on && !o->started) {
+        if (pthread_create(&o->thread, NULL, exporter, o) != 0) {
+            gx_errf(err, errlen, "otel: cannot start the exporter thread");
+            return GX_EIO;
+        }
+        o->started = 1;
+    }
+    atomic_store(&o->on, on);
+    return GX_OK;
 }
 
 void
@@ -548,6 +626,8 @@ gw_otel_free(struct gw_otel *o)
     pthread_cond_destroy(&o->cv);
     pthread_mutex_destroy(&o->mu);
     free(o->ring);
+    if (o->endpoint)
+        memset(o->endpoint, 0, strlen(o->endpoint));
     free(o->endpoint);
     free(o->service);
     free(o);

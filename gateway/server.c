@@ -561,12 +561,13 @@ same_str(const char *a, const char *b)
  * generation (config + router, keeping the health of targets that still
  * exist) and its provider instances (local models loaded here, on the
  * main thread, while the workers serve on) to every worker.  A bad file or
- * a local model that does not load is reported and the old config kept.
+ * a local model that does not load is reported and the old config kept
+ * (-1; 0 when the new one is in place).
  * Settings bound at start (listen, workers, database, admin_key,
  * require_keys, tls) need a restart: changes to them are reported and
  * ignored.
  */
-static void
+static int
 reload_config(struct gw_server *srv)
 {
     char err[1024] = "";
@@ -575,12 +576,12 @@ reload_config(struct gw_server *srv)
         GX_LOG(GX_LOG_WARN, NULL,
                "SIGHUP: serving built-in defaults (no --config); nothing to "
                "reload");
-        return;
+        return -1;
     }
     if (cfg_load_file(srv->config_path, &c, err, sizeof(err)) != GX_OK) {
         GX_LOG(GX_LOG_ERROR, NULL,
                "SIGHUP: config rejected, keeping the current one: %s", err);
-        return;
+        return -1;
     }
     const struct cfg *s0 = srv->cfg;
     struct pv_registry *reg = NULL;
@@ -588,7 +589,7 @@ reload_config(struct gw_server *srv)
         GX_LOG(GX_LOG_ERROR, NULL,
                "SIGHUP: config rejected, keeping the current one: %s", err);
         cfg_free(c);
-        return;
+        return -1;
     }
     if (!same_str(s0->listen_host, c->listen_host) ||
         s0->listen_port != c->listen_port || s0->workers != c->workers ||
@@ -609,7 +610,7 @@ reload_config(struct gw_server *srv)
         rt_router_free(rt);
         pv_registry_free(reg);
         cfg_free(c);
-        return;
+        return -1;
     }
     rt_router_adopt(rt, srv->gen->router);
     g->cfg = c;
@@ -632,6 +633,7 @@ reload_config(struct gw_server *srv)
     GX_LOG(GX_LOG_WARN, NULL,
            "SIGHUP: config reloaded from %s (%zu providers, %zu routes)",
            srv->config_path, c->n_providers, c->n_routes);
+    return 0;
 }
 
 static void
@@ -834,7 +836,15 @@ gw_cli_serve(int argc, char **argv)
         if (sigwait(&sigs, &sig) != 0)
             continue;
         if (sig == SIGHUP) {
-            reload_config(&srv);
+            if (reload_config(&srv) == 0) {
+                /* Logs and traces: the new config's blocks, in place. */
+                const struct cfg *nc = srv.gen->cfg;
+                gw_obs_apply(srv.obs, nc);
+                if (gw_otel_apply(srv.otel, nc, err, sizeof(err)) != GX_OK)
+                    GX_LOG(GX_LOG_ERROR, NULL,
+                           "SIGHUP: otel: %s; tracing keeps its old settings",
+                           err);
+            }
             gw_obs_reopen(srv.obs);
             continue;
         }

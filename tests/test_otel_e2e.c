@@ -15,7 +15,8 @@
  * with their status and refusal code, joining a client's trace and
  * following its sampled flag; a span starts when the request arrived
  * (its head, answered with 100 Continue before the body is sent), not
- * when it was refused or routed.  Bounded: every wait has a limit.
+ * when it was refused or routed; a SIGHUP applies a new otel block at
+ * once (on, changed, off).  Bounded: every wait has a limit.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -226,17 +227,22 @@ wait_spans(struct receiver *rv, size_t n, int timeout_ms)
 static struct e2e_proc fake;
 static struct receiver rv;
 
-static int
-start_gw_keys(struct e2e_proc *gw, const char *otel, const char *keys,
-              char *base, size_t baselen)
+static char cfg_file[512]; /* the last gateway's config file */
+
+/* The gateway's config with keys (JSON members) and otel (a block, or
+ * NULL for none) into cfg. */
+static void
+gw_config(char *cfg, size_t cap, const char *dir, const char *otel,
+          const char *keys)
 {
-    char cfg[4096];
-    char *dir = e2e_temp_dir();
+    char ob[600] = "";
+    if (otel)
+        snprintf(ob, sizeof(ob), " \"otel\": %s,\n", otel);
     snprintf(
-        cfg, sizeof(cfg),
+        cfg, cap,
         "{\"listen\": \"127.0.0.1:0\", \"workers\": 2,\n"
         " \"database\": \"%s/otel.db\", %s,\n"
-        " \"otel\": %s,\n"
+        "%s"
         " \"providers\": {\n"
         "  \"fake\": {\"kind\": \"openai\", \"base_url\": "
         "\"http://127.0.0.1:%d/v1\", \"api_key\": \"" SECRET "\",\n"
@@ -251,9 +257,20 @@ start_gw_keys(struct e2e_proc *gw, const char *otel, const char *keys,
         "[\"m@bad\", \"m@fake\"]}},\n"
         " \"failover\": {\"max_attempts\": 2, \"backoff_ms\": 0,\n"
         "  \"circuit_failures\": 1000}}\n",
-        dir, keys, otel, fake.port, fake.port);
+        dir, keys, ob, fake.port, fake.port);
+}
+
+static int
+start_gw_keys(struct e2e_proc *gw, const char *otel, const char *keys,
+              char *base, size_t baselen)
+{
+    char cfg[4096];
+    char *dir = e2e_temp_dir();
+    gw_config(cfg, sizeof(cfg), dir, otel, keys);
     free(dir);
     char *path = e2e_write_temp("otel.json", cfg);
+    if (path)
+        snprintf(cfg_file, sizeof(cfg_file), "%s", path);
     const char *bin = e2e_env("LLMUX_BIN", "build/release/llmux");
     char *argv[] = {(char *)bin, "serve", "--config", path, NULL};
     int rc = path ? e2e_start(gw, argv, "listening on http://127.0.0.1:",
@@ -706,6 +723,81 @@ test_span_starts_at_arrival(void)
     T_EQ_INT(e2e_stop(&gw, SIGTERM, 10000), 0);
 }
 
+/* Rewrites the gateway's config with otel (NULL: none), SIGHUPs it and
+ * waits (bounded) for its n-th reload line. */
+static int
+reload_otel(struct e2e_proc *gw, const char *otel, int n)
+{
+    char cfg[4096];
+    char *dir = e2e_temp_dir();
+    gw_config(cfg, sizeof(cfg), dir, otel, "\"require_keys\": false");
+    free(dir);
+    if (e2e_replace_file(cfg_file, cfg) != 0)
+        return -1;
+    kill(gw->pid, SIGHUP);
+    for (int i = 0; i < 250; i++) {
+        if (e2e_log_count(gw, "config reloaded") >= n)
+            return 0;
+        usleep(20 * 1000);
+    }
+    return -1;
+}
+
+/* The otel block on SIGHUP: turned on, its settings changed, turned off,
+ * each for the next request, with no restart. */
+static void
+test_reload(void)
+{
+    char otel[256], base[128];
+    struct e2e_proc gw;
+    T_EQ_INT(start_gw(&gw, NULL, base, sizeof(base)), 0);
+    pthread_mutex_lock(&rv.mu);
+    json_array_clear(rv.spans);
+    pthread_mutex_unlock(&rv.mu);
+    T_EQ_INT(chat(base, "m@fake", NULL), 200);
+    usleep(600 * 1000); /* past any linger: nothing is sent */
+    T_EQ_INT(n_spans(&rv), 0);
+    /* on */
+    snprintf(otel, sizeof(otel),
+             "{\"endpoint\": \"http://127.0.0.1:%d/v1/traces\", "
+             "\"service_name\": \"after-hup\", \"queue\": 8}",
+             rv.port);
+    T_EQ_INT(reload_otel(&gw, otel, 1), 0);
+    T_EQ_INT(chat(base, "m@fake", NULL), 200);
+    T_CHECK(wait_spans(&rv, 2, 10000)); /* SERVER and CLIENT */
+    pthread_mutex_lock(&rv.mu);
+    json_t *root = find_root(NULL);
+    T_CHECK(root && !strcmp(sstr(root, "_service") ?: "", "after-hup"));
+    json_array_clear(rv.spans);
+    pthread_mutex_unlock(&rv.mu);
+    /* sample_ratio 0 and a new service name: no span of its own */
+    snprintf(otel, sizeof(otel),
+             "{\"endpoint\": \"http://127.0.0.1:%d/v1/traces\", "
+             "\"service_name\": \"second\", \"sample_ratio\": 0}",
+             rv.port);
+    T_EQ_INT(reload_otel(&gw, otel, 2), 0);
+    T_EQ_INT(chat(base, "m@fake", NULL), 200);
+    /* a sampled client parent still is (parent-based), as "second" */
+    T_EQ_INT(chat(base, "m@fake", "00-" CLIENT_TRACE "-" CLIENT_SPAN "-01"),
+             200);
+    T_CHECK(wait_spans(&rv, 2, 10000));
+    usleep(600 * 1000);
+    pthread_mutex_lock(&rv.mu);
+    T_EQ_INT(json_array_size(rv.spans), 2);
+    root = find_root(NULL);
+    T_CHECK(root && !strcmp(sstr(root, "traceId") ?: "", CLIENT_TRACE) &&
+            !strcmp(sstr(root, "_service") ?: "", "second"));
+    json_array_clear(rv.spans);
+    pthread_mutex_unlock(&rv.mu);
+    /* off: not even a sampled client parent is traced */
+    T_EQ_INT(reload_otel(&gw, NULL, 3), 0);
+    T_EQ_INT(chat(base, "m@fake", "00-" CLIENT_TRACE "-" CLIENT_SPAN "-01"),
+             200);
+    usleep(600 * 1000);
+    T_EQ_INT(n_spans(&rv), 0);
+    T_EQ_INT(e2e_stop(&gw, SIGTERM, 10000), 0);
+}
+
 static void
 test_ratio_zero(void)
 {
@@ -821,6 +913,7 @@ main(void)
     T_RUN(test_spans_and_links);
     T_RUN(test_refusals);
     T_RUN(test_span_starts_at_arrival);
+    T_RUN(test_reload);
     T_RUN(test_ratio_zero);
     T_RUN(test_stalled_collector);
     T_RUN(test_config_errors);

@@ -3,7 +3,10 @@
  * restart (a new route answers, a changed route goes to its new target), a
  * request in flight across the reload completes, a bad config is rejected
  * with a log line and the old one keeps serving, and so is a local
- * provider whose model file does not exist.
+ * provider whose model file does not exist.  The "log" block applies on
+ * SIGHUP too: access lines move to a new log.file, change format, go back
+ * to stderr, and a log.file that cannot be opened is reported while lines
+ * keep going where they went.
  */
 #include <pthread.h>
 #include <signal.h>
@@ -21,13 +24,17 @@ static struct e2e_proc fake, gw;
 static char url[256];
 static char *cfg_path;
 
+/* The config with routes and, when log is not "", a "log" block. */
 static void
-write_cfg(const char *routes)
+write_cfg_log(const char *routes, const char *log)
 {
     char text[4096];
     snprintf(text, sizeof(text),
              "{\"listen\": \"127.0.0.1:0\", \"workers\": 2,\n"
              " \"database\": \":memory:\", \"require_keys\": false,\n"
+             " %s%s\n", log, log[0] ? "," : "");
+    size_t used = strlen(text);
+    snprintf(text + used, sizeof(text) - used,
              " \"providers\": {\n"
              "  \"a\": {\"kind\": \"openai\", \"base_url\": "
              "\"http://127.0.0.1:%d/v1\", \"api_key\": \"sk-a\",\n"
@@ -38,6 +45,12 @@ write_cfg(const char *routes)
              " \"routes\": {%s}}\n",
              fake.port, fake.port, routes);
     e2e_replace_file(cfg_path, text);
+}
+
+static void
+write_cfg(const char *routes)
+{
+    write_cfg_log(routes, "");
 }
 
 /* POSTs to model; returns the status and the x-llmux-provider in prov. */
@@ -77,6 +90,38 @@ static int
 log_has(const char *needle)
 {
     return e2e_log_count(&gw, needle) > 0;
+}
+
+/* Lines of file path holding needle (0 when it cannot be read). */
+static int
+file_count(const char *path, const char *needle)
+{
+    struct e2e_proc p;
+    memset(&p, 0, sizeof(p));
+    snprintf(p.log_path, sizeof(p.log_path), "%s", path);
+    return e2e_log_count(&p, needle);
+}
+
+/* Waits (bounded: the line follows the reply) until file path holds
+ * needle n times; then the count. */
+static int
+wait_file(const char *path, const char *needle, int n)
+{
+    for (int i = 0; i < 200 && file_count(path, needle) < n; i++)
+        usleep(20 * 1000);
+    return file_count(path, needle);
+}
+
+/* Waits (bounded) until the gateway's log holds needle n times. */
+static int
+wait_log(const char *needle, int n)
+{
+    for (int i = 0; i < 200; i++) {
+        if (e2e_log_count(&gw, needle) >= n)
+            return 1;
+        usleep(20 * 1000);
+    }
+    return 0;
 }
 
 static void *
@@ -157,6 +202,56 @@ test_reload(void)
     T_EQ_INT(ok, 40);
 }
 
+/* log.file, log.format: changed by SIGHUP, applied at once. */
+static void
+test_reload_logs(void)
+{
+    const char *routes = "\"r1\": {\"targets\": [\"gpt-4.1@a\"]}";
+    char *dir = e2e_temp_dir();
+    char a[512], b[512], blk[1200];
+    snprintf(a, sizeof(a), "%s/access-a.log", dir);
+    snprintf(b, sizeof(b), "%s/access-b.log", dir);
+    const char *json_ok = "\"status\":200,";
+    /* stderr -> a file (json) */
+    snprintf(blk, sizeof(blk), "\"log\": {\"file\": \"%s\"}", a);
+    write_cfg_log(routes, blk);
+    kill(gw.pid, SIGHUP);
+    T_CHECK(wait_log("log.file is now", 1));
+    T_EQ_INT(chat("r1", "hi", NULL, 0), 200);
+    T_EQ_INT(wait_file(a, json_ok, 1), 1);
+    /* -> another file, logfmt: the first gets nothing more */
+    snprintf(blk, sizeof(blk),
+             "\"log\": {\"file\": \"%s\", \"format\": \"logfmt\"}", b);
+    write_cfg_log(routes, blk);
+    kill(gw.pid, SIGHUP);
+    T_CHECK(wait_log("log.file is now", 2));
+    T_CHECK(wait_log("log.format is now logfmt", 1));
+    T_EQ_INT(chat("r1", "hi", NULL, 0), 200);
+    T_EQ_INT(wait_file(b, " status=200 ", 1), 1);
+    T_EQ_INT(file_count(b, json_ok), 0);
+    T_EQ_INT(file_count(a, "status"), 1);
+    /* a file that cannot be opened: said so, lines stay in b */
+    snprintf(blk, sizeof(blk),
+             "\"log\": {\"file\": \"%s/no-such-dir/x.log\", "
+             "\"format\": \"logfmt\"}",
+             dir);
+    write_cfg_log(routes, blk);
+    kill(gw.pid, SIGHUP);
+    T_CHECK(wait_log("no-such-dir/x.log: No such file", 1));
+    T_EQ_INT(chat("r1", "hi", NULL, 0), 200);
+    T_EQ_INT(wait_file(b, " status=200 ", 2), 2);
+    /* no log.file: back to stderr, json */
+    int before = e2e_log_count(&gw, json_ok);
+    write_cfg_log(routes, "\"log\": {\"format\": \"json\"}");
+    kill(gw.pid, SIGHUP);
+    T_CHECK(wait_log("log.file is now stderr", 1));
+    T_CHECK(wait_log("log.format is now json", 1));
+    T_EQ_INT(chat("r1", "hi", NULL, 0), 200);
+    T_CHECK(wait_log(json_ok, before + 1));
+    T_EQ_INT(file_count(b, "status"), 2);
+    free(dir);
+}
+
 int
 main(void)
 {
@@ -177,6 +272,7 @@ main(void)
     snprintf(url, sizeof(url), "http://127.0.0.1:%d/v1/chat/completions",
              gw.port);
     T_RUN(test_reload);
+    T_RUN(test_reload_logs);
     T_EQ_INT(e2e_stop(&gw, SIGTERM, 15000), 0);
     e2e_stop(&fake, SIGTERM, 5000);
     T_EQ_INT(e2e_sanitizer_reports, 0);
