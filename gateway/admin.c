@@ -375,6 +375,24 @@ admin_reply(struct gw_server *srv, struct gw_hreq *req, void *arg)
     admin_job_free(j);
 }
 
+void
+gw_admin_refuse(struct gw_hreq *req, struct gw_authn *an)
+{
+    if (an->who == GW_CALLER_NONE) {
+        gw_reply_unauthorized(req, an);
+    } else if (an->who == GW_CALLER_ANON) {
+        an->status = 401;
+        an->code = "invalid_api_key";
+        snprintf(an->message, sizeof(an->message),
+                 "The admin API needs the admin key as a bearer token.");
+        gw_reply_unauthorized(req, an);
+    } else {
+        gw_reply_error(req, 403, "invalid_request_error",
+                       "admin_key_required", NULL,
+                       "This key may not use the admin API.");
+    }
+}
+
 /* 1 if the caller is the admin; else replies 401/403 and returns 0. */
 static int
 require_admin(struct gw_server *srv, struct gw_hreq *req)
@@ -384,19 +402,7 @@ require_admin(struct gw_server *srv, struct gw_hreq *req)
     gw_auth_identify(srv->auth, authz, gx_now_ms(), &an);
     if (an.who == GW_CALLER_ADMIN)
         return 1;
-    if (an.who == GW_CALLER_NONE) {
-        gw_reply_unauthorized(req, &an);
-    } else if (an.who == GW_CALLER_ANON) {
-        an.status = 401;
-        an.code = "invalid_api_key";
-        snprintf(an.message, sizeof(an.message),
-                 "The admin API needs the admin key as a bearer token.");
-        gw_reply_unauthorized(req, &an);
-    } else {
-        gw_reply_error(req, 403, "invalid_request_error",
-                       "admin_key_required", NULL,
-                       "This key may not use the admin API.");
-    }
+    gw_admin_refuse(req, &an);
     return 0;
 }
 

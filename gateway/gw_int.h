@@ -382,6 +382,11 @@ const char *gw_auth_db_path(const struct gw_auth *a);
  * filtered by the caller's allowlist. */
 void gw_admin_handle(struct gw_worker *w, struct gw_hreq *req,
                      const char *path);
+/* Replies to a caller of /admin/keys that is not the admin (an from
+ * gw_auth_identify): 401 for none or anonymous, 403 admin_key_required for
+ * a key.  Also at header time (server.c), so the body is never read. */
+struct gw_authn;
+void gw_admin_refuse(struct gw_hreq *req, struct gw_authn *an);
 void gw_models_handle(struct gw_worker *w, struct gw_hreq *req);
 /* The keys table (admin.c; blocking: aux thread or CLI only).  create
  * inserts k (hash, limits; id and created_ms ignored) and writes the new

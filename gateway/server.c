@@ -87,6 +87,13 @@ send_simple_json(struct gw_hreq *req, const char *text)
 /* GET /admin/providers: the router's health of every target (admin key
  * only; with no admin_key configured the route is closed). */
 static void
+refuse_admin_providers(struct gw_hreq *req)
+{
+    gw_reply_error(req, 401, "invalid_request_error", "invalid_api_key", NULL,
+                   "This route needs the admin key as a Bearer token.");
+}
+
+static void
 handle_admin_providers(struct gw_server *srv, struct gw_hreq *req,
                        enum gw_method m)
 {
@@ -94,9 +101,7 @@ handle_admin_providers(struct gw_server *srv, struct gw_hreq *req,
     const char *admin = srv->cfg->admin_key; /* restart to change */
     if (!admin || !admin[0] || !authz || strncmp(authz, "Bearer ", 7) != 0 ||
         !gw_admin_equal(admin, authz + 7, strlen(authz + 7))) {
-        gw_reply_error(req, 401, "invalid_request_error", "invalid_api_key",
-                       NULL, "This route needs the admin key as a Bearer "
-                             "token.");
+        refuse_admin_providers(req);
         return;
     }
     if (m != GW_METHOD_GET) {
@@ -236,6 +241,17 @@ gw_server_on_head(struct gw_worker *w, struct gw_hreq *req)
     struct gw_authn an;
     gw_auth_identify(w->srv->auth, gw_hreq_credentials(req),
                      gx_now_ms(), &an);
+    /* Which caller may do what, where the headers decide it: the admin
+     * routes refuse anyone but the admin before the body is read, as
+     * their handlers would after it (same status, same error). */
+    if (an.who != GW_CALLER_ADMIN && an.who != GW_CALLER_NONE &&
+        (rt == R_ADMIN_KEYS || rt == R_ADMIN_PROVIDERS)) {
+        if (rt == R_ADMIN_KEYS)
+            gw_admin_refuse(req, &an);
+        else
+            refuse_admin_providers(req);
+        return -1;
+    }
     if (an.who != GW_CALLER_NONE)
         return 0;
     if (api_of(rt) && rt != R_COUNT_TOKENS) { /* a model request refused */

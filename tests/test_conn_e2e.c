@@ -523,8 +523,20 @@ test_decided_before_body(void)
         /* no key, admin API: 401 */
         "POST /admin/keys HTTP/1.1\r\nHost: x\r\nContent-Length: 500000\r\n"
         "\r\n",
+        /* a valid key that is not the admin's, admin API: 403 (keys) and
+         * 401 (providers), as the handlers answer, from the headers */
+        "POST /admin/keys HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+        "@KEY@\r\nContent-Length: 500000\r\n\r\n",
+        "DELETE /admin/keys/1 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+        "@KEY@\r\nTransfer-Encoding: chunked\r\n\r\n",
+        "GET /admin/providers HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+        "@KEY@\r\nContent-Length: 500000\r\n\r\n",
     };
-    const int want[] = {401, 401, 413, 413, 401};
+    const int want[] = {401, 401, 413, 413, 401, 403, 403, 401};
+    const char *codes[] = {"invalid_api_key",    "invalid_api_key",
+                           "request_too_large",  "request_too_large",
+                           "invalid_api_key",    "admin_key_required",
+                           "admin_key_required", "invalid_api_key"};
     long long n413 = refused_413();
     int lines413 = refused_413_lines();
     T_CHECK(n413 >= 0);
@@ -535,8 +547,7 @@ test_decided_before_body(void)
         T_EQ_INT(send_str(fd, raws[i]), 0);
         T_EQ_INT(read_resp(fd, &rbg, &r, 0, 10000), 0);
         T_EQ_INT(r.status, want[i]);
-        T_CHECK(strstr(r.body, want[i] == 413 ? "request_too_large"
-                                              : "invalid_api_key") != NULL);
+        T_CHECK(strstr(r.body, codes[i]) != NULL);
         char v[64];
         T_CHECK(hdr(&r, "Connection", v, sizeof(v)) &&
                 !strcasecmp(v, "close"));
