@@ -23,7 +23,8 @@
  *     \" \\ \/ \b \f \n \r \t, \u00XX (ASCII) and %XX on the fly, so
  *     "\u0073k-...", "a\/b" or "sk%2Dproj%2D..." match like the raw
  *     bytes, in any mix (a '%' or '\' of S itself still matches raw);
- *   hex of S's bytes, lower case and upper case (2 characters a byte);
+ *   hex of S's bytes, lower case and upper case (2 characters a byte),
+ *     and so of each base64 form below (a Basic header in a hex dump);
  *   base64 of S at each of the three alignments it can have inside a
  *     longer base64 text (e.g. "Authorization: Basic ..." echoed encoded):
  *     the characters that depend on S's bytes only, when >= 8 of them;
@@ -34,8 +35,10 @@
  *     tail, a truncated Basic header) is masked too.
  *     Suffixes are not masked: OpenAI's own "sk-...abcd" hints show the
  *     last four characters, which identify a key without revealing it.
- * A match is overwritten in place with '*', byte for byte (so lengths, and
- * the validity of the JSON around it, are kept).
+ * Of the matches that start at one place the longest is taken (a secret
+ * that begins with another is masked whole).  A match is overwritten in
+ * place with '*', byte for byte (so lengths, and the validity of the JSON
+ * around it, are kept).
  *
  * Streams (pv_scrub_event): each event is masked as above, and a match
  * may also run from the end of a JSON string value of one event into the
@@ -45,7 +48,9 @@
  * back: the part of S at the end of the earlier event goes out as it
  * came, and once the joined match counts (all of S, or a prefix long
  * enough, as above) its continuation is masked, over as many events as it
- * spans.  At most PV_SCRUB_CARRY partial matches are carried at a time.
+ * spans; a %XX cut by an event's end is carried too.  At most
+ * PV_SCRUB_CARRY partial matches are carried at a time (the first ones
+ * found; a value ending in many false starts could crowd out a real one).
  *
  * Not matched: other encodings (hex in mixed case or with separators,
  * base64 of a %-encoded form, case changes of S itself), a secret split
