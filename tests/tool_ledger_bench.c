@@ -3,7 +3,7 @@
  *
  *   tool_ledger_bench [--rows N] [--writer-rows M] [--threads T]
  *                     [--db FILE] [--reuse] [--keep] [--raw]
- *                     [--lone N [--gap-us U]]
+ *                     [--lone N [--gap-us U] [--prewake-us P]]
  *
  * 1. Writer: T threads submit M rows through pr_ledger_submit (the real
  *    path: queue, writer thread, group commit, callback, rollup cells
@@ -27,7 +27,9 @@
  * those), and the same queries.
  *
  * --lone N: only the lone-row commit latency, N rows to a fresh file
- * (NORMAL), each --gap-us after the previous one's callback.
+ * (NORMAL), each --gap-us after the previous one's callback;
+ * --prewake-us P: each announced with pr_ledger_prewake P us of busy work
+ * before its submit (the latency counts from the submit).
  *
  * Short runs only on shared machines: the 10M generation takes minutes.
  */
@@ -163,6 +165,9 @@ cmp_i64(const void *a, const void *b)
 /* Pause between lone rows (--gap-us), so the writer is asleep when a row
  * comes, as on a server at ~1000 req/s; 0 = back to back. */
 static long lone_gap_us;
+/* --prewake-us P: pr_ledger_prewake, then P us of busy work (a worker
+ * finishing its request), then the submit; -1 = no hint. */
+static long lone_prewake_us = -1;
 
 static void
 bench_latency(const char *path, int sync_full, int n)
@@ -194,6 +199,12 @@ bench_latency(const char *path, int sync_full, int n)
         w.done = 0;
         if (lone_gap_us > 0)
             usleep((useconds_t)lone_gap_us);
+        if (lone_prewake_us >= 0) {
+            pr_ledger_prewake(l);
+            for (int64_t until = gx_mono_us() + lone_prewake_us;
+                 gx_mono_us() < until;)
+                ;
+        }
         int64_t t0 = gx_mono_us();
         pr_ledger_submit(l, &r, wait_cb, &w);
         pthread_mutex_lock(&w.mu);
@@ -205,13 +216,13 @@ bench_latency(const char *path, int sync_full, int n)
     pr_ledger_close(l);
     qsort(lat, (size_t)n, sizeof(*lat), cmp_i64);
     printf("commit latency %-9s %-6s lone rows: p50 %lld us, p90 %lld us,"
-           " p99 %lld us (gap %ld us)\n",
+           " p99 %lld us (gap %ld us, prewake %ld us before)\n",
            pr_store_is_pg(path)          ? "postgres"
            : strcmp(path, ":memory:") ? "file"
                                        : ":memory:",
            sync_full ? "FULL" : "NORMAL", (long long)lat[n / 2],
            (long long)lat[n * 9 / 10], (long long)lat[n * 99 / 100],
-           lone_gap_us);
+           lone_gap_us, lone_prewake_us);
     free(lat);
 }
 
@@ -618,11 +629,13 @@ main(int argc, char **argv)
             lone = atol(argv[++i]);
         else if (!strcmp(argv[i], "--gap-us") && i + 1 < argc)
             lone_gap_us = atol(argv[++i]);
+        else if (!strcmp(argv[i], "--prewake-us") && i + 1 < argc)
+            lone_prewake_us = atol(argv[++i]);
         else {
             fprintf(stderr,
                     "usage: %s [--rows N] [--writer-rows M] [--threads T]"
                     " [--db FILE] [--reuse] [--keep] [--raw] [--pg]"
-                    " [--lone N [--gap-us U]]\n",
+                    " [--lone N [--gap-us U] [--prewake-us P]]\n",
                     argv[0]);
             return 2;
         }
