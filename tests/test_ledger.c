@@ -43,7 +43,7 @@ db_path(char *buf, size_t n, const char *name)
 static void
 rm_db(const char *path)
 {
-    char b[512];
+    char b[520]; /* a 512-byte path + "-wal" */
     unlink(path);
     snprintf(b, sizeof(b), "%s-wal", path);
     unlink(b);
@@ -1456,6 +1456,56 @@ test_prewake(void)
     rm_db(path);
 }
 
+/* New ledger files get 1 KiB pages (a lone row's commit checksums and
+ * writes a page per b-tree it touches); a file that already exists keeps
+ * its page size, migrates and takes rows as before. */
+static void
+test_page_size(void)
+{
+    char path[512], err[256];
+    db_path(path, sizeof(path), "pages.db");
+    for (int old = 0; old < 2; old++) {
+        rm_db(path);
+        sqlite3 *db = NULL;
+        if (old) {
+            /* A pre-existing database with SQLite's default pages. */
+            T_EQ_INT(sqlite3_open(path, &db), SQLITE_OK);
+            T_EQ_INT(sqlite3_exec(db,
+                                  "PRAGMA page_size=4096;"
+                                  " CREATE TABLE other(a); INSERT INTO other"
+                                  " VALUES (1)",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+            sqlite3_close(db);
+        }
+        struct pr_ledger *l = NULL;
+        T_EQ_INT(pr_ledger_open(path, &l, err, sizeof(err)), GX_OK);
+        if (!l)
+            return;
+        atomic_store(&simple_ok, 0);
+        for (int i = 0; i < 50; i++) {
+            struct pr_usage_row r;
+            char reqid[32];
+            make_row(i, &r, reqid, sizeof(reqid));
+            T_EQ_INT(pr_ledger_submit(l, &r, simple_cb, NULL), GX_OK);
+        }
+        pr_ledger_flush(l);
+        T_EQ_INT(atomic_load(&simple_ok), 50);
+        pr_ledger_close(l);
+        T_EQ_INT(sqlite3_open(path, &db), SQLITE_OK);
+        T_EQ_INT(sql_int(db, "PRAGMA page_size"), old ? 4096 : 1024);
+        T_EQ_INT(sql_int(db, "SELECT COUNT(*) FROM usage"), 50);
+        T_EQ_INT(sql_int(db, "SELECT SUM(requests) FROM usage_hourly"
+                             " WHERE dim = 'none' AND key_id = -2"),
+                 50);
+        T_EQ_INT(sql_int(db, "SELECT integrity_check = 'ok' FROM"
+                             " pragma_integrity_check"),
+                 1);
+        sqlite3_close(db);
+    }
+    rm_db(path);
+}
+
 int
 main(void)
 {
@@ -1471,6 +1521,7 @@ main(void)
     T_RUN(test_flush_failure);
     T_RUN(test_wal_checkpoint_off_commit);
     T_RUN(test_prewake);
+    T_RUN(test_page_size);
     T_RUN(test_write_failures);
     T_RUN(test_budget_with_ledger);
     rmdir(tmpdir);

@@ -3,7 +3,7 @@
  *
  *   tool_ledger_bench [--rows N] [--writer-rows M] [--threads T]
  *                     [--db FILE] [--reuse] [--keep] [--raw]
- *                     [--lone N [--gap-us U] [--prewake-us P]]
+ *                     [--lone N [--gap-us U] [--prewake-us P] [--full]]
  *
  * 1. Writer: T threads submit M rows through pr_ledger_submit (the real
  *    path: queue, writer thread, group commit, callback, rollup cells
@@ -27,7 +27,8 @@
  * those), and the same queries.
  *
  * --lone N: only the lone-row commit latency, N rows to a fresh file
- * (NORMAL), each --gap-us after the previous one's callback;
+ * (NORMAL; --full: synchronous=FULL), each --gap-us after the previous
+ * one's callback;
  * --prewake-us P: each announced with pr_ledger_prewake P us of busy work
  * before its submit (the latency counts from the submit).
  *
@@ -606,6 +607,7 @@ int
 main(int argc, char **argv)
 {
     long rows = 1000000, wrows = 200000, lone = 0;
+    int lone_full = 0;
     int threads = 4, reuse = 0, keep = 0, raw = 0, pg = 0;
     const char *path = "/tmp/llmux-ledger-bench.db";
     for (int i = 1; i < argc; i++) {
@@ -629,13 +631,15 @@ main(int argc, char **argv)
             lone = atol(argv[++i]);
         else if (!strcmp(argv[i], "--gap-us") && i + 1 < argc)
             lone_gap_us = atol(argv[++i]);
+        else if (!strcmp(argv[i], "--full"))
+            lone_full = 1;
         else if (!strcmp(argv[i], "--prewake-us") && i + 1 < argc)
             lone_prewake_us = atol(argv[++i]);
         else {
             fprintf(stderr,
                     "usage: %s [--rows N] [--writer-rows M] [--threads T]"
                     " [--db FILE] [--reuse] [--keep] [--raw] [--pg]"
-                    " [--lone N [--gap-us U] [--prewake-us P]]\n",
+                    " [--lone N [--gap-us U] [--prewake-us P] [--full]]\n",
                     argv[0]);
             return 2;
         }
@@ -656,7 +660,7 @@ main(int argc, char **argv)
             snprintf(side, sizeof(side), "%s%s", wpath, sfx[k]);
             unlink(side);
         }
-        bench_latency(wpath, 0, (int)lone);
+        bench_latency(wpath, lone_full, (int)lone);
         for (int k = 0; k < 3; k++) {
             const char *sfx[] = {"", "-wal", "-shm"};
             snprintf(side, sizeof(side), "%s%s", wpath, sfx[k]);
