@@ -560,8 +560,13 @@ on_drained(struct gw_hreq *req, void *arg)
 static void
 on_head(void *ud, int http_status)
 {
-    (void)ud;
-    (void)http_status;
+    struct gw_try *t = ud;
+    struct gw_req *r = t->r;
+    /* A non-stream answer's row follows its head by the body and our
+     * finishing: have the ledger writer wake now, so its wake-up is off
+     * the reply's path (pricing.h: pr_ledger_prewake). */
+    if (!r->chat.stream && http_status >= 200 && http_status < 300)
+        pr_ledger_prewake(r->w->srv->ledger);
 }
 
 /* One event with data as its data field, per the SSE format: a "data: "

@@ -165,6 +165,17 @@ enum gx_status pr_ledger_submit(struct pr_ledger *l,
                                 const struct pr_usage_row *row,
                                 pr_commit_cb cb, void *ud);
 
+/* A hint that a row is about to be submitted (e.g. an upstream answer's
+ * head arrived): if the writer thread sleeps, it is woken now and waits
+ * for the row a bounded while (at most 200 us, yielding the CPU
+ * between looks) instead of being woken only by the submit, so its
+ * wake-up overlaps the caller's remaining work.  Thread-safe, never
+ * blocks on disk; a no-op while the writer is awake or committed less
+ * than 500 us ago (under load its wake-up latency gathers the batches),
+ * for a NULL ledger and for backends without it (PostgreSQL).  A hint no row follows costs
+ * the writer one bounded spin, nothing else. */
+void pr_ledger_prewake(struct pr_ledger *l);
+
 /* ---- ledger extras ------------------------------------------------- */
 
 /* Durability of a commit.  NORMAL (default): WAL, fsync at checkpoints
@@ -232,6 +243,9 @@ struct pr_ledger_stats {
     int64_t replayed; /* PostgreSQL: spooled rows committed on replay */
     int64_t wal_checkpoints; /* SQLite: WAL checkpoints run by the
                                 checkpointer thread, off the commit path */
+    int64_t prewake_hits;   /* SQLite: pr_ledger_prewake woke the writer
+                               and a row came within its spin */
+    int64_t prewake_misses; /* ... and none came: it slept again */
 };
 void pr_ledger_stats(struct pr_ledger *l, struct pr_ledger_stats *out);
 

@@ -53,6 +53,7 @@ struct pr_store_ops {
     const char *(*ledger_path)(void *be);
     int (*ledger_available)(void *be); /* NULL = always */
     void (*ledger_attach_budget)(void *be, struct pr_budget *b); /* NULL ok */
+    void (*ledger_prewake)(void *be);                            /* NULL ok */
     enum gx_status (*key_create)(const char *database, const struct pr_key *k,
                                  int64_t *id_out, char *err, size_t errlen);
     enum gx_status (*key_revoke)(const char *database, int64_t id,

@@ -112,6 +112,13 @@ pr_ledger_submit(struct pr_ledger *l, const struct pr_usage_row *row,
 }
 
 void
+pr_ledger_prewake(struct pr_ledger *l)
+{
+    if (l && l->ops->ledger_prewake)
+        l->ops->ledger_prewake(l->be);
+}
+
+void
 pr_ledger_flush(struct pr_ledger *l)
 {
     if (l)

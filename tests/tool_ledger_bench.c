@@ -3,6 +3,7 @@
  *
  *   tool_ledger_bench [--rows N] [--writer-rows M] [--threads T]
  *                     [--db FILE] [--reuse] [--keep] [--raw]
+ *                     [--lone N [--gap-us U] [--prewake-us P] [--full]]
  *
  * 1. Writer: T threads submit M rows through pr_ledger_submit (the real
  *    path: queue, writer thread, group commit, callback, rollup cells
@@ -24,6 +25,12 @@
  * (indexes dropped for it, rebuilt after), the rollups built by SQL
  * (one GROUPING SETS scan for the hourly cells, the daily ones from
  * those), and the same queries.
+ *
+ * --lone N: only the lone-row commit latency, N rows to a fresh file
+ * (NORMAL; --full: synchronous=FULL), each --gap-us after the previous
+ * one's callback;
+ * --prewake-us P: each announced with pr_ledger_prewake P us of busy work
+ * before its submit (the latency counts from the submit).
  *
  * Short runs only on shared machines: the 10M generation takes minutes.
  */
@@ -156,6 +163,13 @@ cmp_i64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* Pause between lone rows (--gap-us), so the writer is asleep when a row
+ * comes, as on a server at ~1000 req/s; 0 = back to back. */
+static long lone_gap_us;
+/* --prewake-us P: pr_ledger_prewake, then P us of busy work (a worker
+ * finishing its request), then the submit; -1 = no hint. */
+static long lone_prewake_us = -1;
+
 static void
 bench_latency(const char *path, int sync_full, int n)
 {
@@ -184,6 +198,14 @@ bench_latency(const char *path, int sync_full, int n)
                                  .ttft_ms = 50,
                                  .usage_source = "upstream"};
         w.done = 0;
+        if (lone_gap_us > 0)
+            usleep((useconds_t)lone_gap_us);
+        if (lone_prewake_us >= 0) {
+            pr_ledger_prewake(l);
+            for (int64_t until = gx_mono_us() + lone_prewake_us;
+                 gx_mono_us() < until;)
+                ;
+        }
         int64_t t0 = gx_mono_us();
         pr_ledger_submit(l, &r, wait_cb, &w);
         pthread_mutex_lock(&w.mu);
@@ -194,12 +216,14 @@ bench_latency(const char *path, int sync_full, int n)
     }
     pr_ledger_close(l);
     qsort(lat, (size_t)n, sizeof(*lat), cmp_i64);
-    printf("commit latency %-9s %-6s lone rows: p50 %lld us, p99 %lld us\n",
+    printf("commit latency %-9s %-6s lone rows: p50 %lld us, p90 %lld us,"
+           " p99 %lld us (gap %ld us, prewake %ld us before)\n",
            pr_store_is_pg(path)          ? "postgres"
            : strcmp(path, ":memory:") ? "file"
                                        : ":memory:",
            sync_full ? "FULL" : "NORMAL", (long long)lat[n / 2],
-           (long long)lat[n * 99 / 100]);
+           (long long)lat[n * 9 / 10], (long long)lat[n * 99 / 100],
+           lone_gap_us, lone_prewake_us);
     free(lat);
 }
 
@@ -582,7 +606,8 @@ pg_load(const char *sqlite_path, const char *uri)
 int
 main(int argc, char **argv)
 {
-    long rows = 1000000, wrows = 200000;
+    long rows = 1000000, wrows = 200000, lone = 0;
+    int lone_full = 0;
     int threads = 4, reuse = 0, keep = 0, raw = 0, pg = 0;
     const char *path = "/tmp/llmux-ledger-bench.db";
     for (int i = 1; i < argc; i++) {
@@ -602,10 +627,19 @@ main(int argc, char **argv)
             raw = 1;
         else if (!strcmp(argv[i], "--pg"))
             pg = 1;
+        else if (!strcmp(argv[i], "--lone") && i + 1 < argc)
+            lone = atol(argv[++i]);
+        else if (!strcmp(argv[i], "--gap-us") && i + 1 < argc)
+            lone_gap_us = atol(argv[++i]);
+        else if (!strcmp(argv[i], "--full"))
+            lone_full = 1;
+        else if (!strcmp(argv[i], "--prewake-us") && i + 1 < argc)
+            lone_prewake_us = atol(argv[++i]);
         else {
             fprintf(stderr,
                     "usage: %s [--rows N] [--writer-rows M] [--threads T]"
-                    " [--db FILE] [--reuse] [--keep] [--raw] [--pg]\n",
+                    " [--db FILE] [--reuse] [--keep] [--raw] [--pg]"
+                    " [--lone N [--gap-us U] [--prewake-us P] [--full]]\n",
                     argv[0]);
             return 2;
         }
@@ -619,6 +653,21 @@ main(int argc, char **argv)
     }
     char wpath[600], side[700];
     snprintf(wpath, sizeof(wpath), "%s.writer", path);
+    if (lone > 0) {
+        /* Only the lone-row commit latency, on a fresh file. */
+        for (int k = 0; k < 3; k++) {
+            const char *sfx[] = {"", "-wal", "-shm"};
+            snprintf(side, sizeof(side), "%s%s", wpath, sfx[k]);
+            unlink(side);
+        }
+        bench_latency(wpath, lone_full, (int)lone);
+        for (int k = 0; k < 3; k++) {
+            const char *sfx[] = {"", "-wal", "-shm"};
+            snprintf(side, sizeof(side), "%s%s", wpath, sfx[k]);
+            unlink(side);
+        }
+        return 0;
+    }
     if (wrows > 0) {
         for (int k = 0; k < 3; k++) {
             const char *sfx[] = {"", "-wal", "-shm"};
