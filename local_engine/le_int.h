@@ -749,7 +749,14 @@ size_t le_model_packed_bytes(const struct le_model *m);
  *   Q4_K  n=8 20/42  16 30/63  32 68/94  48 73/123  64 95/94
  * so AMX only from 32 tokens for Q4_0 and Q8_0 (a tie at 16, a loss at
  * 24), from 64 for the K-quants (a tie there; Q5_K and Q6_K take the
- * same unpack-per-call kernel as Q4_K). */
+ * same unpack-per-call kernel as Q4_K).  But the K-quants never take it
+ * where the repacked AVX-512 GEMM runs (le_isa_active() AVX512): there
+ * the same tool gave a tie at 64-256 tokens (Q4_K n=64 88/90, 128
+ * 193/186, 256 426/407 ms), and with 2 threads bench/engine.sh's pp128
+ * was 920 t/s with AMX against 1069 without (tg after it 176 against
+ * 197: the AMX panels come from the GGUF mapping, a second copy of the
+ * weights through the cache; Q4_0 and Q8_0 use the repacked copy as
+ * their AMX operand).  So 0 for them at that level. */
 int le_amx_min_tok(enum le_type t);
 /* The largest le_amx_min_tok over the model's layer weights with an AMX
  * kernel (0: none): a prompt piece of at least that many tokens takes
