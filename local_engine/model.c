@@ -1158,10 +1158,15 @@ matmul(struct le_session *s, const struct le_gguf_tensor *W, const float *x,
         return;
     }
     if (P) {
-        struct mmp_job pj = {P, P->pt.gemm,
-                             {s->qact, j.x_row, s->qprep, s->qprep_row, NULL},
-                             y, n_rest};
-        le_pool_run(s->m->pool, matmul_packed, &pj, small ? 1 : 0);
+        /* prompt batches take groups from a counter, as the AMX ones
+         * (pd.j first: matmul_packed reads it alone) */
+        struct mmp_dyn_job pd = {
+            {P, P->pt.gemm, {s->qact, j.x_row, s->qprep, s->qprep_row, NULL},
+             y, n_rest},
+            0};
+        le_pool_run(s->m->pool,
+                    n_rest > GEMV_MAX_TOK ? matmul_packed_dyn : matmul_packed,
+                    &pd, small ? 1 : 0);
         return;
     }
     le_pool_run(s->m->pool, matmul_rows, &j, small ? 1 : 0);
