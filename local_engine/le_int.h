@@ -328,8 +328,9 @@ void le_gemm_bf16_avx512(int n, const void *w, const struct le_pack_act *a,
                          int ntok, float *y, size_t ys, int nr);
 
 /* Attention over an F16 KV cache, one query head (attn.c states the
- * contract; attn_avx512.c the SIMD twins).  scores: sc[p] = scale * the
- * dot of fp16 query q and key row p (k + p * ks bytes), p < n.  values:
+ * contract; attn_avx512.c and attn_avx2.c the SIMD twins).  scores: sc[p]
+ * = scale * the dot of fp16 query q and key row p (k + p * ks bytes), p <
+ * n.  values:
  * out[0..hd) = sum over p < n in order of (w[p] * inv) * row p of v (vs
  * bytes apart).  le_attn_f16_get: the kernels for head size hd at the
  * active ISA level (1: SIMD, 0: the plain C twins). */
@@ -345,6 +346,11 @@ void le_attn_scores_f16_ref(int hd, int n, const uint16_t *q,
                             float *sc);
 void le_attn_values_f16_ref(int hd, int n, const float *w, float inv,
                             const uint8_t *v, size_t vs, float *out);
+void le_attn_scores_f16_avx2(int hd, int n, const uint16_t *q,
+                             const uint8_t *k, size_t ks, float scale,
+                             float *sc);
+void le_attn_values_f16_avx2(int hd, int n, const float *w, float inv,
+                             const uint8_t *v, size_t vs, float *out);
 void le_attn_scores_f16_avx512(int hd, int n, const uint16_t *q,
                                const uint8_t *k, size_t ks, float scale,
                                float *sc);
