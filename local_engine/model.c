@@ -968,8 +968,9 @@ matmul_packed(void *arg, int ith, int nth)
     }
 }
 
-/* A prompt batch's AMX product over the repacked groups: threads take
- * AMX_CHUNK groups at a time from a shared counter instead of a fixed
+/* A prompt batch's product over the repacked groups (AMX or not):
+ * threads take AMX_CHUNK groups at a time from a shared counter instead
+ * of a fixed
  * half each, so a thread slowed by another process (2 cores shared with
  * the gateway and whatever else runs) leaves its groups to the others
  * rather than holding up the step; each group is still computed whole by
