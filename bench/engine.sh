@@ -24,7 +24,14 @@
 #            both and the binary knows LLMUX_SIMD)
 #   avx2     LLMUX_NO_AMX=1 LLMUX_SIMD=avx2 (when the CPU has AVX-512 and
 #            the binary knows LLMUX_SIMD)
-# llama.cpp runs once per model (its own native build).
+# llama.cpp runs once per model and build: its native build ($LLAMA_BENCH)
+# and, when they exist, builds restricted to one level
+# ($LLAMA_BENCH_AVX2, $LLAMA_BENCH_AVXVNNI, $LLAMA_BENCH_NOAMX; defaults
+# /tmp/llama.cpp/build-avx2, build-avxvnni, build-noamx /bin/llama-bench,
+# made with GGML_NATIVE=OFF and only that level's GGML_* options on).
+# Each llmux set is compared with the llama.cpp build of its own level
+# when that build exists, else with the native one; the table names the
+# build of each row (native rows always against the native build).
 #
 # Kernels: tests/tool_kernels, one core's GEMM and GEMV throughput per
 # type and level (a table of its own under the main one).
@@ -61,6 +68,9 @@ TYPES=${ENGINE_BENCH_TYPES:-q4_0 q8_0 q4_k}
 FULL=${ENGINE_BENCH_FULL-q4_0}
 MDIR=${ENGINE_BENCH_MODELS:-/tmp/llmux-bench-models}
 LB=${LLAMA_BENCH:-/tmp/llama.cpp/build/bin/llama-bench}
+LB_AVX2=${LLAMA_BENCH_AVX2:-/tmp/llama.cpp/build-avx2/bin/llama-bench}
+LB_AVXVNNI=${LLAMA_BENCH_AVXVNNI:-/tmp/llama.cpp/build-avxvnni/bin/llama-bench}
+LB_NOAMX=${LLAMA_BENCH_NOAMX:-/tmp/llama.cpp/build-noamx/bin/llama-bench}
 : "${LLMUX_TEST_DATA:=$(cd .. && pwd)/shared/data}"
 OUT=bench/out/engine.md
 LLMUX="$BUILD/llmux"
@@ -165,6 +175,40 @@ best() {
 have_lb=0
 [ -x "$LB" ] && have_lb=1
 lbc=""
+# llama.cpp builds: native, and each level build that exists for a set
+# this run measures
+lbpath() { # build -> its llama-bench
+    case "$1" in
+    native) echo "$LB" ;;
+    avx2) echo "$LB_AVX2" ;;
+    avxvnni) echo "$LB_AVXVNNI" ;;
+    no-amx) echo "$LB_NOAMX" ;;
+    esac
+}
+lbuilds=""
+if [ $have_lb = 1 ]; then
+    lbuilds="native"
+    for v in $variants; do
+        [ "$v" = native ] && continue
+        [ -x "$(lbpath "$v")" ] && lbuilds="$lbuilds $v"
+    done
+fi
+lbfor() { # llmux set -> the llama.cpp build it is compared with
+    case " $lbuilds " in *" $1 "*) echo "$1" ;; *) echo native ;; esac
+}
+# What a build was made with: GGML_NATIVE and the GGML_ ISA options on,
+# from the CMakeCache.txt beside its bin/ (BUILD/bin/llama-bench).
+lbflags() {
+    c="$(dirname "$(dirname "$1")")/CMakeCache.txt"
+    [ -f "$c" ] || { echo "options unknown"; return; }
+    nat=$(sed -n 's/^GGML_NATIVE:BOOL=//p' "$c")
+    on=$(sed -n 's/^GGML_\(AVX[A-Z0-9_]*\|FMA\|F16C\|AMX[A-Z0-9_]*\):BOOL=ON$/\1/p' "$c" | tr '\n' ' ' | sed 's/ $//')
+    if [ "$nat" = ON ]; then
+        echo "GGML_NATIVE=ON (every extension of this CPU)"
+    else
+        echo "GGML_NATIVE=OFF, on: ${on:-none}"
+    fi
+}
 ntok() { case "$1" in */full-*) echo "$NF" ;; *) echo "$N" ;; esac; }
 
 # One llmux run: sets lpp ltg desc (or "error").
@@ -183,8 +227,8 @@ run_llmux() { # model tag env
 }
 # One llama-bench run: sets cpp ctg (jsonl: one object per test; its own
 # warm-up run is not counted by it).
-run_lb() { # model tag
-    if "$LB" -m "$1" -p "$P" -n "$(ntok "$1")" -t "$T" -r "$R" -o jsonl \
+run_lb() { # model tag llama-bench
+    if "$3" -m "$1" -p "$P" -n "$(ntok "$1")" -t "$T" -r "$R" -o jsonl \
         >"$TMP/$2.jsonl" 2>"$TMP/$2.err"; then
         grep '"n_gen": *0[,}]' "$TMP/$2.jsonl" >"$TMP/$2.pp"
         grep '"n_prompt": *0[,}]' "$TMP/$2.jsonl" >"$TMP/$2.tg"
@@ -215,12 +259,14 @@ while [ "$rnd" -le "$ROUNDS" ]; do
             eval "btg$k=\$(best \"\${btg$k:-}\" \"\$ltg\")"
             eval "desc$i=\$desc"
         done
-        if [ $have_lb = 1 ]; then
-            echo "engine bench: round $rnd/$ROUNDS: $(basename "$m") [llama.cpp]"
-            run_lb "$m" "lb$i.$rnd"
-            eval "cbpp$i=\$(best \"\${cbpp$i:-}\" \"\$cpp\")"
-            eval "cbtg$i=\$(best \"\${cbtg$i:-}\" \"\$ctg\")"
-        fi
+        for lbb in $lbuilds; do
+            [ "$lbb" != native ] && [ "$m" = "$S" ] && continue
+            echo "engine bench: round $rnd/$ROUNDS: $(basename "$m") [llama.cpp $lbb]"
+            k="${i}_$(echo "$lbb" | tr -c 'a-z0-9\n' '_')"
+            run_lb "$m" "lb$k.$rnd" "$(lbpath "$lbb")"
+            eval "cbpp$k=\$(best \"\${cbpp$k:-}\" \"\$cpp\")"
+            eval "cbtg$k=\$(best \"\${cbtg$k:-}\" \"\$ctg\")"
+        done
     done
     rnd=$((rnd + 1))
 done
@@ -236,14 +282,18 @@ for m in $models; do
     if [ -x "$BW" ] && "$BW" --weights "$m" >"$TMP/w$i.json" 2>/dev/null; then
         wbytes=$(jnum weights_per_token_bytes "$TMP/w$i.json")
     fi
-    cpp="n/a"; ctg="n/a"
-    [ $have_lb = 1 ] && eval "cpp=\$cbpp$i ctg=\$cbtg$i"
     for v in $variants; do
         [ "$v" != native ] && [ "$m" = "$S" ] && continue
         k="${i}_$(echo "$v" | tr -c 'a-z0-9\n' '_')"
         eval "lpp=\${bpp$k:-} ltg=\${btg$k:-}"
+        cpp="n/a"; ctg="n/a"; lbb="-"
+        if [ $have_lb = 1 ]; then
+            lbb=$(lbfor "$v")
+            kb="${i}_$(echo "$lbb" | tr -c 'a-z0-9\n' '_')"
+            eval "cpp=\${cbpp$kb:-} ctg=\${cbtg$kb:-}"
+        fi
         rows="$rows
-| $name | $size MiB | $v | $(fmt "$lpp") | $(fmt "$cpp") | $(ratio "$lpp" "$cpp") | $(fmt "$ltg") | $(fmt "$ctg") | $(ratio "$ltg" "$ctg") | $(roof "$ltg" "$wbytes" "$bw2") | $(roof "$ctg" "$wbytes" "$bw2") |"
+| $name | $size MiB | $v | $lbb | $(fmt "$lpp") | $(fmt "$cpp") | $(ratio "$lpp" "$cpp") | $(fmt "$ltg") | $(fmt "$ctg") | $(ratio "$ltg" "$ctg") | $(roof "$ltg" "$wbytes" "$bw2") | $(roof "$ctg" "$wbytes" "$bw2") |"
     done
     eval "desc=\$desc$i"
     descs="$descs
@@ -464,20 +514,23 @@ echo "- machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/104857
 echo "- CPU flags that matter here:$SIMDF"
 echo "- memory bandwidth (tool_bandwidth, streaming read of $bwmib MiB, best of 5): $bw1 GB/s with 1 thread, $bw2 GB/s with $T"
 echo "- llmux feature sets: $variants (native: nothing set; no-amx: LLMUX_NO_AMX=1; avxvnni: LLMUX_NO_AMX=1 LLMUX_SIMD=avxvnni; avx2: LLMUX_NO_AMX=1 LLMUX_SIMD=avx2)"
-echo "- method: $ROUNDS rounds; each round runs every model through each llmux feature set and then llama.cpp; the table has each one's best figure over the rounds"
+echo "- method: $ROUNDS rounds; each round runs every model through each llmux feature set and then each llama.cpp build; the table has each one's best figure over the rounds"
 echo "- llmux: \`llmux bench --model M -p $P -n $N -r $R --threads $T ${B:+--batch $B }--json\` (pp: $P prompt tokens in batches of ${B:-128 (the default)}; tg: $N tokens one at a time, $NF on the full-size models)"
 if [ $have_lb = 1 ]; then
     src=""
     [ -f "$(dirname "$(dirname "$(dirname "$LB")")")/SOURCE" ] && src=" ($(cat "$(dirname "$(dirname "$(dirname "$LB")")")/SOURCE"))"
-    echo "- llama.cpp: \`llama-bench -m M -p $P -n $N -t $T -r $R -o jsonl\`, build ${lbc:-?}$src, CPU backend built with GGML_NATIVE=ON on this machine"
+    echo "- llama.cpp: \`llama-bench -m M -p $P -n $N -t $T -r $R -o jsonl\`, build ${lbc:-?}$src, built on this machine; the builds (column llama.cpp build: each llmux set against the build of its level when there is one, else native):"
+    for lbb in $lbuilds; do
+        echo "  - $lbb: $(lbpath "$lbb"), $(lbflags "$(lbpath "$lbb")")"
+    done
 else
     echo "- llama.cpp: not measured in this run (no llama-bench at $LB; set LLAMA_BENCH to one built on this machine to get the column)"
 fi
 echo "- slices: random weights (tool_gguf_gen --seed 1), n_embd 2048, $LAYERS layers, 32 heads (8 kv), n_ff 5632, n_vocab 32000: a $LAYERS-layer slice of a 1B llama with its full embedding and output matrices; full-2048x22: the TinyLlama shape (22 layers, 4 kv heads); every 2-D weight in the named type, norms F32"
 echo "- roofline: tg t/s x bytes of weights read per token / the $T-thread bandwidth (100% = generation at the memory limit; on a slice the weights partly stay in the last-level cache, so only the full-size rows mean much)"
 echo
-echo "| model | size | llmux set | llmux pp$P t/s | llama.cpp pp$P t/s | pp ratio | llmux tg t/s | llama.cpp tg t/s | tg ratio | llmux roofline | llama.cpp roofline |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|$rows"
+echo "| model | size | llmux set | llama.cpp build | llmux pp$P t/s | llama.cpp pp$P t/s | pp ratio | llmux tg t/s | llama.cpp tg t/s | tg ratio | llmux roofline | llama.cpp roofline |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|$rows"
 echo
 echo "Ratios are llmux / llama.cpp (1.00 = as fast).$descs"
 echo

@@ -134,6 +134,11 @@ le_amx_min_tok(enum le_type t)
 {
     if (t == LE_TYPE_Q8_0 || t == LE_TYPE_Q4_0)
         return 32;
+    /* K-quants: their AMX panels are unpacked from the GGUF mapping on
+     * every call; the repacked AVX-512 GEMM is as fast or faster there
+     * and reads the copy generation reads (le_int.h) */
+    if (le_isa_active() >= LE_ISA_AVX512)
+        return 0;
     return le_gemm_amx_type(t) ? 64 : 0;
 }
 

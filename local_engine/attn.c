@@ -1,7 +1,8 @@
 /*
  * attn.c: the two inner loops of attention over an F16 KV cache, for one
  * query head against n cached positions (model.c attention_heads), as
- * plain C twins of attn_avx512.c's kernels, and the choice between them.
+ * plain C twins of attn_avx512.c's and attn_avx2.c's kernels, and the
+ * choice between them.
  *
  *   scores: sc[p] = scale * (float)dot(q, k_p), the dot of the fp16 query
  *           and the fp16 key row p: products exact in float, summed in
@@ -54,6 +55,11 @@ le_attn_f16_get(int hd, struct le_attn_f16 *out)
         le_isa_active() >= LE_ISA_AVX512) {
         out->scores = le_attn_scores_f16_avx512;
         out->values = le_attn_values_f16_avx512;
+        return 1;
+    }
+    if ((hd == 64 || hd == 128) && le_isa_active() >= LE_ISA_AVX2) {
+        out->scores = le_attn_scores_f16_avx2;
+        out->values = le_attn_values_f16_avx2;
         return 1;
     }
 #endif

@@ -328,8 +328,9 @@ void le_gemm_bf16_avx512(int n, const void *w, const struct le_pack_act *a,
                          int ntok, float *y, size_t ys, int nr);
 
 /* Attention over an F16 KV cache, one query head (attn.c states the
- * contract; attn_avx512.c the SIMD twins).  scores: sc[p] = scale * the
- * dot of fp16 query q and key row p (k + p * ks bytes), p < n.  values:
+ * contract; attn_avx512.c and attn_avx2.c the SIMD twins).  scores: sc[p]
+ * = scale * the dot of fp16 query q and key row p (k + p * ks bytes), p <
+ * n.  values:
  * out[0..hd) = sum over p < n in order of (w[p] * inv) * row p of v (vs
  * bytes apart).  le_attn_f16_get: the kernels for head size hd at the
  * active ISA level (1: SIMD, 0: the plain C twins). */
@@ -345,6 +346,11 @@ void le_attn_scores_f16_ref(int hd, int n, const uint16_t *q,
                             float *sc);
 void le_attn_values_f16_ref(int hd, int n, const float *w, float inv,
                             const uint8_t *v, size_t vs, float *out);
+void le_attn_scores_f16_avx2(int hd, int n, const uint16_t *q,
+                             const uint8_t *k, size_t ks, float scale,
+                             float *sc);
+void le_attn_values_f16_avx2(int hd, int n, const float *w, float inv,
+                             const uint8_t *v, size_t vs, float *out);
 void le_attn_scores_f16_avx512(int hd, int n, const uint16_t *q,
                                const uint8_t *k, size_t ks, float scale,
                                float *sc);
@@ -749,7 +755,14 @@ size_t le_model_packed_bytes(const struct le_model *m);
  *   Q4_K  n=8 20/42  16 30/63  32 68/94  48 73/123  64 95/94
  * so AMX only from 32 tokens for Q4_0 and Q8_0 (a tie at 16, a loss at
  * 24), from 64 for the K-quants (a tie there; Q5_K and Q6_K take the
- * same unpack-per-call kernel as Q4_K). */
+ * same unpack-per-call kernel as Q4_K).  But the K-quants never take it
+ * where the repacked AVX-512 GEMM runs (le_isa_active() AVX512): there
+ * the same tool gave a tie at 64-256 tokens (Q4_K n=64 88/90, 128
+ * 193/186, 256 426/407 ms), and with 2 threads bench/engine.sh's pp128
+ * was 920 t/s with AMX against 1069 without (tg after it 176 against
+ * 197: the AMX panels come from the GGUF mapping, a second copy of the
+ * weights through the cache; Q4_0 and Q8_0 use the repacked copy as
+ * their AMX operand).  So 0 for them at that level. */
 int le_amx_min_tok(enum le_type t);
 /* The largest le_amx_min_tok over the model's layer weights with an AMX
  * kernel (0: none): a prompt piece of at least that many tokens takes

@@ -968,8 +968,9 @@ matmul_packed(void *arg, int ith, int nth)
     }
 }
 
-/* A prompt batch's AMX product over the repacked groups: threads take
- * AMX_CHUNK groups at a time from a shared counter instead of a fixed
+/* A prompt batch's product over the repacked groups (AMX or not):
+ * threads take AMX_CHUNK groups at a time from a shared counter instead
+ * of a fixed
  * half each, so a thread slowed by another process (2 cores shared with
  * the gateway and whatever else runs) leaves its groups to the others
  * rather than holding up the step; each group is still computed whole by
@@ -1158,10 +1159,15 @@ matmul(struct le_session *s, const struct le_gguf_tensor *W, const float *x,
         return;
     }
     if (P) {
-        struct mmp_job pj = {P, P->pt.gemm,
-                             {s->qact, j.x_row, s->qprep, s->qprep_row, NULL},
-                             y, n_rest};
-        le_pool_run(s->m->pool, matmul_packed, &pj, small ? 1 : 0);
+        /* prompt batches take groups from a counter, as the AMX ones
+         * (pd.j first: matmul_packed reads it alone) */
+        struct mmp_dyn_job pd = {
+            {P, P->pt.gemm, {s->qact, j.x_row, s->qprep, s->qprep_row, NULL},
+             y, n_rest},
+            0};
+        le_pool_run(s->m->pool,
+                    n_rest > GEMV_MAX_TOK ? matmul_packed_dyn : matmul_packed,
+                    &pd, small ? 1 : 0);
         return;
     }
     le_pool_run(s->m->pool, matmul_rows, &j, small ? 1 : 0);

@@ -593,49 +593,63 @@ struct pk_q8_0 {
 };
 
 /* Q4_0 (Q8 = 0) and Q8_0 (Q8 = 1): the integer sums of a block per
- * token and half, then the plain C twin's float steps. */
+ * token and half, then the plain C twin's float steps.  NH halves of 8
+ * rows from half h0 (both: 16 rows) against NT tokens from t0, NT * NH <=
+ * 4: 16 rows x 1-2 tokens stream the group once (generation), 8 rows x 4
+ * tokens (prompt batches) make each weight load and unpack serve 4
+ * tokens (16 x 4 would need 16 accumulators and 16 sums: more than the
+ * 16 YMM registers).  The int16 sums of Q4_0 take vpaddw, a chain per
+ * accumulator: exact below 30720 as said above, and on 3 ports where
+ * vpaddsw has 2 beside vpmaddubsw's (Q4_0 2048 x 5632 x 128 tokens, one
+ * core: 1.11-1.17x with 8 x 4 over 16 x 2 and vpaddsw). */
 static inline __attribute__((always_inline)) void
 plegacy_tile(int nb, const uint8_t *qs, const uint16_t *dw,
-             const struct le_pack_act *a, int t0, const int NT, float *y,
-             size_t ys, int nr, const int Q8)
+             const struct le_pack_act *a, int t0, const int NT, int h0,
+             const int NH, float *y, size_t ys, int nr, const int Q8)
 {
     const size_t col = Q8 ? 512 : 256;
     const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
-    const struct pk_q8_0 *x[2];
-    const struct le_prep_q8_0 *p[2];
-    __m256 acc[2][2];
+    const struct pk_q8_0 *x[4];
+    const struct le_prep_q8_0 *p[4];
+    __m256 acc[4][2];
     UNROLL
     for (int t = 0; t < NT; t++) {
         x[t] = (const void *)(a->q + (size_t)(t0 + t) * a->q_row);
         p[t] = (const void *)(a->p + (size_t)(t0 + t) * a->p_row);
-        acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+        UNROLL
+        for (int k = 0; k < NH; k++)
+            acc[t][k] = _mm256_setzero_ps();
     }
     for (int b = 0; b < nb; b++) {
-        const uint8_t *wb = qs + (size_t)b * col;
-        __m256i si[2][2];
+        const uint8_t *wb = qs + (size_t)b * col + 32 * h0;
+        __m256i si[4][2];
         UNROLL
         for (int t = 0; t < NT; t++)
-            si[t][0] = si[t][1] = _mm256_setzero_si256();
+            UNROLL
+            for (int k = 0; k < NH; k++)
+                si[t][k] = _mm256_setzero_si256();
         UNROLL
         for (int c = 0; c < (int)col / 64; c++) {
-            _mm_prefetch((const char *)(wb + 4 * col + 64 * c), _MM_HINT_T0);
+            if (NH == 2)
+                _mm_prefetch((const char *)(wb + 4 * col + 64 * c),
+                             _MM_HINT_T0);
             UNROLL
-            for (int h = 0; h < 2; h++) {
+            for (int k = 0; k < NH; k++) {
                 __m256i v = _mm256_load_si256(
-                    (const __m256i *)(wb + 64 * c + 32 * h));
+                    (const __m256i *)(wb + 64 * c + 32 * k));
                 if (Q8) {
                     __m256i av = _mm256_sign_epi8(v, v);
                     UNROLL
                     for (int t = 0; t < NT; t++) {
                         __m256i sy =
                             _mm256_sign_epi8(bc32(x[t][b].qs + 4 * c), v);
-                        si[t][h] = _mm256_add_epi32(
-                            si[t][h], _mm256_madd_epi16(
+                        si[t][k] = _mm256_add_epi32(
+                            si[t][k], _mm256_madd_epi16(
                                           _mm256_maddubs_epi16(av, sy), ones));
                         /* keep the adds a chain per accumulator (GCC
                          * otherwise reassociates them into a tree of
-                         * live terms that spills with 2 tokens) */
-                        __asm__("" : "+x"(si[t][h]));
+                         * live terms that spills) */
+                        __asm__("" : "+x"(si[t][k]));
                     }
                 } else { /* int16 sums, widened after the block */
                     __m256i lo = _mm256_and_si256(v, m4);
@@ -643,38 +657,43 @@ plegacy_tile(int nb, const uint8_t *qs, const uint16_t *dw,
                     UNROLL
                     for (int t = 0; t < NT; t++) {
                         const int8_t *q = x[t][b].qs + 4 * c;
-                        si[t][h] = _mm256_adds_epi16(
-                            si[t][h],
-                            _mm256_adds_epi16(
-                                _mm256_maddubs_epi16(lo, bc32(q)),
-                                _mm256_maddubs_epi16(hi, bc32(q + 16))));
+                        si[t][k] = _mm256_add_epi16(
+                            si[t][k], _mm256_maddubs_epi16(lo, bc32(q)));
+                        __asm__("" : "+x"(si[t][k]));
+                        si[t][k] = _mm256_add_epi16(
+                            si[t][k], _mm256_maddubs_epi16(hi, bc32(q + 16)));
+                        __asm__("" : "+x"(si[t][k]));
                     }
                 }
             }
         }
         UNROLL
-        for (int h = 0; h < 2; h++) {
+        for (int k = 0; k < NH; k++) {
             __m256 dv = _mm256_cvtph_ps(_mm_loadu_si128(
-                (const __m128i *)(dw + (size_t)b * 16 + 8 * h)));
+                (const __m128i *)(dw + (size_t)b * 16 + 8 * (h0 + k))));
             UNROLL
             for (int t = 0; t < NT; t++) {
-                __m256i s = si[t][h];
+                __m256i s = si[t][k];
                 if (!Q8)
                     s = _mm256_add_epi32(_mm256_madd_epi16(s, ones),
                                          _mm256_set1_epi32(p[t][b].neg8));
                 __m256 f = _mm256_mul_ps(_mm256_cvtepi32_ps(s), dv);
                 f = _mm256_mul_ps(f, _mm256_set1_ps(p[t][b].d));
-                acc[t][h] = _mm256_add_ps(acc[t][h], f);
+                acc[t][k] = _mm256_add_ps(acc[t][k], f);
             }
         }
     }
     UNROLL
     for (int t = 0; t < NT; t++)
-        store16(y + (size_t)(t0 + t) * ys, acc[t][0], acc[t][1], nr);
+        UNROLL
+        for (int k = 0; k < NH; k++)
+            store8(y + (size_t)(t0 + t) * ys + 8 * (h0 + k), acc[t][k],
+                   nr - 8 * (h0 + k));
 }
 
-/* 2 tokens a weight load (Q8_0's int32 sums kept as chains, see above:
- * measured 37 -> 44-47 GMAC/s on one core, 2048 x 2048 x 128 tokens). */
+/* 4 tokens a weight load (in halves), the last 1-3 as 16 x 2 and 16 x 1
+ * (the Q8_0 chains: 37 -> 44-47 GMAC/s on one core at 16 x 2 over 16 x
+ * 1, 2048 x 2048 x 128 tokens). */
 static inline __attribute__((always_inline)) void
 plegacy_gemm(int n, const void *w, const struct le_pack_act *a, int ntok,
              float *y, size_t ys, int nr, const int Q8)
@@ -683,11 +702,14 @@ plegacy_gemm(int n, const void *w, const struct le_pack_act *a, int ntok,
     const uint8_t *qs = w;
     const uint16_t *dw =
         (const uint16_t *)(qs + (size_t)nb * (Q8 ? 512 : 256));
-    int t = 0;
-    for (; t + 2 <= ntok; t += 2)
-        plegacy_tile(nb, qs, dw, a, t, 2, y, ys, nr, Q8);
+    int t4 = ntok & ~3, t;
+    for (int h = 0; h < 2 && nr > 8 * h && t4 > 0; h++)
+        for (t = 0; t < t4; t += 4)
+            plegacy_tile(nb, qs, dw, a, t, 4, h, 1, y, ys, nr, Q8);
+    for (t = t4; t + 2 <= ntok; t += 2)
+        plegacy_tile(nb, qs, dw, a, t, 2, 0, 2, y, ys, nr, Q8);
     for (; t < ntok; t++)
-        plegacy_tile(nb, qs, dw, a, t, 1, y, ys, nr, Q8);
+        plegacy_tile(nb, qs, dw, a, t, 1, 0, 2, y, ys, nr, Q8);
 }
 
 void
@@ -721,37 +743,44 @@ shift16x(__m256i v, const int sh)
 }
 
 /* Q4_K and Q5_K (Q5: the 5th bits as in quants_avx512.c, int16 sums over
- * 4 chunks), NT <= 2 tokens per weight load. */
+ * 4 chunks): NH halves of 8 rows from h0 against NT tokens, NT * NH <= 4,
+ * as plegacy_tile (16 x 1-2 for generation, 8 x 4 for prompt batches;
+ * the int16 sums on vpaddw chains). */
 static inline __attribute__((always_inline)) void
 pk4_tile(int nsb, const uint8_t *qs, const uint8_t *meta, const uint8_t *qhs,
-         const struct le_pack_act *a, int t0, const int NT, float *y,
-         size_t ys, int nr, const int Q5)
+         const struct le_pack_act *a, int t0, const int NT, int h0,
+         const int NH, float *y, size_t ys, int nr, const int Q5)
 {
     const __m256i m4 = _mm256_set1_epi8(0x0f), b4 = _mm256_set1_epi8(0x10);
-    const struct le_block_q8_K *x[2];
-    const int32_t *p[2];
-    __m256 acc[2][2];
+    const struct le_block_q8_K *x[4];
+    const int32_t *p[4];
+    __m256 acc[4][2];
     UNROLL
     for (int t = 0; t < NT; t++) {
         x[t] = (const void *)(a->q + (size_t)(t0 + t) * a->q_row);
         p[t] = (const void *)(a->p + (size_t)(t0 + t) * a->p_row);
-        acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+        UNROLL
+        for (int k = 0; k < NH; k++)
+            acc[t][k] = _mm256_setzero_ps();
     }
     for (int b = 0; b < nsb; b++) {
         const uint8_t *mb = meta + (size_t)b * LE_PACK_Q4_K_META;
-        __m256i isum[2][2], msum[2][2];
+        __m256i isum[4][2], msum[4][2];
         UNROLL
         for (int t = 0; t < NT; t++)
-            isum[t][0] = isum[t][1] = msum[t][0] = msum[t][1] =
-                _mm256_setzero_si256();
+            UNROLL
+            for (int k = 0; k < NH; k++)
+                isum[t][k] = msum[t][k] = _mm256_setzero_si256();
         UNROLL
         for (int jj = 0; jj < 4; jj++) {
-            const uint8_t *wj = qs + (size_t)b * 2048 + (size_t)jj * 512;
-            __m256i plo[2][2], phi[2][2], hb[2];
+            const uint8_t *wj =
+                qs + (size_t)b * 2048 + (size_t)jj * 512 + 32 * h0;
+            __m256i plo[4][2], phi[4][2], hb[2];
             UNROLL
             for (int t = 0; t < NT; t++)
-                plo[t][0] = plo[t][1] = phi[t][0] = phi[t][1] =
-                    _mm256_setzero_si256();
+                UNROLL
+                for (int k = 0; k < NH; k++)
+                    plo[t][k] = phi[t][k] = _mm256_setzero_si256();
             hb[0] = hb[1] = _mm256_setzero_si256();
             UNROLL
             for (int c = 0; c < 8; c++) {
@@ -760,87 +789,91 @@ pk4_tile(int nsb, const uint8_t *qs, const uint8_t *meta, const uint8_t *qhs,
                                  _MM_HINT_T0);
                 const int i = c & 3;
                 UNROLL
-                for (int h = 0; h < 2; h++) {
+                for (int k = 0; k < NH; k++) {
                     __m256i v = _mm256_load_si256(
-                        (const __m256i *)(wj + 64 * c + 32 * h));
+                        (const __m256i *)(wj + 64 * c + 32 * k));
                     __m256i lo = _mm256_and_si256(v, m4);
                     __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
                     if (Q5) {
                         if (i == 0)
-                            hb[h] = _mm256_load_si256(
+                            hb[k] = _mm256_load_si256(
                                 (const __m256i *)(qhs + (size_t)b * 512 +
                                                   (size_t)(jj * 2 + c / 4) *
                                                       64 +
-                                                  32 * h));
+                                                  32 * (h0 + k)));
                         lo = _mm256_or_si256(
                             lo,
-                            _mm256_and_si256(shift16x(hb[h], 4 - 2 * i), b4));
+                            _mm256_and_si256(shift16x(hb[k], 4 - 2 * i), b4));
                         hi = _mm256_or_si256(
                             hi,
-                            _mm256_and_si256(shift16x(hb[h], 3 - 2 * i), b4));
+                            _mm256_and_si256(shift16x(hb[k], 3 - 2 * i), b4));
                     }
                     UNROLL
                     for (int t = 0; t < NT; t++) {
                         const int8_t *q = x[t][b].qs + 64 * jj + 4 * c;
-                        plo[t][h] = _mm256_adds_epi16(
-                            plo[t][h], _mm256_maddubs_epi16(lo, bc32(q)));
-                        phi[t][h] = _mm256_adds_epi16(
-                            phi[t][h], _mm256_maddubs_epi16(hi, bc32(q + 32)));
+                        plo[t][k] = _mm256_add_epi16(
+                            plo[t][k], _mm256_maddubs_epi16(lo, bc32(q)));
+                        __asm__("" : "+x"(plo[t][k]));
+                        phi[t][k] = _mm256_add_epi16(
+                            phi[t][k], _mm256_maddubs_epi16(hi, bc32(q + 32)));
+                        __asm__("" : "+x"(phi[t][k]));
                     }
                 }
                 if (c == 7 || (Q5 && c == 3)) {
                     UNROLL
-                    for (int h = 0; h < 2; h++) {
-                        __m256i s0 =
-                            scale_pairs8(mb + 64 + (2 * jj) * 16 + 8 * h);
-                        __m256i s1 =
-                            scale_pairs8(mb + 64 + (2 * jj + 1) * 16 + 8 * h);
+                    for (int k = 0; k < NH; k++) {
+                        const uint8_t *sc = mb + 64 + 8 * (h0 + k);
+                        __m256i s0 = scale_pairs8(sc + (2 * jj) * 16);
+                        __m256i s1 = scale_pairs8(sc + (2 * jj + 1) * 16);
                         UNROLL
                         for (int t = 0; t < NT; t++) {
-                            isum[t][h] = _mm256_add_epi32(
-                                isum[t][h],
+                            isum[t][k] = _mm256_add_epi32(
+                                isum[t][k],
                                 _mm256_add_epi32(
-                                    _mm256_madd_epi16(plo[t][h], s0),
-                                    _mm256_madd_epi16(phi[t][h], s1)));
-                            plo[t][h] = phi[t][h] = _mm256_setzero_si256();
+                                    _mm256_madd_epi16(plo[t][k], s0),
+                                    _mm256_madd_epi16(phi[t][k], s1)));
+                            plo[t][k] = phi[t][k] = _mm256_setzero_si256();
                         }
                     }
                 }
             }
         }
         UNROLL
-        for (int k = 0; k < 4; k++)
+        for (int q = 0; q < 4; q++)
             UNROLL
-            for (int h = 0; h < 2; h++) {
+            for (int k = 0; k < NH; k++) {
                 __m256i mn = _mm256_cvtepu8_epi16(_mm_loadu_si128(
-                    (const __m128i *)(mb + 192 + 32 * k + 16 * h)));
+                    (const __m128i *)(mb + 192 + 32 * q + 16 * (h0 + k))));
                 UNROLL
                 for (int t = 0; t < NT; t++)
-                    msum[t][h] = _mm256_add_epi32(
-                        msum[t][h],
+                    msum[t][k] = _mm256_add_epi32(
+                        msum[t][k],
                         _mm256_madd_epi16(mn,
-                                          _mm256_set1_epi32(p[t][4 * b + k])));
+                                          _mm256_set1_epi32(p[t][4 * b + q])));
             }
         UNROLL
-        for (int h = 0; h < 2; h++) {
+        for (int k = 0; k < NH; k++) {
             __m256 dv = _mm256_cvtph_ps(
-                _mm_loadu_si128((const __m128i *)(mb + 16 * h)));
+                _mm_loadu_si128((const __m128i *)(mb + 16 * (h0 + k))));
             __m256 dm = _mm256_cvtph_ps(
-                _mm_loadu_si128((const __m128i *)(mb + 32 + 16 * h)));
+                _mm_loadu_si128((const __m128i *)(mb + 32 + 16 * (h0 + k))));
             UNROLL
             for (int t = 0; t < NT; t++) {
                 __m256 yd = _mm256_set1_ps(x[t][b].d);
                 __m256 f1 = _mm256_mul_ps(
-                    yd, _mm256_mul_ps(dv, _mm256_cvtepi32_ps(isum[t][h])));
+                    yd, _mm256_mul_ps(dv, _mm256_cvtepi32_ps(isum[t][k])));
                 __m256 f2 = _mm256_mul_ps(
-                    yd, _mm256_mul_ps(dm, _mm256_cvtepi32_ps(msum[t][h])));
-                acc[t][h] = _mm256_add_ps(acc[t][h], _mm256_sub_ps(f1, f2));
+                    yd, _mm256_mul_ps(dm, _mm256_cvtepi32_ps(msum[t][k])));
+                acc[t][k] = _mm256_add_ps(acc[t][k], _mm256_sub_ps(f1, f2));
             }
         }
     }
     UNROLL
     for (int t = 0; t < NT; t++)
-        store16(y + (size_t)(t0 + t) * ys, acc[t][0], acc[t][1], nr);
+        UNROLL
+        for (int k = 0; k < NH; k++)
+            store8(y + (size_t)(t0 + t) * ys + 8 * (h0 + k), acc[t][k],
+                   nr - 8 * (h0 + k));
 }
 
 static inline __attribute__((always_inline)) void
@@ -851,11 +884,14 @@ pk4_gemm(int n, const void *w, const struct le_pack_act *a, int ntok,
     const uint8_t *qs = w;
     const uint8_t *meta = qs + (size_t)nsb * 2048;
     const uint8_t *qhs = meta + (size_t)nsb * LE_PACK_Q4_K_META;
-    int t = 0;
-    for (; t + 2 <= ntok; t += 2)
-        pk4_tile(nsb, qs, meta, qhs, a, t, 2, y, ys, nr, Q5);
+    int t4 = ntok & ~3, t;
+    for (int h = 0; h < 2 && nr > 8 * h && t4 > 0; h++)
+        for (t = 0; t < t4; t += 4)
+            pk4_tile(nsb, qs, meta, qhs, a, t, 4, h, 1, y, ys, nr, Q5);
+    for (t = t4; t + 2 <= ntok; t += 2)
+        pk4_tile(nsb, qs, meta, qhs, a, t, 2, 0, 2, y, ys, nr, Q5);
     if (t < ntok)
-        pk4_tile(nsb, qs, meta, qhs, a, t, 1, y, ys, nr, Q5);
+        pk4_tile(nsb, qs, meta, qhs, a, t, 1, 0, 2, y, ys, nr, Q5);
 }
 
 void

@@ -50,10 +50,13 @@ vstore16(float *y, __m256 v0, __m256 v1, int nr)
     memcpy(y, tmp, (size_t)nr * sizeof(float));
 }
 
+/* NH halves of 8 rows from h0 against NT tokens from t0, NT * NH <= 4:
+ * 16 rows x 1-2 tokens stream the group once (generation), 8 rows x 4
+ * tokens make each unpacked half serve 4 tokens (prompt batches). */
 ALWAYS_INLINE void
 vq_tile(int nb, const uint8_t *qs, const uint16_t *dw,
-        const struct le_pack_act *a, int t0, const int NT, float *y,
-        size_t ys, int nr, const int Q8)
+        const struct le_pack_act *a, int t0, const int NT, int h0,
+        const int NH, float *y, size_t ys, int nr, const int Q8)
 {
     static const int off4[8] = {0, 16, 4, 20, 8, 24, 12, 28};
     static const int off8[8] = {0, 4, 8, 12, 16, 20, 24, 28};
@@ -61,9 +64,9 @@ vq_tile(int nb, const uint8_t *qs, const uint16_t *dw,
     const size_t col = Q8 ? 512 : 256;
     const __m256i m4 = _mm256_set1_epi8(0x0f);
     const __m256i x80 = _mm256_set1_epi8((char)0x80);
-    const struct vq8_0_blk *x[2];
-    const struct le_prep_q8_0 *p[2];
-    __m256 acc[2][2];
+    const struct vq8_0_blk *x[4];
+    const struct le_prep_q8_0 *p[4];
+    __m256 acc[4][2];
     UNROLL
     for (int t = 0; t < NT; t++) {
         x[t] = (const void *)(a->q + (size_t)(t0 + t) * a->q_row);
@@ -73,11 +76,12 @@ vq_tile(int nb, const uint8_t *qs, const uint16_t *dw,
     for (int b = 0; b < nb; b++) {
         const uint8_t *wb = qs + (size_t)b * col;
         UNROLL
-        for (int h = 0; h < 2; h++) {
+        for (int k = 0; k < NH; k++) {
+            const int h = h0 + k;
             __m256i u[8];
             UNROLL
             for (int c = 0; c < (int)col / 64; c++) {
-                if (h == 0)
+                if (k == 0 && NH == 2)
                     _mm_prefetch((const char *)(wb + 8 * col + 64 * c),
                                  _MM_HINT_T0);
                 __m256i v = _mm256_load_si256(
@@ -110,13 +114,22 @@ vq_tile(int nb, const uint8_t *qs, const uint16_t *dw,
                 __m256 f = _mm256_mul_ps(
                     _mm256_cvtepi32_ps(_mm256_add_epi32(s0, s1)), dv);
                 f = _mm256_mul_ps(f, _mm256_set1_ps(p[t][b].d));
-                acc[t][h] = _mm256_add_ps(acc[t][h], f);
+                acc[t][k] = _mm256_add_ps(acc[t][k], f);
             }
         }
     }
     UNROLL
-    for (int t = 0; t < NT; t++)
-        vstore16(y + (size_t)(t0 + t) * ys, acc[t][0], acc[t][1], nr);
+    for (int t = 0; t < NT; t++) {
+        if (NH == 2) {
+            vstore16(y + (size_t)(t0 + t) * ys, acc[t][0], acc[t][1], nr);
+        } else {
+            float tmp[8];
+            int n8 = nr - 8 * h0 < 8 ? nr - 8 * h0 : 8;
+            _mm256_storeu_ps(tmp, acc[t][0]);
+            memcpy(y + (size_t)(t0 + t) * ys + 8 * h0, tmp,
+                   (size_t)n8 * sizeof(float));
+        }
+    }
 }
 
 ALWAYS_INLINE void
@@ -127,11 +140,14 @@ vq_gemm(int n, const void *w, const struct le_pack_act *a, int ntok,
     const uint8_t *qs = w;
     const uint16_t *dw =
         (const uint16_t *)(qs + (size_t)nb * (Q8 ? 512 : 256));
-    int t = 0;
-    for (; t + 2 <= ntok; t += 2)
-        vq_tile(nb, qs, dw, a, t, 2, y, ys, nr, Q8);
+    int t4 = ntok & ~3, t;
+    for (int h = 0; h < 2 && nr > 8 * h && t4 > 0; h++)
+        for (t = 0; t < t4; t += 4)
+            vq_tile(nb, qs, dw, a, t, 4, h, 1, y, ys, nr, Q8);
+    for (t = t4; t + 2 <= ntok; t += 2)
+        vq_tile(nb, qs, dw, a, t, 2, 0, 2, y, ys, nr, Q8);
     if (t < ntok)
-        vq_tile(nb, qs, dw, a, t, 1, y, ys, nr, Q8);
+        vq_tile(nb, qs, dw, a, t, 1, 0, 2, y, ys, nr, Q8);
 }
 
 void

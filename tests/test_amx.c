@@ -366,14 +366,26 @@ test_refuses(void)
 static void
 test_attn_f16(void)
 {
-    struct le_attn_f16 ak;
-    for (int hd = 64; hd <= 128; hd += 64) {
-        int simd = le_attn_f16_get(hd, &ak);
-        if (!simd) {
-            fprintf(stderr, "test_amx: no SIMD attention at hd %d (%s)\n",
-                    hd, le_isa_name(le_isa_active()));
-            continue;
-        }
+    /* the active level's kernels, then each level's that this CPU runs
+     * (each takes both head sizes) */
+    struct le_attn_f16 kern[3];
+    int nk = 0;
+    if (le_attn_f16_get(64, &kern[nk]))
+        nk++;
+    else
+        fprintf(stderr, "test_amx: no SIMD attention at level %s\n",
+                le_isa_name(le_isa_active()));
+#if defined(__x86_64__)
+    if (le_isa_supported(LE_ISA_AVX2))
+        kern[nk++] = (struct le_attn_f16){le_attn_scores_f16_avx2,
+                                          le_attn_values_f16_avx2};
+    if (le_isa_supported(LE_ISA_AVX512))
+        kern[nk++] = (struct le_attn_f16){le_attn_scores_f16_avx512,
+                                          le_attn_values_f16_avx512};
+#endif
+    for (int c = 0; c < 2 * nk; c++) { /* kernels x head sizes 64, 128 */
+        struct le_attn_f16 ak = kern[c / 2];
+        int hd = 64 * (1 + c % 2);
         static const int ns[] = {1, 2, 7, 64, 129};
         for (size_t ni = 0; ni < sizeof(ns) / sizeof(ns[0]); ni++) {
             int n = ns[ni];

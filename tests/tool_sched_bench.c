@@ -280,8 +280,8 @@ piece_cpu(struct le_model *m, struct le_session *ws, struct le_session *kv,
           int n, int amx_from)
 {
     enum { REPS = 7 };
-    int32_t ids[64], pos[64], out = n - 1;
-    struct le_session *seq[64];
+    int32_t ids[256], pos[256], out = n - 1;
+    struct le_session *seq[256];
     double t[REPS];
     char err[256];
     for (int r = 0; r < REPS + 1; r++) { /* the first warms up */
@@ -324,12 +324,12 @@ crossover(const char *path)
     char err[512];
     int rc = 1;
     if (le_model_open(path, &mp, &m, err, sizeof(err)) != LE_OK ||
-        le_session_new_sized(m, 64, 1, 0, &ws, err, sizeof(err)) != LE_OK ||
+        le_session_new_sized(m, 256, 1, 0, &ws, err, sizeof(err)) != LE_OK ||
         le_session_new_sized(m, 0, 0, 1, &kv, err, sizeof(err)) != LE_OK) {
         fprintf(stderr, "%s\n", err);
         goto out;
     }
-    static const int ns[] = {1, 2, 4, 8, 12, 16, 24, 32, 48, 64};
+    static const int ns[] = {1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 128, 256};
     for (size_t k = 0; k < sizeof(ns) / sizeof(ns[0]); k++) {
         double row = piece_cpu(m, ws, kv, ns[k], ns[k]);
         double amx = piece_cpu(m, ws, kv, ns[k], 0);
