@@ -982,6 +982,18 @@ struct mmp_dyn_job {
     _Alignas(64) atomic_int next; /* first group not yet taken */
 };
 
+/* Takes the next run of up to chunk of ng groups from *next into [*g0,
+ * *g1); 0 when none is left. */
+static int
+take_groups(atomic_int *next, int chunk, int ng, int *g0, int *g1)
+{
+    *g0 = atomic_fetch_add_explicit(next, chunk, memory_order_relaxed);
+    if (*g0 >= ng)
+        return 0;
+    *g1 = *g0 + chunk < ng ? *g0 + chunk : ng;
+    return 1;
+}
+
 static void
 matmul_packed_dyn(void *arg, int ith, int nth)
 {
@@ -989,12 +1001,8 @@ matmul_packed_dyn(void *arg, int ith, int nth)
     struct mmp_dyn_job *d = arg;
     const struct le_packed *P = d->j.P;
     int ng = (P->n_out + LE_PACK_ROWS - 1) / LE_PACK_ROWS;
-    for (;;) {
-        int g0 = atomic_fetch_add_explicit(&d->next, AMX_CHUNK,
-                                           memory_order_relaxed);
-        if (g0 >= ng)
-            break;
-        int g1 = g0 + AMX_CHUNK < ng ? g0 + AMX_CHUNK : ng;
+    int g0, g1;
+    while (take_groups(&d->next, AMX_CHUNK, ng, &g0, &g1)) {
         for (int g = g0; g < g1; g++) {
             int r0 = g * LE_PACK_ROWS;
             int nr = P->n_out - r0 < LE_PACK_ROWS ? P->n_out - r0
@@ -1033,17 +1041,12 @@ matmul_gemv(void *arg, int ith, int nth)
     struct mmv_job *j = arg;
     const struct le_packed *P = j->P;
     int ng = (P->n_out + LE_PACK_ROWS - 1) / LE_PACK_ROWS;
-    for (;;) {
-        int g0 = atomic_fetch_add_explicit(&j->next, GEMV_CHUNK,
-                                           memory_order_relaxed);
-        if (g0 >= ng)
-            break;
-        int g1 = g0 + GEMV_CHUNK < ng ? g0 + GEMV_CHUNK : ng;
+    int g0, g1;
+    while (take_groups(&j->next, GEMV_CHUNK, ng, &g0, &g1))
         j->gemv(P->n_in, P->data + (size_t)g0 * P->group_bytes,
                 P->group_bytes, g1 - g0, &j->act, j->n_tok,
                 j->y + (size_t)g0 * LE_PACK_ROWS, (size_t)P->n_out,
                 g1 == ng ? P->n_out - (ng - 1) * LE_PACK_ROWS : LE_PACK_ROWS);
-    }
 }
 
 
