@@ -538,8 +538,11 @@ struct le_pool;
 enum le_status le_pool_new(int n_threads, struct le_pool **out);
 void le_pool_free(struct le_pool *p);
 int le_pool_size(const struct le_pool *p);
-/* Runs fn(arg, ith, nth) for ith = 0..nth-1 (ith 0 on the calling thread)
- * and returns when all are done.  max_nth == 1 runs fn(arg, 0, 1) inline
+/* Runs fn(arg, ith, nth) once for each share ith = 0..nth-1 and returns
+ * when all are done: share 0 on the calling thread, the others on the
+ * workers that claim them in time, the rest on the calling thread too
+ * (so fn must not depend on which thread runs a share, nor on shares
+ * running at the same time).  max_nth == 1 runs fn(arg, 0, 1) inline
  * (work too small to share); otherwise nth is the pool size.  Calls from
  * several threads are serialised. */
 void le_pool_run(struct le_pool *p, void (*fn)(void *arg, int ith, int nth),

@@ -983,6 +983,18 @@ struct mmp_dyn_job {
     _Alignas(64) atomic_int next; /* first group not yet taken */
 };
 
+/* Takes the next run of up to chunk of ng groups from *next into [*g0,
+ * *g1); 0 when none is left. */
+static int
+take_groups(atomic_int *next, int chunk, int ng, int *g0, int *g1)
+{
+    *g0 = atomic_fetch_add_explicit(next, chunk, memory_order_relaxed);
+    if (*g0 >= ng)
+        return 0;
+    *g1 = *g0 + chunk < ng ? *g0 + chunk : ng;
+    return 1;
+}
+
 static void
 matmul_packed_dyn(void *arg, int ith, int nth)
 {
@@ -990,12 +1002,8 @@ matmul_packed_dyn(void *arg, int ith, int nth)
     struct mmp_dyn_job *d = arg;
     const struct le_packed *P = d->j.P;
     int ng = (P->n_out + LE_PACK_ROWS - 1) / LE_PACK_ROWS;
-    for (;;) {
-        int g0 = atomic_fetch_add_explicit(&d->next, AMX_CHUNK,
-                                           memory_order_relaxed);
-        if (g0 >= ng)
-            break;
-        int g1 = g0 + AMX_CHUNK < ng ? g0 + AMX_CHUNK : ng;
+    int g0, g1;
+    while (take_groups(&d->next, AMX_CHUNK, ng, &g0, &g1)) {
         for (int g = g0; g < g1; g++) {
             int r0 = g * LE_PACK_ROWS;
             int nr = P->n_out - r0 < LE_PACK_ROWS ? P->n_out - r0
@@ -1007,26 +1015,35 @@ matmul_packed_dyn(void *arg, int ith, int nth)
     }
 }
 
-/* The decode kernel (le_gemv_at) over repacked weights: each thread takes
- * a run of whole group pairs (the kernel's tile) for all tokens. */
+/* The decode kernel (le_gemv_at) over repacked weights: the threads take
+ * runs of GEMV_CHUNK groups (whole pairs: the kernel's tile) for all
+ * tokens from a shared counter, as matmul_packed_dyn does, instead of a
+ * fixed half each: on 2 cores shared with other processes one thread is
+ * often descheduled for a while, and a fixed split made the other wait
+ * at the end of every product (the wall time of a step then follows the
+ * slower thread).  Each group is computed whole by one call of the
+ * kernel, whose floats do not depend on the run it is part of, so the
+ * results do not depend on who took it. */
+#define GEMV_CHUNK 8
+
 struct mmv_job {
     const struct le_packed *P;
     le_gemv_fn gemv;
     struct le_pack_act act;
     float *y;
     int n_tok;
+    _Alignas(64) atomic_int next; /* first group not yet taken */
 };
 
 static void
 matmul_gemv(void *arg, int ith, int nth)
 {
+    (void)ith, (void)nth;
     struct mmv_job *j = arg;
     const struct le_packed *P = j->P;
     int ng = (P->n_out + LE_PACK_ROWS - 1) / LE_PACK_ROWS;
-    int per = (ng + nth - 1) / nth;
-    per += per & 1;
-    int g0 = ith * per, g1 = g0 + per < ng ? g0 + per : ng;
-    if (g0 < g1)
+    int g0, g1;
+    while (take_groups(&j->next, GEMV_CHUNK, ng, &g0, &g1))
         j->gemv(P->n_in, P->data + (size_t)g0 * P->group_bytes,
                 P->group_bytes, g1 - g0, &j->act, j->n_tok,
                 j->y + (size_t)g0 * LE_PACK_ROWS, (size_t)P->n_out,
@@ -1154,7 +1171,7 @@ matmul(struct le_session *s, const struct le_gguf_tensor *W, const float *x,
     if (gv) {
         struct mmv_job vj = {P, gv,
                              {s->qact, j.x_row, s->qprep, s->qprep_row, NULL},
-                             y, n_rest};
+                             y, n_rest, 0};
         le_pool_run(s->m->pool, matmul_gemv, &vj, small ? 1 : 0);
         return;
     }

@@ -1,8 +1,9 @@
 /*
  * pool.c: the persistent compute pool.  n - 1 worker threads are created
  * once (le_pool_new) and woken for each parallel step (one matrix product,
- * one attention layer); the caller of le_pool_run does share 0 itself and
- * then waits for the others.  No thread is created per token.
+ * one attention layer); the caller of le_pool_run does share 0 itself,
+ * then every share no worker has claimed, and then waits for the claimed
+ * ones (below).  No thread is created per token.
  *
  * Waiting: a forward pass issues its steps back to back (microseconds of
  * serial work in between), so between the steps of a pass nobody sleeps:
@@ -19,14 +20,29 @@
  * write and the sleep flags live on lines of their own, so a worker
  * finishing its share does not invalidate the line the others poll.
  *
- * Invariants: at most one le_pool_run is in flight (run_lock).  Every
- * worker takes part in every job, so when busy reaches 0 no worker is
- * still reading the job fields, which the caller writes before the
- * release-store that bumps gen; workers read them after an acquire-load
- * of gen.  No wake-up is lost: a worker registers in sleepers (seq_cst)
- * under mu and then checks gen before waiting; the caller bumps gen
- * (seq_cst) and then broadcasts under mu if it sees a sleeper.  The caller
- * and the last worker do the same with caller_waiting and busy.
+ * Shares are claimed, not assigned: a job's shares 1..nth-1 are handed
+ * to the workers that claim them (slot: the job's generation and the
+ * count of shares still open, taken by compare-and-swap), and when the
+ * caller has done share 0 it closes the job and does every share still
+ * open itself.  So a worker that another process has descheduled (2
+ * cores shared with the gateway and whatever else runs) no longer holds
+ * up every step of a forward pass: the caller does its share instead of
+ * waiting for it to be scheduled again.  A share computes the same
+ * whoever runs it (the jobs index their scratch by share, not by
+ * thread), so results do not depend on who claimed what.
+ *
+ * Invariants: at most one le_pool_run is in flight (run_lock).  A worker
+ * reads the job fields only after claiming a share of that generation,
+ * and the caller waits until every claimed share is done (done == the
+ * shares claimed), so no worker reads them after le_pool_run returns;
+ * the caller writes them before the seq_cst stores of slot and gen,
+ * workers read them after an acquire-load of gen and their claim.  A
+ * worker that finds its generation's slot closed (or a newer one) skips
+ * the job without touching it.  No wake-up is lost: a worker registers
+ * in sleepers (seq_cst) under mu and then checks gen before waiting; the
+ * caller bumps gen (seq_cst) and then broadcasts under mu if it sees a
+ * sleeper.  The caller and a finishing worker do the same with
+ * caller_waiting and done.
  */
 #include <pthread.h>
 #include <sched.h>
@@ -56,8 +72,11 @@ struct le_pool {
     void (*fn)(void *arg, int ith, int nth);
     void *arg;
     int nth;
-    /* written by every worker per job */
-    _Alignas(64) atomic_int busy;
+    /* the job's generation (high 32 bits) and its shares not yet
+     * claimed (low 32): claimed by workers, closed by the caller */
+    _Alignas(64) atomic_uint_fast64_t slot;
+    /* claimed shares done, written by the workers per job */
+    _Alignas(64) atomic_int done;
     /* sleeping state, touched only around sleeps */
     _Alignas(64) atomic_int sleepers;
     atomic_int caller_waiting;
@@ -73,7 +92,6 @@ struct le_pool {
 
 struct le_pool_worker {
     struct le_pool *p;
-    int ith;
 };
 
 static inline void
@@ -130,12 +148,31 @@ spin_for_job(struct le_pool *p, uint64_t seen)
     }
 }
 
+static uint64_t
+slot_of(uint64_t gen, int open)
+{
+    return (uint64_t)(uint32_t)gen << 32 | (uint32_t)open;
+}
+
+/* A share (1..nth-1) of job generation g, or 0 when it has none left or
+ * is no longer the current job. */
+static int
+claim_share(struct le_pool *p, uint64_t g)
+{
+    uint64_t s = atomic_load(&p->slot);
+    for (;;) {
+        if ((s >> 32) != (uint32_t)g || (uint32_t)s == 0)
+            return 0;
+        if (atomic_compare_exchange_weak(&p->slot, &s, s - 1))
+            return (int)(uint32_t)s;
+    }
+}
+
 static void *
 pool_main(void *varg)
 {
     struct le_pool_worker *w = varg;
     struct le_pool *p = w->p;
-    int ith = w->ith;
     free(w);
     uint64_t seen = 0;
     for (;;) {
@@ -152,9 +189,12 @@ pool_main(void *varg)
         if (atomic_load(&p->quit))
             break;
         seen = g;
-        p->fn(p->arg, ith, p->nth);
-        if (atomic_fetch_sub(&p->busy, 1) == 1 &&
-            atomic_load(&p->caller_waiting)) {
+        int share = claim_share(p, g);
+        if (share == 0)
+            continue; /* closed: the caller did it */
+        p->fn(p->arg, share, p->nth);
+        atomic_fetch_add(&p->done, 1);
+        if (atomic_load(&p->caller_waiting)) {
             pthread_mutex_lock(&p->mu);
             pthread_cond_signal(&p->cv_done);
             pthread_mutex_unlock(&p->mu);
@@ -176,7 +216,8 @@ le_pool_new(int n_threads, struct le_pool **out)
     memset(p, 0, sizeof(*p));
     p->n = n_threads;
     atomic_init(&p->gen, 0);
-    atomic_init(&p->busy, 0);
+    atomic_init(&p->slot, 0);
+    atomic_init(&p->done, 0);
     atomic_init(&p->sleepers, 0);
     atomic_init(&p->caller_waiting, 0);
     atomic_init(&p->quit, 0);
@@ -193,7 +234,6 @@ le_pool_new(int n_threads, struct le_pool **out)
             if (!w)
                 goto err;
             w->p = p;
-            w->ith = i;
             if (pthread_create(&p->th[i - 1], NULL, pool_main, w) != 0) {
                 free(w);
                 goto err;
@@ -246,8 +286,10 @@ le_pool_run(struct le_pool *p, void (*fn)(void *arg, int ith, int nth),
     p->fn = fn;
     p->arg = arg;
     p->nth = nth;
-    atomic_store(&p->busy, nth - 1);
-    atomic_fetch_add(&p->gen, 1); /* seq_cst: see the invariants */
+    atomic_store(&p->done, 0);
+    uint64_t g = atomic_load(&p->gen) + 1;
+    atomic_store(&p->slot, slot_of(g, nth - 1));
+    atomic_store(&p->gen, g); /* seq_cst: see the invariants */
     if (atomic_load(&p->sleepers) > 0) {
         pthread_mutex_lock(&p->mu);
         pthread_cond_broadcast(&p->cv_work);
@@ -256,13 +298,18 @@ le_pool_run(struct le_pool *p, void (*fn)(void *arg, int ith, int nth),
 
     fn(arg, 0, nth);
 
+    /* close the job: the shares nobody claimed yet (1..open) are ours */
+    int open = (int)(uint32_t)atomic_exchange(&p->slot, slot_of(g, 0));
+    for (int sh = open; sh >= 1; sh--)
+        fn(arg, sh, nth);
+    int need = nth - 1 - open;
     int64_t t0 = 0;
-    for (unsigned i = 1; atomic_load_explicit(&p->busy, memory_order_acquire);
-         i++) {
+    for (unsigned i = 1;
+         atomic_load_explicit(&p->done, memory_order_acquire) < need; i++) {
         if (spin_step(i, &t0)) {
             pthread_mutex_lock(&p->mu);
             atomic_store(&p->caller_waiting, 1);
-            while (atomic_load(&p->busy) > 0)
+            while (atomic_load(&p->done) < need)
                 pthread_cond_wait(&p->cv_done, &p->mu);
             atomic_store(&p->caller_waiting, 0);
             pthread_mutex_unlock(&p->mu);

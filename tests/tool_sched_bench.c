@@ -29,6 +29,11 @@
  *                take of the cores (their cache traffic still counts)
  * Wall-clock figures: noisy on a shared machine; run it when quiet.
  *
+ *   tool_sched_bench MODEL --steps [THREADS]
+ *   decode steps of k = 1..8 sequences straight through the model (no
+ *   scheduler, THREADS threads, default 2): median CPU time of the
+ *   calling thread and median wall time of 15, one JSON line per k.
+ *
  *   tool_sched_bench MODEL --crossover
  *   the AMX-vs-per-row crossover of one sequence's prompt piece: for n
  *   tokens, the CPU time (1 thread, median of 7) of one forward pass with
@@ -218,7 +223,7 @@ cpu_ms(void)
 /* The median CPU time of one decode step of k sequences (k <= 8) on m
  * (1 thread), into cpu[k]; -1 on error. */
 static int
-step_cpu(struct le_model *m, double cpu[9])
+step_time(struct le_model *m, double cpu[9], double wall[9])
 {
     enum { REPS = 15 };
     struct le_session *ws = NULL, *kv[8] = {0};
@@ -230,11 +235,9 @@ step_cpu(struct le_model *m, double cpu[9])
         if (le_session_new_sized(m, 0, 0, 1, &kv[i], err, sizeof(err)) !=
             LE_OK)
             goto out;
-    static const int ks[3] = {1, 4, 8};
     for (int pass = 0; pass < 2; pass++) /* the first warms up */
-        for (int c = 0; c < 3; c++) {
-            int k = ks[c];
-            double t[REPS];
+        for (int k = 1; k <= 8; k++) {
+            double t[REPS], tw[REPS];
             for (int r = 0; r < REPS; r++) {
                 int32_t ids[8], pos[8], out[8];
                 struct le_session *seq[8];
@@ -255,13 +258,17 @@ step_cpu(struct le_model *m, double cpu[9])
                 b.n_out = k;
                 b.out = out;
                 b.logits = ws->logits;
-                double t0 = cpu_ms();
+                double t0 = cpu_ms(), w0 = now_ms();
                 if (le_model_forward_batch(ws, &b, err, sizeof(err)) != LE_OK)
                     goto out;
                 t[r] = cpu_ms() - t0;
+                tw[r] = now_ms() - w0;
             }
             qsort(t, REPS, sizeof(t[0]), cmp_double);
+            qsort(tw, REPS, sizeof(tw[0]), cmp_double);
             cpu[k] = t[REPS / 2];
+            if (wall)
+                wall[k] = tw[REPS / 2];
         }
     rc = 0;
 out:
@@ -347,6 +354,33 @@ out:
     return rc;
 }
 
+/* --steps [THREADS]: decode steps of 1..8 sequences straight through
+ * le_model_forward_batch (no scheduler), THREADS threads (default 2):
+ * the median CPU time of the calling thread and the median wall time,
+ * one JSON line per k. */
+static int
+steps(const char *path, int threads)
+{
+    struct le_model_params mp;
+    le_model_params_default(&mp);
+    mp.n_threads = threads;
+    mp.n_ctx = 512;
+    struct le_model *m = NULL;
+    char err[512];
+    if (le_model_open(path, &mp, &m, err, sizeof(err)) != LE_OK) {
+        fprintf(stderr, "%s\n", err);
+        return 1;
+    }
+    double cpu[9] = {0}, wall[9] = {0};
+    int rc = step_time(m, cpu, wall);
+    for (int k = 1; rc == 0 && k <= 8; k++)
+        printf("{\"threads\": %d, \"k\": %d, \"cpu_ms\": %.2f, "
+               "\"wall_ms\": %.2f, \"wall_vs_1\": %.2f}\n",
+               threads, k, cpu[k], wall[k], wall[k] / wall[1]);
+    le_model_free(m);
+    return rc == 0 ? 0 : 1;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -357,6 +391,8 @@ main(int argc, char **argv)
     }
     if (argc == 3 && !strcmp(argv[2], "--crossover"))
         return crossover(argv[1]);
+    if (argc >= 3 && !strcmp(argv[2], "--steps"))
+        return steps(argv[1], argc > 3 ? atoi(argv[3]) : 2);
     int threads = 2, gen = 32, prefix = 1500, chunk = 0;
     for (int i = 2; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--threads"))
@@ -453,7 +489,7 @@ main(int argc, char **argv)
     mp.n_threads = 1;
     mp.n_ctx = 512;
     if (le_model_open(argv[1], &mp, &m1, err, sizeof(err)) != LE_OK ||
-        step_cpu(m1, cpu) != 0)
+        step_time(m1, cpu, NULL) != 0)
         rc = -1;
     le_model_free(m1);
     printf("{\"threads\": %d, \"gen\": %d, \"prefix\": %d, \"agg1\": %.1f, "
