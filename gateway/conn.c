@@ -1019,6 +1019,28 @@ gw_hreq_reply_chunk(struct gw_hreq *r, struct evbuffer *b)
 }
 
 void
+gw_hreq_reply_chunk_mem(struct gw_hreq *r, const void *p, size_t n)
+{
+    struct gw_conn *c = r->conn;
+    if (c->zombie || !r->started || !n)
+        return;
+    if (r->chunked && !r->head && !c->tls && !c->write_on && c->ev_flush) {
+        /* As gw_hreq_reply_chunk: held for on_flush, one append. */
+        if (!c->chunk)
+            c->chunk = evbuffer_new();
+        if (c->chunk && evbuffer_add(c->chunk, p, n) == 0) {
+            conn_queued(c);
+            return;
+        }
+    }
+    struct evbuffer *b = evbuffer_new();
+    if (b && evbuffer_add(b, p, n) == 0)
+        write_chunk(c, r, b, 0);
+    if (b)
+        evbuffer_free(b);
+}
+
+void
 gw_hreq_reply_end(struct gw_hreq *r, struct evbuffer *last)
 {
     struct gw_conn *c = r->conn;
