@@ -666,7 +666,7 @@ loop_destroy_call(struct pv_loop *loop, struct pv_call *c)
     }
     if (c->fb_timer)
         event_free(c->fb_timer);
-    curl_slist_free_all(c->headers);
+    pv_http_headers_free(c->headers);
     pv_scrub_free(c->scrub);
     free(c->req_body);
     if (c->hooks && c->hooks->free_impl)
@@ -1000,39 +1000,64 @@ header_ok(const char *s)
     return s && !strpbrk(s, "\r\n");
 }
 
-/* Appends "name: prefix value" ("name:" alone when both are empty, which
- * tells libcurl to send no such header) without printf (formatting the
- * headers of every call showed in profiles). */
-static struct curl_slist *
-add_header(struct curl_slist *l, int *ok, const char *name,
-           const char *prefix, const char *value)
+/* A call's request headers are built in one allocation: the nodes (struct
+ * curl_slist, libcurl's public list type, which it only reads during the
+ * transfer) and their "name: prefix value" lines together, so a call
+ * costs one malloc and one free for its headers rather than two of each
+ * per header (curl_slist_append copies every line), and no printf.
+ * "name:" alone, when prefix and value are empty, tells libcurl to send
+ * no such header. */
+#define HDR_SMALL 16
+struct hdr_line {
+    const char *name, *prefix, *value;
+};
+
+static int
+hdr_add(struct hdr_line *l, size_t *n, size_t cap, const char *name,
+        const char *prefix, const char *value)
 {
-    if (!*ok)
-        return l;
-    size_t nl = strlen(name), pl = strlen(prefix), vl = strlen(value);
-    char small[512];
-    size_t need = nl + 2 + pl + vl + 1;
-    char *buf = need <= sizeof(small) ? small : malloc(need);
-    struct curl_slist *n = NULL;
-    if (buf) {
-        char *p = buf;
-        memcpy(p, name, nl);
+    if (*n >= cap)
+        return -1;
+    l[*n].name = name;
+    l[*n].prefix = prefix;
+    l[*n].value = value;
+    (*n)++;
+    return 0;
+}
+
+static struct curl_slist *
+hdr_block(const struct hdr_line *l, size_t n)
+{
+    size_t bytes = n * sizeof(struct curl_slist);
+    for (size_t i = 0; i < n; i++)
+        bytes += strlen(l[i].name) + 2 + strlen(l[i].prefix) +
+                 strlen(l[i].value) + 1;
+    struct curl_slist *nodes = malloc(bytes ? bytes : 1);
+    if (!nodes)
+        return NULL;
+    char *p = (char *)(nodes + n);
+    for (size_t i = 0; i < n; i++) {
+        size_t nl = strlen(l[i].name), pl = strlen(l[i].prefix),
+               vl = strlen(l[i].value);
+        nodes[i].data = p;
+        nodes[i].next = i + 1 < n ? &nodes[i + 1] : NULL;
+        memcpy(p, l[i].name, nl);
         p += nl;
         *p++ = ':';
         if (pl || vl)
             *p++ = ' ';
-        memcpy(p, prefix, pl);
-        memcpy(p + pl, value, vl);
-        p[pl + vl] = '\0';
-        n = curl_slist_append(l, buf);
-        if (buf != small)
-            free(buf);
+        memcpy(p, l[i].prefix, pl);
+        memcpy(p + pl, l[i].value, vl);
+        p += pl + vl;
+        *p++ = '\0';
     }
-    if (!n) {
-        *ok = 0;
-        return l;
-    }
-    return n;
+    return nodes;
+}
+
+void
+pv_http_headers_free(struct curl_slist *h)
+{
+    free(h);
 }
 
 enum gx_status
@@ -1043,24 +1068,29 @@ pv_http_headers(const struct pv_request *req, const char *key_name,
 {
     const struct cfg_provider *prov = req->provider;
     const char *pname = prov->name ? prov->name : "?";
-    struct curl_slist *hdr = NULL;
-    int ok = 1;
+    struct hdr_line small[HDR_SMALL];
+    size_t cap = prov->n_headers + 6, n = 0;
+    struct hdr_line *l = cap <= HDR_SMALL ? small
+                                          : malloc(cap * sizeof(*l));
     *out = NULL;
-    hdr = add_header(hdr, &ok, "Content-Type", "", "application/json");
+    if (!l)
+        goto nomem;
+    if (cap <= HDR_SMALL)
+        cap = HDR_SMALL;
+    hdr_add(l, &n, cap, "Content-Type", "", "application/json");
     /* A stream asks for SSE; a non-stream call sends no Accept at all
      * ("Accept:" also keeps libcurl's default one out): none means any
      * type, the answer is JSON either way, and libcurl 7.88 prints each
      * header byte through its own printf (~100 instructions a byte, 2.4k
      * a call). */
-    hdr = add_header(hdr, &ok, "Accept", "",
-                     req->stream ? "text/event-stream" : "");
+    hdr_add(l, &n, cap, "Accept", "", req->stream ? "text/event-stream" : "");
     if (prov->api_key && *prov->api_key) {
         if (!header_ok(prov->api_key)) {
             gx_errf(err, errlen, "provider %s: api_key has a line break",
                     pname);
             goto bad;
         }
-        hdr = add_header(hdr, &ok, key_name, key_prefix, prov->api_key);
+        hdr_add(l, &n, cap, key_name, key_prefix, prov->api_key);
     }
     int extra_set = 0;
     for (size_t i = 0; i < prov->n_headers; i++) {
@@ -1071,10 +1101,10 @@ pv_http_headers(const struct pv_request *req, const char *key_name,
         }
         if (extra_name && !strcasecmp(h->name, extra_name))
             extra_set = 1;
-        hdr = add_header(hdr, &ok, h->name, "", h->value);
+        hdr_add(l, &n, cap, h->name, "", h->value);
     }
     if (extra_name && !extra_set)
-        hdr = add_header(hdr, &ok, extra_name, "", extra_value);
+        hdr_add(l, &n, cap, extra_name, "", extra_value);
     int beta_set = 0;
     for (size_t i = 0; i < prov->n_headers; i++)
         beta_set |= !strcasecmp(prov->headers[i].name, "anthropic-beta");
@@ -1083,24 +1113,26 @@ pv_http_headers(const struct pv_request *req, const char *key_name,
         header_ok(req->chat->anthropic_beta))
         /* The client's betas go with its own body (unless the provider's
          * headers set them). */
-        hdr = add_header(hdr, &ok, "anthropic-beta", "",
-                         req->chat->anthropic_beta);
+        hdr_add(l, &n, cap, "anthropic-beta", "", req->chat->anthropic_beta);
     if (req->request_id && *req->request_id) {
         if (!header_ok(req->request_id)) {
             gx_errf(err, errlen, "request id has a line break");
             goto bad;
         }
-        hdr = add_header(hdr, &ok, "X-Request-Id", "", req->request_id);
+        hdr_add(l, &n, cap, "X-Request-Id", "", req->request_id);
     }
-    if (!ok) {
-        gx_errf(err, errlen, "out of memory");
-        curl_slist_free_all(hdr);
-        return GX_ENOMEM;
-    }
-    *out = hdr;
+    *out = hdr_block(l, n);
+    if (l != small)
+        free(l);
+    if (!*out)
+        goto nomem;
     return GX_OK;
+nomem:
+    gx_errf(err, errlen, "out of memory");
+    return GX_ENOMEM;
 bad:
-    curl_slist_free_all(hdr);
+    if (l != small)
+        free(l);
     return GX_EINVAL;
 }
 
@@ -1260,10 +1292,9 @@ pv_http_start(struct pv_call *c, const struct pv_http_hooks *hooks,
          * (libcurl 7.88 asks from 1 MiB, older ones from 1 KiB); a
          * smaller one goes without the header, which libcurl would
          * otherwise compare at every header look-up of the transfer. */
-        struct curl_slist *n = curl_slist_append(headers, "Expect:");
-        if (!n)
-            goto nomem;
-        c->headers = headers = n;
+        c->expect.data = (char *)"Expect:"; /* libcurl only reads it */
+        c->expect.next = headers;
+        headers = &c->expect;
     }
     /* The call's own options. */
     curl_easy_setopt(e, CURLOPT_PRIVATE, (char *)c);
