@@ -444,6 +444,8 @@ struct gw_conn {
     int tls;
     enum conn_state state;
     struct event *ev_timer;
+    int64_t timer_ms; /* timer_want's deadline, set by timer_flush */
+    int timer_set;
     struct gw_hparse hp;
     struct gw_hreq req;
     int close_after;  /* close once the current reply is out */
@@ -852,8 +854,7 @@ request_done(struct gw_conn *c)
             c->unread_input = 1;
         c->state = C_CLOSING;
         bufferevent_disable(c->bev, EV_READ);
-        if (c->ev_timer)
-            event_del(c->ev_timer);
+        arm_timer(c, 0);
         return; /* the write callback closes once the reply is out */
     }
     gw_hparse_next(&c->hp);
@@ -1062,6 +1063,7 @@ gw_hreq_reply_end(struct gw_hreq *r, struct evbuffer *last)
 static void
 arm_timer(struct gw_conn *c, int64_t ms)
 {
+    c->timer_set = 0; /* a deadline set now replaces a deferred one */
     if (!c->ev_timer)
         return;
     if (ms <= 0) {
@@ -1070,6 +1072,25 @@ arm_timer(struct gw_conn *c, int64_t ms)
     }
     struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
     evtimer_add(c->ev_timer, &tv);
+}
+
+/* conn_process's deadlines: a state change asks for one (timer_want) and
+ * the pass sets the last one asked for once (timer_flush), so a request
+ * read whole in one pass costs one timer change (off, for the handler)
+ * instead of three (the header deadline at the first byte, again at the
+ * end of the head, then off). */
+static void
+timer_want(struct gw_conn *c, int64_t ms)
+{
+    c->timer_ms = ms;
+    c->timer_set = 1;
+}
+
+static void
+timer_flush(struct gw_conn *c)
+{
+    if (c->timer_set)
+        arm_timer(c, c->timer_ms);
 }
 
 /* Our own error before (or instead of) the handler: OpenAI's shape. */
@@ -1194,11 +1215,12 @@ conn_process(struct gw_conn *c)
             /* The header deadline runs from the first byte, whatever
              * trickles in after it. */
             c->state = C_HEAD;
-            arm_timer(c, conn_cfg(c)->header_timeout_ms);
+            timer_want(c, conn_cfg(c)->header_timeout_ms);
         }
         if (ev == GW_HP_MORE)
             continue;
         if (ev == GW_HP_ERROR) {
+            timer_flush(c);
             int st = c->hp.err_status;
             if (st == 413 && c->state == C_BODY) /* a chunked body */
                 gw_server_on_refused(c->w, &c->req, st, "request_too_large");
@@ -1215,18 +1237,20 @@ conn_process(struct gw_conn *c)
             if (conn_on_head(c) != 0)
                 break; /* replied */
             c->state = C_BODY;
-            arm_timer(c, conn_cfg(c)->header_timeout_ms);
+            timer_want(c, conn_cfg(c)->header_timeout_ms);
             continue;
         }
-        /* GW_HP_DONE: the whole request. */
+        /* GW_HP_DONE: the whole request; no read deadline while it is
+         * handled. */
         c->state = C_ACTIVE;
-        if (c->ev_timer)
-            event_del(c->ev_timer);
+        timer_want(c, 0);
+        timer_flush(c);
         gw_server_on_request(c->w, &c->req);
         /* A synchronous reply has set the state already. */
     }
     if (c->state == C_BODY)
-        arm_timer(c, conn_cfg(c)->header_timeout_ms); /* between reads */
+        timer_want(c, conn_cfg(c)->header_timeout_ms); /* between reads */
+    timer_flush(c);
     c->in_process = 0;
 }
 
