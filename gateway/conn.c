@@ -33,8 +33,9 @@
  * Memory: each connection owns one gw_hparse (headers <= 64 KiB, body <=
  * limits.max_body_bytes) and one gw_hreq, reused request after request.
  * While a request is handled, at most GW_IN_HIGH_WATER bytes of what
- * follows are read; the next pipelined request is parsed only once the
- * reply queued is under GW_OUT_HIGH_WATER.
+ * follows are read (in_bound; plus the one read that crossed it, up to
+ * 16 KiB); the next pipelined request is parsed only once the reply
+ * queued is under GW_OUT_HIGH_WATER.
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -446,6 +447,7 @@ struct gw_conn {
     struct event *ev_timer;
     int64_t timer_ms; /* timer_want's deadline, set by timer_flush */
     int timer_set;
+    int in_held; /* reading stopped: GW_IN_HIGH_WATER bytes wait unparsed */
     struct gw_hparse hp;
     struct gw_hreq req;
     int close_after;  /* close once the current reply is out */
@@ -860,7 +862,6 @@ request_done(struct gw_conn *c)
     gw_hparse_next(&c->hp);
     c->state = C_IDLE;
     arm_timer(c, conn_cfg(c)->idle_timeout_ms);
-    bufferevent_enable(c->bev, EV_READ);
     if (!c->in_process)
         conn_process(c);
 }
@@ -1189,6 +1190,27 @@ conn_on_head(struct gw_conn *c)
     return 0;
 }
 
+/* At most GW_IN_HIGH_WATER bytes wait unparsed (plus what the read that
+ * crossed it brought, up to libevent's single read of 16 KiB): reading
+ * stops there and resumes once parsing took them below.  (libevent's read
+ * watermark did this at the price of re-adding the read event at every
+ * read and every drain.) */
+static void
+in_bound(struct gw_conn *c)
+{
+    if (c->zombie || !c->bev || c->state == C_CLOSING ||
+        c->state == C_LINGER)
+        return;
+    size_t len = evbuffer_get_length(bufferevent_get_input(c->bev));
+    if (!c->in_held && len >= GW_IN_HIGH_WATER) {
+        c->in_held = 1;
+        bufferevent_disable(c->bev, EV_READ);
+    } else if (c->in_held && len < GW_IN_HIGH_WATER) {
+        c->in_held = 0;
+        bufferevent_enable(c->bev, EV_READ);
+    }
+}
+
 static void
 conn_process(struct gw_conn *c)
 {
@@ -1251,6 +1273,7 @@ conn_process(struct gw_conn *c)
     if (c->state == C_BODY)
         timer_want(c, conn_cfg(c)->header_timeout_ms); /* between reads */
     timer_flush(c);
+    in_bound(c);
     c->in_process = 0;
 }
 
@@ -1289,7 +1312,7 @@ on_write(struct bufferevent *bev, void *arg)
              * a moment, so our reply is read, not lost to a reset. */
             shutdown(c->fd, SHUT_WR);
             c->state = C_LINGER;
-            bufferevent_setwatermark(bev, EV_READ, 0, 0);
+            c->in_held = 0;
             bufferevent_enable(bev, EV_READ);
             arm_timer(c, GW_LINGER_MS);
             return;
@@ -1523,7 +1546,6 @@ conn_new(struct gw_worker *w, int fd)
     w->conns = c;
     c->state = C_IDLE;
     bufferevent_setcb(c->bev, on_read, on_write, on_event, c);
-    bufferevent_setwatermark(c->bev, EV_READ, 0, GW_IN_HIGH_WATER);
     struct timeval wt = {GW_WRITE_TIMEOUT_S, 0};
     bufferevent_set_timeouts(c->bev, NULL, &wt);
     /* Plain sockets: EV_WRITE only while the socket refuses output
