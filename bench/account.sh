@@ -4,7 +4,8 @@
 #     on a file) and nginx proxy_pass (1 worker, keepalive pool), each
 #     under wrk -t1 -c16 for ACCOUNT_SECONDS to the fast upstream of
 #     bench/run.sh, from /proc/PID/task/TID/stat (utime, stime) and
-#     /proc/.../status (context switches) before and after.  The machine
+#     /proc/.../status (context switches) before and after, with the same
+#     run's upstream and wrk CPU beside them.  The machine
 #     has no hardware counters for perf (instructions:u/k "not
 #     supported"), so the kernel side is CPU time, not instructions.
 #  2. System calls per request (strace -c -f, wrk -c4, 3 s), both.
@@ -34,6 +35,7 @@ GW=$!; PIDS="$PIDS $GW"
 GWP=$(port_of "$TMP/gw.out" "listening on http:\/\/127.0.0.1:") || { echo "llmux did not start"; exit 1; }
 sleep 0.3
 NGXW=$(pgrep -P "$(cat "$TMP/ngx.pid")" | head -n 1)
+UPW=$(pgrep -P "$(cat "$TMP/up.pid")")
 
 snap() { # pid -> "tid utime stime vcsw ivcsw" per thread (ticks)
     for t in /proc/"$1"/task/*; do
@@ -60,8 +62,11 @@ for m in $MODES; do
     for who in llmux nginx; do
         [ "$who" = llmux ] && P=$GW || P=$NGXW
         snap "$P" >"$TMP/a"
-        BENCH_MODEL=$(model $who $m) BENCH_STREAM=$(stream $m) wrk -t1 -c16 -d"${SECS}s" -s bench/chat.lua "$(url $who $m)" >"$TMP/w.txt" 2>&1
+        for u in $UPW; do snap "$u"; done >"$TMP/ua"
+        BENCH_MODEL=$(model $who $m) BENCH_STREAM=$(stream $m) perf stat -e task-clock -o "$TMP/perf.txt" \
+            wrk -t1 -c16 -d"${SECS}s" -s bench/chat.lua "$(url $who $m)" >"$TMP/w.txt" 2>&1
         snap "$P" >"$TMP/b"
+        for u in $UPW; do snap "$u"; done >"$TMP/ub"
         N=$(awk '/requests in/ {print $1}' "$TMP/w.txt")
         RPS=$(awk '/Requests\/sec/ {print $2}' "$TMP/w.txt")
         awk -v n="$N" -v hz="$TCK" -v name="$who $m" -v rps="$RPS" '
@@ -72,6 +77,16 @@ for m in $MODES; do
             "$TMP/a" "$TMP/b" | sort -n -r | awk -v name="$who $m" -v rps="$RPS" '
             { printf "| %s | %s | %s | %s | %s | %s / %s |\n", name, rps, (NR == 1 ? "busiest (" : "tid ") $2 (NR == 1 ? ")" : ""), $3, $4, $5, $6 }' | tee "$TMP/cpu.txt"
         [ "$who" = llmux ] && WTID=$(sed -n '1s/.*busiest (\([0-9]*\)).*/\1/p' "$TMP/cpu.txt")
+        # The same run's other CPU: the fast upstream's workers (summed)
+        # and wrk itself (perf stat's user and sys seconds).
+        awk -v n="$N" -v hz="$TCK" -v name="$who $m" -v rps="$RPS" '
+            NR == FNR { u[$1] = $2; s[$1] = $3; next }
+            ($1 in u) { du += $2 - u[$1]; ds += $3 - s[$1] }
+            END { printf "| %s | %s | upstream nginx (all workers) | %.2f | %.2f | |\n", name, rps, du / hz * 1e6 / n, ds / hz * 1e6 / n }' \
+            "$TMP/ua" "$TMP/ub"
+        awk -v n="$N" -v name="$who $m" -v rps="$RPS" '
+            $2 == "seconds" && $3 == "user" { u = $1 } $2 == "seconds" && $3 == "sys" { s = $1 }
+            END { printf "| %s | %s | wrk | %.2f | %.2f | |\n", name, rps, u * 1e6 / n, s * 1e6 / n }' "$TMP/perf.txt"
     done
 done
 echo
