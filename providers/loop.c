@@ -87,6 +87,8 @@ struct pv_easy {
     long connect_timeout_ms, timeout_ms;
     char *ca_file;      /* copy, NULL for the system store */
     int used;           /* options set before: reset before a full setup */
+    struct event *fb;   /* the first-byte timer, kept with the handle */
+    struct pv_call *call; /* the call fb is armed for, or NULL */
 };
 
 /* Idle upstream connections kept per worker: enough for a few hundred
@@ -133,6 +135,19 @@ pend(struct pv_call *c)
         event_active(loop->kick, 0, 0);
 }
 
+/* The first-byte timer off for good (the body began, or the call ended):
+ * the event stays with the easy handle for its next call. */
+static void
+fb_stop(struct pv_call *c)
+{
+    if (!c->fb_timer)
+        return;
+    evtimer_del(c->fb_timer);
+    if (c->ez && c->ez->call == c)
+        c->ez->call = NULL;
+    c->fb_timer = NULL;
+}
+
 static void
 deliver_done(struct pv_call *c)
 {
@@ -140,8 +155,7 @@ deliver_done(struct pv_call *c)
     if (c->finished || c->cancelled)
         return;
     c->finished = 1;
-    if (c->fb_timer)
-        evtimer_del(c->fb_timer);
+    fb_stop(c);
     c->res.total_us = gx_mono_us() - c->t_start_us;
     /* The detail reaches logs, the ledger and client messages. */
     pv_scrub(c->scrub, c->res.detail, strlen(c->res.detail));
@@ -650,6 +664,7 @@ loop_destroy_call(struct pv_loop *loop, struct pv_call *c)
             *pp = c->pend_next;
         c->pending = 0;
     }
+    fb_stop(c);
     if (c->ez) {
         if (c->added)
             curl_multi_remove_handle(loop->multi, c->easy);
@@ -664,8 +679,6 @@ loop_destroy_call(struct pv_loop *loop, struct pv_call *c)
         c->ez = NULL;
         c->easy = NULL;
     }
-    if (c->fb_timer)
-        event_free(c->fb_timer);
     pv_http_headers_free(c->headers);
     pv_scrub_free(c->scrub);
     free(c->req_body);
@@ -939,8 +952,7 @@ http_write_cb(char *p, size_t size, size_t nmemb, void *ud)
     if (!c->got_body) {
         c->got_body = 1;
         c->res.ttfb_us = gx_mono_us() - c->t_start_us;
-        if (c->fb_timer)
-            evtimer_del(c->fb_timer);
+        fb_stop(c);
     }
     if (c->hooks->on_body(c, p, n) != 0)
         return 0;
@@ -978,8 +990,9 @@ fb_timer_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
-    struct pv_call *c = arg;
-    if (c->got_body || c->finished || c->cancelled)
+    struct pv_easy *ez = arg;
+    struct pv_call *c = ez->call;
+    if (!c || c->got_body || c->finished || c->cancelled)
         return;
     if (c->connected)
         pv_call_failf(c, PV_ERR_FIRST_BYTE_TIMEOUT,
@@ -1193,6 +1206,8 @@ easy_free(struct pv_easy *ez)
     if (!ez)
         return;
     curl_easy_cleanup(ez->easy);
+    if (ez->fb)
+        event_free(ez->fb);
     free(ez->ca_file);
     free(ez);
 }
@@ -1307,9 +1322,10 @@ pv_http_start(struct pv_call *c, const struct pv_http_hooks *hooks,
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, c->errbuf);
     if (prov->first_byte_timeout_ms > 0) {
         c->fb_timeout_ms = prov->first_byte_timeout_ms;
-        c->fb_timer = evtimer_new(loop->base, fb_timer_cb, c);
-        if (!c->fb_timer)
+        if (!ez->fb && !(ez->fb = evtimer_new(loop->base, fb_timer_cb, ez)))
             goto nomem;
+        ez->call = c;
+        c->fb_timer = ez->fb;
         struct timeval tv = {c->fb_timeout_ms / 1000,
                              (c->fb_timeout_ms % 1000) * 1000};
         evtimer_add(c->fb_timer, &tv);
@@ -1342,8 +1358,7 @@ pv_http_cancel(struct pv_call *c)
     c->cancelled = 1;
     if (loop->n_active > 0)
         loop->n_active--;
-    if (c->fb_timer)
-        evtimer_del(c->fb_timer);
+    fb_stop(c);
     if (loop->depth > 0 || loop->settling) {
         c->dead = 1;
         pend(c);

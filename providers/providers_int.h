@@ -109,7 +109,8 @@ struct pv_call {
     struct curl_slist *headers; /* pv_http_headers' list, owned */
     struct curl_slist expect;   /* "Expect:" before headers, large bodies */
     char *req_body;
-    struct event *fb_timer;      /* first-byte timeout */
+    struct event *fb_timer;      /* first-byte timeout (the easy handle's,
+                                  * NULL once stopped) */
     int fb_timeout_ms;
     int connected;               /* a connection was ready (prereq) */
     int sends;                   /* prereq calls: sends libcurl began */
