@@ -872,6 +872,18 @@ trace_attempt(struct gw_req *r, const struct gw_try *t,
                     pv_outcome_str(res->outcome));
 }
 
+/* The winner's upstream headers (res->headers, NUL-terminated), cut to
+ * what r keeps, without printf. */
+static void
+keep_up_headers(struct gw_req *r, const char *h)
+{
+    size_t l = h ? strlen(h) : 0;
+    if (l >= sizeof(r->up_headers))
+        l = sizeof(r->up_headers) - 1;
+    memcpy(r->up_headers, h ? h : "", l);
+    r->up_headers[l] = '\0';
+}
+
 static void
 on_done(void *ud, const struct pv_result *res)
 {
@@ -893,7 +905,7 @@ on_done(void *ud, const struct pv_result *res)
         if (r->ev_hedge)
             event_del(r->ev_hedge);
         r->upstream_us = res->total_us;
-        snprintf(r->up_headers, sizeof(r->up_headers), "%s", res->headers);
+        keep_up_headers(r, res->headers);
         r->prov = t->prov;
         r->model = t->model;
     }
@@ -958,7 +970,7 @@ on_done(void *ud, const struct pv_result *res)
         return;
     default:
         r->upstream_us = res->total_us;
-        snprintf(r->up_headers, sizeof(r->up_headers), "%s", res->headers);
+        keep_up_headers(r, res->headers);
         r->prov = t->prov;
         r->model = t->model;
         drive(r, &st);
