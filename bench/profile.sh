@@ -51,7 +51,7 @@ cat >"$TMP/c.json" <<JSON
 JSON
 # Counting starts after start-up (callgrind_control -i on below) and
 # stops before shutdown, so the total is the requests' alone.
-valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$TMP/cg.out" "$BUILD/llmux" serve --config "$TMP/c.json" >"$TMP/gw.out" 2>"$TMP/gw.err" &
+valgrind --tool=callgrind --instr-atstart=no --separate-threads=yes --callgrind-out-file="$TMP/cg.out" "$BUILD/llmux" serve --config "$TMP/c.json" >"$TMP/gw.out" 2>"$TMP/gw.err" &
 GW=$!
 i=0; while [ $i -lt 300 ] && ! grep -q listening "$TMP/gw.out"; do sleep 0.1; i=$((i+1)); done
 PORT=$(sed -n 's/.*127.0.0.1:\([0-9]*\) .*/\1/p' "$TMP/gw.out" | head -n 1)
@@ -65,30 +65,37 @@ callgrind_control -i off "$GW" >/dev/null
 kill -TERM "$GW"; wait "$GW" 2>/dev/null
 [ -n "$FAKE" ] && kill "$FAKE" 2>/dev/null
 [ -f "$TMP/ngx.pid" ] && kill "$(cat "$TMP/ngx.pid")" 2>/dev/null
-TOTAL=$(callgrind_annotate "$TMP/cg.out" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",","",$1); print $1}')
-# The worker's event loop (the request path: inbound HTTP, parse, route,
-# curl, reply) and the ledger writer, apart: time-driven background work
-# (rollups, key reloads) depends on how long the run took, not on N.
-incl() { callgrind_annotate --inclusive=yes "$TMP/cg.out" 2>/dev/null | awk -v f="$1" '$0 ~ f { gsub(",","",$1); print $1; exit }'; }
-WORKER=$(incl ':event_base_loop ')
-WRITER=$(incl 'ledger.c:writer_main ')
+# One file per thread (cg.out-01, ...): the worker's (the request path:
+# inbound HTTP, parse, route, curl, reply) and the ledger writer's apart;
+# time-driven background work (rollups, key reloads) depends on how long
+# the run took, not on N.
+TOTAL=$(cat "$TMP"/cg.out-* | awk '/^totals:/ { t += $2 } END { print t + 0 }')
+WFILE=$(grep -l '^fn=([0-9]*) event_base_loop$' "$TMP"/cg.out-* | head -n 1)
+LFILE=$(grep -l '^fn=([0-9]*) writer_main$' "$TMP"/cg.out-* | head -n 1)
+incl() { [ -n "$2" ] && callgrind_annotate --inclusive=yes "$2" 2>/dev/null | awk -v f="$1" '$0 ~ f { gsub(",","",$1); print $1; exit }'; }
+WORKER=$(incl ':event_base_loop ' "$WFILE")
+WRITER=$(incl 'ledger.c:writer_main ' "$LFILE")
 per() { awk -v t="${1:-0}" -v n="$N" 'BEGIN { if (n > 0) printf "%.0f", t / n; else print "?" }'; }
 {
 echo "## Where the gateway's time goes (callgrind)"
 echo
 echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC'); llmux serve with 1 worker under \`valgrind --tool=callgrind\`, $N $( [ "$STREAM" = 1 ] && echo "stream (6 chunks + usage)" || echo non-stream) requests (wrk -c$CONNS, ${SECS}s) to the $( [ "$UPSTREAM" = fake ] && echo "fake provider" || echo "fast upstream (nginx return 200)"), ledger on a file; instructions counted from just before the load to just after it (no start-up, no shutdown), all threads."
-echo "- total: $TOTAL instructions, about $(per "$TOTAL") per request; of which the worker's event loop (the request path) $(per "$WORKER") and the ledger writer $(per "$WRITER") per request."
+echo "- total: $TOTAL instructions, about $(per "$TOTAL") per request; of which the worker thread's event loop (the request path) $(per "$WORKER") and the ledger writer $(per "$WRITER") per request."
 echo
-echo "Inclusive cost of the main parts (share of all instructions):"
+echo "Self instructions per request by thread and part (bench/cg_split.py; libc split into its allocator, its mem*/str* routines and the rest):"
 echo
-echo '```'
-callgrind_annotate --inclusive=yes "$TMP/cg.out" 2>/dev/null | grep -E "writer_main|worker_main|gw_chat_handle|complete_reply|gw_chat_run_done|drive|start_call|pv_chat_parse|pv_call_start|oa_on_finish|oa_start|on_event|json_loadb|json_dumps|curl_multi_socket_action|curl_multi_remove_handle|curl_multi_add_handle|gw_hreq_send_reply|gw_hreq_reply_chunk|GX_LOG|gx_log|write_batch_once|cells_write|sqlite3_step|rt_plan_route|gw_chat_admit|pr_ledger_submit" | grep -E '%\)  [^ ]+:[A-Za-z_][A-Za-z0-9_.]*( \[|$)' | grep -v '^ *[0-9,]* ([ 0-9.]*%)  /' | head -30
-echo '```'
+python3 bench/cg_split.py "$N" "$TMP"/cg.out-*
 echo
-echo "Top functions by own cost:"
+echo "Inclusive cost of the main parts of the worker thread (share of its instructions):"
 echo
 echo '```'
-callgrind_annotate "$TMP/cg.out" 2>/dev/null | sed -n '/file:function/,$p' | sed -n '2,21p'
+callgrind_annotate --inclusive=yes "$WFILE" 2>/dev/null | grep -E "writer_main|worker_main|gw_chat_handle|complete_reply|gw_chat_run_done|drive|start_call|pv_chat_parse|pv_call_start|oa_on_finish|oa_start|on_event|json_loadb|json_dumps|curl_multi_socket_action|curl_multi_remove_handle|curl_multi_add_handle|gw_hreq_send_reply|gw_hreq_reply_chunk|GX_LOG|gx_log|write_batch_once|cells_write|sqlite3_step|rt_plan_route|gw_chat_admit|pr_ledger_submit" | grep -E '%\)  [^ ]+:[A-Za-z_][A-Za-z0-9_.]*( \[|$)' | grep -v '^ *[0-9,]* ([ 0-9.]*%)  /' | head -30
+echo '```'
+echo
+echo "Top functions of the worker thread by own cost:"
+echo
+echo '```'
+callgrind_annotate "$WFILE" 2>/dev/null | sed -n '/file:function/,$p' | sed -n '2,21p'
 echo '```'
 } >"$OUT"
 [ -n "${PROFILE_KEEP:-}" ] || rm -rf "$TMP"

@@ -33,51 +33,18 @@ if ! command -v wrk >/dev/null || ! [ -x /usr/sbin/nginx ]; then
     fi
 fi
 PIDS=""
-cleanup() {
-    for p in $PIDS; do kill "$p" 2>/dev/null; done
-    for f in "$TMP"/*.pid; do [ -f "$f" ] && kill "$(cat "$f")" 2>/dev/null; done
-    sleep 0.3
-    rm -rf "$TMP"
-}
-trap cleanup EXIT
 
-. bench/lib.sh # port_of, free_port, nginx_start
+. bench/lib.sh # port_of, free_port, nginx_start, fast_upstream_start, proxy_conf, bench_cleanup
+trap bench_cleanup EXIT
 
-# The fast upstream: a fixed chat.completion and a fixed 6-chunk stream.
-ID='"id":"chatcmpl-bench","object":"chat.completion.chunk","created":1,"model":"gpt-4.1"'
-NS_BODY='{"id":"chatcmpl-bench","object":"chat.completion","created":1,"model":"gpt-4.1","choices":[{"index":0,"message":{"role":"assistant","content":"Hello! How can I help you today?"},"finish_reason":"stop"}],"usage":{"prompt_tokens":14,"completion_tokens":9,"total_tokens":23}}'
-ST_BODY="data: {$ID,\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}]}\\n\\n"
-for w in Hello '!' ' How' ' can' ' I'; do
-    ST_BODY="${ST_BODY}data: {$ID,\"choices\":[{\"index\":0,\"delta\":{\"content\":\"$w\"}}]}\\n\\n"
-done
-ST_BODY="${ST_BODY}data: {$ID,\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\\n\\n"
-ST_BODY="${ST_BODY}data: {$ID,\"choices\":[],\"usage\":{\"prompt_tokens\":14,\"completion_tokens\":6,\"total_tokens\":20}}\\n\\n"
-ST_BODY="${ST_BODY}data: [DONE]\\n\\n"
-ST_BODY_NGX=$(printf '%s' "$ST_BODY" | sed 's/"/\\"/g')
-NS_BODY_NGX=$(printf '%s' "$NS_BODY" | sed 's/"/\\"/g')
 UP_PORT=$(free_port)
-nginx_start up 2 "
-  keepalive_requests 1000000;
-  server {
-    listen 127.0.0.1:$UP_PORT backlog=4096;
-    location /ns/v1/chat/completions { default_type application/json; return 200 \"$NS_BODY_NGX\"; }
-    location /st/v1/chat/completions { default_type text/event-stream; return 200 \"$ST_BODY_NGX\"; }
-  }"
+fast_upstream_start up 2 "$UP_PORT"
 
 "$BUILD/tests/fake_provider" --port 0 --threads 1 --max-seconds 900 >"$TMP/fake.out" 2>"$TMP/fake.err" &
 PIDS="$PIDS $!"
 FAKE_PORT=$(port_of "$TMP/fake.out" "PORT ") || { echo "fake provider did not start"; exit 1; }
 
 # The reference: nginx proxy_pass with a keepalive pool, 1 and 2 workers.
-proxy_conf() { # port upstream-port
-    echo "
-  keepalive_requests 1000000;
-  upstream fast { server 127.0.0.1:$2; keepalive 64; keepalive_requests 1000000; }
-  server {
-    listen 127.0.0.1:$1 backlog=4096;
-    location / { proxy_pass http://fast; proxy_http_version 1.1; proxy_set_header Connection \"\"; proxy_buffering off; }
-  }"
-}
 NGX1=$(free_port); nginx_start nginx1 1 "$(proxy_conf "$NGX1" "$UP_PORT")"
 NGX2=$(free_port); nginx_start nginx2 2 "$(proxy_conf "$NGX2" "$UP_PORT")"
 NGXF=$(free_port); nginx_start nginxf 2 "$(proxy_conf "$NGXF" "$FAKE_PORT")"

@@ -48,7 +48,7 @@ struct gw_req {
     const struct gw_api *api; /* its inbound API: parser and writers */
     json_t *api_echo;        /* what api->parse kept for its writer */
     void *api_stream;        /* api->stream_new's state (stream only) */
-    struct gx_buf api_out;   /* api->stream_event's bytes, reused */
+    struct gx_buf api_out;   /* a stream event's bytes for the client, reused */
     struct gw_ticket ticket; /* auth.c: key, limits, reservation */
     struct rt_run run;       /* the router's run over the plan */
     /* At most two attempts run at once (a hedge); the run says which wins
@@ -57,7 +57,6 @@ struct gw_req {
     struct gw_trace trace; /* otel.c */
     struct event *ev_hedge;
     struct event *ev_backoff;
-    struct evbuffer *sse_out; /* stream: one event's bytes, reused */
     const struct cfg_provider *prov; /* of the winning / last attempt */
     const struct cfg_model *model;
     int64_t start_us;
@@ -111,8 +110,6 @@ req_free(struct gw_req *r)
         event_free(r->ev_backoff);
     if (r->ev_hedge)
         event_free(r->ev_hedge);
-    if (r->sse_out)
-        evbuffer_free(r->sse_out);
     gw_ticket_settle(r->w->srv->auth, &r->ticket, 0, 0); /* if unsettled */
     pv_chat_cleanup(&r->chat);
     if (r->api_stream)
@@ -572,22 +569,28 @@ on_head(void *ud, int http_status)
 /* One event with data as its data field, per the SSE format: a "data: "
  * line for every line of it (an upstream may spread one JSON chunk over
  * several data lines; written after a single "data: " its later lines
- * would be unknown fields to the client's parser), then a blank line. */
-static void
-sse_add_data(struct evbuffer *b, const char *data, size_t len)
+ * would be unknown fields to the client's parser), then a blank line.
+ * Composed in b (reset first), so the event goes out in one append. */
+static enum gx_status
+sse_add_data(struct gx_buf *b, const char *data, size_t len)
 {
+    enum gx_status st = GX_OK;
+    gx_buf_reset(b);
     for (;;) {
         const char *nl = memchr(data, '\n', len);
         size_t l = nl ? (size_t)(nl - data) : len;
-        evbuffer_add(b, "data: ", 6);
-        evbuffer_add(b, data, l);
-        evbuffer_add(b, "\n", 1);
+        if (st == GX_OK)
+            st = gx_buf_append(b, "data: ", 6);
+        if (st == GX_OK)
+            st = gx_buf_append(b, data, l);
+        if (st == GX_OK)
+            st = gx_buf_append(b, "\n", 1);
         if (!nl)
             break;
         data += l + 1;
         len -= l + 1;
     }
-    evbuffer_add(b, "\n", 1);
+    return st == GX_OK ? gx_buf_append(b, "\n", 1) : st;
 }
 
 static void
@@ -626,11 +629,6 @@ on_event(void *ud, const char *data, size_t len)
         r->ttft_us = gx_mono_us() - r->start_us;
     }
     r->n_events++;
-    if (!r->sse_out)
-        r->sse_out = evbuffer_new(); /* once per stream, not per event */
-    struct evbuffer *b = r->sse_out;
-    if (!b)
-        return;
     if (r->api_stream) {
         gx_buf_reset(&r->api_out);
         enum gx_status ws =
@@ -639,14 +637,11 @@ on_event(void *ud, const char *data, size_t len)
         if (ws == GX_EPROTO)
             GX_LOG(GX_LOG_WARN, r->id, "stream event not translated: "
                                        "malformed");
-        if (r->api_out.len)
-            evbuffer_add(b, r->api_out.data, r->api_out.len);
+        gw_hreq_reply_chunk_mem(req, r->api_out.data, r->api_out.len);
         if (ws == GX_ETOOBIG || ws == GX_ENOMEM) {
             /* The writer can keep no more of the answer: rather than a
              * final object that silently lacks text, the stream ends
              * with an error now. */
-            gw_hreq_reply_chunk(req, b);
-            evbuffer_drain(b, evbuffer_get_length(b));
             rt_run_abort(&r->run);
             cancel_try(r, t);
             settle_usage(r, NULL);
@@ -659,11 +654,9 @@ on_event(void *ud, const char *data, size_t len)
             finish(r); /* may free r */
             return;
         }
-    } else {
-        sse_add_data(b, data, len);
+    } else if (sse_add_data(&r->api_out, data, len) == GX_OK) {
+        gw_hreq_reply_chunk_mem(req, r->api_out.data, r->api_out.len);
     }
-    gw_hreq_reply_chunk(req, b); /* takes the bytes, b is empty again */
-    evbuffer_drain(b, evbuffer_get_length(b));
     if (t->call && !r->paused) {
         /* past limits.stream_buffer_bytes waiting for a slow client, the
          * upstream pauses (on_drained resumes it) */
@@ -884,6 +877,18 @@ trace_attempt(struct gw_req *r, const struct gw_try *t,
                     pv_outcome_str(res->outcome));
 }
 
+/* The winner's upstream headers (res->headers, NUL-terminated), cut to
+ * what r keeps, without printf. */
+static void
+keep_up_headers(struct gw_req *r, const char *h)
+{
+    size_t l = h ? strlen(h) : 0;
+    if (l >= sizeof(r->up_headers))
+        l = sizeof(r->up_headers) - 1;
+    memcpy(r->up_headers, h ? h : "", l);
+    r->up_headers[l] = '\0';
+}
+
 static void
 on_done(void *ud, const struct pv_result *res)
 {
@@ -905,7 +910,7 @@ on_done(void *ud, const struct pv_result *res)
         if (r->ev_hedge)
             event_del(r->ev_hedge);
         r->upstream_us = res->total_us;
-        snprintf(r->up_headers, sizeof(r->up_headers), "%s", res->headers);
+        keep_up_headers(r, res->headers);
         r->prov = t->prov;
         r->model = t->model;
     }
@@ -970,7 +975,7 @@ on_done(void *ud, const struct pv_result *res)
         return;
     default:
         r->upstream_us = res->total_us;
-        snprintf(r->up_headers, sizeof(r->up_headers), "%s", res->headers);
+        keep_up_headers(r, res->headers);
         r->prov = t->prov;
         r->model = t->model;
         drive(r, &st);

@@ -33,8 +33,9 @@
  * Memory: each connection owns one gw_hparse (headers <= 64 KiB, body <=
  * limits.max_body_bytes) and one gw_hreq, reused request after request.
  * While a request is handled, at most GW_IN_HIGH_WATER bytes of what
- * follows are read; the next pipelined request is parsed only once the
- * reply queued is under GW_OUT_HIGH_WATER.
+ * follows are read (in_bound; plus the one read that crossed it, up to
+ * 16 KiB); the next pipelined request is parsed only once the reply
+ * queued is under GW_OUT_HIGH_WATER.
  */
 #include <errno.h>
 #include <limits.h>
@@ -463,6 +464,9 @@ struct gw_conn {
     int tls;
     enum conn_state state;
     struct event *ev_timer;
+    int64_t timer_ms; /* timer_want's deadline, set by timer_flush */
+    int timer_set;
+    int in_held; /* reading stopped: GW_IN_HIGH_WATER bytes wait unparsed */
     struct gw_hparse hp;
     struct gw_hreq req;
     int close_after;  /* close once the current reply is out */
@@ -877,14 +881,12 @@ request_done(struct gw_conn *c)
             c->unread_input = 1;
         c->state = C_CLOSING;
         bufferevent_disable(c->bev, EV_READ);
-        if (c->ev_timer)
-            event_del(c->ev_timer);
+        arm_timer(c, 0);
         return; /* the write callback closes once the reply is out */
     }
     gw_hparse_next(&c->hp);
     c->state = C_IDLE;
     arm_timer(c, conn_cfg(c)->idle_timeout_ms);
-    bufferevent_enable(c->bev, EV_READ);
     if (!c->in_process)
         conn_process(c);
 }
@@ -1044,6 +1046,28 @@ gw_hreq_reply_chunk(struct gw_hreq *r, struct evbuffer *b)
 }
 
 void
+gw_hreq_reply_chunk_mem(struct gw_hreq *r, const void *p, size_t n)
+{
+    struct gw_conn *c = r->conn;
+    if (c->zombie || !r->started || !n)
+        return;
+    if (r->chunked && !r->head && !c->tls && !c->write_on && c->ev_flush) {
+        /* As gw_hreq_reply_chunk: held for on_flush, one append. */
+        if (!c->chunk)
+            c->chunk = evbuffer_new();
+        if (c->chunk && evbuffer_add(c->chunk, p, n) == 0) {
+            conn_queued(c);
+            return;
+        }
+    }
+    struct evbuffer *b = evbuffer_new();
+    if (b && evbuffer_add(b, p, n) == 0)
+        write_chunk(c, r, b, 0);
+    if (b)
+        evbuffer_free(b);
+}
+
+void
 gw_hreq_reply_end(struct gw_hreq *r, struct evbuffer *last)
 {
     struct gw_conn *c = r->conn;
@@ -1065,6 +1089,7 @@ gw_hreq_reply_end(struct gw_hreq *r, struct evbuffer *last)
 static void
 arm_timer(struct gw_conn *c, int64_t ms)
 {
+    c->timer_set = 0; /* a deadline set now replaces a deferred one */
     if (!c->ev_timer)
         return;
     if (ms <= 0) {
@@ -1073,6 +1098,25 @@ arm_timer(struct gw_conn *c, int64_t ms)
     }
     struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
     evtimer_add(c->ev_timer, &tv);
+}
+
+/* conn_process's deadlines: a state change asks for one (timer_want) and
+ * the pass sets the last one asked for once (timer_flush), so a request
+ * read whole in one pass costs one timer change (off, for the handler)
+ * instead of three (the header deadline at the first byte, again at the
+ * end of the head, then off). */
+static void
+timer_want(struct gw_conn *c, int64_t ms)
+{
+    c->timer_ms = ms;
+    c->timer_set = 1;
+}
+
+static void
+timer_flush(struct gw_conn *c)
+{
+    if (c->timer_set)
+        arm_timer(c, c->timer_ms);
 }
 
 /* Our own error before (or instead of) the handler: OpenAI's shape. */
@@ -1171,6 +1215,27 @@ conn_on_head(struct gw_conn *c)
     return 0;
 }
 
+/* At most GW_IN_HIGH_WATER bytes wait unparsed (plus what the read that
+ * crossed it brought, up to libevent's single read of 16 KiB): reading
+ * stops there and resumes once parsing took them below.  (libevent's read
+ * watermark did this at the price of re-adding the read event at every
+ * read and every drain.) */
+static void
+in_bound(struct gw_conn *c)
+{
+    if (c->zombie || !c->bev || c->state == C_CLOSING ||
+        c->state == C_LINGER)
+        return;
+    size_t len = evbuffer_get_length(bufferevent_get_input(c->bev));
+    if (!c->in_held && len >= GW_IN_HIGH_WATER) {
+        c->in_held = 1;
+        bufferevent_disable(c->bev, EV_READ);
+    } else if (c->in_held && len < GW_IN_HIGH_WATER) {
+        c->in_held = 0;
+        bufferevent_enable(c->bev, EV_READ);
+    }
+}
+
 static void
 conn_process(struct gw_conn *c)
 {
@@ -1198,11 +1263,12 @@ conn_process(struct gw_conn *c)
              * trickles in after it. */
             c->state = C_HEAD;
             c->req.arrival_ns = gw_otel_now_ns();
-            arm_timer(c, conn_cfg(c)->header_timeout_ms);
+            timer_want(c, conn_cfg(c)->header_timeout_ms);
         }
         if (ev == GW_HP_MORE)
             continue;
         if (ev == GW_HP_ERROR) {
+            timer_flush(c);
             int st = c->hp.err_status;
             if (st == 413 && c->state == C_BODY) /* a chunked body */
                 gw_server_on_refused(c->w, &c->req, st, "request_too_large");
@@ -1219,18 +1285,21 @@ conn_process(struct gw_conn *c)
             if (conn_on_head(c) != 0)
                 break; /* replied */
             c->state = C_BODY;
-            arm_timer(c, conn_cfg(c)->header_timeout_ms);
+            timer_want(c, conn_cfg(c)->header_timeout_ms);
             continue;
         }
-        /* GW_HP_DONE: the whole request. */
+        /* GW_HP_DONE: the whole request; no read deadline while it is
+         * handled. */
         c->state = C_ACTIVE;
-        if (c->ev_timer)
-            event_del(c->ev_timer);
+        timer_want(c, 0);
+        timer_flush(c);
         gw_server_on_request(c->w, &c->req);
         /* A synchronous reply has set the state already. */
     }
     if (c->state == C_BODY)
-        arm_timer(c, conn_cfg(c)->header_timeout_ms); /* between reads */
+        timer_want(c, conn_cfg(c)->header_timeout_ms); /* between reads */
+    timer_flush(c);
+    in_bound(c);
     c->in_process = 0;
 }
 
@@ -1269,7 +1338,7 @@ on_write(struct bufferevent *bev, void *arg)
              * a moment, so our reply is read, not lost to a reset. */
             shutdown(c->fd, SHUT_WR);
             c->state = C_LINGER;
-            bufferevent_setwatermark(bev, EV_READ, 0, 0);
+            c->in_held = 0;
             bufferevent_enable(bev, EV_READ);
             arm_timer(c, GW_LINGER_MS);
             return;
@@ -1503,7 +1572,6 @@ conn_new(struct gw_worker *w, int fd)
     w->conns = c;
     c->state = C_IDLE;
     bufferevent_setcb(c->bev, on_read, on_write, on_event, c);
-    bufferevent_setwatermark(c->bev, EV_READ, 0, GW_IN_HIGH_WATER);
     struct timeval wt = {GW_WRITE_TIMEOUT_S, 0};
     bufferevent_set_timeouts(c->bev, NULL, &wt);
     /* Plain sockets: EV_WRITE only while the socket refuses output

@@ -507,6 +507,9 @@ void gw_hreq_send_body(struct gw_hreq *req, int status, const void *data,
  * and delayed ACK to hold back). */
 void gw_hreq_reply_start(struct gw_hreq *req, int status);
 void gw_hreq_reply_chunk(struct gw_hreq *req, struct evbuffer *b);
+/* The same from memory: p[0..n) is copied (into the bytes held for the
+ * next write when the connection can hold them, else written now). */
+void gw_hreq_reply_chunk_mem(struct gw_hreq *req, const void *p, size_t n);
 void gw_hreq_reply_end(struct gw_hreq *req, struct evbuffer *last);
 /* Bytes queued for the client and not yet written (backpressure). */
 size_t gw_hreq_pending(const struct gw_hreq *req);

@@ -324,59 +324,6 @@ scan_number(const unsigned char *s, size_t n, size_t *i, int want,
     return 0;
 }
 
-/* Skips whitespace at s[*i]; 1 if the byte there is want. */
-static int
-to_byte(const unsigned char *s, size_t n, size_t *i, unsigned char want)
-{
-    while (*i < n && is_ws(s[*i]))
-        (*i)++;
-    return *i < n && s[*i] == want;
-}
-
-/* Scans the scalar (string, number, literal) at s[*i]: 0 with *i past it
- * (and past the NUL jansson skips, see below; *end, when asked, before
- * it), -1 when jansson rejects it.  *unsure is set for a real that cannot
- * be converted here; *d is a number's value when want. */
-static int
-scan_scalar(const unsigned char *s, size_t n, size_t *i, int want, double *d,
-            int *unsure, size_t *end)
-{
-    unsigned char c = s[*i];
-    if (c == '"') {
-        size_t raw, rl;
-        int esc;
-        if (scan_string(s, n, i, &raw, &rl, &esc) != 0)
-            return -1;
-        if (end)
-            *end = *i;
-        return 0;
-    }
-    if (c == '-' || (c >= '0' && c <= '9')) {
-        int r = scan_number(s, n, i, want, d);
-        if (r == -1)
-            return -1;
-        if (r == -2)
-            *unsure = 1;
-    } else if (n - *i >= 4 && memcmp(s + *i, "true", 4) == 0) {
-        *i += 4;
-    } else if (n - *i >= 5 && memcmp(s + *i, "false", 5) == 0) {
-        *i += 5;
-    } else if (n - *i >= 4 && memcmp(s + *i, "null", 4) == 0) {
-        *i += 4;
-    } else {
-        return -1;
-    }
-    if (end)
-        *end = *i;
-    /* jansson's quirk: its lexer reads one byte past a number or a
-     * literal and puts it back; a NUL put back that way is taken for
-     * "buffer empty" and skipped.  So exactly one NUL right after a
-     * number or literal is ignored (a second one is an error). */
-    if (*i < n && s[*i] == 0)
-        (*i)++;
-    return 0;
-}
-
 static int
 key_is(const unsigned char *s, size_t raw, size_t len, const char *k)
 {
@@ -384,163 +331,436 @@ key_is(const unsigned char *s, size_t raw, size_t len, const char *k)
     return len == kl && memcmp(s + raw, k, kl) == 0;
 }
 
-enum pv_js_verdict
-pv_json_scan_chat(const char *data, size_t n, struct pv_js_chat *out)
+/* ---- one walker, two visitors --------------------------------------------
+ * pv_json_scan_chat and pv_json_scan_members are one loop (js_walk): it
+ * validates with the rules above and tells its visitor (struct jw) what
+ * it meets: a container opening (jw_open: the visitor's tag for it comes
+ * back and is handed to jw_key for its keys and to jw_close), a key of an
+ * object (jw_key: which slot, if any, the value is for) and a scalar that
+ * is the value of a slot (jw_scalar).  The chat visitor keeps roles as
+ * tags and fills struct pv_js_chat; the member visitor keeps entries of
+ * out as tags and fills their spans. */
+#define JM_MAX_PATHS 8
+
+struct jm_path {
+    const char *k0, *k1; /* k1 NULL: a top-level member */
+    size_t l0, l1;
+};
+
+struct jw {
+    int members; /* 0: the chat visitor, 1: the member visitor */
+    int unsure;  /* decided only if the rest turns out valid */
+    struct pv_js_chat *chat;
+    const struct jm_path *pp;
+    int np;
+    struct pv_js_member *out;
+    size_t max, *n_out;
+    size_t top[3]; /* the current top-level key: raw, len, esc */
+};
+
+/* Whether the key whose raw bytes (between the quotes, validated by
+ * scan_string) are s[raw, raw + rl) is k[0..kl) (ASCII) once unescaped. */
+static int
+key_eq(const unsigned char *s, size_t raw, size_t rl, int esc, const char *k,
+       size_t kl)
 {
-    const unsigned char *s = (const unsigned char *)data;
-    unsigned char st[PV_JS_MAX_DEPTH];
-    int depth = 0;
-    size_t i = 0;
-    int slot = S_NONE;
-    int unsure = 0; /* decided only if the rest turns out invalid */
-    memset(out, 0, sizeof(*out));
-    while (i < n && is_ws(s[i]))
+    if (!esc)
+        return rl == kl && memcmp(s + raw, k, kl) == 0;
+    size_t p = raw, e = raw + rl, j = 0;
+    while (p < e) {
+        unsigned ch = s[p++];
+        if (ch == '\\') {
+            unsigned c2 = s[p++];
+            switch (c2) {
+            case 'b': ch = '\b'; break;
+            case 'f': ch = '\f'; break;
+            case 'n': ch = '\n'; break;
+            case 'r': ch = '\r'; break;
+            case 't': ch = '\t'; break;
+            case 'u': {
+                long v = hex4(s + p, e - p);
+                if (v < 0 || v >= 0x80)
+                    return 0; /* not ASCII: no path key matches */
+                ch = (unsigned)v;
+                p += 4;
+                break;
+            }
+            default: ch = c2; /* " \ / */
+            }
+        }
+        if (j >= kl || (unsigned char)k[j] != ch)
+            return 0;
+        j++;
+    }
+    return j == kl;
+}
+
+/* Index of the path that s[raw..) names at this depth (1: a top-level
+ * key; 2: a key of the object under top-level key top), or -1. */
+static int
+jm_match(const struct jm_path *pp, int np, int depth, const unsigned char *s,
+         size_t raw, size_t rl, int esc, const size_t top[3])
+{
+    for (int k = 0; k < np; k++) {
+        const struct jm_path *p = &pp[k];
+        if (depth == 1 && !p->k1 && key_eq(s, raw, rl, esc, p->k0, p->l0))
+            return k;
+        if (depth == 2 && p->k1 &&
+            key_eq(s, top[0], top[1], (int)top[2], p->k0, p->l0) &&
+            key_eq(s, raw, rl, esc, p->k1, p->l1))
+            return k;
+    }
+    return -1;
+}
+
+
+static inline size_t
+skip_ws(const unsigned char *s, size_t n, size_t i)
+{
+    while (i < n && s[i] <= ' ' && is_ws(s[i]))
         i++;
+    return i;
+}
+
+/* 1 when none of the 8 bytes at p is special in a string (a control,
+ * '"', '\\' or a byte >= 0x80): the word-at-a-time form of str_plain
+ * (a byte below 0x20 is found by subtracting 0x20 from every byte, '"'
+ * and '\\' by a zero byte after an XOR; only whether any byte matched is
+ * used, which these tests give exactly). */
+static inline int
+plain8(const unsigned char *p)
+{
+    const uint64_t ones = 0x0101010101010101u, high = 0x8080808080808080u;
+    uint64_t x;
+    memcpy(&x, p, 8);
+    uint64_t q = x ^ (ones * '"'), b = x ^ (ones * '\\');
+    uint64_t hit = x | ((x - ones * 0x20) & ~x) | ((q - ones) & ~q) |
+                   ((b - ones) & ~b);
+    return (hit & high) == 0;
+}
+
+/* scan_string with its common case here: a run of plain bytes up to the
+ * closing quote; anything else (an escape, UTF-8, the end) the long way. */
+static inline int
+scan_string_fast(const unsigned char *s, size_t n, size_t *i, size_t *raw,
+                 size_t *rawlen, int *esc)
+{
+    size_t p = *i + 1;
+    while (p + 8 <= n && plain8(s + p))
+        p += 8;
+    while (p < n && str_plain[s[p]])
+        p++;
+    if (p < n && s[p] == '"') {
+        *raw = *i + 1;
+        *rawlen = p - *raw;
+        *esc = 0;
+        *i = p + 1;
+        return 0;
+    }
+    return scan_string(s, n, i, raw, rawlen, esc);
+}
+
+/* A new entry of out for the value at at (the member visitor), or -1. */
+static int
+jm_entry(struct jw *w, int slot, size_t at)
+{
+    if (*w->n_out >= w->max) {
+        w->unsure = 1; /* more occurrences than room */
+        return -1;
+    }
+    int e = (int)(*w->n_out)++;
+    w->out[e].path = slot;
+    w->out[e].at = at;
+    w->out[e].len = 0;
+    return e;
+}
+
+/* A container c ('{' or '[') opens at depth, the value of slot (-1:
+ * none); empty: it closes right away.  Returns its tag. */
+static int
+jw_open(struct jw *w, int slot, int depth, unsigned char c, size_t at,
+        int empty)
+{
+    if (w->members)
+        return slot >= 0 ? jm_entry(w, slot, at) : -1;
+    struct pv_js_chat *out = w->chat;
+    if (slot == S_CHOICES)
+        out->choices_empty = c == '[' && empty;
+    if (slot == S_USAGE) {
+        /* A later "usage" replaces an earlier one entirely. */
+        memset(&out->usage, 0, sizeof(out->usage));
+        out->usage.have = c == '{';
+    } else if (slot == S_DETAILS) {
+        out->usage.cached_tokens = 0;
+    } else if (slot >= S_PT) {
+        int64_t *f = slot == S_PT   ? &out->usage.prompt_tokens
+                     : slot == S_CT ? &out->usage.completion_tokens
+                                    : &out->usage.cached_tokens;
+        *f = 0;
+    }
+    if (c != '{')
+        return R_OTHER;
+    return depth == 0           ? R_TOP
+           : slot == S_USAGE   ? R_USAGE
+           : slot == S_DETAILS ? R_DETAILS
+                               : R_OTHER;
+}
+
+/* The container tagged tag closed; end is past its last byte. */
+static void
+jw_close(struct jw *w, int tag, size_t end)
+{
+    if (w->members && tag >= 0)
+        w->out[tag].len = end - w->out[tag].at;
+}
+
+/* A scalar s[at..end) is the value of slot (>= 0); num is a number's
+ * value (when jw_want asked for it). */
+static void
+jw_scalar(struct jw *w, int slot, size_t at, size_t end, int is_num,
+          double num)
+{
+    if (w->members) {
+        int e = jm_entry(w, slot, at);
+        if (e >= 0)
+            w->out[e].len = end - at;
+        return;
+    }
+    struct pv_js_chat *out = w->chat;
+    if (slot == S_CHOICES) {
+        out->choices_empty = 0;
+    } else if (slot == S_USAGE) {
+        memset(&out->usage, 0, sizeof(out->usage));
+    } else if (slot == S_DETAILS) {
+        out->usage.cached_tokens = 0;
+    } else if (slot >= S_PT) {
+        int64_t v = is_num ? pv_usage_num(num) : 0;
+        if (slot == S_PT)
+            out->usage.prompt_tokens = v;
+        else if (slot == S_CT)
+            out->usage.completion_tokens = v;
+        else
+            out->usage.cached_tokens = v;
+    }
+}
+
+/* The key s[raw, raw + rl) of an object at depth tagged tag: the slot
+ * its value is for, or -1. */
+static int
+jw_key(struct jw *w, int depth, int tag, const unsigned char *s, size_t raw,
+       size_t rl, int esc)
+{
+    if (w->members) {
+        if (depth == 1) {
+            w->top[0] = raw;
+            w->top[1] = rl;
+            w->top[2] = (size_t)esc;
+        }
+        return depth <= 2 ? jm_match(w->pp, w->np, depth, s, raw, rl, esc,
+                                     w->top)
+                          : -1;
+    }
+    struct pv_js_chat *out = w->chat;
+    if (tag == R_OTHER)
+        return -1;
+    if (esc)
+        w->unsure = 1; /* "us\u0061ge" is "usage" too */
+    if (tag == R_TOP) {
+        if (key_is(s, raw, rl, "usage"))
+            return S_USAGE;
+        if (key_is(s, raw, rl, "choices")) {
+            out->has_choices = 1;
+            return S_CHOICES;
+        }
+        if (key_is(s, raw, rl, "error"))
+            out->has_error = 1;
+    } else if (tag == R_USAGE) {
+        if (key_is(s, raw, rl, "prompt_tokens"))
+            return S_PT;
+        if (key_is(s, raw, rl, "completion_tokens"))
+            return S_CT;
+        if (key_is(s, raw, rl, "prompt_tokens_details"))
+            return S_DETAILS;
+    } else if (tag == R_DETAILS) {
+        if (key_is(s, raw, rl, "cached_tokens"))
+            return S_CACHED;
+    }
+    return -1;
+}
+
+static enum pv_js_verdict
+js_walk(const unsigned char *s, size_t n, struct jw *w)
+{
+    unsigned char kind[PV_JS_MAX_DEPTH];
+    int tag[PV_JS_MAX_DEPTH];
+    int depth = 0, slot = -1;
+    size_t i = skip_ws(s, n, 0);
     if (i >= n || s[i] != '{')
         return PV_JS_INVALID; /* jansson: '[' or '{' expected; or an array */
 
     /* Each turn parses one value at s[i], then the separators after it. */
     for (;;) {
-        while (i < n && is_ws(s[i]))
-            i++;
+        i = skip_ws(s, n, i);
         if (i >= n)
             return PV_JS_INVALID;
         unsigned char c = s[i];
-        int cur_slot = slot;
-        slot = S_NONE;
+        int cur = slot;
+        size_t at = i;
+        slot = -1;
         if (c == '{' || c == '[') {
             if (depth >= PV_JS_MAX_DEPTH)
                 return PV_JS_UNSURE;
-            int role = R_OTHER;
-            if (c == '{') {
-                if (depth == 0)
-                    role = R_TOP;
-                else if (cur_slot == S_USAGE)
-                    role = R_USAGE;
-                else if (cur_slot == S_DETAILS)
-                    role = R_DETAILS;
-            }
-            if (cur_slot == S_CHOICES) {
-                size_t k = i + 1;
-                while (k < n && is_ws(s[k]))
-                    k++;
-                out->choices_empty = c == '[' && k < n && s[k] == ']';
-            }
-            if (cur_slot == S_USAGE) {
-                /* A later "usage" replaces an earlier one entirely. */
-                memset(&out->usage, 0, sizeof(out->usage));
-                out->usage.have = c == '{';
-            } else if (cur_slot == S_DETAILS) {
-                out->usage.cached_tokens = 0;
-            } else if (cur_slot >= S_PT) {
-                int64_t *f = cur_slot == S_PT ? &out->usage.prompt_tokens
-                             : cur_slot == S_CT ? &out->usage.completion_tokens
-                                                : &out->usage.cached_tokens;
-                *f = 0;
-            }
-            st[depth++] = (unsigned char)((c == '[' ? K_ARR : K_OBJ) | role);
-            i++;
-            while (i < n && is_ws(s[i]))
-                i++;
+            i = skip_ws(s, n, i + 1);
             if (i >= n)
                 return PV_JS_INVALID;
-            if (s[i] == (c == '{' ? '}' : ']')) {
+            int empty = s[i] == (c == '{' ? '}' : ']');
+            int t = jw_open(w, cur, depth, c, at, empty);
+            if (empty) {
                 i++;
-                depth--;
+                jw_close(w, t, i);
                 goto after_value;
             }
+            kind[depth] = c == '[' ? K_ARR : K_OBJ;
+            tag[depth] = t;
+            depth++;
             if (c == '[')
                 continue; /* first element */
             goto object_key;
         }
         /* A scalar. */
-        double num = 0;
-        int is_num = c == '-' || (c >= '0' && c <= '9');
-        if (scan_scalar(s, n, &i, cur_slot >= S_PT, &num, &unsure, NULL) !=
-            0)
-            return PV_JS_INVALID;
-        if (cur_slot == S_CHOICES) {
-            out->choices_empty = 0;
-        } else if (cur_slot == S_USAGE) {
-            memset(&out->usage, 0, sizeof(out->usage));
-        } else if (cur_slot == S_DETAILS) {
-            out->usage.cached_tokens = 0;
-        } else if (cur_slot >= S_PT) {
-            int64_t v = is_num ? pv_usage_num(num) : 0;
-            if (cur_slot == S_PT)
-                out->usage.prompt_tokens = v;
-            else if (cur_slot == S_CT)
-                out->usage.completion_tokens = v;
-            else
-                out->usage.cached_tokens = v;
+        {
+            double num = 0;
+            int is_num = 0;
+            size_t end;
+            if (c == '"') {
+                size_t raw, rl;
+                int esc;
+                if (scan_string_fast(s, n, &i, &raw, &rl, &esc) != 0)
+                    return PV_JS_INVALID;
+                end = i;
+            } else {
+                if (c == '-' || (c >= '0' && c <= '9')) {
+                    is_num = 1;
+                    int r = scan_number(s, n, &i, !w->members && cur >= S_PT,
+                                        &num);
+                    if (r == -1)
+                        return PV_JS_INVALID;
+                    if (r == -2)
+                        w->unsure = 1;
+                } else if (c == 't' && n - i >= 4 && !memcmp(s + i, "true", 4)) {
+                    i += 4;
+                } else if (c == 'f' && n - i >= 5 &&
+                           !memcmp(s + i, "false", 5)) {
+                    i += 5;
+                } else if (c == 'n' && n - i >= 4 && !memcmp(s + i, "null", 4)) {
+                    i += 4;
+                } else {
+                    return PV_JS_INVALID;
+                }
+                end = i;
+                /* jansson's quirk: its lexer reads one byte past a number
+                 * or a literal and puts it back; a NUL put back that way
+                 * is taken for "buffer empty" and skipped.  So exactly one
+                 * NUL right after a number or literal is ignored (a second
+                 * one is an error). */
+                if (i < n && s[i] == 0)
+                    i++;
+            }
+            if (cur >= 0)
+                jw_scalar(w, cur, at, end, is_num, num);
         }
 
     after_value:
         /* After a value: end of input at depth 0, else , or the close. */
-        while (i < n && is_ws(s[i]))
-            i++;
+        i = skip_ws(s, n, i);
         if (depth == 0) {
             if (i != n)
                 return PV_JS_INVALID; /* jansson: end of file expected */
-            if (unsure)
+            if (w->unsure)
                 return PV_JS_UNSURE;
-            pv_usage_clamp(&out->usage);
+            if (!w->members)
+                pv_usage_clamp(&w->chat->usage);
             return PV_JS_OBJECT;
         }
         if (i >= n)
             return PV_JS_INVALID;
-        {
-            int kind = st[depth - 1] & 1;
-            if (s[i] == (kind == K_ARR ? ']' : '}')) {
-                i++;
-                depth--;
-                goto after_value;
-            }
-            if (s[i] != ',')
-                return PV_JS_INVALID;
+        if (s[i] == (kind[depth - 1] == K_ARR ? ']' : '}')) {
             i++;
-            if (kind == K_ARR)
-                continue;
+            depth--;
+            jw_close(w, tag[depth], i);
+            goto after_value;
         }
+        if (s[i] != ',')
+            return PV_JS_INVALID;
+        i++;
+        if (kind[depth - 1] == K_ARR)
+            continue;
     object_key:
         /* At a key of the object on top of the stack. */
-        if (!to_byte(s, n, &i, '"'))
+        i = skip_ws(s, n, i);
+        if (i >= n || s[i] != '"')
             return PV_JS_INVALID;
         {
             size_t raw, rl;
             int esc;
-            if (scan_string(s, n, &i, &raw, &rl, &esc) != 0)
+            if (scan_string_fast(s, n, &i, &raw, &rl, &esc) != 0)
                 return PV_JS_INVALID;
-            int role = st[depth - 1] & ~1;
-            if (role != R_OTHER) {
-                if (esc)
-                    unsure = 1; /* "us\u0061ge" is "usage" too */
-                if (role == R_TOP) {
-                    if (key_is(s, raw, rl, "usage"))
-                        slot = S_USAGE;
-                    else if (key_is(s, raw, rl, "choices")) {
-                        out->has_choices = 1;
-                        slot = S_CHOICES;
-                    } else if (key_is(s, raw, rl, "error")) {
-                        out->has_error = 1;
-                    }
-                } else if (role == R_USAGE) {
-                    if (key_is(s, raw, rl, "prompt_tokens"))
-                        slot = S_PT;
-                    else if (key_is(s, raw, rl, "completion_tokens"))
-                        slot = S_CT;
-                    else if (key_is(s, raw, rl, "prompt_tokens_details"))
-                        slot = S_DETAILS;
-                } else if (role == R_DETAILS) {
-                    if (key_is(s, raw, rl, "cached_tokens"))
-                        slot = S_CACHED;
-                }
-            }
+            if (w->members || tag[depth - 1] != R_OTHER)
+                slot = jw_key(w, depth, tag[depth - 1], s, raw, rl, esc);
         }
-        if (!to_byte(s, n, &i, ':'))
+        i = skip_ws(s, n, i);
+        if (i >= n || s[i] != ':')
             return PV_JS_INVALID;
         i++;
     }
+}
+
+enum pv_js_verdict
+pv_json_scan_chat(const char *data, size_t n, struct pv_js_chat *out)
+{
+    struct jw w;
+    memset(&w, 0, sizeof(w));
+    memset(out, 0, sizeof(*out));
+    w.chat = out;
+    return js_walk((const unsigned char *)data, n, &w);
+}
+
+/* Members by key path: pv_json_scan_members validates like
+ * pv_json_scan_chat (the same walker: the same string,
+ * number and literal rules, the same NUL quirk, PV_JS_UNSURE past
+ * PV_JS_MAX_DEPTH or for a real it cannot convert) and reports where the
+ * values of the asked members lie, so a passthrough can change one value
+ * (the model name) and keep every other byte.  A path is "key" (a member
+ * of the top object) or "key.sub" (a member of an object that is the value
+ * of the top-level member key).  Keys are compared unescaped, so
+ * "mod\u0065l" is "model" (paths are ASCII).  Every occurrence is
+ * reported, in the order values start; a container's span is complete
+ * once the scan returns PV_JS_OBJECT. */
+enum pv_js_verdict
+pv_json_scan_members(const char *data, size_t n, const char *const *paths,
+                     int n_paths, struct pv_js_member *out, size_t max,
+                     size_t *n_out)
+{
+    struct jw w;
+    struct jm_path pp[JM_MAX_PATHS];
+    *n_out = 0;
+    if (n_paths < 0 || n_paths > JM_MAX_PATHS)
+        return PV_JS_UNSURE;
+    for (int k = 0; k < n_paths; k++) {
+        const char *dot = strchr(paths[k], '.');
+        pp[k].k0 = paths[k];
+        pp[k].l0 = dot ? (size_t)(dot - paths[k]) : strlen(paths[k]);
+        pp[k].k1 = dot ? dot + 1 : NULL;
+        pp[k].l1 = dot ? strlen(dot + 1) : 0;
+    }
+    memset(&w, 0, sizeof(w));
+    w.members = 1;
+    w.pp = pp;
+    w.np = n_paths;
+    w.out = out;
+    w.max = max;
+    w.n_out = n_out;
+    return js_walk((const unsigned char *)data, n, &w);
 }
 
 /* ---- the client's chat request -------------------------------------------
@@ -1024,197 +1244,7 @@ pv_json_dump_compact(const json_t *j, size_t *len)
     return b.p;
 }
 
-/* ---- members by key path, and the splice -------------------------------
- * pv_json_scan_members validates like pv_json_scan_chat (the same string,
- * number and literal rules, the same NUL quirk, PV_JS_UNSURE past
- * PV_JS_MAX_DEPTH or for a real it cannot convert) and reports where the
- * values of the asked members lie, so a passthrough can change one value
- * (the model name) and keep every other byte.  A path is "key" (a member
- * of the top object) or "key.sub" (a member of an object that is the value
- * of the top-level member key).  Keys are compared unescaped, so
- * "mod\u0065l" is "model" (paths are ASCII).  Every occurrence is
- * reported, in the order values start; a container's span is complete
- * once the scan returns PV_JS_OBJECT. */
-#define JM_MAX_PATHS 8
-
-struct jm_path {
-    const char *k0, *k1; /* k1 NULL: a top-level member */
-    size_t l0, l1;
-};
-
-/* Whether the key whose raw bytes (between the quotes, validated by
- * scan_string) are s[raw, raw + rl) is k[0..kl) (ASCII) once unescaped. */
-static int
-key_eq(const unsigned char *s, size_t raw, size_t rl, int esc, const char *k,
-       size_t kl)
-{
-    if (!esc)
-        return rl == kl && memcmp(s + raw, k, kl) == 0;
-    size_t p = raw, e = raw + rl, j = 0;
-    while (p < e) {
-        unsigned ch = s[p++];
-        if (ch == '\\') {
-            unsigned c2 = s[p++];
-            switch (c2) {
-            case 'b': ch = '\b'; break;
-            case 'f': ch = '\f'; break;
-            case 'n': ch = '\n'; break;
-            case 'r': ch = '\r'; break;
-            case 't': ch = '\t'; break;
-            case 'u': {
-                long v = hex4(s + p, e - p);
-                if (v < 0 || v >= 0x80)
-                    return 0; /* not ASCII: no path key matches */
-                ch = (unsigned)v;
-                p += 4;
-                break;
-            }
-            default: ch = c2; /* " \ / */
-            }
-        }
-        if (j >= kl || (unsigned char)k[j] != ch)
-            return 0;
-        j++;
-    }
-    return j == kl;
-}
-
-/* Index of the path that s[raw..) names at this depth (1: a top-level
- * key; 2: a key of the object under top-level key top), or -1. */
-static int
-jm_match(const struct jm_path *pp, int np, int depth, const unsigned char *s,
-         size_t raw, size_t rl, int esc, const size_t top[3])
-{
-    for (int k = 0; k < np; k++) {
-        const struct jm_path *p = &pp[k];
-        if (depth == 1 && !p->k1 && key_eq(s, raw, rl, esc, p->k0, p->l0))
-            return k;
-        if (depth == 2 && p->k1 &&
-            key_eq(s, top[0], top[1], (int)top[2], p->k0, p->l0) &&
-            key_eq(s, raw, rl, esc, p->k1, p->l1))
-            return k;
-    }
-    return -1;
-}
-
-enum pv_js_verdict
-pv_json_scan_members(const char *data, size_t n, const char *const *paths,
-                     int n_paths, struct pv_js_member *out, size_t max,
-                     size_t *n_out)
-{
-    const unsigned char *s = (const unsigned char *)data;
-    struct jm_path pp[JM_MAX_PATHS];
-    int pend[PV_JS_MAX_DEPTH]; /* a container's entry in out, or -1 */
-    unsigned char kind[PV_JS_MAX_DEPTH];
-    size_t top[3] = {0, 0, 0}; /* the current top-level key: raw, len, esc */
-    int depth = 0, slot = -1, unsure = 0;
-    size_t i = 0;
-    *n_out = 0;
-    if (n_paths < 0 || n_paths > JM_MAX_PATHS)
-        return PV_JS_UNSURE;
-    for (int k = 0; k < n_paths; k++) {
-        const char *dot = strchr(paths[k], '.');
-        pp[k].k0 = paths[k];
-        pp[k].l0 = dot ? (size_t)(dot - paths[k]) : strlen(paths[k]);
-        pp[k].k1 = dot ? dot + 1 : NULL;
-        pp[k].l1 = dot ? strlen(dot + 1) : 0;
-    }
-    while (i < n && is_ws(s[i]))
-        i++;
-    if (i >= n || s[i] != '{')
-        return PV_JS_INVALID;
-    for (;;) {
-        while (i < n && is_ws(s[i]))
-            i++;
-        if (i >= n)
-            return PV_JS_INVALID;
-        unsigned char c = s[i];
-        int cur = slot, at_entry = -1;
-        size_t at = i;
-        slot = -1;
-        if (cur >= 0) {
-            if (*n_out < max) {
-                at_entry = (int)(*n_out)++;
-                out[at_entry].path = cur;
-                out[at_entry].at = at;
-                out[at_entry].len = 0;
-            } else {
-                unsure = 1; /* more occurrences than room */
-            }
-        }
-        if (c == '{' || c == '[') {
-            if (depth >= PV_JS_MAX_DEPTH)
-                return PV_JS_UNSURE;
-            kind[depth] = c == '[' ? K_ARR : K_OBJ;
-            pend[depth] = at_entry;
-            depth++;
-            i++;
-            while (i < n && is_ws(s[i]))
-                i++;
-            if (i >= n)
-                return PV_JS_INVALID;
-            if (s[i] == (c == '{' ? '}' : ']')) {
-                i++;
-                depth--;
-                if (at_entry >= 0)
-                    out[at_entry].len = i - at;
-                goto after_value;
-            }
-            if (c == '[')
-                continue;
-            goto object_key;
-        }
-        double d;
-        size_t end;
-        if (scan_scalar(s, n, &i, 0, &d, &unsure, &end) != 0)
-            return PV_JS_INVALID;
-        if (at_entry >= 0)
-            out[at_entry].len = end - at;
-
-    after_value:
-        while (i < n && is_ws(s[i]))
-            i++;
-        if (depth == 0) {
-            if (i != n)
-                return PV_JS_INVALID;
-            return unsure ? PV_JS_UNSURE : PV_JS_OBJECT;
-        }
-        if (i >= n)
-            return PV_JS_INVALID;
-        if (s[i] == (kind[depth - 1] == K_ARR ? ']' : '}')) {
-            i++;
-            depth--;
-            if (pend[depth] >= 0)
-                out[pend[depth]].len = i - out[pend[depth]].at;
-            goto after_value;
-        }
-        if (s[i] != ',')
-            return PV_JS_INVALID;
-        i++;
-        if (kind[depth - 1] == K_ARR)
-            continue;
-    object_key:
-        if (!to_byte(s, n, &i, '"'))
-            return PV_JS_INVALID;
-        {
-            size_t raw, rl;
-            int esc;
-            if (scan_string(s, n, &i, &raw, &rl, &esc) != 0)
-                return PV_JS_INVALID;
-            if (depth == 1) {
-                top[0] = raw;
-                top[1] = rl;
-                top[2] = (size_t)esc;
-            }
-            if (depth <= 2)
-                slot = jm_match(pp, n_paths, depth, s, raw, rl, esc, top);
-        }
-        if (!to_byte(s, n, &i, ':'))
-            return PV_JS_INVALID;
-        i++;
-    }
-}
-
+/* ---- the splice --------------------------------------------------------- */
 char *
 pv_json_put_string(char *o, const char *s)
 {

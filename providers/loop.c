@@ -87,6 +87,8 @@ struct pv_easy {
     long connect_timeout_ms, timeout_ms;
     char *ca_file;      /* copy, NULL for the system store */
     int used;           /* options set before: reset before a full setup */
+    struct event *fb;   /* the first-byte timer, kept with the handle */
+    struct pv_call *call; /* the call fb is armed for, or NULL */
 };
 
 /* Idle upstream connections kept per worker: enough for a few hundred
@@ -133,6 +135,19 @@ pend(struct pv_call *c)
         event_active(loop->kick, 0, 0);
 }
 
+/* The first-byte timer off for good (the body began, or the call ended):
+ * the event stays with the easy handle for its next call. */
+static void
+fb_stop(struct pv_call *c)
+{
+    if (!c->fb_timer)
+        return;
+    evtimer_del(c->fb_timer);
+    if (c->ez && c->ez->call == c)
+        c->ez->call = NULL;
+    c->fb_timer = NULL;
+}
+
 static void
 deliver_done(struct pv_call *c)
 {
@@ -140,8 +155,7 @@ deliver_done(struct pv_call *c)
     if (c->finished || c->cancelled)
         return;
     c->finished = 1;
-    if (c->fb_timer)
-        evtimer_del(c->fb_timer);
+    fb_stop(c);
     c->res.total_us = gx_mono_us() - c->t_start_us;
     /* The detail reaches logs, the ledger and client messages. */
     pv_scrub(c->scrub, c->res.detail, strlen(c->res.detail));
@@ -650,6 +664,7 @@ loop_destroy_call(struct pv_loop *loop, struct pv_call *c)
             *pp = c->pend_next;
         c->pending = 0;
     }
+    fb_stop(c);
     if (c->ez) {
         if (c->added)
             curl_multi_remove_handle(loop->multi, c->easy);
@@ -664,9 +679,7 @@ loop_destroy_call(struct pv_loop *loop, struct pv_call *c)
         c->ez = NULL;
         c->easy = NULL;
     }
-    if (c->fb_timer)
-        event_free(c->fb_timer);
-    curl_slist_free_all(c->headers);
+    pv_http_headers_free(c->headers);
     pv_scrub_free(c->scrub);
     free(c->req_body);
     if (c->hooks && c->hooks->free_impl)
@@ -948,8 +961,7 @@ http_write_cb(char *p, size_t size, size_t nmemb, void *ud)
     if (!c->got_body) {
         c->got_body = 1;
         c->res.ttfb_us = gx_mono_us() - c->t_start_us;
-        if (c->fb_timer)
-            evtimer_del(c->fb_timer);
+        fb_stop(c);
     }
     if (c->hooks->on_body(c, p, n) != 0)
         return 0;
@@ -987,8 +999,9 @@ fb_timer_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
-    struct pv_call *c = arg;
-    if (c->got_body || c->finished || c->cancelled)
+    struct pv_easy *ez = arg;
+    struct pv_call *c = ez->call;
+    if (!c || c->got_body || c->finished || c->cancelled)
         return;
     if (c->connected)
         pv_call_failf(c, PV_ERR_FIRST_BYTE_TIMEOUT,
@@ -1009,39 +1022,64 @@ header_ok(const char *s)
     return s && !strpbrk(s, "\r\n");
 }
 
-/* Appends "name: prefix value" ("name:" alone when both are empty, which
- * tells libcurl to send no such header) without printf (formatting the
- * headers of every call showed in profiles). */
-static struct curl_slist *
-add_header(struct curl_slist *l, int *ok, const char *name,
-           const char *prefix, const char *value)
+/* A call's request headers are built in one allocation: the nodes (struct
+ * curl_slist, libcurl's public list type, which it only reads during the
+ * transfer) and their "name: prefix value" lines together, so a call
+ * costs one malloc and one free for its headers rather than two of each
+ * per header (curl_slist_append copies every line), and no printf.
+ * "name:" alone, when prefix and value are empty, tells libcurl to send
+ * no such header. */
+#define HDR_SMALL 16
+struct hdr_line {
+    const char *name, *prefix, *value;
+};
+
+static int
+hdr_add(struct hdr_line *l, size_t *n, size_t cap, const char *name,
+        const char *prefix, const char *value)
 {
-    if (!*ok)
-        return l;
-    size_t nl = strlen(name), pl = strlen(prefix), vl = strlen(value);
-    char small[512];
-    size_t need = nl + 2 + pl + vl + 1;
-    char *buf = need <= sizeof(small) ? small : malloc(need);
-    struct curl_slist *n = NULL;
-    if (buf) {
-        char *p = buf;
-        memcpy(p, name, nl);
+    if (*n >= cap)
+        return -1;
+    l[*n].name = name;
+    l[*n].prefix = prefix;
+    l[*n].value = value;
+    (*n)++;
+    return 0;
+}
+
+static struct curl_slist *
+hdr_block(const struct hdr_line *l, size_t n)
+{
+    size_t bytes = n * sizeof(struct curl_slist);
+    for (size_t i = 0; i < n; i++)
+        bytes += strlen(l[i].name) + 2 + strlen(l[i].prefix) +
+                 strlen(l[i].value) + 1;
+    struct curl_slist *nodes = malloc(bytes ? bytes : 1);
+    if (!nodes)
+        return NULL;
+    char *p = (char *)(nodes + n);
+    for (size_t i = 0; i < n; i++) {
+        size_t nl = strlen(l[i].name), pl = strlen(l[i].prefix),
+               vl = strlen(l[i].value);
+        nodes[i].data = p;
+        nodes[i].next = i + 1 < n ? &nodes[i + 1] : NULL;
+        memcpy(p, l[i].name, nl);
         p += nl;
         *p++ = ':';
         if (pl || vl)
             *p++ = ' ';
-        memcpy(p, prefix, pl);
-        memcpy(p + pl, value, vl);
-        p[pl + vl] = '\0';
-        n = curl_slist_append(l, buf);
-        if (buf != small)
-            free(buf);
+        memcpy(p, l[i].prefix, pl);
+        memcpy(p + pl, l[i].value, vl);
+        p += pl + vl;
+        *p++ = '\0';
     }
-    if (!n) {
-        *ok = 0;
-        return l;
-    }
-    return n;
+    return nodes;
+}
+
+void
+pv_http_headers_free(struct curl_slist *h)
+{
+    free(h);
 }
 
 enum gx_status
@@ -1052,24 +1090,29 @@ pv_http_headers(const struct pv_request *req, const char *key_name,
 {
     const struct cfg_provider *prov = req->provider;
     const char *pname = prov->name ? prov->name : "?";
-    struct curl_slist *hdr = NULL;
-    int ok = 1;
+    struct hdr_line small[HDR_SMALL];
+    size_t cap = prov->n_headers + 6, n = 0;
+    struct hdr_line *l = cap <= HDR_SMALL ? small
+                                          : malloc(cap * sizeof(*l));
     *out = NULL;
-    hdr = add_header(hdr, &ok, "Content-Type", "", "application/json");
+    if (!l)
+        goto nomem;
+    if (cap <= HDR_SMALL)
+        cap = HDR_SMALL;
+    hdr_add(l, &n, cap, "Content-Type", "", "application/json");
     /* A stream asks for SSE; a non-stream call sends no Accept at all
      * ("Accept:" also keeps libcurl's default one out): none means any
      * type, the answer is JSON either way, and libcurl 7.88 prints each
      * header byte through its own printf (~100 instructions a byte, 2.4k
      * a call). */
-    hdr = add_header(hdr, &ok, "Accept", "",
-                     req->stream ? "text/event-stream" : "");
+    hdr_add(l, &n, cap, "Accept", "", req->stream ? "text/event-stream" : "");
     if (prov->api_key && *prov->api_key) {
         if (!header_ok(prov->api_key)) {
             gx_errf(err, errlen, "provider %s: api_key has a line break",
                     pname);
             goto bad;
         }
-        hdr = add_header(hdr, &ok, key_name, key_prefix, prov->api_key);
+        hdr_add(l, &n, cap, key_name, key_prefix, prov->api_key);
     }
     int extra_set = 0;
     for (size_t i = 0; i < prov->n_headers; i++) {
@@ -1080,10 +1123,10 @@ pv_http_headers(const struct pv_request *req, const char *key_name,
         }
         if (extra_name && !strcasecmp(h->name, extra_name))
             extra_set = 1;
-        hdr = add_header(hdr, &ok, h->name, "", h->value);
+        hdr_add(l, &n, cap, h->name, "", h->value);
     }
     if (extra_name && !extra_set)
-        hdr = add_header(hdr, &ok, extra_name, "", extra_value);
+        hdr_add(l, &n, cap, extra_name, "", extra_value);
     int beta_set = 0;
     for (size_t i = 0; i < prov->n_headers; i++)
         beta_set |= !strcasecmp(prov->headers[i].name, "anthropic-beta");
@@ -1092,24 +1135,26 @@ pv_http_headers(const struct pv_request *req, const char *key_name,
         header_ok(req->chat->anthropic_beta))
         /* The client's betas go with its own body (unless the provider's
          * headers set them). */
-        hdr = add_header(hdr, &ok, "anthropic-beta", "",
-                         req->chat->anthropic_beta);
+        hdr_add(l, &n, cap, "anthropic-beta", "", req->chat->anthropic_beta);
     if (req->request_id && *req->request_id) {
         if (!header_ok(req->request_id)) {
             gx_errf(err, errlen, "request id has a line break");
             goto bad;
         }
-        hdr = add_header(hdr, &ok, "X-Request-Id", "", req->request_id);
+        hdr_add(l, &n, cap, "X-Request-Id", "", req->request_id);
     }
-    if (!ok) {
-        gx_errf(err, errlen, "out of memory");
-        curl_slist_free_all(hdr);
-        return GX_ENOMEM;
-    }
-    *out = hdr;
+    *out = hdr_block(l, n);
+    if (l != small)
+        free(l);
+    if (!*out)
+        goto nomem;
     return GX_OK;
+nomem:
+    gx_errf(err, errlen, "out of memory");
+    return GX_ENOMEM;
 bad:
-    curl_slist_free_all(hdr);
+    if (l != small)
+        free(l);
     return GX_EINVAL;
 }
 
@@ -1170,6 +1215,8 @@ easy_free(struct pv_easy *ez)
     if (!ez)
         return;
     curl_easy_cleanup(ez->easy);
+    if (ez->fb)
+        event_free(ez->fb);
     free(ez->ca_file);
     free(ez);
 }
@@ -1269,10 +1316,9 @@ pv_http_start(struct pv_call *c, const struct pv_http_hooks *hooks,
          * (libcurl 7.88 asks from 1 MiB, older ones from 1 KiB); a
          * smaller one goes without the header, which libcurl would
          * otherwise compare at every header look-up of the transfer. */
-        struct curl_slist *n = curl_slist_append(headers, "Expect:");
-        if (!n)
-            goto nomem;
-        c->headers = headers = n;
+        c->expect.data = (char *)"Expect:"; /* libcurl only reads it */
+        c->expect.next = headers;
+        headers = &c->expect;
     }
     /* The call's own options. */
     curl_easy_setopt(e, CURLOPT_PRIVATE, (char *)c);
@@ -1285,9 +1331,10 @@ pv_http_start(struct pv_call *c, const struct pv_http_hooks *hooks,
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, c->errbuf);
     if (prov->first_byte_timeout_ms > 0) {
         c->fb_timeout_ms = prov->first_byte_timeout_ms;
-        c->fb_timer = evtimer_new(loop->base, fb_timer_cb, c);
-        if (!c->fb_timer)
+        if (!ez->fb && !(ez->fb = evtimer_new(loop->base, fb_timer_cb, ez)))
             goto nomem;
+        ez->call = c;
+        c->fb_timer = ez->fb;
         struct timeval tv = {c->fb_timeout_ms / 1000,
                              (c->fb_timeout_ms % 1000) * 1000};
         evtimer_add(c->fb_timer, &tv);
@@ -1320,8 +1367,7 @@ pv_http_cancel(struct pv_call *c)
     c->cancelled = 1;
     if (loop->n_active > 0)
         loop->n_active--;
-    if (c->fb_timer)
-        evtimer_del(c->fb_timer);
+    fb_stop(c);
     if (loop->depth > 0 || loop->settling) {
         c->dead = 1;
         pend(c);

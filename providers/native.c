@@ -900,7 +900,7 @@ nomem:
     gx_errf(err, errlen, "out of memory");
     st = GX_ENOMEM;
 out:
-    curl_slist_free_all(hdr);
+    pv_http_headers_free(hdr);
     free(text);
     return st;
 }

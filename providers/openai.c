@@ -459,7 +459,7 @@ nomem:
     gx_errf(err, errlen, "out of memory");
     st = GX_ENOMEM;
 out:
-    curl_slist_free_all(hdr);
+    pv_http_headers_free(hdr);
     free(body);
     free(url);
     return st;

@@ -245,7 +245,8 @@ struct pv_ops {
  * spec's "event stream interpretation"): feed any byte slices; each
  * complete event's data (multi-line data fields joined with '\n') is
  * passed to cb.  While cb runs, p->event holds the event's type ("" when
- * it had no event field, i.e. "message").  Comments, id and retry fields
+ * it had no event field, i.e. "message"); the data is not NUL-terminated
+ * and is valid only during the call.  Comments, id and retry fields
  * are skipped; a leading UTF-8 BOM is dropped.  Lines longer than max_line
  * bytes make pv_sse_feed return GX_ETOOBIG.
  *
@@ -256,6 +257,8 @@ struct pv_ops {
 struct pv_sse {
     struct gx_buf line;
     struct gx_buf data;
+    const char *pend; /* the event's one data line, in the slice being fed */
+    size_t pend_len;
     int have_data;
     int skip_lf; /* last byte was CR */
     int started; /* past the (optional) BOM */

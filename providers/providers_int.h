@@ -107,9 +107,11 @@ struct pv_call {
     int added;                   /* easy is on the multi */
     int need_add;
     int need_resume;
-    struct curl_slist *headers;
+    struct curl_slist *headers; /* pv_http_headers' list, owned */
+    struct curl_slist expect;   /* "Expect:" before headers, large bodies */
     char *req_body;
-    struct event *fb_timer;      /* first-byte timeout */
+    struct event *fb_timer;      /* first-byte timeout (the easy handle's,
+                                  * NULL once stopped) */
     int fb_timeout_ms;
     int connected;               /* a connection was ready (prereq) */
     int sends;                   /* prereq calls: sends libcurl began */
@@ -180,23 +182,26 @@ enum gx_status pv_http_start(struct pv_call *call,
                              const struct cfg_provider *prov, const char *url,
                              struct curl_slist *headers, char *body,
                              size_t body_len, char *err, size_t errlen);
-/* (pv_http_start appends an empty Expect, no 100-continue round trip, to
+/* (pv_http_start puts an empty Expect, no 100-continue round trip, before
  * headers when body_len is over 1 KiB.) */
 
 /* The request headers of every HTTP kind, in this order: Content-Type:
  * application/json, Accept (text/event-stream for a stream; empty, so
  * none is sent, otherwise), "<key_name>: <key_prefix><api_key>" when the provider has a key, the provider's configured headers,
  * "<extra_name>: <extra_value>" unless configured already (both NULL:
- * none), X-Request-Id.  On success *out is a new list for pv_http_start;
- * on failure *out is NULL and err says why: GX_EINVAL for a value with a
- * line break (the api_key, a configured header, the request id),
- * GX_ENOMEM. */
+ * none), X-Request-Id.  On success *out is a new list for pv_http_start
+ * (one allocation: free it with pv_http_headers_free, not
+ * curl_slist_free_all, if it is not handed on); on failure *out is NULL
+ * and err says why: GX_EINVAL for a value with a line break (the api_key,
+ * a configured header, the request id), GX_ENOMEM. */
 enum gx_status pv_http_headers(const struct pv_request *req,
                                const char *key_name, const char *key_prefix,
                                const char *extra_name,
                                const char *extra_value,
                                struct curl_slist **out, char *err,
                                size_t errlen);
+
+void pv_http_headers_free(struct curl_slist *h);
 
 /* The generic cancel/pause/resume for HTTP kinds (their pv_ops use them). */
 void pv_http_cancel(struct pv_call *call);

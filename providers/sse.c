@@ -20,6 +20,10 @@
  * "retry" only matter to a browser reconnecting, so they are skipped.
  * Field names are case-sensitive; a line without a colon is a field name
  * with an empty value ("data" alone adds an empty line to the data).
+ * An event whose one data line lies in the slice being fed (the common
+ * case: a whole "data: {...}" line and its blank line in one read) is
+ * passed from that slice without a copy (p->pend); it is copied into
+ * p->data only when a second data line joins it or the slice ends first.
  *
  * Bounds: a single line longer than max_line bytes, or an event's data
  * longer than max_line bytes, makes pv_sse_feed return GX_ETOOBIG; the
@@ -34,6 +38,8 @@ pv_sse_init(struct pv_sse *p, size_t max_line)
 {
     gx_buf_init(&p->line, max_line);
     gx_buf_init(&p->data, max_line);
+    p->pend = NULL;
+    p->pend_len = 0;
     p->have_data = 0;
     p->skip_lf = 0;
     p->started = 0;
@@ -45,20 +51,36 @@ pv_sse_cleanup(struct pv_sse *p)
 {
     gx_buf_cleanup(&p->line);
     gx_buf_cleanup(&p->data);
+    p->pend = NULL;
     p->have_data = 0;
     p->skip_lf = 0;
 }
 
-/* One complete line (without its end) is in s[0..n). */
+/* The pending data line (in the caller's slice) into p->data. */
 static enum gx_status
-sse_line(struct pv_sse *p, const char *s, size_t n, pv_sse_cb cb, void *ud)
+sse_keep(struct pv_sse *p)
+{
+    if (!p->pend)
+        return GX_OK;
+    enum gx_status st = gx_buf_append(&p->data, p->pend, p->pend_len);
+    p->pend = NULL;
+    return st;
+}
+
+/* One complete line (without its end) is in s[0..n); in_slice: s points
+ * into the slice being fed (valid until pv_sse_feed returns). */
+static enum gx_status
+sse_line(struct pv_sse *p, const char *s, size_t n, int in_slice,
+         pv_sse_cb cb, void *ud)
 {
     if (n == 0) {
         if (p->have_data) {
             /* data.data may be NULL for an empty "data:" line. */
-            const char *d = p->data.data ? p->data.data : "";
-            size_t dl = p->data.len;
+            const char *d = p->pend ? p->pend
+                            : p->data.data ? p->data.data : "";
+            size_t dl = p->pend ? p->pend_len : p->data.len;
             p->have_data = 0;
+            p->pend = NULL;
             if (cb)
                 cb(ud, d, dl);
             gx_buf_reset(&p->data);
@@ -86,8 +108,16 @@ sse_line(struct pv_sse *p, const char *s, size_t n, pv_sse_cb cb, void *ud)
     if (name_len != 4 || memcmp(s, "data", 4) != 0)
         return GX_OK; /* id, retry and unknown fields: not ours */
     enum gx_status st;
+    if (!p->have_data && in_slice) {
+        p->pend = v;
+        p->pend_len = vl;
+        p->have_data = 1;
+        return GX_OK;
+    }
     if (p->have_data) {
-        st = gx_buf_append(&p->data, "\n", 1);
+        st = sse_keep(p);
+        if (st == GX_OK)
+            st = gx_buf_append(&p->data, "\n", 1);
         if (st != GX_OK)
             return st;
     }
@@ -98,9 +128,23 @@ sse_line(struct pv_sse *p, const char *s, size_t n, pv_sse_cb cb, void *ud)
     return GX_OK;
 }
 
+static enum gx_status sse_feed(struct pv_sse *p, const char *buf, size_t len,
+                               pv_sse_cb cb, void *ud);
+
 enum gx_status
 pv_sse_feed(struct pv_sse *p, const char *buf, size_t len, pv_sse_cb cb,
             void *ud)
+{
+    enum gx_status st = sse_feed(p, buf, len, cb, ud);
+    /* The slice is the caller's: a data line still waiting for its blank
+     * line is kept. */
+    enum gx_status kst = sse_keep(p);
+    return st != GX_OK ? st : kst;
+}
+
+static enum gx_status
+sse_feed(struct pv_sse *p, const char *buf, size_t len, pv_sse_cb cb,
+         void *ud)
 {
     size_t i = 0;
     if (!p->started && len > 0) {
@@ -149,12 +193,12 @@ pv_sse_feed(struct pv_sse *p, const char *buf, size_t len, pv_sse_cb cb,
             st = gx_buf_append(&p->line, buf + i, end - i);
             if (st != GX_OK)
                 return st;
-            st = sse_line(p, p->line.data, p->line.len, cb, ud);
+            st = sse_line(p, p->line.data, p->line.len, 0, cb, ud);
             gx_buf_reset(&p->line);
         } else {
             if (end - i > p->line.max)
                 return GX_ETOOBIG;
-            st = sse_line(p, buf + i, end - i, cb, ud);
+            st = sse_line(p, buf + i, end - i, 1, cb, ud);
         }
         if (st != GX_OK)
             return st;
