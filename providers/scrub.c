@@ -639,6 +639,7 @@ struct cands {
     size_t at[SCRUB_CANDS];
     unsigned n;
     int all;
+    int esc; /* one of them is a '\\' or a '%' */
 };
 
 /* First match at or after from (the longest of those starting there, so
@@ -658,6 +659,7 @@ find(const struct pv_scrub *s, const char *t, size_t n, size_t from,
                     rec->at[rec->n++] = i;
                 else
                     rec->all = 1;
+                rec->esc |= u[i] == '\\' || u[i] == '%';
             }
         } else if (!s->stop[u[i]]) {
             break; /* the last byte, which no match starts at */
@@ -760,18 +762,19 @@ string_end(const char *d, size_t i, size_t len)
 #define PAT_ANY UINT32_MAX /* a carried %XX cut before any pattern began */
 
 static void
-carry_add(struct pv_scrub_carry *cy, const char *key, size_t pat,
+carry_add(struct pv_scrub_carry *cy, const char *key, size_t kl, size_t pat,
           const struct mstate *ms)
 {
-    size_t kl = strlen(key) + 1; /* < sizeof(key): the caller's */
+    /* key[0..kl), kl < sizeof(key): the caller's */
     for (unsigned i = 0; i < cy->n; i++)
         if (cy->m[i].pat == pat && cy->m[i].k == ms->k &&
             cy->m[i].pend == ms->pend && cy->m[i].pv == ms->pv &&
-            !memcmp(cy->m[i].key, key, kl))
+            cy->m[i].key[kl] == '\0' && !memcmp(cy->m[i].key, key, kl))
             return;
     if (cy->n >= PV_SCRUB_CARRY)
         return; /* more partial matches at once than carried: see top */
     memcpy(cy->m[cy->n].key, key, kl);
+    cy->m[cy->n].key[kl] = '\0';
     cy->m[cy->n].pat = (uint32_t)pat;
     cy->m[cy->n].k = (uint32_t)ms->k;
     cy->m[cy->n].pend = (unsigned char)ms->pend;
@@ -792,7 +795,7 @@ carried(const struct pv_scrub_carry *cy, unsigned c, struct mstate *ms)
  * under key. */
 static void
 tail_at(const struct pv_scrub *s, const char *d, size_t i, size_t ve,
-        const char *key, struct pv_scrub_carry *nw)
+        const char *key, size_t kl, struct pv_scrub_carry *nw)
 {
     if (!s->stop[(unsigned char)d[i]])
         return;
@@ -807,32 +810,51 @@ tail_at(const struct pv_scrub *s, const char *d, size_t i, size_t ve,
         struct mstate ms = {0, 0, 0};
         size_t e;
         if (match_run(p, &ms, d, i, ve, &e) && (ms.k > 0 || ms.pend))
-            carry_add(nw, key, k, &ms);
+            carry_add(nw, key, kl, k, &ms);
     }
 }
 
 /* The key of the value being looked at: the raw text d[ks..ke), decoded
- * into key only when a carry needs it (most values need none). */
+ * into key only when a carry needs it (most values need none), and not
+ * even then when the event has no escape at all (plain). */
 struct evkey {
     size_t ks, ke;
-    int ready; /* key and ok are set */
+    int plain; /* no '\\' or '%' in the event: a key's bytes are its text */
+    int ready; /* txt, len and ok are set */
     int ok;    /* short enough to carry */
+    const char *txt; /* the key's text, len bytes (no NUL) */
+    size_t len;
     char key[sizeof(((struct pv_scrub_carry *)0)->m[0].key)];
 };
 
-/* The key as text (an upstream may escape it too); NULL when too long. */
+/* The key as text (an upstream may escape it too), its length in
+ * k->len; NULL when too long. */
 static const char *
 key_text(struct evkey *k, const char *d)
 {
     if (!k->ready) {
-        size_t kl = 0, adv;
-        for (size_t j = k->ks; j < k->ke && kl < sizeof(k->key); j += adv)
-            k->key[kl++] = (char)dec(d, j, k->ke, &adv);
+        size_t kl = k->ke - k->ks, adv;
+        if (k->plain) {
+            k->txt = d + k->ks;
+        } else {
+            k->txt = k->key;
+            kl = 0;
+            for (size_t j = k->ks; j < k->ke && kl < sizeof(k->key); j += adv)
+                k->key[kl++] = (char)dec(d, j, k->ke, &adv);
+        }
         k->ok = kl < sizeof(k->key);
-        k->key[k->ok ? kl : 0] = '\0';
+        k->len = kl;
         k->ready = 1;
     }
-    return k->ok ? k->key : NULL;
+    return k->ok ? k->txt : NULL;
+}
+
+/* 1 when the key is the text ck (a carried key, NUL-terminated). */
+static int
+key_is(struct evkey *k, const char *d, const char *ck)
+{
+    const char *key = key_text(k, d);
+    return key && ck[k->len] == '\0' && memcmp(ck, key, k->len) == 0;
 }
 
 /* The partial matches that run to the end of the value d[vs..ve), into
@@ -849,20 +871,20 @@ tail_partials(const struct pv_scrub *s, const char *d, size_t vs, size_t ve,
     if (rc->all) {
         for (size_t i = from; i < ve; i++)
             if (s->stop[(unsigned char)d[i]] && (key || (key = key_text(k, d))))
-                tail_at(s, d, i, ve, key, nw);
+                tail_at(s, d, i, ve, key, k->len, nw);
     } else {
         while (*cur < rc->n && rc->at[*cur] < from)
             ++*cur;
         for (; *cur < rc->n && rc->at[*cur] < ve; ++*cur)
             if (key || (key = key_text(k, d)))
-                tail_at(s, d, rc->at[*cur], ve, key, nw);
+                tail_at(s, d, rc->at[*cur], ve, key, k->len, nw);
     }
     /* A %XX cut before its byte: it may be any pattern's first. */
     int one = ve > vs && d[ve - 1] == '%';
     if ((one || (ve - vs >= 2 && d[ve - 2] == '%' && hexv(d[ve - 1]) >= 0)) &&
         (key || (key = key_text(k, d)))) {
         struct mstate ms = {0, one ? 1 : 2, one ? 0 : hexv(d[ve - 1])};
-        carry_add(nw, key, PAT_ANY, &ms);
+        carry_add(nw, key, k->len, PAT_ANY, &ms);
     }
 }
 
@@ -870,7 +892,7 @@ tail_partials(const struct pv_scrub *s, const char *d, size_t vs, size_t ve,
  * masked once the joined match counts, what may still go on into nw. */
 static void
 go_on(const struct pv_scrub *s, const struct pv_scrub_carry *cy, unsigned c,
-      const char *d, size_t vs, size_t ve, const char *key,
+      const char *d, size_t vs, size_t ve, const char *key, size_t kl,
       struct ev_mask *m, struct pv_scrub_carry *nw)
 {
     struct mstate ms;
@@ -886,7 +908,7 @@ go_on(const struct pv_scrub *s, const struct pv_scrub_carry *cy, unsigned c,
         if (ms.k >= p->min)
             ev_mask(m, vs, end); /* the joined match counts */
         if (more)
-            carry_add(nw, key, cy->m[c].pat, &ms);
+            carry_add(nw, key, kl, cy->m[c].pat, &ms);
         return;
     }
     /* The byte of a cut %XX, then every pattern that starts with it. */
@@ -898,7 +920,7 @@ go_on(const struct pv_scrub *s, const struct pv_scrub_carry *cy, unsigned c,
         ms.pv = ms.pend++ == 1 ? h : ms.pv << 4 | h;
     }
     if (ms.pend < 3) {
-        carry_add(nw, key, PAT_ANY, &ms);
+        carry_add(nw, key, kl, PAT_ANY, &ms);
         return;
     }
     for (size_t k = s->from[ms.pv]; k < (size_t)s->from[ms.pv] + s->cnt[ms.pv];
@@ -909,7 +931,7 @@ go_on(const struct pv_scrub *s, const struct pv_scrub_carry *cy, unsigned c,
         if (m2.k >= p->min)
             ev_mask(m, vs, end);
         if (more)
-            carry_add(nw, key, k, &m2);
+            carry_add(nw, key, kl, k, &m2);
     }
 }
 
@@ -924,6 +946,7 @@ pv_scrub_event(const struct pv_scrub *s, struct pv_scrub_carry *cy,
     struct cands rc;
     rc.n = 0;
     rc.all = 0;
+    rc.esc = 0;
     size_t i = 0, at, e;
     while ((e = find(s, data, len, i, &at, &rc)) > 0) {
         ev_mask(&m, at, e);
@@ -939,7 +962,7 @@ pv_scrub_event(const struct pv_scrub *s, struct pv_scrub_carry *cy,
     }
     /* The event's JSON string values, each with the key before it. */
     unsigned char used[PV_SCRUB_CARRY] = {0}; /* cy's entries taken up */
-    struct evkey k = {0, 0, 1, 0, ""}; /* no key yet */
+    struct evkey k = {.ready = 1, .plain = !rc.all && !rc.esc}; /* no key yet */
     unsigned cur = 0; /* rc.at[cur..]: the places not yet passed */
     uint64_t kf[4] = {0, 0, 0, 0}; /* the first bytes of cy's keys */
     for (unsigned c = 0; c < cy->n; c++) {
@@ -977,16 +1000,10 @@ pv_scrub_event(const struct pv_scrub *s, struct pv_scrub_carry *cy,
             if (used[c] ||
                 (cy->m[c].pat >= s->n && cy->m[c].pat != PAT_ANY))
                 continue;
-            if (!k.ready && k0 != '\\' && k0 != '%' &&
-                (unsigned char)cy->m[c].key[0] != k0)
-                continue;
-            const char *key = key_text(&k, data);
-            if (!key)
-                break;
-            if (cy->m[c].key[0] != key[0] || strcmp(cy->m[c].key, key) != 0)
+            if (!key_is(&k, data, cy->m[c].key))
                 continue;
             used[c] = 1;
-            go_on(s, cy, c, data, vs, ve, key, &m, &nw);
+            go_on(s, cy, c, data, vs, ve, k.txt, k.len, &m, &nw);
         }
         tail_partials(s, data, vs, ve, &k, &rc, &cur, &nw);
     }
@@ -996,7 +1013,8 @@ pv_scrub_event(const struct pv_scrub *s, struct pv_scrub_carry *cy,
         if (!used[c]) {
             struct mstate ms;
             carried(cy, c, &ms);
-            carry_add(&nw, cy->m[c].key, cy->m[c].pat, &ms);
+            carry_add(&nw, cy->m[c].key, strlen(cy->m[c].key), cy->m[c].pat,
+                      &ms);
         }
     cy->n = nw.n;
     memcpy(cy->m, nw.m, nw.n * sizeof(nw.m[0]));
