@@ -654,7 +654,11 @@ find(const struct pv_scrub *s, const char *t, size_t n, size_t from,
     for (size_t i = from; i < n; i++) {
         i = next_cand(s, u, i, n);
         if (i + 1 < n) {
-            if (rec && !rec->all) {
+            /* A byte before a key's closing quote ("choices":) ends no
+             * value: no partial match starts there. */
+            if (rec && !rec->all &&
+                !(u[i + 1] == '"' && i + 2 < n && u[i + 2] == ':' &&
+                  u[i] != '\\' && u[i] != '%')) {
                 if (rec->n < SCRUB_CANDS)
                     rec->at[rec->n++] = i;
                 else
@@ -803,6 +807,16 @@ tail_at(const struct pv_scrub *s, const char *d, size_t i, size_t ve,
     int ch = dec(d, i, ve, &adv);
     if (!s->first[(unsigned char)ch] || !may_start(s, ch, d, i, adv, ve))
         return;
+    if (adv == 1 && i + 1 == ve) {
+        /* The value's last byte (a "6" of a model name, an "s"): the
+         * first character of each pattern that starts with it. */
+        const struct mstate one = {1, 0, 0};
+        for (size_t k = s->from[ch]; k < (size_t)s->from[ch] + s->cnt[ch];
+             k++)
+            if (s->p[k].n > 1)
+                carry_add(nw, key, kl, k, &one);
+        return;
+    }
     for (size_t k = s->from[ch]; k < (size_t)s->from[ch] + s->cnt[ch]; k++) {
         const struct pat *p = &s->p[k];
         if (ch != (unsigned char)p->s[0] || !may_go_on(p, d, i, adv, ve))
