@@ -51,6 +51,9 @@
  * spans; a %XX cut by an event's end is carried too.  At most
  * PV_SCRUB_CARRY partial matches are carried at a time (the first ones
  * found; a value ending in many false starts could crowd out a real one).
+ * A value's last character is carried once for all the patterns it
+ * starts (real chunks end their model and fingerprint values in digits,
+ * the first characters of many hex forms).
  *
  * Not matched: other encodings (hex in mixed case or with separators,
  * base64 of a %-encoded form, case changes of S itself), a secret split
@@ -764,6 +767,10 @@ string_end(const char *d, size_t i, size_t len)
 }
 
 #define PAT_ANY UINT32_MAX /* a carried %XX cut before any pattern began */
+/* A value's last character, pv, as the first of every pattern that starts
+ * with it: one entry, not one a pattern (a model name's last digit starts
+ * every hex form whose first digit it is; they would crowd the carry). */
+#define PAT_FIRST (UINT32_MAX - 1)
 
 static void
 carry_add(struct pv_scrub_carry *cy, const char *key, size_t kl, size_t pat,
@@ -810,11 +817,8 @@ tail_at(const struct pv_scrub *s, const char *d, size_t i, size_t ve,
     if (adv == 1 && i + 1 == ve) {
         /* The value's last byte (a "6" of a model name, an "s"): the
          * first character of each pattern that starts with it. */
-        const struct mstate one = {1, 0, 0};
-        for (size_t k = s->from[ch]; k < (size_t)s->from[ch] + s->cnt[ch];
-             k++)
-            if (s->p[k].n > 1)
-                carry_add(nw, key, kl, k, &one);
+        const struct mstate one = {0, 0, ch};
+        carry_add(nw, key, kl, PAT_FIRST, &one);
         return;
     }
     for (size_t k = s->from[ch]; k < (size_t)s->from[ch] + s->cnt[ch]; k++) {
@@ -902,6 +906,26 @@ tail_partials(const struct pv_scrub *s, const char *d, size_t vs, size_t ve,
     }
 }
 
+/* Every pattern whose first character is c0 (carried) goes on at d[j..ve)
+ * of the value that starts at vs: masked from vs once the joined match
+ * counts, what may still go on into nw. */
+static void
+first_on(const struct pv_scrub *s, int c0, const char *d, size_t j,
+         size_t vs, size_t ve, const char *key, size_t kl, struct ev_mask *m,
+         struct pv_scrub_carry *nw)
+{
+    for (size_t k = s->from[c0]; k < (size_t)s->from[c0] + s->cnt[c0]; k++) {
+        const struct pat *p = &s->p[k];
+        struct mstate m2 = {1, 0, 0};
+        size_t end;
+        int more = match_run(p, &m2, d, j, ve, &end);
+        if (m2.k >= p->min)
+            ev_mask(m, vs, end);
+        if (more)
+            carry_add(nw, key, kl, k, &m2);
+    }
+}
+
 /* Carried entry c goes on in the value d[vs..ve): its continuation
  * masked once the joined match counts, what may still go on into nw. */
 static void
@@ -912,6 +936,15 @@ go_on(const struct pv_scrub *s, const struct pv_scrub_carry *cy, unsigned c,
     struct mstate ms;
     carried(cy, c, &ms);
     size_t end;
+    if (cy->m[c].pat == PAT_FIRST) {
+        unsigned char c0 = vs < ve ? (unsigned char)d[vs] : 0;
+        unsigned v = (unsigned)ms.pv << 8 | c0;
+        if (vs < ve && c0 != '\\' && c0 != '%' &&
+            !(s->pair[v / 64] >> (v % 64) & 1))
+            return; /* no pattern goes on with c0 */
+        first_on(s, ms.pv, d, vs, vs, ve, key, kl, m, nw);
+        return;
+    }
     if (cy->m[c].pat != PAT_ANY) {
         const struct pat *p = &s->p[cy->m[c].pat];
         unsigned char c0 = vs < ve ? (unsigned char)d[vs] : 0;
@@ -937,16 +970,7 @@ go_on(const struct pv_scrub *s, const struct pv_scrub_carry *cy, unsigned c,
         carry_add(nw, key, kl, PAT_ANY, &ms);
         return;
     }
-    for (size_t k = s->from[ms.pv]; k < (size_t)s->from[ms.pv] + s->cnt[ms.pv];
-         k++) {
-        const struct pat *p = &s->p[k];
-        struct mstate m2 = {1, 0, 0};
-        int more = match_run(p, &m2, d, j, ve, &end);
-        if (m2.k >= p->min)
-            ev_mask(m, vs, end);
-        if (more)
-            carry_add(nw, key, kl, k, &m2);
-    }
+    first_on(s, ms.pv, d, j, vs, ve, key, kl, m, nw);
 }
 
 int
@@ -1012,7 +1036,8 @@ pv_scrub_event(const struct pv_scrub *s, struct pv_scrub_carry *cy,
                     (kf[k0 / 64] >> (k0 % 64) & 1);
         for (unsigned c = 0; maybe && c < cy->n; c++) {
             if (used[c] ||
-                (cy->m[c].pat >= s->n && cy->m[c].pat != PAT_ANY))
+                (cy->m[c].pat >= s->n && cy->m[c].pat != PAT_ANY &&
+                 cy->m[c].pat != PAT_FIRST))
                 continue;
             if (!key_is(&k, data, cy->m[c].key))
                 continue;
