@@ -629,6 +629,12 @@ next_cand(const struct pv_scrub *s, const unsigned char *t, size_t i,
              c[pair_ix(t + i + 4)] | c[pair_ix(t + i + 5)] |
              c[pair_ix(t + i + 6)] | c[pair_ix(t + i + 7)]))
         i += 8;
+    /* Which of the (at most) eight: no bound test but the last's. */
+    if (i + 8 < n) {
+        for (size_t e = i + 7; i < e && !c[pair_ix(t + i)]; i++)
+            ;
+        return i;
+    }
     while (i + 1 < n && !c[pair_ix(t + i)])
         i++;
     return i;
