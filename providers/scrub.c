@@ -386,15 +386,26 @@ index_patterns(struct pv_scrub *s)
         unsigned v = (unsigned)c[0] << 8 | c[s->p[i].n > 1 ? 1 : 0];
         s->pair[v / 64] |= 1ULL << (v % 64);
     }
-    for (unsigned c1 = 0; c1 < 256; c1++)
-        for (unsigned c2 = 0; c2 < 256; c2++) {
-            unsigned v = c1 << 8 | c2;
-            int esc2 = c2 == '\\' || c2 == '%' || c2 == '"';
-            unsigned char b[2] = {(unsigned char)c1, (unsigned char)c2};
-            if (c1 == '\\' || c1 == '%' || (s->first[c1] && esc2) ||
-                (s->pair[v / 64] >> (v % 64) & 1))
-                s->cand[pair_ix(b)] = 1;
+    /* cand (s is calloc'd): the pairs, an escape and anything, a first
+     * byte and an escape or '"'; a few thousand stores, not 64K tests. */
+    for (size_t i = 0; i < s->n; i++) {
+        const char *c = s->p[i].s;
+        unsigned char b[2] = {(unsigned char)c[0],
+                              (unsigned char)c[s->p[i].n > 1 ? 1 : 0]};
+        s->cand[pair_ix(b)] = 1;
+    }
+    for (unsigned c = 0; c < 256; c++) {
+        unsigned char e1[2] = {'\\', (unsigned char)c}, e2[2] = {'%', (unsigned char)c};
+        s->cand[pair_ix(e1)] = 1;
+        s->cand[pair_ix(e2)] = 1;
+        if (!s->first[c])
+            continue;
+        static const unsigned char after[] = {'\\', '%', '"'};
+        for (size_t j = 0; j < sizeof(after); j++) {
+            unsigned char b[2] = {(unsigned char)c, after[j]};
+            s->cand[pair_ix(b)] = 1;
         }
+    }
 }
 
 struct pv_scrub *
