@@ -51,6 +51,9 @@
  * spans; a %XX cut by an event's end is carried too.  At most
  * PV_SCRUB_CARRY partial matches are carried at a time (the first ones
  * found; a value ending in many false starts could crowd out a real one).
+ * A value's last character is carried once for all the patterns it
+ * starts (real chunks end their model and fingerprint values in digits,
+ * the first characters of many hex forms).
  *
  * Not matched: other encodings (hex in mixed case or with separators,
  * base64 of a %-encoded form, case changes of S itself), a secret split
@@ -86,6 +89,12 @@ struct pv_scrub {
      * (or has only c1) */
     uint64_t pair[65536 / 64];
     unsigned char stop[256];  /* first, and '\\' (an escape may start one) */
+    /* bit (c1 << 8 | c2): a match, or a partial one at a string's end,
+     * may start at c1 followed by c2: pair, plus c1 an escape ('\\' or
+     * '%') whatever follows, plus a first byte followed by an escape or
+     * by '"' (the end of a JSON string, where a stream's partial match
+     * stops).  The scan's one look-up a byte. */
+    unsigned char cand[65536]; /* indexed by pair_ix */
     int refs;  /* holders (pv_scrub_share); pv_scrub_free drops one */
     char *src; /* the provider fields it was built from (src_fields) */
     size_t src_len;
@@ -353,6 +362,16 @@ pat_cmp(const void *a, const void *b)
     return (int)(unsigned char)x->s[0] - (int)(unsigned char)y->s[0];
 }
 
+/* The cand index of the two bytes at t: one 16-bit load (the same bytes
+ * give the same index whatever the byte order). */
+static inline unsigned
+pair_ix(const unsigned char *t)
+{
+    uint16_t v;
+    memcpy(&v, t, sizeof(v));
+    return v;
+}
+
 /* Sorts the patterns by first byte and fills from/cnt: a byte's look-ups
  * then try only the patterns that start with it (hex forms make digits
  * common first bytes). */
@@ -366,6 +385,26 @@ index_patterns(struct pv_scrub *s)
         s->cnt[c[0]]++;
         unsigned v = (unsigned)c[0] << 8 | c[s->p[i].n > 1 ? 1 : 0];
         s->pair[v / 64] |= 1ULL << (v % 64);
+    }
+    /* cand (s is calloc'd): the pairs, an escape and anything, a first
+     * byte and an escape or '"'; a few thousand stores, not 64K tests. */
+    for (size_t i = 0; i < s->n; i++) {
+        const char *c = s->p[i].s;
+        unsigned char b[2] = {(unsigned char)c[0],
+                              (unsigned char)c[s->p[i].n > 1 ? 1 : 0]};
+        s->cand[pair_ix(b)] = 1;
+    }
+    for (unsigned c = 0; c < 256; c++) {
+        unsigned char e1[2] = {'\\', (unsigned char)c}, e2[2] = {'%', (unsigned char)c};
+        s->cand[pair_ix(e1)] = 1;
+        s->cand[pair_ix(e2)] = 1;
+        if (!s->first[c])
+            continue;
+        static const unsigned char after[] = {'\\', '%', '"'};
+        for (size_t j = 0; j < sizeof(after); j++) {
+            unsigned char b[2] = {(unsigned char)c, after[j]};
+            s->cand[pair_ix(b)] = 1;
+        }
     }
 }
 
@@ -587,17 +626,68 @@ may_go_on(const struct pat *p, const char *t, size_t i, size_t adv, size_t n)
     return c == p->s[1] || c == '\\' || c == '%';
 }
 
+/* The first position at or after i (< n) where some match may start (a
+ * cand pair, or the last byte), eight look-ups tested at once: most text
+ * has none. */
+static inline size_t
+next_cand(const struct pv_scrub *s, const unsigned char *t, size_t i,
+          size_t n)
+{
+    const unsigned char *c = s->cand;
+    while (i + 8 < n &&
+           !(c[pair_ix(t + i)] | c[pair_ix(t + i + 1)] |
+             c[pair_ix(t + i + 2)] | c[pair_ix(t + i + 3)] |
+             c[pair_ix(t + i + 4)] | c[pair_ix(t + i + 5)] |
+             c[pair_ix(t + i + 6)] | c[pair_ix(t + i + 7)]))
+        i += 8;
+    /* Which of the (at most) eight: no bound test but the last's. */
+    if (i + 8 < n) {
+        for (size_t e = i + 7; i < e && !c[pair_ix(t + i)]; i++)
+            ;
+        return i;
+    }
+    while (i + 1 < n && !c[pair_ix(t + i)])
+        i++;
+    return i;
+}
+
+/* Where a stream's scan saw a partial match may start (cand bits, in
+ * order): the only places tail_partials needs to look.  all: too many, or
+ * a match was found (its inside is not scanned): look everywhere. */
+#define SCRUB_CANDS 32
+struct cands {
+    size_t at[SCRUB_CANDS];
+    unsigned n;
+    int all;
+    int esc; /* one of them is a '\\' or a '%' */
+};
+
 /* First match at or after from (the longest of those starting there, so
  * a secret that begins with another is masked whole): its start in *at,
- * its end returned; 0 when there is none. */
+ * its end returned; 0 when there is none.  rec (may be NULL) gets the
+ * places the scan stopped at. */
 static size_t
 find(const struct pv_scrub *s, const char *t, size_t n, size_t from,
-     size_t *at)
+     size_t *at, struct cands *rec)
 {
+    const unsigned char *u = (const unsigned char *)t;
     for (size_t i = from; i < n; i++) {
-        /* One table look-up a byte for the bytes no match starts at. */
-        if (!s->stop[(unsigned char)t[i]])
-            continue;
+        i = next_cand(s, u, i, n);
+        if (i + 1 < n) {
+            /* A byte before a key's closing quote ("choices":) ends no
+             * value: no partial match starts there. */
+            if (rec && !rec->all &&
+                !(u[i + 1] == '"' && i + 2 < n && u[i + 2] == ':' &&
+                  u[i] != '\\' && u[i] != '%')) {
+                if (rec->n < SCRUB_CANDS)
+                    rec->at[rec->n++] = i;
+                else
+                    rec->all = 1;
+                rec->esc |= u[i] == '\\' || u[i] == '%';
+            }
+        } else if (!s->stop[u[i]]) {
+            break; /* the last byte, which no match starts at */
+        }
         size_t adv;
         int d = dec(t, i, n, &adv);
         if (!s->first[(unsigned char)d] || !may_start(s, d, t, i, adv, n))
@@ -616,6 +706,8 @@ find(const struct pv_scrub *s, const char *t, size_t n, size_t from,
         }
         if (best > i) {
             *at = i;
+            if (rec)
+                rec->all = 1;
             return best;
         }
     }
@@ -626,7 +718,7 @@ int
 pv_scrub_has(const struct pv_scrub *s, const char *buf, size_t len)
 {
     size_t at;
-    return s && buf && find(s, buf, len, 0, &at) > 0;
+    return s && buf && find(s, buf, len, 0, &at, NULL) > 0;
 }
 
 size_t
@@ -636,7 +728,7 @@ pv_scrub(const struct pv_scrub *s, char *buf, size_t len)
         return 0;
     size_t hits = 0, i = 0, at;
     size_t e;
-    while ((e = find(s, buf, len, i, &at)) > 0) {
+    while ((e = find(s, buf, len, i, &at, NULL)) > 0) {
         memset(buf + at, '*', e - at);
         hits++;
         i = e;
@@ -692,20 +784,25 @@ string_end(const char *d, size_t i, size_t len)
 }
 
 #define PAT_ANY UINT32_MAX /* a carried %XX cut before any pattern began */
+/* A value's last character, pv, as the first of every pattern that starts
+ * with it: one entry, not one a pattern (a model name's last digit starts
+ * every hex form whose first digit it is; they would crowd the carry). */
+#define PAT_FIRST (UINT32_MAX - 1)
 
 static void
-carry_add(struct pv_scrub_carry *cy, const char *key, size_t pat,
+carry_add(struct pv_scrub_carry *cy, const char *key, size_t kl, size_t pat,
           const struct mstate *ms)
 {
-    size_t kl = strlen(key) + 1; /* < sizeof(key): the caller's */
+    /* key[0..kl), kl < sizeof(key): the caller's */
     for (unsigned i = 0; i < cy->n; i++)
         if (cy->m[i].pat == pat && cy->m[i].k == ms->k &&
             cy->m[i].pend == ms->pend && cy->m[i].pv == ms->pv &&
-            !memcmp(cy->m[i].key, key, kl))
+            cy->m[i].key[kl] == '\0' && !memcmp(cy->m[i].key, key, kl))
             return;
     if (cy->n >= PV_SCRUB_CARRY)
         return; /* more partial matches at once than carried: see top */
     memcpy(cy->m[cy->n].key, key, kl);
+    cy->m[cy->n].key[kl] = '\0';
     cy->m[cy->n].pat = (uint32_t)pat;
     cy->m[cy->n].k = (uint32_t)ms->k;
     cy->m[cy->n].pend = (unsigned char)ms->pend;
@@ -721,37 +818,128 @@ carried(const struct pv_scrub_carry *cy, unsigned c, struct mstate *ms)
     ms->pv = cy->m[c].pv;
 }
 
-/* The partial matches that run to the end of the value d[vs..ve) (a
- * pattern's first k < n characters), into nw under key. */
+/* The partial matches of the patterns starting at d[i] that run to the
+ * end of the value d[..ve) (a pattern's first k < n characters), into nw
+ * under key. */
+static void
+tail_at(const struct pv_scrub *s, const char *d, size_t i, size_t ve,
+        const char *key, size_t kl, struct pv_scrub_carry *nw)
+{
+    if (!s->stop[(unsigned char)d[i]])
+        return;
+    size_t adv;
+    int ch = dec(d, i, ve, &adv);
+    if (!s->first[(unsigned char)ch] || !may_start(s, ch, d, i, adv, ve))
+        return;
+    if (adv == 1 && i + 1 == ve) {
+        /* The value's last byte (a "6" of a model name, an "s"): the
+         * first character of each pattern that starts with it. */
+        const struct mstate one = {0, 0, ch};
+        carry_add(nw, key, kl, PAT_FIRST, &one);
+        return;
+    }
+    for (size_t k = s->from[ch]; k < (size_t)s->from[ch] + s->cnt[ch]; k++) {
+        const struct pat *p = &s->p[k];
+        if (ch != (unsigned char)p->s[0] || !may_go_on(p, d, i, adv, ve))
+            continue;
+        struct mstate ms = {0, 0, 0};
+        size_t e;
+        if (match_run(p, &ms, d, i, ve, &e) && (ms.k > 0 || ms.pend))
+            carry_add(nw, key, kl, k, &ms);
+    }
+}
+
+/* The key of the value being looked at: the raw text d[ks..ke), decoded
+ * into key only when a carry needs it (most values need none), and not
+ * even then when the event has no escape at all (plain). */
+struct evkey {
+    size_t ks, ke;
+    int plain; /* no '\\' or '%' in the event: a key's bytes are its text */
+    int ready; /* txt, len and ok are set */
+    int ok;    /* short enough to carry */
+    const char *txt; /* the key's text, len bytes (no NUL) */
+    size_t len;
+    char key[sizeof(((struct pv_scrub_carry *)0)->m[0].key)];
+};
+
+/* The key as text (an upstream may escape it too), its length in
+ * k->len; NULL when too long. */
+static const char *
+key_text(struct evkey *k, const char *d)
+{
+    if (!k->ready) {
+        size_t kl = k->ke - k->ks, adv;
+        if (k->plain) {
+            k->txt = d + k->ks;
+        } else {
+            k->txt = k->key;
+            kl = 0;
+            for (size_t j = k->ks; j < k->ke && kl < sizeof(k->key); j += adv)
+                k->key[kl++] = (char)dec(d, j, k->ke, &adv);
+        }
+        k->ok = kl < sizeof(k->key);
+        k->len = kl;
+        k->ready = 1;
+    }
+    return k->ok ? k->txt : NULL;
+}
+
+/* 1 when the key is the text ck (a carried key, NUL-terminated). */
+static int
+key_is(struct evkey *k, const char *d, const char *ck)
+{
+    const char *key = key_text(k, d);
+    return key && ck[k->len] == '\0' && memcmp(ck, key, k->len) == 0;
+}
+
+/* The partial matches that run to the end of the value d[vs..ve), into
+ * nw under the key: only from the places the scan recorded (rc, from
+ * *cur on), or from every byte when it recorded too many. */
 static void
 tail_partials(const struct pv_scrub *s, const char *d, size_t vs, size_t ve,
-              const char *key, struct pv_scrub_carry *nw)
+              struct evkey *k, const struct cands *rc, unsigned *cur,
+              struct pv_scrub_carry *nw)
 {
     /* A partial match has under maxn characters of at most 6 bytes. */
     size_t from = ve - vs > 6 * s->maxn ? ve - 6 * s->maxn : vs;
-    for (size_t i = from; i < ve; i++) {
-        if (!s->stop[(unsigned char)d[i]])
-            continue;
-        size_t adv;
-        int ch = dec(d, i, ve, &adv);
-        if (!s->first[(unsigned char)ch] || !may_start(s, ch, d, i, adv, ve))
-            continue;
-        for (size_t k = s->from[ch]; k < (size_t)s->from[ch] + s->cnt[ch];
-             k++) {
-            const struct pat *p = &s->p[k];
-            if (ch != (unsigned char)p->s[0] || !may_go_on(p, d, i, adv, ve))
-                continue;
-            struct mstate ms = {0, 0, 0};
-            size_t e;
-            if (match_run(p, &ms, d, i, ve, &e) && (ms.k > 0 || ms.pend))
-                carry_add(nw, key, k, &ms);
-        }
+    const char *key = NULL;
+    if (rc->all) {
+        for (size_t i = from; i < ve; i++)
+            if (s->stop[(unsigned char)d[i]] && (key || (key = key_text(k, d))))
+                tail_at(s, d, i, ve, key, k->len, nw);
+    } else {
+        while (*cur < rc->n && rc->at[*cur] < from)
+            ++*cur;
+        for (; *cur < rc->n && rc->at[*cur] < ve; ++*cur)
+            if (key || (key = key_text(k, d)))
+                tail_at(s, d, rc->at[*cur], ve, key, k->len, nw);
     }
     /* A %XX cut before its byte: it may be any pattern's first. */
     int one = ve > vs && d[ve - 1] == '%';
-    if (one || (ve - vs >= 2 && d[ve - 2] == '%' && hexv(d[ve - 1]) >= 0)) {
+    if ((one || (ve - vs >= 2 && d[ve - 2] == '%' && hexv(d[ve - 1]) >= 0)) &&
+        (key || (key = key_text(k, d)))) {
         struct mstate ms = {0, one ? 1 : 2, one ? 0 : hexv(d[ve - 1])};
-        carry_add(nw, key, PAT_ANY, &ms);
+        carry_add(nw, key, k->len, PAT_ANY, &ms);
+    }
+}
+
+/* Every pattern whose first character is c0 (carried) goes on at d[j..ve)
+ * of the value that starts at vs: masked from vs once the joined match
+ * counts, what may still go on into nw. */
+static void
+first_on(const struct pv_scrub *s, int c0, const char *d, size_t j,
+         size_t vs, size_t ve, const char *key, size_t kl, struct ev_mask *m,
+         struct pv_scrub_carry *nw)
+{
+    for (size_t k = s->from[c0]; k < (size_t)s->from[c0] + s->cnt[c0]; k++) {
+        const struct pat *p = &s->p[k];
+        struct mstate m2 = {1, 0, 0};
+        size_t end;
+        int more = match_run(p, &m2, d, j, ve, &end);
+        if (m2.k >= p->min)
+            ev_mask(m, vs, end);
+        if (more)
+            carry_add(nw, key, kl, k, &m2);
     }
 }
 
@@ -759,12 +947,21 @@ tail_partials(const struct pv_scrub *s, const char *d, size_t vs, size_t ve,
  * masked once the joined match counts, what may still go on into nw. */
 static void
 go_on(const struct pv_scrub *s, const struct pv_scrub_carry *cy, unsigned c,
-      const char *d, size_t vs, size_t ve, const char *key,
+      const char *d, size_t vs, size_t ve, const char *key, size_t kl,
       struct ev_mask *m, struct pv_scrub_carry *nw)
 {
     struct mstate ms;
     carried(cy, c, &ms);
     size_t end;
+    if (cy->m[c].pat == PAT_FIRST) {
+        unsigned char c0 = vs < ve ? (unsigned char)d[vs] : 0;
+        unsigned v = (unsigned)ms.pv << 8 | c0;
+        if (vs < ve && c0 != '\\' && c0 != '%' &&
+            !(s->pair[v / 64] >> (v % 64) & 1))
+            return; /* no pattern goes on with c0 */
+        first_on(s, ms.pv, d, vs, vs, ve, key, kl, m, nw);
+        return;
+    }
     if (cy->m[c].pat != PAT_ANY) {
         const struct pat *p = &s->p[cy->m[c].pat];
         unsigned char c0 = vs < ve ? (unsigned char)d[vs] : 0;
@@ -775,7 +972,7 @@ go_on(const struct pv_scrub *s, const struct pv_scrub_carry *cy, unsigned c,
         if (ms.k >= p->min)
             ev_mask(m, vs, end); /* the joined match counts */
         if (more)
-            carry_add(nw, key, cy->m[c].pat, &ms);
+            carry_add(nw, key, kl, cy->m[c].pat, &ms);
         return;
     }
     /* The byte of a cut %XX, then every pattern that starts with it. */
@@ -787,19 +984,10 @@ go_on(const struct pv_scrub *s, const struct pv_scrub_carry *cy, unsigned c,
         ms.pv = ms.pend++ == 1 ? h : ms.pv << 4 | h;
     }
     if (ms.pend < 3) {
-        carry_add(nw, key, PAT_ANY, &ms);
+        carry_add(nw, key, kl, PAT_ANY, &ms);
         return;
     }
-    for (size_t k = s->from[ms.pv]; k < (size_t)s->from[ms.pv] + s->cnt[ms.pv];
-         k++) {
-        const struct pat *p = &s->p[k];
-        struct mstate m2 = {1, 0, 0};
-        int more = match_run(p, &m2, d, j, ve, &end);
-        if (m2.k >= p->min)
-            ev_mask(m, vs, end);
-        if (more)
-            carry_add(nw, key, k, &m2);
-    }
+    first_on(s, ms.pv, d, j, vs, ve, key, kl, m, nw);
 }
 
 int
@@ -810,17 +998,32 @@ pv_scrub_event(const struct pv_scrub *s, struct pv_scrub_carry *cy,
     if (!s || !data)
         return 0;
     struct ev_mask m = {.data = data, .len = len};
+    struct cands rc;
+    rc.n = 0;
+    rc.all = 0;
+    rc.esc = 0;
     size_t i = 0, at, e;
-    while ((e = find(s, data, len, i, &at)) > 0) {
+    while ((e = find(s, data, len, i, &at, &rc)) > 0) {
         ev_mask(&m, at, e);
         i = e;
     }
-    /* The event's JSON string values, each with the key before it. */
     struct pv_scrub_carry nw;
     nw.n = 0;
+    /* Nothing carried and no place a partial match could start: no value
+     * of this event can end in one (the usual event). */
+    if (cy->n == 0 && rc.n == 0 && !rc.all) {
+        *masked = m.copy;
+        return m.oom ? -1 : m.hits;
+    }
+    /* The event's JSON string values, each with the key before it. */
     unsigned char used[PV_SCRUB_CARRY] = {0}; /* cy's entries taken up */
-    char key[sizeof(cy->m[0].key)] = "";
-    int key_ok = 0; /* key holds the last key (short enough to carry) */
+    struct evkey k = {.ready = 1, .plain = !rc.all && !rc.esc}; /* no key yet */
+    unsigned cur = 0; /* rc.at[cur..]: the places not yet passed */
+    uint64_t kf[4] = {0, 0, 0, 0}; /* the first bytes of cy's keys */
+    for (unsigned c = 0; c < cy->n; c++) {
+        unsigned char c0 = (unsigned char)cy->m[c].key[0];
+        kf[c0 / 64] |= 1ULL << (c0 % 64);
+    }
     size_t pos = 0;
     while (pos < len) {
         const char *q = memchr(data + pos, '"', len - pos);
@@ -835,33 +1038,30 @@ pv_scrub_event(const struct pv_scrub *s, struct pv_scrub_carry *cy,
             after++;
         pos = ve + 1;
         if (after < len && data[after] == ':') {
-            /* The key as text (an upstream may escape it too). */
-            size_t kl = ve - vs, adv;
-            if (kl < sizeof(key) && !memchr(data + vs, '\\', kl) &&
-                !memchr(data + vs, '%', kl)) {
-                memcpy(key, data + vs, kl);
-            } else {
-                kl = 0;
-                for (size_t j = vs; j < ve && kl < sizeof(key); j += adv)
-                    key[kl++] = (char)dec(data, j, ve, &adv);
-            }
-            key_ok = kl < sizeof(key);
-            key[key_ok ? kl : 0] = '\0';
+            k.ks = vs;
+            k.ke = ve;
+            k.ready = 0;
             pos = after + 1;
             continue;
         }
-        if (!key_ok)
+        if (k.ready && !k.ok)
             continue;
-        /* A match carried from an earlier event goes on here. */
-        for (unsigned c = 0; c < cy->n; c++) {
-            if (used[c] || cy->m[c].key[0] != key[0] ||
-                strcmp(cy->m[c].key, key) != 0 ||
-                (cy->m[c].pat >= s->n && cy->m[c].pat != PAT_ANY))
+        /* A match carried from an earlier event goes on here.  The key's
+         * first raw byte, unless escaped, is its first. */
+        unsigned char k0 = k.ks < k.ke ? (unsigned char)data[k.ks] : 0;
+        int maybe = k.ready || k0 == '\\' || k0 == '%' ||
+                    (kf[k0 / 64] >> (k0 % 64) & 1);
+        for (unsigned c = 0; maybe && c < cy->n; c++) {
+            if (used[c] ||
+                (cy->m[c].pat >= s->n && cy->m[c].pat != PAT_ANY &&
+                 cy->m[c].pat != PAT_FIRST))
+                continue;
+            if (!key_is(&k, data, cy->m[c].key))
                 continue;
             used[c] = 1;
-            go_on(s, cy, c, data, vs, ve, key, &m, &nw);
+            go_on(s, cy, c, data, vs, ve, k.txt, k.len, &m, &nw);
         }
-        tail_partials(s, data, vs, ve, key, &nw);
+        tail_partials(s, data, vs, ve, &k, &rc, &cur, &nw);
     }
     /* What no value of this event took up waits for a later one (a ping
      * between two deltas); what it took up is replaced by nw. */
@@ -869,9 +1069,11 @@ pv_scrub_event(const struct pv_scrub *s, struct pv_scrub_carry *cy,
         if (!used[c]) {
             struct mstate ms;
             carried(cy, c, &ms);
-            carry_add(&nw, cy->m[c].key, cy->m[c].pat, &ms);
+            carry_add(&nw, cy->m[c].key, strlen(cy->m[c].key), cy->m[c].pat,
+                      &ms);
         }
-    *cy = nw;
+    cy->n = nw.n;
+    memcpy(cy->m, nw.m, nw.n * sizeof(nw.m[0]));
     if (m.oom)
         return -1;
     *masked = m.copy;

@@ -251,6 +251,58 @@ test_stream_split(void)
     pv_scrub_free(s);
 }
 
+#define OACHUNK(t)                                                         \
+    "{\"id\":\"chatcmpl-B9MHDbslfk\",\"object\":\"chat.completion.chunk\","   \
+    "\"model\":\"gpt-4o-2024-08-06\",\"system_fingerprint\":\"fp_4d4c1b3d87\"," \
+    "\"choices\":[{\"index\":0,\"delta\":{\"content\":\"" t "\"}}]}"
+#define MANY_SK                                                            \
+    "sk sk sk sk sk sk sk sk sk sk sk sk sk sk sk sk sk sk sk sk sk sk sk " \
+    "sk sk sk sk sk sk sk sk sk sk sk sk sk sk sk sk sk "
+
+/* The stream scan's shortcuts (it walks the JSON only when a value may
+ * end in a partial match or one is carried, and looks for partial matches
+ * only where it saw a place one may start): each kind of event still
+ * carries what the full walk carries. */
+static void
+test_stream_shortcuts(void)
+{
+    struct pv_scrub *s = pv_scrub_new(&prov);
+    T_CHECK(s != NULL);
+    char out[4096];
+    /* a real chunk's keys end in 's' ("choices") and its values in digits
+     * (hex forms start with them); the delta's last byte starts the key */
+    const char *a[] = {OACHUNK("sessions is"), OACHUNK("k-proj-ABCdef!"),
+                       OACHUNK("fine")};
+    T_EQ_INT(stream(s, a, 3, out, sizeof(out)), 1);
+    T_EQ_STR(out, OACHUNK("sessions is") "|" OACHUNK("*************!") "|"
+                  OACHUNK("fine"));
+    /* more places a match may start than the scan keeps, before the cut */
+    const char *b[] = {CHUNK(MANY_SK "sk-pr"), CHUNK("oj-ABCdef!")};
+    T_EQ_INT(stream(s, b, 2, out, sizeof(out)), 1);
+    T_EQ_STR(out, CHUNK(MANY_SK "sk-pr") "|" CHUNK("*********!"));
+    /* a match in the event, then the cut one in the same value */
+    const char *c[] = {CHUNK(KEY " and sk-pr"), CHUNK("oj-ABCdef!")};
+    T_EQ_INT(stream(s, c, 2, out, sizeof(out)), 2);
+    T_EQ_STR(out, CHUNK("****************************** and sk-pr") "|"
+                  CHUNK("*********!"));
+    /* an escape elsewhere in the event: keys are decoded, still found */
+    const char *d[] = {"{\"x\":\"a\\nb\",\"content\":\"sk-pr\"}",
+                       "{\"x\":\"%41\",\"content\":\"oj-ABCdef!\"}"};
+    T_EQ_INT(stream(s, d, 2, out, sizeof(out)), 1);
+    T_EQ_STR(out, "{\"x\":\"a\\nb\",\"content\":\"sk-pr\"}|"
+                  "{\"x\":\"%41\",\"content\":\"*********!\"}");
+    /* a carried match goes on through events of its own (no place of
+     * theirs needs the walk) */
+    const char *e[] = {CHUNK("sk-proj-"), CHUNK("ABCdef"), CHUNK("!")};
+    T_EQ_INT(stream(s, e, 3, out, sizeof(out)), 2);
+    T_EQ_STR(out, CHUNK("********") "|" CHUNK("******") "|" CHUNK("!"));
+    /* a key's last byte ends no value: "s" as a key, "k-proj" after it */
+    const char *f[] = {"{\"content\":1,\"s\":2}",
+                       "{\"content\":\"k-proj-ABCdef\"}"};
+    T_EQ_INT(stream(s, f, 2, out, sizeof(out)), 0);
+    pv_scrub_free(s);
+}
+
 static void
 test_nothing_to_scrub(void)
 {
@@ -354,6 +406,7 @@ main(void)
     T_RUN(test_nothing_to_scrub);
     T_RUN(test_encodings);
     T_RUN(test_stream_split);
+    T_RUN(test_stream_shortcuts);
     T_RUN(test_share);
     T_RUN(test_edges);
     T_RUN(test_fuzz_entry);
