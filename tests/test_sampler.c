@@ -40,6 +40,42 @@ test_argmax_ties(void)
     T_EQ_INT(le_samp_argmax(l2, 3), 1);
 }
 
+/* The plain scan le_samp_argmax must agree with: the first id whose logit
+ * beats every one before it, from id 0. */
+static int32_t
+argmax_scan(const float *l, int32_t n)
+{
+    int32_t best = 0;
+    for (int32_t i = 1; i < n; i++)
+        if (l[i] > l[best])
+            best = i;
+    return best;
+}
+
+static void
+test_argmax_scan(void)
+{
+    static float l[32011];
+    uint64_t x = 0x9E3779B97F4A7C15ull;
+    int bad = 0;
+    for (int round = 0; round < 400; round++) {
+        int32_t n = round < 200 ? 1 + round % 41 : 32000 + round % 12;
+        for (int32_t i = 0; i < n; i++) {
+            x = x * 6364136223846793005ull + 1442695040888963407ull;
+            /* few distinct values, so ties are common */
+            l[i] = (float)((int)(x >> 59) - 16) * 0.25f;
+        }
+        if (round % 5 == 1) /* a NaN somewhere, sometimes first */
+            l[(round / 5) % n] = NAN;
+        if (round % 7 == 2)
+            l[n - 1] = 100.0f; /* the maximum in the scalar tail */
+        if (round % 11 == 3)
+            l[(round * 31) % n] = -INFINITY;
+        bad += le_samp_argmax(l, n) != argmax_scan(l, n);
+    }
+    T_EQ_INT(bad, 0);
+}
+
 static void
 test_top_k(void)
 {
@@ -370,6 +406,7 @@ int
 main(void)
 {
     T_RUN(test_argmax_ties);
+    T_RUN(test_argmax_scan);
     T_RUN(test_top_k);
     T_RUN(test_softmax);
     T_RUN(test_top_p);
