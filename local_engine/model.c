@@ -1026,6 +1026,29 @@ matmul_packed_dyn(void *arg, int ith, int nth)
  * results do not depend on who took it. */
 #define GEMV_CHUNK 8
 
+/* Guided runs for the decode products: a quarter of what is left per
+ * thread, at most GEMV_CHUNK groups and at least one pair (the kernel's
+ * tile), so the last runs are short and the threads finish a product
+ * close together: every product ends in a wait for the slower one. */
+static int
+take_guided(atomic_int *next, int nth, int ng, int *g0, int *g1)
+{
+    int g = atomic_load_explicit(next, memory_order_relaxed);
+    for (;;) {
+        if (g >= ng)
+            return 0;
+        int c = (ng - g) / (4 * nth);
+        c = c > GEMV_CHUNK ? GEMV_CHUNK : c < 2 ? 2 : c & ~1;
+        if (atomic_compare_exchange_weak_explicit(next, &g, g + c,
+                                                  memory_order_relaxed,
+                                                  memory_order_relaxed)) {
+            *g0 = g;
+            *g1 = g + c < ng ? g + c : ng;
+            return 1;
+        }
+    }
+}
+
 struct mmv_job {
     const struct le_packed *P;
     le_gemv_fn gemv;
@@ -1038,12 +1061,12 @@ struct mmv_job {
 static void
 matmul_gemv(void *arg, int ith, int nth)
 {
-    (void)ith, (void)nth;
+    (void)ith;
     struct mmv_job *j = arg;
     const struct le_packed *P = j->P;
     int ng = (P->n_out + LE_PACK_ROWS - 1) / LE_PACK_ROWS;
     int g0, g1;
-    while (take_groups(&j->next, GEMV_CHUNK, ng, &g0, &g1))
+    while (take_guided(&j->next, nth, ng, &g0, &g1))
         j->gemv(P->n_in, P->data + (size_t)g0 * P->group_bytes,
                 P->group_bytes, g1 - g0, &j->act, j->n_tok,
                 j->y + (size_t)g0 * LE_PACK_ROWS, (size_t)P->n_out,

@@ -446,12 +446,40 @@ runnable(struct le_sched *s)
     return 0;
 }
 
+/* A burst arriving at an idle engine (requests sent together) is
+ * gathered for up to SCHED_BURST_MS after the first one's submission, so
+ * that their prompts are prefilled in one step: taken one by one, the
+ * first would run alone and the others would then join it a few prompt
+ * rows per step (SCHED_STEP_ROWS), each of those steps slower, and their
+ * first tokens several steps later.  A lone request waits that long
+ * once, when the engine was idle; one arriving while others run never
+ * waits (it joins at the next step).  Scheduler thread, mu held. */
+#define SCHED_BURST_MS 1.0
+
+static void
+gather_burst(struct le_sched *s)
+{
+    while (!s->stop && s->n_active == 0 && s->head &&
+           s->n_queued < s->parallel) {
+        double left = s->head->t_submit + SCHED_BURST_MS - le_now_ms();
+        if (left <= 0)
+            return;
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        long ns = ts.tv_nsec + (long)(left * 1e6);
+        ts.tv_sec += ns / 1000000000L;
+        ts.tv_nsec = ns % 1000000000L;
+        pthread_cond_timedwait(&s->cv, &s->mu, &ts);
+    }
+}
+
 static void *
 sched_main(void *arg)
 {
     struct le_sched *s = arg;
     pthread_mutex_lock(&s->mu);
     for (;;) {
+        gather_burst(s);
         while (!s->stop && s->head && s->n_active < s->parallel &&
                !defer(s, s->head)) {
             struct sreq *rq = s->head;
