@@ -1015,39 +1015,25 @@ matmul_packed_dyn(void *arg, int ith, int nth)
     }
 }
 
-/* The decode kernel (le_gemv_at) over repacked weights: the threads take
- * runs of GEMV_CHUNK groups (whole pairs: the kernel's tile) for all
- * tokens from a shared counter, as matmul_packed_dyn does, instead of a
- * fixed half each: on 2 cores shared with other processes one thread is
- * often descheduled for a while, and a fixed split made the other wait
- * at the end of every product (the wall time of a step then follows the
- * slower thread).  Each group is computed whole by one call of the
- * kernel, whose floats do not depend on the run it is part of, so the
- * results do not depend on who took it. */
+/* The decode kernel (le_gemv_at) over repacked weights: runs of at most
+ * GEMV_CHUNK groups for all tokens (below), never a fixed half each: on 2
+ * cores shared with other processes one thread is often descheduled for a
+ * while, and a fixed split made the other wait at the end of every
+ * product (the wall time of a step then follows the slower thread). */
 #define GEMV_CHUNK 8
 
-/* Guided runs for the decode products: a quarter of what is left per
- * thread, at most GEMV_CHUNK groups and at least one pair (the kernel's
- * tile), so the last runs are short and the threads finish a product
- * close together: every product ends in a wait for the slower one. */
-static int
-take_guided(atomic_int *next, int nth, int ng, int *g0, int *g1)
-{
-    int g = atomic_load_explicit(next, memory_order_relaxed);
-    for (;;) {
-        if (g >= ng)
-            return 0;
-        int c = (ng - g) / (4 * nth);
-        c = c > GEMV_CHUNK ? GEMV_CHUNK : c < 2 ? 2 : c & ~1;
-        if (atomic_compare_exchange_weak_explicit(next, &g, g + c,
-                                                  memory_order_relaxed,
-                                                  memory_order_relaxed)) {
-            *g0 = g;
-            *g1 = g + c < ng ? g + c : ng;
-            return 1;
-        }
-    }
-}
+/* The decode products' groups are cut into one contiguous region per
+ * thread (share), each walked upwards by its owner in guided runs (a
+ * quarter of what its region has left, at most GEMV_CHUNK groups, at
+ * least one pair: the kernel's tile); a share that has finished its own
+ * takes runs from the top of the others' regions.  So each thread streams
+ * its weights in address order, which the kernel's prefetch of the groups
+ * after the ones it computes relies on (quants_avx512.c dec_groups; with
+ * one shared counter the next groups were mostly the other thread's), the
+ * threads still finish a product close together, and a share whose
+ * thread another process holds up is done by the other one.  A group's
+ * floats do not depend on its run or on who took it. */
+#define GEMV_REGIONS 16
 
 struct mmv_job {
     const struct le_packed *P;
@@ -1055,24 +1041,73 @@ struct mmv_job {
     struct le_pack_act act;
     float *y;
     int n_tok;
-    _Alignas(64) atomic_int next; /* first group not yet taken */
+    int n_reg; /* regions in use, 1..GEMV_REGIONS */
+    /* region r: groups [front, back) not yet taken, front in the low 32
+     * bits; owners take from the front, others from the back */
+    struct {
+        _Alignas(64) atomic_uint_fast64_t fb;
+    } reg[GEMV_REGIONS];
 };
+
+static void
+mmv_regions(struct mmv_job *j, int n_reg)
+{
+    int ng = (j->P->n_out + LE_PACK_ROWS - 1) / LE_PACK_ROWS;
+    n_reg = n_reg < 1 ? 1 : n_reg > GEMV_REGIONS ? GEMV_REGIONS : n_reg;
+    j->n_reg = n_reg;
+    for (int r = 0; r < n_reg; r++) {
+        /* cut at pairs */
+        uint64_t f = (uint64_t)((int64_t)ng * r / n_reg) & ~(uint64_t)1;
+        uint64_t b = r + 1 == n_reg
+                         ? (uint64_t)ng
+                         : (uint64_t)((int64_t)ng * (r + 1) / n_reg) &
+                               ~(uint64_t)1;
+        atomic_init(&j->reg[r].fb, f | b << 32);
+    }
+}
+
+/* A run of region r: from its front (own) or its back; 0 when empty. */
+static int
+mmv_take(struct mmv_job *j, int r, int own, int *g0, int *g1)
+{
+    uint_fast64_t v = atomic_load_explicit(&j->reg[r].fb,
+                                           memory_order_relaxed);
+    for (;;) {
+        int f = (int)(uint32_t)v, b = (int)(v >> 32);
+        if (f >= b)
+            return 0;
+        int c = (b - f) / 4;
+        c = c > GEMV_CHUNK ? GEMV_CHUNK : c < 2 ? 2 : c & ~1;
+        c = c > b - f ? b - f : c;
+        uint_fast64_t nv = own ? (uint64_t)(f + c) | (uint64_t)b << 32
+                               : (uint64_t)f | (uint64_t)(b - c) << 32;
+        if (atomic_compare_exchange_weak_explicit(&j->reg[r].fb, &v, nv,
+                                                  memory_order_relaxed,
+                                                  memory_order_relaxed)) {
+            *g0 = own ? f : b - c;
+            *g1 = own ? f + c : b;
+            return 1;
+        }
+    }
+}
 
 static void
 matmul_gemv(void *arg, int ith, int nth)
 {
-    (void)ith;
+    (void)nth;
     struct mmv_job *j = arg;
     const struct le_packed *P = j->P;
     int ng = (P->n_out + LE_PACK_ROWS - 1) / LE_PACK_ROWS;
-    int g0, g1;
-    while (take_guided(&j->next, nth, ng, &g0, &g1))
-        j->gemv(P->n_in, P->data + (size_t)g0 * P->group_bytes,
-                P->group_bytes, g1 - g0, &j->act, j->n_tok,
-                j->y + (size_t)g0 * LE_PACK_ROWS, (size_t)P->n_out,
-                g1 == ng ? P->n_out - (ng - 1) * LE_PACK_ROWS : LE_PACK_ROWS);
+    for (int k = 0; k < j->n_reg; k++) {
+        int r = (ith + k) % j->n_reg, g0, g1;
+        while (mmv_take(j, r, k == 0 && ith < j->n_reg, &g0, &g1))
+            j->gemv(P->n_in, P->data + (size_t)g0 * P->group_bytes,
+                    P->group_bytes, g1 - g0, &j->act, j->n_tok,
+                    j->y + (size_t)g0 * LE_PACK_ROWS, (size_t)P->n_out,
+                    g1 == ng ? P->n_out - (ng - 1) * LE_PACK_ROWS
+                             : LE_PACK_ROWS);
+    }
 }
-
 
 /* Bits of *qx: s->qact holds x but not its prep rows; s->qtile holds
  * x's rows from n_rest on as AMX A tiles (matmul). */
@@ -1194,7 +1229,8 @@ matmul(struct le_session *s, const struct le_gguf_tensor *W, const float *x,
     if (gv) {
         struct mmv_job vj = {P, gv,
                              {s->qact, j.x_row, s->qprep, s->qprep_row, NULL},
-                             y, n_rest, 0};
+                             y, n_rest, 0, {{0}}};
+        mmv_regions(&vj, small ? 1 : le_pool_size(s->m->pool));
         le_pool_run(s->m->pool, matmul_gemv, &vj, small ? 1 : 0);
         return;
     }
