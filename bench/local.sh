@@ -37,7 +37,24 @@ if [ ! -f "$f" ]; then
         --n-ctx 2048 --seed 1 && mv "$f.part" "$f" || { rm -f "$f.part"; exit 1; }
 fi
 load=$(cut -d' ' -f1-3 /proc/loadavg)
-j=$("$TOOL" "$f" --threads "$T" --gen 64 --prefix 1500) || { echo "local bench: failed"; exit 1; }
+# LOCAL_BENCH_RUNS runs (default 3) back to back: one stream's own rate
+# moves by up to 1.5x between identical runs (its weights mostly sit in the
+# shared last-level cache), so the table shows the run whose 4-stream
+# ratio is the median and a second table every run's ratios.
+RUNS=${LOCAL_BENCH_RUNS:-3}
+ALL=""
+i=0
+while [ "$i" -lt "$RUNS" ]; do
+    one=$("$TOOL" "$f" --threads "$T" --gen 64 --prefix 1500) || { echo "local bench: failed"; exit 1; }
+    ALL="$ALL$one
+"
+    i=$((i + 1))
+done
+j=$(printf '%s' "$ALL" | python3 -c '
+import json, sys
+runs = [json.loads(l) for l in sys.stdin if l.strip()]
+runs.sort(key=lambda d: d["agg4"] / d["agg1"] if d["agg1"] > 0 else 0)
+print(json.dumps(runs[len(runs) // 2]))')
 num() { echo "$j" | sed -n "s/.*\"$1\": *\([-0-9.eE+]*\).*/\1/p"; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }'; }
 {
@@ -59,6 +76,24 @@ echo "| median gap, 1 stream / 8 streams | $(num med1) / $(num med8) ms | $(rati
 echo "| max / p99 gap of 4 streams while 4 96-token prompts join | $(num gapj) / $(num p99_j) ms | $(ratio "$(num gapj)" "$(num gap1)")x / $(ratio "$(num p99_j)" "$(num p99_1)")x of 1 stream's | |"
 echo "| CPU time of a decode step, 1 / 4 / 8 sequences (1 thread) | $(num cpu1) / $(num cpu4) / $(num cpu8) ms | 4: $(awk -v a="$(num cpu1)" -v b="$(num cpu4)" 'BEGIN { if (b > 0) printf "%.2f", 4 * a / b; else print "-" }')x tg, 8: $(ratio "$(num cpu8)" "$(num cpu1)")x step | |"
 echo
-echo "Raw: \`$j\`"
+echo "Every run ($RUNS, back to back; the table above is the median one by the 4-stream ratio):"
+echo
+printf '%s' "$ALL" | python3 -c '
+import json, sys
+runs = [json.loads(l) for l in sys.stdin if l.strip()]
+r = lambda a, b: a / b if b > 0 else 0
+print("| run | tg 1 stream (t/s) | 4 streams vs 1 | by median steps | max gap 8 vs 1 | p99 gap 8 vs 1 | median gap 8 vs 1 |")
+print("|---|---|---|---|---|---|---|")
+rows = []
+for i, d in enumerate(runs):
+    v = (r(d["agg4"], d["agg1"]), r(4 * d["med1"], d["med4"]), r(d["gap8"], d["gap1"]),
+         r(d["p99_8"], d["p99_1"]), r(d["med8"], d["med1"]))
+    rows.append(v)
+    print("| %d | %.1f | %.2fx | %.2fx | %.2fx | %.2fx | %.2fx |" % ((i + 1, d["agg1"]) + v))
+med = [sorted(c)[len(c) // 2] for c in zip(*rows)]
+print("| median | | %.2fx | %.2fx | %.2fx | %.2fx | %.2fx |" % tuple(med))
+'
+echo
+echo "Raw (the median run): \`$j\`"
 } > "$OUT"
 cat "$OUT"
