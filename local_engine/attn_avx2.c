@@ -27,6 +27,7 @@
 #define UNROLL _Pragma("GCC unroll 32")
 #define PB 4 /* positions per scores block: one reduce4 */
 #define HD_MAX 128
+#define QG 8 /* query heads converted to doubles at once */
 
 ALWAYS_INLINE __m256d
 h4d(const uint16_t *p) /* 4 halves as doubles (exact) */
@@ -52,13 +53,14 @@ reduce4(const __m256d s[PB])
     return _mm256_hadd_pd(x02, x13);
 }
 
-/* nv = hd / 4 double vectors per row */
+/* scores of the gq <= QG heads in qd (doubles) against positions 0..n,
+ * a block of PB key rows converted into kd at a time; nv = hd / 4 double
+ * vectors per row */
 ALWAYS_INLINE void
-scores_n(const int nv, int g, int n, const uint16_t *q, const uint8_t *k,
-         size_t ks, float scale, float *sc, size_t scs)
+scores_blocks(const int nv, int gq, int n, const double (*qd)[HD_MAX],
+              double (*kd)[HD_MAX], const uint8_t *k, size_t ks, __m128 vscale,
+              float *sc, size_t scs)
 {
-    _Alignas(32) double kd[PB][HD_MAX];
-    __m128 vscale = _mm_set1_ps(scale);
     for (int p0 = 0; p0 < n; p0 += PB) {
         int r = n - p0 < PB ? n - p0 : PB;
         for (int p = 0; p < PB; p++) {
@@ -68,15 +70,15 @@ scores_n(const int nv, int g, int n, const uint16_t *q, const uint8_t *k,
             for (int m = 0; m < nv; m++)
                 _mm256_store_pd(kd[p] + 4 * m, h4d(kr + 4 * m));
         }
-        for (int h = 0; h < g; h++) {
-            const uint16_t *qh = q + (size_t)h * 4 * nv;
+        for (int h = 0; h < gq; h++) {
             __m256d a0[PB], a1[PB], s[PB];
             UNROLL
             for (int p = 0; p < PB; p++)
                 a0[p] = a1[p] = _mm256_setzero_pd();
             UNROLL
             for (int m = 0; m < nv; m += 2) {
-                __m256d qa = h4d(qh + 4 * m), qb = h4d(qh + 4 * m + 4);
+                __m256d qa = _mm256_load_pd(qd[h] + 4 * m),
+                        qb = _mm256_load_pd(qd[h] + 4 * m + 4);
                 UNROLL
                 for (int p = 0; p < PB; p++) {
                     a0[p] = _mm256_fmadd_pd(qa, _mm256_load_pd(kd[p] + 4 * m),
@@ -99,6 +101,25 @@ scores_n(const int nv, int g, int n, const uint16_t *q, const uint8_t *k,
                     dst[p] = tmp[p];
             }
         }
+    }
+}
+
+ALWAYS_INLINE void
+scores_n(const int nv, int g, int n, const uint16_t *q, const uint8_t *k,
+         size_t ks, float scale, float *sc, size_t scs)
+{
+    _Alignas(32) double kd[PB][HD_MAX], qd[QG][HD_MAX];
+    __m128 vscale = _mm_set1_ps(scale);
+    for (int h0 = 0; h0 < g; h0 += QG) {
+        int gq = g - h0 < QG ? g - h0 : QG;
+        for (int h = 0; h < gq; h++) {
+            const uint16_t *qh = q + (size_t)(h0 + h) * 4 * nv;
+            UNROLL
+            for (int m = 0; m < nv; m++)
+                _mm256_store_pd(qd[h] + 4 * m, h4d(qh + 4 * m));
+        }
+        scores_blocks(nv, gq, n, qd, kd, k, ks, vscale, sc + (size_t)h0 * scs,
+                      scs);
     }
 }
 

@@ -27,6 +27,7 @@
 #define UNROLL _Pragma("GCC unroll 16")
 #define PB 8 /* positions per scores block: one reduce8 */
 #define HD_MAX 128
+#define QG 8 /* query heads converted to doubles at once */
 
 ALWAYS_INLINE __m512d
 h8d(const uint16_t *p) /* 8 halves as doubles (exact) */
@@ -57,13 +58,14 @@ reduce8(const __m512d s[PB])
     return _mm512_add_pd(_mm512_unpacklo_pd(x, y), _mm512_unpackhi_pd(x, y));
 }
 
-/* nv = hd / 8 double vectors per row */
+/* scores of the gq <= QG heads in qd (doubles) against positions 0..n,
+ * a block of PB key rows converted into kd at a time; nv = hd / 8 double
+ * vectors per row */
 ALWAYS_INLINE void
-scores_n(const int nv, int g, int n, const uint16_t *q, const uint8_t *k,
-         size_t ks, float scale, float *sc, size_t scs)
+scores_blocks(const int nv, int gq, int n, const double (*qd)[HD_MAX],
+              double (*kd)[HD_MAX], const uint8_t *k, size_t ks, __m256 vscale,
+              float *sc, size_t scs)
 {
-    _Alignas(64) double kd[PB][HD_MAX];
-    __m256 vscale = _mm256_set1_ps(scale);
     for (int p0 = 0; p0 < n; p0 += PB) {
         int r = n - p0 < PB ? n - p0 : PB;
         for (int p = 0; p < PB; p++) {
@@ -73,15 +75,15 @@ scores_n(const int nv, int g, int n, const uint16_t *q, const uint8_t *k,
             for (int m = 0; m < nv; m++)
                 _mm512_store_pd(kd[p] + 8 * m, h8d(kr + 8 * m));
         }
-        for (int h = 0; h < g; h++) {
-            const uint16_t *qh = q + (size_t)h * 8 * nv;
+        for (int h = 0; h < gq; h++) {
             __m512d a0[PB], a1[PB], s[PB];
             UNROLL
             for (int p = 0; p < PB; p++)
                 a0[p] = a1[p] = _mm512_setzero_pd();
             UNROLL
             for (int m = 0; m < nv; m += 2) {
-                __m512d qa = h8d(qh + 8 * m), qb = h8d(qh + 8 * m + 8);
+                __m512d qa = _mm512_load_pd(qd[h] + 8 * m),
+                        qb = _mm512_load_pd(qd[h] + 8 * m + 8);
                 UNROLL
                 for (int p = 0; p < PB; p++) {
                     a0[p] = _mm512_fmadd_pd(qa, _mm512_load_pd(kd[p] + 8 * m),
@@ -97,6 +99,25 @@ scores_n(const int nv, int g, int n, const uint16_t *q, const uint8_t *k,
             _mm256_mask_storeu_ps(sc + (size_t)h * scs + p0,
                                   (__mmask8)((1u << r) - 1), f);
         }
+    }
+}
+
+ALWAYS_INLINE void
+scores_n(const int nv, int g, int n, const uint16_t *q, const uint8_t *k,
+         size_t ks, float scale, float *sc, size_t scs)
+{
+    _Alignas(64) double kd[PB][HD_MAX], qd[QG][HD_MAX];
+    __m256 vscale = _mm256_set1_ps(scale);
+    for (int h0 = 0; h0 < g; h0 += QG) {
+        int gq = g - h0 < QG ? g - h0 : QG;
+        for (int h = 0; h < gq; h++) {
+            const uint16_t *qh = q + (size_t)(h0 + h) * 8 * nv;
+            UNROLL
+            for (int m = 0; m < nv; m++)
+                _mm512_store_pd(qd[h] + 8 * m, h8d(qh + 8 * m));
+        }
+        scores_blocks(nv, gq, n, qd, kd, k, ks, vscale, sc + (size_t)h0 * scs,
+                      scs);
     }
 }
 
