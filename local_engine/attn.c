@@ -11,7 +11,11 @@
  *   values: out_h = sum over p in order of (w_h[p] * inv_h) * v_p, each
  *           step out[i] = out[i] + a * v_p[i] rounded twice (no fused
  *           multiply-add), out zeroed first;
- *   to_f16: le_fp32_to_fp16 of each value (round to nearest even).
+ *   to_f16: le_fp32_to_fp16 of each value (round to nearest even);
+ *   mx:     each head's largest score, for the softmax, as its scalar loop
+ *           m = s > m ? s : m finds it (the SIMD kernels keep one such
+ *           maximum per lane, vmaxps being that expression, and take the
+ *           lanes' at the end: the same value, up to the sign of a zero).
  *
  * A head's results do not depend on g: the kernels walk the positions
  * once for the g heads (each K or V chunk converted once, used g times;
@@ -36,18 +40,32 @@
  */
 #include "le_int.h"
 
+#include <math.h>
+
+float
+le_attn_row_max(int n, const float *x)
+{
+    float m = -INFINITY;
+    for (int i = 0; i < n; i++)
+        m = x[i] > m ? x[i] : m;
+    return m;
+}
+
 void
 le_attn_scores_f16_ref(int hd, int g, int n, const uint16_t *q,
                        const uint8_t *k, size_t ks, float scale, float *sc,
-                       size_t scs)
+                       size_t scs, float *mx)
 {
     const struct le_type_traits *ft = le_type_get_ref(LE_TYPE_F16);
-    for (int h = 0; h < g; h++)
+    for (int h = 0; h < g; h++) {
+        float *row = sc + (size_t)h * scs;
         for (int p = 0; p < n; p++) {
             float d;
             ft->vec_dot(hd, &d, k + (size_t)p * ks, q + (size_t)h * hd);
-            sc[(size_t)h * scs + p] = d * scale;
+            row[p] = d * scale;
         }
+        mx[h] = le_attn_row_max(n, row);
+    }
 }
 
 void

@@ -22,6 +22,7 @@
 #include "le_int.h"
 
 #include <immintrin.h>
+#include <math.h>
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 #define UNROLL _Pragma("GCC unroll 32")
@@ -59,7 +60,7 @@ reduce4(const __m256d s[PB])
 ALWAYS_INLINE void
 scores_blocks(const int nv, int gq, int n, const double (*qd)[HD_MAX],
               double (*kd)[HD_MAX], const uint8_t *k, size_t ks, __m128 vscale,
-              float *sc, size_t scs)
+              float *sc, size_t scs, __m128 *mxv)
 {
     for (int p0 = 0; p0 < n; p0 += PB) {
         int r = n - p0 < PB ? n - p0 : PB;
@@ -94,7 +95,12 @@ scores_blocks(const int nv, int gq, int n, const double (*qd)[HD_MAX],
             float *dst = sc + (size_t)h * scs + p0;
             if (r == PB) {
                 _mm_storeu_ps(dst, f);
+                mxv[h] = _mm_max_ps(f, mxv[h]);
             } else {
+                __m128 in = _mm_castsi128_ps(_mm_cmpgt_epi32(
+                    _mm_set1_epi32(r), _mm_setr_epi32(0, 1, 2, 3)));
+                mxv[h] = _mm_max_ps(
+                    _mm_blendv_ps(_mm_set1_ps(-INFINITY), f, in), mxv[h]);
                 float tmp[PB];
                 _mm_storeu_ps(tmp, f);
                 for (int p = 0; p < r; p++)
@@ -106,12 +112,14 @@ scores_blocks(const int nv, int gq, int n, const double (*qd)[HD_MAX],
 
 ALWAYS_INLINE void
 scores_n(const int nv, int g, int n, const uint16_t *q, const uint8_t *k,
-         size_t ks, float scale, float *sc, size_t scs)
+         size_t ks, float scale, float *sc, size_t scs, float *mx)
 {
     _Alignas(32) double kd[PB][HD_MAX], qd[QG][HD_MAX];
-    __m128 vscale = _mm_set1_ps(scale);
+    __m128 vscale = _mm_set1_ps(scale), mxv[QG];
     for (int h0 = 0; h0 < g; h0 += QG) {
         int gq = g - h0 < QG ? g - h0 : QG;
+        for (int h = 0; h < gq; h++)
+            mxv[h] = _mm_set1_ps(-INFINITY);
         for (int h = 0; h < gq; h++) {
             const uint16_t *qh = q + (size_t)(h0 + h) * 4 * nv;
             UNROLL
@@ -119,21 +127,26 @@ scores_n(const int nv, int g, int n, const uint16_t *q, const uint8_t *k,
                 _mm256_store_pd(qd[h] + 4 * m, h4d(qh + 4 * m));
         }
         scores_blocks(nv, gq, n, qd, kd, k, ks, vscale, sc + (size_t)h0 * scs,
-                      scs);
+                      scs, mxv);
+        for (int h = 0; h < gq; h++) { /* the lanes' maxima */
+            float l[4];
+            _mm_storeu_ps(l, mxv[h]);
+            mx[h0 + h] = le_attn_row_max(4, l);
+        }
     }
 }
 
 void
 le_attn_scores_f16_avx2(int hd, int g, int n, const uint16_t *q,
                         const uint8_t *k, size_t ks, float scale, float *sc,
-                        size_t scs)
+                        size_t scs, float *mx)
 {
     if (hd == 64)
-        scores_n(16, g, n, q, k, ks, scale, sc, scs);
+        scores_n(16, g, n, q, k, ks, scale, sc, scs, mx);
     else if (hd == 128)
-        scores_n(32, g, n, q, k, ks, scale, sc, scs);
+        scores_n(32, g, n, q, k, ks, scale, sc, scs, mx);
     else /* le_attn_f16_get hands out 64 and 128 only */
-        le_attn_scores_f16_ref(hd, g, n, q, k, ks, scale, sc, scs);
+        le_attn_scores_f16_ref(hd, g, n, q, k, ks, scale, sc, scs, mx);
 }
 
 /* out[h * hd + i0 + i], i < 32, of the gb (constant, <= 2) heads from w */

@@ -22,6 +22,7 @@
 #include "le_int.h"
 
 #include <immintrin.h>
+#include <math.h>
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 #define UNROLL _Pragma("GCC unroll 16")
@@ -64,7 +65,7 @@ reduce8(const __m512d s[PB])
 ALWAYS_INLINE void
 scores_blocks(const int nv, int gq, int n, const double (*qd)[HD_MAX],
               double (*kd)[HD_MAX], const uint8_t *k, size_t ks, __m256 vscale,
-              float *sc, size_t scs)
+              float *sc, size_t scs, __m256 *mxv)
 {
     for (int p0 = 0; p0 < n; p0 += PB) {
         int r = n - p0 < PB ? n - p0 : PB;
@@ -96,20 +97,23 @@ scores_blocks(const int nv, int gq, int n, const double (*qd)[HD_MAX],
             for (int p = 0; p < PB; p++)
                 s[p] = _mm512_add_pd(a0[p], a1[p]);
             __m256 f = _mm256_mul_ps(_mm512_cvtpd_ps(reduce8(s)), vscale);
-            _mm256_mask_storeu_ps(sc + (size_t)h * scs + p0,
-                                  (__mmask8)((1u << r) - 1), f);
+            __mmask8 in = (__mmask8)((1u << r) - 1);
+            _mm256_mask_storeu_ps(sc + (size_t)h * scs + p0, in, f);
+            mxv[h] = _mm256_mask_max_ps(mxv[h], in, f, mxv[h]);
         }
     }
 }
 
 ALWAYS_INLINE void
 scores_n(const int nv, int g, int n, const uint16_t *q, const uint8_t *k,
-         size_t ks, float scale, float *sc, size_t scs)
+         size_t ks, float scale, float *sc, size_t scs, float *mx)
 {
     _Alignas(64) double kd[PB][HD_MAX], qd[QG][HD_MAX];
-    __m256 vscale = _mm256_set1_ps(scale);
+    __m256 vscale = _mm256_set1_ps(scale), mxv[QG];
     for (int h0 = 0; h0 < g; h0 += QG) {
         int gq = g - h0 < QG ? g - h0 : QG;
+        for (int h = 0; h < gq; h++)
+            mxv[h] = _mm256_set1_ps(-INFINITY);
         for (int h = 0; h < gq; h++) {
             const uint16_t *qh = q + (size_t)(h0 + h) * 8 * nv;
             UNROLL
@@ -117,24 +121,29 @@ scores_n(const int nv, int g, int n, const uint16_t *q, const uint8_t *k,
                 _mm512_store_pd(qd[h] + 8 * m, h8d(qh + 8 * m));
         }
         scores_blocks(nv, gq, n, qd, kd, k, ks, vscale, sc + (size_t)h0 * scs,
-                      scs);
+                      scs, mxv);
+        for (int h = 0; h < gq; h++) { /* the lanes' maxima */
+            float l[8];
+            _mm256_storeu_ps(l, mxv[h]);
+            mx[h0 + h] = le_attn_row_max(8, l);
+        }
     }
 }
 
 void
 le_attn_scores_f16_avx512(int hd, int g, int n, const uint16_t *q,
                           const uint8_t *k, size_t ks, float scale, float *sc,
-                          size_t scs)
+                          size_t scs, float *mx)
 {
     switch (hd) { /* constant vector counts */
     case 64:
-        scores_n(8, g, n, q, k, ks, scale, sc, scs);
+        scores_n(8, g, n, q, k, ks, scale, sc, scs, mx);
         break;
     case 128:
-        scores_n(16, g, n, q, k, ks, scale, sc, scs);
+        scores_n(16, g, n, q, k, ks, scale, sc, scs, mx);
         break;
     default: /* le_attn_f16_get hands out 64 and 128 only */
-        le_attn_scores_f16_ref(hd, g, n, q, k, ks, scale, sc, scs);
+        le_attn_scores_f16_ref(hd, g, n, q, k, ks, scale, sc, scs, mx);
         break;
     }
 }

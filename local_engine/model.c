@@ -1282,18 +1282,16 @@ attention_heads(void *arg, int ith, int nth)
                 int gn = group - g0 < ATT_GROUP_MAX ? group - g0
                                                     : ATT_GROUP_MAX;
                 size_t qo = qoff + (size_t)g0 * hd;
-                float inv[ATT_GROUP_MAX];
+                float inv[ATT_GROUP_MAX], mx[ATT_GROUP_MAX];
                 ak.to_f16(gn * hd, ws->q + qo, (uint16_t *)qh);
                 ak.scores(hd, gn, pos + 1, (const uint16_t *)qh,
-                          s->kv_k + hoff, s->kv_row, scale, sc0, ws->n_ctx);
+                          s->kv_k + hoff, s->kv_row, scale, sc0, ws->n_ctx,
+                          mx);
                 for (int g = 0; g < gn; g++) {
                     float *sc = sc0 + (size_t)g * ws->n_ctx;
-                    float mx = -INFINITY;
-                    for (int p = 0; p <= pos; p++)
-                        mx = sc[p] > mx ? sc[p] : mx;
                     double sm = 0;
                     for (int p = 0; p <= pos; p++) {
-                        sc[p] = expf(sc[p] - mx);
+                        sc[p] = expf(sc[p] - mx[g]);
                         sm += sc[p];
                     }
                     inv[g] = (float)(1.0 / sm);

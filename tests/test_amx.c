@@ -407,7 +407,7 @@ same_bits(const float *a, const float *b, size_t n)
  *   - scores: each head equals score_lanes of its level to the bit and
  *     the plain C twin within 1e-6 * sum |q_i k_i| * scale; a call for g
  *     heads gives each head the bits of a call for that head alone; the
- *     row past n is not written;
+ *     row past n is not written; mx is le_attn_row_max of the row;
  *   - values: SIMD == twin bit for bit, and g heads == one at a time. */
 static void
 test_attn_f16(void)
@@ -439,7 +439,7 @@ test_attn_f16(void)
                              11, 12, 13, 14, 15, 16, 17, 64, 129};
     enum { NN = sizeof(ns) / sizeof(ns[0]), GMAX = 5 };
     int bad_lanes = 0, bad_near = 0, bad_group = 0, bad_tail = 0;
-    int bad_vals = 0, bad_vgroup = 0, runs = 0, order_shows = 0;
+    int bad_vals = 0, bad_vgroup = 0, runs = 0, order_shows = 0, bad_max = 0;
     for (int c = 0; c < 2 * nk; c++) { /* kernels x head sizes 64, 128 */
         struct le_attn_f16 ak = kern[c / 2];
         int hd = 64 * (1 + c % 2);
@@ -493,12 +493,20 @@ test_attn_f16(void)
             for (int g = 1; g <= GMAX; g++, runs++) {
                 for (int i = 0; i < GMAX * scs; i++)
                     s1[i] = -1234.5f; /* must survive past n */
-                le_attn_scores_f16_ref(hd, g, n, q, kh, ks, scale, s0, scs);
-                ak.scores(hd, g, n, q, kh, ks, scale, s1, scs);
+                float mx0[GMAX], mx1[GMAX], mx2;
+                le_attn_scores_f16_ref(hd, g, n, q, kh, ks, scale, s0, scs,
+                                       mx0);
+                ak.scores(hd, g, n, q, kh, ks, scale, s1, scs, mx1);
                 for (int h = 0; h < g; h++) {
                     const uint16_t *qh = q + (size_t)h * hd;
-                    ak.scores(hd, 1, n, qh, kh, ks, scale, s2, scs);
+                    ak.scores(hd, 1, n, qh, kh, ks, scale, s2, scs, &mx2);
                     bad_group += !same_bits(s1 + (size_t)h * scs, s2, n);
+                    bad_group += !same_bits(&mx1[h], &mx2, 1);
+                    /* == : a zero maximum may differ in sign */
+                    bad_max += !(mx1[h] ==
+                                 le_attn_row_max(n, s1 + (size_t)h * scs));
+                    bad_max += !(mx0[h] ==
+                                 le_attn_row_max(n, s0 + (size_t)h * scs));
                     for (int p = n; p < scs; p++)
                         bad_tail += s1[(size_t)h * scs + p] != -1234.5f;
                     for (int p = 0; p < n; p++) {
@@ -540,6 +548,7 @@ test_attn_f16(void)
     T_EQ_INT(bad_near, 0);
     T_EQ_INT(bad_group, 0);
     T_EQ_INT(bad_tail, 0);
+    T_EQ_INT(bad_max, 0);
     T_EQ_INT(bad_vals, 0);
     T_EQ_INT(bad_vgroup, 0);
 }
