@@ -29,6 +29,16 @@
 #define PB 4 /* positions per scores block: one reduce4 */
 #define HD_MAX 128
 #define QG 8 /* query heads converted to doubles at once */
+#define PF_AHEAD 8 /* values: V rows prefetched this many positions ahead */
+
+/* The cache lines of the nb bytes at p into L1: K and V rows come from
+ * a cache the products between two layers have mostly evicted. */
+ALWAYS_INLINE void
+prefetch_row(const uint8_t *p, size_t nb)
+{
+    for (size_t o = 0; o < nb; o += 64)
+        _mm_prefetch((const char *)p + o, _MM_HINT_T0);
+}
 
 ALWAYS_INLINE __m256d
 h4d(const uint16_t *p) /* 4 halves as doubles (exact) */
@@ -71,6 +81,8 @@ scores_blocks(const int nv, int gq, int n, const double (*qd)[HD_MAX],
             for (int m = 0; m < nv; m++)
                 _mm256_store_pd(kd[p] + 4 * m, h4d(kr + 4 * m));
         }
+        for (int p = p0 + PB; p < p0 + 2 * PB && p < n; p++) /* the next */
+            prefetch_row(k + (size_t)p * ks, (size_t)nv * 8);
         for (int h = 0; h < gq; h++) {
             __m256d a0[PB], a1[PB], s[PB];
             UNROLL
@@ -162,6 +174,9 @@ values_blk(const int gb, int hd, int n, const float *w, size_t wst,
             o[h][c] = _mm256_setzero_ps();
     }
     for (int p = 0; p < n; p++) {
+        if (p + PF_AHEAD < n)
+            prefetch_row(v + (size_t)(p + PF_AHEAD) * vs + (size_t)i0 * 2,
+                         64);
         const uint16_t *vr = (const uint16_t *)(v + (size_t)p * vs) + i0;
         __m256 vc[4];
         UNROLL
