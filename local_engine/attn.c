@@ -54,8 +54,9 @@ le_attn_row_max(int n, const float *x)
 void
 le_attn_scores_f16_ref(int hd, int g, int n, const uint16_t *q,
                        const uint8_t *k, size_t ks, float scale, float *sc,
-                       size_t scs, float *mx)
+                       size_t scs, float *mx, const uint8_t *pv)
 {
+    (void)pv; /* a hint for the SIMD kernels */
     const struct le_type_traits *ft = le_type_get_ref(LE_TYPE_F16);
     for (int h = 0; h < g; h++) {
         float *row = sc + (size_t)h * scs;

@@ -28,7 +28,7 @@
 #define UNROLL _Pragma("GCC unroll 32")
 #define PB 4 /* positions per scores block: one reduce4 */
 #define HD_MAX 128
-#define QG 8 /* query heads converted to doubles at once */
+#define QG 8       /* query heads converted to doubles at once */
 #define PF_AHEAD 8 /* values: V rows prefetched this many positions ahead */
 
 /* The cache lines of the nb bytes at p into L1: K and V rows come from
@@ -70,7 +70,7 @@ reduce4(const __m256d s[PB])
 ALWAYS_INLINE void
 scores_blocks(const int nv, int gq, int n, const double (*qd)[HD_MAX],
               double (*kd)[HD_MAX], const uint8_t *k, size_t ks, __m128 vscale,
-              float *sc, size_t scs, __m128 *mxv)
+              float *sc, size_t scs, __m128 *mxv, const uint8_t *pv)
 {
     for (int p0 = 0; p0 < n; p0 += PB) {
         int r = n - p0 < PB ? n - p0 : PB;
@@ -83,6 +83,8 @@ scores_blocks(const int nv, int gq, int n, const double (*qd)[HD_MAX],
         }
         for (int p = p0 + PB; p < p0 + 2 * PB && p < n; p++) /* the next */
             prefetch_row(k + (size_t)p * ks, (size_t)nv * 8);
+        for (int p = p0; pv && p < p0 + r; p++) /* for values */
+            prefetch_row(pv + (size_t)p * ks, (size_t)nv * 8);
         for (int h = 0; h < gq; h++) {
             __m256d a0[PB], a1[PB], s[PB];
             UNROLL
@@ -124,7 +126,8 @@ scores_blocks(const int nv, int gq, int n, const double (*qd)[HD_MAX],
 
 ALWAYS_INLINE void
 scores_n(const int nv, int g, int n, const uint16_t *q, const uint8_t *k,
-         size_t ks, float scale, float *sc, size_t scs, float *mx)
+         size_t ks, float scale, float *sc, size_t scs, float *mx,
+         const uint8_t *pv)
 {
     _Alignas(32) double kd[PB][HD_MAX], qd[QG][HD_MAX];
     __m128 vscale = _mm_set1_ps(scale), mxv[QG];
@@ -139,7 +142,7 @@ scores_n(const int nv, int g, int n, const uint16_t *q, const uint8_t *k,
                 _mm256_store_pd(qd[h] + 4 * m, h4d(qh + 4 * m));
         }
         scores_blocks(nv, gq, n, qd, kd, k, ks, vscale, sc + (size_t)h0 * scs,
-                      scs, mxv);
+                      scs, mxv, pv);
         for (int h = 0; h < gq; h++) { /* the lanes' maxima */
             float l[4];
             _mm_storeu_ps(l, mxv[h]);
@@ -151,14 +154,14 @@ scores_n(const int nv, int g, int n, const uint16_t *q, const uint8_t *k,
 void
 le_attn_scores_f16_avx2(int hd, int g, int n, const uint16_t *q,
                         const uint8_t *k, size_t ks, float scale, float *sc,
-                        size_t scs, float *mx)
+                        size_t scs, float *mx, const uint8_t *pv)
 {
     if (hd == 64)
-        scores_n(16, g, n, q, k, ks, scale, sc, scs, mx);
+        scores_n(16, g, n, q, k, ks, scale, sc, scs, mx, pv);
     else if (hd == 128)
-        scores_n(32, g, n, q, k, ks, scale, sc, scs, mx);
+        scores_n(32, g, n, q, k, ks, scale, sc, scs, mx, pv);
     else /* le_attn_f16_get hands out 64 and 128 only */
-        le_attn_scores_f16_ref(hd, g, n, q, k, ks, scale, sc, scs, mx);
+        le_attn_scores_f16_ref(hd, g, n, q, k, ks, scale, sc, scs, mx, pv);
 }
 
 /* out[h * hd + i0 + i], i < 32, of the gb (constant, <= 2) heads from w */
@@ -175,8 +178,7 @@ values_blk(const int gb, int hd, int n, const float *w, size_t wst,
     }
     for (int p = 0; p < n; p++) {
         if (p + PF_AHEAD < n)
-            prefetch_row(v + (size_t)(p + PF_AHEAD) * vs + (size_t)i0 * 2,
-                         64);
+            prefetch_row(v + (size_t)(p + PF_AHEAD) * vs + (size_t)i0 * 2, 64);
         const uint16_t *vr = (const uint16_t *)(v + (size_t)p * vs) + i0;
         __m256 vc[4];
         UNROLL

@@ -334,7 +334,9 @@ void le_gemm_bf16_avx512(int n, const void *w, const struct le_pack_act *a,
  * values: out[h * hd + i] = sum over p < n in order of
  * (w[h * wst + p] * inv[h]) * value i of row p of v (vs bytes apart).
  * scores also writes mx[h] = le_attn_row_max(n, row h of sc), up to the
- * sign of a zero maximum (expf(s - mx) is the same either way).  Each
+ * sign of a zero maximum (expf(s - mx) is the same either way), and may
+ * prefetch the n rows at pv (ks bytes apart: the V rows values will
+ * read; NULL: none).  Each
  * head's result is the same bits whatever g (a call for g heads is g
  * calls for one).  to_f16: y[i] = le_fp32_to_fp16(x[i]), i < n, bit
  * for bit, any n.  le_attn_f16_get: the kernels for head size hd at the
@@ -342,7 +344,8 @@ void le_gemm_bf16_avx512(int n, const void *w, const struct le_pack_act *a,
  * to_f16 is SIMD at any hd where the level has it). */
 struct le_attn_f16 {
     void (*scores)(int hd, int g, int n, const uint16_t *q, const uint8_t *k,
-                   size_t ks, float scale, float *sc, size_t scs, float *mx);
+                   size_t ks, float scale, float *sc, size_t scs, float *mx,
+                   const uint8_t *pv);
     void (*values)(int hd, int g, int n, const float *w, size_t wst,
                    const float *inv, const uint8_t *v, size_t vs, float *out);
     void (*to_f16)(int n, const float *x, uint16_t *y);
@@ -352,21 +355,24 @@ int le_attn_f16_get(int hd, struct le_attn_f16 *out);
 float le_attn_row_max(int n, const float *x);
 void le_attn_scores_f16_ref(int hd, int g, int n, const uint16_t *q,
                             const uint8_t *k, size_t ks, float scale, float *sc,
-                            size_t scs, float *mx);
+                            size_t scs, float *mx,
+                            const uint8_t *pv);
 void le_attn_values_f16_ref(int hd, int g, int n, const float *w, size_t wst,
                             const float *inv, const uint8_t *v, size_t vs,
                             float *out);
 void le_attn_to_f16_ref(int n, const float *x, uint16_t *y);
 void le_attn_scores_f16_avx2(int hd, int g, int n, const uint16_t *q,
                              const uint8_t *k, size_t ks, float scale,
-                             float *sc, size_t scs, float *mx);
+                             float *sc, size_t scs, float *mx,
+                            const uint8_t *pv);
 void le_attn_values_f16_avx2(int hd, int g, int n, const float *w, size_t wst,
                              const float *inv, const uint8_t *v, size_t vs,
                              float *out);
 void le_attn_to_f16_avx2(int n, const float *x, uint16_t *y);
 void le_attn_scores_f16_avx512(int hd, int g, int n, const uint16_t *q,
                                const uint8_t *k, size_t ks, float scale,
-                               float *sc, size_t scs, float *mx);
+                               float *sc, size_t scs, float *mx,
+                            const uint8_t *pv);
 void le_attn_values_f16_avx512(int hd, int g, int n, const float *w, size_t wst,
                                const float *inv, const uint8_t *v, size_t vs,
                                float *out);

@@ -1286,7 +1286,7 @@ attention_heads(void *arg, int ith, int nth)
                 ak.to_f16(gn * hd, ws->q + qo, (uint16_t *)qh);
                 ak.scores(hd, gn, pos + 1, (const uint16_t *)qh,
                           s->kv_k + hoff, s->kv_row, scale, sc0, ws->n_ctx,
-                          mx);
+                          mx, s->kv_v + hoff);
                 for (int g = 0; g < gn; g++) {
                     float *sc = sc0 + (size_t)g * ws->n_ctx;
                     double sm = 0;

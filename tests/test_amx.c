@@ -495,11 +495,12 @@ test_attn_f16(void)
                     s1[i] = -1234.5f; /* must survive past n */
                 float mx0[GMAX], mx1[GMAX], mx2;
                 le_attn_scores_f16_ref(hd, g, n, q, kh, ks, scale, s0, scs,
-                                       mx0);
-                ak.scores(hd, g, n, q, kh, ks, scale, s1, scs, mx1);
+                                       mx0, NULL);
+                ak.scores(hd, g, n, q, kh, ks, scale, s1, scs, mx1, vh);
                 for (int h = 0; h < g; h++) {
                     const uint16_t *qh = q + (size_t)h * hd;
-                    ak.scores(hd, 1, n, qh, kh, ks, scale, s2, scs, &mx2);
+                    ak.scores(hd, 1, n, qh, kh, ks, scale, s2, scs, &mx2,
+                              NULL);
                     bad_group += !same_bits(s1 + (size_t)h * scs, s2, n);
                     bad_group += !same_bits(&mx1[h], &mx2, 1);
                     /* == : a zero maximum may differ in sign */
