@@ -125,6 +125,8 @@ scores_n(const int nv, int g, int n, const uint16_t *q, const uint8_t *k,
 {
     _Alignas(64) double kd[PB][HD_MAX], qd[QG][HD_MAX];
     __m256 vscale = _mm256_set1_ps(scale), mxv[QG];
+    for (int p = 0; p < PB && p < n; p++) /* the first block's */
+        prefetch_row(k + (size_t)p * ks, (size_t)nv * 16);
     for (int h0 = 0; h0 < g; h0 += QG) {
         int gq = g - h0 < QG ? g - h0 : QG;
         for (int h = 0; h < gq; h++)
