@@ -5,13 +5,16 @@
  * le_isa_active() is LE_ISA_AVX2 or LE_ISA_AVXVNNI, for head sizes 64
  * and 128.
  *
- * scores: the key rows of a block of 4 positions are converted once to
- * doubles (on the stack) for the g query heads; fma(q, k, acc) of fp16
+ * scores: the query heads (8 at a time) converted to doubles once per
+ * call, the key rows of a block of 4 positions once per block (on the
+ * stack) for the g query heads; fma(q, k, acc) of fp16
  * values rounds once, as acc + (the exact float product) did, into two
  * double accumulators per head and position (elements 8c..8c+3 and
  * 8c+4..8c+7 of chunk c, c in order), then across lanes for the 4
  * positions at once (reduce4) in the tree of the one-head kernel (lanes
- * i and i + 2, then 0 and 1), so each score is its bits.  values: 32
+ * i and i + 2, then 0 and 1), so each score is its bits; the row maximum
+ * per lane, then across lanes; K and V rows prefetched as in
+ * attn_avx512.c.  values: 32
  * output values of up to 2 heads in 8 registers across all positions,
  * each V chunk converted once for the heads, each step out + a * v with
  * a separate multiply and add as the twin.  to_f16: vcvtps2ph, NaN lanes

@@ -3,19 +3,24 @@
  * is there).  Built with the AVX-512 flags (Makefile: *_avx512.c), called
  * only when le_isa_active() is LE_ISA_AVX512, for head sizes 64 and 128.
  *
- * scores: the key rows of a block of 8 positions are converted once to
- * doubles (on the stack) and used by each of the g query heads.  A fp16
+ * scores: the query heads (8 at a time) are converted to doubles once per
+ * call and the key rows of a block of 8 positions once per block (on the
+ * stack), each block used by each of the g query heads.  A fp16
  * by fp16 product has at most 22 significant bits, so it is exact in
  * float and in double, and fma(q, k, acc) rounds once, as acc + (the
  * float product) did: per head and position the two double accumulators
  * (elements 16c..16c+7 and 16c+8..16c+15 of chunk c, c in order) hold
  * the bits the one-head kernel's convert-multiply-add held.  Their sum is
  * reduced across lanes for the 8 positions at once (reduce8) in the tree
- * of _mm512_reduce_add_pd, so each score is that kernel's bits.
- * values: 64 output values of up to 4 heads in 16 registers across all
- * positions (a 128-value head in two passes), each V chunk converted once
- * for the heads, each step out + a * v with a separate multiply and add
- * as the twin.  to_f16: vcvtps2ph, NaN lanes redone by the twin.
+ * of _mm512_reduce_add_pd, so each score is that kernel's bits.  The row
+ * maximum is kept per lane (vmaxps is m = s > m ? s : m) and taken across
+ * lanes at the end.  K rows are prefetched a block ahead and the block's
+ * V rows for the values (the products between two layers have evicted
+ * them from L1 and L2: perf showed the kernels waiting).  values: 64 output
+ * values of up to 4 heads in 16 registers across all positions (a 128-value
+ * head in two passes), each V chunk converted once for the heads, V rows
+ * prefetched 8 positions ahead, each step out + a * v with a separate multiply
+ * and add as the twin.  to_f16: vcvtps2ph, NaN lanes redone by the twin.
  */
 #if defined(__x86_64__)
 
