@@ -327,35 +327,56 @@ void le_gemm_bf16_avx2(int n, const void *w, const struct le_pack_act *a,
 void le_gemm_bf16_avx512(int n, const void *w, const struct le_pack_act *a,
                          int ntok, float *y, size_t ys, int nr);
 
-/* Attention over an F16 KV cache, one query head (attn.c states the
- * contract; attn_avx512.c and attn_avx2.c the SIMD twins).  scores: sc[p]
- * = scale * the dot of fp16 query q and key row p (k + p * ks bytes), p <
- * n.  values:
- * out[0..hd) = sum over p < n in order of (w[p] * inv) * row p of v (vs
- * bytes apart).  le_attn_f16_get: the kernels for head size hd at the
- * active ISA level (1: SIMD, 0: the plain C twins). */
+/* Attention over an F16 KV cache for the g query heads that share one KV
+ * head (attn.c states the contract; attn_avx512.c and attn_avx2.c the
+ * SIMD twins).  scores: sc[h * scs + p] = scale * the dot of fp16 query
+ * head h (q + h * hd) and key row p (k + p * ks bytes), h < g, p < n.
+ * values: out[h * hd + i] = sum over p < n in order of
+ * (w[h * wst + p] * inv[h]) * value i of row p of v (vs bytes apart).
+ * scores also writes mx[h] = le_attn_row_max(n, row h of sc), up to the
+ * sign of a zero maximum (expf(s - mx) is the same either way), and may
+ * prefetch the n rows at pv (ks bytes apart: the V rows values will
+ * read; NULL: none).  Each
+ * head's result is the same bits whatever g (a call for g heads is g
+ * calls for one).  to_f16: y[i] = le_fp32_to_fp16(x[i]), i < n, bit
+ * for bit, any n.  le_attn_f16_get: the kernels for head size hd at the
+ * active ISA level (1: SIMD scores and values, 0: the plain C twins;
+ * to_f16 is SIMD at any hd where the level has it). */
 struct le_attn_f16 {
-    void (*scores)(int hd, int n, const uint16_t *q, const uint8_t *k,
-                   size_t ks, float scale, float *sc);
-    void (*values)(int hd, int n, const float *w, float inv,
-                   const uint8_t *v, size_t vs, float *out);
+    void (*scores)(int hd, int g, int n, const uint16_t *q, const uint8_t *k,
+                   size_t ks, float scale, float *sc, size_t scs, float *mx,
+                   const uint8_t *pv);
+    void (*values)(int hd, int g, int n, const float *w, size_t wst,
+                   const float *inv, const uint8_t *v, size_t vs, float *out);
+    void (*to_f16)(int n, const float *x, uint16_t *y);
 };
 int le_attn_f16_get(int hd, struct le_attn_f16 *out);
-void le_attn_scores_f16_ref(int hd, int n, const uint16_t *q,
-                            const uint8_t *k, size_t ks, float scale,
-                            float *sc);
-void le_attn_values_f16_ref(int hd, int n, const float *w, float inv,
-                            const uint8_t *v, size_t vs, float *out);
-void le_attn_scores_f16_avx2(int hd, int n, const uint16_t *q,
+/* m = x[i] > m ? x[i] : m over i < n from -INFINITY (NaNs skipped) */
+float le_attn_row_max(int n, const float *x);
+void le_attn_scores_f16_ref(int hd, int g, int n, const uint16_t *q,
+                            const uint8_t *k, size_t ks, float scale, float *sc,
+                            size_t scs, float *mx,
+                            const uint8_t *pv);
+void le_attn_values_f16_ref(int hd, int g, int n, const float *w, size_t wst,
+                            const float *inv, const uint8_t *v, size_t vs,
+                            float *out);
+void le_attn_to_f16_ref(int n, const float *x, uint16_t *y);
+void le_attn_scores_f16_avx2(int hd, int g, int n, const uint16_t *q,
                              const uint8_t *k, size_t ks, float scale,
-                             float *sc);
-void le_attn_values_f16_avx2(int hd, int n, const float *w, float inv,
-                             const uint8_t *v, size_t vs, float *out);
-void le_attn_scores_f16_avx512(int hd, int n, const uint16_t *q,
+                             float *sc, size_t scs, float *mx,
+                            const uint8_t *pv);
+void le_attn_values_f16_avx2(int hd, int g, int n, const float *w, size_t wst,
+                             const float *inv, const uint8_t *v, size_t vs,
+                             float *out);
+void le_attn_to_f16_avx2(int n, const float *x, uint16_t *y);
+void le_attn_scores_f16_avx512(int hd, int g, int n, const uint16_t *q,
                                const uint8_t *k, size_t ks, float scale,
-                               float *sc);
-void le_attn_values_f16_avx512(int hd, int n, const float *w, float inv,
-                               const uint8_t *v, size_t vs, float *out);
+                               float *sc, size_t scs, float *mx,
+                            const uint8_t *pv);
+void le_attn_values_f16_avx512(int hd, int g, int n, const float *w, size_t wst,
+                               const float *inv, const uint8_t *v, size_t vs,
+                               float *out);
+void le_attn_to_f16_avx512(int n, const float *x, uint16_t *y);
 
 /* Decode products (gemv.c, quants_avx512.c): ng repacked groups of
  * n-value rows, gb bytes apart from w, against ntok activation rows:

@@ -707,6 +707,18 @@ le_session_free(struct le_session *s)
     free(s);
 }
 
+/* Query heads attention_heads takes a KV head's at once (up to this many
+ * per call; 4 in Llama 3.2 1B): the rows of scores and fp16 query heads
+ * it holds per thread. */
+#define ATT_GROUP_MAX 8
+
+static size_t
+att_rows(const struct le_hparams *hp)
+{
+    int group = hp->n_head / hp->n_head_kv;
+    return (size_t)(group < ATT_GROUP_MAX ? group : ATT_GROUP_MAX);
+}
+
 enum le_status
 le_session_new_sized(struct le_model *m, int n_tok, int n_out, int with_kv,
                      struct le_session **out, char *err, size_t errlen)
@@ -774,8 +786,9 @@ le_session_new_sized(struct le_model *m, int n_tok, int n_out, int with_kv,
     if (B && m->packed && le_amx_usable())
         s->qtile = xcalloc((B / 16 + 1) * 16, widest, &bad);
     if (B) {
-        s->scores = xcalloc(NT * C, sizeof(float), &bad);
-        s->qhead_size = (size_t)hp->head_dim * sizeof(float) + 64;
+        s->scores = xcalloc(NT * att_rows(hp) * C, sizeof(float), &bad);
+        s->qhead_size =
+            (size_t)hp->head_dim * att_rows(hp) * sizeof(float) + 64;
         s->qhead = xcalloc(NT * s->qhead_size, 1, &bad);
         s->vrow = xcalloc(NT * (size_t)hp->head_dim, sizeof(float), &bad);
     }
@@ -1293,6 +1306,10 @@ tok_pos(const struct le_fwd_batch *b, int t)
     return b->pos ? b->pos[t] : b->one->n_past + t;
 }
 
+/* Work items are (token, KV head): the query heads sharing a KV head walk
+ * its positions together (attn.c), up to ATT_GROUP_MAX at a time; per
+ * thread scratch: att_rows rows of n_ctx scores and as many query heads
+ * (le_session_new). */
 static void
 attention_heads(void *arg, int ith, int nth)
 {
@@ -1303,61 +1320,76 @@ attention_heads(void *arg, int ith, int nth)
     int group = hp->n_head / hp->n_head_kv;
     const struct le_type_traits *kt = le_type_get(ws->kv_type);
     const struct le_type_traits *qt = le_type_get(kt->vec_dot_type);
-    float *sc = ws->scores + (size_t)ith * ws->n_ctx;
+    float *sc0 = ws->scores + (size_t)ith * att_rows(hp) * ws->n_ctx;
     uint8_t *qh = ws->qhead + (size_t)ith * ws->qhead_size;
     float *vr = ws->vrow + (size_t)ith * hd;
     size_t head_bytes = le_row_size(ws->kv_type, hd);
     float scale = 1.0f / sqrtf((float)hd);
-    int total = j->b->n_tok * hp->n_head;
+    int total = j->b->n_tok * hp->n_head_kv;
     /* F16 cache: the fused kernels of attn.c where SIMD has them */
     struct le_attn_f16 ak;
     int fused = ws->kv_type == LE_TYPE_F16 && le_attn_f16_get(hd, &ak);
     for (int i = ith; i < total; i += nth) {
-        int t = i / hp->n_head, h = i % hp->n_head, kvh = h / group;
+        int t = i / hp->n_head_kv, kvh = i % hp->n_head_kv;
         const struct le_session *s = tok_seq(j->b, t);
         int pos = tok_pos(j->b, t);
         size_t layer_off = (size_t)j->layer * s->n_ctx * s->kv_row;
-        const float *q = ws->q + (size_t)t * QD + (size_t)h * hd;
-        float *out = ws->att + (size_t)t * QD + (size_t)h * hd;
-        qt->from_float(q, qh, hd);
-        if (fused) {
+        size_t qoff = (size_t)t * QD + (size_t)kvh * group * hd;
+        if (fused) { /* up to ATT_GROUP_MAX heads a call */
             size_t hoff = layer_off + (size_t)kvh * head_bytes;
-            ak.scores(hd, pos + 1, (const uint16_t *)qh, s->kv_k + hoff,
-                      s->kv_row, scale, sc);
-            float mx = -INFINITY;
-            for (int p = 0; p <= pos; p++)
-                mx = sc[p] > mx ? sc[p] : mx;
-            double sm = 0;
-            for (int p = 0; p <= pos; p++) {
-                sc[p] = expf(sc[p] - mx);
-                sm += sc[p];
+            for (int g0 = 0; g0 < group; g0 += ATT_GROUP_MAX) {
+                int gn = group - g0 < ATT_GROUP_MAX ? group - g0
+                                                    : ATT_GROUP_MAX;
+                size_t qo = qoff + (size_t)g0 * hd;
+                float inv[ATT_GROUP_MAX], mx[ATT_GROUP_MAX];
+                ak.to_f16(gn * hd, ws->q + qo, (uint16_t *)qh);
+                ak.scores(hd, gn, pos + 1, (const uint16_t *)qh,
+                          s->kv_k + hoff, s->kv_row, scale, sc0, ws->n_ctx,
+                          mx, s->kv_v + hoff);
+                for (int g = 0; g < gn; g++) {
+                    float *sc = sc0 + (size_t)g * ws->n_ctx;
+                    double sm = 0;
+                    for (int p = 0; p <= pos; p++) {
+                        sc[p] = expf(sc[p] - mx[g]);
+                        sm += sc[p];
+                    }
+                    inv[g] = (float)(1.0 / sm);
+                }
+                ak.values(hd, gn, pos + 1, sc0, ws->n_ctx, inv,
+                          s->kv_v + hoff, s->kv_row, ws->att + qo);
             }
-            ak.values(hd, pos + 1, sc, (float)(1.0 / sm), s->kv_v + hoff,
-                      s->kv_row, out);
             continue;
         }
-        float max = -INFINITY;
-        for (int p = 0; p <= pos; p++) {
-            const uint8_t *kr = s->kv_k + layer_off + (size_t)p * s->kv_row +
-                                (size_t)kvh * head_bytes;
-            float d;
-            kt->vec_dot(hd, &d, kr, qh);
-            sc[p] = d * scale;
-            if (sc[p] > max)
-                max = sc[p];
-        }
-        double sum = 0;
-        for (int p = 0; p <= pos; p++) {
-            sc[p] = expf(sc[p] - max);
-            sum += sc[p];
-        }
-        float inv = (float)(1.0 / sum);
-        memset(out, 0, (size_t)hd * sizeof(float));
-        for (int p = 0; p <= pos; p++) {
-            const uint8_t *vrw = s->kv_v + layer_off + (size_t)p * s->kv_row +
-                                 (size_t)kvh * head_bytes;
-            kt->to_float(vrw, vr, hd);
-            axpy(hd, sc[p] * inv, vr, out);
+        for (int g = 0; g < group; g++) {
+            const float *q = ws->q + qoff + (size_t)g * hd;
+            float *out = ws->att + qoff + (size_t)g * hd;
+            float *sc = sc0;
+            qt->from_float(q, qh, hd);
+            float max = -INFINITY;
+            for (int p = 0; p <= pos; p++) {
+                const uint8_t *kr = s->kv_k + layer_off +
+                                    (size_t)p * s->kv_row +
+                                    (size_t)kvh * head_bytes;
+                float d;
+                kt->vec_dot(hd, &d, kr, qh);
+                sc[p] = d * scale;
+                if (sc[p] > max)
+                    max = sc[p];
+            }
+            double sum = 0;
+            for (int p = 0; p <= pos; p++) {
+                sc[p] = expf(sc[p] - max);
+                sum += sc[p];
+            }
+            float inv = (float)(1.0 / sum);
+            memset(out, 0, (size_t)hd * sizeof(float));
+            for (int p = 0; p <= pos; p++) {
+                const uint8_t *vrw = s->kv_v + layer_off +
+                                     (size_t)p * s->kv_row +
+                                     (size_t)kvh * head_bytes;
+                kt->to_float(vrw, vr, hd);
+                axpy(hd, sc[p] * inv, vr, out);
+            }
         }
     }
 }
@@ -1402,6 +1434,9 @@ tok_steps(void *arg, int ith, int nth)
     int t0 = (int)((int64_t)nt * ith / nth);
     int t1 = (int)((int64_t)nt * (ith + 1) / nth);
     const struct le_type_traits *kt = le_type_get(ws->kv_type);
+    struct le_attn_f16 ak;
+    le_attn_f16_get(hp->head_dim, &ak);
+    int f16 = ws->kv_type == LE_TYPE_F16;
     for (int t = t0; t < t1; t++) {
         switch (j->op) {
         case TOK_NORM: {
@@ -1420,6 +1455,13 @@ tok_steps(void *arg, int ith, int nth)
             rope(m, ws->k + (size_t)t * KD, hp->n_head_kv, pos);
             size_t off =
                 ((size_t)j->layer * s->n_ctx + (size_t)pos) * s->kv_row;
+            if (f16) { /* F16C where SIMD has it, le_fp32_to_fp16's bits */
+                ak.to_f16(KD, ws->k + (size_t)t * KD,
+                          (uint16_t *)(s->kv_k + off));
+                ak.to_f16(KD, ws->v + (size_t)t * KD,
+                          (uint16_t *)(s->kv_v + off));
+                break;
+            }
             kt->from_float(ws->k + (size_t)t * KD, s->kv_k + off, KD);
             kt->from_float(ws->v + (size_t)t * KD, s->kv_v + off, KD);
             break;
