@@ -351,6 +351,17 @@ struct le_attn_f16 {
     void (*to_f16)(int n, const float *x, uint16_t *y);
 };
 int le_attn_f16_get(int hd, struct le_attn_f16 *out);
+
+/* The feed-forward activation h[i] = silu(h[i]) * h2[i], i < n (act.c: the
+ * contract, e^x by le_act_expf).  le_silu_mul_get: the kernel for the
+ * active level (AVX-512 or the plain twin), bit-identical to the twin. */
+typedef void (*le_silu_mul_fn)(float *h, const float *h2, int n);
+float le_act_expf(float x);
+void le_silu_mul_ref(float *h, const float *h2, int n);
+#if defined(__x86_64__)
+void le_silu_mul_avx512(float *h, const float *h2, int n);
+#endif
+le_silu_mul_fn le_silu_mul_get(void);
 /* m = x[i] > m ? x[i] : m over i < n from -INFINITY (NaNs skipped) */
 float le_attn_row_max(int n, const float *x);
 void le_attn_scores_f16_ref(int hd, int g, int n, const uint16_t *q,

@@ -1394,11 +1394,6 @@ attention_heads(void *arg, int ith, int nth)
     }
 }
 
-static float
-silu(float x)
-{
-    return x / (1.0f + expf(-x));
-}
 
 /*
  * The per-token steps between the products of a layer, as one pool job
@@ -1409,7 +1404,7 @@ silu(float x)
  *   TOK_NORM:  [x[t] += xb[t] when add;] xb[t] = rmsnorm(x[t], w) (w NULL:
  *              the add only)
  *   TOK_ROPE:  rope of q[t], k[t]; k[t], v[t] into the token's KV cells
- *   TOK_SILU:  hb[t] = silu(hb[t]) * hb2[t]
+ *   TOK_SILU:  hb[t] = silu(hb[t]) * hb2[t] (act.c)
  */
 enum tok_op { TOK_NORM, TOK_ROPE, TOK_SILU };
 
@@ -1437,6 +1432,7 @@ tok_steps(void *arg, int ith, int nth)
     struct le_attn_f16 ak;
     le_attn_f16_get(hp->head_dim, &ak);
     int f16 = ws->kv_type == LE_TYPE_F16;
+    le_silu_mul_fn silu_mul = le_silu_mul_get();
     for (int t = t0; t < t1; t++) {
         switch (j->op) {
         case TOK_NORM: {
@@ -1466,13 +1462,9 @@ tok_steps(void *arg, int ith, int nth)
             kt->from_float(ws->v + (size_t)t * KD, s->kv_v + off, KD);
             break;
         }
-        case TOK_SILU: {
-            float *h = ws->hb + (size_t)t * F;
-            const float *h2 = ws->hb2 + (size_t)t * F;
-            for (int i = 0; i < F; i++)
-                h[i] = silu(h[i]) * h2[i];
+        case TOK_SILU:
+            silu_mul(ws->hb + (size_t)t * F, ws->hb2 + (size_t)t * F, F);
             break;
-        }
         }
     }
 }
