@@ -1,7 +1,8 @@
 /*
  * act.c: the SwiGLU activation of the feed-forward block, h = silu(h) * h2
- * with silu(x) = x / (1 + e^-x), as a plain C twin and the choice of its
- * SIMD kernels (act_avx512.c).
+ * with silu(x) = x / (1 + e^-x), and the softmax's x = e^(x - m) of the
+ * attention, as plain C twins and the choice of their SIMD kernels
+ * (act_avx512.c).
  *
  * e^x is our own (le_act_expf), not libm's expf, so that one definition
  * can be evaluated the same way a lane at a time and 8 lanes at a time:
@@ -62,6 +63,13 @@ le_silu_mul_ref(float *h, const float *h2, int n)
     }
 }
 
+void
+le_exp_sub_ref(float *x, int n, float m)
+{
+    for (int i = 0; i < n; i++)
+        x[i] = le_act_expf(x[i] - m);
+}
+
 le_silu_mul_fn
 le_silu_mul_get(void)
 {
@@ -70,4 +78,14 @@ le_silu_mul_get(void)
         return le_silu_mul_avx512;
 #endif
     return le_silu_mul_ref;
+}
+
+le_exp_sub_fn
+le_exp_sub_get(void)
+{
+#if defined(__x86_64__)
+    if (le_isa_active() >= LE_ISA_AVX512)
+        return le_exp_sub_avx512;
+#endif
+    return le_exp_sub_ref;
 }

@@ -1,6 +1,6 @@
 /*
- * act_avx512.c: the AVX-512 twin of act.c's h = silu(h) * h2 (the
- * contract, e^x included, is there): 16 floats at a time, e^-x evaluated
+ * act_avx512.c: the AVX-512 twins of act.c's h = silu(h) * h2 and
+ * x = e^(x - m) (the contract, e^x included, is there): 16 floats at a time, e^-x evaluated
  * as two vectors of 8 doubles with the twin's operations in its order
  * (separate multiplies and adds, no fused multiply-add), then the same
  * float divide and multiply.  Built with the AVX-512 flags (Makefile:
@@ -36,18 +36,24 @@ expd8(__m512d x)
     return _mm512_mul_pd(p, _mm512_castsi512_pd(e));
 }
 
-/* 16 lanes of silu(x) * y (NaN lanes of -x give back that NaN as e^-x,
- * as the twin's le_act_expf does). */
+/* le_act_expf of 16 lanes (a NaN lane gives back that NaN, as the twin
+ * does). */
+static inline __m512
+exp16(__m512 x)
+{
+    __m256 lo = _mm512_cvtpd_ps(expd8(_mm512_cvtps_pd(_mm512_castps512_ps256(x))));
+    __m256 hi = _mm512_cvtpd_ps(expd8(_mm512_cvtps_pd(
+        _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)))));
+    __m512 e = _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
+    __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+    return _mm512_mask_mov_ps(e, nan, x);
+}
+
+/* 16 lanes of silu(x) * y */
 static inline __m512
 silu16(__m512 x, __m512 y)
 {
-    __m512 nx = _mm512_xor_ps(x, _mm512_set1_ps(-0.0f)); /* C's -x */
-    __m256 lo = _mm512_cvtpd_ps(expd8(_mm512_cvtps_pd(_mm512_castps512_ps256(nx))));
-    __m256 hi = _mm512_cvtpd_ps(expd8(_mm512_cvtps_pd(
-        _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(nx), 1)))));
-    __m512 e = _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
-    __mmask16 nan = _mm512_cmp_ps_mask(nx, nx, _CMP_UNORD_Q);
-    e = _mm512_mask_mov_ps(e, nan, nx);
+    __m512 e = exp16(_mm512_xor_ps(x, _mm512_set1_ps(-0.0f))); /* C's -x */
     __m512 d = _mm512_add_ps(_mm512_set1_ps(1.0f), e);
     return _mm512_mul_ps(_mm512_div_ps(x, d), y);
 }
@@ -64,6 +70,19 @@ le_silu_mul_avx512(float *h, const float *h2, int n)
         __m512 r = silu16(_mm512_maskz_loadu_ps(m, h + i),
                           _mm512_maskz_loadu_ps(m, h2 + i));
         _mm512_mask_storeu_ps(h + i, m, r);
+    }
+}
+
+void
+le_exp_sub_avx512(float *x, int n, float m)
+{
+    __m512 mv = _mm512_set1_ps(m);
+    int i = 0;
+    for (; i < n; i += 16) {
+        __mmask16 k = n - i >= 16 ? (__mmask16)0xffff
+                                  : (__mmask16)((1u << (n - i)) - 1);
+        __m512 d = _mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), mv);
+        _mm512_mask_storeu_ps(x + i, k, exp16(d));
     }
 }
 

@@ -362,6 +362,14 @@ void le_silu_mul_ref(float *h, const float *h2, int n);
 void le_silu_mul_avx512(float *h, const float *h2, int n);
 #endif
 le_silu_mul_fn le_silu_mul_get(void);
+/* The softmax's x[i] = le_act_expf(x[i] - m), i < n; le_exp_sub_get: the
+ * kernel for the active level, bit-identical to the twin. */
+typedef void (*le_exp_sub_fn)(float *x, int n, float m);
+void le_exp_sub_ref(float *x, int n, float m);
+#if defined(__x86_64__)
+void le_exp_sub_avx512(float *x, int n, float m);
+#endif
+le_exp_sub_fn le_exp_sub_get(void);
 /* m = x[i] > m ? x[i] : m over i < n from -INFINITY (NaNs skipped) */
 float le_attn_row_max(int n, const float *x);
 void le_attn_scores_f16_ref(int hd, int g, int n, const uint16_t *q,

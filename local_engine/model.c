@@ -1329,6 +1329,7 @@ attention_heads(void *arg, int ith, int nth)
     /* F16 cache: the fused kernels of attn.c where SIMD has them */
     struct le_attn_f16 ak;
     int fused = ws->kv_type == LE_TYPE_F16 && le_attn_f16_get(hd, &ak);
+    le_exp_sub_fn exp_sub = le_exp_sub_get();
     for (int i = ith; i < total; i += nth) {
         int t = i / hp->n_head_kv, kvh = i % hp->n_head_kv;
         const struct le_session *s = tok_seq(j->b, t);
@@ -1348,11 +1349,10 @@ attention_heads(void *arg, int ith, int nth)
                           mx, s->kv_v + hoff);
                 for (int g = 0; g < gn; g++) {
                     float *sc = sc0 + (size_t)g * ws->n_ctx;
+                    exp_sub(sc, pos + 1, mx[g]);
                     double sm = 0;
-                    for (int p = 0; p <= pos; p++) {
-                        sc[p] = expf(sc[p] - mx[g]);
+                    for (int p = 0; p <= pos; p++)
                         sm += sc[p];
-                    }
                     inv[g] = (float)(1.0 / sm);
                 }
                 ak.values(hd, gn, pos + 1, sc0, ws->n_ctx, inv,
@@ -1376,11 +1376,10 @@ attention_heads(void *arg, int ith, int nth)
                 if (sc[p] > max)
                     max = sc[p];
             }
+            exp_sub(sc, pos + 1, max);
             double sum = 0;
-            for (int p = 0; p <= pos; p++) {
-                sc[p] = expf(sc[p] - max);
+            for (int p = 0; p <= pos; p++)
                 sum += sc[p];
-            }
             float inv = (float)(1.0 / sum);
             memset(out, 0, (size_t)hd * sizeof(float));
             for (int p = 0; p <= pos; p++) {

@@ -1,8 +1,8 @@
 /*
- * test_act: the feed-forward activation (local_engine/act.c): le_act_expf
- * against libm's expf (at most one ulp apart, the same zeros, infinities
- * and NaNs), and every SIMD kernel of h = silu(h) * h2 the CPU has
- * against the plain twin, bit for bit, at every tail length.
+ * test_act: local_engine/act.c: le_act_expf against libm's expf (at most
+ * one ulp apart, the same zeros, infinities and NaNs), and every SIMD
+ * kernel of h = silu(h) * h2 and of x = e^(x - m) the CPU has against the
+ * plain twins, bit for bit, at every tail length.
  */
 #include <math.h>
 #include <stdint.h>
@@ -126,9 +126,44 @@ test_silu_kernels(void)
     T_CHECK(le_silu_mul_get() != NULL);
 }
 
+/* x = e^(x - m): every SIMD kernel against the twin, bit for bit, at
+ * every length (the softmax's rows: scores less their maximum). */
+static void
+test_exp_sub(void)
+{
+    enum { N = 200 };
+    float x[N], a[N + 1], b[N + 1];
+    for (int i = 0; i < N; i++)
+        x[i] = (float)((i * 7919) % 401 - 200) * 0.37f;
+    x[5] = -INFINITY;
+    x[6] = NAN;
+    int bad = 0, nk = 0;
+    le_exp_sub_fn k[1];
+#if defined(__x86_64__)
+    if (le_isa_supported(LE_ISA_AVX512))
+        k[nk++] = le_exp_sub_avx512;
+#endif
+    for (int kk = 0; kk < nk; kk++)
+        for (int n = 0; n <= N; n += n < 40 ? 1 : 23) {
+            memcpy(a, x, sizeof(float) * (size_t)n);
+            memcpy(b, x, sizeof(float) * (size_t)n);
+            a[n] = b[n] = 3.0f;
+            le_exp_sub_ref(a, n, 12.5f);
+            k[kk](b, n, 12.5f);
+            for (int i = 0; i <= n; i++)
+                bad += isnan(a[i]) ? !isnan(b[i]) : bits(a[i]) != bits(b[i]);
+        }
+    T_EQ_INT(bad, 0);
+    float one[1] = {1.0f};
+    le_exp_sub_ref(one, 1, 1.0f);
+    T_CHECK(one[0] == 1.0f);
+    T_CHECK(le_exp_sub_get() != NULL);
+}
+
 int
 main(void)
 {
+    T_RUN(test_exp_sub);
     T_RUN(test_expf);
     T_RUN(test_silu_kernels);
     return T_END();
