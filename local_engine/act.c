@@ -2,7 +2,7 @@
  * act.c: the SwiGLU activation of the feed-forward block, h = silu(h) * h2
  * with silu(x) = x / (1 + e^-x), and the softmax's x = e^(x - m) of the
  * attention, as plain C twins and the choice of their SIMD kernels
- * (act_avx512.c).
+ * (act_avx512.c, act_avx2.c).
  *
  * e^x is our own (le_act_expf), not libm's expf, so that one definition
  * can be evaluated the same way a lane at a time and 8 lanes at a time:
@@ -76,6 +76,8 @@ le_silu_mul_get(void)
 #if defined(__x86_64__)
     if (le_isa_active() >= LE_ISA_AVX512)
         return le_silu_mul_avx512;
+    if (le_isa_active() >= LE_ISA_AVX2)
+        return le_silu_mul_avx2;
 #endif
     return le_silu_mul_ref;
 }
@@ -86,6 +88,8 @@ le_exp_sub_get(void)
 #if defined(__x86_64__)
     if (le_isa_active() >= LE_ISA_AVX512)
         return le_exp_sub_avx512;
+    if (le_isa_active() >= LE_ISA_AVX2)
+        return le_exp_sub_avx2;
 #endif
     return le_exp_sub_ref;
 }

@@ -354,12 +354,14 @@ int le_attn_f16_get(int hd, struct le_attn_f16 *out);
 
 /* The feed-forward activation h[i] = silu(h[i]) * h2[i], i < n (act.c: the
  * contract, e^x by le_act_expf).  le_silu_mul_get: the kernel for the
- * active level (AVX-512 or the plain twin), bit-identical to the twin. */
+ * active level (AVX-512, AVX2 or the plain twin), bit-identical to the
+ * twin. */
 typedef void (*le_silu_mul_fn)(float *h, const float *h2, int n);
 float le_act_expf(float x);
 void le_silu_mul_ref(float *h, const float *h2, int n);
 #if defined(__x86_64__)
 void le_silu_mul_avx512(float *h, const float *h2, int n);
+void le_silu_mul_avx2(float *h, const float *h2, int n);
 #endif
 le_silu_mul_fn le_silu_mul_get(void);
 /* The softmax's x[i] = le_act_expf(x[i] - m), i < n; le_exp_sub_get: the
@@ -368,6 +370,7 @@ typedef void (*le_exp_sub_fn)(float *x, int n, float m);
 void le_exp_sub_ref(float *x, int n, float m);
 #if defined(__x86_64__)
 void le_exp_sub_avx512(float *x, int n, float m);
+void le_exp_sub_avx2(float *x, int n, float m);
 #endif
 le_exp_sub_fn le_exp_sub_get(void);
 /* m = x[i] > m ? x[i] : m over i < n from -INFINITY (NaNs skipped) */

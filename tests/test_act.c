@@ -1,8 +1,8 @@
 /*
  * test_act: local_engine/act.c: le_act_expf against libm's expf (at most
  * one ulp apart, the same zeros, infinities and NaNs), and every SIMD
- * kernel of h = silu(h) * h2 and of x = e^(x - m) the CPU has against the
- * plain twins, bit for bit, at every tail length.
+ * kernel (AVX-512, AVX2) of h = silu(h) * h2 and of x = e^(x - m) the CPU
+ * has against the plain twins, bit for bit, at every tail length.
  */
 #include <math.h>
 #include <stdint.h>
@@ -88,6 +88,8 @@ test_silu_kernels(void)
 #if defined(__x86_64__)
     if (le_isa_supported(LE_ISA_AVX512))
         k[nk++] = le_silu_mul_avx512;
+    if (le_isa_supported(LE_ISA_AVX2))
+        k[nk++] = le_silu_mul_avx2;
 #endif
     for (int kk = 0; kk < nk; kk++) {
         n_kernels++;
@@ -138,10 +140,12 @@ test_exp_sub(void)
     x[5] = -INFINITY;
     x[6] = NAN;
     int bad = 0, nk = 0;
-    le_exp_sub_fn k[1];
+    le_exp_sub_fn k[2];
 #if defined(__x86_64__)
     if (le_isa_supported(LE_ISA_AVX512))
         k[nk++] = le_exp_sub_avx512;
+    if (le_isa_supported(LE_ISA_AVX2))
+        k[nk++] = le_exp_sub_avx2;
 #endif
     for (int kk = 0; kk < nk; kk++)
         for (int n = 0; n <= N; n += n < 40 ? 1 : 23) {
