@@ -23,8 +23,9 @@
  *     \" \\ \/ \b \f \n \r \t, \u00XX (ASCII) and %XX on the fly, so
  *     "\u0073k-...", "a\/b" or "sk%2Dproj%2D..." match like the raw
  *     bytes, in any mix (a '%' or '\' of S itself still matches raw);
- *   hex of S's bytes, lower case and upper case (2 characters a byte),
- *     and so of each base64 form below (a Basic header in a hex dump);
+ *   hex of S's bytes (2 characters a byte) in any mix of lower and upper
+ *     case, and so of each base64 form below (a Basic header in a hex
+ *     dump);
  *   base64 of S at each of the three alignments it can have inside a
  *     longer base64 text (e.g. "Authorization: Basic ..." echoed encoded):
  *     the characters that depend on S's bytes only, when >= 8 of them;
@@ -55,9 +56,9 @@
  * starts (real chunks end their model and fingerprint values in digits,
  * the first characters of many hex forms).
  *
- * Not matched: other encodings (hex in mixed case or with separators,
- * base64 of a %-encoded form, case changes of S itself), a secret split
- * across two different keys' values.
+ * Not matched: other encodings (hex with separators, base64 of a
+ * %-encoded form, case changes of S itself), a secret split across two
+ * different keys' values.
  */
 #include "providers.h"
 
@@ -75,6 +76,7 @@ struct pat {
     char *s;
     size_t n;
     size_t min; /* a run of this many leading characters counts (n: all) */
+    int fold;   /* a hex form: letters match in either case (pat_is) */
 };
 
 struct pv_scrub {
@@ -100,16 +102,18 @@ struct pv_scrub {
     size_t src_len;
 };
 
-/* Pattern txt[0..n); min: leading characters that count (0: all). */
+/* Pattern txt[0..n); min: leading characters that count (0: all); fold:
+ * letters match in either case (hex forms). */
 static void
-add_pat(struct pv_scrub *s, const char *txt, size_t n, size_t min)
+add_pat(struct pv_scrub *s, const char *txt, size_t n, size_t min, int fold)
 {
     if (n == 0 || s->n >= SCRUB_MAX_PATTERNS)
         return;
     if (min == 0 || min > n)
         min = n;
     for (size_t i = 0; i < s->n; i++)
-        if (s->p[i].n == n && !memcmp(s->p[i].s, txt, n)) {
+        if (s->p[i].n == n && s->p[i].fold == fold &&
+            !memcmp(s->p[i].s, txt, n)) {
             if (min < s->p[i].min)
                 s->p[i].min = min;
             return;
@@ -130,6 +134,7 @@ add_pat(struct pv_scrub *s, const char *txt, size_t n, size_t min)
     s->p[s->n].s = c;
     s->p[s->n].n = n;
     s->p[s->n].min = min;
+    s->p[s->n].fold = fold;
     s->n++;
     if (n > s->maxn)
         s->maxn = n;
@@ -189,23 +194,28 @@ b64_decode(const char *in, size_t n, unsigned char *out)
     return o;
 }
 
-/* Pattern txt[0..n) and its hex forms, lower and upper case (two digits
- * a byte, so twice the characters count). */
+/* Pattern txt[0..n) and its hex form (two digits a byte, so twice the
+ * characters count), whose letters match in either case.  The patterns
+ * are looked up by their exact first byte, so a form that starts with a
+ * letter (a byte from 0xa0 on) is added once more starting upper case;
+ * the ASCII bytes of most secrets start with a digit. */
 static void
 add_form(struct pv_scrub *s, const char *txt, size_t n, size_t min)
 {
-    add_pat(s, txt, n, min);
+    add_pat(s, txt, n, min, 0);
     char *h = malloc(2 * n + 1);
     if (!h)
         return;
     static const char *const digits[] = {"0123456789abcdef",
                                          "0123456789ABCDEF"};
     for (size_t c = 0; c < 2; c++) {
+        if (c == 1 && (unsigned char)txt[0] < 0xa0)
+            break;
         for (size_t i = 0; i < n; i++) {
             h[2 * i] = digits[c][(unsigned char)txt[i] >> 4];
             h[2 * i + 1] = digits[c][(unsigned char)txt[i] & 15];
         }
-        add_pat(s, h, 2 * n, 2 * min);
+        add_pat(s, h, 2 * n, 2 * min, 1);
     }
     free(h);
 }
@@ -372,6 +382,17 @@ pair_ix(const unsigned char *t)
     return v;
 }
 
+/* An ASCII letter in the other case, anything else as it is. */
+static int
+pair_other(unsigned c)
+{
+    if (c >= 'a' && c <= 'z')
+        return (int)(c - ('a' - 'A'));
+    if (c >= 'A' && c <= 'Z')
+        return (int)(c + ('a' - 'A'));
+    return (int)c;
+}
+
 /* Sorts the patterns by first byte and fills from/cnt: a byte's look-ups
  * then try only the patterns that start with it (hex forms make digits
  * common first bytes). */
@@ -383,8 +404,13 @@ index_patterns(struct pv_scrub *s)
         const unsigned char *c = (const unsigned char *)s->p[i].s;
         s->from[c[0]] = (uint16_t)i;
         s->cnt[c[0]]++;
-        unsigned v = (unsigned)c[0] << 8 | c[s->p[i].n > 1 ? 1 : 0];
-        s->pair[v / 64] |= 1ULL << (v % 64);
+        unsigned c1 = c[s->p[i].n > 1 ? 1 : 0];
+        for (int u = 0; u < 1 + s->p[i].fold; u++) {
+            /* a hex form's second character in either case */
+            unsigned c2 = u ? (unsigned)pair_other(c1) : c1;
+            unsigned v = (unsigned)c[0] << 8 | c2;
+            s->pair[v / 64] |= 1ULL << (v % 64);
+        }
     }
     /* cand (s is calloc'd): the pairs, an escape and anything, a first
      * byte and an escape or '"'; a few thousand stores, not 64K tests. */
@@ -393,6 +419,10 @@ index_patterns(struct pv_scrub *s)
         unsigned char b[2] = {(unsigned char)c[0],
                               (unsigned char)c[s->p[i].n > 1 ? 1 : 0]};
         s->cand[pair_ix(b)] = 1;
+        if (s->p[i].fold) {
+            b[1] = (unsigned char)pair_other(b[1]);
+            s->cand[pair_ix(b)] = 1;
+        }
     }
     for (unsigned c = 0; c < 256; c++) {
         unsigned char e1[2] = {'\\', (unsigned char)c}, e2[2] = {'%', (unsigned char)c};
@@ -528,6 +558,21 @@ dec(const char *t, size_t j, size_t n, size_t *adv)
     return decode_at(t, j, n, adv);
 }
 
+/* ASCII upper case to lower, anything else as it is. */
+static inline int
+fold_c(int c)
+{
+    return c >= 'A' && c <= 'Z' ? c + ('a' - 'A') : c;
+}
+
+/* 1 when the (decoded) character ch is p's k-th. */
+static inline int
+pat_is(const struct pat *p, size_t k, int ch)
+{
+    int c = (unsigned char)p->s[k];
+    return ch == c || (p->fold && fold_c(ch) == fold_c(c));
+}
+
 /* Where a match of one pattern stands: k characters matched, and a %XX
  * cut by the end of the last text (pend bytes of it seen: 1 "%", 2 "%X"
  * with X's value in pv). */
@@ -560,7 +605,7 @@ match_run(const struct pat *p, struct mstate *ms, const char *t, size_t i,
             return 1;
         }
         ms->pend = 0;
-        if (kk >= p->n || ms->pv != (unsigned char)p->s[kk])
+        if (kk >= p->n || !pat_is(p, kk, ms->pv))
             return 0;
         kk++;
     }
@@ -575,7 +620,7 @@ match_run(const struct pat *p, struct mstate *ms, const char *t, size_t i,
         }
         size_t adv;
         int ch = dec(t, j, n, &adv);
-        if (ch != (unsigned char)p->s[kk]) {
+        if (!pat_is(p, kk, ch)) {
             if (adv > 1 && t[j] == p->s[kk]) {
                 /* a raw '\\' or '%' in the secret itself */
                 adv = 1;
@@ -623,7 +668,7 @@ may_go_on(const struct pat *p, const char *t, size_t i, size_t adv, size_t n)
     if (p->n < 2 || i + adv >= n)
         return 1;
     char c = t[i + adv];
-    return c == p->s[1] || c == '\\' || c == '%';
+    return pat_is(p, 1, (unsigned char)c) || c == '\\' || c == '%';
 }
 
 /* The first position at or after i (< n) where some match may start (a
@@ -965,7 +1010,7 @@ go_on(const struct pv_scrub *s, const struct pv_scrub_carry *cy, unsigned c,
     if (cy->m[c].pat != PAT_ANY) {
         const struct pat *p = &s->p[cy->m[c].pat];
         unsigned char c0 = vs < ve ? (unsigned char)d[vs] : 0;
-        if (vs < ve && !ms.pend && c0 != (unsigned char)p->s[ms.k] &&
+        if (vs < ve && !ms.pend && !pat_is(p, ms.k, c0) &&
             c0 != '\\' && c0 != '%')
             return; /* the usual case: it does not go on */
         int more = match_run(p, &ms, d, vs, ve, &end);

@@ -133,6 +133,11 @@ test_encodings(void)
              "************00");
     T_EQ_INT(hits, 1);
     T_CHECK(clean(s, up));
+    /* and in any mix of the two (a dump tool, a hand-made echo) */
+    T_EQ_STR(scrubbed(s, "x=736B2d70726F6a2D4142436465663031323334353637383978797A58595a;", &hits),
+             "x=************************************************************;");
+    T_EQ_INT(hits, 1);
+    T_CHECK(clean(s, "736B2D70726f6A2d"));
     /* a hex prefix counts from 16 digits (8 bytes of the key) */
     T_CHECK(clean(s, "736b2d70726f6a2d"));
     T_EQ_STR(scrubbed(s, "736b2d70726f6a", &hits), "736b2d70726f6a");
@@ -142,7 +147,7 @@ test_encodings(void)
      * userinfo (bob:p@ss-word-123456), dumped as hex */
     T_CHECK(clean(s, "0x596d39694f6e424163334d74643239795a4330784d6a4d304e5459"));
     /* ordinary text with '%' and hex is left alone */
-    const char *plain = "100% of 0xdeadbeef, %zz, %2, 736b2d707";
+    const char *plain = "100% of 0xdeadbeef, %zz, %2, 736b2d707, 736B2D707";
     T_EQ_STR(scrubbed(s, plain, &hits), plain);
     T_EQ_INT(hits, 0);
     pv_scrub_free(s);
@@ -202,6 +207,10 @@ test_stream_split(void)
                        CHUNK("6a2d41424364656630 end")};
     T_EQ_INT(stream(s, c, 2, out, sizeof(out)), 1);
     T_EQ_STR(out, CHUNK("736b2d70726f") "|" CHUNK("****************** end"));
+    const char *c2[] = {CHUNK("736B2d70726F"),
+                        CHUNK("6a2D41424364656630 end")};
+    T_EQ_INT(stream(s, c2, 2, out, sizeof(out)), 1);
+    T_EQ_STR(out, CHUNK("736B2d70726F") "|" CHUNK("****************** end"));
     const char *d[] = {CHUNK("sk%2Dp"), CHUNK("roj%2DAB and")};
     T_EQ_INT(stream(s, d, 2, out, sizeof(out)), 1);
     T_EQ_STR(out, CHUNK("sk%2Dp") "|" CHUNK("******** and"));
@@ -317,6 +326,26 @@ test_nothing_to_scrub(void)
 
 /* pv_scrub_share hands the scrubber out again only for a provider with
  * the same secret fields, byte for byte, wherever they are stored. */
+/* A secret whose first byte is not ASCII: its hex form starts with a
+ * letter, matched in either case there too. */
+static void
+test_hex_letter_first(void)
+{
+    struct cfg_provider pr = {.name = "u", .api_key = "\xc3\xa9t\xc3\xa9-secret-0123"};
+    struct pv_scrub *s = pv_scrub_new(&pr);
+    T_CHECK(s != NULL);
+    /* c3a9 74 c3a9 2d 736563726574 2d 30313233 */
+    T_CHECK(clean(s, "c3a974c3a92d7365637265742d30313233"));
+    T_CHECK(clean(s, "C3A974C3A92D7365637265742D30313233"));
+    T_CHECK(clean(s, "C3a974c3A92d7365637265742D30313233"));
+    T_CHECK(clean(s, "c3A974C3a92D7365637265742d30313233"));
+    size_t hits;
+    const char *plain = "c3a974c3 C3A974 ca fe";
+    T_EQ_STR(scrubbed(s, plain, &hits), plain);
+    T_EQ_INT(hits, 0);
+    pv_scrub_free(s);
+}
+
 static void
 test_share(void)
 {
@@ -407,6 +436,7 @@ main(void)
     T_RUN(test_encodings);
     T_RUN(test_stream_split);
     T_RUN(test_stream_shortcuts);
+    T_RUN(test_hex_letter_first);
     T_RUN(test_share);
     T_RUN(test_edges);
     T_RUN(test_fuzz_entry);
