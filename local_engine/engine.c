@@ -334,6 +334,13 @@ le_gen_step(struct le_gen *g, const float *logits, int32_t n_past,
             snprintf(err, errlen, "out of memory");
         return LE_ENOMEM;
     }
+    g->text_total += pl;
+    if (g->lp_cb) {
+        struct le_logprob lp;
+        le_logprobs(logits, m->hp.n_vocab, id, sp->top_logprobs, &lp);
+        lp.text_end = g->text_total;
+        g->lp_cb(g->ud, &lp);
+    }
     if (g->con.gs &&
         !le_gstate_accept(g->con.gs, g->pend.p + g->pend.len - pl, pl)) {
         if (err && errlen) /* cannot happen: the token was allowed */

@@ -688,7 +688,15 @@ struct le_gen {
     struct le_gen_result r;
     le_token_cb cb;
     void *ud;
+    le_logprob_cb lp_cb; /* NULL: no log-probabilities (set after init) */
+    size_t text_total;   /* bytes of the sampled tokens' text so far */
 };
+
+/* out: token id's log-probability under softmax(logits[0..n)) and the
+ * top (<= LE_TOP_LOGPROBS_MAX) most likely tokens, most likely first, ties
+ * to the lower id; out->text_end is left to the caller. */
+void le_logprobs(const float *logits, int32_t n, int32_t id, int top,
+                 struct le_logprob *out);
 
 /* LE_ECONTEXT (with the numbers in err) when n_prompt + max_tokens do not
  * fit n_ctx; LE_EINVAL for an empty prompt. */

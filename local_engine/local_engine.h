@@ -223,6 +223,10 @@ struct le_sampling {
      * text.  trie: the model's token trie (NULL: built for the call). */
     const struct le_grammar *grammar;
     const struct le_token_trie *trie;
+    /* Alternatives reported beside each sampled token's log-probability
+     * (0..LE_TOP_LOGPROBS_MAX) when the scheduler request has an
+     * on_logprob callback; otherwise unused. */
+    int top_logprobs;
 };
 
 /* temperature 0.8, top_k 40, top_p 0.95, min_p 0.05, penalties off
@@ -334,6 +338,27 @@ struct le_sched_params {
 /* parallel 4, max_queue 64, cache_seqs 2, chunk 32 */
 void le_sched_params_default(struct le_sched_params *p);
 
+/* A sampled token's log-probability (natural log) under the model: the
+ * softmax of its raw logits, before temperature, penalties and grammar,
+ * so the figure does not depend on how the token was picked.  text_end:
+ * bytes of generated text up to the end of this token's, counted as the
+ * token callback emits them (so its text has gone out once that many
+ * bytes have; text cut by a stop string never does).  The n_top most
+ * likely tokens, most likely first (ties: lower id first). */
+#define LE_TOP_LOGPROBS_MAX 20
+struct le_logprob {
+    int32_t id;
+    float logprob;
+    size_t text_end;
+    int n_top;
+    int32_t top_id[LE_TOP_LOGPROBS_MAX];
+    float top_logprob[LE_TOP_LOGPROBS_MAX];
+};
+/* Called on the scheduler thread for each sampled token (never for the
+ * EOG token that ends a generation), before the token callback of the
+ * same token. */
+typedef void (*le_logprob_cb)(void *ud, const struct le_logprob *lp);
+
 /* Called once per accepted request, on the scheduler thread: st LE_OK
  * (res->finish says how it ended), LE_ECANCELED (the cancel flag, the
  * token callback, or shutdown), or an error with a sentence in err.  After
@@ -357,6 +382,9 @@ struct le_sched_req {
      * changing either. */
     const _Atomic int *cancel;
     const _Atomic int *paused;
+    /* NULL: none computed.  Else each sampled token's log-probability and
+     * sp->top_logprobs alternatives (struct le_logprob), with ud. */
+    le_logprob_cb on_logprob;
 };
 
 enum le_status le_sched_new(struct le_model *m,

@@ -522,3 +522,66 @@ le_stop_scan(const char *buf, size_t len, const char *const *stops,
         hold = u;
     return len - hold;
 }
+
+/* ------------------------------------------------------------------ */
+/* Log-probabilities (le_sched_req.on_logprob)                          */
+
+/* The sum of e^(logits[i] - mx) goes through act.c's softmax kernel a
+ * chunk at a time (a 32000-id vocabulary costs ~30 us, not the ~130 of
+ * libm's expf), summed in double. */
+#define LP_CHUNK 1024
+
+void
+le_logprobs(const float *logits, int32_t n, int32_t id, int top,
+            struct le_logprob *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->id = id;
+    if (top < 0)
+        top = 0;
+    if (top > LE_TOP_LOGPROBS_MAX)
+        top = LE_TOP_LOGPROBS_MAX;
+    if (top > n)
+        top = n;
+    float mx = -INFINITY;
+    for (int32_t i = 0; i < n; i++)
+        mx = logits[i] > mx ? logits[i] : mx; /* NaNs never win */
+    if (!(mx > -INFINITY)) { /* nothing finite: no distribution */
+        out->logprob = -INFINITY;
+        return;
+    }
+    le_exp_sub_fn ex = le_exp_sub_get();
+    float buf[LP_CHUNK];
+    double sum = 0;
+    for (int32_t i = 0; i < n; i += LP_CHUNK) {
+        int c = n - i < LP_CHUNK ? (int)(n - i) : LP_CHUNK;
+        memcpy(buf, logits + i, (size_t)c * sizeof(float));
+        ex(buf, c, mx);
+        for (int k = 0; k < c; k++)
+            sum += buf[k] == buf[k] ? buf[k] : 0.0f;
+    }
+    double lse = (double)mx + log(sum);
+    out->logprob = id >= 0 && id < n ? (float)((double)logits[id] - lse)
+                                     : -INFINITY;
+    /* the top ones: insertion into a sorted list, ascending ids so that
+     * an equal later one never passes an earlier one */
+    int k = 0;
+    for (int32_t i = 0; i < n && top > 0; i++) {
+        float v = logits[i];
+        if (v != v || (k == top && !(v > out->top_logprob[k - 1])))
+            continue;
+        int at = k < top ? k : top - 1;
+        while (at > 0 && v > out->top_logprob[at - 1]) {
+            out->top_logprob[at] = out->top_logprob[at - 1];
+            out->top_id[at] = out->top_id[at - 1];
+            at--;
+        }
+        out->top_logprob[at] = v;
+        out->top_id[at] = i;
+        if (k < top)
+            k++;
+    }
+    out->n_top = k;
+    for (int i = 0; i < k; i++)
+        out->top_logprob[i] = (float)((double)out->top_logprob[i] - lse);
+}

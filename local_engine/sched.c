@@ -214,6 +214,8 @@ admit(struct le_sched *s, struct sreq *rq)
         le_gen_init(&q->g, s->m, rq->r.sp, rq->prompt, n, rq->r.on_token,
                     rq->r.ud, err, sizeof(err));
     q->g.r.cached_tokens = (int32_t)reuse;
+    if (st == LE_OK)
+        q->g.lp_cb = rq->r.on_logprob;
     atomic_fetch_add(&s->st_prompt, n);
     atomic_fetch_add(&s->st_cached, reuse);
     if (st != LE_OK) {

@@ -120,7 +120,13 @@ struct lp_job {
     int http_status;
     char err_code[48];
     char err_param[96];
+    /* logprobs: true (chat): on_logprob records each sampled token's */
+    int want_lp;
+    int top_lp; /* top_logprobs: alternatives reported with each token */
     /* Output, under mu. */
+    struct le_logprob *lps; /* want_lp: the sampled tokens', in order */
+    size_t n_lps, cap_lps;
+    int lp_failed; /* out of memory recording one: the job is cancelled */
     struct gx_buf text;
     int done;
     enum le_status st;
@@ -173,6 +179,8 @@ struct lp_choice {
     int sent_role;       /* stream: its role delta went out */
     int ended;           /* stream: its finish_reason went out */
     char call_id[80];
+    size_t raw_seen;     /* bytes of engine text taken (before repair) */
+    size_t lp_next;      /* logprobs: the first entry not yet sent */
 };
 
 /* The worker side of a call. */
@@ -222,6 +230,7 @@ job_unref(struct lp_job *j)
         free(j->stops[i]);
     free(j->stops);
     gx_buf_cleanup(&j->text);
+    free(j->lps);
     struct lp_job *parent = j->parent;
     free(j);
     if (parent)
@@ -238,7 +247,7 @@ on_token(void *ud, int32_t id, const char *text, size_t len)
     if (atomic_load(&j->e->abort))
         return 1;
     pthread_mutex_lock(&j->mu);
-    int stop = j->cancelled;
+    int stop = j->cancelled || j->lp_failed;
     if (!stop && len) {
         if (gx_buf_append(&j->text, text, len) == GX_OK)
             event_active(j->ev, EV_READ, 0);
@@ -247,6 +256,28 @@ on_token(void *ud, int32_t id, const char *text, size_t len)
     }
     pthread_mutex_unlock(&j->mu);
     return stop;
+}
+
+/* Each sampled token's log-probabilities (scheduler thread), before its
+ * text reaches on_token. */
+static void
+on_logprob(void *ud, const struct le_logprob *lp)
+{
+    struct lp_job *j = ud;
+    pthread_mutex_lock(&j->mu);
+    if (j->n_lps == j->cap_lps && !j->lp_failed) {
+        size_t cap = j->cap_lps ? 2 * j->cap_lps : 64;
+        struct le_logprob *n = realloc(j->lps, cap * sizeof(*n));
+        if (n) {
+            j->lps = n;
+            j->cap_lps = cap;
+        } else {
+            j->lp_failed = 1; /* on_token cancels the job */
+        }
+    }
+    if (j->n_lps < j->cap_lps)
+        j->lps[j->n_lps++] = *lp;
+    pthread_mutex_unlock(&j->mu);
 }
 
 /* The scheduler's end of a job (its thread): the result, then its ref. */
@@ -315,7 +346,8 @@ submit_job(struct lp_engine *e, struct lp_job *j, char *err, size_t errlen)
     j->sp.grammar = top->grammar;
     j->sp.trie = e->trie;
     struct le_sched_req q = {ids,     (size_t)n, &j->sp, on_token,
-                             on_done, j,         &j->stop, &j->paused};
+                             on_done, j,         &j->stop, &j->paused,
+                             j->want_lp ? on_logprob : NULL};
     j->refs++; /* the scheduler's, if it takes the job */
     enum le_status st = le_sched_submit(e->sched, &q, err, errlen);
     if (st != LE_OK)
@@ -573,11 +605,12 @@ finish_reason(enum le_finish f)
     return f == LE_FINISH_LENGTH ? "length" : "stop";
 }
 
-/* One chunk: choice k's delta (taken; NULL for none) and finish_reason,
- * or, with neither, an empty choices list (the usage chunk). */
+/* One chunk: choice k's delta (taken; NULL for none), its logprobs
+ * (taken; NULL: null) and finish_reason, or, with neither delta nor
+ * finish, an empty choices list (the usage chunk). */
 static void
 emit_chunk(struct pv_call *call, struct lp_call *lc, int k, json_t *delta,
-           const char *finish, json_t *usage)
+           json_t *lp, const char *finish, json_t *usage)
 {
     json_t *choices = json_array();
     if (lc->text_api && (delta || finish)) {
@@ -591,14 +624,16 @@ emit_chunk(struct pv_call *call, struct lp_call *lc, int k, json_t *delta,
                                "logprobs"));
         json_decref(delta);
     } else if (delta || finish) {
-        json_t *ch = json_pack("{s:i,s:o,s:o,s:n}", "index", k, "delta",
+        json_t *ch = json_pack("{s:i,s:o,s:o,s:o}", "index", k, "delta",
                                delta ? delta : json_object(), "finish_reason",
                                finish ? json_string(finish) : json_null(),
-                               "logprobs");
+                               "logprobs", lp ? lp : json_null());
+        lp = NULL;
         json_array_append_new(choices, ch);
     } else if (delta) {
         json_decref(delta);
     }
+    json_decref(lp);
     json_t *o = json_pack("{s:s,s:s,s:I,s:s,s:o}", "id", lc->id, "object",
                           lc->text_api ? "text_completion"
                                        : "chat.completion.chunk",
@@ -706,7 +741,7 @@ emit_tool_delta(struct pv_call *call, struct lp_call *lc, int k,
     }
     json_object_set_new(tc, "function", fn);
     emit_chunk(call, lc, k, json_pack("{s:[o]}", "tool_calls", tc), NULL,
-               NULL);
+               NULL, NULL);
 }
 
 /* Stream, tool mode: what of choice k's acc can go out now (final: the
@@ -724,7 +759,7 @@ stream_tool_output(struct pv_call *call, struct lp_call *lc, int k,
                        json_pack("{s:s%}", "content",
                                  c->acc.data + c->args_sent,
                                  c->acc.len - c->args_sent),
-                       NULL, NULL);
+                       NULL, NULL, NULL);
         c->args_sent = c->acc.len;
         return;
     }
@@ -738,7 +773,7 @@ stream_tool_output(struct pv_call *call, struct lp_call *lc, int k,
             emit_chunk(call, lc, k,
                        json_pack("{s:s%}", "content", c->acc.data,
                                  c->acc.len),
-                       NULL, NULL);
+                       NULL, NULL, NULL);
     }
     if (!c->args_start)
         return;
@@ -816,16 +851,68 @@ job_error(struct pv_call *call, struct lp_call *lc, struct lp_job *j)
     call->res.body_len = lc->body.len;
 }
 
-/* Takes the job's new text (repaired UTF-8) and its state. */
+/* Takes the job's new text (repaired UTF-8; *raw: its bytes as the
+ * engine gave them) and its state. */
 static void
-job_take(struct lp_job *j, struct gx_buf *text, int *done)
+job_take(struct lp_job *j, struct gx_buf *text, size_t *raw, int *done)
 {
     pthread_mutex_lock(&j->mu);
     *text = j->text;
     gx_buf_init(&j->text, 64 * 1024 * 1024);
     *done = j->done;
     pthread_mutex_unlock(&j->mu);
+    *raw = text->len;
     utf8_repair(text);
+}
+
+/* One token of a logprobs list: its text (bytes that are not valid UTF-8
+ * as U+FFFD), log-probability (-9999 for a token the model gives none,
+ * as OpenAI does) and bytes. */
+static json_t *
+lp_token(const struct le_model *m, int32_t id, float lp)
+{
+    char piece[256];
+    size_t n = le_model_token_to_piece(m, id, 0, piece, sizeof(piece));
+    if (n > sizeof(piece))
+        n = 0; /* no vocabulary's piece is that long */
+    struct gx_buf t;
+    gx_buf_init(&t, sizeof(piece) * 3);
+    gx_buf_append(&t, piece, n);
+    utf8_repair(&t);
+    json_t *bytes = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(bytes, json_integer((unsigned char)piece[i]));
+    double v = lp >= -9999.0f ? (double)lp : -9999.0;
+    json_t *o = json_pack("{s:s%,s:f,s:o}", "token", t.data ? t.data : "",
+                          t.data ? t.len : 0, "logprob", v, "bytes", bytes);
+    gx_buf_cleanup(&t);
+    return o;
+}
+
+/* Choice c's logprobs object ({"content": [...], "refusal": null}) for
+ * the tokens whose text has been taken (c->raw_seen) and not yet listed;
+ * NULL when the request did not ask for logprobs.  Tokens whose text a
+ * stop string cut never are. */
+static json_t *
+lp_content(const struct lp_call *lc, struct lp_job *j, struct lp_choice *c)
+{
+    if (!j->want_lp)
+        return NULL;
+    const struct le_model *m = lc->e->model;
+    json_t *arr = json_array();
+    pthread_mutex_lock(&j->mu);
+    while (c->lp_next < j->n_lps &&
+           j->lps[c->lp_next].text_end <= c->raw_seen) {
+        const struct le_logprob *e = &j->lps[c->lp_next++];
+        json_t *o = lp_token(m, e->id, e->logprob), *top = json_array();
+        for (int i = 0; i < e->n_top; i++)
+            json_array_append_new(top,
+                                  lp_token(m, e->top_id[i], e->top_logprob[i]));
+        json_object_set_new(o, "top_logprobs", top);
+        json_array_append_new(arr, o);
+    }
+    pthread_mutex_unlock(&j->mu);
+    return json_pack("{s:o,s:n}", "content", arr, "refusal");
 }
 
 /* First bytes: the first-byte timer becomes the total one. */
@@ -881,14 +968,14 @@ stream_choice(struct pv_call *call, struct lp_call *lc, int k,
               const struct gx_buf *text, int done)
 {
     struct lp_choice *c = &lc->ch[k];
-    const struct lp_job *j = choice_job(lc, k);
+    struct lp_job *j = choice_job(lc, k);
     if (c->ended)
         return;
     if (!c->sent_role && !lc->text_api && (text->len || done)) {
         c->sent_role = 1;
         emit_chunk(call, lc, k,
                    json_pack("{s:s,s:s}", "role", "assistant", "content", ""),
-                   NULL, NULL);
+                   NULL, NULL, NULL);
     }
     int complete = done && j->res.finish == LE_FINISH_STOP;
     if (lc->tools != LP_TOOLS_NONE) {
@@ -898,7 +985,7 @@ stream_choice(struct pv_call *call, struct lp_call *lc, int k,
     } else if (text->len) {
         emit_chunk(call, lc, k,
                    json_pack("{s:s%}", "content", text->data, text->len),
-                   NULL, NULL);
+                   lp_content(lc, j, c), NULL, NULL);
     }
     if (!done)
         return;
@@ -906,7 +993,7 @@ stream_choice(struct pv_call *call, struct lp_call *lc, int k,
     if (lc->tools != LP_TOOLS_NONE && c->shape == 2 && c->args_start &&
         complete)
         finish = "tool_calls";
-    emit_chunk(call, lc, k, NULL, finish, NULL);
+    emit_chunk(call, lc, k, NULL, NULL, finish, NULL);
     c->ended = 1;
 }
 
@@ -915,7 +1002,7 @@ static json_t *
 choice_json(struct lp_call *lc, int k)
 {
     struct lp_choice *c = &lc->ch[k];
-    const struct lp_job *j = choice_job(lc, k);
+    struct lp_job *j = choice_job(lc, k);
     const char *finish = finish_reason(j->res.finish);
     const char *t = c->acc.data ? c->acc.data : "";
     if (lc->text_api)
@@ -926,8 +1013,10 @@ choice_json(struct lp_call *lc, int k)
             ? tool_message(lc, c, j->res.finish == LE_FINISH_STOP, &finish)
             : json_pack("{s:s,s:s%}", "role", "assistant", "content", t,
                         c->acc.len);
-    return json_pack("{s:i,s:o,s:s,s:n}", "index", k, "message", msg,
-                     "finish_reason", finish, "logprobs");
+    json_t *lp = lp_content(lc, j, c);
+    return json_pack("{s:i,s:o,s:s,s:o}", "index", k, "message", msg,
+                     "finish_reason", finish, "logprobs",
+                     lp ? lp : json_null());
 }
 
 /* The embeddings answer of a finished job (OpenAI's list shape; base64
@@ -997,7 +1086,9 @@ on_job_event(evutil_socket_t fd, short what, void *arg)
     struct lp_job *failed = NULL;
     for (int k = 0; k <= lc->n_more; k++) {
         struct lp_job *j = choice_job(lc, k);
-        job_take(j, &text[k], &done[k]);
+        size_t raw;
+        job_take(j, &text[k], &raw, &done[k]);
+        lc->ch[k].raw_seen += raw;
         if (text[k].len)
             note_text(call, lc);
         all &= done[k];
@@ -1044,7 +1135,7 @@ on_job_event(evutil_socket_t fd, short what, void *arg)
     call->res.usage.cached_tokens = u.cached_tokens;
     if (lc->stream) {
         if (lc->client_include_usage)
-            emit_chunk(call, lc, 0, NULL, NULL, usage_json(&u));
+            emit_chunk(call, lc, 0, NULL, NULL, NULL, usage_json(&u));
         pv_call_emit_event(call, "[DONE]", 6);
     } else {
         json_t *choices = json_array();
@@ -1250,13 +1341,30 @@ check_params(struct lp_job *j, const json_t *b, const char *const *params)
     if (json_is_integer(v))
         j->n_choices = (int)json_integer_value(v);
     v = json_object_get(b, "logprobs");
-    if (v && !json_is_null(v) && !json_is_false(v))
-        return refuse(j, "logprobs", "unsupported_parameter",
-                      "the local engine does not return logprobs");
-    v = json_object_get(b, "top_logprobs");
-    if (v && !json_is_null(v))
-        return refuse(j, "top_logprobs", "unsupported_parameter",
-                      "the local engine does not return logprobs");
+    if (params != lp_params) { /* /v1/completions: its integer form */
+        if (v && !json_is_null(v))
+            return refuse(j, "logprobs", "unsupported_parameter",
+                          "the local engine returns logprobs on "
+                          "/v1/chat/completions, not on /v1/completions");
+    } else {
+        if (v && !json_is_null(v) && !json_is_boolean(v))
+            return refuse(j, "logprobs", "invalid_type",
+                          "'logprobs' must be a boolean");
+        j->want_lp = json_is_true(v);
+        v = json_object_get(b, "top_logprobs");
+        if (v && !json_is_null(v)) {
+            if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+                json_integer_value(v) > LE_TOP_LOGPROBS_MAX)
+                return refuse(j, "top_logprobs", "invalid_value",
+                              "'top_logprobs' must be an integer from 0 "
+                              "to %d",
+                              LE_TOP_LOGPROBS_MAX);
+            if (!j->want_lp)
+                return refuse(j, "top_logprobs", "invalid_value",
+                              "'top_logprobs' needs 'logprobs': true");
+            j->top_lp = (int)json_integer_value(v);
+        }
+    }
     static const char *const bools[] = {"parallel_tool_calls", "store"};
     for (size_t i = 0; i < 2; i++) {
         v = json_object_get(b, bools[i]);
@@ -1875,7 +1983,13 @@ lp_prepare(struct lp_engine *e, const json_t *b, struct lp_job *j,
     if (rc == 0)
         rc = read_sampling(j, b);
     if (rc == 0)
+        j->sp.top_logprobs = j->top_lp;
+    if (rc == 0)
         rc = read_tools(j, b, &tools, &n_tools, &mode, &named);
+    if (rc == 0 && j->want_lp && mode != LP_TOOLS_NONE)
+        rc = refuse(j, "logprobs", "unsupported_value",
+                    "the local engine returns logprobs for text answers: "
+                    "not with tools (use tool_choice none, or no tools)");
     int have_format = 0;
     if (rc == 0)
         rc = format_grammar(j, &pg, json_object_get(b, "response_format"),
@@ -2108,6 +2222,7 @@ lp_start(struct pv_loop *loop, const struct pv_request *req,
         c->refs = 1;
         gx_buf_init(&c->text, 64 * 1024 * 1024);
         c->sp = j->sp;
+        c->want_lp = j->want_lp;
         if (c->sp.seed != LE_SEED_RANDOM)
             c->sp.seed += (uint64_t)ci; /* choices differ when sampled */
         if (!ci) {

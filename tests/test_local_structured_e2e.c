@@ -7,6 +7,7 @@
  * turns in the conversation, and every unsupported parameter refused with
  * 400 naming it (stream or not), never a 200 that ignores it or a 502.
  */
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -125,8 +126,12 @@ test_refusals(void)
     } cases[] = {
         {"\"n\":9,", "n"},
         {"\"ignore_eos\":1,", "ignore_eos"},
-        {"\"logprobs\":true,", "logprobs"},
+        {"\"logprobs\":\"yes\",", "logprobs"},
         {"\"top_logprobs\":2,", "top_logprobs"},
+        {"\"logprobs\":true,\"top_logprobs\":21,", "top_logprobs"},
+        {"\"logprobs\":true,\"tools\":[{\"type\":\"function\",\"function\":"
+         "{\"name\":\"f\"}}],",
+         "logprobs"},
         {"\"logit_bias\":{\"5\":1},", "logit_bias"},
         {"\"service_tier\":\"flex\",", "service_tier"},
         {"\"frobnicate\":1,", "frobnicate"},
@@ -567,6 +572,163 @@ test_other_streams(void)
     json_decref(sch);
 }
 
+
+/* ---- logprobs -------------------------------------------------------- */
+
+/* The bytes of a logprobs content list, joined, into out (NUL-ended);
+ * checks every entry on the way: logprob <= 0, want_top alternatives most
+ * likely first whose probabilities sum to at most 1, and with greedy the
+ * token its own first alternative.  Returns the entries' count. */
+static size_t
+lp_join(const json_t *content, size_t want_top, int greedy, char *out,
+        size_t cap)
+{
+    size_t o = 0, n = json_array_size(content);
+    for (size_t i = 0; i < n; i++) {
+        const json_t *e = json_array_get(content, i);
+        double lp = json_number_value(json_object_get(e, "logprob"));
+        T_CHECK(lp <= 0.0);
+        const json_t *b = json_object_get(e, "bytes"), *top =
+            json_object_get(e, "top_logprobs");
+        for (size_t k = 0; k < json_array_size(b) && o + 1 < cap; k++)
+            out[o++] = (char)json_integer_value(json_array_get(b, k));
+        T_EQ_INT(json_array_size(top), want_top);
+        double sum = 0, prev = 0;
+        for (size_t k = 0; k < json_array_size(top); k++) {
+            double t =
+                json_number_value(json_object_get(json_array_get(top, k),
+                                                  "logprob"));
+            if (k)
+                T_CHECK(t <= prev);
+            prev = t;
+            sum += exp(t);
+        }
+        T_CHECK(sum <= 1.0 + 1e-5);
+        if (greedy && want_top)
+            T_CHECK(json_equal(json_object_get(json_array_get(top, 0), "token"),
+                               json_object_get(e, "token")) &&
+                    json_number_value(json_object_get(json_array_get(top, 0),
+                                                      "logprob")) == lp);
+    }
+    out[o] = '\0';
+    return n;
+}
+
+static void
+test_logprobs(void)
+{
+    long st;
+    char got[4096], body[1024];
+    /* greedy: an entry a token, their bytes the content */
+    json_t *o = post("{\"model\":\"local\",\"max_tokens\":12,\"temperature\":0,"
+                     "\"logprobs\":true,\"top_logprobs\":3,\"messages\":[{"
+                     "\"role\":\"user\",\"content\":\"Once upon a time\"}]}",
+                     &st);
+    T_EQ_INT(st, 200);
+    const json_t *ch = choice0(o);
+    const char *content = json_string_value(
+        json_object_get(json_object_get(ch, "message"), "content"));
+    size_t n = lp_join(json_object_get(json_object_get(ch, "logprobs"),
+                                       "content"),
+                       3, 1, got, sizeof(got));
+    T_EQ_INT((long)n, json_integer_value(json_object_get(
+                          json_object_get(o, "usage"), "completion_tokens")));
+    T_EQ_STR(got, content ? content : "(none)");
+    T_CHECK(json_is_null(json_object_get(json_object_get(ch, "logprobs"),
+                                         "refusal")));
+    /* a stop string inside that text: only the tokens before it */
+    char stop[8] = "";
+    if (content && strlen(content) >= 6)
+        memcpy(stop, content + 4, 2);
+    json_decref(o);
+    if (*stop) {
+        snprintf(body, sizeof(body),
+                 "{\"model\":\"local\",\"max_tokens\":12,\"temperature\":0,"
+                 "\"logprobs\":true,\"stop\":[\"%s\"],\"messages\":[{"
+                 "\"role\":\"user\",\"content\":\"Once upon a time\"}]}",
+                 stop);
+        o = post(body, &st);
+        T_EQ_INT(st, 200);
+        ch = choice0(o);
+        const char *c2 = json_string_value(
+            json_object_get(json_object_get(ch, "message"), "content"));
+        lp_join(json_object_get(json_object_get(ch, "logprobs"), "content"),
+                0, 1, got, sizeof(got));
+        T_CHECK(c2 && strstr(c2, stop) == NULL);
+        /* the listed tokens are the content, or the content and the start
+         * of a token the stop string cut */
+        T_CHECK(c2 && strlen(got) <= strlen(c2) &&
+                !strncmp(got, c2, strlen(got)));
+        json_decref(o);
+    }
+    /* the stream lists the same tokens as the answer, chunk by chunk */
+    o = post("{\"model\":\"local\",\"max_tokens\":12,\"temperature\":0,"
+             "\"logprobs\":true,\"top_logprobs\":3,\"messages\":[{"
+             "\"role\":\"user\",\"content\":\"Once upon a time\"}]}",
+             &st);
+    char want[4096];
+    lp_join(json_object_get(json_object_get(choice0(o), "logprobs"),
+                            "content"),
+            3, 1, want, sizeof(want));
+    json_decref(o);
+    struct e2e_resp r;
+    T_EQ_INT(e2e_http("POST", url,
+                      "{\"model\":\"local\",\"stream\":true,\"max_tokens\":12,"
+                      "\"temperature\":0,\"logprobs\":true,\"top_logprobs\":3,"
+                      "\"messages\":[{\"role\":\"user\",\"content\":\"Once "
+                      "upon a time\"}]}",
+                      NULL, 120000, &r),
+             0);
+    T_EQ_INT(r.status, 200);
+    size_t gl = 0;
+    for (const char *p = r.body; (p = strstr(p, "data: {")) != NULL;) {
+        p += 6;
+        const char *e = strstr(p, "\n\n");
+        json_t *ev = e ? json_loadb(p, (size_t)(e - p), 0, NULL) : NULL;
+        T_CHECK(ev != NULL);
+        const json_t *lp = json_object_get(choice0(ev), "logprobs");
+        if (json_is_object(lp))
+            gl += lp_join(json_object_get(lp, "content"), 3, 1, got + gl,
+                          sizeof(got) - gl) ? strlen(got + gl) : 0;
+        json_decref(ev);
+        if (!e)
+            break;
+    }
+    got[gl] = '\0';
+    T_EQ_STR(got, want);
+    e2e_resp_free(&r);
+    /* n = 2, sampled: each choice its own list; the random model's 20
+     * alternatives */
+    o = post("{\"model\":\"rand\",\"n\":2,\"seed\":5,\"max_tokens\":6,"
+             "\"logprobs\":true,\"top_logprobs\":20,\"messages\":[{\"role\":"
+             "\"user\",\"content\":\"x\"}]}",
+             &st);
+    T_EQ_INT(st, 200);
+    const json_t *cs = json_object_get(o, "choices");
+    T_EQ_INT(json_array_size(cs), 2);
+    for (size_t k = 0; k < json_array_size(cs); k++) {
+        const json_t *c = json_array_get(cs, k);
+        lp_join(json_object_get(json_object_get(c, "logprobs"), "content"),
+                20, 0, got, sizeof(got));
+        const char *t = json_string_value(
+            json_object_get(json_object_get(c, "message"), "content"));
+        /* the random model's bytes may not be UTF-8: the answer repairs
+         * them, so compare only where both are plain ASCII */
+        int ascii = 1;
+        for (const char *q = got; *q; q++)
+            ascii &= (unsigned char)*q < 0x80;
+        if (ascii)
+            T_EQ_STR(got, t ? t : "(none)");
+    }
+    json_decref(o);
+    /* without logprobs: null, as before */
+    o = post("{\"model\":\"local\",\"max_tokens\":2,\"messages\":[{\"role\":"
+             "\"user\",\"content\":\"x\"}]}",
+             &st);
+    T_CHECK(json_is_null(json_object_get(choice0(o), "logprobs")));
+    json_decref(o);
+}
+
 int
 main(void)
 {
@@ -581,6 +743,7 @@ main(void)
     T_RUN(test_tool_stream);
     T_RUN(test_auto_none_and_turns);
     T_RUN(test_other_streams);
+    T_RUN(test_logprobs);
     T_EQ_INT(e2e_stop(&gw, SIGTERM, 20000), 0);
     T_EQ_INT(e2e_sanitizer_reports, 0);
     unlink(rand_model);

@@ -3,6 +3,7 @@
  * PRNG's determinism, the full sampler (greedy, seeds, penalties) and the
  * stop-string hold-back scanner.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -402,11 +403,67 @@ test_stop_scan(void)
     T_EQ_INT(safe, 1);
 }
 
+
+/* le_logprobs against a log-softmax in long double, over a vocabulary
+ * longer than its chunk; the top list sorted, ties to the lower id; a
+ * NaN never listed; the bounds of top clamped. */
+static void
+test_logprobs(void)
+{
+    enum { N = 2500 };
+    float *l = malloc(N * sizeof(float));
+    T_CHECK(l != NULL);
+    if (!l)
+        return;
+    uint64_t x = 12345;
+    for (int i = 0; i < N; i++) {
+        x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+        l[i] = (float)((int)(x >> 40 & 0xffff) - 32768) / 2048.0f;
+    }
+    l[7] = 30.0f;   /* the top one */
+    l[900] = 29.0f; /* two equal seconds: the lower id first */
+    l[33] = 29.0f;
+    l[1500] = 0.0f / 0.0f; /* a NaN: never listed, counts for nothing */
+    long double mx = 30.0L, sum = 0;
+    for (int i = 0; i < N; i++)
+        if (l[i] == l[i])
+            sum += expl((long double)l[i] - mx);
+    long double lse = mx + logl(sum);
+    struct le_logprob lp;
+    le_logprobs(l, N, 900, 4, &lp);
+    T_EQ_INT(lp.id, 900);
+    T_CHECK(fabsl((long double)lp.logprob - (29.0L - lse)) < 1e-5L);
+    T_EQ_INT(lp.n_top, 4);
+    T_EQ_INT(lp.top_id[0], 7);
+    T_EQ_INT(lp.top_id[1], 33);
+    T_EQ_INT(lp.top_id[2], 900);
+    T_CHECK(lp.top_logprob[1] == lp.top_logprob[2]);
+    T_CHECK(lp.top_logprob[2] >= lp.top_logprob[3]);
+    T_CHECK(fabsl((long double)lp.top_logprob[0] - (30.0L - lse)) < 1e-5L);
+    for (int k = 3; k < 4; k++) {
+        int id = lp.top_id[k];
+        T_CHECK(id != 1500 && id >= 0 && id < N);
+        T_CHECK(fabsl((long double)lp.top_logprob[k] - ((long double)l[id] - lse)) < 1e-5L);
+        for (int i = 0; i < N; i++) /* nothing else above the fourth */
+            if (i != 7 && i != 33 && i != 900 && i != id && l[i] == l[i])
+                T_CHECK(l[i] <= l[id]);
+    }
+    le_logprobs(l, N, 5, 99, &lp); /* clamped to LE_TOP_LOGPROBS_MAX */
+    T_EQ_INT(lp.n_top, LE_TOP_LOGPROBS_MAX);
+    T_CHECK(fabsl((long double)lp.logprob - ((long double)l[5] - lse)) < 1e-5L);
+    le_logprobs(l, 3, 1, 5, &lp); /* top beyond the vocabulary */
+    T_EQ_INT(lp.n_top, 3);
+    le_logprobs(l, N, 5, -1, &lp);
+    T_EQ_INT(lp.n_top, 0);
+    free(l);
+}
+
 int
 main(void)
 {
     T_RUN(test_argmax_ties);
     T_RUN(test_argmax_scan);
+    T_RUN(test_logprobs);
     T_RUN(test_top_k);
     T_RUN(test_softmax);
     T_RUN(test_top_p);

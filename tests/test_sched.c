@@ -173,7 +173,7 @@ submit(struct le_sched *s, const int32_t *p, size_t n,
 {
     memset(r, 0, sizeof(*r));
     struct le_sched_req q = {p, n, sp, on_tok, on_done, r, &r->cancel,
-                             &r->paused};
+                             &r->paused, NULL};
     char err[256];
     return le_sched_submit(s, &q, err, sizeof(err));
 }
@@ -608,7 +608,7 @@ test_pause(void)
     T_CHECK(wait_all(&p, 1));
     memset(&ra, 0, sizeof(ra));
     struct le_sched_req q = {a, 12, &sp, on_tok, on_done, &ra, &ra.cancel,
-                             &ra.paused};
+                             &ra.paused, NULL};
     atomic_store(&ra.paused, 1);
     T_EQ_INT(le_sched_submit(s, &q, NULL, 0), LE_OK);
     p = &rb;

@@ -4,8 +4,9 @@
 // engine would call it: tool calls with tool_choice required and named,
 // response_format json_schema, streams in parallel, n > 1 (streamed too,
 // with tools), the prefix
-// cache's cached_tokens, and the parameters the engine does not implement
-// refused as BadRequestError naming them.  Every check prints a line; the
+// cache's cached_tokens, logprobs with top_logprobs (streamed too), and the
+// parameters the engine does not implement refused as BadRequestError
+// naming them.  Every check prints a line; the
 // exit status is the number of failed checks (0 = all passed).
 //
 // env: LLMUX_URL (http://127.0.0.1:PORT/v1)
@@ -221,8 +222,39 @@ await step('prefix cache', async () => {
   check(cached >= 30 && cached < r.usage.prompt_tokens, `prefix cache: cached_tokens ${cached} of ${r.usage.prompt_tokens}`);
 });
 
-for (const [param, extra] of [['logprobs', { logprobs: true }],
-                              ['top_logprobs', { top_logprobs: 2 }],
+// logprobs: greedy, so each token is its own top alternative; the
+// tokens spell the content; the stream lists the same tokens.
+await step('logprobs', async () => {
+  const req = { model: 'local', max_tokens: 10, temperature: 0, logprobs: true, top_logprobs: 3,
+                messages: [{ role: 'user', content: 'Once upon a time' }] };
+  const r = await client.chat.completions.create(req);
+  const c = r.choices[0];
+  const lp = c.logprobs && c.logprobs.content;
+  check(Array.isArray(lp) && lp.length === r.usage.completion_tokens,
+        `logprobs: one entry a token (${lp && lp.length} of ${r.usage.completion_tokens})`);
+  if (!Array.isArray(lp)) return;
+  check(Buffer.from(lp.flatMap((e) => e.bytes)).toString('utf8') === c.message.content,
+        'logprobs: the tokens\' bytes spell the content');
+  check(lp.every((e) => e.logprob <= 0 && e.top_logprobs.length === 3), 'logprobs: log-probabilities <= 0, 3 alternatives each');
+  check(lp.every((e) => e.top_logprobs[0].token === e.token && e.top_logprobs[0].logprob === e.logprob),
+        'logprobs: greedy picks the top alternative');
+  check(lp.every((e) => e.top_logprobs.every((t, i, a) => i === 0 || a[i - 1].logprob >= t.logprob)),
+        'logprobs: alternatives most likely first');
+  check(lp.every((e) => e.top_logprobs.reduce((s, t) => s + Math.exp(t.logprob), 0) <= 1 + 1e-5),
+        'logprobs: alternatives\' probabilities sum to at most 1');
+  const utf8 = new TextDecoder('utf-8', { fatal: true });
+  check(lp.every((e) => { let t; try { t = utf8.decode(Uint8Array.from(e.bytes)); } catch { return true; } return t === e.token; }),
+        'logprobs: a token is its bytes');
+  const st = await client.chat.completions.create({ ...req, stream: true });
+  const got = [];
+  for await (const ch of st)
+    for (const e of ch.choices[0]?.logprobs?.content ?? []) got.push([e.token, e.logprob]);
+  check(JSON.stringify(got) === JSON.stringify(lp.map((e) => [e.token, e.logprob])),
+        `logprobs: the stream lists the same tokens (${got.length})`);
+});
+
+for (const [param, extra] of [['top_logprobs', { top_logprobs: 2 }],
+                              ['logprobs', { logprobs: true, tools: [weather] }],
                               ['n', { n: 9 }]]) {
   await step(`refused: ${param}`, async () => {
     try {
