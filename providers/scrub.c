@@ -24,8 +24,9 @@
  *     "\u0073k-...", "a\/b" or "sk%2Dproj%2D..." match like the raw
  *     bytes, in any mix (a '%' or '\' of S itself still matches raw);
  *   hex of S's bytes (2 characters a byte) in any mix of lower and upper
- *     case, and so of each base64 form below (a Basic header in a hex
- *     dump);
+ *     case, the bytes run together or apart (one ':', ' ' or '-' between
+ *     two, as dump tools write them), and so of each base64 form below
+ *     (a Basic header in a hex dump);
  *   base64 of S at each of the three alignments it can have inside a
  *     longer base64 text (e.g. "Authorization: Basic ..." echoed encoded):
  *     the characters that depend on S's bytes only, when >= 8 of them;
@@ -56,9 +57,9 @@
  * starts (real chunks end their model and fingerprint values in digits,
  * the first characters of many hex forms).
  *
- * Not matched: other encodings (hex with separators, base64 of a
- * %-encoded form, case changes of S itself), a secret split across two
- * different keys' values.
+ * Not matched: other encodings (hex as "\x73" or "0x73, " escapes, base64
+ * of a %-encoded form, case changes of S itself), a secret split across
+ * two different keys' values.
  */
 #include "providers.h"
 
@@ -565,6 +566,14 @@ fold_c(int c)
     return c >= 'A' && c <= 'Z' ? c + ('a' - 'A') : c;
 }
 
+/* A separator a hex dump may put between two bytes' digits ("73:6b",
+ * "73 6b", "73-6b"): skipped before a hex form's byte (pat.fold). */
+static inline int
+hex_sep(int c)
+{
+    return c == ':' || c == ' ' || c == '-';
+}
+
 /* 1 when the (decoded) character ch is p's k-th. */
 static inline int
 pat_is(const struct pat *p, size_t k, int ch)
@@ -609,7 +618,14 @@ match_run(const struct pat *p, struct mstate *ms, const char *t, size_t i,
             return 0;
         kk++;
     }
+    size_t sep_k = 0; /* the byte a separator was skipped before */
+    size_t last = j;  /* the end of the last character matched */
     while (j < n && kk < p->n) {
+        if (p->fold && kk && !(kk & 1) && kk != sep_k && hex_sep(t[j])) {
+            sep_k = kk; /* one between two bytes' digits */
+            j++;
+            continue;
+        }
         if (t[j] == '%' && (j + 1 == n || (j + 2 == n && hexv(t[j + 1]) >= 0))) {
             /* a %XX the text's end cuts: it may go on in the next one */
             ms->pend = (int)(n - j);
@@ -630,9 +646,10 @@ match_run(const struct pat *p, struct mstate *ms, const char *t, size_t i,
         }
         kk++;
         j += adv;
+        last = j;
     }
     ms->k = kk;
-    *end = j;
+    *end = last; /* a separator the match did not go on after is not in */
     return j >= n && kk < p->n;
 }
 
@@ -1011,7 +1028,8 @@ go_on(const struct pv_scrub *s, const struct pv_scrub_carry *cy, unsigned c,
         const struct pat *p = &s->p[cy->m[c].pat];
         unsigned char c0 = vs < ve ? (unsigned char)d[vs] : 0;
         if (vs < ve && !ms.pend && !pat_is(p, ms.k, c0) &&
-            c0 != '\\' && c0 != '%')
+            c0 != '\\' && c0 != '%' &&
+            !(p->fold && !(ms.k & 1) && hex_sep(c0)))
             return; /* the usual case: it does not go on */
         int more = match_run(p, &ms, d, vs, ve, &end);
         if (ms.k >= p->min)

@@ -138,6 +138,14 @@ test_encodings(void)
              "x=************************************************************;");
     T_EQ_INT(hits, 1);
     T_CHECK(clean(s, "736B2D70726f6A2d"));
+    /* with a separator between the bytes, as dump tools write them */
+    T_EQ_STR(scrubbed(s, "[73:6b:2d:70:72:6f:6a:2d:41:42] and 73 6B 2d 70 72 6f 6a 2d, 73-6b-2d-70-72-6f-6a-2d", &hits),
+             "[*****************************] and ***********************, ***********************");
+    T_EQ_INT(hits, 3);
+    /* two separators, or one inside a byte, are not a dump of it */
+    const char *apart = "73::6b:2d:70:72:6f:6a:2d 7:36b2d70726f6a2d";
+    T_EQ_STR(scrubbed(s, apart, &hits), apart);
+    T_EQ_INT(hits, 0);
     /* a hex prefix counts from 16 digits (8 bytes of the key) */
     T_CHECK(clean(s, "736b2d70726f6a2d"));
     T_EQ_STR(scrubbed(s, "736b2d70726f6a", &hits), "736b2d70726f6a");
@@ -207,6 +215,9 @@ test_stream_split(void)
                        CHUNK("6a2d41424364656630 end")};
     T_EQ_INT(stream(s, c, 2, out, sizeof(out)), 1);
     T_EQ_STR(out, CHUNK("736b2d70726f") "|" CHUNK("****************** end"));
+    const char *c3[] = {CHUNK("73:6b:2d:70:"), CHUNK("72:6f:6a:2d:41 end")};
+    T_EQ_INT(stream(s, c3, 2, out, sizeof(out)), 1);
+    T_EQ_STR(out, CHUNK("73:6b:2d:70:") "|" CHUNK("************** end"));
     const char *c2[] = {CHUNK("736B2d70726F"),
                         CHUNK("6a2D41424364656630 end")};
     T_EQ_INT(stream(s, c2, 2, out, sizeof(out)), 1);
