@@ -181,6 +181,7 @@ struct lp_choice {
     char call_id[80];
     size_t raw_seen;     /* bytes of engine text taken (before repair) */
     size_t lp_next;      /* logprobs: the first entry not yet sent */
+    int64_t lp_chars;    /* /v1/completions: characters of those before */
 };
 
 /* The worker side of a call. */
@@ -616,12 +617,13 @@ emit_chunk(struct pv_call *call, struct lp_call *lc, int k, json_t *delta,
     if (lc->text_api && (delta || finish)) {
         const json_t *t = json_object_get(delta, "content");
         json_array_append_new(
-            choices, json_pack("{s:i,s:s%,s:o,s:n}", "index", k, "text",
+            choices, json_pack("{s:i,s:s%,s:o,s:o}", "index", k, "text",
                                t ? json_string_value(t) : "",
                                t ? json_string_length(t) : 0,
                                "finish_reason",
                                finish ? json_string(finish) : json_null(),
-                               "logprobs"));
+                               "logprobs", lp ? lp : json_null()));
+        lp = NULL;
         json_decref(delta);
     } else if (delta || finish) {
         json_t *ch = json_pack("{s:i,s:o,s:o,s:o}", "index", k, "delta",
@@ -889,6 +891,42 @@ lp_token(const struct le_model *m, int32_t id, float lp)
     return o;
 }
 
+/* /v1/completions' logprobs object of the tokens lp_content lists:
+ * tokens, token_logprobs, top_logprobs (a token -> logprob object each)
+ * and text_offset (characters of the completion before each token). */
+static json_t *
+lp_text_content(const struct le_model *m, struct lp_job *j,
+                struct lp_choice *c)
+{
+    json_t *toks = json_array(), *lps = json_array(), *tops = json_array(),
+           *offs = json_array();
+    pthread_mutex_lock(&j->mu);
+    while (c->lp_next < j->n_lps &&
+           j->lps[c->lp_next].text_end <= c->raw_seen) {
+        const struct le_logprob *e = &j->lps[c->lp_next++];
+        json_t *t = lp_token(m, e->id, e->logprob), *d = json_object();
+        json_array_append(toks, json_object_get(t, "token"));
+        json_array_append(lps, json_object_get(t, "logprob"));
+        json_array_append_new(offs, json_integer(c->lp_chars));
+        const json_t *b = json_object_get(t, "bytes");
+        for (size_t i = 0; i < json_array_size(b); i++)
+            c->lp_chars += (json_integer_value(json_array_get(b, i)) & 0xC0) !=
+                           0x80; /* not a continuation byte */
+        for (int i = 0; i < e->n_top; i++) {
+            json_t *a = lp_token(m, e->top_id[i], e->top_logprob[i]);
+            const char *k = json_string_value(json_object_get(a, "token"));
+            if (k && !json_object_get(d, k)) /* the likelier of a text */
+                json_object_set(d, k, json_object_get(a, "logprob"));
+            json_decref(a);
+        }
+        json_array_append_new(tops, d);
+        json_decref(t);
+    }
+    pthread_mutex_unlock(&j->mu);
+    return json_pack("{s:o,s:o,s:o,s:o}", "tokens", toks, "token_logprobs",
+                     lps, "top_logprobs", tops, "text_offset", offs);
+}
+
 /* Choice c's logprobs object ({"content": [...], "refusal": null}) for
  * the tokens whose text has been taken (c->raw_seen) and not yet listed;
  * NULL when the request did not ask for logprobs.  Tokens whose text a
@@ -899,6 +937,8 @@ lp_content(const struct lp_call *lc, struct lp_job *j, struct lp_choice *c)
     if (!j->want_lp)
         return NULL;
     const struct le_model *m = lc->e->model;
+    if (lc->text_api)
+        return lp_text_content(m, j, c);
     json_t *arr = json_array();
     pthread_mutex_lock(&j->mu);
     while (c->lp_next < j->n_lps &&
@@ -1005,9 +1045,12 @@ choice_json(struct lp_call *lc, int k)
     struct lp_job *j = choice_job(lc, k);
     const char *finish = finish_reason(j->res.finish);
     const char *t = c->acc.data ? c->acc.data : "";
-    if (lc->text_api)
-        return json_pack("{s:i,s:s%,s:s,s:n}", "index", k, "text", t,
-                         c->acc.len, "finish_reason", finish, "logprobs");
+    if (lc->text_api) {
+        json_t *lp = lp_content(lc, j, c);
+        return json_pack("{s:i,s:s%,s:s,s:o}", "index", k, "text", t,
+                         c->acc.len, "finish_reason", finish, "logprobs",
+                         lp ? lp : json_null());
+    }
     json_t *msg =
         lc->tools != LP_TOOLS_NONE
             ? tool_message(lc, c, j->res.finish == LE_FINISH_STOP, &finish)
@@ -1341,11 +1384,16 @@ check_params(struct lp_job *j, const json_t *b, const char *const *params)
     if (json_is_integer(v))
         j->n_choices = (int)json_integer_value(v);
     v = json_object_get(b, "logprobs");
-    if (params != lp_params) { /* /v1/completions: its integer form */
-        if (v && !json_is_null(v))
-            return refuse(j, "logprobs", "unsupported_parameter",
-                          "the local engine returns logprobs on "
-                          "/v1/chat/completions, not on /v1/completions");
+    if (params != lp_params) { /* /v1/completions: the alternatives */
+        if (v && !json_is_null(v)) {
+            if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+                json_integer_value(v) > LE_TOP_LOGPROBS_MAX)
+                return refuse(j, "logprobs", "invalid_value",
+                              "'logprobs' must be an integer from 0 to %d",
+                              LE_TOP_LOGPROBS_MAX);
+            j->want_lp = 1;
+            j->top_lp = (int)json_integer_value(v);
+        }
     } else {
         if (v && !json_is_null(v) && !json_is_boolean(v))
             return refuse(j, "logprobs", "invalid_type",
@@ -1862,6 +1910,8 @@ lp_prepare_text(const struct lp_engine *e, const json_t *b,
     int rc = check_params(j, b, lp_text_params);
     if (rc == 0)
         rc = read_sampling(j, b);
+    if (rc == 0)
+        j->sp.top_logprobs = j->top_lp;
     const json_t *v;
     if (rc == 0 && (v = json_object_get(b, "echo")) && !json_is_null(v) &&
         !json_is_false(v))

@@ -229,11 +229,91 @@ test_completion_refusals(void)
             "{\"model\":\"local\",\"prompt\":\"a\",\"best_of\":2}",
             "best_of");
     refused("/completions",
-            "{\"model\":\"local\",\"prompt\":\"a\",\"logprobs\":2}",
+            "{\"model\":\"local\",\"prompt\":\"a\",\"logprobs\":true}",
+            "logprobs");
+    refused("/completions",
+            "{\"model\":\"local\",\"prompt\":\"a\",\"logprobs\":21}",
             "logprobs");
     refused("/completions",
             "{\"model\":\"local\",\"prompt\":\"a\",\"logit_bias\":{}}",
             "logit_bias");
+}
+
+/* /v1/completions' logprobs (an integer: the alternatives): tokens that
+ * spell the text, their log-probabilities (greedy: each its own likeliest
+ * alternative), text_offset counting characters from 0; the stream's
+ * chunks list the same tokens. */
+static void
+check_text_lp(const json_t *lp, int top, char *joined, size_t cap)
+{
+    const json_t *toks = json_object_get(lp, "tokens"),
+                 *lps = json_object_get(lp, "token_logprobs"),
+                 *tops = json_object_get(lp, "top_logprobs"),
+                 *offs = json_object_get(lp, "text_offset");
+    size_t n = json_array_size(toks), o = strlen(joined);
+    T_CHECK(n > 0);
+    T_EQ_INT(json_array_size(lps), n);
+    T_EQ_INT(json_array_size(tops), n);
+    T_EQ_INT(json_array_size(offs), n);
+    for (size_t i = 0; i < n; i++) {
+        const char *t = json_string_value(json_array_get(toks, i));
+        double v = json_number_value(json_array_get(lps, i));
+        T_CHECK(t && v <= 0.0);
+        T_EQ_INT(json_integer_value(json_array_get(offs, i)), (long)o);
+        const json_t *d = json_array_get(tops, i);
+        T_CHECK(json_object_size(d) >= 1 && (int)json_object_size(d) <= top);
+        /* greedy: the chosen token is the likeliest alternative */
+        T_CHECK(json_number_value(json_object_get(d, t ? t : "")) == v);
+        const char *k;
+        const json_t *x;
+        json_object_foreach((json_t *)d, k, x)
+            T_CHECK(json_number_value(x) <= v);
+        snprintf(joined + o, cap - o, "%s", t ? t : "");
+        o = strlen(joined); /* ASCII text: characters are bytes */
+    }
+}
+
+static void
+test_completion_logprobs(void)
+{
+    long st;
+    const char *body = "{\"model\":\"local\",\"temperature\":0,\"logprobs\":2,"
+                       "\"max_tokens\":12,\"prompt\":\"Once upon a time\"}";
+    json_t *a = post("/completions", body, &st);
+    T_EQ_INT(st, 200);
+    const json_t *ch = json_array_get(json_object_get(a, "choices"), 0);
+    const char *text = json_string_value(json_object_get(ch, "text"));
+    char joined[2048] = "";
+    check_text_lp(json_object_get(ch, "logprobs"), 2, joined, sizeof(joined));
+    T_EQ_STR(joined, text ? text : "(none)");
+    T_EQ_INT(json_array_size(json_object_get(json_object_get(ch, "logprobs"),
+                                             "tokens")),
+             json_integer_value(json_object_get(json_object_get(a, "usage"),
+                                                "completion_tokens")));
+    /* streamed: the chunks' lists, joined, are the same tokens */
+    char url[256];
+    snprintf(url, sizeof(url), "%s/completions", base);
+    struct e2e_resp r;
+    T_EQ_INT(e2e_http("POST", url,
+                      "{\"model\":\"local\",\"temperature\":0,\"logprobs\":2,"
+                      "\"stream\":true,\"max_tokens\":12,\"prompt\":\"Once "
+                      "upon a time\"}",
+                      NULL, 60000, &r),
+             0);
+    T_EQ_INT(r.status, 200);
+    char sj[2048] = "";
+    size_t i;
+    json_t *evs = e2e_sse_objects(r.body), *ev;
+    json_array_foreach(evs, i, ev) {
+        const json_t *lp = json_object_get(
+            json_array_get(json_object_get(ev, "choices"), 0), "logprobs");
+        if (json_is_object(lp))
+            check_text_lp(lp, 2, sj, sizeof(sj));
+    }
+    json_decref(evs);
+    T_EQ_STR(sj, joined);
+    e2e_resp_free(&r);
+    json_decref(a);
 }
 
 /* The model's token ids for text (BOS first), from `llmux tokenize`, as
@@ -628,6 +708,7 @@ main(void)
     T_RUN(test_completion);
     T_RUN(test_completion_stream);
     T_RUN(test_completion_refusals);
+    T_RUN(test_completion_logprobs);
     T_RUN(test_completion_prompts);
     T_RUN(test_embeddings);
     T_RUN(test_usage_by_api);

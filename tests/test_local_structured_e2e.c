@@ -680,20 +680,16 @@ test_logprobs(void)
                       NULL, 120000, &r),
              0);
     T_EQ_INT(r.status, 200);
-    size_t gl = 0;
-    for (const char *p = r.body; (p = strstr(p, "data: {")) != NULL;) {
-        p += 6;
-        const char *e = strstr(p, "\n\n");
-        json_t *ev = e ? json_loadb(p, (size_t)(e - p), 0, NULL) : NULL;
-        T_CHECK(ev != NULL);
+    size_t gl = 0, i;
+    json_t *evs = e2e_sse_objects(r.body), *ev;
+    T_CHECK(json_array_size(evs) >= 2);
+    json_array_foreach(evs, i, ev) {
         const json_t *lp = json_object_get(choice0(ev), "logprobs");
         if (json_is_object(lp))
             gl += lp_join(json_object_get(lp, "content"), 3, 1, got + gl,
                           sizeof(got) - gl) ? strlen(got + gl) : 0;
-        json_decref(ev);
-        if (!e)
-            break;
     }
+    json_decref(evs);
     got[gl] = '\0';
     T_EQ_STR(got, want);
     e2e_resp_free(&r);

@@ -4,6 +4,7 @@
 #include "e2e.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -469,4 +470,22 @@ e2e_usd_to_pusd(const char *s)
     for (; digits < 12; digits++)
         fp *= 10;
     return ip * 1000000000000LL + fp;
+}
+
+struct json_t *
+e2e_sse_objects(const char *body)
+{
+    json_t *a = json_array();
+    for (const char *p = body; p && (p = strstr(p, "data: {")) != NULL;) {
+        p += 6;
+        const char *e = strstr(p, "\n\n");
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        json_t *o = json_loadb(p, n, 0, NULL);
+        if (json_is_object(o))
+            json_array_append_new(a, o);
+        else
+            json_decref(o);
+        p += n;
+    }
+    return a;
 }

@@ -96,4 +96,10 @@ long long e2e_usd_to_pusd(const char *s);
 /* Environment helpers. */
 const char *e2e_env(const char *name, const char *fallback);
 
+/* The JSON objects of an SSE body's "data: {...}" records, in order, as a
+ * JSON array (records that are not JSON objects, [DONE] among them, are
+ * left out).  The caller owns it.  Needs jansson.h. */
+struct json_t;
+struct json_t *e2e_sse_objects(const char *body);
+
 #endif
