@@ -441,7 +441,11 @@ static const char *const known[] = {
     "model", "input", "instructions", "tools", "tool_choice",
     "parallel_tool_calls", "max_output_tokens", "temperature", "top_p",
     "text", "stream", "store", "metadata", "user", "include", "truncation",
-    "background"};
+    "background", "top_logprobs"};
+
+/* The one include value served: the output text's logprobs (the chat
+ * answer's choices[0].logprobs.content, which has the same entries). */
+#define RESP_INCLUDE_LOGPROBS "message.output_text.logprobs"
 
 /* *param must outlive the body (a static string by the contract): an
  * unknown member's name is copied here, one per thread, read by the
@@ -475,10 +479,22 @@ check_top(const json_t *body, char *msg, size_t len, const char **param)
         }
     }
     const json_t *inc = json_object_get(body, "include");
-    if (set(inc) && (!json_is_array(inc) || json_array_size(inc)))
+    if (set(inc) && !json_is_array(inc))
         return refuse(msg, len, param, "include",
-                      "'include' must be empty: llmux adds no extra output "
-                      "data.");
+                      "'include' must be an array of strings.");
+    size_t ii;
+    json_array_foreach(inc, ii, v) {
+        if (!json_is_string(v) ||
+            strcmp(json_string_value(v), RESP_INCLUDE_LOGPROBS) != 0)
+            return refuse(msg, len, param, "include",
+                          "'include' may only hold \"" RESP_INCLUDE_LOGPROBS
+                          "\": llmux adds no other output data.");
+    }
+    v = json_object_get(body, "top_logprobs");
+    if (set(v) && (!json_is_integer(v) || json_integer_value(v) < 0 ||
+                   json_integer_value(v) > 20))
+        return refuse(msg, len, param, "top_logprobs",
+                      "'top_logprobs' must be an integer between 0 and 20.");
     const json_t *tr = json_object_get(body, "truncation");
     if (set(tr) && !(json_is_string(tr) &&
                      !strcmp(json_string_value(tr), "disabled")))
@@ -621,6 +637,12 @@ chat_of(const json_t *body, char *msg, size_t len, const char **param)
     v = json_object_get(body, "max_output_tokens");
     if (set(v))
         json_object_set(chat, "max_tokens", (json_t *)v);
+    /* logprobs: asked by include, or by top_logprobs (alternatives) */
+    v = json_object_get(body, "top_logprobs");
+    if (json_array_size(json_object_get(body, "include")) || set(v))
+        json_object_set_new(chat, "logprobs", json_true());
+    if (set(v))
+        json_object_set(chat, "top_logprobs", (json_t *)v);
     if (json_is_true(json_object_get(body, "stream"))) {
         json_object_set_new(chat, "stream", json_true());
         json_object_set_new(chat, "stream_options",
@@ -692,20 +714,25 @@ usage_of(const struct pv_usage *u)
                      (json_int_t)(u->prompt_tokens + u->completion_tokens));
 }
 
+/* An output_text part; lp (borrowed, may be NULL: none) its logprobs,
+ * entries as chat's logprobs.content. */
 static json_t *
-text_part(const char *text, size_t n)
+text_part(const char *text, size_t n, const json_t *lp)
 {
-    return json_pack("{s:s,s:s%,s:[],s:[]}", "type", "output_text", "text",
+    return json_pack("{s:s,s:s%,s:[],s:o}", "type", "output_text", "text",
                      text ? text : "", text ? n : 0, "annotations",
-                     "logprobs");
+                     "logprobs",
+                     json_is_array(lp) ? json_copy((json_t *)lp)
+                                       : json_array());
 }
 
 static json_t *
-msg_item(const char *id, const char *text, size_t n, const char *status)
+msg_item(const char *id, const char *text, size_t n, const char *status,
+         const json_t *lp)
 {
     json_t *content = json_array();
     if (text)
-        json_array_append_new(content, text_part(text, n));
+        json_array_append_new(content, text_part(text, n, lp));
     return json_pack("{s:s,s:s,s:s,s:s,s:o}", "type", "message", "id", id,
                      "status", status, "role", "assistant", "content",
                      content);
@@ -796,10 +823,11 @@ gw_resp_body(const struct gw_api_ctx *x, const char *up, size_t len,
     if (json_is_string(content) && json_string_length(content)) {
         char id[GW_REQUEST_ID_MAX + 16];
         snprintf(id, sizeof(id), "msg_%s_0", x->id);
-        json_array_append_new(output,
-                              msg_item(id, json_string_value(content),
-                                       json_string_length(content),
-                                       "completed"));
+        json_array_append_new(
+            output, msg_item(id, json_string_value(content),
+                             json_string_length(content), "completed",
+                             json_object_get(json_object_get(c0, "logprobs"),
+                                             "content")));
     }
     size_t i;
     const json_t *tc;
@@ -842,6 +870,7 @@ struct resp_item {
     char id[GW_REQUEST_ID_MAX + 32];
     char *call_id, *name;     /* IT_FC (owned) */
     struct gx_buf text;       /* message text or arguments */
+    json_t *lps;              /* IT_MSG: its logprobs entries so far */
 };
 
 struct gw_resp_stream {
@@ -885,6 +914,7 @@ gw_resp_stream_free(struct gw_resp_stream *s)
         free(s->items[i].call_id);
         free(s->items[i].name);
         gx_buf_cleanup(&s->items[i].text);
+        json_decref(s->items[i].lps);
     }
     free(s->items);
     free(s->model);
@@ -912,12 +942,12 @@ emit(struct gw_resp_stream *s, struct gx_buf *out, const char *type,
 
 /* The part and event names of a text-carrying item (message, reasoning). */
 static json_t *
-part_of(int kind, const char *text, size_t n)
+part_of(int kind, const char *text, size_t n, const json_t *lp)
 {
     if (kind == IT_RS)
         return json_pack("{s:s,s:s%}", "type", "reasoning_text", "text",
                          text ? text : "", text ? n : 0);
-    return text_part(text, n);
+    return text_part(text, n, lp);
 }
 
 static const char *
@@ -934,7 +964,7 @@ item_json(const struct resp_item *it, const char *status)
 {
     if (it->kind == IT_MSG)
         return msg_item(it->id, status[0] == 'c' ? it->text.data : NULL,
-                        it->text.len, status);
+                        it->text.len, status, it->lps);
     if (it->kind == IT_RS)
         return rs_item(it->id, status[0] == 'c' ? it->text.data : NULL,
                        it->text.len, status);
@@ -1008,14 +1038,16 @@ item_close(struct gw_resp_stream *s, size_t i, struct gx_buf *out)
                               "output_index", (json_int_t)i, "content_index",
                               0, "text", txt, it->text.len);
         if (d && it->kind == IT_MSG)
-            json_object_set_new(d, "logprobs", json_array());
+            json_object_set_new(d, "logprobs",
+                                it->lps ? json_copy(it->lps) : json_array());
         st = emit(s, out, text_event(it->kind, 1), d);
         if (st == GX_OK)
             st = emit(s, out, "response.content_part.done",
                       json_pack("{s:s,s:I,s:i,s:o}", "item_id", it->id,
                                 "output_index", (json_int_t)i,
                                 "content_index", 0, "part",
-                                part_of(it->kind, txt, it->text.len)));
+                                part_of(it->kind, txt, it->text.len,
+                                        it->lps)));
     } else {
         st = emit(s, out, "response.function_call_arguments.done",
                   json_pack("{s:s,s:I,s:s,s:s%}", "item_id", it->id,
@@ -1049,10 +1081,11 @@ keep(struct gw_resp_stream *s, struct resp_item *it, const char *p, size_t n)
 
 /* Text of a message (IT_MSG) or of reasoning (IT_RS): appended to the
  * open item of that kind, else to a new one (what came before it is
- * complete then). */
+ * complete then); lp (borrowed, may be NULL) the chunk's logprobs
+ * entries, kept with a message's text. */
 static enum gx_status
 on_text(struct gw_resp_stream *s, int kind, const char *t, size_t n,
-        struct gx_buf *out)
+        const json_t *lp, struct gx_buf *out)
 {
     struct resp_item *it = s->n_items ? &s->items[s->n_items - 1] : NULL;
     enum gx_status st = GX_OK;
@@ -1072,7 +1105,13 @@ on_text(struct gw_resp_stream *s, int kind, const char *t, size_t n,
                       json_pack("{s:s,s:I,s:i,s:o}", "item_id", it->id,
                                 "output_index", (json_int_t)i,
                                 "content_index", 0, "part",
-                                part_of(kind, "", 0)));
+                                part_of(kind, "", 0, NULL)));
+    }
+    if (st == GX_OK && kind == IT_MSG && json_array_size(lp)) {
+        if (!it->lps && !(it->lps = json_array()))
+            return GX_ENOMEM;
+        if (json_array_extend(it->lps, (json_t *)lp) != 0)
+            return GX_ENOMEM;
     }
     if (st == GX_OK)
         st = keep(s, it, t, n);
@@ -1081,7 +1120,9 @@ on_text(struct gw_resp_stream *s, int kind, const char *t, size_t n,
                               "output_index", (json_int_t)(s->n_items - 1),
                               "content_index", 0, "delta", t, n);
         if (d && kind == IT_MSG)
-            json_object_set_new(d, "logprobs", json_array());
+            json_object_set_new(d, "logprobs", json_is_array(lp)
+                                                   ? json_copy((json_t *)lp)
+                                                   : json_array());
         st = emit(s, out, text_event(kind, 0), d);
     }
     return st;
@@ -1159,11 +1200,14 @@ gw_resp_stream_chunk(struct gw_resp_stream *s, const char *data, size_t len,
     if (st == GX_OK && json_is_string(reasoning) &&
         json_string_length(reasoning))
         st = on_text(s, IT_RS, json_string_value(reasoning),
-                     json_string_length(reasoning), out);
+                     json_string_length(reasoning), NULL, out);
     const json_t *content = json_object_get(d, "content");
     if (st == GX_OK && json_is_string(content) && json_string_length(content))
         st = on_text(s, IT_MSG, json_string_value(content),
-                     json_string_length(content), out);
+                     json_string_length(content),
+                     json_object_get(json_object_get(c0, "logprobs"),
+                                     "content"),
+                     out);
     size_t i;
     const json_t *tc;
     json_array_foreach(json_object_get(d, "tool_calls"), i, tc) {

@@ -553,6 +553,113 @@ test_stream_writer(void)
 }
 
 /* reasoning_content -> a reasoning item before the message. */
+/* The events a stream writes for chunks[0..n) and its end (usage U). */
+static json_t *
+stream_of(const struct gw_api_ctx *x, const char *const *chunks, size_t n)
+{
+    struct gw_resp_stream *s = gw_resp_stream_new(x);
+    struct gx_buf out;
+    gx_buf_init(&out, 0);
+    for (size_t i = 0; s && i < n; i++)
+        T_EQ_INT(feed(s, chunks[i], &out), GX_OK);
+    T_CHECK(s && gw_resp_stream_end(s, &U, NULL, &out) == GX_OK);
+    gx_buf_append(&out, "", 1);
+    json_t *ev = resp_events_parse(out.data ? out.data : "");
+    gx_buf_cleanup(&out);
+    gw_resp_stream_free(s);
+    return ev;
+}
+
+/* logprobs: include's one served value and top_logprobs become chat's
+ * logprobs / top_logprobs; the answer's and the chunks' logprobs.content
+ * entries become output_text.logprobs (each delta its own, the done
+ * event, the part and the item all of them). */
+static void
+test_logprobs(void)
+{
+    T_EQ_INT(parse("{\"model\":\"m\",\"input\":\"x\",\"include\":["
+                   "\"message.output_text.logprobs\"],\"top_logprobs\":2}"),
+             PV_CHAT_OK);
+    T_CHECK(json_is_true(json_object_get(chat.body, "logprobs")));
+    T_EQ_INT(json_integer_value(json_object_get(chat.body, "top_logprobs")),
+             2);
+    T_EQ_INT(parse("{\"model\":\"m\",\"input\":\"x\",\"top_logprobs\":0}"),
+             PV_CHAT_OK);
+    T_CHECK(json_is_true(json_object_get(chat.body, "logprobs")));
+    T_EQ_INT(parse("{\"model\":\"m\",\"input\":\"x\"}"), PV_CHAT_OK);
+    T_CHECK(json_object_get(chat.body, "logprobs") == NULL);
+    T_EQ_INT(parse("{\"model\":\"m\",\"input\":\"x\",\"top_logprobs\":21}"),
+             PV_CHAT_INVALID);
+    T_EQ_STR(param ? param : "", "top_logprobs");
+    T_EQ_INT(parse("{\"model\":\"m\",\"input\":\"x\",\"include\":["
+                   "\"message.output_text.logprobs\",\"x\"]}"),
+             PV_CHAT_INVALID);
+    T_EQ_STR(param ? param : "", "include");
+    /* the answer */
+    T_EQ_INT(parse("{\"model\":\"m\",\"input\":\"x\",\"include\":["
+                   "\"message.output_text.logprobs\"]}"),
+             PV_CHAT_OK);
+    struct gw_api_ctx x = ctx();
+    const char *up =
+        "{\"model\":\"u\",\"choices\":[{\"index\":0,\"message\":{\"role\":"
+        "\"assistant\",\"content\":\"Hi!\"},\"finish_reason\":\"stop\","
+        "\"logprobs\":{\"content\":[{\"token\":\"Hi\",\"logprob\":-0.5,"
+        "\"bytes\":[72,105],\"top_logprobs\":[]},{\"token\":\"!\","
+        "\"logprob\":-1.5,\"bytes\":[33],\"top_logprobs\":[]}],"
+        "\"refusal\":null}}]}";
+    size_t n = 0;
+    char why[128];
+    char *b = gw_resp_body(&x, up, strlen(up), &n, why, sizeof(why));
+    json_t *o = b ? json_loads(b, 0, NULL) : NULL;
+    free(b);
+    const json_t *part = json_array_get(
+        json_object_get(json_array_get(json_object_get(o, "output"), 0),
+                        "content"),
+        0);
+    const json_t *lp = json_object_get(part, "logprobs");
+    T_EQ_INT(json_array_size(lp), 2);
+    T_EQ_STR(str_at(json_array_get((json_t *)lp, 1), "token"), "!");
+    json_decref(o);
+    /* the stream */
+    static const char *const chunks[] = {
+        "{\"model\":\"u\",\"choices\":[{\"delta\":{\"content\":\"Hi\"},"
+        "\"logprobs\":{\"content\":[{\"token\":\"Hi\",\"logprob\":-0.5,"
+        "\"bytes\":[72,105],\"top_logprobs\":[]}]}}]}",
+        "{\"choices\":[{\"delta\":{\"content\":\"!\"},\"logprobs\":{"
+        "\"content\":[{\"token\":\"!\",\"logprob\":-1.5,\"bytes\":[33],"
+        "\"top_logprobs\":[]}]}}]}",
+        "{\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}]}"};
+    json_t *ev = stream_of(&x, chunks, 3);
+    size_t i, deltas = 0;
+    const json_t *e;
+    json_array_foreach(ev, i, e) {
+        const char *t = str_at((json_t *)e, "event");
+        const json_t *d = json_object_get(e, "data");
+        if (!strcmp(t, "response.output_text.delta")) {
+            T_EQ_INT(json_array_size(json_object_get(d, "logprobs")), 1);
+            deltas++;
+        } else if (!strcmp(t, "response.output_text.done")) {
+            T_EQ_INT(json_array_size(json_object_get(d, "logprobs")), 2);
+        } else if (!strcmp(t, "response.content_part.done")) {
+            T_EQ_INT(json_array_size(json_object_get(
+                         json_object_get(d, "part"), "logprobs")),
+                     2);
+        } else if (!strcmp(t, "response.completed")) {
+            const json_t *p0 = json_array_get(
+                json_object_get(
+                    json_array_get(json_object_get(json_object_get(d,
+                                                                   "response"),
+                                                   "output"),
+                                   0),
+                    "content"),
+                0);
+            T_EQ_INT(json_array_size(json_object_get(p0, "logprobs")), 2);
+        }
+    }
+    T_EQ_INT(deltas, 2);
+    json_decref(ev);
+}
+
 static void
 test_reasoning(void)
 {
@@ -766,6 +873,7 @@ main(void)
     T_RUN(test_parse_refusals);
     T_RUN(test_body_writer);
     T_RUN(test_stream_writer);
+    T_RUN(test_logprobs);
     T_RUN(test_reasoning);
     T_RUN(test_embeddings_completions);
     T_RUN(test_plan_keep_kinds);

@@ -253,6 +253,29 @@ await step('logprobs', async () => {
         `logprobs: the stream lists the same tokens (${got.length})`);
 });
 
+// The Responses API's logprobs (include + top_logprobs), translated to the
+// chat ones: the same tokens as the chat answer above, streamed per delta.
+await step('responses logprobs', async () => {
+  const req = { model: 'local', max_output_tokens: 10, temperature: 0, input: 'Once upon a time',
+                include: ['message.output_text.logprobs'], top_logprobs: 2 };
+  const r = await client.responses.create(req);
+  const part = r.output[0]?.content?.[0];
+  const lp = part?.logprobs ?? [];
+  check(lp.length > 0 && Buffer.from(lp.flatMap((e) => e.bytes)).toString('utf8') === part.text,
+        `responses logprobs: the tokens spell output_text (${lp.length})`);
+  check(lp.every((e) => e.logprob <= 0 && e.top_logprobs.length === 2), 'responses logprobs: 2 alternatives each');
+  const st = await client.responses.create({ ...req, stream: true });
+  const got = [];
+  let done = null;
+  for await (const ev of st) {
+    if (ev.type === 'response.output_text.delta') got.push(...(ev.logprobs ?? []).map((e) => e.token));
+    if (ev.type === 'response.output_text.done') done = ev.logprobs;
+  }
+  check(JSON.stringify(got) === JSON.stringify(lp.map((e) => e.token)),
+        `responses logprobs: the deltas list the same tokens (${got.length})`);
+  check(Array.isArray(done) && done.length === lp.length, 'responses logprobs: the done event has them all');
+});
+
 for (const [param, extra] of [['top_logprobs', { top_logprobs: 2 }],
                               ['logprobs', { logprobs: true, tools: [weather] }],
                               ['n', { n: 9 }]]) {
