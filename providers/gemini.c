@@ -19,14 +19,15 @@
  *                 (stop), seed, presencePenalty, frequencyPenalty;
  *                 response_format json_object -> responseMimeType
  *                 application/json, json_schema -> that and
- *                 responseJsonSchema
+ *                 responseJsonSchema; logprobs -> responseLogprobs,
+ *                 top_logprobs (with logprobs) -> logprobs
  *   tools         [{functionDeclarations: [{name, description,
  *                 parametersJsonSchema: parameters}]}]
  *   tool_choice   toolConfig.functionCallingConfig.mode AUTO/NONE/ANY (a
  *                 named function: ANY with allowedFunctionNames)
  *   stream, stream_options, n (only 1)
- * Anything else (user, logprobs, parallel_tool_calls false, audio ...) is
- * refused with a 400 naming it; a JSON null counts as absent.
+ * Anything else (user, parallel_tool_calls false, audio ...) is refused
+ * with a 400 naming it; a JSON null counts as absent.
  *
  * Answer -> OpenAI: candidates[0].content.parts: text -> content
  * (thought: true parts -> reasoning_content), functionCall -> tool_calls
@@ -39,7 +40,11 @@
  * toolUsePromptTokenCount (cachedContentTokenCount included, as OpenAI
  * counts), cached_tokens = cachedContentTokenCount, completion_tokens =
  * candidatesTokenCount + thoughtsTokenCount (thinking is billed as
- * output), reasoning_tokens = thoughtsTokenCount.
+ * output), reasoning_tokens = thoughtsTokenCount.  logprobsResult ->
+ * choices[0].logprobs.content: an entry a chosenCandidates token (token,
+ * logprob = logProbability, bytes = the token's UTF-8), top_logprobs from
+ * topCandidates at the same step; in a stream, with the chunk's first
+ * delta.
  *
  * Stream: each SSE event is a whole GenerateContentResponse with the next
  * piece; there is no end marker, so the stream is complete when a chunk
@@ -157,7 +162,8 @@ static const char *const gem_keys[] = {
     "model", "messages", "max_tokens", "max_completion_tokens", "temperature",
     "top_p", "top_k", "stop", "stream", "stream_options", "tools",
     "tool_choice", "n", "seed", "presence_penalty", "frequency_penalty",
-    "response_format", "parallel_tool_calls", NULL};
+    "response_format", "parallel_tool_calls", "logprobs", "top_logprobs",
+    NULL};
 
 static int
 gen_config(const json_t *oa, json_t *gc, char *refused, size_t rlen)
@@ -189,6 +195,21 @@ gen_config(const json_t *oa, json_t *gc, char *refused, size_t rlen)
         json_object_set_new(gc, "stopSequences", json_deep_copy(stop));
     else if (is_set(stop))
         pv_x_refuse_add(refused, rlen, "stop");
+    const json_t *lp = json_object_get(oa, "logprobs"),
+                 *tl = json_object_get(oa, "top_logprobs");
+    if (is_set(lp) && !json_is_boolean(lp))
+        pv_x_refuse_add(refused, rlen, "logprobs (a boolean)");
+    else if (json_is_true(lp))
+        json_object_set_new(gc, "responseLogprobs", json_true());
+    if (is_set(tl)) {
+        if (!json_is_integer(tl) || json_integer_value(tl) < 0 ||
+            json_integer_value(tl) > 20)
+            pv_x_refuse_add(refused, rlen, "top_logprobs (0 to 20)");
+        else if (!json_is_true(lp))
+            pv_x_refuse_add(refused, rlen, "top_logprobs (needs logprobs)");
+        else if (json_integer_value(tl) > 0)
+            json_object_set_new(gc, "logprobs", json_deep_copy(tl));
+    }
     const json_t *rf = json_object_get(oa, "response_format");
     if (is_set(rf)) {
         const char *t = json_string_value(json_object_get(rf, "type"));
@@ -387,6 +408,48 @@ tool_call(const json_t *fc, int k, int with_index)
     return t;
 }
 
+/* One OpenAI logprobs entry of a Gemini logprobs candidate ({token,
+ * tokenId, logProbability}; a zero logProbability may be left out). */
+static json_t *
+lp_entry(const json_t *c)
+{
+    const json_t *t = json_object_get(c, "token");
+    const char *tok = json_is_string(t) ? json_string_value(t) : "";
+    size_t n = json_is_string(t) ? json_string_length(t) : 0;
+    json_t *bytes = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(bytes, json_integer((unsigned char)tok[i]));
+    const json_t *v = json_object_get(c, "logProbability");
+    return json_pack("{s:s%,s:f,s:o}", "token", tok, n, "logprob",
+                     json_is_number(v) ? json_number_value(v) : 0.0, "bytes",
+                     bytes);
+}
+
+/* choices[].logprobs of a candidate's logprobsResult, or NULL when it has
+ * none. */
+static json_t *
+lp_of(const json_t *cand)
+{
+    const json_t *lr = json_object_get(cand, "logprobsResult");
+    const json_t *chosen = json_object_get(lr, "chosenCandidates");
+    const json_t *top = json_object_get(lr, "topCandidates");
+    if (!json_is_array(chosen))
+        return NULL;
+    json_t *content = json_array();
+    size_t i, k;
+    const json_t *c, *a;
+    json_array_foreach(chosen, i, c) {
+        json_t *e = lp_entry(c), *alts = json_array();
+        json_array_foreach(json_object_get(json_array_get(top, i),
+                                           "candidates"),
+                           k, a)
+            json_array_append_new(alts, lp_entry(a));
+        json_object_set_new(e, "top_logprobs", alts);
+        json_array_append_new(content, e);
+    }
+    return json_pack("{s:o,s:n}", "content", content, "refusal");
+}
+
 json_t *
 pv_gem_answer(const json_t *up, struct pv_usage *u, char *why, size_t len)
 {
@@ -446,6 +509,12 @@ pv_gem_answer(const json_t *up, struct pv_usage *u, char *why, size_t len)
     res = message ? pv_x_completion(id ? id : "gemini", model ? model : "",
                                     message, finish, u)
                   : NULL;
+    json_t *lp = lp_of(cand);
+    if (res && lp)
+        json_object_set_new(json_array_get(json_object_get(res, "choices"), 0),
+                            "logprobs", lp);
+    else
+        json_decref(lp);
     if (!res)
         snprintf(why, len, "out of memory");
 out:
@@ -490,6 +559,7 @@ pv_gem_event(struct pv_xstream *s, const char *type, const json_t *ev,
                                           "parts");
     size_t i;
     const json_t *p;
+    json_t *lp = lp_of(cand); /* with the chunk's first delta */
     json_array_foreach(parts, i, p) {
         const json_t *t = json_object_get(p, "text");
         const json_t *fc = json_object_get(p, "functionCall");
@@ -503,6 +573,7 @@ pv_gem_event(struct pv_xstream *s, const char *type, const json_t *ev,
         } else if (json_is_object(fc)) {
             json_t *c = tool_call(fc, s->n_tools, 1);
             if (!c) {
+                json_decref(lp);
                 snprintf(why, len, "functionCall part without a name");
                 return PV_XS_MALFORMED;
             }
@@ -511,9 +582,12 @@ pv_gem_event(struct pv_xstream *s, const char *type, const json_t *ev,
         } else {
             continue;
         }
-        if (pv_x_emit_delta(s, d, NULL, emit, ud))
+        int bad = pv_x_emit_delta_lp(s, d, lp, NULL, emit, ud);
+        lp = NULL;
+        if (bad)
             return PV_XS_EMIT;
     }
+    json_decref(lp); /* no delta to carry it */
     const char *fr = json_string_value(json_object_get(cand, "finishReason"));
     const char *block = json_string_value(json_object_get(pf, "blockReason"));
     if ((fr || (block && !cand)) && !s->finish) {

@@ -71,17 +71,19 @@ chunk_new(const struct pv_xstream *s, json_t *choices)
 }
 
 static json_t *
-delta_chunk(const struct pv_xstream *s, json_t *delta, const char *finish)
+delta_chunk(const struct pv_xstream *s, json_t *delta, json_t *lp,
+            const char *finish)
 {
     json_t *ch = json_object();
     if (!ch || !delta) {
         json_decref(ch);
         json_decref(delta);
+        json_decref(lp);
         return NULL;
     }
     json_object_set_new(ch, "index", json_integer(0));
     json_object_set_new(ch, "delta", delta);
-    json_object_set_new(ch, "logprobs", json_null());
+    json_object_set_new(ch, "logprobs", lp ? lp : json_null());
     json_object_set_new(ch, "finish_reason",
                         finish ? json_string(finish) : json_null());
     json_t *arr = json_array();
@@ -93,22 +95,30 @@ delta_chunk(const struct pv_xstream *s, json_t *delta, const char *finish)
 }
 
 int
-pv_x_emit_delta(struct pv_xstream *s, json_t *delta, const char *finish,
-                pv_xemit emit, void *ud)
+pv_x_emit_delta_lp(struct pv_xstream *s, json_t *delta, json_t *lp,
+                   const char *finish, pv_xemit emit, void *ud)
 {
     if (!s->started) {
         s->started = 1;
         json_t *r = json_pack("{s:s,s:s}", "role", "assistant", "content", "");
-        json_t *c = r ? delta_chunk(s, r, NULL) : NULL;
+        json_t *c = r ? delta_chunk(s, r, NULL, NULL) : NULL;
         if (!c || emit(ud, c) != 0) {
             json_decref(delta);
+            json_decref(lp);
             return -1;
         }
     }
-    json_t *c = delta_chunk(s, delta, finish);
+    json_t *c = delta_chunk(s, delta, lp, finish);
     if (!c)
         return -1;
     return emit(ud, c);
+}
+
+int
+pv_x_emit_delta(struct pv_xstream *s, json_t *delta, const char *finish,
+                pv_xemit emit, void *ud)
+{
+    return pv_x_emit_delta_lp(s, delta, NULL, finish, emit, ud);
 }
 
 json_t *

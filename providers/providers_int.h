@@ -400,6 +400,9 @@ int pv_gem_event(struct pv_xstream *s, const char *type, const json_t *ev,
  * The first call also sends the role chunk first (through emit). */
 int pv_x_emit_delta(struct pv_xstream *s, json_t *delta, const char *finish,
                     pv_xemit emit, void *ud);
+/* The same with the choice's logprobs (stolen; NULL: null). */
+int pv_x_emit_delta_lp(struct pv_xstream *s, json_t *delta, json_t *lp,
+                       const char *finish, pv_xemit emit, void *ud);
 /* OpenAI usage object for u (prompt_tokens_details.cached_tokens,
  * completion_tokens_details.reasoning_tokens, and cache_write_tokens in
  * prompt_tokens_details when nonzero). */

@@ -114,6 +114,9 @@
  *   thoughts=N          native: N thinking tokens (Gemini
  *                       thoughtsTokenCount and a thought part; Anthropic a
  *                       thinking block, counted in output_tokens)
+ *   (Gemini, no directive: a request with generationConfig.responseLogprobs
+ *   gets a logprobsResult on each text chunk, a chosen candidate a word,
+ *   generationConfig.logprobs top candidates each)
  *   tool=NAME           answer with a call of tool NAME instead of the
  *                       plain text (native: after a short text; OpenAI: a
  *                       tool_calls answer, finish_reason tool_calls,
@@ -276,6 +279,8 @@ struct job {
     size_t n_events, next;
     struct job *prev, *nextj;
     enum fmt fmt;
+    /* Gemini: generationConfig.responseLogprobs and .logprobs asked */
+    int gem_lp, gem_top;
 };
 
 static int
@@ -1344,9 +1349,40 @@ anth_build(struct job *j, const char *model, const char *text, char **pieces,
     return rc ? -1 : 0;
 }
 
+/* Gemini's logprobsResult for text: a chosen candidate a word (its
+ * leading space with it), logProbability -0.25, -0.5, ... by position,
+ * and gem_top top candidates each (the chosen one first, then made-up
+ * "alt" tokens less likely). */
+static json_t *
+gem_logprobs(const struct job *j, const char *text)
+{
+    json_t *chosen = json_array(), *top = json_array();
+    int k = 0;
+    for (const char *p = text; p && *p; k++) {
+        const char *e = p + 1;
+        while (*e && *e != ' ')
+            e++;
+        double lp = -0.25 * (k % 8 + 1);
+        json_t *c = json_pack("{s:s%,s:i,s:f}", "token", p, (size_t)(e - p),
+                              "tokenId", 100 + k, "logProbability", lp);
+        json_t *alts = json_array();
+        for (int a = 0; a < j->gem_top; a++)
+            json_array_append_new(
+                alts, a == 0 ? json_deep_copy(c)
+                             : json_pack("{s:s,s:i,s:f}", "token", " alt",
+                                         "tokenId", 900 + a,
+                                         "logProbability", lp - 1.0 * a));
+        json_array_append_new(chosen, c);
+        json_array_append_new(top, json_pack("{s:o}", "candidates", alts));
+        p = e;
+    }
+    return json_pack("{s:o,s:o}", "topCandidates", top, "chosenCandidates",
+                     chosen);
+}
+
 static json_t *
 gem_chunk(const struct job *j, const char *model, json_t *parts,
-          const char *finish, json_t *usage)
+          const char *finish, json_t *usage, const char *lp_text)
 {
     char rid[48];
     snprintf(rid, sizeof(rid), "fake-resp-%ld", j->id);
@@ -1354,6 +1390,8 @@ gem_chunk(const struct job *j, const char *model, json_t *parts,
                              "parts", parts, "index", 0);
     if (cand && finish)
         json_object_set_new(cand, "finishReason", json_string(finish));
+    if (cand && lp_text && j->gem_lp)
+        json_object_set_new(cand, "logprobsResult", gem_logprobs(j, lp_text));
     json_t *c = json_pack("{s:[o],s:s,s:s}", "candidates", cand,
                           "modelVersion", model, "responseId", rid);
     if (c && usage)
@@ -1385,7 +1423,7 @@ gem_build(struct job *j, const char *model, const char *text, char **pieces,
         if (fc)
             json_array_append_new(parts, fc);
         json_t *r = gem_chunk(j, model, parts, "STOP",
-                              o->no_usage ? NULL : gem_usage(&u));
+                              o->no_usage ? NULL : gem_usage(&u), text);
         j->body = r ? json_dumps(r, JSON_COMPACT) : NULL;
         json_decref(r);
         if (j->body && o->malformed)
@@ -1401,7 +1439,7 @@ gem_build(struct job *j, const char *model, const char *text, char **pieces,
                                                           "text",
                                                           "Thinking it over.",
                                                           "thought", 1),
-                                                NULL, NULL),
+                                                NULL, NULL, NULL),
                                       NULL),
                          &cap);
     for (size_t i = 0; i < np; i++) {
@@ -1423,7 +1461,8 @@ gem_build(struct job *j, const char *model, const char *text, char **pieces,
                                                           pieces[i]),
                                                 last ? "STOP" : NULL,
                                                 o->no_usage ? NULL
-                                                            : gem_usage(&ui)),
+                                                            : gem_usage(&ui),
+                                                pieces[i]),
                                       NULL),
                          &cap);
     }
@@ -1432,7 +1471,8 @@ gem_build(struct job *j, const char *model, const char *text, char **pieces,
                                       gem_chunk(j, model, json_pack("[o]", fc),
                                                 "STOP",
                                                 o->no_usage ? NULL
-                                                            : gem_usage(&u)),
+                                                            : gem_usage(&u),
+                                                NULL),
                                       NULL),
                          &cap);
     if (!rc && o->error_after >= 0 && (size_t)o->error_after < j->n_events) {
@@ -1999,6 +2039,13 @@ handle_chat(struct worker *w, struct evhttp_request *req, const char *path,
     j->w = w;
     j->req = req;
     j->stream = stream;
+    if (fmt == FMT_GEMINI) {
+        const json_t *gc = json_object_get(body, "generationConfig");
+        j->gem_lp = json_is_true(json_object_get(gc, "responseLogprobs"));
+        j->gem_top = clampi((long)json_integer_value(
+                                json_object_get(gc, "logprobs")),
+                            0, 20);
+    }
     j->fmt = fmt;
     opts_default(&j->o);
     if (path_directives)

@@ -607,6 +607,94 @@ test_gem_stream(void)
     json_decref(sk.chunks);
 }
 
+/* logprobs on gemini: logprobs / top_logprobs become responseLogprobs /
+ * logprobs; logprobsResult becomes choices[0].logprobs.content (answer
+ * and stream, a chunk's with its first delta). */
+static void
+test_gem_logprobs(void)
+{
+    char msg[512];
+    json_t *out = NULL;
+    json_t *oa = J("{\"model\":\"g\",\"logprobs\":true,\"top_logprobs\":3,"
+                   "\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}");
+    T_EQ_INT(pv_gem_request(oa, 0, &out, msg, sizeof(msg)), PV_X_OK);
+    const json_t *gc = json_object_get(out, "generationConfig");
+    T_CHECK(json_is_true(json_object_get(gc, "responseLogprobs")));
+    T_EQ_INT(json_integer_value(json_object_get(gc, "logprobs")), 3);
+    json_decref(out);
+    json_decref(oa);
+    oa = J("{\"model\":\"g\",\"top_logprobs\":3,\"messages\":[{\"role\":"
+           "\"user\",\"content\":\"x\"}]}");
+    T_EQ_INT(pv_gem_request(oa, 0, &out, msg, sizeof(msg)), PV_X_REFUSE);
+    T_CHECK(strstr(msg, "top_logprobs") != NULL);
+    json_decref(oa);
+    oa = J("{\"model\":\"g\",\"logprobs\":\"yes\",\"messages\":[{\"role\":"
+           "\"user\",\"content\":\"x\"}]}");
+    T_EQ_INT(pv_gem_request(oa, 0, &out, msg, sizeof(msg)), PV_X_REFUSE);
+    T_CHECK(strstr(msg, "logprobs") != NULL);
+    json_decref(oa);
+
+    static const char *const lr =
+        "\"logprobsResult\":{\"topCandidates\":[{\"candidates\":[{\"token\":"
+        "\"Hi\",\"logProbability\":-0.5},{\"token\":\"Yo\","
+        "\"logProbability\":-1.5}]},{\"candidates\":[{\"token\":\"!\"}]}],"
+        "\"chosenCandidates\":[{\"token\":\"Hi\",\"tokenId\":7,"
+        "\"logProbability\":-0.5},{\"token\":\"!\",\"tokenId\":8}]}";
+    char up[1024];
+    snprintf(up, sizeof(up),
+             "{\"candidates\":[{\"content\":{\"role\":\"model\",\"parts\":[{"
+             "\"text\":\"Hi!\"}]},\"finishReason\":\"STOP\",%s}]}",
+             lr);
+    json_t *u0 = J(up);
+    struct pv_usage u;
+    char why[128];
+    json_t *ans = pv_gem_answer(u0, &u, why, sizeof(why));
+    json_decref(u0);
+    const json_t *lp = json_object_get(
+        json_object_get(json_array_get(json_object_get(ans, "choices"), 0),
+                        "logprobs"),
+        "content");
+    T_EQ_INT(json_array_size(lp), 2);
+    T_CHECK(same(json_array_get(lp, 0),
+                 "{\"token\":\"Hi\",\"logprob\":-0.5,\"bytes\":[72,105],"
+                 "\"top_logprobs\":[{\"token\":\"Hi\",\"logprob\":-0.5,"
+                 "\"bytes\":[72,105]},{\"token\":\"Yo\",\"logprob\":-1.5,"
+                 "\"bytes\":[89,111]}]}"));
+    /* a left-out logProbability is 0 (probability 1) */
+    T_CHECK(json_number_value(json_object_get(json_array_get(lp, 1),
+                                              "logprob")) == 0.0);
+    json_decref(ans);
+    /* without logprobsResult: null, as before */
+    u0 = J("{\"candidates\":[{\"content\":{\"role\":\"model\",\"parts\":[{"
+           "\"text\":\"Hi\"}]},\"finishReason\":\"STOP\"}]}");
+    ans = pv_gem_answer(u0, &u, why, sizeof(why));
+    T_CHECK(json_is_null(json_object_get(
+        json_array_get(json_object_get(ans, "choices"), 0), "logprobs")));
+    json_decref(ans);
+    json_decref(u0);
+
+    struct pv_xstream xs;
+    memset(&xs, 0, sizeof(xs));
+    struct sink sk = {json_array()};
+    snprintf(up, sizeof(up),
+             "{\"candidates\":[{\"content\":{\"role\":\"model\",\"parts\":[{"
+             "\"text\":\"Hi\"},{\"text\":\"!\"}]},\"finishReason\":\"STOP\","
+             "%s}]}",
+             lr);
+    T_EQ_INT(feed_gem(&xs, &sk, up, why, sizeof(why)), 0);
+    /* role, Hi (with the logprobs), !, finish */
+    T_EQ_INT(json_array_size(sk.chunks), 4);
+    const json_t *c1 = json_array_get(
+        json_object_get(json_array_get(sk.chunks, 1), "choices"), 0);
+    T_EQ_INT(json_array_size(json_object_get(json_object_get(c1, "logprobs"),
+                                             "content")),
+             2);
+    const json_t *c2 = json_array_get(
+        json_object_get(json_array_get(sk.chunks, 2), "choices"), 0);
+    T_CHECK(json_is_null(json_object_get(c2, "logprobs")));
+    json_decref(sk.chunks);
+}
+
 /* ---- errors ------------------------------------------------------------- */
 
 /* The passthrough's readers: usage, end and errors from the bytes. */
@@ -767,6 +855,7 @@ main(void)
     T_RUN(test_gem_request);
     T_RUN(test_anth_answer);
     T_RUN(test_gem_answer);
+    T_RUN(test_gem_logprobs);
     T_RUN(test_anth_stream);
     T_RUN(test_gem_stream);
     T_RUN(test_anth_pass_readers);

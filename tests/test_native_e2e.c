@@ -732,6 +732,90 @@ test_gem(void)
     e2e_resp_free(&r);
 }
 
+/* logprobs through gemini: the fake answers logprobsResult only when
+ * asked by generationConfig.responseLogprobs (its top candidates by
+ * .logprobs), a chosen candidate a word; they reach the client as
+ * choices[0].logprobs.content, streamed too. */
+static void
+test_gem_logprobs(void)
+{
+    struct e2e_resp r;
+    T_EQ_INT(chat("gl-1",
+                  "{\"model\":\"flash\",\"logprobs\":true,\"top_logprobs\":2,"
+                  "\"messages\":[{\"role\":\"user\",\"content\":\"fake:tag=lp\"}]}",
+                  &r),
+             0);
+    T_EQ_INT(r.status, 200);
+    json_t *j = json_loads(r.body ? r.body : "", 0, NULL);
+    const json_t *ch = json_array_get(json_object_get(j, "choices"), 0);
+    const json_t *lp = json_object_get(json_object_get(ch, "logprobs"),
+                                       "content");
+    char joined[256] = "";
+    size_t i;
+    const json_t *e;
+    json_array_foreach(lp, i, e) {
+        strncat(joined, json_string_value(json_object_get(e, "token")),
+                sizeof(joined) - strlen(joined) - 1);
+        T_EQ_INT(json_array_size(json_object_get(e, "top_logprobs")), 2);
+        T_CHECK(json_number_value(json_object_get(e, "logprob")) < 0);
+    }
+    T_EQ_INT(json_array_size(lp), 4); /* "Hello from fake provider" */
+    T_EQ_STR(joined, json_string_value(json_object_get(
+                         json_object_get(ch, "message"), "content")));
+    json_decref(j);
+    e2e_resp_free(&r);
+    json_t *s = fake_last();
+    const json_t *gc = json_object_get(
+        json_object_get(json_object_get(s, "last"), "body"),
+        "generationConfig");
+    T_CHECK(json_is_true(json_object_get(gc, "responseLogprobs")));
+    T_EQ_INT(ji(gc, "logprobs", NULL), 2);
+    json_decref(s);
+    /* streamed: each chunk's tokens with its text */
+    T_EQ_INT(chat("gl-2",
+                  "{\"model\":\"flash\",\"stream\":true,\"logprobs\":true,"
+                  "\"messages\":[{\"role\":\"user\",\"content\":\"fake:tag=lp\"}]}",
+                  &r),
+             0);
+    T_EQ_INT(r.status, 200);
+    struct events ev;
+    events_parse(r.body ? r.body : "", &ev);
+    char sj[256] = "";
+    size_t k;
+    const json_t *c;
+    json_array_foreach(ev.chunks, k, c) {
+        const json_t *l = json_object_get(
+            json_array_get(json_object_get(c, "choices"), 0), "logprobs");
+        json_array_foreach(json_object_get(l, "content"), i, e)
+            strncat(sj, json_string_value(json_object_get(e, "token")),
+                    sizeof(sj) - strlen(sj) - 1);
+    }
+    struct assembled a;
+    assemble(&ev, &a);
+    T_CHECK(strlen(sj) > 0);
+    T_EQ_STR(sj, a.content);
+    json_decref(ev.chunks);
+    e2e_resp_free(&r);
+    /* not asked: none, and the request does not ask gemini either */
+    T_EQ_INT(chat("gl-3",
+                  "{\"model\":\"flash\",\"messages\":[{\"role\":\"user\","
+                  "\"content\":\"fake:tag=lp\"}]}",
+                  &r),
+             0);
+    j = json_loads(r.body ? r.body : "", 0, NULL);
+    T_CHECK(json_is_null(json_object_get(
+        json_array_get(json_object_get(j, "choices"), 0), "logprobs")));
+    json_decref(j);
+    e2e_resp_free(&r);
+    s = fake_last();
+    T_CHECK(json_object_get(json_object_get(json_object_get(
+                                                json_object_get(s, "last"),
+                                                "body"),
+                                            "generationConfig"),
+                            "responseLogprobs") == NULL);
+    json_decref(s);
+}
+
 int
 main(void)
 {
@@ -758,6 +842,7 @@ main(void)
     T_RUN(test_anth_tools);
     T_RUN(test_anth_budget);
     T_RUN(test_anth_errors);
+    T_RUN(test_gem_logprobs); /* before test_gem's errors trip the breaker */
     T_RUN(test_gem);
     T_EQ_INT(e2e_stop(&gw, 15, 10000), 0);
     e2e_stop(&fake, 15, 5000);
