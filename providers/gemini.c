@@ -414,15 +414,10 @@ static json_t *
 lp_entry(const json_t *c)
 {
     const json_t *t = json_object_get(c, "token");
-    const char *tok = json_is_string(t) ? json_string_value(t) : "";
-    size_t n = json_is_string(t) ? json_string_length(t) : 0;
-    json_t *bytes = json_array();
-    for (size_t i = 0; i < n; i++)
-        json_array_append_new(bytes, json_integer((unsigned char)tok[i]));
     const json_t *v = json_object_get(c, "logProbability");
-    return json_pack("{s:s%,s:f,s:o}", "token", tok, n, "logprob",
-                     json_is_number(v) ? json_number_value(v) : 0.0, "bytes",
-                     bytes);
+    return pv_x_lp_token(json_is_string(t) ? json_string_value(t) : "",
+                         json_is_string(t) ? json_string_length(t) : 0,
+                         json_is_number(v) ? json_number_value(v) : 0.0);
 }
 
 /* choices[].logprobs of a candidate's logprobsResult, or NULL when it has

@@ -663,38 +663,6 @@ usage_json(const struct le_gen_result *r)
 }
 
 /*
- * The engine passes token bytes through as they are, and a sampled byte
- * token can make invalid UTF-8, which jansson refuses: the chunk (stream)
- * or the whole answer (non-stream) would be lost.  Replaces every byte
- * that does not start a valid sequence with U+FFFD.  (The engine holds
- * back a sequence that is only incomplete, so a chunk never ends inside a
- * valid one.)
- */
-static void
-utf8_repair(struct gx_buf *t)
-{
-    if (!t->len || gx_utf8_valid(t->data, t->len))
-        return;
-    struct gx_buf o;
-    gx_buf_init(&o, t->max);
-    const unsigned char *p = (const unsigned char *)t->data;
-    size_t i = 0;
-    while (i < t->len) {
-        unsigned c = p[i];
-        size_t l = c < 0x80 ? 1 : c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : 2;
-        if (i + l <= t->len && gx_utf8_valid(t->data + i, l)) {
-            gx_buf_append(&o, t->data + i, l);
-            i += l;
-        } else {
-            gx_buf_append(&o, "\xEF\xBF\xBD", 3);
-            i++;
-        }
-    }
-    gx_buf_cleanup(t);
-    *t = o;
-}
-
-/*
  * Tool modes: what the output is.  The grammar makes a call always start
  * with LP_CALL_PREFIX NAME LP_CALL_MID and end with the '}' closing that
  * wrapper, so the name is known as soon as LP_CALL_MID has arrived and
@@ -864,12 +832,10 @@ job_take(struct lp_job *j, struct gx_buf *text, size_t *raw, int *done)
     *done = j->done;
     pthread_mutex_unlock(&j->mu);
     *raw = text->len;
-    utf8_repair(text);
+    pv_utf8_repair(text);
 }
 
-/* One token of a logprobs list: its text (bytes that are not valid UTF-8
- * as U+FFFD), log-probability (-9999 for a token the model gives none,
- * as OpenAI does) and bytes. */
+/* One token of a logprobs list (pv_x_lp_token) from its id. */
 static json_t *
 lp_token(const struct le_model *m, int32_t id, float lp)
 {
@@ -877,34 +843,43 @@ lp_token(const struct le_model *m, int32_t id, float lp)
     size_t n = le_model_token_to_piece(m, id, 0, piece, sizeof(piece));
     if (n > sizeof(piece))
         n = 0; /* no vocabulary's piece is that long */
-    struct gx_buf t;
-    gx_buf_init(&t, sizeof(piece) * 3);
-    gx_buf_append(&t, piece, n);
-    utf8_repair(&t);
-    json_t *bytes = json_array();
-    for (size_t i = 0; i < n; i++)
-        json_array_append_new(bytes, json_integer((unsigned char)piece[i]));
-    double v = lp >= -9999.0f ? (double)lp : -9999.0;
-    json_t *o = json_pack("{s:s%,s:f,s:o}", "token", t.data ? t.data : "",
-                          t.data ? t.len : 0, "logprob", v, "bytes", bytes);
-    gx_buf_cleanup(&t);
-    return o;
+    return pv_x_lp_token(piece, n, lp);
 }
 
-/* /v1/completions' logprobs object of the tokens lp_content lists:
- * tokens, token_logprobs, top_logprobs (a token -> logprob object each)
- * and text_offset (characters of the completion before each token). */
+/* The entries of j whose text has been taken (c->raw_seen) and not yet
+ * listed, copied out under j's lock (the scheduler appends meanwhile);
+ * *n of them, the caller frees.  Tokens whose text a stop string cut
+ * never are. */
+static struct le_logprob *
+lp_take(struct lp_job *j, struct lp_choice *c, size_t *n)
+{
+    struct le_logprob *out = NULL;
+    pthread_mutex_lock(&j->mu);
+    size_t k = c->lp_next;
+    while (k < j->n_lps && j->lps[k].text_end <= c->raw_seen)
+        k++;
+    *n = k - c->lp_next;
+    if (*n && (out = malloc(*n * sizeof(*out))) != NULL) {
+        memcpy(out, j->lps + c->lp_next, *n * sizeof(*out));
+        c->lp_next = k;
+    } else {
+        *n = 0; /* out of memory: listed with the next text */
+    }
+    pthread_mutex_unlock(&j->mu);
+    return out;
+}
+
+/* /v1/completions' logprobs object of entries e[0..n): tokens,
+ * token_logprobs, top_logprobs (a token -> logprob object each) and
+ * text_offset (characters of the completion before each token). */
 static json_t *
-lp_text_content(const struct le_model *m, struct lp_job *j,
-                struct lp_choice *c)
+lp_text_content(const struct le_model *m, struct lp_choice *c,
+                const struct le_logprob *e, size_t n)
 {
     json_t *toks = json_array(), *lps = json_array(), *tops = json_array(),
            *offs = json_array();
-    pthread_mutex_lock(&j->mu);
-    while (c->lp_next < j->n_lps &&
-           j->lps[c->lp_next].text_end <= c->raw_seen) {
-        const struct le_logprob *e = &j->lps[c->lp_next++];
-        json_t *t = lp_token(m, e->id, e->logprob), *d = json_object();
+    for (size_t k = 0; k < n; k++) {
+        json_t *t = lp_token(m, e[k].id, e[k].logprob), *d = json_object();
         json_array_append(toks, json_object_get(t, "token"));
         json_array_append(lps, json_object_get(t, "logprob"));
         json_array_append_new(offs, json_integer(c->lp_chars));
@@ -912,47 +887,48 @@ lp_text_content(const struct le_model *m, struct lp_job *j,
         for (size_t i = 0; i < json_array_size(b); i++)
             c->lp_chars += (json_integer_value(json_array_get(b, i)) & 0xC0) !=
                            0x80; /* not a continuation byte */
-        for (int i = 0; i < e->n_top; i++) {
-            json_t *a = lp_token(m, e->top_id[i], e->top_logprob[i]);
-            const char *k = json_string_value(json_object_get(a, "token"));
-            if (k && !json_object_get(d, k)) /* the likelier of a text */
-                json_object_set(d, k, json_object_get(a, "logprob"));
+        for (int i = 0; i < e[k].n_top; i++) {
+            json_t *a = lp_token(m, e[k].top_id[i], e[k].top_logprob[i]);
+            const char *key = json_string_value(json_object_get(a, "token"));
+            if (key && !json_object_get(d, key)) /* the likelier of a text */
+                json_object_set(d, key, json_object_get(a, "logprob"));
             json_decref(a);
         }
         json_array_append_new(tops, d);
         json_decref(t);
     }
-    pthread_mutex_unlock(&j->mu);
     return json_pack("{s:o,s:o,s:o,s:o}", "tokens", toks, "token_logprobs",
                      lps, "top_logprobs", tops, "text_offset", offs);
 }
 
-/* Choice c's logprobs object ({"content": [...], "refusal": null}) for
- * the tokens whose text has been taken (c->raw_seen) and not yet listed;
- * NULL when the request did not ask for logprobs.  Tokens whose text a
- * stop string cut never are. */
+/* Choice c's logprobs object for the entries lp_take gives: chat's
+ * {"content": [...], "refusal": null}, or /v1/completions' shape; NULL
+ * when the request did not ask for logprobs. */
 static json_t *
 lp_content(const struct lp_call *lc, struct lp_job *j, struct lp_choice *c)
 {
     if (!j->want_lp)
         return NULL;
     const struct le_model *m = lc->e->model;
-    if (lc->text_api)
-        return lp_text_content(m, j, c);
-    json_t *arr = json_array();
-    pthread_mutex_lock(&j->mu);
-    while (c->lp_next < j->n_lps &&
-           j->lps[c->lp_next].text_end <= c->raw_seen) {
-        const struct le_logprob *e = &j->lps[c->lp_next++];
-        json_t *o = lp_token(m, e->id, e->logprob), *top = json_array();
-        for (int i = 0; i < e->n_top; i++)
-            json_array_append_new(top,
-                                  lp_token(m, e->top_id[i], e->top_logprob[i]));
-        json_object_set_new(o, "top_logprobs", top);
-        json_array_append_new(arr, o);
+    size_t n;
+    struct le_logprob *e = lp_take(j, c, &n);
+    json_t *r;
+    if (lc->text_api) {
+        r = lp_text_content(m, c, e, n);
+    } else {
+        json_t *arr = json_array();
+        for (size_t k = 0; k < n; k++) {
+            json_t *o = lp_token(m, e[k].id, e[k].logprob), *top = json_array();
+            for (int i = 0; i < e[k].n_top; i++)
+                json_array_append_new(
+                    top, lp_token(m, e[k].top_id[i], e[k].top_logprob[i]));
+            json_object_set_new(o, "top_logprobs", top);
+            json_array_append_new(arr, o);
+        }
+        r = json_pack("{s:o,s:n}", "content", arr, "refusal");
     }
-    pthread_mutex_unlock(&j->mu);
-    return json_pack("{s:o,s:n}", "content", arr, "refusal");
+    free(e);
+    return r;
 }
 
 /* First bytes: the first-byte timer becomes the total one. */

@@ -121,6 +121,56 @@ pv_x_emit_delta(struct pv_xstream *s, json_t *delta, const char *finish,
     return pv_x_emit_delta_lp(s, delta, NULL, finish, emit, ud);
 }
 
+/*
+ * The local engine passes token bytes through as they are, and a sampled
+ * byte token can make invalid UTF-8, which jansson refuses: the chunk
+ * (stream) or the whole answer (non-stream) would be lost (local.c), as
+ * would a logprobs token that is part of a character (pv_x_lp_token).
+ * Replaces every byte that does not start a valid sequence with U+FFFD.
+ * (The engine holds back a sequence that is only incomplete, so a chunk
+ * of text never ends inside a valid one.)
+ */
+void
+pv_utf8_repair(struct gx_buf *t)
+{
+    if (!t->len || gx_utf8_valid(t->data, t->len))
+        return;
+    struct gx_buf o;
+    gx_buf_init(&o, t->max);
+    const unsigned char *p = (const unsigned char *)t->data;
+    size_t i = 0;
+    while (i < t->len) {
+        unsigned c = p[i];
+        size_t l = c < 0x80 ? 1 : c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : 2;
+        if (i + l <= t->len && gx_utf8_valid(t->data + i, l)) {
+            gx_buf_append(&o, t->data + i, l);
+            i += l;
+        } else {
+            gx_buf_append(&o, "\xEF\xBF\xBD", 3);
+            i++;
+        }
+    }
+    gx_buf_cleanup(t);
+    *t = o;
+}
+
+json_t *
+pv_x_lp_token(const char *bytes, size_t n, double logprob)
+{
+    struct gx_buf t;
+    gx_buf_init(&t, 3 * n + 1);
+    gx_buf_append(&t, bytes, n);
+    pv_utf8_repair(&t);
+    json_t *b = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(b, json_integer((unsigned char)bytes[i]));
+    double v = logprob >= -9999.0 ? logprob : -9999.0;
+    json_t *o = json_pack("{s:s%,s:f,s:o}", "token", t.data ? t.data : "",
+                          t.data ? t.len : 0, "logprob", v, "bytes", b);
+    gx_buf_cleanup(&t);
+    return o;
+}
+
 json_t *
 pv_x_usage_json(const struct pv_usage *u)
 {

@@ -400,6 +400,15 @@ int pv_gem_event(struct pv_xstream *s, const char *type, const json_t *ev,
  * The first call also sends the role chunk first (through emit). */
 int pv_x_emit_delta(struct pv_xstream *s, json_t *delta, const char *finish,
                     pv_xemit emit, void *ud);
+/* Replaces every byte of t that does not start a valid UTF-8 sequence
+ * with U+FFFD (jansson refuses invalid UTF-8; a model's byte tokens can
+ * make it). */
+void pv_utf8_repair(struct gx_buf *t);
+/* One OpenAI logprobs entry {"token", "logprob", "bytes"} of a token's
+ * bytes[0..n): the token string repaired as pv_utf8_repair does, the
+ * bytes exact, logprob -9999 below that (OpenAI's floor; -inf has no JSON
+ * form).  The caller owns it. */
+json_t *pv_x_lp_token(const char *bytes, size_t n, double logprob);
 /* The same with the choice's logprobs (stolen; NULL: null). */
 int pv_x_emit_delta_lp(struct pv_xstream *s, json_t *delta, json_t *lp,
                        const char *finish, pv_xemit emit, void *ud);
