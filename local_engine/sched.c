@@ -661,6 +661,13 @@ le_sched_submit(struct le_sched *s, const struct le_sched_req *r, char *err,
         le_gen_check(r->sp, r->n_prompt, s->m->params.n_ctx, err, errlen);
     if (st != LE_OK)
         return st;
+    if (!le_sampling_bias_ok(r->sp, s->m->hp.n_vocab)) {
+        if (err && errlen)
+            snprintf(err, errlen,
+                     "logit bias: a token id outside the vocabulary or a "
+                     "bias that is not a finite number");
+        return LE_EINVAL;
+    }
     for (size_t i = 0; i < r->n_prompt; i++)
         if (r->prompt[i] < 0 || r->prompt[i] >= s->m->hp.n_vocab) {
             if (err && errlen)

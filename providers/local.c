@@ -54,6 +54,7 @@
  * with the scheduler's) and the job's event delivers the list.
  */
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -106,6 +107,8 @@ struct lp_job {
     struct le_sampling sp;
     char **stops;
     size_t n_stops;
+    int32_t *bias_id; /* logit_bias (sp points here; clones borrow it) */
+    float *bias;
     struct le_grammar *grammar; /* response_format / tools; NULL: text */
     int raw; /* /v1/completions: the prompt as text, specials not parsed */
     /* /v1/embeddings (embed_thread): the inputs (owned), then under mu
@@ -232,6 +235,8 @@ job_unref(struct lp_job *j)
     free(j->stops);
     gx_buf_cleanup(&j->text);
     free(j->lps);
+    free(j->bias_id);
+    free(j->bias);
     struct lp_job *parent = j->parent;
     free(j);
     if (parent)
@@ -1281,7 +1286,8 @@ static const char *const lp_params[] = {
     "n",          "logprobs",         "top_logprobs",
     "response_format", "tools",       "tool_choice",
     "parallel_tool_calls", "user",    "metadata",
-    "store",      "ignore_eos",       NULL};
+    "store",      "ignore_eos",       "logit_bias",
+    NULL};
 
 /* Marks j refused: 400 with param and code; returns -1. */
 static int
@@ -1331,7 +1337,7 @@ static const char *const lp_text_params[] = {
     "seed",       "stop",             "n",
     "logprobs",   "echo",             "suffix",
     "best_of",    "user",             "ignore_eos",
-    NULL};
+    "logit_bias", NULL};
 
 static int
 check_params(struct lp_job *j, const json_t *b, const char *const *params)
@@ -1498,6 +1504,62 @@ read_sampling(struct lp_job *j, const json_t *b)
             return -2;
         j->stops[j->n_stops++] = d;
     }
+    return 0;
+}
+
+/*
+ * logit_bias, OpenAI's shape: {"token id": bias, ...}, each key the
+ * decimal id of a token of the model's vocabulary (digits only, no sign
+ * or leading zero, so no two keys name one token), each bias a number
+ * from -100 to 100, added to that token's logit before sampling (the
+ * engine's le_sampling.bias).  0, -1 refused, -2 out of memory.
+ */
+static int
+read_logit_bias(const struct lp_engine *e, struct lp_job *j, const json_t *b)
+{
+    const json_t *v = json_object_get(b, "logit_bias");
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_object(v))
+        return refuse(j, "logit_bias", "invalid_type",
+                      "'logit_bias' must be an object of token ids to "
+                      "numbers from -100 to 100");
+    size_t n = json_object_size(v);
+    if (!n)
+        return 0;
+    j->bias_id = malloc(n * sizeof(*j->bias_id));
+    j->bias = malloc(n * sizeof(*j->bias));
+    if (!j->bias_id || !j->bias)
+        return -2;
+    int32_t vocab = le_model_n_vocab(e->model);
+    const char *k;
+    const json_t *x;
+    size_t i = 0;
+    json_object_foreach((json_t *)v, k, x) {
+        size_t kl = strlen(k);
+        long long id = -1;
+        if (kl >= 1 && kl <= 10 && strspn(k, "0123456789") == kl &&
+            (k[0] != '0' || kl == 1))
+            id = strtoll(k, NULL, 10);
+        if (id < 0 || id >= vocab)
+            return refuse(j, "logit_bias", "invalid_value",
+                          "'logit_bias' key \"%.40s%s\" is not a token id "
+                          "of the local model (a decimal integer from 0 to "
+                          "%d)",
+                          k, kl > 40 ? "..." : "", (int)vocab - 1);
+        double d = json_is_number(x) ? json_number_value(x) : NAN;
+        if (!(d >= -100 && d <= 100))
+            return refuse(j, "logit_bias", "invalid_value",
+                          "'logit_bias' value of token %lld must be a "
+                          "number from -100 to 100",
+                          id);
+        j->bias_id[i] = (int32_t)id;
+        j->bias[i] = (float)d;
+        i++;
+    }
+    j->sp.bias_id = j->bias_id;
+    j->sp.bias = j->bias;
+    j->sp.n_bias = i;
     return 0;
 }
 
@@ -1887,6 +1949,8 @@ lp_prepare_text(const struct lp_engine *e, const json_t *b,
     if (rc == 0)
         rc = read_sampling(j, b);
     if (rc == 0)
+        rc = read_logit_bias(e, j, b);
+    if (rc == 0)
         j->sp.top_logprobs = j->top_lp;
     const json_t *v;
     if (rc == 0 && (v = json_object_get(b, "echo")) && !json_is_null(v) &&
@@ -2008,6 +2072,8 @@ lp_prepare(struct lp_engine *e, const json_t *b, struct lp_job *j,
         rc = check_params(j, b, lp_params);
     if (rc == 0)
         rc = read_sampling(j, b);
+    if (rc == 0)
+        rc = read_logit_bias(e, j, b);
     if (rc == 0)
         j->sp.top_logprobs = j->top_lp;
     if (rc == 0)
@@ -2132,6 +2198,8 @@ pv_local_count_tokens(const struct pv_registry *r,
     for (size_t i = 0; i < j->n_stops; i++)
         free(j->stops[i]);
     free(j->stops);
+    free(j->bias_id);
+    free(j->bias);
     free(j);
     return rc;
 }

@@ -7,7 +7,8 @@
  * counts), and the refusals of what the engine does not implement.
  * prompt in every shape OpenAI takes (token ids, several strings, several
  * token arrays, with n, streamed or not), checked against the
- * single-prompt answers.
+ * single-prompt answers.  logit_bias: banned tokens never come back,
+ * a forced one fills the answer, bad keys and values are 400s.
  * POST /v1/embeddings on the same model: float and base64 answers decode
  * to the same unit-norm vector of n_embd floats, two calls give the same
  * vector and another input a different one, exact prompt_tokens (equal
@@ -25,6 +26,7 @@
 #include <curl/curl.h>
 #include <jansson.h>
 
+#include "../local_engine/local_engine.h"
 #include "harness.h"
 #include "lib/e2e.h"
 
@@ -234,9 +236,6 @@ test_completion_refusals(void)
     refused("/completions",
             "{\"model\":\"local\",\"prompt\":\"a\",\"logprobs\":21}",
             "logprobs");
-    refused("/completions",
-            "{\"model\":\"local\",\"prompt\":\"a\",\"logit_bias\":{}}",
-            "logit_bias");
 }
 
 /* /v1/completions' logprobs (an integer: the alternatives): tokens that
@@ -352,6 +351,171 @@ static long long
 usage_of(const json_t *o, const char *k)
 {
     return json_integer_value(json_object_get(json_object_get(o, "usage"), k));
+}
+
+/* ---- logit_bias -------------------------------------------------------- */
+
+static struct le_model *vocab; /* stories260K's vocabulary, for the ids */
+
+/* The ids whose piece is text[0..len) into ids[0..cap) (byte tokens and
+ * merged ones may share a text); their count. */
+static size_t
+piece_ids(const char *text, int32_t *ids, size_t cap)
+{
+    size_t k = 0, len = strlen(text);
+    for (int32_t id = 0; vocab && id < le_model_n_vocab(vocab); id++) {
+        char b[64];
+        size_t n = le_model_token_to_piece(vocab, id, 0, b, sizeof(b));
+        if (n && n == len && n < sizeof(b) && !memcmp(b, text, n) && k < cap)
+            ids[k++] = id;
+    }
+    return k;
+}
+
+/* choices[0].logprobs.tokens of a text_completion (borrowed). */
+static const json_t *
+choice_tokens(const json_t *o)
+{
+    return json_object_get(
+        json_object_get(json_array_get(json_object_get(o, "choices"), 0),
+                        "logprobs"),
+        "tokens");
+}
+
+/* A 400 naming logit_bias whose message holds needle. */
+static void
+bias_refused(const char *bias, const char *needle)
+{
+    char body[512];
+    snprintf(body, sizeof(body),
+             "{\"model\":\"local\",\"max_tokens\":2,\"prompt\":\"a\","
+             "\"logit_bias\":%s}",
+             bias);
+    long st;
+    json_t *o = post("/completions", body, &st);
+    const json_t *e = json_object_get(o, "error");
+    const char *param = json_string_value(json_object_get(e, "param"));
+    const char *msg = json_string_value(json_object_get(e, "message"));
+    T_EQ_INT(st, 400);
+    T_EQ_STR(param ? param : "(none)", "logit_bias");
+    if (!msg || !strstr(msg, needle)) {
+        fprintf(stderr, "logit_bias %s: message %s lacks %s\n", bias,
+                msg ? msg : "(none)", needle);
+        T_CHECK(0);
+    }
+    json_decref(o);
+}
+
+/*
+ * logit_bias on /v1/completions with the real model: -100 on every token
+ * of the greedy answer bans them (none of its ids comes back), +100 on
+ * one token fills the answer with it (sampled too, streamed too), the
+ * logprobs stay the model's (a forced token's own figure is the
+ * unbiased one, below 0), and every bad key or value is a 400 naming
+ * logit_bias with the key in the message (chat too).
+ */
+static void
+test_logit_bias(void)
+{
+    char path[1024];
+    snprintf(path, sizeof(path), "%s/models/stories260K.gguf",
+             e2e_env("LLMUX_TEST_DATA", "../shared/data"));
+    char err[256];
+    T_EQ_INT(le_model_open_vocab(path, &vocab, err, sizeof(err)), LE_OK);
+    if (!vocab)
+        return;
+    long st;
+    json_t *a = post("/completions",
+                     "{\"model\":\"local\",\"temperature\":0,\"logprobs\":0,"
+                     "\"max_tokens\":12,\"prompt\":\"Once upon a time\"}",
+                     &st);
+    T_EQ_INT(st, 200);
+    /* -100 on every id of every token text of the greedy answer */
+    const json_t *toks = choice_tokens(a);
+    T_CHECK(json_array_size(toks) >= 4);
+    char bias[4096] = "{", body[8192];
+    size_t o = 1, nb = 0, i;
+    const json_t *t;
+    json_array_foreach(toks, i, t) {
+        int32_t ids[8];
+        size_t k = piece_ids(json_string_value(t), ids, 8);
+        T_CHECK(k >= 1);
+        for (size_t q = 0; q < k && o + 16 < sizeof(bias); q++, nb++)
+            o += (size_t)snprintf(bias + o, sizeof(bias) - o, "%s\"%d\":-100",
+                                  nb ? "," : "", (int)ids[q]);
+    }
+    snprintf(bias + o, sizeof(bias) - o, "}");
+    snprintf(body, sizeof(body),
+             "{\"model\":\"local\",\"temperature\":0,\"logprobs\":0,"
+             "\"max_tokens\":12,\"prompt\":\"Once upon a time\","
+             "\"logit_bias\":%s}",
+             bias);
+    json_t *b = post("/completions", body, &st);
+    T_EQ_INT(st, 200);
+    const json_t *got = choice_tokens(b), *u;
+    T_CHECK(json_array_size(got) >= 1);
+    size_t j, seen = 0;
+    json_array_foreach(got, i, u) json_array_foreach(toks, j, t)
+        seen += json_equal(u, t);
+    T_EQ_INT(seen, 0);
+    T_CHECK(strcmp(choice_text(a, 0), choice_text(b, 0)) != 0);
+    json_decref(a);
+    json_decref(b);
+    /* +100 on " time": the answer is that token, sampled or streamed */
+    int32_t dog = -1;
+    T_EQ_INT(piece_ids(" time", &dog, 1), 1);
+    snprintf(body, sizeof(body),
+             "{\"model\":\"local\",\"temperature\":1,\"seed\":3,"
+             "\"logprobs\":1,\"max_tokens\":6,\"prompt\":\"Once upon a "
+             "time\",\"logit_bias\":{\"%d\":100}}",
+             (int)dog);
+    a = post("/completions", body, &st);
+    T_EQ_INT(st, 200);
+    T_EQ_STR(choice_text(a, 0), " time time time time time time");
+    T_EQ_INT(usage_of(a, "completion_tokens"), 6);
+    const json_t *lps = json_object_get(
+        json_object_get(json_array_get(json_object_get(a, "choices"), 0),
+                        "logprobs"),
+        "token_logprobs");
+    T_EQ_INT(json_array_size(lps), 6);
+    T_CHECK(json_number_value(json_array_get(lps, 0)) < -0.01);
+    json_decref(a);
+    snprintf(body, sizeof(body),
+             "{\"model\":\"local\",\"temperature\":0,\"stream\":true,"
+             "\"max_tokens\":4,\"prompt\":\"Once upon a time\","
+             "\"logit_bias\":{\"%d\":100}}",
+             (int)dog);
+    static struct sse_choices sc;
+    T_EQ_INT(stream_choices(body, &sc), 1);
+    T_EQ_STR(sc.text[0], " time time time time");
+    /* refusals, each naming the key or the token */
+    /* refusals, each naming the key or the token (chat: the structured
+     * test) */
+    bias_refused("[1]", "object");
+    bias_refused("{\"abc\":1}", "\"abc\"");
+    bias_refused("{\"-1\":1}", "\"-1\"");
+    bias_refused("{\"512\":1}", "\"512\"");
+    bias_refused("{\"07\":1}", "\"07\"");
+    bias_refused("{\" 7\":1}", "\" 7\"");
+    bias_refused("{\"7\":101}", "token 7");
+    bias_refused("{\"7\":-100.5}", "token 7");
+    bias_refused("{\"7\":\"x\"}", "token 7");
+    bias_refused("{\"8\":1,\"7\":null}", "token 7");
+    /* accepted: empty, null, the bounds */
+    a = post("/completions",
+             "{\"model\":\"local\",\"max_tokens\":2,\"prompt\":\"a\","
+             "\"logit_bias\":{}}",
+             &st);
+    T_EQ_INT(st, 200);
+    json_decref(a);
+    a = post("/completions",
+             "{\"model\":\"local\",\"max_tokens\":2,\"prompt\":\"a\","
+             "\"logit_bias\":{\"0\":-100,\"511\":100.0}}",
+             &st);
+    T_EQ_INT(st, 200);
+    json_decref(a);
+    le_model_free(vocab);
+    vocab = NULL;
 }
 
 /*
@@ -710,6 +874,7 @@ main(void)
     T_RUN(test_completion_refusals);
     T_RUN(test_completion_logprobs);
     T_RUN(test_completion_prompts);
+    T_RUN(test_logit_bias);
     T_RUN(test_embeddings);
     T_RUN(test_usage_by_api);
     free(nonstream_text);

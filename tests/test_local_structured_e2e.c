@@ -89,6 +89,14 @@ choice0(const json_t *o)
     return json_array_get(json_object_get(o, "choices"), 0);
 }
 
+/* A chat choice's message.content (NULL when not a string). */
+static const char *
+msg_content(const json_t *ch)
+{
+    return json_string_value(
+        json_object_get(json_object_get(ch, "message"), "content"));
+}
+
 /* ---- refusals ------------------------------------------------------------ */
 
 static void
@@ -132,7 +140,10 @@ test_refusals(void)
         {"\"logprobs\":true,\"tools\":[{\"type\":\"function\",\"function\":"
          "{\"name\":\"f\"}}],",
          "logprobs"},
-        {"\"logit_bias\":{\"5\":1},", "logit_bias"},
+        {"\"logit_bias\":{\"x\":1},", "logit_bias"},
+        {"\"logit_bias\":{\"5\":-101},", "logit_bias"},
+        {"\"logit_bias\":{\"100000\":1},", "logit_bias"},
+        {"\"logit_bias\":[5],", "logit_bias"},
         {"\"service_tier\":\"flex\",", "service_tier"},
         {"\"frobnicate\":1,", "frobnicate"},
         {"\"temperature\":\"hot\",", "temperature"},
@@ -220,8 +231,7 @@ structured_many(const char *model, int seeds, int *stopped)
         const json_t *ch = choice0(o);
         const char *fr = json_string_value(json_object_get(ch,
                                                            "finish_reason"));
-        const char *content = json_string_value(
-            json_object_get(json_object_get(ch, "message"), "content"));
+        const char *content = msg_content(ch);
         T_CHECK(fr && content);
         if (fr && content && !strcmp(fr, "stop")) {
             (*stopped)++;
@@ -261,8 +271,7 @@ test_json_schema(void)
         json_t *o = post(body, &st);
         T_EQ_INT(st, 200);
         const json_t *ch = choice0(o);
-        const char *content = json_string_value(
-            json_object_get(json_object_get(ch, "message"), "content"));
+        const char *content = msg_content(ch);
         const char *fr =
             json_string_value(json_object_get(ch, "finish_reason"));
         if (fr && !strcmp(fr, "stop")) {
@@ -626,8 +635,7 @@ test_logprobs(void)
                      &st);
     T_EQ_INT(st, 200);
     const json_t *ch = choice0(o);
-    const char *content = json_string_value(
-        json_object_get(json_object_get(ch, "message"), "content"));
+    const char *content = msg_content(ch);
     size_t n = lp_join(json_object_get(json_object_get(ch, "logprobs"),
                                        "content"),
                        3, 1, got, sizeof(got));
@@ -650,8 +658,7 @@ test_logprobs(void)
         o = post(body, &st);
         T_EQ_INT(st, 200);
         ch = choice0(o);
-        const char *c2 = json_string_value(
-            json_object_get(json_object_get(ch, "message"), "content"));
+        const char *c2 = msg_content(ch);
         lp_join(json_object_get(json_object_get(ch, "logprobs"), "content"),
                 0, 1, got, sizeof(got));
         T_CHECK(c2 && strstr(c2, stop) == NULL);
@@ -725,6 +732,68 @@ test_logprobs(void)
     json_decref(o);
 }
 
+/* logit_bias on chat: +100 on a token fills the answer with it (the
+ * logprobs staying the model's: the forced token's own figure is below
+ * 0 and not the likeliest), and under a json_schema whose only string is
+ * an enum the grammar still wins over a forced token it forbids
+ * (" time" fits nowhere): every answer ends by the grammar and
+ * validates. */
+static void
+test_logit_bias(void)
+{
+    long st;
+    /* 378 is stories260K's " time" (llmux tokenize) */
+    json_t *o = post("{\"model\":\"local\",\"max_tokens\":3,\"temperature\":0,"
+                     "\"logprobs\":true,\"top_logprobs\":1,\"logit_bias\":{"
+                     "\"378\":100},\"messages\":[{\"role\":\"user\","
+                     "\"content\":\"Once upon a time\"}]}",
+                     &st);
+    T_EQ_INT(st, 200);
+    const json_t *ch = choice0(o);
+    const char *c = msg_content(ch);
+    T_EQ_STR(c ? c : "(none)", " time time time");
+    const json_t *e0 = json_array_get(
+        json_object_get(json_object_get(ch, "logprobs"), "content"), 0);
+    T_EQ_STR(json_string_value(json_object_get(e0, "token")), " time");
+    T_CHECK(json_number_value(json_object_get(e0, "logprob")) < -0.01);
+    const json_t *top0 =
+        json_array_get(json_object_get(e0, "top_logprobs"), 0);
+    T_CHECK(json_number_value(json_object_get(top0, "logprob")) >
+            json_number_value(json_object_get(e0, "logprob")));
+    json_decref(o);
+    static const char *const enum_schema =
+        "{\"type\":\"object\",\"additionalProperties\":false,"
+        "\"required\":[\"unit\"],\"properties\":{\"unit\":{\"enum\":["
+        "\"celsius\",\"kelvin\"]}}}";
+    json_t *sch = json_loads(enum_schema, 0, NULL);
+    int parsed = 0;
+    for (int seed = 0; seed < 4; seed++) {
+        char body[1024];
+        snprintf(body, sizeof(body),
+                 "{\"model\":\"local\",\"max_tokens\":40,\"seed\":%d,"
+                 "\"response_format\":{\"type\":\"json_schema\","
+                 "\"json_schema\":{\"name\":\"e\",\"strict\":true,"
+                 "\"schema\":%s}},"
+                 "\"logit_bias\":{\"378\":100},\"messages\":[{\"role\":"
+                 "\"user\",\"content\":\"Once upon a time\"}]}",
+                 seed, enum_schema);
+        o = post(body, &st);
+        T_EQ_INT(st, 200);
+        ch = choice0(o);
+        c = msg_content(ch);
+        const char *fr =
+            json_string_value(json_object_get(ch, "finish_reason"));
+        T_EQ_STR(fr ? fr : "(none)", "stop");
+        json_t *v = c ? json_loads(c, 0, NULL) : NULL;
+        T_CHECK(v && json_check_schema(v, sch));
+        parsed += v != NULL;
+        json_decref(v);
+        json_decref(o);
+    }
+    T_EQ_INT(parsed, 4);
+    json_decref(sch);
+}
+
 int
 main(void)
 {
@@ -740,6 +809,7 @@ main(void)
     T_RUN(test_auto_none_and_turns);
     T_RUN(test_other_streams);
     T_RUN(test_logprobs);
+    T_RUN(test_logit_bias);
     T_EQ_INT(e2e_stop(&gw, SIGTERM, 20000), 0);
     T_EQ_INT(e2e_sanitizer_reports, 0);
     unlink(rand_model);
