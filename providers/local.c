@@ -702,10 +702,22 @@ call_head(struct lp_choice *c, char *name, size_t cap)
     return 1;
 }
 
-/* Choice k's tool call delta (its one call is tool_calls index 0). */
+/* The logprobs of output that lists no content tokens (a tool call):
+ * {"content": [], "refusal": null}, what an empty text answer has; NULL
+ * when the request did not ask for logprobs. */
+static json_t *
+lp_none(const struct lp_job *j)
+{
+    return j->want_lp ? json_pack("{s:[],s:n}", "content", "refusal")
+                      : NULL;
+}
+
+/* Choice k's tool call delta (its one call is tool_calls index 0); with
+ * logprobs, lp_none (a call's tokens are not content). */
 static void
 emit_tool_delta(struct pv_call *call, struct lp_call *lc, int k,
-                const char *name, const char *args, size_t args_len)
+                const struct lp_job *j, const char *name, const char *args,
+                size_t args_len)
 {
     json_t *fn = json_pack("{s:s%}", "arguments", args ? args : "", args_len);
     json_t *tc = json_pack("{s:i}", "index", 0);
@@ -715,16 +727,20 @@ emit_tool_delta(struct pv_call *call, struct lp_call *lc, int k,
         json_object_set_new(tc, "type", json_string("function"));
     }
     json_object_set_new(tc, "function", fn);
-    emit_chunk(call, lc, k, json_pack("{s:[o]}", "tool_calls", tc), NULL,
-               NULL, NULL);
+    emit_chunk(call, lc, k, json_pack("{s:[o]}", "tool_calls", tc),
+               lp_none(j), NULL, NULL);
 }
 
-/* Stream, tool mode: what of choice k's acc can go out now (final: the
- * generation ended, `complete`: by the grammar, so the last byte closes
- * the wrapper). */
+static json_t *lp_content(const struct lp_call *lc, struct lp_job *j,
+                          struct lp_choice *c);
+
+/* Stream, tool mode: what of choice k's acc (of job j) can go out now
+ * (final: the generation ended, `complete`: by the grammar, so the last
+ * byte closes the wrapper).  Text goes out with its tokens' logprobs as
+ * without tools; a call's deltas list none (lp_none). */
 static void
 stream_tool_output(struct pv_call *call, struct lp_call *lc, int k,
-                   int final, int complete)
+                   struct lp_job *j, int final, int complete)
 {
     struct lp_choice *c = &lc->ch[k];
     shape_decide(lc, c);
@@ -734,7 +750,7 @@ stream_tool_output(struct pv_call *call, struct lp_call *lc, int k,
                        json_pack("{s:s%}", "content",
                                  c->acc.data + c->args_sent,
                                  c->acc.len - c->args_sent),
-                       NULL, NULL, NULL);
+                       lp_content(lc, j, c), NULL, NULL);
         c->args_sent = c->acc.len;
         return;
     }
@@ -743,12 +759,12 @@ stream_tool_output(struct pv_call *call, struct lp_call *lc, int k,
     if (!c->args_start) {
         char name[128];
         if (call_head(c, name, sizeof(name)))
-            emit_tool_delta(call, lc, k, name, NULL, 0);
+            emit_tool_delta(call, lc, k, j, name, NULL, 0);
         else if (final && c->acc.len) /* cut before the name: as text */
             emit_chunk(call, lc, k,
                        json_pack("{s:s%}", "content", c->acc.data,
                                  c->acc.len),
-                       NULL, NULL, NULL);
+                       lp_content(lc, j, c), NULL, NULL);
     }
     if (!c->args_start)
         return;
@@ -757,7 +773,8 @@ stream_tool_output(struct pv_call *call, struct lp_call *lc, int k,
         end = end > c->args_start ? end - 1 : end; /* maybe the last '}' */
     size_t from = c->args_start + c->args_sent;
     if (end > from) {
-        emit_tool_delta(call, lc, k, NULL, c->acc.data + from, end - from);
+        emit_tool_delta(call, lc, k, j, NULL, c->acc.data + from,
+                        end - from);
         c->args_sent += end - from;
     }
 }
@@ -1002,7 +1019,7 @@ stream_choice(struct pv_call *call, struct lp_call *lc, int k,
     if (lc->tools != LP_TOOLS_NONE) {
         if (text->len)
             gx_buf_append(&c->acc, text->data, text->len);
-        stream_tool_output(call, lc, k, done, complete);
+        stream_tool_output(call, lc, k, j, done, complete);
     } else if (text->len) {
         emit_chunk(call, lc, k,
                    json_pack("{s:s%}", "content", text->data, text->len),
@@ -1037,7 +1054,9 @@ choice_json(struct lp_call *lc, int k)
             ? tool_message(lc, c, j->res.finish == LE_FINISH_STOP, &finish)
             : json_pack("{s:s,s:s%}", "role", "assistant", "content", t,
                         c->acc.len);
-    json_t *lp = lp_content(lc, j, c);
+    /* a text answer lists its tokens, with tools too; a call none */
+    json_t *lp = json_object_get(msg, "tool_calls") ? lp_none(j)
+                                                     : lp_content(lc, j, c);
     return json_pack("{s:i,s:o,s:s,s:o}", "index", k, "message", msg,
                      "finish_reason", finish, "logprobs",
                      lp ? lp : json_null());
@@ -2078,10 +2097,6 @@ lp_prepare(struct lp_engine *e, const json_t *b, struct lp_job *j,
         j->sp.top_logprobs = j->top_lp;
     if (rc == 0)
         rc = read_tools(j, b, &tools, &n_tools, &mode, &named);
-    if (rc == 0 && j->want_lp && mode != LP_TOOLS_NONE)
-        rc = refuse(j, "logprobs", "unsupported_value",
-                    "the local engine returns logprobs for text answers: "
-                    "not with tools (use tool_choice none, or no tools)");
     int have_format = 0;
     if (rc == 0)
         rc = format_grammar(j, &pg, json_object_get(b, "response_format"),

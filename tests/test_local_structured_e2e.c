@@ -4,8 +4,10 @@
  * output (response_format json_schema / json_object) that always parses
  * and validates when the grammar ended it, tool calls (required, named,
  * auto, none) as OpenAI tool_calls and as streamed tool_call deltas, tool
- * turns in the conversation, and every unsupported parameter refused with
- * 400 naming it (stream or not), never a 200 that ignores it or a 502.
+ * turns in the conversation, logprobs with tools (a call lists no
+ * tokens, text its own), logit_bias (forced tokens, the grammar still
+ * winning), and every unsupported parameter refused with 400 naming it
+ * (stream or not), never a 200 that ignores it or a 502.
  */
 #include <math.h>
 #include <signal.h>
@@ -137,9 +139,6 @@ test_refusals(void)
         {"\"logprobs\":\"yes\",", "logprobs"},
         {"\"top_logprobs\":2,", "top_logprobs"},
         {"\"logprobs\":true,\"top_logprobs\":21,", "top_logprobs"},
-        {"\"logprobs\":true,\"tools\":[{\"type\":\"function\",\"function\":"
-         "{\"name\":\"f\"}}],",
-         "logprobs"},
         {"\"logit_bias\":{\"x\":1},", "logit_bias"},
         {"\"logit_bias\":{\"5\":-101},", "logit_bias"},
         {"\"logit_bias\":{\"100000\":1},", "logit_bias"},
@@ -732,6 +731,166 @@ test_logprobs(void)
     json_decref(o);
 }
 
+/* A chat choice's logprobs is {"content": [], "refusal": null}. */
+static int
+lp_empty(const json_t *lp)
+{
+    return json_is_object(lp) && json_object_size(lp) == 2 &&
+           json_is_array(json_object_get(lp, "content")) &&
+           json_array_size(json_object_get(lp, "content")) == 0 &&
+           json_is_null(json_object_get(lp, "refusal"));
+}
+
+/* A streamed chat answer rebuilt: its text, its tool call (NULL if none;
+ * the caller frees), the logprobs tokens' bytes joined, and whether every
+ * chunk carrying tool_calls had lp_empty logprobs. */
+struct lp_stream {
+    char text[4096], lp_text[4096];
+    json_t *call;
+    int tool_chunks, tool_lp_ok, done;
+    char finish[32];
+};
+
+static void
+lp_stream_read(const char *body, struct lp_stream *o)
+{
+    memset(o, 0, sizeof(*o));
+    char args[4096] = "";
+    size_t i, tl = 0, ll = 0;
+    json_t *evs = e2e_sse_objects(body), *ev;
+    o->done = strstr(body, "data: [DONE]") != NULL;
+    o->tool_lp_ok = 1;
+    json_array_foreach(evs, i, ev) {
+        const json_t *ch = choice0(ev), *d = json_object_get(ch, "delta");
+        const json_t *lp = json_object_get(ch, "logprobs");
+        const char *c = json_string_value(json_object_get(d, "content"));
+        if (c && tl + strlen(c) < sizeof(o->text)) {
+            memcpy(o->text + tl, c, strlen(c) + 1);
+            tl += strlen(c);
+        }
+        if (json_is_object(lp))
+            ll += lp_join(json_object_get(lp, "content"), 1, 0,
+                          o->lp_text + ll, sizeof(o->lp_text) - ll)
+                      ? strlen(o->lp_text + ll)
+                      : 0;
+        const json_t *tc = json_array_get(json_object_get(d, "tool_calls"), 0);
+        if (tc) {
+            o->tool_chunks++;
+            o->tool_lp_ok &= lp_empty(lp);
+            const json_t *fn = json_object_get(tc, "function");
+            if (json_object_get(tc, "id")) {
+                json_decref(o->call);
+                o->call = json_pack("{s:O,s:s,s:{s:O,s:s}}", "id",
+                                    json_object_get(tc, "id"), "type",
+                                    "function", "function", "name",
+                                    json_object_get(fn, "name"),
+                                    "arguments", "");
+            }
+            const char *a = json_string_value(json_object_get(fn, "arguments"));
+            if (a && strlen(args) + strlen(a) < sizeof(args))
+                strcat(args, a);
+        }
+        const char *f = json_string_value(json_object_get(ch, "finish_reason"));
+        if (f)
+            snprintf(o->finish, sizeof(o->finish), "%s", f);
+    }
+    if (o->call)
+        json_object_set_new(json_object_get(o->call, "function"), "arguments",
+                            json_string(args));
+    json_decref(evs);
+}
+
+/*
+ * logprobs with tools: a text answer (tool_choice none, or auto answering
+ * with text) lists its content tokens as without tools (their bytes are
+ * the content, one entry a completion token); an answer that is only a
+ * tool call lists none ({"content": [], "refusal": null}, what an empty
+ * text answer has) and its call is valid; streamed, every tool_call
+ * delta carries that empty list and text chunks their tokens, and the
+ * stream's tokens are the answer's.  On stories260K and the random model,
+ * required, named, auto and none.
+ */
+static void
+test_logprobs_tools(void)
+{
+    int calls = 0, texts = 0;
+    for (int seed = 0; seed < 12; seed++) {
+        const char *model = seed % 2 ? "rand" : "local";
+        static const char *const choices[] = {
+            "\"required\"", "\"auto\"", "\"none\"",
+            "{\"type\":\"function\",\"function\":{\"name\":\"get_time\"}}"};
+        const char *choice = choices[seed % 4];
+        char body[4096];
+        snprintf(body, sizeof(body),
+                 "{\"model\":\"%s\",\"seed\":%d,\"max_tokens\":120,"
+                 "\"logprobs\":true,\"top_logprobs\":1,\"tools\":%s,"
+                 "\"tool_choice\":%s,\"messages\":[{\"role\":\"user\","
+                 "\"content\":\"%s\"}]}",
+                 model, seed, tools, choice,
+                 seed % 4 == 1 && seed % 8 < 4 ? "{" : "Hello");
+        long st;
+        json_t *o = post(body, &st);
+        T_EQ_INT(st, 200);
+        const json_t *ch = choice0(o);
+        const json_t *msg = json_object_get(ch, "message");
+        const json_t *lp = json_object_get(ch, "logprobs");
+        const char *fr =
+            json_string_value(json_object_get(ch, "finish_reason"));
+        const json_t *tcs = json_object_get(msg, "tool_calls");
+        char joined[4096];
+        if (tcs) {
+            calls++;
+            T_CHECK(lp_empty(lp));
+            T_CHECK(json_is_null(json_object_get(msg, "content")));
+            if (fr && !strcmp(fr, "tool_calls"))
+                T_CHECK(valid_call(json_array_get(tcs, 0), NULL));
+            else
+                T_EQ_STR(fr, "length");
+        } else {
+            texts++;
+            T_CHECK(seed % 4 == 1 || seed % 4 == 2); /* auto or none */
+            const char *c = msg_content(ch);
+            size_t n = lp_join(json_object_get(lp, "content"), 1, 0, joined,
+                               sizeof(joined));
+            T_EQ_INT((long)n, json_integer_value(json_object_get(
+                                  json_object_get(o, "usage"),
+                                  "completion_tokens")));
+            int ascii = 1; /* the answer repairs non-UTF-8 bytes */
+            for (const char *q = joined; *q; q++)
+                ascii &= (unsigned char)*q < 0x80;
+            if (ascii)
+                T_EQ_STR(joined, c ? c : "(none)");
+            T_CHECK(json_is_null(json_object_get(lp, "refusal")));
+        }
+        /* the same request streamed (same seed: the same answer) */
+        char sbody[4200];
+        snprintf(sbody, sizeof(sbody), "{\"stream\":true,%s", body + 1);
+        struct e2e_resp r;
+        T_EQ_INT(e2e_http("POST", url, sbody, NULL, 120000, &r), 0);
+        T_EQ_INT(r.status, 200);
+        static struct lp_stream ls;
+        lp_stream_read(r.body, &ls);
+        T_CHECK(ls.done);
+        T_EQ_STR(ls.finish, fr ? fr : "(none)");
+        if (tcs) {
+            T_CHECK(ls.call != NULL && ls.tool_chunks >= 1 && ls.tool_lp_ok);
+            T_EQ_STR(ls.lp_text, "");
+            T_EQ_STR(ls.text, "");
+            if (ls.call && fr && !strcmp(fr, "tool_calls"))
+                T_CHECK(valid_call(ls.call, NULL));
+        } else {
+            T_CHECK(ls.call == NULL && ls.tool_chunks == 0);
+            T_EQ_STR(ls.lp_text, joined);
+        }
+        json_decref(ls.call);
+        e2e_resp_free(&r);
+        json_decref(o);
+    }
+    fprintf(stderr, "  logprobs with tools: %d calls, %d text answers\n",
+            calls, texts);
+    T_CHECK(calls >= 4 && texts >= 3);
+}
+
 /* logit_bias on chat: +100 on a token fills the answer with it (the
  * logprobs staying the model's: the forced token's own figure is below
  * 0 and not the likeliest), and under a json_schema whose only string is
@@ -809,6 +968,7 @@ main(void)
     T_RUN(test_auto_none_and_turns);
     T_RUN(test_other_streams);
     T_RUN(test_logprobs);
+    T_RUN(test_logprobs_tools);
     T_RUN(test_logit_bias);
     T_EQ_INT(e2e_stop(&gw, SIGTERM, 20000), 0);
     T_EQ_INT(e2e_sanitizer_reports, 0);

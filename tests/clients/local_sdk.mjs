@@ -4,7 +4,8 @@
 // engine would call it: tool calls with tool_choice required and named,
 // response_format json_schema, streams in parallel, n > 1 (streamed too,
 // with tools), the prefix
-// cache's cached_tokens, logprobs with top_logprobs (streamed too), and the
+// cache's cached_tokens, logprobs with top_logprobs (streamed too, and
+// with tools), and the
 // parameters the engine does not implement refused as BadRequestError
 // naming them.  Every check prints a line; the
 // exit status is the number of failed checks (0 = all passed).
@@ -276,8 +277,40 @@ await step('responses logprobs', async () => {
   check(Array.isArray(done) && done.length === lp.length, 'responses logprobs: the done event has them all');
 });
 
+// logprobs with tools: a tool call's tokens are not content, so a call
+// answer lists none (content []), streamed too; a text answer
+// (tool_choice none) lists its tokens.
+await step('logprobs with tools', async () => {
+  const req = { model: 'local', max_tokens: 100, seed: 7, logprobs: true, top_logprobs: 1,
+                messages: [{ role: 'user', content: 'What is the weather in Paris?' }],
+                tools: [weather], tool_choice: 'required' };
+  const r = await client.chat.completions.create(req);
+  const c = r.choices[0];
+  check(c.finish_reason === 'tool_calls' && c.message.tool_calls?.[0]?.function?.name === 'get_weather',
+        `logprobs with tools: a get_weather call (${c.finish_reason})`);
+  let args = null;
+  try { args = JSON.parse(c.message.tool_calls[0].function.arguments); } catch { /* checked below */ }
+  check(args && ['Paris', 'Oslo', 'Lima'].includes(args.city) && Number.isInteger(args.days),
+        'logprobs with tools: the arguments match the schema');
+  check(Array.isArray(c.logprobs?.content) && c.logprobs.content.length === 0 && c.logprobs.refusal === null,
+        'logprobs with tools: a call lists no content tokens');
+  const st = await client.chat.completions.create({ ...req, stream: true });
+  let lists = 0, entries = 0, deltas = 0;
+  for await (const ch of st) {
+    const x = ch.choices[0];
+    if (x?.delta?.tool_calls) deltas++;
+    if (x?.logprobs) { lists++; entries += x.logprobs.content.length; }
+  }
+  check(deltas > 0 && lists === deltas && entries === 0,
+        `logprobs with tools: streamed deltas list none (${deltas} deltas, ${lists} lists, ${entries} entries)`);
+  const t = await client.chat.completions.create({ ...req, tool_choice: 'none', temperature: 0, max_tokens: 8 });
+  const tl = t.choices[0].logprobs?.content ?? [];
+  check(tl.length === t.usage.completion_tokens && tl.map((e) => e.token).join('') === t.choices[0].message.content,
+        `logprobs with tools: tool_choice none lists the text's tokens (${tl.length})`);
+});
+
 for (const [param, extra] of [['top_logprobs', { top_logprobs: 2 }],
-                              ['logprobs', { logprobs: true, tools: [weather] }],
+                              ['logit_bias', { logit_bias: { 'x': 1 } }],
                               ['n', { n: 9 }]]) {
   await step(`refused: ${param}`, async () => {
     try {
