@@ -397,6 +397,18 @@ struct le_sched_req {
     /* NULL: none computed.  Else each sampled token's log-probability and
      * sp->top_logprobs alternatives (struct le_logprob), with ud. */
     le_logprob_cb on_logprob;
+    /* NULL: none.  Else the prompt's own log-probabilities (a completion
+     * API's echo): the prefill keeps the logits of every position it
+     * evaluates (the rows of one step at a time, so the memory is bounded
+     * by the chunk, not the prompt) and, for each prompt position i from
+     * 1 to n_prompt - 1, in order and before any sampled token's
+     * on_logprob, this is called with prompt[i]'s log-probability under
+     * the logits at position i - 1 (id prompt[i], sp->top_logprobs
+     * alternatives, text_end 0; lp borrowed for the call), with ud.
+     * Such a request reuses no cached prefix cells (every position is
+     * evaluated, none copied), leaves its cells for later requests as
+     * any other does, and changes no other sequence's output. */
+    le_logprob_cb on_prompt_logprob;
 };
 
 enum le_status le_sched_new(struct le_model *m,
