@@ -48,7 +48,10 @@
  *
  * /v1/completions (lp_prepare_text): the prompt in each of OpenAI's shapes
  * (text tokenized raw, or token ids as given), one job per prompt and
- * choice, the same scheduler, answered as text_completion.  /v1/embeddings
+ * choice, the same scheduler, answered as text_completion; with echo each
+ * choice's text starts with its prompt's and, with logprobs, its tokens
+ * (figures from the scheduler's on_prompt_logprob) come first.
+ * /v1/embeddings
  * (lp_prepare_embed): no scheduler; embed_thread runs le_model_embed per
  * input on a thread of its own (the model's pool serialises its products
  * with the scheduler's) and the job's event delivers the list.
@@ -1535,7 +1538,7 @@ num_param(struct lp_job *j, const json_t *b, const char *k, double lo,
     return 0;
 }
 
-/* /v1/completions: the same sampling and stop rules as chat; echo,
+/* /v1/completions: the same sampling and stop rules as chat, and echo;
  * suffix and best_of are read only to refuse what is not implemented. */
 static const char *const lp_text_params[] = {
     "model",      "prompt",           "stream",
