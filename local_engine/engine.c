@@ -267,6 +267,9 @@ le_gen_init(struct le_gen *g, const struct le_model *m,
     g->r.prompt_tokens =
         (int32_t)(n_prompt > INT32_MAX ? INT32_MAX : n_prompt);
     enum le_status st = le_sampler_new(sp, m->hp.n_vocab, &g->smp);
+    if (st == LE_EINVAL && err && errlen)
+        snprintf(err, errlen, "logit bias: a token id outside the "
+                              "vocabulary or a bias that is not finite");
     if (st == LE_OK && sp->grammar)
         st = constraint_init(&g->con, m, sp, err, errlen);
     if (st != LE_OK) {

@@ -642,11 +642,16 @@ size_t le_token_trie_words(const struct le_token_trie *t);
 enum le_status le_gstate_mask(struct le_gstate *gs,
                               const struct le_token_trie *t, uint64_t *mask,
                               size_t *n_allowed);
-/* Copies sp (not its stop strings). */
+/* 1 when sp's logit biases are usable with a vocabulary of n_vocab: ids
+ * in [0, n_vocab), biases finite. */
+int le_sampling_bias_ok(const struct le_sampling *sp, int32_t n_vocab);
+/* Copies sp (not its stop strings; its logit biases are copied too:
+ * LE_EINVAL for an id outside [0, n_vocab) or a bias not finite). */
 enum le_status le_sampler_new(const struct le_sampling *sp, int32_t n_vocab,
                               struct le_sampler **out);
 void le_sampler_free(struct le_sampler *s);
-/* Picks a token from logits[0..n_vocab) (not modified). */
+/* Picks a token from logits[0..n_vocab) (not modified; the biases go to
+ * a copy). */
 int32_t le_sampler_sample(struct le_sampler *s, const float *logits);
 /* The same chain over the tokens whose bit is set in mask (one bit per id,
  * as le_gstate_mask); -1 when mask allows none. */

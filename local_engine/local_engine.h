@@ -227,6 +227,18 @@ struct le_sampling {
      * (0..LE_TOP_LOGPROBS_MAX) when the scheduler request has an
      * on_logprob callback; otherwise unused. */
     int top_logprobs;
+    /* logit_bias: bias[i] is added to the logit of token bias_id[i]
+     * before any other step (penalties, top-k/p, min-p, temperature,
+     * greedy's argmax), and the grammar's mask still applies after it, so
+     * a bias never lets a forbidden token through.  +100 / -100 force /
+     * ban a token in practice.  The log-probabilities reported
+     * (on_logprob) stay the model's own, unbiased.  Every id must be in
+     * the vocabulary (le_sched_submit: LE_EINVAL) and every bias finite;
+     * an id listed twice gets both.  Borrowed for the call (the sampler
+     * copies them).  n_bias 0: off. */
+    const int32_t *bias_id;
+    const float *bias;
+    size_t n_bias;
 };
 
 /* temperature 0.8, top_k 40, top_p 0.95, min_p 0.05, penalties off
@@ -385,6 +397,18 @@ struct le_sched_req {
     /* NULL: none computed.  Else each sampled token's log-probability and
      * sp->top_logprobs alternatives (struct le_logprob), with ud. */
     le_logprob_cb on_logprob;
+    /* NULL: none.  Else the prompt's own log-probabilities (a completion
+     * API's echo): the prefill keeps the logits of every position it
+     * evaluates (the rows of one step at a time, so the memory is bounded
+     * by the chunk, not the prompt) and, for each prompt position i from
+     * 1 to n_prompt - 1, in order and before any sampled token's
+     * on_logprob, this is called with prompt[i]'s log-probability under
+     * the logits at position i - 1 (id prompt[i], sp->top_logprobs
+     * alternatives, text_end 0; lp borrowed for the call), with ud.
+     * Such a request reuses no cached prefix cells (every position is
+     * evaluated, none copied), leaves its cells for later requests as
+     * any other does, and changes no other sequence's output. */
+    le_logprob_cb on_prompt_logprob;
 };
 
 enum le_status le_sched_new(struct le_model *m,
@@ -400,7 +424,8 @@ void le_sched_free(struct le_sched *s);
  * LE_EBUSY when parallel + max_queue requests are already running or
  * waiting (answer "busy" so the caller can go elsewhere), LE_ECONTEXT
  * when n_prompt + max_tokens exceed the context, LE_EINVAL for an empty
- * prompt or an id outside the vocabulary.
+ * prompt or an id (of the prompt or sp->bias_id) outside the vocabulary,
+ * or a bias that is not finite.
  */
 enum le_status le_sched_submit(struct le_sched *s,
                                const struct le_sched_req *r, char *err,

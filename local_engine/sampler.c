@@ -2,8 +2,9 @@
  * sampler.c: turns a logits row into one token id.
  *
  * The chain, in llama.cpp's order so that the same settings mean the same
- * thing here: penalties (repeat / frequency / presence over the last N
- * tokens) -> top-k -> top-p -> min-p -> temperature -> draw.  top-p and
+ * thing here: logit bias (added to a copy of the logits) -> penalties
+ * (repeat / frequency / presence over the last N tokens) -> top-k ->
+ * top-p -> min-p -> temperature -> draw.  top-p and
  * min-p look at the distribution at temperature 1, before the temperature
  * is applied (as llama.cpp does).  Temperature <= 0 is greedy: the argmax
  * after penalties, ties to the lowest id (a plain scan keeps the first).
@@ -334,13 +335,29 @@ struct le_sampler {
     int32_t *last;        /* ring of the last penalty_last_n tokens */
     size_t n_last, last_cap, last_head;
     int32_t *win;         /* [last_cap] window in order, scratch */
+    int32_t *bias_id;     /* [n_bias] logit_bias, copied from sp */
+    float *bias;          /* [n_bias] */
+    size_t n_bias;
+    float *biased;        /* [n_vocab] the logits plus the biases, scratch */
 };
+
+int
+le_sampling_bias_ok(const struct le_sampling *sp, int32_t n_vocab)
+{
+    if (sp->n_bias && (!sp->bias_id || !sp->bias))
+        return 0;
+    for (size_t i = 0; i < sp->n_bias; i++)
+        if (sp->bias_id[i] < 0 || sp->bias_id[i] >= n_vocab ||
+            !isfinite(sp->bias[i]))
+            return 0;
+    return 1;
+}
 
 enum le_status
 le_sampler_new(const struct le_sampling *sp, int32_t n_vocab,
                struct le_sampler **out)
 {
-    if (!sp || n_vocab <= 0)
+    if (!sp || n_vocab <= 0 || !le_sampling_bias_ok(sp, n_vocab))
         return LE_EINVAL;
     struct le_sampler *s = calloc(1, sizeof(*s));
     if (!s)
@@ -348,6 +365,21 @@ le_sampler_new(const struct le_sampling *sp, int32_t n_vocab,
     s->sp = *sp;
     s->sp.stop = NULL;
     s->sp.n_stop = 0;
+    s->sp.bias_id = NULL;
+    s->sp.bias = NULL;
+    s->sp.n_bias = 0;
+    if (sp->n_bias) {
+        s->bias_id = malloc(sp->n_bias * sizeof(*s->bias_id));
+        s->bias = malloc(sp->n_bias * sizeof(*s->bias));
+        s->biased = malloc((size_t)n_vocab * sizeof(*s->biased));
+        if (!s->bias_id || !s->bias || !s->biased) {
+            le_sampler_free(s);
+            return LE_ENOMEM;
+        }
+        memcpy(s->bias_id, sp->bias_id, sp->n_bias * sizeof(*s->bias_id));
+        memcpy(s->bias, sp->bias, sp->n_bias * sizeof(*s->bias));
+        s->n_bias = sp->n_bias;
+    }
     s->n_vocab = n_vocab;
     uint64_t seed = sp->seed;
     if (seed == LE_SEED_RANDOM) {
@@ -379,6 +411,9 @@ le_sampler_free(struct le_sampler *s)
     free(s->cand);
     free(s->last);
     free(s->win);
+    free(s->bias_id);
+    free(s->bias);
+    free(s->biased);
     free(s);
 }
 
@@ -410,6 +445,14 @@ static int32_t
 sample(struct le_sampler *s, const float *logits, const uint64_t *mask)
 {
     const struct le_sampling *sp = &s->sp;
+    if (s->n_bias) {
+        /* on a copy: the caller's row stays the model's (log-probabilities
+         * are reported from it) */
+        memcpy(s->biased, logits, (size_t)s->n_vocab * sizeof(*logits));
+        for (size_t i = 0; i < s->n_bias; i++)
+            s->biased[s->bias_id[i]] += s->bias[i];
+        logits = s->biased;
+    }
     int penal = s->n_last > 0 &&
                 (sp->repeat_penalty != 1.0f || sp->frequency_penalty != 0 ||
                  sp->presence_penalty != 0);

@@ -29,7 +29,13 @@
  * more tokens beyond those with a sequence still prefilling waits (FIFO)
  * until that prefill is done, so a burst sharing a system prompt computes
  * it once.  The last prompt token is always evaluated again
- * (its logits are needed).
+ * (its logits are needed).  A request with on_prompt_logprob (echo)
+ * wants every position's logits: it reuses nothing, takes the LRU idle
+ * slot (the best cached prefix stays) and never waits; every token of
+ * its pieces is an output row of its step (lp_logits, one step's rows),
+ * reported piece by piece before the step's sampling, and its cells stay
+ * for later requests like any other's (the same cuts from 0 as a fresh
+ * prompt's, so the same kernels made them).
  *
  * Determinism: a token's kernels depend only on its own sequence: the
  * whole prefill pieces (chunk tokens) from position SCHED_AMX_POS on may
@@ -90,7 +96,13 @@ struct le_sched {
         int seq, len;
         int amx;           /* an AMX piece (after amx_from) */
         size_t from;
+        int lp_row, lp_n;  /* on_prompt_logprob: output rows lp_row.. of
+                              positions from..from + lp_n - 1 */
     } *pc;                 /* [idle_budget] this step's prompt pieces */
+    /* [parallel + idle_budget][n_vocab] logits of a step with prompt
+     * log-probability rows (every token of such a request's pieces is an
+     * output); made at the first such request, then kept */
+    float *lp_logits;
     pthread_t th;
     int started;
     pthread_mutex_t mu;
@@ -189,7 +201,13 @@ admit(struct le_sched *s, struct sreq *rq)
         }
     }
     size_t reuse;
-    if (slot >= 0 && slot_len == best_len) {
+    int want_lp = rq->r.on_prompt_logprob != NULL;
+    if (want_lp) {
+        /* every position's logits are wanted: nothing reused, and the
+         * least recently used slot taken so the best cached prefix stays */
+        slot = lru;
+        reuse = 0;
+    } else if (slot >= 0 && slot_len == best_len) {
         reuse = slot_len; /* in place */
     } else {
         slot = lru;
@@ -216,6 +234,16 @@ admit(struct le_sched *s, struct sreq *rq)
     q->g.r.cached_tokens = (int32_t)reuse;
     if (st == LE_OK)
         q->g.lp_cb = rq->r.on_logprob;
+    if (st == LE_OK && want_lp && !s->lp_logits) {
+        size_t rows = (size_t)(s->parallel + s->idle_budget);
+        s->lp_logits = malloc(rows * (size_t)s->m->hp.n_vocab * sizeof(float));
+        if (!s->lp_logits) {
+            le_gen_cleanup(&q->g);
+            st = LE_ENOMEM;
+            snprintf(err, sizeof(err), "out of memory for the prompt's "
+                                       "log-probabilities");
+        }
+    }
     atomic_fetch_add(&s->st_prompt, n);
     atomic_fetch_add(&s->st_cached, reuse);
     if (st != LE_OK) {
@@ -320,13 +348,14 @@ step(struct le_sched *s)
             s->pc[n_pc].from = from;
             s->pc[n_pc].len = c;
             s->pc[n_pc].amx = amx;
+            s->pc[n_pc].lp_n = 0;
             n_pc++;
             from += (size_t)c;
             budget -= c;
         }
     }
     s->rr = (s->rr + 1) % s->n_seqs;
-    int amx_from = nt;
+    int amx_from = nt, lp_rows = 0;
     for (int pass = 0; pass < 2; pass++) {
         if (pass == 1)
             amx_from = nt;
@@ -334,13 +363,24 @@ step(struct le_sched *s)
             struct seq *q = &s->seqs[s->pc[k].seq];
             size_t from = s->pc[k].from;
             int c = s->pc[k].len;
+            int want_lp = q->rq->r.on_prompt_logprob != NULL;
             if (s->pc[k].amx != pass)
                 continue;
+            s->pc[k].lp_row = no;
             for (int t = 0; t < c; t++) {
                 s->ids[nt] = q->rq->prompt[from + (size_t)t];
                 s->bseq[nt] = q->kv;
                 s->pos[nt] = (int32_t)(from + (size_t)t);
                 nt++;
+                /* a row that predicts the next prompt token (the last
+                 * one's predicts the first sampled token: below) */
+                if (want_lp && from + (size_t)t + 1 < q->rq->r.n_prompt) {
+                    s->out[no] = nt - 1;
+                    s->out_seq[no] = -1;
+                    no++;
+                    s->pc[k].lp_n++;
+                    lp_rows++;
+                }
             }
             if (from + (size_t)c > q->fed)
                 q->fed = from + (size_t)c;
@@ -361,7 +401,10 @@ step(struct le_sched *s)
     b.amx_from = amx_from;
     b.n_out = no;
     b.out = s->out;
-    b.logits = s->ws->logits;
+    /* the output product's rows are computed each on its own (per-row
+     * kernels), so extra rows change no other row's figures */
+    float *logits = lp_rows ? s->lp_logits : s->ws->logits;
+    b.logits = logits;
     char err[256] = "";
     enum le_status st = le_model_forward_batch(s->ws, &b, err, sizeof(err));
     atomic_fetch_add(&s->st_steps, 1);
@@ -374,8 +417,24 @@ step(struct le_sched *s)
                     seq_finish(s, &s->seqs[i], st, err);
         return 1;
     }
+    /* prompt log-probabilities, piece by piece: a sequence's pieces are
+     * in pc[] in prompt order */
+    for (int k = 0; k < n_pc && lp_rows; k++) {
+        const struct piece *pk = &s->pc[k];
+        struct seq *q = &s->seqs[pk->seq];
+        for (int r = 0; r < pk->lp_n && q->state != SEQ_IDLE; r++) {
+            size_t pos = pk->from + (size_t)r;
+            struct le_logprob lp;
+            le_logprobs(logits + (size_t)(pk->lp_row + r) * V, V,
+                        q->rq->prompt[pos + 1], q->rq->r.sp->top_logprobs,
+                        &lp);
+            q->rq->r.on_prompt_logprob(q->rq->r.ud, &lp);
+        }
+    }
     double t = le_now_ms();
     for (int o = 0; o < no; o++) {
+        if (s->out_seq[o] < 0)
+            continue; /* a prompt log-probability row */
         struct seq *q = &s->seqs[s->out_seq[o]];
         if (q->state == SEQ_IDLE)
             continue;
@@ -384,7 +443,7 @@ step(struct le_sched *s)
             q->t_first = t;
         }
         int32_t before = q->g.r.completion_tokens, next;
-        st = le_gen_step(&q->g, s->ws->logits + (size_t)o * V,
+        st = le_gen_step(&q->g, logits + (size_t)o * V,
                          q->kv->n_past, q->kv->n_ctx, &next, err,
                          sizeof(err));
         atomic_fetch_add(&s->st_gen,
@@ -410,6 +469,8 @@ static int
 defer(struct le_sched *s, const struct sreq *rq)
 {
     size_t have = 0, n = rq->r.n_prompt;
+    if (rq->r.on_prompt_logprob)
+        return 0; /* it reuses nothing */
     for (int i = 0; i < s->n_seqs; i++) {
         size_t c = common_prefix(s->seqs[i].kv, rq->prompt, n);
         have = c > have ? c : have;
@@ -578,6 +639,7 @@ le_sched_free(struct le_sched *s)
     free(s->out_seq);
     free(s->bseq);
     free(s->pc);
+    free(s->lp_logits);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
     free(s);
@@ -661,6 +723,13 @@ le_sched_submit(struct le_sched *s, const struct le_sched_req *r, char *err,
         le_gen_check(r->sp, r->n_prompt, s->m->params.n_ctx, err, errlen);
     if (st != LE_OK)
         return st;
+    if (!le_sampling_bias_ok(r->sp, s->m->hp.n_vocab)) {
+        if (err && errlen)
+            snprintf(err, errlen,
+                     "logit bias: a token id outside the vocabulary or a "
+                     "bias that is not a finite number");
+        return LE_EINVAL;
+    }
     for (size_t i = 0; i < r->n_prompt; i++)
         if (r->prompt[i] < 0 || r->prompt[i] >= s->m->hp.n_vocab) {
             if (err && errlen)

@@ -48,12 +48,16 @@
  *
  * /v1/completions (lp_prepare_text): the prompt in each of OpenAI's shapes
  * (text tokenized raw, or token ids as given), one job per prompt and
- * choice, the same scheduler, answered as text_completion.  /v1/embeddings
+ * choice, the same scheduler, answered as text_completion; with echo each
+ * choice's text starts with its prompt's and, with logprobs, its tokens
+ * (figures from the scheduler's on_prompt_logprob) come first.
+ * /v1/embeddings
  * (lp_prepare_embed): no scheduler; embed_thread runs le_model_embed per
  * input on a thread of its own (the model's pool serialises its products
  * with the scheduler's) and the job's event delivers the list.
  */
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -106,6 +110,8 @@ struct lp_job {
     struct le_sampling sp;
     char **stops;
     size_t n_stops;
+    int32_t *bias_id; /* logit_bias (sp points here; clones borrow it) */
+    float *bias;
     struct le_grammar *grammar; /* response_format / tools; NULL: text */
     int raw; /* /v1/completions: the prompt as text, specials not parsed */
     /* /v1/embeddings (embed_thread): the inputs (owned), then under mu
@@ -123,9 +129,21 @@ struct lp_job {
     /* logprobs: true (chat): on_logprob records each sampled token's */
     int want_lp;
     int top_lp; /* top_logprobs: alternatives reported with each token */
+    /* /v1/completions echo: the answer's text starts with echo_text (the
+     * prompt's, as given or, for token ids, detokenized); with want_lp
+     * the prompt's tokens (pids, kept by submit_job) come first in the
+     * logprobs, their figures from on_prompt_logprob (plps[i] is
+     * pids[i + 1]'s).  Set on the worker before submission. */
+    int echo;
+    char *echo_text;
+    size_t echo_len;
+    int32_t *pids;
+    size_t n_pids;
     /* Output, under mu. */
     struct le_logprob *lps; /* want_lp: the sampled tokens', in order */
     size_t n_lps, cap_lps;
+    struct le_logprob *plps; /* echo + want_lp: the prompt's, in order */
+    size_t n_plps, cap_plps;
     int lp_failed; /* out of memory recording one: the job is cancelled */
     struct gx_buf text;
     int done;
@@ -182,6 +200,7 @@ struct lp_choice {
     size_t raw_seen;     /* bytes of engine text taken (before repair) */
     size_t lp_next;      /* logprobs: the first entry not yet sent */
     int64_t lp_chars;    /* /v1/completions: characters of those before */
+    int echoed;          /* stream, echo: the prompt's chunk went out */
 };
 
 /* The worker side of a call. */
@@ -232,6 +251,11 @@ job_unref(struct lp_job *j)
     free(j->stops);
     gx_buf_cleanup(&j->text);
     free(j->lps);
+    free(j->plps);
+    free(j->echo_text);
+    free(j->pids);
+    free(j->bias_id);
+    free(j->bias);
     struct lp_job *parent = j->parent;
     free(j);
     if (parent)
@@ -259,26 +283,43 @@ on_token(void *ud, int32_t id, const char *text, size_t len)
     return stop;
 }
 
+/* Appends lp to one of j's lists (scheduler thread). */
+static void
+lp_push(struct lp_job *j, struct le_logprob **a, size_t *n, size_t *cap,
+        const struct le_logprob *lp)
+{
+    pthread_mutex_lock(&j->mu);
+    if (*n == *cap && !j->lp_failed) {
+        size_t c = *cap ? 2 * *cap : 64;
+        struct le_logprob *na = realloc(*a, c * sizeof(*na));
+        if (na) {
+            *a = na;
+            *cap = c;
+        } else {
+            j->lp_failed = 1; /* on_token cancels the job */
+        }
+    }
+    if (*n < *cap)
+        (*a)[(*n)++] = *lp;
+    pthread_mutex_unlock(&j->mu);
+}
+
 /* Each sampled token's log-probabilities (scheduler thread), before its
  * text reaches on_token. */
 static void
 on_logprob(void *ud, const struct le_logprob *lp)
 {
     struct lp_job *j = ud;
-    pthread_mutex_lock(&j->mu);
-    if (j->n_lps == j->cap_lps && !j->lp_failed) {
-        size_t cap = j->cap_lps ? 2 * j->cap_lps : 64;
-        struct le_logprob *n = realloc(j->lps, cap * sizeof(*n));
-        if (n) {
-            j->lps = n;
-            j->cap_lps = cap;
-        } else {
-            j->lp_failed = 1; /* on_token cancels the job */
-        }
-    }
-    if (j->n_lps < j->cap_lps)
-        j->lps[j->n_lps++] = *lp;
-    pthread_mutex_unlock(&j->mu);
+    lp_push(j, &j->lps, &j->n_lps, &j->cap_lps, lp);
+}
+
+/* echo: each prompt token's (from the second), all before the first
+ * sampled token's. */
+static void
+on_prompt_logprob(void *ud, const struct le_logprob *lp)
+{
+    struct lp_job *j = ud;
+    lp_push(j, &j->plps, &j->n_plps, &j->cap_plps, lp);
 }
 
 /* The scheduler's end of a job (its thread): the result, then its ref. */
@@ -296,6 +337,75 @@ on_done(void *ud, enum le_status st, const struct le_gen_result *res,
         event_active(j->ev, EV_READ, 0);
     pthread_mutex_unlock(&j->mu);
     job_unref(j);
+}
+
+/* The text of token id (special tokens: none) into buf[0..cap); its
+ * length (0 when longer: no vocabulary's piece is that long). */
+static size_t
+piece_of(const struct le_model *m, int32_t id, char *buf, size_t cap)
+{
+    size_t n = le_model_token_to_piece(m, id, 0, buf, cap);
+    return n > cap ? 0 : n;
+}
+
+/* 1 when m's tokenizer puts a space before a text (SentencePiece's
+ * prefix: "a" becomes the piece " a"), whose first text token then
+ * carries a space that is the tokenizer's, not the text's. */
+static int
+space_prefixed(const struct le_model *m)
+{
+    int32_t ids[4];
+    char b[8];
+    int64_t n = le_model_tokenize(m, "a", 1, 0, 0, ids, 4);
+    return n == 1 && piece_of(m, ids[0], b, sizeof(b)) == 2 &&
+           !memcmp(b, " a", 2);
+}
+
+/* The number of leading bytes of piece (the text of prompt token i) that
+ * the echo leaves out: the prefix space of the prompt's first text token
+ * (*seen_text: a token with text came before). */
+static size_t
+echo_skip(int prefixed, int *seen_text, const char *piece, size_t n)
+{
+    size_t skip = prefixed && !*seen_text && n && piece[0] == ' ';
+    *seen_text |= n > 0;
+    return skip;
+}
+
+/* echo (worker thread, before submission): j keeps the prompt's ids and
+ * its text, src's as given (a text prompt) or its tokens' text (token
+ * ids; each token's as its logprobs entry shows it, repaired to UTF-8).
+ * 0, or -1 out of memory. */
+static int
+echo_prepare(const struct le_model *m, struct lp_job *j,
+             const struct lp_job *src, const int32_t *ids, size_t n)
+{
+    if (!(j->pids = malloc((n ? n : 1) * sizeof(*j->pids))))
+        return -1;
+    memcpy(j->pids, ids, n * sizeof(*ids));
+    j->n_pids = n;
+    struct gx_buf t;
+    gx_buf_init(&t, 64 * 1024 * 1024);
+    if (src->prompt_text) {
+        gx_buf_append(&t, src->prompt_text, strlen(src->prompt_text));
+    } else {
+        int prefixed = space_prefixed(m), seen = 0;
+        for (size_t i = 0; i < n; i++) {
+            char b[256];
+            size_t pl = piece_of(m, ids[i], b, sizeof(b));
+            size_t skip = echo_skip(prefixed, &seen, b, pl);
+            gx_buf_append(&t, b + skip, pl - skip);
+        }
+        pv_utf8_repair(&t);
+    }
+    j->echo_len = t.len;
+    j->echo_text = malloc(t.len + 1);
+    if (j->echo_text) {
+        memcpy(j->echo_text, t.data ? t.data : "", t.len);
+        j->echo_text[t.len] = '\0';
+    }
+    gx_buf_cleanup(&t);
+    return j->echo_text ? 0 : -1;
 }
 
 /* Tokenizes the job's prompt and hands it to the scheduler (worker
@@ -346,9 +456,16 @@ submit_job(struct lp_engine *e, struct lp_job *j, char *err, size_t errlen)
     j->sp.n_stop = top->n_stops;
     j->sp.grammar = top->grammar;
     j->sp.trie = e->trie;
+    if (j->echo && echo_prepare(e->model, j, src, ids, (size_t)n) != 0) {
+        free(ids);
+        snprintf(err, errlen, "out of memory echoing the prompt");
+        return LE_ENOMEM;
+    }
     struct le_sched_req q = {ids,     (size_t)n, &j->sp, on_token,
                              on_done, j,         &j->stop, &j->paused,
-                             j->want_lp ? on_logprob : NULL};
+                             j->want_lp ? on_logprob : NULL,
+                             j->echo && j->want_lp ? on_prompt_logprob
+                                                   : NULL};
     j->refs++; /* the scheduler's, if it takes the job */
     enum le_status st = le_sched_submit(e->sched, &q, err, errlen);
     if (st != LE_OK)
@@ -697,10 +814,22 @@ call_head(struct lp_choice *c, char *name, size_t cap)
     return 1;
 }
 
-/* Choice k's tool call delta (its one call is tool_calls index 0). */
+/* The logprobs of output that lists no content tokens (a tool call):
+ * {"content": [], "refusal": null}, what an empty text answer has; NULL
+ * when the request did not ask for logprobs. */
+static json_t *
+lp_none(const struct lp_job *j)
+{
+    return j->want_lp ? json_pack("{s:[],s:n}", "content", "refusal")
+                      : NULL;
+}
+
+/* Choice k's tool call delta (its one call is tool_calls index 0); with
+ * logprobs, lp_none (a call's tokens are not content). */
 static void
 emit_tool_delta(struct pv_call *call, struct lp_call *lc, int k,
-                const char *name, const char *args, size_t args_len)
+                const struct lp_job *j, const char *name, const char *args,
+                size_t args_len)
 {
     json_t *fn = json_pack("{s:s%}", "arguments", args ? args : "", args_len);
     json_t *tc = json_pack("{s:i}", "index", 0);
@@ -710,16 +839,20 @@ emit_tool_delta(struct pv_call *call, struct lp_call *lc, int k,
         json_object_set_new(tc, "type", json_string("function"));
     }
     json_object_set_new(tc, "function", fn);
-    emit_chunk(call, lc, k, json_pack("{s:[o]}", "tool_calls", tc), NULL,
-               NULL, NULL);
+    emit_chunk(call, lc, k, json_pack("{s:[o]}", "tool_calls", tc),
+               lp_none(j), NULL, NULL);
 }
 
-/* Stream, tool mode: what of choice k's acc can go out now (final: the
- * generation ended, `complete`: by the grammar, so the last byte closes
- * the wrapper). */
+static json_t *lp_content(const struct lp_call *lc, struct lp_job *j,
+                          struct lp_choice *c);
+
+/* Stream, tool mode: what of choice k's acc (of job j) can go out now
+ * (final: the generation ended, `complete`: by the grammar, so the last
+ * byte closes the wrapper).  Text goes out with its tokens' logprobs as
+ * without tools; a call's deltas list none (lp_none). */
 static void
 stream_tool_output(struct pv_call *call, struct lp_call *lc, int k,
-                   int final, int complete)
+                   struct lp_job *j, int final, int complete)
 {
     struct lp_choice *c = &lc->ch[k];
     shape_decide(lc, c);
@@ -729,7 +862,7 @@ stream_tool_output(struct pv_call *call, struct lp_call *lc, int k,
                        json_pack("{s:s%}", "content",
                                  c->acc.data + c->args_sent,
                                  c->acc.len - c->args_sent),
-                       NULL, NULL, NULL);
+                       lp_content(lc, j, c), NULL, NULL);
         c->args_sent = c->acc.len;
         return;
     }
@@ -738,12 +871,12 @@ stream_tool_output(struct pv_call *call, struct lp_call *lc, int k,
     if (!c->args_start) {
         char name[128];
         if (call_head(c, name, sizeof(name)))
-            emit_tool_delta(call, lc, k, name, NULL, 0);
+            emit_tool_delta(call, lc, k, j, name, NULL, 0);
         else if (final && c->acc.len) /* cut before the name: as text */
             emit_chunk(call, lc, k,
                        json_pack("{s:s%}", "content", c->acc.data,
                                  c->acc.len),
-                       NULL, NULL, NULL);
+                       lp_content(lc, j, c), NULL, NULL);
     }
     if (!c->args_start)
         return;
@@ -752,7 +885,8 @@ stream_tool_output(struct pv_call *call, struct lp_call *lc, int k,
         end = end > c->args_start ? end - 1 : end; /* maybe the last '}' */
     size_t from = c->args_start + c->args_sent;
     if (end > from) {
-        emit_tool_delta(call, lc, k, NULL, c->acc.data + from, end - from);
+        emit_tool_delta(call, lc, k, j, NULL, c->acc.data + from,
+                        end - from);
         c->args_sent += end - from;
     }
 }
@@ -869,36 +1003,89 @@ lp_take(struct lp_job *j, struct lp_choice *c, size_t *n)
     return out;
 }
 
-/* /v1/completions' logprobs object of entries e[0..n): tokens,
- * token_logprobs, top_logprobs (a token -> logprob object each) and
- * text_offset (characters of the completion before each token). */
+/* An empty /v1/completions logprobs object: tokens, token_logprobs,
+ * top_logprobs (a token -> logprob object each) and text_offset
+ * (characters of the answer's text before each token). */
 static json_t *
-lp_text_content(const struct le_model *m, struct lp_choice *c,
+lp_text_new(void)
+{
+    return json_pack("{s:[],s:[],s:[],s:[]}", "tokens", "token_logprobs",
+                     "top_logprobs", "text_offset");
+}
+
+/* Appends one token to o: its text piece[0..n) and its figures (e; NULL:
+ * null, as the prompt's first token has none); strip: the echo's first
+ * text token, whose alternatives lose a leading space as it did. */
+static void
+lp_text_add(const struct le_model *m, struct lp_choice *c, json_t *o,
+            const char *piece, size_t n, const struct le_logprob *e,
+            int strip)
+{
+    json_t *t = pv_x_lp_token(piece, n, e ? e->logprob : 0);
+    json_array_append(json_object_get(o, "tokens"),
+                      json_object_get(t, "token"));
+    json_array_append(json_object_get(o, "token_logprobs"),
+                      e ? json_object_get(t, "logprob") : json_null());
+    json_array_append_new(json_object_get(o, "text_offset"),
+                          json_integer(c->lp_chars));
+    for (size_t i = 0; i < n; i++) /* not a continuation byte */
+        c->lp_chars += ((unsigned char)piece[i] & 0xC0) != 0x80;
+    json_t *d = e ? json_object() : json_null();
+    for (int i = 0; e && i < e->n_top; i++) {
+        char ap[256];
+        size_t an = piece_of(m, e->top_id[i], ap, sizeof(ap));
+        size_t as = strip && an && ap[0] == ' ';
+        json_t *a = pv_x_lp_token(ap + as, an - as, e->top_logprob[i]);
+        const char *key = json_string_value(json_object_get(a, "token"));
+        if (key && !json_object_get(d, key)) /* the likelier of a text */
+            json_object_set(d, key, json_object_get(a, "logprob"));
+        json_decref(a);
+    }
+    json_array_append_new(json_object_get(o, "top_logprobs"), d);
+    json_decref(t);
+}
+
+/* /v1/completions' logprobs object of sampled entries e[0..n) added to o
+ * (NULL: a new one). */
+static json_t *
+lp_text_content(const struct le_model *m, struct lp_choice *c, json_t *o,
                 const struct le_logprob *e, size_t n)
 {
-    json_t *toks = json_array(), *lps = json_array(), *tops = json_array(),
-           *offs = json_array();
+    if (!o)
+        o = lp_text_new();
     for (size_t k = 0; k < n; k++) {
-        json_t *t = lp_token(m, e[k].id, e[k].logprob), *d = json_object();
-        json_array_append(toks, json_object_get(t, "token"));
-        json_array_append(lps, json_object_get(t, "logprob"));
-        json_array_append_new(offs, json_integer(c->lp_chars));
-        const json_t *b = json_object_get(t, "bytes");
-        for (size_t i = 0; i < json_array_size(b); i++)
-            c->lp_chars += (json_integer_value(json_array_get(b, i)) & 0xC0) !=
-                           0x80; /* not a continuation byte */
-        for (int i = 0; i < e[k].n_top; i++) {
-            json_t *a = lp_token(m, e[k].top_id[i], e[k].top_logprob[i]);
-            const char *key = json_string_value(json_object_get(a, "token"));
-            if (key && !json_object_get(d, key)) /* the likelier of a text */
-                json_object_set(d, key, json_object_get(a, "logprob"));
-            json_decref(a);
-        }
-        json_array_append_new(tops, d);
-        json_decref(t);
+        char piece[256];
+        size_t pl = piece_of(m, e[k].id, piece, sizeof(piece));
+        lp_text_add(m, c, o, piece, pl, &e[k], 0);
     }
-    return json_pack("{s:o,s:o,s:o,s:o}", "tokens", toks, "token_logprobs",
-                     lps, "top_logprobs", tops, "text_offset", offs);
+    return o;
+}
+
+/* echo with logprobs: the prompt's tokens as a new logprobs object, the
+ * first token's figures null, token i's from plps[i - 1] (the logits at
+ * position i - 1), the prefix space the echo leaves out left out of the
+ * first text token too; the answer's own tokens then count their
+ * text_offset from the end of the echoed text. */
+static json_t *
+lp_echo_content(const struct le_model *m, struct lp_job *j,
+                struct lp_choice *c)
+{
+    json_t *o = lp_text_new();
+    int prefixed = space_prefixed(m), seen = 0;
+    pthread_mutex_lock(&j->mu);
+    for (size_t i = 0; i < j->n_pids; i++) {
+        char piece[256];
+        size_t pl = piece_of(m, j->pids[i], piece, sizeof(piece));
+        size_t skip = echo_skip(prefixed, &seen, piece, pl);
+        lp_text_add(m, c, o, piece + skip, pl - skip,
+                    i && i - 1 < j->n_plps ? &j->plps[i - 1] : NULL,
+                    (int)skip);
+    }
+    pthread_mutex_unlock(&j->mu);
+    c->lp_chars = 0;
+    for (size_t i = 0; i < j->echo_len; i++)
+        c->lp_chars += ((unsigned char)j->echo_text[i] & 0xC0) != 0x80;
+    return o;
 }
 
 /* Choice c's logprobs object for the entries lp_take gives: chat's
@@ -914,7 +1101,7 @@ lp_content(const struct lp_call *lc, struct lp_job *j, struct lp_choice *c)
     struct le_logprob *e = lp_take(j, c, &n);
     json_t *r;
     if (lc->text_api) {
-        r = lp_text_content(m, c, e, n);
+        r = lp_text_content(m, c, NULL, e, n);
     } else {
         json_t *arr = json_array();
         for (size_t k = 0; k < n; k++) {
@@ -993,11 +1180,20 @@ stream_choice(struct pv_call *call, struct lp_call *lc, int k,
                    json_pack("{s:s,s:s}", "role", "assistant", "content", ""),
                    NULL, NULL, NULL);
     }
+    if (j->echo && !c->echoed && (text->len || done)) {
+        /* the prompt first (its logprobs are all in: the engine reports
+         * them before the first sampled token's) */
+        c->echoed = 1;
+        emit_chunk(call, lc, k,
+                   json_pack("{s:s%}", "content", j->echo_text, j->echo_len),
+                   j->want_lp ? lp_echo_content(lc->e->model, j, c) : NULL,
+                   NULL, NULL);
+    }
     int complete = done && j->res.finish == LE_FINISH_STOP;
     if (lc->tools != LP_TOOLS_NONE) {
         if (text->len)
             gx_buf_append(&c->acc, text->data, text->len);
-        stream_tool_output(call, lc, k, done, complete);
+        stream_tool_output(call, lc, k, j, done, complete);
     } else if (text->len) {
         emit_chunk(call, lc, k,
                    json_pack("{s:s%}", "content", text->data, text->len),
@@ -1022,17 +1218,37 @@ choice_json(struct lp_call *lc, int k)
     const char *finish = finish_reason(j->res.finish);
     const char *t = c->acc.data ? c->acc.data : "";
     if (lc->text_api) {
-        json_t *lp = lp_content(lc, j, c);
-        return json_pack("{s:i,s:s%,s:s,s:o}", "index", k, "text", t,
-                         c->acc.len, "finish_reason", finish, "logprobs",
-                         lp ? lp : json_null());
+        json_t *lp = NULL;
+        struct gx_buf et;
+        gx_buf_init(&et, 128 * 1024 * 1024);
+        if (j->echo) { /* the prompt's text and tokens first */
+            gx_buf_append(&et, j->echo_text, j->echo_len);
+            gx_buf_append(&et, t, c->acc.len);
+            t = et.data ? et.data : "";
+            if (j->want_lp) {
+                lp = lp_echo_content(lc->e->model, j, c);
+                size_t n;
+                struct le_logprob *e = lp_take(j, c, &n);
+                lp_text_content(lc->e->model, c, lp, e, n);
+                free(e);
+            }
+        } else {
+            lp = lp_content(lc, j, c);
+        }
+        json_t *r = json_pack("{s:i,s:s%,s:s,s:o}", "index", k, "text", t,
+                              j->echo ? et.len : c->acc.len, "finish_reason",
+                              finish, "logprobs", lp ? lp : json_null());
+        gx_buf_cleanup(&et);
+        return r;
     }
     json_t *msg =
         lc->tools != LP_TOOLS_NONE
             ? tool_message(lc, c, j->res.finish == LE_FINISH_STOP, &finish)
             : json_pack("{s:s,s:s%}", "role", "assistant", "content", t,
                         c->acc.len);
-    json_t *lp = lp_content(lc, j, c);
+    /* a text answer lists its tokens, with tools too; a call none */
+    json_t *lp = json_object_get(msg, "tool_calls") ? lp_none(j)
+                                                     : lp_content(lc, j, c);
     return json_pack("{s:i,s:o,s:s,s:o}", "index", k, "message", msg,
                      "finish_reason", finish, "logprobs",
                      lp ? lp : json_null());
@@ -1281,7 +1497,8 @@ static const char *const lp_params[] = {
     "n",          "logprobs",         "top_logprobs",
     "response_format", "tools",       "tool_choice",
     "parallel_tool_calls", "user",    "metadata",
-    "store",      "ignore_eos",       NULL};
+    "store",      "ignore_eos",       "logit_bias",
+    NULL};
 
 /* Marks j refused: 400 with param and code; returns -1. */
 static int
@@ -1321,7 +1538,7 @@ num_param(struct lp_job *j, const json_t *b, const char *k, double lo,
     return 0;
 }
 
-/* /v1/completions: the same sampling and stop rules as chat; echo,
+/* /v1/completions: the same sampling and stop rules as chat, and echo;
  * suffix and best_of are read only to refuse what is not implemented. */
 static const char *const lp_text_params[] = {
     "model",      "prompt",           "stream",
@@ -1331,7 +1548,7 @@ static const char *const lp_text_params[] = {
     "seed",       "stop",             "n",
     "logprobs",   "echo",             "suffix",
     "best_of",    "user",             "ignore_eos",
-    NULL};
+    "logit_bias", NULL};
 
 static int
 check_params(struct lp_job *j, const json_t *b, const char *const *params)
@@ -1498,6 +1715,62 @@ read_sampling(struct lp_job *j, const json_t *b)
             return -2;
         j->stops[j->n_stops++] = d;
     }
+    return 0;
+}
+
+/*
+ * logit_bias, OpenAI's shape: {"token id": bias, ...}, each key the
+ * decimal id of a token of the model's vocabulary (digits only, no sign
+ * or leading zero, so no two keys name one token), each bias a number
+ * from -100 to 100, added to that token's logit before sampling (the
+ * engine's le_sampling.bias).  0, -1 refused, -2 out of memory.
+ */
+static int
+read_logit_bias(const struct lp_engine *e, struct lp_job *j, const json_t *b)
+{
+    const json_t *v = json_object_get(b, "logit_bias");
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_object(v))
+        return refuse(j, "logit_bias", "invalid_type",
+                      "'logit_bias' must be an object of token ids to "
+                      "numbers from -100 to 100");
+    size_t n = json_object_size(v);
+    if (!n)
+        return 0;
+    j->bias_id = malloc(n * sizeof(*j->bias_id));
+    j->bias = malloc(n * sizeof(*j->bias));
+    if (!j->bias_id || !j->bias)
+        return -2;
+    int32_t vocab = le_model_n_vocab(e->model);
+    const char *k;
+    const json_t *x;
+    size_t i = 0;
+    json_object_foreach((json_t *)v, k, x) {
+        size_t kl = strlen(k);
+        long long id = -1;
+        if (kl >= 1 && kl <= 10 && strspn(k, "0123456789") == kl &&
+            (k[0] != '0' || kl == 1))
+            id = strtoll(k, NULL, 10);
+        if (id < 0 || id >= vocab)
+            return refuse(j, "logit_bias", "invalid_value",
+                          "'logit_bias' key \"%.40s%s\" is not a token id "
+                          "of the local model (a decimal integer from 0 to "
+                          "%d)",
+                          k, kl > 40 ? "..." : "", (int)vocab - 1);
+        double d = json_is_number(x) ? json_number_value(x) : NAN;
+        if (!(d >= -100 && d <= 100))
+            return refuse(j, "logit_bias", "invalid_value",
+                          "'logit_bias' value of token %lld must be a "
+                          "number from -100 to 100",
+                          id);
+        j->bias_id[i] = (int32_t)id;
+        j->bias[i] = (float)d;
+        i++;
+    }
+    j->sp.bias_id = j->bias_id;
+    j->sp.bias = j->bias;
+    j->sp.n_bias = i;
     return 0;
 }
 
@@ -1887,12 +2160,15 @@ lp_prepare_text(const struct lp_engine *e, const json_t *b,
     if (rc == 0)
         rc = read_sampling(j, b);
     if (rc == 0)
+        rc = read_logit_bias(e, j, b);
+    if (rc == 0)
         j->sp.top_logprobs = j->top_lp;
     const json_t *v;
-    if (rc == 0 && (v = json_object_get(b, "echo")) && !json_is_null(v) &&
-        !json_is_false(v))
-        rc = refuse(j, "echo", "unsupported_parameter",
-                    "the local engine does not echo the prompt");
+    if (rc == 0 && (v = json_object_get(b, "echo")) && !json_is_null(v)) {
+        if (!json_is_boolean(v))
+            rc = refuse(j, "echo", "invalid_type", "'echo' must be a boolean");
+        j->echo = json_is_true(v);
+    }
     if (rc == 0 && (v = json_object_get(b, "suffix")) && !json_is_null(v))
         rc = refuse(j, "suffix", "unsupported_parameter",
                     "the local engine does not support 'suffix' "
@@ -2009,13 +2285,11 @@ lp_prepare(struct lp_engine *e, const json_t *b, struct lp_job *j,
     if (rc == 0)
         rc = read_sampling(j, b);
     if (rc == 0)
+        rc = read_logit_bias(e, j, b);
+    if (rc == 0)
         j->sp.top_logprobs = j->top_lp;
     if (rc == 0)
         rc = read_tools(j, b, &tools, &n_tools, &mode, &named);
-    if (rc == 0 && j->want_lp && mode != LP_TOOLS_NONE)
-        rc = refuse(j, "logprobs", "unsupported_value",
-                    "the local engine returns logprobs for text answers: "
-                    "not with tools (use tool_choice none, or no tools)");
     int have_format = 0;
     if (rc == 0)
         rc = format_grammar(j, &pg, json_object_get(b, "response_format"),
@@ -2132,6 +2406,8 @@ pv_local_count_tokens(const struct pv_registry *r,
     for (size_t i = 0; i < j->n_stops; i++)
         free(j->stops[i]);
     free(j->stops);
+    free(j->bias_id);
+    free(j->bias);
     free(j);
     return rc;
 }
@@ -2249,6 +2525,7 @@ lp_start(struct pv_loop *loop, const struct pv_request *req,
         gx_buf_init(&c->text, 64 * 1024 * 1024);
         c->sp = j->sp;
         c->want_lp = j->want_lp;
+        c->echo = j->echo;
         if (c->sp.seed != LE_SEED_RANDOM)
             c->sp.seed += (uint64_t)ci; /* choices differ when sampled */
         if (!ci) {

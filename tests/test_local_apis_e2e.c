@@ -7,7 +7,10 @@
  * counts), and the refusals of what the engine does not implement.
  * prompt in every shape OpenAI takes (token ids, several strings, several
  * token arrays, with n, streamed or not), checked against the
- * single-prompt answers.
+ * single-prompt answers.  logit_bias: banned tokens never come back,
+ * a forced one fills the answer, bad keys and values are 400s.  echo:
+ * the prompt's text and tokens first (their figures the model's), as
+ * text, token ids, several prompts and n, streamed or not.
  * POST /v1/embeddings on the same model: float and base64 answers decode
  * to the same unit-norm vector of n_embd floats, two calls give the same
  * vector and another input a different one, exact prompt_tokens (equal
@@ -25,6 +28,7 @@
 #include <curl/curl.h>
 #include <jansson.h>
 
+#include "../local_engine/local_engine.h"
 #include "harness.h"
 #include "lib/e2e.h"
 
@@ -221,7 +225,12 @@ static void
 test_completion_refusals(void)
 {
     refused("/completions",
-            "{\"model\":\"local\",\"prompt\":\"a\",\"echo\":true}", "echo");
+            "{\"model\":\"local\",\"prompt\":\"a\",\"echo\":1}", "echo");
+    /* scoring a prompt alone is not offered: max_tokens starts at 1 */
+    refused("/completions",
+            "{\"model\":\"local\",\"prompt\":\"a\",\"echo\":true,"
+            "\"logprobs\":1,\"max_tokens\":0}",
+            "max_tokens");
     refused("/completions",
             "{\"model\":\"local\",\"prompt\":\"a\",\"suffix\":\"b\"}",
             "suffix");
@@ -234,9 +243,6 @@ test_completion_refusals(void)
     refused("/completions",
             "{\"model\":\"local\",\"prompt\":\"a\",\"logprobs\":21}",
             "logprobs");
-    refused("/completions",
-            "{\"model\":\"local\",\"prompt\":\"a\",\"logit_bias\":{}}",
-            "logit_bias");
 }
 
 /* /v1/completions' logprobs (an integer: the alternatives): tokens that
@@ -352,6 +358,397 @@ static long long
 usage_of(const json_t *o, const char *k)
 {
     return json_integer_value(json_object_get(json_object_get(o, "usage"), k));
+}
+
+/* ---- echo -------------------------------------------------------------- */
+
+/* choices[i].logprobs' list k ("tokens", ...) of a text_completion. */
+static const json_t *
+lp_list(const json_t *o, size_t i, const char *k)
+{
+    return json_object_get(
+        json_object_get(json_array_get(json_object_get(o, "choices"), i),
+                        "logprobs"),
+        k);
+}
+
+/* A greedy 8-token completion of prompt (JSON text) with the fields in
+ * extra (",\"k\":v..." or ""). */
+static json_t *
+post_fmt(const char *prompt, const char *extra, long *st)
+{
+    char body[2048];
+    snprintf(body, sizeof(body),
+             "{\"model\":\"local\",\"temperature\":0,\"max_tokens\":8,"
+             "\"prompt\":%s%s}",
+             prompt, extra);
+    return post("/completions", body, st);
+}
+
+/* A streamed completion's events (caller frees), NULL when not a 200. */
+static json_t *
+stream_events(const char *prompt, const char *extra)
+{
+    char url[256], body[2048];
+    snprintf(url, sizeof(url), "%s/completions", base);
+    snprintf(body, sizeof(body),
+             "{\"model\":\"local\",\"temperature\":0,\"max_tokens\":8,"
+             "\"stream\":true,\"prompt\":%s%s}",
+             prompt, extra);
+    struct e2e_resp r;
+    json_t *evs = NULL;
+    if (e2e_http("POST", url, body, NULL, 60000, &r) == 0 && r.status == 200)
+        evs = e2e_sse_objects(r.body);
+    e2e_resp_free(&r);
+    return evs;
+}
+
+/*
+ * echo on /v1/completions: the text is the prompt's then the completion's
+ * (usage unchanged: the prompt counted once); with logprobs the prompt's
+ * tokens come first (BOS "" with null figures, then each token's
+ * log-probability under the logits before it, the prefix space of the
+ * first word left out as the echoed text does), then the completion's own
+ * entries as without echo, text_offset counting through both; each
+ * prompt figure equals the raw log-probability of that token forced as
+ * the first completion token of the shorter prompt (logit_bias +100:
+ * logprobs stay the model's); streamed, each choice's first chunk is its
+ * prompt with its tokens; token-id prompts echo their detokenized text;
+ * several prompts and n each echo their own.
+ */
+static void
+test_completion_echo(void)
+{
+    static const char *const A = "Once upon a time";
+    char ia[256], prompt[512];
+    T_EQ_INT(token_ids(A, ia, sizeof(ia)), 0);
+    snprintf(prompt, sizeof(prompt), "\"%s\"", A);
+    long st;
+    json_t *plain = post_fmt(prompt, ",\"logprobs\":2", &st);
+    T_EQ_INT(st, 200);
+    json_t *e = post_fmt(prompt, ",\"echo\":true", &st);
+    T_EQ_INT(st, 200);
+    char want[2048];
+    snprintf(want, sizeof(want), "%s%s", A, choice_text(plain, 0));
+    T_EQ_STR(choice_text(e, 0), want);
+    T_CHECK(json_is_null(json_object_get(
+        json_array_get(json_object_get(e, "choices"), 0), "logprobs")));
+    T_EQ_INT(usage_of(e, "prompt_tokens"), usage_of(plain, "prompt_tokens"));
+    T_EQ_INT(usage_of(e, "completion_tokens"),
+             usage_of(plain, "completion_tokens"));
+    json_decref(e);
+
+    /* with logprobs */
+    e = post_fmt(prompt, ",\"echo\":true,\"logprobs\":2", &st);
+    T_EQ_INT(st, 200);
+    T_EQ_STR(choice_text(e, 0), want);
+    long long np = usage_of(e, "prompt_tokens"),
+              nc = usage_of(e, "completion_tokens");
+    const json_t *toks = lp_list(e, 0, "tokens"),
+                 *lps = lp_list(e, 0, "token_logprobs"),
+                 *tops = lp_list(e, 0, "top_logprobs"),
+                 *offs = lp_list(e, 0, "text_offset");
+    T_EQ_INT(json_array_size(toks), np + nc);
+    T_EQ_INT(json_array_size(lps), np + nc);
+    T_EQ_INT(json_array_size(tops), np + nc);
+    T_EQ_INT(json_array_size(offs), np + nc);
+    T_EQ_STR(json_string_value(json_array_get(toks, 0)), "");
+    T_CHECK(json_is_null(json_array_get(lps, 0)));
+    T_CHECK(json_is_null(json_array_get(tops, 0)));
+    char joined[2048] = "";
+    size_t i;
+    const json_t *t;
+    json_array_foreach(toks, i, t) {
+        /* ASCII: characters are bytes */
+        T_EQ_INT(json_integer_value(json_array_get(offs, i)),
+                 (long)strlen(joined));
+        strncat(joined, json_string_value(t) ? json_string_value(t) : "?",
+                sizeof(joined) - strlen(joined) - 1);
+        if (i == 0)
+            continue;
+        const json_t *d = json_array_get(tops, i);
+        T_CHECK(json_number_value(json_array_get(lps, i)) <= 0.0);
+        T_CHECK(json_is_object(d) && json_object_size(d) >= 1 &&
+                json_object_size(d) <= 2);
+    }
+    T_EQ_STR(joined, want);
+    T_EQ_STR(json_string_value(json_array_get(toks, 1)), "Once");
+    /* the completion's part is the plain answer's, offsets shifted */
+    const json_t *ptoks = lp_list(plain, 0, "tokens");
+    for (i = 0; i < json_array_size(ptoks); i++) {
+        size_t k = (size_t)np + i;
+        T_CHECK(json_equal(json_array_get(ptoks, i), json_array_get(toks, k)));
+        T_CHECK(json_equal(json_array_get(lp_list(plain, 0, "token_logprobs"),
+                                          i),
+                           json_array_get(lps, k)));
+        T_CHECK(json_equal(json_array_get(lp_list(plain, 0, "top_logprobs"), i),
+                           json_array_get(tops, k)));
+        T_EQ_INT(json_integer_value(
+                     json_array_get(lp_list(plain, 0, "text_offset"), i)) +
+                     (long)strlen(A),
+                 json_integer_value(json_array_get(offs, k)));
+    }
+    /* each prompt figure: the token forced (logit_bias) after the shorter
+     * prompt reports the same raw log-probability */
+    int32_t pid[32];
+    int np_ids = 0;
+    for (char *q = ia; *q && np_ids < 32;) {
+        pid[np_ids++] = (int32_t)strtol(q, &q, 10);
+        if (*q == ',')
+            q++;
+    }
+    T_EQ_INT(np_ids, np);
+    for (int k = 1; k < np_ids; k++) {
+        char pre[256] = "[", extra[128];
+        for (int q = 0; q < k; q++)
+            snprintf(pre + strlen(pre), sizeof(pre) - strlen(pre), "%s%d",
+                     q ? "," : "", (int)pid[q]);
+        strcat(pre, "]");
+        snprintf(extra, sizeof(extra),
+                 ",\"logprobs\":0,\"logit_bias\":{\"%d\":100}",
+                 (int)pid[k]);
+        json_t *f = post_fmt(pre, extra, &st);
+        T_EQ_INT(st, 200);
+        T_NEAR(json_number_value(
+                   json_array_get(lp_list(f, 0, "token_logprobs"), 0)),
+               json_number_value(json_array_get(lps, (size_t)k)), 1e-5);
+        json_decref(f);
+    }
+
+    /* streamed: the first chunk is the prompt with its tokens */
+    json_t *evs = stream_events(prompt, ",\"echo\":true,\"logprobs\":2");
+    T_CHECK(json_array_size(evs) >= 3);
+    char stext[2048] = "";
+    json_t *stoks = json_array(), *ev;
+    json_array_foreach(evs, i, ev) {
+        const json_t *ch = json_array_get(json_object_get(ev, "choices"), 0);
+        const char *x = json_string_value(json_object_get(ch, "text"));
+        if (i == 0)
+            T_EQ_STR(x ? x : "(none)", A);
+        strncat(stext, x ? x : "", sizeof(stext) - strlen(stext) - 1);
+        json_array_extend(stoks, json_object_get(json_object_get(ch,
+                                                                 "logprobs"),
+                                                 "tokens"));
+        if (i == 0)
+            T_EQ_INT(json_array_size(stoks), np);
+    }
+    T_EQ_STR(stext, want);
+    T_CHECK(json_equal(stoks, toks));
+    json_decref(stoks);
+    json_decref(evs);
+
+    /* token ids: the same answer as the text */
+    char ids[300];
+    snprintf(ids, sizeof(ids), "[%s]", ia);
+    json_t *e2 = post_fmt(ids, ",\"echo\":true,\"logprobs\":2", &st);
+    T_EQ_INT(st, 200);
+    T_EQ_STR(choice_text(e2, 0), want);
+    T_CHECK(json_equal(json_object_get(json_array_get(json_object_get(e2,
+                                                                      "choices"),
+                                                      0),
+                                       "logprobs"),
+                       json_object_get(json_array_get(json_object_get(e,
+                                                                      "choices"),
+                                                      0),
+                                       "logprobs")));
+    json_decref(e2);
+    json_decref(e);
+    json_decref(plain);
+
+    /* several prompts and n = 2, streamed and not: each its own prompt */
+    static const char *const P2 = "[\"Once upon a time\",\"The dog\"]";
+    e = post_fmt(P2, ",\"echo\":true,\"n\":2,\"logprobs\":1", &st);
+    T_EQ_INT(st, 200);
+    T_EQ_INT(json_array_size(json_object_get(e, "choices")), 4);
+    for (size_t k = 0; k < 4; k++) {
+        const char *pk = k < 2 ? A : "The dog", *x = choice_text(e, k);
+        T_CHECK(!strncmp(x, pk, strlen(pk)) && strlen(x) > strlen(pk));
+        T_EQ_STR(json_string_value(json_array_get(lp_list(e, k, "tokens"),
+                                                  0)),
+                 "");
+    }
+    evs = stream_events(P2, ",\"echo\":true,\"n\":2");
+    int first[4] = {0, 0, 0, 0};
+    char texts[4][1024] = {"", "", "", ""};
+    json_array_foreach(evs, i, ev) {
+        const json_t *ch = json_array_get(json_object_get(ev, "choices"), 0);
+        json_int_t k = json_integer_value(json_object_get(ch, "index"));
+        const char *x = json_string_value(json_object_get(ch, "text"));
+        if (!ch || k < 0 || k > 3 || !x)
+            continue;
+        if (!first[k]++)
+            T_EQ_STR(x, k < 2 ? A : "The dog");
+        strncat(texts[k], x, sizeof(texts[k]) - strlen(texts[k]) - 1);
+    }
+    for (int k = 0; k < 4; k++)
+        T_EQ_STR(texts[k], choice_text(e, (size_t)k));
+    json_decref(evs);
+    json_decref(e);
+}
+
+/* ---- logit_bias -------------------------------------------------------- */
+
+static struct le_model *vocab; /* stories260K's vocabulary, for the ids */
+
+/* The ids whose piece is text[0..len) into ids[0..cap) (byte tokens and
+ * merged ones may share a text); their count. */
+static size_t
+piece_ids(const char *text, int32_t *ids, size_t cap)
+{
+    size_t k = 0, len = strlen(text);
+    for (int32_t id = 0; vocab && id < le_model_n_vocab(vocab); id++) {
+        char b[64];
+        size_t n = le_model_token_to_piece(vocab, id, 0, b, sizeof(b));
+        if (n && n == len && n < sizeof(b) && !memcmp(b, text, n) && k < cap)
+            ids[k++] = id;
+    }
+    return k;
+}
+
+/* choices[0].logprobs.tokens of a text_completion (borrowed). */
+static const json_t *
+choice_tokens(const json_t *o)
+{
+    return json_object_get(
+        json_object_get(json_array_get(json_object_get(o, "choices"), 0),
+                        "logprobs"),
+        "tokens");
+}
+
+/* A 400 naming logit_bias whose message holds needle. */
+static void
+bias_refused(const char *bias, const char *needle)
+{
+    char body[512];
+    snprintf(body, sizeof(body),
+             "{\"model\":\"local\",\"max_tokens\":2,\"prompt\":\"a\","
+             "\"logit_bias\":%s}",
+             bias);
+    long st;
+    json_t *o = post("/completions", body, &st);
+    const json_t *e = json_object_get(o, "error");
+    const char *param = json_string_value(json_object_get(e, "param"));
+    const char *msg = json_string_value(json_object_get(e, "message"));
+    T_EQ_INT(st, 400);
+    T_EQ_STR(param ? param : "(none)", "logit_bias");
+    if (!msg || !strstr(msg, needle)) {
+        fprintf(stderr, "logit_bias %s: message %s lacks %s\n", bias,
+                msg ? msg : "(none)", needle);
+        T_CHECK(0);
+    }
+    json_decref(o);
+}
+
+/*
+ * logit_bias on /v1/completions with the real model: -100 on every token
+ * of the greedy answer bans them (none of its ids comes back), +100 on
+ * one token fills the answer with it (sampled too, streamed too), the
+ * logprobs stay the model's (a forced token's own figure is the
+ * unbiased one, below 0), and every bad key or value is a 400 naming
+ * logit_bias with the key in the message (chat too).
+ */
+static void
+test_logit_bias(void)
+{
+    char path[1024];
+    snprintf(path, sizeof(path), "%s/models/stories260K.gguf",
+             e2e_env("LLMUX_TEST_DATA", "../shared/data"));
+    char err[256];
+    T_EQ_INT(le_model_open_vocab(path, &vocab, err, sizeof(err)), LE_OK);
+    if (!vocab)
+        return;
+    long st;
+    json_t *a = post("/completions",
+                     "{\"model\":\"local\",\"temperature\":0,\"logprobs\":0,"
+                     "\"max_tokens\":12,\"prompt\":\"Once upon a time\"}",
+                     &st);
+    T_EQ_INT(st, 200);
+    /* -100 on every id of every token text of the greedy answer */
+    const json_t *toks = choice_tokens(a);
+    T_CHECK(json_array_size(toks) >= 4);
+    char bias[4096] = "{", body[8192];
+    size_t o = 1, nb = 0, i;
+    const json_t *t;
+    json_array_foreach(toks, i, t) {
+        int32_t ids[8];
+        size_t k = piece_ids(json_string_value(t), ids, 8);
+        T_CHECK(k >= 1);
+        for (size_t q = 0; q < k && o + 16 < sizeof(bias); q++, nb++)
+            o += (size_t)snprintf(bias + o, sizeof(bias) - o, "%s\"%d\":-100",
+                                  nb ? "," : "", (int)ids[q]);
+    }
+    snprintf(bias + o, sizeof(bias) - o, "}");
+    snprintf(body, sizeof(body),
+             "{\"model\":\"local\",\"temperature\":0,\"logprobs\":0,"
+             "\"max_tokens\":12,\"prompt\":\"Once upon a time\","
+             "\"logit_bias\":%s}",
+             bias);
+    json_t *b = post("/completions", body, &st);
+    T_EQ_INT(st, 200);
+    const json_t *got = choice_tokens(b), *u;
+    T_CHECK(json_array_size(got) >= 1);
+    size_t j, seen = 0;
+    json_array_foreach(got, i, u) json_array_foreach(toks, j, t)
+        seen += json_equal(u, t);
+    T_EQ_INT(seen, 0);
+    T_CHECK(strcmp(choice_text(a, 0), choice_text(b, 0)) != 0);
+    json_decref(a);
+    json_decref(b);
+    /* +100 on " time": the answer is that token, sampled or streamed */
+    int32_t dog = -1;
+    T_EQ_INT(piece_ids(" time", &dog, 1), 1);
+    snprintf(body, sizeof(body),
+             "{\"model\":\"local\",\"temperature\":1,\"seed\":3,"
+             "\"logprobs\":1,\"max_tokens\":6,\"prompt\":\"Once upon a "
+             "time\",\"logit_bias\":{\"%d\":100}}",
+             (int)dog);
+    a = post("/completions", body, &st);
+    T_EQ_INT(st, 200);
+    T_EQ_STR(choice_text(a, 0), " time time time time time time");
+    T_EQ_INT(usage_of(a, "completion_tokens"), 6);
+    const json_t *lps = json_object_get(
+        json_object_get(json_array_get(json_object_get(a, "choices"), 0),
+                        "logprobs"),
+        "token_logprobs");
+    T_EQ_INT(json_array_size(lps), 6);
+    T_CHECK(json_number_value(json_array_get(lps, 0)) < -0.01);
+    json_decref(a);
+    snprintf(body, sizeof(body),
+             "{\"model\":\"local\",\"temperature\":0,\"stream\":true,"
+             "\"max_tokens\":4,\"prompt\":\"Once upon a time\","
+             "\"logit_bias\":{\"%d\":100}}",
+             (int)dog);
+    static struct sse_choices sc;
+    T_EQ_INT(stream_choices(body, &sc), 1);
+    T_EQ_STR(sc.text[0], " time time time time");
+    /* refusals, each naming the key or the token */
+    /* refusals, each naming the key or the token (chat: the structured
+     * test) */
+    bias_refused("[1]", "object");
+    bias_refused("{\"abc\":1}", "\"abc\"");
+    bias_refused("{\"-1\":1}", "\"-1\"");
+    bias_refused("{\"512\":1}", "\"512\"");
+    bias_refused("{\"07\":1}", "\"07\"");
+    bias_refused("{\" 7\":1}", "\" 7\"");
+    bias_refused("{\"7\":101}", "token 7");
+    bias_refused("{\"7\":-100.5}", "token 7");
+    bias_refused("{\"7\":\"x\"}", "token 7");
+    bias_refused("{\"8\":1,\"7\":null}", "token 7");
+    /* accepted: empty, null, the bounds */
+    a = post("/completions",
+             "{\"model\":\"local\",\"max_tokens\":2,\"prompt\":\"a\","
+             "\"logit_bias\":{}}",
+             &st);
+    T_EQ_INT(st, 200);
+    json_decref(a);
+    a = post("/completions",
+             "{\"model\":\"local\",\"max_tokens\":2,\"prompt\":\"a\","
+             "\"logit_bias\":{\"0\":-100,\"511\":100.0}}",
+             &st);
+    T_EQ_INT(st, 200);
+    json_decref(a);
+    le_model_free(vocab);
+    vocab = NULL;
 }
 
 /*
@@ -710,6 +1107,8 @@ main(void)
     T_RUN(test_completion_refusals);
     T_RUN(test_completion_logprobs);
     T_RUN(test_completion_prompts);
+    T_RUN(test_logit_bias);
+    T_RUN(test_completion_echo);
     T_RUN(test_embeddings);
     T_RUN(test_usage_by_api);
     free(nonstream_text);

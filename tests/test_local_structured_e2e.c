@@ -4,8 +4,10 @@
  * output (response_format json_schema / json_object) that always parses
  * and validates when the grammar ended it, tool calls (required, named,
  * auto, none) as OpenAI tool_calls and as streamed tool_call deltas, tool
- * turns in the conversation, and every unsupported parameter refused with
- * 400 naming it (stream or not), never a 200 that ignores it or a 502.
+ * turns in the conversation, logprobs with tools (a call lists no
+ * tokens, text its own), logit_bias (forced tokens, the grammar still
+ * winning), and every unsupported parameter refused with 400 naming it
+ * (stream or not), never a 200 that ignores it or a 502.
  */
 #include <math.h>
 #include <signal.h>
@@ -89,6 +91,14 @@ choice0(const json_t *o)
     return json_array_get(json_object_get(o, "choices"), 0);
 }
 
+/* A chat choice's message.content (NULL when not a string). */
+static const char *
+msg_content(const json_t *ch)
+{
+    return json_string_value(
+        json_object_get(json_object_get(ch, "message"), "content"));
+}
+
 /* ---- refusals ------------------------------------------------------------ */
 
 static void
@@ -129,10 +139,10 @@ test_refusals(void)
         {"\"logprobs\":\"yes\",", "logprobs"},
         {"\"top_logprobs\":2,", "top_logprobs"},
         {"\"logprobs\":true,\"top_logprobs\":21,", "top_logprobs"},
-        {"\"logprobs\":true,\"tools\":[{\"type\":\"function\",\"function\":"
-         "{\"name\":\"f\"}}],",
-         "logprobs"},
-        {"\"logit_bias\":{\"5\":1},", "logit_bias"},
+        {"\"logit_bias\":{\"x\":1},", "logit_bias"},
+        {"\"logit_bias\":{\"5\":-101},", "logit_bias"},
+        {"\"logit_bias\":{\"100000\":1},", "logit_bias"},
+        {"\"logit_bias\":[5],", "logit_bias"},
         {"\"service_tier\":\"flex\",", "service_tier"},
         {"\"frobnicate\":1,", "frobnicate"},
         {"\"temperature\":\"hot\",", "temperature"},
@@ -220,8 +230,7 @@ structured_many(const char *model, int seeds, int *stopped)
         const json_t *ch = choice0(o);
         const char *fr = json_string_value(json_object_get(ch,
                                                            "finish_reason"));
-        const char *content = json_string_value(
-            json_object_get(json_object_get(ch, "message"), "content"));
+        const char *content = msg_content(ch);
         T_CHECK(fr && content);
         if (fr && content && !strcmp(fr, "stop")) {
             (*stopped)++;
@@ -261,8 +270,7 @@ test_json_schema(void)
         json_t *o = post(body, &st);
         T_EQ_INT(st, 200);
         const json_t *ch = choice0(o);
-        const char *content = json_string_value(
-            json_object_get(json_object_get(ch, "message"), "content"));
+        const char *content = msg_content(ch);
         const char *fr =
             json_string_value(json_object_get(ch, "finish_reason"));
         if (fr && !strcmp(fr, "stop")) {
@@ -626,8 +634,7 @@ test_logprobs(void)
                      &st);
     T_EQ_INT(st, 200);
     const json_t *ch = choice0(o);
-    const char *content = json_string_value(
-        json_object_get(json_object_get(ch, "message"), "content"));
+    const char *content = msg_content(ch);
     size_t n = lp_join(json_object_get(json_object_get(ch, "logprobs"),
                                        "content"),
                        3, 1, got, sizeof(got));
@@ -650,8 +657,7 @@ test_logprobs(void)
         o = post(body, &st);
         T_EQ_INT(st, 200);
         ch = choice0(o);
-        const char *c2 = json_string_value(
-            json_object_get(json_object_get(ch, "message"), "content"));
+        const char *c2 = msg_content(ch);
         lp_join(json_object_get(json_object_get(ch, "logprobs"), "content"),
                 0, 1, got, sizeof(got));
         T_CHECK(c2 && strstr(c2, stop) == NULL);
@@ -725,6 +731,228 @@ test_logprobs(void)
     json_decref(o);
 }
 
+/* A chat choice's logprobs is {"content": [], "refusal": null}. */
+static int
+lp_empty(const json_t *lp)
+{
+    return json_is_object(lp) && json_object_size(lp) == 2 &&
+           json_is_array(json_object_get(lp, "content")) &&
+           json_array_size(json_object_get(lp, "content")) == 0 &&
+           json_is_null(json_object_get(lp, "refusal"));
+}
+
+/* A streamed chat answer rebuilt: its text, its tool call (NULL if none;
+ * the caller frees), the logprobs tokens' bytes joined, and whether every
+ * chunk carrying tool_calls had lp_empty logprobs. */
+struct lp_stream {
+    char text[4096], lp_text[4096];
+    json_t *call;
+    int tool_chunks, tool_lp_ok, done;
+    char finish[32];
+};
+
+static void
+lp_stream_read(const char *body, struct lp_stream *o)
+{
+    memset(o, 0, sizeof(*o));
+    char args[4096] = "";
+    size_t i, tl = 0, ll = 0;
+    json_t *evs = e2e_sse_objects(body), *ev;
+    o->done = strstr(body, "data: [DONE]") != NULL;
+    o->tool_lp_ok = 1;
+    json_array_foreach(evs, i, ev) {
+        const json_t *ch = choice0(ev), *d = json_object_get(ch, "delta");
+        const json_t *lp = json_object_get(ch, "logprobs");
+        const char *c = json_string_value(json_object_get(d, "content"));
+        if (c && tl + strlen(c) < sizeof(o->text)) {
+            memcpy(o->text + tl, c, strlen(c) + 1);
+            tl += strlen(c);
+        }
+        if (json_is_object(lp))
+            ll += lp_join(json_object_get(lp, "content"), 1, 0,
+                          o->lp_text + ll, sizeof(o->lp_text) - ll)
+                      ? strlen(o->lp_text + ll)
+                      : 0;
+        const json_t *tc = json_array_get(json_object_get(d, "tool_calls"), 0);
+        if (tc) {
+            o->tool_chunks++;
+            o->tool_lp_ok &= lp_empty(lp);
+            const json_t *fn = json_object_get(tc, "function");
+            if (json_object_get(tc, "id")) {
+                json_decref(o->call);
+                o->call = json_pack("{s:O,s:s,s:{s:O,s:s}}", "id",
+                                    json_object_get(tc, "id"), "type",
+                                    "function", "function", "name",
+                                    json_object_get(fn, "name"),
+                                    "arguments", "");
+            }
+            const char *a = json_string_value(json_object_get(fn, "arguments"));
+            if (a && strlen(args) + strlen(a) < sizeof(args))
+                strcat(args, a);
+        }
+        const char *f = json_string_value(json_object_get(ch, "finish_reason"));
+        if (f)
+            snprintf(o->finish, sizeof(o->finish), "%s", f);
+    }
+    if (o->call)
+        json_object_set_new(json_object_get(o->call, "function"), "arguments",
+                            json_string(args));
+    json_decref(evs);
+}
+
+/*
+ * logprobs with tools: a text answer (tool_choice none, or auto answering
+ * with text) lists its content tokens as without tools (their bytes are
+ * the content, one entry a completion token); an answer that is only a
+ * tool call lists none ({"content": [], "refusal": null}, what an empty
+ * text answer has) and its call is valid; streamed, every tool_call
+ * delta carries that empty list and text chunks their tokens, and the
+ * stream's tokens are the answer's.  On stories260K and the random model,
+ * required, named, auto and none.
+ */
+static void
+test_logprobs_tools(void)
+{
+    int calls = 0, texts = 0;
+    for (int seed = 0; seed < 12; seed++) {
+        const char *model = seed % 2 ? "rand" : "local";
+        static const char *const choices[] = {
+            "\"required\"", "\"auto\"", "\"none\"",
+            "{\"type\":\"function\",\"function\":{\"name\":\"get_time\"}}"};
+        const char *choice = choices[seed % 4];
+        char body[4096];
+        snprintf(body, sizeof(body),
+                 "{\"model\":\"%s\",\"seed\":%d,\"max_tokens\":120,"
+                 "\"logprobs\":true,\"top_logprobs\":1,\"tools\":%s,"
+                 "\"tool_choice\":%s,\"messages\":[{\"role\":\"user\","
+                 "\"content\":\"%s\"}]}",
+                 model, seed, tools, choice,
+                 seed % 4 == 1 && seed % 8 < 4 ? "{" : "Hello");
+        long st;
+        json_t *o = post(body, &st);
+        T_EQ_INT(st, 200);
+        const json_t *ch = choice0(o);
+        const json_t *msg = json_object_get(ch, "message");
+        const json_t *lp = json_object_get(ch, "logprobs");
+        const char *fr =
+            json_string_value(json_object_get(ch, "finish_reason"));
+        const json_t *tcs = json_object_get(msg, "tool_calls");
+        char joined[4096];
+        if (tcs) {
+            calls++;
+            T_CHECK(lp_empty(lp));
+            T_CHECK(json_is_null(json_object_get(msg, "content")));
+            if (fr && !strcmp(fr, "tool_calls"))
+                T_CHECK(valid_call(json_array_get(tcs, 0), NULL));
+            else
+                T_EQ_STR(fr, "length");
+        } else {
+            texts++;
+            T_CHECK(seed % 4 == 1 || seed % 4 == 2); /* auto or none */
+            const char *c = msg_content(ch);
+            size_t n = lp_join(json_object_get(lp, "content"), 1, 0, joined,
+                               sizeof(joined));
+            T_EQ_INT((long)n, json_integer_value(json_object_get(
+                                  json_object_get(o, "usage"),
+                                  "completion_tokens")));
+            int ascii = 1; /* the answer repairs non-UTF-8 bytes */
+            for (const char *q = joined; *q; q++)
+                ascii &= (unsigned char)*q < 0x80;
+            if (ascii)
+                T_EQ_STR(joined, c ? c : "(none)");
+            T_CHECK(json_is_null(json_object_get(lp, "refusal")));
+        }
+        /* the same request streamed (same seed: the same answer) */
+        char sbody[4200];
+        snprintf(sbody, sizeof(sbody), "{\"stream\":true,%s", body + 1);
+        struct e2e_resp r;
+        T_EQ_INT(e2e_http("POST", url, sbody, NULL, 120000, &r), 0);
+        T_EQ_INT(r.status, 200);
+        static struct lp_stream ls;
+        lp_stream_read(r.body, &ls);
+        T_CHECK(ls.done);
+        T_EQ_STR(ls.finish, fr ? fr : "(none)");
+        if (tcs) {
+            T_CHECK(ls.call != NULL && ls.tool_chunks >= 1 && ls.tool_lp_ok);
+            T_EQ_STR(ls.lp_text, "");
+            T_EQ_STR(ls.text, "");
+            if (ls.call && fr && !strcmp(fr, "tool_calls"))
+                T_CHECK(valid_call(ls.call, NULL));
+        } else {
+            T_CHECK(ls.call == NULL && ls.tool_chunks == 0);
+            T_EQ_STR(ls.lp_text, joined);
+        }
+        json_decref(ls.call);
+        e2e_resp_free(&r);
+        json_decref(o);
+    }
+    fprintf(stderr, "  logprobs with tools: %d calls, %d text answers\n",
+            calls, texts);
+    T_CHECK(calls >= 4 && texts >= 3);
+}
+
+/* logit_bias on chat: +100 on a token fills the answer with it (the
+ * logprobs staying the model's: the forced token's own figure is below
+ * 0 and not the likeliest), and under a json_schema whose only string is
+ * an enum the grammar still wins over a forced token it forbids
+ * (" time" fits nowhere): every answer ends by the grammar and
+ * validates. */
+static void
+test_logit_bias(void)
+{
+    long st;
+    /* 378 is stories260K's " time" (llmux tokenize) */
+    json_t *o = post("{\"model\":\"local\",\"max_tokens\":3,\"temperature\":0,"
+                     "\"logprobs\":true,\"top_logprobs\":1,\"logit_bias\":{"
+                     "\"378\":100},\"messages\":[{\"role\":\"user\","
+                     "\"content\":\"Once upon a time\"}]}",
+                     &st);
+    T_EQ_INT(st, 200);
+    const json_t *ch = choice0(o);
+    const char *c = msg_content(ch);
+    T_EQ_STR(c ? c : "(none)", " time time time");
+    const json_t *e0 = json_array_get(
+        json_object_get(json_object_get(ch, "logprobs"), "content"), 0);
+    T_EQ_STR(json_string_value(json_object_get(e0, "token")), " time");
+    T_CHECK(json_number_value(json_object_get(e0, "logprob")) < -0.01);
+    const json_t *top0 =
+        json_array_get(json_object_get(e0, "top_logprobs"), 0);
+    T_CHECK(json_number_value(json_object_get(top0, "logprob")) >
+            json_number_value(json_object_get(e0, "logprob")));
+    json_decref(o);
+    static const char *const enum_schema =
+        "{\"type\":\"object\",\"additionalProperties\":false,"
+        "\"required\":[\"unit\"],\"properties\":{\"unit\":{\"enum\":["
+        "\"celsius\",\"kelvin\"]}}}";
+    json_t *sch = json_loads(enum_schema, 0, NULL);
+    int parsed = 0;
+    for (int seed = 0; seed < 4; seed++) {
+        char body[1024];
+        snprintf(body, sizeof(body),
+                 "{\"model\":\"local\",\"max_tokens\":40,\"seed\":%d,"
+                 "\"response_format\":{\"type\":\"json_schema\","
+                 "\"json_schema\":{\"name\":\"e\",\"strict\":true,"
+                 "\"schema\":%s}},"
+                 "\"logit_bias\":{\"378\":100},\"messages\":[{\"role\":"
+                 "\"user\",\"content\":\"Once upon a time\"}]}",
+                 seed, enum_schema);
+        o = post(body, &st);
+        T_EQ_INT(st, 200);
+        ch = choice0(o);
+        c = msg_content(ch);
+        const char *fr =
+            json_string_value(json_object_get(ch, "finish_reason"));
+        T_EQ_STR(fr ? fr : "(none)", "stop");
+        json_t *v = c ? json_loads(c, 0, NULL) : NULL;
+        T_CHECK(v && json_check_schema(v, sch));
+        parsed += v != NULL;
+        json_decref(v);
+        json_decref(o);
+    }
+    T_EQ_INT(parsed, 4);
+    json_decref(sch);
+}
+
 int
 main(void)
 {
@@ -740,6 +968,8 @@ main(void)
     T_RUN(test_auto_none_and_turns);
     T_RUN(test_other_streams);
     T_RUN(test_logprobs);
+    T_RUN(test_logprobs_tools);
+    T_RUN(test_logit_bias);
     T_EQ_INT(e2e_stop(&gw, SIGTERM, 20000), 0);
     T_EQ_INT(e2e_sanitizer_reports, 0);
     unlink(rand_model);

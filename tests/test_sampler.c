@@ -369,6 +369,101 @@ test_sampler_repeat_greedy(void)
     T_EQ_INT(out[3], 0); /* token 0 fell out of the 2-token window */
 }
 
+/* logit_bias: added before the chain, greedy too; -100 bans a token
+ * (sampled or greedy), +100 forces one, the grammar's mask still wins;
+ * the caller's logits untouched; a bias of 0 and no bias give the same
+ * draws (the plain path is unchanged); bad ids and non-finite biases are
+ * refused. */
+static void
+test_sampler_bias(void)
+{
+    enum { N = 100, K = 200 };
+    float l[N], keep[N];
+    fill_logits(l, N);
+    memcpy(keep, l, sizeof(l));
+    int32_t am = le_samp_argmax(l, N);
+    struct le_sampling sp;
+    le_sampling_default(&sp);
+    sp.temperature = 0;
+    int32_t one_id = 7;
+    float one_b = 5.0f;
+    sp.bias_id = &one_id;
+    sp.bias = &one_b;
+    sp.n_bias = 1;
+    int32_t out[K];
+    T_CHECK(am != 7 && l[7] + 5.0f > l[am]);
+    draw(&sp, l, N, out, 3);
+    T_EQ_INT(out[0], 7); /* the bias changed the greedy pick */
+    T_EQ_INT(out[2], 7);
+    T_CHECK(memcmp(l, keep, sizeof(l)) == 0);
+    /* -100 on the argmax: greedy takes the best of the others */
+    one_id = am;
+    one_b = -100.0f;
+    float l2[N];
+    memcpy(l2, l, sizeof(l));
+    l2[am] = -1e30f;
+    draw(&sp, l, N, out, 2);
+    T_EQ_INT(out[0], le_samp_argmax(l2, N));
+    T_CHECK(out[0] != am);
+    /* sampled: the banned token never comes, a bias of 0 draws exactly as
+     * no bias does */
+    sp.temperature = 1.0f;
+    sp.top_k = 0;
+    sp.top_p = 1.0f;
+    sp.min_p = 0.0f;
+    sp.seed = 77;
+    draw(&sp, l, N, out, K);
+    int banned = 0;
+    for (int i = 0; i < K; i++)
+        banned += out[i] == am;
+    T_EQ_INT(banned, 0);
+    int32_t plain[K], zero[K];
+    one_b = 0.0f;
+    draw(&sp, l, N, zero, K);
+    sp.n_bias = 0;
+    draw(&sp, l, N, plain, K);
+    T_CHECK(memcmp(plain, zero, sizeof(plain)) == 0);
+    int hits = 0; /* and the plain draws do pick the token banned above */
+    for (int i = 0; i < K; i++)
+        hits += plain[i] == am;
+    T_CHECK(hits > 0);
+    /* +100 forces a low token whatever the temperature */
+    one_id = 3;
+    one_b = 100.0f;
+    sp.n_bias = 1;
+    draw(&sp, l, N, out, 32);
+    int forced = 0;
+    for (int i = 0; i < 32; i++)
+        forced += out[i] == 3;
+    T_EQ_INT(forced, 32);
+    /* the mask applies after the bias: a forced token it forbids loses */
+    uint64_t mask[(N + 63) / 64] = {0};
+    mask[0] = (1ull << 10) | (1ull << 20);
+    struct le_sampler *s = NULL;
+    sp.temperature = 0;
+    T_EQ_INT(le_sampler_new(&sp, N, &s), LE_OK);
+    if (s) {
+        int32_t id = le_sampler_sample_masked(s, l, mask);
+        T_CHECK(id == 10 || id == 20);
+        T_EQ_INT(id, l[10] >= l[20] ? 10 : 20);
+        le_sampler_free(s);
+    }
+    /* refused: an id outside the vocabulary, a negative one, NaN, inf */
+    int32_t bad_ids[2] = {N, -1};
+    float bad_b[2] = {NAN, INFINITY};
+    s = NULL;
+    for (int i = 0; i < 2; i++) {
+        sp.bias_id = &bad_ids[i];
+        sp.bias = &one_b;
+        T_EQ_INT(le_sampler_new(&sp, N, &s), LE_EINVAL);
+        T_CHECK(s == NULL);
+        sp.bias_id = &one_id;
+        sp.bias = &bad_b[i];
+        T_EQ_INT(le_sampler_new(&sp, N, &s), LE_EINVAL);
+        T_CHECK(s == NULL);
+    }
+}
+
 static void
 test_stop_scan(void)
 {
@@ -474,6 +569,7 @@ main(void)
     T_RUN(test_rng);
     T_RUN(test_sampler_seed);
     T_RUN(test_sampler_repeat_greedy);
+    T_RUN(test_sampler_bias);
     T_RUN(test_stop_scan);
     return T_END();
 }

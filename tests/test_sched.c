@@ -7,6 +7,7 @@
  * batch and resumes to the same output, cancel ends a request, grammars
  * hold per sequence.  Waits are bounded; no timing asserts.
  */
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -173,7 +174,7 @@ submit(struct le_sched *s, const int32_t *p, size_t n,
 {
     memset(r, 0, sizeof(*r));
     struct le_sched_req q = {p, n, sp, on_tok, on_done, r, &r->cancel,
-                             &r->paused, NULL};
+                             &r->paused, NULL, NULL};
     char err[256];
     return le_sched_submit(s, &q, err, sizeof(err));
 }
@@ -608,7 +609,7 @@ test_pause(void)
     T_CHECK(wait_all(&p, 1));
     memset(&ra, 0, sizeof(ra));
     struct le_sched_req q = {a, 12, &sp, on_tok, on_done, &ra, &ra.cancel,
-                             &ra.paused, NULL};
+                             &ra.paused, NULL, NULL};
     atomic_store(&ra.paused, 1);
     T_EQ_INT(le_sched_submit(s, &q, NULL, 0), LE_OK);
     p = &rb;
@@ -859,6 +860,206 @@ test_forward_bits(void)
     }
 }
 
+/* ---- prompt log-probabilities (on_prompt_logprob) ---------------- */
+
+#define PLP_MAX 128
+
+/* A run with its prompt's log-probabilities and its sampled tokens'. */
+struct lprun {
+    struct run r; /* first: the callbacks' ud */
+    struct le_logprob plp[PLP_MAX];
+    int n_plp, n_samp, late; /* late: a prompt one after a sampled one */
+};
+
+static void
+on_plp(void *ud, const struct le_logprob *lp)
+{
+    struct lprun *q = ud;
+    q->late += q->n_samp > 0;
+    if (q->n_plp < PLP_MAX)
+        q->plp[q->n_plp++] = *lp;
+}
+
+static void
+on_slp(void *ud, const struct le_logprob *lp)
+{
+    (void)lp;
+    ((struct lprun *)ud)->n_samp++;
+}
+
+static enum le_status
+submit_lp(struct le_sched *s, const int32_t *p, size_t n,
+          const struct le_sampling *sp, struct lprun *q)
+{
+    memset(q, 0, sizeof(*q));
+    struct le_sched_req rq = {p, n, sp, on_tok, on_done, q, &q->r.cancel,
+                              &q->r.paused, on_slp, on_plp};
+    char err[256];
+    return le_sched_submit(s, &rq, err, sizeof(err));
+}
+
+/* The reference: a session fed one token at a time (its own forward
+ * each), the log-softmax in double of each position's logits at the
+ * next prompt token, and that position's argmax.  Returns the largest
+ * difference from q's figures (entry i is prompt[i + 1]'s), 1e9 when
+ * the ids, the count or the top ids disagree. */
+static double
+plp_vs_forward(struct le_model *m, const int32_t *p, size_t n,
+               const struct lprun *q)
+{
+    int32_t V = le_model_n_vocab(m);
+    struct le_session *ss = NULL;
+    double worst = 0;
+    if (le_session_new(m, &ss, NULL, 0) != LE_OK)
+        return 1e9;
+    if ((size_t)q->n_plp != n - 1)
+        worst = 1e9;
+    for (size_t i = 0; i + 1 < n && worst < 1e9; i++) {
+        if (le_session_decode(ss, &p[i], 1, NULL, 0) != LE_OK) {
+            worst = 1e9;
+            break;
+        }
+        const float *l = le_session_logits(ss);
+        double mx = l[0], sum = 0;
+        int32_t am = 0;
+        for (int32_t k = 1; k < V; k++)
+            if (l[k] > mx) {
+                mx = l[k];
+                am = k;
+            }
+        for (int32_t k = 0; k < V; k++)
+            sum += exp((double)l[k] - mx);
+        double want = (double)l[p[i + 1]] - mx - log(sum);
+        const struct le_logprob *e = &q->plp[i];
+        if (e->id != p[i + 1] || e->n_top != 3 || e->top_id[0] != am)
+            worst = 1e9;
+        double d = fabs((double)e->logprob - want);
+        worst = d > worst ? d : worst;
+        /* an alternative's figure is its own log-softmax too */
+        double wt = (double)l[e->top_id[1]] - mx - log(sum);
+        d = fabs((double)e->top_logprob[1] - wt);
+        worst = d > worst ? d : worst;
+    }
+    le_session_free(ss);
+    return worst;
+}
+
+/*
+ * on_prompt_logprob: every prompt position's figure equals the
+ * log-softmax of a separate one-token-at-a-time forward over the same
+ * prompt (to float precision: 1e-4, the kernels' rounding), in order,
+ * before any sampled token's; the request reuses no cached cells (a warm
+ * cache lends it nothing) but leaves its own for the next request; its
+ * own output and the outputs of sequences batched with it are the same
+ * as alone; a one-token prompt has no figures.  On stories260K (f32) and
+ * random q8_0 / q4_0 models, prompts of several chunks (chunk 16).
+ */
+static void
+check_prompt_logprobs(struct le_model *m, const char *what)
+{
+    int32_t V = le_model_n_vocab(m);
+    int32_t pr[4][80];
+    for (int i = 0; i < 4; i++)
+        prompt(pr[i], lens[i], V, (uint32_t)(i + 11));
+    struct le_sampling sp;
+    greedy(&sp, 12);
+    sp.top_logprobs = 3;
+    static struct run alone[4];
+    static struct lprun lp_alone, lp_batch, warm;
+    struct run *rp;
+    for (int i = 0; i < 4; i++) {
+        struct le_sched *s = sched(m, 1, 0, 0, 16);
+        rp = &alone[i];
+        T_EQ_INT(submit(s, pr[i], lens[i], &sp, rp), LE_OK);
+        T_CHECK(wait_all(&rp, 1));
+        le_sched_free(s);
+    }
+    /* alone, on a cache warmed with the same prompt */
+    struct le_sched *s = sched(m, 2, 0, 2, 16);
+    rp = &warm.r;
+    T_EQ_INT(submit(s, pr[3], lens[3], &sp, rp), LE_OK);
+    T_CHECK(wait_all(&rp, 1));
+    T_EQ_INT(warm.r.res.cached_tokens, 0);
+    rp = &lp_alone.r;
+    T_EQ_INT(submit_lp(s, pr[3], lens[3], &sp, &lp_alone), LE_OK);
+    T_CHECK(wait_all(&rp, 1));
+    T_EQ_INT(lp_alone.r.st, LE_OK);
+    T_EQ_INT(lp_alone.r.res.cached_tokens, 0);
+    T_EQ_INT(lp_alone.n_plp, lens[3] - 1);
+    T_EQ_INT(lp_alone.n_samp, 12);
+    T_EQ_INT(lp_alone.late, 0);
+    T_CHECK(memcmp(lp_alone.r.ids, alone[3].ids, sizeof(alone[3].ids)) == 0);
+    double d = plp_vs_forward(m, pr[3], lens[3], &lp_alone);
+    fprintf(stderr, "  %s: prompt logprobs within %.2g of a plain forward\n",
+            what, d);
+    T_CHECK(d <= 1e-4);
+    /* its cells stay: the same prompt again reuses all but the last */
+    static struct run again;
+    rp = &again;
+    T_EQ_INT(submit(s, pr[3], lens[3], &sp, rp), LE_OK);
+    T_CHECK(wait_all(&rp, 1));
+    T_EQ_INT(again.res.cached_tokens, lens[3] - 1);
+    T_CHECK(memcmp(again.ids, alone[3].ids, sizeof(again.ids)) == 0);
+    le_sched_free(s);
+    /* batched with three others: every output as alone, the figures as
+     * alone */
+    static struct run batch[3];
+    struct run *rs[4] = {&batch[0], &batch[1], &batch[2], &lp_batch.r};
+    s = sched(m, 4, 0, 0, 16);
+    for (int i = 0; i < 3; i++)
+        T_EQ_INT(submit(s, pr[i], lens[i], &sp, rs[i]), LE_OK);
+    T_EQ_INT(submit_lp(s, pr[3], lens[3], &sp, &lp_batch), LE_OK);
+    T_CHECK(wait_all(rs, 4));
+    le_sched_free(s);
+    for (int i = 0; i < 3; i++) {
+        int same = memcmp(batch[i].ids, alone[i].ids,
+                          sizeof(alone[i].ids)) == 0;
+        if (!same)
+            fprintf(stderr, "%s: prompt %d differs beside prompt "
+                            "logprobs\n", what, i);
+        T_CHECK(same);
+    }
+    T_CHECK(memcmp(lp_batch.r.ids, alone[3].ids, sizeof(alone[3].ids)) == 0);
+    T_EQ_INT(lp_batch.n_plp, lp_alone.n_plp);
+    double bd = 0;
+    for (int i = 0; i < lp_batch.n_plp && i < lp_alone.n_plp; i++) {
+        T_EQ_INT(lp_batch.plp[i].id, lp_alone.plp[i].id);
+        double x = fabs((double)lp_batch.plp[i].logprob -
+                        (double)lp_alone.plp[i].logprob);
+        bd = x > bd ? x : bd;
+    }
+    T_CHECK(bd <= 1e-5);
+    /* one token: nothing to report */
+    s = sched(m, 1, 0, 0, 16);
+    rp = &lp_alone.r;
+    T_EQ_INT(submit_lp(s, pr[0], 1, &sp, &lp_alone), LE_OK);
+    T_CHECK(wait_all(&rp, 1));
+    T_EQ_INT(lp_alone.r.st, LE_OK);
+    T_EQ_INT(lp_alone.n_plp, 0);
+    T_EQ_INT(lp_alone.n_samp, 12);
+    le_sched_free(s);
+}
+
+static void
+test_prompt_logprobs(void)
+{
+    struct le_model *m = le_fixture_stories();
+    T_CHECK(m != NULL);
+    if (m) {
+        check_prompt_logprobs(m, "stories260K");
+        le_model_free(m);
+    }
+    const enum le_type types[] = {LE_TYPE_Q8_0, LE_TYPE_Q4_0};
+    for (int k = 0; k < 2; k++) {
+        struct le_model *r = le_fixture_random(300, types[k], 31 + k, 256);
+        T_CHECK(r != NULL);
+        if (!r)
+            continue;
+        check_prompt_logprobs(r, le_type_get(types[k])->name);
+        le_model_free(r);
+    }
+}
+
 int
 main(void)
 {
@@ -871,5 +1072,6 @@ main(void)
     T_RUN(test_busy_and_cancel);
     T_RUN(test_pause);
     T_RUN(test_grammar_per_sequence);
+    T_RUN(test_prompt_logprobs);
     return T_END();
 }

@@ -4,7 +4,8 @@
 // engine would call it: tool calls with tool_choice required and named,
 // response_format json_schema, streams in parallel, n > 1 (streamed too,
 // with tools), the prefix
-// cache's cached_tokens, logprobs with top_logprobs (streamed too), and the
+// cache's cached_tokens, logprobs with top_logprobs (streamed too, and
+// with tools), legacy completions with echo and logprobs, and the
 // parameters the engine does not implement refused as BadRequestError
 // naming them.  Every check prints a line; the
 // exit status is the number of failed checks (0 = all passed).
@@ -276,8 +277,79 @@ await step('responses logprobs', async () => {
   check(Array.isArray(done) && done.length === lp.length, 'responses logprobs: the done event has them all');
 });
 
+// logprobs with tools: a tool call's tokens are not content, so a call
+// answer lists none (content []), streamed too; a text answer
+// (tool_choice none) lists its tokens.
+await step('logprobs with tools', async () => {
+  const req = { model: 'local', max_tokens: 100, seed: 7, logprobs: true, top_logprobs: 1,
+                messages: [{ role: 'user', content: 'What is the weather in Paris?' }],
+                tools: [weather], tool_choice: 'required' };
+  const r = await client.chat.completions.create(req);
+  const c = r.choices[0];
+  check(c.finish_reason === 'tool_calls' && c.message.tool_calls?.[0]?.function?.name === 'get_weather',
+        `logprobs with tools: a get_weather call (${c.finish_reason})`);
+  let args = null;
+  try { args = JSON.parse(c.message.tool_calls[0].function.arguments); } catch { /* checked below */ }
+  check(args && ['Paris', 'Oslo', 'Lima'].includes(args.city) && Number.isInteger(args.days),
+        'logprobs with tools: the arguments match the schema');
+  check(Array.isArray(c.logprobs?.content) && c.logprobs.content.length === 0 && c.logprobs.refusal === null,
+        'logprobs with tools: a call lists no content tokens');
+  const st = await client.chat.completions.create({ ...req, stream: true });
+  let lists = 0, entries = 0, deltas = 0;
+  for await (const ch of st) {
+    const x = ch.choices[0];
+    if (x?.delta?.tool_calls) deltas++;
+    if (x?.logprobs) { lists++; entries += x.logprobs.content.length; }
+  }
+  check(deltas > 0 && lists === deltas && entries === 0,
+        `logprobs with tools: streamed deltas list none (${deltas} deltas, ${lists} lists, ${entries} entries)`);
+  const t = await client.chat.completions.create({ ...req, tool_choice: 'none', temperature: 0, max_tokens: 8 });
+  const tl = t.choices[0].logprobs?.content ?? [];
+  check(tl.length === t.usage.completion_tokens && tl.map((e) => e.token).join('') === t.choices[0].message.content,
+        `logprobs with tools: tool_choice none lists the text's tokens (${tl.length})`);
+});
+
+// Legacy completions with echo: the prompt's text and tokens first (the
+// first token's figures null), then the completion's; streamed, the first
+// chunk is the prompt.
+await step('completions echo', async () => {
+  const req = { model: 'local', prompt: 'Once upon a time', max_tokens: 6, temperature: 0,
+                echo: true, logprobs: 2 };
+  const r = await client.completions.create(req);
+  const c = r.choices[0];
+  const lp = c.logprobs;
+  check(c.text.startsWith('Once upon a time') && c.text.length > 'Once upon a time'.length,
+        `completions echo: the text starts with the prompt (${JSON.stringify(c.text)})`);
+  check(lp && lp.tokens.length === r.usage.prompt_tokens + r.usage.completion_tokens,
+        `completions echo: a token per prompt and completion token (${lp && lp.tokens.length})`);
+  check(lp && lp.token_logprobs[0] === null && lp.top_logprobs[0] === null,
+        'completions echo: the first token has no figures');
+  check(lp && lp.token_logprobs.slice(1).every((v) => typeof v === 'number' && v <= 0),
+        'completions echo: every later token has its log-probability');
+  check(lp && lp.tokens.join('') === c.text, 'completions echo: the tokens spell the text');
+  check(lp && lp.text_offset.every((o, i) => o === lp.tokens.slice(0, i).join('').length),
+        'completions echo: text_offset counts the text before each token');
+  const st = await client.completions.create({ ...req, stream: true });
+  const parts = [];
+  const toks = [];
+  for await (const ch of st) {
+    const x = ch.choices[0];
+    if (!x) continue;
+    parts.push(x.text);
+    toks.push(...(x.logprobs?.tokens ?? []));
+  }
+  check(parts[0] === 'Once upon a time', `completions echo: the first chunk is the prompt (${JSON.stringify(parts[0])})`);
+  check(parts.join('') === c.text && JSON.stringify(toks) === JSON.stringify(lp.tokens),
+        'completions echo: the stream gives the same text and tokens');
+  const u = r.usage;
+  const plain = await client.completions.create({ ...req, echo: false });
+  check(plain.usage.prompt_tokens === u.prompt_tokens && plain.usage.completion_tokens === u.completion_tokens &&
+        'Once upon a time' + plain.choices[0].text === c.text,
+        'completions echo: the usage and the completion as without echo');
+});
+
 for (const [param, extra] of [['top_logprobs', { top_logprobs: 2 }],
-                              ['logprobs', { logprobs: true, tools: [weather] }],
+                              ['logit_bias', { logit_bias: { 'x': 1 } }],
                               ['n', { n: 9 }]]) {
   await step(`refused: ${param}`, async () => {
     try {
