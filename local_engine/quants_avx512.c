@@ -246,7 +246,7 @@ le_gemm_q8_0_avx512(int n, const void *w, const struct le_pack_act *a,
 ALWAYS_INLINE void
 dec_tile(int nb, const uint8_t *w, size_t gb, const int G, const int *nr,
          const struct le_pack_act *a, int t0, const int NT, float *y,
-         size_t ys, const int Q8, const int pf_next)
+         size_t ys, const int Q8, size_t pf_off, size_t pf_len)
 {
     const struct q8_0_blk *x[4];
     const struct le_prep_q8_0 *p[4];
@@ -264,10 +264,10 @@ dec_tile(int nb, const uint8_t *w, size_t gb, const int G, const int *nr,
         for (int g = 0; g < G; g++)
             acc[g][t] = _mm512_setzero_ps();
     }
-    /* pf_next: the next groups' bytes (G * gb on from w) into L2, a
-     * block's share of them per block */
-    const uint8_t *pf = w + (size_t)G * gb;
-    size_t pf_step = ((size_t)G * gb / (size_t)nb + 63) & ~(size_t)63;
+    /* bytes pf_off .. pf_off + pf_len of the next groups (G * gb on
+     * from w) into L2, a block's share of them per block */
+    const uint8_t *pf = w + (size_t)G * gb + pf_off;
+    size_t pf_step = (pf_len / (size_t)nb + 63) & ~(size_t)63;
     for (int b = 0; b < nb; b++) {
         __m512i u[16];
         __m512 dv[2];
@@ -278,10 +278,9 @@ dec_tile(int nb, const uint8_t *w, size_t gb, const int G, const int *nr,
             dv[g] = _mm512_cvtph_ps(
                 _mm256_loadu_si256((const __m256i *)(dw[g] + (size_t)b * 16)));
         }
-        if (pf_next)
-            for (size_t o = 0; o < pf_step; o += 64)
-                _mm_prefetch((const char *)(pf + (size_t)b * pf_step + o),
-                             _MM_HINT_T1);
+        for (size_t o = 0; o < pf_step; o += 64)
+            _mm_prefetch((const char *)(pf + (size_t)b * pf_step + o),
+                         _MM_HINT_T1);
         UNROLL
         for (int t = 0; t < NT; t++) {
             __m512i si[2];
@@ -309,24 +308,47 @@ dec_groups(int nb, const uint8_t *w, size_t gb, const int G, const int *nr,
            const int Q8)
 {
     int t = 0;
-    /* The last pass over the groups fetches the next ones into L2 while
-     * it computes: a pass of 4 tokens is bound by the dot products, and
-     * the hardware prefetchers and the 8-block lookahead above (into L1)
-     * did not keep the loads from the last-level cache in flight meanwhile,
-     * so the next groups' misses then stalled it.  Measured (2 threads, a
-     * 144 MB Q4_0 matrix of 2048-value rows in 8-group runs, in-process
-     * A/B, minimum of 12): 4 tokens 2.97-3.58 against 3.50-4.00 ms, 8
-     * tokens 5.94-6.83 against 6.46-6.94, 1 token 2.56-2.92 against
-     * 2.68-3.21.  Past the last group it prefetches whatever follows,
-     * which cannot fault. */
+    /* The passes over the groups fetch the next ones into L2 while they
+     * compute, each its tokens' share of the bytes (a pass of 4 tokens
+     * is bound by the dot products, and the hardware prefetchers and the
+     * 8-block lookahead above (into L1) did not keep the loads from the
+     * last-level cache in flight meanwhile, so the next groups' misses
+     * then stalled it).  Measured (2 threads, a 144 MB Q4_0 matrix of
+     * 2048-value rows in 8-group runs, in-process A/B, minimum of 12),
+     * the last pass fetching them all against none: 4 tokens 2.97-3.58
+     * against 3.50-4.00 ms, 8 tokens 5.94-6.83 against 6.46-6.94, 1 token
+     * 2.56-2.92 against 2.68-3.21.  With 5-8 tokens the last pass then
+     * issued all of them in a quarter to half of the time: its prefetches
+     * waited for free fill buffers (~10% of the kernel's samples on one
+     * prefetcht1 in an 8-sequence step) while the first pass left the
+     * memory idle.  Shared by tokens, a whole 8-sequence step (the 1B q4_0
+     * slice, 2 threads, interleaved runs, median of 40 steps each) took
+     * 10.67 against 13.28 ms and 9.90 against 11.14, 4 and 1 sequences
+     * the same or slightly less.  Past the last group it prefetches
+     * whatever follows, which cannot fault. */
+    size_t tot = (size_t)G * gb;
+#define PF_AT(t) (tot * (size_t)(t) / (size_t)ntok & ~(size_t)63)
+#define PF_LEN(t, nt) (PF_AT((t) + (nt)) - PF_AT(t))
     for (; t + 4 <= ntok; t += 4)
-        dec_tile(nb, w, gb, G, nr, a, t, 4, y, ys, Q8, t + 4 >= ntok);
+        dec_tile(nb, w, gb, G, nr, a, t, 4, y, ys, Q8, PF_AT(t),
+                 PF_LEN(t, 4));
     switch (ntok - t) {
-    case 3: dec_tile(nb, w, gb, G, nr, a, t, 3, y, ys, Q8, 1); break;
-    case 2: dec_tile(nb, w, gb, G, nr, a, t, 2, y, ys, Q8, 1); break;
-    case 1: dec_tile(nb, w, gb, G, nr, a, t, 1, y, ys, Q8, 1); break;
+    case 3:
+        dec_tile(nb, w, gb, G, nr, a, t, 3, y, ys, Q8, PF_AT(t),
+                 PF_LEN(t, 3));
+        break;
+    case 2:
+        dec_tile(nb, w, gb, G, nr, a, t, 2, y, ys, Q8, PF_AT(t),
+                 PF_LEN(t, 2));
+        break;
+    case 1:
+        dec_tile(nb, w, gb, G, nr, a, t, 1, y, ys, Q8, PF_AT(t),
+                 PF_LEN(t, 1));
+        break;
     default: break;
     }
+#undef PF_AT
+#undef PF_LEN
 }
 
 ALWAYS_INLINE void
