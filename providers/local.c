@@ -114,6 +114,9 @@ struct lp_job {
     float *bias;
     struct le_grammar *grammar; /* response_format / tools; NULL: text */
     int raw; /* /v1/completions: the prompt as text, specials not parsed */
+    /* /v1/completions max_tokens 0 (with echo): the prompt scored, no
+     * token generated (le_sched_req.prompt_only) */
+    int prompt_only;
     /* /v1/embeddings (embed_thread): the inputs (owned), then under mu
      * their n_inputs x n_embd vectors and the exact token count */
     char **inputs;
@@ -446,7 +449,7 @@ submit_job(struct lp_engine *e, struct lp_job *j, char *err, size_t errlen)
         return LE_ENOMEM;
     }
     /* Without max_tokens: what the context leaves, capped. */
-    if (j->sp.max_tokens <= 0) {
+    if (j->sp.max_tokens <= 0 && !j->prompt_only) {
         int room = le_model_n_ctx(e->model) - (int)n;
         j->sp.max_tokens = room < LP_DEFAULT_MAX_TOKENS
                                ? (room > 0 ? room : 1)
@@ -465,7 +468,8 @@ submit_job(struct lp_engine *e, struct lp_job *j, char *err, size_t errlen)
                              on_done, j,         &j->stop, &j->paused,
                              j->want_lp ? on_logprob : NULL,
                              j->echo && j->want_lp ? on_prompt_logprob
-                                                   : NULL};
+                                                   : NULL,
+                             j->prompt_only};
     j->refs++; /* the scheduler's, if it takes the job */
     enum le_status st = le_sched_submit(e->sched, &q, err, errlen);
     if (st != LE_OK)
@@ -1637,8 +1641,10 @@ check_params(struct lp_job *j, const json_t *b, const char *const *params)
     return 0;
 }
 
+/* min_tokens: the least max_tokens taken (1; /v1/completions 0, which
+ * sets j->prompt_only). */
 static int
-read_sampling(struct lp_job *j, const json_t *b)
+read_sampling(struct lp_job *j, const json_t *b, int min_tokens)
 {
     struct le_sampling *sp = &j->sp;
     le_sampling_default(sp);
@@ -1675,12 +1681,13 @@ read_sampling(struct lp_job *j, const json_t *b)
         v = json_object_get(b, mk);
     }
     if (v && !json_is_null(v)) {
-        if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+        if (!json_is_integer(v) || json_integer_value(v) < min_tokens ||
             json_integer_value(v) > 1000000)
             return refuse(j, mk, "invalid_value",
-                          "'%s' must be an integer between 1 and 1000000",
-                          mk);
+                          "'%s' must be an integer between %d and 1000000",
+                          mk, min_tokens);
         sp->max_tokens = (int)json_integer_value(v);
+        j->prompt_only = sp->max_tokens == 0;
     }
     /* llama-server's and vLLM's extension: generate to max_tokens (or a
      * stop string, or the grammar's end) whatever end-of-text the model
@@ -2158,7 +2165,7 @@ lp_prepare_text(const struct lp_engine *e, const json_t *b,
 {
     int rc = check_params(j, b, lp_text_params);
     if (rc == 0)
-        rc = read_sampling(j, b);
+        rc = read_sampling(j, b, 0);
     if (rc == 0)
         rc = read_logit_bias(e, j, b);
     if (rc == 0)
@@ -2169,6 +2176,14 @@ lp_prepare_text(const struct lp_engine *e, const json_t *b,
             rc = refuse(j, "echo", "invalid_type", "'echo' must be a boolean");
         j->echo = json_is_true(v);
     }
+    /* max_tokens 0 scores the prompt (echo, usually with logprobs, as
+     * evaluation harnesses send it); without echo the answer would be
+     * empty */
+    if (rc == 0 && j->prompt_only && !j->echo)
+        rc = refuse(j, "max_tokens", "invalid_value",
+                    "'max_tokens' 0 generates nothing, so without 'echo': "
+                    "true nothing would be returned: send 'max_tokens' 1 "
+                    "or more, or 'echo': true to score the prompt");
     if (rc == 0 && (v = json_object_get(b, "suffix")) && !json_is_null(v))
         rc = refuse(j, "suffix", "unsupported_parameter",
                     "the local engine does not support 'suffix' "
@@ -2283,7 +2298,7 @@ lp_prepare(struct lp_engine *e, const json_t *b, struct lp_job *j,
     if (rc == 0)
         rc = check_params(j, b, lp_params);
     if (rc == 0)
-        rc = read_sampling(j, b);
+        rc = read_sampling(j, b, 1);
     if (rc == 0)
         rc = read_logit_bias(e, j, b);
     if (rc == 0)
@@ -2524,6 +2539,7 @@ lp_start(struct pv_loop *loop, const struct pv_request *req,
         c->refs = 1;
         gx_buf_init(&c->text, 64 * 1024 * 1024);
         c->sp = j->sp;
+        c->prompt_only = j->prompt_only;
         c->want_lp = j->want_lp;
         c->echo = j->echo;
         if (c->sp.seed != LE_SEED_RANDOM)

@@ -226,10 +226,18 @@ test_completion_refusals(void)
 {
     refused("/completions",
             "{\"model\":\"local\",\"prompt\":\"a\",\"echo\":1}", "echo");
-    /* scoring a prompt alone is not offered: max_tokens starts at 1 */
+    /* max_tokens 0 without echo would answer nothing; chat keeps 1.. */
+    refused("/completions",
+            "{\"model\":\"local\",\"prompt\":\"a\",\"logprobs\":1,"
+            "\"max_tokens\":0}",
+            "max_tokens");
     refused("/completions",
             "{\"model\":\"local\",\"prompt\":\"a\",\"echo\":true,"
-            "\"logprobs\":1,\"max_tokens\":0}",
+            "\"max_tokens\":-1}",
+            "max_tokens");
+    refused("/chat/completions",
+            "{\"model\":\"local\",\"max_tokens\":0,\"messages\":[{"
+            "\"role\":\"user\",\"content\":\"a\"}]}",
             "max_tokens");
     refused("/completions",
             "{\"model\":\"local\",\"prompt\":\"a\",\"suffix\":\"b\"}",
@@ -584,6 +592,184 @@ test_completion_echo(void)
         T_EQ_STR(texts[k], choice_text(e, (size_t)k));
     json_decref(evs);
     json_decref(e);
+}
+
+/* ---- scoring a prompt: echo with max_tokens 0 -------------------------- */
+
+/* A completion of prompt (JSON text) with max_tokens 0 and the fields in
+ * extra; stream: its events (NULL when not a 200), else the answer. */
+static json_t *
+score(const char *prompt, const char *extra, int stream, long *st)
+{
+    char body[2048];
+    snprintf(body, sizeof(body),
+             "{\"model\":\"local\",\"max_tokens\":0,\"echo\":true,"
+             "\"prompt\":%s%s%s}",
+             prompt, stream ? ",\"stream\":true,\"stream_options\":{"
+                              "\"include_usage\":true}"
+                            : "",
+             extra);
+    if (!stream)
+        return post("/completions", body, st);
+    char url[256];
+    snprintf(url, sizeof(url), "%s/completions", base);
+    struct e2e_resp r;
+    json_t *evs = NULL;
+    *st = -1;
+    if (e2e_http("POST", url, body, NULL, 60000, &r) == 0) {
+        *st = r.status;
+        if (r.status == 200)
+            evs = e2e_sse_objects(r.body);
+    }
+    e2e_resp_free(&r);
+    return evs;
+}
+
+/* 1 when list k of choice i of a equals the first n entries of list k of
+ * choice j of b (text_offset too: the prompt's come first). */
+static int
+lp_prefix_equal(const json_t *a, size_t i, const json_t *b, size_t j,
+                size_t n)
+{
+    static const char *const ks[] = {"tokens", "token_logprobs",
+                                     "top_logprobs", "text_offset"};
+    int eq = 1;
+    for (int k = 0; k < 4; k++) {
+        const json_t *la = lp_list(a, i, ks[k]), *lb = lp_list(b, j, ks[k]);
+        eq &= json_array_size(la) == n && json_array_size(lb) >= n;
+        for (size_t q = 0; eq && q < n; q++)
+            eq &= json_equal(json_array_get(la, q), json_array_get(lb, q));
+    }
+    return eq;
+}
+
+/*
+ * echo + max_tokens 0 + logprobs (what evaluation harnesses send to score
+ * a prompt): the text is the prompt, the logprobs the prompt's alone
+ * (first null), equal to the prompt part of the same request with
+ * max_tokens 8, finish_reason "length", usage completion_tokens 0 (the
+ * ledger row too); streamed: the same text and tokens, one
+ * finish_reason "length", the usage chunk's completion_tokens 0; several
+ * prompts and n each score their own prompt; without logprobs the text
+ * alone.
+ */
+static void
+test_completion_score(void)
+{
+    static const char *const A = "Once upon a time";
+    char prompt[512];
+    snprintf(prompt, sizeof(prompt), "\"%s\"", A);
+    long st;
+    json_t *full = post_fmt(prompt, ",\"echo\":true,\"logprobs\":2", &st);
+    T_EQ_INT(st, 200);
+    long long np = usage_of(full, "prompt_tokens");
+    T_CHECK(np >= 4);
+    json_t *s = score(prompt, ",\"logprobs\":2", 0, &st);
+    T_EQ_INT(st, 200);
+    const json_t *ch = json_array_get(json_object_get(s, "choices"), 0);
+    T_EQ_STR(choice_text(s, 0), A);
+    T_EQ_STR(json_string_value(json_object_get(ch, "finish_reason")),
+             "length");
+    T_EQ_INT(usage_of(s, "completion_tokens"), 0);
+    T_EQ_INT(usage_of(s, "prompt_tokens"), np);
+    T_CHECK(json_is_null(json_array_get(lp_list(s, 0, "token_logprobs"), 0)));
+    T_CHECK(lp_prefix_equal(s, 0, full, 0, (size_t)np));
+    char sql[256];
+    snprintf(sql, sizeof(sql),
+             "SELECT COUNT(*) FROM usage WHERE api='completions' AND "
+             "prompt_tokens=%lld AND completion_tokens=0 AND status=200",
+             np);
+    T_EQ_INT(e2e_db_int(db, sql), 1);
+
+    /* streamed */
+    json_t *evs = score(prompt, ",\"logprobs\":2", 1, &st);
+    T_EQ_INT(st, 200);
+    char stext[1024] = "";
+    int finishes = 0, usages = 0;
+    json_t *stoks = json_array(), *ev;
+    size_t i;
+    json_array_foreach(evs, i, ev) {
+        const json_t *u = json_object_get(ev, "usage");
+        if (json_is_object(u)) {
+            usages++;
+            T_EQ_INT(json_integer_value(json_object_get(
+                         u, "completion_tokens")),
+                     0);
+        }
+        const json_t *c = json_array_get(json_object_get(ev, "choices"), 0);
+        if (!c)
+            continue;
+        const char *x = json_string_value(json_object_get(c, "text"));
+        const char *f =
+            json_string_value(json_object_get(c, "finish_reason"));
+        strncat(stext, x ? x : "", sizeof(stext) - strlen(stext) - 1);
+        if (f) {
+            finishes++;
+            T_EQ_STR(f, "length");
+        }
+        json_array_extend(stoks,
+                          json_object_get(json_object_get(c, "logprobs"),
+                                          "tokens"));
+    }
+    T_EQ_STR(stext, A);
+    T_EQ_INT(finishes, 1);
+    T_EQ_INT(usages, 1);
+    T_CHECK(json_equal(stoks, lp_list(s, 0, "tokens")));
+    json_decref(stoks);
+    json_decref(evs);
+
+    /* several prompts and n = 2: each choice its own prompt's figures */
+    static const char *const P2 = "[\"Once upon a time\",\"The dog\"]";
+    json_t *s2 = score(P2, ",\"n\":2,\"logprobs\":1", 0, &st);
+    T_EQ_INT(st, 200);
+    T_EQ_INT(json_array_size(json_object_get(s2, "choices")), 4);
+    json_t *d = score("\"The dog\"", ",\"logprobs\":1", 0, &st);
+    json_t *a1 = score(prompt, ",\"logprobs\":1", 0, &st);
+    for (size_t k = 0; k < 4; k++) {
+        const json_t *one = k < 2 ? a1 : d;
+        T_EQ_STR(choice_text(s2, k), choice_text(one, 0));
+        T_EQ_STR(json_string_value(json_object_get(
+                     json_array_get(json_object_get(s2, "choices"), k),
+                     "finish_reason")),
+                 "length");
+        T_CHECK(lp_prefix_equal(s2, k, one, 0,
+                                json_array_size(lp_list(one, 0, "tokens"))));
+    }
+    T_EQ_INT(usage_of(s2, "completion_tokens"), 0);
+    T_EQ_INT(usage_of(s2, "prompt_tokens"),
+             usage_of(a1, "prompt_tokens") + usage_of(d, "prompt_tokens"));
+    evs = score(P2, ",\"n\":2,\"logprobs\":1", 1, &st);
+    T_EQ_INT(st, 200);
+    char texts[4][256] = {"", "", "", ""};
+    int fin[4] = {0, 0, 0, 0};
+    json_array_foreach(evs, i, ev) {
+        const json_t *c = json_array_get(json_object_get(ev, "choices"), 0);
+        json_int_t k = json_integer_value(json_object_get(c, "index"));
+        const char *x = json_string_value(json_object_get(c, "text"));
+        if (!c || k < 0 || k > 3 || !x)
+            continue;
+        strncat(texts[k], x, sizeof(texts[k]) - strlen(texts[k]) - 1);
+        fin[k] += json_is_string(json_object_get(c, "finish_reason"));
+    }
+    for (int k = 0; k < 4; k++) {
+        T_EQ_STR(texts[k], choice_text(s2, (size_t)k));
+        T_EQ_INT(fin[k], 1);
+    }
+    json_decref(evs);
+
+    /* no logprobs: the prompt's text alone */
+    json_t *t = score(prompt, "", 0, &st);
+    T_EQ_INT(st, 200);
+    T_EQ_STR(choice_text(t, 0), A);
+    T_CHECK(json_is_null(json_object_get(
+        json_array_get(json_object_get(t, "choices"), 0), "logprobs")));
+    T_EQ_INT(usage_of(t, "completion_tokens"), 0);
+    json_decref(t);
+    json_decref(a1);
+    json_decref(d);
+    json_decref(s2);
+    json_decref(s);
+    json_decref(full);
 }
 
 /* ---- logit_bias -------------------------------------------------------- */
@@ -1109,6 +1295,7 @@ main(void)
     T_RUN(test_completion_prompts);
     T_RUN(test_logit_bias);
     T_RUN(test_completion_echo);
+    T_RUN(test_completion_score);
     T_RUN(test_embeddings);
     T_RUN(test_usage_by_api);
     free(nonstream_text);
