@@ -317,12 +317,17 @@ on_logprob(void *ud, const struct le_logprob *lp)
 }
 
 /* echo: each prompt token's (from the second), all before the first
- * sampled token's. */
+ * sampled token's.  The last one wakes the worker: the prompt's other
+ * choices (clones) may be waiting for these figures (prompt_lps_in). */
 static void
 on_prompt_logprob(void *ud, const struct le_logprob *lp)
 {
     struct lp_job *j = ud;
     lp_push(j, &j->plps, &j->n_plps, &j->cap_plps, lp);
+    pthread_mutex_lock(&j->mu);
+    if (j->n_plps + 1 == j->n_pids && !j->cancelled)
+        event_active(j->ev, EV_READ, 0);
+    pthread_mutex_unlock(&j->mu);
 }
 
 /* The scheduler's end of a job (its thread): the result, then its ref. */
@@ -411,6 +416,27 @@ echo_prepare(const struct le_model *m, struct lp_job *j,
     return j->echo_text ? 0 : -1;
 }
 
+/* The job that owns j's prompt: j itself, or, for a clone (choices
+ * 1.. of a prompt), the prompt's first job, which alone computes the
+ * prompt's log-probabilities for all of them (echo + logprobs). */
+static struct lp_job *
+prompt_job(struct lp_job *j)
+{
+    while (!j->prompt_text && !j->ids && j->parent)
+        j = j->parent;
+    return j;
+}
+
+/* 1 once every prompt figure of j (a prompt job) is in, or it ended. */
+static int
+prompt_lps_in(struct lp_job *j)
+{
+    pthread_mutex_lock(&j->mu);
+    int in = j->done || j->n_plps + 1 >= j->n_pids;
+    pthread_mutex_unlock(&j->mu);
+    return in;
+}
+
 /* Tokenizes the job's prompt and hands it to the scheduler (worker
  * thread).  LE_OK: the scheduler holds a ref and will call on_done.
  * Otherwise the job is the worker's alone and err says why. */
@@ -464,11 +490,16 @@ submit_job(struct lp_engine *e, struct lp_job *j, char *err, size_t errlen)
         snprintf(err, errlen, "out of memory echoing the prompt");
         return LE_ENOMEM;
     }
+    /* echo + logprobs: the prompt's figures from its first job only;
+     * its clones reuse them, and so its cells too (the scheduler lets
+     * them wait for its prefill and copy its cells, which a request
+     * asking for figures never does), so the prompt runs once */
     struct le_sched_req q = {ids,     (size_t)n, &j->sp, on_token,
                              on_done, j,         &j->stop, &j->paused,
                              j->want_lp ? on_logprob : NULL,
-                             j->echo && j->want_lp ? on_prompt_logprob
-                                                   : NULL,
+                             j->echo && j->want_lp && src == j
+                                 ? on_prompt_logprob
+                                 : NULL,
                              j->prompt_only};
     j->refs++; /* the scheduler's, if it takes the job */
     enum le_status st = le_sched_submit(e->sched, &q, err, errlen);
@@ -1185,13 +1216,31 @@ stream_choice(struct pv_call *call, struct lp_call *lc, int k,
                    NULL, NULL, NULL);
     }
     if (j->echo && !c->echoed && (text->len || done)) {
-        /* the prompt first (its logprobs are all in: the engine reports
-         * them before the first sampled token's) */
+        /* The prompt first.  Its figures are its prompt job's: all in
+         * for that job itself (the engine reports them before its first
+         * sampled token's); a clone waits for its prefill, so they are
+         * in too unless that job was held back (paused) meanwhile: then
+         * the clone's text waits in acc until they are. */
+        struct lp_job *pj = prompt_job(j);
+        if (j->want_lp && !prompt_lps_in(pj)) {
+            if (text->len)
+                gx_buf_append(&c->acc, text->data, text->len);
+            return;
+        }
         c->echoed = 1;
         emit_chunk(call, lc, k,
                    json_pack("{s:s%}", "content", j->echo_text, j->echo_len),
-                   j->want_lp ? lp_echo_content(lc->e->model, j, c) : NULL,
+                   j->want_lp ? lp_echo_content(lc->e->model, pj, c) : NULL,
                    NULL, NULL);
+        if (c->acc.len) { /* held back above: before the new text */
+            gx_buf_append(&c->acc, text->data, text->len);
+            emit_chunk(call, lc, k,
+                       json_pack("{s:s%}", "content", c->acc.data,
+                                 c->acc.len),
+                       lp_content(lc, j, c), NULL, NULL);
+            gx_buf_reset(&c->acc);
+            text = &c->acc; /* now empty */
+        }
     }
     int complete = done && j->res.finish == LE_FINISH_STOP;
     if (lc->tools != LP_TOOLS_NONE) {
@@ -1230,7 +1279,7 @@ choice_json(struct lp_call *lc, int k)
             gx_buf_append(&et, t, c->acc.len);
             t = et.data ? et.data : "";
             if (j->want_lp) {
-                lp = lp_echo_content(lc->e->model, j, c);
+                lp = lp_echo_content(lc->e->model, prompt_job(j), c);
                 size_t n;
                 struct le_logprob *e = lp_take(j, c, &n);
                 lp_text_content(lc->e->model, c, lp, e, n);

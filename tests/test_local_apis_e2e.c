@@ -10,7 +10,9 @@
  * single-prompt answers.  logit_bias: banned tokens never come back,
  * a forced one fills the answer, bad keys and values are 400s.  echo:
  * the prompt's text and tokens first (their figures the model's), as
- * text, token ids, several prompts and n, streamed or not.
+ * text, token ids, several prompts and n, streamed or not; with n > 1
+ * the prompt computed once (the prefix-cache counter) and every choice
+ * the same figures; echo with max_tokens 0 scores the prompt alone.
  * POST /v1/embeddings on the same model: float and base64 answers decode
  * to the same unit-norm vector of n_embd floats, two calls give the same
  * vector and another input a different one, exact prompt_tokens (equal
@@ -422,7 +424,9 @@ stream_events(const char *prompt, const char *extra)
  * the first completion token of the shorter prompt (logit_bias +100:
  * logprobs stay the model's); streamed, each choice's first chunk is its
  * prompt with its tokens; token-id prompts echo their detokenized text;
- * several prompts and n each echo their own.
+ * several prompts and n each echo their own (n > 1: the prompt computed
+ * once, every choice the same figures); echo with max_tokens 0 scores
+ * the prompt alone.
  */
 static void
 test_completion_echo(void)
@@ -596,18 +600,19 @@ test_completion_echo(void)
 
 /* ---- scoring a prompt: echo with max_tokens 0 -------------------------- */
 
-/* A completion of prompt (JSON text) with max_tokens 0 and the fields in
- * extra; stream: its events (NULL when not a 200), else the answer. */
+/* An echo completion of prompt (JSON text) with max_tokens mt and the
+ * fields in extra; stream: its events (NULL when not a 200), else the
+ * answer. */
 static json_t *
-score(const char *prompt, const char *extra, int stream, long *st)
+echo_mt(const char *prompt, int mt, const char *extra, int stream, long *st)
 {
     char body[2048];
     snprintf(body, sizeof(body),
-             "{\"model\":\"local\",\"max_tokens\":0,\"echo\":true,"
+             "{\"model\":\"local\",\"max_tokens\":%d,\"echo\":true,"
              "\"prompt\":%s%s%s}",
-             prompt, stream ? ",\"stream\":true,\"stream_options\":{"
-                              "\"include_usage\":true}"
-                            : "",
+             mt, prompt, stream ? ",\"stream\":true,\"stream_options\":{"
+                                  "\"include_usage\":true}"
+                                : "",
              extra);
     if (!stream)
         return post("/completions", body, st);
@@ -623,6 +628,13 @@ score(const char *prompt, const char *extra, int stream, long *st)
     }
     e2e_resp_free(&r);
     return evs;
+}
+
+/* Scoring a prompt: echo with max_tokens 0. */
+static json_t *
+score(const char *prompt, const char *extra, int stream, long *st)
+{
+    return echo_mt(prompt, 0, extra, stream, st);
 }
 
 /* 1 when list k of choice i of a equals the first n entries of list k of
@@ -770,6 +782,107 @@ test_completion_score(void)
     json_decref(s2);
     json_decref(s);
     json_decref(full);
+}
+
+/* The local engine's prefix-cache counter from GET /metrics (prompt
+ * tokens reused from cells), -1 when missing. */
+static long long
+cached_total(void)
+{
+    char url[256];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/metrics", gw.port);
+    struct e2e_resp r;
+    long long v = -1;
+    if (e2e_http("GET", url, NULL, NULL, 30000, &r) == 0 && r.status == 200) {
+        const char *p =
+            strstr(r.body, "\nllmux_local_prefix_cache_tokens_total{");
+        const char *e = p ? strchr(p + 1, '}') : NULL;
+        if (e)
+            v = strtoll(e + 1, NULL, 10);
+    }
+    e2e_resp_free(&r);
+    return v;
+}
+
+/*
+ * n > 1 with echo + logprobs: the prompt's figures are computed once per
+ * prompt (by its first choice) and every choice lists the same ones: the
+ * later choices reuse the first's cells (the prefix-cache counter grows
+ * by (n - 1) x (prompt tokens - 1) per prompt: each evaluates only the
+ * last prompt token again), with max_tokens 0 and 8, streamed or not,
+ * one prompt or two.
+ */
+static void
+test_completion_echo_n(void)
+{
+    static const char *const P2 = "[\"Once upon a time\",\"The dog\"]";
+    long st;
+    json_t *one = score("\"Once upon a time\"", ",\"logprobs\":2", 0, &st),
+           *two = score("\"The dog\"", ",\"logprobs\":2", 0, &st);
+    long long np1 = usage_of(one, "prompt_tokens"),
+              np2 = usage_of(two, "prompt_tokens");
+    T_CHECK(np1 >= 4 && np2 >= 3);
+    for (int stream = 0; stream < 2; stream++) {
+        for (int mt = 0; mt < 2; mt++) {
+            char extra[128];
+            snprintf(extra, sizeof(extra),
+                     ",\"n\":3,\"logprobs\":2,\"temperature\":0");
+            long long c0 = cached_total();
+            json_t *o = echo_mt(P2, mt ? 8 : 0, extra, stream, &st);
+            T_EQ_INT(st, 200);
+            long long c1 = cached_total();
+            T_CHECK(c0 >= 0);
+            if (c1 - c0 != 2 * (np1 - 1) + 2 * (np2 - 1))
+                fprintf(stderr, "n 3 echo (stream %d, max_tokens %d): %lld "
+                                "cached tokens, want %lld\n",
+                        stream, mt ? 8 : 0, c1 - c0,
+                        2 * (np1 - 1) + 2 * (np2 - 1));
+            T_EQ_INT(c1 - c0, 2 * (np1 - 1) + 2 * (np2 - 1));
+            /* every choice: its prompt's figures, the same list */
+            json_t *lists[6];
+            for (int k = 0; k < 6; k++)
+                lists[k] = json_array();
+            size_t i;
+            const json_t *ev;
+            if (stream) {
+                json_array_foreach(o, i, ev) {
+                    const json_t *c =
+                        json_array_get(json_object_get(ev, "choices"), 0);
+                    json_int_t k =
+                        json_integer_value(json_object_get(c, "index"));
+                    if (c && k >= 0 && k < 6)
+                        json_array_extend(
+                            lists[k],
+                            json_object_get(json_object_get(c, "logprobs"),
+                                            "token_logprobs"));
+                }
+            } else {
+                T_EQ_INT(json_array_size(json_object_get(o, "choices")), 6);
+                for (int k = 0; k < 6; k++)
+                    json_array_extend(lists[k],
+                                      (json_t *)lp_list(o, (size_t)k,
+                                                        "token_logprobs"));
+            }
+            for (int k = 0; k < 6; k++) {
+                const json_t *ref = lp_list(k < 3 ? one : two, 0,
+                                            "token_logprobs");
+                size_t n = json_array_size(ref);
+                int eq = json_array_size(lists[k]) >= n;
+                for (size_t q = 0; eq && q < n; q++)
+                    eq = json_equal(json_array_get(lists[k], q),
+                                    json_array_get(ref, q));
+                if (!eq)
+                    fprintf(stderr, "n 3 echo (stream %d): choice %d's "
+                                    "prompt figures differ\n",
+                            stream, k);
+                T_CHECK(eq);
+                json_decref(lists[k]);
+            }
+            json_decref(o);
+        }
+    }
+    json_decref(one);
+    json_decref(two);
 }
 
 /* ---- logit_bias -------------------------------------------------------- */
@@ -1296,6 +1409,7 @@ main(void)
     T_RUN(test_logit_bias);
     T_RUN(test_completion_echo);
     T_RUN(test_completion_score);
+    T_RUN(test_completion_echo_n);
     T_RUN(test_embeddings);
     T_RUN(test_usage_by_api);
     free(nonstream_text);
