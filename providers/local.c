@@ -50,7 +50,10 @@
  * (text tokenized raw, or token ids as given), one job per prompt and
  * choice, the same scheduler, answered as text_completion; with echo each
  * choice's text starts with its prompt's and, with logprobs, its tokens
- * (figures from the scheduler's on_prompt_logprob) come first.
+ * (figures from the scheduler's on_prompt_logprob, asked for by each
+ * prompt's first job only: its other choices list the same figures and
+ * copy its cells) come first; max_tokens 0 with echo scores the prompt
+ * (le_sched_req.prompt_only: no token generated).
  * /v1/embeddings
  * (lp_prepare_embed): no scheduler; embed_thread runs le_model_embed per
  * input on a thread of its own (the model's pool serialises its products
@@ -145,7 +148,8 @@ struct lp_job {
     /* Output, under mu. */
     struct le_logprob *lps; /* want_lp: the sampled tokens', in order */
     size_t n_lps, cap_lps;
-    struct le_logprob *plps; /* echo + want_lp: the prompt's, in order */
+    struct le_logprob *plps; /* echo + want_lp, a prompt's first job
+                                (prompt_job): the prompt's, in order */
     size_t n_plps, cap_plps;
     int lp_failed; /* out of memory recording one: the job is cancelled */
     struct gx_buf text;
@@ -445,9 +449,7 @@ submit_job(struct lp_engine *e, struct lp_job *j, char *err, size_t errlen)
 {
     /* the prompt: the nearest job up the chain that has one; the stops
      * and grammar: the top's (choice 0) */
-    const struct lp_job *src = j, *top = j;
-    while (!src->prompt_text && !src->ids && src->parent)
-        src = src->parent;
+    const struct lp_job *src = prompt_job(j), *top = j;
     while (top->parent)
         top = top->parent;
     int64_t n = (int64_t)src->n_ids;
