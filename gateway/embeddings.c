@@ -18,12 +18,16 @@
  *   prompt         completions: the same shapes as input
  *   stream         completions: boolean or null (embeddings: absent)
  *   stream_options completions: object or null; include_usage boolean
- *   max_tokens     completions: integer in [1, PV_MAX_COMPLETION_TOKENS]
+ *   max_tokens     completions: integer in [0, PV_MAX_COMPLETION_TOKENS]
+ *                  (0 with echo scores the prompt: evaluation harnesses
+ *                  send it; the target judges it without echo)
  *   n, best_of     completions: integer in [1, PV_MAX_N]
  *
  * The estimate: each string's bytes / 4 + 1, each token id 1; the bound:
  * each string's bytes + 1, each token id 1, plus 8.  Completions reserve
- * (max_tokens or PV_DEFAULT_COMPLETION_TOKENS) x the larger of n and
+ * (max_tokens or PV_DEFAULT_COMPLETION_TOKENS, also for max_tokens 0:
+ * the router reads a cap <= 0 as the default, and more reserved is only
+ * released) x the larger of n and
  * best_of x the number of prompts (each prompt gets its own choices);
  * embeddings produce no completion tokens (completion_cap 0).
  */
@@ -163,7 +167,7 @@ parse(struct pv_chat *c, enum pv_api api, const char *text, size_t len,
                    "'stream_options.include_usage' must be a boolean.");
             goto bad;
         }
-        if (int_in(body, "max_tokens", 1, PV_MAX_COMPLETION_TOKENS,
+        if (int_in(body, "max_tokens", 0, PV_MAX_COMPLETION_TOKENS,
                    &max_tokens, msg, msglen, param) ||
             int_in(body, "n", 1, PV_MAX_N, &n, msg, msglen, param) ||
             int_in(body, "best_of", 1, PV_MAX_N, &best_of, msg, msglen,

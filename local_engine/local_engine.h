@@ -409,6 +409,16 @@ struct le_sched_req {
      * evaluated, none copied), leaves its cells for later requests as
      * any other does, and changes no other sequence's output. */
     le_logprob_cb on_prompt_logprob;
+    /* Non-zero: score the prompt only (a completion API's max_tokens 0
+     * with echo): the request ends right after its prefill (every
+     * on_prompt_logprob call made) with on_done LE_OK, finish
+     * LE_FINISH_LENGTH and completion_tokens 0; no token is sampled and
+     * no decode step runs for it, so on_token and on_logprob are never
+     * called.  sp->max_tokens is not read (there, <= 0 means "until the
+     * context is full", so it cannot say "none"); the prompt may then
+     * fill the whole context.  Its figures are those of the same request
+     * without prompt_only (the same pieces, the same kernels). */
+    int prompt_only;
 };
 
 enum le_status le_sched_new(struct le_model *m,
@@ -423,7 +433,8 @@ void le_sched_free(struct le_sched *s);
  * exactly once.  Otherwise no callback ever runs and err says why:
  * LE_EBUSY when parallel + max_queue requests are already running or
  * waiting (answer "busy" so the caller can go elsewhere), LE_ECONTEXT
- * when n_prompt + max_tokens exceed the context, LE_EINVAL for an empty
+ * when n_prompt + max_tokens exceed the context (prompt_only: when
+ * n_prompt does), LE_EINVAL for an empty
  * prompt or an id (of the prompt or sp->bias_id) outside the vocabulary,
  * or a bias that is not finite.
  */

@@ -35,7 +35,10 @@
  * its pieces is an output row of its step (lp_logits, one step's rows),
  * reported piece by piece before the step's sampling, and its cells stay
  * for later requests like any other's (the same cuts from 0 as a fresh
- * prompt's, so the same kernels made them).
+ * prompt's, so the same kernels made them).  A prompt_only request
+ * (max_tokens 0: scoring a prompt) has no sampling row: it ends in the
+ * step that evaluates its last prompt token, after that step's figures
+ * went out, and never joins the generating sequences.
  *
  * Determinism: a token's kernels depend only on its own sequence: the
  * whole prefill pieces (chunk tokens) from position SCHED_AMX_POS on may
@@ -384,7 +387,10 @@ step(struct le_sched *s)
             }
             if (from + (size_t)c > q->fed)
                 q->fed = from + (size_t)c;
-            if (from + (size_t)c == q->rq->r.n_prompt) {
+            /* the last prompt token's row predicts the first sampled
+             * token: none for a prompt_only request (ended below) */
+            if (from + (size_t)c == q->rq->r.n_prompt &&
+                !q->rq->r.prompt_only) {
                 s->out[no] = nt - 1;
                 s->out_seq[no] = s->pc[k].seq;
                 no++;
@@ -429,6 +435,16 @@ step(struct le_sched *s)
                         q->rq->prompt[pos + 1], q->rq->r.sp->top_logprobs,
                         &lp);
             q->rq->r.on_prompt_logprob(q->rq->r.ud, &lp);
+        }
+    }
+    /* prompt_only requests whose prefill this step completed end here,
+     * their figures all reported: nothing is sampled, no decode runs */
+    for (int k = 0; k < n_pc; k++) {
+        struct seq *q = &s->seqs[s->pc[k].seq];
+        if (q->state == SEQ_PREFILL && q->rq->r.prompt_only &&
+            q->fed == q->rq->r.n_prompt) {
+            q->g.r.finish = LE_FINISH_LENGTH;
+            seq_finish(s, q, LE_OK, "");
         }
     }
     double t = le_now_ms();
@@ -719,8 +735,19 @@ le_sched_submit(struct le_sched *s, const struct le_sched_req *r, char *err,
             snprintf(err, errlen, "scheduler: bad request");
         return LE_EINVAL;
     }
-    enum le_status st =
-        le_gen_check(r->sp, r->n_prompt, s->m->params.n_ctx, err, errlen);
+    int32_t n_ctx = s->m->params.n_ctx;
+    enum le_status st;
+    if (r->prompt_only && r->n_prompt > 0) {
+        /* no token follows: the prompt alone must fit */
+        st = r->n_prompt <= (size_t)n_ctx ? LE_OK : LE_ECONTEXT;
+        if (st != LE_OK && err && errlen)
+            snprintf(err, errlen,
+                     "this model's context window is %d tokens; the "
+                     "prompt has %zu tokens",
+                     (int)n_ctx, r->n_prompt);
+    } else {
+        st = le_gen_check(r->sp, r->n_prompt, n_ctx, err, errlen);
+    }
     if (st != LE_OK)
         return st;
     if (!le_sampling_bias_ok(r->sp, s->m->hp.n_vocab)) {

@@ -50,7 +50,10 @@
  * (text tokenized raw, or token ids as given), one job per prompt and
  * choice, the same scheduler, answered as text_completion; with echo each
  * choice's text starts with its prompt's and, with logprobs, its tokens
- * (figures from the scheduler's on_prompt_logprob) come first.
+ * (figures from the scheduler's on_prompt_logprob, asked for by each
+ * prompt's first job only: its other choices list the same figures and
+ * copy its cells) come first; max_tokens 0 with echo scores the prompt
+ * (le_sched_req.prompt_only: no token generated).
  * /v1/embeddings
  * (lp_prepare_embed): no scheduler; embed_thread runs le_model_embed per
  * input on a thread of its own (the model's pool serialises its products
@@ -114,6 +117,9 @@ struct lp_job {
     float *bias;
     struct le_grammar *grammar; /* response_format / tools; NULL: text */
     int raw; /* /v1/completions: the prompt as text, specials not parsed */
+    /* /v1/completions max_tokens 0 (with echo): the prompt scored, no
+     * token generated (le_sched_req.prompt_only) */
+    int prompt_only;
     /* /v1/embeddings (embed_thread): the inputs (owned), then under mu
      * their n_inputs x n_embd vectors and the exact token count */
     char **inputs;
@@ -142,7 +148,8 @@ struct lp_job {
     /* Output, under mu. */
     struct le_logprob *lps; /* want_lp: the sampled tokens', in order */
     size_t n_lps, cap_lps;
-    struct le_logprob *plps; /* echo + want_lp: the prompt's, in order */
+    struct le_logprob *plps; /* echo + want_lp, a prompt's first job
+                                (prompt_job): the prompt's, in order */
     size_t n_plps, cap_plps;
     int lp_failed; /* out of memory recording one: the job is cancelled */
     struct gx_buf text;
@@ -314,12 +321,17 @@ on_logprob(void *ud, const struct le_logprob *lp)
 }
 
 /* echo: each prompt token's (from the second), all before the first
- * sampled token's. */
+ * sampled token's.  The last one wakes the worker: the prompt's other
+ * choices (clones) may be waiting for these figures (prompt_lps_in). */
 static void
 on_prompt_logprob(void *ud, const struct le_logprob *lp)
 {
     struct lp_job *j = ud;
     lp_push(j, &j->plps, &j->n_plps, &j->cap_plps, lp);
+    pthread_mutex_lock(&j->mu);
+    if (j->n_plps + 1 == j->n_pids && !j->cancelled)
+        event_active(j->ev, EV_READ, 0);
+    pthread_mutex_unlock(&j->mu);
 }
 
 /* The scheduler's end of a job (its thread): the result, then its ref. */
@@ -408,6 +420,27 @@ echo_prepare(const struct le_model *m, struct lp_job *j,
     return j->echo_text ? 0 : -1;
 }
 
+/* The job that owns j's prompt: j itself, or, for a clone (choices
+ * 1.. of a prompt), the prompt's first job, which alone computes the
+ * prompt's log-probabilities for all of them (echo + logprobs). */
+static struct lp_job *
+prompt_job(struct lp_job *j)
+{
+    while (!j->prompt_text && !j->ids && j->parent)
+        j = j->parent;
+    return j;
+}
+
+/* 1 once every prompt figure of j (a prompt job) is in, or it ended. */
+static int
+prompt_lps_in(struct lp_job *j)
+{
+    pthread_mutex_lock(&j->mu);
+    int in = j->done || j->n_plps + 1 >= j->n_pids;
+    pthread_mutex_unlock(&j->mu);
+    return in;
+}
+
 /* Tokenizes the job's prompt and hands it to the scheduler (worker
  * thread).  LE_OK: the scheduler holds a ref and will call on_done.
  * Otherwise the job is the worker's alone and err says why. */
@@ -416,9 +449,7 @@ submit_job(struct lp_engine *e, struct lp_job *j, char *err, size_t errlen)
 {
     /* the prompt: the nearest job up the chain that has one; the stops
      * and grammar: the top's (choice 0) */
-    const struct lp_job *src = j, *top = j;
-    while (!src->prompt_text && !src->ids && src->parent)
-        src = src->parent;
+    const struct lp_job *src = prompt_job(j), *top = j;
     while (top->parent)
         top = top->parent;
     int64_t n = (int64_t)src->n_ids;
@@ -446,7 +477,7 @@ submit_job(struct lp_engine *e, struct lp_job *j, char *err, size_t errlen)
         return LE_ENOMEM;
     }
     /* Without max_tokens: what the context leaves, capped. */
-    if (j->sp.max_tokens <= 0) {
+    if (j->sp.max_tokens <= 0 && !j->prompt_only) {
         int room = le_model_n_ctx(e->model) - (int)n;
         j->sp.max_tokens = room < LP_DEFAULT_MAX_TOKENS
                                ? (room > 0 ? room : 1)
@@ -461,11 +492,17 @@ submit_job(struct lp_engine *e, struct lp_job *j, char *err, size_t errlen)
         snprintf(err, errlen, "out of memory echoing the prompt");
         return LE_ENOMEM;
     }
+    /* echo + logprobs: the prompt's figures from its first job only;
+     * its clones reuse them, and so its cells too (the scheduler lets
+     * them wait for its prefill and copy its cells, which a request
+     * asking for figures never does), so the prompt runs once */
     struct le_sched_req q = {ids,     (size_t)n, &j->sp, on_token,
                              on_done, j,         &j->stop, &j->paused,
                              j->want_lp ? on_logprob : NULL,
-                             j->echo && j->want_lp ? on_prompt_logprob
-                                                   : NULL};
+                             j->echo && j->want_lp && src == j
+                                 ? on_prompt_logprob
+                                 : NULL,
+                             j->prompt_only};
     j->refs++; /* the scheduler's, if it takes the job */
     enum le_status st = le_sched_submit(e->sched, &q, err, errlen);
     if (st != LE_OK)
@@ -1181,13 +1218,31 @@ stream_choice(struct pv_call *call, struct lp_call *lc, int k,
                    NULL, NULL, NULL);
     }
     if (j->echo && !c->echoed && (text->len || done)) {
-        /* the prompt first (its logprobs are all in: the engine reports
-         * them before the first sampled token's) */
+        /* The prompt first.  Its figures are its prompt job's: all in
+         * for that job itself (the engine reports them before its first
+         * sampled token's); a clone waits for its prefill, so they are
+         * in too unless that job was held back (paused) meanwhile: then
+         * the clone's text waits in acc until they are. */
+        struct lp_job *pj = prompt_job(j);
+        if (j->want_lp && !prompt_lps_in(pj)) {
+            if (text->len)
+                gx_buf_append(&c->acc, text->data, text->len);
+            return;
+        }
         c->echoed = 1;
         emit_chunk(call, lc, k,
                    json_pack("{s:s%}", "content", j->echo_text, j->echo_len),
-                   j->want_lp ? lp_echo_content(lc->e->model, j, c) : NULL,
+                   j->want_lp ? lp_echo_content(lc->e->model, pj, c) : NULL,
                    NULL, NULL);
+        if (c->acc.len) { /* held back above: before the new text */
+            gx_buf_append(&c->acc, text->data, text->len);
+            emit_chunk(call, lc, k,
+                       json_pack("{s:s%}", "content", c->acc.data,
+                                 c->acc.len),
+                       lp_content(lc, j, c), NULL, NULL);
+            gx_buf_reset(&c->acc);
+            text = &c->acc; /* now empty */
+        }
     }
     int complete = done && j->res.finish == LE_FINISH_STOP;
     if (lc->tools != LP_TOOLS_NONE) {
@@ -1226,7 +1281,7 @@ choice_json(struct lp_call *lc, int k)
             gx_buf_append(&et, t, c->acc.len);
             t = et.data ? et.data : "";
             if (j->want_lp) {
-                lp = lp_echo_content(lc->e->model, j, c);
+                lp = lp_echo_content(lc->e->model, prompt_job(j), c);
                 size_t n;
                 struct le_logprob *e = lp_take(j, c, &n);
                 lp_text_content(lc->e->model, c, lp, e, n);
@@ -1637,8 +1692,10 @@ check_params(struct lp_job *j, const json_t *b, const char *const *params)
     return 0;
 }
 
+/* min_tokens: the least max_tokens taken (1; /v1/completions 0, which
+ * sets j->prompt_only). */
 static int
-read_sampling(struct lp_job *j, const json_t *b)
+read_sampling(struct lp_job *j, const json_t *b, int min_tokens)
 {
     struct le_sampling *sp = &j->sp;
     le_sampling_default(sp);
@@ -1675,12 +1732,13 @@ read_sampling(struct lp_job *j, const json_t *b)
         v = json_object_get(b, mk);
     }
     if (v && !json_is_null(v)) {
-        if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+        if (!json_is_integer(v) || json_integer_value(v) < min_tokens ||
             json_integer_value(v) > 1000000)
             return refuse(j, mk, "invalid_value",
-                          "'%s' must be an integer between 1 and 1000000",
-                          mk);
+                          "'%s' must be an integer between %d and 1000000",
+                          mk, min_tokens);
         sp->max_tokens = (int)json_integer_value(v);
+        j->prompt_only = sp->max_tokens == 0;
     }
     /* llama-server's and vLLM's extension: generate to max_tokens (or a
      * stop string, or the grammar's end) whatever end-of-text the model
@@ -2158,7 +2216,7 @@ lp_prepare_text(const struct lp_engine *e, const json_t *b,
 {
     int rc = check_params(j, b, lp_text_params);
     if (rc == 0)
-        rc = read_sampling(j, b);
+        rc = read_sampling(j, b, 0);
     if (rc == 0)
         rc = read_logit_bias(e, j, b);
     if (rc == 0)
@@ -2169,6 +2227,14 @@ lp_prepare_text(const struct lp_engine *e, const json_t *b,
             rc = refuse(j, "echo", "invalid_type", "'echo' must be a boolean");
         j->echo = json_is_true(v);
     }
+    /* max_tokens 0 scores the prompt (echo, usually with logprobs, as
+     * evaluation harnesses send it); without echo the answer would be
+     * empty */
+    if (rc == 0 && j->prompt_only && !j->echo)
+        rc = refuse(j, "max_tokens", "invalid_value",
+                    "'max_tokens' 0 generates nothing, so without 'echo': "
+                    "true nothing would be returned: send 'max_tokens' 1 "
+                    "or more, or 'echo': true to score the prompt");
     if (rc == 0 && (v = json_object_get(b, "suffix")) && !json_is_null(v))
         rc = refuse(j, "suffix", "unsupported_parameter",
                     "the local engine does not support 'suffix' "
@@ -2283,7 +2349,7 @@ lp_prepare(struct lp_engine *e, const json_t *b, struct lp_job *j,
     if (rc == 0)
         rc = check_params(j, b, lp_params);
     if (rc == 0)
-        rc = read_sampling(j, b);
+        rc = read_sampling(j, b, 1);
     if (rc == 0)
         rc = read_logit_bias(e, j, b);
     if (rc == 0)
@@ -2524,6 +2590,7 @@ lp_start(struct pv_loop *loop, const struct pv_request *req,
         c->refs = 1;
         gx_buf_init(&c->text, 64 * 1024 * 1024);
         c->sp = j->sp;
+        c->prompt_only = j->prompt_only;
         c->want_lp = j->want_lp;
         c->echo = j->echo;
         if (c->sp.seed != LE_SEED_RANDOM)

@@ -10,7 +10,9 @@
  * single-prompt answers.  logit_bias: banned tokens never come back,
  * a forced one fills the answer, bad keys and values are 400s.  echo:
  * the prompt's text and tokens first (their figures the model's), as
- * text, token ids, several prompts and n, streamed or not.
+ * text, token ids, several prompts and n, streamed or not; with n > 1
+ * the prompt computed once (the prefix-cache counter) and every choice
+ * the same figures; echo with max_tokens 0 scores the prompt alone.
  * POST /v1/embeddings on the same model: float and base64 answers decode
  * to the same unit-norm vector of n_embd floats, two calls give the same
  * vector and another input a different one, exact prompt_tokens (equal
@@ -226,10 +228,18 @@ test_completion_refusals(void)
 {
     refused("/completions",
             "{\"model\":\"local\",\"prompt\":\"a\",\"echo\":1}", "echo");
-    /* scoring a prompt alone is not offered: max_tokens starts at 1 */
+    /* max_tokens 0 without echo would answer nothing; chat keeps 1.. */
+    refused("/completions",
+            "{\"model\":\"local\",\"prompt\":\"a\",\"logprobs\":1,"
+            "\"max_tokens\":0}",
+            "max_tokens");
     refused("/completions",
             "{\"model\":\"local\",\"prompt\":\"a\",\"echo\":true,"
-            "\"logprobs\":1,\"max_tokens\":0}",
+            "\"max_tokens\":-1}",
+            "max_tokens");
+    refused("/chat/completions",
+            "{\"model\":\"local\",\"max_tokens\":0,\"messages\":[{"
+            "\"role\":\"user\",\"content\":\"a\"}]}",
             "max_tokens");
     refused("/completions",
             "{\"model\":\"local\",\"prompt\":\"a\",\"suffix\":\"b\"}",
@@ -414,7 +424,9 @@ stream_events(const char *prompt, const char *extra)
  * the first completion token of the shorter prompt (logit_bias +100:
  * logprobs stay the model's); streamed, each choice's first chunk is its
  * prompt with its tokens; token-id prompts echo their detokenized text;
- * several prompts and n each echo their own.
+ * several prompts and n each echo their own (n > 1: the prompt computed
+ * once, every choice the same figures); echo with max_tokens 0 scores
+ * the prompt alone.
  */
 static void
 test_completion_echo(void)
@@ -584,6 +596,293 @@ test_completion_echo(void)
         T_EQ_STR(texts[k], choice_text(e, (size_t)k));
     json_decref(evs);
     json_decref(e);
+}
+
+/* ---- scoring a prompt: echo with max_tokens 0 -------------------------- */
+
+/* An echo completion of prompt (JSON text) with max_tokens mt and the
+ * fields in extra; stream: its events (NULL when not a 200), else the
+ * answer. */
+static json_t *
+echo_mt(const char *prompt, int mt, const char *extra, int stream, long *st)
+{
+    char body[2048];
+    snprintf(body, sizeof(body),
+             "{\"model\":\"local\",\"max_tokens\":%d,\"echo\":true,"
+             "\"prompt\":%s%s%s}",
+             mt, prompt, stream ? ",\"stream\":true,\"stream_options\":{"
+                                  "\"include_usage\":true}"
+                                : "",
+             extra);
+    if (!stream)
+        return post("/completions", body, st);
+    char url[256];
+    snprintf(url, sizeof(url), "%s/completions", base);
+    struct e2e_resp r;
+    json_t *evs = NULL;
+    *st = -1;
+    if (e2e_http("POST", url, body, NULL, 60000, &r) == 0) {
+        *st = r.status;
+        if (r.status == 200)
+            evs = e2e_sse_objects(r.body);
+    }
+    e2e_resp_free(&r);
+    return evs;
+}
+
+/* Scoring a prompt: echo with max_tokens 0. */
+static json_t *
+score(const char *prompt, const char *extra, int stream, long *st)
+{
+    return echo_mt(prompt, 0, extra, stream, st);
+}
+
+/* 1 when list k of choice i of a equals the first n entries of list k of
+ * choice j of b (text_offset too: the prompt's come first). */
+static int
+lp_prefix_equal(const json_t *a, size_t i, const json_t *b, size_t j,
+                size_t n)
+{
+    static const char *const ks[] = {"tokens", "token_logprobs",
+                                     "top_logprobs", "text_offset"};
+    int eq = 1;
+    for (int k = 0; k < 4; k++) {
+        const json_t *la = lp_list(a, i, ks[k]), *lb = lp_list(b, j, ks[k]);
+        eq &= json_array_size(la) == n && json_array_size(lb) >= n;
+        for (size_t q = 0; eq && q < n; q++)
+            eq &= json_equal(json_array_get(la, q), json_array_get(lb, q));
+    }
+    return eq;
+}
+
+/*
+ * echo + max_tokens 0 + logprobs (what evaluation harnesses send to score
+ * a prompt): the text is the prompt, the logprobs the prompt's alone
+ * (first null), equal to the prompt part of the same request with
+ * max_tokens 8, finish_reason "length", usage completion_tokens 0 (the
+ * ledger row too); streamed: the same text and tokens, one
+ * finish_reason "length", the usage chunk's completion_tokens 0; several
+ * prompts and n each score their own prompt; without logprobs the text
+ * alone.
+ */
+static void
+test_completion_score(void)
+{
+    static const char *const A = "Once upon a time";
+    char prompt[512];
+    snprintf(prompt, sizeof(prompt), "\"%s\"", A);
+    long st;
+    json_t *full = post_fmt(prompt, ",\"echo\":true,\"logprobs\":2", &st);
+    T_EQ_INT(st, 200);
+    long long np = usage_of(full, "prompt_tokens");
+    T_CHECK(np >= 4);
+    json_t *s = score(prompt, ",\"logprobs\":2", 0, &st);
+    T_EQ_INT(st, 200);
+    const json_t *ch = json_array_get(json_object_get(s, "choices"), 0);
+    T_EQ_STR(choice_text(s, 0), A);
+    T_EQ_STR(json_string_value(json_object_get(ch, "finish_reason")),
+             "length");
+    T_EQ_INT(usage_of(s, "completion_tokens"), 0);
+    T_EQ_INT(usage_of(s, "prompt_tokens"), np);
+    T_CHECK(json_is_null(json_array_get(lp_list(s, 0, "token_logprobs"), 0)));
+    T_CHECK(lp_prefix_equal(s, 0, full, 0, (size_t)np));
+    char sql[256];
+    snprintf(sql, sizeof(sql),
+             "SELECT COUNT(*) FROM usage WHERE api='completions' AND "
+             "prompt_tokens=%lld AND completion_tokens=0 AND status=200",
+             np);
+    T_EQ_INT(e2e_db_int(db, sql), 1);
+
+    /* streamed */
+    json_t *evs = score(prompt, ",\"logprobs\":2", 1, &st);
+    T_EQ_INT(st, 200);
+    char stext[1024] = "";
+    int finishes = 0, usages = 0;
+    json_t *stoks = json_array(), *ev;
+    size_t i;
+    json_array_foreach(evs, i, ev) {
+        const json_t *u = json_object_get(ev, "usage");
+        if (json_is_object(u)) {
+            usages++;
+            T_EQ_INT(json_integer_value(json_object_get(
+                         u, "completion_tokens")),
+                     0);
+        }
+        const json_t *c = json_array_get(json_object_get(ev, "choices"), 0);
+        if (!c)
+            continue;
+        const char *x = json_string_value(json_object_get(c, "text"));
+        const char *f =
+            json_string_value(json_object_get(c, "finish_reason"));
+        strncat(stext, x ? x : "", sizeof(stext) - strlen(stext) - 1);
+        if (f) {
+            finishes++;
+            T_EQ_STR(f, "length");
+        }
+        json_array_extend(stoks,
+                          json_object_get(json_object_get(c, "logprobs"),
+                                          "tokens"));
+    }
+    T_EQ_STR(stext, A);
+    T_EQ_INT(finishes, 1);
+    T_EQ_INT(usages, 1);
+    T_CHECK(json_equal(stoks, lp_list(s, 0, "tokens")));
+    json_decref(stoks);
+    json_decref(evs);
+
+    /* several prompts and n = 2: each choice its own prompt's figures */
+    static const char *const P2 = "[\"Once upon a time\",\"The dog\"]";
+    json_t *s2 = score(P2, ",\"n\":2,\"logprobs\":1", 0, &st);
+    T_EQ_INT(st, 200);
+    T_EQ_INT(json_array_size(json_object_get(s2, "choices")), 4);
+    json_t *d = score("\"The dog\"", ",\"logprobs\":1", 0, &st);
+    json_t *a1 = score(prompt, ",\"logprobs\":1", 0, &st);
+    for (size_t k = 0; k < 4; k++) {
+        const json_t *one = k < 2 ? a1 : d;
+        T_EQ_STR(choice_text(s2, k), choice_text(one, 0));
+        T_EQ_STR(json_string_value(json_object_get(
+                     json_array_get(json_object_get(s2, "choices"), k),
+                     "finish_reason")),
+                 "length");
+        T_CHECK(lp_prefix_equal(s2, k, one, 0,
+                                json_array_size(lp_list(one, 0, "tokens"))));
+    }
+    T_EQ_INT(usage_of(s2, "completion_tokens"), 0);
+    T_EQ_INT(usage_of(s2, "prompt_tokens"),
+             usage_of(a1, "prompt_tokens") + usage_of(d, "prompt_tokens"));
+    evs = score(P2, ",\"n\":2,\"logprobs\":1", 1, &st);
+    T_EQ_INT(st, 200);
+    char texts[4][256] = {"", "", "", ""};
+    int fin[4] = {0, 0, 0, 0};
+    json_array_foreach(evs, i, ev) {
+        const json_t *c = json_array_get(json_object_get(ev, "choices"), 0);
+        json_int_t k = json_integer_value(json_object_get(c, "index"));
+        const char *x = json_string_value(json_object_get(c, "text"));
+        if (!c || k < 0 || k > 3 || !x)
+            continue;
+        strncat(texts[k], x, sizeof(texts[k]) - strlen(texts[k]) - 1);
+        fin[k] += json_is_string(json_object_get(c, "finish_reason"));
+    }
+    for (int k = 0; k < 4; k++) {
+        T_EQ_STR(texts[k], choice_text(s2, (size_t)k));
+        T_EQ_INT(fin[k], 1);
+    }
+    json_decref(evs);
+
+    /* no logprobs: the prompt's text alone */
+    json_t *t = score(prompt, "", 0, &st);
+    T_EQ_INT(st, 200);
+    T_EQ_STR(choice_text(t, 0), A);
+    T_CHECK(json_is_null(json_object_get(
+        json_array_get(json_object_get(t, "choices"), 0), "logprobs")));
+    T_EQ_INT(usage_of(t, "completion_tokens"), 0);
+    json_decref(t);
+    json_decref(a1);
+    json_decref(d);
+    json_decref(s2);
+    json_decref(s);
+    json_decref(full);
+}
+
+/* The local engine's prefix-cache counter from GET /metrics (prompt
+ * tokens reused from cells), -1 when missing. */
+static long long
+cached_total(void)
+{
+    char url[256];
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/metrics", gw.port);
+    struct e2e_resp r;
+    long long v = -1;
+    if (e2e_http("GET", url, NULL, NULL, 30000, &r) == 0 && r.status == 200) {
+        const char *p =
+            strstr(r.body, "\nllmux_local_prefix_cache_tokens_total{");
+        const char *e = p ? strchr(p + 1, '}') : NULL;
+        if (e)
+            v = strtoll(e + 1, NULL, 10);
+    }
+    e2e_resp_free(&r);
+    return v;
+}
+
+/*
+ * n > 1 with echo + logprobs: the prompt's figures are computed once per
+ * prompt (by its first choice) and every choice lists the same ones: the
+ * later choices reuse the first's cells (the prefix-cache counter grows
+ * by (n - 1) x (prompt tokens - 1) per prompt: each evaluates only the
+ * last prompt token again), with max_tokens 0 and 8, streamed or not,
+ * one prompt or two.
+ */
+static void
+test_completion_echo_n(void)
+{
+    static const char *const P2 = "[\"Once upon a time\",\"The dog\"]";
+    long st;
+    json_t *one = score("\"Once upon a time\"", ",\"logprobs\":2", 0, &st),
+           *two = score("\"The dog\"", ",\"logprobs\":2", 0, &st);
+    long long np1 = usage_of(one, "prompt_tokens"),
+              np2 = usage_of(two, "prompt_tokens");
+    T_CHECK(np1 >= 4 && np2 >= 3);
+    for (int stream = 0; stream < 2; stream++) {
+        for (int mt = 0; mt < 2; mt++) {
+            char extra[128];
+            snprintf(extra, sizeof(extra),
+                     ",\"n\":3,\"logprobs\":2,\"temperature\":0");
+            long long c0 = cached_total();
+            json_t *o = echo_mt(P2, mt ? 8 : 0, extra, stream, &st);
+            T_EQ_INT(st, 200);
+            long long c1 = cached_total();
+            T_CHECK(c0 >= 0);
+            if (c1 - c0 != 2 * (np1 - 1) + 2 * (np2 - 1))
+                fprintf(stderr, "n 3 echo (stream %d, max_tokens %d): %lld "
+                                "cached tokens, want %lld\n",
+                        stream, mt ? 8 : 0, c1 - c0,
+                        2 * (np1 - 1) + 2 * (np2 - 1));
+            T_EQ_INT(c1 - c0, 2 * (np1 - 1) + 2 * (np2 - 1));
+            /* every choice: its prompt's figures, the same list */
+            json_t *lists[6];
+            for (int k = 0; k < 6; k++)
+                lists[k] = json_array();
+            size_t i;
+            const json_t *ev;
+            if (stream) {
+                json_array_foreach(o, i, ev) {
+                    const json_t *c =
+                        json_array_get(json_object_get(ev, "choices"), 0);
+                    json_int_t k =
+                        json_integer_value(json_object_get(c, "index"));
+                    if (c && k >= 0 && k < 6)
+                        json_array_extend(
+                            lists[k],
+                            json_object_get(json_object_get(c, "logprobs"),
+                                            "token_logprobs"));
+                }
+            } else {
+                T_EQ_INT(json_array_size(json_object_get(o, "choices")), 6);
+                for (int k = 0; k < 6; k++)
+                    json_array_extend(lists[k],
+                                      (json_t *)lp_list(o, (size_t)k,
+                                                        "token_logprobs"));
+            }
+            for (int k = 0; k < 6; k++) {
+                const json_t *ref = lp_list(k < 3 ? one : two, 0,
+                                            "token_logprobs");
+                size_t n = json_array_size(ref);
+                int eq = json_array_size(lists[k]) >= n;
+                for (size_t q = 0; eq && q < n; q++)
+                    eq = json_equal(json_array_get(lists[k], q),
+                                    json_array_get(ref, q));
+                if (!eq)
+                    fprintf(stderr, "n 3 echo (stream %d): choice %d's "
+                                    "prompt figures differ\n",
+                            stream, k);
+                T_CHECK(eq);
+                json_decref(lists[k]);
+            }
+            json_decref(o);
+        }
+    }
+    json_decref(one);
+    json_decref(two);
 }
 
 /* ---- logit_bias -------------------------------------------------------- */
@@ -1109,6 +1408,8 @@ main(void)
     T_RUN(test_completion_prompts);
     T_RUN(test_logit_bias);
     T_RUN(test_completion_echo);
+    T_RUN(test_completion_score);
+    T_RUN(test_completion_echo_n);
     T_RUN(test_embeddings);
     T_RUN(test_usage_by_api);
     free(nonstream_text);

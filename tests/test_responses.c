@@ -814,7 +814,13 @@ test_embeddings_completions(void)
                     "\"max_tokens\":5}"),
              PV_CHAT_OK);
     T_EQ_INT(chat.completion_cap, 5); /* one prompt of token ids */
-    T_EQ_INT(aux(1, "{\"model\":\"c\",\"prompt\":\"x\",\"max_tokens\":0}"),
+    /* max_tokens 0 (echo: scoring the prompt) is the target's to judge;
+     * below 0 never is */
+    T_EQ_INT(aux(1, "{\"model\":\"c\",\"prompt\":\"x\",\"max_tokens\":0,"
+                    "\"echo\":true}"),
+             PV_CHAT_OK);
+    T_EQ_INT(chat.completion_cap, PV_DEFAULT_COMPLETION_TOKENS);
+    T_EQ_INT(aux(1, "{\"model\":\"c\",\"prompt\":\"x\",\"max_tokens\":-1}"),
              PV_CHAT_INVALID);
     T_EQ_STR(param, "max_tokens");
     T_EQ_INT(aux(1, "{\"model\":\"c\",\"prompt\":\"x\",\"stream\":1}"),

@@ -174,7 +174,7 @@ submit(struct le_sched *s, const int32_t *p, size_t n,
 {
     memset(r, 0, sizeof(*r));
     struct le_sched_req q = {p, n, sp, on_tok, on_done, r, &r->cancel,
-                             &r->paused, NULL, NULL};
+                             &r->paused, NULL, NULL, 0};
     char err[256];
     return le_sched_submit(s, &q, err, sizeof(err));
 }
@@ -609,7 +609,7 @@ test_pause(void)
     T_CHECK(wait_all(&p, 1));
     memset(&ra, 0, sizeof(ra));
     struct le_sched_req q = {a, 12, &sp, on_tok, on_done, &ra, &ra.cancel,
-                             &ra.paused, NULL, NULL};
+                             &ra.paused, NULL, NULL, 0};
     atomic_store(&ra.paused, 1);
     T_EQ_INT(le_sched_submit(s, &q, NULL, 0), LE_OK);
     p = &rb;
@@ -893,7 +893,7 @@ submit_lp(struct le_sched *s, const int32_t *p, size_t n,
 {
     memset(q, 0, sizeof(*q));
     struct le_sched_req rq = {p, n, sp, on_tok, on_done, q, &q->r.cancel,
-                              &q->r.paused, on_slp, on_plp};
+                              &q->r.paused, on_slp, on_plp, 0};
     char err[256];
     return le_sched_submit(s, &rq, err, sizeof(err));
 }
@@ -1040,6 +1040,155 @@ check_prompt_logprobs(struct le_model *m, const char *what)
     le_sched_free(s);
 }
 
+/* submit_lp with prompt_only set (a completion's max_tokens 0). */
+static enum le_status
+submit_score(struct le_sched *s, const int32_t *p, size_t n,
+             const struct le_sampling *sp, struct lprun *q, int with_lp)
+{
+    memset(q, 0, sizeof(*q));
+    struct le_sched_req rq = {p, n, sp, on_tok, on_done, q, &q->r.cancel,
+                              &q->r.paused, on_slp,
+                              with_lp ? on_plp : NULL, 1};
+    char err[256];
+    return le_sched_submit(s, &rq, err, sizeof(err));
+}
+
+/*
+ * prompt_only (max_tokens 0): the request ends after its prefill with
+ * LE_OK, finish LENGTH, completion_tokens 0, no token callback, no
+ * sampled log-probability and no generated token in the stats; its
+ * prompt figures are bit for bit those of the same request with
+ * max_tokens 1; beside generating sequences it changes none of their
+ * outputs; without on_prompt_logprob it ends the same way; a prompt
+ * filling the whole context is taken (nothing follows it) while the
+ * same prompt wanting one token is LE_ECONTEXT.
+ */
+static void
+check_prompt_only(struct le_model *m, const char *what)
+{
+    int32_t V = le_model_n_vocab(m);
+    int32_t pr[4][80];
+    for (int i = 0; i < 4; i++)
+        prompt(pr[i], lens[i], V, (uint32_t)(i + 21));
+    struct le_sampling sp, one;
+    greedy(&sp, 12);
+    sp.top_logprobs = 3;
+    one = sp;
+    one.max_tokens = 1;
+    static struct lprun ref, sc;
+    struct run *rp = &ref.r;
+    struct le_sched *s = sched(m, 1, 0, 0, 16);
+    T_EQ_INT(submit_lp(s, pr[3], lens[3], &one, &ref), LE_OK);
+    T_CHECK(wait_all(&rp, 1));
+    le_sched_free(s);
+    T_EQ_INT(ref.n_samp, 1);
+    s = sched(m, 1, 0, 0, 16);
+    rp = &sc.r;
+    T_EQ_INT(submit_score(s, pr[3], lens[3], &sp, &sc, 1), LE_OK);
+    T_CHECK(wait_all(&rp, 1));
+    struct le_sched_stats stt;
+    le_sched_get_stats(s, &stt);
+    le_sched_free(s);
+    T_EQ_INT(sc.r.st, LE_OK);
+    T_EQ_INT(sc.r.res.finish, LE_FINISH_LENGTH);
+    T_EQ_INT(sc.r.res.completion_tokens, 0);
+    T_EQ_INT(sc.r.res.prompt_tokens, lens[3]);
+    T_EQ_INT(sc.r.n, 0);
+    T_EQ_INT(sc.r.tlen, 0);
+    T_EQ_INT(sc.n_samp, 0);
+    T_EQ_INT((int)stt.generated_tokens, 0);
+    T_EQ_INT(sc.n_plp, lens[3] - 1);
+    T_EQ_INT(sc.n_plp, ref.n_plp);
+    int same = 1;
+    for (int i = 0; i < sc.n_plp && i < ref.n_plp; i++) {
+        same &= sc.plp[i].id == ref.plp[i].id &&
+                sc.plp[i].logprob == ref.plp[i].logprob &&
+                sc.plp[i].n_top == ref.plp[i].n_top;
+        for (int k = 0; k < sc.plp[i].n_top && k < LE_TOP_LOGPROBS_MAX; k++)
+            same &= sc.plp[i].top_id[k] == ref.plp[i].top_id[k] &&
+                    sc.plp[i].top_logprob[k] == ref.plp[i].top_logprob[k];
+    }
+    if (!same)
+        fprintf(stderr, "%s: max_tokens 0's prompt figures differ from "
+                        "max_tokens 1's\n", what);
+    T_CHECK(same);
+
+    /* beside three generating sequences: theirs as alone, its own the
+     * same figures */
+    static struct run alone[3], batch[3];
+    for (int i = 0; i < 3; i++) {
+        s = sched(m, 1, 0, 0, 16);
+        rp = &alone[i];
+        T_EQ_INT(submit(s, pr[i], lens[i], &sp, rp), LE_OK);
+        T_CHECK(wait_all(&rp, 1));
+        le_sched_free(s);
+    }
+    struct run *rs[4] = {&batch[0], &batch[1], &batch[2], &sc.r};
+    s = sched(m, 4, 0, 0, 16);
+    for (int i = 0; i < 3; i++)
+        T_EQ_INT(submit(s, pr[i], lens[i], &sp, rs[i]), LE_OK);
+    T_EQ_INT(submit_score(s, pr[3], lens[3], &sp, &sc, 1), LE_OK);
+    T_CHECK(wait_all(rs, 4));
+    le_sched_free(s);
+    for (int i = 0; i < 3; i++)
+        T_CHECK(memcmp(batch[i].ids, alone[i].ids, sizeof(alone[i].ids)) ==
+                0);
+    T_EQ_INT(sc.r.res.completion_tokens, 0);
+    T_EQ_INT(sc.n_plp, ref.n_plp);
+    for (int i = 0; i < sc.n_plp && i < ref.n_plp; i++)
+        T_NEAR(sc.plp[i].logprob, ref.plp[i].logprob, 1e-5);
+
+    /* no figures wanted: it ends the same way */
+    s = sched(m, 1, 0, 0, 16);
+    rp = &sc.r;
+    T_EQ_INT(submit_score(s, pr[2], lens[2], &sp, &sc, 0), LE_OK);
+    T_CHECK(wait_all(&rp, 1));
+    T_EQ_INT(sc.r.st, LE_OK);
+    T_EQ_INT(sc.r.res.finish, LE_FINISH_LENGTH);
+    T_EQ_INT(sc.r.res.completion_tokens, 0);
+    T_EQ_INT(sc.r.n, 0);
+
+    /* the whole context: taken when nothing follows, one token more is
+     * LE_ECONTEXT */
+    size_t nc = (size_t)le_model_n_ctx(m);
+    int32_t *full = malloc((nc + 1) * sizeof(int32_t));
+    T_CHECK(full != NULL);
+    if (full) {
+        prompt(full, nc + 1, V, 77);
+        static struct run r2;
+        char err[256];
+        struct le_sched_req rq = {full, nc, &sp, on_tok, on_done, &r2,
+                                  NULL, NULL, NULL, NULL, 0};
+        T_EQ_INT(le_sched_submit(s, &rq, err, sizeof(err)), LE_ECONTEXT);
+        T_EQ_INT(submit_score(s, full, nc + 1, &sp, &sc, 1), LE_ECONTEXT);
+        T_EQ_INT(submit_score(s, full, nc, &sp, &sc, 1), LE_OK);
+        T_CHECK(wait_all(&rp, 1));
+        T_EQ_INT(sc.r.st, LE_OK);
+        T_EQ_INT(sc.r.res.finish, LE_FINISH_LENGTH);
+        T_EQ_INT(sc.r.res.prompt_tokens, (long)nc);
+        T_EQ_INT(sc.r.n, 0);
+        free(full);
+    }
+    le_sched_free(s);
+}
+
+static void
+test_prompt_only(void)
+{
+    struct le_model *m = le_fixture_stories();
+    T_CHECK(m != NULL);
+    if (m) {
+        check_prompt_only(m, "stories260K");
+        le_model_free(m);
+    }
+    struct le_model *r = le_fixture_random(300, LE_TYPE_Q4_0, 41, 256);
+    T_CHECK(r != NULL);
+    if (r) {
+        check_prompt_only(r, "q4_0");
+        le_model_free(r);
+    }
+}
+
 static void
 test_prompt_logprobs(void)
 {
@@ -1073,5 +1222,6 @@ main(void)
     T_RUN(test_pause);
     T_RUN(test_grammar_per_sequence);
     T_RUN(test_prompt_logprobs);
+    T_RUN(test_prompt_only);
     return T_END();
 }

@@ -118,7 +118,7 @@ run(struct le_sched *sc, struct stream *st, int32_t **prompts, int *lens,
         memset(&st[i], 0, sizeof(st[i]));
         st[i].t_submit = now_ms();
         struct le_sched_req q = {prompts[i], (size_t)lens[i], sp, on_tok,
-                                 on_done, &st[i], NULL, NULL, NULL, NULL};
+                                 on_done, &st[i], NULL, NULL, NULL, NULL, 0};
         char err[256];
         if (le_sched_submit(sc, &q, err, sizeof(err)) != LE_OK) {
             fprintf(stderr, "submit: %s\n", err);
@@ -157,7 +157,7 @@ run_join(struct le_sched *sc, struct stream *st, int32_t **prompts,
         st[i].t_submit = now_ms();
         struct le_sched_req q = {prompts[i], (size_t)lens[i],
                                  i < 4 ? sp : jsp, on_tok, on_done, &st[i],
-                                 NULL, NULL, NULL, NULL};
+                                 NULL, NULL, NULL, NULL, 0};
         char err[256];
         if (le_sched_submit(sc, &q, err, sizeof(err)) != LE_OK) {
             fprintf(stderr, "submit: %s\n", err);

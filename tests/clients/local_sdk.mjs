@@ -5,7 +5,8 @@
 // response_format json_schema, streams in parallel, n > 1 (streamed too,
 // with tools), the prefix
 // cache's cached_tokens, logprobs with top_logprobs (streamed too, and
-// with tools), legacy completions with echo and logprobs, and the
+// with tools), legacy completions with echo and logprobs (max_tokens 0
+// too: scoring a prompt), and the
 // parameters the engine does not implement refused as BadRequestError
 // naming them.  Every check prints a line; the
 // exit status is the number of failed checks (0 = all passed).
@@ -346,6 +347,34 @@ await step('completions echo', async () => {
   check(plain.usage.prompt_tokens === u.prompt_tokens && plain.usage.completion_tokens === u.completion_tokens &&
         'Once upon a time' + plain.choices[0].text === c.text,
         'completions echo: the usage and the completion as without echo');
+});
+
+// Scoring a prompt as evaluation harnesses do (echo, max_tokens 0,
+// logprobs): the prompt's text and figures alone, the same as those of the
+// prompt part of a longer answer, finish_reason length, no completion
+// tokens; without echo a BadRequestError naming max_tokens.
+await step('completions score', async () => {
+  const req = { model: 'local', prompt: 'Once upon a time', max_tokens: 0, echo: true, logprobs: 1 };
+  const r = await client.completions.create(req);
+  const c = r.choices[0];
+  const lp = c.logprobs;
+  check(c.text === 'Once upon a time', `completions score: the text is the prompt (${JSON.stringify(c.text)})`);
+  check(c.finish_reason === 'length' && r.usage.completion_tokens === 0,
+        `completions score: finish ${c.finish_reason}, ${r.usage.completion_tokens} completion tokens`);
+  check(lp && lp.tokens.length === r.usage.prompt_tokens && lp.token_logprobs[0] === null &&
+        lp.token_logprobs.slice(1).every((v) => typeof v === 'number' && v <= 0),
+        `completions score: the prompt's tokens and figures (${lp && lp.tokens.length})`);
+  const longer = await client.completions.create({ ...req, max_tokens: 4, temperature: 0 });
+  const n = r.usage.prompt_tokens;
+  check(JSON.stringify(longer.choices[0].logprobs.token_logprobs.slice(0, n)) === JSON.stringify(lp.token_logprobs),
+        'completions score: the figures of the prompt part of a longer answer');
+  try {
+    await client.completions.create({ ...req, echo: false });
+    check(false, 'completions score: max_tokens 0 without echo got a 200');
+  } catch (e) {
+    check(e instanceof OpenAI.BadRequestError && e.param === 'max_tokens',
+          `completions score: without echo a BadRequestError naming max_tokens (${e && e.param})`);
+  }
 });
 
 for (const [param, extra] of [['top_logprobs', { top_logprobs: 2 }],
