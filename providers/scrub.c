@@ -21,8 +21,8 @@
  * Forms matched, for each secret S:
  *   S itself, however JSON-escaped, %-encoded or hex-escaped: the
  *     matcher decodes \" \\ \/ \b \f \n \r \t, \u00XX (ASCII), %XX,
- *     \x73 (C, Python, JS; x and digits in any case), \\x73 (that inside
- *     a JSON string) and C byte lists (0x73, 0x6b / 0X73,0X6B: one ','
+ *     \x73 (C, Python, JS; x and digits in any case), \\x73 and \\u0073
+ *     (those inside a JSON string) and C byte lists (0x73, 0x6b / 0X73,0X6B: one ','
  *     and at most one ' ' between bytes) on the fly, so "\u0073k-...",
  *     "a\/b", "sk%2Dproj%2D..." or "{0x73, 0x6b, 0x2d, ...}" match like
  *     the raw bytes, in any mix (a '%', '\', '0' or ',' of S itself
@@ -524,15 +524,16 @@ pv_scrub_free(struct pv_scrub *s)
 /* Text-level escapes of one byte, each ending in its two hex digits:
  * H a hex digit, 7 one of 0-7, X 'x' or 'X', anything else itself.  A
  * model or an echo writes them in the text (C, Python and JS "\x73", a
- * C array's "0x73, 0x6b", %XX); inside a JSON string the backslash is
- * itself escaped ("\\x73").  The ", 0x" forms go on a byte list and
+ * C array's "0x73, 0x6b", %XX, and a JSON "\u0073" written as text);
+ * inside a JSON string the backslash is itself escaped ("\\x73",
+ * "\\u0073": what a client that decodes the text once more gets).  The ", 0x" forms go on a byte list and
  * count only after a first character (mid).  SCRUB_ESC_MAX bounds them
  * (and the JSON escapes). */
 #define SCRUB_ESC_MAX 7
 static const char *const esc_forms[] = {
-    "%HH", "\\XHH", "\\\\XHH", "0XHH", ",0XHH", ", 0XHH",
+    "%HH", "\\XHH", "\\\\XHH", "\\\\u007H", "0XHH", ",0XHH", ", 0XHH",
 };
-#define ESC_MID 4 /* esc_forms[ESC_MID..]: only after a first character */
+#define ESC_MID 5 /* esc_forms[ESC_MID..]: only after a first character */
 
 /* How t[0..len) stands to escape form f: 1 it starts with all of it, 0
  * it is a proper prefix of it (a cut one), -1 neither. */
@@ -584,8 +585,8 @@ decode_at(const char *t, size_t j, size_t n, size_t *adv, int mid)
 {
     *adv = 1;
     /* the forms that start with t[j]: esc_forms[f0..f1) */
-    size_t f0 = t[j] == '%' ? 0 : t[j] == '\\' ? 1 : t[j] == '0' ? 3 : 4;
-    size_t f1 = f0 == 0 ? 1 : f0 == 1 ? 3 : f0 == 3 ? 4 : mid ? 6 : 4;
+    size_t f0 = t[j] == '%' ? 0 : t[j] == '\\' ? 1 : t[j] == '0' ? 4 : 5;
+    size_t f1 = f0 == 0 ? 1 : f0 == 1 ? 4 : f0 == 4 ? 5 : mid ? 7 : 5;
     for (size_t f = f0; f < f1; f++) {
         size_t fl = strlen(esc_forms[f]);
         if (j + fl <= n && esc_form(esc_forms[f], t + j, fl) == 1) {

@@ -221,6 +221,24 @@ test_escaped_hex(void)
     pv_scrub_free(s);
 }
 
+/* A JSON escape written as text: the model's "\u0073\u006b-..." is
+ * "\\u0073\\u006b-..." in the JSON string that carries it, and a
+ * client that decodes it once more gets the key. */
+static void
+test_text_json_escape(void)
+{
+    struct pv_scrub *s = pv_scrub_new(&prov);
+    T_CHECK(s != NULL);
+    T_CHECK(masks_span(s, "{\"content\":\"", "\\\\u0073\\\\u006b\\\\u002d\\\\u0070\\\\u0072\\\\u006F\\\\u006a\\\\u002d", "\"}"));
+    T_CHECK(masks_span(s, "{\"content\":\"", "\\\\u0073k-\\\\u0070roj-A", "\"}"));
+    /* \\u beyond ASCII, or cut short, is text */
+    size_t hits;
+    const char *plain = "\\\\u0173k-proj-AB \\\\u07k-proj-AB \\\\u0073\\\\u006b-pro";
+    T_EQ_STR(scrubbed(s, plain, &hits), plain);
+    T_EQ_INT(hits, 0);
+    pv_scrub_free(s);
+}
+
 /* Runs events through one stream's carry; out gets each as sent (joined
  * with '|').  Returns the masks made. */
 static int
@@ -417,6 +435,13 @@ test_stream_escaped_hex(void)
         {{CHUNK("0x73, 0x6b, 0x2d, 0x70, "), CHUNK("0"), CHUNK("x72, 0x6f, 0x6a, 0x2d, 0x41!")},
          3,
          CHUNK("0x73, 0x6b, 0x2d, 0x70, ") "|" CHUNK("0") "|" CHUNK("***************************!")},
+        /* a JSON escape written as text, cut after "\\u00" */
+        {{CHUNK("\\\\u0073\\\\u006b-\\\\u00"), CHUNK("70roj-AB end")},
+         2,
+         CHUNK("\\\\u0073\\\\u006b-\\\\u00") "|" CHUNK("******** end")},
+        {{CHUNK("see \\\\"), CHUNK("u0073k-proj-AB end")},
+         2,
+         CHUNK("see \\\\") "|" CHUNK("************** end")},
     };
     for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
         T_EQ_INT(stream(s, t[i].ev, t[i].n, out, sizeof(out)), 1);
@@ -554,6 +579,7 @@ main(void)
     T_RUN(test_nothing_to_scrub);
     T_RUN(test_encodings);
     T_RUN(test_escaped_hex);
+    T_RUN(test_text_json_escape);
     T_RUN(test_stream_split);
     T_RUN(test_stream_shortcuts);
     T_RUN(test_stream_escaped_hex);
