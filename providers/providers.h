@@ -461,7 +461,7 @@ int pv_scrub_has(const struct pv_scrub *s, const char *buf, size_t len);
  * left as it is: *masked is NULL when nothing was masked, else a malloc'd
  * masked copy of len bytes (the caller frees it).  Returns the masks
  * made, or -1 out of memory (*masked NULL). */
-#define PV_SCRUB_CARRY 16
+#define PV_SCRUB_CARRY 64 /* past that, the least advanced go (scrub.c) */
 struct pv_scrub_carry {
     unsigned n;
     struct {

@@ -56,8 +56,10 @@
  * enough, as above) its continuation is masked, over as many events as it
  * spans; an escape cut by an event's end (%2, \\x7, 0x, "0x73, 0") is
  * carried too, as its bytes and as what they may begin.  At most
- * PV_SCRUB_CARRY partial matches are carried at a time (the first ones
- * found; a value ending in many false starts could crowd out a real one).
+ * PV_SCRUB_CARRY partial matches are carried at a time; past that a new
+ * one replaces the least advanced (fewest characters matched) when it is
+ * further on, so false starts (a character or two of a pattern at the
+ * ends of many values) do not crowd out a real leak's continuation.
  * A value's last character is carried once for all the patterns it
  * starts (real chunks end their model and fingerprint values in digits,
  * the first characters of many hex forms).
@@ -990,6 +992,14 @@ string_end(const char *d, size_t i, size_t len)
  * every hex form whose first digit it is; they would crowd the carry). */
 #define PAT_FIRST (UINT32_MAX - 1)
 
+/* How far a carried entry has come: its characters matched (a value's
+ * last character, PAT_FIRST, is one). */
+static size_t
+carry_prog(size_t pat, size_t k)
+{
+    return k + (pat == PAT_FIRST);
+}
+
 static void
 carry_add(struct pv_scrub_carry *cy, const char *key, size_t kl, size_t pat,
           const struct mstate *ms)
@@ -1001,16 +1011,28 @@ carry_add(struct pv_scrub_carry *cy, const char *key, size_t kl, size_t pat,
             !memcmp(cy->m[i].pb, ms->pb, sizeof(ms->pb)) &&
             cy->m[i].key[kl] == '\0' && !memcmp(cy->m[i].key, key, kl))
             return;
-    if (cy->n >= PV_SCRUB_CARRY)
-        return; /* more partial matches at once than carried: see top */
-    memcpy(cy->m[cy->n].key, key, kl);
-    cy->m[cy->n].key[kl] = '\0';
-    cy->m[cy->n].pat = (uint32_t)pat;
-    cy->m[cy->n].k = (uint32_t)ms->k;
-    cy->m[cy->n].pend = (unsigned char)ms->pend;
-    cy->m[cy->n].rawn = (unsigned char)ms->rawn;
-    memcpy(cy->m[cy->n].pb, ms->pb, sizeof(ms->pb));
-    cy->n++;
+    unsigned at = cy->n;
+    if (at >= PV_SCRUB_CARRY) {
+        /* Full: the new one replaces the least advanced entry when it is
+         * further on itself (a real leak's continuation is not crowded
+         * out by false starts, which end after a character or two). */
+        at = 0;
+        for (unsigned i = 1; i < cy->n; i++)
+            if (carry_prog(cy->m[i].pat, cy->m[i].k) <
+                carry_prog(cy->m[at].pat, cy->m[at].k))
+                at = i;
+        if (carry_prog(pat, ms->k) <= carry_prog(cy->m[at].pat, cy->m[at].k))
+            return;
+    } else {
+        cy->n++;
+    }
+    memcpy(cy->m[at].key, key, kl);
+    cy->m[at].key[kl] = '\0';
+    cy->m[at].pat = (uint32_t)pat;
+    cy->m[at].k = (uint32_t)ms->k;
+    cy->m[at].pend = (unsigned char)ms->pend;
+    cy->m[at].rawn = (unsigned char)ms->rawn;
+    memcpy(cy->m[at].pb, ms->pb, sizeof(ms->pb));
 }
 
 static void

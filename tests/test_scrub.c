@@ -454,6 +454,46 @@ test_stream_escaped_hex(void)
     pv_scrub_free(s);
 }
 
+/* More partial matches at once than the carry holds (a hundred values
+ * ending in "sk", under keys of their own): the real one, further on,
+ * still goes on into the next event. */
+static void
+test_carry_crowded(void)
+{
+    struct pv_scrub *s = pv_scrub_new(&prov);
+    T_CHECK(s != NULL);
+    char ev[4096];
+    size_t o = 0;
+    o += (size_t)snprintf(ev + o, sizeof(ev) - o, "{");
+    for (int i = 0; i < 100; i++)
+        o += (size_t)snprintf(ev + o, sizeof(ev) - o, "\"k%d\":\"a sk\",", i);
+    snprintf(ev + o, sizeof(ev) - o, "\"content\":\"key sk-proj\"}");
+    T_CHECK(strlen(ev) < sizeof(ev) - 1);
+    struct pv_scrub_carry cy;
+    memset(&cy, 0, sizeof(cy));
+    char *m = NULL;
+    T_EQ_INT(pv_scrub_event(s, &cy, ev, strlen(ev), &m), 0);
+    T_EQ_INT(cy.n, PV_SCRUB_CARRY); /* full */
+    const char *next = "{\"content\":\"-ABCdef!\"}";
+    T_EQ_INT(pv_scrub_event(s, &cy, next, strlen(next), &m), 1);
+    T_EQ_STR(m ? m : "", "{\"content\":\"*******!\"}");
+    free(m);
+    /* and a crowd that comes after the real one does not push it out */
+    memset(&cy, 0, sizeof(cy));
+    snprintf(ev, sizeof(ev), "{\"content\":\"key sk-proj\"}");
+    T_EQ_INT(pv_scrub_event(s, &cy, ev, strlen(ev), &m), 0);
+    o = (size_t)snprintf(ev, sizeof(ev), "{");
+    for (int i = 0; i < 100; i++)
+        o += (size_t)snprintf(ev + o, sizeof(ev) - o, "%s\"k%d\":\"a sk\"",
+                              i ? "," : "", i);
+    snprintf(ev + o, sizeof(ev) - o, "}");
+    T_EQ_INT(pv_scrub_event(s, &cy, ev, strlen(ev), &m), 0);
+    T_EQ_INT(pv_scrub_event(s, &cy, next, strlen(next), &m), 1);
+    T_EQ_STR(m ? m : "", "{\"content\":\"*******!\"}");
+    free(m);
+    pv_scrub_free(s);
+}
+
 static void
 test_nothing_to_scrub(void)
 {
@@ -583,6 +623,7 @@ main(void)
     T_RUN(test_stream_split);
     T_RUN(test_stream_shortcuts);
     T_RUN(test_stream_escaped_hex);
+    T_RUN(test_carry_crowded);
     T_RUN(test_hex_letter_first);
     T_RUN(test_share);
     T_RUN(test_edges);
