@@ -865,6 +865,26 @@ struct cands {
     int esc; /* one of them is a '\\' or a '%' */
 };
 
+/* The end of the longest match at t[i..n) of the patterns that start
+ * with the character d (of adv bytes there), or 0. */
+static size_t
+best_at(const struct pv_scrub *s, const char *t, size_t i, size_t n, int d,
+        size_t adv)
+{
+    size_t best = 0;
+    for (size_t k = s->from[d]; k < (size_t)s->from[d] + s->cnt[d]; k++) {
+        const struct pat *p = &s->p[k];
+        /* Most false starts ("s" of "usage" for an "sk-" key) end at the
+         * next byte: rejected before the escape-aware match. */
+        if (!may_go_on(p, t, i, adv, n))
+            continue;
+        size_t e = match_at(p, t, i, n);
+        if (e > best)
+            best = e;
+    }
+    return best;
+}
+
 /* First match at or after from (the longest of those starting there, so
  * a secret that begins with another is masked whole): its start in *at,
  * its end returned; 0 when there is none.  rec (may be NULL) gets the
@@ -891,19 +911,14 @@ find(const struct pv_scrub *s, const char *t, size_t n, size_t from,
         } else if (!s->stop[u[i]]) {
             break; /* the last byte, which no match starts at */
         }
-        size_t adv;
+        size_t adv, best = 0;
         int d = dec(t, i, n, &adv, 0);
-        if (!s->first[(unsigned char)d] || !may_start(s, d, t, i, adv, n))
-            continue;
-        size_t best = 0;
-        for (size_t k = s->from[d]; k < (size_t)s->from[d] + s->cnt[d];
-             k++) {
-            const struct pat *p = &s->p[k];
-            /* Most false starts ("s" of "usage" for an "sk-" key) end at
-             * the next byte: rejected before the escape-aware match. */
-            if (!may_go_on(p, t, i, adv, n))
-                continue;
-            size_t e = match_at(p, t, i, n);
+        if (s->first[(unsigned char)d] && may_start(s, d, t, i, adv, n))
+            best = best_at(s, t, i, n, d, adv);
+        if (adv > 1 && s->first[u[i]] && may_start(s, u[i], t, i, 1, n)) {
+            /* an escape's first byte as it is: a key may itself start
+             * with "0x" or "%" */
+            size_t e = best_at(s, t, i, n, u[i], 1);
             if (e > best)
                 best = e;
         }
@@ -1055,23 +1070,31 @@ tail_at(const struct pv_scrub *s, const char *d, size_t i, size_t ve,
         return;
     size_t adv;
     int ch = dec(d, i, ve, &adv, 0);
-    if (!s->first[(unsigned char)ch] || !may_start(s, ch, d, i, adv, ve))
-        return;
-    if (adv == 1 && i + 1 == ve) {
-        /* The value's last byte (a "6" of a model name, an "s"): the
-         * first character of each pattern that starts with it. */
-        const struct mstate one = {0, 0, 0, {(char)ch}};
-        carry_add(nw, key, kl, PAT_FIRST, &one);
-        return;
-    }
-    for (size_t k = s->from[ch]; k < (size_t)s->from[ch] + s->cnt[ch]; k++) {
-        const struct pat *p = &s->p[k];
-        if (ch != (unsigned char)p->s[0] || !may_go_on(p, d, i, adv, ve))
+    /* an escape's character, then its first byte as it is (as find) */
+    for (int raw = 0; raw < 1 + (adv > 1); raw++) {
+        if (raw) {
+            ch = (unsigned char)d[i];
+            adv = 1;
+        }
+        if (!s->first[(unsigned char)ch] || !may_start(s, ch, d, i, adv, ve))
             continue;
-        struct mstate ms = {0, 0, 0, {0}};
-        size_t e;
-        if (match_run(p, &ms, d, i, ve, &e) && (ms.k > 0 || ms.pend))
-            carry_add(nw, key, kl, k, &ms);
+        if (adv == 1 && i + 1 == ve) {
+            /* The value's last byte (a "6" of a model name, an "s"): the
+             * first character of each pattern that starts with it. */
+            const struct mstate one = {0, 0, 0, {(char)ch}};
+            carry_add(nw, key, kl, PAT_FIRST, &one);
+            return;
+        }
+        for (size_t k = s->from[ch]; k < (size_t)s->from[ch] + s->cnt[ch];
+             k++) {
+            const struct pat *p = &s->p[k];
+            if (ch != (unsigned char)p->s[0] || !may_go_on(p, d, i, adv, ve))
+                continue;
+            struct mstate ms = {0, 0, 0, {0}};
+            size_t e;
+            if (match_run(p, &ms, d, i, ve, &e) && (ms.k > 0 || ms.pend))
+                carry_add(nw, key, kl, k, &ms);
+        }
     }
 }
 
