@@ -429,6 +429,7 @@ json_t *pv_chat_body(const struct pv_chat *c);
  * Secret scrubbing (scrub.c): a provider's api_key, header values and
  * base_url userinfo, masked with '*' (in place, same length) wherever an
  * upstream echoes them: raw, JSON-escaped (\u00XX, \/ ...), %-encoded,
+ * hex-escaped (\x73, 0x73, 0x6b byte lists),
  * base64 (as in an echoed Basic header), hex (lower or upper case) of
  * those, and, for credentials of 12 or more characters, any run of 8 or
  * more of their leading characters; in streams also across events
@@ -460,13 +461,16 @@ int pv_scrub_has(const struct pv_scrub *s, const char *buf, size_t len);
  * left as it is: *masked is NULL when nothing was masked, else a malloc'd
  * masked copy of len bytes (the caller frees it).  Returns the masks
  * made, or -1 out of memory (*masked NULL). */
-#define PV_SCRUB_CARRY 16
+#define PV_SCRUB_CARRY 64 /* past that, the least advanced go (scrub.c) */
 struct pv_scrub_carry {
     unsigned n;
     struct {
         char key[24]; /* the JSON key of the value (longer ones: not kept) */
         uint32_t pat, k; /* pattern, characters of it matched so far */
-        unsigned char pend, pv; /* a %XX cut by the event's end (scrub.c) */
+        /* an escape (%XX, \\x73, 0x73 ...) cut by the event's end: its
+         * pend bytes in pb (scrub.c) */
+        unsigned char pend, rawn;
+        char pb[7];
     } m[PV_SCRUB_CARRY];
 };
 int pv_scrub_event(const struct pv_scrub *s, struct pv_scrub_carry *cy,

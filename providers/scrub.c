@@ -19,10 +19,14 @@
  * and protect nothing).
  *
  * Forms matched, for each secret S:
- *   S itself, however JSON-escaped or %-encoded: the matcher decodes
- *     \" \\ \/ \b \f \n \r \t, \u00XX (ASCII) and %XX on the fly, so
- *     "\u0073k-...", "a\/b" or "sk%2Dproj%2D..." match like the raw
- *     bytes, in any mix (a '%' or '\' of S itself still matches raw);
+ *   S itself, however JSON-escaped, %-encoded or hex-escaped: the
+ *     matcher decodes \" \\ \/ \b \f \n \r \t, \u00XX (ASCII), %XX,
+ *     \x73 (C, Python, JS; x and digits in any case), \\x73 and \\u0073
+ *     (those inside a JSON string) and C byte lists (0x73, 0x6b / 0X73,0X6B: one ','
+ *     and at most one ' ' between bytes) on the fly, so "\u0073k-...",
+ *     "a\/b", "sk%2Dproj%2D..." or "{0x73, 0x6b, 0x2d, ...}" match like
+ *     the raw bytes, in any mix (a '%', '\', '0' or ',' of S itself
+ *     still matches raw);
  *   hex of S's bytes (2 characters a byte) in any mix of lower and upper
  *     case, the bytes run together or apart (one ':', ' ' or '-' between
  *     two, as dump tools write them), and so of each base64 form below
@@ -50,16 +54,20 @@
  * back: the part of S at the end of the earlier event goes out as it
  * came, and once the joined match counts (all of S, or a prefix long
  * enough, as above) its continuation is masked, over as many events as it
- * spans; a %XX cut by an event's end is carried too.  At most
- * PV_SCRUB_CARRY partial matches are carried at a time (the first ones
- * found; a value ending in many false starts could crowd out a real one).
+ * spans; an escape cut by an event's end (%2, \\x7, 0x, "0x73, 0") is
+ * carried too, as its bytes and as what they may begin.  At most
+ * PV_SCRUB_CARRY partial matches are carried at a time; past that a new
+ * one replaces the least advanced (fewest characters matched) when it is
+ * further on, so false starts (a character or two of a pattern at the
+ * ends of many values) do not crowd out a real leak's continuation.
  * A value's last character is carried once for all the patterns it
  * starts (real chunks end their model and fingerprint values in digits,
  * the first characters of many hex forms).
  *
- * Not matched: other encodings (hex as "\x73" or "0x73, " escapes, base64
- * of a %-encoded form, case changes of S itself), a secret split across
- * two different keys' values.
+ * Not matched: other encodings (base64 of a %-encoded form, octal
+ * escapes, byte lists in other layouts (a newline between bytes, decimal
+ * values), case changes of S itself), a secret split across two
+ * different keys' values.
  */
 #include "providers.h"
 
@@ -143,6 +151,7 @@ add_pat(struct pv_scrub *s, const char *txt, size_t n, size_t min, int fold)
     s->stop[(unsigned char)c[0]] = 1;
     s->stop['\\'] = 1; /* an escape or a %XX may start any pattern */
     s->stop['%'] = 1;
+    s->stop['0'] = 1; /* and a "0x73" */
 }
 
 static const char b64tab[] =
@@ -429,6 +438,11 @@ index_patterns(struct pv_scrub *s)
         unsigned char e1[2] = {'\\', (unsigned char)c}, e2[2] = {'%', (unsigned char)c};
         s->cand[pair_ix(e1)] = 1;
         s->cand[pair_ix(e2)] = 1;
+        if (c == 'x' || c == 'X' || c == '"') {
+            /* "0x73" may start any pattern; a value's "0" end a cut one */
+            unsigned char z[2] = {'0', (unsigned char)c};
+            s->cand[pair_ix(z)] = 1;
+        }
         if (!s->first[c])
             continue;
         static const unsigned char after[] = {'\\', '%', '"'};
@@ -509,16 +523,78 @@ pv_scrub_free(struct pv_scrub *s)
     free(s);
 }
 
-/* One logical character of text at t[j..n): the byte, or what a JSON
- * escape or a %XX stands for.  *adv gets the bytes it spans. */
+/* Text-level escapes of one byte, each ending in its two hex digits:
+ * H a hex digit, 7 one of 0-7, X 'x' or 'X', anything else itself.  A
+ * model or an echo writes them in the text (C, Python and JS "\x73", a
+ * C array's "0x73, 0x6b", %XX, and a JSON "\u0073" written as text);
+ * inside a JSON string the backslash is itself escaped ("\\x73",
+ * "\\u0073": what a client that decodes the text once more gets).  The ", 0x" forms go on a byte list and
+ * count only after a first character (mid).  SCRUB_ESC_MAX bounds them
+ * (and the JSON escapes). */
+#define SCRUB_ESC_MAX 7
+static const char *const esc_forms[] = {
+    "%HH", "\\XHH", "\\\\XHH", "\\\\u007H", "0XHH", ",0XHH", ", 0XHH",
+};
+#define ESC_MID 5 /* esc_forms[ESC_MID..]: only after a first character */
+
+/* How t[0..len) stands to escape form f: 1 it starts with all of it, 0
+ * it is a proper prefix of it (a cut one), -1 neither. */
 static int
-decode_at(const char *t, size_t j, size_t n, size_t *adv)
+esc_form(const char *f, const char *t, size_t len)
+{
+    size_t i = 0;
+    for (; f[i] && i < len; i++) {
+        int c = (unsigned char)t[i];
+        if (f[i] == 'H' ? hexv(c) < 0
+            : f[i] == 'X' ? (c != 'x' && c != 'X')
+            : f[i] == '7' ? !(c >= '0' && c <= '7')
+                          : c != f[i])
+            return -1;
+    }
+    return f[i] ? 0 : 1;
+}
+
+/* 1 when t[0..len) (len < SCRUB_ESC_MAX) is a text-level escape cut short
+ * by the text's end, which the next text of a stream may complete. */
+/* 1 when an escape may start with the byte c (mid: after a first
+ * character, where the ", 0x" forms count). */
+static const unsigned char esc_first[256] = {
+    ['%'] = 1, ['\\'] = 1, ['0'] = 1, [','] = 2,
+};
+static inline int
+esc_start(int c, int mid)
+{
+    return esc_first[c] & (mid ? 3 : 1);
+}
+
+static int
+esc_cut(const char *t, size_t len, int mid)
+{
+    if (!esc_start((unsigned char)t[0], mid))
+        return 0; /* the usual case: no escape starts here */
+    size_t nf = mid ? sizeof(esc_forms) / sizeof(esc_forms[0]) : ESC_MID;
+    for (size_t f = 0; f < nf; f++)
+        if (esc_form(esc_forms[f], t, len) == 0)
+            return 1;
+    return 0;
+}
+
+/* One logical character of text at t[j..n): the byte, or what a JSON
+ * escape or a text-level escape (esc_forms) stands for.  *adv gets the
+ * bytes it spans. */
+static int
+decode_at(const char *t, size_t j, size_t n, size_t *adv, int mid)
 {
     *adv = 1;
-    if (t[j] == '%' && j + 2 < n && hexv(t[j + 1]) >= 0 &&
-        hexv(t[j + 2]) >= 0) {
-        *adv = 3;
-        return hexv(t[j + 1]) << 4 | hexv(t[j + 2]);
+    /* the forms that start with t[j]: esc_forms[f0..f1) */
+    size_t f0 = t[j] == '%' ? 0 : t[j] == '\\' ? 1 : t[j] == '0' ? 4 : 5;
+    size_t f1 = f0 == 0 ? 1 : f0 == 1 ? 4 : f0 == 4 ? 5 : mid ? 7 : 5;
+    for (size_t f = f0; f < f1; f++) {
+        size_t fl = strlen(esc_forms[f]);
+        if (j + fl <= n && esc_form(esc_forms[f], t + j, fl) == 1) {
+            *adv = fl;
+            return hexv(t[j + fl - 2]) << 4 | hexv(t[j + fl - 1]);
+        }
     }
     if (t[j] != '\\' || j + 1 >= n)
         return (unsigned char)t[j];
@@ -547,16 +623,17 @@ decode_at(const char *t, size_t j, size_t n, size_t *adv)
     }
 }
 
-/* decode_at with the common case (a plain byte) inline. */
+/* decode_at with the common case (a plain byte) inline: only '\\', '%',
+ * '0' and (mid) ',' may start an escape. */
 static inline int
-dec(const char *t, size_t j, size_t n, size_t *adv)
+dec(const char *t, size_t j, size_t n, size_t *adv, int mid)
 {
     unsigned char c = (unsigned char)t[j];
-    if (c != '\\' && c != '%') {
+    if (!esc_start(c, mid)) {
         *adv = 1;
         return c;
     }
-    return decode_at(t, j, n, adv);
+    return decode_at(t, j, n, adv, mid);
 }
 
 /* ASCII upper case to lower, anything else as it is. */
@@ -582,13 +659,87 @@ pat_is(const struct pat *p, size_t k, int ch)
     return ch == c || (p->fold && fold_c(ch) == fold_c(c));
 }
 
-/* Where a match of one pattern stands: k characters matched, and a %XX
- * cut by the end of the last text (pend bytes of it seen: 1 "%", 2 "%X"
- * with X's value in pv). */
+/* Where a match of one pattern stands: k characters matched, and an
+ * escape cut by the end of the last text (esc_cut): its pend bytes in pb.
+ * rawn: those bytes also matched as they are (rawn characters, counted
+ * in k), so k - rawn is where the escape's character goes. */
 struct mstate {
     size_t k;
-    int pend, pv;
+    int pend, rawn;
+    char pb[SCRUB_ESC_MAX];
 };
+
+/* A match in progress over one text. */
+struct run {
+    size_t j;     /* the next byte */
+    size_t last;  /* the end of the last character matched */
+    size_t kk;    /* characters of the pattern matched */
+    size_t sep_k; /* the byte a hex separator was skipped before */
+};
+
+/* Goes on with p over t[r->j..lim) (lim <= n).  Returns 0 at a mismatch
+ * or p's end, 1 when it reached lim with p unfinished, 2 when (cut) the
+ * rest, t[r->j..n), is an escape the text's end cut (esc_cut). */
+static int
+run_to(const struct pat *p, const char *t, size_t n, size_t lim, int cut,
+       struct run *r)
+{
+    /* in locals: the loop keeps them in registers */
+    size_t j = r->j, last = r->last, kk = r->kk, sep_k = r->sep_k;
+    int st = 1;
+    while (j < lim && kk < p->n) {
+        if (p->fold && kk && !(kk & 1) && kk != sep_k && hex_sep(t[j])) {
+            sep_k = kk; /* one between two bytes' digits */
+            j++;
+            continue;
+        }
+        if (cut && n - j < SCRUB_ESC_MAX && esc_start((unsigned char)t[j], kk > 0) &&
+            esc_cut(t + j, n - j, kk > 0)) {
+            st = 2;
+            break;
+        }
+        size_t adv;
+        int ch = dec(t, j, n, &adv, kk > 0);
+        if (!pat_is(p, kk, ch)) {
+            if (adv > 1 && t[j] == p->s[kk]) {
+                /* a raw '\\', '%', '0' or ',' in the secret itself */
+                adv = 1;
+            } else {
+                st = 0;
+                break;
+            }
+        }
+        kk++;
+        j += adv;
+        last = j;
+    }
+    r->j = j;
+    r->last = last;
+    r->kk = kk;
+    r->sep_k = sep_k;
+    return st == 1 ? kk < p->n : st;
+}
+
+/* An escape cut at b[r->j..n), the text's end: the match as the escape
+ * would go on into *ms (and as the bytes are, when they match so), or
+ * the whole match when those bytes, as they are, end it (*wend: where,
+ * in b).  Returns as match_run. */
+static int
+cut_escape(const struct pat *p, struct mstate *ms, const char *b, size_t n,
+           const struct run *r, size_t *wend)
+{
+    struct run raw = *r;
+    run_to(p, b, n, n, 0, &raw);
+    int whole = raw.kk == p->n;
+    *wend = raw.last;
+    ms->rawn = raw.j >= n && !whole ? (int)(raw.kk - r->kk) : 0;
+    ms->k = whole ? p->n : r->kk + (size_t)ms->rawn;
+    ms->pend = whole ? 0 : (int)(n - r->j);
+    memset(ms->pb, 0, sizeof(ms->pb));
+    if (!whole)
+        memcpy(ms->pb, b + r->j, n - r->j);
+    return !whole;
+}
 
 /* Pattern p from state *ms on against t[i..n): *ms becomes the state
  * after it, *end where the text matched ends.  Returns 1 when the text ran
@@ -598,66 +749,56 @@ static int
 match_run(const struct pat *p, struct mstate *ms, const char *t, size_t i,
           size_t n, size_t *end)
 {
-    size_t j = i, kk = ms->k;
+    struct run r = {i, i, ms->k, 0};
     *end = i;
-    if (ms->pend) { /* the rest of a %XX the last text cut */
-        while (ms->pend < 3 && j < n) {
-            int h = hexv(t[j]);
-            if (h < 0)
-                return 0;
-            ms->pv = ms->pend == 1 ? h : ms->pv << 4 | h;
-            ms->pend++;
-            j++;
-        }
-        if (ms->pend < 3) {
-            *end = j;
-            return 1;
-        }
+    if (ms->pend) {
+        /* The bytes of the escape the last text cut, then t's first: the
+         * characters that start in those bytes are matched over the
+         * join, from where the escape's character goes. */
+        char jb[2 * SCRUB_ESC_MAX];
+        size_t pl = (size_t)ms->pend;
+        size_t tl = n - i < SCRUB_ESC_MAX ? n - i : SCRUB_ESC_MAX;
+        memcpy(jb, ms->pb, pl);
+        memcpy(jb + pl, t + i, tl);
+        struct run q = {0, 0, ms->k - (size_t)ms->rawn, 0};
+        int st = run_to(p, jb, pl + tl, pl, tl == n - i, &q);
+        r.kk = q.kk;
+        r.sep_k = q.sep_k;
+        r.j = q.j > pl ? i + q.j - pl : i;
+        r.last = q.last > pl ? i + q.last - pl : i;
         ms->pend = 0;
-        if (kk >= p->n || !pat_is(p, kk, ms->pv))
+        ms->rawn = 0;
+        if (st == 2) { /* t ended inside the escape again */
+            size_t we;
+            int more = cut_escape(p, ms, jb, pl + tl, &q, &we);
+            *end = more ? n : we > pl ? i + we - pl : i;
+            return more;
+        }
+        if (st == 0) {
+            ms->k = r.kk;
+            *end = r.last;
             return 0;
-        kk++;
+        }
     }
-    size_t sep_k = 0; /* the byte a separator was skipped before */
-    size_t last = j;  /* the end of the last character matched */
-    while (j < n && kk < p->n) {
-        if (p->fold && kk && !(kk & 1) && kk != sep_k && hex_sep(t[j])) {
-            sep_k = kk; /* one between two bytes' digits */
-            j++;
-            continue;
-        }
-        if (t[j] == '%' && (j + 1 == n || (j + 2 == n && hexv(t[j + 1]) >= 0))) {
-            /* a %XX the text's end cuts: it may go on in the next one */
-            ms->pend = (int)(n - j);
-            ms->pv = ms->pend == 2 ? hexv(t[j + 1]) : 0;
-            ms->k = kk;
-            *end = n;
-            return 1;
-        }
-        size_t adv;
-        int ch = dec(t, j, n, &adv);
-        if (!pat_is(p, kk, ch)) {
-            if (adv > 1 && t[j] == p->s[kk]) {
-                /* a raw '\\' or '%' in the secret itself */
-                adv = 1;
-            } else {
-                break;
-            }
-        }
-        kk++;
-        j += adv;
-        last = j;
+    int st = run_to(p, t, n, n, 1, &r);
+    if (st == 2) {
+        size_t we;
+        int more = cut_escape(p, ms, t, n, &r, &we);
+        *end = more ? n : we;
+        return more;
     }
-    ms->k = kk;
-    *end = last; /* a separator the match did not go on after is not in */
-    return j >= n && kk < p->n;
+    ms->k = r.kk;
+    ms->pend = 0;
+    ms->rawn = 0;
+    *end = r.last; /* a separator the match did not go on after is not in */
+    return r.j >= n && r.kk < p->n;
 }
 
 /* End of the match of pattern p at t[i..n), or 0 for none. */
 static size_t
 match_at(const struct pat *p, const char *t, size_t i, size_t n)
 {
-    struct mstate ms = {0, 0, 0};
+    struct mstate ms = {0, 0, 0, {0}};
     size_t e;
     match_run(p, &ms, t, i, n, &e);
     return ms.k >= p->min ? e : 0;
@@ -665,12 +806,12 @@ match_at(const struct pat *p, const char *t, size_t i, size_t n)
 
 /* Cheap test before any pattern is tried: some pattern can start with
  * the character ch at t[i] (of adv bytes) and the byte after it (an
- * escape or the text's end may go on with any). */
+ * escape, or the text's end, may go on with any). */
 static int
 may_start(const struct pv_scrub *s, int ch, const char *t, size_t i,
           size_t adv, size_t n)
 {
-    if (i + adv >= n)
+    if (i + adv >= n || adv > 1)
         return 1;
     unsigned char c2 = (unsigned char)t[i + adv];
     unsigned v = (unsigned)ch << 8 | c2;
@@ -682,7 +823,7 @@ may_start(const struct pv_scrub *s, int ch, const char *t, size_t i,
 static int
 may_go_on(const struct pat *p, const char *t, size_t i, size_t adv, size_t n)
 {
-    if (p->n < 2 || i + adv >= n)
+    if (p->n < 2 || i + adv >= n || adv > 1)
         return 1;
     char c = t[i + adv];
     return pat_is(p, 1, (unsigned char)c) || c == '\\' || c == '%';
@@ -724,6 +865,26 @@ struct cands {
     int esc; /* one of them is a '\\' or a '%' */
 };
 
+/* The end of the longest match at t[i..n) of the patterns that start
+ * with the character d (of adv bytes there), or 0. */
+static size_t
+best_at(const struct pv_scrub *s, const char *t, size_t i, size_t n, int d,
+        size_t adv)
+{
+    size_t best = 0;
+    for (size_t k = s->from[d]; k < (size_t)s->from[d] + s->cnt[d]; k++) {
+        const struct pat *p = &s->p[k];
+        /* Most false starts ("s" of "usage" for an "sk-" key) end at the
+         * next byte: rejected before the escape-aware match. */
+        if (!may_go_on(p, t, i, adv, n))
+            continue;
+        size_t e = match_at(p, t, i, n);
+        if (e > best)
+            best = e;
+    }
+    return best;
+}
+
 /* First match at or after from (the longest of those starting there, so
  * a secret that begins with another is masked whole): its start in *at,
  * its end returned; 0 when there is none.  rec (may be NULL) gets the
@@ -750,19 +911,14 @@ find(const struct pv_scrub *s, const char *t, size_t n, size_t from,
         } else if (!s->stop[u[i]]) {
             break; /* the last byte, which no match starts at */
         }
-        size_t adv;
-        int d = dec(t, i, n, &adv);
-        if (!s->first[(unsigned char)d] || !may_start(s, d, t, i, adv, n))
-            continue;
-        size_t best = 0;
-        for (size_t k = s->from[d]; k < (size_t)s->from[d] + s->cnt[d];
-             k++) {
-            const struct pat *p = &s->p[k];
-            /* Most false starts ("s" of "usage" for an "sk-" key) end at
-             * the next byte: rejected before the escape-aware match. */
-            if (!may_go_on(p, t, i, adv, n))
-                continue;
-            size_t e = match_at(p, t, i, n);
+        size_t adv, best = 0;
+        int d = dec(t, i, n, &adv, 0);
+        if (s->first[(unsigned char)d] && may_start(s, d, t, i, adv, n))
+            best = best_at(s, t, i, n, d, adv);
+        if (adv > 1 && s->first[u[i]] && may_start(s, u[i], t, i, 1, n)) {
+            /* an escape's first byte as it is: a key may itself start
+             * with "0x" or "%" */
+            size_t e = best_at(s, t, i, n, u[i], 1);
             if (e > best)
                 best = e;
         }
@@ -851,6 +1007,14 @@ string_end(const char *d, size_t i, size_t len)
  * every hex form whose first digit it is; they would crowd the carry). */
 #define PAT_FIRST (UINT32_MAX - 1)
 
+/* How far a carried entry has come: its characters matched (a value's
+ * last character, PAT_FIRST, is one). */
+static size_t
+carry_prog(size_t pat, size_t k)
+{
+    return k + (pat == PAT_FIRST);
+}
+
 static void
 carry_add(struct pv_scrub_carry *cy, const char *key, size_t kl, size_t pat,
           const struct mstate *ms)
@@ -858,18 +1022,32 @@ carry_add(struct pv_scrub_carry *cy, const char *key, size_t kl, size_t pat,
     /* key[0..kl), kl < sizeof(key): the caller's */
     for (unsigned i = 0; i < cy->n; i++)
         if (cy->m[i].pat == pat && cy->m[i].k == ms->k &&
-            cy->m[i].pend == ms->pend && cy->m[i].pv == ms->pv &&
+            cy->m[i].pend == ms->pend && cy->m[i].rawn == ms->rawn &&
+            !memcmp(cy->m[i].pb, ms->pb, sizeof(ms->pb)) &&
             cy->m[i].key[kl] == '\0' && !memcmp(cy->m[i].key, key, kl))
             return;
-    if (cy->n >= PV_SCRUB_CARRY)
-        return; /* more partial matches at once than carried: see top */
-    memcpy(cy->m[cy->n].key, key, kl);
-    cy->m[cy->n].key[kl] = '\0';
-    cy->m[cy->n].pat = (uint32_t)pat;
-    cy->m[cy->n].k = (uint32_t)ms->k;
-    cy->m[cy->n].pend = (unsigned char)ms->pend;
-    cy->m[cy->n].pv = (unsigned char)ms->pv;
-    cy->n++;
+    unsigned at = cy->n;
+    if (at >= PV_SCRUB_CARRY) {
+        /* Full: the new one replaces the least advanced entry when it is
+         * further on itself (a real leak's continuation is not crowded
+         * out by false starts, which end after a character or two). */
+        at = 0;
+        for (unsigned i = 1; i < cy->n; i++)
+            if (carry_prog(cy->m[i].pat, cy->m[i].k) <
+                carry_prog(cy->m[at].pat, cy->m[at].k))
+                at = i;
+        if (carry_prog(pat, ms->k) <= carry_prog(cy->m[at].pat, cy->m[at].k))
+            return;
+    } else {
+        cy->n++;
+    }
+    memcpy(cy->m[at].key, key, kl);
+    cy->m[at].key[kl] = '\0';
+    cy->m[at].pat = (uint32_t)pat;
+    cy->m[at].k = (uint32_t)ms->k;
+    cy->m[at].pend = (unsigned char)ms->pend;
+    cy->m[at].rawn = (unsigned char)ms->rawn;
+    memcpy(cy->m[at].pb, ms->pb, sizeof(ms->pb));
 }
 
 static void
@@ -877,7 +1055,8 @@ carried(const struct pv_scrub_carry *cy, unsigned c, struct mstate *ms)
 {
     ms->k = cy->m[c].k;
     ms->pend = cy->m[c].pend;
-    ms->pv = cy->m[c].pv;
+    ms->rawn = cy->m[c].rawn;
+    memcpy(ms->pb, cy->m[c].pb, sizeof(ms->pb));
 }
 
 /* The partial matches of the patterns starting at d[i] that run to the
@@ -890,24 +1069,32 @@ tail_at(const struct pv_scrub *s, const char *d, size_t i, size_t ve,
     if (!s->stop[(unsigned char)d[i]])
         return;
     size_t adv;
-    int ch = dec(d, i, ve, &adv);
-    if (!s->first[(unsigned char)ch] || !may_start(s, ch, d, i, adv, ve))
-        return;
-    if (adv == 1 && i + 1 == ve) {
-        /* The value's last byte (a "6" of a model name, an "s"): the
-         * first character of each pattern that starts with it. */
-        const struct mstate one = {0, 0, ch};
-        carry_add(nw, key, kl, PAT_FIRST, &one);
-        return;
-    }
-    for (size_t k = s->from[ch]; k < (size_t)s->from[ch] + s->cnt[ch]; k++) {
-        const struct pat *p = &s->p[k];
-        if (ch != (unsigned char)p->s[0] || !may_go_on(p, d, i, adv, ve))
+    int ch = dec(d, i, ve, &adv, 0);
+    /* an escape's character, then its first byte as it is (as find) */
+    for (int raw = 0; raw < 1 + (adv > 1); raw++) {
+        if (raw) {
+            ch = (unsigned char)d[i];
+            adv = 1;
+        }
+        if (!s->first[(unsigned char)ch] || !may_start(s, ch, d, i, adv, ve))
             continue;
-        struct mstate ms = {0, 0, 0};
-        size_t e;
-        if (match_run(p, &ms, d, i, ve, &e) && (ms.k > 0 || ms.pend))
-            carry_add(nw, key, kl, k, &ms);
+        if (adv == 1 && i + 1 == ve) {
+            /* The value's last byte (a "6" of a model name, an "s"): the
+             * first character of each pattern that starts with it. */
+            const struct mstate one = {0, 0, 0, {(char)ch}};
+            carry_add(nw, key, kl, PAT_FIRST, &one);
+            return;
+        }
+        for (size_t k = s->from[ch]; k < (size_t)s->from[ch] + s->cnt[ch];
+             k++) {
+            const struct pat *p = &s->p[k];
+            if (ch != (unsigned char)p->s[0] || !may_go_on(p, d, i, adv, ve))
+                continue;
+            struct mstate ms = {0, 0, 0, {0}};
+            size_t e;
+            if (match_run(p, &ms, d, i, ve, &e) && (ms.k > 0 || ms.pend))
+                carry_add(nw, key, kl, k, &ms);
+        }
     }
 }
 
@@ -937,7 +1124,7 @@ key_text(struct evkey *k, const char *d)
             k->txt = k->key;
             kl = 0;
             for (size_t j = k->ks; j < k->ke && kl < sizeof(k->key); j += adv)
-                k->key[kl++] = (char)dec(d, j, k->ke, &adv);
+                k->key[kl++] = (char)dec(d, j, k->ke, &adv, 0);
         }
         k->ok = kl < sizeof(k->key);
         k->len = kl;
@@ -962,25 +1149,37 @@ tail_partials(const struct pv_scrub *s, const char *d, size_t vs, size_t ve,
               struct evkey *k, const struct cands *rc, unsigned *cur,
               struct pv_scrub_carry *nw)
 {
-    /* A partial match has under maxn characters of at most 6 bytes. */
-    size_t from = ve - vs > 6 * s->maxn ? ve - 6 * s->maxn : vs;
+    /* A partial match has under maxn characters of at most
+     * SCRUB_ESC_MAX bytes. */
+    size_t from = ve - vs > SCRUB_ESC_MAX * s->maxn
+                      ? ve - SCRUB_ESC_MAX * s->maxn
+                      : vs;
+    /* An escape cut before its byte may be any pattern's first: it
+     * starts at a place the scan stops at, among the last bytes. */
+    size_t cut = ve, near = ve - vs >= SCRUB_ESC_MAX ? ve - SCRUB_ESC_MAX + 1
+                                                     : vs;
     const char *key = NULL;
     if (rc->all) {
         for (size_t i = from; i < ve; i++)
-            if (s->stop[(unsigned char)d[i]] && (key || (key = key_text(k, d))))
+            if (s->stop[(unsigned char)d[i]] && (key || (key = key_text(k, d)))) {
                 tail_at(s, d, i, ve, key, k->len, nw);
+                if (cut == ve && i >= near && esc_cut(d + i, ve - i, 0))
+                    cut = i;
+            }
     } else {
         while (*cur < rc->n && rc->at[*cur] < from)
             ++*cur;
-        for (; *cur < rc->n && rc->at[*cur] < ve; ++*cur)
+        for (; *cur < rc->n && rc->at[*cur] < ve; ++*cur) {
+            size_t i = rc->at[*cur];
             if (key || (key = key_text(k, d)))
-                tail_at(s, d, rc->at[*cur], ve, key, k->len, nw);
+                tail_at(s, d, i, ve, key, k->len, nw);
+            if (cut == ve && i >= near && esc_cut(d + i, ve - i, 0))
+                cut = i;
+        }
     }
-    /* A %XX cut before its byte: it may be any pattern's first. */
-    int one = ve > vs && d[ve - 1] == '%';
-    if ((one || (ve - vs >= 2 && d[ve - 2] == '%' && hexv(d[ve - 1]) >= 0)) &&
-        (key || (key = key_text(k, d)))) {
-        struct mstate ms = {0, one ? 1 : 2, one ? 0 : hexv(d[ve - 1])};
+    if (cut < ve && (key || (key = key_text(k, d)))) {
+        struct mstate ms = {0, (int)(ve - cut), 0, {0}};
+        memcpy(ms.pb, d + cut, ve - cut);
         carry_add(nw, key, k->len, PAT_ANY, &ms);
     }
 }
@@ -995,7 +1194,7 @@ first_on(const struct pv_scrub *s, int c0, const char *d, size_t j,
 {
     for (size_t k = s->from[c0]; k < (size_t)s->from[c0] + s->cnt[c0]; k++) {
         const struct pat *p = &s->p[k];
-        struct mstate m2 = {1, 0, 0};
+        struct mstate m2 = {1, 0, 0, {0}};
         size_t end;
         int more = match_run(p, &m2, d, j, ve, &end);
         if (m2.k >= p->min)
@@ -1017,18 +1216,19 @@ go_on(const struct pv_scrub *s, const struct pv_scrub_carry *cy, unsigned c,
     size_t end;
     if (cy->m[c].pat == PAT_FIRST) {
         unsigned char c0 = vs < ve ? (unsigned char)d[vs] : 0;
-        unsigned v = (unsigned)ms.pv << 8 | c0;
+        unsigned char c1 = (unsigned char)ms.pb[0];
+        unsigned v = (unsigned)c1 << 8 | c0;
         if (vs < ve && c0 != '\\' && c0 != '%' &&
             !(s->pair[v / 64] >> (v % 64) & 1))
             return; /* no pattern goes on with c0 */
-        first_on(s, ms.pv, d, vs, vs, ve, key, kl, m, nw);
+        first_on(s, c1, d, vs, vs, ve, key, kl, m, nw);
         return;
     }
     if (cy->m[c].pat != PAT_ANY) {
         const struct pat *p = &s->p[cy->m[c].pat];
         unsigned char c0 = vs < ve ? (unsigned char)d[vs] : 0;
         if (vs < ve && !ms.pend && !pat_is(p, ms.k, c0) &&
-            c0 != '\\' && c0 != '%' &&
+            c0 != '\\' && c0 != '%' && c0 != '0' && c0 != ',' &&
             !(p->fold && !(ms.k & 1) && hex_sep(c0)))
             return; /* the usual case: it does not go on */
         int more = match_run(p, &ms, d, vs, ve, &end);
@@ -1038,19 +1238,23 @@ go_on(const struct pv_scrub *s, const struct pv_scrub_carry *cy, unsigned c,
             carry_add(nw, key, kl, cy->m[c].pat, &ms);
         return;
     }
-    /* The byte of a cut %XX, then every pattern that starts with it. */
-    size_t j = vs;
-    for (; ms.pend < 3 && j < ve; j++) {
-        int h = hexv(d[j]);
-        if (h < 0)
-            return;
-        ms.pv = ms.pend++ == 1 ? h : ms.pv << 4 | h;
-    }
-    if (ms.pend < 3) {
+    /* The character of an escape cut before any pattern began (its
+     * bytes, then the value's first), then every pattern that starts
+     * with it. */
+    char jb[2 * SCRUB_ESC_MAX];
+    size_t pl = (size_t)ms.pend;
+    size_t tl = ve - vs < SCRUB_ESC_MAX ? ve - vs : SCRUB_ESC_MAX, adv;
+    memcpy(jb, ms.pb, pl);
+    memcpy(jb + pl, d + vs, tl);
+    int ch = decode_at(jb, 0, pl + tl, &adv, 0);
+    if (adv > pl) {
+        first_on(s, ch, d, vs + adv - pl, vs, ve, key, kl, m, nw);
+    } else if (tl == ve - vs && pl + tl < SCRUB_ESC_MAX &&
+               esc_cut(jb, pl + tl, 0)) {
+        ms.pend = (int)(pl + tl); /* the value ended inside it too */
+        memcpy(ms.pb, jb, pl + tl);
         carry_add(nw, key, kl, PAT_ANY, &ms);
-        return;
     }
-    first_on(s, ms.pv, d, j, vs, ve, key, kl, m, nw);
 }
 
 int

@@ -98,7 +98,11 @@
  *                       characters), text (error: a text/plain body),
  *                       hex / HEX (each value's bytes as lower / upper
  *                       case hex), url (each value %-encoded, every byte
- *                       but letters and digits as %XX)
+ *                       but letters and digits as %XX), xesc (each byte
+ *                       as \x73 / \X6B, alternately), clist (a C byte
+ *                       list: 0x73, 0x6b,0x2d, ...), utext (each byte as
+ *                       the text \u0073, which the answer's JSON string
+ *                       carries as \\u0073)
  *   rl_headers          x-ratelimit-* and x-request-id on the answer
  *   cache_write=N       native: Anthropic cache_creation_input_tokens
  *                       (prompt_tokens stays the total: input_tokens is
@@ -260,7 +264,7 @@ enum fmt { FMT_OPENAI = 0, FMT_ANTHROPIC, FMT_GEMINI };
 
 enum {
     ECHO_JSON = 1, ECHO_SLASH, ECHO_U, ECHO_B64, ECHO_TRUNC, ECHO_TEXT,
-    ECHO_HEX, ECHO_HEX_UP, ECHO_URL
+    ECHO_HEX, ECHO_HEX_UP, ECHO_URL, ECHO_XESC, ECHO_CLIST, ECHO_UTEXT
 };
 
 enum job_stage { J_BEGIN, J_BODY, J_EVENTS, J_HANG, J_DROP };
@@ -401,6 +405,9 @@ opts_parse(struct opts *o, const char *s, size_t n)
                                   : !strcmp(val, "hex")   ? ECHO_HEX
                                   : !strcmp(val, "HEX")   ? ECHO_HEX_UP
                                   : !strcmp(val, "url")   ? ECHO_URL
+                                  : !strcmp(val, "xesc")  ? ECHO_XESC
+                                  : !strcmp(val, "clist") ? ECHO_CLIST
+                                  : !strcmp(val, "utext") ? ECHO_UTEXT
                                                           : ECHO_JSON;
             else if (IS("tag"))
                 snprintf(o->tag, sizeof(o->tag), "%.63s", val);
@@ -570,17 +577,30 @@ b64(const char *in)
     return b64n(in, strlen(in));
 }
 
-/* in as hex (ECHO_HEX, ECHO_HEX_UP) or %-encoded (ECHO_URL).  malloc'd. */
+/* in as hex (ECHO_HEX, ECHO_HEX_UP), %-encoded (ECHO_URL) or as hex
+ * escapes (ECHO_XESC, ECHO_CLIST, ECHO_UTEXT).  malloc'd. */
 static char *
 encoded(const char *in, int form)
 {
     const char *d = form == ECHO_HEX ? "0123456789abcdef" : "0123456789ABCDEF";
     size_t n = strlen(in), o = 0;
-    char *out = malloc(3 * n + 1);
+    char *out = malloc(6 * n + 1);
     if (!out)
         return NULL;
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)in[i];
+        if (form == ECHO_XESC || form == ECHO_CLIST || form == ECHO_UTEXT) {
+            o += (size_t)sprintf(out + o,
+                                 form == ECHO_UTEXT ? "\\u%04x"
+                                 : form == ECHO_CLIST
+                                     ? (i + 1 == n  ? "0x%02x"
+                                        : i % 3 == 2 ? "0x%02x,"
+                                                     : "0x%02x, ")
+                                 : i % 2 ? "\\X%02X"
+                                         : "\\x%02x",
+                                 c);
+            continue;
+        }
         if (form == ECHO_URL && isalnum(c)) {
             out[o++] = (char)c;
             continue;
@@ -608,7 +628,7 @@ headers_text(struct evhttp_request *req, int form)
     for (struct evkeyval *kv = in->tqh_first; kv; kv = kv->next.tqe_next) {
         char *v = form == ECHO_B64                           ? b64(kv->value)
                   : form == ECHO_HEX || form == ECHO_HEX_UP ||
-                          form == ECHO_URL
+                          form == ECHO_URL || form >= ECHO_XESC
                       ? encoded(kv->value, form)
                       : strdup(kv->value);
         if (!v)

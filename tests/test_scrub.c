@@ -161,6 +161,84 @@ test_encodings(void)
     pv_scrub_free(s);
 }
 
+/* 1 when pre form post comes out as pre, form all '*', post. */
+static int
+masks_span(struct pv_scrub *s, const char *pre, const char *form,
+           const char *post)
+{
+    char in[1024], want[1024];
+    snprintf(in, sizeof(in), "%s%s%s", pre, form, post);
+    snprintf(want, sizeof(want), "%s%*s%s", pre, (int)strlen(form), "", post);
+    memset(want + strlen(pre), '*', strlen(form));
+    const char *out = scrubbed(s, in, NULL);
+    if (strcmp(out, want) != 0) {
+        fprintf(stderr, "  in:   %s\n  got:  %s\n  want: %s\n", in, out, want);
+        return 0;
+    }
+    return 1;
+}
+
+/* Hex written as escapes: "\x73" (C, Python, JS; x and digits in any
+ * case), "\\x73" inside a JSON string, C arrays' "0x73, 0x6b". */
+static void
+test_escaped_hex(void)
+{
+    struct pv_scrub *s = pv_scrub_new(&prov);
+    T_CHECK(s != NULL);
+    size_t hits;
+    /* the prefix rule: 8 bytes of the key as \x escapes, and the rest */
+    T_CHECK(masks_span(s, "b'", "\\x73\\x6b\\x2d\\x70\\x72\\x6f\\x6a\\x2d", "'"));
+    T_CHECK(masks_span(s, "s = \"", "\\x73\\X6B\\x2D\\X70\\x72\\x6F\\x6a\\x2dABCdef", "\";"));
+    /* mixed with raw characters, and inside a JSON string */
+    T_CHECK(masks_span(s, "", "\\x73k-\\x70roj-A", " end"));
+    T_CHECK(masks_span(s, "{\"content\":\"", "\\\\x73\\\\x6b\\\\x2d\\\\x70\\\\x72\\\\x6f\\\\x6a\\\\x2d\\\\x41", "\"}"));
+    /* C byte lists, with or without the space, any case; the separator
+     * after the last byte is not the secret's */
+    T_CHECK(masks_span(s, "{", "0x73, 0x6b, 0x2d, 0x70, 0x72, 0x6f, 0x6a, 0x2d, 0x41, 0x42, 0x43", ", 0x00}"));
+    T_CHECK(masks_span(s, "char k[] = {", "0X73,0X6B,0X2D,0X70,0X72,0X6F,0X6A,0X2D,0X41", "};"));
+    /* the whole key as a byte list is one match */
+    scrubbed(s, "0x73, 0x6b, 0x2d, 0x70, 0x72, 0x6f, 0x6a, 0x2d, 0x41, 0x42, "
+                "0x43, 0x64, 0x65, 0x66, 0x30, 0x31, 0x32, 0x33, 0x34, 0x35, "
+                "0x36, 0x37, 0x38, 0x39, 0x78, 0x79, 0x7a, 0x58, 0x59, 0x5a",
+             &hits);
+    T_EQ_INT(hits, 1);
+    /* seven bytes are no leak; other escapes and byte lists are text */
+    const char *plain = "\\x73\\x6b\\x2d\\x70\\x72\\x6f\\x6a {0x73, 0x6b, 0x2d, "
+                        "0x70, 0x72, 0x6f, 0x6a} 0x1f, 0x20 \\x00\\x7 0x7 \\x "
+                        "0x73,, 0x6b 0x73;0x6b";
+    T_EQ_STR(scrubbed(s, plain, &hits), plain);
+    T_EQ_INT(hits, 0);
+    pv_scrub_free(s);
+    /* a whole-only value that ends in '0' (which could start a "0x"),
+     * at the text's very end: raw and in hex */
+    struct cfg_header h[] = {{"X-Org", "organisation-2020"}};
+    struct cfg_provider pr = {.name = "o", .headers = h, .n_headers = 1};
+    s = pv_scrub_new(&pr);
+    T_CHECK(s != NULL);
+    T_CHECK(masks_span(s, "org ", "organisation-2020", ""));
+    T_CHECK(masks_span(s, "", "6f7267616e69736174696f6e2d32303230", ""));
+    T_CHECK(masks_span(s, "", "0x6f, 0x72, 0x67, 0x61, 0x6e, 0x69, 0x73, 0x61, 0x74, 0x69, 0x6f, 0x6e, 0x2d, 0x32, 0x30, 0x32, 0x30", ""));
+    pv_scrub_free(s);
+}
+
+/* A JSON escape written as text: the model's "\u0073\u006b-..." is
+ * "\\u0073\\u006b-..." in the JSON string that carries it, and a
+ * client that decodes it once more gets the key. */
+static void
+test_text_json_escape(void)
+{
+    struct pv_scrub *s = pv_scrub_new(&prov);
+    T_CHECK(s != NULL);
+    T_CHECK(masks_span(s, "{\"content\":\"", "\\\\u0073\\\\u006b\\\\u002d\\\\u0070\\\\u0072\\\\u006F\\\\u006a\\\\u002d", "\"}"));
+    T_CHECK(masks_span(s, "{\"content\":\"", "\\\\u0073k-\\\\u0070roj-A", "\"}"));
+    /* \\u beyond ASCII, or cut short, is text */
+    size_t hits;
+    const char *plain = "\\\\u0173k-proj-AB \\\\u07k-proj-AB \\\\u0073\\\\u006b-pro";
+    T_EQ_STR(scrubbed(s, plain, &hits), plain);
+    T_EQ_INT(hits, 0);
+    pv_scrub_free(s);
+}
+
 /* Runs events through one stream's carry; out gets each as sent (joined
  * with '|').  Returns the masks made. */
 static int
@@ -189,6 +267,34 @@ stream(struct pv_scrub *s, const char *const *ev, size_t n, char *out,
 #define ADELTA(t)                                                          \
     "{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":"  \
     "\"text_delta\",\"text\":\"" t "\"}}"
+
+/* A key that itself starts with "0x" (an Ethereum-style private key) or
+ * holds "0x" and "%41" as text: its bytes as they are still match, whole,
+ * as a prefix and split across events, and so does its byte list. */
+static void
+test_key_with_0x(void)
+{
+    struct cfg_provider pr = {
+        .name = "e", .api_key = "0x4c0883a69102937d6231471b5dbb6204fe51296170"};
+    struct pv_scrub *s = pv_scrub_new(&pr);
+    T_CHECK(s != NULL);
+    T_CHECK(masks_span(s, "k=", "0x4c0883a69102937d6231471b5dbb6204fe51296170", "."));
+    T_CHECK(masks_span(s, "k=", "0x4c0883a6", "..."));
+    T_CHECK(masks_span(s, "", "0x30, 0x78, 0x34, 0x63, 0x30, 0x38, 0x38, 0x33", ""));
+    char out[1024];
+    const char *a[] = {CHUNK("key 0x4c08"), CHUNK("83a69102 and")};
+    T_EQ_INT(stream(s, a, 2, out, sizeof(out)), 1);
+    T_EQ_STR(out, CHUNK("key 0x4c08") "|" CHUNK("******** and"));
+    const char *b[] = {CHUNK("key 0"), CHUNK("x4c0883a69 and")};
+    T_EQ_INT(stream(s, b, 2, out, sizeof(out)), 1);
+    T_EQ_STR(out, CHUNK("key 0") "|" CHUNK("********** and"));
+    pv_scrub_free(s);
+    struct cfg_provider pr2 = {.name = "f", .api_key = "ab0x41%41-secret-0123"};
+    s = pv_scrub_new(&pr2);
+    T_CHECK(s != NULL);
+    T_CHECK(masks_span(s, "k=", "ab0x41%41-secret-0123", "."));
+    pv_scrub_free(s);
+}
 
 /* A secret split across the events of one stream. */
 static void
@@ -323,6 +429,101 @@ test_stream_shortcuts(void)
     pv_scrub_free(s);
 }
 
+/* Escaped hex and byte lists split across a stream's events, the cut
+ * anywhere in an escape, before the secret began or after. */
+static void
+test_stream_escaped_hex(void)
+{
+    struct pv_scrub *s = pv_scrub_new(&prov);
+    T_CHECK(s != NULL);
+    char out[4096];
+    static const struct {
+        const char *ev[3];
+        size_t n;
+        const char *want; /* the events as sent, joined with '|' */
+    } t[] = {
+        {{CHUNK("\\\\x73\\\\x6b\\\\x2d\\\\x7"), CHUNK("0\\\\x72\\\\x6f\\\\x6a\\\\x2d\\\\x41 end")},
+         2,
+         CHUNK("\\\\x73\\\\x6b\\\\x2d\\\\x7") "|" CHUNK("************************** end")},
+        {{CHUNK("0x73, 0"), CHUNK("x6b, 0x2d, 0x70, 0x72, 0x6f, 0x6a, 0x2d, 0x41 end")},
+         2,
+         CHUNK("0x73, 0") "|" CHUNK("********************************************* end")},
+        {{CHUNK("key: 0"), CHUNK("x73, 0x6b, 0x2d, 0x70, 0x72, 0x6f, 0x6a, 0x2d, 0x41.")},
+         2,
+         CHUNK("key: 0") "|" CHUNK("***************************************************.")},
+        {{CHUNK("a \\\\"), CHUNK("x73\\\\x6b\\\\x2d\\\\x70\\\\x72\\\\x6f\\\\x6a\\\\x2d\\\\x41.")},
+         2,
+         CHUNK("a \\\\") "|" CHUNK("*******************************************.")},
+        {{CHUNK("0x73, 0x6b,"), CHUNK(" 0x2d, 0x70, 0x72, 0x6f, 0x6a, 0x2d, 0x41, 0x20")},
+         2,
+         CHUNK("0x73, 0x6b,") "|" CHUNK("*****************************************, 0x20")},
+        {{CHUNK("0x73, 0x6b, 0x2d"), CHUNK(", 0x70, 0x72, 0x6f, 0x6a, 0x2d, 0x41")},
+         2,
+         CHUNK("0x73, 0x6b, 0x2d") "|" CHUNK("************************************")},
+        {{CHUNK("0x73, 0x6b, 0x2d, 0x70, "), CHUNK("0"), CHUNK("x72, 0x6f, 0x6a, 0x2d, 0x41!")},
+         3,
+         CHUNK("0x73, 0x6b, 0x2d, 0x70, ") "|" CHUNK("0") "|" CHUNK("***************************!")},
+        /* a JSON escape written as text, cut after "\\u00" */
+        {{CHUNK("\\\\u0073\\\\u006b-\\\\u00"), CHUNK("70roj-AB end")},
+         2,
+         CHUNK("\\\\u0073\\\\u006b-\\\\u00") "|" CHUNK("******** end")},
+        {{CHUNK("see \\\\"), CHUNK("u0073k-proj-AB end")},
+         2,
+         CHUNK("see \\\\") "|" CHUNK("************** end")},
+    };
+    for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+        T_EQ_INT(stream(s, t[i].ev, t[i].n, out, sizeof(out)), 1);
+        T_EQ_STR(out, t[i].want);
+    }
+    /* a "0" or "\\\\" that goes on as no escape of the secret */
+    const char *n1[] = {CHUNK("version 2.0"), CHUNK("x41, 0x42 and \\\\"),
+                        CHUNK("x41\\\\x42 fine")};
+    T_EQ_INT(stream(s, n1, 3, out, sizeof(out)), 0);
+    pv_scrub_free(s);
+}
+
+/* More partial matches at once than the carry holds (a hundred values
+ * ending in "sk", under keys of their own): the real one, further on,
+ * still goes on into the next event. */
+static void
+test_carry_crowded(void)
+{
+    struct pv_scrub *s = pv_scrub_new(&prov);
+    T_CHECK(s != NULL);
+    char ev[4096];
+    size_t o = 0;
+    o += (size_t)snprintf(ev + o, sizeof(ev) - o, "{");
+    for (int i = 0; i < 100; i++)
+        o += (size_t)snprintf(ev + o, sizeof(ev) - o, "\"k%d\":\"a sk\",", i);
+    snprintf(ev + o, sizeof(ev) - o, "\"content\":\"key sk-proj\"}");
+    T_CHECK(strlen(ev) < sizeof(ev) - 1);
+    struct pv_scrub_carry cy;
+    memset(&cy, 0, sizeof(cy));
+    char *m = NULL;
+    T_EQ_INT(pv_scrub_event(s, &cy, ev, strlen(ev), &m), 0);
+    T_EQ_INT(cy.n, PV_SCRUB_CARRY); /* full */
+    const char *next = "{\"content\":\"-ABCdef!\"}";
+    T_EQ_INT(pv_scrub_event(s, &cy, next, strlen(next), &m), 1);
+    /* m: the masked copy, strlen(next) bytes, no NUL */
+    T_CHECK(m && !memcmp(m, "{\"content\":\"*******!\"}", strlen(next)));
+    free(m);
+    /* and a crowd that comes after the real one does not push it out */
+    memset(&cy, 0, sizeof(cy));
+    snprintf(ev, sizeof(ev), "{\"content\":\"key sk-proj\"}");
+    T_EQ_INT(pv_scrub_event(s, &cy, ev, strlen(ev), &m), 0);
+    o = (size_t)snprintf(ev, sizeof(ev), "{");
+    for (int i = 0; i < 100; i++)
+        o += (size_t)snprintf(ev + o, sizeof(ev) - o, "%s\"k%d\":\"a sk\"",
+                              i ? "," : "", i);
+    snprintf(ev + o, sizeof(ev) - o, "}");
+    T_EQ_INT(pv_scrub_event(s, &cy, ev, strlen(ev), &m), 0);
+    T_EQ_INT(pv_scrub_event(s, &cy, next, strlen(next), &m), 1);
+    /* m: the masked copy, strlen(next) bytes, no NUL */
+    T_CHECK(m && !memcmp(m, "{\"content\":\"*******!\"}", strlen(next)));
+    free(m);
+    pv_scrub_free(s);
+}
+
 static void
 test_nothing_to_scrub(void)
 {
@@ -432,6 +633,8 @@ test_fuzz_entry(void)
         "{\"error\":{\"message\":\"key sk-proj-ABCdef0123456789xy\"}}",
         "{\"m\":\"\\u0073k-proj-ABCdef0123456789xyzXYZ a\\/b\"}",
         "Basic Ym9iOnBAc3Mtd29yZC0xMjM0NTY=; aGRyLXRvay0wMTIzNDU2Nzg5YWJjZGVm",
+        "{\"c\":\"\\\\x73\\\\x6B\\\\X2d\\\\x70\\\\x72\\\\x6f\\\\x6a\\\\x2d\\\\x41\"}",
+        "{0x73, 0x6b,0x2d, 0X70, 0x72, 0x6f, 0x6a, 0x2d, 0x41, 0x42}",
     };
     for (size_t i = 0; i < sizeof(seeds) / sizeof(seeds[0]); i++)
         for (size_t n = 0; n <= strlen(seeds[i]); n++)
@@ -445,8 +648,13 @@ main(void)
     T_RUN(test_forms);
     T_RUN(test_nothing_to_scrub);
     T_RUN(test_encodings);
+    T_RUN(test_escaped_hex);
+    T_RUN(test_text_json_escape);
     T_RUN(test_stream_split);
     T_RUN(test_stream_shortcuts);
+    T_RUN(test_stream_escaped_hex);
+    T_RUN(test_carry_crowded);
+    T_RUN(test_key_with_0x);
     T_RUN(test_hex_letter_first);
     T_RUN(test_share);
     T_RUN(test_edges);

@@ -849,9 +849,45 @@ test_secrets(void)
     e2e_resp_free(&r);
 }
 
+/* The byte a hex escape at t stands for (%XX; \x73, \X6B or \u0073
+ * behind any number of backslashes; 0x73), its length in *len; -1 for
+ * none. */
+static int
+hex_escape(const char *t, size_t *len)
+{
+    size_t b = 0;
+    while (t[b] == '\\')
+        b++;
+    unsigned v;
+    if (t[0] == '%' && isxdigit((unsigned char)t[1]) &&
+        isxdigit((unsigned char)t[2]) && sscanf(t + 1, "%2x", &v) == 1) {
+        *len = 3;
+        return (int)v;
+    }
+    if (b && (t[b] == 'x' || t[b] == 'X') && isxdigit((unsigned char)t[b + 1]) &&
+        isxdigit((unsigned char)t[b + 2]) && sscanf(t + b + 1, "%2x", &v) == 1) {
+        *len = b + 3;
+        return (int)v;
+    }
+    if (b && t[b] == 'u' && t[b + 1] == '0' && t[b + 2] == '0' &&
+        isxdigit((unsigned char)t[b + 3]) && isxdigit((unsigned char)t[b + 4]) &&
+        sscanf(t + b + 3, "%2x", &v) == 1) {
+        *len = b + 5;
+        return (int)v;
+    }
+    if (t[0] == '0' && (t[1] == 'x' || t[1] == 'X') &&
+        isxdigit((unsigned char)t[2]) && isxdigit((unsigned char)t[3]) &&
+        sscanf(t + 2, "%2x", &v) == 1) {
+        *len = 4;
+        return (int)v;
+    }
+    return -1;
+}
+
 /* Does text hold 8 characters of a secret anywhere (not just its start),
- * or 16 digits of its hex, in the text as is or %-decoded?  What a
- * secret split across events may show is its first 7 characters. */
+ * or 16 digits of its hex, in the text as is or with its hex escapes
+ * decoded (a C byte list's ", " between them dropped)?  What a secret
+ * split across events may show is its first 7 characters. */
 static int
 holds_secret_part(const char *text, const char *where)
 {
@@ -863,12 +899,15 @@ holds_secret_part(const char *text, const char *where)
         return 1;
     size_t o = 0;
     for (size_t i = 0; i < n; i++) {
-        unsigned v;
-        if (text[i] == '%' && i + 2 < n && sscanf(text + i + 1, "%2x", &v) == 1 &&
-            isxdigit((unsigned char)text[i + 1]) &&
-            isxdigit((unsigned char)text[i + 2])) {
+        size_t el;
+        int v = hex_escape(text + i, &el);
+        if (v >= 0) {
             dec[o++] = (char)v;
-            i += 2;
+            i += el - 1;
+            size_t sep = text[i + 1] == ',' ? (text[i + 2] == ' ' ? 2 : 1) : 0;
+            if (sep && text[i + 1 + sep] == '0' &&
+                (text[i + 2 + sep] == 'x' || text[i + 2 + sep] == 'X'))
+                i += sep;
         } else {
             dec[o++] = text[i];
         }
@@ -906,8 +945,9 @@ holds_secret_part(const char *text, const char *where)
 static void
 test_secrets_split(void)
 {
-    static const char *const forms[] = {"json", "slash", "u",  "hex",
-                                        "HEX",  "url",   "b64"};
+    static const char *const forms[] = {"json", "slash", "u",    "hex",
+                                        "HEX",  "url",   "b64",  "xesc",
+                                        "clist", "utext"};
     static const char *const provs[] = {"m@sec1", "m@sec2", "m@sec3",
                                         "m@sec4"};
     static const int chunks[] = {37, 97};

@@ -167,6 +167,8 @@ seed_scrub() {
     printf '{"error":{"message":"Incorrect API key provided: sk-proj-ABCdef0123456789xy"}}' >"$1/prefix"
     printf '{"m":"\\u0073k-proj-ABCdef0123456789xyzXYZ a\\/b"}' >"$1/escaped"
     printf 'Authorization: Basic Ym9iOnBAc3Mtd29yZC0xMjM0NTY=; api-key: aGRyLXRvay0wMTIzNDU2Nzg5YWJjZGVm' >"$1/b64"
+    printf '{"c":"\\\\x73\\\\x6B\\\\X2d\\\\x70\\\\x72\\\\x6f\\\\x6a\\\\x2d\\\\x41"}' >"$1/hexesc"
+    printf 'char k[] = {0x73, 0x6b,0x2d, 0X70, 0x72, 0x6f, 0x6a, 0x2d, 0x41, 0x42};' >"$1/bytelist"
 }
 seed_grammar() { # grammar text, NUL, input
     printf 'root ::= "{" ws ( k ws ":" ws v ( "," ws k ws ":" ws v )* )? "}"\nk ::= "\\"" [a-z]{1,3} "\\""\nv ::= "true" | [0-9]+ | root\nws ::= [ ]?\n\000{"ab": {"c":12}}' >"$1/json"
