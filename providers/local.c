@@ -1011,10 +1011,7 @@ static json_t *
 lp_token(const struct le_model *m, int32_t id, float lp)
 {
     char piece[256];
-    size_t n = le_model_token_to_piece(m, id, 0, piece, sizeof(piece));
-    if (n > sizeof(piece))
-        n = 0; /* no vocabulary's piece is that long */
-    return pv_x_lp_token(piece, n, lp);
+    return pv_x_lp_token(piece, piece_of(m, id, piece, sizeof(piece)), lp);
 }
 
 /* The entries of j whose text has been taken (c->raw_seen) and not yet
