@@ -191,12 +191,22 @@ const char *le_isa_name(enum le_isa isa);
 /* Q6_K: bytes of per-super-block scales of a group (sc pairs, d). */
 #define LE_PACK_Q6_K_META 288
 
+/* 0x4B400000 is the float 1.5 * 2^23: its bits plus an int32 i, |i| <
+ * 2^22, are the bits of the float 1.5 * 2^23 + i (same exponent). */
+#define LE_MAGIC_I 0x4B400000
+#define LE_MAGIC_F 12582912.0f
+
 /* Prep of a Q8_0 activation block (le_pack_prep). */
 struct le_prep_q8_0 {
     float d;        /* the block's scale */
     int32_t sum;    /* sum of its 32 quants */
     int32_t neg8;   /* -8 * sum (Q4_0's offset), */
     int32_t neg128; /* -128 * sum (VNNI Q8_0's bias): broadcast as is */
+    /* neg8, neg128 + 0x4B400000 (the bits of 1.5 * 2^23): a chain of
+     * vpdpbusd started from them ends at the bits of the float
+     * 1.5 * 2^23 + isum, exact for |isum| < 2^22 (quants_avx512.c's
+     * decode kernel) */
+    int32_t neg8m, neg128m;
 };
 
 /* Activations of one product, made once: ntok rows in the weight type's

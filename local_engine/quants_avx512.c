@@ -113,22 +113,24 @@ legacy_unpack(const uint8_t *wb, __m512i *u, const int pf, const int Q8)
     }
 }
 
-/* G groups' int32 block sums (u[g * 8 ..]) against one token's block:
- * two chains of 4 each (enough in flight across the tokens), the first
- * from -bias * sum broadcast from the prep row, then their sum; every
- * broadcast of the activations serves the G groups. */
+/* G groups' int32 block sums (u[g * 8 ..]) against one token's block,
+ * from *bias (the prep row's -bias * sum, broadcast): two chains of 4
+ * each (enough in flight across the tokens), then their sum, or with ONE
+ * a single chain of 8 (the decode kernel's passes of 3 or more tokens
+ * have G * NT >= 6 chains in flight anyway; the integers are the same);
+ * every broadcast of the activations serves the G groups. */
 ALWAYS_INLINE void
 legacy_isum(const __m512i *u, const int G, const struct q8_0_blk *x,
-            const struct le_prep_q8_0 *p, __m512i *si, const int Q8)
+            const int32_t *bias, __m512i *si, const int Q8, const int ONE)
 {
     static const int off4[8] = {0, 16, 4, 20, 8, 24, 12, 28};
     static const int off8[8] = {0, 4, 8, 12, 16, 20, 24, 28};
     const int *qoff = Q8 ? off8 : off4;
-    __m512i bias = bcast32(Q8 ? &p->neg128 : &p->neg8);
+    __m512i b0 = bcast32(bias);
     __m512i s0[2], s1[2];
     UNROLL
     for (int g = 0; g < G; g++) {
-        s0[g] = bias;
+        s0[g] = b0;
         s1[g] = _mm512_setzero_si512();
     }
     UNROLL
@@ -138,12 +140,15 @@ legacy_isum(const __m512i *u, const int G, const struct q8_0_blk *x,
         UNROLL
         for (int g = 0; g < G; g++) {
             s0[g] = _mm512_dpbusd_epi32(s0[g], u[8 * g + 2 * i], a0);
-            s1[g] = _mm512_dpbusd_epi32(s1[g], u[8 * g + 2 * i + 1], a1);
+            if (ONE)
+                s0[g] = _mm512_dpbusd_epi32(s0[g], u[8 * g + 2 * i + 1], a1);
+            else
+                s1[g] = _mm512_dpbusd_epi32(s1[g], u[8 * g + 2 * i + 1], a1);
         }
     }
     UNROLL
     for (int g = 0; g < G; g++)
-        si[g] = _mm512_add_epi32(s0[g], s1[g]);
+        si[g] = ONE ? s0[g] : _mm512_add_epi32(s0[g], s1[g]);
 }
 
 ALWAYS_INLINE void
@@ -169,7 +174,8 @@ legacy_tile(int nb, const uint8_t *qs, const uint16_t *dw,
         UNROLL
         for (int t = 0; t < NT; t++) {
             __m512i si;
-            legacy_isum(u, 1, &x[t][b], &p[t][b], &si, Q8);
+            legacy_isum(u, 1, &x[t][b],
+                        Q8 ? &p[t][b].neg128 : &p[t][b].neg8, &si, Q8, 0);
             __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(si), dv);
             f = _mm512_mul_ps(f, _mm512_set1_ps(p[t][b].d));
             acc[t] = _mm512_add_ps(acc[t], f);
@@ -228,13 +234,21 @@ le_gemm_q8_0_avx512(int n, const void *w, const struct le_pack_act *a,
  * 1B q4_0 slice (one thread, CPU time, tool_sched_bench): 1 token
  * 0.91-0.97x, 4 tokens 0.62-0.68x, 8 tokens 0.79-0.87x.
  *
- * Per (row, token) the arithmetic is legacy_tile's exactly (two vpdpbusd
- * chains of 4, the first from the prep row's -bias * sum, their int32
- * sum, then ((float)isum * d_w) * d_act added block after block, no fused
- * multiply-add), which is the plain C twin's: bit-identical whatever the
- * number of tokens or groups of the call, so a sequence's output does not
- * depend on its batch mates (tests/test_quants.c test_gemv: every N 1..8
- * against the twin, the one-token call and vec_dot; test_sched.c). */
+ * Per (row, token) the results are legacy_tile's exactly (the block's
+ * int32 sum, then ((float)isum * d_w) * d_act added block after block),
+ * which is the plain C twin's: bit-identical whatever the number of
+ * tokens or groups of the call, so a sequence's output does not depend on
+ * its batch mates (tests/test_quants.c test_gemv: every N 1..8 against
+ * the twin, the one-token call and vec_dot; test_sched.c).  Two
+ * operations per token and block fewer than legacy_tile's, for the
+ * compute-bound passes of 3 or more tokens: one vpdpbusd chain instead of
+ * two and their add (legacy_isum's ONE), and (float)isum * d_w as one fma from a
+ * magic-offset sum (dec_tile): 116 instead of 130 vector operations per
+ * pair of groups and block at 4 tokens.  On a Zen 4 core (one thread,
+ * weights in L2, interleaved, median of 400) 4 tokens took 0.977-0.986x
+ * and 8 tokens 0.976-0.989x the time; the high nibbles by GFNI's
+ * gf2p8affineqb (one operation instead of two) made 4 tokens 1.08x
+ * slower there (it shares the multiply pipes with vpdpbusd): not used. */
 
 /*
  * G (1 or 2) groups at w, w + gb, against tokens t0..t0+NT-1 (NT <= 4):
@@ -242,6 +256,17 @@ le_gemm_q8_0_avx512(int n, const void *w, const struct le_pack_act *a,
  * u[i] the unsigned bytes to multiply with the 4 activation quants at
  * qoff[i] (Q4_0: low and high nibbles of the 4 chunks; Q8_0: the 8 chunks
  * xor 0x80), bias 8 or 128 times the block's activation sum.
+ *
+ * The scaling (float)isum * d_w is one fma: the chains start from the
+ * prep row's neg8m / neg128m (-bias * sum + LE_MAGIC_I), so they end at
+ * the bits of the float M + isum (M = LE_MAGIC_F; |isum| <= 32 * 127 *
+ * 255 < 2^22), and fma(M + isum, d_w, -M * d_w) is
+ * isum * d_w rounded once, as the product of the exact (float)isum: -M *
+ * d_w is exact (d_w a half, 11 significant bits, M 3 * 2^22) and so is
+ * the sum before the rounding.  A zero isum gives +0 where the product
+ * gave -0 for a negative d_w; the accumulator starts at +0 and +0 + -0 is
+ * +0, so the sums do not change.  (Infinite scales would give NaN where
+ * the product gave an infinity.)
  */
 ALWAYS_INLINE void
 dec_tile(int nb, const uint8_t *w, size_t gb, const int G, const int *nr,
@@ -252,6 +277,7 @@ dec_tile(int nb, const uint8_t *w, size_t gb, const int G, const int *nr,
     const struct le_prep_q8_0 *p[4];
     const uint16_t *dw[2];
     __m512 acc[2][4];
+    const __m512 negm = _mm512_set1_ps(-LE_MAGIC_F);
     UNROLL
     for (int g = 0; g < G; g++)
         dw[g] = (const uint16_t *)(w + (size_t)g * gb +
@@ -270,13 +296,14 @@ dec_tile(int nb, const uint8_t *w, size_t gb, const int G, const int *nr,
     size_t pf_step = (pf_len / (size_t)nb + 63) & ~(size_t)63;
     for (int b = 0; b < nb; b++) {
         __m512i u[16];
-        __m512 dv[2];
+        __m512 dv[2], mdv[2];
         UNROLL
         for (int g = 0; g < G; g++) {
             legacy_unpack(w + (size_t)g * gb + (size_t)b * LEGACY_COL(Q8),
                           u + 8 * g, 1, Q8);
             dv[g] = _mm512_cvtph_ps(
                 _mm256_loadu_si256((const __m256i *)(dw[g] + (size_t)b * 16)));
+            mdv[g] = _mm512_mul_ps(dv[g], negm);
         }
         for (size_t o = 0; o < pf_step; o += 64)
             _mm_prefetch((const char *)(pf + (size_t)b * pf_step + o),
@@ -284,11 +311,14 @@ dec_tile(int nb, const uint8_t *w, size_t gb, const int G, const int *nr,
         UNROLL
         for (int t = 0; t < NT; t++) {
             __m512i si[2];
-            legacy_isum(u, G, &x[t][b], &p[t][b], si, Q8);
+            legacy_isum(u, G, &x[t][b],
+                        Q8 ? &p[t][b].neg128m : &p[t][b].neg8m, si, Q8,
+                        NT >= 3);
             __m512 da = _mm512_set1_ps(p[t][b].d);
             UNROLL
             for (int g = 0; g < G; g++) {
-                __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(si[g]), dv[g]);
+                __m512 f = _mm512_fmadd_ps(_mm512_castsi512_ps(si[g]),
+                                           dv[g], mdv[g]);
                 f = _mm512_mul_ps(f, da);
                 acc[g][t] = _mm512_add_ps(acc[g][t], f);
             }

@@ -321,6 +321,8 @@ le_pack_prep(enum le_type vdt, const void *q, int n, void *vprep)
             p[b].sum = s;
             p[b].neg8 = -8 * s;
             p[b].neg128 = -128 * s;
+            p[b].neg8m = p[b].neg8 + LE_MAGIC_I;
+            p[b].neg128m = p[b].neg128 + LE_MAGIC_I;
         }
     } else if (vdt == LE_TYPE_F16 || vdt == LE_TYPE_BF16) {
         const uint16_t *h = q;
