@@ -77,6 +77,28 @@ le_chat_detect(const char *t, size_t len)
     return LE_CHAT_CHATML; /* unknown: ChatML (see the file comment) */
 }
 
+enum le_chat_tools
+le_chat_tools_detect(const char *t, size_t len)
+{
+    if (!t || !len)
+        return LE_TOOLS_JSON;
+    enum le_chat_template f = le_chat_detect(t, len);
+    if (f == LE_CHAT_CHATML && has(t, len, "<tool_call>"))
+        return LE_TOOLS_HERMES;
+    if (f == LE_CHAT_LLAMA3 && has(t, len, "ipython") &&
+        has(t, len, "parameters"))
+        return LE_TOOLS_LLAMA3;
+    return LE_TOOLS_JSON;
+}
+
+const char *
+le_chat_tools_name(enum le_chat_tools t)
+{
+    return t == LE_TOOLS_HERMES   ? "hermes"
+           : t == LE_TOOLS_LLAMA3 ? "llama3"
+                                  : "json";
+}
+
 /* A growing string; on allocation failure `bad` is set and appends stop. */
 struct chat_buf {
     char *p;

@@ -798,6 +798,7 @@ struct le_model {
     struct le_layer *layers; /* [n_layer] */
     struct le_pool *pool;
     enum le_chat_template chat;
+    enum le_chat_tools chat_tools;
     char desc[160];
 };
 

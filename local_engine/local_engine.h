@@ -143,6 +143,24 @@ int le_chat_template_from_name(const char *name);
 /* The template detected for the model's tokenizer.chat_template. */
 enum le_chat_template le_model_chat_template(const struct le_model *m);
 
+/* The tool-call format a chat template was trained with, from markers in
+ * its text (le_chat_tools_detect; the rendering is the caller's, e.g.
+ * providers/local.c):
+ *   JSON    none of its own (or not recognised): llmux's JSON wrapper
+ *           {"name": N, "arguments": {...}} described in a system turn;
+ *   HERMES  "<tool_call>" in a chatml template (Qwen2.5, Hermes 2 Pro):
+ *           the functions inside <tools></tools> in the system turn, a
+ *           call as <tool_call>\n{"name": N, "arguments": {...}}\n
+ *           </tool_call>, results in user turns inside <tool_response>;
+ *   LLAMA3  a llama3 template speaking of "ipython" and "parameters"
+ *           (Llama 3.1 and later): the functions in the first user turn,
+ *           a call as {"name": N, "parameters": {...}}, results as
+ *           ipython turns. */
+enum le_chat_tools { LE_TOOLS_JSON = 0, LE_TOOLS_HERMES, LE_TOOLS_LLAMA3 };
+enum le_chat_tools le_chat_tools_detect(const char *tmpl, size_t len);
+const char *le_chat_tools_name(enum le_chat_tools t); /* "json", ... */
+enum le_chat_tools le_model_chat_tools(const struct le_model *m);
+
 /*
  * Renders messages into a prompt string (malloc'd, NUL-terminated, caller
  * frees) to be tokenized with add_special = 1 and parse_special = 1: the

@@ -452,8 +452,11 @@ set_chat(struct le_model *m)
 {
     struct le_gguf_str t;
     m->chat = LE_CHAT_CHATML;
-    if (le_gguf_get_str(m->gguf, "tokenizer.chat_template", &t))
+    m->chat_tools = LE_TOOLS_JSON;
+    if (le_gguf_get_str(m->gguf, "tokenizer.chat_template", &t)) {
         m->chat = le_chat_detect(t.ptr, (size_t)t.len);
+        m->chat_tools = le_chat_tools_detect(t.ptr, (size_t)t.len);
+    }
 }
 
 enum le_status
@@ -666,6 +669,12 @@ enum le_chat_template
 le_model_chat_template(const struct le_model *m)
 {
     return m->chat;
+}
+
+enum le_chat_tools
+le_model_chat_tools(const struct le_model *m)
+{
+    return m->chat_tools;
 }
 
 /* ------------------------------------------------------------------ */

@@ -186,14 +186,36 @@ struct lp_engine {
 };
 
 /* tool_choice, as the output is shaped (see the README): NONE text only;
- * AUTO text, or a call when the output starts with '{'; REQUIRED and
- * NAMED always a call. */
+ * AUTO text, or a call when the output starts with the call format's
+ * first byte; REQUIRED and NAMED always a call. */
 enum lp_tools { LP_TOOLS_NONE = 0, LP_TOOLS_AUTO, LP_TOOLS_REQUIRED,
                 LP_TOOLS_NAMED };
 
-/* The wrapper every tool call is generated in (the grammar forces it). */
-#define LP_CALL_PREFIX "{\"name\": \""
-#define LP_CALL_MID "\", \"arguments\": "
+/* The wrapper a tool call is generated in (the grammar forces it), in the
+ * model's tool format (le_model_chat_tools): PREFIX NAME MID ARGUMENTS
+ * SUFFIX.  `first` is its first byte: with tool_choice auto an output
+ * starting with it is a call, and free text may not start with it. */
+struct lp_callfmt {
+    enum le_chat_tools kind;
+    const char *prefix, *mid, *suffix;
+    char first;
+};
+static const struct lp_callfmt lp_callfmts[] = {
+    {LE_TOOLS_JSON, "{\"name\": \"", "\", \"arguments\": ", "}", '{'},
+    {LE_TOOLS_HERMES, "<tool_call>\n{\"name\": \"", "\", \"arguments\": ",
+     "}\n</tool_call>", '<'},
+    {LE_TOOLS_LLAMA3, "{\"name\": \"", "\", \"parameters\": ", "}", '{'},
+};
+
+static const struct lp_callfmt *
+callfmt_of(const struct le_model *m)
+{
+    enum le_chat_tools k = le_model_chat_tools(m);
+    for (size_t i = 0; i < sizeof(lp_callfmts) / sizeof(lp_callfmts[0]); i++)
+        if (lp_callfmts[i].kind == k)
+            return &lp_callfmts[i];
+    return &lp_callfmts[0];
+}
 
 /* One choice's output on the worker (n > 1: one per choice). */
 struct lp_choice {
@@ -218,6 +240,7 @@ struct lp_call {
     struct lp_job *more[LP_N_MAX - 1];  /* choices 1..n-1 */
     struct lp_choice ch[LP_N_MAX];      /* choice k's output */
     enum lp_tools tools;
+    const struct lp_callfmt *fmt; /* its model's tool-call format */
     int stream;
     int text_api; /* /v1/completions: text_completion objects */
     int embed;    /* /v1/embeddings (embed_thread) */
@@ -818,28 +841,31 @@ usage_json(const struct le_gen_result *r)
 
 /*
  * Tool modes: what the output is.  The grammar makes a call always start
- * with LP_CALL_PREFIX NAME LP_CALL_MID and end with the '}' closing that
- * wrapper, so the name is known as soon as LP_CALL_MID has arrived and
- * the arguments are the bytes between it and the last byte.
+ * with the format's prefix, NAME and mid and end with its suffix, so the
+ * name is known as soon as the mid has arrived and the arguments are the
+ * bytes between it and the suffix.
  */
 static void
 shape_decide(const struct lp_call *lc, struct lp_choice *c)
 {
     if (c->shape || !c->acc.len)
         return;
-    c->shape = lc->tools == LP_TOOLS_AUTO && c->acc.data[0] != '{' ? 1 : 2;
+    c->shape =
+        lc->tools == LP_TOOLS_AUTO && c->acc.data[0] != lc->fmt->first ? 1
+                                                                       : 2;
 }
 
 /* Fills name (NUL-terminated) and c->args_start once the wrapper's head
- * is complete; returns 1 then. */
+ * (in format f) is complete; returns 1 then. */
 static int
-call_head(struct lp_choice *c, char *name, size_t cap)
+call_head(const struct lp_callfmt *f, struct lp_choice *c, char *name,
+          size_t cap)
 {
-    size_t pl = strlen(LP_CALL_PREFIX);
-    if (c->acc.len < pl || memcmp(c->acc.data, LP_CALL_PREFIX, pl))
+    size_t pl = strlen(f->prefix);
+    if (c->acc.len < pl || memcmp(c->acc.data, f->prefix, pl))
         return 0;
-    const char *mid = memmem(c->acc.data + pl, c->acc.len - pl, LP_CALL_MID,
-                             strlen(LP_CALL_MID));
+    const char *mid =
+        memmem(c->acc.data + pl, c->acc.len - pl, f->mid, strlen(f->mid));
     if (!mid)
         return 0;
     size_t nl = (size_t)(mid - c->acc.data) - pl;
@@ -847,7 +873,7 @@ call_head(struct lp_choice *c, char *name, size_t cap)
         return 0;
     memcpy(name, c->acc.data + pl, nl);
     name[nl] = 0;
-    c->args_start = (size_t)(mid - c->acc.data) + strlen(LP_CALL_MID);
+    c->args_start = (size_t)(mid - c->acc.data) + strlen(f->mid);
     return 1;
 }
 
@@ -907,7 +933,7 @@ stream_tool_output(struct pv_call *call, struct lp_call *lc, int k,
         return;
     if (!c->args_start) {
         char name[128];
-        if (call_head(c, name, sizeof(name)))
+        if (call_head(lc->fmt, c, name, sizeof(name)))
             emit_tool_delta(call, lc, k, j, name, NULL, 0);
         else if (final && c->acc.len) /* cut before the name: as text */
             emit_chunk(call, lc, k,
@@ -917,9 +943,16 @@ stream_tool_output(struct pv_call *call, struct lp_call *lc, int k,
     }
     if (!c->args_start)
         return;
-    size_t end = c->acc.len;
+    /* held back while it may be the suffix; without it when complete.
+     * acc is UTF-8 (job_take repairs it): the cut moves back to a
+     * character's first byte, or the delta would not be a JSON string
+     * (and the arguments would lose the split character). */
+    size_t end = c->acc.len, sl = strlen(lc->fmt->suffix);
     if (!final || complete)
-        end = end > c->args_start ? end - 1 : end; /* maybe the last '}' */
+        end = end >= c->args_start + sl ? end - sl : c->args_start;
+    while (end > c->args_start && end < c->acc.len &&
+           ((unsigned char)c->acc.data[end] & 0xC0) == 0x80)
+        end--;
     size_t from = c->args_start + c->args_sent;
     if (end > from) {
         emit_tool_delta(call, lc, k, j, NULL, c->acc.data + from,
@@ -935,10 +968,10 @@ tool_message(const struct lp_call *lc, struct lp_choice *c, int complete,
 {
     shape_decide(lc, c);
     char name[128];
-    if (c->shape == 2 && call_head(c, name, sizeof(name))) {
-        size_t end = c->acc.len - (complete ? 1 : 0);
-        if (end < c->args_start)
-            end = c->args_start;
+    if (c->shape == 2 && call_head(lc->fmt, c, name, sizeof(name))) {
+        size_t sl = complete ? strlen(lc->fmt->suffix) : 0;
+        size_t end = c->acc.len >= c->args_start + sl ? c->acc.len - sl
+                                                      : c->args_start;
         *finish = complete ? "tool_calls" : "length";
         return json_pack("{s:s,s:n,s:[{s:s,s:s,s:{s:s,s:s%}}]}", "role",
                          "assistant", "content", "tool_calls", "id",
@@ -1935,11 +1968,12 @@ read_tools(struct lp_job *j, const json_t *b, struct lp_tool **out,
     return 0;
 }
 
-/* Grammar text for the tool calls (and, for auto, free text not starting
- * with '{'); 0, or refuses. */
+/* Grammar text for the tool calls in format f (and, for auto, free text
+ * not starting with f's first byte); 0, or refuses. */
 static int
 tools_grammar(struct lp_job *j, struct pv_gram *pg, const struct lp_tool *t,
-              size_t n, enum lp_tools mode, int named)
+              size_t n, enum lp_tools mode, int named,
+              const struct lp_callfmt *f)
 {
     struct gx_buf root;
     gx_buf_init(&root, 0);
@@ -1960,18 +1994,20 @@ tools_grammar(struct lp_job *j, struct pv_gram *pg, const struct lp_tool *t,
         } else if (pv_gram_schema(pg, params, name, msg, sizeof(msg)) != 0) {
             rc = refuse(j, p, "unsupported_value", "%s: %s", p, msg);
         } else {
-            char head[160];
-            int hl = snprintf(head, sizeof(head), "%s%s%s", LP_CALL_PREFIX,
-                              t[i].name, LP_CALL_MID);
+            char head[192];
+            int hl = snprintf(head, sizeof(head), "%s%s%s", f->prefix,
+                              t[i].name, f->mid);
             gx_buf_printf(&pg->text, "call-%zu ::=", i);
             pv_gram_literal(pg, head, (size_t)hl);
-            gx_buf_printf(&pg->text, "%s \"}\"\n", name);
+            gx_buf_printf(&pg->text, "%s", name);
+            pv_gram_literal(pg, f->suffix, strlen(f->suffix));
+            gx_buf_printf(&pg->text, "\n");
             gx_buf_printf(&root, "%s call-%zu", alts++ ? " |" : "", i);
         }
         json_decref(empty);
     }
     if (mode == LP_TOOLS_AUTO)
-        gx_buf_printf(&root, " | [^{] %%free");
+        gx_buf_printf(&root, " | [^%c] %%free", f->first);
     gx_buf_printf(&root, "\n");
     if (rc == 0 && root.data)
         gx_buf_append(&pg->text, root.data, root.len);
@@ -2064,12 +2100,13 @@ message_text(struct lp_job *j, const json_t *content, size_t idx)
     return b.data;
 }
 
-/* One message as the chat template sees it: tool results become user
- * turns naming the call; an assistant's tool calls are written out in the
- * same JSON wrapper the model is asked to produce. */
+/* One message as the chat template sees it, in tool format f: tool
+ * results become user turns naming the call (JSON), user turns inside
+ * <tool_response> (HERMES) or ipython turns (LLAMA3); an assistant's tool
+ * calls are written out in the wrapper the model is asked to produce. */
 static char *
 render_message(struct lp_job *j, const json_t *m, size_t idx,
-               const char **role)
+               const char **role, const struct lp_callfmt *f)
 {
     *role = json_string_value(json_object_get(m, "role"));
     if (!*role)
@@ -2081,6 +2118,11 @@ render_message(struct lp_job *j, const json_t *m, size_t idx,
     gx_buf_init(&b, 0);
     if (!strcmp(*role, "developer")) {
         *role = "system";
+    } else if (!strcmp(*role, "tool") && f->kind == LE_TOOLS_LLAMA3) {
+        *role = "ipython";
+    } else if (!strcmp(*role, "tool") && f->kind == LE_TOOLS_HERMES) {
+        gx_buf_printf(&b, "<tool_response>\n%s\n</tool_response>", text);
+        *role = "user";
     } else if (!strcmp(*role, "tool")) {
         const char *id =
             json_string_value(json_object_get(m, "tool_call_id"));
@@ -2097,9 +2139,9 @@ render_message(struct lp_job *j, const json_t *m, size_t idx,
             const char *name = json_string_value(json_object_get(fn, "name"));
             const char *args =
                 json_string_value(json_object_get(fn, "arguments"));
-            gx_buf_printf(&b, "%s" LP_CALL_PREFIX "%s" LP_CALL_MID "%s}",
-                          b.len ? "\n" : "", name ? name : "",
-                          args && *args ? args : "{}");
+            gx_buf_printf(&b, "%s%s%s%s%s%s", b.len ? "\n" : "", f->prefix,
+                          name ? name : "", f->mid,
+                          args && *args ? args : "{}", f->suffix);
         }
     } else if (strcmp(*role, "system") && strcmp(*role, "user") &&
                strcmp(*role, "assistant")) {
@@ -2120,28 +2162,127 @@ render_message(struct lp_job *j, const json_t *m, size_t idx,
     return b.data;
 }
 
-/* The system text that tells the model about its tools. */
+static int
+is_role(const json_t *m, const char *role)
+{
+    const char *r = json_string_value(json_object_get(m, "role"));
+    return r && !strcmp(r, role);
+}
+
+/* The text that tells the model about its tools, in its format f (where
+ * it goes: place_tools). */
 static char *
 tools_prompt(const struct lp_tool *t, size_t n, enum lp_tools mode,
-             int named)
+             int named, const struct lp_callfmt *f)
 {
     struct gx_buf b;
     gx_buf_init(&b, 0);
-    gx_buf_printf(&b, "You can call functions. To call one, reply with only "
-                      "a JSON object {\"name\": <function name>, "
+    if (f->kind == LE_TOOLS_HERMES)
+        gx_buf_printf(&b, "# Tools\n\nYou may call one or more functions to "
+                          "assist with the user query.\n\nYou are provided "
+                          "with function signatures within <tools></tools> "
+                          "XML tags:\n<tools>");
+    else if (f->kind == LE_TOOLS_LLAMA3)
+        gx_buf_printf(&b, "Given the following functions, please respond "
+                          "with a JSON for a function call with its proper "
+                          "arguments that best answers the given prompt.\n\n"
+                          "Respond in the format {\"name\": function name, "
+                          "\"parameters\": dictionary of argument name and "
+                          "its value}.Do not use variables.\n\n");
+    else
+        gx_buf_printf(&b,
+                      "You can call functions. To call one, reply with "
+                      "only a JSON object {\"name\": <function name>, "
                       "\"arguments\": <an object of its parameters>}%s\n"
                       "Functions:\n",
-                  mode == LP_TOOLS_AUTO ? "; otherwise reply in plain text."
-                                        : ".");
+                      mode == LP_TOOLS_AUTO ? "; otherwise reply in plain text."
+                                            : ".");
     for (size_t i = 0; i < n; i++) {
         if (mode == LP_TOOLS_NAMED && (int)i != named)
             continue;
-        char *d = json_dumps(t[i].fn, JSON_COMPACT);
+        /* HERMES and LLAMA3 list whole tool objects, as their templates */
+        json_t *tool = json_pack("{s:s,s:O}", "type", "function", "function",
+                                 t[i].fn);
+        char *d = f->kind == LE_TOOLS_JSON ? json_dumps(t[i].fn, JSON_COMPACT)
+                  : !tool                  ? NULL
+                  : f->kind == LE_TOOLS_HERMES
+                      ? json_dumps(tool, 0)
+                      : json_dumps(tool, JSON_INDENT(4));
         if (d)
-            gx_buf_printf(&b, "%s\n", d);
+            gx_buf_printf(&b, f->kind == LE_TOOLS_JSON     ? "%s\n"
+                              : f->kind == LE_TOOLS_HERMES ? "\n%s"
+                                                           : "%s\n\n",
+                          d);
         free(d);
+        json_decref(tool);
     }
+    if (f->kind == LE_TOOLS_HERMES)
+        gx_buf_printf(&b, "\n</tools>\n\nFor each function call, return a "
+                          "json object with function name and arguments "
+                          "within <tool_call></tool_call> XML tags:\n"
+                          "<tool_call>\n{\"name\": <function-name>, "
+                          "\"arguments\": <args-json-object>}\n</tool_call>");
     return b.data;
+}
+
+/* Puts the tools' text (tp, taken) into the k turns of cm / texts (room
+ * for two more): JSON and HERMES after the client's system text, in a
+ * system turn of its own when there is none; LLAMA3 before the first user
+ * turn's text, with "Environment: ipython" starting the system turn.  0,
+ * or -2 out of memory (tp freed either way). */
+static int
+place_tools(const struct lp_callfmt *f, char *tp, struct le_chat_msg *cm,
+            char **texts, size_t *k)
+{
+    if (!tp)
+        return -2;
+    int llama = f->kind == LE_TOOLS_LLAMA3;
+    const char *sys_add = llama ? "Environment: ipython" : tp;
+    char *both = NULL;
+    if (*k && !strcmp(cm[0].role, "system")) {
+        int r = llama ? asprintf(&both, "%s\n\n%s", sys_add, texts[0])
+                      : asprintf(&both, "%s%s%s", texts[0],
+                                 f->kind == LE_TOOLS_HERMES ? "\n\n" : "\n",
+                                 sys_add);
+        if (r < 0) {
+            free(tp);
+            return -2;
+        }
+        free(texts[0]);
+    } else if (!(both = strdup(sys_add))) {
+        free(tp);
+        return -2;
+    } else {
+        memmove(cm + 1, cm, *k * sizeof(*cm));
+        memmove(texts + 1, texts, *k * sizeof(*texts));
+        (*k)++;
+    }
+    texts[0] = both;
+    cm[0].role = "system";
+    cm[0].content = both;
+    if (!llama) {
+        free(tp);
+        return 0;
+    }
+    size_t u = 1;
+    while (u < *k && strcmp(cm[u].role, "user"))
+        u++;
+    if (u == *k) { /* no user turn: the functions as one */
+        texts[u] = tp;
+        cm[u].role = "user";
+        cm[u].content = tp;
+        (*k)++;
+        return 0;
+    }
+    char *cat = NULL;
+    int r = asprintf(&cat, "%s%s", tp, texts[u]);
+    free(tp);
+    if (r < 0)
+        return -2;
+    free(texts[u]);
+    texts[u] = cat;
+    cm[u].content = cat;
+    return 0;
 }
 
 /*
@@ -2338,8 +2479,10 @@ lp_prepare(struct lp_engine *e, const json_t *b, struct lp_job *j,
     enum lp_tools mode = LP_TOOLS_NONE;
     const json_t *msgs = json_object_get(b, "messages");
     size_t n = json_array_size(msgs);
-    struct le_chat_msg *cm = calloc(n + 1, sizeof(*cm));
-    char **texts = calloc(n + 1, sizeof(char *));
+    /* room for a system turn and a user turn of the tools (place_tools) */
+    struct le_chat_msg *cm = calloc(n + 2, sizeof(*cm));
+    char **texts = calloc(n + 2, sizeof(char *));
+    const struct lp_callfmt *cf = callfmt_of(e->model);
     struct pv_gram pg;
     pv_gram_init(&pg);
     rc = !cm || !texts ? -2 : 0;
@@ -2362,7 +2505,7 @@ lp_prepare(struct lp_engine *e, const json_t *b, struct lp_job *j,
                     "the local engine cannot combine response_format with "
                     "tool calls (use tool_choice none, or no tools)");
     if (rc == 0 && mode != LP_TOOLS_NONE)
-        rc = tools_grammar(j, &pg, tools, n_tools, mode, named);
+        rc = tools_grammar(j, &pg, tools, n_tools, mode, named, cf);
     int constrained = have_format || mode != LP_TOOLS_NONE;
     if (rc == 0 && constrained && j->n_stops)
         rc = refuse(j, "stop", "unsupported_value",
@@ -2384,37 +2527,35 @@ lp_prepare(struct lp_engine *e, const json_t *b, struct lp_job *j,
                         gerr);
         }
     }
-    /* the messages, with the tools described in a system turn first */
+    /* the messages, then the tools described where the format has them */
     size_t k = 0;
-    if (rc == 0 && mode != LP_TOOLS_NONE) {
-        texts[k] = tools_prompt(tools, n_tools, mode, named);
-        cm[k].role = "system";
-        cm[k].content = texts[k];
-        rc = texts[k] ? 0 : -2;
-        k++;
-    }
     for (size_t i = 0; rc == 0 && i < n; i++, k++) {
-        texts[k] = render_message(j, json_array_get(msgs, i), i, &cm[k].role);
+        texts[k] =
+            render_message(j, json_array_get(msgs, i), i, &cm[k].role, cf);
         if (!texts[k])
             rc = j->http_status ? -1 : -2;
         cm[k].content = texts[k];
-    }
-    if (rc == 0 && k > 1 && mode != LP_TOOLS_NONE &&
-        !strcmp(cm[1].role, "system")) {
-        /* one system turn: the client's text after the tools */
-        char *both = NULL;
-        if (asprintf(&both, "%s\n%s", cm[1].content, cm[0].content) < 0) {
-            rc = -2;
-        } else {
-            free(texts[1]);
-            texts[1] = both;
-            cm[1].content = both;
-            memmove(cm, cm + 1, (k - 1) * sizeof(*cm));
-            free(texts[0]);
-            memmove(texts, texts + 1, (k - 1) * sizeof(*texts));
-            texts[--k] = NULL;
+        if (rc == 0 && k && cf->kind == LE_TOOLS_HERMES &&
+            is_role(json_array_get(msgs, i), "tool") &&
+            is_role(json_array_get(msgs, i - 1), "tool")) {
+            /* results of one turn's calls: one user turn, as Qwen2.5's
+             * template writes them */
+            char *both = NULL;
+            if (asprintf(&both, "%s\n%s", texts[k - 1], texts[k]) < 0) {
+                rc = -2;
+                break;
+            }
+            free(texts[k - 1]);
+            free(texts[k]);
+            texts[k] = NULL;
+            texts[k - 1] = both;
+            cm[k - 1].content = both;
+            k--;
         }
     }
+    if (rc == 0 && mode != LP_TOOLS_NONE)
+        rc = place_tools(cf, tools_prompt(tools, n_tools, mode, named, cf),
+                         cm, texts, &k);
     if (rc == 0) {
         size_t plen = 0;
         if (le_chat_apply(le_model_chat_template(e->model), cm, k, 1,
@@ -2423,7 +2564,7 @@ lp_prepare(struct lp_engine *e, const json_t *b, struct lp_job *j,
                         "the messages could not be rendered with the "
                         "model's chat template");
     }
-    for (size_t i = 0; texts && i <= n; i++)
+    for (size_t i = 0; texts && i < n + 2; i++)
         free(texts[i]);
     free(texts);
     free(cm);
@@ -2521,6 +2662,7 @@ lp_start(struct pv_loop *loop, const struct pv_request *req,
     pv_inst_ref(&e->head);
     lc->job = j;
     lc->tools = mode;
+    lc->fmt = callfmt_of(e->model);
     lc->stream = req->stream;
     lc->text_api = text_api;
     lc->embed = api == PV_API_EMBEDDINGS;

@@ -69,6 +69,50 @@ test_detect(void)
     T_EQ_INT(le_chat_template_from_name("nope"), -1);
 }
 
+/* Tool formats: markers of the published templates of Qwen2.5 and Hermes
+ * 2 Pro (chatml + <tool_call>) and Llama 3.1 / 3.2 (ipython turns and
+ * {"name", "parameters"} calls); Llama 3.0's template and a chatml one
+ * without tools have none. */
+static void
+test_tools_detect(void)
+{
+#define D(s) le_chat_tools_detect(s, strlen(s))
+    const char *qwen =
+        "{%- if tools %}{{- '<|im_start|>system\\n' }}... {{- \"\\n\\n# "
+        "Tools\\n\\nYou may call one or more functions ...<tools>\" }}{%- "
+        "for tool in tools %}{{- \"\\n\" }}{{- tool | tojson }}{%- endfor "
+        "%}... {{- '<tool_call>\\n{\"name\": \"' }} ... "
+        "'<|im_start|>user\\n<tool_response>\\n' ... '<|im_end|>\\n'";
+    const char *llama32 =
+        "{{- bos_token }}... {{- \"<|start_header_id|>system<|end_header_id|>"
+        "\\n\\n\" }}{%- if tools is not none %}{{- \"Environment: "
+        "ipython\\n\" }}{%- endif %}... {{- 'Respond in the format "
+        "{\"name\": function name, \"parameters\": dictionary of argument "
+        "name and its value}.' }}... {{- \"<|start_header_id|>ipython"
+        "<|end_header_id|>\\n\\n\" }}... '<|eot_id|>'";
+    const char *llama30 =
+        "{% set loop_messages = messages %}{% for message in loop_messages "
+        "%}{% set content = '<|start_header_id|>' + message['role'] + "
+        "'<|end_header_id|>\\n\\n'+ message['content'] | trim + "
+        "'<|eot_id|>' %}";
+    T_EQ_INT(D(qwen), LE_TOOLS_HERMES);
+    T_EQ_INT(le_chat_detect(qwen, strlen(qwen)), LE_CHAT_CHATML);
+    T_EQ_INT(D(llama32), LE_TOOLS_LLAMA3);
+    T_EQ_INT(le_chat_detect(llama32, strlen(llama32)), LE_CHAT_LLAMA3);
+    T_EQ_INT(D(llama30), LE_TOOLS_JSON);
+    T_EQ_INT(D("{% for m in messages %}{{'<|im_start|>' + m['role'] + "
+               "'\\n' + m['content'] + '<|im_end|>\\n'}}{% endfor %}"),
+             LE_TOOLS_JSON);
+    /* a marker of one family inside another's template does not count */
+    T_EQ_INT(D("[INST] <tool_call> ipython parameters [/INST]"),
+             LE_TOOLS_JSON);
+    T_EQ_INT(le_chat_tools_detect(NULL, 0), LE_TOOLS_JSON);
+#undef D
+    T_EQ_STR(le_chat_tools_name(LE_TOOLS_HERMES), "hermes");
+    T_EQ_STR(le_chat_tools_name(LE_TOOLS_LLAMA3), "llama3");
+    T_EQ_STR(le_chat_tools_name(LE_TOOLS_JSON), "json");
+}
+
 static void
 test_chatml(void)
 {
@@ -159,6 +203,7 @@ int
 main(void)
 {
     T_RUN(test_detect);
+    T_RUN(test_tools_detect);
     T_RUN(test_chatml);
     T_RUN(test_llama2);
     T_RUN(test_llama3);

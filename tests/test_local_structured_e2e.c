@@ -3,8 +3,10 @@
  * stories260K model and a random-weight model written here): structured
  * output (response_format json_schema / json_object) that always parses
  * and validates when the grammar ended it, tool calls (required, named,
- * auto, none) as OpenAI tool_calls and as streamed tool_call deltas, tool
- * turns in the conversation, logprobs with tools (a call lists no
+ * auto, none) as OpenAI tool_calls and as streamed tool_call deltas, in
+ * llmux's JSON wrapper and in the templates' own formats (Hermes/Qwen2.5
+ * <tool_call>, Llama 3.1+ ipython: the exact prompt checked through its
+ * token count), tool turns in the conversation, logprobs with tools (a call lists no
  * tokens, text its own), logit_bias (forced tokens, the grammar still
  * winning), and every unsupported parameter refused with 400 naming it
  * (stream or not), never a 200 that ignores it or a 502.
@@ -27,15 +29,28 @@
 static struct e2e_proc gw;
 static char url[256];
 static char rand_model[256];
+/* random-weight models whose chat templates have a tool format of their
+ * own (le_chat_tools_detect): Qwen2.5-style chatml + <tool_call>, and
+ * Llama 3.2-style ipython turns with {"name", "parameters"} calls */
+static char herm_model[256], l3_model[256];
+static const char *herm_tmpl =
+    "{%- if tools %}{{- '<|im_start|>system\\n' }}{{- \"# Tools ...<tools>\" "
+    "}}{%- for tool in tools %}{{- tool | tojson }}{%- endfor %}{{- "
+    "'<tool_call>\\n{\"name\": ' }}{%- endif %}{{- '<|im_start|>' + "
+    "message.role + '\\n' + message.content + '<|im_end|>' + '\\n' }}";
+static const char *l3_tmpl =
+    "{{- \"<|start_header_id|>system<|end_header_id|>\\n\\n\" }}{%- if "
+    "tools is not none %}{{- \"Environment: ipython\\n\" }}{%- endif %}{{- "
+    "'Respond in the format {\"name\": function name, \"parameters\": "
+    "dictionary of argument name and its value}.' }}{{- "
+    "\"<|start_header_id|>ipython<|end_header_id|>\\n\\n\" }}{{- "
+    "'<|eot_id|>' }}";
 
+/* A random model (500 tokens, 32 wide, one layer, q8_0) with
+ * tokenizer.chat_template tmpl (NULL: none); 0 or -1. */
 static int
-start(void)
+write_tmpl_model(const char *path, const char *tmpl, uint64_t seed)
 {
-    char model[1024], cfg[4096];
-    snprintf(model, sizeof(model), "%s/models/stories260K.gguf",
-             e2e_env("LLMUX_TEST_DATA", "../shared/data"));
-    char *dir = e2e_temp_dir();
-    snprintf(rand_model, sizeof(rand_model), "%s/random.gguf", dir);
     struct gguf_w_llama lp = {0};
     lp.n_vocab = 500;
     lp.n_embd = 32;
@@ -45,8 +60,31 @@ start(void)
     lp.n_ff = 64;
     lp.n_ctx = 2048;
     lp.type = LE_TYPE_Q8_0;
-    lp.seed = 4242;
-    if (gguf_w_llama_write(&lp, rand_model) != 0)
+    lp.seed = seed;
+    struct gguf_w *w = gguf_w_new();
+    int rc = w && gguf_w_llama_fill(w, &lp) == 0 ? 0 : -1;
+    if (rc == 0 && tmpl)
+        gguf_w_add_str(w, "tokenizer.chat_template", tmpl);
+    if (rc == 0)
+        rc = gguf_w_write_file(w, path) == 0 ? 0 : -1;
+    gguf_w_free(w);
+    return rc;
+}
+
+static int
+start(void)
+{
+    char model[1024], cfg[4096];
+    snprintf(model, sizeof(model), "%s/models/stories260K.gguf",
+             e2e_env("LLMUX_TEST_DATA", "../shared/data"));
+    char *dir = e2e_temp_dir();
+    snprintf(rand_model, sizeof(rand_model), "%s/random.gguf", dir);
+    if (write_tmpl_model(rand_model, NULL, 4242) != 0)
+        return -1;
+    snprintf(herm_model, sizeof(herm_model), "%s/herm.gguf", dir);
+    snprintf(l3_model, sizeof(l3_model), "%s/l3.gguf", dir);
+    if (write_tmpl_model(herm_model, herm_tmpl, 77) != 0 ||
+        write_tmpl_model(l3_model, l3_tmpl, 78) != 0)
         return -1;
     snprintf(cfg, sizeof(cfg),
              "{\"listen\": \"127.0.0.1:0\", \"workers\": 2,\n"
@@ -56,8 +94,14 @@ start(void)
              "   \"threads\": 1, \"context\": 1024, \"parallel\": 2},\n"
              "  \"rand\": {\"kind\": \"local\", \"model_path\": \"%s\",\n"
              "   \"threads\": 1, \"context\": 2048, \"parallel\": 1,\n"
-             "   \"models\": {\"rand\": {}}}}}\n",
-             dir, model, rand_model);
+             "   \"models\": {\"rand\": {}}},\n"
+             "  \"herm\": {\"kind\": \"local\", \"model_path\": \"%s\",\n"
+             "   \"threads\": 1, \"context\": 2048, \"parallel\": 1,\n"
+             "   \"models\": {\"herm\": {}}},\n"
+             "  \"l3\": {\"kind\": \"local\", \"model_path\": \"%s\",\n"
+             "   \"threads\": 1, \"context\": 2048, \"parallel\": 1,\n"
+             "   \"models\": {\"l3\": {}}}}}\n",
+             dir, model, rand_model, herm_model, l3_model);
     free(dir);
     char *path = e2e_write_temp("structured.json", cfg);
     const char *bin = e2e_env("LLMUX_BIN", "build/release/llmux");
@@ -77,7 +121,8 @@ post(const char *body, long *status)
     *status = -1;
     if (e2e_http("POST", url, body, NULL, 120000, &r) == 0) {
         *status = r.status;
-        o = json_loads(r.body, 0, NULL);
+        /* a random model's text may hold U+0000 (valid JSON) */
+        o = json_loads(r.body, JSON_ALLOW_NUL, NULL);
         if (!o)
             fprintf(stderr, "not JSON (%ld): %s\n", r.status, r.body);
     }
@@ -362,7 +407,65 @@ test_tool_calls(void)
     T_CHECK(calls >= 6);
 }
 
-/* Parses an SSE body: the tool call rebuilt from its deltas. */
+/* A streamed answer of one choice: the tool call rebuilt from its deltas
+ * (call: type, id, function name and arguments), the number of call heads
+ * (deltas with an id), of non-empty content deltas, the finish_reason and
+ * whether [DONE] came. */
+struct call_stream {
+    json_t *call;
+    char args[8192];
+    int heads, content, done;
+    char fin[32];
+};
+
+static void
+call_stream_read(const char *sse, struct call_stream *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->call = json_pack("{s:s,s:{s:s}}", "type", "function", "function",
+                        "arguments", "");
+    const char *p = sse;
+    while ((p = strstr(p, "data: ")) != NULL) {
+        p += 6;
+        const char *e = strstr(p, "\n\n");
+        if (!e)
+            break;
+        if (!strncmp(p, "[DONE]", 6)) {
+            o->done = 1;
+            p = e;
+            continue;
+        }
+        json_t *ev = json_loadb(p, (size_t)(e - p), JSON_ALLOW_NUL, NULL);
+        T_CHECK(ev != NULL);
+        const json_t *ch = choice0(ev);
+        const json_t *d = json_object_get(ch, "delta");
+        const char *c = json_string_value(json_object_get(d, "content"));
+        o->content += c && *c;
+        const json_t *tc = json_array_get(json_object_get(d, "tool_calls"), 0);
+        if (tc) {
+            T_EQ_INT(json_integer_value(json_object_get(tc, "index")), 0);
+            const json_t *fn = json_object_get(tc, "function");
+            if (json_object_get(tc, "id")) {
+                o->heads++;
+                json_object_set(o->call, "id", json_object_get(tc, "id"));
+                json_object_set(json_object_get(o->call, "function"), "name",
+                                json_object_get(fn, "name"));
+            }
+            const char *a = json_string_value(json_object_get(fn, "arguments"));
+            if (a && strlen(o->args) + strlen(a) < sizeof(o->args))
+                strcat(o->args, a);
+        }
+        const char *finish =
+            json_string_value(json_object_get(ch, "finish_reason"));
+        if (finish)
+            snprintf(o->fin, sizeof(o->fin), "%s", finish);
+        json_decref(ev);
+        p = e;
+    }
+    json_object_set_new(json_object_get(o->call, "function"), "arguments",
+                        json_string(o->args));
+}
+
 static void
 test_tool_stream(void)
 {
@@ -379,67 +482,230 @@ test_tool_stream(void)
         struct e2e_resp r;
         T_EQ_INT(e2e_http("POST", url, body, NULL, 120000, &r), 0);
         T_EQ_INT(r.status, 200);
-        json_t *call = json_pack("{s:s,s:{s:s}}", "type", "function",
-                                 "function", "arguments", "");
-        char args[8192] = "";
-        int heads = 0, done = 0, content = 0;
-        const char *finish = NULL;
-        char fin[32] = "";
-        const char *p = r.body;
-        while ((p = strstr(p, "data: ")) != NULL) {
-            p += 6;
-            const char *e = strstr(p, "\n\n");
-            if (!e)
-                break;
-            if (!strncmp(p, "[DONE]", 6)) {
-                done = 1;
-                p = e;
-                continue;
-            }
-            json_t *o = json_loadb(p, (size_t)(e - p), 0, NULL);
-            T_CHECK(o != NULL);
-            const json_t *ch = choice0(o);
-            const json_t *d = json_object_get(ch, "delta");
-            const char *c = json_string_value(json_object_get(d, "content"));
-            content += c && *c;
-            const json_t *tc =
-                json_array_get(json_object_get(d, "tool_calls"), 0);
-            if (tc) {
-                T_EQ_INT(json_integer_value(json_object_get(tc, "index")), 0);
-                const json_t *fn = json_object_get(tc, "function");
-                if (json_object_get(tc, "id")) {
-                    heads++;
-                    json_object_set(call, "id", json_object_get(tc, "id"));
-                    json_object_set(json_object_get(call, "function"), "name",
-                                    json_object_get(fn, "name"));
-                }
-                const char *a =
-                    json_string_value(json_object_get(fn, "arguments"));
-                if (a && strlen(args) + strlen(a) < sizeof(args))
-                    strcat(args, a);
-            }
-            finish = json_string_value(json_object_get(ch, "finish_reason"));
-            if (finish)
-                snprintf(fin, sizeof(fin), "%s", finish);
-            json_decref(o);
-            p = e;
-        }
-        T_CHECK(done);
-        T_EQ_INT(content, 0);
-        if (!strcmp(fin, "tool_calls")) {
+        struct call_stream cs;
+        call_stream_read(r.body, &cs);
+        T_CHECK(cs.done);
+        T_EQ_INT(cs.content, 0);
+        if (!strcmp(cs.fin, "tool_calls")) {
             complete++;
-            T_EQ_INT(heads, 1);
-            json_object_set_new(json_object_get(call, "function"),
-                                "arguments", json_string(args));
-            T_CHECK(valid_call(call, NULL));
+            T_EQ_INT(cs.heads, 1);
+            T_CHECK(valid_call(cs.call, NULL));
         } else {
-            T_EQ_STR(fin, "length");
+            T_EQ_STR(cs.fin, "length");
         }
-        json_decref(call);
+        json_decref(cs.call);
         e2e_resp_free(&r);
     }
     fprintf(stderr, "  streamed tool calls: %d of 6 complete\n", complete);
     T_CHECK(complete >= 3);
+}
+
+/* ---- the templates' own tool formats (herm, l3) ---------------------- */
+
+/* The prompt a chat body renders to, checked through its usage: the
+ * request's prompt_tokens equal the count of want (what the format's
+ * published template writes) tokenized by the model's vocabulary. */
+static void
+expect_prompt(const char *model, const char *path, const char *msgs,
+              const char *tool_list, const char *want)
+{
+    char body[8192];
+    snprintf(body, sizeof(body),
+             "{\"model\":\"%s\",\"max_tokens\":1,\"tools\":%s,"
+             "\"messages\":%s}",
+             model, tool_list, msgs);
+    long st;
+    json_t *o = post(body, &st);
+    T_EQ_INT(st, 200);
+    json_int_t got = json_integer_value(
+        json_object_get(json_object_get(o, "usage"), "prompt_tokens"));
+    struct le_model *m = NULL;
+    char err[256];
+    T_EQ_INT(le_model_open_vocab(path, &m, err, sizeof(err)), LE_OK);
+    int64_t n = m ? le_model_tokenize(m, want, strlen(want), 1, 1, NULL, 0)
+                  : -1;
+    if (got != n)
+        fprintf(stderr, "%s: prompt_tokens %lld, the expected text %lld\n",
+                model, (long long)got, (long long)n);
+    T_EQ_INT(got, n);
+    T_CHECK(n > 100);
+    le_model_free(m);
+    json_decref(o);
+}
+
+/* The end of the hermes system turn listing get_time (as Qwen2.5's
+ * template writes it) */
+#define HERM_TOOLS                                                         \
+    "# Tools\n\nYou may call one or more functions to assist with the "    \
+    "user query.\n\nYou are provided with function signatures within "     \
+    "<tools></tools> XML tags:\n<tools>\n{\"type\": \"function\", "         \
+    "\"function\": {\"name\": \"get_time\", \"parameters\": {\"type\": "    \
+    "\"object\", \"properties\": {\"zone\": {\"type\": \"string\"}}}}}\n"   \
+    "</tools>\n\nFor each function call, return a json object with "       \
+    "function name and arguments within <tool_call></tool_call> XML "      \
+    "tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "       \
+    "<args-json-object>}\n</tool_call><|im_end|>\n"
+
+static void
+test_native_prompts(void)
+{
+    const char *tool_list =
+        "[{\"type\":\"function\",\"function\":{\"name\":\"get_time\","
+        "\"parameters\":{\"type\":\"object\",\"properties\":{\"zone\":{"
+        "\"type\":\"string\"}}}}}]";
+    const char *msgs =
+        "[{\"role\":\"system\",\"content\":\"Be brief.\"},"
+        "{\"role\":\"user\",\"content\":\"Time?\"},"
+        "{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":"
+        "\"call_1\",\"type\":\"function\",\"function\":{\"name\":"
+        "\"get_time\",\"arguments\":\"{\\\"zone\\\": \\\"utc\\\"}\"}}]},"
+        "{\"role\":\"tool\",\"tool_call_id\":\"call_1\",\"content\":"
+        "\"12:00\"},"
+        "{\"role\":\"user\",\"content\":\"Thanks\"}]";
+    expect_prompt(
+        "herm", herm_model, msgs, tool_list,
+        "<|im_start|>system\nBe brief.\n\n"
+        HERM_TOOLS
+        "<|im_start|>user\nTime?<|im_end|>\n"
+        "<|im_start|>assistant\n<tool_call>\n{\"name\": \"get_time\", "
+        "\"arguments\": {\"zone\": \"utc\"}}\n</tool_call><|im_end|>\n"
+        "<|im_start|>user\n<tool_response>\n12:00\n</tool_response>"
+        "<|im_end|>\n"
+        "<|im_start|>user\nThanks<|im_end|>\n"
+        "<|im_start|>assistant\n");
+    expect_prompt(
+        "l3", l3_model, msgs, tool_list,
+        "<|start_header_id|>system<|end_header_id|>\n\nEnvironment: ipython"
+        "\n\nBe brief.<|eot_id|>"
+        "<|start_header_id|>user<|end_header_id|>\n\nGiven the following "
+        "functions, please respond with a JSON for a function call with its "
+        "proper arguments that best answers the given prompt.\n\nRespond in "
+        "the format {\"name\": function name, \"parameters\": dictionary of "
+        "argument name and its value}.Do not use variables.\n\n"
+        "{\n    \"type\": \"function\",\n    \"function\": {\n        "
+        "\"name\": \"get_time\",\n        \"parameters\": {\n            "
+        "\"type\": \"object\",\n            \"properties\": {\n            "
+        "    \"zone\": {\n                    \"type\": \"string\"\n      "
+        "          }\n            }\n        }\n    }\n}\n\nTime?<|eot_id|>"
+        "<|start_header_id|>assistant<|end_header_id|>\n\n{\"name\": "
+        "\"get_time\", \"parameters\": {\"zone\": \"utc\"}}<|eot_id|>"
+        "<|start_header_id|>ipython<|end_header_id|>\n\n12:00<|eot_id|>"
+        "<|start_header_id|>user<|end_header_id|>\n\nThanks<|eot_id|>"
+        "<|start_header_id|>assistant<|end_header_id|>\n\n");
+    /* two calls in one turn, their results in one user turn (hermes) */
+    expect_prompt(
+        "herm", herm_model,
+        "[{\"role\":\"user\",\"content\":\"Time?\"},"
+        "{\"role\":\"assistant\",\"content\":\"Both.\",\"tool_calls\":["
+        "{\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":"
+        "\"get_time\",\"arguments\":\"{}\"}},"
+        "{\"id\":\"c2\",\"type\":\"function\",\"function\":{\"name\":"
+        "\"get_time\",\"arguments\":\"{\\\"zone\\\": \\\"cet\\\"}\"}}]},"
+        "{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"content\":\"11:00\"},"
+        "{\"role\":\"tool\",\"tool_call_id\":\"c2\",\"content\":\"12:00\"}]",
+        tool_list,
+        "<|im_start|>system\n"
+        HERM_TOOLS
+        "<|im_start|>user\nTime?<|im_end|>\n"
+        "<|im_start|>assistant\nBoth.\n<tool_call>\n{\"name\": \"get_time\", "
+        "\"arguments\": {}}\n</tool_call>\n<tool_call>\n{\"name\": "
+        "\"get_time\", \"arguments\": {\"zone\": \"cet\"}}\n</tool_call>"
+        "<|im_end|>\n"
+        "<|im_start|>user\n<tool_response>\n11:00\n</tool_response>\n"
+        "<tool_response>\n12:00\n</tool_response><|im_end|>\n"
+        "<|im_start|>assistant\n");
+    /* no system text of the client's: the format's own system turn */
+    expect_prompt(
+        "l3", l3_model, "[{\"role\":\"user\",\"content\":\"Hi\"}]", tool_list,
+        "<|start_header_id|>system<|end_header_id|>\n\nEnvironment: ipython"
+        "<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nGiven the "
+        "following functions, please respond with a JSON for a function "
+        "call with its proper arguments that best answers the given "
+        "prompt.\n\nRespond in the format {\"name\": function name, "
+        "\"parameters\": dictionary of argument name and its value}.Do not "
+        "use variables.\n\n{\n    \"type\": \"function\",\n    "
+        "\"function\": {\n        \"name\": \"get_time\",\n        "
+        "\"parameters\": {\n            \"type\": \"object\",\n            "
+        "\"properties\": {\n                \"zone\": {\n                 "
+        "   \"type\": \"string\"\n                }\n            }\n      "
+        "  }\n    }\n}\n\nHi<|eot_id|>"
+        "<|start_header_id|>assistant<|end_header_id|>\n\n");
+}
+
+/* Calls on herm, l3 and rand (llmux's own JSON wrapper) with required,
+ * named and auto, each non-stream and streamed with the same seed: the
+ * call parses and validates, carries none of the format's wrapper, and
+ * the stream's deltas rebuild exactly the non-stream arguments (a random
+ * model's arguments hold multi-byte characters: a delta cut inside one
+ * was dropped before). */
+static void
+test_native_calls(void)
+{
+    static const char *const models[] = {"herm", "l3", "rand"};
+    for (size_t mi = 0; mi < 3; mi++) {
+        int calls = 0, texts = 0;
+        for (int seed = 0; seed < 12; seed++) {
+            const char *choice =
+                seed % 3 == 0   ? "\"required\""
+                : seed % 3 == 1 ? "{\"type\":\"function\",\"function\":{"
+                                  "\"name\":\"get_weather\"}}"
+                                : "\"auto\"";
+            char body[4096];
+            snprintf(body, sizeof(body),
+                     "{\"model\":\"%s\",\"seed\":%d,\"max_tokens\":150,"
+                     "\"tools\":%s,\"tool_choice\":%s,%%s\"messages\":[{"
+                     "\"role\":\"user\",\"content\":\"Weather in Rome?\"}]}",
+                     models[mi], seed, tools, choice);
+            char plain[4096], streamed[4096];
+            snprintf(plain, sizeof(plain), body, "");
+            snprintf(streamed, sizeof(streamed), body, "\"stream\":true,");
+            long st;
+            json_t *o = post(plain, &st);
+            T_EQ_INT(st, 200);
+            const json_t *ch = choice0(o);
+            const json_t *msg = json_object_get(ch, "message");
+            const char *fr =
+                json_string_value(json_object_get(ch, "finish_reason"));
+            const json_t *tc =
+                json_array_get(json_object_get(msg, "tool_calls"), 0);
+            struct e2e_resp r;
+            T_EQ_INT(e2e_http("POST", url, streamed, NULL, 120000, &r), 0);
+            T_EQ_INT(r.status, 200);
+            struct call_stream cs;
+            call_stream_read(r.body, &cs);
+            T_CHECK(cs.done);
+            T_EQ_STR(cs.fin, fr ? fr : "?");
+            if (fr && !strcmp(fr, "tool_calls")) {
+                calls++;
+                T_CHECK(valid_call(tc, seed % 3 == 1 ? "get_weather" : NULL));
+                const json_t *fn = json_object_get(tc, "function");
+                const char *args =
+                    json_string_value(json_object_get(fn, "arguments"));
+                T_CHECK(args && !strstr(args, "tool_call") &&
+                        !strstr(args, "parameters"));
+                T_EQ_INT(cs.heads, 1);
+                T_EQ_INT(cs.content, 0);
+                T_EQ_STR(cs.args, args ? args : "?");
+                T_EQ_STR(json_string_value(json_object_get(
+                             json_object_get(cs.call, "function"), "name")),
+                         json_string_value(json_object_get(fn, "name")));
+            } else if (seed % 3 == 2 && msg_content(ch)) {
+                /* auto gave text: never starting like a call */
+                const char *c = msg_content(ch);
+                texts++;
+                T_CHECK(*c != (mi == 0 ? '<' : '{'));
+                T_CHECK(!json_object_get(msg, "tool_calls"));
+            } else {
+                T_EQ_STR(fr, "length");
+            }
+            json_decref(cs.call);
+            e2e_resp_free(&r);
+            json_decref(o);
+        }
+        fprintf(stderr, "  %s: %d of 12 complete calls, %d texts\n",
+                models[mi], calls, texts);
+        T_CHECK(calls >= 5);
+    }
 }
 
 static void
@@ -965,6 +1231,8 @@ main(void)
     T_RUN(test_json_schema);
     T_RUN(test_tool_calls);
     T_RUN(test_tool_stream);
+    T_RUN(test_native_prompts);
+    T_RUN(test_native_calls);
     T_RUN(test_auto_none_and_turns);
     T_RUN(test_other_streams);
     T_RUN(test_logprobs);
@@ -973,6 +1241,8 @@ main(void)
     T_EQ_INT(e2e_stop(&gw, SIGTERM, 20000), 0);
     T_EQ_INT(e2e_sanitizer_reports, 0);
     unlink(rand_model);
+    unlink(herm_model);
+    unlink(l3_model);
     curl_global_cleanup();
     return T_END();
 }
