@@ -5,7 +5,8 @@
  *
  *   expected_cost   the cost policy's estimate (rt_expected_cost: the
  *                   prompt estimate at the input price plus the completion
- *                   cap, or the default, at the output price), the number
+ *                   cap, the default when absent and none for an echo
+ *                   with max_tokens 0, at the output price), the number
  *                   the router orders by;
  *   max_cost        the budget's worst case for that target
  *                   (gw_cost_worst: what admission reserves);
@@ -178,9 +179,7 @@ gw_dry_run_reply(struct gw_worker *w, struct gw_hreq *req,
     json_object_set_new(o, "max_prompt_tokens",
                         json_integer(chat->max_prompt_tokens));
     json_object_set_new(o, "completion_tokens",
-                        json_integer(chat->completion_cap > 0
-                                         ? chat->completion_cap
-                                         : PV_DEFAULT_COMPLETION_TOKENS));
+                        json_integer(chat->completion_cap));
     json_object_set_new(o, "max_attempts", json_integer(plan->max_attempts));
     json_object_set_new(o, "targets", ts);
     json_object_set_new(o, "skipped", sk);

@@ -25,11 +25,12 @@
  *
  * The estimate: each string's bytes / 4 + 1, each token id 1; the bound:
  * each string's bytes + 1, each token id 1, plus 8.  Completions reserve
- * (max_tokens or PV_DEFAULT_COMPLETION_TOKENS, also for max_tokens 0:
- * the router reads a cap <= 0 as the default, and more reserved is only
- * released) x the larger of n and
- * best_of x the number of prompts (each prompt gets its own choices);
- * embeddings produce no completion tokens (completion_cap 0).
+ * max_tokens (PV_DEFAULT_COMPLETION_TOKENS when absent; none for 0: echo
+ * with max_tokens 0 generates nothing) x the larger of n and best_of x
+ * the number of prompts (each prompt gets its own choices); embeddings
+ * produce no completion tokens (completion_cap 0).  The router and the
+ * budget take completion_cap as it is, so an absent cap is told from 0
+ * here alone (max_tokens -1 until the body gives one).
  */
 #include "gw_int.h"
 
@@ -126,7 +127,7 @@ parse(struct pv_chat *c, enum pv_api api, const char *text, size_t len,
     const json_t *stream = json_object_get(body, "stream");
     const json_t *so = json_object_get(body, "stream_options");
     const json_t *iu = json_object_get(so, "include_usage");
-    int64_t max_tokens = 0, n = 1, best_of = 1;
+    int64_t max_tokens = -1, n = 1, best_of = 1; /* -1: absent */
     if (!json_is_object(body)) {
         refuse(msg, msglen, param, NULL,
                "The request body must be a JSON object.");
@@ -181,12 +182,12 @@ parse(struct pv_chat *c, enum pv_api api, const char *text, size_t len,
     c->owned = 1;
     c->model = json_string_value(model);
     c->n = n > best_of ? n : best_of;
-    c->max_tokens = max_tokens;
+    c->max_tokens = max_tokens > 0 ? max_tokens : 0;
     c->completion_cap =
         api == PV_API_EMBEDDINGS
             ? 0
-            : (max_tokens ? max_tokens : PV_DEFAULT_COMPLETION_TOKENS) * c->n *
-                  (int64_t)(c->n_messages > 1 ? c->n_messages : 1);
+            : (max_tokens < 0 ? PV_DEFAULT_COMPLETION_TOKENS : max_tokens) *
+                  c->n * (int64_t)(c->n_messages > 1 ? c->n_messages : 1);
     /* The openai kind then sends the client's bytes, only the model's
      * value spliced (any stream_options, even null, makes it take the
      * tree to set include_usage). */

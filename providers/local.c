@@ -1251,8 +1251,11 @@ stream_choice(struct pv_call *call, struct lp_call *lc, int k,
         /* The prompt first.  Its figures are its prompt job's: all in
          * for that job itself (the engine reports them before its first
          * sampled token's); a clone waits for its prefill, so they are
-         * in too unless that job was held back (paused) meanwhile: then
-         * the clone's text waits in acc until they are. */
+         * in too, unless that job was held back (paused) meanwhile or
+         * the clone did not wait (the prefix cache held the whole
+         * prompt, sched.c's defer) and the prompt takes that job more
+         * than a step: then the clone's text waits in acc until they
+         * are (test_local_apis_e2e's test_completion_echo_held). */
         struct lp_job *pj = prompt_job(j);
         if (j->want_lp && !prompt_lps_in(pj)) {
             if (text->len)

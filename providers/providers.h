@@ -353,11 +353,15 @@ struct pv_chat {
     int include_usage;      /* stream_options.include_usage: true */
     int64_t n;              /* choices asked for, 1..PV_MAX_N */
     int64_t max_tokens;     /* larger of max_tokens, max_completion_tokens;
-                               0 when neither is given */
+                               0 when neither is given (or completions'
+                               max_tokens is 0) */
     int64_t completion_cap; /* (max_tokens or the default) x n: what an
                                upstream may bill as completion tokens (it
                                honours one of the two caps; which one
-                               differs, so only the larger bounds it) */
+                               differs, so only the larger bounds it); 0
+                               for none (embeddings, completions' echo
+                               with max_tokens 0), which the router and
+                               the budget take as it is */
     size_t n_messages;
     int64_t text_bytes;     /* content text of every message */
     int64_t n_other_parts;  /* content parts without text (images...) */

@@ -399,11 +399,14 @@ sat_mul_add(int64_t acc, int64_t a, int64_t b)
 
 int64_t
 rt_expected_cost(const struct cfg_model *m, int64_t est_prompt_tokens,
-                 int64_t max_tokens)
+                 int64_t completion_cap)
 {
-    int64_t out = max_tokens > 0 ? max_tokens : PV_DEFAULT_COMPLETION_TOKENS;
-    return sat_mul_add(sat_mul_add(0, est_prompt_tokens, m->input_pusd), out,
-                       m->output_pusd);
+    /* completion_cap as the parse made it (the default already in for an
+     * absent cap), so 0 is none: echo with max_tokens 0 only scores its
+     * prompt and an embedding has no completion (sat_mul_add adds
+     * nothing for a count <= 0) */
+    return sat_mul_add(sat_mul_add(0, est_prompt_tokens, m->input_pusd),
+                       completion_cap, m->output_pusd);
 }
 
 /* Negative if x goes before y. */
@@ -476,7 +479,7 @@ plan_push(struct rt_plan *plan, struct cfg_target t)
 
 size_t
 rt_plan_route(struct rt_router *rt, const char *model,
-              int64_t est_prompt_tokens, int64_t max_tokens,
+              int64_t est_prompt_tokens, int64_t completion_cap,
               struct rt_plan *plan)
 {
     const struct cfg *c = rt->cfg;
@@ -496,7 +499,6 @@ rt_plan_route(struct rt_router *rt, const char *model,
                         : nall;
     if (est_prompt_tokens < 0)
         est_prompt_tokens = 0;
-    int64_t out_tokens = max_tokens > 0 ? max_tokens : PV_DEFAULT_COMPLETION_TOKENS;
     int64_t max_lat_us =
         route && route->max_latency_ms > 0 ? (int64_t)route->max_latency_ms *
                                                  1000
@@ -541,7 +543,7 @@ rt_plan_route(struct rt_router *rt, const char *model,
         }
         const struct cfg_model *m =
             &c->providers[all[i].provider].models[all[i].model];
-        cd.cost = rt_expected_cost(m, est_prompt_tokens, out_tokens);
+        cd.cost = rt_expected_cost(m, est_prompt_tokens, completion_cap);
         if (route && route->weights && i < route->n_targets)
             cd.weight = route->weights[i] > 0 ? route->weights[i] : 0;
         cand[nc++] = cd;

@@ -24,10 +24,12 @@
  *                that still exist.)
  *
  *  per request:
- *   1. n = rt_plan_route(rt, model, est_prompt_tokens, max_tokens, &plan);
- *        est_prompt_tokens, max_tokens: the parsed request's
- *        (struct pv_chat) est_prompt_tokens and completion_cap; <= 0
- *        means PV_DEFAULT_COMPLETION_TOKENS.
+ *   1. n = rt_plan_route(rt, model, est_prompt_tokens, completion_cap,
+ *                          &plan);
+ *        the parsed request's (struct pv_chat) est_prompt_tokens and
+ *        completion_cap, taken as they are: the parse alone puts
+ *        PV_DEFAULT_COMPLETION_TOKENS in for an absent cap, so 0 means no
+ *        completion (embeddings, completions' echo with max_tokens 0).
  *      plan.resolved == 0           -> 404 model_not_found.
  *      n == 0 && plan.resolved > 0  -> every target is out of rotation
  *        (open circuit / Retry-After / probe busy): answer 503 at once;
@@ -68,8 +70,7 @@
  *            rest after it by descending weight (ties: config order).
  *  cost      ascending expected cost of this request:
  *              est_prompt_tokens x input_pusd
- *              + (max_tokens > 0 ? max_tokens
- *                 : PV_DEFAULT_COMPLETION_TOKENS) x output_pusd;
+ *              + completion_cap x output_pusd;
  *            ties to the lower TTFB EWMA (no samples counts as 0); targets
  *            whose p95 time to first byte exceeds the route's
  *            max_latency_ms go after the others (in the same order).
@@ -182,7 +183,7 @@ void rt_router_set_clock(struct rt_router *rt, int64_t (*now_us)(void *ud),
  * cfg_resolve) and orders its targets by policy and health into *plan.
  * Returns plan->n.  See the calling sequence above. */
 size_t rt_plan_route(struct rt_router *rt, const char *model,
-                     int64_t est_prompt_tokens, int64_t max_tokens,
+                     int64_t est_prompt_tokens, int64_t completion_cap,
                      struct rt_plan *plan);
 
 /* Keeps only the targets (and skipped targets) whose provider kind is in
@@ -192,11 +193,12 @@ size_t rt_plan_keep_kinds(struct rt_plan *plan, const struct cfg *c,
                           unsigned kinds);
 
 /* The cost policy's expected cost of a request on model m, in pUSD
- * (saturating at INT64_MAX): est_prompt_tokens x input_pusd + (max_tokens
- * > 0 ? max_tokens : PV_DEFAULT_COMPLETION_TOKENS) x output_pusd.  The
- * one estimate rt_plan_route orders by; the gateway's dry run reports it. */
+ * (saturating at INT64_MAX): est_prompt_tokens x input_pusd + completion_cap
+ * x output_pusd (pv_chat's completion_cap: 0 is none, a count <= 0 adds
+ * nothing).  The one estimate rt_plan_route orders by; the gateway's dry
+ * run reports it. */
 int64_t rt_expected_cost(const struct cfg_model *m, int64_t est_prompt_tokens,
-                         int64_t max_tokens);
+                         int64_t completion_cap);
 
 /* Admits plan->targets[i] as an attempt now (claims the half-open probe
  * when the circuit is half-open).  1 = go, *a filled; 0 = skip it. */

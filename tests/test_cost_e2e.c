@@ -7,7 +7,9 @@
  * with what a real request then gets (200 or 429 insufficient_quota);
  * 401/403/404 as a real request; and nothing sent upstream (the fake
  * provider's request counter), nothing charged (keys.spent_pusd) and no
- * ledger row.
+ * ledger row.  /v1/completions' echo with max_tokens 0 reserves its
+ * prompt alone (no completion tokens), absent caps still 1024: the dry
+ * run's figures and verdicts, and the real requests' 200 and 429.
  *
  * What if: after requests with usage numbers the fake provider reports as
  * told, GET /v1/usage?what_if=1 and `llmux usage --what-if --config`
@@ -107,19 +109,25 @@ chat_body(const char *model)
     return b;
 }
 
+/* A dry run of body at path with key's bearer: its answer, *status. */
 static json_t *
-dry(const char *key, const char *model, long *status)
+dry_post(const char *key, const char *path, const char *body, long *status)
 {
     struct e2e_resp r;
     json_t *o = NULL;
     *status = -1;
-    if (req("POST", "/v1/chat/completions", key, chat_body(model),
-            "x-llmux-dry-run: 1", &r) == 0) {
+    if (req("POST", path, key, body, "x-llmux-dry-run: 1", &r) == 0) {
         *status = r.status;
         o = json_loads(r.body, 0, NULL);
     }
     e2e_resp_free(&r);
     return o;
+}
+
+static json_t *
+dry(const char *key, const char *model, long *status)
+{
+    return dry_post(key, "/v1/chat/completions", chat_body(model), status);
 }
 
 static long long
@@ -241,6 +249,59 @@ test_dry_run(void)
     T_EQ_INT(spent, e2e_db_int(dbpath, "SELECT SUM(cost_pusd) FROM usage"));
     json_decref(o);
     T_EQ_INT(fake_requests(), sent0 + 1);
+}
+
+/*
+ * /v1/completions with echo and max_tokens 0 (scoring a prompt, as
+ * evaluation harnesses ask) generates nothing, so it reserves its prompt
+ * alone: its dry run on "both" says completion_tokens 0 and prices each
+ * target without output, so the dear target's worst case fits a budget
+ * that the same request without a cap (1024 completion tokens, as
+ * before) does not; for real the first is admitted and the second
+ * refused, as the dry runs said.
+ */
+static void
+test_score_reservation(void)
+{
+    /* 0.001 USD = 1e9 pUSD: b's worst case for the prompt alone (~4e8)
+     * fits, with 1024 completion tokens at b's output (5.12e10) not */
+    char key[128];
+    T_CHECK(admin_create("{\"name\":\"score\",\"budget_usd\":0.001}", key,
+                         sizeof(key)) > 0);
+    for (int zero = 1; zero >= 0; zero--) {
+        char body[256];
+        snprintf(body, sizeof(body),
+                 "{\"model\":\"both\",\"echo\":true,\"prompt\":\"The "
+                 "capital of France is Paris\"%s}",
+                 zero ? ",\"max_tokens\":0" : "");
+        long st;
+        json_t *o = dry_post(key, "/v1/completions", body, &st);
+        T_EQ_INT(st, 200);
+        long long comp = zero ? 0 : 1024;
+        long long est = jint(o, "estimated_prompt_tokens");
+        long long maxp = jint(o, "max_prompt_tokens");
+        T_CHECK(est > 0 && maxp >= est);
+        T_EQ_INT(jint(o, "completion_tokens"), comp);
+        json_t *ts = json_object_get(o, "targets");
+        T_EQ_INT(json_array_size(ts), 2);
+        long long in[] = {A_IN, B_IN}, out[] = {A_OUT, B_OUT};
+        for (size_t i = 0; i < 2 && i < json_array_size(ts); i++) {
+            json_t *t = json_array_get(ts, i);
+            T_EQ_INT(jint(t, "expected_cost_pusd"),
+                     est * in[i] + comp * out[i]);
+            T_EQ_INT(jint(t, "max_cost_pusd"), maxp * in[i] + comp * out[i]);
+        }
+        T_EQ_INT(jint(o, "max_cost_pusd"), maxp * B_IN + comp * B_OUT);
+        T_EQ_INT(json_is_true(json_object_get(o, "affordable")), zero);
+        json_decref(o);
+        struct e2e_resp r;
+        T_EQ_INT(req("POST", "/v1/completions", key, body, NULL, &r), 0);
+        if (r.status != (zero ? 200 : 429))
+            fprintf(stderr, "score (max_tokens %s): %ld %s\n",
+                    zero ? "0" : "absent", r.status, r.body ? r.body : "");
+        T_EQ_INT(r.status, zero ? 200 : 429);
+        e2e_resp_free(&r);
+    }
 }
 
 /* The what-if traffic: usage as the fake provider is told to report. */
@@ -491,6 +552,7 @@ main(void)
     snprintf(base, sizeof(base), "http://127.0.0.1:%d", gw.port);
     T_RUN(test_dry_run);
     T_RUN(test_what_if);
+    T_RUN(test_score_reservation);
     T_EQ_INT(e2e_stop(&gw, SIGTERM, 10000), 0);
     e2e_stop(&fake, SIGTERM, 5000);
     T_EQ_INT(e2e_sanitizer_reports, 0);

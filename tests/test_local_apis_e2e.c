@@ -12,7 +12,9 @@
  * the prompt's text and tokens first (their figures the model's), as
  * text, token ids, several prompts and n, streamed or not; with n > 1
  * the prompt computed once (the prefix-cache counter) and every choice
- * the same figures; echo with max_tokens 0 scores the prompt alone.
+ * the same figures, also when a choice's text comes before its prompt's
+ * figures (held back, still streamed after its echo); echo with
+ * max_tokens 0 scores the prompt alone.
  * POST /v1/embeddings on the same model: float and base64 answers decode
  * to the same unit-norm vector of n_embd floats, two calls give the same
  * vector and another input a different one, exact prompt_tokens (equal
@@ -606,7 +608,7 @@ test_completion_echo(void)
 static json_t *
 echo_mt(const char *prompt, int mt, const char *extra, int stream, long *st)
 {
-    char body[2048];
+    char body[4096];
     snprintf(body, sizeof(body),
              "{\"model\":\"local\",\"max_tokens\":%d,\"echo\":true,"
              "\"prompt\":%s%s%s}",
@@ -637,17 +639,20 @@ score(const char *prompt, const char *extra, int stream, long *st)
     return echo_mt(prompt, 0, extra, stream, st);
 }
 
+/* The four lists of a text_completion choice's logprobs. */
+static const char *const lp_keys[4] = {"tokens", "token_logprobs",
+                                       "top_logprobs", "text_offset"};
+
 /* 1 when list k of choice i of a equals the first n entries of list k of
  * choice j of b (text_offset too: the prompt's come first). */
 static int
 lp_prefix_equal(const json_t *a, size_t i, const json_t *b, size_t j,
                 size_t n)
 {
-    static const char *const ks[] = {"tokens", "token_logprobs",
-                                     "top_logprobs", "text_offset"};
     int eq = 1;
     for (int k = 0; k < 4; k++) {
-        const json_t *la = lp_list(a, i, ks[k]), *lb = lp_list(b, j, ks[k]);
+        const json_t *la = lp_list(a, i, lp_keys[k]),
+                     *lb = lp_list(b, j, lp_keys[k]);
         eq &= json_array_size(la) == n && json_array_size(lb) >= n;
         for (size_t q = 0; eq && q < n; q++)
             eq &= json_equal(json_array_get(la, q), json_array_get(lb, q));
@@ -883,6 +888,124 @@ test_completion_echo_n(void)
     }
     json_decref(one);
     json_decref(two);
+}
+
+/* ---- echo, n > 1: a clone's text before its prompt's figures ---------- */
+
+/* sentence, count times with a space between, as a JSON string. */
+static void
+repeat_prompt(char *buf, size_t cap, const char *sentence, int count)
+{
+    size_t o = (size_t)snprintf(buf, cap, "\"");
+    for (int i = 0; i < count && o < cap; i++)
+        o += (size_t)snprintf(buf + o, cap - o, "%s%s", i ? " " : "",
+                              sentence);
+    if (o < cap)
+        snprintf(buf + o, cap - o, "\"");
+}
+
+/*
+ * A streamed echo + logprobs request with n 3 on two prompts that the
+ * prefix cache already holds whole (each scored alone first) and that are
+ * longer than a step's prompt budget (128 tokens while nothing generates,
+ * a few rows a step beside generating sequences, sched.c).  A clone does
+ * not wait for its prompt's first job then (the cells are there): its
+ * first tokens come steps before that job's last prompt figure, so its
+ * text is held back until the figures are in (providers/local.c,
+ * stream_choice).  Still, for each index: the first chunk is its prompt,
+ * with every one of its prompt's figures (those of the prompt scored
+ * alone) and nothing more, then its own tokens, its finish_reason last;
+ * the chunks of each index joined are the non-stream answer's choice (its
+ * text and all four lists).
+ */
+static void
+test_completion_echo_held(void)
+{
+    char p[2][1536], both[3200];
+    repeat_prompt(p[0], sizeof(p[0]),
+                  "The cat sat in the sun and the dog ran to the park.", 19);
+    repeat_prompt(p[1], sizeof(p[1]),
+                  "Lily had a red ball. She liked to play with it every day.",
+                  19);
+    snprintf(both, sizeof(both), "[%s,%s]", p[0], p[1]);
+    long st;
+    json_t *ref[2];
+    for (int i = 0; i < 2; i++) {
+        ref[i] = score(p[i], ",\"logprobs\":2", 0, &st);
+        T_EQ_INT(st, 200);
+        /* past two steps' budget, within the context (512) with 8 more */
+        long long np = usage_of(ref[i], "prompt_tokens");
+        if (np <= 300 || np > 500)
+            fprintf(stderr, "prompt %d: %lld tokens, want 301..500\n", i, np);
+        T_CHECK(np > 300 && np <= 500);
+    }
+    const char *extra = ",\"n\":3,\"logprobs\":2,\"temperature\":0";
+    json_t *full = echo_mt(both, 8, extra, 0, &st);
+    T_EQ_INT(st, 200);
+    T_EQ_INT(json_array_size(json_object_get(full, "choices")), 6);
+    json_t *evs = echo_mt(both, 8, extra, 1, &st);
+    T_EQ_INT(st, 200);
+    /* the stream joined per index, as a text_completion's choices */
+    json_t *joined = json_pack("{s:[]}", "choices");
+    json_t *jch = json_object_get(joined, "choices");
+    for (int k = 0; k < 6; k++)
+        json_array_append_new(jch,
+                              json_pack("{s:{s:[],s:[],s:[],s:[]}}",
+                                        "logprobs", lp_keys[0], lp_keys[1],
+                                        lp_keys[2], lp_keys[3]));
+    static char text[6][2048];
+    memset(text, 0, sizeof(text));
+    int firsts[6] = {0}, finished[6] = {0}, after_finish = 0, bad = 0;
+    size_t i, q;
+    const json_t *ev, *c;
+    json_array_foreach(evs, i, ev) {
+        json_array_foreach(json_object_get(ev, "choices"), q, c) {
+            json_int_t k = json_integer_value(json_object_get(c, "index"));
+            const char *t = json_string_value(json_object_get(c, "text"));
+            const json_t *lp = json_object_get(c, "logprobs");
+            json_t *jc = json_array_get(jch, (size_t)k);
+            if (!jc || !t) {
+                bad++;
+                continue;
+            }
+            after_finish += finished[k] > 0;
+            if (!firsts[k]++) {
+                /* the echo: the prompt's text and all its figures alone */
+                json_t *pt = json_loads(p[k / 3], JSON_DECODE_ANY, NULL);
+                T_EQ_STR(t, json_string_value(pt));
+                json_decref(pt);
+                T_EQ_INT(json_array_size(json_object_get(lp, "tokens")),
+                         usage_of(ref[k / 3], "prompt_tokens"));
+            }
+            strncat(text[k], t, sizeof(text[k]) - 1 - strlen(text[k]));
+            for (int l = 0; l < 4; l++)
+                json_array_extend(
+                    json_object_get(json_object_get(jc, "logprobs"),
+                                    lp_keys[l]),
+                    json_object_get(lp, lp_keys[l]));
+            finished[k] += json_is_string(json_object_get(c, "finish_reason"));
+        }
+    }
+    T_EQ_INT(bad, 0);
+    T_EQ_INT(after_finish, 0);
+    for (int k = 0; k < 6; k++) {
+        T_CHECK(firsts[k] >= 2); /* the echo, then the tokens */
+        T_EQ_INT(finished[k], 1);
+        T_EQ_STR(text[k], choice_text(full, (size_t)k));
+        /* every list whole and the same as the answer's */
+        size_t n = json_array_size(lp_list(full, (size_t)k, "tokens"));
+        T_CHECK(n > (size_t)usage_of(ref[k / 3], "prompt_tokens"));
+        T_CHECK(lp_prefix_equal(joined, (size_t)k, full, (size_t)k, n));
+        /* the prompt's figures: those of the prompt scored alone */
+        T_CHECK(lp_prefix_equal(ref[k / 3], 0, joined, (size_t)k,
+                                (size_t)usage_of(ref[k / 3],
+                                                 "prompt_tokens")));
+    }
+    json_decref(joined);
+    json_decref(evs);
+    json_decref(full);
+    json_decref(ref[0]);
+    json_decref(ref[1]);
 }
 
 /* ---- logit_bias -------------------------------------------------------- */
@@ -1410,6 +1533,7 @@ main(void)
     T_RUN(test_completion_echo);
     T_RUN(test_completion_score);
     T_RUN(test_completion_echo_n);
+    T_RUN(test_completion_echo_held);
     T_RUN(test_embeddings);
     T_RUN(test_usage_by_api);
     free(nonstream_text);

@@ -815,9 +815,22 @@ test_embeddings_completions(void)
              PV_CHAT_OK);
     T_EQ_INT(chat.completion_cap, 5); /* one prompt of token ids */
     /* max_tokens 0 (echo: scoring the prompt) is the target's to judge;
-     * below 0 never is */
+     * below 0 never is.  It generates nothing, so nothing is reserved
+     * for completion (an absent cap still reserves the default) */
     T_EQ_INT(aux(1, "{\"model\":\"c\",\"prompt\":\"x\",\"max_tokens\":0,"
                     "\"echo\":true}"),
+             PV_CHAT_OK);
+    T_EQ_INT(chat.completion_cap, 0);
+    T_EQ_INT(chat.max_tokens, 0);
+    T_EQ_INT(aux(1, "{\"model\":\"c\",\"prompt\":[\"x\",\"y\"],"
+                    "\"max_tokens\":0,\"echo\":true,\"n\":3}"),
+             PV_CHAT_OK);
+    T_EQ_INT(chat.completion_cap, 0);
+    T_EQ_INT(aux(1, "{\"model\":\"c\",\"prompt\":\"x\",\"echo\":true,"
+                    "\"max_tokens\":null}"),
+             PV_CHAT_OK);
+    T_EQ_INT(chat.completion_cap, PV_DEFAULT_COMPLETION_TOKENS);
+    T_EQ_INT(aux(1, "{\"model\":\"c\",\"prompt\":\"x\",\"echo\":true}"),
              PV_CHAT_OK);
     T_EQ_INT(chat.completion_cap, PV_DEFAULT_COMPLETION_TOKENS);
     T_EQ_INT(aux(1, "{\"model\":\"c\",\"prompt\":\"x\",\"max_tokens\":-1}"),

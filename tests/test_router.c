@@ -216,10 +216,23 @@ test_cost(void)
     T_EQ_STR(order(&p, b, sizeof(b)), "outonly@a,inonly@a");
     rt_plan_route(rt, "io", 10, 100000, &p);
     T_EQ_STR(order(&p, b, sizeof(b)), "inonly@a,outonly@a");
-    /* Without max_tokens PV_DEFAULT_COMPLETION_TOKENS (1024) is assumed:
-     * 100 in: in-only 100*50+1024*1 = 6024 < out-only 100*1+1024*50. */
-    rt_plan_route(rt, "io", 100, 0, &p);
+    /* Without max_tokens the parse's completion_cap is
+     * PV_DEFAULT_COMPLETION_TOKENS (1024): 100 in: in-only 100*50+1024*1 =
+     * 6024 < out-only 100*1+1024*50. */
+    rt_plan_route(rt, "io", 100, PV_DEFAULT_COMPLETION_TOKENS, &p);
     T_EQ_STR(order(&p, b, sizeof(b)), "inonly@a,outonly@a");
+    /* completion_cap 0 (echo with max_tokens 0 scores the prompt, an
+     * embedding): the prompt alone, 100*1 < 100*50, not the default */
+    rt_plan_route(rt, "io", 100, 0, &p);
+    T_EQ_STR(order(&p, b, sizeof(b)), "outonly@a,inonly@a");
+    const struct cfg_provider *pa = &cfg->providers[tg("inonly@a").provider];
+    const struct cfg_model *in = &pa->models[tg("inonly@a").model];
+    T_EQ_INT(rt_expected_cost(in, 100, 0), 100 * in->input_pusd);
+    T_EQ_INT(rt_expected_cost(in, 100, 7),
+             100 * in->input_pusd + 7 * in->output_pusd);
+    T_EQ_INT(rt_expected_cost(in, 100, PV_DEFAULT_COMPLETION_TOKENS),
+             100 * in->input_pusd +
+                 PV_DEFAULT_COMPLETION_TOKENS * in->output_pusd);
     /* Ties go to the lower latency. */
     rt_plan_route(rt, "tie", 10, 10, &p);
     T_EQ_STR(order(&p, b, sizeof(b)), "cheap@a,cheap@b");
