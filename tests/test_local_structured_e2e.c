@@ -61,14 +61,8 @@ write_tmpl_model(const char *path, const char *tmpl, uint64_t seed)
     lp.n_ctx = 2048;
     lp.type = LE_TYPE_Q8_0;
     lp.seed = seed;
-    struct gguf_w *w = gguf_w_new();
-    int rc = w && gguf_w_llama_fill(w, &lp) == 0 ? 0 : -1;
-    if (rc == 0 && tmpl)
-        gguf_w_add_str(w, "tokenizer.chat_template", tmpl);
-    if (rc == 0)
-        rc = gguf_w_write_file(w, path) == 0 ? 0 : -1;
-    gguf_w_free(w);
-    return rc;
+    lp.chat_template = tmpl;
+    return gguf_w_llama_write(&lp, path);
 }
 
 static int

@@ -5,9 +5,12 @@
  *   tool_gguf_gen --out FILE --type q4_0|q8_0|q4_k|q6_k|f16|f32|...
  *                 --n-embd N --n-layer N --n-head N --n-head-kv N
  *                 --n-ff N --n-vocab N [--n-ctx N] [--seed S] [--tied]
+ *                 [--chat-template TEXT]
  *
  * Every 2-D weight is of --type (norms F32), as gguf_writer.h describes;
- * the same seed and shape give the same float weights at every type.  The
+ * the same seed and shape give the same float weights at every type;
+ * --chat-template sets tokenizer.chat_template (its markers choose the
+ * chat and tool formats, local_engine/chat.c).  The
  * whole file is built in memory before it is written: a 1B-model slice
  * (n_embd 2048, 4 layers, n_vocab 32000) needs about 1.5 GB for a moment.
  * Exit codes: 0 written, 1 the writer failed, 2 usage error.
@@ -26,7 +29,8 @@ usage(FILE *f)
           "--n-layer N\n"
           "                     --n-head N --n-head-kv N --n-ff N "
           "--n-vocab N\n"
-          "                     [--n-ctx N] [--seed S] [--tied]\n"
+          "                     [--n-ctx N] [--seed S] [--tied] "
+          "[--chat-template TEXT]\n"
           "TYPE: f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k "
           "q5_k q6_k\n",
           f);
@@ -70,7 +74,7 @@ parse_type(const char *s, enum le_type *out)
 int
 main(int argc, char **argv)
 {
-    const char *out = NULL;
+    const char *out = NULL, *tmpl = NULL;
     struct gguf_w_llama p;
     memset(&p, 0, sizeof(p));
     int have_type = 0;
@@ -90,6 +94,8 @@ main(int argc, char **argv)
             bad = 1;
         } else if (!strcmp(a, "--out")) {
             out = v;
+        } else if (!strcmp(a, "--chat-template")) {
+            tmpl = v;
         } else if (!strcmp(a, "--type")) {
             bad = parse_type(v, &p.type);
             have_type = !bad;
@@ -139,6 +145,7 @@ main(int argc, char **argv)
                         "n_head_kv\n");
         return 2;
     }
+    p.chat_template = tmpl;
     if (gguf_w_llama_write(&p, out) != 0) {
         fprintf(stderr, "tool_gguf_gen: could not write %s (out of memory, "
                         "an unwritable path, or a type without a "

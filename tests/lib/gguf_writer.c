@@ -625,6 +625,8 @@ gguf_w_llama_fill(struct gguf_w *w, const struct gguf_w_llama *p)
         gguf_w_add_u32(w, "tokenizer.ggml.unknown_token_id", 0);
         gguf_w_add_bool(w, "tokenizer.ggml.add_bos_token", 1);
         gguf_w_add_bool(w, "tokenizer.ggml.add_eos_token", 0);
+        if (p->chat_template)
+            gguf_w_add_str(w, "tokenizer.chat_template", p->chat_template);
     } else {
         w->failed = 1;
     }

@@ -112,6 +112,7 @@ struct gguf_w_llama {
     enum le_type type; /* type of every 2-D weight (norms are always F32) */
     uint64_t seed;     /* same seed, same float weights, whatever the type */
     int tied;          /* 1: no output.weight (token_embd is reused) */
+    const char *chat_template; /* tokenizer.chat_template, or NULL: none */
 };
 
 /*
@@ -124,7 +125,8 @@ struct gguf_w_llama {
  *   .attention.layer_norm_rms_epsilon 1e-5,
  *   tokenizer.ggml.model "llama" (SentencePiece), .tokens, .scores,
  *   .token_type, .bos_token_id 1, .eos_token_id 2, .unknown_token_id 0,
- *   .add_bos_token true, .add_eos_token false.
+ *   .add_bos_token true, .add_eos_token false; tokenizer.chat_template
+ *   when chat_template is set.
  *
  *   Tokens: 0 <unk> (type 2 unknown), 1 <s>, 2 </s> (type 3 control),
  *   3..258 <0x00>..<0xFF> (type 6 byte), then normal pieces (type 1):
