@@ -11,6 +11,13 @@
  */
 #include "le_int.h"
 
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 static void
 gemv_groups(le_gemm_fn gemm, int n, const void *w, size_t gb, int ng,
             const struct le_pack_act *a, int ntok, float *y, size_t ys,
@@ -37,20 +44,63 @@ le_gemv_q8_0_ref(int n, const void *w, size_t gb, int ng,
     gemv_groups(le_gemm_q8_0_ref, n, w, gb, ng, a, ntok, y, ys, nr_last);
 }
 
+/* The prefetch plan (le_int.h): -1 by CPU and type, else the
+ * environment's for every type; read once. */
+static int l1_plan, l1_amd;
+static pthread_once_t l1_once = PTHREAD_ONCE_INIT;
+
+static int
+cpu_is_amd(void)
+{
+#if defined(__x86_64__)
+    unsigned a, b, c, d;
+    /* vendor string in ebx, edx, ecx: "AuthenticAMD" */
+    return __get_cpuid(0, &a, &b, &c, &d) && b == 0x68747541u &&
+           d == 0x69746e65u && c == 0x444d4163u;
+#else
+    return 0;
+#endif
+}
+
+static void
+l1_init(void)
+{
+    const char *v = getenv("LLMUX_DEC_PREFETCH");
+    l1_plan = v && !strcmp(v, "l1") ? 1 : v && !strcmp(v, "l2") ? 0 : -1;
+    l1_amd = cpu_is_amd();
+}
+
+int
+le_gemv_l1_prefetch(enum le_type t)
+{
+    pthread_once(&l1_once, l1_init);
+    if (l1_plan >= 0)
+        return l1_plan;
+    return !(l1_amd && t == LE_TYPE_Q8_0);
+}
+
 le_gemv_fn
-le_gemv_at(enum le_type t, enum le_isa isa)
+le_gemv_at_pf(enum le_type t, enum le_isa isa, int l1)
 {
     if (!le_isa_supported(isa))
         return NULL;
 #if defined(__x86_64__)
     if (isa == LE_ISA_AVX512 && t == LE_TYPE_Q4_0)
-        return le_gemv_q4_0_avx512;
+        return l1 ? le_gemv_q4_0_avx512_l1 : le_gemv_q4_0_avx512;
     if (isa == LE_ISA_AVX512 && t == LE_TYPE_Q8_0)
-        return le_gemv_q8_0_avx512;
+        return l1 ? le_gemv_q8_0_avx512_l1 : le_gemv_q8_0_avx512;
+#else
+    (void)l1;
 #endif
     if (isa == LE_ISA_NONE && t == LE_TYPE_Q4_0)
         return le_gemv_q4_0_ref;
     if (isa == LE_ISA_NONE && t == LE_TYPE_Q8_0)
         return le_gemv_q8_0_ref;
     return NULL;
+}
+
+le_gemv_fn
+le_gemv_at(enum le_type t, enum le_isa isa)
+{
+    return le_gemv_at_pf(t, isa, le_gemv_l1_prefetch(t));
 }

@@ -421,6 +421,16 @@ typedef void (*le_gemv_fn)(int n, const void *w, size_t gb, int ng,
                            const struct le_pack_act *a, int ntok, float *y,
                            size_t ys, int nr_last);
 le_gemv_fn le_gemv_at(enum le_type t, enum le_isa isa);
+/* The kernel with a given prefetch plan (the same floats): l1 1 also
+ * fetches each block's bytes a few blocks ahead into L1, 0 leaves that to
+ * the hardware (both fetch the next groups into L2).  le_gemv_at takes
+ * le_gemv_l1_prefetch(t)'s: LLMUX_DEC_PREFETCH=l1 or l2 for every type,
+ * else l1 but for Q8_0 on AMD (Zen 4, 2 threads: the 1B q8_0 slice
+ * generated 1.05-1.12x faster without them, the q4_0 models 1.01-1.09x
+ * slower; the Xeons of earlier sessions were measured with them).
+ * Levels without the choice ignore l1. */
+le_gemv_fn le_gemv_at_pf(enum le_type t, enum le_isa isa, int l1);
+int le_gemv_l1_prefetch(enum le_type t);
 void le_gemv_q4_0_ref(int n, const void *w, size_t gb, int ng,
                       const struct le_pack_act *a, int ntok, float *y,
                       size_t ys, int nr_last);
@@ -433,6 +443,12 @@ void le_gemv_q4_0_avx512(int n, const void *w, size_t gb, int ng,
 void le_gemv_q8_0_avx512(int n, const void *w, size_t gb, int ng,
                          const struct le_pack_act *a, int ntok, float *y,
                          size_t ys, int nr_last);
+void le_gemv_q4_0_avx512_l1(int n, const void *w, size_t gb, int ng,
+                            const struct le_pack_act *a, int ntok, float *y,
+                            size_t ys, int nr_last);
+void le_gemv_q8_0_avx512_l1(int n, const void *w, size_t gb, int ng,
+                            const struct le_pack_act *a, int ntok, float *y,
+                            size_t ys, int nr_last);
 
 /* IEEE half and bfloat16 conversions (plain C, exact, round to nearest
  * even on the way down). */

@@ -271,7 +271,7 @@ le_gemm_q8_0_avx512(int n, const void *w, const struct le_pack_act *a,
 ALWAYS_INLINE void
 dec_tile(int nb, const uint8_t *w, size_t gb, const int G, const int *nr,
          const struct le_pack_act *a, int t0, const int NT, float *y,
-         size_t ys, const int Q8, size_t pf_off, size_t pf_len)
+         size_t ys, const int Q8, size_t pf_off, size_t pf_len, const int L1)
 {
     const struct q8_0_blk *x[4];
     const struct le_prep_q8_0 *p[4];
@@ -300,7 +300,7 @@ dec_tile(int nb, const uint8_t *w, size_t gb, const int G, const int *nr,
         UNROLL
         for (int g = 0; g < G; g++) {
             legacy_unpack(w + (size_t)g * gb + (size_t)b * LEGACY_COL(Q8),
-                          u + 8 * g, 1, Q8);
+                          u + 8 * g, L1, Q8);
             dv[g] = _mm512_cvtph_ps(
                 _mm256_loadu_si256((const __m256i *)(dw[g] + (size_t)b * 16)));
             mdv[g] = _mm512_mul_ps(dv[g], negm);
@@ -335,7 +335,7 @@ dec_tile(int nb, const uint8_t *w, size_t gb, const int G, const int *nr,
 ALWAYS_INLINE void
 dec_groups(int nb, const uint8_t *w, size_t gb, const int G, const int *nr,
            const struct le_pack_act *a, int ntok, float *y, size_t ys,
-           const int Q8)
+           const int Q8, const int L1)
 {
     int t = 0;
     /* The passes over the groups fetch the next ones into L2 while they
@@ -361,19 +361,19 @@ dec_groups(int nb, const uint8_t *w, size_t gb, const int G, const int *nr,
 #define PF_LEN(t, nt) (PF_AT((t) + (nt)) - PF_AT(t))
     for (; t + 4 <= ntok; t += 4)
         dec_tile(nb, w, gb, G, nr, a, t, 4, y, ys, Q8, PF_AT(t),
-                 PF_LEN(t, 4));
+                 PF_LEN(t, 4), L1);
     switch (ntok - t) {
     case 3:
         dec_tile(nb, w, gb, G, nr, a, t, 3, y, ys, Q8, PF_AT(t),
-                 PF_LEN(t, 3));
+                 PF_LEN(t, 3), L1);
         break;
     case 2:
         dec_tile(nb, w, gb, G, nr, a, t, 2, y, ys, Q8, PF_AT(t),
-                 PF_LEN(t, 2));
+                 PF_LEN(t, 2), L1);
         break;
     case 1:
         dec_tile(nb, w, gb, G, nr, a, t, 1, y, ys, Q8, PF_AT(t),
-                 PF_LEN(t, 1));
+                 PF_LEN(t, 1), L1);
         break;
     default: break;
     }
@@ -383,7 +383,8 @@ dec_groups(int nb, const uint8_t *w, size_t gb, const int G, const int *nr,
 
 ALWAYS_INLINE void
 dec_run(int n, const void *w, size_t gb, int ng, const struct le_pack_act *a,
-        int ntok, float *y, size_t ys, int nr_last, const int Q8)
+        int ntok, float *y, size_t ys, int nr_last, const int Q8,
+        const int L1)
 {
     int nb = n / 32;
     const uint8_t *wp = w;
@@ -391,13 +392,32 @@ dec_run(int n, const void *w, size_t gb, int ng, const struct le_pack_act *a,
     for (; g + 2 <= ng; g += 2) {
         int nr[2] = {16, g + 2 == ng ? nr_last : 16};
         dec_groups(nb, wp + (size_t)g * gb, gb, 2, nr, a, ntok,
-                   y + (size_t)g * 16, ys, Q8);
+                   y + (size_t)g * 16, ys, Q8, L1);
     }
     if (g < ng) {
         int nr[1] = {nr_last};
         dec_groups(nb, wp + (size_t)g * gb, gb, 1, nr, a, ntok,
-                   y + (size_t)g * 16, ys, Q8);
+                   y + (size_t)g * 16, ys, Q8, L1);
     }
+}
+
+/* Two prefetch plans, the same floats (gemv.c picks one per CPU): the
+ * next groups into L2 always; the _l1 kernels also each block's bytes
+ * PF_BLOCKS blocks ahead into L1. */
+void
+le_gemv_q4_0_avx512_l1(int n, const void *w, size_t gb, int ng,
+                       const struct le_pack_act *a, int ntok, float *y,
+                       size_t ys, int nr_last)
+{
+    dec_run(n, w, gb, ng, a, ntok, y, ys, nr_last, 0, 1);
+}
+
+void
+le_gemv_q8_0_avx512_l1(int n, const void *w, size_t gb, int ng,
+                       const struct le_pack_act *a, int ntok, float *y,
+                       size_t ys, int nr_last)
+{
+    dec_run(n, w, gb, ng, a, ntok, y, ys, nr_last, 1, 1);
 }
 
 void
@@ -405,7 +425,7 @@ le_gemv_q4_0_avx512(int n, const void *w, size_t gb, int ng,
                     const struct le_pack_act *a, int ntok, float *y,
                     size_t ys, int nr_last)
 {
-    dec_run(n, w, gb, ng, a, ntok, y, ys, nr_last, 0);
+    dec_run(n, w, gb, ng, a, ntok, y, ys, nr_last, 0, 0);
 }
 
 void
@@ -413,7 +433,7 @@ le_gemv_q8_0_avx512(int n, const void *w, size_t gb, int ng,
                     const struct le_pack_act *a, int ntok, float *y,
                     size_t ys, int nr_last)
 {
-    dec_run(n, w, gb, ng, a, ntok, y, ys, nr_last, 1);
+    dec_run(n, w, gb, ng, a, ntok, y, ys, nr_last, 1, 0);
 }
 
 /* ---- Q4_K and Q5_K ---- */

@@ -811,10 +811,13 @@ test_gemv(void)
         struct le_pack_traits pt;
         T_CHECK(le_pack_traits_at(wt, LE_ISA_NONE, &pt));
         T_CHECK(le_gemv_at(wt, LE_ISA_NONE) != NULL);
-        for (int isa = LE_ISA_NONE; isa <= LE_ISA_AVX512; isa++) {
-            le_gemv_fn gv = le_gemv_at(wt, (enum le_isa)isa);
-            if (!gv)
+        /* every level, each with both prefetch plans where they differ */
+        for (int v = 2 * LE_ISA_NONE; v < 2 * (LE_ISA_AVX512 + 1); v++) {
+            int isa = v / 2, l1 = v % 2;
+            le_gemv_fn gv = le_gemv_at_pf(wt, (enum le_isa)isa, l1);
+            if (!gv || (l1 && gv == le_gemv_at_pf(wt, (enum le_isa)isa, 0)))
                 continue;
+
             T_CHECK(le_isa_supported((enum le_isa)isa));
             n_kernels++;
             for (size_t li = 0; li < sizeof(lens) / sizeof(lens[0]); li++) {
@@ -900,8 +903,24 @@ test_gemv(void)
     T_EQ_INT(bad, 0);
     fprintf(stderr, "  (%d decode kernels on this CPU)\n", n_kernels);
     T_CHECK(n_kernels >= 2);
+    /* AVX-512: the two prefetch plans of Q4_0 and Q8_0 beside the twins */
     if (le_isa_supported(LE_ISA_AVX512))
-        T_CHECK(n_kernels == 4);
+        T_CHECK(n_kernels == 6);
+    /* le_gemv_at serves the plan le_gemv_l1_prefetch names: l1, but l2
+     * for Q8_0 on AMD, unless LLMUX_DEC_PREFETCH names one for all */
+    for (int isa = LE_ISA_NONE; isa <= LE_ISA_AVX512; isa++)
+        for (size_t c = 0; c < 2; c++)
+            T_CHECK(le_gemv_at(types[c], (enum le_isa)isa) ==
+                    le_gemv_at_pf(types[c], (enum le_isa)isa,
+                                  le_gemv_l1_prefetch(types[c])));
+    const char *env = getenv("LLMUX_DEC_PREFETCH");
+    int all = env && !strcmp(env, "l1") ? 1 : env && !strcmp(env, "l2") ? 0 : -1;
+    if (all >= 0) {
+        T_EQ_INT(le_gemv_l1_prefetch(LE_TYPE_Q4_0), all);
+        T_EQ_INT(le_gemv_l1_prefetch(LE_TYPE_Q8_0), all);
+    } else {
+        T_EQ_INT(le_gemv_l1_prefetch(LE_TYPE_Q4_0), 1);
+    }
     free(x);
 }
 
