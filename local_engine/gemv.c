@@ -76,7 +76,8 @@ le_gemv_l1_prefetch(enum le_type t)
     pthread_once(&l1_once, l1_init);
     if (l1_plan >= 0)
         return l1_plan;
-    return !(l1_amd && t == LE_TYPE_Q8_0);
+    return !(l1_amd && (t == LE_TYPE_Q8_0 || t == LE_TYPE_Q4_K ||
+                        t == LE_TYPE_Q5_K || t == LE_TYPE_Q6_K));
 }
 
 le_gemv_fn

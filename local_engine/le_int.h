@@ -318,12 +318,18 @@ void le_gemm_q5_K_avx2(int n, const void *w, const struct le_pack_act *a,
                        int ntok, float *y, size_t ys, int nr);
 void le_gemm_q5_K_avx512(int n, const void *w, const struct le_pack_act *a,
                          int ntok, float *y, size_t ys, int nr);
+void le_gemm_q4_K_avx512_l2(int n, const void *w, const struct le_pack_act *a,
+                            int ntok, float *y, size_t ys, int nr);
+void le_gemm_q5_K_avx512_l2(int n, const void *w, const struct le_pack_act *a,
+                            int ntok, float *y, size_t ys, int nr);
 void le_gemm_q6_K_ref(int n, const void *w, const struct le_pack_act *a,
                       int ntok, float *y, size_t ys, int nr);
 void le_gemm_q6_K_avx2(int n, const void *w, const struct le_pack_act *a,
                        int ntok, float *y, size_t ys, int nr);
 void le_gemm_q6_K_avx512(int n, const void *w, const struct le_pack_act *a,
                          int ntok, float *y, size_t ys, int nr);
+void le_gemm_q6_K_avx512_l2(int n, const void *w, const struct le_pack_act *a,
+                            int ntok, float *y, size_t ys, int nr);
 void le_gemm_f16_ref(int n, const void *w, const struct le_pack_act *a,
                      int ntok, float *y, size_t ys, int nr);
 void le_gemm_f16_avx2(int n, const void *w, const struct le_pack_act *a,
@@ -423,12 +429,16 @@ typedef void (*le_gemv_fn)(int n, const void *w, size_t gb, int ng,
 le_gemv_fn le_gemv_at(enum le_type t, enum le_isa isa);
 /* The kernel with a given prefetch plan (the same floats): l1 1 also
  * fetches each block's bytes a few blocks ahead into L1, 0 leaves that to
- * the hardware (both fetch the next groups into L2).  le_gemv_at takes
- * le_gemv_l1_prefetch(t)'s: LLMUX_DEC_PREFETCH=l1 or l2 for every type,
- * else l1 but for Q8_0 on AMD (Zen 4, 2 threads: the 1B q8_0 slice
- * generated 1.05-1.12x faster without them, the q4_0 models 1.01-1.09x
- * slower; the Xeons of earlier sessions were measured with them).
- * Levels without the choice ignore l1. */
+ * the hardware (both fetch the next groups into L2).  le_gemv_at, and
+ * repack.c for the generation passes of the AVX-512 Q4_K, Q5_K and Q6_K
+ * kernels (their _l2 twins skip the 4 KiB lookahead), take
+ * le_gemv_l1_prefetch(t)'s plan: LLMUX_DEC_PREFETCH=l1 or l2 for every
+ * type, else l1 but l2 for Q8_0, Q4_K, Q5_K and Q6_K on AMD.  On a Zen 4
+ * (2 threads, the 1B slices, interleaved llmux bench runs) generation
+ * without the L1 lookahead was 1.05-1.12x (q8_0), 1.15-1.24x (q4_k),
+ * 1.07-1.24x (q5_k) and 1.14-1.17x (q6_k) faster, prompts the same, and
+ * the q4_0 models 1.01-1.09x slower; the Xeons of earlier sessions were
+ * measured with the lookahead.  Levels without the choice ignore l1. */
 le_gemv_fn le_gemv_at_pf(enum le_type t, enum le_isa isa, int l1);
 int le_gemv_l1_prefetch(enum le_type t);
 void le_gemv_q4_0_ref(int n, const void *w, size_t gb, int ng,

@@ -455,7 +455,7 @@ shift16(__m512i v, const int s)
 ALWAYS_INLINE void
 k4_tile(int nsb, const uint8_t *qs, const uint8_t *meta, const uint8_t *qh,
         const struct le_pack_act *a, int t0, const int NT, float *y,
-        size_t ys, int nr, const int Q5)
+        size_t ys, int nr, const int Q5, const int L1)
 {
     const __m512i m4 = _mm512_set1_epi8(0x0f);
     const __m512i b4 = _mm512_set1_epi8(0x10);
@@ -485,7 +485,7 @@ k4_tile(int nsb, const uint8_t *qs, const uint8_t *meta, const uint8_t *qh,
             const uint8_t *wj = qs + (size_t)b * 2048 + (size_t)jj * 512;
             UNROLL
             for (int c = 0; c < 8; c++) {
-                if (NT < 4)
+                if (NT < 4 && L1)
                     _mm_prefetch((const char *)(wj + 64 * c + 4096),
                                  _MM_HINT_T0);
                 __m512i v = _mm512_load_si512((const void *)(wj + 64 * c));
@@ -552,7 +552,7 @@ k4_tile(int nsb, const uint8_t *qs, const uint8_t *meta, const uint8_t *qh,
 
 ALWAYS_INLINE void
 k4_gemm(int n, const void *w, const struct le_pack_act *a, int ntok,
-        float *y, size_t ys, int nr, const int Q5)
+        float *y, size_t ys, int nr, const int Q5, const int L1)
 {
     int nsb = n / 256;
     const uint8_t *qs = w;
@@ -560,27 +560,44 @@ k4_gemm(int n, const void *w, const struct le_pack_act *a, int ntok,
     const uint8_t *qh = meta + (size_t)nsb * LE_PACK_Q4_K_META;
     int t = 0;
     for (; t + 4 <= ntok; t += 4)
-        k4_tile(nsb, qs, meta, qh, a, t, 4, y, ys, nr, Q5);
+        k4_tile(nsb, qs, meta, qh, a, t, 4, y, ys, nr, Q5, L1);
     switch (ntok - t) {
-    case 3: k4_tile(nsb, qs, meta, qh, a, t, 3, y, ys, nr, Q5); break;
-    case 2: k4_tile(nsb, qs, meta, qh, a, t, 2, y, ys, nr, Q5); break;
-    case 1: k4_tile(nsb, qs, meta, qh, a, t, 1, y, ys, nr, Q5); break;
+    case 3: k4_tile(nsb, qs, meta, qh, a, t, 3, y, ys, nr, Q5, L1); break;
+    case 2: k4_tile(nsb, qs, meta, qh, a, t, 2, y, ys, nr, Q5, L1); break;
+    case 1: k4_tile(nsb, qs, meta, qh, a, t, 1, y, ys, nr, Q5, L1); break;
     default: break;
     }
 }
 
+/* Generation (fewer than 4 tokens) fetches each sub-block's bytes 4 KiB
+ * ahead into L1; the _l2 kernels leave that to the hardware (the same
+ * floats; repack.c picks by le_gemv_l1_prefetch). */
 void
 le_gemm_q4_K_avx512(int n, const void *w, const struct le_pack_act *a,
                     int ntok, float *y, size_t ys, int nr)
 {
-    k4_gemm(n, w, a, ntok, y, ys, nr, 0);
+    k4_gemm(n, w, a, ntok, y, ys, nr, 0, 1);
 }
 
 void
 le_gemm_q5_K_avx512(int n, const void *w, const struct le_pack_act *a,
                     int ntok, float *y, size_t ys, int nr)
 {
-    k4_gemm(n, w, a, ntok, y, ys, nr, 1);
+    k4_gemm(n, w, a, ntok, y, ys, nr, 1, 1);
+}
+
+void
+le_gemm_q4_K_avx512_l2(int n, const void *w, const struct le_pack_act *a,
+                       int ntok, float *y, size_t ys, int nr)
+{
+    k4_gemm(n, w, a, ntok, y, ys, nr, 0, 0);
+}
+
+void
+le_gemm_q5_K_avx512_l2(int n, const void *w, const struct le_pack_act *a,
+                       int ntok, float *y, size_t ys, int nr)
+{
+    k4_gemm(n, w, a, ntok, y, ys, nr, 1, 0);
 }
 
 /* ---- Q6_K ----
@@ -593,7 +610,7 @@ le_gemm_q5_K_avx512(int n, const void *w, const struct le_pack_act *a,
 ALWAYS_INLINE void
 q6_K_tile(int nsb, const uint8_t *ql, const uint8_t *qh, const uint8_t *meta,
           const struct le_pack_act *a, int t0, const int NT, float *y,
-          size_t ys, int nr)
+          size_t ys, int nr, const int L1)
 {
     const __m512i m4 = _mm512_set1_epi8(0x0f);
     const __m512i m30 = _mm512_set1_epi8(0x30);
@@ -642,7 +659,8 @@ q6_K_tile(int nsb, const uint8_t *ql, const uint8_t *qh, const uint8_t *meta,
                     int c = 2 * cp + i;
                     const uint8_t *wc =
                         ql + (size_t)b * 2048 + (size_t)(jj * 8 + c) * 64;
-                    _mm_prefetch((const char *)(wc + 4096), _MM_HINT_T0);
+                    if (NT >= 4 || L1)
+                        _mm_prefetch((const char *)(wc + 4096), _MM_HINT_T0);
                     __m512i v = _mm512_load_si512((const void *)wc);
                     __m512i ha = _mm512_and_si512(shift16(h, 4 - 4 * i), m30);
                     __m512i hb = _mm512_and_si512(shift16(h, 2 - 4 * i), m30);
@@ -688,9 +706,11 @@ q6_K_tile(int nsb, const uint8_t *ql, const uint8_t *qh, const uint8_t *meta,
         store_rows(y + (size_t)(t0 + t) * ys, acc[t], nr);
 }
 
-void
-le_gemm_q6_K_avx512(int n, const void *w, const struct le_pack_act *a,
-                    int ntok, float *y, size_t ys, int nr)
+/* Generation (fewer than 4 tokens) with (L1) or without the 4 KiB
+ * lookahead into L1, as Q4_K's; prompt tiles always have it. */
+ALWAYS_INLINE void
+q6_K_gemm(int n, const void *w, const struct le_pack_act *a, int ntok,
+          float *y, size_t ys, int nr, const int L1)
 {
     int nsb = n / 256;
     const uint8_t *ql = w;
@@ -698,13 +718,27 @@ le_gemm_q6_K_avx512(int n, const void *w, const struct le_pack_act *a,
     const uint8_t *meta = qh + (size_t)nsb * 1024;
     int t = 0;
     for (; t + 4 <= ntok; t += 4)
-        q6_K_tile(nsb, ql, qh, meta, a, t, 4, y, ys, nr);
+        q6_K_tile(nsb, ql, qh, meta, a, t, 4, y, ys, nr, L1);
     switch (ntok - t) {
-    case 3: q6_K_tile(nsb, ql, qh, meta, a, t, 3, y, ys, nr); break;
-    case 2: q6_K_tile(nsb, ql, qh, meta, a, t, 2, y, ys, nr); break;
-    case 1: q6_K_tile(nsb, ql, qh, meta, a, t, 1, y, ys, nr); break;
+    case 3: q6_K_tile(nsb, ql, qh, meta, a, t, 3, y, ys, nr, L1); break;
+    case 2: q6_K_tile(nsb, ql, qh, meta, a, t, 2, y, ys, nr, L1); break;
+    case 1: q6_K_tile(nsb, ql, qh, meta, a, t, 1, y, ys, nr, L1); break;
     default: break;
     }
+}
+
+void
+le_gemm_q6_K_avx512(int n, const void *w, const struct le_pack_act *a,
+                    int ntok, float *y, size_t ys, int nr)
+{
+    q6_K_gemm(n, w, a, ntok, y, ys, nr, 1);
+}
+
+void
+le_gemm_q6_K_avx512_l2(int n, const void *w, const struct le_pack_act *a,
+                       int ntok, float *y, size_t ys, int nr)
+{
+    q6_K_gemm(n, w, a, ntok, y, ys, nr, 0);
 }
 
 /* ---- F16 and BF16 ----

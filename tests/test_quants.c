@@ -716,7 +716,7 @@ test_packed(void)
         {LE_TYPE_F16, {0, 0}, 0},
         {LE_TYPE_BF16, {0, 0}, 0},
     };
-    int n_kernels = 0;
+    int n_kernels = 0, n_plans = 0;
     float *x = malloc(14336 * sizeof(float));
     for (size_t c = 0; c < sizeof(k) / sizeof(k[0]); c++) {
         const struct le_type_traits *rt = le_type_get_ref(k[c].t);
@@ -756,6 +756,32 @@ test_packed(void)
                     out[i] = -12345.0f;
                 struct le_pack_act act = {aq, ar, ap, pr, NULL};
                 pt.gemm(n, packed, &act, ntok, out, 20, nr);
+#if defined(__x86_64__)
+                /* the prefetch plan not chosen here: the same floats */
+                le_gemm_fn other = NULL;
+                if (isa == LE_ISA_AVX512 && k[c].t == LE_TYPE_Q4_K)
+                    other = pt.gemm == le_gemm_q4_K_avx512
+                                ? le_gemm_q4_K_avx512_l2
+                                : le_gemm_q4_K_avx512;
+                if (isa == LE_ISA_AVX512 && k[c].t == LE_TYPE_Q5_K)
+                    other = pt.gemm == le_gemm_q5_K_avx512
+                                ? le_gemm_q5_K_avx512_l2
+                                : le_gemm_q5_K_avx512;
+                if (isa == LE_ISA_AVX512 && k[c].t == LE_TYPE_Q6_K)
+                    other = pt.gemm == le_gemm_q6_K_avx512
+                                ? le_gemm_q6_K_avx512_l2
+                                : le_gemm_q6_K_avx512;
+                if (other) {
+                    float *o2 = malloc((size_t)ntok * 20 * sizeof(float));
+                    for (int i = 0; i < ntok * 20; i++)
+                        o2[i] = -12345.0f;
+                    other(n, packed, &act, ntok, o2, 20, nr);
+                    if (memcmp(o2, out, (size_t)ntok * 20 * sizeof(float)))
+                        bad++;
+                    n_plans++;
+                    free(o2);
+                }
+#endif
                 for (int t = 0; t < ntok; t++)
                     for (int r = 0; r < 20; r++) {
                         float got = out[t * 20 + r], want = -12345.0f;
@@ -785,6 +811,10 @@ test_packed(void)
     fprintf(stderr, "  (%d repacked kernels on this CPU, up to %s)\n",
             n_kernels, le_isa_name(le_isa_detected()));
     T_CHECK(n_kernels >= 7);
+    /* AVX-512: both prefetch plans of Q4_K, Q5_K and Q6_K held against
+     * each other */
+    if (le_isa_supported(LE_ISA_AVX512))
+        T_CHECK(n_plans > 0);
     free(x);
 }
 
