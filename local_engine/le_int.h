@@ -316,6 +316,10 @@ void le_gemm_q5_K_ref(int n, const void *w, const struct le_pack_act *a,
                       int ntok, float *y, size_t ys, int nr);
 void le_gemm_q5_K_avx2(int n, const void *w, const struct le_pack_act *a,
                        int ntok, float *y, size_t ys, int nr);
+void le_gemm_q4_K_avx2_l2(int n, const void *w, const struct le_pack_act *a,
+                          int ntok, float *y, size_t ys, int nr);
+void le_gemm_q5_K_avx2_l2(int n, const void *w, const struct le_pack_act *a,
+                          int ntok, float *y, size_t ys, int nr);
 void le_gemm_q5_K_avx512(int n, const void *w, const struct le_pack_act *a,
                          int ntok, float *y, size_t ys, int nr);
 void le_gemm_q4_K_avx512_l2(int n, const void *w, const struct le_pack_act *a,
@@ -431,7 +435,8 @@ le_gemv_fn le_gemv_at(enum le_type t, enum le_isa isa);
  * fetches each block's bytes a few blocks ahead into L1, 0 leaves that to
  * the hardware (both fetch the next groups into L2).  le_gemv_at, and
  * repack.c for the generation passes of the AVX-512 Q4_K, Q5_K and Q6_K
- * kernels (their _l2 twins skip the 4 KiB lookahead), take
+ * kernels and the AVX2 Q4_K and Q5_K ones (their _l2 twins skip the
+ * 4 KiB lookahead), take
  * le_gemv_l1_prefetch(t)'s plan: LLMUX_DEC_PREFETCH=l1 or l2 for every
  * type, else l1 but l2 for Q8_0, Q4_K, Q5_K and Q6_K on AMD.  On a Zen 4
  * (2 threads, the 1B slices, interleaved llmux bench runs) generation

@@ -749,7 +749,8 @@ shift16x(__m256i v, const int sh)
 static inline __attribute__((always_inline)) void
 pk4_tile(int nsb, const uint8_t *qs, const uint8_t *meta, const uint8_t *qhs,
          const struct le_pack_act *a, int t0, const int NT, int h0,
-         const int NH, float *y, size_t ys, int nr, const int Q5)
+         const int NH, float *y, size_t ys, int nr, const int Q5,
+         const int L1)
 {
     const __m256i m4 = _mm256_set1_epi8(0x0f), b4 = _mm256_set1_epi8(0x10);
     const struct le_block_q8_K *x[4];
@@ -784,7 +785,7 @@ pk4_tile(int nsb, const uint8_t *qs, const uint8_t *meta, const uint8_t *qhs,
             hb[0] = hb[1] = _mm256_setzero_si256();
             UNROLL
             for (int c = 0; c < 8; c++) {
-                if (NT == 1)
+                if (NT == 1 && L1)
                     _mm_prefetch((const char *)(wj + 64 * c + 4096),
                                  _MM_HINT_T0);
                 const int i = c & 3;
@@ -878,7 +879,7 @@ pk4_tile(int nsb, const uint8_t *qs, const uint8_t *meta, const uint8_t *qhs,
 
 static inline __attribute__((always_inline)) void
 pk4_gemm(int n, const void *w, const struct le_pack_act *a, int ntok,
-         float *y, size_t ys, int nr, const int Q5)
+         float *y, size_t ys, int nr, const int Q5, const int L1)
 {
     int nsb = n / 256;
     const uint8_t *qs = w;
@@ -887,25 +888,43 @@ pk4_gemm(int n, const void *w, const struct le_pack_act *a, int ntok,
     int t4 = ntok & ~3, t;
     for (int h = 0; h < 2 && nr > 8 * h && t4 > 0; h++)
         for (t = 0; t < t4; t += 4)
-            pk4_tile(nsb, qs, meta, qhs, a, t, 4, h, 1, y, ys, nr, Q5);
+            pk4_tile(nsb, qs, meta, qhs, a, t, 4, h, 1, y, ys, nr, Q5, L1);
     for (t = t4; t + 2 <= ntok; t += 2)
-        pk4_tile(nsb, qs, meta, qhs, a, t, 2, 0, 2, y, ys, nr, Q5);
+        pk4_tile(nsb, qs, meta, qhs, a, t, 2, 0, 2, y, ys, nr, Q5, L1);
     if (t < ntok)
-        pk4_tile(nsb, qs, meta, qhs, a, t, 1, 0, 2, y, ys, nr, Q5);
+        pk4_tile(nsb, qs, meta, qhs, a, t, 1, 0, 2, y, ys, nr, Q5, L1);
 }
 
+/* One-token passes fetch 4 KiB ahead into L1; the _l2 kernels leave that
+ * to the hardware (the same floats; repack.c picks by
+ * le_gemv_l1_prefetch: on a Zen 4 at this level the q4_k slice generated
+ * 1.27-1.30x faster without it). */
 void
 le_gemm_q4_K_avx2(int n, const void *w, const struct le_pack_act *a,
                   int ntok, float *y, size_t ys, int nr)
 {
-    pk4_gemm(n, w, a, ntok, y, ys, nr, 0);
+    pk4_gemm(n, w, a, ntok, y, ys, nr, 0, 1);
 }
 
 void
 le_gemm_q5_K_avx2(int n, const void *w, const struct le_pack_act *a,
                   int ntok, float *y, size_t ys, int nr)
 {
-    pk4_gemm(n, w, a, ntok, y, ys, nr, 1);
+    pk4_gemm(n, w, a, ntok, y, ys, nr, 1, 1);
+}
+
+void
+le_gemm_q4_K_avx2_l2(int n, const void *w, const struct le_pack_act *a,
+                     int ntok, float *y, size_t ys, int nr)
+{
+    pk4_gemm(n, w, a, ntok, y, ys, nr, 0, 0);
+}
+
+void
+le_gemm_q5_K_avx2_l2(int n, const void *w, const struct le_pack_act *a,
+                     int ntok, float *y, size_t ys, int nr)
+{
+    pk4_gemm(n, w, a, ntok, y, ys, nr, 1, 0);
 }
 
 /* Q6_K as quants_avx512.c, 8 rows a half: vpmaddwd in place of

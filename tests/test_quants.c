@@ -767,6 +767,13 @@ test_packed(void)
                     other = pt.gemm == le_gemm_q5_K_avx512
                                 ? le_gemm_q5_K_avx512_l2
                                 : le_gemm_q5_K_avx512;
+                if ((isa == LE_ISA_AVX2 || isa == LE_ISA_AVXVNNI) &&
+                    (k[c].t == LE_TYPE_Q4_K || k[c].t == LE_TYPE_Q5_K))
+                    other = pt.gemm == le_gemm_q4_K_avx2 ? le_gemm_q4_K_avx2_l2
+                            : pt.gemm == le_gemm_q4_K_avx2_l2
+                                ? le_gemm_q4_K_avx2
+                            : pt.gemm == le_gemm_q5_K_avx2 ? le_gemm_q5_K_avx2_l2
+                                                           : le_gemm_q5_K_avx2;
                 if (isa == LE_ISA_AVX512 && k[c].t == LE_TYPE_Q6_K)
                     other = pt.gemm == le_gemm_q6_K_avx512
                                 ? le_gemm_q6_K_avx512_l2
@@ -811,8 +818,8 @@ test_packed(void)
     fprintf(stderr, "  (%d repacked kernels on this CPU, up to %s)\n",
             n_kernels, le_isa_name(le_isa_detected()));
     T_CHECK(n_kernels >= 7);
-    /* AVX-512: both prefetch plans of Q4_K, Q5_K and Q6_K held against
-     * each other */
+    /* AVX-512 (and AVX2): both prefetch plans of Q4_K, Q5_K and Q6_K (Q4_K
+     * and Q5_K) held against each other */
     if (le_isa_supported(LE_ISA_AVX512))
         T_CHECK(n_plans > 0);
     free(x);
