@@ -53,7 +53,7 @@ static int
 cpu_is_amd(void)
 {
 #if defined(__x86_64__)
-    unsigned a, b, c, d;
+    unsigned a = 0, b = 0, c = 0, d = 0;
     /* vendor string in ebx, edx, ecx: "AuthenticAMD" */
     return __get_cpuid(0, &a, &b, &c, &d) && b == 0x68747541u &&
            d == 0x69746e65u && c == 0x444d4163u;

@@ -440,7 +440,7 @@ le_gemv_fn le_gemv_at(enum le_type t, enum le_isa isa);
  * le_gemv_l1_prefetch(t)'s plan: LLMUX_DEC_PREFETCH=l1 or l2 for every
  * type, else l1 but l2 for Q8_0, Q4_K, Q5_K and Q6_K on AMD.  On a Zen 4
  * (2 threads, the 1B slices, interleaved llmux bench runs) generation
- * without the L1 lookahead was 1.05-1.12x (q8_0), 1.15-1.24x (q4_k),
+ * without the L1 lookahead was 1.02-1.13x (q8_0), 1.17-1.24x (q4_k),
  * 1.07-1.24x (q5_k) and 1.14-1.17x (q6_k) faster, prompts the same, and
  * the q4_0 models 1.01-1.09x slower; the Xeons of earlier sessions were
  * measured with the lookahead.  Levels without the choice ignore l1. */
