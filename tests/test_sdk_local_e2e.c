@@ -1,7 +1,8 @@
 /*
  * The official openai npm SDK (tests/clients/local_sdk.mjs) against the
  * real llmux binary serving the local engine only: stories260K and a
- * random-weight model written here.  What an app that fails over to the
+ * random-weight model written here, also with chat templates of the hermes
+ * and llama3 tool formats.  What an app that fails over to the
  * local engine relies on, checked by the client people use: tool calls
  * (required; named, streamed) that match the function's schema,
  * response_format json_schema, four concurrent streams, greedy output the
@@ -25,7 +26,8 @@ static struct e2e_proc gw;
 int
 main(void)
 {
-    char model[1024], cfg[4096], rand_model[600];
+    char model[1024], cfg[4096], rand_model[600], herm_model[600],
+        l3_model[600];
     snprintf(model, sizeof(model), "%s/models/stories260K.gguf",
              e2e_env("LLMUX_TEST_DATA", "../shared/data"));
     char *dir = e2e_temp_dir();
@@ -42,6 +44,16 @@ main(void)
     lp.type = LE_TYPE_Q8_0;
     lp.seed = 777;
     T_EQ_INT(gguf_w_llama_write(&lp, rand_model), 0);
+    /* the same with chat templates whose markers choose the hermes
+     * (Qwen2.5) and llama3 (3.1+) tool formats */
+    snprintf(herm_model, sizeof(herm_model), "%s/herm.gguf",
+             dir ? dir : "/tmp");
+    snprintf(l3_model, sizeof(l3_model), "%s/l3.gguf", dir ? dir : "/tmp");
+    lp.chat_template = "{{'<|im_start|>' + m.role}} ... '<tool_call>\\n'";
+    T_EQ_INT(gguf_w_llama_write(&lp, herm_model), 0);
+    lp.chat_template = "<|start_header_id|>{{ role }}<|end_header_id|> "
+                       "ipython ... \"parameters\": dictionary";
+    T_EQ_INT(gguf_w_llama_write(&lp, l3_model), 0);
     snprintf(cfg, sizeof(cfg),
              "{\"listen\": \"127.0.0.1:0\", \"workers\": 2,\n"
              " \"database\": \"%s/ledger.db\", \"require_keys\": false,\n"
@@ -50,8 +62,14 @@ main(void)
              "   \"threads\": 1, \"context\": 512, \"parallel\": 4},\n"
              "  \"rand\": {\"kind\": \"local\", \"model_path\": \"%s\",\n"
              "   \"threads\": 1, \"context\": 1024, \"parallel\": 2,\n"
-             "   \"models\": {\"rand\": {}}}}}\n",
-             dir ? dir : "/tmp", model, rand_model);
+             "   \"models\": {\"rand\": {}}},\n"
+             "  \"herm\": {\"kind\": \"local\", \"model_path\": \"%s\",\n"
+             "   \"threads\": 1, \"context\": 2048, \"parallel\": 2,\n"
+             "   \"models\": {\"herm\": {}}},\n"
+             "  \"l3\": {\"kind\": \"local\", \"model_path\": \"%s\",\n"
+             "   \"threads\": 1, \"context\": 2048, \"parallel\": 2,\n"
+             "   \"models\": {\"l3\": {}}}}}\n",
+             dir ? dir : "/tmp", model, rand_model, herm_model, l3_model);
     char *path = e2e_write_temp("sdk_local.json", cfg);
     const char *bin = e2e_env("LLMUX_BIN", "build/release/llmux");
     char *argv[] = {(char *)bin, "serve", "--config", path, NULL};

@@ -1,6 +1,7 @@
 // The official openai npm SDK against llmux serving its own local engine
-// (driven by tests/test_sdk_local_e2e.c: stories260K as "local" and a
-// random-weight model as "rand"), as an app that fails over to the local
+// (driven by tests/test_sdk_local_e2e.c: stories260K as "local", a
+// random-weight model as "rand", and the same with hermes and llama3 tool
+// formats as "herm" and "l3"), as an app that fails over to the local
 // engine would call it: tool calls with tool_choice required and named,
 // response_format json_schema, streams in parallel, n > 1 (streamed too,
 // with tools), the prefix
@@ -49,10 +50,13 @@ const weather = {
   },
 };
 
-for (const model of ['local', 'rand']) {
+// herm and l3: random models whose templates have the hermes (Qwen2.5) and
+// llama3 (3.1+) tool formats: the wrapper the grammar forces is longer
+for (const model of ['local', 'rand', 'herm', 'l3']) {
+  const mt = model === 'herm' || model === 'l3' ? 300 : 100;
   await step(`${model}: tool_choice required`, async () => {
     const r = await client.chat.completions.create({
-      model, max_tokens: 100, seed: 7,
+      model, max_tokens: mt, seed: 7,
       messages: [{ role: 'user', content: 'What is the weather in Paris?' }],
       tools: [weather], tool_choice: 'required',
     });
@@ -69,7 +73,7 @@ for (const model of ['local', 'rand']) {
 
   await step(`${model}: tool_choice named, streamed`, async () => {
     const stream = await client.chat.completions.create({
-      model, max_tokens: 100, seed: 8, stream: true,
+      model, max_tokens: mt, seed: 8, stream: true,
       messages: [{ role: 'user', content: 'Weather?' }],
       tools: [weather], tool_choice: { type: 'function', function: { name: 'get_weather' } },
     });
@@ -104,8 +108,10 @@ for (const model of ['local', 'rand']) {
     check(c.finish_reason === 'stop' || c.finish_reason === 'length', `${model}: json_schema: finish_reason`);
     if (c.finish_reason === 'stop') {
       const o = JSON.parse(c.message.content);
+      // maxLength counts characters (code points), not UTF-16 units:
+      // a random model's name may hold characters past U+FFFF
       check(['cat', 'dog'].includes(o.kind) && typeof o.name === 'string' &&
-            o.name.length <= 12 && typeof o.ok === 'boolean', `${model}: json_schema: valid object`);
+            [...o.name].length <= 12 && typeof o.ok === 'boolean', `${model}: json_schema: valid object`);
     }
   });
 }
