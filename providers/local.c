@@ -2231,8 +2231,11 @@ tools_prompt(const struct lp_tool *t, size_t n, enum lp_tools mode,
 /* Puts the tools' text (tp, taken) into the k turns of cm / texts (room
  * for two more): JSON and HERMES after the client's system text, in a
  * system turn of its own when there is none; LLAMA3 before the first user
- * turn's text, with "Environment: ipython" starting the system turn.  0,
- * or -2 out of memory (tp freed either way). */
+ * turn's text, with "Environment: ipython" and the date lines starting
+ * the system turn (as Llama 3.2's template; the template's blank line
+ * after them is trimmed away when the client sends no system text, as
+ * this renderer trims every turn).  0, or -2 out of memory (tp freed
+ * either way). */
 static int
 place_tools(const struct lp_callfmt *f, char *tp, struct le_chat_msg *cm,
             char **texts, size_t *k)
@@ -2240,7 +2243,13 @@ place_tools(const struct lp_callfmt *f, char *tp, struct le_chat_msg *cm,
     if (!tp)
         return -2;
     int llama = f->kind == LE_TOOLS_LLAMA3;
-    const char *sys_add = llama ? "Environment: ipython" : tp;
+    /* Llama 3.1+'s system turn with tools: the environment and its
+     * template's date lines (its default date: a fixed one keeps the
+     * prefix cache warm) */
+    const char *sys_add = llama ? "Environment: ipython\nCutting Knowledge "
+                                  "Date: December 2023\nToday Date: 26 Jul "
+                                  "2024"
+                                : tp;
     char *both = NULL;
     if (*k && !strcmp(cm[0].role, "system")) {
         int r = llama ? asprintf(&both, "%s\n\n%s", sys_add, texts[0])

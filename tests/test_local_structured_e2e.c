@@ -570,6 +570,7 @@ test_native_prompts(void)
     expect_prompt(
         "l3", l3_model, msgs, tool_list,
         "<|start_header_id|>system<|end_header_id|>\n\nEnvironment: ipython"
+        "\nCutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024"
         "\n\nBe brief.<|eot_id|>"
         "<|start_header_id|>user<|end_header_id|>\n\nGiven the following "
         "functions, please respond with a JSON for a function call with its "
@@ -612,6 +613,7 @@ test_native_prompts(void)
     expect_prompt(
         "l3", l3_model, "[{\"role\":\"user\",\"content\":\"Hi\"}]", tool_list,
         "<|start_header_id|>system<|end_header_id|>\n\nEnvironment: ipython"
+        "\nCutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024"
         "<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nGiven the "
         "following functions, please respond with a JSON for a function "
         "call with its proper arguments that best answers the given "
