@@ -85,8 +85,11 @@ le_chat_tools_detect(const char *t, size_t len)
     enum le_chat_template f = le_chat_detect(t, len);
     if (f == LE_CHAT_CHATML && has(t, len, "<tool_call>"))
         return LE_TOOLS_HERMES;
+    /* Meta's JSON call format (3.1, 3.2, 3.3); not a llama3-based
+     * template of another format that also speaks of ipython, such as
+     * functionary's <function=...> */
     if (f == LE_CHAT_LLAMA3 && has(t, len, "ipython") &&
-        has(t, len, "parameters"))
+        has(t, len, "dictionary of argument name"))
         return LE_TOOLS_LLAMA3;
     return LE_TOOLS_JSON;
 }

@@ -152,8 +152,8 @@ enum le_chat_template le_model_chat_template(const struct le_model *m);
  *           the functions inside <tools></tools> in the system turn, a
  *           call as <tool_call>\n{"name": N, "arguments": {...}}\n
  *           </tool_call>, results in user turns inside <tool_response>;
- *   LLAMA3  a llama3 template speaking of "ipython" and "parameters"
- *           (Llama 3.1 and later): the functions in the first user turn,
+ *   LLAMA3  a llama3 template with "ipython" turns and Meta's "parameters":
+ *           dictionary of argument name" call format (Llama 3.1-3.3): the functions in the first user turn,
  *           a call as {"name": N, "parameters": {...}}, results as
  *           ipython turns. */
 enum le_chat_tools { LE_TOOLS_JSON = 0, LE_TOOLS_HERMES, LE_TOOLS_LLAMA3 };

@@ -100,6 +100,11 @@ test_tools_detect(void)
     T_EQ_INT(D(llama32), LE_TOOLS_LLAMA3);
     T_EQ_INT(le_chat_detect(llama32, strlen(llama32)), LE_CHAT_LLAMA3);
     T_EQ_INT(D(llama30), LE_TOOLS_JSON);
+    /* llama3-based, ipython turns, but functionary's own call format */
+    T_EQ_INT(D("<|start_header_id|>system<|end_header_id|> ... ipython ... "
+               "{\"name\": ..., \"parameters\": ...} ... start with "
+               "<function= and end with </function>"),
+             LE_TOOLS_JSON);
     T_EQ_INT(D("{% for m in messages %}{{'<|im_start|>' + m['role'] + "
                "'\\n' + m['content'] + '<|im_end|>\\n'}}{% endfor %}"),
              LE_TOOLS_JSON);

@@ -52,7 +52,8 @@ main(void)
     lp.chat_template = "{{'<|im_start|>' + m.role}} ... '<tool_call>\\n'";
     T_EQ_INT(gguf_w_llama_write(&lp, herm_model), 0);
     lp.chat_template = "<|start_header_id|>{{ role }}<|end_header_id|> "
-                       "ipython ... \"parameters\": dictionary";
+                       "ipython ... \"parameters\": dictionary of argument "
+                       "name and its value";
     T_EQ_INT(gguf_w_llama_write(&lp, l3_model), 0);
     snprintf(cfg, sizeof(cfg),
              "{\"listen\": \"127.0.0.1:0\", \"workers\": 2,\n"
