@@ -201,20 +201,18 @@ struct lp_callfmt {
     char first;
 };
 static const struct lp_callfmt lp_callfmts[] = {
-    {LE_TOOLS_JSON, "{\"name\": \"", "\", \"arguments\": ", "}", '{'},
-    {LE_TOOLS_HERMES, "<tool_call>\n{\"name\": \"", "\", \"arguments\": ",
-     "}\n</tool_call>", '<'},
-    {LE_TOOLS_LLAMA3, "{\"name\": \"", "\", \"parameters\": ", "}", '{'},
+    [LE_TOOLS_JSON] = {LE_TOOLS_JSON, "{\"name\": \"", "\", \"arguments\": ",
+                       "}", '{'},
+    [LE_TOOLS_HERMES] = {LE_TOOLS_HERMES, "<tool_call>\n{\"name\": \"",
+                         "\", \"arguments\": ", "}\n</tool_call>", '<'},
+    [LE_TOOLS_LLAMA3] = {LE_TOOLS_LLAMA3, "{\"name\": \"",
+                         "\", \"parameters\": ", "}", '{'},
 };
 
 static const struct lp_callfmt *
 callfmt_of(const struct le_model *m)
 {
-    enum le_chat_tools k = le_model_chat_tools(m);
-    for (size_t i = 0; i < sizeof(lp_callfmts) / sizeof(lp_callfmts[0]); i++)
-        if (lp_callfmts[i].kind == k)
-            return &lp_callfmts[i];
-    return &lp_callfmts[0];
+    return &lp_callfmts[le_model_chat_tools(m)];
 }
 
 /* One choice's output on the worker (n > 1: one per choice). */
@@ -2203,21 +2201,22 @@ tools_prompt(const struct lp_tool *t, size_t n, enum lp_tools mode,
     for (size_t i = 0; i < n; i++) {
         if (mode == LP_TOOLS_NAMED && (int)i != named)
             continue;
-        /* HERMES and LLAMA3 list whole tool objects, as their templates */
-        json_t *tool = json_pack("{s:s,s:O}", "type", "function", "function",
-                                 t[i].fn);
-        char *d = f->kind == LE_TOOLS_JSON ? json_dumps(t[i].fn, JSON_COMPACT)
-                  : !tool                  ? NULL
-                  : f->kind == LE_TOOLS_HERMES
-                      ? json_dumps(tool, 0)
-                      : json_dumps(tool, JSON_INDENT(4));
+        char *d = NULL;
+        if (f->kind == LE_TOOLS_JSON) {
+            d = json_dumps(t[i].fn, JSON_COMPACT);
+        } else { /* whole tool objects, as their templates list them */
+            json_t *tool = json_pack("{s:s,s:O}", "type", "function",
+                                     "function", t[i].fn);
+            d = json_dumps(tool, f->kind == LE_TOOLS_HERMES ? 0
+                                                            : JSON_INDENT(4));
+            json_decref(tool);
+        }
         if (d)
             gx_buf_printf(&b, f->kind == LE_TOOLS_JSON     ? "%s\n"
                               : f->kind == LE_TOOLS_HERMES ? "\n%s"
                                                            : "%s\n\n",
                           d);
         free(d);
-        json_decref(tool);
     }
     if (f->kind == LE_TOOLS_HERMES)
         gx_buf_printf(&b, "\n</tools>\n\nFor each function call, return a "

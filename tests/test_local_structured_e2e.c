@@ -460,6 +460,17 @@ call_stream_read(const char *sse, struct call_stream *o)
                         json_string(o->args));
 }
 
+/* POSTs a streamed request (200 expected) and reads its answer into cs. */
+static void
+call_stream_post(const char *body, struct call_stream *cs)
+{
+    struct e2e_resp r;
+    T_EQ_INT(e2e_http("POST", url, body, NULL, 120000, &r), 0);
+    T_EQ_INT(r.status, 200);
+    call_stream_read(r.body ? r.body : "", cs);
+    e2e_resp_free(&r);
+}
+
 static void
 test_tool_stream(void)
 {
@@ -473,11 +484,8 @@ test_tool_stream(void)
                  "\"messages\":[{\"role\":\"user\",\"content\":\"Weather?\"}"
                  "]}",
                  seed % 2 ? "rand" : "local", seed, tools);
-        struct e2e_resp r;
-        T_EQ_INT(e2e_http("POST", url, body, NULL, 120000, &r), 0);
-        T_EQ_INT(r.status, 200);
         struct call_stream cs;
-        call_stream_read(r.body, &cs);
+        call_stream_post(body, &cs);
         T_CHECK(cs.done);
         T_EQ_INT(cs.content, 0);
         if (!strcmp(cs.fin, "tool_calls")) {
@@ -488,7 +496,6 @@ test_tool_stream(void)
             T_EQ_STR(cs.fin, "length");
         }
         json_decref(cs.call);
-        e2e_resp_free(&r);
     }
     fprintf(stderr, "  streamed tool calls: %d of 6 complete\n", complete);
     T_CHECK(complete >= 3);
@@ -664,11 +671,8 @@ test_native_calls(void)
                 json_string_value(json_object_get(ch, "finish_reason"));
             const json_t *tc =
                 json_array_get(json_object_get(msg, "tool_calls"), 0);
-            struct e2e_resp r;
-            T_EQ_INT(e2e_http("POST", url, streamed, NULL, 120000, &r), 0);
-            T_EQ_INT(r.status, 200);
             struct call_stream cs;
-            call_stream_read(r.body, &cs);
+            call_stream_post(streamed, &cs);
             T_CHECK(cs.done);
             T_EQ_STR(cs.fin, fr ? fr : "?");
             if (fr && !strcmp(fr, "tool_calls")) {
@@ -695,7 +699,6 @@ test_native_calls(void)
                 T_EQ_STR(fr, "length");
             }
             json_decref(cs.call);
-            e2e_resp_free(&r);
             json_decref(o);
         }
         fprintf(stderr, "  %s: %d of 12 complete calls, %d texts\n",

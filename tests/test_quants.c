@@ -758,26 +758,19 @@ test_packed(void)
                 pt.gemm(n, packed, &act, ntok, out, 20, nr);
 #if defined(__x86_64__)
                 /* the prefetch plan not chosen here: the same floats */
+                static const le_gemm_fn plans[][2] = {
+                    {le_gemm_q4_K_avx512, le_gemm_q4_K_avx512_l2},
+                    {le_gemm_q5_K_avx512, le_gemm_q5_K_avx512_l2},
+                    {le_gemm_q6_K_avx512, le_gemm_q6_K_avx512_l2},
+                    {le_gemm_q4_K_avx2, le_gemm_q4_K_avx2_l2},
+                    {le_gemm_q5_K_avx2, le_gemm_q5_K_avx2_l2},
+                };
                 le_gemm_fn other = NULL;
-                if (isa == LE_ISA_AVX512 && k[c].t == LE_TYPE_Q4_K)
-                    other = pt.gemm == le_gemm_q4_K_avx512
-                                ? le_gemm_q4_K_avx512_l2
-                                : le_gemm_q4_K_avx512;
-                if (isa == LE_ISA_AVX512 && k[c].t == LE_TYPE_Q5_K)
-                    other = pt.gemm == le_gemm_q5_K_avx512
-                                ? le_gemm_q5_K_avx512_l2
-                                : le_gemm_q5_K_avx512;
-                if ((isa == LE_ISA_AVX2 || isa == LE_ISA_AVXVNNI) &&
-                    (k[c].t == LE_TYPE_Q4_K || k[c].t == LE_TYPE_Q5_K))
-                    other = pt.gemm == le_gemm_q4_K_avx2 ? le_gemm_q4_K_avx2_l2
-                            : pt.gemm == le_gemm_q4_K_avx2_l2
-                                ? le_gemm_q4_K_avx2
-                            : pt.gemm == le_gemm_q5_K_avx2 ? le_gemm_q5_K_avx2_l2
-                                                           : le_gemm_q5_K_avx2;
-                if (isa == LE_ISA_AVX512 && k[c].t == LE_TYPE_Q6_K)
-                    other = pt.gemm == le_gemm_q6_K_avx512
-                                ? le_gemm_q6_K_avx512_l2
-                                : le_gemm_q6_K_avx512;
+                for (size_t pi = 0; pi < sizeof(plans) / sizeof(plans[0]);
+                     pi++)
+                    for (int h = 0; h < 2; h++)
+                        if (pt.gemm == plans[pi][h])
+                            other = plans[pi][1 - h];
                 if (other) {
                     float *o2 = malloc((size_t)ntok * 20 * sizeof(float));
                     for (int i = 0; i < ntok * 20; i++)
