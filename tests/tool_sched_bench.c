@@ -27,6 +27,12 @@
  *                sequences on a second copy of the model with 1 thread,
  *                median of 15: what a step costs, whatever other processes
  *                take of the cores (their cache traffic still counts)
+ *   steal1, steal8   ms the hypervisor kept this machine's vCPUs from
+ *                running during the 1- and 8-stream runs (/proc/stat's
+ *                steal, summed over the CPUs, 10 ms resolution; -1 when
+ *                the kernel does not say): a run with steal measured the
+ *                host's pauses (seen here: 20-30 ms with neither vCPU
+ *                running, no thread switched, in an 8 ms step)
  * Wall-clock figures: noisy on a shared machine; run it when quiet.
  *
  *   tool_sched_bench MODEL --steps [THREADS]
@@ -46,6 +52,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "../local_engine/le_int.h"
 
@@ -65,6 +72,35 @@ struct stream {
     _Atomic int done;
     double gaps[MAX_GAPS];
 };
+
+/* The time the hypervisor kept this machine's vCPUs from running (steal,
+ * summed over the CPUs; /proc/stat, in clock ticks) in ms, or -1 when the
+ * kernel does not say.  A pause of the whole virtual machine stops every
+ * stream at once and shows as one long gap for all of them: the figures
+ * of a run with steal are the host's, not the scheduler's. */
+static double
+steal_ms(void)
+{
+    FILE *f = fopen("/proc/stat", "r");
+    if (!f)
+        return -1;
+    unsigned long long v[8] = {0};
+    int n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0],
+                   &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]);
+    fclose(f);
+    long hz = sysconf(_SC_CLK_TCK);
+    if (n != 8 || hz <= 0)
+        return -1;
+    return (double)v[7] * 1000.0 / (double)hz;
+}
+
+/* steal_ms() since t0 (-1 when either is unknown) */
+static double
+steal_since(double t0)
+{
+    double t1 = steal_ms();
+    return t0 < 0 || t1 < 0 ? -1 : t1 - t0;
+}
 
 static int
 on_tok(void *ud, int32_t id, const char *text, size_t len)
@@ -442,7 +478,9 @@ main(int argc, char **argv)
     }
     int rc = 0;
     rc |= run(sc, st, pr, lens, 1, &sp); /* warm up */
+    double st1 = steal_ms();
     rc |= run(sc, st, pr, lens, 1, &sp);
+    st1 = steal_since(st1);
     double agg1 = aggregate(st, 1), gap1 = st[0].max_gap;
     double med1 = gap_quantile(st, 1, 0.5), p99_1 = gap_quantile(st, 1, 0.99);
     struct le_sched_stats s0, s1;
@@ -451,7 +489,9 @@ main(int argc, char **argv)
     double agg4 = aggregate(st, 4), med4 = gap_quantile(st, 4, 0.5);
     le_sched_get_stats(sc, &s1);
     unsigned long long steps4 = s1.steps - s0.steps;
+    double st8 = steal_ms();
     rc |= run(sc, st, pr, lens, 8, &sp);
+    st8 = steal_since(st8);
     double gap8 = 0;
     for (int i = 0; i < 8; i++)
         gap8 = st[i].max_gap > gap8 ? st[i].max_gap : gap8;
@@ -498,10 +538,12 @@ main(int argc, char **argv)
            "\"steps4\": %llu, \"med1\": %.2f, \"med4\": %.2f, "
            "\"med8\": %.2f, \"p99_1\": %.2f, \"p99_8\": %.2f, "
            "\"gapj\": %.1f, \"p99_j\": %.2f, "
-           "\"cpu1\": %.2f, \"cpu4\": %.2f, \"cpu8\": %.2f, \"ok\": %d}\n",
+           "\"cpu1\": %.2f, \"cpu4\": %.2f, \"cpu8\": %.2f, "
+           "\"steal1\": %.0f, \"steal8\": %.0f, \"ok\": %d}\n",
            threads, gen, prefix, agg1, agg4, gap1, gap8, ttft1, ttft2,
            (unsigned long long)ss.cached_tokens, steps4, med1, med4, med8,
-           p99_1, p99_8, gapj, p99_j, cpu[1], cpu[4], cpu[8], rc == 0);
+           p99_1, p99_8, gapj, p99_j, cpu[1], cpu[4], cpu[8], st1, st8,
+           rc == 0);
     for (int i = 0; i < 8; i++)
         free(pr[i]);
     le_model_free(m);
