@@ -199,14 +199,24 @@ struct lp_callfmt {
     enum le_chat_tools kind;
     const char *prefix, *mid, *suffix;
     char first;
+    /* several calls in one answer (parallel_tool_calls): at most
+     * max_calls, one after another with '\n' between them (as Qwen2.5's
+     * template writes an assistant turn's calls).  1 for llama3 (Llama
+     * 3.1's ipython turn has one call) and for the JSON wrapper: no model
+     * is trained on it, and one that is not (stories260K, measured) goes
+     * on after its call where a trained one ends its turn, which the
+     * grammar would turn into more calls, up to the cap. */
+    int max_calls;
 };
+#define LP_MAX_CALLS 8
 static const struct lp_callfmt lp_callfmts[] = {
     [LE_TOOLS_JSON] = {LE_TOOLS_JSON, "{\"name\": \"", "\", \"arguments\": ",
-                       "}", '{'},
+                       "}", '{', 1},
     [LE_TOOLS_HERMES] = {LE_TOOLS_HERMES, "<tool_call>\n{\"name\": \"",
-                         "\", \"arguments\": ", "}\n</tool_call>", '<'},
+                         "\", \"arguments\": ", "}\n</tool_call>", '<',
+                         LP_MAX_CALLS},
     [LE_TOOLS_LLAMA3] = {LE_TOOLS_LLAMA3, "{\"name\": \"",
-                         "\", \"parameters\": ", "}", '{'},
+                         "\", \"parameters\": ", "}", '{', 1},
 };
 
 static const struct lp_callfmt *
@@ -216,11 +226,23 @@ callfmt_of(const struct le_model *m)
 }
 
 /* One choice's output on the worker (n > 1: one per choice). */
+/* A tool-call output read as it grows (calls_next): the call at acc
+ * offset `head`, its arguments from args_start (0: its head is not
+ * complete yet) to args_end (0: not yet seen), a JSON value scanned up
+ * to `scan` with the state below. */
+struct lp_calls {
+    int n;               /* calls whose head is complete */
+    size_t head, args_start, args_end, scan;
+    int depth, in_str, esc, scalar, started;
+    char name[128];      /* the current call's */
+};
+
 struct lp_choice {
     struct gx_buf acc;   /* non-stream text, or tool modes' output so far */
     int shape;           /* tool modes: 0 undecided, 1 text, 2 tool call */
-    size_t args_start;   /* acc offset of the arguments (0: not yet) */
-    size_t args_sent;    /* stream: bytes of the arguments sent */
+    struct lp_calls cs;  /* stream, shape 2: the calls read so far */
+    size_t args_sent;    /* stream: bytes of the text, or of the current
+                            call's arguments, sent */
     int sent_role;       /* stream: its role delta went out */
     int ended;           /* stream: its finish_reason went out */
     char call_id[80];
@@ -839,9 +861,11 @@ usage_json(const struct le_gen_result *r)
 
 /*
  * Tool modes: what the output is.  The grammar makes a call always start
- * with the format's prefix, NAME and mid and end with its suffix, so the
- * name is known as soon as the mid has arrived and the arguments are the
- * bytes between it and the suffix.
+ * with the format's prefix, NAME and mid, then the arguments (one JSON
+ * value), then its suffix, and a next call (parallel_tool_calls) follow
+ * after a '\n'.  So the name is known as soon as the mid has arrived, and
+ * the arguments end where their JSON value closes (calls_next scans it:
+ * no suffix can occur inside, and nothing has to be held back).
  */
 static void
 shape_decide(const struct lp_call *lc, struct lp_choice *c)
@@ -853,26 +877,106 @@ shape_decide(const struct lp_call *lc, struct lp_choice *c)
                                                                        : 2;
 }
 
-/* Fills name (NUL-terminated) and c->args_start once the wrapper's head
- * (in format f) is complete; returns 1 then. */
+/* Scans the arguments' JSON value in acc[cs->scan, len): 1 with
+ * cs->args_end set once it has closed (a bare number or literal closes
+ * at the first byte that cannot continue it, or at the end of a final
+ * output). */
 static int
-call_head(const struct lp_callfmt *f, struct lp_choice *c, char *name,
-          size_t cap)
+args_scan(struct lp_calls *cs, const char *acc, size_t len, int final)
 {
-    size_t pl = strlen(f->prefix);
-    if (c->acc.len < pl || memcmp(c->acc.data, f->prefix, pl))
+    for (; cs->scan < len; cs->scan++) {
+        unsigned char ch = (unsigned char)acc[cs->scan];
+        if (cs->in_str) {
+            if (cs->esc) {
+                cs->esc = 0;
+            } else if (ch == '\\') {
+                cs->esc = 1;
+            } else if (ch == '"') {
+                cs->in_str = 0;
+                if (cs->depth == 0)
+                    goto closed;
+            }
+            continue;
+        }
+        if (cs->scalar) {
+            if ((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'z') ||
+                ch == '.' || ch == '+' || ch == '-' || ch == 'E')
+                continue;
+            cs->args_end = cs->scan;
+            return 1;
+        }
+        if (ch == '"') {
+            cs->in_str = 1;
+            cs->started = 1;
+        } else if (ch == '{' || ch == '[') {
+            cs->depth++;
+            cs->started = 1;
+        } else if (ch == '}' || ch == ']') {
+            if (--cs->depth <= 0)
+                goto closed;
+        } else if (ch != ' ' && ch != '\n' && ch != '\t' && ch != '\r' &&
+                   !cs->started) {
+            cs->scalar = cs->started = 1;
+        }
+    }
+    if (final && cs->scalar) {
+        cs->args_end = len;
+        return 1;
+    }
+    return 0;
+closed:
+    cs->args_end = ++cs->scan;
+    return 1;
+}
+
+/* Reads the next call of acc (format f) from cs->head: 1 with cs->name,
+ * args_start set once its head is complete (cs->n counts it). */
+static int
+call_head(const struct lp_callfmt *f, struct lp_calls *cs, const char *acc,
+          size_t len)
+{
+    size_t pl = strlen(f->prefix), h = cs->head;
+    if (len < h + pl || memcmp(acc + h, f->prefix, pl))
         return 0;
-    const char *mid =
-        memmem(c->acc.data + pl, c->acc.len - pl, f->mid, strlen(f->mid));
+    const char *mid = memmem(acc + h + pl, len - h - pl, f->mid,
+                             strlen(f->mid));
     if (!mid)
         return 0;
-    size_t nl = (size_t)(mid - c->acc.data) - pl;
-    if (nl >= cap)
+    size_t nl = (size_t)(mid - acc) - h - pl;
+    if (nl >= sizeof(cs->name))
         return 0;
-    memcpy(name, c->acc.data + pl, nl);
-    name[nl] = 0;
-    c->args_start = (size_t)(mid - c->acc.data) + strlen(f->mid);
+    memcpy(cs->name, acc + h + pl, nl);
+    cs->name[nl] = 0;
+    cs->args_start = cs->scan = (size_t)(mid - acc) + strlen(f->mid);
+    cs->args_end = 0;
+    cs->depth = cs->in_str = cs->esc = cs->scalar = cs->started = 0;
+    cs->n++;
     return 1;
+}
+
+/* After a call whose arguments have closed: 1 with cs->head at the next
+ * call's prefix when acc goes on past this call's suffix (the grammar
+ * puts the '\n' there). */
+static int
+call_next(const struct lp_callfmt *f, struct lp_calls *cs, size_t len)
+{
+    size_t next = cs->args_end + strlen(f->suffix) + 1;
+    if (len <= next)
+        return 0;
+    cs->head = next;
+    cs->args_start = 0;
+    return 1;
+}
+
+/* Call i's id: choice's own (call_<request id>[_<choice>]) for the first,
+ * "-<i>" after it for the later ones. */
+static void
+call_id_of(const struct lp_choice *c, int i, char *buf, size_t cap)
+{
+    if (i == 0)
+        snprintf(buf, cap, "%s", c->call_id);
+    else
+        snprintf(buf, cap, "%s-%d", c->call_id, i);
 }
 
 /* The logprobs of output that lists no content tokens (a tool call):
@@ -885,18 +989,21 @@ lp_none(const struct lp_job *j)
                       : NULL;
 }
 
-/* Choice k's tool call delta (its one call is tool_calls index 0); with
- * logprobs, lp_none (a call's tokens are not content). */
+/* Choice k's delta of its call i (tool_calls index i): the head (name
+ * given) or a piece of the arguments; with logprobs, lp_none (a call's
+ * tokens are not content). */
 static void
-emit_tool_delta(struct pv_call *call, struct lp_call *lc, int k,
+emit_tool_delta(struct pv_call *call, struct lp_call *lc, int k, int i,
                 const struct lp_job *j, const char *name, const char *args,
                 size_t args_len)
 {
     json_t *fn = json_pack("{s:s%}", "arguments", args ? args : "", args_len);
-    json_t *tc = json_pack("{s:i}", "index", 0);
+    json_t *tc = json_pack("{s:i}", "index", i);
     if (name) {
+        char id[96];
+        call_id_of(&lc->ch[k], i, id, sizeof(id));
         json_object_set_new(fn, "name", json_string(name));
-        json_object_set_new(tc, "id", json_string(lc->ch[k].call_id));
+        json_object_set_new(tc, "id", json_string(id));
         json_object_set_new(tc, "type", json_string("function"));
     }
     json_object_set_new(tc, "function", fn);
@@ -908,14 +1015,15 @@ static json_t *lp_content(const struct lp_call *lc, struct lp_job *j,
                           struct lp_choice *c);
 
 /* Stream, tool mode: what of choice k's acc (of job j) can go out now
- * (final: the generation ended, `complete`: by the grammar, so the last
- * byte closes the wrapper).  Text goes out with its tokens' logprobs as
- * without tools; a call's deltas list none (lp_none). */
+ * (final: the generation ended).  Text goes out with its tokens' logprobs
+ * as without tools; each call as a head delta and then its arguments in
+ * pieces as they arrive, none listing logprobs (lp_none). */
 static void
 stream_tool_output(struct pv_call *call, struct lp_call *lc, int k,
-                   struct lp_job *j, int final, int complete)
+                   struct lp_job *j, int final)
 {
     struct lp_choice *c = &lc->ch[k];
+    struct lp_calls *cs = &c->cs;
     shape_decide(lc, c);
     if (c->shape == 1) {
         if (c->acc.len > c->args_sent)
@@ -929,33 +1037,41 @@ stream_tool_output(struct pv_call *call, struct lp_call *lc, int k,
     }
     if (c->shape != 2)
         return;
-    if (!c->args_start) {
-        char name[128];
-        if (call_head(lc->fmt, c, name, sizeof(name)))
-            emit_tool_delta(call, lc, k, j, name, NULL, 0);
-        else if (final && c->acc.len) /* cut before the name: as text */
-            emit_chunk(call, lc, k,
-                       json_pack("{s:s%}", "content", c->acc.data,
-                                 c->acc.len),
-                       lp_content(lc, j, c), NULL, NULL);
-    }
-    if (!c->args_start)
-        return;
-    /* held back while it may be the suffix; without it when complete.
-     * acc is UTF-8 (job_take repairs it): the cut moves back to a
-     * character's first byte, or the delta would not be a JSON string
-     * (and the arguments would lose the split character). */
-    size_t end = c->acc.len, sl = strlen(lc->fmt->suffix);
-    if (!final || complete)
-        end = end >= c->args_start + sl ? end - sl : c->args_start;
-    while (end > c->args_start && end < c->acc.len &&
-           ((unsigned char)c->acc.data[end] & 0xC0) == 0x80)
-        end--;
-    size_t from = c->args_start + c->args_sent;
-    if (end > from) {
-        emit_tool_delta(call, lc, k, j, NULL, c->acc.data + from,
-                        end - from);
-        c->args_sent += end - from;
+    for (;;) {
+        if (!cs->args_start) {
+            if (call_head(lc->fmt, cs, c->acc.data, c->acc.len)) {
+                emit_tool_delta(call, lc, k, cs->n - 1, j, cs->name, NULL,
+                                0);
+                c->args_sent = 0;
+            } else {
+                /* cut before the first call's name: as text (a later
+                 * call's partial head is dropped) */
+                if (final && cs->n == 0 && c->acc.len)
+                    emit_chunk(call, lc, k,
+                               json_pack("{s:s%}", "content", c->acc.data,
+                                         c->acc.len),
+                               lp_content(lc, j, c), NULL, NULL);
+                return;
+            }
+        }
+        int closed = cs->args_end || args_scan(cs, c->acc.data, c->acc.len,
+                                               final);
+        /* the arguments so far; acc is UTF-8 (job_take repairs it): the
+         * cut moves back to a character's first byte, or the delta would
+         * not be a JSON string (and the arguments would lose the split
+         * character) */
+        size_t end = closed ? cs->args_end : final ? c->acc.len : cs->scan;
+        while (!closed && end > cs->args_start && end < c->acc.len &&
+               ((unsigned char)c->acc.data[end] & 0xC0) == 0x80)
+            end--;
+        size_t from = cs->args_start + c->args_sent;
+        if (end > from) {
+            emit_tool_delta(call, lc, k, cs->n - 1, j, NULL,
+                            c->acc.data + from, end - from);
+            c->args_sent += end - from;
+        }
+        if (!closed || !call_next(lc->fmt, cs, c->acc.len))
+            return;
     }
 }
 
@@ -965,18 +1081,28 @@ tool_message(const struct lp_call *lc, struct lp_choice *c, int complete,
              const char **finish)
 {
     shape_decide(lc, c);
-    char name[128];
-    if (c->shape == 2 && call_head(lc->fmt, c, name, sizeof(name))) {
-        size_t sl = complete ? strlen(lc->fmt->suffix) : 0;
-        size_t end = c->acc.len >= c->args_start + sl ? c->acc.len - sl
-                                                      : c->args_start;
-        *finish = complete ? "tool_calls" : "length";
-        return json_pack("{s:s,s:n,s:[{s:s,s:s,s:{s:s,s:s%}}]}", "role",
-                         "assistant", "content", "tool_calls", "id",
-                         c->call_id, "type", "function", "function", "name",
-                         name, "arguments", c->acc.data + c->args_start,
-                         end - c->args_start);
+    struct lp_calls cs = {0};
+    json_t *calls = json_array();
+    while (c->shape == 2 && calls &&
+           call_head(lc->fmt, &cs, c->acc.data, c->acc.len)) {
+        int closed = args_scan(&cs, c->acc.data, c->acc.len, 1);
+        size_t end = closed ? cs.args_end : c->acc.len;
+        char id[96];
+        call_id_of(c, cs.n - 1, id, sizeof(id));
+        json_array_append_new(
+            calls, json_pack("{s:s,s:s,s:{s:s,s:s%}}", "id", id, "type",
+                             "function", "function", "name", cs.name,
+                             "arguments", c->acc.data + cs.args_start,
+                             end - cs.args_start));
+        if (!closed || !call_next(lc->fmt, &cs, c->acc.len))
+            break;
     }
+    if (json_array_size(calls)) {
+        *finish = complete ? "tool_calls" : "length";
+        return json_pack("{s:s,s:n,s:o}", "role", "assistant", "content",
+                         "tool_calls", calls);
+    }
+    json_decref(calls);
     return json_pack("{s:s,s:s%}", "role", "assistant", "content",
                      c->acc.data ? c->acc.data : "", c->acc.len);
 }
@@ -1279,7 +1405,7 @@ stream_choice(struct pv_call *call, struct lp_call *lc, int k,
     if (lc->tools != LP_TOOLS_NONE) {
         if (text->len)
             gx_buf_append(&c->acc, text->data, text->len);
-        stream_tool_output(call, lc, k, j, done, complete);
+        stream_tool_output(call, lc, k, j, done);
     } else if (text->len) {
         emit_chunk(call, lc, k,
                    json_pack("{s:s%}", "content", text->data, text->len),
@@ -1288,8 +1414,7 @@ stream_choice(struct pv_call *call, struct lp_call *lc, int k,
     if (!done)
         return;
     const char *finish = finish_reason(j->res.finish);
-    if (lc->tools != LP_TOOLS_NONE && c->shape == 2 && c->args_start &&
-        complete)
+    if (lc->tools != LP_TOOLS_NONE && c->shape == 2 && c->cs.n && complete)
         finish = "tool_calls";
     emit_chunk(call, lc, k, NULL, NULL, finish, NULL);
     c->ended = 1;
@@ -1969,11 +2094,12 @@ read_tools(struct lp_job *j, const json_t *b, struct lp_tool **out,
     return 0;
 }
 
-/* Grammar text for the tool calls in format f (and, for auto, free text
- * not starting with f's first byte); 0, or refuses. */
+/* Grammar text for 1 to max_calls tool calls in format f, '\n' between
+ * them (and, for auto, free text not starting with f's first byte); 0,
+ * or refuses. */
 static int
 tools_grammar(struct lp_job *j, struct pv_gram *pg, const struct lp_tool *t,
-              size_t n, enum lp_tools mode, int named,
+              size_t n, enum lp_tools mode, int named, int max_calls,
               const struct lp_callfmt *f)
 {
     struct gx_buf root;
@@ -2006,6 +2132,12 @@ tools_grammar(struct lp_job *j, struct pv_gram *pg, const struct lp_tool *t,
             gx_buf_printf(&root, "%s call-%zu", alts++ ? " |" : "", i);
         }
         json_decref(empty);
+    }
+    if (max_calls > 1) { /* root ::= calls, calls ::= (the calls) */
+        gx_buf_printf(&pg->text, "calls ::=%s\n", root.data + 8);
+        gx_buf_reset(&root);
+        gx_buf_printf(&root, "root ::= calls (\"\\n\" calls){0,%d}",
+                      max_calls - 1);
     }
     if (mode == LP_TOOLS_AUTO)
         gx_buf_printf(&root, " | [^%c] %%free", f->first);
@@ -2507,6 +2639,13 @@ lp_prepare(struct lp_engine *e, const json_t *b, struct lp_job *j,
         j->sp.top_logprobs = j->top_lp;
     if (rc == 0)
         rc = read_tools(j, b, &tools, &n_tools, &mode, &named);
+    /* several calls an answer unless parallel_tool_calls is false, a
+     * function is named, or the format has one a turn */
+    int max_calls = mode == LP_TOOLS_NAMED ||
+                            json_is_false(json_object_get(
+                                b, "parallel_tool_calls"))
+                        ? 1
+                        : cf->max_calls;
     int have_format = 0;
     if (rc == 0)
         rc = format_grammar(j, &pg, json_object_get(b, "response_format"),
@@ -2516,7 +2655,8 @@ lp_prepare(struct lp_engine *e, const json_t *b, struct lp_job *j,
                     "the local engine cannot combine response_format with "
                     "tool calls (use tool_choice none, or no tools)");
     if (rc == 0 && mode != LP_TOOLS_NONE)
-        rc = tools_grammar(j, &pg, tools, n_tools, mode, named, cf);
+        rc = tools_grammar(j, &pg, tools, n_tools, mode, named, max_calls,
+                           cf);
     int constrained = have_format || mode != LP_TOOLS_NONE;
     if (rc == 0 && constrained && j->n_stops)
         rc = refuse(j, "stop", "unsupported_value",

@@ -284,6 +284,45 @@ await step('responses logprobs', async () => {
   check(Array.isArray(done) && done.length === lp.length, 'responses logprobs: the done event has them all');
 });
 
+// parallel_tool_calls on the hermes model: several calls in one answer,
+// as the SDK reads them (message.tool_calls; streamed, deltas told apart
+// by index), the same streamed and not; parallel_tool_calls false: one.
+await step('herm: several tool calls in one answer', async () => {
+  let several = 0;
+  for (let seed = 1; seed <= 8; seed++) {
+    const req = { model: 'herm', max_tokens: 900, seed,
+                  messages: [{ role: 'user', content: 'Weather in Paris and Oslo?' }],
+                  tools: [weather], tool_choice: 'required' };
+    const r = await client.chat.completions.create(req);
+    const c = r.choices[0];
+    if (c.finish_reason !== 'tool_calls') continue;
+    const calls = c.message.tool_calls;
+    check(calls.length >= 1 && calls.length <= 8, `herm parallel seed ${seed}: 1 to 8 calls (${calls.length})`);
+    check(new Set(calls.map((t) => t.id)).size === calls.length, `herm parallel seed ${seed}: distinct ids`);
+    for (const t of calls) {
+      const a = JSON.parse(t.function.arguments);
+      check(t.function.name === 'get_weather' && ['Paris', 'Oslo', 'Lima'].includes(a.city) &&
+            Number.isInteger(a.days), `herm parallel seed ${seed}: each call matches the schema`);
+    }
+    if (calls.length > 1) several++;
+    const stream = await client.chat.completions.create({ ...req, stream: true });
+    const got = [];
+    for await (const chunk of stream) {
+      for (const t of chunk.choices[0]?.delta?.tool_calls ?? []) {
+        got[t.index] ??= { name: '', args: '' };
+        if (t.function?.name) got[t.index].name += t.function.name;
+        got[t.index].args += t.function?.arguments ?? '';
+      }
+    }
+    check(JSON.stringify(got) === JSON.stringify(calls.map((t) => ({ name: t.function.name, args: t.function.arguments }))),
+          `herm parallel seed ${seed}: the streamed calls equal the answer's`);
+    const one = await client.chat.completions.create({ ...req, parallel_tool_calls: false });
+    check(one.choices[0].finish_reason !== 'tool_calls' || one.choices[0].message.tool_calls.length === 1,
+          `herm seed ${seed}: parallel_tool_calls false gives one call`);
+  }
+  check(several >= 1, `herm: some answer has several calls (${several} of 8)`);
+});
+
 // logprobs with tools: a tool call's tokens are not content, so a call
 // answer lists none (content []), streamed too; a text answer
 // (tool_choice none) lists its tokens.

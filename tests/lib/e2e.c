@@ -480,11 +480,15 @@ e2e_sse_objects(const char *body)
         p += 6;
         const char *e = strstr(p, "\n\n");
         size_t n = e ? (size_t)(e - p) : strlen(p);
-        json_t *o = json_loadb(p, n, 0, NULL);
-        if (json_is_object(o))
+        /* "\u0000" is valid JSON (a random model's <0x00> byte token) */
+        json_t *o = json_loadb(p, n, JSON_ALLOW_NUL, NULL);
+        if (json_is_object(o)) {
             json_array_append_new(a, o);
-        else
+        } else {
+            fprintf(stderr, "e2e_sse_objects: an event is not a JSON "
+                            "object: %.200s\n", p);
             json_decref(o);
+        }
         p += n;
     }
     return a;
