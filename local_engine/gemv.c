@@ -71,13 +71,14 @@ l1_init(void)
 }
 
 int
-le_gemv_l1_prefetch(enum le_type t)
+le_gemv_l1_prefetch(enum le_type t, enum le_isa isa)
 {
     pthread_once(&l1_once, l1_init);
     if (l1_plan >= 0)
         return l1_plan;
-    return !(l1_amd && (t == LE_TYPE_Q8_0 || t == LE_TYPE_Q4_K ||
-                        t == LE_TYPE_Q5_K || t == LE_TYPE_Q6_K));
+    return !(l1_amd && ((t == LE_TYPE_Q8_0 && isa == LE_ISA_AVX512) ||
+                        t == LE_TYPE_Q4_K || t == LE_TYPE_Q5_K ||
+                        t == LE_TYPE_Q6_K));
 }
 
 le_gemv_fn
@@ -90,6 +91,10 @@ le_gemv_at_pf(enum le_type t, enum le_isa isa, int l1)
         return l1 ? le_gemv_q4_0_avx512_l1 : le_gemv_q4_0_avx512;
     if (isa == LE_ISA_AVX512 && t == LE_TYPE_Q8_0)
         return l1 ? le_gemv_q8_0_avx512_l1 : le_gemv_q8_0_avx512;
+    if (isa == LE_ISA_AVX2 && t == LE_TYPE_Q4_0)
+        return l1 ? le_gemv_q4_0_avx2_l1 : le_gemv_q4_0_avx2;
+    if (isa == LE_ISA_AVX2 && t == LE_TYPE_Q8_0)
+        return l1 ? le_gemv_q8_0_avx2_l1 : le_gemv_q8_0_avx2;
 #else
     (void)l1;
 #endif
@@ -103,5 +108,5 @@ le_gemv_at_pf(enum le_type t, enum le_isa isa, int l1)
 le_gemv_fn
 le_gemv_at(enum le_type t, enum le_isa isa)
 {
-    return le_gemv_at_pf(t, isa, le_gemv_l1_prefetch(t));
+    return le_gemv_at_pf(t, isa, le_gemv_l1_prefetch(t, isa));
 }

@@ -437,15 +437,17 @@ le_gemv_fn le_gemv_at(enum le_type t, enum le_isa isa);
  * repack.c for the generation passes of the AVX-512 Q4_K, Q5_K and Q6_K
  * kernels and the AVX2 Q4_K and Q5_K ones (their _l2 twins skip the
  * 4 KiB lookahead), take
- * le_gemv_l1_prefetch(t)'s plan: LLMUX_DEC_PREFETCH=l1 or l2 for every
- * type, else l1 but l2 for Q8_0, Q4_K, Q5_K and Q6_K on AMD.  On a Zen 4
+ * le_gemv_l1_prefetch(t, isa)'s plan: LLMUX_DEC_PREFETCH=l1 or l2 for
+ * every type, else l1 but l2 on AMD for Q4_K, Q5_K and Q6_K and the
+ * AVX-512 Q8_0 (the AVX2 Q8_0 decode kernel generated 1.04-1.09x faster
+ * with the lookahead on a Zen 4: 155-162 vs 149-151 t/s, q8_0 slice).  On a Zen 4
  * (2 threads, the 1B slices, interleaved llmux bench runs) generation
  * without the L1 lookahead was 1.02-1.13x (q8_0), 1.17-1.24x (q4_k),
  * 1.07-1.24x (q5_k) and 1.14-1.17x (q6_k) faster, prompts the same, and
  * the q4_0 models 1.01-1.09x slower; the Xeons of earlier sessions were
  * measured with the lookahead.  Levels without the choice ignore l1. */
 le_gemv_fn le_gemv_at_pf(enum le_type t, enum le_isa isa, int l1);
-int le_gemv_l1_prefetch(enum le_type t);
+int le_gemv_l1_prefetch(enum le_type t, enum le_isa isa);
 void le_gemv_q4_0_ref(int n, const void *w, size_t gb, int ng,
                       const struct le_pack_act *a, int ntok, float *y,
                       size_t ys, int nr_last);
@@ -458,6 +460,18 @@ void le_gemv_q4_0_avx512(int n, const void *w, size_t gb, int ng,
 void le_gemv_q8_0_avx512(int n, const void *w, size_t gb, int ng,
                          const struct le_pack_act *a, int ntok, float *y,
                          size_t ys, int nr_last);
+void le_gemv_q4_0_avx2(int n, const void *w, size_t gb, int ng,
+                       const struct le_pack_act *a, int ntok, float *y,
+                       size_t ys, int nr_last);
+void le_gemv_q8_0_avx2(int n, const void *w, size_t gb, int ng,
+                       const struct le_pack_act *a, int ntok, float *y,
+                       size_t ys, int nr_last);
+void le_gemv_q4_0_avx2_l1(int n, const void *w, size_t gb, int ng,
+                          const struct le_pack_act *a, int ntok, float *y,
+                          size_t ys, int nr_last);
+void le_gemv_q8_0_avx2_l1(int n, const void *w, size_t gb, int ng,
+                          const struct le_pack_act *a, int ntok, float *y,
+                          size_t ys, int nr_last);
 void le_gemv_q4_0_avx512_l1(int n, const void *w, size_t gb, int ng,
                             const struct le_pack_act *a, int ntok, float *y,
                             size_t ys, int nr_last);

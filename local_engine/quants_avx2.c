@@ -605,7 +605,8 @@ struct pk_q8_0 {
 static inline __attribute__((always_inline)) void
 plegacy_tile(int nb, const uint8_t *qs, const uint16_t *dw,
              const struct le_pack_act *a, int t0, const int NT, int h0,
-             const int NH, float *y, size_t ys, int nr, const int Q8)
+             const int NH, float *y, size_t ys, int nr, const int Q8,
+             const uint8_t *pf, size_t pf_step, const int L1)
 {
     const size_t col = Q8 ? 512 : 256;
     const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
@@ -628,9 +629,13 @@ plegacy_tile(int nb, const uint8_t *qs, const uint16_t *dw,
             UNROLL
             for (int k = 0; k < NH; k++)
                 si[t][k] = _mm256_setzero_si256();
+        /* the decode kernel's share of the next group, into L2 */
+        for (size_t o = 0; pf && o < pf_step; o += 64)
+            _mm_prefetch((const char *)(pf + (size_t)b * pf_step + o),
+                         _MM_HINT_T1);
         UNROLL
         for (int c = 0; c < (int)col / 64; c++) {
-            if (NH == 2)
+            if (NH == 2 && L1)
                 _mm_prefetch((const char *)(wb + 4 * col + 64 * c),
                              _MM_HINT_T0);
             UNROLL
@@ -693,23 +698,42 @@ plegacy_tile(int nb, const uint8_t *qs, const uint16_t *dw,
 
 /* 4 tokens a weight load (in halves), the last 1-3 as 16 x 2 and 16 x 1
  * (the Q8_0 chains: 37 -> 44-47 GMAC/s on one core at 16 x 2 over 16 x
- * 1, 2048 x 2048 x 128 tokens). */
+ * 1, 2048 x 2048 x 128 tokens).  pf (the decode kernel): the passes
+ * fetch pf_len bytes from pf into L2 meanwhile, each its share. */
 static inline __attribute__((always_inline)) void
-plegacy_gemm(int n, const void *w, const struct le_pack_act *a, int ntok,
-             float *y, size_t ys, int nr, const int Q8)
+plegacy_gemm_pf(int n, const void *w, const struct le_pack_act *a, int ntok,
+                float *y, size_t ys, int nr, const int Q8, const uint8_t *pf,
+                size_t pf_len, const int L1)
 {
     int nb = n / 32;
     const uint8_t *qs = w;
     const uint16_t *dw =
         (const uint16_t *)(qs + (size_t)nb * (Q8 ? 512 : 256));
-    int t4 = ntok & ~3, t;
-    for (int h = 0; h < 2 && nr > 8 * h && t4 > 0; h++)
-        for (t = 0; t < t4; t += 4)
-            plegacy_tile(nb, qs, dw, a, t, 4, h, 1, y, ys, nr, Q8);
-    for (t = t4; t + 2 <= ntok; t += 2)
-        plegacy_tile(nb, qs, dw, a, t, 2, 0, 2, y, ys, nr, Q8);
-    for (; t < ntok; t++)
-        plegacy_tile(nb, qs, dw, a, t, 1, 0, 2, y, ys, nr, Q8);
+    int t4 = ntok & ~3, t, h, i = 0;
+    int nh = nr > 8 ? 2 : 1;
+    int np = nh * (t4 / 4) + (ntok - t4) / 2 + (ntok - t4) % 2;
+    /* pass i's share of the bytes to fetch, and the step per block */
+#define PF_AT(i) (pf_len * (size_t)(i) / (size_t)np & ~(size_t)63)
+#define PF_ARGS(i)                                                        \
+    pf ? pf + PF_AT(i) : NULL,                                            \
+        ((PF_AT((i) + 1) - PF_AT(i)) / (size_t)nb + 63) & ~(size_t)63, L1
+    for (h = 0; h < nh && t4 > 0; h++)
+        for (t = 0; t < t4; t += 4, i++)
+            plegacy_tile(nb, qs, dw, a, t, 4, h, 1, y, ys, nr, Q8,
+                         PF_ARGS(i));
+    for (t = t4; t + 2 <= ntok; t += 2, i++)
+        plegacy_tile(nb, qs, dw, a, t, 2, 0, 2, y, ys, nr, Q8, PF_ARGS(i));
+    for (; t < ntok; t++, i++)
+        plegacy_tile(nb, qs, dw, a, t, 1, 0, 2, y, ys, nr, Q8, PF_ARGS(i));
+#undef PF_ARGS
+#undef PF_AT
+}
+
+static inline __attribute__((always_inline)) void
+plegacy_gemm(int n, const void *w, const struct le_pack_act *a, int ntok,
+             float *y, size_t ys, int nr, const int Q8)
+{
+    plegacy_gemm_pf(n, w, a, ntok, y, ys, nr, Q8, NULL, 0, 1);
 }
 
 void
@@ -724,6 +748,57 @@ le_gemm_q8_0_avx2(int n, const void *w, const struct le_pack_act *a,
                   int ntok, float *y, size_t ys, int nr)
 {
     plegacy_gemm(n, w, a, ntok, y, ys, nr, 1);
+}
+
+/* The decode kernel of Q4_0 and Q8_0 at this level (le_gemv_at): a run
+ * of groups, each as le_gemm_* computes it (the same tiles, so the same
+ * floats), fetching the next group into L2 while it computes one, as the
+ * AVX-512 one does (quants_avx512.c dec_groups; past the last group it
+ * fetches whatever follows, which cannot fault).  _l1 keeps the tiles'
+ * lookahead of 4 blocks into L1, the others leave that to the hardware
+ * (gemv.c picks the plan per CPU). */
+static inline __attribute__((always_inline)) void
+plegacy_gemv(int n, const void *w, size_t gb, int ng,
+             const struct le_pack_act *a, int ntok, float *y, size_t ys,
+             int nr_last, const int Q8, const int L1)
+{
+    const uint8_t *wp = w;
+    for (int g = 0; g < ng; g++)
+        plegacy_gemm_pf(n, wp + (size_t)g * gb, a, ntok, y + 16 * g, ys,
+                        g + 1 == ng ? nr_last : 16, Q8,
+                        wp + (size_t)(g + 1) * gb, gb, L1);
+}
+
+void
+le_gemv_q4_0_avx2_l1(int n, const void *w, size_t gb, int ng,
+                     const struct le_pack_act *a, int ntok, float *y,
+                     size_t ys, int nr_last)
+{
+    plegacy_gemv(n, w, gb, ng, a, ntok, y, ys, nr_last, 0, 1);
+}
+
+void
+le_gemv_q8_0_avx2_l1(int n, const void *w, size_t gb, int ng,
+                     const struct le_pack_act *a, int ntok, float *y,
+                     size_t ys, int nr_last)
+{
+    plegacy_gemv(n, w, gb, ng, a, ntok, y, ys, nr_last, 1, 1);
+}
+
+void
+le_gemv_q4_0_avx2(int n, const void *w, size_t gb, int ng,
+                  const struct le_pack_act *a, int ntok, float *y, size_t ys,
+                  int nr_last)
+{
+    plegacy_gemv(n, w, gb, ng, a, ntok, y, ys, nr_last, 0, 0);
+}
+
+void
+le_gemv_q8_0_avx2(int n, const void *w, size_t gb, int ng,
+                  const struct le_pack_act *a, int ntok, float *y, size_t ys,
+                  int nr_last)
+{
+    plegacy_gemv(n, w, gb, ng, a, ntok, y, ys, nr_last, 1, 0);
 }
 
 /* 8 row scales (bytes) in both int16 halves of each lane. */

@@ -592,13 +592,13 @@ gemm_at(enum le_type t, enum le_isa isa)
         case LE_TYPE_Q8_0: return le_gemm_q8_0_avx512;
         /* prefetch plans as the decode kernels' (gemv.c) */
         case LE_TYPE_Q4_K:
-            return le_gemv_l1_prefetch(t) ? le_gemm_q4_K_avx512
+            return le_gemv_l1_prefetch(t, LE_ISA_AVX512) ? le_gemm_q4_K_avx512
                                           : le_gemm_q4_K_avx512_l2;
         case LE_TYPE_Q5_K:
-            return le_gemv_l1_prefetch(t) ? le_gemm_q5_K_avx512
+            return le_gemv_l1_prefetch(t, LE_ISA_AVX512) ? le_gemm_q5_K_avx512
                                           : le_gemm_q5_K_avx512_l2;
         case LE_TYPE_Q6_K:
-            return le_gemv_l1_prefetch(t) ? le_gemm_q6_K_avx512
+            return le_gemv_l1_prefetch(t, LE_ISA_AVX512) ? le_gemm_q6_K_avx512
                                           : le_gemm_q6_K_avx512_l2;
         case LE_TYPE_F16: return le_gemm_f16_avx512;
         case LE_TYPE_BF16: return le_gemm_bf16_avx512;
@@ -613,10 +613,10 @@ gemm_at(enum le_type t, enum le_isa isa)
         case LE_TYPE_Q4_0: return le_gemm_q4_0_avx2;
         case LE_TYPE_Q8_0: return le_gemm_q8_0_avx2;
         case LE_TYPE_Q4_K:
-            return le_gemv_l1_prefetch(t) ? le_gemm_q4_K_avx2
+            return le_gemv_l1_prefetch(t, LE_ISA_AVX2) ? le_gemm_q4_K_avx2
                                           : le_gemm_q4_K_avx2_l2;
         case LE_TYPE_Q5_K:
-            return le_gemv_l1_prefetch(t) ? le_gemm_q5_K_avx2
+            return le_gemv_l1_prefetch(t, LE_ISA_AVX2) ? le_gemm_q5_K_avx2
                                           : le_gemm_q5_K_avx2_l2;
         case LE_TYPE_Q6_K: return le_gemm_q6_K_avx2;
         case LE_TYPE_F16: return le_gemm_f16_avx2;

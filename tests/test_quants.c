@@ -935,21 +935,24 @@ test_gemv(void)
     T_CHECK(n_kernels >= 2);
     /* AVX-512: the two prefetch plans of Q4_0 and Q8_0 beside the twins */
     if (le_isa_supported(LE_ISA_AVX512))
-        T_CHECK(n_kernels == 6);
+        T_CHECK(n_kernels == 10);
     /* le_gemv_at serves the plan le_gemv_l1_prefetch names: l1, but l2
-     * for Q8_0 on AMD, unless LLMUX_DEC_PREFETCH names one for all */
+     * for the AVX-512 Q8_0 on AMD, unless LLMUX_DEC_PREFETCH names one
+     * for all */
     for (int isa = LE_ISA_NONE; isa <= LE_ISA_AVX512; isa++)
         for (size_t c = 0; c < 2; c++)
             T_CHECK(le_gemv_at(types[c], (enum le_isa)isa) ==
                     le_gemv_at_pf(types[c], (enum le_isa)isa,
-                                  le_gemv_l1_prefetch(types[c])));
+                                  le_gemv_l1_prefetch(types[c],
+                                                      (enum le_isa)isa)));
     const char *env = getenv("LLMUX_DEC_PREFETCH");
     int all = env && !strcmp(env, "l1") ? 1 : env && !strcmp(env, "l2") ? 0 : -1;
     if (all >= 0) {
-        T_EQ_INT(le_gemv_l1_prefetch(LE_TYPE_Q4_0), all);
-        T_EQ_INT(le_gemv_l1_prefetch(LE_TYPE_Q8_0), all);
+        T_EQ_INT(le_gemv_l1_prefetch(LE_TYPE_Q4_0, LE_ISA_AVX512), all);
+        T_EQ_INT(le_gemv_l1_prefetch(LE_TYPE_Q8_0, LE_ISA_AVX2), all);
     } else {
-        T_EQ_INT(le_gemv_l1_prefetch(LE_TYPE_Q4_0), 1);
+        T_EQ_INT(le_gemv_l1_prefetch(LE_TYPE_Q4_0, LE_ISA_AVX512), 1);
+        T_EQ_INT(le_gemv_l1_prefetch(LE_TYPE_Q8_0, LE_ISA_AVX2), 1);
     }
     free(x);
 }
