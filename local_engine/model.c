@@ -965,7 +965,9 @@ matmul_rows(void *arg, int ith, int nth)
 
 /* Repacked weights: each thread takes whole groups of 16 rows, for all
  * tokens of the batch (a group is read from memory once and stays in
- * cache across the tokens; threads never write the same output rows). */
+ * cache across the tokens; threads never write the same output rows):
+ * prompt batches from a shared counter (matmul_packed_dyn), generation
+ * steps from per-thread regions (matmul_gemv). */
 struct mmp_job {
     const struct le_packed *P;
     le_gemm_fn gemm; /* P->pt.gemm, or its gemm_amx for a prompt batch */
@@ -973,22 +975,6 @@ struct mmp_job {
     float *y;
     int n_tok;
 };
-
-static void
-matmul_packed(void *arg, int ith, int nth)
-{
-    struct mmp_job *j = arg;
-    const struct le_packed *P = j->P;
-    int ng = (P->n_out + LE_PACK_ROWS - 1) / LE_PACK_ROWS;
-    int per = (ng + nth - 1) / nth;
-    int g0 = ith * per, g1 = g0 + per < ng ? g0 + per : ng;
-    for (int g = g0; g < g1; g++) {
-        int r0 = g * LE_PACK_ROWS;
-        int nr = P->n_out - r0 < LE_PACK_ROWS ? P->n_out - r0 : LE_PACK_ROWS;
-        j->gemm(P->n_in, P->data + (size_t)g * P->group_bytes, &j->act,
-                   j->n_tok, j->y + r0, (size_t)P->n_out, nr);
-    }
-}
 
 /* A prompt batch's product over the repacked groups (AMX or not):
  * threads take AMX_CHUNK groups at a time from a shared counter instead
@@ -1037,7 +1023,8 @@ matmul_packed_dyn(void *arg, int ith, int nth)
     }
 }
 
-/* The decode kernel (le_gemv_at) over repacked weights: runs of at most
+/* The decode kernel (le_gemv_at), or the type's gemm group by group, over
+ * repacked weights: runs of at most
  * GEMV_CHUNK groups for all tokens (below), never a fixed half each: on 2
  * cores shared with other processes one thread is often descheduled for a
  * while, and a fixed split made the other wait at the end of every
@@ -1059,7 +1046,7 @@ matmul_packed_dyn(void *arg, int ith, int nth)
 
 struct mmv_job {
     const struct le_packed *P;
-    le_gemv_fn gemv;
+    le_gemv_fn gemv; /* NULL: P->pt.gemm group by group */
     struct le_pack_act act;
     float *y;
     int n_tok;
@@ -1122,12 +1109,22 @@ matmul_gemv(void *arg, int ith, int nth)
     int ng = (P->n_out + LE_PACK_ROWS - 1) / LE_PACK_ROWS;
     for (int k = 0; k < j->n_reg; k++) {
         int r = (ith + k) % j->n_reg, g0, g1;
-        while (mmv_take(j, r, k == 0 && ith < j->n_reg, &g0, &g1))
-            j->gemv(P->n_in, P->data + (size_t)g0 * P->group_bytes,
-                    P->group_bytes, g1 - g0, &j->act, j->n_tok,
-                    j->y + (size_t)g0 * LE_PACK_ROWS, (size_t)P->n_out,
-                    g1 == ng ? P->n_out - (ng - 1) * LE_PACK_ROWS
-                             : LE_PACK_ROWS);
+        while (mmv_take(j, r, k == 0 && ith < j->n_reg, &g0, &g1)) {
+            if (j->gemv) {
+                j->gemv(P->n_in, P->data + (size_t)g0 * P->group_bytes,
+                        P->group_bytes, g1 - g0, &j->act, j->n_tok,
+                        j->y + (size_t)g0 * LE_PACK_ROWS, (size_t)P->n_out,
+                        g1 == ng ? P->n_out - (ng - 1) * LE_PACK_ROWS
+                                 : LE_PACK_ROWS);
+                continue;
+            }
+            for (int g = g0; g < g1; g++) /* the type's gemm, group by group */
+                P->pt.gemm(P->n_in, P->data + (size_t)g * P->group_bytes,
+                           &j->act, j->n_tok, j->y + (size_t)g * LE_PACK_ROWS,
+                           (size_t)P->n_out,
+                           g + 1 == ng ? P->n_out - g * LE_PACK_ROWS
+                                       : LE_PACK_ROWS);
+        }
     }
 }
 
@@ -1243,13 +1240,14 @@ matmul(struct le_session *s, const struct le_gguf_tensor *W, const float *x,
     /* Small products are not worth waking the pool for. */
     int small = (int64_t)n_in * n_out * n_rest < 16384;
     /* Generation steps (a few rows: one per generating sequence, and
-     * prompt tails) take the decode kernel when the type has one: the
-     * same floats as P->pt.gemm (le_int.h). */
-    le_gemv_fn gv = P && n_rest <= GEMV_MAX_TOK
-                        ? le_gemv_at(P->pt.type, le_isa_active())
-                        : NULL;
-    if (gv) {
-        struct mmv_job vj = {P, gv,
+     * prompt tails) take the decode kernel when the type has one (the
+     * same floats as P->pt.gemm, le_int.h), else the type's gemm group
+     * by group, in matmul_gemv's guided regions either way.  Those
+     * against a fixed share per thread (the K-quants, 1B slices, 2
+     * threads, interleaved llmux bench runs on a Zen 4): q4_k 1.02-1.11x
+     * (AVX-512) and 1.03-1.22x (AVX2), q6_k 0.99-1.08x. */
+    if (P && n_rest <= GEMV_MAX_TOK) {
+        struct mmv_job vj = {P, le_gemv_at(P->pt.type, le_isa_active()),
                              {s->qact, j.x_row, s->qprep, s->qprep_row, NULL},
                              y, n_rest, 0, {{0}}};
         mmv_regions(&vj, small ? 1 : le_pool_size(s->m->pool));
@@ -1257,15 +1255,12 @@ matmul(struct le_session *s, const struct le_gguf_tensor *W, const float *x,
         return;
     }
     if (P) {
-        /* prompt batches take groups from a counter, as the AMX ones
-         * (pd.j first: matmul_packed reads it alone) */
+        /* prompt batches take groups from a counter, as the AMX ones */
         struct mmp_dyn_job pd = {
             {P, P->pt.gemm, {s->qact, j.x_row, s->qprep, s->qprep_row, NULL},
              y, n_rest},
             0};
-        le_pool_run(s->m->pool,
-                    n_rest > GEMV_MAX_TOK ? matmul_packed_dyn : matmul_packed,
-                    &pd, small ? 1 : 0);
+        le_pool_run(s->m->pool, matmul_packed_dyn, &pd, small ? 1 : 0);
         return;
     }
     le_pool_run(s->m->pool, matmul_rows, &j, small ? 1 : 0);
