@@ -958,9 +958,15 @@ call_head(const struct lp_callfmt *f, struct lp_calls *cs, const char *acc,
  * call's prefix when acc goes on past this call's suffix (the grammar
  * puts the '\n' there). */
 static int
-call_next(const struct lp_callfmt *f, struct lp_calls *cs, size_t len)
+call_next(const struct lp_callfmt *f, struct lp_calls *cs, const char *acc,
+          size_t len)
 {
-    size_t next = cs->args_end + strlen(f->suffix) + 1;
+    size_t sl = strlen(f->suffix);
+    const char *sx = len > cs->args_end
+                         ? memmem(acc + cs->args_end, len - cs->args_end,
+                                  f->suffix, sl)
+                         : NULL;
+    size_t next = sx ? (size_t)(sx - acc) + sl + 1 : len;
     if (len <= next)
         return 0;
     cs->head = next;
@@ -1070,7 +1076,7 @@ stream_tool_output(struct pv_call *call, struct lp_call *lc, int k,
                             c->acc.data + from, end - from);
             c->args_sent += end - from;
         }
-        if (!closed || !call_next(lc->fmt, cs, c->acc.len))
+        if (!closed || !call_next(lc->fmt, cs, c->acc.data, c->acc.len))
             return;
     }
 }
@@ -1094,7 +1100,7 @@ tool_message(const struct lp_call *lc, struct lp_choice *c, int complete,
                              "function", "function", "name", cs.name,
                              "arguments", c->acc.data + cs.args_start,
                              end - cs.args_start));
-        if (!closed || !call_next(lc->fmt, &cs, c->acc.len))
+        if (!closed || !call_next(lc->fmt, &cs, c->acc.data, c->acc.len))
             break;
     }
     if (json_array_size(calls)) {
