@@ -225,11 +225,10 @@ callfmt_of(const struct le_model *m)
     return &lp_callfmts[le_model_chat_tools(m)];
 }
 
-/* One choice's output on the worker (n > 1: one per choice). */
-/* A tool-call output read as it grows (calls_next): the call at acc
- * offset `head`, its arguments from args_start (0: its head is not
- * complete yet) to args_end (0: not yet seen), a JSON value scanned up
- * to `scan` with the state below. */
+/* A tool-call output read as it grows (call_head, args_scan, call_next):
+ * the call at acc offset `head`, its arguments from args_start (0: its
+ * head is not complete yet) to args_end (0: not yet seen), a JSON value
+ * scanned up to `scan` with the state below. */
 struct lp_calls {
     int n;               /* calls whose head is complete */
     size_t head, args_start, args_end, scan;
@@ -237,6 +236,7 @@ struct lp_calls {
     char name[128];      /* the current call's */
 };
 
+/* One choice's output on the worker (n > 1: one per choice). */
 struct lp_choice {
     struct gx_buf acc;   /* non-stream text, or tool modes' output so far */
     int shape;           /* tool modes: 0 undecided, 1 text, 2 tool call */
@@ -864,8 +864,8 @@ usage_json(const struct le_gen_result *r)
  * with the format's prefix, NAME and mid, then the arguments (one JSON
  * value), then its suffix, and a next call (parallel_tool_calls) follow
  * after a '\n'.  So the name is known as soon as the mid has arrived, and
- * the arguments end where their JSON value closes (calls_next scans it:
- * no suffix can occur inside, and nothing has to be held back).
+ * the arguments end where their JSON value closes (args_scan: no suffix
+ * can occur inside, and nothing has to be held back).
  */
 static void
 shape_decide(const struct lp_call *lc, struct lp_choice *c)
