@@ -4,10 +4,13 @@
  * A generation step multiplies each weight matrix by a few activation
  * rows (one token per generating sequence).  le_gemv_at gives, for a
  * repacked weight type, a kernel that walks a run of 16-row groups itself
- * (quants_avx512.c: two groups per register tile), or NULL: model.c's
- * matmul then calls the type's le_gemm_fn group by group.  Both give the
- * same floats (the twin below is that group-by-group loop over the plain
- * C gemm; tests/test_quants.c holds the SIMD kernel against it).
+ * and fetches the next group into L2 while it computes one (Q4_0, Q8_0:
+ * quants_avx512.c's two groups per register tile and quants_avx2.c's
+ * gemm tiles; Q4_K, Q5_K: each level's gemm tiles), or NULL (Q6_K and
+ * the float types): model.c's matmul then calls the type's le_gemm_fn
+ * group by group.  Both give the same floats (the twins below are that
+ * group-by-group loop over the plain C gemm; tests/test_quants.c holds
+ * the SIMD kernels against them).
  */
 #include "le_int.h"
 
@@ -42,6 +45,22 @@ le_gemv_q8_0_ref(int n, const void *w, size_t gb, int ng,
                  int nr_last)
 {
     gemv_groups(le_gemm_q8_0_ref, n, w, gb, ng, a, ntok, y, ys, nr_last);
+}
+
+void
+le_gemv_q4_K_ref(int n, const void *w, size_t gb, int ng,
+                 const struct le_pack_act *a, int ntok, float *y, size_t ys,
+                 int nr_last)
+{
+    gemv_groups(le_gemm_q4_K_ref, n, w, gb, ng, a, ntok, y, ys, nr_last);
+}
+
+void
+le_gemv_q5_K_ref(int n, const void *w, size_t gb, int ng,
+                 const struct le_pack_act *a, int ntok, float *y, size_t ys,
+                 int nr_last)
+{
+    gemv_groups(le_gemm_q5_K_ref, n, w, gb, ng, a, ntok, y, ys, nr_last);
 }
 
 /* The prefetch plan (le_int.h): -1 by CPU and type, else the
@@ -91,10 +110,18 @@ le_gemv_at_pf(enum le_type t, enum le_isa isa, int l1)
         return l1 ? le_gemv_q4_0_avx512_l1 : le_gemv_q4_0_avx512;
     if (isa == LE_ISA_AVX512 && t == LE_TYPE_Q8_0)
         return l1 ? le_gemv_q8_0_avx512_l1 : le_gemv_q8_0_avx512;
+    if (isa == LE_ISA_AVX512 && t == LE_TYPE_Q4_K)
+        return l1 ? le_gemv_q4_K_avx512_l1 : le_gemv_q4_K_avx512;
+    if (isa == LE_ISA_AVX512 && t == LE_TYPE_Q5_K)
+        return l1 ? le_gemv_q5_K_avx512_l1 : le_gemv_q5_K_avx512;
     if (isa == LE_ISA_AVX2 && t == LE_TYPE_Q4_0)
         return l1 ? le_gemv_q4_0_avx2_l1 : le_gemv_q4_0_avx2;
     if (isa == LE_ISA_AVX2 && t == LE_TYPE_Q8_0)
         return l1 ? le_gemv_q8_0_avx2_l1 : le_gemv_q8_0_avx2;
+    if (isa == LE_ISA_AVX2 && t == LE_TYPE_Q4_K)
+        return l1 ? le_gemv_q4_K_avx2_l1 : le_gemv_q4_K_avx2;
+    if (isa == LE_ISA_AVX2 && t == LE_TYPE_Q5_K)
+        return l1 ? le_gemv_q5_K_avx2_l1 : le_gemv_q5_K_avx2;
 #else
     (void)l1;
 #endif
@@ -102,6 +129,10 @@ le_gemv_at_pf(enum le_type t, enum le_isa isa, int l1)
         return le_gemv_q4_0_ref;
     if (isa == LE_ISA_NONE && t == LE_TYPE_Q8_0)
         return le_gemv_q8_0_ref;
+    if (isa == LE_ISA_NONE && t == LE_TYPE_Q4_K)
+        return le_gemv_q4_K_ref;
+    if (isa == LE_ISA_NONE && t == LE_TYPE_Q5_K)
+        return le_gemv_q5_K_ref;
     return NULL;
 }
 

@@ -420,7 +420,7 @@ void le_attn_values_f16_avx512(int hd, int g, int n, const float *w, size_t wst,
                                float *out);
 void le_attn_to_f16_avx512(int n, const float *x, uint16_t *y);
 
-/* Decode products (gemv.c, quants_avx512.c): ng repacked groups of
+/* Decode products (gemv.c, quants_avx512.c, quants_avx2.c): ng repacked groups of
  * n-value rows, gb bytes apart from w, against ntok activation rows:
  * y[t * ys + 16 g + r] = dot(row r of group g, activation t), r < 16
  * except r < nr_last in the last group; the floats of the type's
@@ -472,6 +472,36 @@ void le_gemv_q4_0_avx2_l1(int n, const void *w, size_t gb, int ng,
 void le_gemv_q8_0_avx2_l1(int n, const void *w, size_t gb, int ng,
                           const struct le_pack_act *a, int ntok, float *y,
                           size_t ys, int nr_last);
+void le_gemv_q4_K_avx2(int n, const void *w, size_t gb, int ng,
+                       const struct le_pack_act *a, int ntok, float *y,
+                       size_t ys, int nr_last);
+void le_gemv_q4_K_avx2_l1(int n, const void *w, size_t gb, int ng,
+                          const struct le_pack_act *a, int ntok, float *y,
+                          size_t ys, int nr_last);
+void le_gemv_q5_K_avx2(int n, const void *w, size_t gb, int ng,
+                       const struct le_pack_act *a, int ntok, float *y,
+                       size_t ys, int nr_last);
+void le_gemv_q5_K_avx2_l1(int n, const void *w, size_t gb, int ng,
+                          const struct le_pack_act *a, int ntok, float *y,
+                          size_t ys, int nr_last);
+void le_gemv_q4_K_avx512(int n, const void *w, size_t gb, int ng,
+                         const struct le_pack_act *a, int ntok, float *y,
+                         size_t ys, int nr_last);
+void le_gemv_q4_K_avx512_l1(int n, const void *w, size_t gb, int ng,
+                            const struct le_pack_act *a, int ntok, float *y,
+                            size_t ys, int nr_last);
+void le_gemv_q5_K_avx512(int n, const void *w, size_t gb, int ng,
+                         const struct le_pack_act *a, int ntok, float *y,
+                         size_t ys, int nr_last);
+void le_gemv_q5_K_avx512_l1(int n, const void *w, size_t gb, int ng,
+                            const struct le_pack_act *a, int ntok, float *y,
+                            size_t ys, int nr_last);
+void le_gemv_q4_K_ref(int n, const void *w, size_t gb, int ng,
+                      const struct le_pack_act *a, int ntok, float *y,
+                      size_t ys, int nr_last);
+void le_gemv_q5_K_ref(int n, const void *w, size_t gb, int ng,
+                      const struct le_pack_act *a, int ntok, float *y,
+                      size_t ys, int nr_last);
 void le_gemv_q4_0_avx512_l1(int n, const void *w, size_t gb, int ng,
                             const struct le_pack_act *a, int ntok, float *y,
                             size_t ys, int nr_last);

@@ -825,7 +825,7 @@ static inline __attribute__((always_inline)) void
 pk4_tile(int nsb, const uint8_t *qs, const uint8_t *meta, const uint8_t *qhs,
          const struct le_pack_act *a, int t0, const int NT, int h0,
          const int NH, float *y, size_t ys, int nr, const int Q5,
-         const int L1)
+         const int L1, const uint8_t *pf, size_t pf_step)
 {
     const __m256i m4 = _mm256_set1_epi8(0x0f), b4 = _mm256_set1_epi8(0x10);
     const struct le_block_q8_K *x[4];
@@ -842,6 +842,10 @@ pk4_tile(int nsb, const uint8_t *qs, const uint8_t *meta, const uint8_t *qhs,
     for (int b = 0; b < nsb; b++) {
         const uint8_t *mb = meta + (size_t)b * LE_PACK_Q4_K_META;
         __m256i isum[4][2], msum[4][2];
+        /* the decode kernel's share of the next group, into L2 */
+        for (size_t o = 0; pf && o < pf_step; o += 64)
+            _mm_prefetch((const char *)(pf + (size_t)b * pf_step + o),
+                         _MM_HINT_T1);
         UNROLL
         for (int t = 0; t < NT; t++)
             UNROLL
@@ -952,22 +956,90 @@ pk4_tile(int nsb, const uint8_t *qs, const uint8_t *meta, const uint8_t *qhs,
                    nr - 8 * (h0 + k));
 }
 
+/* pf (the decode kernel): the passes fetch pf_len bytes from pf into L2
+ * meanwhile, each its share (as plegacy_gemm_pf). */
 static inline __attribute__((always_inline)) void
-pk4_gemm(int n, const void *w, const struct le_pack_act *a, int ntok,
-         float *y, size_t ys, int nr, const int Q5, const int L1)
+pk4_gemm_pf(int n, const void *w, const struct le_pack_act *a, int ntok,
+            float *y, size_t ys, int nr, const int Q5, const int L1,
+            const uint8_t *pf, size_t pf_len)
 {
     int nsb = n / 256;
     const uint8_t *qs = w;
     const uint8_t *meta = qs + (size_t)nsb * 2048;
     const uint8_t *qhs = meta + (size_t)nsb * LE_PACK_Q4_K_META;
-    int t4 = ntok & ~3, t;
-    for (int h = 0; h < 2 && nr > 8 * h && t4 > 0; h++)
-        for (t = 0; t < t4; t += 4)
-            pk4_tile(nsb, qs, meta, qhs, a, t, 4, h, 1, y, ys, nr, Q5, L1);
-    for (t = t4; t + 2 <= ntok; t += 2)
-        pk4_tile(nsb, qs, meta, qhs, a, t, 2, 0, 2, y, ys, nr, Q5, L1);
+    int t4 = ntok & ~3, t, i = 0;
+    int nh = nr > 8 ? 2 : 1;
+    int np = nh * (t4 / 4) + (ntok - t4) / 2 + (ntok - t4) % 2;
+#define PF_AT(i) (pf_len * (size_t)(i) / (size_t)np & ~(size_t)63)
+#define PF_ARGS(i)                                                        \
+    pf ? pf + PF_AT(i) : NULL,                                            \
+        ((PF_AT((i) + 1) - PF_AT(i)) / (size_t)nsb + 63) & ~(size_t)63
+    for (int h = 0; h < nh && t4 > 0; h++)
+        for (t = 0; t < t4; t += 4, i++)
+            pk4_tile(nsb, qs, meta, qhs, a, t, 4, h, 1, y, ys, nr, Q5, L1,
+                     PF_ARGS(i));
+    for (t = t4; t + 2 <= ntok; t += 2, i++)
+        pk4_tile(nsb, qs, meta, qhs, a, t, 2, 0, 2, y, ys, nr, Q5, L1,
+                 PF_ARGS(i));
     if (t < ntok)
-        pk4_tile(nsb, qs, meta, qhs, a, t, 1, 0, 2, y, ys, nr, Q5, L1);
+        pk4_tile(nsb, qs, meta, qhs, a, t, 1, 0, 2, y, ys, nr, Q5, L1,
+                 PF_ARGS(i));
+#undef PF_ARGS
+#undef PF_AT
+}
+
+static inline __attribute__((always_inline)) void
+pk4_gemm(int n, const void *w, const struct le_pack_act *a, int ntok,
+         float *y, size_t ys, int nr, const int Q5, const int L1)
+{
+    pk4_gemm_pf(n, w, a, ntok, y, ys, nr, Q5, L1, NULL, 0);
+}
+
+/* The decode kernel of Q4_K and Q5_K at this level: a run of groups, each
+ * as le_gemm_q{4,5}_K_avx2[_l2] computes it, fetching the next group
+ * into L2 meanwhile (as plegacy_gemv). */
+static inline __attribute__((always_inline)) void
+pk4_gemv(int n, const void *w, size_t gb, int ng, const struct le_pack_act *a,
+         int ntok, float *y, size_t ys, int nr_last, const int Q5,
+         const int L1)
+{
+    const uint8_t *wp = w;
+    for (int g = 0; g < ng; g++)
+        pk4_gemm_pf(n, wp + (size_t)g * gb, a, ntok, y + 16 * g, ys,
+                    g + 1 == ng ? nr_last : 16, Q5, L1,
+                    wp + (size_t)(g + 1) * gb, gb);
+}
+
+void
+le_gemv_q4_K_avx2(int n, const void *w, size_t gb, int ng,
+                  const struct le_pack_act *a, int ntok, float *y, size_t ys,
+                  int nr_last)
+{
+    pk4_gemv(n, w, gb, ng, a, ntok, y, ys, nr_last, 0, 0);
+}
+
+void
+le_gemv_q4_K_avx2_l1(int n, const void *w, size_t gb, int ng,
+                     const struct le_pack_act *a, int ntok, float *y,
+                     size_t ys, int nr_last)
+{
+    pk4_gemv(n, w, gb, ng, a, ntok, y, ys, nr_last, 0, 1);
+}
+
+void
+le_gemv_q5_K_avx2(int n, const void *w, size_t gb, int ng,
+                  const struct le_pack_act *a, int ntok, float *y, size_t ys,
+                  int nr_last)
+{
+    pk4_gemv(n, w, gb, ng, a, ntok, y, ys, nr_last, 1, 0);
+}
+
+void
+le_gemv_q5_K_avx2_l1(int n, const void *w, size_t gb, int ng,
+                     const struct le_pack_act *a, int ntok, float *y,
+                     size_t ys, int nr_last)
+{
+    pk4_gemv(n, w, gb, ng, a, ntok, y, ys, nr_last, 1, 1);
 }
 
 /* One-token passes fetch 4 KiB ahead into L1; the _l2 kernels leave that

@@ -455,7 +455,8 @@ shift16(__m512i v, const int s)
 ALWAYS_INLINE void
 k4_tile(int nsb, const uint8_t *qs, const uint8_t *meta, const uint8_t *qh,
         const struct le_pack_act *a, int t0, const int NT, float *y,
-        size_t ys, int nr, const int Q5, const int L1)
+        size_t ys, int nr, const int Q5, const int L1, const uint8_t *pf,
+        size_t pf_step)
 {
     const __m512i m4 = _mm512_set1_epi8(0x0f);
     const __m512i b4 = _mm512_set1_epi8(0x10);
@@ -471,6 +472,10 @@ k4_tile(int nsb, const uint8_t *qs, const uint8_t *meta, const uint8_t *qh,
     for (int b = 0; b < nsb; b++) {
         const uint8_t *mb = meta + (size_t)b * LE_PACK_Q4_K_META;
         __m512i isum[4], msum[4];
+        /* the decode kernel's share of the next group, into L2 */
+        for (size_t o = 0; pf && o < pf_step; o += 64)
+            _mm_prefetch((const char *)(pf + (size_t)b * pf_step + o),
+                         _MM_HINT_T1);
         UNROLL
         for (int t = 0; t < NT; t++)
             isum[t] = msum[t] = _mm512_setzero_si512();
@@ -550,23 +555,92 @@ k4_tile(int nsb, const uint8_t *qs, const uint8_t *meta, const uint8_t *qh,
         store_rows(y + (size_t)(t0 + t) * ys, acc[t], nr);
 }
 
+/* pf (the decode kernel): the passes fetch pf_len bytes from pf into L2
+ * meanwhile, each its share (as dec_groups). */
 ALWAYS_INLINE void
-k4_gemm(int n, const void *w, const struct le_pack_act *a, int ntok,
-        float *y, size_t ys, int nr, const int Q5, const int L1)
+k4_gemm_pf(int n, const void *w, const struct le_pack_act *a, int ntok,
+           float *y, size_t ys, int nr, const int Q5, const int L1,
+           const uint8_t *pf, size_t pf_len)
 {
     int nsb = n / 256;
     const uint8_t *qs = w;
     const uint8_t *meta = qs + (size_t)nsb * 2048;
     const uint8_t *qh = meta + (size_t)nsb * LE_PACK_Q4_K_META;
-    int t = 0;
-    for (; t + 4 <= ntok; t += 4)
-        k4_tile(nsb, qs, meta, qh, a, t, 4, y, ys, nr, Q5, L1);
+    int t = 0, i = 0, np = (ntok + 3) / 4;
+#define PF_AT(i) (pf_len * (size_t)(i) / (size_t)np & ~(size_t)63)
+#define PF_ARGS(i)                                                        \
+    pf ? pf + PF_AT(i) : NULL,                                            \
+        ((PF_AT((i) + 1) - PF_AT(i)) / (size_t)nsb + 63) & ~(size_t)63
+    for (; t + 4 <= ntok; t += 4, i++)
+        k4_tile(nsb, qs, meta, qh, a, t, 4, y, ys, nr, Q5, L1, PF_ARGS(i));
     switch (ntok - t) {
-    case 3: k4_tile(nsb, qs, meta, qh, a, t, 3, y, ys, nr, Q5, L1); break;
-    case 2: k4_tile(nsb, qs, meta, qh, a, t, 2, y, ys, nr, Q5, L1); break;
-    case 1: k4_tile(nsb, qs, meta, qh, a, t, 1, y, ys, nr, Q5, L1); break;
+    case 3:
+        k4_tile(nsb, qs, meta, qh, a, t, 3, y, ys, nr, Q5, L1, PF_ARGS(i));
+        break;
+    case 2:
+        k4_tile(nsb, qs, meta, qh, a, t, 2, y, ys, nr, Q5, L1, PF_ARGS(i));
+        break;
+    case 1:
+        k4_tile(nsb, qs, meta, qh, a, t, 1, y, ys, nr, Q5, L1, PF_ARGS(i));
+        break;
     default: break;
     }
+#undef PF_ARGS
+#undef PF_AT
+}
+
+ALWAYS_INLINE void
+k4_gemm(int n, const void *w, const struct le_pack_act *a, int ntok,
+        float *y, size_t ys, int nr, const int Q5, const int L1)
+{
+    k4_gemm_pf(n, w, a, ntok, y, ys, nr, Q5, L1, NULL, 0);
+}
+
+/* The decode kernel of Q4_K and Q5_K: a run of groups, each as
+ * le_gemm_q{4,5}_K_avx512[_l2] computes it (the same floats), fetching
+ * the next group into L2 meanwhile. */
+ALWAYS_INLINE void
+k4_gemv(int n, const void *w, size_t gb, int ng, const struct le_pack_act *a,
+        int ntok, float *y, size_t ys, int nr_last, const int Q5,
+        const int L1)
+{
+    const uint8_t *wp = w;
+    for (int g = 0; g < ng; g++)
+        k4_gemm_pf(n, wp + (size_t)g * gb, a, ntok, y + 16 * g, ys,
+                   g + 1 == ng ? nr_last : 16, Q5, L1,
+                   wp + (size_t)(g + 1) * gb, gb);
+}
+
+void
+le_gemv_q4_K_avx512(int n, const void *w, size_t gb, int ng,
+                    const struct le_pack_act *a, int ntok, float *y,
+                    size_t ys, int nr_last)
+{
+    k4_gemv(n, w, gb, ng, a, ntok, y, ys, nr_last, 0, 0);
+}
+
+void
+le_gemv_q4_K_avx512_l1(int n, const void *w, size_t gb, int ng,
+                       const struct le_pack_act *a, int ntok, float *y,
+                       size_t ys, int nr_last)
+{
+    k4_gemv(n, w, gb, ng, a, ntok, y, ys, nr_last, 0, 1);
+}
+
+void
+le_gemv_q5_K_avx512(int n, const void *w, size_t gb, int ng,
+                    const struct le_pack_act *a, int ntok, float *y,
+                    size_t ys, int nr_last)
+{
+    k4_gemv(n, w, gb, ng, a, ntok, y, ys, nr_last, 1, 0);
+}
+
+void
+le_gemv_q5_K_avx512_l1(int n, const void *w, size_t gb, int ng,
+                       const struct le_pack_act *a, int ntok, float *y,
+                       size_t ys, int nr_last)
+{
+    k4_gemv(n, w, gb, ng, a, ntok, y, ys, nr_last, 1, 1);
 }
 
 /* Generation (fewer than 4 tokens) fetches each sub-block's bytes 4 KiB

@@ -818,8 +818,9 @@ test_packed(void)
     free(x);
 }
 
-/* The decode kernels (le_gemv_at: quants_avx512.c and its plain C
- * twin): for Q4_0 and Q8_0, every row length from one block to 14336
+/* The decode kernels (le_gemv_at: quants_avx512.c, quants_avx2.c and
+ * their plain C twins): for Q4_0, Q8_0, Q4_K and Q5_K, every row length
+ * from one block to 14336
  * (the models': 64, 2048, 5632, 11008...), runs of 1-3 groups with a
  * partial last group, random blocks (quantised rows and raw bytes with
  * random scales) and each token count N 1..8: the floats are bit for bit
@@ -831,10 +832,14 @@ test_gemv(void)
 {
     static const int lens[] = {32,   64,   96,   128,  256,   512,  768,
                                1024, 2048, 3072, 4096, 5632, 11008, 14336};
-    static const enum le_type types[] = {LE_TYPE_Q4_0, LE_TYPE_Q8_0};
+    static const enum le_type types[] = {LE_TYPE_Q4_0, LE_TYPE_Q8_0,
+                                         LE_TYPE_Q4_K, LE_TYPE_Q5_K};
+    /* rand_weights' scale offsets of each type (as test_packed) */
+    static const size_t d_offs[][2] = {{0, 0}, {0, 0}, {0, 2}, {0, 2}};
+    static const int n_ds[] = {1, 1, 2, 2};
     float *x = malloc(14336 * sizeof(float));
     int n_kernels = 0, bad = 0, rep = 0;
-    for (size_t c = 0; c < 2; c++) {
+    for (size_t c = 0; c < sizeof(types) / sizeof(types[0]); c++) {
         enum le_type wt = types[c];
         const struct le_type_traits *rt = le_type_get_ref(wt);
         const struct le_type_traits *vt = le_type_get_ref(rt->vec_dot_type);
@@ -852,6 +857,8 @@ test_gemv(void)
             n_kernels++;
             for (size_t li = 0; li < sizeof(lens) / sizeof(lens[0]); li++) {
                 int n = lens[li];
+                if (n % rt->blck_size)
+                    continue;
                 rep++;
                 int ng = 1 + rep % 3, nr_last = rep % 2 ? 16 : 1 + rep % 15;
                 int rows = (ng - 1) * 16 + nr_last, ys = ng * 16 + 4;
@@ -866,8 +873,7 @@ test_gemv(void)
                 float *out = malloc((size_t)8 * ys * sizeof(float));
                 float *ref = malloc((size_t)8 * ys * sizeof(float));
                 float *one = malloc((size_t)ys * sizeof(float));
-                static const size_t d_off[1] = {0};
-                rand_weights(wt, w, rows, n, rep, d_off, 1, x);
+                rand_weights(wt, w, rows, n, rep, d_offs[c], n_ds[c], x);
                 for (int g = 0; g < ng; g++)
                     le_pack_rows(&pt, w + (size_t)g * 16 * wr, wr,
                                  g + 1 == ng ? nr_last : 16, n,
@@ -883,10 +889,8 @@ test_gemv(void)
                     for (int i = 0; i < 8 * ys; i++)
                         out[i] = ref[i] = -12345.0f;
                     gv(n, packed, gb, ng, &act, nt, out, (size_t)ys, nr_last);
-                    (wt == LE_TYPE_Q4_0 ? le_gemv_q4_0_ref
-                                        : le_gemv_q8_0_ref)(
-                        n, packed, gb, ng, &act, nt, ref, (size_t)ys,
-                        nr_last);
+                    le_gemv_at(wt, LE_ISA_NONE)(n, packed, gb, ng, &act, nt,
+                                                ref, (size_t)ys, nr_last);
                     for (int t = 0; t < nt; t++) {
                         struct le_pack_act a1 = {aq + (size_t)t * ar, ar,
                                                  ap + (size_t)t * pr, pr,
@@ -932,15 +936,16 @@ test_gemv(void)
     }
     T_EQ_INT(bad, 0);
     fprintf(stderr, "  (%d decode kernels on this CPU)\n", n_kernels);
-    T_CHECK(n_kernels >= 2);
-    /* AVX-512: the two prefetch plans of Q4_0 and Q8_0 beside the twins */
+    T_CHECK(n_kernels >= 4);
+    /* AVX-512: the two prefetch plans of Q4_0, Q8_0, Q4_K and Q5_K at
+     * AVX-512 and at AVX2, beside the 4 twins */
     if (le_isa_supported(LE_ISA_AVX512))
-        T_CHECK(n_kernels == 10);
+        T_CHECK(n_kernels == 20);
     /* le_gemv_at serves the plan le_gemv_l1_prefetch names: l1, but l2
      * for the AVX-512 Q8_0 on AMD, unless LLMUX_DEC_PREFETCH names one
      * for all */
     for (int isa = LE_ISA_NONE; isa <= LE_ISA_AVX512; isa++)
-        for (size_t c = 0; c < 2; c++)
+        for (size_t c = 0; c < sizeof(types) / sizeof(types[0]); c++)
             T_CHECK(le_gemv_at(types[c], (enum le_isa)isa) ==
                     le_gemv_at_pf(types[c], (enum le_isa)isa,
                                   le_gemv_l1_prefetch(types[c],
