@@ -6,8 +6,8 @@
  * repacked weight type, a kernel that walks a run of 16-row groups itself
  * and fetches the next group into L2 while it computes one (Q4_0, Q8_0:
  * quants_avx512.c's two groups per register tile and quants_avx2.c's
- * gemm tiles; Q4_K, Q5_K: each level's gemm tiles), or NULL (Q6_K and
- * the float types): model.c's matmul then calls the type's le_gemm_fn
+ * gemm tiles; Q4_K, Q5_K: each level's gemm tiles; Q6_K: AVX-512's), or
+ * NULL (Q6_K at AVX2 and the float types): model.c's matmul then calls the type's le_gemm_fn
  * group by group.  Both give the same floats (the twins below are that
  * group-by-group loop over the plain C gemm; tests/test_quants.c holds
  * the SIMD kernels against them).
@@ -63,6 +63,14 @@ le_gemv_q5_K_ref(int n, const void *w, size_t gb, int ng,
     gemv_groups(le_gemm_q5_K_ref, n, w, gb, ng, a, ntok, y, ys, nr_last);
 }
 
+void
+le_gemv_q6_K_ref(int n, const void *w, size_t gb, int ng,
+                 const struct le_pack_act *a, int ntok, float *y, size_t ys,
+                 int nr_last)
+{
+    gemv_groups(le_gemm_q6_K_ref, n, w, gb, ng, a, ntok, y, ys, nr_last);
+}
+
 /* The prefetch plan (le_int.h): -1 by CPU and type, else the
  * environment's for every type; read once. */
 static int l1_plan, l1_amd;
@@ -114,6 +122,8 @@ le_gemv_at_pf(enum le_type t, enum le_isa isa, int l1)
         return l1 ? le_gemv_q4_K_avx512_l1 : le_gemv_q4_K_avx512;
     if (isa == LE_ISA_AVX512 && t == LE_TYPE_Q5_K)
         return l1 ? le_gemv_q5_K_avx512_l1 : le_gemv_q5_K_avx512;
+    if (isa == LE_ISA_AVX512 && t == LE_TYPE_Q6_K)
+        return l1 ? le_gemv_q6_K_avx512_l1 : le_gemv_q6_K_avx512;
     if (isa == LE_ISA_AVX2 && t == LE_TYPE_Q4_0)
         return l1 ? le_gemv_q4_0_avx2_l1 : le_gemv_q4_0_avx2;
     if (isa == LE_ISA_AVX2 && t == LE_TYPE_Q8_0)
@@ -133,6 +143,8 @@ le_gemv_at_pf(enum le_type t, enum le_isa isa, int l1)
         return le_gemv_q4_K_ref;
     if (isa == LE_ISA_NONE && t == LE_TYPE_Q5_K)
         return le_gemv_q5_K_ref;
+    if (isa == LE_ISA_NONE && t == LE_TYPE_Q6_K)
+        return le_gemv_q6_K_ref;
     return NULL;
 }
 

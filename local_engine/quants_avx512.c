@@ -684,7 +684,8 @@ le_gemm_q5_K_avx512_l2(int n, const void *w, const struct le_pack_act *a,
 ALWAYS_INLINE void
 q6_K_tile(int nsb, const uint8_t *ql, const uint8_t *qh, const uint8_t *meta,
           const struct le_pack_act *a, int t0, const int NT, float *y,
-          size_t ys, int nr, const int L1)
+          size_t ys, int nr, const int L1, const uint8_t *pf,
+          size_t pf_step)
 {
     const __m512i m4 = _mm512_set1_epi8(0x0f);
     const __m512i m30 = _mm512_set1_epi8(0x30);
@@ -702,6 +703,10 @@ q6_K_tile(int nsb, const uint8_t *ql, const uint8_t *qh, const uint8_t *meta,
     for (int b = 0; b < nsb; b++) {
         const uint8_t *mb = meta + (size_t)b * LE_PACK_Q6_K_META;
         __m512i isum[4], off[4];
+        /* the decode kernel's share of the next group, into L2 */
+        for (size_t o = 0; pf && o < pf_step; o += 64)
+            _mm_prefetch((const char *)(pf + (size_t)b * pf_step + o),
+                         _MM_HINT_T1);
         UNROLL
         for (int t = 0; t < NT; t++)
             isum[t] = off[t] = _mm512_setzero_si512();
@@ -782,23 +787,73 @@ q6_K_tile(int nsb, const uint8_t *ql, const uint8_t *qh, const uint8_t *meta,
 
 /* Generation (fewer than 4 tokens) with (L1) or without the 4 KiB
  * lookahead into L1, as Q4_K's; prompt tiles always have it. */
+/* pf (the decode kernel): as k4_gemm_pf. */
 ALWAYS_INLINE void
-q6_K_gemm(int n, const void *w, const struct le_pack_act *a, int ntok,
-          float *y, size_t ys, int nr, const int L1)
+q6_K_gemm_pf(int n, const void *w, const struct le_pack_act *a, int ntok,
+             float *y, size_t ys, int nr, const int L1, const uint8_t *pf,
+             size_t pf_len)
 {
     int nsb = n / 256;
     const uint8_t *ql = w;
     const uint8_t *qh = ql + (size_t)nsb * 2048;
     const uint8_t *meta = qh + (size_t)nsb * 1024;
-    int t = 0;
-    for (; t + 4 <= ntok; t += 4)
-        q6_K_tile(nsb, ql, qh, meta, a, t, 4, y, ys, nr, L1);
+    int t = 0, i = 0, np = (ntok + 3) / 4;
+#define PF_AT(i) (pf_len * (size_t)(i) / (size_t)np & ~(size_t)63)
+#define PF_ARGS(i)                                                        \
+    pf ? pf + PF_AT(i) : NULL,                                            \
+        ((PF_AT((i) + 1) - PF_AT(i)) / (size_t)nsb + 63) & ~(size_t)63
+    for (; t + 4 <= ntok; t += 4, i++)
+        q6_K_tile(nsb, ql, qh, meta, a, t, 4, y, ys, nr, L1, PF_ARGS(i));
     switch (ntok - t) {
-    case 3: q6_K_tile(nsb, ql, qh, meta, a, t, 3, y, ys, nr, L1); break;
-    case 2: q6_K_tile(nsb, ql, qh, meta, a, t, 2, y, ys, nr, L1); break;
-    case 1: q6_K_tile(nsb, ql, qh, meta, a, t, 1, y, ys, nr, L1); break;
+    case 3:
+        q6_K_tile(nsb, ql, qh, meta, a, t, 3, y, ys, nr, L1, PF_ARGS(i));
+        break;
+    case 2:
+        q6_K_tile(nsb, ql, qh, meta, a, t, 2, y, ys, nr, L1, PF_ARGS(i));
+        break;
+    case 1:
+        q6_K_tile(nsb, ql, qh, meta, a, t, 1, y, ys, nr, L1, PF_ARGS(i));
+        break;
     default: break;
     }
+#undef PF_ARGS
+#undef PF_AT
+}
+
+ALWAYS_INLINE void
+q6_K_gemm(int n, const void *w, const struct le_pack_act *a, int ntok,
+          float *y, size_t ys, int nr, const int L1)
+{
+    q6_K_gemm_pf(n, w, a, ntok, y, ys, nr, L1, NULL, 0);
+}
+
+/* The decode kernel of Q6_K: as k4_gemv. */
+ALWAYS_INLINE void
+q6_K_gemv(int n, const void *w, size_t gb, int ng,
+          const struct le_pack_act *a, int ntok, float *y, size_t ys,
+          int nr_last, const int L1)
+{
+    const uint8_t *wp = w;
+    for (int g = 0; g < ng; g++)
+        q6_K_gemm_pf(n, wp + (size_t)g * gb, a, ntok, y + 16 * g, ys,
+                     g + 1 == ng ? nr_last : 16, L1,
+                     wp + (size_t)(g + 1) * gb, gb);
+}
+
+void
+le_gemv_q6_K_avx512(int n, const void *w, size_t gb, int ng,
+                    const struct le_pack_act *a, int ntok, float *y,
+                    size_t ys, int nr_last)
+{
+    q6_K_gemv(n, w, gb, ng, a, ntok, y, ys, nr_last, 0);
+}
+
+void
+le_gemv_q6_K_avx512_l1(int n, const void *w, size_t gb, int ng,
+                       const struct le_pack_act *a, int ntok, float *y,
+                       size_t ys, int nr_last)
+{
+    q6_K_gemv(n, w, gb, ng, a, ntok, y, ys, nr_last, 1);
 }
 
 void

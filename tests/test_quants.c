@@ -819,7 +819,7 @@ test_packed(void)
 }
 
 /* The decode kernels (le_gemv_at: quants_avx512.c, quants_avx2.c and
- * their plain C twins): for Q4_0, Q8_0, Q4_K and Q5_K, every row length
+ * their plain C twins): for Q4_0, Q8_0, Q4_K, Q5_K and Q6_K, every row length
  * from one block to 14336
  * (the models': 64, 2048, 5632, 11008...), runs of 1-3 groups with a
  * partial last group, random blocks (quantised rows and raw bytes with
@@ -833,10 +833,12 @@ test_gemv(void)
     static const int lens[] = {32,   64,   96,   128,  256,   512,  768,
                                1024, 2048, 3072, 4096, 5632, 11008, 14336};
     static const enum le_type types[] = {LE_TYPE_Q4_0, LE_TYPE_Q8_0,
-                                         LE_TYPE_Q4_K, LE_TYPE_Q5_K};
+                                         LE_TYPE_Q4_K, LE_TYPE_Q5_K,
+                                         LE_TYPE_Q6_K};
     /* rand_weights' scale offsets of each type (as test_packed) */
-    static const size_t d_offs[][2] = {{0, 0}, {0, 0}, {0, 2}, {0, 2}};
-    static const int n_ds[] = {1, 1, 2, 2};
+    static const size_t d_offs[][2] = {
+        {0, 0}, {0, 0}, {0, 2}, {0, 2}, {208, 0}};
+    static const int n_ds[] = {1, 1, 2, 2, 1};
     float *x = malloc(14336 * sizeof(float));
     int n_kernels = 0, bad = 0, rep = 0;
     for (size_t c = 0; c < sizeof(types) / sizeof(types[0]); c++) {
@@ -936,11 +938,11 @@ test_gemv(void)
     }
     T_EQ_INT(bad, 0);
     fprintf(stderr, "  (%d decode kernels on this CPU)\n", n_kernels);
-    T_CHECK(n_kernels >= 4);
+    T_CHECK(n_kernels >= 5);
     /* AVX-512: the two prefetch plans of Q4_0, Q8_0, Q4_K and Q5_K at
-     * AVX-512 and at AVX2, beside the 4 twins */
+     * AVX-512 and at AVX2 and of Q6_K at AVX-512, beside the 5 twins */
     if (le_isa_supported(LE_ISA_AVX512))
-        T_CHECK(n_kernels == 20);
+        T_CHECK(n_kernels == 23);
     /* le_gemv_at serves the plan le_gemv_l1_prefetch names: l1, but l2
      * for the AVX-512 Q8_0 on AMD, unless LLMUX_DEC_PREFETCH names one
      * for all */
