@@ -6,8 +6,8 @@
  * repacked weight type, a kernel that walks a run of 16-row groups itself
  * and fetches the next group into L2 while it computes one (Q4_0, Q8_0:
  * quants_avx512.c's two groups per register tile and quants_avx2.c's
- * gemm tiles; Q4_K, Q5_K: each level's gemm tiles; Q6_K: AVX-512's), or
- * NULL (Q6_K at AVX2 and the float types): model.c's matmul then calls the type's le_gemm_fn
+ * gemm tiles; the K-quants: each level's gemm tiles), or NULL (the float
+ * types, and AVX-VNNI's own Q4_0 gemm): model.c's matmul then calls the type's le_gemm_fn
  * group by group.  Both give the same floats (the twins below are that
  * group-by-group loop over the plain C gemm; tests/test_quants.c holds
  * the SIMD kernels against them).
@@ -114,37 +114,48 @@ le_gemv_at_pf(enum le_type t, enum le_isa isa, int l1)
     if (!le_isa_supported(isa))
         return NULL;
 #if defined(__x86_64__)
-    if (isa == LE_ISA_AVX512 && t == LE_TYPE_Q4_0)
-        return l1 ? le_gemv_q4_0_avx512_l1 : le_gemv_q4_0_avx512;
-    if (isa == LE_ISA_AVX512 && t == LE_TYPE_Q8_0)
-        return l1 ? le_gemv_q8_0_avx512_l1 : le_gemv_q8_0_avx512;
-    if (isa == LE_ISA_AVX512 && t == LE_TYPE_Q4_K)
-        return l1 ? le_gemv_q4_K_avx512_l1 : le_gemv_q4_K_avx512;
-    if (isa == LE_ISA_AVX512 && t == LE_TYPE_Q5_K)
-        return l1 ? le_gemv_q5_K_avx512_l1 : le_gemv_q5_K_avx512;
-    if (isa == LE_ISA_AVX512 && t == LE_TYPE_Q6_K)
-        return l1 ? le_gemv_q6_K_avx512_l1 : le_gemv_q6_K_avx512;
-    if (isa == LE_ISA_AVX2 && t == LE_TYPE_Q4_0)
-        return l1 ? le_gemv_q4_0_avx2_l1 : le_gemv_q4_0_avx2;
-    if (isa == LE_ISA_AVX2 && t == LE_TYPE_Q8_0)
-        return l1 ? le_gemv_q8_0_avx2_l1 : le_gemv_q8_0_avx2;
-    if (isa == LE_ISA_AVX2 && t == LE_TYPE_Q4_K)
-        return l1 ? le_gemv_q4_K_avx2_l1 : le_gemv_q4_K_avx2;
-    if (isa == LE_ISA_AVX2 && t == LE_TYPE_Q5_K)
-        return l1 ? le_gemv_q5_K_avx2_l1 : le_gemv_q5_K_avx2;
+    if (isa == LE_ISA_AVX512)
+        switch (t) {
+        case LE_TYPE_Q4_0:
+            return l1 ? le_gemv_q4_0_avx512_l1 : le_gemv_q4_0_avx512;
+        case LE_TYPE_Q8_0:
+            return l1 ? le_gemv_q8_0_avx512_l1 : le_gemv_q8_0_avx512;
+        case LE_TYPE_Q4_K:
+            return l1 ? le_gemv_q4_K_avx512_l1 : le_gemv_q4_K_avx512;
+        case LE_TYPE_Q5_K:
+            return l1 ? le_gemv_q5_K_avx512_l1 : le_gemv_q5_K_avx512;
+        case LE_TYPE_Q6_K:
+            return l1 ? le_gemv_q6_K_avx512_l1 : le_gemv_q6_K_avx512;
+        default: return NULL;
+        }
+    /* AVX-VNNI's K-quants run the AVX2 gemm (repack.c), so its decode
+     * kernel too; its Q4_0 and Q8_0 have gemms of their own */
+    if (isa == LE_ISA_AVX2 ||
+        (isa == LE_ISA_AVXVNNI && t != LE_TYPE_Q4_0 && t != LE_TYPE_Q8_0))
+        switch (t) {
+        case LE_TYPE_Q4_0:
+            return l1 ? le_gemv_q4_0_avx2_l1 : le_gemv_q4_0_avx2;
+        case LE_TYPE_Q8_0:
+            return l1 ? le_gemv_q8_0_avx2_l1 : le_gemv_q8_0_avx2;
+        case LE_TYPE_Q4_K:
+            return l1 ? le_gemv_q4_K_avx2_l1 : le_gemv_q4_K_avx2;
+        case LE_TYPE_Q5_K:
+            return l1 ? le_gemv_q5_K_avx2_l1 : le_gemv_q5_K_avx2;
+        case LE_TYPE_Q6_K: return le_gemv_q6_K_avx2;
+        default: return NULL;
+        }
 #else
     (void)l1;
 #endif
-    if (isa == LE_ISA_NONE && t == LE_TYPE_Q4_0)
-        return le_gemv_q4_0_ref;
-    if (isa == LE_ISA_NONE && t == LE_TYPE_Q8_0)
-        return le_gemv_q8_0_ref;
-    if (isa == LE_ISA_NONE && t == LE_TYPE_Q4_K)
-        return le_gemv_q4_K_ref;
-    if (isa == LE_ISA_NONE && t == LE_TYPE_Q5_K)
-        return le_gemv_q5_K_ref;
-    if (isa == LE_ISA_NONE && t == LE_TYPE_Q6_K)
-        return le_gemv_q6_K_ref;
+    if (isa == LE_ISA_NONE)
+        switch (t) {
+        case LE_TYPE_Q4_0: return le_gemv_q4_0_ref;
+        case LE_TYPE_Q8_0: return le_gemv_q8_0_ref;
+        case LE_TYPE_Q4_K: return le_gemv_q4_K_ref;
+        case LE_TYPE_Q5_K: return le_gemv_q5_K_ref;
+        case LE_TYPE_Q6_K: return le_gemv_q6_K_ref;
+        default: return NULL;
+        }
     return NULL;
 }
 

@@ -502,6 +502,9 @@ void le_gemv_q6_K_avx512(int n, const void *w, size_t gb, int ng,
 void le_gemv_q6_K_avx512_l1(int n, const void *w, size_t gb, int ng,
                             const struct le_pack_act *a, int ntok, float *y,
                             size_t ys, int nr_last);
+void le_gemv_q6_K_avx2(int n, const void *w, size_t gb, int ng,
+                       const struct le_pack_act *a, int ntok, float *y,
+                       size_t ys, int nr_last);
 void le_gemv_q6_K_ref(int n, const void *w, size_t gb, int ng,
                       const struct le_pack_act *a, int ntok, float *y,
                       size_t ys, int nr_last);

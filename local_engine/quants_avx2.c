@@ -1076,9 +1076,9 @@ le_gemm_q5_K_avx2_l2(int n, const void *w, const struct le_pack_act *a,
 
 /* Q6_K as quants_avx512.c, 8 rows a half: vpmaddwd in place of
  * vpdpwssd. */
-void
-le_gemm_q6_K_avx2(int n, const void *w, const struct le_pack_act *a,
-                  int ntok, float *y, size_t ys, int nr)
+static inline __attribute__((always_inline)) void
+q6k_gemm_pf(int n, const void *w, const struct le_pack_act *a, int ntok,
+            float *y, size_t ys, int nr, const uint8_t *pf, size_t pf_len)
 {
     int nsb = n / 256;
     const uint8_t *ql = w;
@@ -1095,9 +1095,17 @@ le_gemm_q6_K_avx2(int n, const void *w, const struct le_pack_act *a,
         const struct le_block_q8_K *x =
             (const void *)(a->q + (size_t)t * a->q_row);
         __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+        /* the decode kernel: this token's share of the next group */
+        size_t p0 = pf_len * (size_t)t / (size_t)ntok & ~(size_t)63;
+        size_t p1 = pf_len * (size_t)(t + 1) / (size_t)ntok & ~(size_t)63;
+        size_t pf_step = ((p1 - p0) / (size_t)nsb + 63) & ~(size_t)63;
         for (int b = 0; b < nsb; b++) {
             const uint8_t *mb = meta + (size_t)b * LE_PACK_Q6_K_META;
             __m256i isum[2], off[2];
+            for (size_t o = 0; pf && o < pf_step; o += 64)
+                _mm_prefetch((const char *)(pf + p0 + (size_t)b * pf_step +
+                                            o),
+                             _MM_HINT_T1);
             isum[0] = isum[1] = off[0] = off[1] = _mm256_setzero_si256();
             UNROLL
             for (int jj = 0; jj < 4; jj++) {
@@ -1169,6 +1177,27 @@ le_gemm_q6_K_avx2(int n, const void *w, const struct le_pack_act *a,
         }
         store16(y + (size_t)t * ys, acc[0], acc[1], nr);
     }
+}
+
+void
+le_gemm_q6_K_avx2(int n, const void *w, const struct le_pack_act *a,
+                  int ntok, float *y, size_t ys, int nr)
+{
+    q6k_gemm_pf(n, w, a, ntok, y, ys, nr, NULL, 0);
+}
+
+/* The decode kernel of Q6_K at this level: as pk4_gemv (the one-token
+ * pass's own 4 KiB lookahead into L1 stays: no _l1 twin). */
+void
+le_gemv_q6_K_avx2(int n, const void *w, size_t gb, int ng,
+                  const struct le_pack_act *a, int ntok, float *y, size_t ys,
+                  int nr_last)
+{
+    const uint8_t *wp = w;
+    for (int g = 0; g < ng; g++)
+        q6k_gemm_pf(n, wp + (size_t)g * gb, a, ntok, y + 16 * g, ys,
+                    g + 1 == ng ? nr_last : 16, wp + (size_t)(g + 1) * gb,
+                    gb);
 }
 
 /* F16 / BF16 as quants_avx512.c: 16 rows in 4 double lanes x 4. */
