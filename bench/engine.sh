@@ -546,13 +546,15 @@ echo "wrote $OUT"
 
 # Standalone runs also put the section into bench/BENCHMARKS.md in place
 # of the previous one (from its "## Local engine" heading to the next "## "
-# heading), or at its end; bench/run.sh rewrites the whole file anyway.
+# heading), or at its end, followed by bench/notes/engine.md as bench/run.sh
+# writes it; bench/run.sh rewrites the whole file anyway.
 BM=bench/BENCHMARKS.md
 if [ "${ENGINE_BENCH_SPLICE:-1}" = 1 ] && [ -f "$BM" ]; then
-    awk -v frag="$OUT" '
+    { cat "$OUT"; echo; [ -f bench/notes/engine.md ] && { cat bench/notes/engine.md; echo; }; } >"$TMP/frag.md"
+    awk -v frag="$TMP/frag.md" '
         /^## Local engine vs llama.cpp/ { skip = 1; done = 1
             while ((getline l < frag) > 0) print l
-            print ""; next }
+            next }
         skip && /^## / { skip = 0 }
         !skip { print }
         END { if (!done) { print ""; while ((getline l < frag) > 0) print l } }
