@@ -47,6 +47,7 @@
  *   GEMM allowed (amx_from = 0; it takes the products whose weight type
  *   has one when n reaches le_amx_min_tok), one JSON line per n.
  */
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -102,6 +103,10 @@ steal_since(double t0)
     return t0 < 0 || t1 < 0 ? -1 : t1 - t0;
 }
 
+/* on_done's signal to wait_done (and on_tok's to run_join) */
+static pthread_mutex_t wake_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t wake_cv = PTHREAD_COND_INITIALIZER;
+
 static int
 on_tok(void *ud, int32_t id, const char *text, size_t len)
 {
@@ -132,7 +137,37 @@ on_done(void *ud, enum le_status st, const struct le_gen_result *res,
     struct stream *s = ud;
     if (st != LE_OK)
         fprintf(stderr, "request failed: %s\n", err);
+    pthread_mutex_lock(&wake_mu);
     atomic_store(&s->done, 1);
+    pthread_cond_broadcast(&wake_cv);
+    pthread_mutex_unlock(&wake_mu);
+}
+
+/* Waits until the first k streams are done (0) or 600 s pass (-1): on a
+ * condition variable signalled by on_done, not by polling, so the waiting
+ * thread takes no core from the steps it measures (a 1 ms poll woke it
+ * 1000 times a second, each time preempting a compute thread). */
+static int
+wait_done(struct stream *st, int k)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 600;
+    int rc = 0;
+    pthread_mutex_lock(&wake_mu);
+    for (;;) {
+        int all = 1;
+        for (int i = 0; i < k; i++)
+            all &= atomic_load(&st[i].done);
+        if (all)
+            break;
+        if (pthread_cond_timedwait(&wake_cv, &wake_mu, &until) != 0) {
+            rc = -1;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&wake_mu);
+    return rc;
 }
 
 static void
@@ -161,16 +196,7 @@ run(struct le_sched *sc, struct stream *st, int32_t **prompts, int *lens,
             return -1;
         }
     }
-    for (int w = 0; w < 600000; w++) {
-        int all = 1;
-        for (int i = 0; i < k; i++)
-            all &= atomic_load(&st[i].done);
-        if (all)
-            return 0;
-        struct timespec ts = {0, 1000000};
-        nanosleep(&ts, NULL);
-    }
-    return -1;
+    return wait_done(st, k);
 }
 
 /* Streams 0..3 (--gen tokens each) with 4 joiners (4..7, prompts
@@ -200,16 +226,7 @@ run_join(struct le_sched *sc, struct stream *st, int32_t **prompts,
             return -1;
         }
     }
-    for (int w = 0; w < 600000; w++) {
-        int all = 1;
-        for (int i = 0; i < 8; i++)
-            all &= atomic_load(&st[i].done);
-        if (all)
-            return 0;
-        struct timespec ts = {0, 1000000};
-        nanosleep(&ts, NULL);
-    }
-    return -1;
+    return wait_done(st, 8);
 }
 
 static double
