@@ -160,7 +160,7 @@ stream_choices(const char *body, struct sse_choices *out)
             done = e[2] == '\0'; /* the last event */
             break;
         }
-        json_t *o = json_loadb(p, (size_t)(e - p), 0, NULL);
+        json_t *o = json_loadb(p, (size_t)(e - p), JSON_ALLOW_NUL, NULL);
         const char *obj = json_string_value(json_object_get(o, "object"));
         bad += !obj || strcmp(obj, "text_completion");
         const json_t *u = json_object_get(o, "usage");

@@ -122,7 +122,7 @@ test_stream(void)
         if (!strncmp(p, "[DONE]", 6)) {
             done = 1;
         } else {
-            json_t *o = json_loadb(p, (size_t)(e - p), 0, NULL);
+            json_t *o = json_loadb(p, (size_t)(e - p), JSON_ALLOW_NUL, NULL);
             T_CHECK(o != NULL);
             const json_t *u = json_object_get(o, "usage");
             if (json_is_object(u)) {

@@ -105,7 +105,7 @@ sse_parse(const char *body, struct sse_sum *s)
             p = e;
             continue;
         }
-        json_t *o = json_loadb(p, (size_t)(e - p), 0, NULL);
+        json_t *o = json_loadb(p, (size_t)(e - p), JSON_ALLOW_NUL, NULL);
         if (!o) {
             s->parsed_ok = 0;
             p = e;

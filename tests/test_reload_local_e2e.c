@@ -282,7 +282,7 @@ stream_main(void *arg)
                 break;
             }
             s->events++;
-            json_t *o = json_loadb(p, (size_t)(e - p), 0, NULL);
+            json_t *o = json_loadb(p, (size_t)(e - p), JSON_ALLOW_NUL, NULL);
             if (!o)
                 s->bad++;
             const json_t *ch =
