@@ -21,10 +21,10 @@
 #include <cpuid.h>
 #endif
 
-static void
-gemv_groups(le_gemm_fn gemm, int n, const void *w, size_t gb, int ng,
-            const struct le_pack_act *a, int ntok, float *y, size_t ys,
-            int nr_last)
+void
+le_gemm_groups(le_gemm_fn gemm, int n, const void *w, size_t gb, int ng,
+               const struct le_pack_act *a, int ntok, float *y, size_t ys,
+               int nr_last)
 {
     for (int g = 0; g < ng; g++)
         gemm(n, (const uint8_t *)w + (size_t)g * gb, a, ntok, y + 16 * g, ys,
@@ -36,7 +36,7 @@ le_gemv_q4_0_ref(int n, const void *w, size_t gb, int ng,
                  const struct le_pack_act *a, int ntok, float *y, size_t ys,
                  int nr_last)
 {
-    gemv_groups(le_gemm_q4_0_ref, n, w, gb, ng, a, ntok, y, ys, nr_last);
+    le_gemm_groups(le_gemm_q4_0_ref, n, w, gb, ng, a, ntok, y, ys, nr_last);
 }
 
 void
@@ -44,7 +44,7 @@ le_gemv_q8_0_ref(int n, const void *w, size_t gb, int ng,
                  const struct le_pack_act *a, int ntok, float *y, size_t ys,
                  int nr_last)
 {
-    gemv_groups(le_gemm_q8_0_ref, n, w, gb, ng, a, ntok, y, ys, nr_last);
+    le_gemm_groups(le_gemm_q8_0_ref, n, w, gb, ng, a, ntok, y, ys, nr_last);
 }
 
 void
@@ -52,7 +52,7 @@ le_gemv_q4_K_ref(int n, const void *w, size_t gb, int ng,
                  const struct le_pack_act *a, int ntok, float *y, size_t ys,
                  int nr_last)
 {
-    gemv_groups(le_gemm_q4_K_ref, n, w, gb, ng, a, ntok, y, ys, nr_last);
+    le_gemm_groups(le_gemm_q4_K_ref, n, w, gb, ng, a, ntok, y, ys, nr_last);
 }
 
 void
@@ -60,7 +60,7 @@ le_gemv_q5_K_ref(int n, const void *w, size_t gb, int ng,
                  const struct le_pack_act *a, int ntok, float *y, size_t ys,
                  int nr_last)
 {
-    gemv_groups(le_gemm_q5_K_ref, n, w, gb, ng, a, ntok, y, ys, nr_last);
+    le_gemm_groups(le_gemm_q5_K_ref, n, w, gb, ng, a, ntok, y, ys, nr_last);
 }
 
 void
@@ -68,7 +68,7 @@ le_gemv_q6_K_ref(int n, const void *w, size_t gb, int ng,
                  const struct le_pack_act *a, int ntok, float *y, size_t ys,
                  int nr_last)
 {
-    gemv_groups(le_gemm_q6_K_ref, n, w, gb, ng, a, ntok, y, ys, nr_last);
+    le_gemm_groups(le_gemm_q6_K_ref, n, w, gb, ng, a, ntok, y, ys, nr_last);
 }
 
 /* The prefetch plan (le_int.h): -1 by CPU and type, else the

@@ -420,6 +420,28 @@ void le_attn_values_f16_avx512(int hd, int g, int n, const float *w, size_t wst,
                                float *out);
 void le_attn_to_f16_avx512(int n, const float *x, uint16_t *y);
 
+/* A decode kernel's fetch of the next group into L2 while it computes one
+ * (quants_avx2.c, quants_avx512.c): pass i of np, walking nb blocks,
+ * takes its share of the len bytes at pf, `step` bytes (whole lines) a
+ * block from p.  p NULL: nothing to fetch (a plain gemm call). */
+struct le_pf {
+    const uint8_t *p;
+    size_t step;
+};
+
+static inline struct le_pf
+le_pf_share(const uint8_t *pf, size_t len, int i, int np, int nb)
+{
+    struct le_pf s = {NULL, 0};
+    if (!pf)
+        return s;
+    size_t a = len * (size_t)i / (size_t)np & ~(size_t)63;
+    size_t b = len * (size_t)(i + 1) / (size_t)np & ~(size_t)63;
+    s.p = pf + a;
+    s.step = ((b - a) / (size_t)nb + 63) & ~(size_t)63;
+    return s;
+}
+
 /* Decode products (gemv.c, quants_avx512.c, quants_avx2.c): ng repacked groups of
  * n-value rows, gb bytes apart from w, against ntok activation rows:
  * y[t * ys + 16 g + r] = dot(row r of group g, activation t), r < 16
@@ -431,6 +453,11 @@ typedef void (*le_gemv_fn)(int n, const void *w, size_t gb, int ng,
                            const struct le_pack_act *a, int ntok, float *y,
                            size_t ys, int nr_last);
 le_gemv_fn le_gemv_at(enum le_type t, enum le_isa isa);
+/* What a le_gemv_fn computes, by a le_gemm_fn called group by group (the
+ * twins below; model.c for types without a decode kernel). */
+void le_gemm_groups(le_gemm_fn gemm, int n, const void *w, size_t gb, int ng,
+                    const struct le_pack_act *a, int ntok, float *y,
+                    size_t ys, int nr_last);
 /* The kernel with a given prefetch plan (the same floats): l1 1 also
  * fetches each block's bytes a few blocks ahead into L1, 0 leaves that to
  * the hardware (both fetch the next groups into L2).  le_gemv_at, and

@@ -1110,20 +1110,17 @@ matmul_gemv(void *arg, int ith, int nth)
     for (int k = 0; k < j->n_reg; k++) {
         int r = (ith + k) % j->n_reg, g0, g1;
         while (mmv_take(j, r, k == 0 && ith < j->n_reg, &g0, &g1)) {
-            if (j->gemv) {
-                j->gemv(P->n_in, P->data + (size_t)g0 * P->group_bytes,
-                        P->group_bytes, g1 - g0, &j->act, j->n_tok,
-                        j->y + (size_t)g0 * LE_PACK_ROWS, (size_t)P->n_out,
-                        g1 == ng ? P->n_out - (ng - 1) * LE_PACK_ROWS
-                                 : LE_PACK_ROWS);
-                continue;
-            }
-            for (int g = g0; g < g1; g++) /* the type's gemm, group by group */
-                P->pt.gemm(P->n_in, P->data + (size_t)g * P->group_bytes,
-                           &j->act, j->n_tok, j->y + (size_t)g * LE_PACK_ROWS,
-                           (size_t)P->n_out,
-                           g + 1 == ng ? P->n_out - g * LE_PACK_ROWS
-                                       : LE_PACK_ROWS);
+            const uint8_t *w = P->data + (size_t)g0 * P->group_bytes;
+            float *y = j->y + (size_t)g0 * LE_PACK_ROWS;
+            int nr_last = g1 == ng ? P->n_out - (ng - 1) * LE_PACK_ROWS
+                                   : LE_PACK_ROWS;
+            if (j->gemv)
+                j->gemv(P->n_in, w, P->group_bytes, g1 - g0, &j->act,
+                        j->n_tok, y, (size_t)P->n_out, nr_last);
+            else
+                le_gemm_groups(P->pt.gemm, P->n_in, w, P->group_bytes,
+                               g1 - g0, &j->act, j->n_tok, y,
+                               (size_t)P->n_out, nr_last);
         }
     }
 }

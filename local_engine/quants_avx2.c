@@ -587,6 +587,16 @@ store16(float *y, __m256 v0, __m256 v1, int nr)
         store8(y + 8, v1, nr - 8);
 }
 
+/* A decode kernel's share of the next group (le_pf_share) for block b,
+ * into L2. */
+static inline __attribute__((always_inline)) void
+pf_block(struct le_pf pf, int b)
+{
+    for (size_t o = 0; pf.p && o < pf.step; o += 64)
+        _mm_prefetch((const char *)(pf.p + (size_t)b * pf.step + o),
+                     _MM_HINT_T1);
+}
+
 struct pk_q8_0 {
     uint16_t d;
     int8_t qs[32];
@@ -606,7 +616,7 @@ static inline __attribute__((always_inline)) void
 plegacy_tile(int nb, const uint8_t *qs, const uint16_t *dw,
              const struct le_pack_act *a, int t0, const int NT, int h0,
              const int NH, float *y, size_t ys, int nr, const int Q8,
-             const uint8_t *pf, size_t pf_step, const int L1)
+             struct le_pf pf, const int L1)
 {
     const size_t col = Q8 ? 512 : 256;
     const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
@@ -630,9 +640,7 @@ plegacy_tile(int nb, const uint8_t *qs, const uint16_t *dw,
             for (int k = 0; k < NH; k++)
                 si[t][k] = _mm256_setzero_si256();
         /* the decode kernel's share of the next group, into L2 */
-        for (size_t o = 0; pf && o < pf_step; o += 64)
-            _mm_prefetch((const char *)(pf + (size_t)b * pf_step + o),
-                         _MM_HINT_T1);
+        pf_block(pf, b);
         UNROLL
         for (int c = 0; c < (int)col / 64; c++) {
             if (NH == 2 && L1)
@@ -712,21 +720,16 @@ plegacy_gemm_pf(int n, const void *w, const struct le_pack_act *a, int ntok,
     int t4 = ntok & ~3, t, h, i = 0;
     int nh = nr > 8 ? 2 : 1;
     int np = nh * (t4 / 4) + (ntok - t4) / 2 + (ntok - t4) % 2;
-    /* pass i's share of the bytes to fetch, and the step per block */
-#define PF_AT(i) (pf_len * (size_t)(i) / (size_t)np & ~(size_t)63)
-#define PF_ARGS(i)                                                        \
-    pf ? pf + PF_AT(i) : NULL,                                            \
-        ((PF_AT((i) + 1) - PF_AT(i)) / (size_t)nb + 63) & ~(size_t)63, L1
     for (h = 0; h < nh && t4 > 0; h++)
         for (t = 0; t < t4; t += 4, i++)
             plegacy_tile(nb, qs, dw, a, t, 4, h, 1, y, ys, nr, Q8,
-                         PF_ARGS(i));
+                         le_pf_share(pf, pf_len, i, np, nb), L1);
     for (t = t4; t + 2 <= ntok; t += 2, i++)
-        plegacy_tile(nb, qs, dw, a, t, 2, 0, 2, y, ys, nr, Q8, PF_ARGS(i));
+        plegacy_tile(nb, qs, dw, a, t, 2, 0, 2, y, ys, nr, Q8,
+                     le_pf_share(pf, pf_len, i, np, nb), L1);
     for (; t < ntok; t++, i++)
-        plegacy_tile(nb, qs, dw, a, t, 1, 0, 2, y, ys, nr, Q8, PF_ARGS(i));
-#undef PF_ARGS
-#undef PF_AT
+        plegacy_tile(nb, qs, dw, a, t, 1, 0, 2, y, ys, nr, Q8,
+                     le_pf_share(pf, pf_len, i, np, nb), L1);
 }
 
 static inline __attribute__((always_inline)) void
@@ -825,7 +828,7 @@ static inline __attribute__((always_inline)) void
 pk4_tile(int nsb, const uint8_t *qs, const uint8_t *meta, const uint8_t *qhs,
          const struct le_pack_act *a, int t0, const int NT, int h0,
          const int NH, float *y, size_t ys, int nr, const int Q5,
-         const int L1, const uint8_t *pf, size_t pf_step)
+         const int L1, struct le_pf pf)
 {
     const __m256i m4 = _mm256_set1_epi8(0x0f), b4 = _mm256_set1_epi8(0x10);
     const struct le_block_q8_K *x[4];
@@ -843,9 +846,7 @@ pk4_tile(int nsb, const uint8_t *qs, const uint8_t *meta, const uint8_t *qhs,
         const uint8_t *mb = meta + (size_t)b * LE_PACK_Q4_K_META;
         __m256i isum[4][2], msum[4][2];
         /* the decode kernel's share of the next group, into L2 */
-        for (size_t o = 0; pf && o < pf_step; o += 64)
-            _mm_prefetch((const char *)(pf + (size_t)b * pf_step + o),
-                         _MM_HINT_T1);
+        pf_block(pf, b);
         UNROLL
         for (int t = 0; t < NT; t++)
             UNROLL
@@ -970,22 +971,16 @@ pk4_gemm_pf(int n, const void *w, const struct le_pack_act *a, int ntok,
     int t4 = ntok & ~3, t, i = 0;
     int nh = nr > 8 ? 2 : 1;
     int np = nh * (t4 / 4) + (ntok - t4) / 2 + (ntok - t4) % 2;
-#define PF_AT(i) (pf_len * (size_t)(i) / (size_t)np & ~(size_t)63)
-#define PF_ARGS(i)                                                        \
-    pf ? pf + PF_AT(i) : NULL,                                            \
-        ((PF_AT((i) + 1) - PF_AT(i)) / (size_t)nsb + 63) & ~(size_t)63
     for (int h = 0; h < nh && t4 > 0; h++)
         for (t = 0; t < t4; t += 4, i++)
             pk4_tile(nsb, qs, meta, qhs, a, t, 4, h, 1, y, ys, nr, Q5, L1,
-                     PF_ARGS(i));
+                     le_pf_share(pf, pf_len, i, np, nsb));
     for (t = t4; t + 2 <= ntok; t += 2, i++)
         pk4_tile(nsb, qs, meta, qhs, a, t, 2, 0, 2, y, ys, nr, Q5, L1,
-                 PF_ARGS(i));
+                 le_pf_share(pf, pf_len, i, np, nsb));
     if (t < ntok)
         pk4_tile(nsb, qs, meta, qhs, a, t, 1, 0, 2, y, ys, nr, Q5, L1,
-                 PF_ARGS(i));
-#undef PF_ARGS
-#undef PF_AT
+                 le_pf_share(pf, pf_len, i, np, nsb));
 }
 
 static inline __attribute__((always_inline)) void
@@ -1096,16 +1091,11 @@ q6k_gemm_pf(int n, const void *w, const struct le_pack_act *a, int ntok,
             (const void *)(a->q + (size_t)t * a->q_row);
         __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
         /* the decode kernel: this token's share of the next group */
-        size_t p0 = pf_len * (size_t)t / (size_t)ntok & ~(size_t)63;
-        size_t p1 = pf_len * (size_t)(t + 1) / (size_t)ntok & ~(size_t)63;
-        size_t pf_step = ((p1 - p0) / (size_t)nsb + 63) & ~(size_t)63;
+        struct le_pf ps = le_pf_share(pf, pf_len, t, ntok, nsb);
         for (int b = 0; b < nsb; b++) {
             const uint8_t *mb = meta + (size_t)b * LE_PACK_Q6_K_META;
             __m256i isum[2], off[2];
-            for (size_t o = 0; pf && o < pf_step; o += 64)
-                _mm_prefetch((const char *)(pf + p0 + (size_t)b * pf_step +
-                                            o),
-                             _MM_HINT_T1);
+            pf_block(ps, b);
             isum[0] = isum[1] = off[0] = off[1] = _mm256_setzero_si256();
             UNROLL
             for (int jj = 0; jj < 4; jj++) {

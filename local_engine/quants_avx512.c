@@ -80,6 +80,16 @@ store_rows(float *y, __m512 v, int nr)
         _mm512_mask_storeu_ps(y, (__mmask16)((1u << nr) - 1), v);
 }
 
+/* A decode kernel's share of the next group (le_pf_share) for block b,
+ * into L2. */
+ALWAYS_INLINE void
+pf_block(struct le_pf pf, int b)
+{
+    for (size_t o = 0; pf.p && o < pf.step; o += 64)
+        _mm_prefetch((const char *)(pf.p + (size_t)b * pf.step + o),
+                     _MM_HINT_T1);
+}
+
 /* ---- Q4_0 and Q8_0 ----
  * One block of 16 rows becomes 8 unsigned byte vectors u[i], each to be
  * multiplied with the 4 activation quants at qoff[i]: for Q4_0 the low
@@ -455,8 +465,7 @@ shift16(__m512i v, const int s)
 ALWAYS_INLINE void
 k4_tile(int nsb, const uint8_t *qs, const uint8_t *meta, const uint8_t *qh,
         const struct le_pack_act *a, int t0, const int NT, float *y,
-        size_t ys, int nr, const int Q5, const int L1, const uint8_t *pf,
-        size_t pf_step)
+        size_t ys, int nr, const int Q5, const int L1, struct le_pf pf)
 {
     const __m512i m4 = _mm512_set1_epi8(0x0f);
     const __m512i b4 = _mm512_set1_epi8(0x10);
@@ -473,9 +482,7 @@ k4_tile(int nsb, const uint8_t *qs, const uint8_t *meta, const uint8_t *qh,
         const uint8_t *mb = meta + (size_t)b * LE_PACK_Q4_K_META;
         __m512i isum[4], msum[4];
         /* the decode kernel's share of the next group, into L2 */
-        for (size_t o = 0; pf && o < pf_step; o += 64)
-            _mm_prefetch((const char *)(pf + (size_t)b * pf_step + o),
-                         _MM_HINT_T1);
+        pf_block(pf, b);
         UNROLL
         for (int t = 0; t < NT; t++)
             isum[t] = msum[t] = _mm512_setzero_si512();
@@ -567,26 +574,24 @@ k4_gemm_pf(int n, const void *w, const struct le_pack_act *a, int ntok,
     const uint8_t *meta = qs + (size_t)nsb * 2048;
     const uint8_t *qh = meta + (size_t)nsb * LE_PACK_Q4_K_META;
     int t = 0, i = 0, np = (ntok + 3) / 4;
-#define PF_AT(i) (pf_len * (size_t)(i) / (size_t)np & ~(size_t)63)
-#define PF_ARGS(i)                                                        \
-    pf ? pf + PF_AT(i) : NULL,                                            \
-        ((PF_AT((i) + 1) - PF_AT(i)) / (size_t)nsb + 63) & ~(size_t)63
     for (; t + 4 <= ntok; t += 4, i++)
-        k4_tile(nsb, qs, meta, qh, a, t, 4, y, ys, nr, Q5, L1, PF_ARGS(i));
+        k4_tile(nsb, qs, meta, qh, a, t, 4, y, ys, nr, Q5, L1,
+                le_pf_share(pf, pf_len, i, np, nsb));
     switch (ntok - t) {
     case 3:
-        k4_tile(nsb, qs, meta, qh, a, t, 3, y, ys, nr, Q5, L1, PF_ARGS(i));
+        k4_tile(nsb, qs, meta, qh, a, t, 3, y, ys, nr, Q5, L1,
+                le_pf_share(pf, pf_len, i, np, nsb));
         break;
     case 2:
-        k4_tile(nsb, qs, meta, qh, a, t, 2, y, ys, nr, Q5, L1, PF_ARGS(i));
+        k4_tile(nsb, qs, meta, qh, a, t, 2, y, ys, nr, Q5, L1,
+                le_pf_share(pf, pf_len, i, np, nsb));
         break;
     case 1:
-        k4_tile(nsb, qs, meta, qh, a, t, 1, y, ys, nr, Q5, L1, PF_ARGS(i));
+        k4_tile(nsb, qs, meta, qh, a, t, 1, y, ys, nr, Q5, L1,
+                le_pf_share(pf, pf_len, i, np, nsb));
         break;
     default: break;
     }
-#undef PF_ARGS
-#undef PF_AT
 }
 
 ALWAYS_INLINE void
@@ -684,8 +689,7 @@ le_gemm_q5_K_avx512_l2(int n, const void *w, const struct le_pack_act *a,
 ALWAYS_INLINE void
 q6_K_tile(int nsb, const uint8_t *ql, const uint8_t *qh, const uint8_t *meta,
           const struct le_pack_act *a, int t0, const int NT, float *y,
-          size_t ys, int nr, const int L1, const uint8_t *pf,
-          size_t pf_step)
+          size_t ys, int nr, const int L1, struct le_pf pf)
 {
     const __m512i m4 = _mm512_set1_epi8(0x0f);
     const __m512i m30 = _mm512_set1_epi8(0x30);
@@ -704,9 +708,7 @@ q6_K_tile(int nsb, const uint8_t *ql, const uint8_t *qh, const uint8_t *meta,
         const uint8_t *mb = meta + (size_t)b * LE_PACK_Q6_K_META;
         __m512i isum[4], off[4];
         /* the decode kernel's share of the next group, into L2 */
-        for (size_t o = 0; pf && o < pf_step; o += 64)
-            _mm_prefetch((const char *)(pf + (size_t)b * pf_step + o),
-                         _MM_HINT_T1);
+        pf_block(pf, b);
         UNROLL
         for (int t = 0; t < NT; t++)
             isum[t] = off[t] = _mm512_setzero_si512();
@@ -798,26 +800,24 @@ q6_K_gemm_pf(int n, const void *w, const struct le_pack_act *a, int ntok,
     const uint8_t *qh = ql + (size_t)nsb * 2048;
     const uint8_t *meta = qh + (size_t)nsb * 1024;
     int t = 0, i = 0, np = (ntok + 3) / 4;
-#define PF_AT(i) (pf_len * (size_t)(i) / (size_t)np & ~(size_t)63)
-#define PF_ARGS(i)                                                        \
-    pf ? pf + PF_AT(i) : NULL,                                            \
-        ((PF_AT((i) + 1) - PF_AT(i)) / (size_t)nsb + 63) & ~(size_t)63
     for (; t + 4 <= ntok; t += 4, i++)
-        q6_K_tile(nsb, ql, qh, meta, a, t, 4, y, ys, nr, L1, PF_ARGS(i));
+        q6_K_tile(nsb, ql, qh, meta, a, t, 4, y, ys, nr, L1,
+                  le_pf_share(pf, pf_len, i, np, nsb));
     switch (ntok - t) {
     case 3:
-        q6_K_tile(nsb, ql, qh, meta, a, t, 3, y, ys, nr, L1, PF_ARGS(i));
+        q6_K_tile(nsb, ql, qh, meta, a, t, 3, y, ys, nr, L1,
+                  le_pf_share(pf, pf_len, i, np, nsb));
         break;
     case 2:
-        q6_K_tile(nsb, ql, qh, meta, a, t, 2, y, ys, nr, L1, PF_ARGS(i));
+        q6_K_tile(nsb, ql, qh, meta, a, t, 2, y, ys, nr, L1,
+                  le_pf_share(pf, pf_len, i, np, nsb));
         break;
     case 1:
-        q6_K_tile(nsb, ql, qh, meta, a, t, 1, y, ys, nr, L1, PF_ARGS(i));
+        q6_K_tile(nsb, ql, qh, meta, a, t, 1, y, ys, nr, L1,
+                  le_pf_share(pf, pf_len, i, np, nsb));
         break;
     default: break;
     }
-#undef PF_ARGS
-#undef PF_AT
 }
 
 ALWAYS_INLINE void

@@ -2110,7 +2110,8 @@ tools_grammar(struct lp_job *j, struct pv_gram *pg, const struct lp_tool *t,
 {
     struct gx_buf root;
     gx_buf_init(&root, 0);
-    gx_buf_printf(&root, "root ::=");
+#define ROOT_HEAD "root ::="
+    gx_buf_printf(&root, ROOT_HEAD);
     int rc = 0, alts = 0;
     for (size_t i = 0; i < n && rc == 0; i++) {
         if (mode == LP_TOOLS_NAMED && (int)i != named)
@@ -2140,7 +2141,8 @@ tools_grammar(struct lp_job *j, struct pv_gram *pg, const struct lp_tool *t,
         json_decref(empty);
     }
     if (max_calls > 1) { /* root ::= calls, calls ::= (the calls) */
-        gx_buf_printf(&pg->text, "calls ::=%s\n", root.data + 8);
+        gx_buf_printf(&pg->text, "calls ::=%s\n",
+                      root.data + strlen(ROOT_HEAD));
         gx_buf_reset(&root);
         gx_buf_printf(&root, "root ::= calls (\"\\n\" calls){0,%d}",
                       max_calls - 1);
@@ -2151,6 +2153,7 @@ tools_grammar(struct lp_job *j, struct pv_gram *pg, const struct lp_tool *t,
     if (rc == 0 && root.data)
         gx_buf_append(&pg->text, root.data, root.len);
     gx_buf_cleanup(&root);
+#undef ROOT_HEAD
     return rc;
 }
 
