@@ -19,6 +19,8 @@
  *   llama3   <|start_header_id|>ROLE<|end_header_id|>\n\nTEXT<|eot_id|> ...
  *            gen: <|start_header_id|>assistant<|end_header_id|>\n\n
  *   mistral  [INST] S\n\nU [/INST]A</s>[INST] U [/INST]
+ *            ("tool" and "tools" turns: their content as it is, e.g.
+ *            [TOOL_RESULTS] ..[/TOOL_RESULTS], outside any [INST])
  *   phi3     <|ROLE|>\nTEXT<|end|>\n ...               gen: <|assistant|>\n
  *   gemma    <start_of_turn>user\nS\n\nU<end_of_turn>\n<start_of_turn>model\nA<end_of_turn>\n
  *            gen: <start_of_turn>model\n
@@ -91,15 +93,21 @@ le_chat_tools_detect(const char *t, size_t len)
     if (f == LE_CHAT_LLAMA3 && has(t, len, "ipython") &&
         has(t, len, "dictionary of argument name"))
         return LE_TOOLS_LLAMA3;
+    /* Mistral's v3 tokenizer format (7B v0.3, Nemo): a JSON list after
+     * [TOOL_CALLS]; not the tekken one of [TOOL_CALLS]NAME[ARGS]{...} */
+    if (f == LE_CHAT_MISTRAL && has(t, len, "[TOOL_CALLS]") &&
+        has(t, len, "[AVAILABLE_TOOLS]") && !has(t, len, "[ARGS]"))
+        return LE_TOOLS_MISTRAL;
     return LE_TOOLS_JSON;
 }
 
 const char *
 le_chat_tools_name(enum le_chat_tools t)
 {
-    return t == LE_TOOLS_HERMES   ? "hermes"
-           : t == LE_TOOLS_LLAMA3 ? "llama3"
-                                  : "json";
+    return t == LE_TOOLS_HERMES    ? "hermes"
+           : t == LE_TOOLS_LLAMA3  ? "llama3"
+           : t == LE_TOOLS_MISTRAL ? "mistral"
+                                   : "json";
 }
 
 /* A growing string; on allocation failure `bad` is set and appends stop. */
@@ -246,6 +254,8 @@ render_mistral(struct chat_buf *b, const struct le_chat_msg *msgs, size_t n)
         } else if (!strcmp(role, "assistant")) {
             cb_str(b, content_of(&msgs[i]));
             cb_str(b, "</s>");
+        } else if (!strcmp(role, "tool") || !strcmp(role, "tools")) {
+            cb_str(b, content_of(&msgs[i]));
         } else {
             cb_str(b, "[INST] ");
             if (sys) {

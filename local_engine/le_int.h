@@ -913,6 +913,11 @@ struct le_model {
     struct le_pool *pool;
     enum le_chat_template chat;
     enum le_chat_tools chat_tools;
+    /* a control token whose text le_model_token_to_piece gives even
+     * without `special` (-1: none): the tool format's call marker when
+     * the vocabulary has it as one (mistral's [TOOL_CALLS]), so that a
+     * grammar can take it and the output shows where the calls begin */
+    int32_t keep_tok;
     char desc[160];
 };
 

@@ -130,7 +130,9 @@ enum le_chat_template {
 
 struct le_chat_msg {
     const char *role;    /* "system", "user", "assistant" ("tool" etc. are
-                            passed through where the format has roles) */
+                            passed through where the format has roles;
+                            mistral writes "tool" and "tools" turns'
+                            content as is, between the [INST] turns) */
     const char *content; /* NUL-terminated UTF-8 */
 };
 
@@ -155,8 +157,16 @@ enum le_chat_template le_model_chat_template(const struct le_model *m);
  *   LLAMA3  a llama3 template with "ipython" turns and Meta's "parameters":
  *           dictionary of argument name" call format (Llama 3.1-3.3): the functions in the first user turn,
  *           a call as {"name": N, "parameters": {...}}, results as
- *           ipython turns. */
-enum le_chat_tools { LE_TOOLS_JSON = 0, LE_TOOLS_HERMES, LE_TOOLS_LLAMA3 };
+ *           ipython turns;
+ *   MISTRAL a mistral template with [TOOL_CALLS] and [AVAILABLE_TOOLS]
+ *           (Mistral 7B v0.3, Mistral Nemo): the functions as a JSON list
+ *           inside [AVAILABLE_TOOLS]..[/AVAILABLE_TOOLS] before the last
+ *           user turn, the calls as [TOOL_CALLS] [{"name": N,
+ *           "arguments": {...}}, ...], results inside [TOOL_RESULTS]..
+ *           [/TOOL_RESULTS].  Not the [TOOL_CALLS]NAME[ARGS]{...} format
+ *           of the later tekken templates (those are JSON). */
+enum le_chat_tools { LE_TOOLS_JSON = 0, LE_TOOLS_HERMES, LE_TOOLS_LLAMA3,
+                     LE_TOOLS_MISTRAL };
 enum le_chat_tools le_chat_tools_detect(const char *tmpl, size_t len);
 const char *le_chat_tools_name(enum le_chat_tools t); /* "json", ... */
 enum le_chat_tools le_model_chat_tools(const struct le_model *m);

@@ -457,6 +457,15 @@ set_chat(struct le_model *m)
         m->chat = le_chat_detect(t.ptr, (size_t)t.len);
         m->chat_tools = le_chat_tools_detect(t.ptr, (size_t)t.len);
     }
+    m->keep_tok = -1;
+    if (m->chat_tools == LE_TOOLS_MISTRAL) {
+        static const char mark[] = "[TOOL_CALLS]";
+        int32_t id;
+        if (le_tokenize(m->vocab, mark, sizeof(mark) - 1, false, true, &id,
+                        1) == 1 &&
+            le_token_to_piece(m->vocab, id, false, NULL, 0) == 0)
+            m->keep_tok = id;
+    }
 }
 
 enum le_status

@@ -191,32 +191,40 @@ struct lp_engine {
 enum lp_tools { LP_TOOLS_NONE = 0, LP_TOOLS_AUTO, LP_TOOLS_REQUIRED,
                 LP_TOOLS_NAMED };
 
-/* The wrapper a tool call is generated in (the grammar forces it), in the
- * model's tool format (le_model_chat_tools): PREFIX NAME MID ARGUMENTS
- * SUFFIX.  `first` is its first byte: with tool_choice auto an output
- * starting with it is a call, and free text may not start with it. */
+/* The wrapper tool calls are generated in (the grammar forces it), in the
+ * model's tool format (le_model_chat_tools): OPEN, then each call as
+ * PREFIX NAME MID ARGUMENTS SUFFIX with SEP between two, then CLOSE.
+ * `first` is the first byte: with tool_choice auto an output starting
+ * with it is a call, and free text may not start with it. */
 struct lp_callfmt {
     enum le_chat_tools kind;
     const char *prefix, *mid, *suffix;
     char first;
     /* several calls in one answer (parallel_tool_calls): at most
-     * max_calls, one after another with '\n' between them (as Qwen2.5's
-     * template writes an assistant turn's calls).  1 for llama3 (Llama
-     * 3.1's ipython turn has one call) and for the JSON wrapper: no model
-     * is trained on it, and one that is not (stories260K, measured) goes
-     * on after its call where a trained one ends its turn, which the
+     * max_calls, with sep between them ('\n' as Qwen2.5's template writes
+     * an assistant turn's calls, ", " in mistral's list).  1 for llama3
+     * (Llama 3.1's ipython turn has one call) and for the JSON wrapper: no
+     * model is trained on it, and one that is not (stories260K, measured)
+     * goes on after its call where a trained one ends its turn, which the
      * grammar would turn into more calls, up to the cap. */
     int max_calls;
+    const char *open, *sep, *close;
 };
 #define LP_MAX_CALLS 8
 static const struct lp_callfmt lp_callfmts[] = {
     [LE_TOOLS_JSON] = {LE_TOOLS_JSON, "{\"name\": \"", "\", \"arguments\": ",
-                       "}", '{', 1},
+                       "}", '{', 1, "", "", ""},
     [LE_TOOLS_HERMES] = {LE_TOOLS_HERMES, "<tool_call>\n{\"name\": \"",
                          "\", \"arguments\": ", "}\n</tool_call>", '<',
-                         LP_MAX_CALLS},
+                         LP_MAX_CALLS, "", "\n", ""},
     [LE_TOOLS_LLAMA3] = {LE_TOOLS_LLAMA3, "{\"name\": \"",
-                         "\", \"parameters\": ", "}", '{', 1},
+                         "\", \"parameters\": ", "}", '{', 1, "", "", ""},
+    /* [TOOL_CALLS] is one control token in Mistral's vocabularies; the
+     * engine gives its text (le_model keep_tok), so the grammar can take
+     * it as the model was trained to write it */
+    [LE_TOOLS_MISTRAL] = {LE_TOOLS_MISTRAL, "{\"name\": \"",
+                          "\", \"arguments\": ", "}", '[', LP_MAX_CALLS,
+                          "[TOOL_CALLS] [", ", ", "]"},
 };
 
 static const struct lp_callfmt *
@@ -861,11 +869,12 @@ usage_json(const struct le_gen_result *r)
 
 /*
  * Tool modes: what the output is.  The grammar makes a call always start
- * with the format's prefix, NAME and mid, then the arguments (one JSON
- * value), then its suffix, and a next call (parallel_tool_calls) follow
- * after a '\n'.  So the name is known as soon as the mid has arrived, and
- * the arguments end where their JSON value closes (args_scan: no suffix
- * can occur inside, and nothing has to be held back).
+ * with the format's prefix, NAME and mid (the first after the format's
+ * opening), then the arguments (one JSON value), then its suffix, and a
+ * next call (parallel_tool_calls) follow after the format's separator.
+ * So the name is known as soon as the mid has arrived, and the arguments
+ * end where their JSON value closes (args_scan: no suffix can occur
+ * inside, and nothing has to be held back).
  */
 static void
 shape_decide(const struct lp_call *lc, struct lp_choice *c)
@@ -936,6 +945,12 @@ call_head(const struct lp_callfmt *f, struct lp_calls *cs, const char *acc,
           size_t len)
 {
     size_t pl = strlen(f->prefix), h = cs->head;
+    if (cs->n == 0) { /* the format's opening, before the first call */
+        size_t ol = strlen(f->open);
+        if (len < h + ol || memcmp(acc + h, f->open, ol))
+            return 0;
+        h += ol;
+    }
     if (len < h + pl || memcmp(acc + h, f->prefix, pl))
         return 0;
     const char *mid = memmem(acc + h + pl, len - h - pl, f->mid,
@@ -955,18 +970,21 @@ call_head(const struct lp_callfmt *f, struct lp_calls *cs, const char *acc,
 }
 
 /* After a call whose arguments have closed: 1 with cs->head at the next
- * call's prefix when acc goes on past this call's suffix (the grammar
- * puts the '\n' there). */
+ * call's prefix when acc goes on past this call's suffix with the
+ * format's separator (not its closing). */
 static int
 call_next(const struct lp_callfmt *f, struct lp_calls *cs, const char *acc,
           size_t len)
 {
-    size_t sl = strlen(f->suffix);
+    size_t sl = strlen(f->suffix), sepl = strlen(f->sep);
     const char *sx = len > cs->args_end
                          ? memmem(acc + cs->args_end, len - cs->args_end,
                                   f->suffix, sl)
                          : NULL;
-    size_t next = sx ? (size_t)(sx - acc) + sl + 1 : len;
+    size_t next = sx ? (size_t)(sx - acc) + sl : len;
+    if (!sepl || len < next + sepl || memcmp(acc + next, f->sep, sepl))
+        return 0;
+    next += sepl;
     if (len <= next)
         return 0;
     cs->head = next;
@@ -2100,9 +2118,9 @@ read_tools(struct lp_job *j, const json_t *b, struct lp_tool **out,
     return 0;
 }
 
-/* Grammar text for 1 to max_calls tool calls in format f, '\n' between
- * them (and, for auto, free text not starting with f's first byte); 0,
- * or refuses. */
+/* Grammar text for 1 to max_calls tool calls in format f, its opening,
+ * separators and closing around them (and, for auto, free text not
+ * starting with f's first byte); 0, or refuses. */
 static int
 tools_grammar(struct lp_job *j, struct pv_gram *pg, const struct lp_tool *t,
               size_t n, enum lp_tools mode, int named, int max_calls,
@@ -2140,13 +2158,24 @@ tools_grammar(struct lp_job *j, struct pv_gram *pg, const struct lp_tool *t,
         }
         json_decref(empty);
     }
-    if (max_calls > 1) { /* root ::= calls, calls ::= (the calls) */
-        gx_buf_printf(&pg->text, "calls ::=%s\n",
-                      root.data + strlen(ROOT_HEAD));
-        gx_buf_reset(&root);
-        gx_buf_printf(&root, "root ::= calls (\"\\n\" calls){0,%d}",
-                      max_calls - 1);
+    /* root ::= c-open calls (c-sep calls){0,N-1} c-close,
+     * calls ::= (the calls); the pieces the format has */
+    static const char *const piece_rule[] = {"c-open", "c-sep", "c-close"};
+    const char *piece[] = {f->open, max_calls > 1 ? f->sep : "", f->close};
+    for (int k = 0; k < 3; k++) {
+        if (!*piece[k])
+            continue;
+        gx_buf_printf(&pg->text, "%s ::=", piece_rule[k]);
+        pv_gram_literal(pg, piece[k], strlen(piece[k]));
+        gx_buf_printf(&pg->text, "\n");
     }
+    gx_buf_printf(&pg->text, "calls ::=%s\n", root.data + strlen(ROOT_HEAD));
+    gx_buf_reset(&root);
+    gx_buf_printf(&root, "root ::=%s calls", *f->open ? " c-open" : "");
+    if (max_calls > 1 && *f->sep)
+        gx_buf_printf(&root, " (c-sep calls){0,%d}", max_calls - 1);
+    if (*f->close)
+        gx_buf_printf(&root, " c-close");
     if (mode == LP_TOOLS_AUTO)
         gx_buf_printf(&root, " | [^%c] %%free", f->first);
     gx_buf_printf(&root, "\n");
@@ -2242,10 +2271,65 @@ message_text(struct lp_job *j, const json_t *content, size_t idx)
     return b.data;
 }
 
+/* A call id as Mistral's template requires it: 9 characters [a-zA-Z0-9]
+ * (the template refuses others), the same for the same id (64-bit FNV-1a
+ * in base 62), so a call and its result still name each other. */
+static void
+mistral_id(const char *id, char out[10])
+{
+    static const char b62[] =
+        "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+    uint64_t h = 14695981039346656037ULL;
+    for (const unsigned char *p = (const unsigned char *)(id ? id : "");
+         *p; p++)
+        h = (h ^ *p) * 1099511628211ULL;
+    for (int i = 0; i < 9; i++, h /= 62)
+        out[i] = b62[h % 62];
+    out[9] = 0;
+}
+
+/* Mistral's turns of tool calls and results (render_message): an
+ * assistant's calls as [TOOL_CALLS] [{"name", "arguments", "id"}, ...]
+ * (without the turn's text, as the template drops it), a result as
+ * [TOOL_RESULTS] {"content": TEXT, "call_id": ID}[/TOOL_RESULTS]; both
+ * are written as they are between the [INST] turns (chat.c). */
+static void
+mistral_turn(struct gx_buf *b, const json_t *m, const char *text,
+             int is_result)
+{
+    char mid[10];
+    if (is_result) {
+        mistral_id(json_string_value(json_object_get(m, "tool_call_id")),
+                   mid);
+        json_t *o = json_pack("{s:s,s:s}", "content", text, "call_id", mid);
+        char *d = o ? json_dumps(o, 0) : NULL;
+        if (d)
+            gx_buf_printf(b, "[TOOL_RESULTS] %s[/TOOL_RESULTS]", d);
+        free(d);
+        json_decref(o);
+        return;
+    }
+    size_t i;
+    const json_t *c;
+    gx_buf_printf(b, "[TOOL_CALLS] [");
+    json_array_foreach(json_object_get(m, "tool_calls"), i, c) {
+        const json_t *fn = json_object_get(c, "function");
+        const char *name = json_string_value(json_object_get(fn, "name"));
+        const char *args = json_string_value(json_object_get(fn, "arguments"));
+        mistral_id(json_string_value(json_object_get(c, "id")), mid);
+        gx_buf_printf(b, "%s{\"name\": \"%s\", \"arguments\": %s, \"id\": "
+                         "\"%s\"}",
+                      i ? ", " : "", name ? name : "",
+                      args && *args ? args : "{}", mid);
+    }
+    gx_buf_printf(b, "]");
+}
+
 /* One message as the chat template sees it, in tool format f: tool
  * results become user turns naming the call (JSON), user turns inside
- * <tool_response> (HERMES) or ipython turns (LLAMA3); an assistant's tool
- * calls are written out in the wrapper the model is asked to produce. */
+ * <tool_response> (HERMES), ipython turns (LLAMA3) or [TOOL_RESULTS]
+ * (MISTRAL); an assistant's tool calls are written out in the wrapper the
+ * model is asked to produce. */
 static char *
 render_message(struct lp_job *j, const json_t *m, size_t idx,
                const char **role, const struct lp_callfmt *f)
@@ -2258,8 +2342,13 @@ render_message(struct lp_job *j, const json_t *m, size_t idx,
         return NULL;
     struct gx_buf b;
     gx_buf_init(&b, 0);
+    int calls = json_is_array(json_object_get(m, "tool_calls"));
     if (!strcmp(*role, "developer")) {
         *role = "system";
+    } else if (f->kind == LE_TOOLS_MISTRAL &&
+               (!strcmp(*role, "tool") ||
+                (!strcmp(*role, "assistant") && calls))) {
+        mistral_turn(&b, m, text, !strcmp(*role, "tool"));
     } else if (!strcmp(*role, "tool") && f->kind == LE_TOOLS_LLAMA3) {
         *role = "ipython";
     } else if (!strcmp(*role, "tool") && f->kind == LE_TOOLS_HERMES) {
@@ -2271,8 +2360,7 @@ render_message(struct lp_job *j, const json_t *m, size_t idx,
         gx_buf_printf(&b, "Result of the function call%s%s:\n%s",
                       id ? " " : "", id ? id : "", text);
         *role = "user";
-    } else if (!strcmp(*role, "assistant") &&
-               json_is_array(json_object_get(m, "tool_calls"))) {
+    } else if (!strcmp(*role, "assistant") && calls) {
         gx_buf_printf(&b, "%s", text);
         size_t i;
         const json_t *c;
@@ -2331,6 +2419,8 @@ tools_prompt(const struct lp_tool *t, size_t n, enum lp_tools mode,
                           "Respond in the format {\"name\": function name, "
                           "\"parameters\": dictionary of argument name and "
                           "its value}.Do not use variables.\n\n");
+    else if (f->kind == LE_TOOLS_MISTRAL)
+        gx_buf_printf(&b, "[AVAILABLE_TOOLS] [");
     else
         gx_buf_printf(&b,
                       "You can call functions. To call one, reply with "
@@ -2339,26 +2429,32 @@ tools_prompt(const struct lp_tool *t, size_t n, enum lp_tools mode,
                       "Functions:\n",
                       mode == LP_TOOLS_AUTO ? "; otherwise reply in plain text."
                                             : ".");
+    int listed = 0;
     for (size_t i = 0; i < n; i++) {
         if (mode == LP_TOOLS_NAMED && (int)i != named)
             continue;
         char *d = NULL;
+        if (f->kind == LE_TOOLS_MISTRAL && listed++)
+            gx_buf_printf(&b, ", ");
         if (f->kind == LE_TOOLS_JSON) {
             d = json_dumps(t[i].fn, JSON_COMPACT);
         } else { /* whole tool objects, as their templates list them */
             json_t *tool = json_pack("{s:s,s:O}", "type", "function",
                                      "function", t[i].fn);
-            d = json_dumps(tool, f->kind == LE_TOOLS_HERMES ? 0
-                                                            : JSON_INDENT(4));
+            d = json_dumps(tool, f->kind == LE_TOOLS_LLAMA3 ? JSON_INDENT(4)
+                                                            : 0);
             json_decref(tool);
         }
         if (d)
-            gx_buf_printf(&b, f->kind == LE_TOOLS_JSON     ? "%s\n"
-                              : f->kind == LE_TOOLS_HERMES ? "\n%s"
-                                                           : "%s\n\n",
+            gx_buf_printf(&b, f->kind == LE_TOOLS_JSON      ? "%s\n"
+                              : f->kind == LE_TOOLS_HERMES  ? "\n%s"
+                              : f->kind == LE_TOOLS_MISTRAL ? "%s"
+                                                            : "%s\n\n",
                           d);
         free(d);
     }
+    if (f->kind == LE_TOOLS_MISTRAL)
+        gx_buf_printf(&b, "][/AVAILABLE_TOOLS]");
     if (f->kind == LE_TOOLS_HERMES)
         gx_buf_printf(&b, "\n</tools>\n\nFor each function call, return a "
                           "json object with function name and arguments "
@@ -2369,7 +2465,9 @@ tools_prompt(const struct lp_tool *t, size_t n, enum lp_tools mode,
 }
 
 /* Puts the tools' text (tp, taken) into the k turns of cm / texts (room
- * for two more): JSON and HERMES after the client's system text, in a
+ * for two more): MISTRAL as a "tools" turn of its own before the last
+ * user turn (as Mistral's v3 template lists them; at the end when there
+ * is none); JSON and HERMES after the client's system text, in a
  * system turn of its own when there is none; LLAMA3 before the first user
  * turn's text, with "Environment: ipython" and the date lines starting
  * the system turn (as Llama 3.2's template; the template's blank line
@@ -2382,6 +2480,19 @@ place_tools(const struct lp_callfmt *f, char *tp, struct le_chat_msg *cm,
 {
     if (!tp)
         return -2;
+    if (f->kind == LE_TOOLS_MISTRAL) {
+        size_t u = *k;
+        while (u > 0 && strcmp(cm[u - 1].role, "user"))
+            u--;
+        u = u ? u - 1 : *k;
+        memmove(cm + u + 1, cm + u, (*k - u) * sizeof(*cm));
+        memmove(texts + u + 1, texts + u, (*k - u) * sizeof(*texts));
+        (*k)++;
+        texts[u] = tp;
+        cm[u].role = "tools";
+        cm[u].content = tp;
+        return 0;
+    }
     int llama = f->kind == LE_TOOLS_LLAMA3;
     /* Llama 3.1+'s system turn with tools: the environment and its
      * template's date lines (its default date: a fixed one keeps the

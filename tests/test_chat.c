@@ -112,10 +112,28 @@ test_tools_detect(void)
     T_EQ_INT(D("[INST] <tool_call> ipython parameters [/INST]"),
              LE_TOOLS_JSON);
     T_EQ_INT(le_chat_tools_detect(NULL, 0), LE_TOOLS_JSON);
+    /* Mistral 7B v0.3's template (the v3 tokenizer's list format) */
+    const char *mistral3 =
+        "{{- bos_token }}{%- for message in loop_messages %}{%- if "
+        "message[\"role\"] == \"user\" %}{%- if tools is not none and "
+        "(message == user_messages[-1]) %}{{- \"[AVAILABLE_TOOLS] [\" }}"
+        "...{{- \"[/AVAILABLE_TOOLS]\" }}{%- endif %}{{- \"[INST] \" + "
+        "message[\"content\"] + \"[/INST]\" }}{%- elif message.tool_calls "
+        "is defined %}{{- \"[TOOL_CALLS] [\" }}... {{- '[TOOL_RESULTS] "
+        "{\"content\": ' + content|string + \", \" }}";
+    T_EQ_INT(D(mistral3), LE_TOOLS_MISTRAL);
+    T_EQ_INT(le_chat_detect(mistral3, strlen(mistral3)), LE_CHAT_MISTRAL);
+    /* the tekken templates' [TOOL_CALLS]NAME[ARGS]{...}: not spoken */
+    T_EQ_INT(D("[AVAILABLE_TOOLS]...[INST]...[TOOL_CALLS]' + name + "
+               "'[ARGS]' + arguments"),
+             LE_TOOLS_JSON);
+    /* mistral's markers in a chatml template */
+    T_EQ_INT(D("<|im_start|>[AVAILABLE_TOOLS] [TOOL_CALLS]"), LE_TOOLS_JSON);
 #undef D
     T_EQ_STR(le_chat_tools_name(LE_TOOLS_HERMES), "hermes");
     T_EQ_STR(le_chat_tools_name(LE_TOOLS_LLAMA3), "llama3");
     T_EQ_STR(le_chat_tools_name(LE_TOOLS_JSON), "json");
+    T_EQ_STR(le_chat_tools_name(LE_TOOLS_MISTRAL), "mistral");
 }
 
 static void
@@ -160,6 +178,17 @@ test_mistral(void)
 {
     check(LE_CHAT_MISTRAL, conv, N_CONV, 1,
           "[INST] You are terse.\n\nHi [/INST]Hello.</s>[INST] 2+2? [/INST]");
+    /* "tools" and "tool" turns as they are, outside [INST] */
+    struct le_chat_msg t[] = {
+        {"system", "S"},
+        {"tools", "[AVAILABLE_TOOLS] [][/AVAILABLE_TOOLS]"},
+        {"user", "U"},
+        {"assistant", "[TOOL_CALLS] []"},
+        {"tool", "[TOOL_RESULTS] {}[/TOOL_RESULTS]"},
+    };
+    check(LE_CHAT_MISTRAL, t, 5, 1,
+          "[AVAILABLE_TOOLS] [][/AVAILABLE_TOOLS][INST] S\n\nU [/INST]"
+          "[TOOL_CALLS] []</s>[TOOL_RESULTS] {}[/TOOL_RESULTS]");
 }
 
 static void

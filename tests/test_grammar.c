@@ -466,6 +466,80 @@ test_generate_random_models(void)
     T_CHECK(done >= total / 2);
 }
 
+/* A random model whose vocabulary ends with mistral's control tokens,
+ * with a mistral tool template (tmpl) or none; NULL on failure. */
+static struct le_model *
+control_model(const char *tmpl)
+{
+    static const char *const ctl[] = {"[INST]", "[/INST]", "[TOOL_CALLS]",
+                                      NULL};
+    return le_fixture_random_tmpl(400, LE_TYPE_F32, 5, 256, tmpl, ctl);
+}
+
+/* "[TOOL_CALLS] [1]" greedy on m with the [TOOL_CALLS] token (id 399)
+ * biased up: the generated token count. */
+static int
+calls_marker_tokens(struct le_model *m, char *out, size_t cap)
+{
+    struct le_grammar *g = compile("root ::= \"[TOOL_CALLS] [1]\"\n");
+    struct le_session *s = NULL;
+    char err[256];
+    int32_t prompt[4] = {1, 300, 301, 302}, id = 399;
+    float bias = 100;
+    struct le_gen_result r = {0};
+    T_EQ_INT(le_session_new(m, &s, err, sizeof(err)), LE_OK);
+    struct le_sampling sp;
+    le_sampling_default(&sp);
+    sp.temperature = 0;
+    sp.max_tokens = 40;
+    sp.grammar = g;
+    sp.bias_id = &id;
+    sp.bias = &bias;
+    sp.n_bias = 1;
+    if (g && s)
+        T_EQ_INT(le_fixture_generate(s, prompt, 4, &sp, out, cap, &r), LE_OK);
+    T_EQ_INT(r.finish, LE_FINISH_STOP);
+    le_session_free(s);
+    le_grammar_free(g);
+    return r.completion_tokens;
+}
+
+/* Mistral's [TOOL_CALLS] is a control token: with a mistral tool template
+ * the engine gives its text, so a grammar takes it in one token (as the
+ * model was trained to write it) and the output shows it; other control
+ * tokens stay textless, and without the template the marker must be
+ * spelled out of ordinary pieces. */
+static void
+test_kept_control_token(void)
+{
+    struct le_model *m = control_model(
+        "[INST] ... [AVAILABLE_TOOLS] [ ... [TOOL_CALLS] [ ...");
+    struct le_model *plain = control_model(NULL);
+    T_CHECK(m && plain);
+    if (!m || !plain)
+        goto out;
+    T_EQ_INT(le_model_chat_tools(m), LE_TOOLS_MISTRAL);
+    char piece[32];
+    /* ids 397 [INST], 398 [/INST], 399 [TOOL_CALLS] */
+    size_t n = le_model_token_to_piece(m, 399, 0, piece, sizeof(piece));
+    T_CHECK(n == 12 && !memcmp(piece, "[TOOL_CALLS]", 12));
+    T_EQ_INT(le_model_token_to_piece(m, 397, 0, piece, sizeof(piece)), 0);
+    T_EQ_INT(le_model_token_to_piece(m, 397, 1, piece, sizeof(piece)), 6);
+    T_EQ_INT(le_model_token_to_piece(plain, 399, 0, piece, sizeof(piece)), 0);
+    char out[128];
+    int k = calls_marker_tokens(m, out, sizeof(out));
+    T_EQ_STR(out, "[TOOL_CALLS] [1]");
+    int spelled = calls_marker_tokens(plain, out, sizeof(out));
+    T_EQ_STR(out, "[TOOL_CALLS] [1]");
+    fprintf(stderr, "  [TOOL_CALLS] [1]: %d tokens kept, %d spelled\n", k,
+            spelled);
+    T_CHECK(k >= 2 && k <= 6); /* the marker, then " [1]" in pieces */
+    T_CHECK(spelled > 10);
+out:
+    le_model_free(m);
+    le_model_free(plain);
+}
+
 int
 main(void)
 {
@@ -477,5 +551,6 @@ main(void)
     T_RUN(test_mask_brute_force);
     T_RUN(test_generate_stories);
     T_RUN(test_generate_random_models);
+    T_RUN(test_kept_control_token);
     return T_END();
 }

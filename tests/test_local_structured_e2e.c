@@ -32,7 +32,7 @@ static char rand_model[256];
 /* random-weight models whose chat templates have a tool format of their
  * own (le_chat_tools_detect): Qwen2.5-style chatml + <tool_call>, and
  * Llama 3.2-style ipython turns with {"name", "parameters"} calls */
-static char herm_model[256], l3_model[256];
+static char herm_model[256], l3_model[256], mis_model[256];
 static const char *herm_tmpl =
     "{%- if tools %}{{- '<|im_start|>system\\n' }}{{- \"# Tools ...<tools>\" "
     "}}{%- for tool in tools %}{{- tool | tojson }}{%- endfor %}{{- "
@@ -46,10 +46,26 @@ static const char *l3_tmpl =
     "\"<|start_header_id|>ipython<|end_header_id|>\\n\\n\" }}{{- "
     "'<|eot_id|>' }}";
 
+/* Mistral 7B v0.3-style: [AVAILABLE_TOOLS] before the last user turn,
+ * [TOOL_CALLS] [{...}] calls, [TOOL_RESULTS]; its markers are control
+ * tokens of the vocabulary (mis_controls), as in Mistral's */
+static const char *mis_tmpl =
+    "{{- bos_token }}{%- for message in loop_messages %}{%- if "
+    "message['role'] == 'user' %}{%- if tools is not none and (message == "
+    "user_messages[-1]) %}{{- '[AVAILABLE_TOOLS] [' }}...{{- "
+    "'[/AVAILABLE_TOOLS]' }}{%- endif %}{{- '[INST] ' + message['content'] "
+    "+ '[/INST]' }}{%- elif message.tool_calls is defined %}{{- "
+    "'[TOOL_CALLS] [' }}...{{- '[TOOL_RESULTS] {\"content\": ' }}";
+static const char *const mis_controls[] = {
+    "[INST]", "[/INST]", "[TOOL_CALLS]", "[AVAILABLE_TOOLS]",
+    "[/AVAILABLE_TOOLS]", "[TOOL_RESULTS]", "[/TOOL_RESULTS]", NULL};
+
 /* A random model (500 tokens, 32 wide, one layer, q8_0) with
- * tokenizer.chat_template tmpl (NULL: none); 0 or -1. */
+ * tokenizer.chat_template tmpl (NULL: none) and the control tokens
+ * controls (NULL: none); 0 or -1. */
 static int
-write_tmpl_model(const char *path, const char *tmpl, uint64_t seed)
+write_tmpl_model(const char *path, const char *tmpl,
+                 const char *const *controls, uint64_t seed)
 {
     struct gguf_w_llama lp = {0};
     lp.n_vocab = 500;
@@ -62,6 +78,7 @@ write_tmpl_model(const char *path, const char *tmpl, uint64_t seed)
     lp.type = LE_TYPE_Q8_0;
     lp.seed = seed;
     lp.chat_template = tmpl;
+    lp.controls = controls;
     return gguf_w_llama_write(&lp, path);
 }
 
@@ -73,12 +90,14 @@ start(void)
              e2e_env("LLMUX_TEST_DATA", "../shared/data"));
     char *dir = e2e_temp_dir();
     snprintf(rand_model, sizeof(rand_model), "%s/random.gguf", dir);
-    if (write_tmpl_model(rand_model, NULL, 4242) != 0)
+    if (write_tmpl_model(rand_model, NULL, NULL, 4242) != 0)
         return -1;
     snprintf(herm_model, sizeof(herm_model), "%s/herm.gguf", dir);
     snprintf(l3_model, sizeof(l3_model), "%s/l3.gguf", dir);
-    if (write_tmpl_model(herm_model, herm_tmpl, 77) != 0 ||
-        write_tmpl_model(l3_model, l3_tmpl, 78) != 0)
+    snprintf(mis_model, sizeof(mis_model), "%s/mis.gguf", dir);
+    if (write_tmpl_model(herm_model, herm_tmpl, NULL, 77) != 0 ||
+        write_tmpl_model(l3_model, l3_tmpl, NULL, 78) != 0 ||
+        write_tmpl_model(mis_model, mis_tmpl, mis_controls, 79) != 0)
         return -1;
     snprintf(cfg, sizeof(cfg),
              "{\"listen\": \"127.0.0.1:0\", \"workers\": 2,\n"
@@ -94,8 +113,11 @@ start(void)
              "   \"models\": {\"herm\": {}}},\n"
              "  \"l3\": {\"kind\": \"local\", \"model_path\": \"%s\",\n"
              "   \"threads\": 1, \"context\": 2048, \"parallel\": 1,\n"
-             "   \"models\": {\"l3\": {}}}}}\n",
-             dir, model, rand_model, herm_model, l3_model);
+             "   \"models\": {\"l3\": {}}},\n"
+             "  \"mis\": {\"kind\": \"local\", \"model_path\": \"%s\",\n"
+             "   \"threads\": 1, \"context\": 2048, \"parallel\": 1,\n"
+             "   \"models\": {\"mis\": {}}}}}\n",
+             dir, model, rand_model, herm_model, l3_model, mis_model);
     free(dir);
     char *path = e2e_write_temp("structured.json", cfg);
     const char *bin = e2e_env("LLMUX_BIN", "build/release/llmux");
@@ -629,6 +651,16 @@ test_native_prompts(void)
         "{\"role\":\"tool\",\"tool_call_id\":\"call_1\",\"content\":"
         "\"12:00\"},"
         "{\"role\":\"user\",\"content\":\"Thanks\"}]";
+    /* two calls in one turn, then their results */
+    const char *two_calls =
+        "[{\"role\":\"user\",\"content\":\"Time?\"},"
+        "{\"role\":\"assistant\",\"content\":\"Both.\",\"tool_calls\":["
+        "{\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":"
+        "\"get_time\",\"arguments\":\"{}\"}},"
+        "{\"id\":\"c2\",\"type\":\"function\",\"function\":{\"name\":"
+        "\"get_time\",\"arguments\":\"{\\\"zone\\\": \\\"cet\\\"}\"}}]},"
+        "{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"content\":\"11:00\"},"
+        "{\"role\":\"tool\",\"tool_call_id\":\"c2\",\"content\":\"12:00\"}]";
     expect_prompt(
         "herm", herm_model, msgs, tool_list,
         "<|im_start|>system\nBe brief.\n\n"
@@ -660,17 +692,36 @@ test_native_prompts(void)
         "<|start_header_id|>ipython<|end_header_id|>\n\n12:00<|eot_id|>"
         "<|start_header_id|>user<|end_header_id|>\n\nThanks<|eot_id|>"
         "<|start_header_id|>assistant<|end_header_id|>\n\n");
+    /* mistral: the tools before the last user turn, call ids as 9
+     * characters [a-zA-Z0-9] (call_1 -> 9Gd2dIMCT, its result the same) */
+#define MIS_TOOLS                                                          \
+    "[AVAILABLE_TOOLS] [{\"type\": \"function\", \"function\": {\"name\": " \
+    "\"get_time\", \"parameters\": {\"type\": \"object\", \"properties\": " \
+    "{\"zone\": {\"type\": \"string\"}}}}}][/AVAILABLE_TOOLS]"
+    expect_prompt(
+        "mis", mis_model, msgs, tool_list,
+        "[INST] Be brief.\n\nTime? [/INST][TOOL_CALLS] [{\"name\": "
+        "\"get_time\", \"arguments\": {\"zone\": \"utc\"}, \"id\": "
+        "\"9Gd2dIMCT\"}]</s>[TOOL_RESULTS] {\"content\": \"12:00\", "
+        "\"call_id\": \"9Gd2dIMCT\"}[/TOOL_RESULTS]" MIS_TOOLS
+        "[INST] Thanks [/INST]");
+    /* two calls, then their results; the only user turn after the tools */
+    expect_prompt(
+        "mis", mis_model,
+        two_calls,
+        tool_list,
+        MIS_TOOLS "[INST] Time? [/INST][TOOL_CALLS] [{\"name\": \"get_time\", "
+        "\"arguments\": {}, \"id\": \"7pPNQO8GX\"}, {\"name\": "
+        "\"get_time\", \"arguments\": {\"zone\": \"cet\"}, \"id\": "
+        "\"wCBTlKcFX\"}]</s>[TOOL_RESULTS] {\"content\": \"11:00\", "
+        "\"call_id\": \"7pPNQO8GX\"}[/TOOL_RESULTS][TOOL_RESULTS] "
+        "{\"content\": \"12:00\", \"call_id\": \"wCBTlKcFX\"}"
+        "[/TOOL_RESULTS]");
+#undef MIS_TOOLS
     /* two calls in one turn, their results in one user turn (hermes) */
     expect_prompt(
         "herm", herm_model,
-        "[{\"role\":\"user\",\"content\":\"Time?\"},"
-        "{\"role\":\"assistant\",\"content\":\"Both.\",\"tool_calls\":["
-        "{\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":"
-        "\"get_time\",\"arguments\":\"{}\"}},"
-        "{\"id\":\"c2\",\"type\":\"function\",\"function\":{\"name\":"
-        "\"get_time\",\"arguments\":\"{\\\"zone\\\": \\\"cet\\\"}\"}}]},"
-        "{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"content\":\"11:00\"},"
-        "{\"role\":\"tool\",\"tool_call_id\":\"c2\",\"content\":\"12:00\"}]",
+        two_calls,
         tool_list,
         "<|im_start|>system\n"
         HERM_TOOLS
@@ -710,8 +761,8 @@ test_native_prompts(void)
 static void
 test_native_calls(void)
 {
-    static const char *const models[] = {"herm", "l3", "rand"};
-    for (size_t mi = 0; mi < 3; mi++) {
+    static const char *const models[] = {"herm", "l3", "rand", "mis"};
+    for (size_t mi = 0; mi < 4; mi++) {
         int calls = 0, texts = 0, multi = 0;
         for (int seed = 0; seed < 12; seed++) {
             const char *choice =
@@ -742,15 +793,17 @@ test_native_calls(void)
             T_EQ_STR(cs.fin, fr ? fr : "?");
             if (fr && !strcmp(fr, "tool_calls")) {
                 calls++;
-                /* several in the hermes format only */
-                size_t nc = calls_valid(
-                    tcs, seed % 3 == 1 ? "get_weather" : NULL, mi > 0);
+                /* several in the hermes and mistral formats only */
+                size_t nc = calls_valid(tcs,
+                                        seed % 3 == 1 ? "get_weather" : NULL,
+                                        mi == 1 || mi == 2);
                 multi += nc > 1;
                 for (size_t i = 0; i < nc; i++) {
                     const char *args = json_string_value(json_object_get(
                         json_object_get(json_array_get(tcs, i), "function"),
                         "arguments"));
                     T_CHECK(args && !strstr(args, "tool_call") &&
+                            !strstr(args, "TOOL_CALLS") &&
                             !strstr(args, "parameters"));
                 }
                 T_EQ_INT(cs.content, 0);
@@ -759,7 +812,7 @@ test_native_calls(void)
                 /* auto gave text: never starting like a call */
                 const char *c = msg_content(ch);
                 texts++;
-                T_CHECK(*c != (mi == 0 ? '<' : '{'));
+                T_CHECK(*c != (mi == 0 ? '<' : mi == 3 ? '[' : '{'));
                 T_CHECK(!json_object_get(msg, "tool_calls"));
             } else {
                 T_EQ_STR(fr, "length");
@@ -776,14 +829,15 @@ test_native_calls(void)
 
 /* parallel_tool_calls: up to 8 calls an answer in the hermes format,
  * '\n' between them (a random model ends after a call with EOS only now
- * and then, so several come often), each valid, streamed as deltas of
- * indexes 0, 1, ... equal to the non-stream calls; one at most with
- * parallel_tool_calls false and in the JSON and llama3 formats. */
+ * and then, so several come often), and in mistral's list, ", " between
+ * them; each valid, streamed as deltas of indexes 0, 1, ... equal to the
+ * non-stream calls; one at most with parallel_tool_calls false and in
+ * the JSON and llama3 formats. */
 static void
 test_parallel_calls(void)
 {
-    static const char *const models[] = {"herm", "rand", "l3"};
-    for (size_t mi = 0; mi < 3; mi++) {
+    static const char *const models[] = {"herm", "rand", "l3", "mis"};
+    for (size_t mi = 0; mi < 4; mi++) {
         int multi = 0, single = 0, complete = 0;
         for (int seed = 0; seed < 16; seed++) {
             int par = seed % 4 != 3;
@@ -807,7 +861,8 @@ test_parallel_calls(void)
                 json_object_get(json_object_get(ch, "message"), "tool_calls");
             if (fr && !strcmp(fr, "tool_calls")) {
                 complete++;
-                size_t n = calls_valid(tcs, NULL, !par || mi > 0);
+                size_t n =
+                    calls_valid(tcs, NULL, !par || mi == 1 || mi == 2);
                 multi += n > 1;
                 single += !par && n == 1;
             } else {
@@ -825,7 +880,7 @@ test_parallel_calls(void)
                         "%d of 4 single with parallel_tool_calls false\n",
                 models[mi], complete, multi, single);
         T_CHECK(complete >= 8);
-        if (mi == 0)
+        if (mi == 0 || mi == 3)
             T_CHECK(multi >= 2);
         else
             T_EQ_INT(multi, 0);
@@ -1360,6 +1415,7 @@ main(void)
     unlink(rand_model);
     unlink(herm_model);
     unlink(l3_model);
+    unlink(mis_model);
     curl_global_cleanup();
     return T_END();
 }

@@ -1,8 +1,8 @@
 /*
  * The official openai npm SDK (tests/clients/local_sdk.mjs) against the
  * real llmux binary serving the local engine only: stories260K and a
- * random-weight model written here, also with chat templates of the hermes
- * and llama3 tool formats.  What an app that fails over to the
+ * random-weight model written here, also with chat templates of the hermes,
+ * llama3 and mistral tool formats.  What an app that fails over to the
  * local engine relies on, checked by the client people use: tool calls
  * (required; named, streamed) that match the function's schema,
  * response_format json_schema, four concurrent streams, greedy output the
@@ -26,8 +26,8 @@ static struct e2e_proc gw;
 int
 main(void)
 {
-    char model[1024], cfg[4096], rand_model[600], herm_model[600],
-        l3_model[600];
+    char model[1024], cfg[8192], rand_model[600], herm_model[600],
+        l3_model[600], mis_model[600];
     snprintf(model, sizeof(model), "%s/models/stories260K.gguf",
              e2e_env("LLMUX_TEST_DATA", "../shared/data"));
     char *dir = e2e_temp_dir();
@@ -55,6 +55,14 @@ main(void)
                        "ipython ... \"parameters\": dictionary of argument "
                        "name and its value";
     T_EQ_INT(gguf_w_llama_write(&lp, l3_model), 0);
+    /* and mistral's (7B v0.3), its markers control tokens */
+    static const char *const mis_controls[] = {
+        "[INST]", "[/INST]", "[TOOL_CALLS]", "[AVAILABLE_TOOLS]",
+        "[/AVAILABLE_TOOLS]", "[TOOL_RESULTS]", "[/TOOL_RESULTS]", NULL};
+    snprintf(mis_model, sizeof(mis_model), "%s/mis.gguf", dir ? dir : "/tmp");
+    lp.chat_template = "[INST] ... [AVAILABLE_TOOLS] [ ... [TOOL_CALLS] [";
+    lp.controls = mis_controls;
+    T_EQ_INT(gguf_w_llama_write(&lp, mis_model), 0);
     snprintf(cfg, sizeof(cfg),
              "{\"listen\": \"127.0.0.1:0\", \"workers\": 2,\n"
              " \"database\": \"%s/ledger.db\", \"require_keys\": false,\n"
@@ -69,8 +77,12 @@ main(void)
              "   \"models\": {\"herm\": {}}},\n"
              "  \"l3\": {\"kind\": \"local\", \"model_path\": \"%s\",\n"
              "   \"threads\": 1, \"context\": 2048, \"parallel\": 2,\n"
-             "   \"models\": {\"l3\": {}}}}}\n",
-             dir ? dir : "/tmp", model, rand_model, herm_model, l3_model);
+             "   \"models\": {\"l3\": {}}},\n"
+             "  \"mis\": {\"kind\": \"local\", \"model_path\": \"%s\",\n"
+             "   \"threads\": 1, \"context\": 2048, \"parallel\": 2,\n"
+             "   \"models\": {\"mis\": {}}}}}\n",
+             dir ? dir : "/tmp", model, rand_model, herm_model, l3_model,
+             mis_model);
     char *path = e2e_write_temp("sdk_local.json", cfg);
     const char *bin = e2e_env("LLMUX_BIN", "build/release/llmux");
     char *argv[] = {(char *)bin, "serve", "--config", path, NULL};

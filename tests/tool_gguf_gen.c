@@ -5,12 +5,14 @@
  *   tool_gguf_gen --out FILE --type q4_0|q8_0|q4_k|q6_k|f16|f32|...
  *                 --n-embd N --n-layer N --n-head N --n-head-kv N
  *                 --n-ff N --n-vocab N [--n-ctx N] [--seed S] [--tied]
- *                 [--chat-template TEXT]
+ *                 [--chat-template TEXT] [--control TOKEN]...
  *
  * Every 2-D weight is of --type (norms F32), as gguf_writer.h describes;
  * the same seed and shape give the same float weights at every type;
  * --chat-template sets tokenizer.chat_template (its markers choose the
- * chat and tool formats, local_engine/chat.c).  The
+ * chat and tool formats, local_engine/chat.c); each --control adds a
+ * control token (e.g. mistral's "[TOOL_CALLS]") at the vocabulary's end
+ * (at most 16).  The
  * whole file is built in memory before it is written: a 1B-model slice
  * (n_embd 2048, 4 layers, n_vocab 32000) needs about 1.5 GB for a moment.
  * Exit codes: 0 written, 1 the writer failed, 2 usage error.
@@ -31,6 +33,7 @@ usage(FILE *f)
           "--n-vocab N\n"
           "                     [--n-ctx N] [--seed S] [--tied] "
           "[--chat-template TEXT]\n"
+          "                     [--control TOKEN]...\n"
           "TYPE: f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k "
           "q5_k q6_k\n",
           f);
@@ -74,7 +77,8 @@ parse_type(const char *s, enum le_type *out)
 int
 main(int argc, char **argv)
 {
-    const char *out = NULL, *tmpl = NULL;
+    const char *out = NULL, *tmpl = NULL, *ctl[17] = {NULL};
+    int n_ctl = 0;
     struct gguf_w_llama p;
     memset(&p, 0, sizeof(p));
     int have_type = 0;
@@ -96,6 +100,10 @@ main(int argc, char **argv)
             out = v;
         } else if (!strcmp(a, "--chat-template")) {
             tmpl = v;
+        } else if (!strcmp(a, "--control")) {
+            bad = n_ctl == 16 || !*v;
+            if (!bad)
+                ctl[n_ctl++] = v;
         } else if (!strcmp(a, "--type")) {
             bad = parse_type(v, &p.type);
             have_type = !bad;
@@ -139,13 +147,15 @@ main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    if (p.n_vocab < 259 || p.n_embd % p.n_head || p.n_head % p.n_head_kv) {
-        fprintf(stderr, "tool_gguf_gen: need n_vocab >= 259, n_embd a "
-                        "multiple of n_head, n_head a multiple of "
-                        "n_head_kv\n");
+    if (p.n_vocab < 259 + n_ctl || p.n_embd % p.n_head ||
+        p.n_head % p.n_head_kv) {
+        fprintf(stderr, "tool_gguf_gen: need n_vocab >= 259 (and one more "
+                        "for each --control), n_embd a multiple of n_head, "
+                        "n_head a multiple of n_head_kv\n");
         return 2;
     }
     p.chat_template = tmpl;
+    p.controls = n_ctl ? ctl : NULL;
     if (gguf_w_llama_write(&p, out) != 0) {
         fprintf(stderr, "tool_gguf_gen: could not write %s (out of memory, "
                         "an unwritable path, or a type without a "

@@ -1,7 +1,7 @@
 // The official openai npm SDK against llmux serving its own local engine
 // (driven by tests/test_sdk_local_e2e.c: stories260K as "local", a
-// random-weight model as "rand", and the same with hermes and llama3 tool
-// formats as "herm" and "l3"), as an app that fails over to the local
+// random-weight model as "rand", and the same with hermes, llama3 and mistral tool
+// formats as "herm", "l3" and "mis"), as an app that fails over to the local
 // engine would call it: tool calls with tool_choice required and named,
 // response_format json_schema, streams in parallel, n > 1 (streamed too,
 // with tools), the prefix
@@ -50,10 +50,11 @@ const weather = {
   },
 };
 
-// herm and l3: random models whose templates have the hermes (Qwen2.5) and
-// llama3 (3.1+) tool formats: the wrapper the grammar forces is longer
-for (const model of ['local', 'rand', 'herm', 'l3']) {
-  const mt = model === 'herm' || model === 'l3' ? 300 : 100;
+// herm, l3 and mis: random models whose templates have the hermes
+// (Qwen2.5), llama3 (3.1+) and mistral (7B v0.3) tool formats: the wrapper
+// the grammar forces is longer
+for (const model of ['local', 'rand', 'herm', 'l3', 'mis']) {
+  const mt = model === 'herm' || model === 'l3' || model === 'mis' ? 300 : 100;
   await step(`${model}: tool_choice required`, async () => {
     const r = await client.chat.completions.create({
       model, max_tokens: mt, seed: 7,
@@ -284,25 +285,26 @@ await step('responses logprobs', async () => {
   check(Array.isArray(done) && done.length === lp.length, 'responses logprobs: the done event has them all');
 });
 
-// parallel_tool_calls on the hermes model: several calls in one answer,
-// as the SDK reads them (message.tool_calls; streamed, deltas told apart
-// by index), the same streamed and not; parallel_tool_calls false: one.
-await step('herm: several tool calls in one answer', async () => {
+// parallel_tool_calls on the hermes and mistral models: several calls in
+// one answer, as the SDK reads them (message.tool_calls; streamed, deltas
+// told apart by index), the same streamed and not; parallel_tool_calls
+// false: one.
+for (const pm of ['herm', 'mis']) await step(`${pm}: several tool calls in one answer`, async () => {
   let several = 0;
   for (let seed = 1; seed <= 8; seed++) {
-    const req = { model: 'herm', max_tokens: 900, seed,
+    const req = { model: pm, max_tokens: 900, seed,
                   messages: [{ role: 'user', content: 'Weather in Paris and Oslo?' }],
                   tools: [weather], tool_choice: 'required' };
     const r = await client.chat.completions.create(req);
     const c = r.choices[0];
     if (c.finish_reason !== 'tool_calls') continue;
     const calls = c.message.tool_calls;
-    check(calls.length >= 1 && calls.length <= 8, `herm parallel seed ${seed}: 1 to 8 calls (${calls.length})`);
-    check(new Set(calls.map((t) => t.id)).size === calls.length, `herm parallel seed ${seed}: distinct ids`);
+    check(calls.length >= 1 && calls.length <= 8, `${pm} parallel seed ${seed}: 1 to 8 calls (${calls.length})`);
+    check(new Set(calls.map((t) => t.id)).size === calls.length, `${pm} parallel seed ${seed}: distinct ids`);
     for (const t of calls) {
       const a = JSON.parse(t.function.arguments);
       check(t.function.name === 'get_weather' && ['Paris', 'Oslo', 'Lima'].includes(a.city) &&
-            Number.isInteger(a.days), `herm parallel seed ${seed}: each call matches the schema`);
+            Number.isInteger(a.days), `${pm} parallel seed ${seed}: each call matches the schema`);
     }
     if (calls.length > 1) several++;
     const stream = await client.chat.completions.create({ ...req, stream: true });
@@ -315,12 +317,12 @@ await step('herm: several tool calls in one answer', async () => {
       }
     }
     check(JSON.stringify(got) === JSON.stringify(calls.map((t) => ({ name: t.function.name, args: t.function.arguments }))),
-          `herm parallel seed ${seed}: the streamed calls equal the answer's`);
+          `${pm} parallel seed ${seed}: the streamed calls equal the answer's`);
     const one = await client.chat.completions.create({ ...req, parallel_tool_calls: false });
     check(one.choices[0].finish_reason !== 'tool_calls' || one.choices[0].message.tool_calls.length === 1,
-          `herm seed ${seed}: parallel_tool_calls false gives one call`);
+          `${pm} seed ${seed}: parallel_tool_calls false gives one call`);
   }
-  check(several >= 1, `herm: some answer has several calls (${several} of 8)`);
+  check(several >= 1, `${pm}: some answer has several calls (${several} of 8)`);
 });
 
 // logprobs with tools: a tool call's tokens are not content, so a call

@@ -590,7 +590,13 @@ gguf_w_llama_fill(struct gguf_w *w, const struct gguf_w_llama *p)
     gguf_w_add_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
 
     /* Tokenizer. */
-    size_t nv = (size_t)p->n_vocab;
+    size_t nv = (size_t)p->n_vocab, nc = 0;
+    while (p->controls && p->controls[nc])
+        nc++;
+    if (nc + 259 > nv) {
+        w->failed = 1;
+        return -1;
+    }
     char **toks = calloc(nv, sizeof(*toks));
     float *scores = calloc(nv, sizeof(float));
     int32_t *types = calloc(nv, sizeof(int32_t));
@@ -605,12 +611,12 @@ gguf_w_llama_fill(struct gguf_w *w, const struct gguf_w_llama *p)
             snprintf(buf, sizeof(buf), "</s>");
         else if (i < 259)
             snprintf(buf, sizeof(buf), "<0x%02X>", (unsigned)(i - 3));
-        else
+        else if (i < nv - nc)
             make_piece((int)(i - 259), buf, sizeof(buf));
-        toks[i] = strdup(buf);
+        toks[i] = strdup(i < nv - nc ? buf : p->controls[i - (nv - nc)]);
         ok = toks[i] != NULL;
-        scores[i] = i < 259 ? 0.0f : -(float)(i - 259);
-        types[i] = i == 0 ? 2 : i < 3 ? 3 : i < 259 ? 6 : 1;
+        scores[i] = i < 259 || i >= nv - nc ? 0.0f : -(float)(i - 259);
+        types[i] = i == 0 ? 2 : i < 3 || i >= nv - nc ? 3 : i < 259 ? 6 : 1;
     }
     if (ok) {
         gguf_w_add_str(w, "tokenizer.ggml.model", "llama");

@@ -113,6 +113,9 @@ struct gguf_w_llama {
     uint64_t seed;     /* same seed, same float weights, whatever the type */
     int tied;          /* 1: no output.weight (token_embd is reused) */
     const char *chat_template; /* tokenizer.chat_template, or NULL: none */
+    /* NULL, or a NULL-terminated list of control tokens (type 3) to take
+     * the last ids of the vocabulary, e.g. mistral's "[TOOL_CALLS]" */
+    const char *const *controls;
 };
 
 /*
@@ -130,8 +133,8 @@ struct gguf_w_llama {
  *
  *   Tokens: 0 <unk> (type 2 unknown), 1 <s>, 2 </s> (type 3 control),
  *   3..258 <0x00>..<0xFF> (type 6 byte), then normal pieces (type 1):
- *   "▁", "▁a".."▁z", "a".."z", "e"+"a".."z" style pairs ... until n_vocab;
- *   scores decrease with the id.
+ *   "▁", "▁a".."▁z", "a".."z", "e"+"a".."z" style pairs ... until n_vocab
+ *   less the controls, which come last; scores decrease with the id.
  *
  *   Tensors (shapes in GGUF order, ne[0] first):
  *     token_embd.weight     [n_embd, n_vocab]     type

@@ -26,6 +26,14 @@ le_fixture_stories(void)
 struct le_model *
 le_fixture_random(int n_vocab, enum le_type type, uint64_t seed, int n_ctx)
 {
+    return le_fixture_random_tmpl(n_vocab, type, seed, n_ctx, NULL, NULL);
+}
+
+struct le_model *
+le_fixture_random_tmpl(int n_vocab, enum le_type type, uint64_t seed,
+                       int n_ctx, const char *tmpl,
+                       const char *const *controls)
+{
     struct gguf_w_llama lp = {0};
     lp.n_vocab = n_vocab;
     lp.n_embd = 32;
@@ -36,6 +44,8 @@ le_fixture_random(int n_vocab, enum le_type type, uint64_t seed, int n_ctx)
     lp.n_ctx = n_ctx;
     lp.type = type;
     lp.seed = seed;
+    lp.chat_template = tmpl;
+    lp.controls = controls;
     char path[256], err[256];
     snprintf(path, sizeof(path), "/tmp/llmux_fixture_%d_%llu.gguf",
              (int)getpid(), (unsigned long long)seed);

@@ -16,6 +16,12 @@ struct le_model *le_fixture_stories(void);
  * written to a temp file, opened and unlinked; NULL on failure. */
 struct le_model *le_fixture_random(int n_vocab, enum le_type type,
                                    uint64_t seed, int n_ctx);
+/* The same with tokenizer.chat_template tmpl and the control tokens
+ * controls (gguf_w_llama's; either may be NULL). */
+struct le_model *le_fixture_random_tmpl(int n_vocab, enum le_type type,
+                                        uint64_t seed, int n_ctx,
+                                        const char *tmpl,
+                                        const char *const *controls);
 /* le_session_generate with the text collected NUL-terminated into
  * out[0..cap) (cut, never overrun, past cap - 1 bytes). */
 enum le_status le_fixture_generate(struct le_session *s,
