@@ -19,8 +19,16 @@
  *   llama3   <|start_header_id|>ROLE<|end_header_id|>\n\nTEXT<|eot_id|> ...
  *            gen: <|start_header_id|>assistant<|end_header_id|>\n\n
  *   mistral  [INST] S\n\nU [/INST]A</s>[INST] U [/INST]
- *            ("tool" and "tools" turns: their content as it is, e.g.
- *            [TOOL_RESULTS] ..[/TOOL_RESULTS], outside any [INST])
+ *   mistral-v3         [INST] U[/INST] A</s>[INST] S\n\nU[/INST]
+ *   mistral-v3-tekken  [INST]U[/INST]A</s>[INST]S\n\nU[/INST]
+ *            (Mistral's v3 templates put the system text in front of the
+ *            last user turn; the assistant's text is trimmed in v3)
+ *   mistral-v7         [SYSTEM_PROMPT] S[/SYSTEM_PROMPT][INST] U[/INST] A</s>
+ *   mistral-v7-tekken  [SYSTEM_PROMPT]S[/SYSTEM_PROMPT][INST]U[/INST]A</s>
+ *            (all mistral ones: "tools", "tool" and "tool_calls" turns are
+ *            their content as it is, e.g. [AVAILABLE_TOOLS]..,
+ *            [TOOL_RESULTS]..[/TOOL_RESULTS], outside any [INST]; a
+ *            "tool_calls" turn ends with </s> as an assistant's does)
  *   phi3     <|ROLE|>\nTEXT<|end|>\n ...               gen: <|assistant|>\n
  *   gemma    <start_of_turn>user\nS\n\nU<end_of_turn>\n<start_of_turn>model\nA<end_of_turn>\n
  *            gen: <start_of_turn>model\n
@@ -31,9 +39,10 @@
 
 #include "le_int.h"
 
-static const char *const chat_names[] = {"chatml", "llama2", "llama3",
-                                         "mistral", "phi3",  "gemma",
-                                         "zephyr"};
+static const char *const chat_names[] = {
+    "chatml",     "llama2",          "llama3",     "mistral",
+    "phi3",       "gemma",           "zephyr",     "mistral-v3",
+    "mistral-v3-tekken", "mistral-v7", "mistral-v7-tekken"};
 
 const char *
 le_chat_template_name(enum le_chat_template t)
@@ -68,8 +77,21 @@ le_chat_detect(const char *t, size_t len)
         return LE_CHAT_CHATML;
     if (has(t, len, "<|start_header_id|>") && has(t, len, "<|end_header_id|>"))
         return LE_CHAT_LLAMA3;
-    if (has(t, len, "[INST]"))
-        return has(t, len, "<<SYS>>") ? LE_CHAT_LLAMA2 : LE_CHAT_MISTRAL;
+    if (has(t, len, "[INST]")) {
+        if (has(t, len, "<<SYS>>"))
+            return LE_CHAT_LLAMA2;
+        /* tekken writes the marker as a string of its own, '[INST]' +
+         * content; the SentencePiece ones '[INST] ' + content */
+        int tekken = has(t, len, "\"[INST]\"") || has(t, len, "'[INST]'");
+        if (has(t, len, "[SYSTEM_PROMPT]"))
+            return tekken ? LE_CHAT_MISTRAL_V7_TEKKEN : LE_CHAT_MISTRAL_V7;
+        if (tekken)
+            return LE_CHAT_MISTRAL_V3_TEKKEN;
+        /* v3: '[INST] ' + content + '[/INST]', tools listed */
+        if (has(t, len, "[AVAILABLE_TOOLS]") && !has(t, len, " [/INST]"))
+            return LE_CHAT_MISTRAL_V3;
+        return LE_CHAT_MISTRAL;
+    }
     if (has(t, len, "<|assistant|>") && has(t, len, "<|end|>"))
         return LE_CHAT_PHI3;
     if (has(t, len, "<start_of_turn>"))
@@ -95,10 +117,24 @@ le_chat_tools_detect(const char *t, size_t len)
         return LE_TOOLS_LLAMA3;
     /* Mistral's v3 tokenizer format (7B v0.3, Nemo): a JSON list after
      * [TOOL_CALLS]; not the tekken one of [TOOL_CALLS]NAME[ARGS]{...} */
-    if (f == LE_CHAT_MISTRAL && has(t, len, "[TOOL_CALLS]") &&
+    if (le_chat_is_mistral(f) && has(t, len, "[TOOL_CALLS]") &&
         has(t, len, "[AVAILABLE_TOOLS]") && !has(t, len, "[ARGS]"))
         return LE_TOOLS_MISTRAL;
     return LE_TOOLS_JSON;
+}
+
+int
+le_chat_is_mistral(enum le_chat_template t)
+{
+    return t == LE_CHAT_MISTRAL || t == LE_CHAT_MISTRAL_V3 ||
+           t == LE_CHAT_MISTRAL_V3_TEKKEN || t == LE_CHAT_MISTRAL_V7 ||
+           t == LE_CHAT_MISTRAL_V7_TEKKEN;
+}
+
+int
+le_chat_is_tekken(enum le_chat_template t)
+{
+    return t == LE_CHAT_MISTRAL_V3_TEKKEN || t == LE_CHAT_MISTRAL_V7_TEKKEN;
 }
 
 const char *
@@ -243,30 +279,84 @@ render_llama3(struct chat_buf *b, const struct le_chat_msg *msgs, size_t n,
         cb_str(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
 }
 
-static void
-render_mistral(struct chat_buf *b, const struct le_chat_msg *msgs, size_t n)
+/* A turn the mistral renderers put inside [INST] (user, or a role they
+ * do not know). */
+static int
+mistral_inst(const char *role)
 {
+    static const char *const other[] = {"system", "assistant", "tool",
+                                        "tools", "tool_calls"};
+    for (size_t k = 0; k < sizeof(other) / sizeof(other[0]); k++)
+        if (!strcmp(role, other[k]))
+            return 0;
+    return 1;
+}
+
+static void
+render_mistral(struct chat_buf *b, const struct le_chat_msg *msgs, size_t n,
+               enum le_chat_template t)
+{
+    int v3 = t == LE_CHAT_MISTRAL_V3, v7 = t == LE_CHAT_MISTRAL_V7 ||
+                                           t == LE_CHAT_MISTRAL_V7_TEKKEN;
+    const char *sp = le_chat_is_tekken(t) ? "" : " ";
+    /* the system text (several: joined by a blank line): in front of the
+     * first user turn (mistral), the last (v3), or a [SYSTEM_PROMPT] turn
+     * where it stands (v7) */
+    size_t sys_at = n;
+    for (size_t i = 0; i < n && t != LE_CHAT_MISTRAL && !v7; i++)
+        if (mistral_inst(role_of(&msgs[i])))
+            sys_at = i;
+    struct chat_buf sb = {0};
     const char *sys = NULL;
     for (size_t i = 0; i < n; i++) {
         const char *role = role_of(&msgs[i]);
-        if (!strcmp(role, "system")) {
-            sys = content_of(&msgs[i]);
-        } else if (!strcmp(role, "assistant")) {
+        if (!strcmp(role, "system") && v7) {
+            cb_str(b, "[SYSTEM_PROMPT]");
+            cb_str(b, sp);
             cb_str(b, content_of(&msgs[i]));
+            cb_str(b, "[/SYSTEM_PROMPT]");
+        } else if (!strcmp(role, "system")) {
+            if (sys)
+                cb_str(&sb, "\n\n");
+            cb_str(&sb, content_of(&msgs[i]));
+            sys = sb.p ? sb.p : "";
+            b->bad |= sb.bad;
+        } else if (!strcmp(role, "assistant")) {
+            if (t == LE_CHAT_MISTRAL) {
+                cb_str(b, content_of(&msgs[i]));
+            } else {
+                cb_str(b, sp);
+                if (v3)
+                    cb_trim(b, content_of(&msgs[i]));
+                else
+                    cb_str(b, content_of(&msgs[i]));
+            }
             cb_str(b, "</s>");
         } else if (!strcmp(role, "tool") || !strcmp(role, "tools")) {
             cb_str(b, content_of(&msgs[i]));
+        } else if (!strcmp(role, "tool_calls")) {
+            cb_str(b, content_of(&msgs[i]));
+            cb_str(b, "</s>");
         } else {
-            cb_str(b, "[INST] ");
-            if (sys) {
+            cb_str(b, "[INST]");
+            cb_str(b, sp);
+            if (sys && (sys_at == n || sys_at == i)) {
                 cb_str(b, sys);
                 cb_str(b, "\n\n");
                 sys = NULL;
+                sb.len = 0;
             }
             cb_str(b, content_of(&msgs[i]));
-            cb_str(b, " [/INST]");
+            cb_str(b, t == LE_CHAT_MISTRAL ? " [/INST]" : "[/INST]");
         }
     }
+    if (sys) { /* no user turn to carry it: an instruction of its own */
+        cb_str(b, "[INST]");
+        cb_str(b, sp);
+        cb_str(b, sys);
+        cb_str(b, t == LE_CHAT_MISTRAL ? " [/INST]" : "[/INST]");
+    }
+    free(sb.p);
 }
 
 static void
@@ -330,7 +420,11 @@ le_chat_apply(enum le_chat_template t, const struct le_chat_msg *msgs,
         render_llama3(&b, msgs, n_msgs, gen);
         break;
     case LE_CHAT_MISTRAL:
-        render_mistral(&b, msgs, n_msgs);
+    case LE_CHAT_MISTRAL_V3:
+    case LE_CHAT_MISTRAL_V3_TEKKEN:
+    case LE_CHAT_MISTRAL_V7:
+    case LE_CHAT_MISTRAL_V7_TEKKEN:
+        render_mistral(&b, msgs, n_msgs, t);
         break;
     case LE_CHAT_PHI3:
         render_tagged(&b, msgs, n_msgs, gen, "<|end|>");

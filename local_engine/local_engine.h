@@ -125,8 +125,21 @@ enum le_chat_template {
     LE_CHAT_MISTRAL,
     LE_CHAT_PHI3,
     LE_CHAT_GEMMA,
-    LE_CHAT_ZEPHYR
+    LE_CHAT_ZEPHYR,
+    /* Mistral's own templates (its cookbook's names): v3 (7B v0.3, Small
+     * 2409), v3-tekken (Nemo), v7 with [SYSTEM_PROMPT] (Large 2411), v7
+     * on tekken (Small 3); LE_CHAT_MISTRAL is the older one and the
+     * fallback for other [INST] templates */
+    LE_CHAT_MISTRAL_V3,
+    LE_CHAT_MISTRAL_V3_TEKKEN,
+    LE_CHAT_MISTRAL_V7,
+    LE_CHAT_MISTRAL_V7_TEKKEN
 };
+/* 1 for the mistral templates (any of the five) */
+int le_chat_is_mistral(enum le_chat_template t);
+/* 1 for the tekken ones, which write no space after their markers
+ * ("[INST]U[/INST]", "[TOOL_CALLS][") */
+int le_chat_is_tekken(enum le_chat_template t);
 
 struct le_chat_msg {
     const char *role;    /* "system", "user", "assistant" ("tool" etc. are

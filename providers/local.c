@@ -209,28 +209,42 @@ struct lp_callfmt {
      * grammar would turn into more calls, up to the cap. */
     int max_calls;
     const char *open, *sep, *close;
+    /* mistral: what follows its markers ([AVAILABLE_TOOLS], [TOOL_CALLS],
+     * [TOOL_RESULTS]) before the JSON: " ", or "" in the tekken
+     * templates */
+    const char *msp;
 };
 #define LP_MAX_CALLS 8
 static const struct lp_callfmt lp_callfmts[] = {
     [LE_TOOLS_JSON] = {LE_TOOLS_JSON, "{\"name\": \"", "\", \"arguments\": ",
-                       "}", '{', 1, "", "", ""},
+                       "}", '{', 1, "", "", "", ""},
     [LE_TOOLS_HERMES] = {LE_TOOLS_HERMES, "<tool_call>\n{\"name\": \"",
                          "\", \"arguments\": ", "}\n</tool_call>", '<',
-                         LP_MAX_CALLS, "", "\n", ""},
+                         LP_MAX_CALLS, "", "\n", "", ""},
     [LE_TOOLS_LLAMA3] = {LE_TOOLS_LLAMA3, "{\"name\": \"",
-                         "\", \"parameters\": ", "}", '{', 1, "", "", ""},
+                         "\", \"parameters\": ", "}", '{', 1, "", "", "",
+                         ""},
     /* [TOOL_CALLS] is one control token in Mistral's vocabularies; the
      * engine gives its text (le_model keep_tok), so the grammar can take
      * it as the model was trained to write it */
     [LE_TOOLS_MISTRAL] = {LE_TOOLS_MISTRAL, "{\"name\": \"",
                           "\", \"arguments\": ", "}", '[', LP_MAX_CALLS,
-                          "[TOOL_CALLS] [", ", ", "]"},
+                          "[TOOL_CALLS] [", ", ", "]", " "},
 };
+/* the same in the tekken templates (Nemo, Small 3): no space after the
+ * markers */
+static const struct lp_callfmt lp_mistral_tekken = {
+    LE_TOOLS_MISTRAL, "{\"name\": \"", "\", \"arguments\": ", "}", '[',
+    LP_MAX_CALLS, "[TOOL_CALLS][", ", ", "]", ""};
 
 static const struct lp_callfmt *
 callfmt_of(const struct le_model *m)
 {
-    return &lp_callfmts[le_model_chat_tools(m)];
+    enum le_chat_tools k = le_model_chat_tools(m);
+    if (k == LE_TOOLS_MISTRAL &&
+        le_chat_is_tekken(le_model_chat_template(m)))
+        return &lp_mistral_tekken;
+    return &lp_callfmts[k];
 }
 
 /* A tool-call output read as it grows (call_head, args_scan, call_next):
@@ -2295,7 +2309,7 @@ mistral_id(const char *id, char out[10])
  * are written as they are between the [INST] turns (chat.c). */
 static void
 mistral_turn(struct gx_buf *b, const json_t *m, const char *text,
-             int is_result)
+             int is_result, const char *sp)
 {
     char mid[10];
     if (is_result) {
@@ -2304,14 +2318,14 @@ mistral_turn(struct gx_buf *b, const json_t *m, const char *text,
         json_t *o = json_pack("{s:s,s:s}", "content", text, "call_id", mid);
         char *d = o ? json_dumps(o, 0) : NULL;
         if (d)
-            gx_buf_printf(b, "[TOOL_RESULTS] %s[/TOOL_RESULTS]", d);
+            gx_buf_printf(b, "[TOOL_RESULTS]%s%s[/TOOL_RESULTS]", sp, d);
         free(d);
         json_decref(o);
         return;
     }
     size_t i;
     const json_t *c;
-    gx_buf_printf(b, "[TOOL_CALLS] [");
+    gx_buf_printf(b, "[TOOL_CALLS]%s[", sp);
     json_array_foreach(json_object_get(m, "tool_calls"), i, c) {
         const json_t *fn = json_object_get(c, "function");
         const char *name = json_string_value(json_object_get(fn, "name"));
@@ -2348,7 +2362,10 @@ render_message(struct lp_job *j, const json_t *m, size_t idx,
     } else if (f->kind == LE_TOOLS_MISTRAL &&
                (!strcmp(*role, "tool") ||
                 (!strcmp(*role, "assistant") && calls))) {
-        mistral_turn(&b, m, text, !strcmp(*role, "tool"));
+        int result = !strcmp(*role, "tool");
+        mistral_turn(&b, m, text, result, f->msp);
+        if (!result) /* written as is, then </s> (chat.c) */
+            *role = "tool_calls";
     } else if (!strcmp(*role, "tool") && f->kind == LE_TOOLS_LLAMA3) {
         *role = "ipython";
     } else if (!strcmp(*role, "tool") && f->kind == LE_TOOLS_HERMES) {
@@ -2420,7 +2437,7 @@ tools_prompt(const struct lp_tool *t, size_t n, enum lp_tools mode,
                           "\"parameters\": dictionary of argument name and "
                           "its value}.Do not use variables.\n\n");
     else if (f->kind == LE_TOOLS_MISTRAL)
-        gx_buf_printf(&b, "[AVAILABLE_TOOLS] [");
+        gx_buf_printf(&b, "[AVAILABLE_TOOLS]%s[", f->msp);
     else
         gx_buf_printf(&b,
                       "You can call functions. To call one, reply with "

@@ -50,6 +50,24 @@ test_detect(void)
                "message['role'] == 'user' %}{{ '[INST] ' + message['content'] "
                "+ ' [/INST]' }}{% elif %}{{ message['content'] + eos_token}}"),
              LE_CHAT_MISTRAL);
+    /* Mistral's own: 7B v0.3 (v3), Nemo (v3-tekken), Large 2411 (v7),
+     * Small 3 (v7-tekken), as their published templates write the turns */
+    T_EQ_INT(D("{%- if tools is not none and (message == user_messages[-1]) "
+               "%}{{- \"[AVAILABLE_TOOLS] [\" }}...{{- \"[INST] \" + "
+               "message[\"content\"] + \"[/INST]\" }}"),
+             LE_CHAT_MISTRAL_V3);
+    T_EQ_INT(D("{{- \"[AVAILABLE_TOOLS][\" }}...{{- \"[INST]\" + "
+               "message[\"content\"] + \"[/INST]\" }}"),
+             LE_CHAT_MISTRAL_V3_TEKKEN);
+    T_EQ_INT(D("{{- '[SYSTEM_PROMPT] ' + message['content'] + "
+               "'[/SYSTEM_PROMPT]' }}...{{- '[INST] ' + message['content'] + "
+               "'[/INST]' }}"),
+             LE_CHAT_MISTRAL_V7);
+    T_EQ_INT(D("{{- '[SYSTEM_PROMPT]' + system_message + '[/SYSTEM_PROMPT]' "
+               "}}...{{- '[INST]' + message['content'] + '[/INST]' }}"),
+             LE_CHAT_MISTRAL_V7_TEKKEN);
+    T_EQ_INT(D("[AVAILABLE_TOOLS] ... '[INST] ' + content + ' [/INST]'"),
+             LE_CHAT_MISTRAL);
     T_EQ_INT(D("{% for message in messages %}{{'<|' + message['role'] + "
                "'|>' + '\\n' + message['content'] + '<|end|>\\n' }}{% endfor "
                "%}{% if add_generation_prompt %}{{ '<|assistant|>\\n' }}"),
@@ -67,6 +85,14 @@ test_detect(void)
     T_EQ_STR(le_chat_template_name(LE_CHAT_GEMMA), "gemma");
     T_EQ_INT(le_chat_template_from_name("llama3"), LE_CHAT_LLAMA3);
     T_EQ_INT(le_chat_template_from_name("nope"), -1);
+    T_EQ_STR(le_chat_template_name(LE_CHAT_MISTRAL_V3_TEKKEN),
+             "mistral-v3-tekken");
+    T_EQ_INT(le_chat_template_from_name("mistral-v7"), LE_CHAT_MISTRAL_V7);
+    T_CHECK(le_chat_is_mistral(LE_CHAT_MISTRAL_V7_TEKKEN) &&
+            le_chat_is_mistral(LE_CHAT_MISTRAL) &&
+            !le_chat_is_mistral(LE_CHAT_LLAMA2));
+    T_CHECK(le_chat_is_tekken(LE_CHAT_MISTRAL_V7_TEKKEN) &&
+            !le_chat_is_tekken(LE_CHAT_MISTRAL_V3));
 }
 
 /* Tool formats: markers of the published templates of Qwen2.5 and Hermes
@@ -122,7 +148,14 @@ test_tools_detect(void)
         "is defined %}{{- \"[TOOL_CALLS] [\" }}... {{- '[TOOL_RESULTS] "
         "{\"content\": ' + content|string + \", \" }}";
     T_EQ_INT(D(mistral3), LE_TOOLS_MISTRAL);
-    T_EQ_INT(le_chat_detect(mistral3, strlen(mistral3)), LE_CHAT_MISTRAL);
+    T_EQ_INT(le_chat_detect(mistral3, strlen(mistral3)), LE_CHAT_MISTRAL_V3);
+    /* Nemo's and Small 3's (tekken, no space after the markers) */
+    T_EQ_INT(D("[AVAILABLE_TOOLS][ ... \"[INST]\" + message[\"content\"] "
+               "... [TOOL_CALLS][ ... [TOOL_RESULTS]{"),
+             LE_TOOLS_MISTRAL);
+    T_EQ_INT(D("[SYSTEM_PROMPT] ... '[INST]' + m ... [AVAILABLE_TOOLS][ "
+               "... [TOOL_CALLS][ ..."),
+             LE_TOOLS_MISTRAL);
     /* the tekken templates' [TOOL_CALLS]NAME[ARGS]{...}: not spoken */
     T_EQ_INT(D("[AVAILABLE_TOOLS]...[INST]...[TOOL_CALLS]' + name + "
                "'[ARGS]' + arguments"),
@@ -189,6 +222,47 @@ test_mistral(void)
     check(LE_CHAT_MISTRAL, t, 5, 1,
           "[AVAILABLE_TOOLS] [][/AVAILABLE_TOOLS][INST] S\n\nU [/INST]"
           "[TOOL_CALLS] []</s>[TOOL_RESULTS] {}[/TOOL_RESULTS]");
+    /* the system text alone: an instruction of its own, not dropped */
+    check(LE_CHAT_MISTRAL, conv, 1, 1, "[INST] You are terse. [/INST]");
+    check(LE_CHAT_MISTRAL_V3_TEKKEN, conv, 1, 1, "[INST]You are terse.[/INST]");
+}
+
+/* Mistral's v3 / v7 templates (its cookbook): v3 puts the system text in
+ * front of the last user turn and trims the assistant's; tekken writes
+ * no space after the markers; v7 has a [SYSTEM_PROMPT] turn; a
+ * "tool_calls" turn is written as it is, then </s>. */
+static void
+test_mistral_versions(void)
+{
+    static const struct le_chat_msg c[] = {
+        {"system", "S"}, {"user", "Hi"}, {"assistant", " Hello. "},
+        {"user", "2+2?"}};
+    check(LE_CHAT_MISTRAL_V3, c, 4, 1,
+          "[INST] Hi[/INST] Hello.</s>[INST] S\n\n2+2?[/INST]");
+    check(LE_CHAT_MISTRAL_V3_TEKKEN, c, 4, 1,
+          "[INST]Hi[/INST] Hello. </s>[INST]S\n\n2+2?[/INST]");
+    check(LE_CHAT_MISTRAL_V7, c, 4, 1,
+          "[SYSTEM_PROMPT] S[/SYSTEM_PROMPT][INST] Hi[/INST]  Hello. </s>"
+          "[INST] 2+2?[/INST]");
+    check(LE_CHAT_MISTRAL_V7_TEKKEN, c, 4, 1,
+          "[SYSTEM_PROMPT]S[/SYSTEM_PROMPT][INST]Hi[/INST] Hello. </s>"
+          "[INST]2+2?[/INST]");
+    /* an agent turn: the system text goes to the last user turn, before
+     * the calls and their results */
+    static const struct le_chat_msg a[] = {
+        {"system", "S"},
+        {"tools", "[AVAILABLE_TOOLS][][/AVAILABLE_TOOLS]"},
+        {"user", "U"},
+        {"tool_calls", "[TOOL_CALLS][]"},
+        {"tool", "[TOOL_RESULTS]{}[/TOOL_RESULTS]"}};
+    check(LE_CHAT_MISTRAL_V3_TEKKEN, a, 5, 1,
+          "[AVAILABLE_TOOLS][][/AVAILABLE_TOOLS][INST]S\n\nU[/INST]"
+          "[TOOL_CALLS][]</s>[TOOL_RESULTS]{}[/TOOL_RESULTS]");
+    /* two system messages: both, joined (none is dropped) */
+    static const struct le_chat_msg s2[] = {
+        {"system", "A"}, {"system", "B"}, {"user", "U"}};
+    check(LE_CHAT_MISTRAL_V3, s2, 3, 1, "[INST] A\n\nB\n\nU[/INST]");
+    check(LE_CHAT_MISTRAL, s2, 3, 1, "[INST] A\n\nB\n\nU [/INST]");
 }
 
 static void
@@ -242,6 +316,7 @@ main(void)
     T_RUN(test_llama2);
     T_RUN(test_llama3);
     T_RUN(test_mistral);
+    T_RUN(test_mistral_versions);
     T_RUN(test_phi3);
     T_RUN(test_gemma);
     T_RUN(test_zephyr);

@@ -32,7 +32,7 @@ static char rand_model[256];
 /* random-weight models whose chat templates have a tool format of their
  * own (le_chat_tools_detect): Qwen2.5-style chatml + <tool_call>, and
  * Llama 3.2-style ipython turns with {"name", "parameters"} calls */
-static char herm_model[256], l3_model[256], mis_model[256];
+static char herm_model[256], l3_model[256], mis_model[256], nemo_model[256];
 static const char *herm_tmpl =
     "{%- if tools %}{{- '<|im_start|>system\\n' }}{{- \"# Tools ...<tools>\" "
     "}}{%- for tool in tools %}{{- tool | tojson }}{%- endfor %}{{- "
@@ -56,6 +56,11 @@ static const char *mis_tmpl =
     "'[/AVAILABLE_TOOLS]' }}{%- endif %}{{- '[INST] ' + message['content'] "
     "+ '[/INST]' }}{%- elif message.tool_calls is defined %}{{- "
     "'[TOOL_CALLS] [' }}...{{- '[TOOL_RESULTS] {\"content\": ' }}";
+/* Mistral Nemo-style (tekken): no space after the markers */
+static const char *nemo_tmpl =
+    "{%- if tools is not none and (message == user_messages[-1]) %}{{- "
+    "\"[AVAILABLE_TOOLS][\" }}...{{- \"[INST]\" + message[\"content\"] + "
+    "\"[/INST]\" }}...{{- \"[TOOL_CALLS][\" }}...{{- '[TOOL_RESULTS]{' }}";
 static const char *const mis_controls[] = {
     "[INST]", "[/INST]", "[TOOL_CALLS]", "[AVAILABLE_TOOLS]",
     "[/AVAILABLE_TOOLS]", "[TOOL_RESULTS]", "[/TOOL_RESULTS]", NULL};
@@ -85,7 +90,7 @@ write_tmpl_model(const char *path, const char *tmpl,
 static int
 start(void)
 {
-    char model[1024], cfg[4096];
+    char model[1024], cfg[8192];
     snprintf(model, sizeof(model), "%s/models/stories260K.gguf",
              e2e_env("LLMUX_TEST_DATA", "../shared/data"));
     char *dir = e2e_temp_dir();
@@ -95,9 +100,11 @@ start(void)
     snprintf(herm_model, sizeof(herm_model), "%s/herm.gguf", dir);
     snprintf(l3_model, sizeof(l3_model), "%s/l3.gguf", dir);
     snprintf(mis_model, sizeof(mis_model), "%s/mis.gguf", dir);
+    snprintf(nemo_model, sizeof(nemo_model), "%s/nemo.gguf", dir);
     if (write_tmpl_model(herm_model, herm_tmpl, NULL, 77) != 0 ||
         write_tmpl_model(l3_model, l3_tmpl, NULL, 78) != 0 ||
-        write_tmpl_model(mis_model, mis_tmpl, mis_controls, 79) != 0)
+        write_tmpl_model(mis_model, mis_tmpl, mis_controls, 79) != 0 ||
+        write_tmpl_model(nemo_model, nemo_tmpl, mis_controls, 80) != 0)
         return -1;
     snprintf(cfg, sizeof(cfg),
              "{\"listen\": \"127.0.0.1:0\", \"workers\": 2,\n"
@@ -116,8 +123,12 @@ start(void)
              "   \"models\": {\"l3\": {}}},\n"
              "  \"mis\": {\"kind\": \"local\", \"model_path\": \"%s\",\n"
              "   \"threads\": 1, \"context\": 2048, \"parallel\": 1,\n"
-             "   \"models\": {\"mis\": {}}}}}\n",
-             dir, model, rand_model, herm_model, l3_model, mis_model);
+             "   \"models\": {\"mis\": {}}},\n"
+             "  \"nemo\": {\"kind\": \"local\", \"model_path\": \"%s\",\n"
+             "   \"threads\": 1, \"context\": 2048, \"parallel\": 1,\n"
+             "   \"models\": {\"nemo\": {}}}}}\n",
+             dir, model, rand_model, herm_model, l3_model, mis_model,
+             nemo_model);
     free(dir);
     char *path = e2e_write_temp("structured.json", cfg);
     const char *bin = e2e_env("LLMUX_BIN", "build/release/llmux");
@@ -692,25 +703,37 @@ test_native_prompts(void)
         "<|start_header_id|>ipython<|end_header_id|>\n\n12:00<|eot_id|>"
         "<|start_header_id|>user<|end_header_id|>\n\nThanks<|eot_id|>"
         "<|start_header_id|>assistant<|end_header_id|>\n\n");
-    /* mistral: the tools before the last user turn, call ids as 9
-     * characters [a-zA-Z0-9] (call_1 -> 9Gd2dIMCT, its result the same) */
+    /* mistral (v3): the tools before the last user turn, the system text
+     * in it, call ids as 9 characters [a-zA-Z0-9] (call_1 -> 9Gd2dIMCT,
+     * its result the same) */
 #define MIS_TOOLS                                                          \
     "[AVAILABLE_TOOLS] [{\"type\": \"function\", \"function\": {\"name\": " \
     "\"get_time\", \"parameters\": {\"type\": \"object\", \"properties\": " \
     "{\"zone\": {\"type\": \"string\"}}}}}][/AVAILABLE_TOOLS]"
     expect_prompt(
         "mis", mis_model, msgs, tool_list,
-        "[INST] Be brief.\n\nTime? [/INST][TOOL_CALLS] [{\"name\": "
+        "[INST] Time?[/INST][TOOL_CALLS] [{\"name\": "
         "\"get_time\", \"arguments\": {\"zone\": \"utc\"}, \"id\": "
         "\"9Gd2dIMCT\"}]</s>[TOOL_RESULTS] {\"content\": \"12:00\", "
         "\"call_id\": \"9Gd2dIMCT\"}[/TOOL_RESULTS]" MIS_TOOLS
-        "[INST] Thanks [/INST]");
+        "[INST] Be brief.\n\nThanks[/INST]");
+    /* Nemo's (tekken): the same without the spaces */
+    expect_prompt(
+        "nemo", nemo_model, msgs, tool_list,
+        "[INST]Time?[/INST][TOOL_CALLS][{\"name\": "
+        "\"get_time\", \"arguments\": {\"zone\": \"utc\"}, \"id\": "
+        "\"9Gd2dIMCT\"}]</s>[TOOL_RESULTS]{\"content\": \"12:00\", "
+        "\"call_id\": \"9Gd2dIMCT\"}[/TOOL_RESULTS][AVAILABLE_TOOLS][{"
+        "\"type\": \"function\", \"function\": {\"name\": \"get_time\", "
+        "\"parameters\": {\"type\": \"object\", \"properties\": {\"zone\": "
+        "{\"type\": \"string\"}}}}}][/AVAILABLE_TOOLS][INST]Be brief.\n\n"
+        "Thanks[/INST]");
     /* two calls, then their results; the only user turn after the tools */
     expect_prompt(
         "mis", mis_model,
         two_calls,
         tool_list,
-        MIS_TOOLS "[INST] Time? [/INST][TOOL_CALLS] [{\"name\": \"get_time\", "
+        MIS_TOOLS "[INST] Time?[/INST][TOOL_CALLS] [{\"name\": \"get_time\", "
         "\"arguments\": {}, \"id\": \"7pPNQO8GX\"}, {\"name\": "
         "\"get_time\", \"arguments\": {\"zone\": \"cet\"}, \"id\": "
         "\"wCBTlKcFX\"}]</s>[TOOL_RESULTS] {\"content\": \"11:00\", "
@@ -761,8 +784,9 @@ test_native_prompts(void)
 static void
 test_native_calls(void)
 {
-    static const char *const models[] = {"herm", "l3", "rand", "mis"};
-    for (size_t mi = 0; mi < 4; mi++) {
+    static const char *const models[] = {"herm", "l3", "rand", "mis",
+                                         "nemo"};
+    for (size_t mi = 0; mi < 5; mi++) {
         int calls = 0, texts = 0, multi = 0;
         for (int seed = 0; seed < 12; seed++) {
             const char *choice =
@@ -812,7 +836,7 @@ test_native_calls(void)
                 /* auto gave text: never starting like a call */
                 const char *c = msg_content(ch);
                 texts++;
-                T_CHECK(*c != (mi == 0 ? '<' : mi == 3 ? '[' : '{'));
+                T_CHECK(*c != (mi == 0 ? '<' : mi >= 3 ? '[' : '{'));
                 T_CHECK(!json_object_get(msg, "tool_calls"));
             } else {
                 T_EQ_STR(fr, "length");
@@ -1416,6 +1440,7 @@ main(void)
     unlink(herm_model);
     unlink(l3_model);
     unlink(mis_model);
+    unlink(nemo_model);
     curl_global_cleanup();
     return T_END();
 }
