@@ -807,8 +807,14 @@ lp_inst_new(const struct cfg_provider *p, struct pv_inst *prev,
         gx_errf(err, errlen, "%s", lerr);
         goto out;
     }
-    GX_LOG(GX_LOG_INFO, NULL, "provider %s: %s, %d parallel%s", p->name,
-           le_model_desc(e->model), sp.parallel,
+    /* the formats found in its chat template: what a wrong prompt or a
+     * tool call in the wrong wrapper would be traced back to */
+    GX_LOG(GX_LOG_INFO, NULL,
+           "provider %s: %s, chat template %s, tool calls %s, %d "
+           "parallel%s",
+           p->name, le_model_desc(e->model),
+           le_chat_template_name(le_model_chat_template(e->model)),
+           le_chat_tools_name(le_model_chat_tools(e->model)), sp.parallel,
            old ? " (replaces the running instance)" : "");
     *out = &e->head;
     return GX_OK;

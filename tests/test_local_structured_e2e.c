@@ -131,6 +131,7 @@ start(void)
              nemo_model);
     free(dir);
     char *path = e2e_write_temp("structured.json", cfg);
+    setenv("LLMUX_LOG", "info", 1); /* the providers' lines at start */
     const char *bin = e2e_env("LLMUX_BIN", "build/release/llmux");
     char *argv[] = {(char *)bin, "serve", "--config", path, NULL};
     int rc = e2e_start(&gw, argv, "listening on http://127.0.0.1:", 30000);
@@ -649,6 +650,19 @@ expect_prompt(const char *model, const char *path, const char *msgs,
 static void
 test_native_prompts(void)
 {
+    /* the startup log names what was found in each template */
+    T_EQ_INT(e2e_log_count(&gw, "chat template chatml, tool calls hermes,"),
+             1);
+    T_EQ_INT(e2e_log_count(&gw, "chat template mistral-v3, tool calls "
+                                "mistral,"),
+             1);
+    T_EQ_INT(e2e_log_count(&gw, "chat template mistral-v3-tekken, tool "
+                                "calls mistral,"),
+             1);
+    T_EQ_INT(e2e_log_count(&gw, "chat template llama3, tool calls llama3,"),
+             1);
+    T_EQ_INT(e2e_log_count(&gw, "chat template chatml, tool calls json,"),
+             2); /* stories260K and rand: no template */
     const char *tool_list =
         "[{\"type\":\"function\",\"function\":{\"name\":\"get_time\","
         "\"parameters\":{\"type\":\"object\",\"properties\":{\"zone\":{"
