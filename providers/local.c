@@ -2311,8 +2311,10 @@ mistral_id(const char *id, char out[10])
 /* Mistral's turns of tool calls and results (render_message): an
  * assistant's calls as [TOOL_CALLS] [{"name", "arguments", "id"}, ...]
  * (without the turn's text, as the template drops it), a result as
- * [TOOL_RESULTS] {"content": TEXT, "call_id": ID}[/TOOL_RESULTS]; both
- * are written as they are between the [INST] turns (chat.c). */
+ * [TOOL_RESULTS] {"content": C, "call_id": ID}[/TOOL_RESULTS], C the
+ * result's JSON value when its text is one and the text as a JSON string
+ * otherwise (as Mistral's own tokenizer library writes them); both are
+ * written as they are between the [INST] turns (chat.c). */
 static void
 mistral_turn(struct gx_buf *b, const json_t *m, const char *text,
              int is_result, const char *sp)
@@ -2321,7 +2323,10 @@ mistral_turn(struct gx_buf *b, const json_t *m, const char *text,
     if (is_result) {
         mistral_id(json_string_value(json_object_get(m, "tool_call_id")),
                    mid);
-        json_t *o = json_pack("{s:s,s:s}", "content", text, "call_id", mid);
+        json_t *c = json_loads(text, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES,
+                               NULL);
+        json_t *o = json_pack("{s:o,s:s}", "content",
+                              c ? c : json_string(text), "call_id", mid);
         char *d = o ? json_dumps(o, 0) : NULL;
         if (d)
             gx_buf_printf(b, "[TOOL_RESULTS]%s%s[/TOOL_RESULTS]", sp, d);

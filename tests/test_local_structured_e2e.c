@@ -754,6 +754,22 @@ test_native_prompts(void)
         "\"call_id\": \"7pPNQO8GX\"}[/TOOL_RESULTS][TOOL_RESULTS] "
         "{\"content\": \"12:00\", \"call_id\": \"wCBTlKcFX\"}"
         "[/TOOL_RESULTS]");
+    /* a result whose text is JSON goes in as that value, not a string */
+    expect_prompt(
+        "nemo", nemo_model,
+        "[{\"role\":\"user\",\"content\":\"Time?\"},"
+        "{\"role\":\"assistant\",\"tool_calls\":[{\"id\":\"c1\","
+        "\"type\":\"function\",\"function\":{\"name\":\"get_time\","
+        "\"arguments\":\"{}\"}}]},"
+        "{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"content\":"
+        "\"{\\\"h\\\": 11, \\\"tz\\\": [\\\"cet\\\"]}\"}]",
+        tool_list,
+        "[AVAILABLE_TOOLS][{\"type\": \"function\", \"function\": {\"name\": "
+        "\"get_time\", \"parameters\": {\"type\": \"object\", \"properties\": "
+        "{\"zone\": {\"type\": \"string\"}}}}}][/AVAILABLE_TOOLS][INST]Time?"
+        "[/INST][TOOL_CALLS][{\"name\": \"get_time\", \"arguments\": {}, "
+        "\"id\": \"7pPNQO8GX\"}]</s>[TOOL_RESULTS]{\"content\": {\"h\": 11, "
+        "\"tz\": [\"cet\"]}, \"call_id\": \"7pPNQO8GX\"}[/TOOL_RESULTS]");
 #undef MIS_TOOLS
     /* two calls in one turn, their results in one user turn (hermes) */
     expect_prompt(
