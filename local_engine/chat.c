@@ -18,7 +18,9 @@
  *   llama2   [INST] <<SYS>>\nS\n<</SYS>>\n\nU [/INST] A </s><s>[INST] U [/INST]
  *   llama3   <|start_header_id|>ROLE<|end_header_id|>\n\nTEXT<|eot_id|> ...
  *            gen: <|start_header_id|>assistant<|end_header_id|>\n\n
- *   mistral  [INST] S\n\nU [/INST]A</s>[INST] U [/INST]
+ *   mistral  [INST] S\n\nU [/INST] A</s> [INST] U [/INST]   (v1: 7B v0.1,
+ *            v0.2, Mixtral 8x7B; the text's own start needs no space:
+ *            the tokenizer's dummy prefix gives it)
  *   mistral-v3         [INST] U[/INST] A</s>[INST] S\n\nU[/INST]
  *   mistral-v3-tekken  [INST]U[/INST]A</s>[INST]S\n\nU[/INST]
  *            (Mistral's v3 templates put the system text in front of the
@@ -322,15 +324,11 @@ render_mistral(struct chat_buf *b, const struct le_chat_msg *msgs, size_t n,
             sys = sb.p ? sb.p : "";
             b->bad |= sb.bad;
         } else if (!strcmp(role, "assistant")) {
-            if (t == LE_CHAT_MISTRAL) {
+            cb_str(b, sp);
+            if (v3)
+                cb_trim(b, content_of(&msgs[i]));
+            else
                 cb_str(b, content_of(&msgs[i]));
-            } else {
-                cb_str(b, sp);
-                if (v3)
-                    cb_trim(b, content_of(&msgs[i]));
-                else
-                    cb_str(b, content_of(&msgs[i]));
-            }
             cb_str(b, "</s>");
         } else if (!strcmp(role, "tool") || !strcmp(role, "tools")) {
             cb_str(b, content_of(&msgs[i]));
@@ -338,6 +336,8 @@ render_mistral(struct chat_buf *b, const struct le_chat_msg *msgs, size_t n,
             cb_str(b, content_of(&msgs[i]));
             cb_str(b, "</s>");
         } else {
+            if (t == LE_CHAT_MISTRAL && b->len) /* "</s> [INST]" in v1 */
+                cb_str(b, " ");
             cb_str(b, "[INST]");
             cb_str(b, sp);
             if (sys && (sys_at == n || sys_at == i)) {
@@ -351,6 +351,8 @@ render_mistral(struct chat_buf *b, const struct le_chat_msg *msgs, size_t n,
         }
     }
     if (sys) { /* no user turn to carry it: an instruction of its own */
+        if (t == LE_CHAT_MISTRAL && b->len)
+            cb_str(b, " ");
         cb_str(b, "[INST]");
         cb_str(b, sp);
         cb_str(b, sys);

@@ -210,17 +210,18 @@ static void
 test_mistral(void)
 {
     check(LE_CHAT_MISTRAL, conv, N_CONV, 1,
-          "[INST] You are terse.\n\nHi [/INST]Hello.</s>[INST] 2+2? [/INST]");
+          "[INST] You are terse.\n\nHi [/INST] Hello.</s> [INST] 2+2? "
+          "[/INST]");
     /* "tools" and "tool" turns as they are, outside [INST] */
     struct le_chat_msg t[] = {
         {"system", "S"},
         {"tools", "[AVAILABLE_TOOLS] [][/AVAILABLE_TOOLS]"},
         {"user", "U"},
-        {"assistant", "[TOOL_CALLS] []"},
+        {"tool_calls", "[TOOL_CALLS] []"},
         {"tool", "[TOOL_RESULTS] {}[/TOOL_RESULTS]"},
     };
     check(LE_CHAT_MISTRAL, t, 5, 1,
-          "[AVAILABLE_TOOLS] [][/AVAILABLE_TOOLS][INST] S\n\nU [/INST]"
+          "[AVAILABLE_TOOLS] [][/AVAILABLE_TOOLS] [INST] S\n\nU [/INST]"
           "[TOOL_CALLS] []</s>[TOOL_RESULTS] {}[/TOOL_RESULTS]");
     /* the system text alone: an instruction of its own, not dropped */
     check(LE_CHAT_MISTRAL, conv, 1, 1, "[INST] You are terse. [/INST]");
