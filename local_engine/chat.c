@@ -35,6 +35,10 @@
  *   gemma    <start_of_turn>user\nS\n\nU<end_of_turn>\n<start_of_turn>model\nA<end_of_turn>\n
  *            gen: <start_of_turn>model\n
  *   zephyr   <|ROLE|>\nTEXT</s>\n ...                  gen: <|assistant|>\n
+ *   deepseek3  S<｜User｜>U<｜Assistant｜>A<｜end▁of▁sentence｜>   gen: <｜Assistant｜>
+ *            (the system texts first, joined by a blank line; an
+ *            assistant's reasoning up to its </think> is not sent back,
+ *            as R1's template drops it)
  */
 #include <stdlib.h>
 #include <string.h>
@@ -44,7 +48,7 @@
 static const char *const chat_names[] = {
     "chatml",     "llama2",          "llama3",     "mistral",
     "phi3",       "gemma",           "zephyr",     "mistral-v3",
-    "mistral-v3-tekken", "mistral-v7", "mistral-v7-tekken"};
+    "mistral-v3-tekken", "mistral-v7", "mistral-v7-tekken", "deepseek3"};
 
 const char *
 le_chat_template_name(enum le_chat_template t)
@@ -77,6 +81,9 @@ le_chat_detect(const char *t, size_t len)
         return LE_CHAT_CHATML;
     if (has(t, len, "<|im_start|>"))
         return LE_CHAT_CHATML;
+    if (has(t, len, "<\xef\xbd\x9cUser\xef\xbd\x9c>") &&
+        has(t, len, "<\xef\xbd\x9c" "Assistant\xef\xbd\x9c>"))
+        return LE_CHAT_DEEPSEEK3;
     if (has(t, len, "<|start_header_id|>") && has(t, len, "<|end_header_id|>"))
         return LE_CHAT_LLAMA3;
     if (has(t, len, "[INST]")) {
@@ -404,6 +411,40 @@ render_gemma(struct chat_buf *b, const struct le_chat_msg *msgs, size_t n,
         cb_str(b, "<start_of_turn>model\n");
 }
 
+static void
+render_deepseek3(struct chat_buf *b, const struct le_chat_msg *msgs,
+                 size_t n, int gen)
+{
+    static const char user[] = "<\xef\xbd\x9cUser\xef\xbd\x9c>",
+                      asst[] = "<\xef\xbd\x9c" "Assistant\xef\xbd\x9c>",
+                      eos[] = "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81"
+                              "sentence\xef\xbd\x9c>";
+    int first = 1;
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(role_of(&msgs[i]), "system")) {
+            if (!first)
+                cb_str(b, "\n\n");
+            cb_str(b, content_of(&msgs[i]));
+            first = 0;
+        }
+    for (size_t i = 0; i < n; i++) {
+        const char *role = role_of(&msgs[i]), *c = content_of(&msgs[i]);
+        if (!strcmp(role, "system"))
+            continue;
+        if (!strcmp(role, "assistant")) {
+            const char *think = strstr(c, "</think>");
+            cb_str(b, asst);
+            cb_str(b, think ? think + strlen("</think>") : c);
+            cb_str(b, eos);
+        } else {
+            cb_str(b, user);
+            cb_str(b, c);
+        }
+    }
+    if (gen)
+        cb_str(b, asst);
+}
+
 enum le_status
 le_chat_apply(enum le_chat_template t, const struct le_chat_msg *msgs,
               size_t n_msgs, int add_generation_prompt, char **out,
@@ -436,6 +477,9 @@ le_chat_apply(enum le_chat_template t, const struct le_chat_msg *msgs,
         break;
     case LE_CHAT_ZEPHYR:
         render_tagged(&b, msgs, n_msgs, gen, "</s>");
+        break;
+    case LE_CHAT_DEEPSEEK3:
+        render_deepseek3(&b, msgs, n_msgs, gen);
         break;
     case LE_CHAT_CHATML:
     default:

@@ -133,7 +133,8 @@ enum le_chat_template {
     LE_CHAT_MISTRAL_V3,
     LE_CHAT_MISTRAL_V3_TEKKEN,
     LE_CHAT_MISTRAL_V7,
-    LE_CHAT_MISTRAL_V7_TEKKEN
+    LE_CHAT_MISTRAL_V7_TEKKEN,
+    LE_CHAT_DEEPSEEK3 /* DeepSeek V3 and R1, and the R1 distills */
 };
 /* 1 for the mistral templates (any of the five) */
 int le_chat_is_mistral(enum le_chat_template t);

@@ -68,6 +68,14 @@ test_detect(void)
              LE_CHAT_MISTRAL_V7_TEKKEN);
     T_EQ_INT(D("[AVAILABLE_TOOLS] ... '[INST] ' + content + ' [/INST]'"),
              LE_CHAT_MISTRAL);
+    /* DeepSeek R1's (and its Qwen and Llama distills') */
+    T_EQ_INT(D("{{bos_token}}{{ns.system_prompt}}{%- for message in messages "
+               "%}{%- if message['role'] == 'user' %}{{'<\xef\xbd\x9cUser"
+               "\xef\xbd\x9c>' + message['content']}}{%- endif %}... "
+               "{{'<\xef\xbd\x9c" "Assistant\xef\xbd\x9c>' + content + "
+               "'<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence"
+               "\xef\xbd\x9c>'}}"),
+             LE_CHAT_DEEPSEEK3);
     T_EQ_INT(D("{% for message in messages %}{{'<|' + message['role'] + "
                "'|>' + '\\n' + message['content'] + '<|end|>\\n' }}{% endfor "
                "%}{% if add_generation_prompt %}{{ '<|assistant|>\\n' }}"),
@@ -266,6 +274,28 @@ test_mistral_versions(void)
     check(LE_CHAT_MISTRAL, s2, 3, 1, "[INST] A\n\nB\n\nU [/INST]");
 }
 
+/* DeepSeek V3 / R1: the system texts first; an assistant's reasoning
+ * (up to its </think>) is not sent back */
+static void
+test_deepseek3(void)
+{
+#define U "<\xef\xbd\x9cUser\xef\xbd\x9c>"
+#define A "<\xef\xbd\x9c" "Assistant\xef\xbd\x9c>"
+#define E "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>"
+    check(LE_CHAT_DEEPSEEK3, conv, N_CONV, 1,
+          "You are terse." U "Hi" A "Hello." E U "2+2?" A);
+    static const struct le_chat_msg r[] = {
+        {"system", "S1"}, {"user", "Q"},
+        {"assistant", "<think>\nhm\n</think>\n\nFour."}, {"system", "S2"},
+        {"user", "Q2"}};
+    check(LE_CHAT_DEEPSEEK3, r, 5, 0,
+          "S1\n\nS2" U "Q" A "\n\nFour." E U "Q2");
+    T_EQ_STR(le_chat_template_name(LE_CHAT_DEEPSEEK3), "deepseek3");
+#undef U
+#undef A
+#undef E
+}
+
 static void
 test_phi3(void)
 {
@@ -318,6 +348,7 @@ main(void)
     T_RUN(test_llama3);
     T_RUN(test_mistral);
     T_RUN(test_mistral_versions);
+    T_RUN(test_deepseek3);
     T_RUN(test_phi3);
     T_RUN(test_gemma);
     T_RUN(test_zephyr);

@@ -32,7 +32,14 @@ static char rand_model[256];
 /* random-weight models whose chat templates have a tool format of their
  * own (le_chat_tools_detect): Qwen2.5-style chatml + <tool_call>, and
  * Llama 3.2-style ipython turns with {"name", "parameters"} calls */
-static char herm_model[256], l3_model[256], mis_model[256], nemo_model[256];
+static char herm_model[256], l3_model[256], mis_model[256], nemo_model[256],
+    ds_model[256];
+/* DeepSeek R1-style (no tool format of its own here: the JSON wrapper) */
+static const char *ds_tmpl =
+    "{{bos_token}}{{ns.system_prompt}}{{'<\xef\xbd\x9cUser\xef\xbd\x9c>' + "
+    "message['content']}}{{'<\xef\xbd\x9c" "Assistant\xef\xbd\x9c>' + "
+    "content + '<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence"
+    "\xef\xbd\x9c>'}}";
 static const char *herm_tmpl =
     "{%- if tools %}{{- '<|im_start|>system\\n' }}{{- \"# Tools ...<tools>\" "
     "}}{%- for tool in tools %}{{- tool | tojson }}{%- endfor %}{{- "
@@ -101,10 +108,12 @@ start(void)
     snprintf(l3_model, sizeof(l3_model), "%s/l3.gguf", dir);
     snprintf(mis_model, sizeof(mis_model), "%s/mis.gguf", dir);
     snprintf(nemo_model, sizeof(nemo_model), "%s/nemo.gguf", dir);
+    snprintf(ds_model, sizeof(ds_model), "%s/ds.gguf", dir);
     if (write_tmpl_model(herm_model, herm_tmpl, NULL, 77) != 0 ||
         write_tmpl_model(l3_model, l3_tmpl, NULL, 78) != 0 ||
         write_tmpl_model(mis_model, mis_tmpl, mis_controls, 79) != 0 ||
-        write_tmpl_model(nemo_model, nemo_tmpl, mis_controls, 80) != 0)
+        write_tmpl_model(nemo_model, nemo_tmpl, mis_controls, 80) != 0 ||
+        write_tmpl_model(ds_model, ds_tmpl, NULL, 81) != 0)
         return -1;
     snprintf(cfg, sizeof(cfg),
              "{\"listen\": \"127.0.0.1:0\", \"workers\": 2,\n"
@@ -126,9 +135,12 @@ start(void)
              "   \"models\": {\"mis\": {}}},\n"
              "  \"nemo\": {\"kind\": \"local\", \"model_path\": \"%s\",\n"
              "   \"threads\": 1, \"context\": 2048, \"parallel\": 1,\n"
-             "   \"models\": {\"nemo\": {}}}}}\n",
+             "   \"models\": {\"nemo\": {}}},\n"
+             "  \"ds\": {\"kind\": \"local\", \"model_path\": \"%s\",\n"
+             "   \"threads\": 1, \"context\": 2048, \"parallel\": 1,\n"
+             "   \"models\": {\"ds\": {}}}}}\n",
              dir, model, rand_model, herm_model, l3_model, mis_model,
-             nemo_model);
+             nemo_model, ds_model);
     free(dir);
     char *path = e2e_write_temp("structured.json", cfg);
     setenv("LLMUX_LOG", "info", 1); /* the providers' lines at start */
@@ -661,6 +673,8 @@ test_native_prompts(void)
              1);
     T_EQ_INT(e2e_log_count(&gw, "chat template llama3, tool calls llama3,"),
              1);
+    T_EQ_INT(e2e_log_count(&gw, "chat template deepseek3, tool calls json,"),
+             1);
     T_EQ_INT(e2e_log_count(&gw, "chat template chatml, tool calls json,"),
              2); /* stories260K and rand: no template */
     const char *tool_list =
@@ -754,6 +768,24 @@ test_native_prompts(void)
         "\"call_id\": \"7pPNQO8GX\"}[/TOOL_RESULTS][TOOL_RESULTS] "
         "{\"content\": \"12:00\", \"call_id\": \"wCBTlKcFX\"}"
         "[/TOOL_RESULTS]");
+    /* deepseek3: the system texts first (the JSON wrapper's after the
+     * client's), an earlier answer without its reasoning */
+    expect_prompt(
+        "ds", ds_model,
+        "[{\"role\":\"system\",\"content\":\"Be brief.\"},"
+        "{\"role\":\"user\",\"content\":\"Time?\"},"
+        "{\"role\":\"assistant\",\"content\":\"<think>\\nclock\\n</think>"
+        "\\n\\nNoon.\"},{\"role\":\"user\",\"content\":\"Thanks\"}]",
+        tool_list,
+        "Be brief.\nYou can call functions. To call one, reply with only a "
+        "JSON object {\"name\": <function name>, \"arguments\": <an object "
+        "of its parameters>}; otherwise reply in plain text.\nFunctions:\n"
+        "{\"name\":\"get_time\",\"parameters\":{\"type\":\"object\","
+        "\"properties\":{\"zone\":{\"type\":\"string\"}}}}\n"
+        "<\xef\xbd\x9cUser\xef\xbd\x9c>Time?<\xef\xbd\x9c" "Assistant"
+        "\xef\xbd\x9c>\n\nNoon.<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81"
+        "sentence\xef\xbd\x9c><\xef\xbd\x9cUser\xef\xbd\x9c>Thanks<\xef\xbd"
+        "\x9c" "Assistant\xef\xbd\x9c>");
     /* a result whose text is JSON goes in as that value, not a string */
     expect_prompt(
         "nemo", nemo_model,
@@ -1471,6 +1503,7 @@ main(void)
     unlink(l3_model);
     unlink(mis_model);
     unlink(nemo_model);
+    unlink(ds_model);
     curl_global_cleanup();
     return T_END();
 }
