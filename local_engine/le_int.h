@@ -854,7 +854,8 @@ void le_gen_cleanup(struct le_gen *g);
 
 enum le_arch {
     LE_ARCH_LLAMA = 0,
-    LE_ARCH_QWEN2 = 1
+    LE_ARCH_QWEN2 = 1,
+    LE_ARCH_QWEN3 = 2  /* qwen2 without the biases, with q/k norms */
 };
 
 struct le_layer {
@@ -863,6 +864,9 @@ struct le_layer {
     const struct le_gguf_tensor *wk;        /* [n_embd] x n_head_kv*hd */
     const struct le_gguf_tensor *wv;        /* [n_embd] x n_head_kv*hd */
     const struct le_gguf_tensor *bq, *bk, *bv; /* qwen2 biases, f32 */
+    /* qwen3: RMSNorm weights [head_dim] f32 of every q and k head, applied
+     * after the projection and before the rotation */
+    const struct le_gguf_tensor *q_norm, *k_norm;
     const struct le_gguf_tensor *wo;        /* [n_head*hd] x n_embd */
     const struct le_gguf_tensor *ffn_norm;  /* [n_embd] f32 */
     const struct le_gguf_tensor *w_gate;    /* [n_embd] x n_ff */
@@ -877,7 +881,7 @@ struct le_hparams {
     float eps;            /* RMSNorm epsilon */
     float rope_base;      /* rope.freq_base, default 10000 */
     float rope_scale;     /* 1 / rope.scaling.factor (linear), else 1 */
-    int rope_neox;        /* 1: rotate halves (qwen2); 0: adjacent pairs */
+    int rope_neox;        /* 1: rotate halves (qwen2, qwen3); 0: pairs */
 };
 
 /* A weight matrix repacked at load (repack.c's layout for pt.type):

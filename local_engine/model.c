@@ -1,5 +1,5 @@
 /*
- * model.c: llama / qwen2 weights and the forward pass.
+ * model.c: llama / qwen2 / qwen3 weights and the forward pass.
  *
  * What it does: reads the hyperparameters from GGUF metadata, finds every
  * tensor and checks its shape and type against them (a wrong file is a
@@ -14,8 +14,9 @@
  *   per layer:
  *     xb = rmsnorm(x) * attn_norm
  *     q = Wq xb (+bq)  k = Wk xb (+bk)  v = Wv xb (+bv)  (biases: qwen2)
+ *     q_h = rmsnorm(q_h) * q_norm, k_h likewise per head   (qwen3)
  *     rope(q, k, pos)   llama: adjacent pairs (GGML "normal" mode);
- *                       qwen2: halves (GGML NEOX mode)
+ *                       qwen2, qwen3: halves (GGML NEOX mode)
  *     K/V cache[pos] = k, v (f16 or q8_0)
  *     att_h = softmax(q_h . K[kv(h)][0..pos] / sqrt(hd)) V[kv(h)]   (GQA)
  *     x += Wo att
@@ -162,9 +163,12 @@ load_hparams(struct le_model *m, char *err, size_t errlen)
         hp->arch = LE_ARCH_LLAMA;
     else if (!strcmp(arch, "qwen2"))
         hp->arch = LE_ARCH_QWEN2;
+    else if (!strcmp(arch, "qwen3"))
+        hp->arch = LE_ARCH_QWEN3;
     else
         return fail(err, errlen, LE_EFORMAT,
-                    "model: architecture '%s' is not supported (llama, qwen2)",
+                    "model: architecture '%s' is not supported (llama, "
+                    "qwen2, qwen3)",
                     arch);
 
     uint32_t u;
@@ -248,7 +252,7 @@ load_hparams(struct le_model *m, char *err, size_t errlen)
     }
     if (factor > 0)
         hp->rope_scale = 1.0f / factor;
-    hp->rope_neox = hp->arch == LE_ARCH_QWEN2;
+    hp->rope_neox = hp->arch == LE_ARCH_QWEN2 || hp->arch == LE_ARCH_QWEN3;
     return LE_OK;
 }
 
@@ -296,7 +300,7 @@ load_tensors(struct le_model *m, char *err, size_t errlen)
     m->layers = calloc((size_t)hp->n_layer, sizeof(*m->layers));
     if (!m->layers)
         return LE_ENOMEM;
-    int bias = hp->arch == LE_ARCH_QWEN2;
+    int bias = hp->arch == LE_ARCH_QWEN2, qkn = hp->arch == LE_ARCH_QWEN3;
     for (int32_t l = 0; l < hp->n_layer; l++) {
         struct le_layer *L = &m->layers[l];
         char n[96];
@@ -314,6 +318,10 @@ load_tensors(struct le_model *m, char *err, size_t errlen)
         T(bq, "attn_q.bias", QD, 0, bias);
         T(bk, "attn_k.bias", KD, 0, bias);
         T(bv, "attn_v.bias", KD, 0, bias);
+        if (qkn) {
+            T(q_norm, "attn_q_norm.weight", hp->head_dim, 0, 1);
+            T(k_norm, "attn_k_norm.weight", hp->head_dim, 0, 1);
+        }
         T(wo, "attn_output.weight", QD, E, 1);
         T(ffn_norm, "ffn_norm.weight", E, 0, 1);
         T(w_gate, "ffn_gate.weight", E, F, 1);
@@ -541,7 +549,10 @@ le_model_load(struct le_gguf *g, const struct le_model_params *p,
     snprintf(m->desc, sizeof(m->desc),
              "%s, %d layers, %d embd, %d heads (%d kv), %d vocab, %s, %lld "
              "params",
-             m->hp.arch == LE_ARCH_QWEN2 ? "qwen2" : "llama", m->hp.n_layer,
+             m->hp.arch == LE_ARCH_QWEN3   ? "qwen3"
+             : m->hp.arch == LE_ARCH_QWEN2 ? "qwen2"
+                                           : "llama",
+             m->hp.n_layer,
              m->hp.n_embd, m->hp.n_head, m->hp.n_head_kv, m->hp.n_vocab,
              wt ? wt->name : "?", (long long)params);
     *out = m;
@@ -1412,7 +1423,8 @@ attention_heads(void *arg, int ith, int nth)
  * spinning meanwhile (another 7%).
  *   TOK_NORM:  [x[t] += xb[t] when add;] xb[t] = rmsnorm(x[t], w) (w NULL:
  *              the add only)
- *   TOK_ROPE:  rope of q[t], k[t]; k[t], v[t] into the token's KV cells
+ *   TOK_ROPE:  [qwen3: q[t], k[t] head norms;] rope of q[t], k[t]; k[t],
+ *              v[t] into the token's KV cells
  *   TOK_SILU:  hb[t] = silu(hb[t]) * hb2[t] (act.c)
  */
 enum tok_op { TOK_NORM, TOK_ROPE, TOK_SILU };
@@ -1456,6 +1468,18 @@ tok_steps(void *arg, int ith, int nth)
         case TOK_ROPE: {
             struct le_session *s = tok_seq(j->b, t);
             int pos = tok_pos(j->b, t);
+            const struct le_layer *L = &m->layers[j->layer];
+            if (L->q_norm) { /* qwen3: each head's own RMSNorm */
+                int hd = hp->head_dim;
+                for (int h = 0; h < hp->n_head; h++) {
+                    float *v = ws->q + (size_t)t * QD + (size_t)h * hd;
+                    rmsnorm(v, v, L->q_norm->data, hd, hp->eps);
+                }
+                for (int h = 0; h < hp->n_head_kv; h++) {
+                    float *v = ws->k + (size_t)t * KD + (size_t)h * hd;
+                    rmsnorm(v, v, L->k_norm->data, hd, hp->eps);
+                }
+            }
             rope(m, ws->q + (size_t)t * QD, hp->n_head, pos);
             rope(m, ws->k + (size_t)t * KD, hp->n_head_kv, pos);
             size_t off =

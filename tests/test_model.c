@@ -15,7 +15,10 @@
  *     prompt reuses the KV cache, a wrong tensor shape is a clear error;
  *   - qwen2: NEOX rotation of de-interleaved q/k heads equals llama's
  *     adjacent-pair rotation (same logits), QKV biases are applied and
- *     required; llama3 rope factors (rope_freqs.weight) are applied.
+ *     required; llama3 rope factors (rope_freqs.weight) are applied;
+ *   - qwen3 (per-head q/k norms, key_length wider than n_embd / n_head):
+ *     logits of a prompt batch and of single steps against a reference
+ *     forward written in the test; the norms are required.
  */
 #include <dirent.h>
 #include <pthread.h>
@@ -1270,6 +1273,203 @@ test_qwen2(void)
     free(q);
 }
 
+/* ------------------------------------------------------------------ */
+/* qwen3 (per-head q/k RMSNorm before the NEOX rotation, q wider than
+ * the embedding) against a plain reference forward written here from the
+ * published architecture, one token at a time, in double precision with
+ * the engine's (and llama.cpp's) fp16 rounding of the query and the KV
+ * cache. */
+
+static const float *
+tf(const struct le_gguf *g, const char *fmt, int l)
+{
+    char n[96];
+    snprintf(n, sizeof(n), fmt, l);
+    const struct le_gguf_tensor *t = le_gguf_tensor(g, n);
+    return t && t->type == LE_TYPE_F32 ? (const float *)t->data : NULL;
+}
+
+/* y[r] = sum_c w[r * in + c] x[c], r < out (GGUF [in, out] layout) */
+static void
+ref_mv(double *y, const float *w, const double *x, int in, int out)
+{
+    for (int r = 0; r < out; r++) {
+        double s = 0;
+        for (int c = 0; c < in; c++)
+            s += (double)w[(size_t)r * in + c] * x[c];
+        y[r] = s;
+    }
+}
+
+static void
+ref_norm(double *v, const float *w, int n, double eps)
+{
+    double ss = 0;
+    for (int i = 0; i < n; i++)
+        ss += v[i] * v[i];
+    double sc = 1.0 / sqrt(ss / n + eps);
+    for (int i = 0; i < n; i++)
+        v[i] = v[i] * sc * w[i];
+}
+
+enum { R3E = 32, R3H = 4, R3KV = 2, R3HD = 16, R3F = 48, R3V = 300,
+       R3L = 2, R3T = 6 };
+
+/* Logits after ids[0..n) of the qwen3 file at path; qk_norm 0 leaves the
+ * head norms out (to show that they matter). */
+static int
+ref_qwen3(const char *path, const int32_t *ids, int n, int qk_norm,
+          float *out)
+{
+    struct le_gguf *g = NULL;
+    char err[256];
+    if (le_gguf_open(path, LE_GGUF_READ, &g, err, sizeof(err)) != LE_OK)
+        return -1;
+    enum { QD = R3H * R3HD, KD = R3KV * R3HD };
+    static double kc[R3L][R3T][KD], vc[R3L][R3T][KD];
+    double x[R3E], xb[R3E], q[QD], k[KD], v[KD], att[QD], o[R3E];
+    double hg[R3F], hu[R3F];
+    const float *emb = tf(g, "token_embd.weight", 0);
+    int rc = emb && n <= R3T ? 0 : -1;
+    for (int t = 0; rc == 0 && t < n; t++) {
+        for (int i = 0; i < R3E; i++)
+            x[i] = emb[(size_t)ids[t] * R3E + i];
+        for (int l = 0; l < R3L; l++) {
+            memcpy(xb, x, sizeof(x));
+            ref_norm(xb, tf(g, "blk.%d.attn_norm.weight", l), R3E, 1e-5);
+            ref_mv(q, tf(g, "blk.%d.attn_q.weight", l), xb, R3E, QD);
+            ref_mv(k, tf(g, "blk.%d.attn_k.weight", l), xb, R3E, KD);
+            ref_mv(v, tf(g, "blk.%d.attn_v.weight", l), xb, R3E, KD);
+            for (int h = 0; h < R3H + R3KV; h++) {
+                double *hv = h < R3H ? q + h * R3HD : k + (h - R3H) * R3HD;
+                if (qk_norm)
+                    ref_norm(hv, tf(g, h < R3H ? "blk.%d.attn_q_norm.weight"
+                                               : "blk.%d.attn_k_norm.weight",
+                                    l),
+                             R3HD, 1e-5);
+                for (int i = 0; i < R3HD / 2; i++) { /* NEOX halves */
+                    double th = t * pow(10000.0, -2.0 * i / R3HD);
+                    double a = hv[i], b = hv[i + R3HD / 2];
+                    hv[i] = a * cos(th) - b * sin(th);
+                    hv[i + R3HD / 2] = a * sin(th) + b * cos(th);
+                }
+            }
+            for (int i = 0; i < QD; i++) /* attention's fp16 query */
+                q[i] = le_fp16_to_fp32(le_fp32_to_fp16((float)q[i]));
+            for (int i = 0; i < KD; i++) { /* the f16 KV cache */
+                kc[l][t][i] = le_fp16_to_fp32(le_fp32_to_fp16((float)k[i]));
+                vc[l][t][i] = le_fp16_to_fp32(le_fp32_to_fp16((float)v[i]));
+            }
+            for (int h = 0; h < R3H; h++) {
+                int kh = h / (R3H / R3KV);
+                double sc[R3T], mx = -1e300, sum = 0;
+                for (int p = 0; p <= t; p++) {
+                    double d = 0;
+                    for (int i = 0; i < R3HD; i++)
+                        d += q[h * R3HD + i] * kc[l][p][kh * R3HD + i];
+                    sc[p] = d / sqrt((double)R3HD);
+                    mx = sc[p] > mx ? sc[p] : mx;
+                }
+                for (int p = 0; p <= t; p++)
+                    sum += sc[p] = exp(sc[p] - mx);
+                for (int i = 0; i < R3HD; i++) {
+                    double a = 0;
+                    for (int p = 0; p <= t; p++)
+                        a += sc[p] / sum * vc[l][p][kh * R3HD + i];
+                    att[h * R3HD + i] = a;
+                }
+            }
+            ref_mv(o, tf(g, "blk.%d.attn_output.weight", l), att, QD, R3E);
+            for (int i = 0; i < R3E; i++)
+                x[i] += o[i];
+            memcpy(xb, x, sizeof(x));
+            ref_norm(xb, tf(g, "blk.%d.ffn_norm.weight", l), R3E, 1e-5);
+            ref_mv(hg, tf(g, "blk.%d.ffn_gate.weight", l), xb, R3E, R3F);
+            ref_mv(hu, tf(g, "blk.%d.ffn_up.weight", l), xb, R3E, R3F);
+            for (int i = 0; i < R3F; i++)
+                hg[i] = hg[i] / (1.0 + exp(-hg[i])) * hu[i];
+            ref_mv(o, tf(g, "blk.%d.ffn_down.weight", l), hg, R3F, R3E);
+            for (int i = 0; i < R3E; i++)
+                x[i] += o[i];
+        }
+    }
+    if (rc == 0) {
+        static double lg[R3V];
+        ref_norm(x, tf(g, "output_norm.weight", 0), R3E, 1e-5);
+        ref_mv(lg, tf(g, "output.weight", 0), x, R3E, R3V);
+        for (int i = 0; i < R3V; i++)
+            out[i] = (float)lg[i];
+    }
+    le_gguf_free(g);
+    return rc;
+}
+
+static void
+test_qwen3(void)
+{
+    char p[600], pn[600], err[256] = "";
+    snprintf(p, sizeof(p), "%s/qwen3.gguf", g_tmp);
+    struct gguf_w_llama lp = {0};
+    lp.n_vocab = R3V;
+    lp.n_embd = R3E;
+    lp.n_layer = R3L;
+    lp.n_head = R3H;
+    lp.n_head_kv = R3KV;
+    lp.head_dim = R3HD; /* q: 64 wide for a 32-wide embedding */
+    lp.n_ff = R3F;
+    lp.type = LE_TYPE_F32;
+    lp.seed = 11;
+    lp.arch = "qwen3";
+    T_EQ_INT(gguf_w_llama_write(&lp, p), 0);
+    int32_t ids[R3T] = {1, 270, 281, 265, 299, 290};
+    float ref[R3V], bare[R3V], got[R3V], step[R3V];
+    T_EQ_INT(ref_qwen3(p, ids, R3T, 1, ref), 0);
+    T_EQ_INT(ref_qwen3(p, ids, R3T, 0, bare), 0);
+    /* the whole prompt as one batch, and one token at a time */
+    struct le_model *m = NULL;
+    T_EQ_INT(le_model_open(p, NULL, &m, err, sizeof(err)), LE_OK);
+    T_CHECK(strstr(le_model_desc(m), "qwen3") != NULL);
+    T_EQ_INT(logits_after(m, ids, R3T, got), 0);
+    struct le_session *s = NULL;
+    T_EQ_INT(le_session_new(m, &s, err, sizeof(err)), LE_OK);
+    for (int t = 0; t < R3T; t++)
+        T_EQ_INT(le_session_decode(s, ids + t, 1, err, sizeof(err)), LE_OK);
+    memcpy(step, le_session_logits(s), sizeof(step));
+    le_session_free(s);
+    le_model_free(m);
+    double d = rel_diff(ref, got, R3V), ds = rel_diff(ref, step, R3V),
+           db = rel_diff(ref, bare, R3V);
+    fprintf(stderr, "qwen3 vs reference: batch %.2g, steps %.2g; without "
+                    "the head norms %.2g\n",
+            d, ds, db);
+    T_CHECK(d < 1e-5); /* 2.2e-06 measured: float against double sums */
+    T_CHECK(ds < 1e-5);
+    T_CHECK(db > 1e-2); /* the norms change the answer, so they are tested */
+    /* the head norms are required: the same file with their names
+     * changed (same length, so nothing else moves) is refused by name */
+    snprintf(pn, sizeof(pn), "%s/qwen3_nonorm.gguf", g_tmp);
+    FILE *f = fopen(p, "rb");
+    T_CHECK(f != NULL);
+    static char buf[1 << 20];
+    size_t len = f ? fread(buf, 1, sizeof(buf), f) : 0;
+    if (f)
+        fclose(f);
+    T_CHECK(len > 0 && len < sizeof(buf));
+    int renamed = 0;
+    for (char *c = buf; (c = memmem(c, len - (size_t)(c - buf), "attn_q_norm",
+                                    11)) != NULL;
+         c += 11, renamed++)
+        memcpy(c, "attn_q_nrom", 11);
+    T_EQ_INT(renamed, R3L);
+    f = fopen(pn, "wb");
+    T_CHECK(f && fwrite(buf, 1, len, f) == len);
+    if (f)
+        fclose(f);
+    m = NULL;
+    T_EQ_INT(le_model_open(pn, NULL, &m, err, sizeof(err)), LE_EFORMAT);
+    T_CHECK(strstr(err, "blk.0.attn_q_norm.weight is missing") != NULL);
+}
+
 static void
 test_rope_freqs(void)
 {
@@ -1540,6 +1740,7 @@ main(void)
     T_RUN(test_bad_shapes);
     T_RUN(test_tied_output);
     T_RUN(test_qwen2);
+    T_RUN(test_qwen3);
     T_RUN(test_rope_freqs);
     T_RUN(test_all_types);
     T_RUN(test_packed_logits);

@@ -6,13 +6,15 @@
  *                 --n-embd N --n-layer N --n-head N --n-head-kv N
  *                 --n-ff N --n-vocab N [--n-ctx N] [--seed S] [--tied]
  *                 [--chat-template TEXT] [--control TOKEN]...
+ *                 [--arch llama|qwen3] [--head-dim N]
  *
  * Every 2-D weight is of --type (norms F32), as gguf_writer.h describes;
  * the same seed and shape give the same float weights at every type;
  * --chat-template sets tokenizer.chat_template (its markers choose the
  * chat and tool formats, local_engine/chat.c); each --control adds a
  * control token (e.g. mistral's "[TOOL_CALLS]") at the vocabulary's end
- * (at most 16).  The
+ * (at most 16); --arch qwen3 writes qwen3's metadata and head norms;
+ * --head-dim sets attention.key_length (q then n_head * N wide).  The
  * whole file is built in memory before it is written: a 1B-model slice
  * (n_embd 2048, 4 layers, n_vocab 32000) needs about 1.5 GB for a moment.
  * Exit codes: 0 written, 1 the writer failed, 2 usage error.
@@ -33,7 +35,8 @@ usage(FILE *f)
           "--n-vocab N\n"
           "                     [--n-ctx N] [--seed S] [--tied] "
           "[--chat-template TEXT]\n"
-          "                     [--control TOKEN]...\n"
+          "                     [--control TOKEN]... [--arch llama|qwen3] "
+          "[--head-dim N]\n"
           "TYPE: f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k "
           "q5_k q6_k\n",
           f);
@@ -104,6 +107,11 @@ main(int argc, char **argv)
             bad = n_ctl == 16 || !*v;
             if (!bad)
                 ctl[n_ctl++] = v;
+        } else if (!strcmp(a, "--arch")) {
+            bad = strcmp(v, "llama") && strcmp(v, "qwen3");
+            p.arch = v;
+        } else if (!strcmp(a, "--head-dim")) {
+            bad = parse_pos(v, 1024, &p.head_dim) || p.head_dim % 2;
         } else if (!strcmp(a, "--type")) {
             bad = parse_type(v, &p.type);
             have_type = !bad;
@@ -147,11 +155,12 @@ main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    if (p.n_vocab < 259 + n_ctl || p.n_embd % p.n_head ||
+    if (p.n_vocab < 259 + n_ctl || (!p.head_dim && p.n_embd % p.n_head) ||
         p.n_head % p.n_head_kv) {
         fprintf(stderr, "tool_gguf_gen: need n_vocab >= 259 (and one more "
-                        "for each --control), n_embd a multiple of n_head, "
-                        "n_head a multiple of n_head_kv\n");
+                        "for each --control), n_embd a multiple of n_head "
+                        "(without --head-dim), n_head a multiple of "
+                        "n_head_kv\n");
         return 2;
     }
     p.chat_template = tmpl;

@@ -567,27 +567,39 @@ gguf_w_llama_fill(struct gguf_w *w, const struct gguf_w_llama *p)
         return -1;
     if (p->n_vocab < 259 || p->n_embd <= 0 || p->n_layer <= 0 ||
         p->n_head <= 0 || p->n_head_kv <= 0 || p->n_ff <= 0 ||
-        p->n_embd % p->n_head != 0 || p->n_head % p->n_head_kv != 0 ||
+        (!p->head_dim && p->n_embd % p->n_head != 0) || p->head_dim < 0 ||
+        p->head_dim % 2 || p->n_head % p->n_head_kv != 0 ||
         !le_type_get((uint32_t)p->type)) {
         w->failed = 1;
         return -1;
     }
-    int head_dim = p->n_embd / p->n_head;
-    int n_embd_kv = head_dim * p->n_head_kv;
-
-    gguf_w_add_str(w, "general.architecture", "llama");
+    const char *arch = p->arch ? p->arch : "llama";
+    int qwen3 = !strcmp(arch, "qwen3");
+    if (strcmp(arch, "llama") && !qwen3) {
+        w->failed = 1;
+        return -1;
+    }
+    int head_dim = p->head_dim > 0 ? p->head_dim : p->n_embd / p->n_head;
+    int n_embd_kv = head_dim * p->n_head_kv, n_q = head_dim * p->n_head;
+    char key[96];
+#define KEY(k) (snprintf(key, sizeof(key), "%s." k, arch), key)
+    gguf_w_add_str(w, "general.architecture", arch);
     gguf_w_add_str(w, "general.name", "llmux-test");
-    gguf_w_add_u32(w, "llama.context_length",
+    gguf_w_add_u32(w, KEY("context_length"),
                    (uint32_t)(p->n_ctx > 0 ? p->n_ctx : 512));
-    gguf_w_add_u32(w, "llama.embedding_length", (uint32_t)p->n_embd);
-    gguf_w_add_u32(w, "llama.block_count", (uint32_t)p->n_layer);
-    gguf_w_add_u32(w, "llama.feed_forward_length", (uint32_t)p->n_ff);
-    gguf_w_add_u32(w, "llama.attention.head_count", (uint32_t)p->n_head);
-    gguf_w_add_u32(w, "llama.attention.head_count_kv",
-                   (uint32_t)p->n_head_kv);
-    gguf_w_add_u32(w, "llama.rope.dimension_count", (uint32_t)head_dim);
-    gguf_w_add_f32(w, "llama.rope.freq_base", 10000.0f);
-    gguf_w_add_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
+    gguf_w_add_u32(w, KEY("embedding_length"), (uint32_t)p->n_embd);
+    gguf_w_add_u32(w, KEY("block_count"), (uint32_t)p->n_layer);
+    gguf_w_add_u32(w, KEY("feed_forward_length"), (uint32_t)p->n_ff);
+    gguf_w_add_u32(w, KEY("attention.head_count"), (uint32_t)p->n_head);
+    gguf_w_add_u32(w, KEY("attention.head_count_kv"), (uint32_t)p->n_head_kv);
+    if (p->head_dim > 0) {
+        gguf_w_add_u32(w, KEY("attention.key_length"), (uint32_t)head_dim);
+        gguf_w_add_u32(w, KEY("attention.value_length"), (uint32_t)head_dim);
+    }
+    gguf_w_add_u32(w, KEY("rope.dimension_count"), (uint32_t)head_dim);
+    gguf_w_add_f32(w, KEY("rope.freq_base"), 10000.0f);
+    gguf_w_add_f32(w, KEY("attention.layer_norm_rms_epsilon"), 1e-5f);
+#undef KEY
 
     /* Tokenizer. */
     size_t nv = (size_t)p->n_vocab, nc = 0;
@@ -657,10 +669,14 @@ gguf_w_llama_fill(struct gguf_w *w, const struct gguf_w_llama *p)
     snprintf(name, sizeof(name), "blk.%d." suffix, l);                       \
     add_weight(w, name, t, ne0, ne1, sd, salt + k, norm)
         W("attn_norm.weight", p->n_embd, 1, 0, 1);
-        W("attn_q.weight", p->n_embd, p->n_embd, 1, 0);
+        W("attn_q.weight", p->n_embd, n_q, 1, 0);
         W("attn_k.weight", p->n_embd, n_embd_kv, 2, 0);
         W("attn_v.weight", p->n_embd, n_embd_kv, 3, 0);
-        W("attn_output.weight", p->n_embd, p->n_embd, 4, 0);
+        W("attn_output.weight", n_q, p->n_embd, 4, 0);
+        if (qwen3) {
+            W("attn_q_norm.weight", head_dim, 1, 9, 1);
+            W("attn_k_norm.weight", head_dim, 1, 10, 1);
+        }
         W("ffn_norm.weight", p->n_embd, 1, 5, 1);
         W("ffn_gate.weight", p->n_embd, p->n_ff, 6, 0);
         W("ffn_up.weight", p->n_embd, p->n_ff, 7, 0);

@@ -116,13 +116,18 @@ struct gguf_w_llama {
     /* NULL, or a NULL-terminated list of control tokens (type 3) to take
      * the last ids of the vocabulary, e.g. mistral's "[TOOL_CALLS]" */
     const char *const *controls;
+    /* NULL or "llama"; "qwen3": its metadata prefix, NEOX rotation, and
+     * per-head attn_q_norm / attn_k_norm [head_dim] (1 +- 0.1) */
+    const char *arch;
+    int head_dim; /* 0: n_embd / n_head; else attention.key_length and
+                     .value_length, q is n_head * head_dim wide */
 };
 
 /*
  * Fills w with a llama model as llama.cpp names it:
  *
- *   general.architecture "llama", general.name "llmux-test",
- *   llama.context_length, .embedding_length, .block_count,
+ *   general.architecture "llama" (or arch), general.name "llmux-test",
+ *   llama.context_length (arch's prefix), .embedding_length, .block_count,
  *   .feed_forward_length, .attention.head_count, .attention.head_count_kv,
  *   .rope.dimension_count (= n_embd / n_head), .rope.freq_base 10000,
  *   .attention.layer_norm_rms_epsilon 1e-5,
@@ -141,15 +146,16 @@ struct gguf_w_llama {
  *     output_norm.weight    [n_embd]              F32
  *     output.weight         [n_embd, n_vocab]     type (absent if tied)
  *     blk.N.attn_norm.weight [n_embd]             F32
- *     blk.N.attn_q.weight   [n_embd, n_embd]      type
+ *     blk.N.attn_q.weight   [n_embd, n_head*head_dim]  type
+ *     blk.N.attn_q_norm.weight, attn_k_norm.weight [head_dim] F32 (qwen3)
  *     blk.N.attn_k.weight   [n_embd, n_embd_kv]   type
  *     blk.N.attn_v.weight   [n_embd, n_embd_kv]   type
- *     blk.N.attn_output.weight [n_embd, n_embd]   type
+ *     blk.N.attn_output.weight [n_head*head_dim, n_embd] type
  *     blk.N.ffn_norm.weight [n_embd]              F32
  *     blk.N.ffn_gate.weight [n_embd, n_ff]        type
  *     blk.N.ffn_up.weight   [n_embd, n_ff]        type
  *     blk.N.ffn_down.weight [n_ff, n_embd]        type
- *   with n_embd_kv = n_embd / n_head * n_head_kv.  A weight whose ne[0] is
+ *   with n_embd_kv = head_dim * n_head_kv.  A weight whose ne[0] is
  *   not a multiple of type's block size is stored F32 instead (as
  *   llama.cpp's quantiser falls back).
  *
