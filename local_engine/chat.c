@@ -39,6 +39,14 @@
  *            (the system texts first, joined by a blank line; an
  *            assistant's reasoning up to its </think> is not sent back,
  *            as R1's template drops it)
+ *   deepseek-r1  the same, gen: <｜Assistant｜><think>\n  (R1 and its
+ *            distills since their template opens the reasoning)
+ *   qwen3    ChatML; an assistant's reasoning (up to its last </think>,
+ *            the text after it without leading newlines) is dropped in
+ *            the turns up to the last user query (a user turn that is not
+ *            one <tool_response> block) and kept after it (a tool loop) as
+ *            <think>\nR\n</think>\n\nTEXT, as Qwen3's template
+ *   qwen3-thinking  the same, gen: <|im_start|>assistant\n<think>\n
  */
 #include <stdlib.h>
 #include <string.h>
@@ -48,7 +56,8 @@
 static const char *const chat_names[] = {
     "chatml",     "llama2",          "llama3",     "mistral",
     "phi3",       "gemma",           "zephyr",     "mistral-v3",
-    "mistral-v3-tekken", "mistral-v7", "mistral-v7-tekken", "deepseek3"};
+    "mistral-v3-tekken", "mistral-v7", "mistral-v7-tekken", "deepseek3",
+    "deepseek-r1", "qwen3",      "qwen3-thinking"};
 
 const char *
 le_chat_template_name(enum le_chat_template t)
@@ -79,11 +88,19 @@ le_chat_detect(const char *t, size_t len)
 {
     if (!t || !len)
         return LE_CHAT_CHATML;
-    if (has(t, len, "<|im_start|>"))
-        return LE_CHAT_CHATML;
+    /* the generation prompt as the template's string writes it, with the
+     * reasoning opened */
+    if (has(t, len, "<|im_start|>")) {
+        if (!has(t, len, "<think>") || !has(t, len, "last_query_index"))
+            return LE_CHAT_CHATML;
+        return has(t, len, "assistant\\n<think>\\n'") ? LE_CHAT_QWEN3_THINKING
+                                                        : LE_CHAT_QWEN3;
+    }
     if (has(t, len, "<\xef\xbd\x9cUser\xef\xbd\x9c>") &&
         has(t, len, "<\xef\xbd\x9c" "Assistant\xef\xbd\x9c>"))
-        return LE_CHAT_DEEPSEEK3;
+        return has(t, len, "Assistant\xef\xbd\x9c><think>\\n'")
+                   ? LE_CHAT_DEEPSEEK_R1
+                   : LE_CHAT_DEEPSEEK3;
     if (has(t, len, "<|start_header_id|>") && has(t, len, "<|end_header_id|>"))
         return LE_CHAT_LLAMA3;
     if (has(t, len, "[INST]")) {
@@ -116,7 +133,9 @@ le_chat_tools_detect(const char *t, size_t len)
     if (!t || !len)
         return LE_TOOLS_JSON;
     enum le_chat_template f = le_chat_detect(t, len);
-    if (f == LE_CHAT_CHATML && has(t, len, "<tool_call>"))
+    if ((f == LE_CHAT_CHATML || f == LE_CHAT_QWEN3 ||
+         f == LE_CHAT_QWEN3_THINKING) &&
+        has(t, len, "<tool_call>"))
         return LE_TOOLS_HERMES;
     /* Meta's JSON call format (3.1, 3.2, 3.3); not a llama3-based
      * template of another format that also speaks of ipython, such as
@@ -138,6 +157,21 @@ le_chat_is_mistral(enum le_chat_template t)
     return t == LE_CHAT_MISTRAL || t == LE_CHAT_MISTRAL_V3 ||
            t == LE_CHAT_MISTRAL_V3_TEKKEN || t == LE_CHAT_MISTRAL_V7 ||
            t == LE_CHAT_MISTRAL_V7_TEKKEN;
+}
+
+int
+le_chat_reasoning(enum le_chat_template t)
+{
+    switch (t) {
+    case LE_CHAT_QWEN3:
+    case LE_CHAT_DEEPSEEK3:
+        return 1;
+    case LE_CHAT_QWEN3_THINKING:
+    case LE_CHAT_DEEPSEEK_R1:
+        return 2;
+    default:
+        return 0;
+    }
 }
 
 int
@@ -445,6 +479,73 @@ render_deepseek3(struct chat_buf *b, const struct le_chat_msg *msgs,
         cb_str(b, asst);
 }
 
+static int
+starts_ends(const char *s, const char *a, const char *z)
+{
+    size_t n = strlen(s), na = strlen(a), nz = strlen(z);
+    return n >= na + nz && !strncmp(s, a, na) && !strcmp(s + n - nz, z);
+}
+
+/* the last "</think>" of s, or NULL */
+static const char *
+last_think_end(const char *s)
+{
+    const char *r = NULL;
+    for (const char *p = s; (p = strstr(p, "</think>")) != NULL; p++)
+        r = p;
+    return r;
+}
+
+static void
+render_qwen3(struct chat_buf *b, const struct le_chat_msg *msgs, size_t n,
+             int gen, int opened)
+{
+    size_t lq = n ? n - 1 : 0; /* the last user query */
+    for (size_t i = n; i-- > 0;)
+        if (!strcmp(role_of(&msgs[i]), "user") &&
+            !starts_ends(content_of(&msgs[i]), "<tool_response>",
+                         "</tool_response>")) {
+            lq = i;
+            break;
+        }
+    for (size_t i = 0; i < n; i++) {
+        const char *role = role_of(&msgs[i]), *c = content_of(&msgs[i]);
+        cb_str(b, "<|im_start|>");
+        cb_str(b, role);
+        cb_str(b, "\n");
+        if (strcmp(role, "assistant")) {
+            cb_str(b, c);
+            cb_str(b, "<|im_end|>\n");
+            continue;
+        }
+        const char *end = last_think_end(c), *text = c;
+        const char *r0 = c, *r1 = c; /* the reasoning: [r0, r1) */
+        if (end) {
+            text = end + strlen("</think>");
+            r1 = strstr(c, "</think>"); /* before the first one */
+            for (const char *p = c; (p = strstr(p, "<think>")) && p < r1;
+                 p++)
+                r0 = p + strlen("<think>");
+            while (r1 > r0 && r1[-1] == '\n')
+                r1--;
+            while (r0 < r1 && *r0 == '\n')
+                r0++;
+            while (*text == '\n')
+                text++;
+        }
+        if (i > lq && (end || i == n - 1)) {
+            cb_str(b, "<think>\n");
+            cb_add(b, r0, (size_t)(r1 - r0));
+            cb_str(b, "\n</think>\n\n");
+        }
+        cb_str(b, text);
+        cb_str(b, "<|im_end|>\n");
+    }
+    if (gen)
+        cb_str(b, opened ? "<|im_start|>assistant\n<think>\n"
+                         : "<|im_start|>assistant\n");
+}
+
 enum le_status
 le_chat_apply(enum le_chat_template t, const struct le_chat_msg *msgs,
               size_t n_msgs, int add_generation_prompt, char **out,
@@ -479,7 +580,14 @@ le_chat_apply(enum le_chat_template t, const struct le_chat_msg *msgs,
         render_tagged(&b, msgs, n_msgs, gen, "</s>");
         break;
     case LE_CHAT_DEEPSEEK3:
+    case LE_CHAT_DEEPSEEK_R1:
         render_deepseek3(&b, msgs, n_msgs, gen);
+        if (gen && t == LE_CHAT_DEEPSEEK_R1)
+            cb_str(&b, "<think>\n");
+        break;
+    case LE_CHAT_QWEN3:
+    case LE_CHAT_QWEN3_THINKING:
+        render_qwen3(&b, msgs, n_msgs, gen, t == LE_CHAT_QWEN3_THINKING);
         break;
     case LE_CHAT_CHATML:
     default:

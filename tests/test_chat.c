@@ -76,6 +76,34 @@ test_detect(void)
                "'<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence"
                "\xef\xbd\x9c>'}}"),
              LE_CHAT_DEEPSEEK3);
+    /* their updated template opens the reasoning */
+    T_EQ_INT(D("{{'<\xef\xbd\x9cUser\xef\xbd\x9c>' + message['content']}}"
+               "...{% if add_generation_prompt %}{{'<\xef\xbd\x9c"
+               "Assistant\xef\xbd\x9c><think>\\n'}}{% endif %}"),
+             LE_CHAT_DEEPSEEK_R1);
+    /* Qwen3's (hybrid, Instruct-2507) and Thinking-2507's */
+    static const char q3[] =
+        "{%- set ns = namespace(multi_step_tool=true, last_query_index="
+        "messages|length - 1) %}... {%- if '</think>' in content %}... "
+        "{{- '<|im_start|>' + message.role + '\\n<think>\\n' + "
+        "reasoning_content.strip('\\n') + '\\n</think>\\n\\n' + "
+        "content.lstrip('\\n') }}... {%- if add_generation_prompt %}{{- "
+        "'<|im_start|>assistant\\n' }}{%- if enable_thinking is defined and "
+        "enable_thinking is false %}{{- '<think>\\n\\n</think>\\n\\n' }}"
+        "{%- endif %}{%- endif %} <tool_call>";
+    static const char q3t[] =
+        "{%- set ns = namespace(multi_step_tool=true, last_query_index="
+        "messages|length - 1) %}... '<think>' ... {%- if "
+        "add_generation_prompt %}{{- '<|im_start|>assistant\\n<think>\\n' "
+        "}}{%- endif %} <tool_call>";
+    T_EQ_INT(D(q3), LE_CHAT_QWEN3);
+    T_EQ_INT(D(q3t), LE_CHAT_QWEN3_THINKING);
+    T_EQ_INT(le_chat_tools_detect(q3, strlen(q3)), LE_TOOLS_HERMES);
+    T_EQ_INT(le_chat_tools_detect(q3t, strlen(q3t)), LE_TOOLS_HERMES);
+    /* QwQ-style: reasoning, but not Qwen3's rules: ChatML */
+    T_EQ_INT(D("'<|im_start|>assistant\\n<think>\\n' content.split("
+               "'</think>')[-1]"),
+             LE_CHAT_CHATML);
     T_EQ_INT(D("{% for message in messages %}{{'<|' + message['role'] + "
                "'|>' + '\\n' + message['content'] + '<|end|>\\n' }}{% endfor "
                "%}{% if add_generation_prompt %}{{ '<|assistant|>\\n' }}"),
@@ -296,6 +324,59 @@ test_deepseek3(void)
 #undef E
 }
 
+/* Qwen3: reasoning dropped up to the last user query, kept after it (a
+ * tool loop), as its template; -thinking opens the answer's reasoning */
+static void
+test_qwen3(void)
+{
+    check(LE_CHAT_QWEN3, conv, N_CONV, 1,
+          "<|im_start|>system\nYou are terse.<|im_end|>\n"
+          "<|im_start|>user\nHi<|im_end|>\n"
+          "<|im_start|>assistant\nHello.<|im_end|>\n"
+          "<|im_start|>user\n2+2?<|im_end|>\n<|im_start|>assistant\n");
+    static const struct le_chat_msg r[] = {
+        {"user", "Q"},
+        {"assistant", "<think>\nold\n</think>\n\nA1"},
+        {"user", "Q2"},
+        {"assistant", "<think>\n\nwhy\n\n</think>\n\n<tool_call>\nC\n"
+                      "</tool_call>"},
+        {"user", "<tool_response>\nR\n</tool_response>"},
+        {"assistant", "no reasoning"},
+        {"user", "<tool_response>\nR2\n</tool_response>"}};
+    static const char body[] =
+        "<|im_start|>user\nQ<|im_end|>\n"
+        "<|im_start|>assistant\nA1<|im_end|>\n"
+        "<|im_start|>user\nQ2<|im_end|>\n"
+        "<|im_start|>assistant\n<think>\nwhy\n</think>\n\n<tool_call>\nC\n"
+        "</tool_call><|im_end|>\n"
+        "<|im_start|>user\n<tool_response>\nR\n</tool_response><|im_end|>\n"
+        "<|im_start|>assistant\nno reasoning<|im_end|>\n"
+        "<|im_start|>user\n<tool_response>\nR2\n</tool_response><|im_end|>"
+        "\n";
+    check(LE_CHAT_QWEN3, r, 7, 0, body);
+    char want[1024];
+    snprintf(want, sizeof(want), "%s<|im_start|>assistant\n<think>\n", body);
+    check(LE_CHAT_QWEN3_THINKING, r, 7, 1, want);
+    /* an assistant turn last after the query: its (empty) reasoning block
+     * is written, as the template's loop.last case */
+    static const struct le_chat_msg l[] = {{"user", "Q"},
+                                           {"assistant", "A"}};
+    check(LE_CHAT_QWEN3, l, 2, 0,
+          "<|im_start|>user\nQ<|im_end|>\n<|im_start|>assistant\n<think>\n"
+          "\n</think>\n\nA<|im_end|>\n");
+    T_EQ_STR(le_chat_template_name(LE_CHAT_QWEN3_THINKING), "qwen3-thinking");
+    T_EQ_INT(le_chat_template_from_name("qwen3"), LE_CHAT_QWEN3);
+    T_EQ_INT(le_chat_reasoning(LE_CHAT_QWEN3), 1);
+    T_EQ_INT(le_chat_reasoning(LE_CHAT_DEEPSEEK3), 1);
+    T_EQ_INT(le_chat_reasoning(LE_CHAT_QWEN3_THINKING), 2);
+    T_EQ_INT(le_chat_reasoning(LE_CHAT_DEEPSEEK_R1), 2);
+    T_EQ_INT(le_chat_reasoning(LE_CHAT_CHATML), 0);
+    static const struct le_chat_msg q[] = {{"user", "Q"}};
+    check(LE_CHAT_DEEPSEEK_R1, q, 1, 1,
+          "<\xef\xbd\x9cUser\xef\xbd\x9c>Q<\xef\xbd\x9c"
+          "Assistant\xef\xbd\x9c><think>\n");
+}
+
 static void
 test_phi3(void)
 {
@@ -349,6 +430,7 @@ main(void)
     T_RUN(test_mistral);
     T_RUN(test_mistral_versions);
     T_RUN(test_deepseek3);
+    T_RUN(test_qwen3);
     T_RUN(test_phi3);
     T_RUN(test_gemma);
     T_RUN(test_zephyr);
