@@ -153,6 +153,10 @@ struct lp_job {
     size_t n_plps, cap_plps;
     int lp_failed; /* out of memory recording one: the job is cancelled */
     struct gx_buf text;
+    /* a reasoning model's chat answer: its tokens up to the end of the
+     * reasoning (on_token follows the split) */
+    struct pv_think tk;
+    int64_t reasoning_tokens;
     int done;
     enum le_status st;
     struct le_gen_result res;
@@ -272,6 +276,8 @@ struct lp_choice {
     size_t lp_next;      /* logprobs: the first entry not yet sent */
     int64_t lp_chars;    /* /v1/completions: characters of those before */
     int echoed;          /* stream, echo: the prompt's chunk went out */
+    struct pv_think tk;  /* a reasoning answer's split (lc->think) */
+    struct gx_buf racc;  /* non-stream: its reasoning */
 };
 
 /* The worker side of a call. */
@@ -288,6 +294,7 @@ struct lp_call {
     int embed;    /* /v1/embeddings (embed_thread) */
     int b64;      /* its encoding_format base64 */
     int client_include_usage;
+    int think; /* le_chat_reasoning's mode for this answer, 0: none */
     char id[96];
     char model[128];
     int64_t created;
@@ -345,6 +352,15 @@ on_token(void *ud, int32_t id, const char *text, size_t len)
         return 1;
     pthread_mutex_lock(&j->mu);
     int stop = j->cancelled || j->lp_failed;
+    if (!stop && j->tk.mode) {
+        int before = j->tk.state;
+        pv_think_feed(&j->tk, text, len, NULL, NULL, 0);
+        /* the reasoning's tokens: inside it, or opening or ending it */
+        int after = j->tk.state;
+        if (before == 1 || before == 4 || after == 1 || after == 4 ||
+            (before == 0 && after == 2))
+            j->reasoning_tokens++;
+    }
     if (!stop && len) {
         if (gx_buf_append(&j->text, text, len) == GX_OK)
             event_active(j->ev, EV_READ, 0);
@@ -876,15 +892,22 @@ emit_chunk(struct pv_call *call, struct lp_call *lc, int k, json_t *delta,
     json_decref(o);
 }
 
+/* think: a reasoning model's answer, rt of its tokens the reasoning's
+ * (completion_tokens_details.reasoning_tokens, as OpenAI's) */
 static json_t *
-usage_json(const struct le_gen_result *r)
+usage_json(const struct le_gen_result *r, int think, int64_t rt)
 {
-    return json_pack("{s:i,s:i,s:i,s:{s:i}}", "prompt_tokens",
-                     r->prompt_tokens, "completion_tokens",
-                     r->completion_tokens, "total_tokens",
-                     r->prompt_tokens + r->completion_tokens,
-                     "prompt_tokens_details", "cached_tokens",
-                     r->cached_tokens);
+    json_t *u = json_pack("{s:i,s:i,s:i,s:{s:i}}", "prompt_tokens",
+                          r->prompt_tokens, "completion_tokens",
+                          r->completion_tokens, "total_tokens",
+                          r->prompt_tokens + r->completion_tokens,
+                          "prompt_tokens_details", "cached_tokens",
+                          r->cached_tokens);
+    if (u && think)
+        json_object_set_new(u, "completion_tokens_details",
+                            json_pack("{s:I}", "reasoning_tokens",
+                                      (json_int_t)rt));
+    return u;
 }
 
 /*
@@ -1445,6 +1468,19 @@ stream_choice(struct pv_call *call, struct lp_call *lc, int k,
             text = &c->acc; /* now empty */
         }
     }
+    struct gx_buf rs, cs;
+    if (lc->think) { /* the reasoning as its own deltas, then content */
+        gx_buf_init(&rs, 0);
+        gx_buf_init(&cs, 64 * 1024 * 1024);
+        pv_think_feed(&c->tk, text->data, text->len, &rs, &cs, done);
+        if (rs.len)
+            emit_chunk(call, lc, k,
+                       json_pack("{s:s%}", "reasoning_content", rs.data,
+                                 rs.len),
+                       lp_content(lc, j, c), NULL, NULL);
+        gx_buf_cleanup(&rs);
+        text = &cs;
+    }
     int complete = done && j->res.finish == LE_FINISH_STOP;
     if (lc->tools != LP_TOOLS_NONE) {
         if (text->len)
@@ -1455,6 +1491,8 @@ stream_choice(struct pv_call *call, struct lp_call *lc, int k,
                    json_pack("{s:s%}", "content", text->data, text->len),
                    lp_content(lc, j, c), NULL, NULL);
     }
+    if (lc->think)
+        gx_buf_cleanup(&cs);
     if (!done)
         return;
     const char *finish = finish_reason(j->res.finish);
@@ -1501,6 +1539,9 @@ choice_json(struct lp_call *lc, int k)
             ? tool_message(lc, c, j->res.finish == LE_FINISH_STOP, &finish)
             : json_pack("{s:s,s:s%}", "role", "assistant", "content", t,
                         c->acc.len);
+    if (msg && lc->think && c->racc.len)
+        json_object_set_new(msg, "reasoning_content",
+                            json_stringn(c->racc.data, c->racc.len));
     /* a text answer lists its tokens, with tools too; a call none */
     json_t *lp = json_object_get(msg, "tool_calls") ? lp_none(j)
                                                      : lp_content(lc, j, c);
@@ -1589,6 +1630,9 @@ on_job_event(evutil_socket_t fd, short what, void *arg)
         if (!failed && !call->cancelled && !call->finished) {
             if (lc->stream)
                 stream_choice(call, lc, k, &text[k], done[k]);
+            else if (lc->think)
+                pv_think_feed(&lc->ch[k].tk, text[k].data, text[k].len,
+                           &lc->ch[k].racc, &lc->ch[k].acc, done[k]);
             else if (text[k].len)
                 gx_buf_append(&lc->ch[k].acc, text[k].data, text[k].len);
         }
@@ -1612,9 +1656,11 @@ on_job_event(evutil_socket_t fd, short what, void *arg)
         return;
     }
     struct le_gen_result u = j->res;
+    int64_t rt = j->reasoning_tokens;
     for (int k = 1; k <= lc->n_more; k++) {
         const struct lp_job *jk = lc->more[k - 1];
         u.completion_tokens += jk->res.completion_tokens;
+        rt += jk->reasoning_tokens;
         if (jk->prompt_text || jk->ids) { /* another prompt's */
             u.prompt_tokens += jk->res.prompt_tokens;
             u.cached_tokens += jk->res.cached_tokens;
@@ -1623,9 +1669,13 @@ on_job_event(evutil_socket_t fd, short what, void *arg)
     call->res.usage.prompt_tokens = u.prompt_tokens;
     call->res.usage.completion_tokens = u.completion_tokens;
     call->res.usage.cached_tokens = u.cached_tokens;
+    if (rt > u.completion_tokens) /* a stop string cut the last tokens */
+        rt = u.completion_tokens;
+    call->res.usage.reasoning_tokens = rt;
     if (lc->stream) {
         if (lc->client_include_usage)
-            emit_chunk(call, lc, 0, NULL, NULL, NULL, usage_json(&u));
+            emit_chunk(call, lc, 0, NULL, NULL, NULL,
+                       usage_json(&u, lc->think, rt));
         pv_call_emit_event(call, "[DONE]", 6);
     } else {
         json_t *choices = json_array();
@@ -1638,7 +1688,7 @@ on_job_event(evutil_socket_t fd, short what, void *arg)
                                            : "chat.completion",
                               "created", (json_int_t)lc->created, "model",
                               lc->model, "choices", choices, "usage",
-                              usage_json(&u)));
+                              usage_json(&u, lc->think, rt)));
     }
     pv_call_complete(call);
 }
@@ -1665,8 +1715,10 @@ lp_release_jobs(struct pv_call *call)
         event_free(lc->timer);
         lc->timer = NULL;
     }
-    for (int k = 0; lc && k < LP_N_MAX; k++)
+    for (int k = 0; lc && k < LP_N_MAX; k++) {
         gx_buf_cleanup(&lc->ch[k].acc);
+        gx_buf_cleanup(&lc->ch[k].racc);
+    }
     if (!lc || !lc->job)
         return;
     for (int k = 0; k <= lc->n_more; k++) {
@@ -2855,13 +2907,31 @@ lp_prepare(struct lp_engine *e, const json_t *b, struct lp_job *j,
     if (rc == 0 && mode != LP_TOOLS_NONE)
         rc = place_tools(cf, tools_prompt(tools, n_tools, mode, named, cf),
                          cm, texts, &k);
+    enum le_chat_template tmpl = le_model_chat_template(e->model);
     if (rc == 0) {
         size_t plen = 0;
-        if (le_chat_apply(le_model_chat_template(e->model), cm, k, 1,
-                          &j->prompt_text, &plen) != LE_OK)
+        if (le_chat_apply(tmpl, cm, k, 1, &j->prompt_text, &plen) != LE_OK)
             rc = refuse(j, "messages", "invalid_value",
                         "the messages could not be rendered with the "
                         "model's chat template");
+    }
+    /* A reasoning model: its answer is split into reasoning_content and
+     * content; a constrained one (the grammar starts at the first token)
+     * answers without reasoning, the reasoning closed empty as Qwen3's
+     * template does with thinking off */
+    int rmode = le_chat_reasoning(tmpl);
+    if (rc == 0 && rmode && constrained) {
+        char *p = NULL;
+        if (asprintf(&p, "%s%s", j->prompt_text,
+                     rmode == 2 ? "\n</think>\n\n"
+                                : "<think>\n\n</think>\n\n") < 0) {
+            rc = -2;
+        } else {
+            free(j->prompt_text);
+            j->prompt_text = p;
+        }
+    } else if (rc == 0) {
+        pv_think_init(&j->tk, rmode);
     }
     for (size_t i = 0; texts && i < n + 2; i++)
         free(texts[i]);
@@ -2961,6 +3031,7 @@ lp_start(struct pv_loop *loop, const struct pv_request *req,
     pv_inst_ref(&e->head);
     lc->job = j;
     lc->tools = mode;
+    lc->think = j->tk.mode;
     lc->fmt = callfmt_of(e->model);
     lc->stream = req->stream;
     lc->text_api = text_api;
@@ -2979,6 +3050,8 @@ lp_start(struct pv_loop *loop, const struct pv_request *req,
             snprintf(c->call_id + l, sizeof(c->call_id) - (size_t)l, "_%d",
                      k);
         gx_buf_init(&c->acc, 64 * 1024 * 1024);
+        gx_buf_init(&c->racc, 64 * 1024 * 1024);
+        pv_think_init(&c->tk, lc->think);
     }
     snprintf(lc->model, sizeof(lc->model), "%s", req->model->name);
     gx_buf_init(&lc->body, 64 * 1024 * 1024);
@@ -3031,6 +3104,7 @@ lp_start(struct pv_loop *loop, const struct pv_request *req,
         c->prompt_only = j->prompt_only;
         c->want_lp = j->want_lp;
         c->echo = j->echo;
+        pv_think_init(&c->tk, j->tk.mode);
         if (c->sp.seed != LE_SEED_RANDOM)
             c->sp.seed += (uint64_t)ci; /* choices differ when sampled */
         if (!ci) {

@@ -248,6 +248,32 @@ int pv_gram_schema(struct pv_gram *g, const json_t *schema, char name[24],
                    char *err, size_t errlen);
 void pv_gram_literal(struct pv_gram *g, const char *s, size_t n);
 
+/* think.c */
+/*
+ * A reasoning model's answer (le_chat_reasoning) split as it arrives into
+ * its reasoning and its content: mode 1 the answer may open with
+ * "<think>" (after blanks), mode 2 it starts inside the reasoning (the
+ * prompt opened it); the reasoning ends at the first "</think>", and the
+ * blanks after it and those that open the reasoning belong to neither
+ * (the templates write "\n" and "\n\n" there).  Only ASCII is ever held
+ * back (a possible "<think>" or "</think>"), so a cut never splits a
+ * character.  state: 0 undecided (mode 1's start), 4 the blanks opening
+ * the reasoning, 1 in it, 2 the blanks after it, 3 content.
+ */
+struct pv_think {
+    int mode, state;
+    /* held back: state 0 the blanks and a prefix of "<think>" (pend);
+     * state 1 how much of "</think>" the text ends with (np bytes) */
+    char pend[16];
+    size_t np;
+};
+
+void pv_think_init(struct pv_think *t, int mode);
+/* Feeds s[0, n): reasoning bytes to r, content bytes to c (either NULL:
+ * only the state moves); final: the answer ended, nothing is held. */
+void pv_think_feed(struct pv_think *t, const char *s, size_t n,
+                   struct gx_buf *r, struct gx_buf *c, int final);
+
 /* json_scan.c: a strict non-allocating validator of a chat completion body
  * or stream chunk that reads usage as pv_usage_parse would from the tree
  * json_loadb(flags 0) builds. */

@@ -602,9 +602,12 @@ gguf_w_llama_fill(struct gguf_w *w, const struct gguf_w_llama *p)
 #undef KEY
 
     /* Tokenizer. */
-    size_t nv = (size_t)p->n_vocab, nc = 0;
+    size_t nv = (size_t)p->n_vocab, nc = 0, nu = 0;
     while (p->controls && p->controls[nc])
         nc++;
+    while (p->user_tokens && p->user_tokens[nu])
+        nu++;
+    nc += nu; /* the specials: nu user-defined, then the controls */
     if (nc + 259 > nv) {
         w->failed = 1;
         return -1;
@@ -625,10 +628,17 @@ gguf_w_llama_fill(struct gguf_w *w, const struct gguf_w_llama *p)
             snprintf(buf, sizeof(buf), "<0x%02X>", (unsigned)(i - 3));
         else if (i < nv - nc)
             make_piece((int)(i - 259), buf, sizeof(buf));
-        toks[i] = strdup(i < nv - nc ? buf : p->controls[i - (nv - nc)]);
+        size_t sp = i - (nv - nc); /* the i-th special */
+        toks[i] = strdup(i < nv - nc ? buf
+                         : sp < nu   ? p->user_tokens[sp]
+                                     : p->controls[sp - nu]);
         ok = toks[i] != NULL;
         scores[i] = i < 259 || i >= nv - nc ? 0.0f : -(float)(i - 259);
-        types[i] = i == 0 ? 2 : i < 3 || i >= nv - nc ? 3 : i < 259 ? 6 : 1;
+        types[i] = i == 0                    ? 2
+                   : i >= nv - nc && sp < nu ? 4
+                   : i < 3 || i >= nv - nc   ? 3
+                   : i < 259                 ? 6
+                                             : 1;
     }
     if (ok) {
         gguf_w_add_str(w, "tokenizer.ggml.model", "llama");

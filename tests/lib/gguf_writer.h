@@ -116,6 +116,10 @@ struct gguf_w_llama {
     /* NULL, or a NULL-terminated list of control tokens (type 3) to take
      * the last ids of the vocabulary, e.g. mistral's "[TOOL_CALLS]" */
     const char *const *controls;
+    /* NULL, or a NULL-terminated list of user-defined tokens (type 4,
+     * always matched in text and written as text: Qwen3's "<think>"),
+     * the ids just before the controls */
+    const char *const *user_tokens;
     /* NULL or "llama"; "qwen3": its metadata prefix, NEOX rotation, and
      * per-head attn_q_norm / attn_k_norm [head_dim] (1 +- 0.1) */
     const char *arch;

@@ -1,0 +1,80 @@
+/*
+ * think.c: a reasoning model's answer split into reasoning and content
+ * (providers_int.h, pv_think).  The local provider feeds it the engine's
+ * text as it arrives.
+ */
+#include <string.h>
+
+#include "providers_int.h"
+
+void
+pv_think_init(struct pv_think *t, int mode)
+{
+    memset(t, 0, sizeof(*t));
+    t->mode = mode;
+    t->state = mode == 2 ? 4 : mode == 1 ? 0 : 3;
+}
+
+static void
+think_out(struct gx_buf *b, const char *s, size_t n)
+{
+    if (b && n)
+        gx_buf_append(b, s, n);
+}
+
+/* Feeds s[0, n): reasoning bytes to r, content bytes to c (either NULL:
+ * only the state moves); final: the answer ended, nothing is held. */
+void
+pv_think_feed(struct pv_think *t, const char *s, size_t n,
+              struct gx_buf *r, struct gx_buf *c, int final)
+{
+    static const char open[] = "<think>", close[] = "</think>";
+    for (size_t i = 0; i < n; i++) {
+        char ch = s[i];
+        if (t->state == 0) {
+            t->pend[t->np++] = ch;
+            size_t b = 0; /* leading blanks */
+            while (b < t->np && strchr(" \t\r\n", t->pend[b]))
+                b++;
+            size_t m = t->np - b;
+            if (m == 0 && t->np < 8) /* at most 8 blanks before it */
+                continue;
+            if (m > 0 && m <= 7 && !memcmp(t->pend + b, open, m)) {
+                if (m == 7) {
+                    t->state = 4;
+                    t->np = 0;
+                }
+                continue;
+            }
+            t->state = 3; /* no reasoning: all of it is content */
+            think_out(c, t->pend, t->np);
+            t->np = 0;
+        } else if (t->state == 4 && strchr(" \t\r\n", ch)) {
+            continue; /* the blanks that open the reasoning */
+        } else if (t->state == 1 || t->state == 4) {
+            t->state = 1;
+            if (ch == close[t->np]) {
+                if (++t->np == 8) {
+                    t->state = 2;
+                    t->np = 0;
+                }
+                continue;
+            }
+            think_out(r, close, t->np); /* a prefix that did not match */
+            t->np = ch == '<';
+            if (!t->np)
+                think_out(r, &ch, 1);
+        } else if (t->state == 2 && strchr(" \t\r\n", ch)) {
+            continue;
+        } else {
+            t->state = 3;
+            think_out(c, s + i, n - i);
+            break;
+        }
+    }
+    if (final && t->np) { /* what was held back is what it looked like */
+        think_out(t->state == 0 ? c : r, t->state == 0 ? t->pend : close,
+                  t->np);
+        t->np = 0;
+    }
+}
