@@ -39,8 +39,10 @@
  *            (the system texts first, joined by a blank line; an
  *            assistant's reasoning up to its </think> is not sent back,
  *            as R1's template drops it)
- *   deepseek-r1  the same, gen: <｜Assistant｜><think>\n  (R1 and its
- *            distills since their template opens the reasoning)
+ *   deepseek-r1  the same (R1's template, which speaks of </think>; the
+ *            answer may open its reasoning)
+ *   deepseek-r1-thinking  the same, gen: <｜Assistant｜><think>\n (R1 and
+ *            its distills since their template opens the reasoning)
  *   qwen3    ChatML; an assistant's reasoning (up to its last </think>,
  *            the text after it without leading newlines) is dropped in
  *            the turns up to the last user query (a user turn that is not
@@ -57,7 +59,7 @@ static const char *const chat_names[] = {
     "chatml",     "llama2",          "llama3",     "mistral",
     "phi3",       "gemma",           "zephyr",     "mistral-v3",
     "mistral-v3-tekken", "mistral-v7", "mistral-v7-tekken", "deepseek3",
-    "deepseek-r1", "qwen3",      "qwen3-thinking"};
+    "deepseek-r1", "deepseek-r1-thinking", "qwen3", "qwen3-thinking"};
 
 const char *
 le_chat_template_name(enum le_chat_template t)
@@ -99,8 +101,9 @@ le_chat_detect(const char *t, size_t len)
     if (has(t, len, "<\xef\xbd\x9cUser\xef\xbd\x9c>") &&
         has(t, len, "<\xef\xbd\x9c" "Assistant\xef\xbd\x9c>"))
         return has(t, len, "Assistant\xef\xbd\x9c><think>\\n'")
-                   ? LE_CHAT_DEEPSEEK_R1
-                   : LE_CHAT_DEEPSEEK3;
+                   ? LE_CHAT_DEEPSEEK_R1_THINKING
+               : has(t, len, "</think>") ? LE_CHAT_DEEPSEEK_R1
+                                         : LE_CHAT_DEEPSEEK3;
     if (has(t, len, "<|start_header_id|>") && has(t, len, "<|end_header_id|>"))
         return LE_CHAT_LLAMA3;
     if (has(t, len, "[INST]")) {
@@ -164,10 +167,10 @@ le_chat_reasoning(enum le_chat_template t)
 {
     switch (t) {
     case LE_CHAT_QWEN3:
-    case LE_CHAT_DEEPSEEK3:
+    case LE_CHAT_DEEPSEEK_R1:
         return 1;
     case LE_CHAT_QWEN3_THINKING:
-    case LE_CHAT_DEEPSEEK_R1:
+    case LE_CHAT_DEEPSEEK_R1_THINKING:
         return 2;
     default:
         return 0;
@@ -581,8 +584,9 @@ le_chat_apply(enum le_chat_template t, const struct le_chat_msg *msgs,
         break;
     case LE_CHAT_DEEPSEEK3:
     case LE_CHAT_DEEPSEEK_R1:
+    case LE_CHAT_DEEPSEEK_R1_THINKING:
         render_deepseek3(&b, msgs, n_msgs, gen);
-        if (gen && t == LE_CHAT_DEEPSEEK_R1)
+        if (gen && t == LE_CHAT_DEEPSEEK_R1_THINKING)
             cb_str(&b, "<think>\n");
         break;
     case LE_CHAT_QWEN3:

@@ -134,10 +134,12 @@ enum le_chat_template {
     LE_CHAT_MISTRAL_V3_TEKKEN,
     LE_CHAT_MISTRAL_V7,
     LE_CHAT_MISTRAL_V7_TEKKEN,
-    LE_CHAT_DEEPSEEK3, /* DeepSeek V3 and R1, and the R1 distills */
-    /* R1 and its distills whose template opens the answer's reasoning
-     * ("<｜Assistant｜><think>\n"): deepseek3 otherwise */
+    LE_CHAT_DEEPSEEK3, /* DeepSeek V3 (no reasoning) */
+    /* DeepSeek's template with R1's </think> rule (R1 and its distills):
+     * the answer may open "<think>"; -thinking: the template opens it
+     * ("<｜Assistant｜><think>\n", their updated templates) */
     LE_CHAT_DEEPSEEK_R1,
+    LE_CHAT_DEEPSEEK_R1_THINKING,
     /* ChatML with Qwen3's reasoning rules (Qwen3 and Qwen3-Instruct-2507;
      * -thinking: Qwen3-Thinking-2507, whose template opens "<think>\n") */
     LE_CHAT_QWEN3,
@@ -147,8 +149,8 @@ enum le_chat_template {
 int le_chat_is_mistral(enum le_chat_template t);
 /* Where a reasoning model's answer starts (providers/local.c splits it
  * into reasoning_content and content at "</think>"): 0 no reasoning
- * format, 1 the model may open "<think>" itself (qwen3, deepseek3), 2 the
- * prompt opened it (qwen3-thinking, deepseek-r1). */
+ * format, 1 the model may open "<think>" itself (qwen3, deepseek-r1), 2
+ * the prompt opened it (qwen3-thinking, deepseek-r1-thinking). */
 int le_chat_reasoning(enum le_chat_template t);
 /* 1 for the tekken ones, which write no space after their markers
  * ("[INST]U[/INST]", "[TOOL_CALLS][") */

@@ -80,6 +80,11 @@ test_detect(void)
     T_EQ_INT(D("{{'<\xef\xbd\x9cUser\xef\xbd\x9c>' + message['content']}}"
                "...{% if add_generation_prompt %}{{'<\xef\xbd\x9c"
                "Assistant\xef\xbd\x9c><think>\\n'}}{% endif %}"),
+             LE_CHAT_DEEPSEEK_R1_THINKING);
+    /* R1's older one: its </think> rule, the reasoning not opened */
+    T_EQ_INT(D("{{'<\xef\xbd\x9cUser\xef\xbd\x9c>' + message['content']}}"
+               "...{% set content = content.split('</think>')[-1] %}..."
+               "{{'<\xef\xbd\x9c" "Assistant\xef\xbd\x9c>'}}"),
              LE_CHAT_DEEPSEEK_R1);
     /* Qwen3's (hybrid, Instruct-2507) and Thinking-2507's */
     static const char q3[] =
@@ -367,12 +372,13 @@ test_qwen3(void)
     T_EQ_STR(le_chat_template_name(LE_CHAT_QWEN3_THINKING), "qwen3-thinking");
     T_EQ_INT(le_chat_template_from_name("qwen3"), LE_CHAT_QWEN3);
     T_EQ_INT(le_chat_reasoning(LE_CHAT_QWEN3), 1);
-    T_EQ_INT(le_chat_reasoning(LE_CHAT_DEEPSEEK3), 1);
+    T_EQ_INT(le_chat_reasoning(LE_CHAT_DEEPSEEK3), 0);
+    T_EQ_INT(le_chat_reasoning(LE_CHAT_DEEPSEEK_R1), 1);
     T_EQ_INT(le_chat_reasoning(LE_CHAT_QWEN3_THINKING), 2);
-    T_EQ_INT(le_chat_reasoning(LE_CHAT_DEEPSEEK_R1), 2);
+    T_EQ_INT(le_chat_reasoning(LE_CHAT_DEEPSEEK_R1_THINKING), 2);
     T_EQ_INT(le_chat_reasoning(LE_CHAT_CHATML), 0);
     static const struct le_chat_msg q[] = {{"user", "Q"}};
-    check(LE_CHAT_DEEPSEEK_R1, q, 1, 1,
+    check(LE_CHAT_DEEPSEEK_R1_THINKING, q, 1, 1,
           "<\xef\xbd\x9cUser\xef\xbd\x9c>Q<\xef\xbd\x9c"
           "Assistant\xef\xbd\x9c><think>\n");
 }
