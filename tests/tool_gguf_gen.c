@@ -6,14 +6,15 @@
  *                 --n-embd N --n-layer N --n-head N --n-head-kv N
  *                 --n-ff N --n-vocab N [--n-ctx N] [--seed S] [--tied]
  *                 [--chat-template TEXT] [--control TOKEN]...
- *                 [--arch llama|qwen3] [--head-dim N]
+ *                 [--arch llama|qwen3] [--head-dim N] [--user-token TOKEN]...
  *
  * Every 2-D weight is of --type (norms F32), as gguf_writer.h describes;
  * the same seed and shape give the same float weights at every type;
  * --chat-template sets tokenizer.chat_template (its markers choose the
  * chat and tool formats, local_engine/chat.c); each --control adds a
  * control token (e.g. mistral's "[TOOL_CALLS]") at the vocabulary's end
- * (at most 16); --arch qwen3 writes qwen3's metadata and head norms;
+ * (at most 16), each --user-token a user-defined one (type 4, always
+ * written as text: qwen3's "<think>") just before them; --arch qwen3 writes qwen3's metadata and head norms;
  * --head-dim sets attention.key_length (q then n_head * N wide).  The
  * whole file is built in memory before it is written: a 1B-model slice
  * (n_embd 2048, 4 layers, n_vocab 32000) needs about 1.5 GB for a moment.
@@ -37,6 +38,7 @@ usage(FILE *f)
           "[--chat-template TEXT]\n"
           "                     [--control TOKEN]... [--arch llama|qwen3] "
           "[--head-dim N]\n"
+          "                     [--user-token TOKEN]...\n"
           "TYPE: f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k "
           "q5_k q6_k\n",
           f);
@@ -80,8 +82,9 @@ parse_type(const char *s, enum le_type *out)
 int
 main(int argc, char **argv)
 {
-    const char *out = NULL, *tmpl = NULL, *ctl[17] = {NULL};
-    int n_ctl = 0;
+    const char *out = NULL, *tmpl = NULL, *ctl[17] = {NULL},
+               *usr[17] = {NULL};
+    int n_ctl = 0, n_usr = 0;
     struct gguf_w_llama p;
     memset(&p, 0, sizeof(p));
     int have_type = 0;
@@ -107,6 +110,10 @@ main(int argc, char **argv)
             bad = n_ctl == 16 || !*v;
             if (!bad)
                 ctl[n_ctl++] = v;
+        } else if (!strcmp(a, "--user-token")) {
+            bad = n_usr == 16 || !*v;
+            if (!bad)
+                usr[n_usr++] = v;
         } else if (!strcmp(a, "--arch")) {
             bad = strcmp(v, "llama") && strcmp(v, "qwen3");
             p.arch = v;
@@ -155,16 +162,17 @@ main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    if (p.n_vocab < 259 + n_ctl || (!p.head_dim && p.n_embd % p.n_head) ||
+    if (p.n_vocab < 259 + n_ctl + n_usr || (!p.head_dim && p.n_embd % p.n_head) ||
         p.n_head % p.n_head_kv) {
         fprintf(stderr, "tool_gguf_gen: need n_vocab >= 259 (and one more "
-                        "for each --control), n_embd a multiple of n_head "
+                        "for each --control and --user-token), n_embd a multiple of n_head "
                         "(without --head-dim), n_head a multiple of "
                         "n_head_kv\n");
         return 2;
     }
     p.chat_template = tmpl;
     p.controls = n_ctl ? ctl : NULL;
+    p.user_tokens = n_usr ? usr : NULL;
     if (gguf_w_llama_write(&p, out) != 0) {
         fprintf(stderr, "tool_gguf_gen: could not write %s (out of memory, "
                         "an unwritable path, or a type without a "
