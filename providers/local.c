@@ -1805,7 +1805,7 @@ static const char *const lp_params[] = {
     "response_format", "tools",       "tool_choice",
     "parallel_tool_calls", "user",    "metadata",
     "store",      "ignore_eos",       "logit_bias",
-    NULL};
+    "reasoning_effort", NULL};
 
 /* Marks j refused: 400 with param and code; returns -1. */
 static int
@@ -2812,6 +2812,68 @@ lp_prepare_embed(struct lp_engine *e, const json_t *b, struct lp_job *j,
     return 0;
 }
 
+/* reasoning_effort: with a reasoning template (rmode, le_chat_reasoning)
+ * "none" and "minimal" turn the reasoning off, "low", "medium" and "high"
+ * leave it on (the engine has no finer control: the model decides how
+ * long it reasons), absent means on; without one it is refused. */
+static int
+read_effort(struct lp_job *j, const json_t *b, int rmode, int *think)
+{
+    const json_t *v = json_object_get(b, "reasoning_effort");
+    *think = rmode != 0;
+    if (!v || json_is_null(v))
+        return 0;
+    const char *s = json_string_value(v);
+    if (!s)
+        return refuse(j, "reasoning_effort", "invalid_type",
+                      "'reasoning_effort' must be a string");
+    if (!rmode)
+        return refuse(j, "reasoning_effort", "unsupported_parameter",
+                      "this model's chat template has no reasoning "
+                      "(reasoning_effort needs a qwen3 or deepseek-r1 "
+                      "template)");
+    if (!strcmp(s, "none") || !strcmp(s, "minimal"))
+        *think = 0;
+    else if (strcmp(s, "low") && strcmp(s, "medium") && strcmp(s, "high"))
+        return refuse(j, "reasoning_effort", "invalid_value",
+                      "reasoning_effort must be none, minimal, low, medium "
+                      "or high");
+    return 0;
+}
+
+/* A constrained answer of a reasoning model: its grammar (root renamed
+ * "answer") after the reasoning: "<think>" (mode 1: optional) then any
+ * text without "</think>" (the states of its matcher, think-1 .. 7 after
+ * that many of its bytes), "</think>", the template's blank line, the
+ * answer.  0, or -2 out of memory. */
+static int
+think_grammar(struct pv_gram *pg, int rmode)
+{
+    struct gx_buf *t = &pg->text;
+    char *at = NULL;
+    if (t->len >= 8 && !memcmp(t->data, "root ::=", 8))
+        at = t->data;
+    else if (t->data && (at = strstr(t->data, "\nroot ::=")) != NULL)
+        at++;
+    if (!at)
+        return -2; /* out of memory: our grammars always have a root */
+    memcpy(at, "answ", 4); /* the root rule becomes "answ" */
+    static const char close[] = "</think>";
+    gx_buf_printf(t, "think-0 ::= [^<] think-0 | \"<\" think-1\n");
+    for (int k = 1; k < 8; k++) {
+        char c = close[k];
+        gx_buf_printf(t, "think-%d ::= \"<\" think-1 | \"%c\" ", k, c);
+        if (k < 7)
+            gx_buf_printf(t, "think-%d", k + 1);
+        else
+            gx_buf_printf(t, "\"\\n\\n\" answ");
+        gx_buf_printf(t, " | [^%c<] think-0\n", c);
+    }
+    gx_buf_printf(t, rmode == 2 ? "root ::= think-0\n"
+                                : "root ::= \"<think>\" think-0 | answ\n");
+    return t->data ? 0 : -2;
+}
+
 static int
 lp_prepare(struct lp_engine *e, const json_t *b, struct lp_job *j,
            enum lp_tools *tools_mode)
@@ -2858,6 +2920,12 @@ lp_prepare(struct lp_engine *e, const json_t *b, struct lp_job *j,
         rc = tools_grammar(j, &pg, tools, n_tools, mode, named, max_calls,
                            cf);
     int constrained = have_format || mode != LP_TOOLS_NONE;
+    enum le_chat_template tmpl = le_model_chat_template(e->model);
+    int rmode = le_chat_reasoning(tmpl), think = 0;
+    if (rc == 0)
+        rc = read_effort(j, b, rmode, &think);
+    if (rc == 0 && think && constrained)
+        rc = think_grammar(&pg, rmode);
     if (rc == 0 && constrained && j->n_stops)
         rc = refuse(j, "stop", "unsupported_value",
                     "the local engine cannot combine stop strings with "
@@ -2907,7 +2975,6 @@ lp_prepare(struct lp_engine *e, const json_t *b, struct lp_job *j,
     if (rc == 0 && mode != LP_TOOLS_NONE)
         rc = place_tools(cf, tools_prompt(tools, n_tools, mode, named, cf),
                          cm, texts, &k);
-    enum le_chat_template tmpl = le_model_chat_template(e->model);
     if (rc == 0) {
         size_t plen = 0;
         if (le_chat_apply(tmpl, cm, k, 1, &j->prompt_text, &plen) != LE_OK)
@@ -2916,11 +2983,10 @@ lp_prepare(struct lp_engine *e, const json_t *b, struct lp_job *j,
                         "model's chat template");
     }
     /* A reasoning model: its answer is split into reasoning_content and
-     * content; a constrained one (the grammar starts at the first token)
-     * answers without reasoning, the reasoning closed empty as Qwen3's
-     * template does with thinking off */
-    int rmode = le_chat_reasoning(tmpl);
-    if (rc == 0 && rmode && constrained) {
+     * content (a constrained one's grammar lets the reasoning come
+     * first: think_grammar); with the reasoning off, it is closed empty
+     * in the prompt, as Qwen3's template does with thinking off */
+    if (rc == 0 && rmode && !think) {
         char *p = NULL;
         if (asprintf(&p, "%s%s", j->prompt_text,
                      rmode == 2 ? "\n</think>\n\n"

@@ -8,8 +8,10 @@
  * at the first "</think>", blanks around the markers dropped, the
  * reasoning's tokens counted in completion_tokens_details.reasoning_tokens;
  * the stream's deltas give the same parts; an answer that opens no
- * reasoning is all content; a constrained answer (json_object) runs with
- * the reasoning closed empty in its prompt and has none.
+ * reasoning is all content; a constrained answer (json_object) reasons
+ * first and then gives JSON; reasoning_effort none / minimal closes the
+ * reasoning empty in the prompt (none in the answer), a bad value is
+ * refused.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -32,7 +34,7 @@ static const char *q3t_tmpl =
     "messages|length - 1) %}{{- '<|im_start|>' + message.role + '\\n' + "
     "content }}{%- if '</think>' in content %}...{%- endif %}{%- if "
     "add_generation_prompt %}{{- '<|im_start|>assistant\\n<think>\\n' }}"
-    "{%- endif %}";
+    "{%- endif %} <tool_call>";
 static const char *q3_tmpl =
     "{%- set ns = namespace(multi_step_tool=true, last_query_index="
     "messages|length - 1) %}{{- '<|im_start|>' + message.role + '\\n' + "
@@ -303,12 +305,138 @@ test_hybrid_no_reasoning(void)
         check_seed("q3", 1, Q3_PROMPT, seed, 0);
 }
 
+/* json_object on the thinking model: the grammar lets the reasoning come
+ * first, then "</think>", a blank line and the JSON, which parses
+ * whenever the grammar ended the answer */
 static void
-test_constrained(void)
+test_constrained_thinking(void)
+{
+    int stopped = 0, closed = 0;
+    for (int seed = 0; seed < 6; seed++) {
+        char body[512];
+        snprintf(body, sizeof(body),
+                 "{\"model\":\"q3t\",\"max_tokens\":80,\"seed\":%d,"
+                 "\"temperature\":1,\"logit_bias\":{\"%d\":4},"
+                 "\"response_format\":{\"type\":\"json_object\"},"
+                 "\"messages\":[{\"role\":\"user\",\"content\":\"Q\"}]}",
+                 seed, END_THINK_ID);
+        long st;
+        json_t *o = post("/chat/completions", body, &st, NULL);
+        T_EQ_INT(st, 200);
+        const json_t *ch = json_array_get(json_object_get(o, "choices"), 0);
+        const json_t *msg = json_object_get(ch, "message");
+        const char *c = json_string_value(json_object_get(msg, "content"));
+        const char *fr =
+            json_string_value(json_object_get(ch, "finish_reason"));
+        /* the reasoning may be empty (then absent), its </think> counts */
+        const json_t *rc = json_object_get(msg, "reasoning_content");
+        T_CHECK(!rc || json_is_string(rc));
+        T_CHECK(reasoning_tokens(o) > 0);
+        if (c && *c) { /* past the reasoning: JSON from its first byte */
+            closed++;
+            T_EQ_INT(c[0], '{');
+        }
+        if (fr && !strcmp(fr, "stop")) {
+            stopped++;
+            json_t *v = c ? json_loads(c, 0, NULL) : NULL;
+            T_CHECK(json_is_object(v));
+            json_decref(v);
+        }
+        json_decref(o);
+    }
+    fprintf(stderr, "q3t json_object: %d of 6 closed the reasoning, %d "
+                    "ended by the grammar\n",
+            closed, stopped);
+    T_CHECK(closed >= 1);
+}
+
+/* tools on the thinking model (hermes, as Qwen3's): the reasoning, then
+ * the call; the stream gives the same reasoning and call */
+static void
+test_tools_thinking(void)
+{
+    static const char tools[] =
+        "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"get\","
+        "\"parameters\":{\"type\":\"object\",\"additionalProperties\":false,"
+        "\"required\":[\"u\"],\"properties\":{\"u\":{\"enum\":[\"c\",\"k\"]}}"
+        "}}}],\"tool_choice\":\"required\",\"parallel_tool_calls\":false";
+    int calls = 0;
+    for (int seed = 0; seed < 6; seed++) {
+        char body[1024];
+        snprintf(body, sizeof(body),
+                 "{\"model\":\"q3t\",\"max_tokens\":80,\"seed\":%d,"
+                 "\"temperature\":1,\"logit_bias\":{\"%d\":4},%s,"
+                 "\"messages\":[{\"role\":\"user\",\"content\":\"Q\"}]}",
+                 seed, END_THINK_ID, tools);
+        long st;
+        json_t *o = post("/chat/completions", body, &st, NULL);
+        T_EQ_INT(st, 200);
+        const json_t *ch = json_array_get(json_object_get(o, "choices"), 0);
+        const json_t *msg = json_object_get(ch, "message");
+        const char *fr =
+            json_string_value(json_object_get(ch, "finish_reason"));
+        const json_t *tc = json_array_get(json_object_get(msg, "tool_calls"),
+                                          0);
+        const char *args = json_string_value(
+            json_object_get(json_object_get(tc, "function"), "arguments"));
+        if (fr && !strcmp(fr, "tool_calls")) {
+            calls++;
+            json_t *a = args ? json_loads(args, 0, NULL) : NULL;
+            const char *u = json_string_value(json_object_get(a, "u"));
+            T_CHECK(u && (!strcmp(u, "c") || !strcmp(u, "k")));
+            json_decref(a);
+        }
+        /* the stream: the same reasoning and the same call */
+        snprintf(body, sizeof(body),
+                 "{\"model\":\"q3t\",\"max_tokens\":80,\"seed\":%d,"
+                 "\"temperature\":1,\"logit_bias\":{\"%d\":4},%s,"
+                 "\"stream\":true,\"messages\":[{\"role\":\"user\","
+                 "\"content\":\"Q\"}]}",
+                 seed, END_THINK_ID, tools);
+        char *sse = NULL;
+        post("/chat/completions", body, &st, &sse);
+        json_t *evs = sse ? e2e_sse_objects(sse) : NULL;
+        char rs[4096], as[4096];
+        size_t rn = 0, an = 0, i;
+        json_t *ev;
+        json_array_foreach(evs, i, ev) {
+            const json_t *d = json_object_get(
+                json_array_get(json_object_get(ev, "choices"), 0), "delta");
+            const json_t *r = json_object_get(d, "reasoning_content");
+            const json_t *a = json_object_get(
+                json_object_get(
+                    json_array_get(json_object_get(d, "tool_calls"), 0),
+                    "function"),
+                "arguments");
+            if (r && rn + json_string_length(r) < sizeof(rs)) {
+                memcpy(rs + rn, json_string_value(r), json_string_length(r));
+                rn += json_string_length(r);
+            }
+            if (a && an + json_string_length(a) < sizeof(as)) {
+                memcpy(as + an, json_string_value(a), json_string_length(a));
+                an += json_string_length(a);
+            }
+        }
+        const json_t *rc = json_object_get(msg, "reasoning_content");
+        T_CHECK(eq(rc, rs, rn));
+        T_CHECK(args ? an == strlen(args) && !memcmp(as, args, an) : !an);
+        json_decref(evs);
+        free(sse);
+        json_decref(o);
+    }
+    fprintf(stderr, "q3t tools: %d of 6 reasoned and then called\n", calls);
+    T_CHECK(calls >= 1);
+}
+
+/* reasoning_effort none: the reasoning closed empty in the prompt, none in
+ * the answer; other values keep it; a bad one is refused */
+static void
+test_effort(void)
 {
     long st;
     json_t *o = post("/chat/completions",
                      "{\"model\":\"q3t\",\"max_tokens\":60,\"seed\":1,"
+                     "\"reasoning_effort\":\"none\","
                      "\"response_format\":{\"type\":\"json_object\"},"
                      "\"messages\":[{\"role\":\"user\",\"content\":\"Q\"}]}",
                      &st, NULL);
@@ -316,25 +444,50 @@ test_constrained(void)
     const json_t *ch = json_array_get(json_object_get(o, "choices"), 0);
     const json_t *msg = json_object_get(ch, "message");
     T_CHECK(json_object_get(msg, "reasoning_content") == NULL);
-    const char *fr = json_string_value(json_object_get(ch, "finish_reason"));
-    if (fr && !strcmp(fr, "stop")) {
-        json_t *v = json_loads(
-            json_string_value(json_object_get(msg, "content")), 0, NULL);
-        T_CHECK(json_is_object(v));
-        json_decref(v);
-    }
-    /* its prompt: the reasoning closed empty */
+    const char *c = json_string_value(json_object_get(msg, "content"));
+    T_CHECK(c && c[0] == '{'); /* JSON from the first token */
     json_t *p = post("/completions",
                      "{\"model\":\"q3t\",\"max_tokens\":1,\"prompt\":\""
                      Q3T_PROMPT "\\n</think>\\n\\n\"}",
                      &st, NULL);
     T_EQ_INT(st, 200);
-    json_int_t pt = json_integer_value(
-        json_object_get(json_object_get(o, "usage"), "prompt_tokens"));
-    T_EQ_INT(pt, json_integer_value(json_object_get(
-                     json_object_get(p, "usage"), "prompt_tokens")));
+    T_EQ_INT(json_integer_value(json_object_get(json_object_get(o, "usage"),
+                                                "prompt_tokens")),
+             json_integer_value(json_object_get(json_object_get(p, "usage"),
+                                                "prompt_tokens")));
     T_EQ_INT(reasoning_tokens(o), 0);
     json_decref(p);
+    json_decref(o);
+    /* minimal on the hybrid model, unconstrained: all content */
+    o = post("/chat/completions",
+             "{\"model\":\"q3\",\"max_tokens\":20,\"seed\":2,"
+             "\"reasoning_effort\":\"minimal\",\"logit_bias\":{\"498\":5},"
+             "\"messages\":[{\"role\":\"user\",\"content\":\"Q\"}]}",
+             &st, NULL);
+    T_EQ_INT(st, 200);
+    msg = json_object_get(
+        json_array_get(json_object_get(o, "choices"), 0), "message");
+    T_CHECK(json_object_get(msg, "reasoning_content") == NULL);
+    T_EQ_INT(reasoning_tokens(o), 0);
+    json_decref(o);
+    /* high: the thinking model reasons as without it */
+    o = post("/chat/completions",
+             "{\"model\":\"q3t\",\"max_tokens\":8,\"seed\":2,"
+             "\"reasoning_effort\":\"high\","
+             "\"messages\":[{\"role\":\"user\",\"content\":\"Q\"}]}",
+             &st, NULL);
+    T_EQ_INT(st, 200);
+    T_EQ_INT(reasoning_tokens(o), 8);
+    json_decref(o);
+    o = post("/chat/completions",
+             "{\"model\":\"q3t\",\"max_tokens\":8,\"reasoning_effort\":"
+             "\"extreme\",\"messages\":[{\"role\":\"user\",\"content\":"
+             "\"Q\"}]}",
+             &st, NULL);
+    T_EQ_INT(st, 400);
+    const json_t *e = json_object_get(o, "error");
+    T_EQ_STR(json_string_value(json_object_get(e, "param")),
+             "reasoning_effort");
     json_decref(o);
 }
 
@@ -347,7 +500,9 @@ main(void)
     }
     T_RUN(test_thinking_split);
     T_RUN(test_hybrid_no_reasoning);
-    T_RUN(test_constrained);
+    T_RUN(test_constrained_thinking);
+    T_RUN(test_tools_thinking);
+    T_RUN(test_effort);
     T_EQ_INT(e2e_stop(&gw, SIGTERM, 20000), 0);
     return T_END();
 }
