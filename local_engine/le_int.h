@@ -855,7 +855,10 @@ void le_gen_cleanup(struct le_gen *g);
 enum le_arch {
     LE_ARCH_LLAMA = 0,
     LE_ARCH_QWEN2 = 1,
-    LE_ARCH_QWEN3 = 2  /* qwen2 without the biases, with q/k norms */
+    LE_ARCH_QWEN3 = 2, /* qwen2 without the biases, with q/k norms */
+    /* q/k norms, post-attention and post-FFN norms, GELU, embeddings
+     * scaled by sqrt(n_embd), sliding-window attention on 5 layers of 6 */
+    LE_ARCH_GEMMA3 = 3
 };
 
 struct le_layer {
@@ -864,9 +867,12 @@ struct le_layer {
     const struct le_gguf_tensor *wk;        /* [n_embd] x n_head_kv*hd */
     const struct le_gguf_tensor *wv;        /* [n_embd] x n_head_kv*hd */
     const struct le_gguf_tensor *bq, *bk, *bv; /* qwen2 biases, f32 */
-    /* qwen3: RMSNorm weights [head_dim] f32 of every q and k head, applied
-     * after the projection and before the rotation */
+    /* qwen3, gemma3: RMSNorm weights [head_dim] f32 of every q and k head,
+     * applied after the projection and before the rotation */
     const struct le_gguf_tensor *q_norm, *k_norm;
+    /* gemma3: RMSNorm [n_embd] f32 of the attention's and the FFN's
+     * output before each joins the residual */
+    const struct le_gguf_tensor *attn_post_norm, *ffn_post_norm;
     const struct le_gguf_tensor *wo;        /* [n_head*hd] x n_embd */
     const struct le_gguf_tensor *ffn_norm;  /* [n_embd] f32 */
     const struct le_gguf_tensor *w_gate;    /* [n_embd] x n_ff */
@@ -881,7 +887,20 @@ struct le_hparams {
     float eps;            /* RMSNorm epsilon */
     float rope_base;      /* rope.freq_base, default 10000 */
     float rope_scale;     /* 1 / rope.scaling.factor (linear), else 1 */
-    int rope_neox;        /* 1: rotate halves (qwen2, qwen3); 0: pairs */
+    int rope_neox;        /* 1: rotate halves (qwen2, qwen3, gemma3); 0:
+                             adjacent pairs */
+    float attn_scale;     /* of q.k: 1 / sqrt(head_dim) (gemma3 27B: 1 /
+                             sqrt(n_embd / n_head)) */
+    float embd_scale;     /* of the token embeddings (gemma3: sqrt(n_embd)) */
+    int gelu;             /* 1: the FFN's gate is GELU (tanh form), else
+                             SiLU */
+    /* sliding-window attention (gemma3): layers l with l % swa_pattern <
+     * swa_pattern - 1 attend to their last n_swa positions only and rotate
+     * with base rope_base_swa, unscaled; n_swa 0: none */
+    int32_t n_swa, swa_pattern;
+    float rope_base_swa;
+    float softcap;        /* final logits: softcap * tanh(l / softcap); 0:
+                             none */
 };
 
 /* A weight matrix repacked at load (repack.c's layout for pt.type):

@@ -165,10 +165,12 @@ load_hparams(struct le_model *m, char *err, size_t errlen)
         hp->arch = LE_ARCH_QWEN2;
     else if (!strcmp(arch, "qwen3"))
         hp->arch = LE_ARCH_QWEN3;
+    else if (!strcmp(arch, "gemma3"))
+        hp->arch = LE_ARCH_GEMMA3;
     else
         return fail(err, errlen, LE_EFORMAT,
                     "model: architecture '%s' is not supported (llama, "
-                    "qwen2, qwen3)",
+                    "qwen2, qwen3, gemma3)",
                     arch);
 
     uint32_t u;
@@ -252,7 +254,34 @@ load_hparams(struct le_model *m, char *err, size_t errlen)
     }
     if (factor > 0)
         hp->rope_scale = 1.0f / factor;
-    hp->rope_neox = hp->arch == LE_ARCH_QWEN2 || hp->arch == LE_ARCH_QWEN3;
+    int gemma = hp->arch == LE_ARCH_GEMMA3;
+    hp->rope_neox = hp->arch != LE_ARCH_LLAMA;
+    /* gemma3 as llama.cpp reads it: 27B (62 layers) scales q.k by its
+     * query_pre_attn_scalar, n_embd / n_head, the others by head_dim */
+    hp->attn_scale =
+        1.0f / sqrtf(gemma && hp->n_layer == 62
+                         ? (float)(hp->n_embd / hp->n_head)
+                         : (float)hp->head_dim);
+    hp->embd_scale = gemma ? sqrtf((float)hp->n_embd) : 1.0f;
+    hp->gelu = gemma;
+    hp->n_swa = 0;
+    hp->swa_pattern = 1;
+    hp->rope_base_swa = hp->rope_base;
+    if (gemma && arch_u32(g, arch, "attention.sliding_window", &u) && u) {
+        if (u > (1u << 24))
+            return fail(err, errlen, LE_EFORMAT,
+                        "model: bad attention.sliding_window %u", u);
+        hp->n_swa = (int32_t)u;
+        hp->swa_pattern = 6;        /* every 6th layer global */
+        hp->rope_base_swa = 10000.0f; /* the local layers' base */
+    }
+    hp->softcap = 0;
+    if (gemma && arch_f32(g, arch, "final_logit_softcapping", &f)) {
+        if (!(f >= 0))
+            return fail(err, errlen, LE_EFORMAT,
+                        "model: bad final_logit_softcapping");
+        hp->softcap = f;
+    }
     return LE_OK;
 }
 
@@ -300,7 +329,8 @@ load_tensors(struct le_model *m, char *err, size_t errlen)
     m->layers = calloc((size_t)hp->n_layer, sizeof(*m->layers));
     if (!m->layers)
         return LE_ENOMEM;
-    int bias = hp->arch == LE_ARCH_QWEN2, qkn = hp->arch == LE_ARCH_QWEN3;
+    int bias = hp->arch == LE_ARCH_QWEN2, gemma = hp->arch == LE_ARCH_GEMMA3,
+        qkn = hp->arch == LE_ARCH_QWEN3 || gemma;
     for (int32_t l = 0; l < hp->n_layer; l++) {
         struct le_layer *L = &m->layers[l];
         char n[96];
@@ -321,6 +351,10 @@ load_tensors(struct le_model *m, char *err, size_t errlen)
         if (qkn) {
             T(q_norm, "attn_q_norm.weight", hp->head_dim, 0, 1);
             T(k_norm, "attn_k_norm.weight", hp->head_dim, 0, 1);
+        }
+        if (gemma) {
+            T(attn_post_norm, "post_attention_norm.weight", E, 0, 1);
+            T(ffn_post_norm, "post_ffw_norm.weight", E, 0, 1);
         }
         T(wo, "attn_output.weight", QD, E, 1);
         T(ffn_norm, "ffn_norm.weight", E, 0, 1);
@@ -549,7 +583,8 @@ le_model_load(struct le_gguf *g, const struct le_model_params *p,
     snprintf(m->desc, sizeof(m->desc),
              "%s, %d layers, %d embd, %d heads (%d kv), %d vocab, %s, %lld "
              "params",
-             m->hp.arch == LE_ARCH_QWEN3   ? "qwen3"
+             m->hp.arch == LE_ARCH_GEMMA3  ? "gemma3"
+             : m->hp.arch == LE_ARCH_QWEN3 ? "qwen3"
              : m->hp.arch == LE_ARCH_QWEN2 ? "qwen2"
                                            : "llama",
              m->hp.n_layer,
@@ -918,16 +953,25 @@ rmsnorm(float *o, const float *x, const float *w, int n, float eps)
  * by repeated multiplication in float like ggml so that results match it
  * bit for bit where possible; llama3 frequency factors divide theta.
  */
+static int
+layer_swa(const struct le_hparams *hp, int l)
+{
+    return hp->n_swa > 0 && l % hp->swa_pattern < hp->swa_pattern - 1;
+}
+
 static void
-rope(const struct le_model *m, float *x, int n_heads, int pos)
+rope(const struct le_model *m, float *x, int n_heads, int pos, int layer)
 {
     const struct le_hparams *hp = &m->hp;
-    int nr = hp->n_rot;
-    float theta_scale = powf(hp->rope_base, -2.0f / (float)nr);
+    int nr = hp->n_rot, swa = layer_swa(hp, layer);
+    /* a sliding-window layer: its own base, unscaled (gemma3) */
+    float theta_scale =
+        powf(swa ? hp->rope_base_swa : hp->rope_base, -2.0f / (float)nr);
+    float scale = swa ? 1.0f : hp->rope_scale;
     float theta = (float)pos;
     for (int i0 = 0; i0 < nr; i0 += 2) {
-        float ff = m->rope_freqs ? m->rope_freqs[i0 / 2] : 1.0f;
-        float th = hp->rope_scale * (theta / ff);
+        float ff = m->rope_freqs && !swa ? m->rope_freqs[i0 / 2] : 1.0f;
+        float th = scale * (theta / ff);
         float c = cosf(th), sn = sinf(th);
         for (int h = 0; h < n_heads; h++) {
             float *v = x + (size_t)h * hp->head_dim;
@@ -1345,7 +1389,8 @@ attention_heads(void *arg, int ith, int nth)
     uint8_t *qh = ws->qhead + (size_t)ith * ws->qhead_size;
     float *vr = ws->vrow + (size_t)ith * hd;
     size_t head_bytes = le_row_size(ws->kv_type, hd);
-    float scale = 1.0f / sqrtf((float)hd);
+    float scale = hp->attn_scale;
+    int swa = layer_swa(hp, j->layer);
     int total = j->b->n_tok * hp->n_head_kv;
     /* F16 cache: the fused kernels of attn.c where SIMD has them */
     struct le_attn_f16 ak;
@@ -1355,7 +1400,11 @@ attention_heads(void *arg, int ith, int nth)
         int t = i / hp->n_head_kv, kvh = i % hp->n_head_kv;
         const struct le_session *s = tok_seq(j->b, t);
         int pos = tok_pos(j->b, t);
-        size_t layer_off = (size_t)j->layer * s->n_ctx * s->kv_row;
+        /* a sliding-window layer sees its last n_swa positions: from p0 */
+        int p0 = swa && pos >= hp->n_swa ? pos - hp->n_swa + 1 : 0;
+        size_t layer_off = (size_t)j->layer * s->n_ctx * s->kv_row +
+                           (size_t)p0 * s->kv_row;
+        int np = pos + 1 - p0;
         size_t qoff = (size_t)t * QD + (size_t)kvh * group * hd;
         if (fused) { /* up to ATT_GROUP_MAX heads a call */
             size_t hoff = layer_off + (size_t)kvh * head_bytes;
@@ -1365,18 +1414,18 @@ attention_heads(void *arg, int ith, int nth)
                 size_t qo = qoff + (size_t)g0 * hd;
                 float inv[ATT_GROUP_MAX], mx[ATT_GROUP_MAX];
                 ak.to_f16(gn * hd, ws->q + qo, (uint16_t *)qh);
-                ak.scores(hd, gn, pos + 1, (const uint16_t *)qh,
+                ak.scores(hd, gn, np, (const uint16_t *)qh,
                           s->kv_k + hoff, s->kv_row, scale, sc0, ws->n_ctx,
                           mx, s->kv_v + hoff);
                 for (int g = 0; g < gn; g++) {
                     float *sc = sc0 + (size_t)g * ws->n_ctx;
-                    exp_sub(sc, pos + 1, mx[g]);
+                    exp_sub(sc, np, mx[g]);
                     double sm = 0;
-                    for (int p = 0; p <= pos; p++)
+                    for (int p = 0; p < np; p++)
                         sm += sc[p];
                     inv[g] = (float)(1.0 / sm);
                 }
-                ak.values(hd, gn, pos + 1, sc0, ws->n_ctx, inv,
+                ak.values(hd, gn, np, sc0, ws->n_ctx, inv,
                           s->kv_v + hoff, s->kv_row, ws->att + qo);
             }
             continue;
@@ -1387,7 +1436,7 @@ attention_heads(void *arg, int ith, int nth)
             float *sc = sc0;
             qt->from_float(q, qh, hd);
             float max = -INFINITY;
-            for (int p = 0; p <= pos; p++) {
+            for (int p = 0; p < np; p++) {
                 const uint8_t *kr = s->kv_k + layer_off +
                                     (size_t)p * s->kv_row +
                                     (size_t)kvh * head_bytes;
@@ -1397,13 +1446,13 @@ attention_heads(void *arg, int ith, int nth)
                 if (sc[p] > max)
                     max = sc[p];
             }
-            exp_sub(sc, pos + 1, max);
+            exp_sub(sc, np, max);
             double sum = 0;
-            for (int p = 0; p <= pos; p++)
+            for (int p = 0; p < np; p++)
                 sum += sc[p];
             float inv = (float)(1.0 / sum);
             memset(out, 0, (size_t)hd * sizeof(float));
-            for (int p = 0; p <= pos; p++) {
+            for (int p = 0; p < np; p++) {
                 const uint8_t *vrw = s->kv_v + layer_off +
                                      (size_t)p * s->kv_row +
                                      (size_t)kvh * head_bytes;
@@ -1436,7 +1485,22 @@ struct tok_job {
     int layer;
     int add;        /* TOK_NORM: residual add first */
     const float *w; /* TOK_NORM: norm weights or NULL */
+    const float *pw; /* TOK_NORM: xb's own norm before the add (gemma3's
+                        post-attention / post-FFN norm) or NULL */
 };
+
+/* h[i] = gelu(h[i]) * h2[i], GELU in its tanh form (ggml's, gemma's) */
+static void
+gelu_mul(float *h, const float *h2, int n)
+{
+    for (int i = 0; i < n; i++) {
+        float x = h[i];
+        h[i] = 0.5f * x *
+               (1.0f + tanhf(0.7978845608028654f *
+                             (x + 0.044715f * x * x * x))) *
+               h2[i];
+    }
+}
 
 static void
 tok_steps(void *arg, int ith, int nth)
@@ -1458,6 +1522,8 @@ tok_steps(void *arg, int ith, int nth)
         switch (j->op) {
         case TOK_NORM: {
             float *x = ws->x + (size_t)t * E, *xb = ws->xb + (size_t)t * E;
+            if (j->pw)
+                rmsnorm(xb, xb, j->pw, E, hp->eps);
             if (j->add)
                 for (int i = 0; i < E; i++)
                     x[i] += xb[i];
@@ -1480,8 +1546,8 @@ tok_steps(void *arg, int ith, int nth)
                     rmsnorm(v, v, L->k_norm->data, hd, hp->eps);
                 }
             }
-            rope(m, ws->q + (size_t)t * QD, hp->n_head, pos);
-            rope(m, ws->k + (size_t)t * KD, hp->n_head_kv, pos);
+            rope(m, ws->q + (size_t)t * QD, hp->n_head, pos, j->layer);
+            rope(m, ws->k + (size_t)t * KD, hp->n_head_kv, pos, j->layer);
             size_t off =
                 ((size_t)j->layer * s->n_ctx + (size_t)pos) * s->kv_row;
             if (f16) { /* F16C where SIMD has it, le_fp32_to_fp16's bits */
@@ -1496,7 +1562,8 @@ tok_steps(void *arg, int ith, int nth)
             break;
         }
         case TOK_SILU:
-            silu_mul(ws->hb + (size_t)t * F, ws->hb2 + (size_t)t * F, F);
+            (hp->gelu ? gelu_mul : silu_mul)(ws->hb + (size_t)t * F,
+                                              ws->hb2 + (size_t)t * F, F);
             break;
         }
     }
@@ -1506,9 +1573,9 @@ tok_steps(void *arg, int ith, int nth)
  * caller (a token's step is shorter than waking the workers). */
 static void
 tok_run(struct le_session *ws, const struct le_fwd_batch *b, enum tok_op op,
-        int layer, int add, const float *w)
+        int layer, int add, const float *w, const float *pw)
 {
-    struct tok_job j = {ws, b, op, layer, add, w};
+    struct tok_job j = {ws, b, op, layer, add, w, pw};
     le_pool_run(ws->m->pool, tok_steps, &j, b->n_tok < 4 ? 1 : 0);
 }
 
@@ -1638,16 +1705,21 @@ le_model_forward_batch(struct le_session *ws, const struct le_fwd_batch *b,
     /* embeddings */
     const struct le_type_traits *et = le_type_get(m->tok_embd->type);
     size_t erow = le_row_size(m->tok_embd->type, E);
-    for (int t = 0; t < nt; t++)
+    for (int t = 0; t < nt; t++) {
+        float *x = ws->x + (size_t)t * E;
         et->to_float((const uint8_t *)m->tok_embd->data +
                          (size_t)b->ids[t] * erow,
-                     ws->x + (size_t)t * E, E);
+                     x, E);
+        if (hp->embd_scale != 1.0f) /* gemma3: sqrt(n_embd) */
+            for (int i = 0; i < E; i++)
+                x[i] *= hp->embd_scale;
+    }
 
     int64_t att_work = 0;
     for (int t = 0; t < nt; t++)
         att_work += (int64_t)hp->n_head * (tok_pos(b, t) + 1) * hp->head_dim;
     if (hp->n_layer > 0)
-        tok_run(ws, b, TOK_NORM, 0, 0, m->layers[0].attn_norm->data);
+        tok_run(ws, b, TOK_NORM, 0, 0, m->layers[0].attn_norm->data, NULL);
     for (int l = 0; l < hp->n_layer; l++) {
         const struct le_layer *L = &m->layers[l];
         int qx = -1; /* ws->xb changed */
@@ -1657,22 +1729,24 @@ le_model_forward_batch(struct le_session *ws, const struct le_fwd_batch *b,
         add_bias(ws->q, L->bq, QD, nt);
         add_bias(ws->k, L->bk, KD, nt);
         add_bias(ws->v, L->bv, KD, nt);
-        tok_run(ws, b, TOK_ROPE, l, 0, NULL);
+        tok_run(ws, b, TOK_ROPE, l, 0, NULL, NULL);
         struct att_job aj = {ws, b, l};
         le_pool_run(m->pool, attention_heads, &aj, att_work < 16384 ? 1 : 0);
         qx = -1;
         matmul(ws, L->wo, ws->att, ws->xb, nt, af, &qx);
-        tok_run(ws, b, TOK_NORM, l, 1, L->ffn_norm->data);
+        tok_run(ws, b, TOK_NORM, l, 1, L->ffn_norm->data,
+                L->attn_post_norm ? L->attn_post_norm->data : NULL);
         qx = -1;
         matmul(ws, L->w_gate, ws->xb, ws->hb, nt, af, &qx);
         matmul(ws, L->w_up, ws->xb, ws->hb2, nt, af, &qx);
-        tok_run(ws, b, TOK_SILU, l, 0, NULL);
+        tok_run(ws, b, TOK_SILU, l, 0, NULL, NULL);
         qx = -1;
         matmul(ws, L->w_down, ws->hb, ws->xb, nt, af, &qx);
         /* the residual, and the next layer's attention norm */
         tok_run(ws, b, TOK_NORM, l, 1,
                 l + 1 < hp->n_layer ? m->layers[l + 1].attn_norm->data
-                                    : NULL);
+                                    : NULL,
+                L->ffn_post_norm ? L->ffn_post_norm->data : NULL);
     }
 
     /* logits of the wanted tokens only, never through the AMX GEMM (one
@@ -1683,6 +1757,9 @@ le_model_forward_batch(struct le_session *ws, const struct le_fwd_batch *b,
     int qo = -1;
     if (b->n_out > 0)
         matmul(ws, m->output, ws->xb, b->logits, b->n_out, b->n_out, &qo);
+    if (hp->softcap > 0) /* final_logit_softcapping */
+        for (size_t i = 0; i < (size_t)b->n_out * (size_t)hp->n_vocab; i++)
+            b->logits[i] = hp->softcap * tanhf(b->logits[i] / hp->softcap);
     for (int t = 0; t < nt; t++) {
         struct le_session *s = tok_seq(b, t);
         int pos = tok_pos(b, t);

@@ -6,7 +6,8 @@
  *                 --n-embd N --n-layer N --n-head N --n-head-kv N
  *                 --n-ff N --n-vocab N [--n-ctx N] [--seed S] [--tied]
  *                 [--chat-template TEXT] [--control TOKEN]...
- *                 [--arch llama|qwen3] [--head-dim N] [--user-token TOKEN]...
+ *                 [--arch llama|qwen3|gemma3] [--head-dim N]
+ *                 [--sliding-window N] [--user-token TOKEN]...
  *
  * Every 2-D weight is of --type (norms F32), as gguf_writer.h describes;
  * the same seed and shape give the same float weights at every type;
@@ -14,7 +15,9 @@
  * chat and tool formats, local_engine/chat.c); each --control adds a
  * control token (e.g. mistral's "[TOOL_CALLS]") at the vocabulary's end
  * (at most 16), each --user-token a user-defined one (type 4, always
- * written as text: qwen3's "<think>") just before them; --arch qwen3 writes qwen3's metadata and head norms;
+ * written as text: qwen3's "<think>") just before them; --arch qwen3
+ * writes qwen3's metadata and head norms (gemma3 also its post norms,
+ * --sliding-window its window);
  * --head-dim sets attention.key_length (q then n_head * N wide).  The
  * whole file is built in memory before it is written: a 1B-model slice
  * (n_embd 2048, 4 layers, n_vocab 32000) needs about 1.5 GB for a moment.
@@ -36,9 +39,10 @@ usage(FILE *f)
           "--n-vocab N\n"
           "                     [--n-ctx N] [--seed S] [--tied] "
           "[--chat-template TEXT]\n"
-          "                     [--control TOKEN]... [--arch llama|qwen3] "
-          "[--head-dim N]\n"
-          "                     [--user-token TOKEN]...\n"
+          "                     [--control TOKEN]... "
+          "[--arch llama|qwen3|gemma3] [--head-dim N]\n"
+          "                     [--sliding-window N]"
+          " [--user-token TOKEN]...\n"
           "TYPE: f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k "
           "q5_k q6_k\n",
           f);
@@ -115,8 +119,11 @@ main(int argc, char **argv)
             if (!bad)
                 usr[n_usr++] = v;
         } else if (!strcmp(a, "--arch")) {
-            bad = strcmp(v, "llama") && strcmp(v, "qwen3");
+            bad = strcmp(v, "llama") && strcmp(v, "qwen3") &&
+                  strcmp(v, "gemma3");
             p.arch = v;
+        } else if (!strcmp(a, "--sliding-window")) {
+            bad = parse_pos(v, 1 << 20, &p.n_swa);
         } else if (!strcmp(a, "--head-dim")) {
             bad = parse_pos(v, 1024, &p.head_dim) || p.head_dim % 2;
         } else if (!strcmp(a, "--type")) {

@@ -574,7 +574,8 @@ gguf_w_llama_fill(struct gguf_w *w, const struct gguf_w_llama *p)
         return -1;
     }
     const char *arch = p->arch ? p->arch : "llama";
-    int qwen3 = !strcmp(arch, "qwen3");
+    int gemma3 = !strcmp(arch, "gemma3");
+    int qwen3 = !strcmp(arch, "qwen3") || gemma3; /* its q/k norms */
     if (strcmp(arch, "llama") && !qwen3) {
         w->failed = 1;
         return -1;
@@ -597,7 +598,10 @@ gguf_w_llama_fill(struct gguf_w *w, const struct gguf_w_llama *p)
         gguf_w_add_u32(w, KEY("attention.value_length"), (uint32_t)head_dim);
     }
     gguf_w_add_u32(w, KEY("rope.dimension_count"), (uint32_t)head_dim);
-    gguf_w_add_f32(w, KEY("rope.freq_base"), 10000.0f);
+    gguf_w_add_f32(w, KEY("rope.freq_base"), gemma3 ? 1e6f : 10000.0f);
+    if (gemma3 && p->n_swa > 0)
+        gguf_w_add_u32(w, KEY("attention.sliding_window"),
+                       (uint32_t)p->n_swa);
     gguf_w_add_f32(w, KEY("attention.layer_norm_rms_epsilon"), 1e-5f);
 #undef KEY
 
@@ -686,6 +690,10 @@ gguf_w_llama_fill(struct gguf_w *w, const struct gguf_w_llama *p)
         if (qwen3) {
             W("attn_q_norm.weight", head_dim, 1, 9, 1);
             W("attn_k_norm.weight", head_dim, 1, 10, 1);
+        }
+        if (gemma3) {
+            W("post_attention_norm.weight", p->n_embd, 1, 11, 1);
+            W("post_ffw_norm.weight", p->n_embd, 1, 12, 1);
         }
         W("ffn_norm.weight", p->n_embd, 1, 5, 1);
         W("ffn_gate.weight", p->n_embd, p->n_ff, 6, 0);

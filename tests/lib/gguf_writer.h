@@ -121,8 +121,11 @@ struct gguf_w_llama {
      * the ids just before the controls */
     const char *const *user_tokens;
     /* NULL or "llama"; "qwen3": its metadata prefix, NEOX rotation, and
-     * per-head attn_q_norm / attn_k_norm [head_dim] (1 +- 0.1) */
+     * per-head attn_q_norm / attn_k_norm [head_dim] (1 +- 0.1); "gemma3"
+     * those and post_attention_norm / post_ffw_norm [n_embd], its
+     * rope.freq_base 1e6 and attention.sliding_window n_swa (if > 0) */
     const char *arch;
+    int n_swa;
     int head_dim; /* 0: n_embd / n_head; else attention.key_length and
                      .value_length, q is n_head * head_dim wide */
 };
@@ -151,7 +154,10 @@ struct gguf_w_llama {
  *     output.weight         [n_embd, n_vocab]     type (absent if tied)
  *     blk.N.attn_norm.weight [n_embd]             F32
  *     blk.N.attn_q.weight   [n_embd, n_head*head_dim]  type
- *     blk.N.attn_q_norm.weight, attn_k_norm.weight [head_dim] F32 (qwen3)
+ *     blk.N.attn_q_norm.weight, attn_k_norm.weight [head_dim] F32 (qwen3,
+ *       gemma3)
+ *     blk.N.post_attention_norm.weight, post_ffw_norm.weight [n_embd] F32
+ *       (gemma3)
  *     blk.N.attn_k.weight   [n_embd, n_embd_kv]   type
  *     blk.N.attn_v.weight   [n_embd, n_embd_kv]   type
  *     blk.N.attn_output.weight [n_head*head_dim, n_embd] type
