@@ -49,6 +49,9 @@
  *            one <tool_response> block) and kept after it (a tool loop) as
  *            <think>\nR\n</think>\n\nTEXT, as Qwen3's template
  *   qwen3-thinking  the same, gen: <|im_start|>assistant\n<think>\n
+ *   qwen2.5  ChatML, with Qwen2.5's default system turn ("You are Qwen,
+ *            created by Alibaba Cloud. You are a helpful assistant.") when
+ *            the messages have no system text, as its template
  */
 #include <stdlib.h>
 #include <string.h>
@@ -59,7 +62,8 @@ static const char *const chat_names[] = {
     "chatml",     "llama2",          "llama3",     "mistral",
     "phi3",       "gemma",           "zephyr",     "mistral-v3",
     "mistral-v3-tekken", "mistral-v7", "mistral-v7-tekken", "deepseek3",
-    "deepseek-r1", "deepseek-r1-thinking", "qwen3", "qwen3-thinking"};
+    "deepseek-r1", "deepseek-r1-thinking", "qwen3", "qwen3-thinking",
+    "qwen2.5"};
 
 const char *
 le_chat_template_name(enum le_chat_template t)
@@ -85,6 +89,11 @@ has(const char *t, size_t len, const char *marker)
     return ml <= len && memmem(t, len, marker, ml) != NULL;
 }
 
+/* Qwen2.5's default system text, which its template writes when the
+ * messages start without one */
+#define QWEN25_SYSTEM                                                        \
+    "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
+
 enum le_chat_template
 le_chat_detect(const char *t, size_t len)
 {
@@ -93,6 +102,8 @@ le_chat_detect(const char *t, size_t len)
     /* the generation prompt as the template's string writes it, with the
      * reasoning opened */
     if (has(t, len, "<|im_start|>")) {
+        if (has(t, len, QWEN25_SYSTEM))
+            return LE_CHAT_QWEN25;
         if (!has(t, len, "<think>") || !has(t, len, "last_query_index"))
             return LE_CHAT_CHATML;
         return has(t, len, "assistant\\n<think>\\n'") ? LE_CHAT_QWEN3_THINKING
@@ -137,7 +148,7 @@ le_chat_tools_detect(const char *t, size_t len)
         return LE_TOOLS_JSON;
     enum le_chat_template f = le_chat_detect(t, len);
     if ((f == LE_CHAT_CHATML || f == LE_CHAT_QWEN3 ||
-         f == LE_CHAT_QWEN3_THINKING) &&
+         f == LE_CHAT_QWEN3_THINKING || f == LE_CHAT_QWEN25) &&
         has(t, len, "<tool_call>"))
         return LE_TOOLS_HERMES;
     /* Meta's JSON call format (3.1, 3.2, 3.3); not a llama3-based
@@ -160,6 +171,12 @@ le_chat_is_mistral(enum le_chat_template t)
     return t == LE_CHAT_MISTRAL || t == LE_CHAT_MISTRAL_V3 ||
            t == LE_CHAT_MISTRAL_V3_TEKKEN || t == LE_CHAT_MISTRAL_V7 ||
            t == LE_CHAT_MISTRAL_V7_TEKKEN;
+}
+
+const char *
+le_chat_default_system(enum le_chat_template t)
+{
+    return t == LE_CHAT_QWEN25 ? QWEN25_SYSTEM : NULL;
 }
 
 int
@@ -592,6 +609,11 @@ le_chat_apply(enum le_chat_template t, const struct le_chat_msg *msgs,
     case LE_CHAT_QWEN3:
     case LE_CHAT_QWEN3_THINKING:
         render_qwen3(&b, msgs, n_msgs, gen, t == LE_CHAT_QWEN3_THINKING);
+        break;
+    case LE_CHAT_QWEN25:
+        if (!n_msgs || strcmp(role_of(&msgs[0]), "system"))
+            cb_str(&b, "<|im_start|>system\n" QWEN25_SYSTEM "<|im_end|>\n");
+        render_chatml(&b, msgs, n_msgs, gen);
         break;
     case LE_CHAT_CHATML:
     default:

@@ -143,10 +143,16 @@ enum le_chat_template {
     /* ChatML with Qwen3's reasoning rules (Qwen3 and Qwen3-Instruct-2507;
      * -thinking: Qwen3-Thinking-2507, whose template opens "<think>\n") */
     LE_CHAT_QWEN3,
-    LE_CHAT_QWEN3_THINKING
+    LE_CHAT_QWEN3_THINKING,
+    /* ChatML with Qwen2.5's default system text when the messages have
+     * none ("You are Qwen, created by Alibaba Cloud. ...") */
+    LE_CHAT_QWEN25
 };
 /* 1 for the mistral templates (any of the five) */
 int le_chat_is_mistral(enum le_chat_template t);
+/* The system text the template writes when the messages have none
+ * (qwen2.5's), or NULL. */
+const char *le_chat_default_system(enum le_chat_template t);
 /* Where a reasoning model's answer starts (providers/local.c splits it
  * into reasoning_content and content at "</think>"): 0 no reasoning
  * format, 1 the model may open "<think>" itself (qwen3, deepseek-r1), 2

@@ -2552,11 +2552,12 @@ tools_prompt(const struct lp_tool *t, size_t n, enum lp_tools mode,
  * turn's text, with "Environment: ipython" and the date lines starting
  * the system turn (as Llama 3.2's template; the template's blank line
  * after them is trimmed away when the client sends no system text, as
- * this renderer trims every turn).  0, or -2 out of memory (tp freed
- * either way). */
+ * this renderer trims every turn).  dflt: the template's default system
+ * text (qwen2.5's), which a system turn of the tools' own starts with.
+ * 0, or -2 out of memory (tp freed either way). */
 static int
 place_tools(const struct lp_callfmt *f, char *tp, struct le_chat_msg *cm,
-            char **texts, size_t *k)
+            char **texts, size_t *k, const char *dflt)
 {
     if (!tp)
         return -2;
@@ -2592,7 +2593,8 @@ place_tools(const struct lp_callfmt *f, char *tp, struct le_chat_msg *cm,
             return -2;
         }
         free(texts[0]);
-    } else if (!(both = strdup(sys_add))) {
+    } else if (dflt && !llama ? asprintf(&both, "%s\n\n%s", dflt, sys_add) < 0
+                              : !(both = strdup(sys_add))) {
         free(tp);
         return -2;
     } else {
@@ -2974,7 +2976,7 @@ lp_prepare(struct lp_engine *e, const json_t *b, struct lp_job *j,
     }
     if (rc == 0 && mode != LP_TOOLS_NONE)
         rc = place_tools(cf, tools_prompt(tools, n_tools, mode, named, cf),
-                         cm, texts, &k);
+                         cm, texts, &k, le_chat_default_system(tmpl));
     if (rc == 0) {
         size_t plen = 0;
         if (le_chat_apply(tmpl, cm, k, 1, &j->prompt_text, &plen) != LE_OK)

@@ -105,6 +105,22 @@ test_detect(void)
     T_EQ_INT(D(q3t), LE_CHAT_QWEN3_THINKING);
     T_EQ_INT(le_chat_tools_detect(q3, strlen(q3)), LE_TOOLS_HERMES);
     T_EQ_INT(le_chat_tools_detect(q3t, strlen(q3t)), LE_TOOLS_HERMES);
+    /* Qwen2.5's: its default system text */
+    static const char q25[] =
+        "{%- if messages[0]['role'] == 'system' %}{{- messages[0]['content'] "
+        "}}{%- else %}{{- 'You are Qwen, created by Alibaba Cloud. You are a "
+        "helpful assistant.' }}{%- endif %} '<|im_start|>' <tool_call>";
+    T_EQ_INT(D(q25), LE_CHAT_QWEN25);
+    T_EQ_INT(le_chat_tools_detect(q25, strlen(q25)), LE_TOOLS_HERMES);
+    T_CHECK(le_chat_default_system(LE_CHAT_QWEN25) != NULL);
+    T_CHECK(le_chat_default_system(LE_CHAT_CHATML) == NULL);
+    check(LE_CHAT_QWEN25, conv + 1, 1, 1,
+          "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You "
+          "are a helpful assistant.<|im_end|>\n<|im_start|>user\nHi"
+          "<|im_end|>\n<|im_start|>assistant\n");
+    check(LE_CHAT_QWEN25, conv, 2, 0,
+          "<|im_start|>system\nYou are terse.<|im_end|>\n<|im_start|>user\n"
+          "Hi<|im_end|>\n");
     /* QwQ-style: reasoning, but not Qwen3's rules: ChatML */
     T_EQ_INT(D("'<|im_start|>assistant\\n<think>\\n' content.split("
                "'</think>')[-1]"),

@@ -43,6 +43,14 @@ static const char *q3_tmpl =
     "enable_thinking is defined and enable_thinking is false %}{{- "
     "'<think>\\n\\n</think>\\n\\n' }}{%- endif %}{%- endif %}";
 static const char *const think_toks[] = {"<think>", "</think>", NULL};
+/* Qwen2.5's: ChatML, its default system text, <tool_call> */
+static const char *q25_tmpl =
+    "{%- if tools %}{{- '<|im_start|>system\\n' }}{%- if messages[0]"
+    "['role'] == 'system' %}{{- messages[0]['content'] }}{%- else %}{{- "
+    "'You are Qwen, created by Alibaba Cloud. You are a helpful "
+    "assistant.' }}{%- endif %}... '<tool_call>\\n{\"name\": ' "
+    "{{- '<|im_start|>' + message.role + '\\n' + message.content + "
+    "'<|im_end|>' + '\\n' }}";
 #define END_THINK_ID 499 /* the vocabulary's last id */
 
 static int
@@ -69,10 +77,12 @@ static int
 start(void)
 {
     char *dir = e2e_temp_dir();
-    char q3t[512], q3[512], cfg[4096];
+    char q3t[512], q3[512], q25[512], cfg[4096];
     snprintf(q3t, sizeof(q3t), "%s/q3t.gguf", dir);
     snprintf(q3, sizeof(q3), "%s/q3.gguf", dir);
-    if (write_model(q3t, q3t_tmpl, 91) != 0 || write_model(q3, q3_tmpl, 92))
+    snprintf(q25, sizeof(q25), "%s/q25.gguf", dir);
+    if (write_model(q3t, q3t_tmpl, 91) != 0 || write_model(q3, q3_tmpl, 92) ||
+        write_model(q25, q25_tmpl, 93))
         return -1;
     snprintf(cfg, sizeof(cfg),
              "{\"listen\": \"127.0.0.1:0\", \"workers\": 1,\n"
@@ -83,8 +93,11 @@ start(void)
              "   \"models\": {\"q3t\": {}}},\n"
              "  \"q3\": {\"kind\": \"local\", \"model_path\": \"%s\",\n"
              "   \"threads\": 1, \"context\": 1024, \"parallel\": 1,\n"
-             "   \"models\": {\"q3\": {}}}}}\n",
-             dir, q3t, q3);
+             "   \"models\": {\"q3\": {}}},\n"
+             "  \"q25\": {\"kind\": \"local\", \"model_path\": \"%s\",\n"
+             "   \"threads\": 1, \"context\": 1024, \"parallel\": 1,\n"
+             "   \"models\": {\"q25\": {}}}}}\n",
+             dir, q3t, q3, q25);
     free(dir);
     char *path = e2e_write_temp("reasoning.json", cfg);
     const char *bin = e2e_env("LLMUX_BIN", "build/release/llmux");
@@ -491,6 +504,73 @@ test_effort(void)
     json_decref(o);
 }
 
+/* The chat body's prompt_tokens equal /v1/completions' for the text the
+ * template writes (no special tokens in this vocabulary: the same bytes) */
+static void
+expect_prompt(const char *model, const char *chat_extra, const char *want)
+{
+    char body[4096];
+    snprintf(body, sizeof(body), "{\"model\":\"%s\",\"max_tokens\":1,%s}",
+             model, chat_extra);
+    long st;
+    json_t *o = post("/chat/completions", body, &st, NULL);
+    T_EQ_INT(st, 200);
+    json_t *js = json_string(want);
+    char *w = json_dumps(js, JSON_ENCODE_ANY);
+    snprintf(body, sizeof(body),
+             "{\"model\":\"%s\",\"max_tokens\":1,\"prompt\":%s}", model, w);
+    free(w);
+    json_decref(js);
+    json_t *p = post("/completions", body, &st, NULL);
+    T_EQ_INT(st, 200);
+    json_int_t a = json_integer_value(
+                   json_object_get(json_object_get(o, "usage"),
+                                   "prompt_tokens")),
+               b = json_integer_value(json_object_get(
+                   json_object_get(p, "usage"), "prompt_tokens"));
+    if (a != b)
+        fprintf(stderr, "%s %s: prompt_tokens %lld, the expected text %lld\n",
+                model, chat_extra, (long long)a, (long long)b);
+    T_EQ_INT(a, b);
+    T_CHECK(b > 20);
+    json_decref(p);
+    json_decref(o);
+}
+
+#define QWEN_SYS "You are Qwen, created by Alibaba Cloud. You are a helpful " \
+                 "assistant."
+
+/* Qwen2.5: its default system turn when the messages have none, alone or
+ * starting the tools' system turn; none when they have one */
+static void
+test_qwen25_default_system(void)
+{
+    expect_prompt("q25",
+                  "\"messages\":[{\"role\":\"user\",\"content\":\"Q\"}]",
+                  "<|im_start|>system\n" QWEN_SYS "<|im_end|>\n"
+                  "<|im_start|>user\nQ<|im_end|>\n<|im_start|>assistant\n");
+    expect_prompt("q25",
+                  "\"messages\":[{\"role\":\"system\",\"content\":\"S\"},"
+                  "{\"role\":\"user\",\"content\":\"Q\"}]",
+                  "<|im_start|>system\nS<|im_end|>\n"
+                  "<|im_start|>user\nQ<|im_end|>\n<|im_start|>assistant\n");
+    expect_prompt(
+        "q25",
+        "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\","
+        "\"parameters\":{\"type\":\"object\"}}}],"
+        "\"messages\":[{\"role\":\"user\",\"content\":\"Q\"}]",
+        "<|im_start|>system\n" QWEN_SYS "\n\n# Tools\n\nYou may call one or "
+        "more functions to assist with the user query.\n\nYou are provided "
+        "with function signatures within <tools></tools> XML tags:\n<tools>"
+        "\n{\"type\": \"function\", \"function\": {\"name\": \"f\", "
+        "\"parameters\": {\"type\": \"object\"}}}\n</tools>\n\nFor each "
+        "function call, return a json object with function name and "
+        "arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n"
+        "{\"name\": <function-name>, \"arguments\": <args-json-object>}\n"
+        "</tool_call><|im_end|>\n<|im_start|>user\nQ<|im_end|>\n"
+        "<|im_start|>assistant\n");
+}
+
 int
 main(void)
 {
@@ -503,6 +583,7 @@ main(void)
     T_RUN(test_constrained_thinking);
     T_RUN(test_tools_thinking);
     T_RUN(test_effort);
+    T_RUN(test_qwen25_default_system);
     T_EQ_INT(e2e_stop(&gw, SIGTERM, 20000), 0);
     return T_END();
 }
