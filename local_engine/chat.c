@@ -158,10 +158,11 @@ le_chat_tools_detect(const char *t, size_t len)
         has(t, len, "dictionary of argument name"))
         return LE_TOOLS_LLAMA3;
     /* Mistral's v3 tokenizer format (7B v0.3, Nemo): a JSON list after
-     * [TOOL_CALLS]; not the tekken one of [TOOL_CALLS]NAME[ARGS]{...} */
+     * [TOOL_CALLS]; v11's (Small 3.1+) [TOOL_CALLS]NAME[ARGS]{...} */
     if (le_chat_is_mistral(f) && has(t, len, "[TOOL_CALLS]") &&
-        has(t, len, "[AVAILABLE_TOOLS]") && !has(t, len, "[ARGS]"))
-        return LE_TOOLS_MISTRAL;
+        has(t, len, "[AVAILABLE_TOOLS]"))
+        return has(t, len, "[ARGS]") ? LE_TOOLS_MISTRAL_V11
+                                     : LE_TOOLS_MISTRAL;
     return LE_TOOLS_JSON;
 }
 
@@ -206,6 +207,7 @@ le_chat_tools_name(enum le_chat_tools t)
     return t == LE_TOOLS_HERMES    ? "hermes"
            : t == LE_TOOLS_LLAMA3  ? "llama3"
            : t == LE_TOOLS_MISTRAL ? "mistral"
+           : t == LE_TOOLS_MISTRAL_V11 ? "mistral-v11"
                                    : "json";
 }
 

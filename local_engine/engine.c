@@ -75,8 +75,8 @@ le_model_token_to_piece(const struct le_model *m, int32_t id, int special,
 {
     if (!m || !m->vocab || id < 0 || id >= le_vocab_n_tokens(m->vocab))
         return 0;
-    return le_token_to_piece(m->vocab, id, special != 0 || id == m->keep_tok,
-                             buf, cap);
+    int keep = id == m->keep_tok[0] || id == m->keep_tok[1];
+    return le_token_to_piece(m->vocab, id, special != 0 || keep, buf, cap);
 }
 
 int32_t

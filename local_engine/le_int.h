@@ -936,11 +936,12 @@ struct le_model {
     struct le_pool *pool;
     enum le_chat_template chat;
     enum le_chat_tools chat_tools;
-    /* a control token whose text le_model_token_to_piece gives even
-     * without `special` (-1: none): the tool format's call marker when
-     * the vocabulary has it as one (mistral's [TOOL_CALLS]), so that a
-     * grammar can take it and the output shows where the calls begin */
-    int32_t keep_tok;
+    /* control tokens whose text le_model_token_to_piece gives even
+     * without `special` (-1: none): the tool format's call markers when
+     * the vocabulary has them as such (mistral's [TOOL_CALLS], v11's
+     * [ARGS]), so that a grammar can take them and the output shows
+     * where the calls begin */
+    int32_t keep_tok[2];
     char desc[160];
 };
 

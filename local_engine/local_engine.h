@@ -197,10 +197,14 @@ enum le_chat_template le_model_chat_template(const struct le_model *m);
  *           inside [AVAILABLE_TOOLS]..[/AVAILABLE_TOOLS] before the last
  *           user turn, the calls as [TOOL_CALLS] [{"name": N,
  *           "arguments": {...}}, ...], results inside [TOOL_RESULTS]..
- *           [/TOOL_RESULTS].  Not the [TOOL_CALLS]NAME[ARGS]{...} format
- *           of the later tekken templates (those are JSON). */
+ *           [/TOOL_RESULTS].
+ *   MISTRAL_V11 a mistral template with [TOOL_CALLS] and [ARGS] (Mistral
+ *           Small 3.1 / 3.2, Magistral, Devstral: tokenizer v11): the
+ *           functions as for MISTRAL, each call as [TOOL_CALLS]NAME[ARGS]
+ *           {...} one after another, results [TOOL_RESULTS]..
+ *           [/TOOL_RESULTS] without ids. */
 enum le_chat_tools { LE_TOOLS_JSON = 0, LE_TOOLS_HERMES, LE_TOOLS_LLAMA3,
-                     LE_TOOLS_MISTRAL };
+                     LE_TOOLS_MISTRAL, LE_TOOLS_MISTRAL_V11 };
 enum le_chat_tools le_chat_tools_detect(const char *tmpl, size_t len);
 const char *le_chat_tools_name(enum le_chat_tools t); /* "json", ... */
 enum le_chat_tools le_model_chat_tools(const struct le_model *m);

@@ -499,14 +499,17 @@ set_chat(struct le_model *m)
         m->chat = le_chat_detect(t.ptr, (size_t)t.len);
         m->chat_tools = le_chat_tools_detect(t.ptr, (size_t)t.len);
     }
-    m->keep_tok = -1;
-    if (m->chat_tools == LE_TOOLS_MISTRAL) {
-        static const char mark[] = "[TOOL_CALLS]";
+    m->keep_tok[0] = m->keep_tok[1] = -1;
+    static const char *const marks[2] = {"[TOOL_CALLS]", "[ARGS]"};
+    int n_marks = m->chat_tools == LE_TOOLS_MISTRAL       ? 1
+                  : m->chat_tools == LE_TOOLS_MISTRAL_V11 ? 2
+                                                          : 0;
+    for (int k = 0; k < n_marks; k++) {
         int32_t id;
-        if (le_tokenize(m->vocab, mark, sizeof(mark) - 1, false, true, &id,
-                        1) == 1 &&
+        if (le_tokenize(m->vocab, marks[k], strlen(marks[k]), false, true,
+                        &id, 1) == 1 &&
             le_token_to_piece(m->vocab, id, false, NULL, 0) == 0)
-            m->keep_tok = id;
+            m->keep_tok[k] = id;
     }
 }
 

@@ -235,6 +235,12 @@ static const struct lp_callfmt lp_callfmts[] = {
                           "\", \"arguments\": ", "}", '[', LP_MAX_CALLS,
                           "[TOOL_CALLS] [", ", ", "]", " "},
 };
+/* v11 (Small 3.1+): each call [TOOL_CALLS]NAME[ARGS]{...}, one after
+ * another with nothing between them; both markers are control tokens
+ * the engine gives as text */
+static const struct lp_callfmt lp_mistral_v11 = {
+    LE_TOOLS_MISTRAL_V11, "[TOOL_CALLS]", "[ARGS]", "", '[', LP_MAX_CALLS,
+    "", "", "", ""};
 /* the same in the tekken templates (Nemo, Small 3): no space after the
  * markers */
 static const struct lp_callfmt lp_mistral_tekken = {
@@ -245,10 +251,20 @@ static const struct lp_callfmt *
 callfmt_of(const struct le_model *m)
 {
     enum le_chat_tools k = le_model_chat_tools(m);
+    if (k == LE_TOOLS_MISTRAL_V11)
+        return &lp_mistral_v11;
     if (k == LE_TOOLS_MISTRAL &&
         le_chat_is_tekken(le_model_chat_template(m)))
         return &lp_mistral_tekken;
     return &lp_callfmts[k];
+}
+
+/* mistral's formats (v3 and v11): the tools before the last user turn,
+ * calls and results as turns of their own */
+static int
+is_mistral_fmt(const struct lp_callfmt *f)
+{
+    return f->kind == LE_TOOLS_MISTRAL || f->kind == LE_TOOLS_MISTRAL_V11;
 }
 
 /* A tool-call output read as it grows (call_head, args_scan, call_next):
@@ -1025,8 +1041,15 @@ call_next(const struct lp_callfmt *f, struct lp_calls *cs, const char *acc,
                                   f->suffix, sl)
                          : NULL;
     size_t next = sx ? (size_t)(sx - acc) + sl : len;
-    if (!sepl || len < next + sepl || memcmp(acc + next, f->sep, sepl))
+    if (!sepl && f->max_calls > 1) {
+        /* calls one after another (v11): the next opens with the prefix */
+        size_t pl = strlen(f->prefix);
+        if (!sx || len < next + pl || memcmp(acc + next, f->prefix, pl))
+            return 0;
+    } else if (!sepl || len < next + sepl ||
+               memcmp(acc + next, f->sep, sepl)) {
         return 0;
+    }
     next += sepl;
     if (len <= next)
         return 0;
@@ -2246,6 +2269,8 @@ tools_grammar(struct lp_job *j, struct pv_gram *pg, const struct lp_tool *t,
     gx_buf_printf(&root, "root ::=%s calls", *f->open ? " c-open" : "");
     if (max_calls > 1 && *f->sep)
         gx_buf_printf(&root, " (c-sep calls){0,%d}", max_calls - 1);
+    else if (max_calls > 1) /* each call opens with its prefix (v11) */
+        gx_buf_printf(&root, " calls{0,%d}", max_calls - 1);
     if (*f->close)
         gx_buf_printf(&root, " c-close");
     if (mode == LP_TOOLS_AUTO)
@@ -2369,9 +2394,27 @@ mistral_id(const char *id, char out[10])
  * written as they are between the [INST] turns (chat.c). */
 static void
 mistral_turn(struct gx_buf *b, const json_t *m, const char *text,
-             int is_result, const char *sp)
+             int is_result, const char *sp, int v11)
 {
     char mid[10];
+    if (v11 && is_result) { /* no ids in v11 */
+        gx_buf_printf(b, "[TOOL_RESULTS]%s[/TOOL_RESULTS]", text);
+        return;
+    }
+    if (v11) { /* the assistant's text, then each call */
+        size_t i;
+        const json_t *c;
+        gx_buf_printf(b, "%s", text);
+        json_array_foreach(json_object_get(m, "tool_calls"), i, c) {
+            const json_t *fn = json_object_get(c, "function");
+            const char *name = json_string_value(json_object_get(fn, "name"));
+            const char *args =
+                json_string_value(json_object_get(fn, "arguments"));
+            gx_buf_printf(b, "[TOOL_CALLS]%s[ARGS]%s", name ? name : "",
+                          args && *args ? args : "{}");
+        }
+        return;
+    }
     if (is_result) {
         mistral_id(json_string_value(json_object_get(m, "tool_call_id")),
                    mid);
@@ -2422,11 +2465,12 @@ render_message(struct lp_job *j, const json_t *m, size_t idx,
     int calls = json_is_array(json_object_get(m, "tool_calls"));
     if (!strcmp(*role, "developer")) {
         *role = "system";
-    } else if (f->kind == LE_TOOLS_MISTRAL &&
+    } else if (is_mistral_fmt(f) &&
                (!strcmp(*role, "tool") ||
                 (!strcmp(*role, "assistant") && calls))) {
         int result = !strcmp(*role, "tool");
-        mistral_turn(&b, m, text, result, f->msp);
+        mistral_turn(&b, m, text, result, f->msp,
+                     f->kind == LE_TOOLS_MISTRAL_V11);
         if (!result) /* written as is, then </s> (chat.c) */
             *role = "tool_calls";
     } else if (!strcmp(*role, "tool") && f->kind == LE_TOOLS_LLAMA3) {
@@ -2499,7 +2543,7 @@ tools_prompt(const struct lp_tool *t, size_t n, enum lp_tools mode,
                           "Respond in the format {\"name\": function name, "
                           "\"parameters\": dictionary of argument name and "
                           "its value}.Do not use variables.\n\n");
-    else if (f->kind == LE_TOOLS_MISTRAL)
+    else if (is_mistral_fmt(f))
         gx_buf_printf(&b, "[AVAILABLE_TOOLS]%s[", f->msp);
     else
         gx_buf_printf(&b,
@@ -2514,7 +2558,7 @@ tools_prompt(const struct lp_tool *t, size_t n, enum lp_tools mode,
         if (mode == LP_TOOLS_NAMED && (int)i != named)
             continue;
         char *d = NULL;
-        if (f->kind == LE_TOOLS_MISTRAL && listed++)
+        if (is_mistral_fmt(f) && listed++)
             gx_buf_printf(&b, ", ");
         if (f->kind == LE_TOOLS_JSON) {
             d = json_dumps(t[i].fn, JSON_COMPACT);
@@ -2528,12 +2572,12 @@ tools_prompt(const struct lp_tool *t, size_t n, enum lp_tools mode,
         if (d)
             gx_buf_printf(&b, f->kind == LE_TOOLS_JSON      ? "%s\n"
                               : f->kind == LE_TOOLS_HERMES  ? "\n%s"
-                              : f->kind == LE_TOOLS_MISTRAL ? "%s"
+                              : is_mistral_fmt(f)           ? "%s"
                                                             : "%s\n\n",
                           d);
         free(d);
     }
-    if (f->kind == LE_TOOLS_MISTRAL)
+    if (is_mistral_fmt(f))
         gx_buf_printf(&b, "][/AVAILABLE_TOOLS]");
     if (f->kind == LE_TOOLS_HERMES)
         gx_buf_printf(&b, "\n</tools>\n\nFor each function call, return a "
@@ -2561,7 +2605,7 @@ place_tools(const struct lp_callfmt *f, char *tp, struct le_chat_msg *cm,
 {
     if (!tp)
         return -2;
-    if (f->kind == LE_TOOLS_MISTRAL) {
+    if (is_mistral_fmt(f)) {
         size_t u = *k;
         while (u > 0 && strcmp(cm[u - 1].role, "user"))
             u--;

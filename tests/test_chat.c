@@ -213,10 +213,11 @@ test_tools_detect(void)
     T_EQ_INT(D("[SYSTEM_PROMPT] ... '[INST]' + m ... [AVAILABLE_TOOLS][ "
                "... [TOOL_CALLS][ ..."),
              LE_TOOLS_MISTRAL);
-    /* the tekken templates' [TOOL_CALLS]NAME[ARGS]{...}: not spoken */
+    /* v11's (Small 3.1+) [TOOL_CALLS]NAME[ARGS]{...} */
     T_EQ_INT(D("[AVAILABLE_TOOLS]...[INST]...[TOOL_CALLS]' + name + "
                "'[ARGS]' + arguments"),
-             LE_TOOLS_JSON);
+             LE_TOOLS_MISTRAL_V11);
+    T_EQ_STR(le_chat_tools_name(LE_TOOLS_MISTRAL_V11), "mistral-v11");
     /* mistral's markers in a chatml template */
     T_EQ_INT(D("<|im_start|>[AVAILABLE_TOOLS] [TOOL_CALLS]"), LE_TOOLS_JSON);
 #undef D

@@ -33,7 +33,7 @@ static char rand_model[256];
  * own (le_chat_tools_detect): Qwen2.5-style chatml + <tool_call>, and
  * Llama 3.2-style ipython turns with {"name", "parameters"} calls */
 static char herm_model[256], l3_model[256], mis_model[256], nemo_model[256],
-    ds_model[256];
+    ds_model[256], m11_model[256];
 /* DeepSeek R1-style (no tool format of its own here: the JSON wrapper) */
 static const char *ds_tmpl =
     "{{bos_token}}{{ns.system_prompt}}{{'<\xef\xbd\x9cUser\xef\xbd\x9c>' + "
@@ -71,6 +71,19 @@ static const char *nemo_tmpl =
 static const char *const mis_controls[] = {
     "[INST]", "[/INST]", "[TOOL_CALLS]", "[AVAILABLE_TOOLS]",
     "[/AVAILABLE_TOOLS]", "[TOOL_RESULTS]", "[/TOOL_RESULTS]", NULL};
+/* Mistral Small 3.2-style (tekken v7, tokenizer v11): [SYSTEM_PROMPT],
+ * each call [TOOL_CALLS]NAME[ARGS]{...}, [ARGS] a control token too */
+static const char *m11_tmpl =
+    "{{- '[SYSTEM_PROMPT]' + system_message + '[/SYSTEM_PROMPT]' }}...{%- "
+    "if tools is not none and (message == user_messages[-1]) %}{{- "
+    "'[AVAILABLE_TOOLS]' + tools|tojson + '[/AVAILABLE_TOOLS]' }}{%- endif "
+    "%}{{- '[INST]' + message['content'] + '[/INST]' }}...{{- "
+    "'[TOOL_CALLS]' + tool.function.name + '[ARGS]' + arguments }}...{{- "
+    "'[TOOL_RESULTS]' + message.content|string + '[/TOOL_RESULTS]' }}";
+static const char *const m11_controls[] = {
+    "[INST]", "[/INST]", "[TOOL_CALLS]", "[AVAILABLE_TOOLS]",
+    "[/AVAILABLE_TOOLS]", "[TOOL_RESULTS]", "[/TOOL_RESULTS]",
+    "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]", "[ARGS]", NULL};
 
 /* A random model (500 tokens, 32 wide, one layer, q8_0) with
  * tokenizer.chat_template tmpl (NULL: none) and the control tokens
@@ -109,11 +122,13 @@ start(void)
     snprintf(mis_model, sizeof(mis_model), "%s/mis.gguf", dir);
     snprintf(nemo_model, sizeof(nemo_model), "%s/nemo.gguf", dir);
     snprintf(ds_model, sizeof(ds_model), "%s/ds.gguf", dir);
+    snprintf(m11_model, sizeof(m11_model), "%s/m11.gguf", dir);
     if (write_tmpl_model(herm_model, herm_tmpl, NULL, 77) != 0 ||
         write_tmpl_model(l3_model, l3_tmpl, NULL, 78) != 0 ||
         write_tmpl_model(mis_model, mis_tmpl, mis_controls, 79) != 0 ||
         write_tmpl_model(nemo_model, nemo_tmpl, mis_controls, 80) != 0 ||
-        write_tmpl_model(ds_model, ds_tmpl, NULL, 81) != 0)
+        write_tmpl_model(ds_model, ds_tmpl, NULL, 81) != 0 ||
+        write_tmpl_model(m11_model, m11_tmpl, m11_controls, 82) != 0)
         return -1;
     snprintf(cfg, sizeof(cfg),
              "{\"listen\": \"127.0.0.1:0\", \"workers\": 2,\n"
@@ -138,9 +153,12 @@ start(void)
              "   \"models\": {\"nemo\": {}}},\n"
              "  \"ds\": {\"kind\": \"local\", \"model_path\": \"%s\",\n"
              "   \"threads\": 1, \"context\": 2048, \"parallel\": 1,\n"
-             "   \"models\": {\"ds\": {}}}}}\n",
+             "   \"models\": {\"ds\": {}}},\n"
+             "  \"m11\": {\"kind\": \"local\", \"model_path\": \"%s\",\n"
+             "   \"threads\": 1, \"context\": 2048, \"parallel\": 1,\n"
+             "   \"models\": {\"m11\": {}}}}}\n",
              dir, model, rand_model, herm_model, l3_model, mis_model,
-             nemo_model, ds_model);
+             nemo_model, ds_model, m11_model);
     free(dir);
     char *path = e2e_write_temp("structured.json", cfg);
     setenv("LLMUX_LOG", "info", 1); /* the providers' lines at start */
@@ -673,6 +691,9 @@ test_native_prompts(void)
              1);
     T_EQ_INT(e2e_log_count(&gw, "chat template llama3, tool calls llama3,"),
              1);
+    T_EQ_INT(e2e_log_count(&gw, "chat template mistral-v7-tekken, tool "
+                                "calls mistral-v11,"),
+             1);
     T_EQ_INT(e2e_log_count(&gw, "chat template deepseek3, tool calls json,"),
              1);
     T_EQ_INT(e2e_log_count(&gw, "chat template chatml, tool calls json,"),
@@ -756,6 +777,26 @@ test_native_prompts(void)
         "\"parameters\": {\"type\": \"object\", \"properties\": {\"zone\": "
         "{\"type\": \"string\"}}}}}][/AVAILABLE_TOOLS][INST]Be brief.\n\n"
         "Thanks[/INST]");
+    /* v11 (Small 3.2): the system turn first, each call
+     * [TOOL_CALLS]NAME[ARGS]{...}, the result without an id */
+    expect_prompt(
+        "m11", m11_model, msgs, tool_list,
+        "[SYSTEM_PROMPT]Be brief.[/SYSTEM_PROMPT][INST]Time?[/INST]"
+        "[TOOL_CALLS]get_time[ARGS]{\"zone\": \"utc\"}</s>"
+        "[TOOL_RESULTS]12:00[/TOOL_RESULTS][AVAILABLE_TOOLS][{\"type\": "
+        "\"function\", \"function\": {\"name\": \"get_time\", "
+        "\"parameters\": {\"type\": \"object\", \"properties\": "
+        "{\"zone\": {\"type\": \"string\"}}}}}][/AVAILABLE_TOOLS]"
+        "[INST]Thanks[/INST]");
+    expect_prompt(
+        "m11", m11_model, two_calls, tool_list,
+        "[AVAILABLE_TOOLS][{\"type\": \"function\", \"function\": "
+        "{\"name\": \"get_time\", \"parameters\": {\"type\": "
+        "\"object\", \"properties\": {\"zone\": {\"type\": "
+        "\"string\"}}}}}][/AVAILABLE_TOOLS][INST]Time?[/INST]Both."
+        "[TOOL_CALLS]get_time[ARGS]{}[TOOL_CALLS]get_time[ARGS]{\"zone\": "
+        "\"cet\"}</s>[TOOL_RESULTS]11:00[/TOOL_RESULTS]"
+        "[TOOL_RESULTS]12:00[/TOOL_RESULTS]");
     /* two calls, then their results; the only user turn after the tools */
     expect_prompt(
         "mis", mis_model,
@@ -847,8 +888,8 @@ static void
 test_native_calls(void)
 {
     static const char *const models[] = {"herm", "l3", "rand", "mis",
-                                         "nemo"};
-    for (size_t mi = 0; mi < 5; mi++) {
+                                         "nemo", "m11"};
+    for (size_t mi = 0; mi < 6; mi++) {
         int calls = 0, texts = 0, multi = 0;
         for (int seed = 0; seed < 12; seed++) {
             const char *choice =
@@ -922,8 +963,9 @@ test_native_calls(void)
 static void
 test_parallel_calls(void)
 {
-    static const char *const models[] = {"herm", "rand", "l3", "mis"};
-    for (size_t mi = 0; mi < 4; mi++) {
+    static const char *const models[] = {"herm", "rand", "l3", "mis",
+                                         "m11"};
+    for (size_t mi = 0; mi < 5; mi++) {
         int multi = 0, single = 0, complete = 0;
         for (int seed = 0; seed < 16; seed++) {
             int par = seed % 4 != 3;
@@ -966,7 +1008,7 @@ test_parallel_calls(void)
                         "%d of 4 single with parallel_tool_calls false\n",
                 models[mi], complete, multi, single);
         T_CHECK(complete >= 8);
-        if (mi == 0 || mi == 3)
+        if (mi == 0 || mi == 3 || mi == 4)
             T_CHECK(multi >= 2);
         else
             T_EQ_INT(multi, 0);
@@ -1502,6 +1544,7 @@ main(void)
     unlink(herm_model);
     unlink(l3_model);
     unlink(mis_model);
+    unlink(m11_model);
     unlink(nemo_model);
     unlink(ds_model);
     curl_global_cleanup();
