@@ -2401,20 +2401,6 @@ mistral_turn(struct gx_buf *b, const json_t *m, const char *text,
         gx_buf_printf(b, "[TOOL_RESULTS]%s[/TOOL_RESULTS]", text);
         return;
     }
-    if (v11) { /* the assistant's text, then each call */
-        size_t i;
-        const json_t *c;
-        gx_buf_printf(b, "%s", text);
-        json_array_foreach(json_object_get(m, "tool_calls"), i, c) {
-            const json_t *fn = json_object_get(c, "function");
-            const char *name = json_string_value(json_object_get(fn, "name"));
-            const char *args =
-                json_string_value(json_object_get(fn, "arguments"));
-            gx_buf_printf(b, "[TOOL_CALLS]%s[ARGS]%s", name ? name : "",
-                          args && *args ? args : "{}");
-        }
-        return;
-    }
     if (is_result) {
         mistral_id(json_string_value(json_object_get(m, "tool_call_id")),
                    mid);
@@ -2431,18 +2417,25 @@ mistral_turn(struct gx_buf *b, const json_t *m, const char *text,
     }
     size_t i;
     const json_t *c;
-    gx_buf_printf(b, "[TOOL_CALLS]%s[", sp);
+    /* v11: the assistant's text, then each call; v3: the calls' list */
+    gx_buf_printf(b, v11 ? "%s" : "[TOOL_CALLS]%s[", v11 ? text : sp);
     json_array_foreach(json_object_get(m, "tool_calls"), i, c) {
         const json_t *fn = json_object_get(c, "function");
         const char *name = json_string_value(json_object_get(fn, "name"));
         const char *args = json_string_value(json_object_get(fn, "arguments"));
+        if (v11) {
+            gx_buf_printf(b, "[TOOL_CALLS]%s[ARGS]%s", name ? name : "",
+                          args && *args ? args : "{}");
+            continue;
+        }
         mistral_id(json_string_value(json_object_get(c, "id")), mid);
         gx_buf_printf(b, "%s{\"name\": \"%s\", \"arguments\": %s, \"id\": "
                          "\"%s\"}",
                       i ? ", " : "", name ? name : "",
                       args && *args ? args : "{}", mid);
     }
-    gx_buf_printf(b, "]");
+    if (!v11)
+        gx_buf_printf(b, "]");
 }
 
 /* One message as the chat template sees it, in tool format f: tool
