@@ -27,7 +27,7 @@ int
 main(void)
 {
     char model[1024], cfg[8192], rand_model[600], herm_model[600],
-        l3_model[600], mis_model[600];
+        l3_model[600], mis_model[600], q3t_model[600];
     snprintf(model, sizeof(model), "%s/models/stories260K.gguf",
              e2e_env("LLMUX_TEST_DATA", "../shared/data"));
     char *dir = e2e_temp_dir();
@@ -63,6 +63,16 @@ main(void)
     lp.chat_template = "[INST] ... [AVAILABLE_TOOLS] [ ... [TOOL_CALLS] [";
     lp.controls = mis_controls;
     T_EQ_INT(gguf_w_llama_write(&lp, mis_model), 0);
+    /* a qwen3 reasoning model (Thinking-2507's template), "<think>" and
+     * "</think>" user-defined tokens (ids 498, 499) as in Qwen3's */
+    static const char *const think_toks[] = {"<think>", "</think>", NULL};
+    snprintf(q3t_model, sizeof(q3t_model), "%s/q3t.gguf", dir ? dir : "/tmp");
+    lp.chat_template = "last_query_index <|im_start|> <think> "
+                       "'<|im_start|>assistant\\n<think>\\n'";
+    lp.controls = NULL;
+    lp.user_tokens = think_toks;
+    lp.arch = "qwen3";
+    T_EQ_INT(gguf_w_llama_write(&lp, q3t_model), 0);
     snprintf(cfg, sizeof(cfg),
              "{\"listen\": \"127.0.0.1:0\", \"workers\": 2,\n"
              " \"database\": \"%s/ledger.db\", \"require_keys\": false,\n"
@@ -80,9 +90,12 @@ main(void)
              "   \"models\": {\"l3\": {}}},\n"
              "  \"mis\": {\"kind\": \"local\", \"model_path\": \"%s\",\n"
              "   \"threads\": 1, \"context\": 2048, \"parallel\": 2,\n"
-             "   \"models\": {\"mis\": {}}}}}\n",
+             "   \"models\": {\"mis\": {}}},\n"
+             "  \"q3t\": {\"kind\": \"local\", \"model_path\": \"%s\",\n"
+             "   \"threads\": 1, \"context\": 1024, \"parallel\": 2,\n"
+             "   \"models\": {\"q3t\": {}}}}}\n",
              dir ? dir : "/tmp", model, rand_model, herm_model, l3_model,
-             mis_model);
+             mis_model, q3t_model);
     char *path = e2e_write_temp("sdk_local.json", cfg);
     const char *bin = e2e_env("LLMUX_BIN", "build/release/llmux");
     char *argv[] = {(char *)bin, "serve", "--config", path, NULL};

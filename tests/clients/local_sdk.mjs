@@ -1,7 +1,8 @@
 // The official openai npm SDK against llmux serving its own local engine
 // (driven by tests/test_sdk_local_e2e.c: stories260K as "local", a
 // random-weight model as "rand", and the same with hermes, llama3 and mistral tool
-// formats as "herm", "l3" and "mis"), as an app that fails over to the local
+// formats as "herm", "l3" and "mis", a qwen3 reasoning model as "q3t"), as
+// an app that fails over to the local
 // engine would call it: tool calls with tool_choice required and named,
 // response_format json_schema, streams in parallel, n > 1 (streamed too,
 // with tools), the prefix
@@ -422,6 +423,54 @@ await step('completions score', async () => {
     check(e instanceof OpenAI.BadRequestError && e.param === 'max_tokens',
           `completions score: without echo a BadRequestError naming max_tokens (${e && e.param})`);
   }
+});
+
+// q3t: a qwen3 reasoning model (Thinking-2507's template: the answer starts
+// in its reasoning); a bias on "</think>" (id 499) ends the reasoning soon
+await step('reasoning: reasoning_content, content and reasoning_tokens', async () => {
+  const req = { model: 'q3t', max_tokens: 40, seed: 2, temperature: 1,
+                logit_bias: { 499: 4 }, messages: [{ role: 'user', content: 'Q' }] };
+  const r = await client.chat.completions.create(req);
+  const m = r.choices[0].message;
+  check(typeof m.reasoning_content === 'string' || m.reasoning_content === undefined,
+        'reasoning: reasoning_content is a string when present');
+  const rt = r.usage.completion_tokens_details && r.usage.completion_tokens_details.reasoning_tokens;
+  check(Number.isInteger(rt) && rt > 0 && rt <= r.usage.completion_tokens,
+        `reasoning: reasoning_tokens ${rt} of ${r.usage.completion_tokens}`);
+  // split at the first </think> (this biased model writes more of them,
+  // which are content)
+  check(!(m.reasoning_content || '').includes('</think>'),
+        'reasoning: no </think> in the reasoning');
+  let rs = '', cs = '', usage = null;
+  const stream = await client.chat.completions.create({ ...req, stream: true,
+    stream_options: { include_usage: true } });
+  for await (const ch of stream) {
+    const d = ch.choices[0] && ch.choices[0].delta;
+    if (d && d.reasoning_content) rs += d.reasoning_content;
+    if (d && d.content) cs += d.content;
+    if (ch.usage) usage = ch.usage;
+  }
+  check(rs === (m.reasoning_content || '') && cs === (m.content || ''),
+        'reasoning stream: the deltas equal the answer\'s parts');
+  check(usage && usage.completion_tokens_details.reasoning_tokens === rt,
+        'reasoning stream: the same reasoning_tokens');
+});
+
+await step('reasoning: reasoning_effort none with json_object', async () => {
+  const r = await client.chat.completions.create({
+    model: 'q3t', max_tokens: 40, seed: 1, reasoning_effort: 'none',
+    response_format: { type: 'json_object' }, messages: [{ role: 'user', content: 'Q' }] });
+  const m = r.choices[0].message;
+  check(m.reasoning_content === undefined && (m.content || '').startsWith('{'),
+        'reasoning_effort none: no reasoning, JSON from the first token');
+});
+
+await step('reasoning: the Responses API gives a reasoning item', async () => {
+  const r = await client.responses.create({ model: 'q3t', input: 'Q', max_output_tokens: 16 });
+  check(r.output.length > 0 && r.output[0].type === 'reasoning' &&
+        r.output[0].content[0].type === 'reasoning_text',
+        `responses: a reasoning item first (${r.output.map((o) => o.type).join(',')})`);
+  check(r.usage.output_tokens_details.reasoning_tokens > 0, 'responses: reasoning_tokens');
 });
 
 for (const [param, extra] of [['top_logprobs', { top_logprobs: 2 }],
