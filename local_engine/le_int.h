@@ -858,7 +858,10 @@ enum le_arch {
     LE_ARCH_QWEN3 = 2, /* qwen2 without the biases, with q/k norms */
     /* q/k norms, post-attention and post-FFN norms, GELU, embeddings
      * scaled by sqrt(n_embd), sliding-window attention on 5 layers of 6 */
-    LE_ARCH_GEMMA3 = 3
+    LE_ARCH_GEMMA3 = 3,
+    /* gemma3's layout without q/k norms: attention logits soft-capped,
+     * every other layer (the even ones) on the sliding window */
+    LE_ARCH_GEMMA2 = 4
 };
 
 struct le_layer {
@@ -870,8 +873,8 @@ struct le_layer {
     /* qwen3, gemma3: RMSNorm weights [head_dim] f32 of every q and k head,
      * applied after the projection and before the rotation */
     const struct le_gguf_tensor *q_norm, *k_norm;
-    /* gemma3: RMSNorm [n_embd] f32 of the attention's and the FFN's
-     * output before each joins the residual */
+    /* gemma2, gemma3: RMSNorm [n_embd] f32 of the attention's and the
+     * FFN's output before each joins the residual */
     const struct le_gguf_tensor *attn_post_norm, *ffn_post_norm;
     const struct le_gguf_tensor *wo;        /* [n_head*hd] x n_embd */
     const struct le_gguf_tensor *ffn_norm;  /* [n_embd] f32 */
@@ -901,6 +904,7 @@ struct le_hparams {
     float rope_base_swa;
     float softcap;        /* final logits: softcap * tanh(l / softcap); 0:
                              none */
+    float attn_softcap;   /* the same of q.k before the softmax (gemma2) */
 };
 
 /* A weight matrix repacked at load (repack.c's layout for pt.type):

@@ -167,10 +167,12 @@ load_hparams(struct le_model *m, char *err, size_t errlen)
         hp->arch = LE_ARCH_QWEN3;
     else if (!strcmp(arch, "gemma3"))
         hp->arch = LE_ARCH_GEMMA3;
+    else if (!strcmp(arch, "gemma2"))
+        hp->arch = LE_ARCH_GEMMA2;
     else
         return fail(err, errlen, LE_EFORMAT,
                     "model: architecture '%s' is not supported (llama, "
-                    "qwen2, qwen3, gemma3)",
+                    "qwen2, qwen3, gemma2, gemma3)",
                     arch);
 
     uint32_t u;
@@ -254,12 +256,14 @@ load_hparams(struct le_model *m, char *err, size_t errlen)
     }
     if (factor > 0)
         hp->rope_scale = 1.0f / factor;
-    int gemma = hp->arch == LE_ARCH_GEMMA3;
+    int g3 = hp->arch == LE_ARCH_GEMMA3, g2 = hp->arch == LE_ARCH_GEMMA2;
+    int gemma = g3 || g2;
     hp->rope_neox = hp->arch != LE_ARCH_LLAMA;
-    /* gemma3 as llama.cpp reads it: 27B (62 layers) scales q.k by its
-     * query_pre_attn_scalar, n_embd / n_head, the others by head_dim */
+    /* as llama.cpp reads them: gemma3 27B (62 layers) and gemma2 27B (46)
+     * scale q.k by their query_pre_attn_scalar, n_embd / n_head, the
+     * others by head_dim */
     hp->attn_scale =
-        1.0f / sqrtf(gemma && hp->n_layer == 62
+        1.0f / sqrtf((g3 && hp->n_layer == 62) || (g2 && hp->n_layer == 46)
                          ? (float)(hp->n_embd / hp->n_head)
                          : (float)hp->head_dim);
     hp->embd_scale = gemma ? sqrtf((float)hp->n_embd) : 1.0f;
@@ -272,16 +276,24 @@ load_hparams(struct le_model *m, char *err, size_t errlen)
             return fail(err, errlen, LE_EFORMAT,
                         "model: bad attention.sliding_window %u", u);
         hp->n_swa = (int32_t)u;
-        hp->swa_pattern = 6;        /* every 6th layer global */
-        hp->rope_base_swa = 10000.0f; /* the local layers' base */
+        /* gemma3: every 6th layer global, the local ones at base 10000;
+         * gemma2: the even layers local, one base */
+        hp->swa_pattern = g3 ? 6 : 2;
+        if (g3)
+            hp->rope_base_swa = 10000.0f;
     }
-    hp->softcap = 0;
-    if (gemma && arch_f32(g, arch, "final_logit_softcapping", &f)) {
-        if (!(f >= 0))
-            return fail(err, errlen, LE_EFORMAT,
-                        "model: bad final_logit_softcapping");
+    /* the soft caps: gemma2's defaults (50 and 30) when its file has no
+     * key, as llama.cpp's */
+    hp->softcap = g2 ? 30.0f : 0;
+    hp->attn_softcap = g2 ? 50.0f : 0;
+    if (gemma && arch_f32(g, arch, "final_logit_softcapping", &f))
         hp->softcap = f;
-    }
+    if (g2 && arch_f32(g, arch, "attn_logit_softcapping", &f))
+        hp->attn_softcap = f;
+    if (!(hp->softcap >= 0) || !(hp->attn_softcap >= 0))
+        return fail(err, errlen, LE_EFORMAT,
+                    "model: bad final_logit_softcapping or "
+                    "attn_logit_softcapping");
     return LE_OK;
 }
 
@@ -329,8 +341,9 @@ load_tensors(struct le_model *m, char *err, size_t errlen)
     m->layers = calloc((size_t)hp->n_layer, sizeof(*m->layers));
     if (!m->layers)
         return LE_ENOMEM;
-    int bias = hp->arch == LE_ARCH_QWEN2, gemma = hp->arch == LE_ARCH_GEMMA3,
-        qkn = hp->arch == LE_ARCH_QWEN3 || gemma;
+    int bias = hp->arch == LE_ARCH_QWEN2,
+        gemma = hp->arch == LE_ARCH_GEMMA3 || hp->arch == LE_ARCH_GEMMA2,
+        qkn = hp->arch == LE_ARCH_QWEN3 || hp->arch == LE_ARCH_GEMMA3;
     for (int32_t l = 0; l < hp->n_layer; l++) {
         struct le_layer *L = &m->layers[l];
         char n[96];
@@ -587,6 +600,7 @@ le_model_load(struct le_gguf *g, const struct le_model_params *p,
              "%s, %d layers, %d embd, %d heads (%d kv), %d vocab, %s, %lld "
              "params",
              m->hp.arch == LE_ARCH_GEMMA3  ? "gemma3"
+             : m->hp.arch == LE_ARCH_GEMMA2 ? "gemma2"
              : m->hp.arch == LE_ARCH_QWEN3 ? "qwen3"
              : m->hp.arch == LE_ARCH_QWEN2 ? "qwen2"
                                            : "llama",
@@ -1374,6 +1388,19 @@ tok_pos(const struct le_fwd_batch *b, int t)
     return b->pos ? b->pos[t] : b->one->n_past + t;
 }
 
+/* sc[p] = cap * tanh(sc[p] / cap), p < n (gemma2's attention logits);
+ * returns the largest */
+static float
+soft_cap(float *sc, int n, float cap)
+{
+    float mx = -INFINITY;
+    for (int p = 0; p < n; p++) {
+        sc[p] = cap * tanhf(sc[p] / cap);
+        mx = sc[p] > mx ? sc[p] : mx;
+    }
+    return mx;
+}
+
 /* Work items are (token, KV head): the query heads sharing a KV head walk
  * its positions together (attn.c), up to ATT_GROUP_MAX at a time; per
  * thread scratch: att_rows rows of n_ctx scores and as many query heads
@@ -1392,7 +1419,7 @@ attention_heads(void *arg, int ith, int nth)
     uint8_t *qh = ws->qhead + (size_t)ith * ws->qhead_size;
     float *vr = ws->vrow + (size_t)ith * hd;
     size_t head_bytes = le_row_size(ws->kv_type, hd);
-    float scale = hp->attn_scale;
+    float scale = hp->attn_scale, cap = hp->attn_softcap;
     int swa = layer_swa(hp, j->layer);
     int total = j->b->n_tok * hp->n_head_kv;
     /* F16 cache: the fused kernels of attn.c where SIMD has them */
@@ -1420,6 +1447,8 @@ attention_heads(void *arg, int ith, int nth)
                 ak.scores(hd, gn, np, (const uint16_t *)qh,
                           s->kv_k + hoff, s->kv_row, scale, sc0, ws->n_ctx,
                           mx, s->kv_v + hoff);
+                for (int g = 0; g < gn && cap > 0; g++)
+                    mx[g] = soft_cap(sc0 + (size_t)g * ws->n_ctx, np, cap);
                 for (int g = 0; g < gn; g++) {
                     float *sc = sc0 + (size_t)g * ws->n_ctx;
                     exp_sub(sc, np, mx[g]);
@@ -1449,6 +1478,8 @@ attention_heads(void *arg, int ith, int nth)
                 if (sc[p] > max)
                     max = sc[p];
             }
+            if (cap > 0)
+                max = soft_cap(sc, np, cap);
             exp_sub(sc, np, max);
             double sum = 0;
             for (int p = 0; p < np; p++)

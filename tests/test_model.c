@@ -1326,6 +1326,11 @@ enum { R3E = 32, R3H = 4, R3KV = 2, R3HD = 16, R3F = 48, R3V = 300,
 struct ref_arch {
     int gemma, n_layer, qk_norm, n_swa;
     int f32; /* 1: no fp16 rounding (the engine with an F32 KV cache) */
+    /* gemma2 (gemma set too): the even layers on the window, one rope
+     * base (10000), these soft caps of the attention logits and the
+     * output (0: none) */
+    int gemma2;
+    double attn_cap, final_cap;
 };
 
 static int
@@ -1347,8 +1352,9 @@ ref_forward(const char *path, const int32_t *ids, int n,
             x[i] = emb[(size_t)ids[t] * R3E + i] *
                    (ra->gemma ? sqrt((double)R3E) : 1.0);
         for (int l = 0; l < ra->n_layer; l++) {
-            int swa = ra->gemma && ra->n_swa && l % 6 < 5;
-            double base = ra->gemma && !swa ? 1e6 : 10000.0;
+            int swa = ra->gemma && ra->n_swa &&
+                      (ra->gemma2 ? l % 2 == 0 : l % 6 < 5);
+            double base = ra->gemma && !ra->gemma2 && !swa ? 1e6 : 10000.0;
             int p0 = swa && t >= ra->n_swa ? t - ra->n_swa + 1 : 0;
             memcpy(xb, x, sizeof(x));
             ref_norm(xb, tf(g, "blk.%d.attn_norm.weight", l), R3E, 1e-5);
@@ -1387,6 +1393,8 @@ ref_forward(const char *path, const int32_t *ids, int n,
                     for (int i = 0; i < R3HD; i++)
                         d += q[h * R3HD + i] * kc[l][p][kh * R3HD + i];
                     sc[p] = d / sqrt((double)R3HD);
+                    if (ra->attn_cap > 0)
+                        sc[p] = ra->attn_cap * tanh(sc[p] / ra->attn_cap);
                     mx = sc[p] > mx ? sc[p] : mx;
                 }
                 for (int p = p0; p <= t; p++)
@@ -1429,10 +1437,31 @@ ref_forward(const char *path, const int32_t *ids, int n,
         ref_norm(x, tf(g, "output_norm.weight", 0), R3E, 1e-5);
         ref_mv(lg, tf(g, "output.weight", 0), x, R3E, R3V);
         for (int i = 0; i < R3V; i++)
-            out[i] = (float)lg[i];
+            out[i] = (float)(ra->final_cap > 0
+                                 ? ra->final_cap * tanh(lg[i] / ra->final_cap)
+                                 : lg[i]);
     }
     le_gguf_free(g);
     return rc;
+}
+
+/* The reference models' shape: R3E wide, R3H heads (R3KV kv) of R3HD,
+ * R3F feed-forward, R3V tokens, F32 weights. */
+static void
+ref_params(struct gguf_w_llama *lp, const char *arch, int n_layer,
+           uint64_t seed)
+{
+    memset(lp, 0, sizeof(*lp));
+    lp->n_vocab = R3V;
+    lp->n_embd = R3E;
+    lp->n_layer = n_layer;
+    lp->n_head = R3H;
+    lp->n_head_kv = R3KV;
+    lp->head_dim = R3HD;
+    lp->n_ff = R3F;
+    lp->type = LE_TYPE_F32;
+    lp->seed = seed;
+    lp->arch = arch;
 }
 
 /* The logits of ids[0, n) of the file at path as one prompt batch and as
@@ -1464,21 +1493,13 @@ test_qwen3(void)
 {
     char p[600], pn[600], err[256] = "";
     snprintf(p, sizeof(p), "%s/qwen3.gguf", g_tmp);
-    struct gguf_w_llama lp = {0};
-    lp.n_vocab = R3V;
-    lp.n_embd = R3E;
-    lp.n_layer = R3L;
-    lp.n_head = R3H;
-    lp.n_head_kv = R3KV;
-    lp.head_dim = R3HD; /* q: 64 wide for a 32-wide embedding */
-    lp.n_ff = R3F;
-    lp.type = LE_TYPE_F32;
-    lp.seed = 11;
-    lp.arch = "qwen3";
+    struct gguf_w_llama lp;
+    ref_params(&lp, "qwen3", R3L, 11); /* q: 64 wide on a 32-wide embedding */
     T_EQ_INT(gguf_w_llama_write(&lp, p), 0);
     int32_t ids[R3T] = {1, 270, 281, 265, 299, 290};
     float ref[R3V], bare[R3V], got[R3V], step[R3V];
-    struct ref_arch qa = {0, R3L, 1, 0, 0}, qb = {0, R3L, 0, 0, 0};
+    struct ref_arch qa = {0, R3L, 1, 0, 0, 0, 0, 0},
+                    qb = {0, R3L, 0, 0, 0, 0, 0, 0};
     T_EQ_INT(ref_forward(p, ids, R3T, &qa, ref), 0);
     T_EQ_INT(ref_forward(p, ids, R3T, &qb, bare), 0);
     /* the whole prompt as one batch, and one token at a time */
@@ -1526,25 +1547,17 @@ test_gemma3(void)
     char p[600], pn[600], err[256] = "";
     snprintf(p, sizeof(p), "%s/gemma3.gguf", g_tmp);
     snprintf(pn, sizeof(pn), "%s/gemma3_nowin.gguf", g_tmp);
-    struct gguf_w_llama lp = {0};
-    lp.n_vocab = R3V;
-    lp.n_embd = R3E;
-    lp.n_layer = RL_MAX;
-    lp.n_head = R3H;
-    lp.n_head_kv = R3KV;
-    lp.head_dim = R3HD;
-    lp.n_ff = R3F;
-    lp.type = LE_TYPE_F32;
-    lp.seed = 12;
-    lp.arch = "gemma3";
+    struct gguf_w_llama lp;
+    ref_params(&lp, "gemma3", RL_MAX, 12);
     lp.n_swa = 3;
     T_EQ_INT(gguf_w_llama_write(&lp, p), 0);
     lp.n_swa = 0;
     T_EQ_INT(gguf_w_llama_write(&lp, pn), 0);
     int32_t ids[RT_MAX] = {1, 270, 281, 265, 299, 290, 277, 263};
     float ref[R3V], nowin[R3V], got[R3V], step[R3V], got_nw[R3V];
-    struct ref_arch ga = {1, RL_MAX, 1, 3, 0}, gn = {1, RL_MAX, 1, 0, 0},
-                    g32 = {1, RL_MAX, 1, 3, 1};
+    struct ref_arch ga = {1, RL_MAX, 1, 3, 0, 0, 0, 0},
+                    gn = {1, RL_MAX, 1, 0, 0, 0, 0, 0},
+                    g32 = {1, RL_MAX, 1, 3, 1, 0, 0, 0};
     float r32[R3V], got32[R3V];
     T_EQ_INT(ref_forward(p, ids, RT_MAX, &g32, r32), 0);
     {
@@ -1577,6 +1590,54 @@ test_gemma3(void)
     T_CHECK(ds < 1e-3);
     T_CHECK(dn < 1e-3);
     T_CHECK(dw > 0.05); /* the window matters (0.52), so it is tested */
+}
+
+/* gemma2 against the reference: the even layers on a 3-position window,
+ * one rope base, attention logits and output soft-capped (caps small
+ * enough to bite on a random model: 1 and 2), no q/k norms; with an f32
+ * cache */
+static void
+test_gemma2(void)
+{
+    char p[600];
+    snprintf(p, sizeof(p), "%s/gemma2.gguf", g_tmp);
+    struct gguf_w_llama lp;
+    ref_params(&lp, "gemma2", 4, 13);
+    lp.n_swa = 3;
+    lp.attn_softcap = 1.0f;
+    lp.final_softcap = 2.0f;
+    T_EQ_INT(gguf_w_llama_write(&lp, p), 0);
+    int32_t ids[RT_MAX] = {1, 270, 281, 265, 299, 290, 277, 263};
+    struct ref_arch ra = {1, 4, 0, 3, 1, 1, 1.0, 2.0},
+                    nocap = {1, 4, 0, 3, 1, 1, 0, 0};
+    float ref[R3V], ref_nc[R3V], got[R3V];
+    T_EQ_INT(ref_forward(p, ids, RT_MAX, &ra, ref), 0);
+    T_EQ_INT(ref_forward(p, ids, RT_MAX, &nocap, ref_nc), 0);
+    struct le_model *m = open_model(p, 1, 0, LE_KV_F32);
+    T_CHECK(m != NULL);
+    if (m) {
+        T_CHECK(strstr(le_model_desc(m), "gemma2") != NULL);
+        T_EQ_INT(logits_after(m, ids, RT_MAX, got), 0);
+    }
+    le_model_free(m);
+    /* the f16 cache's fused kernels cap the same way */
+    struct ref_arch r16 = ra;
+    r16.f32 = 0;
+    float ref16[R3V], got16[R3V];
+    T_EQ_INT(ref_forward(p, ids, RT_MAX, &r16, ref16), 0);
+    m = open_model(p, 1, 0, LE_KV_F16);
+    T_CHECK(m != NULL);
+    if (m)
+        T_EQ_INT(logits_after(m, ids, RT_MAX, got16), 0);
+    le_model_free(m);
+    double d = rel_diff(ref, got, R3V), dc = rel_diff(ref, ref_nc, R3V),
+           d16 = rel_diff(ref16, got16, R3V);
+    fprintf(stderr, "gemma2 vs reference: f32 KV %.2g, f16 KV %.2g; the "
+                    "caps change %.2g\n",
+            d, d16, dc);
+    T_CHECK(d < 1e-5);
+    T_CHECK(d16 < 1e-3); /* fp16 rounding flips, as gemma3's */
+    T_CHECK(dc > 0.05); /* the caps bite, so they are tested */
 }
 
 static void
@@ -1851,6 +1912,7 @@ main(void)
     T_RUN(test_qwen2);
     T_RUN(test_qwen3);
     T_RUN(test_gemma3);
+    T_RUN(test_gemma2);
     T_RUN(test_rope_freqs);
     T_RUN(test_all_types);
     T_RUN(test_packed_logits);

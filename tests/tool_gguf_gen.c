@@ -6,7 +6,7 @@
  *                 --n-embd N --n-layer N --n-head N --n-head-kv N
  *                 --n-ff N --n-vocab N [--n-ctx N] [--seed S] [--tied]
  *                 [--chat-template TEXT] [--control TOKEN]...
- *                 [--arch llama|qwen3|gemma3] [--head-dim N]
+ *                 [--arch llama|qwen3|gemma2|gemma3] [--head-dim N]
  *                 [--sliding-window N] [--user-token TOKEN]...
  *
  * Every 2-D weight is of --type (norms F32), as gguf_writer.h describes;
@@ -17,7 +17,7 @@
  * (at most 16), each --user-token a user-defined one (type 4, always
  * written as text: qwen3's "<think>") just before them; --arch qwen3
  * writes qwen3's metadata and head norms (gemma3 also its post norms,
- * --sliding-window its window);
+ * --sliding-window its window; gemma2 the post norms and window);
  * --head-dim sets attention.key_length (q then n_head * N wide).  The
  * whole file is built in memory before it is written: a 1B-model slice
  * (n_embd 2048, 4 layers, n_vocab 32000) needs about 1.5 GB for a moment.
@@ -40,7 +40,7 @@ usage(FILE *f)
           "                     [--n-ctx N] [--seed S] [--tied] "
           "[--chat-template TEXT]\n"
           "                     [--control TOKEN]... "
-          "[--arch llama|qwen3|gemma3] [--head-dim N]\n"
+          "[--arch llama|qwen3|gemma2|gemma3] [--head-dim N]\n"
           "                     [--sliding-window N]"
           " [--user-token TOKEN]...\n"
           "TYPE: f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k "
@@ -120,7 +120,7 @@ main(int argc, char **argv)
                 usr[n_usr++] = v;
         } else if (!strcmp(a, "--arch")) {
             bad = strcmp(v, "llama") && strcmp(v, "qwen3") &&
-                  strcmp(v, "gemma3");
+                  strcmp(v, "gemma3") && strcmp(v, "gemma2");
             p.arch = v;
         } else if (!strcmp(a, "--sliding-window")) {
             bad = parse_pos(v, 1 << 20, &p.n_swa);

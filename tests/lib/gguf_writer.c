@@ -574,9 +574,9 @@ gguf_w_llama_fill(struct gguf_w *w, const struct gguf_w_llama *p)
         return -1;
     }
     const char *arch = p->arch ? p->arch : "llama";
-    int gemma3 = !strcmp(arch, "gemma3");
+    int gemma3 = !strcmp(arch, "gemma3"), gemma2 = !strcmp(arch, "gemma2");
     int qwen3 = !strcmp(arch, "qwen3") || gemma3; /* its q/k norms */
-    if (strcmp(arch, "llama") && !qwen3) {
+    if (strcmp(arch, "llama") && !qwen3 && !gemma2) {
         w->failed = 1;
         return -1;
     }
@@ -599,9 +599,13 @@ gguf_w_llama_fill(struct gguf_w *w, const struct gguf_w_llama *p)
     }
     gguf_w_add_u32(w, KEY("rope.dimension_count"), (uint32_t)head_dim);
     gguf_w_add_f32(w, KEY("rope.freq_base"), gemma3 ? 1e6f : 10000.0f);
-    if (gemma3 && p->n_swa > 0)
+    if ((gemma3 || gemma2) && p->n_swa > 0)
         gguf_w_add_u32(w, KEY("attention.sliding_window"),
                        (uint32_t)p->n_swa);
+    if (gemma2 && p->attn_softcap > 0)
+        gguf_w_add_f32(w, KEY("attn_logit_softcapping"), p->attn_softcap);
+    if (gemma2 && p->final_softcap > 0)
+        gguf_w_add_f32(w, KEY("final_logit_softcapping"), p->final_softcap);
     gguf_w_add_f32(w, KEY("attention.layer_norm_rms_epsilon"), 1e-5f);
 #undef KEY
 
@@ -691,7 +695,7 @@ gguf_w_llama_fill(struct gguf_w *w, const struct gguf_w_llama *p)
             W("attn_q_norm.weight", head_dim, 1, 9, 1);
             W("attn_k_norm.weight", head_dim, 1, 10, 1);
         }
-        if (gemma3) {
+        if (gemma3 || gemma2) {
             W("post_attention_norm.weight", p->n_embd, 1, 11, 1);
             W("post_ffw_norm.weight", p->n_embd, 1, 12, 1);
         }

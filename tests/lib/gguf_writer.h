@@ -126,6 +126,10 @@ struct gguf_w_llama {
      * rope.freq_base 1e6 and attention.sliding_window n_swa (if > 0) */
     const char *arch;
     int n_swa;
+    /* "gemma2": gemma3's layout without the q/k norms, rope.freq_base
+     * 10000; these, when > 0, as its attn_logit_softcapping and
+     * final_logit_softcapping */
+    float attn_softcap, final_softcap;
     int head_dim; /* 0: n_embd / n_head; else attention.key_length and
                      .value_length, q is n_head * head_dim wide */
 };
