@@ -271,6 +271,10 @@ load_hparams(struct le_model *m, char *err, size_t errlen)
     hp->n_swa = 0;
     hp->swa_pattern = 1;
     hp->rope_base_swa = hp->rope_base;
+    if (g2 && !arch_u32(g, arch, "attention.sliding_window", &u)) {
+        hp->n_swa = 4096; /* gemma2's when its file has none (llama.cpp) */
+        hp->swa_pattern = 2;
+    }
     if (gemma && arch_u32(g, arch, "attention.sliding_window", &u) && u) {
         if (u > (1u << 24))
             return fail(err, errlen, LE_EFORMAT,

@@ -17,7 +17,8 @@
  * (at most 16), each --user-token a user-defined one (type 4, always
  * written as text: qwen3's "<think>") just before them; --arch qwen3
  * writes qwen3's metadata and head norms (gemma3 also its post norms,
- * --sliding-window its window; gemma2 the post norms and window);
+ * --sliding-window its window; gemma2 the post norms and window, and
+ * with --softcap A,F its attention and final logit caps);
  * --head-dim sets attention.key_length (q then n_head * N wide).  The
  * whole file is built in memory before it is written: a 1B-model slice
  * (n_embd 2048, 4 layers, n_vocab 32000) needs about 1.5 GB for a moment.
@@ -41,7 +42,7 @@ usage(FILE *f)
           "[--chat-template TEXT]\n"
           "                     [--control TOKEN]... "
           "[--arch llama|qwen3|gemma2|gemma3] [--head-dim N]\n"
-          "                     [--sliding-window N]"
+          "                     [--sliding-window N] [--softcap A,F]"
           " [--user-token TOKEN]...\n"
           "TYPE: f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k "
           "q5_k q6_k\n",
@@ -122,6 +123,15 @@ main(int argc, char **argv)
             bad = strcmp(v, "llama") && strcmp(v, "qwen3") &&
                   strcmp(v, "gemma3") && strcmp(v, "gemma2");
             p.arch = v;
+        } else if (!strcmp(a, "--softcap")) {
+            /* gemma2: attention,final (e.g. 50,30) */
+            char *end;
+            p.attn_softcap = strtof(v, &end);
+            bad = *end != ',' || !(p.attn_softcap > 0);
+            if (!bad) {
+                p.final_softcap = strtof(end + 1, &end);
+                bad = *end || !(p.final_softcap > 0);
+            }
         } else if (!strcmp(a, "--sliding-window")) {
             bad = parse_pos(v, 1 << 20, &p.n_swa);
         } else if (!strcmp(a, "--head-dim")) {
