@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -105,10 +106,16 @@ e2e_start(struct e2e_proc *p, char *const argv[], const char *marker,
         return -1;
     snprintf(p->log_path, sizeof(p->log_path), "/tmp/llmux-e2e-%d-%lld.log",
              (int)getpid(), now_ms());
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0)
         return -1;
     if (pid == 0) {
+        /* a test that dies (a sanitizer's abort, a signal) takes its
+         * server with it instead of leaving it running */
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (getppid() != parent)
+            _exit(127);
         dup2(fds[1], 1);
         int lf = open(p->log_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
         if (lf >= 0)
