@@ -176,6 +176,14 @@ load_hparams(struct le_model *m, char *err, size_t errlen)
                     arch);
 
     uint32_t u;
+    /* Mixtral is a llama file with experts: say so, not that its
+     * ffn_gate is missing */
+    if (arch_u32(g, arch, "expert_count", &u) && u > 0)
+        return fail(err, errlen, LE_EFORMAT,
+                    "model: mixture-of-experts models (%s.expert_count %u) "
+                    "are not supported; the engine runs dense llama, qwen2, "
+                    "qwen3, gemma2 and gemma3 models",
+                    arch, u);
 #define REQ(key, field)                                                      \
     do {                                                                     \
         if (!arch_u32(g, arch, key, &u) || u == 0 || u > (1u << 24))         \

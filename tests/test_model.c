@@ -1035,6 +1035,15 @@ test_bad_shapes(void)
     gguf_w_free(w);
     T_EQ_INT(le_model_open(path, NULL, &m, err, sizeof(err)), LE_EFORMAT);
     T_CHECK(strstr(err, "out of range") != NULL);
+    /* a mixture of experts (Mixtral: llama with llama.expert_count) */
+    w = gguf_w_new();
+    gguf_w_add_str(w, "general.architecture", "llama");
+    gguf_w_add_u32(w, "llama.expert_count", 8);
+    gguf_w_add_u32(w, "llama.embedding_length", 32);
+    T_EQ_INT(gguf_w_write_file(w, path), 0);
+    gguf_w_free(w);
+    T_EQ_INT(le_model_open(path, NULL, &m, err, sizeof(err)), LE_EFORMAT);
+    T_CHECK(strstr(err, "mixture-of-experts") != NULL);
     /* an architecture we do not run */
     w = gguf_w_new();
     gguf_w_add_str(w, "general.architecture", "mamba");
