@@ -175,6 +175,15 @@ le_chat_is_mistral(enum le_chat_template t)
 }
 
 const char *
+le_chat_reasoning_off(enum le_chat_template t)
+{
+    int r = le_chat_reasoning(t);
+    return r == 2   ? "\n</think>\n\n"
+           : r == 1 ? "<think>\n\n</think>\n\n"
+                    : "";
+}
+
+const char *
 le_chat_default_system(enum le_chat_template t)
 {
     return t == LE_CHAT_QWEN25 ? QWEN25_SYSTEM : NULL;

@@ -158,6 +158,11 @@ const char *le_chat_default_system(enum le_chat_template t);
  * format, 1 the model may open "<think>" itself (qwen3, deepseek-r1), 2
  * the prompt opened it (qwen3-thinking, deepseek-r1-thinking). */
 int le_chat_reasoning(enum le_chat_template t);
+/* What closes the reasoning empty after the generation prompt, to answer
+ * without it (Qwen3's template with thinking off: "<think>\n\n</think>\n\n";
+ * "\n</think>\n\n" where the prompt opened it), or "" without a
+ * reasoning format. */
+const char *le_chat_reasoning_off(enum le_chat_template t);
 /* 1 for the tekken ones, which write no space after their markers
  * ("[INST]U[/INST]", "[TOOL_CALLS][") */
 int le_chat_is_tekken(enum le_chat_template t);

@@ -145,6 +145,11 @@ want(const struct le_gguf *g, const char *name, int64_t ne0, int64_t ne1,
     return t;
 }
 
+/* GGUF's general.architecture of each enum le_arch */
+static const char *const arch_names[] = {"llama", "qwen2", "qwen3", "gemma3",
+                                         "gemma2"};
+#define N_ARCH (sizeof(arch_names) / sizeof(arch_names[0]))
+
 static enum le_status
 load_hparams(struct le_model *m, char *err, size_t errlen)
 {
@@ -159,21 +164,15 @@ load_hparams(struct le_model *m, char *err, size_t errlen)
         return fail(err, errlen, LE_EFORMAT, "model: architecture too long");
     memcpy(arch, as.ptr, as.len);
     arch[as.len] = '\0';
-    if (!strcmp(arch, "llama"))
-        hp->arch = LE_ARCH_LLAMA;
-    else if (!strcmp(arch, "qwen2"))
-        hp->arch = LE_ARCH_QWEN2;
-    else if (!strcmp(arch, "qwen3"))
-        hp->arch = LE_ARCH_QWEN3;
-    else if (!strcmp(arch, "gemma3"))
-        hp->arch = LE_ARCH_GEMMA3;
-    else if (!strcmp(arch, "gemma2"))
-        hp->arch = LE_ARCH_GEMMA2;
-    else
+    size_t a = 0;
+    while (a < N_ARCH && strcmp(arch, arch_names[a]))
+        a++;
+    if (a == N_ARCH)
         return fail(err, errlen, LE_EFORMAT,
                     "model: architecture '%s' is not supported (llama, "
                     "qwen2, qwen3, gemma2, gemma3)",
                     arch);
+    hp->arch = (enum le_arch)a;
 
     uint32_t u;
     /* Mixtral is a llama file with experts: say so, not that its
@@ -279,11 +278,10 @@ load_hparams(struct le_model *m, char *err, size_t errlen)
     hp->n_swa = 0;
     hp->swa_pattern = 1;
     hp->rope_base_swa = hp->rope_base;
-    if (g2 && !arch_u32(g, arch, "attention.sliding_window", &u)) {
-        hp->n_swa = 4096; /* gemma2's when its file has none (llama.cpp) */
-        hp->swa_pattern = 2;
-    }
-    if (gemma && arch_u32(g, arch, "attention.sliding_window", &u) && u) {
+    u = 0;
+    if (gemma && !arch_u32(g, arch, "attention.sliding_window", &u))
+        u = g2 ? 4096 : 0; /* gemma2's when its file has none (llama.cpp) */
+    if (u) {
         if (u > (1u << 24))
             return fail(err, errlen, LE_EFORMAT,
                         "model: bad attention.sliding_window %u", u);
@@ -611,12 +609,7 @@ le_model_load(struct le_gguf *g, const struct le_model_params *p,
     snprintf(m->desc, sizeof(m->desc),
              "%s, %d layers, %d embd, %d heads (%d kv), %d vocab, %s, %lld "
              "params",
-             m->hp.arch == LE_ARCH_GEMMA3  ? "gemma3"
-             : m->hp.arch == LE_ARCH_GEMMA2 ? "gemma2"
-             : m->hp.arch == LE_ARCH_QWEN3 ? "qwen3"
-             : m->hp.arch == LE_ARCH_QWEN2 ? "qwen2"
-                                           : "llama",
-             m->hp.n_layer,
+             arch_names[m->hp.arch], m->hp.n_layer,
              m->hp.n_embd, m->hp.n_head, m->hp.n_head_kv, m->hp.n_vocab,
              wt ? wt->name : "?", (long long)params);
     *out = m;

@@ -234,13 +234,12 @@ static const struct lp_callfmt lp_callfmts[] = {
     [LE_TOOLS_MISTRAL] = {LE_TOOLS_MISTRAL, "{\"name\": \"",
                           "\", \"arguments\": ", "}", '[', LP_MAX_CALLS,
                           "[TOOL_CALLS] [", ", ", "]", " "},
+    /* v11 (Small 3.1+): each call [TOOL_CALLS]NAME[ARGS]{...}, one after
+     * another with nothing between them; both markers are control tokens
+     * the engine gives as text */
+    [LE_TOOLS_MISTRAL_V11] = {LE_TOOLS_MISTRAL_V11, "[TOOL_CALLS]", "[ARGS]",
+                              "", '[', LP_MAX_CALLS, "", "", "", ""},
 };
-/* v11 (Small 3.1+): each call [TOOL_CALLS]NAME[ARGS]{...}, one after
- * another with nothing between them; both markers are control tokens
- * the engine gives as text */
-static const struct lp_callfmt lp_mistral_v11 = {
-    LE_TOOLS_MISTRAL_V11, "[TOOL_CALLS]", "[ARGS]", "", '[', LP_MAX_CALLS,
-    "", "", "", ""};
 /* the same in the tekken templates (Nemo, Small 3): no space after the
  * markers */
 static const struct lp_callfmt lp_mistral_tekken = {
@@ -251,8 +250,6 @@ static const struct lp_callfmt *
 callfmt_of(const struct le_model *m)
 {
     enum le_chat_tools k = le_model_chat_tools(m);
-    if (k == LE_TOOLS_MISTRAL_V11)
-        return &lp_mistral_v11;
     if (k == LE_TOOLS_MISTRAL &&
         le_chat_is_tekken(le_model_chat_template(m)))
         return &lp_mistral_tekken;
@@ -2881,7 +2878,7 @@ read_effort(struct lp_job *j, const json_t *b, int rmode, int *think)
 }
 
 /* A constrained answer of a reasoning model: its grammar (root renamed
- * "answer") after the reasoning: "<think>" (mode 1: optional) then any
+ * "answ") after the reasoning: "<think>" (mode 1: optional) then any
  * text without "</think>" (the states of its matcher, think-1 .. 7 after
  * that many of its bytes), "</think>", the template's blank line, the
  * answer.  0, or -2 out of memory. */
@@ -3028,8 +3025,7 @@ lp_prepare(struct lp_engine *e, const json_t *b, struct lp_job *j,
     if (rc == 0 && rmode && !think) {
         char *p = NULL;
         if (asprintf(&p, "%s%s", j->prompt_text,
-                     rmode == 2 ? "\n</think>\n\n"
-                                : "<think>\n\n</think>\n\n") < 0) {
+                     le_chat_reasoning_off(tmpl)) < 0) {
             rc = -2;
         } else {
             free(j->prompt_text);
