@@ -861,7 +861,9 @@ enum le_arch {
     LE_ARCH_GEMMA3 = 3,
     /* gemma3's layout without q/k norms: attention logits soft-capped,
      * every other layer (the even ones) on the sliding window */
-    LE_ARCH_GEMMA2 = 4
+    LE_ARCH_GEMMA2 = 4,
+    /* qwen3 with a mixture of experts in place of every FFN */
+    LE_ARCH_QWEN3MOE = 5
 };
 
 struct le_layer {
@@ -881,6 +883,11 @@ struct le_layer {
     const struct le_gguf_tensor *w_gate;    /* [n_embd] x n_ff */
     const struct le_gguf_tensor *w_up;      /* [n_embd] x n_ff */
     const struct le_gguf_tensor *w_down;    /* [n_ff] x n_embd */
+    /* mixture of experts (n_expert > 0; w_gate/w_up/w_down NULL): the
+     * router [n_embd] x n_expert, and each expert's gate, up and down as
+     * 2-D views of the GGUF's 3-D ffn_*_exps tensors (le_model.xviews) */
+    const struct le_gguf_tensor *ffn_gate_inp;
+    const struct le_gguf_tensor *exp_gate, *exp_up, *exp_down; /* [n_expert] */
 };
 
 struct le_hparams {
@@ -905,6 +912,10 @@ struct le_hparams {
     float softcap;        /* final logits: softcap * tanh(l / softcap); 0:
                              none */
     float attn_softcap;   /* the same of q.k before the softmax (gemma2) */
+    /* mixture of experts: each token's FFN is the sum of its n_expert_used
+     * best experts' (by the router's softmax), weighted by their
+     * probabilities renormalised to sum 1; n_ff is an expert's width */
+    int32_t n_expert, n_expert_used;
 };
 
 /* A weight matrix repacked at load (repack.c's layout for pt.type):
@@ -926,6 +937,10 @@ struct le_model {
      * Q4_K 148/144 of them), anonymous, in one arena of pack_size bytes
      * (2 MiB aligned; MADV_HUGEPAGE unless LLMUX_HUGEPAGES=0). */
     struct le_packed **packed;
+    /* the experts' 2-D views (n_layer x 3 x n_expert; owned), indexed in
+     * packed after the GGUF's tensors: packed has n_slots entries */
+    struct le_gguf_tensor *xviews;
+    size_t n_xviews, n_slots;
     uint8_t *pack_arena;
     size_t pack_size;
     struct le_vocab *vocab;
@@ -1042,6 +1057,12 @@ struct le_session {
     float *k, *v;            /* [n_batch][n_head_kv * head_dim] */
     float *att;              /* [n_batch][n_head * head_dim] */
     float *hb, *hb2;         /* [n_batch][n_ff] */
+    /* mixture of experts: the router's logits [n_batch][n_expert], each
+     * token's experts and weights [n_batch][n_expert_used], the FFN input
+     * [n_batch][n_embd], one expert's rows gathered and their output
+     * (both [n_batch][n_embd]) and which tokens they are [n_batch] */
+    float *moe_logits, *moe_w, *moe_in, *moe_x, *moe_y;
+    int32_t *moe_sel, *moe_rows;
     float *logits;           /* [n_vocab] of the last evaluated token */
     uint8_t *qact;           /* activations in a vec_dot_type, one batch */
     size_t qact_size;

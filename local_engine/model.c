@@ -94,8 +94,9 @@ arch_str(const struct le_gguf *g, const char *arch, const char *key,
  * f32.  Returns NULL with err set when absent (and required) or wrong.
  */
 static const struct le_gguf_tensor *
-want(const struct le_gguf *g, const char *name, int64_t ne0, int64_t ne1,
-     int required, enum le_status *st, char *err, size_t errlen)
+want3(const struct le_gguf *g, const char *name, int64_t ne0, int64_t ne1,
+      int64_t ne2, int required, enum le_status *st, char *err,
+      size_t errlen)
 {
     const struct le_gguf_tensor *t = le_gguf_tensor(g, name);
     if (!t) {
@@ -106,13 +107,15 @@ want(const struct le_gguf *g, const char *name, int64_t ne0, int64_t ne1,
     }
     int dims = ne1 ? 2 : 1;
     int64_t n1 = t->n_dims >= 2 ? t->ne[1] : 1;
-    int extra = t->n_dims > 2 && (t->ne[2] != 1 || t->ne[3] != 1);
-    if (t->ne[0] != ne0 || n1 != (ne1 ? ne1 : 1) || extra) {
+    int64_t n2 = t->n_dims >= 3 ? t->ne[2] : 1, w2 = ne2 ? ne2 : 1;
+    if (t->ne[0] != ne0 || n1 != (ne1 ? ne1 : 1) || n2 != w2 ||
+        (t->n_dims > 3 && t->ne[3] != 1)) {
         *st = fail(err, errlen, LE_EFORMAT,
-                   "model: tensor %s has shape [%lld, %lld], expected "
-                   "[%lld, %lld] from the hyperparameters",
-                   name, (long long)t->ne[0], (long long)n1, (long long)ne0,
-                   (long long)(ne1 ? ne1 : 1));
+                   "model: tensor %s has shape [%lld, %lld, %lld], expected "
+                   "[%lld, %lld, %lld] from the hyperparameters",
+                   name, (long long)t->ne[0], (long long)n1, (long long)n2,
+                   (long long)ne0, (long long)(ne1 ? ne1 : 1),
+                   (long long)w2);
         return NULL;
     }
     const struct le_type_traits *tt = le_type_get(t->type);
@@ -137,7 +140,8 @@ want(const struct le_gguf *g, const char *name, int64_t ne0, int64_t ne1,
                    name, tt->name, (long long)ne0);
         return NULL;
     }
-    if (t->nbytes < le_row_size(t->type, ne0) * (size_t)(ne1 ? ne1 : 1)) {
+    if (t->nbytes <
+        le_row_size(t->type, ne0) * (size_t)(ne1 ? ne1 : 1) * (size_t)w2) {
         *st = fail(err, errlen, LE_EFORMAT, "model: tensor %s is too short",
                    name);
         return NULL;
@@ -145,9 +149,16 @@ want(const struct le_gguf *g, const char *name, int64_t ne0, int64_t ne1,
     return t;
 }
 
+static const struct le_gguf_tensor *
+want(const struct le_gguf *g, const char *name, int64_t ne0, int64_t ne1,
+     int required, enum le_status *st, char *err, size_t errlen)
+{
+    return want3(g, name, ne0, ne1, 0, required, st, err, errlen);
+}
+
 /* GGUF's general.architecture of each enum le_arch */
-static const char *const arch_names[] = {"llama", "qwen2", "qwen3", "gemma3",
-                                         "gemma2"};
+static const char *const arch_names[] = {"llama",  "qwen2",  "qwen3",
+                                         "gemma3", "gemma2", "qwen3moe"};
 #define N_ARCH (sizeof(arch_names) / sizeof(arch_names[0]))
 
 static enum le_status
@@ -170,19 +181,34 @@ load_hparams(struct le_model *m, char *err, size_t errlen)
     if (a == N_ARCH)
         return fail(err, errlen, LE_EFORMAT,
                     "model: architecture '%s' is not supported (llama, "
-                    "qwen2, qwen3, gemma2, gemma3)",
+                    "qwen2, qwen3, qwen3moe, gemma2, gemma3)",
                     arch);
     hp->arch = (enum le_arch)a;
 
     uint32_t u;
-    /* Mixtral is a llama file with experts: say so, not that its
-     * ffn_gate is missing */
-    if (arch_u32(g, arch, "expert_count", &u) && u > 0)
+    /* experts: Mixtral's llama files and qwen3moe; the others' layouts
+     * have none */
+    hp->n_expert = hp->n_expert_used = 0;
+    if (arch_u32(g, arch, "expert_count", &u) && u > 0) {
+        uint32_t k = 0;
+        if (hp->arch != LE_ARCH_LLAMA && hp->arch != LE_ARCH_QWEN3MOE)
+            return fail(err, errlen, LE_EFORMAT,
+                        "model: %s with experts (%s.expert_count %u) is not "
+                        "supported; mixture-of-experts models run as llama "
+                        "(Mixtral) or qwen3moe",
+                        arch, arch, u);
+        if (u > 1024 || !arch_u32(g, arch, "expert_used_count", &k) ||
+            k == 0 || k > u || k > 64)
+            return fail(err, errlen, LE_EFORMAT,
+                        "model: %s.expert_count %u with expert_used_count "
+                        "%u is out of range (1 to 64 used of at most 1024)",
+                        arch, u, k);
+        hp->n_expert = (int32_t)u;
+        hp->n_expert_used = (int32_t)k;
+    } else if (hp->arch == LE_ARCH_QWEN3MOE) {
         return fail(err, errlen, LE_EFORMAT,
-                    "model: mixture-of-experts models (%s.expert_count %u) "
-                    "are not supported; the engine runs dense llama, qwen2, "
-                    "qwen3, gemma2 and gemma3 models",
-                    arch, u);
+                    "model: qwen3moe.expert_count is missing");
+    }
 #define REQ(key, field)                                                      \
     do {                                                                     \
         if (!arch_u32(g, arch, key, &u) || u == 0 || u > (1u << 24))         \
@@ -196,6 +222,9 @@ load_hparams(struct le_model *m, char *err, size_t errlen)
     REQ("block_count", n_layer);
     REQ("feed_forward_length", n_ff);
     REQ("attention.head_count", n_head);
+    /* an expert's width when the file gives it apart (qwen3moe) */
+    if (hp->n_expert > 0 && arch_u32(g, arch, "expert_feed_forward_length", &u))
+        REQ("expert_feed_forward_length", n_ff);
 #undef REQ
     /* bounds that keep every product below in int range (n_head *
      * head_dim, n_batch * n_ff, ...) whatever the metadata says */
@@ -353,7 +382,15 @@ load_tensors(struct le_model *m, char *err, size_t errlen)
         return LE_ENOMEM;
     int bias = hp->arch == LE_ARCH_QWEN2,
         gemma = hp->arch == LE_ARCH_GEMMA3 || hp->arch == LE_ARCH_GEMMA2,
-        qkn = hp->arch == LE_ARCH_QWEN3 || hp->arch == LE_ARCH_GEMMA3;
+        qkn = hp->arch == LE_ARCH_QWEN3 || hp->arch == LE_ARCH_GEMMA3 ||
+              hp->arch == LE_ARCH_QWEN3MOE;
+    int32_t NX = hp->n_expert;
+    if (NX > 0) {
+        m->n_xviews = (size_t)hp->n_layer * 3 * (size_t)NX;
+        m->xviews = calloc(m->n_xviews, sizeof(*m->xviews));
+        if (!m->xviews)
+            return LE_ENOMEM;
+    }
     for (int32_t l = 0; l < hp->n_layer; l++) {
         struct le_layer *L = &m->layers[l];
         char n[96];
@@ -381,9 +418,48 @@ load_tensors(struct le_model *m, char *err, size_t errlen)
         }
         T(wo, "attn_output.weight", QD, E, 1);
         T(ffn_norm, "ffn_norm.weight", E, 0, 1);
-        T(w_gate, "ffn_gate.weight", E, F, 1);
-        T(w_up, "ffn_up.weight", E, F, 1);
-        T(w_down, "ffn_down.weight", F, E, 1);
+        if (NX == 0) {
+            T(w_gate, "ffn_gate.weight", E, F, 1);
+            T(w_up, "ffn_up.weight", E, F, 1);
+            T(w_down, "ffn_down.weight", F, E, 1);
+            continue;
+        }
+        T(ffn_gate_inp, "ffn_gate_inp.weight", E, NX, 1);
+        /* Mixtral files from before the merged layout keep each expert
+         * apart (blk.N.ffn_gate.E.weight): say that, not "missing" */
+        snprintf(n, sizeof(n), "blk.%d.ffn_gate.0.weight", (int)l);
+        if (le_gguf_tensor(g, n))
+            return fail(err, errlen, LE_EFORMAT,
+                        "model: the experts are stored one tensor each (an "
+                        "older Mixtral GGUF); convert it again to the merged "
+                        "ffn_*_exps layout");
+        const char *xn[3] = {"ffn_gate_exps.weight", "ffn_up_exps.weight",
+                             "ffn_down_exps.weight"};
+        for (int k = 0; k < 3; k++) {
+            snprintf(n, sizeof(n), "blk.%d.%s", (int)l, xn[k]);
+            const struct le_gguf_tensor *t3 =
+                want3(g, n, k < 2 ? E : F, k < 2 ? F : E, NX, 1, &st, err,
+                      errlen);
+            if (!t3)
+                return st;
+            struct le_gguf_tensor *v =
+                m->xviews + ((size_t)l * 3 + (size_t)k) * (size_t)NX;
+            size_t bytes = le_row_size(t3->type, t3->ne[0]) * (size_t)t3->ne[1];
+            for (int32_t e = 0; e < NX; e++) {
+                v[e] = *t3;
+                v[e].n_dims = 2;
+                v[e].ne[2] = 1;
+                v[e].data = (const uint8_t *)t3->data + (size_t)e * bytes;
+                v[e].offset += (uint64_t)e * bytes;
+                v[e].nbytes = bytes;
+            }
+            if (k == 0)
+                L->exp_gate = v;
+            else if (k == 1)
+                L->exp_up = v;
+            else
+                L->exp_down = v;
+        }
 #undef T
     }
     return LE_OK;
@@ -403,14 +479,25 @@ struct pack_job {
     int n;
 };
 
+/* Index of t in m->packed: a GGUF tensor's own, an expert view's after
+ * them. */
+static size_t
+slot_of(const struct le_model *m, const struct le_gguf_tensor *t)
+{
+    uintptr_t a = (uintptr_t)t, b = (uintptr_t)m->gguf->tensors;
+    size_t n = (size_t)m->gguf->n_tensors;
+    if (a >= b && a < b + n * sizeof(*t))
+        return (size_t)(a - b) / sizeof(*t);
+    return n + (size_t)(t - m->xviews);
+}
+
 static void
 pack_groups(void *arg, int ith, int nth)
 {
     struct pack_job *j = arg;
-    const struct le_gguf_tensor *base = j->m->gguf->tensors;
     for (int i = 0; i < j->n; i++) {
         const struct le_gguf_tensor *t = j->list[i];
-        const struct le_packed *P = j->m->packed[t - base];
+        const struct le_packed *P = j->m->packed[slot_of(j->m, t)];
         int ng = (P->n_out + LE_PACK_ROWS - 1) / LE_PACK_ROWS;
         size_t row = le_row_size(t->type, P->n_in);
         for (int g = ith; g < ng; g += nth) {
@@ -429,27 +516,41 @@ pack_weights(struct le_model *m, char *err, size_t errlen)
     const struct le_gguf *g = m->gguf;
     if (le_isa_active() == LE_ISA_NONE)
         return LE_OK; /* plain C: the per-row path over the GGUF bytes */
-    size_t cap = (size_t)m->hp.n_layer * 7 + 1, n = 0;
+    size_t NX = (size_t)m->hp.n_expert;
+    size_t cap = (size_t)m->hp.n_layer * (7 + 3 * NX) + 1, n = 0, nc = 0;
     const struct le_gguf_tensor **list = calloc(cap, sizeof(*list));
-    m->packed = calloc(g->n_tensors ? g->n_tensors : 1, sizeof(*m->packed));
-    if (!list || !m->packed) {
+    const struct le_gguf_tensor **cand = calloc(cap, sizeof(*cand));
+    m->n_slots = (size_t)g->n_tensors + m->n_xviews;
+    m->packed = calloc(m->n_slots ? m->n_slots : 1, sizeof(*m->packed));
+    if (!list || !cand || !m->packed) {
         free(list);
+        free(cand);
         return fail(err, errlen, LE_ENOMEM, "model: out of memory");
     }
+    for (int l = 0; l < m->hp.n_layer; l++) {
+        const struct le_layer *L = &m->layers[l];
+        const struct le_gguf_tensor *c[7] = {L->wq,     L->wk,   L->wv,
+                                             L->wo,     L->w_gate,
+                                             L->w_up,   L->w_down};
+        for (int k = 0; k < 7; k++)
+            if (c[k])
+                cand[nc++] = c[k];
+        if (NX)
+            cand[nc++] = L->ffn_gate_inp;
+        for (size_t e = 0; e < NX; e++) {
+            cand[nc++] = &L->exp_gate[e];
+            cand[nc++] = &L->exp_up[e];
+            cand[nc++] = &L->exp_down[e];
+        }
+    }
+    cand[nc++] = m->output;
     enum le_status st = LE_OK;
     size_t total = 0;
-    for (size_t i = 0; i < cap; i++) {
-        const struct le_gguf_tensor *t = m->output;
-        if (i + 1 < cap) {
-            const struct le_layer *L = &m->layers[i / 7];
-            const struct le_gguf_tensor *c[7] = {L->wq,     L->wk,   L->wv,
-                                                 L->wo,     L->w_gate,
-                                                 L->w_up,   L->w_down};
-            t = c[i % 7];
-        }
+    for (size_t i = 0; i < nc; i++) {
+        const struct le_gguf_tensor *t = cand[i];
         struct le_pack_traits pt;
         if (!le_pack_traits_at(t->type, le_isa_active(), &pt) ||
-            m->packed[t - g->tensors])
+            m->packed[slot_of(m, t)])
             continue;
         struct le_packed *P = calloc(1, sizeof(*P));
         if (!P) {
@@ -460,7 +561,7 @@ pack_weights(struct le_model *m, char *err, size_t errlen)
         P->n_in = (int)t->ne[0];
         P->n_out = (int)t->ne[1];
         P->group_bytes = le_pack_group_bytes(&pt, P->n_in);
-        m->packed[t - g->tensors] = P;
+        m->packed[slot_of(m, t)] = P;
         list[n++] = t;
         total += P->group_bytes *
                  (size_t)((P->n_out + LE_PACK_ROWS - 1) / LE_PACK_ROWS);
@@ -490,7 +591,7 @@ pack_weights(struct le_model *m, char *err, size_t errlen)
                 total >> 20);
     uint8_t *at = arena;
     for (size_t i = 0; i < n; i++) {
-        struct le_packed *P = m->packed[list[i] - g->tensors];
+        struct le_packed *P = m->packed[slot_of(m, list[i])];
         P->data = at;
         at += P->group_bytes *
               (size_t)((P->n_out + LE_PACK_ROWS - 1) / LE_PACK_ROWS);
@@ -499,6 +600,7 @@ pack_weights(struct le_model *m, char *err, size_t errlen)
     le_pool_run(m->pool, pack_groups, &j, 0);
 out:
     free(list);
+    free(cand);
     return st;
 }
 
@@ -612,6 +714,11 @@ le_model_load(struct le_gguf *g, const struct le_model_params *p,
              arch_names[m->hp.arch], m->hp.n_layer,
              m->hp.n_embd, m->hp.n_head, m->hp.n_head_kv, m->hp.n_vocab,
              wt ? wt->name : "?", (long long)params);
+    if (m->hp.n_expert > 0) {
+        size_t dl = strlen(m->desc);
+        snprintf(m->desc + dl, sizeof(m->desc) - dl, ", %d experts (%d used)",
+                 m->hp.n_expert, m->hp.n_expert_used);
+    }
     *out = m;
     m = NULL;
 out:
@@ -683,7 +790,7 @@ static void
 free_packed(struct le_model *m)
 {
     if (m->packed)
-        for (uint64_t i = 0; i < m->gguf->n_tensors; i++)
+        for (size_t i = 0; i < m->n_slots; i++)
             free(m->packed[i]);
     free(m->packed);
     free(m->pack_arena);
@@ -701,6 +808,7 @@ le_model_free(struct le_model *m)
     le_vocab_free(m->vocab);
     free_packed(m);
     free(m->layers);
+    free(m->xviews);
     free(m->rope_freqs);
     le_gguf_free(m->gguf);
     free(m);
@@ -782,6 +890,13 @@ le_session_free(struct le_session *s)
     free(s->att);
     free(s->hb);
     free(s->hb2);
+    free(s->moe_logits);
+    free(s->moe_w);
+    free(s->moe_sel);
+    free(s->moe_rows);
+    free(s->moe_in);
+    free(s->moe_x);
+    free(s->moe_y);
     free(s->logits);
     free(s->qact);
     free(s->qprep);
@@ -851,6 +966,16 @@ le_session_new_sized(struct le_model *m, int n_tok, int n_out, int with_kv,
     s->att = xcalloc(B * QD, sizeof(float), &bad);
     s->hb = xcalloc(B * F, sizeof(float), &bad);
     s->hb2 = xcalloc(B * F, sizeof(float), &bad);
+    if (hp->n_expert > 0 && B) {
+        size_t NX = (size_t)hp->n_expert, K = (size_t)hp->n_expert_used;
+        s->moe_logits = xcalloc(B * NX, sizeof(float), &bad);
+        s->moe_w = xcalloc(B * K, sizeof(float), &bad);
+        s->moe_sel = xcalloc(B * K, sizeof(int32_t), &bad);
+        s->moe_rows = xcalloc(B, sizeof(int32_t), &bad);
+        s->moe_in = xcalloc(B * E, sizeof(float), &bad);
+        s->moe_x = xcalloc(B * E, sizeof(float), &bad);
+        s->moe_y = xcalloc(B * E, sizeof(float), &bad);
+    }
     s->logits = xcalloc(NO * (size_t)hp->n_vocab, sizeof(float), &bad);
     /* activations quantised for the widest input (n_embd, q dim or n_ff)
      * in the largest vec_dot type (f32 is the largest per value) */
@@ -861,7 +986,7 @@ le_session_new_sized(struct le_model *m, int n_tok, int n_out, int with_kv,
     /* prep rows (repack.c) of the largest kind the repacked weights need
      * (floats for F16 / BF16: 4 bytes a value; Q8_0 half a byte) */
     s->qprep_row = 0;
-    for (uint64_t i = 0; m->packed && i < m->gguf->n_tensors; i++) {
+    for (size_t i = 0; m->packed && i < m->n_slots; i++) {
         size_t r = m->packed[i]
                        ? le_pack_prep_size(m->packed[i]->pt.act_type,
                                            (int)widest)
@@ -1252,7 +1377,7 @@ matmul(struct le_session *s, const struct le_gguf_tensor *W, const float *x,
      * (its tile layout unpacked on the fly).  The rest stream the
      * repacked copy if there is one. */
     const struct le_packed *P =
-        s->m->packed ? s->m->packed[W - s->m->gguf->tensors] : NULL;
+        s->m->packed ? s->m->packed[slot_of(s->m, W)] : NULL;
     int amx_packed = n_amx > 0 && P && P->pt.gemm_amx;
     struct mm_job j;
     j.tt = tt;
@@ -1618,6 +1743,82 @@ tok_run(struct le_session *ws, const struct le_fwd_batch *b, enum tok_op op,
     le_pool_run(ws->m->pool, tok_steps, &j, b->n_tok < 4 ? 1 : 0);
 }
 
+/* The router of one token: the softmax of its n logits, the k largest
+ * probabilities (the lower index first among equal ones) into sel, and
+ * their weights, renormalised to sum 1, into w. */
+static void
+moe_route(const float *logits, int n, int k, int32_t *sel, float *w)
+{
+    float mx = logits[0], sum = 0, wsum = 0;
+    for (int e = 1; e < n; e++)
+        mx = logits[e] > mx ? logits[e] : mx;
+    for (int e = 0; e < n; e++)
+        sum += expf(logits[e] - mx);
+    for (int i = 0; i < k; i++) {
+        int best = -1;
+        for (int e = 0; e < n; e++) {
+            int taken = 0;
+            for (int j = 0; j < i && !taken; j++)
+                taken = sel[j] == e;
+            if (!taken && (best < 0 || logits[e] > logits[best]))
+                best = e;
+        }
+        sel[i] = best;
+        w[i] = expf(logits[best] - mx) / sum;
+        wsum += w[i];
+    }
+    for (int i = 0; i < k; i++)
+        w[i] /= wsum;
+}
+
+/* A mixture-of-experts FFN over the batch's normed rows in ws->xb, its
+ * output left in ws->xb: each expert's gate, up and down products run
+ * once over the rows of the tokens that chose it (gathered in token
+ * order, so a token's floats do not depend on the batch), and each
+ * token sums its experts' outputs times their weights in expert order. */
+static void
+moe_ffn(struct le_session *ws, const struct le_layer *L, int nt, int af)
+{
+    const struct le_hparams *hp = &ws->m->hp;
+    int E = hp->n_embd, F = hp->n_ff, NX = hp->n_expert,
+        K = hp->n_expert_used;
+    int qx = -1;
+    matmul(ws, L->ffn_gate_inp, ws->xb, ws->moe_logits, nt, af, &qx);
+    for (int t = 0; t < nt; t++)
+        moe_route(ws->moe_logits + (size_t)t * NX, NX, K,
+                  ws->moe_sel + (size_t)t * K, ws->moe_w + (size_t)t * K);
+    memcpy(ws->moe_in, ws->xb, (size_t)nt * E * sizeof(float));
+    memset(ws->xb, 0, (size_t)nt * E * sizeof(float));
+    le_silu_mul_fn silu_mul = le_silu_mul_get();
+    for (int e = 0; e < NX; e++) {
+        int c = 0, caf = 0;
+        for (int t = 0; t < nt; t++)
+            for (int k = 0; k < K; k++)
+                if (ws->moe_sel[(size_t)t * K + k] == e) {
+                    caf += t < af;
+                    memcpy(ws->moe_x + (size_t)c * E,
+                           ws->moe_in + (size_t)t * E, (size_t)E * sizeof(float));
+                    ws->moe_rows[c++] = t * K + k;
+                }
+        if (c == 0)
+            continue;
+        qx = -1;
+        matmul(ws, &L->exp_gate[e], ws->moe_x, ws->hb, c, caf, &qx);
+        matmul(ws, &L->exp_up[e], ws->moe_x, ws->hb2, c, caf, &qx);
+        silu_mul(ws->hb, ws->hb2, c * F);
+        qx = -1;
+        matmul(ws, &L->exp_down[e], ws->hb, ws->moe_y, c, caf, &qx);
+        for (int i = 0; i < c; i++) {
+            int t = ws->moe_rows[i] / K;
+            float w = ws->moe_w[ws->moe_rows[i]];
+            float *y = ws->xb + (size_t)t * E;
+            const float *ye = ws->moe_y + (size_t)i * E;
+            for (int d = 0; d < E; d++)
+                y[d] += w * ye[d];
+        }
+    }
+}
+
 int32_t
 le_model_n_embd(const struct le_model *m)
 {
@@ -1775,12 +1976,16 @@ le_model_forward_batch(struct le_session *ws, const struct le_fwd_batch *b,
         matmul(ws, L->wo, ws->att, ws->xb, nt, af, &qx);
         tok_run(ws, b, TOK_NORM, l, 1, L->ffn_norm->data,
                 L->attn_post_norm ? L->attn_post_norm->data : NULL);
-        qx = -1;
-        matmul(ws, L->w_gate, ws->xb, ws->hb, nt, af, &qx);
-        matmul(ws, L->w_up, ws->xb, ws->hb2, nt, af, &qx);
-        tok_run(ws, b, TOK_SILU, l, 0, NULL, NULL);
-        qx = -1;
-        matmul(ws, L->w_down, ws->hb, ws->xb, nt, af, &qx);
+        if (hp->n_expert > 0) {
+            moe_ffn(ws, L, nt, af);
+        } else {
+            qx = -1;
+            matmul(ws, L->w_gate, ws->xb, ws->hb, nt, af, &qx);
+            matmul(ws, L->w_up, ws->xb, ws->hb2, nt, af, &qx);
+            tok_run(ws, b, TOK_SILU, l, 0, NULL, NULL);
+            qx = -1;
+            matmul(ws, L->w_down, ws->hb, ws->xb, nt, af, &qx);
+        }
         /* the residual, and the next layer's attention norm */
         tok_run(ws, b, TOK_NORM, l, 1,
                 l + 1 < hp->n_layer ? m->layers[l + 1].attn_norm->data

@@ -22,9 +22,10 @@
 #define MAX_OUT 128
 #define JOIN_MAX 176 /* prompt tokens of a joiner */
 
-/* A random llama of n_embd (n_ff twice that), n_ctx 256. */
+/* A random llama of n_embd (n_ff twice that), n_ctx 256; n_expert > 0:
+ * a mixture of that many experts a layer, 2 used (Mixtral's layout). */
 static struct le_model *
-random_llama(enum le_type type, uint64_t seed, int n_embd)
+random_llama_x(enum le_type type, uint64_t seed, int n_embd, int n_expert)
 {
     struct gguf_w_llama lp = {0};
     lp.n_vocab = 300;
@@ -36,6 +37,8 @@ random_llama(enum le_type type, uint64_t seed, int n_embd)
     lp.n_ctx = 256;
     lp.type = type;
     lp.seed = seed;
+    lp.n_expert = n_expert;
+    lp.n_expert_used = n_expert ? 2 : 0;
     char path[256];
     snprintf(path, sizeof(path), "/tmp/llmux_sched_%d_%llu.gguf",
              (int)getpid(), (unsigned long long)seed);
@@ -45,6 +48,12 @@ random_llama(enum le_type type, uint64_t seed, int n_embd)
         m = NULL;
     unlink(path);
     return m;
+}
+
+static struct le_model *
+random_llama(enum le_type type, uint64_t seed, int n_embd)
+{
+    return random_llama_x(type, seed, n_embd, 0);
 }
 
 static struct le_model *
@@ -286,6 +295,14 @@ test_alone_vs_batched(void)
                  le_type_get(types[k])->name);
         check_alone_vs_batched(r, what);
         le_model_free(r);
+    }
+    /* experts: a step's rows of each expert gathered from every sequence
+     * that chose it give each sequence its alone floats */
+    struct le_model *x = random_llama_x(LE_TYPE_Q4_0, 91, 256, 8);
+    T_CHECK(x != NULL);
+    if (x) {
+        check_alone_vs_batched(x, "random q4_0, 8 experts");
+        le_model_free(x);
     }
 }
 

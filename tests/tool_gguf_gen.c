@@ -6,8 +6,9 @@
  *                 --n-embd N --n-layer N --n-head N --n-head-kv N
  *                 --n-ff N --n-vocab N [--n-ctx N] [--seed S] [--tied]
  *                 [--chat-template TEXT] [--control TOKEN]...
- *                 [--arch llama|qwen3|gemma2|gemma3] [--head-dim N]
- *                 [--sliding-window N] [--user-token TOKEN]...
+ *                 [--arch llama|qwen3|qwen3moe|gemma2|gemma3]
+ *                 [--head-dim N] [--sliding-window N] [--user-token TOKEN]...
+ *                 [--experts N,K] [--n-ff-exp N]
  *
  * Every 2-D weight is of --type (norms F32), as gguf_writer.h describes;
  * the same seed and shape give the same float weights at every type;
@@ -19,7 +20,10 @@
  * writes qwen3's metadata and head norms (gemma3 also its post norms,
  * --sliding-window its window; gemma2 the post norms and window, and
  * with --softcap A,F its attention and final logit caps);
- * --head-dim sets attention.key_length (q then n_head * N wide).  The
+ * --head-dim sets attention.key_length (q then n_head * N wide);
+ * --experts N,K gives every layer N experts of which K are used (llama:
+ * Mixtral's layout; qwen3moe needs them), --n-ff-exp an expert's width
+ * apart from --n-ff (qwen3moe's expert_feed_forward_length).  The
  * whole file is built in memory before it is written: a 1B-model slice
  * (n_embd 2048, 4 layers, n_vocab 32000) needs about 1.5 GB for a moment.
  * Exit codes: 0 written, 1 the writer failed, 2 usage error.
@@ -41,9 +45,11 @@ usage(FILE *f)
           "                     [--n-ctx N] [--seed S] [--tied] "
           "[--chat-template TEXT]\n"
           "                     [--control TOKEN]... "
-          "[--arch llama|qwen3|gemma2|gemma3] [--head-dim N]\n"
-          "                     [--sliding-window N] [--softcap A,F]"
-          " [--user-token TOKEN]...\n"
+          "[--arch llama|qwen3|qwen3moe|gemma2|gemma3]\n"
+          "                     [--head-dim N] [--sliding-window N] "
+          "[--softcap A,F]\n"
+          "                     [--user-token TOKEN]... [--experts N,K] "
+          "[--n-ff-exp N]\n"
           "TYPE: f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k "
           "q5_k q6_k\n",
           f);
@@ -121,7 +127,8 @@ main(int argc, char **argv)
                 usr[n_usr++] = v;
         } else if (!strcmp(a, "--arch")) {
             bad = strcmp(v, "llama") && strcmp(v, "qwen3") &&
-                  strcmp(v, "gemma3") && strcmp(v, "gemma2");
+                  strcmp(v, "qwen3moe") && strcmp(v, "gemma3") &&
+                  strcmp(v, "gemma2");
             p.arch = v;
         } else if (!strcmp(a, "--softcap")) {
             /* gemma2: attention,final (e.g. 50,30) */
@@ -132,6 +139,19 @@ main(int argc, char **argv)
                 p.final_softcap = strtof(end + 1, &end);
                 bad = *end || !(p.final_softcap > 0);
             }
+        } else if (!strcmp(a, "--experts")) {
+            /* N,K: N experts a layer, K used a token */
+            char nb[16];
+            const char *c = strchr(v, ',');
+            bad = !c || (size_t)(c - v) >= sizeof(nb);
+            if (!bad) {
+                memcpy(nb, v, (size_t)(c - v));
+                nb[c - v] = '\0';
+                bad = parse_pos(nb, 1024, &p.n_expert) ||
+                      parse_pos(c + 1, p.n_expert, &p.n_expert_used);
+            }
+        } else if (!strcmp(a, "--n-ff-exp")) {
+            bad = parse_pos(v, 1 << 18, &p.n_ff_exp);
         } else if (!strcmp(a, "--sliding-window")) {
             bad = parse_pos(v, 1 << 20, &p.n_swa);
         } else if (!strcmp(a, "--head-dim")) {
@@ -185,6 +205,16 @@ main(int argc, char **argv)
                         "for each --control and --user-token), n_embd a multiple of n_head "
                         "(without --head-dim), n_head a multiple of "
                         "n_head_kv\n");
+        return 2;
+    }
+    if (p.arch && !strcmp(p.arch, "qwen3moe") && !p.n_expert) {
+        fprintf(stderr, "tool_gguf_gen: --arch qwen3moe needs --experts\n");
+        return 2;
+    }
+    if (p.n_expert && p.arch && strcmp(p.arch, "llama") &&
+        strcmp(p.arch, "qwen3moe")) {
+        fprintf(stderr, "tool_gguf_gen: --experts goes with --arch llama "
+                        "or qwen3moe\n");
         return 2;
     }
     p.chat_template = tmpl;

@@ -501,10 +501,11 @@ xs_uniform(uint64_t *s) /* [-1, 1) */
 /* Each tensor gets its own stream (seed mixed with the tensor's number),
  * so values do not depend on the order or type of other tensors. */
 static void
-add_weight(struct gguf_w *w, const char *name, enum le_type type, int64_t ne0,
-           int64_t ne1, uint64_t seed, uint64_t salt, int is_norm)
+add_weight3(struct gguf_w *w, const char *name, enum le_type type,
+            int64_t ne0, int64_t ne1, int64_t ne2, uint64_t seed,
+            uint64_t salt, int is_norm)
 {
-    size_t n = (size_t)ne0 * (size_t)ne1;
+    size_t n = (size_t)ne0 * (size_t)ne1 * (size_t)ne2;
     float *x = malloc(n * sizeof(float));
     if (!x) {
         w->failed = 1;
@@ -519,12 +520,19 @@ add_weight(struct gguf_w *w, const char *name, enum le_type type, int64_t ne0,
     float a = is_norm ? 0.1f : 1.0f / sqrtf((float)ne0);
     for (size_t i = 0; i < n; i++)
         x[i] = (is_norm ? 1.0f : 0.0f) + a * xs_uniform(&s);
-    int64_t ne[2] = {ne0, ne1};
+    int64_t ne[3] = {ne0, ne1, ne2};
     const struct le_type_traits *tt = le_type_get((uint32_t)type);
     if (is_norm || !tt || ne0 % tt->blck_size != 0)
         type = LE_TYPE_F32;
-    gguf_w_add_tensor(w, name, type, ne1 == 1 ? 1 : 2, ne, x);
+    gguf_w_add_tensor(w, name, type, ne2 > 1 ? 3 : ne1 == 1 ? 1 : 2, ne, x);
     free(x);
+}
+
+static void
+add_weight(struct gguf_w *w, const char *name, enum le_type type, int64_t ne0,
+           int64_t ne1, uint64_t seed, uint64_t salt, int is_norm)
+{
+    add_weight3(w, name, type, ne0, ne1, 1, seed, salt, is_norm);
 }
 
 /* Piece i (0-based) of the generated vocabulary, written to buf. */
@@ -575,8 +583,12 @@ gguf_w_llama_fill(struct gguf_w *w, const struct gguf_w_llama *p)
     }
     const char *arch = p->arch ? p->arch : "llama";
     int gemma3 = !strcmp(arch, "gemma3"), gemma2 = !strcmp(arch, "gemma2");
-    int qwen3 = !strcmp(arch, "qwen3") || gemma3; /* its q/k norms */
-    if (strcmp(arch, "llama") && !qwen3 && !gemma2) {
+    int q3moe = !strcmp(arch, "qwen3moe");
+    int qwen3 = !strcmp(arch, "qwen3") || gemma3 || q3moe; /* q/k norms */
+    int NX = p->n_expert, n_ffx = p->n_ff_exp > 0 ? p->n_ff_exp : p->n_ff;
+    if ((strcmp(arch, "llama") && !qwen3 && !gemma2) ||
+        (q3moe && NX <= 0) || (NX > 0 && (gemma3 || gemma2)) || NX < 0 ||
+        (NX > 0 && (p->n_expert_used <= 0 || p->n_expert_used > NX))) {
         w->failed = 1;
         return -1;
     }
@@ -607,6 +619,14 @@ gguf_w_llama_fill(struct gguf_w *w, const struct gguf_w_llama *p)
     if (gemma2 && p->final_softcap > 0)
         gguf_w_add_f32(w, KEY("final_logit_softcapping"), p->final_softcap);
     gguf_w_add_f32(w, KEY("attention.layer_norm_rms_epsilon"), 1e-5f);
+    if (NX > 0) {
+        gguf_w_add_u32(w, KEY("expert_count"), (uint32_t)NX);
+        gguf_w_add_u32(w, KEY("expert_used_count"),
+                       (uint32_t)p->n_expert_used);
+        if (p->n_ff_exp > 0)
+            gguf_w_add_u32(w, KEY("expert_feed_forward_length"),
+                           (uint32_t)p->n_ff_exp);
+    }
 #undef KEY
 
     /* Tokenizer. */
@@ -700,6 +720,18 @@ gguf_w_llama_fill(struct gguf_w *w, const struct gguf_w_llama *p)
             W("post_ffw_norm.weight", p->n_embd, 1, 12, 1);
         }
         W("ffn_norm.weight", p->n_embd, 1, 5, 1);
+        if (NX > 0) {
+            /* the router stays F32, as llama.cpp's quantiser leaves it */
+            snprintf(name, sizeof(name), "blk.%d.ffn_gate_inp.weight", l);
+            add_weight(w, name, LE_TYPE_F32, p->n_embd, NX, sd, salt + 13, 0);
+            snprintf(name, sizeof(name), "blk.%d.ffn_gate_exps.weight", l);
+            add_weight3(w, name, t, p->n_embd, n_ffx, NX, sd, salt + 6, 0);
+            snprintf(name, sizeof(name), "blk.%d.ffn_up_exps.weight", l);
+            add_weight3(w, name, t, p->n_embd, n_ffx, NX, sd, salt + 7, 0);
+            snprintf(name, sizeof(name), "blk.%d.ffn_down_exps.weight", l);
+            add_weight3(w, name, t, n_ffx, p->n_embd, NX, sd, salt + 8, 0);
+            continue;
+        }
         W("ffn_gate.weight", p->n_embd, p->n_ff, 6, 0);
         W("ffn_up.weight", p->n_embd, p->n_ff, 7, 0);
         W("ffn_down.weight", p->n_ff, p->n_embd, 8, 0);

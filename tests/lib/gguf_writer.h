@@ -132,6 +132,14 @@ struct gguf_w_llama {
     float attn_softcap, final_softcap;
     int head_dim; /* 0: n_embd / n_head; else attention.key_length and
                      .value_length, q is n_head * head_dim wide */
+    /* > 0: a mixture of experts in every layer ("llama": Mixtral's
+     * layout; "qwen3moe": qwen3's with them): expert_count and
+     * expert_used_count, blk.N.ffn_gate_inp.weight [n_embd, n_expert] F32
+     * and ffn_gate_exps / ffn_up_exps [n_embd, n_ff_x, n_expert],
+     * ffn_down_exps [n_ff_x, n_embd, n_expert] in place of the dense FFN;
+     * n_ff_x is n_ff_exp when > 0 (written as
+     * expert_feed_forward_length), else n_ff */
+    int n_expert, n_expert_used, n_ff_exp;
 };
 
 /*
