@@ -12,8 +12,11 @@
 # ENGINE_BENCH_TYPES (default "q4_0 q8_0 q4_k"); and full-size models in
 # the TinyLlama shape (22 layers, n_head_kv 4: 1.1 B parameters, 0.6 GiB
 # in q4_0, far more than the last-level cache) for each type in
-# ENGINE_BENCH_FULL (default "q4_0"; "" skips them).  Files are made once
-# and reused.
+# ENGINE_BENCH_FULL (default "q4_0"; "" skips them); and a mixture of
+# experts in Mixtral's layout for each type in ENGINE_BENCH_MOE (default
+# "q4_0"; "" skips it): the slice's 4 layers with 8 experts of n_ff 2816,
+# 2 used, so that a token reads the same bytes as the dense slice's.
+# Files are made once and reused.
 #
 # CPU feature sets: llmux runs once per set this CPU and binary offer, each
 # chosen by environment variables:
@@ -134,16 +137,18 @@ if [ -x "$KT" ]; then
 fi
 
 # --- models ---------------------------------------------------------------
-gen() { # file type layers n_head_kv
+gen() { # file type layers n_head_kv [n_ff [tool_gguf_gen options]]
     [ -s "$1" ] && return 0
     if [ ! -x "$GEN" ]; then
         echo "engine bench: $GEN not built; skipping $(basename "$1")"
         return 1
     fi
     echo "engine bench: generating $1"
-    "$GEN" --out "$1.part" --type "$2" --n-embd 2048 --n-layer "$3" \
-        --n-head 32 --n-head-kv "$4" --n-ff 5632 --n-vocab 32000 \
-        --n-ctx 2048 --seed 1 && mv "$1.part" "$1" || { rm -f "$1.part"; return 1; }
+    gf="$1"; gt="$2"; gl="$3"; gkv="$4"; gff=${5:-5632}
+    shift 4; [ $# -gt 0 ] && shift
+    "$GEN" --out "$gf.part" --type "$gt" --n-embd 2048 --n-layer "$gl" \
+        --n-head 32 --n-head-kv "$gkv" --n-ff "$gff" --n-vocab 32000 \
+        --n-ctx 2048 --seed 1 "$@" && mv "$gf.part" "$gf" || { rm -f "$gf.part"; return 1; }
 }
 models=""
 S="$LLMUX_TEST_DATA/models/stories260K.gguf"
@@ -155,6 +160,10 @@ done
 for t in $FULL; do
     f="$MDIR/full-2048x22-$t.gguf"
     gen "$f" "$t" 22 4 && models="$models $f"
+done
+for t in ${ENGINE_BENCH_MOE-q4_0}; do
+    f="$MDIR/moe-2048x4x8-$t.gguf"
+    gen "$f" "$t" 4 8 2816 --experts 8,2 && models="$models $f"
 done
 [ -n "$models" ] || { echo "engine bench: no model"; exit 1; }
 

@@ -13,7 +13,9 @@
  *       to the last one's end).
  *   tool_bandwidth --weights FILE.gguf
  *       Prints the bytes of every tensor except token_embd.weight (one row
- *       of it is read per token): what one generated token streams.
+ *       of it is read per token): what one generated token streams.  Of
+ *       a mixture of experts' ffn_*_exps tensors, expert_used_count /
+ *       expert_count of their bytes (the experts one token goes through).
  *
  * Exit codes: 0 measured, 1 failed (memory, threads, an unreadable file),
  * 2 usage error.
@@ -160,10 +162,23 @@ weights(const char *path)
         return 1;
     }
     uint64_t total = 0, embd = 0;
+    uint32_t nx = 0, used = 0;
+    struct le_gguf_str as;
+    if (le_gguf_get_str(g, "general.architecture", &as) && as.len < 64) {
+        char k[128];
+        snprintf(k, sizeof(k), "%.*s.expert_count", (int)as.len, as.ptr);
+        (void)le_gguf_get_u32(g, k, &nx);
+        snprintf(k, sizeof(k), "%.*s.expert_used_count", (int)as.len, as.ptr);
+        (void)le_gguf_get_u32(g, k, &used);
+    }
     for (uint64_t i = 0; i < g->n_tensors; i++) {
         const struct le_gguf_tensor *t = &g->tensors[i];
+        int exps = t->name.len > 12 &&
+                   !memcmp(t->name.ptr + t->name.len - 12, "_exps.weight", 12);
         if (le_gguf_str_eq(t->name, "token_embd.weight"))
             embd = t->nbytes;
+        else if (exps && nx > 0 && used <= nx)
+            total += t->nbytes / nx * used;
         else
             total += t->nbytes;
     }
