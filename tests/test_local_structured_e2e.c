@@ -5,8 +5,9 @@
  * and validates when the grammar ended it, tool calls (required, named,
  * auto, none) as OpenAI tool_calls and as streamed tool_call deltas, in
  * llmux's JSON wrapper and in the templates' own formats (Hermes/Qwen2.5
- * <tool_call>, Llama 3.1+ ipython: the exact prompt checked through its
- * token count), tool turns in the conversation, logprobs with tools (a call lists no
+ * <tool_call>, Llama 3.1+ ipython, Mistral's, DeepSeek V3's markers: the
+ * exact prompt checked through its token count), tool turns in the
+ * conversation, logprobs with tools (a call lists no
  * tokens, text its own), logit_bias (forced tokens, the grammar still
  * winning), and every unsupported parameter refused with 400 naming it
  * (stream or not), never a 200 that ignores it or a 502.
