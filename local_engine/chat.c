@@ -43,6 +43,13 @@
  *            answer may open its reasoning)
  *   deepseek-r1-thinking  the same, gen: <｜Assistant｜><think>\n (R1 and
  *            its distills since their template opens the reasoning)
+ *            (all deepseek ones, DeepSeek's tool format: U <｜User｜>..
+ *            A{TEXT}<｜tool▁calls▁begin｜>..<｜tool▁calls▁end｜>
+ *            <｜end▁of▁sentence｜>, the "tool_calls" turn as the caller
+ *            wrote it, then <｜tool▁outputs▁begin｜><｜tool▁output▁begin｜>
+ *            R<｜tool▁output▁end｜>, \n<｜tool▁output▁begin｜>R2.., and
+ *            <｜tool▁outputs▁end｜> in place of the next <｜Assistant｜>;
+ *            see render_deepseek3)
  *   qwen3    ChatML; an assistant's reasoning (up to its last </think>,
  *            the text after it without leading newlines) is dropped in
  *            the turns up to the last user query (a user turn that is not
@@ -163,7 +170,31 @@ le_chat_tools_detect(const char *t, size_t len)
         has(t, len, "[AVAILABLE_TOOLS]"))
         return has(t, len, "[ARGS]") ? LE_TOOLS_MISTRAL_V11
                                      : LE_TOOLS_MISTRAL;
+    /* DeepSeek V3's and R1's (their distills' too): the type, the
+     * separator, the name and a ```json fence; V3.1's template writes
+     * NAME<｜tool▁sep｜>ARGS without a fence and stays on the JSON
+     * wrapper (its own chat format is not rendered either) */
+    if ((f == LE_CHAT_DEEPSEEK3 || f == LE_CHAT_DEEPSEEK_R1 ||
+         f == LE_CHAT_DEEPSEEK_R1_THINKING) &&
+        has(t, len, LE_DS_CALLS_BEGIN) && has(t, len, LE_DS_SEP) &&
+        has(t, len, "```json"))
+        return LE_TOOLS_DEEPSEEK;
     return LE_TOOLS_JSON;
+}
+
+const char *const *
+le_chat_tools_markers(enum le_chat_tools t)
+{
+    static const char *const none[] = {NULL};
+    static const char *const mistral[] = {"[TOOL_CALLS]", NULL};
+    static const char *const v11[] = {"[TOOL_CALLS]", "[ARGS]", NULL};
+    static const char *const deepseek[] = {
+        LE_DS_CALLS_BEGIN, LE_DS_CALL_BEGIN, LE_DS_SEP, LE_DS_CALL_END,
+        LE_DS_CALLS_END, NULL};
+    return t == LE_TOOLS_MISTRAL       ? mistral
+           : t == LE_TOOLS_MISTRAL_V11 ? v11
+           : t == LE_TOOLS_DEEPSEEK    ? deepseek
+                                       : none;
 }
 
 int
@@ -217,6 +248,7 @@ le_chat_tools_name(enum le_chat_tools t)
            : t == LE_TOOLS_LLAMA3  ? "llama3"
            : t == LE_TOOLS_MISTRAL ? "mistral"
            : t == LE_TOOLS_MISTRAL_V11 ? "mistral-v11"
+           : t == LE_TOOLS_DEEPSEEK    ? "deepseek"
                                    : "json";
 }
 
@@ -476,6 +508,19 @@ render_gemma(struct chat_buf *b, const struct le_chat_msg *msgs, size_t n,
         cb_str(b, "<start_of_turn>model\n");
 }
 
+/* DeepSeek V3's and R1's templates (V3-0324's and R1-0528's, which
+ * render the cases the first ones got wrong the way those would have):
+ * "tool_calls" turns (the caller's text: the answer's text, then the
+ * calls from LE_DS_CALLS_BEGIN to LE_DS_CALLS_END) and "tool" turns (one
+ * result each; the first after a call turn opens LE_DS_OUTPUTS_BEGIN,
+ * the later ones follow after "\n").  An answer after results starts
+ * with LE_DS_OUTPUTS_END instead of <｜Assistant｜>, and a prompt that
+ * ends with results ends with it, without a generation prompt: the model
+ * answers right after the results, as it was trained (deepseek-r1-
+ * thinking's "<think>\n" still follows, le_chat_apply: the template
+ * writes no generation prompt there, but the reasoning split of every
+ * other answer of that template starts inside the reasoning).  A user
+ * turn after results does not close them (the template does not). */
 static void
 render_deepseek3(struct chat_buf *b, const struct le_chat_msg *msgs,
                  size_t n, int gen)
@@ -484,7 +529,7 @@ render_deepseek3(struct chat_buf *b, const struct le_chat_msg *msgs,
                       asst[] = "<\xef\xbd\x9c" "Assistant\xef\xbd\x9c>",
                       eos[] = "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81"
                               "sentence\xef\xbd\x9c>";
-    int first = 1;
+    int first = 1, in_outputs = 0, outputs_first = 1;
     for (size_t i = 0; i < n; i++)
         if (!strcmp(role_of(&msgs[i]), "system")) {
             if (!first)
@@ -494,19 +539,32 @@ render_deepseek3(struct chat_buf *b, const struct le_chat_msg *msgs,
         }
     for (size_t i = 0; i < n; i++) {
         const char *role = role_of(&msgs[i]), *c = content_of(&msgs[i]);
+        int calls = !strcmp(role, "tool_calls");
         if (!strcmp(role, "system"))
             continue;
-        if (!strcmp(role, "assistant")) {
-            const char *think = strstr(c, "</think>");
-            cb_str(b, asst);
+        if (calls || !strcmp(role, "assistant")) {
+            const char *think = calls ? NULL : strstr(c, "</think>");
+            cb_str(b, in_outputs ? LE_DS_OUTPUTS_END : asst);
             cb_str(b, think ? think + strlen("</think>") : c);
             cb_str(b, eos);
+            in_outputs = 0;
+            outputs_first |= calls;
+        } else if (!strcmp(role, "tool")) {
+            cb_str(b, outputs_first ? LE_DS_OUTPUTS_BEGIN : "\n");
+            cb_str(b, LE_DS_OUTPUT_BEGIN);
+            cb_str(b, c);
+            cb_str(b, LE_DS_OUTPUT_END);
+            in_outputs = 1;
+            outputs_first = 0;
         } else {
             cb_str(b, user);
             cb_str(b, c);
+            in_outputs = 0;
         }
     }
-    if (gen)
+    if (in_outputs)
+        cb_str(b, LE_DS_OUTPUTS_END);
+    else if (gen)
         cb_str(b, asst);
 }
 

@@ -171,7 +171,10 @@ struct le_chat_msg {
     const char *role;    /* "system", "user", "assistant" ("tool" etc. are
                             passed through where the format has roles;
                             mistral writes "tool" and "tools" turns'
-                            content as is, between the [INST] turns) */
+                            content as is, between the [INST] turns; the
+                            deepseek ones a "tool_calls" turn's content
+                            (its text and calls, written by the caller)
+                            as an answer and "tool" turns as outputs) */
     const char *content; /* NUL-terminated UTF-8 */
 };
 
@@ -207,11 +210,41 @@ enum le_chat_template le_model_chat_template(const struct le_model *m);
  *           Small 3.1 / 3.2, Magistral, Devstral: tokenizer v11): the
  *           functions as for MISTRAL, each call as [TOOL_CALLS]NAME[ARGS]
  *           {...} one after another, results [TOOL_RESULTS]..
- *           [/TOOL_RESULTS] without ids. */
+ *           [/TOOL_RESULTS] without ids.
+ *   DEEPSEEK a deepseek3 / deepseek-r1 template with DeepSeek V3's and
+ *           R1's call markers and its ```json fence (the V3.1 template,
+ *           NAME<｜tool▁sep｜>{...} without the fence, is not this one):
+ *           the calls as LE_DS_CALLS_BEGIN, each call LE_DS_CALL_BEGIN
+ *           function LE_DS_SEP NAME\n```json\n{...}\n``` LE_DS_CALL_END
+ *           with "\n" between two, then LE_DS_CALLS_END; results as
+ *           "tool" turns (le_chat_apply writes the outputs' markers).
+ *           The template lists no functions: where they go is the
+ *           caller's choice. */
 enum le_chat_tools { LE_TOOLS_JSON = 0, LE_TOOLS_HERMES, LE_TOOLS_LLAMA3,
-                     LE_TOOLS_MISTRAL, LE_TOOLS_MISTRAL_V11 };
+                     LE_TOOLS_MISTRAL, LE_TOOLS_MISTRAL_V11,
+                     LE_TOOLS_DEEPSEEK };
 enum le_chat_tools le_chat_tools_detect(const char *tmpl, size_t len);
 const char *le_chat_tools_name(enum le_chat_tools t); /* "json", ... */
+/* The marker texts a call of format t is written with that a vocabulary
+ * may hold as control tokens (mistral's [TOOL_CALLS], DeepSeek's
+ * LE_DS_* call markers): a NULL-terminated list, empty for formats
+ * without any.  le_model_token_to_piece gives such a token's text even
+ * without `special`, so that a grammar can take it. */
+const char *const *le_chat_tools_markers(enum le_chat_tools t);
+
+/* DeepSeek's markers (U+FF5C fullwidth bars, U+2581 for the blanks; in
+ * DeepSeek's vocabularies each is one token) */
+#define LE_DS_(s) "<\xef\xbd\x9c" s "\xef\xbd\x9c>"
+#define LE_DS__ "\xe2\x96\x81"
+#define LE_DS_CALLS_BEGIN LE_DS_("tool" LE_DS__ "calls" LE_DS__ "begin")
+#define LE_DS_CALLS_END LE_DS_("tool" LE_DS__ "calls" LE_DS__ "end")
+#define LE_DS_CALL_BEGIN LE_DS_("tool" LE_DS__ "call" LE_DS__ "begin")
+#define LE_DS_CALL_END LE_DS_("tool" LE_DS__ "call" LE_DS__ "end")
+#define LE_DS_SEP LE_DS_("tool" LE_DS__ "sep")
+#define LE_DS_OUTPUTS_BEGIN LE_DS_("tool" LE_DS__ "outputs" LE_DS__ "begin")
+#define LE_DS_OUTPUTS_END LE_DS_("tool" LE_DS__ "outputs" LE_DS__ "end")
+#define LE_DS_OUTPUT_BEGIN LE_DS_("tool" LE_DS__ "output" LE_DS__ "begin")
+#define LE_DS_OUTPUT_END LE_DS_("tool" LE_DS__ "output" LE_DS__ "end")
 enum le_chat_tools le_model_chat_tools(const struct le_model *m);
 
 /*

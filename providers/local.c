@@ -239,6 +239,15 @@ static const struct lp_callfmt lp_callfmts[] = {
      * the engine gives as text */
     [LE_TOOLS_MISTRAL_V11] = {LE_TOOLS_MISTRAL_V11, "[TOOL_CALLS]", "[ARGS]",
                               "", '[', LP_MAX_CALLS, "", "", "", ""},
+    /* DeepSeek V3 / R1: the calls between their markers, each with its
+     * type and name and the arguments in a ```json fence, "\n" between
+     * two (as the templates write an answer's calls); the markers are
+     * single tokens the engine gives as text */
+    [LE_TOOLS_DEEPSEEK] = {LE_TOOLS_DEEPSEEK,
+                           LE_DS_CALL_BEGIN "function" LE_DS_SEP,
+                           "\n```json\n", "\n```" LE_DS_CALL_END, '<',
+                           LP_MAX_CALLS, LE_DS_CALLS_BEGIN, "\n",
+                           LE_DS_CALLS_END, ""},
 };
 /* the same in the tekken templates (Nemo, Small 3): no space after the
  * markers */
@@ -2435,6 +2444,30 @@ mistral_turn(struct gx_buf *b, const json_t *m, const char *text,
         gx_buf_printf(b, "]");
 }
 
+/* DeepSeek's answer with calls (render_message): its text without the
+ * reasoning (up to the first </think>, as chat.c drops it from other
+ * answers), then the calls as the model writes them (lp_callfmts), to be
+ * written as they are by chat.c's "tool_calls" turn. */
+static void
+deepseek_calls(struct gx_buf *b, const json_t *m, const char *text,
+               const struct lp_callfmt *f)
+{
+    const char *think = strstr(text, "</think>");
+    size_t i;
+    const json_t *c;
+    gx_buf_printf(b, "%s%s", think ? think + strlen("</think>") : text,
+                  f->open);
+    json_array_foreach(json_object_get(m, "tool_calls"), i, c) {
+        const json_t *fn = json_object_get(c, "function");
+        const char *name = json_string_value(json_object_get(fn, "name"));
+        const char *args = json_string_value(json_object_get(fn, "arguments"));
+        gx_buf_printf(b, "%s%s%s%s%s%s", i ? f->sep : "", f->prefix,
+                      name ? name : "", f->mid, args && *args ? args : "{}",
+                      f->suffix);
+    }
+    gx_buf_printf(b, "%s", f->close);
+}
+
 /* One message as the chat template sees it, in tool format f: tool
  * results become user turns naming the call (JSON), user turns inside
  * <tool_response> (HERMES), ipython turns (LLAMA3) or [TOOL_RESULTS]
@@ -2463,6 +2496,12 @@ render_message(struct lp_job *j, const json_t *m, size_t idx,
                      f->kind == LE_TOOLS_MISTRAL_V11);
         if (!result) /* written as is, then </s> (chat.c) */
             *role = "tool_calls";
+    } else if (f->kind == LE_TOOLS_DEEPSEEK &&
+               (!strcmp(*role, "tool") ||
+                (!strcmp(*role, "assistant") && calls))) {
+        if (!strcmp(*role, "assistant")) /* "tool": its text as it is */
+            deepseek_calls(&b, m, text, f);
+        *role = !strcmp(*role, "tool") ? "tool" : "tool_calls";
     } else if (!strcmp(*role, "tool") && f->kind == LE_TOOLS_LLAMA3) {
         *role = "ipython";
     } else if (!strcmp(*role, "tool") && f->kind == LE_TOOLS_HERMES) {
@@ -2513,6 +2552,41 @@ is_role(const json_t *m, const char *role)
     return r && !strcmp(r, role);
 }
 
+/* DeepSeek's tools text into b (returned): its templates list no
+ * functions, so they go at the end of the system text (place_tools) in
+ * the shape DeepSeek documents for V3.1 ("## Tools", a "### NAME"
+ * section with the description and the parameters' schema a tool), then
+ * the call format with its markers. */
+static char *
+deepseek_tools(struct gx_buf *b, const struct lp_tool *t, size_t n,
+               enum lp_tools mode, int named, const struct lp_callfmt *f)
+{
+    gx_buf_printf(b, "## Tools\nYou have access to the following tools:\n");
+    for (size_t i = 0; i < n; i++) {
+        if (mode == LP_TOOLS_NAMED && (int)i != named)
+            continue;
+        const char *desc =
+            json_string_value(json_object_get(t[i].fn, "description"));
+        const json_t *params = json_object_get(t[i].fn, "parameters");
+        char *d = params && !json_is_null(params) ? json_dumps(params, 0)
+                                                  : NULL;
+        gx_buf_printf(b, "\n### %s\n", t[i].name);
+        if (desc)
+            gx_buf_printf(b, "Description: %s\n\n", desc);
+        gx_buf_printf(b, "Parameters: %s\n", d ? d : "{}");
+        free(d);
+    }
+    gx_buf_printf(b,
+                  "\nTo call tools, answer with %s%sTOOL_NAME%sARGUMENTS%s"
+                  "%s: the arguments a JSON object; several calls each "
+                  "from %s to %s, a new line between two.%s",
+                  f->open, f->prefix, f->mid, f->suffix, f->close,
+                  LE_DS_CALL_BEGIN, LE_DS_CALL_END,
+                  mode == LP_TOOLS_AUTO ? " Otherwise answer in plain text."
+                                        : "");
+    return b->data;
+}
+
 /* The text that tells the model about its tools, in its format f (where
  * it goes: place_tools). */
 static char *
@@ -2535,6 +2609,8 @@ tools_prompt(const struct lp_tool *t, size_t n, enum lp_tools mode,
                           "its value}.Do not use variables.\n\n");
     else if (is_mistral_fmt(f))
         gx_buf_printf(&b, "[AVAILABLE_TOOLS]%s[", f->msp);
+    else if (f->kind == LE_TOOLS_DEEPSEEK)
+        return deepseek_tools(&b, t, n, mode, named, f);
     else
         gx_buf_printf(&b,
                       "You can call functions. To call one, reply with "
@@ -2581,8 +2657,9 @@ tools_prompt(const struct lp_tool *t, size_t n, enum lp_tools mode,
 /* Puts the tools' text (tp, taken) into the k turns of cm / texts (room
  * for two more): MISTRAL as a "tools" turn of its own before the last
  * user turn (as Mistral's v3 template lists them; at the end when there
- * is none); JSON and HERMES after the client's system text, in a
- * system turn of its own when there is none; LLAMA3 before the first user
+ * is none); JSON, HERMES and DEEPSEEK after the client's system text
+ * (after a newline, a blank line in HERMES and DEEPSEEK), in a system
+ * turn of its own when there is none; LLAMA3 before the first user
  * turn's text, with "Environment: ipython" and the date lines starting
  * the system turn (as Llama 3.2's template; the template's blank line
  * after them is trimmed away when the client sends no system text, as
@@ -2620,7 +2697,10 @@ place_tools(const struct lp_callfmt *f, char *tp, struct le_chat_msg *cm,
     if (*k && !strcmp(cm[0].role, "system")) {
         int r = llama ? asprintf(&both, "%s\n\n%s", sys_add, texts[0])
                       : asprintf(&both, "%s%s%s", texts[0],
-                                 f->kind == LE_TOOLS_HERMES ? "\n\n" : "\n",
+                                 f->kind == LE_TOOLS_HERMES ||
+                                         f->kind == LE_TOOLS_DEEPSEEK
+                                     ? "\n\n"
+                                     : "\n",
                                  sys_add);
         if (r < 0) {
             free(tp);

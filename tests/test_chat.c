@@ -218,6 +218,52 @@ test_tools_detect(void)
                "'[ARGS]' + arguments"),
              LE_TOOLS_MISTRAL_V11);
     T_EQ_STR(le_chat_tools_name(LE_TOOLS_MISTRAL_V11), "mistral-v11");
+    /* DeepSeek V3-0324's and R1's (and the distills') templates, as
+     * they write a call; V3.1's has no fence and no type (not spoken);
+     * the markers in another family's template do not count */
+    const char *ds_v3 =
+        "{{'<｜User｜>' + message['content'] + '<｜Assistant｜>'}}... "
+        "{{'<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>' + tool['type'] + "
+        "'<｜tool▁sep｜>' + tool['function']['name'] + '\\n' + '```json' "
+        "+ '\\n' + tool['function']['arguments'] + '\\n' + '```' + "
+        "'<｜tool▁call▁end｜>'}}... {{'<｜tool▁calls▁end｜><｜end▁of▁"
+        "sentence｜>'}}... {{'<｜tool▁outputs▁begin｜><｜tool▁output▁"
+        "begin｜>' + message['content'] + '<｜tool▁output▁end｜>'}}";
+    const char *ds_r1 =
+        "{%- set content = content.split('</think>')[-1] -%}"
+        "{{'<｜User｜>' + message['content']}}{{'<｜Assistant｜><｜tool▁"
+        "calls▁begin｜><｜tool▁call▁begin｜>' + tool['type'] + "
+        "'<｜tool▁sep｜>' + tool['function']['name'] + '\\n' + '```json' + "
+        "'\\n' + tool['function']['arguments'] + '\\n' + '```' + "
+        "'<｜tool▁call▁end｜>'}}{{'<｜Assistant｜><think>\\n'}}";
+    const char *ds_v31 =
+        "{{'<｜User｜>' + message['content']}}{{'<｜Assistant｜></think>'}}"
+        "{{'<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>'+ tool['function']"
+        "['name'] + '<｜tool▁sep｜>' + tool['function']['arguments'] + "
+        "'<｜tool▁call▁end｜>'}}";
+    T_EQ_INT(D(ds_v3), LE_TOOLS_DEEPSEEK);
+    T_EQ_INT(le_chat_detect(ds_v3, strlen(ds_v3)), LE_CHAT_DEEPSEEK3);
+    T_EQ_INT(D(ds_r1), LE_TOOLS_DEEPSEEK);
+    T_EQ_INT(le_chat_detect(ds_r1, strlen(ds_r1)),
+             LE_CHAT_DEEPSEEK_R1_THINKING);
+    T_EQ_INT(D(ds_v31), LE_TOOLS_JSON);
+    T_EQ_INT(D("<|im_start|> <｜tool▁calls▁begin｜><｜tool▁sep｜> ```json"),
+             LE_TOOLS_JSON);
+    /* DeepSeek's template without its tool markers (older, or edited) */
+    T_EQ_INT(D("{{'<｜User｜>' + m}}{{'<｜Assistant｜>' + c}} ```json"),
+             LE_TOOLS_JSON);
+    T_EQ_STR(le_chat_tools_name(LE_TOOLS_DEEPSEEK), "deepseek");
+    /* the markers a vocabulary may hold as control tokens */
+    const char *const *mk = le_chat_tools_markers(LE_TOOLS_DEEPSEEK);
+    size_t nmk = 0;
+    while (mk[nmk])
+        nmk++;
+    T_EQ_INT(nmk, 5);
+    T_EQ_STR(mk[0], "<｜tool▁calls▁begin｜>");
+    T_EQ_STR(mk[2], "<｜tool▁sep｜>");
+    T_EQ_STR(mk[4], "<｜tool▁calls▁end｜>");
+    T_CHECK(le_chat_tools_markers(LE_TOOLS_HERMES)[0] == NULL);
+    T_EQ_STR(le_chat_tools_markers(LE_TOOLS_MISTRAL_V11)[1], "[ARGS]");
     /* mistral's markers in a chatml template */
     T_EQ_INT(D("<|im_start|>[AVAILABLE_TOOLS] [TOOL_CALLS]"), LE_TOOLS_JSON);
 #undef D
@@ -346,6 +392,72 @@ test_deepseek3(void)
 #undef E
 }
 
+/* DeepSeek's tool turns, as V3-0324's and R1-0528's templates write
+ * them: the answer's text and calls ("tool_calls", written by the
+ * caller), the results in one outputs block ("\n" between two), the
+ * answer after them opened by <｜tool▁outputs▁end｜> (not <｜Assistant｜>),
+ * a second call turn opening a new block; a prompt ending with results
+ * ends with <｜tool▁outputs▁end｜>, no generation prompt (-thinking: its
+ * <think>\n after it) */
+static void
+test_deepseek_tools(void)
+{
+#define CALL(n, a)                                                         \
+    "<｜tool▁call▁begin｜>function<｜tool▁sep｜>" n "\n```json\n" a          \
+    "\n```<｜tool▁call▁end｜>"
+    static const struct le_chat_msg m[] = {
+        {"system", "S"},
+        {"user", "Q"},
+        {"tool_calls", "Two.<｜tool▁calls▁begin｜>" CALL("f", "{}")
+                       "\n" CALL("g", "{\"x\": 1}") "<｜tool▁calls▁end｜>"},
+        {"tool", "R1"},
+        {"tool", "R2"},
+        {"assistant", "<think>\nhm\n</think>\n\nDone."},
+        {"user", "Q2"},
+        {"tool_calls", "<｜tool▁calls▁begin｜>" CALL("f", "{}")
+                       "<｜tool▁calls▁end｜>"},
+        {"tool", "R3"}};
+    static const char want[] =
+        "S<｜User｜>Q<｜Assistant｜>Two.<｜tool▁calls▁begin｜>" CALL("f", "{}")
+        "\n" CALL("g", "{\"x\": 1}") "<｜tool▁calls▁end｜><｜end▁of▁sentence｜>"
+        "<｜tool▁outputs▁begin｜><｜tool▁output▁begin｜>R1<｜tool▁output▁end｜>"
+        "\n<｜tool▁output▁begin｜>R2<｜tool▁output▁end｜><｜tool▁outputs▁end｜>"
+        "\n\nDone.<｜end▁of▁sentence｜><｜User｜>Q2<｜Assistant｜>"
+        "<｜tool▁calls▁begin｜>" CALL("f", "{}") "<｜tool▁calls▁end｜>"
+        "<｜end▁of▁sentence｜><｜tool▁outputs▁begin｜><｜tool▁output▁begin｜>"
+        "R3<｜tool▁output▁end｜><｜tool▁outputs▁end｜>";
+    check(LE_CHAT_DEEPSEEK3, m, 9, 1, want);
+    check(LE_CHAT_DEEPSEEK_R1, m, 9, 1, want);
+    check(LE_CHAT_DEEPSEEK_R1_THINKING, m, 9, 1,
+          "S<｜User｜>Q<｜Assistant｜>Two.<｜tool▁calls▁begin｜>" CALL("f", "{}")
+          "\n" CALL("g", "{\"x\": 1}") "<｜tool▁calls▁end｜><｜end▁of▁sentence｜>"
+          "<｜tool▁outputs▁begin｜><｜tool▁output▁begin｜>R1<｜tool▁output▁end｜>"
+          "\n<｜tool▁output▁begin｜>R2<｜tool▁output▁end｜><｜tool▁outputs▁end｜>"
+          "\n\nDone.<｜end▁of▁sentence｜><｜User｜>Q2<｜Assistant｜>"
+          "<｜tool▁calls▁begin｜>" CALL("f", "{}") "<｜tool▁calls▁end｜>"
+          "<｜end▁of▁sentence｜><｜tool▁outputs▁begin｜><｜tool▁output▁begin｜>"
+          "R3<｜tool▁output▁end｜><｜tool▁outputs▁end｜><think>\n");
+    /* the answer after the results: its generation prompt as usual; a
+     * user turn after results does not close them (as the template) */
+    static const struct le_chat_msg m2[] = {
+        {"user", "Q"},
+        {"tool_calls", "<｜tool▁calls▁begin｜>" CALL("f", "{}")
+                       "<｜tool▁calls▁end｜>"},
+        {"tool", "R"},
+        {"user", "Q2"}};
+    check(LE_CHAT_DEEPSEEK3, m2, 4, 1,
+          "<｜User｜>Q<｜Assistant｜><｜tool▁calls▁begin｜>" CALL("f", "{}")
+          "<｜tool▁calls▁end｜><｜end▁of▁sentence｜><｜tool▁outputs▁begin｜>"
+          "<｜tool▁output▁begin｜>R<｜tool▁output▁end｜><｜User｜>Q2"
+          "<｜Assistant｜>");
+    /* without the generation prompt the results are still closed */
+    check(LE_CHAT_DEEPSEEK3, m2, 3, 0,
+          "<｜User｜>Q<｜Assistant｜><｜tool▁calls▁begin｜>" CALL("f", "{}")
+          "<｜tool▁calls▁end｜><｜end▁of▁sentence｜><｜tool▁outputs▁begin｜>"
+          "<｜tool▁output▁begin｜>R<｜tool▁output▁end｜><｜tool▁outputs▁end｜>");
+#undef CALL
+}
+
 /* Qwen3: reasoning dropped up to the last user query, kept after it (a
  * tool loop), as its template; -thinking opens the answer's reasoning */
 static void
@@ -453,6 +565,7 @@ main(void)
     T_RUN(test_mistral);
     T_RUN(test_mistral_versions);
     T_RUN(test_deepseek3);
+    T_RUN(test_deepseek_tools);
     T_RUN(test_qwen3);
     T_RUN(test_phi3);
     T_RUN(test_gemma);

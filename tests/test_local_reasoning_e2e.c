@@ -11,7 +11,9 @@
  * reasoning is all content; a constrained answer (json_object) reasons
  * first and then gives JSON; reasoning_effort none / minimal closes the
  * reasoning empty in the prompt (none in the answer), a bad value is
- * refused.
+ * refused.  DeepSeek R1 (a random llama with R1's template and its tool
+ * markers): a call after the reasoning, and the answer after a call's
+ * result against the raw text of the prompt DeepSeek's template writes.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -51,10 +53,28 @@ static const char *q25_tmpl =
     "assistant.' }}{%- endif %}... '<tool_call>\\n{\"name\": ' "
     "{{- '<|im_start|>' + message.role + '\\n' + message.content + "
     "'<|im_end|>' + '\\n' }}";
+/* DeepSeek R1's (its distills' template, which opens the reasoning),
+ * with its tool markers; they are user-defined tokens, as in DeepSeek's
+ * vocabularies, before "<think>" and "</think>" (ds_toks) */
+static const char *dsr_tmpl =
+    "{{'<｜User｜>' + message['content']}}{%- if message['role'] == "
+    "'assistant' and message['tool_calls'] -%}{{'<｜Assistant｜>"
+    "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>' + tool['type'] + "
+    "'<｜tool▁sep｜>' + tool['function']['name'] + '\\n' + '```json' + "
+    "'\\n' + tool['function']['arguments'] + '\\n' + '```' + "
+    "'<｜tool▁call▁end｜>'}}{%- set content = content.split('</think>')"
+    "[-1] -%}{{'<｜Assistant｜>' + content + '<｜end▁of▁sentence｜>'}}"
+    "{%- if add_generation_prompt and not ns.is_tool -%}"
+    "{{'<｜Assistant｜><think>\\n'}}";
+static const char *const ds_toks[] = {
+    "<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>",
+    "<｜tool▁call▁end｜>", "<｜tool▁calls▁end｜>", "<think>", "</think>",
+    NULL};
 #define END_THINK_ID 499 /* the vocabulary's last id */
 
 static int
-write_model(const char *path, const char *tmpl, uint64_t seed)
+write_model(const char *path, const char *tmpl, const char *const *utoks,
+            uint64_t seed)
 {
     struct gguf_w_llama lp = {0};
     lp.n_vocab = 500;
@@ -68,7 +88,7 @@ write_model(const char *path, const char *tmpl, uint64_t seed)
     lp.type = LE_TYPE_Q8_0;
     lp.seed = seed;
     lp.chat_template = tmpl;
-    lp.user_tokens = think_toks;
+    lp.user_tokens = utoks;
     lp.arch = "qwen3";
     return gguf_w_llama_write(&lp, path);
 }
@@ -77,12 +97,15 @@ static int
 start(void)
 {
     char *dir = e2e_temp_dir();
-    char q3t[512], q3[512], q25[512], cfg[4096];
+    char q3t[512], q3[512], q25[512], dsr[512], cfg[4096];
     snprintf(q3t, sizeof(q3t), "%s/q3t.gguf", dir);
+    snprintf(dsr, sizeof(dsr), "%s/dsr.gguf", dir);
     snprintf(q3, sizeof(q3), "%s/q3.gguf", dir);
     snprintf(q25, sizeof(q25), "%s/q25.gguf", dir);
-    if (write_model(q3t, q3t_tmpl, 91) != 0 || write_model(q3, q3_tmpl, 92) ||
-        write_model(q25, q25_tmpl, 93))
+    if (write_model(q3t, q3t_tmpl, think_toks, 91) != 0 ||
+        write_model(q3, q3_tmpl, think_toks, 92) ||
+        write_model(q25, q25_tmpl, think_toks, 93) ||
+        write_model(dsr, dsr_tmpl, ds_toks, 94))
         return -1;
     snprintf(cfg, sizeof(cfg),
              "{\"listen\": \"127.0.0.1:0\", \"workers\": 1,\n"
@@ -96,8 +119,11 @@ start(void)
              "   \"models\": {\"q3\": {}}},\n"
              "  \"q25\": {\"kind\": \"local\", \"model_path\": \"%s\",\n"
              "   \"threads\": 1, \"context\": 1024, \"parallel\": 1,\n"
-             "   \"models\": {\"q25\": {}}}}}\n",
-             dir, q3t, q3, q25);
+             "   \"models\": {\"q25\": {}}},\n"
+             "  \"dsr\": {\"kind\": \"local\", \"model_path\": \"%s\",\n"
+             "   \"threads\": 1, \"context\": 2048, \"parallel\": 1,\n"
+             "   \"models\": {\"dsr\": {}}}}}\n",
+             dir, q3t, q3, q25, dsr);
     free(dir);
     char *path = e2e_write_temp("reasoning.json", cfg);
     const char *bin = e2e_env("LLMUX_BIN", "build/release/llmux");
@@ -200,14 +226,38 @@ reasoning_tokens(const json_t *o)
         "reasoning_tokens"));
 }
 
-/* One seed of model (mode) with bias on </think>: the chat answer (and its
- * stream) against /v1/completions' raw text; 1 when the raw text closed
+/* The bytes of the raw text `at` (n left) that a logprobs token stands
+ * for: its string's, but a U+FFFD shown for a byte of a character cut
+ * in pieces (a byte token, as the random models write the markers'
+ * fullwidth bars) is that one byte, unless the text has the U+FFFD too
+ * (a byte that made no character, repaired in the text as in the
+ * token).  Counted as 3, the reasoning's tokens came out short. */
+static size_t
+token_bytes(const json_t *tok, const char *at, size_t n)
+{
+    const char *t = json_string_value(tok);
+    size_t tl = json_string_length(tok), b = 0;
+    for (size_t i = 0; t && i < tl; i++, b++) {
+        int rep = i + 3 <= tl && !memcmp(t + i, "\xef\xbf\xbd", 3);
+        if (rep && !(b + 3 <= n && !memcmp(at + b, "\xef\xbf\xbd", 3)))
+            i += 2; /* one byte of the text */
+        else if (rep)
+            i += 2, b += 2;
+    }
+    return b;
+}
+
+/* One seed of model (mode) with bias on </think>: the chat answer to
+ * msgs (NULL: one user turn "Q"; and its stream) against /v1/completions'
+ * raw text of prompt (what msgs render to); 1 when the raw text closed
  * the reasoning. */
 static int
 check_seed(const char *model, int mode, const char *prompt, int seed,
-           int bias)
+           int bias, const char *msgs)
 {
-    char common[256], body[1024];
+    char common[256], body[2048];
+    if (!msgs)
+        msgs = "[{\"role\":\"user\",\"content\":\"Q\"}]";
     snprintf(common, sizeof(common),
              "\"model\":\"%s\",\"max_tokens\":40,\"temperature\":1,"
              "\"seed\":%d,\"logit_bias\":{\"%d\":%d}",
@@ -231,10 +281,8 @@ check_seed(const char *model, int mode, const char *prompt, int seed,
     for (size_t k = 0; want.rl + want.rend && k < json_array_size(toks) &&
                        at < want.rend;
          k++, rt_want++)
-        at += json_string_length(json_array_get(toks, k));
-    snprintf(body, sizeof(body),
-             "{%s,\"messages\":[{\"role\":\"user\",\"content\":\"Q\"}]}",
-             common);
+        at += token_bytes(json_array_get(toks, k), t + at, tn - at);
+    snprintf(body, sizeof(body), "{%s,\"messages\":%s}", common, msgs);
     json_t *o = post("/chat/completions", body, &st, NULL);
     T_EQ_INT(st, 200);
     const json_t *msg = json_object_get(
@@ -255,8 +303,8 @@ check_seed(const char *model, int mode, const char *prompt, int seed,
     /* the stream: the same parts as deltas, the same count */
     snprintf(body, sizeof(body),
              "{%s,\"stream\":true,\"stream_options\":{\"include_usage\":"
-             "true},\"messages\":[{\"role\":\"user\",\"content\":\"Q\"}]}",
-             common);
+             "true},\"messages\":%s}",
+             common, msgs);
     char *sse = NULL;
     post("/chat/completions", body, &st, &sse);
     T_EQ_INT(st, 200);
@@ -304,7 +352,7 @@ test_thinking_split(void)
 {
     int closed = 0;
     for (int seed = 0; seed < 8; seed++)
-        closed += check_seed("q3t", 2, Q3T_PROMPT, seed, 3);
+        closed += check_seed("q3t", 2, Q3T_PROMPT, seed, 3, NULL);
     fprintf(stderr, "q3t: %d of 8 answers closed their reasoning\n", closed);
     T_CHECK(closed >= 2); /* the split was exercised, not only its lack */
     T_CHECK(closed <= 7); /* and an answer that never closes it */
@@ -315,7 +363,7 @@ test_hybrid_no_reasoning(void)
 {
     /* the model may open "<think>"; these answers do not: all content */
     for (int seed = 0; seed < 4; seed++)
-        check_seed("q3", 1, Q3_PROMPT, seed, 0);
+        check_seed("q3", 1, Q3_PROMPT, seed, 0, NULL);
 }
 
 /* json_object on the thinking model: the grammar lets the reasoning come
@@ -363,10 +411,11 @@ test_constrained_thinking(void)
     T_CHECK(closed >= 1);
 }
 
-/* tools on the thinking model (hermes, as Qwen3's): the reasoning, then
- * the call; the stream gives the same reasoning and call */
+/* tools on the thinking models (hermes, as Qwen3's; DeepSeek R1's own
+ * format): the reasoning, then the call; the stream gives the same
+ * reasoning and call */
 static void
-test_tools_thinking(void)
+tools_thinking(const char *model)
 {
     static const char tools[] =
         "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"get\","
@@ -377,10 +426,10 @@ test_tools_thinking(void)
     for (int seed = 0; seed < 6; seed++) {
         char body[1024];
         snprintf(body, sizeof(body),
-                 "{\"model\":\"q3t\",\"max_tokens\":80,\"seed\":%d,"
+                 "{\"model\":\"%s\",\"max_tokens\":80,\"seed\":%d,"
                  "\"temperature\":1,\"logit_bias\":{\"%d\":4},%s,"
                  "\"messages\":[{\"role\":\"user\",\"content\":\"Q\"}]}",
-                 seed, END_THINK_ID, tools);
+                 model, seed, END_THINK_ID, tools);
         long st;
         json_t *o = post("/chat/completions", body, &st, NULL);
         T_EQ_INT(st, 200);
@@ -401,11 +450,11 @@ test_tools_thinking(void)
         }
         /* the stream: the same reasoning and the same call */
         snprintf(body, sizeof(body),
-                 "{\"model\":\"q3t\",\"max_tokens\":80,\"seed\":%d,"
+                 "{\"model\":\"%s\",\"max_tokens\":80,\"seed\":%d,"
                  "\"temperature\":1,\"logit_bias\":{\"%d\":4},%s,"
                  "\"stream\":true,\"messages\":[{\"role\":\"user\","
                  "\"content\":\"Q\"}]}",
-                 seed, END_THINK_ID, tools);
+                 model, seed, END_THINK_ID, tools);
         char *sse = NULL;
         post("/chat/completions", body, &st, &sse);
         json_t *evs = sse ? e2e_sse_objects(sse) : NULL;
@@ -437,9 +486,45 @@ test_tools_thinking(void)
         free(sse);
         json_decref(o);
     }
-    fprintf(stderr, "q3t tools: %d of 6 reasoned and then called\n", calls);
+    fprintf(stderr, "%s tools: %d of 6 reasoned and then called\n", model,
+            calls);
     T_CHECK(calls >= 1);
 }
+
+static void
+test_tools_thinking(void)
+{
+    tools_thinking("q3t");
+    tools_thinking("dsr");
+}
+
+/* DeepSeek R1 after a call and its result: the prompt ends with the
+ * outputs block, closed, then the reasoning opened (no <｜Assistant｜>,
+ * as the template); checked by generating from exactly that text (the
+ * markers are user-defined tokens, matched in raw text too): the same
+ * reasoning and answer */
+static void
+test_ds_result_turn(void)
+{
+    static const char msgs[] =
+        "[{\"role\":\"user\",\"content\":\"Q\"},{\"role\":\"assistant\","
+        "\"content\":\"<think>\\nx\\n</think>\\n\\n\",\"tool_calls\":[{"
+        "\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":"
+        "\"get\",\"arguments\":\"{\\\"u\\\": \\\"c\\\"}\"}}]},"
+        "{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"content\":\"5\"}]";
+    static const char prompt[] =
+        "<｜User｜>Q<｜Assistant｜>\\n\\n<｜tool▁calls▁begin｜>"
+        "<｜tool▁call▁begin｜>function<｜tool▁sep｜>get\\n```json\\n"
+        "{\\\"u\\\": \\\"c\\\"}\\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>"
+        "<｜end▁of▁sentence｜><｜tool▁outputs▁begin｜><｜tool▁output▁begin｜>5"
+        "<｜tool▁output▁end｜><｜tool▁outputs▁end｜><think>\\n";
+    int closed = 0;
+    for (int seed = 0; seed < 4; seed++)
+        closed += check_seed("dsr", 2, prompt, seed, 3, msgs);
+    fprintf(stderr, "dsr after a result: %d of 4 closed their reasoning\n",
+            closed);
+}
+
 
 /* reasoning_effort none: the reasoning closed empty in the prompt, none in
  * the answer; other values keep it; a bad one is refused */
@@ -582,6 +667,7 @@ main(void)
     T_RUN(test_hybrid_no_reasoning);
     T_RUN(test_constrained_thinking);
     T_RUN(test_tools_thinking);
+    T_RUN(test_ds_result_turn);
     T_RUN(test_effort);
     T_RUN(test_qwen25_default_system);
     T_EQ_INT(e2e_stop(&gw, SIGTERM, 20000), 0);

@@ -5,8 +5,9 @@
  * and validates when the grammar ended it, tool calls (required, named,
  * auto, none) as OpenAI tool_calls and as streamed tool_call deltas, in
  * llmux's JSON wrapper and in the templates' own formats (Hermes/Qwen2.5
- * <tool_call>, Llama 3.1+ ipython: the exact prompt checked through its
- * token count), tool turns in the conversation, logprobs with tools (a call lists no
+ * <tool_call>, Llama 3.1+ ipython, Mistral's, DeepSeek V3's markers: the
+ * exact prompt checked through its token count), tool turns in the
+ * conversation, logprobs with tools (a call lists no
  * tokens, text its own), logit_bias (forced tokens, the grammar still
  * winning), and every unsupported parameter refused with 400 naming it
  * (stream or not), never a 200 that ignores it or a 502.
@@ -33,7 +34,7 @@ static char rand_model[256];
  * own (le_chat_tools_detect): Qwen2.5-style chatml + <tool_call>, and
  * Llama 3.2-style ipython turns with {"name", "parameters"} calls */
 static char herm_model[256], l3_model[256], mis_model[256], nemo_model[256],
-    ds_model[256], m11_model[256];
+    ds_model[256], m11_model[256], dst_model[256];
 /* DeepSeek R1-style (no tool format of its own here: the JSON wrapper) */
 static const char *ds_tmpl =
     "{{bos_token}}{{ns.system_prompt}}{{'<\xef\xbd\x9cUser\xef\xbd\x9c>' + "
@@ -85,6 +86,23 @@ static const char *const m11_controls[] = {
     "[/AVAILABLE_TOOLS]", "[TOOL_RESULTS]", "[/TOOL_RESULTS]",
     "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]", "[ARGS]", NULL};
 
+/* DeepSeek V3-0324-style with its tool markers (format deepseek), the
+ * markers control tokens of the vocabulary (dst_controls): in DeepSeek's
+ * own vocabularies they are single tokens (user-defined there; the
+ * reasoning test has them so), here the engine must give their text */
+static const char *dst_tmpl =
+    "{{'<｜User｜>' + message['content'] + '<｜Assistant｜>'}}{%- if "
+    "message['role'] == 'assistant' and message['tool_calls'] is defined "
+    "%}{{'<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>' + tool['type'] + "
+    "'<｜tool▁sep｜>' + tool['function']['name'] + '\\n' + '```json' + "
+    "'\\n' + tool['function']['arguments'] + '\\n' + '```' + "
+    "'<｜tool▁call▁end｜>'}}{{'<｜tool▁calls▁end｜><｜end▁of▁sentence｜>'}}"
+    "{{'<｜tool▁outputs▁begin｜><｜tool▁output▁begin｜>' + "
+    "message['content'] + '<｜tool▁output▁end｜>'}}";
+static const char *const dst_controls[] = {
+    "<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>",
+    "<｜tool▁call▁end｜>", "<｜tool▁calls▁end｜>", NULL};
+
 /* A random model (500 tokens, 32 wide, one layer, q8_0) with
  * tokenizer.chat_template tmpl (NULL: none) and the control tokens
  * controls (NULL: none); 0 or -1. */
@@ -123,12 +141,14 @@ start(void)
     snprintf(nemo_model, sizeof(nemo_model), "%s/nemo.gguf", dir);
     snprintf(ds_model, sizeof(ds_model), "%s/ds.gguf", dir);
     snprintf(m11_model, sizeof(m11_model), "%s/m11.gguf", dir);
+    snprintf(dst_model, sizeof(dst_model), "%s/dst.gguf", dir);
     if (write_tmpl_model(herm_model, herm_tmpl, NULL, 77) != 0 ||
         write_tmpl_model(l3_model, l3_tmpl, NULL, 78) != 0 ||
         write_tmpl_model(mis_model, mis_tmpl, mis_controls, 79) != 0 ||
         write_tmpl_model(nemo_model, nemo_tmpl, mis_controls, 80) != 0 ||
         write_tmpl_model(ds_model, ds_tmpl, NULL, 81) != 0 ||
-        write_tmpl_model(m11_model, m11_tmpl, m11_controls, 82) != 0)
+        write_tmpl_model(m11_model, m11_tmpl, m11_controls, 82) != 0 ||
+        write_tmpl_model(dst_model, dst_tmpl, dst_controls, 83) != 0)
         return -1;
     snprintf(cfg, sizeof(cfg),
              "{\"listen\": \"127.0.0.1:0\", \"workers\": 2,\n"
@@ -156,9 +176,12 @@ start(void)
              "   \"models\": {\"ds\": {}}},\n"
              "  \"m11\": {\"kind\": \"local\", \"model_path\": \"%s\",\n"
              "   \"threads\": 1, \"context\": 2048, \"parallel\": 1,\n"
-             "   \"models\": {\"m11\": {}}}}}\n",
+             "   \"models\": {\"m11\": {}}},\n"
+             "  \"dst\": {\"kind\": \"local\", \"model_path\": \"%s\",\n"
+             "   \"threads\": 1, \"context\": 2048, \"parallel\": 1,\n"
+             "   \"models\": {\"dst\": {}}}}}\n",
              dir, model, rand_model, herm_model, l3_model, mis_model,
-             nemo_model, ds_model, m11_model);
+             nemo_model, ds_model, m11_model, dst_model);
     free(dir);
     char *path = e2e_write_temp("structured.json", cfg);
     setenv("LLMUX_LOG", "info", 1); /* the providers' lines at start */
@@ -696,6 +719,9 @@ test_native_prompts(void)
              1);
     T_EQ_INT(e2e_log_count(&gw, "chat template deepseek3, tool calls json,"),
              1);
+    T_EQ_INT(e2e_log_count(&gw, "chat template deepseek3, tool calls "
+                                "deepseek,"),
+             1);
     T_EQ_INT(e2e_log_count(&gw, "chat template chatml, tool calls json,"),
              2); /* stories260K and rand: no template */
     const char *tool_list =
@@ -827,6 +853,52 @@ test_native_prompts(void)
         "\xef\xbd\x9c>\n\nNoon.<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81"
         "sentence\xef\xbd\x9c><\xef\xbd\x9cUser\xef\xbd\x9c>Thanks<\xef\xbd"
         "\x9c" "Assistant\xef\xbd\x9c>");
+    /* deepseek: the tools at the end of the system text, the calls in
+     * DeepSeek's markers, the results in one outputs block (a user turn
+     * after them does not close it, as the template) */
+#define DS_CALL(n, a)                                                      \
+    "<｜tool▁call▁begin｜>function<｜tool▁sep｜>" n "\n```json\n" a          \
+    "\n```<｜tool▁call▁end｜>"
+#define DS_TOOLS                                                           \
+    "## Tools\nYou have access to the following tools:\n\n### get_time\n" \
+    "Parameters: {\"type\": \"object\", \"properties\": {\"zone\": "       \
+    "{\"type\": \"string\"}}}\n\nTo call tools, answer with "               \
+    "<｜tool▁calls▁begin｜>" DS_CALL("TOOL_NAME", "ARGUMENTS")              \
+    "<｜tool▁calls▁end｜>: the arguments a JSON object; several calls "    \
+    "each from <｜tool▁call▁begin｜> to <｜tool▁call▁end｜>, a new line "    \
+    "between two. Otherwise answer in plain text."
+    expect_prompt(
+        "dst", dst_model, msgs, tool_list,
+        "Be brief.\n\n" DS_TOOLS "<｜User｜>Time?<｜Assistant｜>"
+        "<｜tool▁calls▁begin｜>" DS_CALL("get_time", "{\"zone\": \"utc\"}")
+        "<｜tool▁calls▁end｜><｜end▁of▁sentence｜><｜tool▁outputs▁begin｜>"
+        "<｜tool▁output▁begin｜>12:00<｜tool▁output▁end｜><｜User｜>Thanks"
+        "<｜Assistant｜>");
+    expect_prompt(
+        "dst", dst_model, two_calls, tool_list,
+        DS_TOOLS "<｜User｜>Time?<｜Assistant｜>Both.<｜tool▁calls▁begin｜>"
+        DS_CALL("get_time", "{}") "\n" DS_CALL("get_time",
+                                               "{\"zone\": \"cet\"}")
+        "<｜tool▁calls▁end｜><｜end▁of▁sentence｜><｜tool▁outputs▁begin｜>"
+        "<｜tool▁output▁begin｜>11:00<｜tool▁output▁end｜>\n"
+        "<｜tool▁output▁begin｜>12:00<｜tool▁output▁end｜>"
+        "<｜tool▁outputs▁end｜>");
+    /* an earlier answer's reasoning is not sent back with its calls */
+    expect_prompt(
+        "dst", dst_model,
+        "[{\"role\":\"user\",\"content\":\"Time?\"},"
+        "{\"role\":\"assistant\",\"content\":\"<think>\\nclock\\n"
+        "</think>\\n\\nOne.\",\"tool_calls\":[{\"id\":\"c1\",\"type\":"
+        "\"function\",\"function\":{\"name\":\"get_time\",\"arguments\":"
+        "\"{}\"}}]},{\"role\":\"tool\",\"tool_call_id\":\"c1\","
+        "\"content\":\"11:00\"}]",
+        tool_list,
+        DS_TOOLS "<｜User｜>Time?<｜Assistant｜>\n\nOne.<｜tool▁calls▁begin｜>"
+        DS_CALL("get_time", "{}") "<｜tool▁calls▁end｜><｜end▁of▁sentence｜>"
+        "<｜tool▁outputs▁begin｜><｜tool▁output▁begin｜>11:00"
+        "<｜tool▁output▁end｜><｜tool▁outputs▁end｜>");
+#undef DS_TOOLS
+#undef DS_CALL
     /* a result whose text is JSON goes in as that value, not a string */
     expect_prompt(
         "nemo", nemo_model,
@@ -878,6 +950,31 @@ test_native_prompts(void)
         "<|start_header_id|>assistant<|end_header_id|>\n\n");
 }
 
+/* The DeepSeek markers as control tokens: each gives its text (so that
+ * the call grammar can take it as one token), other control tokens
+ * none (</s>: its text only when asked for specials) */
+static void
+test_ds_markers(void)
+{
+    struct le_model *m = NULL;
+    char err[256], piece[64];
+    T_EQ_INT(le_model_open_vocab(dst_model, &m, err, sizeof(err)), LE_OK);
+    if (!m)
+        return;
+    T_EQ_INT(le_model_chat_tools(m), LE_TOOLS_DEEPSEEK);
+    for (size_t k = 0; dst_controls[k]; k++) {
+        const char *t = dst_controls[k];
+        int32_t id = -1;
+        T_EQ_INT(le_model_tokenize(m, t, strlen(t), 0, 1, &id, 1), 1);
+        size_t n = le_model_token_to_piece(m, id, 0, piece, sizeof(piece));
+        T_EQ_INT(n, strlen(t));
+        T_CHECK(n == strlen(t) && !memcmp(piece, t, n));
+    }
+    T_EQ_INT(le_model_token_to_piece(m, 2, 0, piece, sizeof(piece)), 0);
+    T_EQ_INT(le_model_token_to_piece(m, 2, 1, piece, sizeof(piece)), 4);
+    le_model_free(m);
+}
+
 /* Calls on herm, l3 and rand (llmux's own JSON wrapper) with required,
  * named and auto, each non-stream and streamed with the same seed: the
  * call parses and validates, carries none of the format's wrapper, and
@@ -888,8 +985,8 @@ static void
 test_native_calls(void)
 {
     static const char *const models[] = {"herm", "l3", "rand", "mis",
-                                         "nemo", "m11"};
-    for (size_t mi = 0; mi < 6; mi++) {
+                                         "nemo", "m11", "dst"};
+    for (size_t mi = 0; mi < 7; mi++) {
         int calls = 0, texts = 0, multi = 0;
         for (int seed = 0; seed < 12; seed++) {
             const char *choice =
@@ -931,7 +1028,8 @@ test_native_calls(void)
                         "arguments"));
                     T_CHECK(args && !strstr(args, "tool_call") &&
                             !strstr(args, "TOOL_CALLS") &&
-                            !strstr(args, "parameters"));
+                            !strstr(args, "parameters") &&
+                            !strstr(args, "```") && !strstr(args, "｜"));
                 }
                 T_EQ_INT(cs.content, 0);
                 calls_same(&cs, tcs);
@@ -939,7 +1037,9 @@ test_native_calls(void)
                 /* auto gave text: never starting like a call */
                 const char *c = msg_content(ch);
                 texts++;
-                T_CHECK(*c != (mi == 0 ? '<' : mi >= 3 ? '[' : '{'));
+                T_CHECK(*c != (mi == 0 || mi == 6 ? '<'
+                               : mi >= 3        ? '['
+                                                : '{'));
                 T_CHECK(!json_object_get(msg, "tool_calls"));
             } else {
                 T_EQ_STR(fr, "length");
@@ -964,8 +1064,8 @@ static void
 test_parallel_calls(void)
 {
     static const char *const models[] = {"herm", "rand", "l3", "mis",
-                                         "m11"};
-    for (size_t mi = 0; mi < 5; mi++) {
+                                         "m11", "dst"};
+    for (size_t mi = 0; mi < 6; mi++) {
         int multi = 0, single = 0, complete = 0;
         for (int seed = 0; seed < 16; seed++) {
             int par = seed % 4 != 3;
@@ -1008,7 +1108,7 @@ test_parallel_calls(void)
                         "%d of 4 single with parallel_tool_calls false\n",
                 models[mi], complete, multi, single);
         T_CHECK(complete >= 8);
-        if (mi == 0 || mi == 3 || mi == 4)
+        if (mi == 0 || mi == 3 || mi == 4 || mi == 5)
             T_CHECK(multi >= 2);
         else
             T_EQ_INT(multi, 0);
@@ -1531,6 +1631,7 @@ main(void)
     T_RUN(test_tool_calls);
     T_RUN(test_tool_stream);
     T_RUN(test_native_prompts);
+    T_RUN(test_ds_markers);
     T_RUN(test_native_calls);
     T_RUN(test_parallel_calls);
     T_RUN(test_auto_none_and_turns);
@@ -1545,6 +1646,7 @@ main(void)
     unlink(l3_model);
     unlink(mis_model);
     unlink(m11_model);
+    unlink(dst_model);
     unlink(nemo_model);
     unlink(ds_model);
     curl_global_cleanup();
