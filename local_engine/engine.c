@@ -69,38 +69,16 @@ le_model_tokenize(const struct le_model *m, const char *text, size_t len,
                        parse_special != 0, ids, cap);
 }
 
-/* 1 when token id, a control token (no text without `special`), is one
- * of the markers of the model's tool format (le_chat_tools_markers):
- * its text is given, so that the call grammar can take it (DeepSeek's
- * five; a vocabulary with them as user-defined tokens gives their text
- * anyway).  Asked only for tokens without text, a few hundred in a
- * vocabulary, so it is not worth a table. */
-static int
-is_marker(const struct le_model *m, int32_t id)
-{
-    const char *const *mk = le_chat_tools_markers(m->chat_tools);
-    char text[64];
-    if (!*mk)
-        return 0;
-    size_t n = le_token_to_piece(m->vocab, id, true, text, sizeof(text));
-    for (; n && n <= sizeof(text) && *mk; mk++)
-        if (strlen(*mk) == n && !memcmp(*mk, text, n))
-            return 1;
-    return 0;
-}
-
 size_t
 le_model_token_to_piece(const struct le_model *m, int32_t id, int special,
                         char *buf, size_t cap)
 {
     if (!m || !m->vocab || id < 0 || id >= le_vocab_n_tokens(m->vocab))
         return 0;
-    int keep = id == m->keep_tok[0] || id == m->keep_tok[1];
-    size_t n = le_token_to_piece(m->vocab, id, special != 0 || keep, buf,
-                                 cap);
-    if (n == 0 && !special && !keep && is_marker(m, id))
-        n = le_token_to_piece(m->vocab, id, true, buf, cap);
-    return n;
+    int keep = 0;
+    for (int k = 0; k < m->n_keep_tok && !keep; k++)
+        keep = id == m->keep_tok[k];
+    return le_token_to_piece(m->vocab, id, special != 0 || keep, buf, cap);
 }
 
 int32_t

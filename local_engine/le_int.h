@@ -956,11 +956,13 @@ struct le_model {
     enum le_chat_template chat;
     enum le_chat_tools chat_tools;
     /* control tokens whose text le_model_token_to_piece gives even
-     * without `special` (-1: none): the tool format's call markers when
-     * the vocabulary has them as such (mistral's [TOOL_CALLS], v11's
-     * [ARGS]), so that a grammar can take them and the output shows
-     * where the calls begin */
-    int32_t keep_tok[2];
+     * without `special`: the tool format's call markers
+     * (le_chat_tools_markers) when the vocabulary has them as such
+     * (mistral's [TOOL_CALLS], v11's [ARGS], DeepSeek's five), so that a
+     * grammar can take them and the output shows where the calls begin */
+#define LE_KEEP_TOK_MAX 8
+    int32_t keep_tok[LE_KEEP_TOK_MAX];
+    int n_keep_tok;
     char desc[160];
 };
 

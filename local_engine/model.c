@@ -624,17 +624,16 @@ set_chat(struct le_model *m)
         m->chat = le_chat_detect(t.ptr, (size_t)t.len);
         m->chat_tools = le_chat_tools_detect(t.ptr, (size_t)t.len);
     }
-    m->keep_tok[0] = m->keep_tok[1] = -1;
-    static const char *const marks[2] = {"[TOOL_CALLS]", "[ARGS]"};
-    int n_marks = m->chat_tools == LE_TOOLS_MISTRAL       ? 1
-                  : m->chat_tools == LE_TOOLS_MISTRAL_V11 ? 2
-                                                          : 0;
-    for (int k = 0; k < n_marks; k++) {
+    /* the tool format's markers that the vocabulary has as control
+     * tokens (one token each, no text without `special`) */
+    m->n_keep_tok = 0;
+    const char *const *mk = le_chat_tools_markers(m->chat_tools);
+    for (; *mk && m->n_keep_tok < LE_KEEP_TOK_MAX; mk++) {
         int32_t id;
-        if (le_tokenize(m->vocab, marks[k], strlen(marks[k]), false, true,
-                        &id, 1) == 1 &&
+        if (le_tokenize(m->vocab, *mk, strlen(*mk), false, true, &id, 1) ==
+                1 &&
             le_token_to_piece(m->vocab, id, false, NULL, 0) == 0)
-            m->keep_tok[k] = id;
+            m->keep_tok[m->n_keep_tok++] = id;
     }
 }
 
