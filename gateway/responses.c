@@ -30,6 +30,10 @@
  *   tool_choice           auto/none/required, {type:function,name}
  *   parallel_tool_calls   as is
  *   max_output_tokens     max_tokens (1..PV_MAX_COMPLETION_TOKENS)
+ *   reasoning             {effort} -> reasoning_effort (the provider kind
+ *                         takes it or refuses it by name); summary "auto"
+ *                         or null only (no summariser: the reasoning text
+ *                         itself comes back as a reasoning item)
  *   temperature, top_p    as they are
  *   text.format           text (nothing), json_object, json_schema
  *                         {name,schema,strict,description} ->
@@ -441,7 +445,7 @@ static const char *const known[] = {
     "model", "input", "instructions", "tools", "tool_choice",
     "parallel_tool_calls", "max_output_tokens", "temperature", "top_p",
     "text", "stream", "store", "metadata", "user", "include", "truncation",
-    "background", "top_logprobs"};
+    "background", "top_logprobs", "reasoning"};
 
 /* The one include value served: the output text's logprobs (the chat
  * answer's choices[0].logprobs.content, which has the same entries). */
@@ -495,6 +499,44 @@ check_top(const json_t *body, char *msg, size_t len, const char **param)
                    json_integer_value(v) > 20))
         return refuse(msg, len, param, "top_logprobs",
                       "'top_logprobs' must be an integer between 0 and 20.");
+    /* reasoning {effort, summary}: effort becomes chat's reasoning_effort
+     * (each provider kind takes or refuses it); summary may only be
+     * "auto" or null: llmux gives the reasoning text the upstream returns
+     * (reasoning_text), and has no summariser to honour concise or
+     * detailed */
+    const json_t *rs = json_object_get(body, "reasoning");
+    if (set(rs)) {
+        if (!json_is_object(rs))
+            return refuse(msg, len, param, "reasoning",
+                          "'reasoning' must be an object.");
+        json_object_foreach((json_t *)rs, key, v) {
+            if (!set(v))
+                continue;
+            if (!strcmp(key, "effort")) {
+                static const char *const eff[] = {"none", "minimal", "low",
+                                                  "medium", "high"};
+                int ok = 0;
+                for (size_t k = 0; k < 5 && json_is_string(v); k++)
+                    ok |= !strcmp(json_string_value(v), eff[k]);
+                if (!ok)
+                    return refuse(msg, len, param, "reasoning.effort",
+                                  "reasoning.effort must be none, minimal, "
+                                  "low, medium or high.");
+            } else if (!strcmp(key, "summary")) {
+                if (!json_is_string(v) ||
+                    strcmp(json_string_value(v), "auto") != 0)
+                    return refuse(msg, len, param, "reasoning.summary",
+                                  "reasoning.summary may only be \"auto\": "
+                                  "llmux returns the reasoning text the "
+                                  "model gives, not a summary of it.");
+            } else {
+                return refuse(msg, len, param, "reasoning",
+                              "reasoning.%s is not supported (effort and "
+                              "summary are).",
+                              key);
+            }
+        }
+    }
     const json_t *tr = json_object_get(body, "truncation");
     if (set(tr) && !(json_is_string(tr) &&
                      !strcmp(json_string_value(tr), "disabled")))
@@ -571,6 +613,13 @@ echo_of(const json_t *body)
     v = json_object_get(body, "metadata");
     json_object_set_new(e, "metadata", set(v) ? json_incref((json_t *)v)
                                               : json_object());
+    const json_t *rs = json_object_get(body, "reasoning");
+    const json_t *ef = json_object_get(rs, "effort"),
+                 *su = json_object_get(rs, "summary");
+    json_object_set_new(e, "reasoning",
+                        json_pack("{s:O,s:O}", "effort",
+                                  set(ef) ? ef : json_null(), "summary",
+                                  set(su) ? su : json_null()));
     return e;
 }
 
@@ -637,6 +686,9 @@ chat_of(const json_t *body, char *msg, size_t len, const char **param)
     v = json_object_get(body, "max_output_tokens");
     if (set(v))
         json_object_set(chat, "max_tokens", (json_t *)v);
+    v = json_object_get(json_object_get(body, "reasoning"), "effort");
+    if (set(v))
+        json_object_set(chat, "reasoning_effort", (json_t *)v);
     /* logprobs: asked by include, or by top_logprobs (alternatives) */
     v = json_object_get(body, "top_logprobs");
     if (json_array_size(json_object_get(body, "include")) || set(v))

@@ -20,7 +20,8 @@
  *                 response_format json_object -> responseMimeType
  *                 application/json, json_schema -> that and
  *                 responseJsonSchema; logprobs -> responseLogprobs,
- *                 top_logprobs (with logprobs) -> logprobs
+ *                 top_logprobs (with logprobs) -> logprobs;
+ *                 reasoning_effort -> thinkingConfig (thinking_config)
  *   tools         [{functionDeclarations: [{name, description,
  *                 parametersJsonSchema: parameters}]}]
  *   tool_choice   toolConfig.functionCallingConfig.mode AUTO/NONE/ANY (a
@@ -163,7 +164,39 @@ static const char *const gem_keys[] = {
     "top_p", "top_k", "stop", "stream", "stream_options", "tools",
     "tool_choice", "n", "seed", "presence_penalty", "frequency_penalty",
     "response_format", "parallel_tool_calls", "logprobs", "top_logprobs",
-    NULL};
+    "reasoning_effort", NULL};
+
+/* reasoning_effort -> thinkingConfig.thinkingBudget, as Google's OpenAI
+ * compatibility layer maps it for Gemini 2.5: low 1024, medium 8192,
+ * high 24576 tokens, none 0 (thinking off; 2.5 Pro cannot, and says so);
+ * minimal, which that layer does not name, takes low's budget.  The
+ * thoughts' summaries come back (includeThoughts) as reasoning_content,
+ * unless thinking is off. */
+static void
+thinking_config(const json_t *oa, json_t *gc, char *refused, size_t rlen)
+{
+    static const struct {
+        const char *effort;
+        int budget;
+    } eff[] = {{"none", 0},     {"minimal", 1024}, {"low", 1024},
+               {"medium", 8192}, {"high", 24576}};
+    const json_t *v = json_object_get(oa, "reasoning_effort");
+    if (!is_set(v))
+        return;
+    for (size_t k = 0; json_is_string(v) && k < sizeof(eff) / sizeof(eff[0]);
+         k++)
+        if (!strcmp(json_string_value(v), eff[k].effort)) {
+            json_object_set_new(
+                gc, "thinkingConfig",
+                eff[k].budget ? json_pack("{s:i,s:b}", "thinkingBudget",
+                                          eff[k].budget, "includeThoughts",
+                                          1)
+                              : json_pack("{s:i}", "thinkingBudget", 0));
+            return;
+        }
+    pv_x_refuse_add(refused, rlen,
+                    "reasoning_effort (none, minimal, low, medium or high)");
+}
 
 static int
 gen_config(const json_t *oa, json_t *gc, char *refused, size_t rlen)
@@ -210,6 +243,7 @@ gen_config(const json_t *oa, json_t *gc, char *refused, size_t rlen)
         else if (json_integer_value(tl) > 0)
             json_object_set_new(gc, "logprobs", json_deep_copy(tl));
     }
+    thinking_config(oa, gc, refused, rlen);
     const json_t *rf = json_object_get(oa, "response_format");
     if (is_set(rf)) {
         const char *t = json_string_value(json_object_get(rf, "type"));

@@ -607,6 +607,52 @@ test_gem_stream(void)
     json_decref(sk.chunks);
 }
 
+/* reasoning_effort to Gemini 2.5's thinkingConfig: Google's own mapping
+ * (low 1024, medium 8192, high 24576; none turns thinking off), thoughts
+ * asked back unless off; anything else refused by name. */
+static void
+test_gem_reasoning(void)
+{
+    static const struct {
+        const char *effort;
+        int budget;
+    } cases[] = {{"none", 0},     {"minimal", 1024}, {"low", 1024},
+                 {"medium", 8192}, {"high", 24576}};
+    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        char msg[512], body[256];
+        json_t *out = NULL;
+        snprintf(body, sizeof(body),
+                 "{\"model\":\"g\",\"reasoning_effort\":\"%s\","
+                 "\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}",
+                 cases[k].effort);
+        json_t *oa = J(body);
+        T_EQ_INT(pv_gem_request(oa, 0, &out, msg, sizeof(msg)), PV_X_OK);
+        const json_t *tc = json_object_get(
+            json_object_get(out, "generationConfig"), "thinkingConfig");
+        T_EQ_INT(json_integer_value(json_object_get(tc, "thinkingBudget")),
+                 cases[k].budget);
+        T_EQ_INT(json_is_true(json_object_get(tc, "includeThoughts")),
+                 cases[k].budget > 0);
+        json_decref(out);
+        json_decref(oa);
+    }
+    char msg[512];
+    json_t *out = NULL;
+    json_t *oa = J("{\"model\":\"g\",\"reasoning_effort\":\"max\","
+                   "\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}");
+    T_EQ_INT(pv_gem_request(oa, 0, &out, msg, sizeof(msg)), PV_X_REFUSE);
+    T_CHECK(strstr(msg, "reasoning_effort") != NULL);
+    json_decref(oa);
+    /* without it, no thinkingConfig: the model's default */
+    oa = J("{\"model\":\"g\",\"messages\":[{\"role\":\"user\","
+           "\"content\":\"x\"}]}");
+    T_EQ_INT(pv_gem_request(oa, 0, &out, msg, sizeof(msg)), PV_X_OK);
+    T_CHECK(json_object_get(json_object_get(out, "generationConfig"),
+                            "thinkingConfig") == NULL);
+    json_decref(out);
+    json_decref(oa);
+}
+
 /* logprobs on gemini: logprobs / top_logprobs become responseLogprobs /
  * logprobs; logprobsResult becomes choices[0].logprobs.content (answer
  * and stream, a chunk's with its first delta). */
@@ -856,6 +902,7 @@ main(void)
     T_RUN(test_anth_answer);
     T_RUN(test_gem_answer);
     T_RUN(test_gem_logprobs);
+    T_RUN(test_gem_reasoning);
     T_RUN(test_anth_stream);
     T_RUN(test_gem_stream);
     T_RUN(test_anth_pass_readers);

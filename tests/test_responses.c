@@ -185,6 +185,20 @@ test_parse_options(void)
              PV_CHAT_OK);
     T_CHECK(!json_object_get(chat.body, "response_format"));
     T_CHECK(!json_object_get(chat.body, "stream_options"));
+    T_CHECK(!json_object_get(chat.body, "reasoning_effort"));
+    T_CHECK(json_is_null(
+        json_object_get(json_object_get(echo, "reasoning"), "effort")));
+    /* reasoning.effort -> reasoning_effort, echoed with summary */
+    T_EQ_INT(parse("{\"model\":\"m\",\"input\":\"x\",\"reasoning\":{"
+                   "\"effort\":\"low\",\"summary\":\"auto\"}}"),
+             PV_CHAT_OK);
+    T_EQ_STR(str_at(chat.body, "reasoning_effort"), "low");
+    T_EQ_STR(str_at(json_object_get(echo, "reasoning"), "effort"), "low");
+    T_EQ_STR(str_at(json_object_get(echo, "reasoning"), "summary"), "auto");
+    T_EQ_INT(parse("{\"model\":\"m\",\"input\":\"x\",\"reasoning\":{"
+                   "\"summary\":null}}"),
+             PV_CHAT_OK);
+    T_CHECK(!json_object_get(chat.body, "reasoning_effort"));
 }
 
 /* body is refused with a 400 naming want_param (NULL: the body). */
@@ -225,8 +239,16 @@ test_parse_refusals(void)
     refused("{\"model\":\"m\",\"input\":[{\"type\":\"web_search_call\"}]}",
             "input", "web_search_call");
     refused("{\"model\":\"m\",\"input\":\"x\",\"reasoning\":{\"effort\":"
-            "\"low\"}}",
-            "reasoning", "Unsupported parameter");
+            "\"max\"}}",
+            "reasoning.effort", "none, minimal, low, medium or high");
+    refused("{\"model\":\"m\",\"input\":\"x\",\"reasoning\":{\"effort\":"
+            "\"low\",\"summary\":\"detailed\"}}",
+            "reasoning.summary", "not a summary");
+    refused("{\"model\":\"m\",\"input\":\"x\",\"reasoning\":{"
+            "\"generate_summary\":\"auto\"}}",
+            "reasoning", "reasoning.generate_summary");
+    refused("{\"model\":\"m\",\"input\":\"x\",\"reasoning\":\"low\"}",
+            "reasoning", "must be an object");
     refused("{\"model\":\"m\",\"input\":\"x\",\"service_tier\":\"flex\"}",
             "service_tier", "Unsupported parameter");
     refused("{\"model\":\"m\",\"input\":\"x\",\"tools\":[{\"type\":"

@@ -471,6 +471,22 @@ await step('reasoning: the Responses API gives a reasoning item', async () => {
         r.output[0].content[0].type === 'reasoning_text',
         `responses: a reasoning item first (${r.output.map((o) => o.type).join(',')})`);
   check(r.usage.output_tokens_details.reasoning_tokens > 0, 'responses: reasoning_tokens');
+  // reasoning.effort none closes the reasoning in the prompt, as
+  // reasoning_effort does: no reasoning item, no reasoning tokens
+  const n = await client.responses.create({ model: 'q3t', input: 'Q', max_output_tokens: 16,
+                                           reasoning: { effort: 'none', summary: 'auto' } });
+  check(n.output.every((o) => o.type !== 'reasoning') &&
+        n.usage.output_tokens_details.reasoning_tokens === 0 &&
+        n.reasoning.effort === 'none' && n.reasoning.summary === 'auto',
+        `responses: reasoning.effort none (${n.output.map((o) => o.type).join(',')}, echoed ${JSON.stringify(n.reasoning)})`);
+  try {
+    await client.responses.create({ model: 'q3t', input: 'Q', max_output_tokens: 4,
+                                    reasoning: { effort: 'low', summary: 'detailed' } });
+    check(false, 'responses: reasoning.summary detailed got a 200');
+  } catch (e) {
+    check(e instanceof OpenAI.BadRequestError && e.param === 'reasoning.summary',
+          `responses: reasoning.summary detailed refused by name (${e.param})`);
+  }
 });
 
 for (const [param, extra] of [['top_logprobs', { top_logprobs: 2 }],
