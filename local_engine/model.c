@@ -1774,7 +1774,12 @@ moe_route(const float *logits, int n, int k, int32_t *sel, float *w)
  * output left in ws->xb: each expert's gate, up and down products run
  * once over the rows of the tokens that chose it (gathered in token
  * order, so a token's floats do not depend on the batch), and each
- * token sums its experts' outputs times their weights in expert order. */
+ * token sums its experts' outputs times their weights in expert order.
+ * The expert products never take the AMX GEMM: how many of a prefill
+ * piece's rows reach an expert depends on what else shares the step, so
+ * the AMX crossover (matmul) would pick a token's kernel by its
+ * neighbours, and alone would differ from batched; the router's product
+ * keeps amx_from. */
 static void
 moe_ffn(struct le_session *ws, const struct le_layer *L, int nt, int af)
 {
@@ -1790,11 +1795,10 @@ moe_ffn(struct le_session *ws, const struct le_layer *L, int nt, int af)
     memset(ws->xb, 0, (size_t)nt * E * sizeof(float));
     le_silu_mul_fn silu_mul = le_silu_mul_get();
     for (int e = 0; e < NX; e++) {
-        int c = 0, caf = 0;
+        int c = 0;
         for (int t = 0; t < nt; t++)
             for (int k = 0; k < K; k++)
                 if (ws->moe_sel[(size_t)t * K + k] == e) {
-                    caf += t < af;
                     memcpy(ws->moe_x + (size_t)c * E,
                            ws->moe_in + (size_t)t * E, (size_t)E * sizeof(float));
                     ws->moe_rows[c++] = t * K + k;
@@ -1802,11 +1806,11 @@ moe_ffn(struct le_session *ws, const struct le_layer *L, int nt, int af)
         if (c == 0)
             continue;
         qx = -1;
-        matmul(ws, &L->exp_gate[e], ws->moe_x, ws->hb, c, caf, &qx);
-        matmul(ws, &L->exp_up[e], ws->moe_x, ws->hb2, c, caf, &qx);
+        matmul(ws, &L->exp_gate[e], ws->moe_x, ws->hb, c, c, &qx);
+        matmul(ws, &L->exp_up[e], ws->moe_x, ws->hb2, c, c, &qx);
         silu_mul(ws->hb, ws->hb2, c * F);
         qx = -1;
-        matmul(ws, &L->exp_down[e], ws->hb, ws->moe_y, c, caf, &qx);
+        matmul(ws, &L->exp_down[e], ws->hb, ws->moe_y, c, c, &qx);
         for (int i = 0; i < c; i++) {
             int t = ws->moe_rows[i] / K;
             float w = ws->moe_w[ws->moe_rows[i]];
