@@ -863,7 +863,10 @@ enum le_arch {
      * every other layer (the even ones) on the sliding window */
     LE_ARCH_GEMMA2 = 4,
     /* qwen3 with a mixture of experts in place of every FFN */
-    LE_ARCH_QWEN3MOE = 5
+    LE_ARCH_QWEN3MOE = 5,
+    /* qwen2 (biases) with experts, unnormalised weights, and a shared
+     * expert gated by a sigmoid */
+    LE_ARCH_QWEN2MOE = 6
 };
 
 struct le_layer {
@@ -888,6 +891,10 @@ struct le_layer {
      * 2-D views of the GGUF's 3-D ffn_*_exps tensors (le_model.xviews) */
     const struct le_gguf_tensor *ffn_gate_inp;
     const struct le_gguf_tensor *exp_gate, *exp_up, *exp_down; /* [n_expert] */
+    /* qwen2moe's shared expert, every token's: a gate [n_embd] f32 (its
+     * output weighted by sigmoid(gate . x)), and gate, up, down of width
+     * n_ff_shexp */
+    const struct le_gguf_tensor *sh_gate_inp, *sh_gate, *sh_up, *sh_down;
 };
 
 struct le_hparams {
@@ -916,6 +923,9 @@ struct le_hparams {
      * best experts' (by the router's softmax), weighted by their
      * probabilities renormalised to sum 1; n_ff is an expert's width */
     int32_t n_expert, n_expert_used;
+    int expert_norm;      /* 0: the chosen weights not renormalised
+                             (qwen2moe) */
+    int32_t n_ff_shexp;   /* qwen2moe's shared expert's width; 0: none */
 };
 
 /* A weight matrix repacked at load (repack.c's layout for pt.type):

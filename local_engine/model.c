@@ -157,8 +157,9 @@ want(const struct le_gguf *g, const char *name, int64_t ne0, int64_t ne1,
 }
 
 /* GGUF's general.architecture of each enum le_arch */
-static const char *const arch_names[] = {"llama",  "qwen2",  "qwen3",
-                                         "gemma3", "gemma2", "qwen3moe"};
+static const char *const arch_names[] = {"llama",    "qwen2",  "qwen3",
+                                         "gemma3",   "gemma2", "qwen3moe",
+                                         "qwen2moe"};
 #define N_ARCH (sizeof(arch_names) / sizeof(arch_names[0]))
 
 static enum le_status
@@ -181,21 +182,24 @@ load_hparams(struct le_model *m, char *err, size_t errlen)
     if (a == N_ARCH)
         return fail(err, errlen, LE_EFORMAT,
                     "model: architecture '%s' is not supported (llama, "
-                    "qwen2, qwen3, qwen3moe, gemma2, gemma3)",
+                    "qwen2, qwen2moe, qwen3, qwen3moe, gemma2, gemma3)",
                     arch);
     hp->arch = (enum le_arch)a;
 
     uint32_t u;
-    /* experts: Mixtral's llama files and qwen3moe; the others' layouts
-     * have none */
+    /* experts: Mixtral's llama files, qwen3moe and qwen2moe; the others'
+     * layouts have none */
+    int moe_arch = hp->arch == LE_ARCH_QWEN3MOE || hp->arch == LE_ARCH_QWEN2MOE;
     hp->n_expert = hp->n_expert_used = 0;
+    hp->n_ff_shexp = 0;
+    hp->expert_norm = hp->arch != LE_ARCH_QWEN2MOE;
     if (arch_u32(g, arch, "expert_count", &u) && u > 0) {
         uint32_t k = 0;
-        if (hp->arch != LE_ARCH_LLAMA && hp->arch != LE_ARCH_QWEN3MOE)
+        if (hp->arch != LE_ARCH_LLAMA && !moe_arch)
             return fail(err, errlen, LE_EFORMAT,
                         "model: %s with experts (%s.expert_count %u) is not "
                         "supported; mixture-of-experts models run as llama "
-                        "(Mixtral) or qwen3moe",
+                        "(Mixtral), qwen2moe or qwen3moe",
                         arch, arch, u);
         if (u > 1024 || !arch_u32(g, arch, "expert_used_count", &k) ||
             k == 0 || k > u || k > 64)
@@ -205,9 +209,9 @@ load_hparams(struct le_model *m, char *err, size_t errlen)
                         arch, u, k);
         hp->n_expert = (int32_t)u;
         hp->n_expert_used = (int32_t)k;
-    } else if (hp->arch == LE_ARCH_QWEN3MOE) {
-        return fail(err, errlen, LE_EFORMAT,
-                    "model: qwen3moe.expert_count is missing");
+    } else if (moe_arch) {
+        return fail(err, errlen, LE_EFORMAT, "model: %s.expert_count is missing",
+                    arch);
     }
 #define REQ(key, field)                                                      \
     do {                                                                     \
@@ -222,14 +226,24 @@ load_hparams(struct le_model *m, char *err, size_t errlen)
     REQ("block_count", n_layer);
     REQ("feed_forward_length", n_ff);
     REQ("attention.head_count", n_head);
-    /* an expert's width when the file gives it apart (qwen3moe) */
+    /* qwen2moe's shared expert: its own width, else the dense one */
+    if (hp->arch == LE_ARCH_QWEN2MOE) {
+        hp->n_ff_shexp = hp->n_ff;
+        if (arch_u32(g, arch, "expert_shared_feed_forward_length", &u))
+            REQ("expert_shared_feed_forward_length", n_ff_shexp);
+    }
+    /* an expert's width when the file gives it apart (qwen3moe,
+     * qwen2moe; absent, qwen2moe's is n_ff / expert_used_count, as
+     * llama.cpp reads it) */
     if (hp->n_expert > 0 && arch_u32(g, arch, "expert_feed_forward_length", &u))
         REQ("expert_feed_forward_length", n_ff);
+    else if (hp->arch == LE_ARCH_QWEN2MOE)
+        hp->n_ff /= hp->n_expert_used;
 #undef REQ
     /* bounds that keep every product below in int range (n_head *
      * head_dim, n_batch * n_ff, ...) whatever the metadata says */
     if (hp->n_layer > 4096 || hp->n_embd > 65536 || hp->n_head > 1024 ||
-        hp->n_ff > (1 << 20))
+        hp->n_ff > (1 << 20) || hp->n_ff <= 0 || hp->n_ff_shexp > (1 << 20))
         return fail(err, errlen, LE_EFORMAT,
                     "model: hyperparameters out of range (block_count %d, "
                     "embedding_length %d, head_count %d, "
@@ -380,7 +394,7 @@ load_tensors(struct le_model *m, char *err, size_t errlen)
     m->layers = calloc((size_t)hp->n_layer, sizeof(*m->layers));
     if (!m->layers)
         return LE_ENOMEM;
-    int bias = hp->arch == LE_ARCH_QWEN2,
+    int bias = hp->arch == LE_ARCH_QWEN2 || hp->arch == LE_ARCH_QWEN2MOE,
         gemma = hp->arch == LE_ARCH_GEMMA3 || hp->arch == LE_ARCH_GEMMA2,
         qkn = hp->arch == LE_ARCH_QWEN3 || hp->arch == LE_ARCH_GEMMA3 ||
               hp->arch == LE_ARCH_QWEN3MOE;
@@ -425,6 +439,13 @@ load_tensors(struct le_model *m, char *err, size_t errlen)
             continue;
         }
         T(ffn_gate_inp, "ffn_gate_inp.weight", E, NX, 1);
+        if (hp->n_ff_shexp > 0) {
+            int32_t FS = hp->n_ff_shexp;
+            T(sh_gate_inp, "ffn_gate_inp_shexp.weight", E, 0, 1);
+            T(sh_gate, "ffn_gate_shexp.weight", E, FS, 1);
+            T(sh_up, "ffn_up_shexp.weight", E, FS, 1);
+            T(sh_down, "ffn_down_shexp.weight", FS, E, 1);
+        }
         /* Mixtral files from before the merged layout keep each expert
          * apart (blk.N.ffn_gate.E.weight): say that, not "missing" */
         snprintf(n, sizeof(n), "blk.%d.ffn_gate.0.weight", (int)l);
@@ -517,7 +538,7 @@ pack_weights(struct le_model *m, char *err, size_t errlen)
     if (le_isa_active() == LE_ISA_NONE)
         return LE_OK; /* plain C: the per-row path over the GGUF bytes */
     size_t NX = (size_t)m->hp.n_expert;
-    size_t cap = (size_t)m->hp.n_layer * (7 + 3 * NX) + 1, n = 0, nc = 0;
+    size_t cap = (size_t)m->hp.n_layer * (8 + 3 * NX) + 1, n = 0, nc = 0;
     const struct le_gguf_tensor **list = calloc(cap, sizeof(*list));
     const struct le_gguf_tensor **cand = calloc(cap, sizeof(*cand));
     m->n_slots = (size_t)g->n_tensors + m->n_xviews;
@@ -535,8 +556,11 @@ pack_weights(struct le_model *m, char *err, size_t errlen)
         for (int k = 0; k < 7; k++)
             if (c[k])
                 cand[nc++] = c[k];
-        if (NX)
-            cand[nc++] = L->ffn_gate_inp;
+        const struct le_gguf_tensor *x[4] = {
+            NX ? L->ffn_gate_inp : NULL, L->sh_gate, L->sh_up, L->sh_down};
+        for (int k = 0; k < 4; k++)
+            if (x[k])
+                cand[nc++] = x[k];
         for (size_t e = 0; e < NX; e++) {
             cand[nc++] = &L->exp_gate[e];
             cand[nc++] = &L->exp_up[e];
@@ -935,7 +959,8 @@ le_session_new_sized(struct le_model *m, int n_tok, int n_out, int with_kv,
     int bad = 0;
     size_t B = (size_t)(n_tok > 0 ? n_tok : 0), C = (size_t)m->params.n_ctx;
     size_t NO = (size_t)(n_out > 0 ? n_out : 0);
-    size_t E = (size_t)hp->n_embd, F = (size_t)hp->n_ff;
+    size_t E = (size_t)hp->n_embd,
+           F = (size_t)(hp->n_ff > hp->n_ff_shexp ? hp->n_ff : hp->n_ff_shexp);
     size_t QD = (size_t)hp->n_head * (size_t)hp->head_dim;
     size_t KD = (size_t)hp->n_head_kv * (size_t)hp->head_dim;
     size_t NT = (size_t)le_pool_size(m->pool);
@@ -1744,9 +1769,10 @@ tok_run(struct le_session *ws, const struct le_fwd_batch *b, enum tok_op op,
 
 /* The router of one token: the softmax of its n logits, the k largest
  * probabilities (the lower index first among equal ones) into sel, and
- * their weights, renormalised to sum 1, into w. */
+ * their weights, renormalised to sum 1 when norm, into w. */
 static void
-moe_route(const float *logits, int n, int k, int32_t *sel, float *w)
+moe_route(const float *logits, int n, int k, int norm, int32_t *sel,
+          float *w)
 {
     float mx = logits[0], sum = 0, wsum = 0;
     for (int e = 1; e < n; e++)
@@ -1766,7 +1792,7 @@ moe_route(const float *logits, int n, int k, int32_t *sel, float *w)
         w[i] = expf(logits[best] - mx) / sum;
         wsum += w[i];
     }
-    for (int i = 0; i < k; i++)
+    for (int i = 0; i < k && norm; i++)
         w[i] /= wsum;
 }
 
@@ -1789,7 +1815,7 @@ moe_ffn(struct le_session *ws, const struct le_layer *L, int nt, int af)
     int qx = -1;
     matmul(ws, L->ffn_gate_inp, ws->xb, ws->moe_logits, nt, af, &qx);
     for (int t = 0; t < nt; t++)
-        moe_route(ws->moe_logits + (size_t)t * NX, NX, K,
+        moe_route(ws->moe_logits + (size_t)t * NX, NX, K, hp->expert_norm,
                   ws->moe_sel + (size_t)t * K, ws->moe_w + (size_t)t * K);
     memcpy(ws->moe_in, ws->xb, (size_t)nt * E * sizeof(float));
     memset(ws->xb, 0, (size_t)nt * E * sizeof(float));
@@ -1819,6 +1845,29 @@ moe_ffn(struct le_session *ws, const struct le_layer *L, int nt, int af)
             for (int d = 0; d < E; d++)
                 y[d] += w * ye[d];
         }
+    }
+    if (!L->sh_gate)
+        return;
+    /* qwen2moe's shared expert over every row, weighted by the sigmoid of
+     * its gate's dot with the row, added after the experts */
+    int FS = hp->n_ff_shexp;
+    qx = -1;
+    matmul(ws, L->sh_gate, ws->moe_in, ws->hb, nt, af, &qx);
+    matmul(ws, L->sh_up, ws->moe_in, ws->hb2, nt, af, &qx);
+    silu_mul(ws->hb, ws->hb2, nt * FS);
+    qx = -1;
+    matmul(ws, L->sh_down, ws->hb, ws->moe_y, nt, af, &qx);
+    const float *gw = L->sh_gate_inp->data;
+    for (int t = 0; t < nt; t++) {
+        const float *xi = ws->moe_in + (size_t)t * E;
+        float dot = 0;
+        for (int d = 0; d < E; d++)
+            dot += gw[d] * xi[d];
+        float g = 1.0f / (1.0f + expf(-dot));
+        float *y = ws->xb + (size_t)t * E;
+        const float *ys = ws->moe_y + (size_t)t * E;
+        for (int d = 0; d < E; d++)
+            y[d] += g * ys[d];
     }
 }
 

@@ -6,9 +6,9 @@
  *                 --n-embd N --n-layer N --n-head N --n-head-kv N
  *                 --n-ff N --n-vocab N [--n-ctx N] [--seed S] [--tied]
  *                 [--chat-template TEXT] [--control TOKEN]...
- *                 [--arch llama|qwen3|qwen3moe|gemma2|gemma3]
+ *                 [--arch llama|qwen3|qwen3moe|qwen2moe|gemma2|gemma3]
  *                 [--head-dim N] [--sliding-window N] [--user-token TOKEN]...
- *                 [--experts N,K] [--n-ff-exp N]
+ *                 [--experts N,K] [--n-ff-exp N] [--n-ff-shexp N]
  *
  * Every 2-D weight is of --type (norms F32), as gguf_writer.h describes;
  * the same seed and shape give the same float weights at every type;
@@ -23,7 +23,8 @@
  * --head-dim sets attention.key_length (q then n_head * N wide);
  * --experts N,K gives every layer N experts of which K are used (llama:
  * Mixtral's layout; qwen3moe needs them), --n-ff-exp an expert's width
- * apart from --n-ff (qwen3moe's expert_feed_forward_length).  The
+ * apart from --n-ff (expert_feed_forward_length); qwen2moe adds qwen2's
+ * biases and a shared expert of --n-ff-shexp (else --n-ff).  The
  * whole file is built in memory before it is written: a 1B-model slice
  * (n_embd 2048, 4 layers, n_vocab 32000) needs about 1.5 GB for a moment.
  * Exit codes: 0 written, 1 the writer failed, 2 usage error.
@@ -45,11 +46,12 @@ usage(FILE *f)
           "                     [--n-ctx N] [--seed S] [--tied] "
           "[--chat-template TEXT]\n"
           "                     [--control TOKEN]... "
-          "[--arch llama|qwen3|qwen3moe|gemma2|gemma3]\n"
+          "[--arch llama|qwen3|qwen3moe|qwen2moe|gemma2|gemma3]\n"
           "                     [--head-dim N] [--sliding-window N] "
           "[--softcap A,F]\n"
           "                     [--user-token TOKEN]... [--experts N,K] "
           "[--n-ff-exp N]\n"
+          "                     [--n-ff-shexp N]\n"
           "TYPE: f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k "
           "q5_k q6_k\n",
           f);
@@ -127,8 +129,8 @@ main(int argc, char **argv)
                 usr[n_usr++] = v;
         } else if (!strcmp(a, "--arch")) {
             bad = strcmp(v, "llama") && strcmp(v, "qwen3") &&
-                  strcmp(v, "qwen3moe") && strcmp(v, "gemma3") &&
-                  strcmp(v, "gemma2");
+                  strcmp(v, "qwen3moe") && strcmp(v, "qwen2moe") &&
+                  strcmp(v, "gemma3") && strcmp(v, "gemma2");
             p.arch = v;
         } else if (!strcmp(a, "--softcap")) {
             /* gemma2: attention,final (e.g. 50,30) */
@@ -152,6 +154,8 @@ main(int argc, char **argv)
             }
         } else if (!strcmp(a, "--n-ff-exp")) {
             bad = parse_pos(v, 1 << 18, &p.n_ff_exp);
+        } else if (!strcmp(a, "--n-ff-shexp")) {
+            bad = parse_pos(v, 1 << 18, &p.n_ff_shexp);
         } else if (!strcmp(a, "--sliding-window")) {
             bad = parse_pos(v, 1 << 20, &p.n_swa);
         } else if (!strcmp(a, "--head-dim")) {
@@ -207,14 +211,16 @@ main(int argc, char **argv)
                         "n_head_kv\n");
         return 2;
     }
-    if (p.arch && !strcmp(p.arch, "qwen3moe") && !p.n_expert) {
-        fprintf(stderr, "tool_gguf_gen: --arch qwen3moe needs --experts\n");
+    int moe = p.arch && (!strcmp(p.arch, "qwen3moe") ||
+                         !strcmp(p.arch, "qwen2moe"));
+    if (moe && !p.n_expert) {
+        fprintf(stderr, "tool_gguf_gen: --arch %s needs --experts\n",
+                p.arch);
         return 2;
     }
-    if (p.n_expert && p.arch && strcmp(p.arch, "llama") &&
-        strcmp(p.arch, "qwen3moe")) {
-        fprintf(stderr, "tool_gguf_gen: --experts goes with --arch llama "
-                        "or qwen3moe\n");
+    if (p.n_expert && p.arch && strcmp(p.arch, "llama") && !moe) {
+        fprintf(stderr, "tool_gguf_gen: --experts goes with --arch llama, "
+                        "qwen2moe or qwen3moe\n");
         return 2;
     }
     p.chat_template = tmpl;

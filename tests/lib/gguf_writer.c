@@ -583,11 +583,13 @@ gguf_w_llama_fill(struct gguf_w *w, const struct gguf_w_llama *p)
     }
     const char *arch = p->arch ? p->arch : "llama";
     int gemma3 = !strcmp(arch, "gemma3"), gemma2 = !strcmp(arch, "gemma2");
-    int q3moe = !strcmp(arch, "qwen3moe");
+    int q3moe = !strcmp(arch, "qwen3moe"), q2moe = !strcmp(arch, "qwen2moe");
     int qwen3 = !strcmp(arch, "qwen3") || gemma3 || q3moe; /* q/k norms */
     int NX = p->n_expert, n_ffx = p->n_ff_exp > 0 ? p->n_ff_exp : p->n_ff;
-    if ((strcmp(arch, "llama") && !qwen3 && !gemma2) ||
-        (q3moe && NX <= 0) || (NX > 0 && (gemma3 || gemma2)) || NX < 0 ||
+    int n_ffs = p->n_ff_shexp > 0 ? p->n_ff_shexp : p->n_ff;
+    if ((strcmp(arch, "llama") && !qwen3 && !gemma2 && !q2moe) ||
+        ((q3moe || q2moe) && NX <= 0) || (NX > 0 && (gemma3 || gemma2)) ||
+        NX < 0 ||
         (NX > 0 && (p->n_expert_used <= 0 || p->n_expert_used > NX))) {
         w->failed = 1;
         return -1;
@@ -623,9 +625,12 @@ gguf_w_llama_fill(struct gguf_w *w, const struct gguf_w_llama *p)
         gguf_w_add_u32(w, KEY("expert_count"), (uint32_t)NX);
         gguf_w_add_u32(w, KEY("expert_used_count"),
                        (uint32_t)p->n_expert_used);
-        if (p->n_ff_exp > 0)
+        if (p->n_ff_exp > 0 || q2moe)
             gguf_w_add_u32(w, KEY("expert_feed_forward_length"),
-                           (uint32_t)p->n_ff_exp);
+                           (uint32_t)n_ffx);
+        if (q2moe && p->n_ff_shexp > 0)
+            gguf_w_add_u32(w, KEY("expert_shared_feed_forward_length"),
+                           (uint32_t)p->n_ff_shexp);
     }
 #undef KEY
 
@@ -711,6 +716,15 @@ gguf_w_llama_fill(struct gguf_w *w, const struct gguf_w_llama *p)
         W("attn_k.weight", p->n_embd, n_embd_kv, 2, 0);
         W("attn_v.weight", p->n_embd, n_embd_kv, 3, 0);
         W("attn_output.weight", n_q, p->n_embd, 4, 0);
+        if (q2moe) { /* qwen2's biases, small values around 0 */
+            snprintf(name, sizeof(name), "blk.%d.attn_q.bias", l);
+            add_weight(w, name, LE_TYPE_F32, n_q, 1, sd, salt + 14, 0);
+            snprintf(name, sizeof(name), "blk.%d.attn_k.bias", l);
+            add_weight(w, name, LE_TYPE_F32, n_embd_kv, 1, sd, salt + 15, 0);
+            snprintf(name, sizeof(name), "blk.%d.attn_v.bias", l);
+            add_weight(w, name, LE_TYPE_F32, n_embd_kv, 1, sd,
+                       salt + 3000, 0);
+        }
         if (qwen3) {
             W("attn_q_norm.weight", head_dim, 1, 9, 1);
             W("attn_k_norm.weight", head_dim, 1, 10, 1);
@@ -730,6 +744,15 @@ gguf_w_llama_fill(struct gguf_w *w, const struct gguf_w_llama *p)
             add_weight3(w, name, t, p->n_embd, n_ffx, NX, sd, salt + 7, 0);
             snprintf(name, sizeof(name), "blk.%d.ffn_down_exps.weight", l);
             add_weight3(w, name, t, n_ffx, p->n_embd, NX, sd, salt + 8, 0);
+            if (q2moe) {
+                uint64_t ss = salt + 2000; /* apart from the others */
+                snprintf(name, sizeof(name),
+                         "blk.%d.ffn_gate_inp_shexp.weight", l);
+                add_weight(w, name, LE_TYPE_F32, p->n_embd, 1, sd, ss, 0);
+                W("ffn_gate_shexp.weight", p->n_embd, n_ffs, 2001, 0);
+                W("ffn_up_shexp.weight", p->n_embd, n_ffs, 2002, 0);
+                W("ffn_down_shexp.weight", n_ffs, p->n_embd, 2003, 0);
+            }
             continue;
         }
         W("ffn_gate.weight", p->n_embd, p->n_ff, 6, 0);

@@ -140,6 +140,13 @@ struct gguf_w_llama {
      * n_ff_x is n_ff_exp when > 0 (written as
      * expert_feed_forward_length), else n_ff */
     int n_expert, n_expert_used, n_ff_exp;
+    /* "qwen2moe" (experts required): qwen2's attention, its q/k/v biases
+     * blk.N.attn_{q,k,v}.bias F32, expert_feed_forward_length always
+     * written, and a shared expert: ffn_gate_inp_shexp [n_embd] F32,
+     * ffn_gate_shexp / ffn_up_shexp [n_embd, n_ff_shexp], ffn_down_shexp
+     * [n_ff_shexp, n_embd], n_ff_shexp as
+     * expert_shared_feed_forward_length (0: n_ff, not written) */
+    int n_ff_shexp;
 };
 
 /*
