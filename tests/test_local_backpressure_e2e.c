@@ -21,7 +21,10 @@
  *     byte position of token G in the stream is found by asking the same
  *     greedy request with max_tokens G, not streamed: its text is the
  *     stream's first G tokens;
- *   - G is at most half of max_tokens, and the socket queues stay under
+ *   - G is below max_tokens (the pause came before the end; the bound
+ *     above is what limits it: G was 1050-1250 of 4000 in quiet runs,
+ *     and over 2000 once while the whole suite and builds ran beside it,
+ *     the send queue autotuned larger), and the socket queues stay under
  *     SOCKETS_MAX (measured here: llmux's send queue settles at 85-150 KB
  *     even with the small MSS, as Linux autotunes it; the client's at
  *     about 6 KB; without the small window it grows to megabytes, which
@@ -250,7 +253,7 @@ test_slow_client(void)
             "client %d, llmux socket %lld, read %zu body bytes\n",
             g, MAX_TOKENS, raw_rcvbuf(&c), rx, tx, read_body);
     T_CHECK(tx >= 0);
-    T_CHECK(g > 0 && g <= MAX_TOKENS / 2);
+    T_CHECK(g > 0 && g < MAX_TOKENS);
     T_CHECK(rx + tx <= SOCKETS_MAX);
 
     /* the client reads again: resume, and the whole stream */

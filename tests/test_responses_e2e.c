@@ -400,6 +400,52 @@ test_reasoning(void)
     e2e_resp_free(&r);
 }
 
+/* reasoning.effort reaches each kind as it speaks it: the openai kind's
+ * upstream gets reasoning_effort, the gemini kind's a thinkingConfig with
+ * Google's budget, the anthropic kind refuses it by name before any
+ * upstream call (no published budget mapping), and the local engine's
+ * stories260K (no reasoning template) refuses it too, naming it. */
+static void
+test_reasoning_effort(void)
+{
+    const char *body = "{\"model\":\"%s\",\"input\":\"x\",\"reasoning\":"
+                       "{\"effort\":\"high\",\"summary\":\"auto\"}}";
+    char b[256];
+    struct e2e_resp r;
+    for (size_t k = 0; k < 4; k++) {
+        snprintf(b, sizeof(b), body, KINDS[k].model);
+        long long before = fake_requests();
+        T_EQ_INT(req("POST", "/v1/responses", "resp-effort", b, NULL, &r), 0);
+        json_t *o = json_loads(r.body ? r.body : "", 0, NULL);
+        if (k == 1 || k == 3) {
+            T_EQ_INT(r.status, 400);
+            /* the anthropic kind lists what it refuses in the message
+             * (param null), the local engine names it as param */
+            const json_t *e = json_object_get(o, "error");
+            T_CHECK(!strcmp(str_at(e, "param"), "reasoning_effort") ||
+                    strstr(str_at(e, "message"), "reasoning_effort"));
+            T_EQ_INT(fake_requests(), before);
+        } else {
+            T_EQ_INT(r.status, 200);
+            T_EQ_STR(str_at(json_object_get(o, "reasoning"), "effort"),
+                     "high");
+            json_t *last = fake_last();
+            const json_t *up = json_object_get(last, "body");
+            if (k == 0)
+                T_EQ_STR(str_at(up, "reasoning_effort"), "high");
+            else
+                T_EQ_INT(int_at(json_object_get(json_object_get(
+                                                    up, "generationConfig"),
+                                                "thinkingConfig"),
+                                "thinkingBudget"),
+                         24576);
+            json_decref(last);
+        }
+        json_decref(o);
+        e2e_resp_free(&r);
+    }
+}
+
 static void
 test_failover_and_broken(void)
 {
@@ -467,8 +513,9 @@ test_refusals(void)
         {"{\"model\":\"gpt-4.1\",\"input\":[{\"type\":\"item_reference\","
          "\"id\":\"x\"}]}",
          "input"},
-        {"{\"model\":\"gpt-4.1\",\"input\":\"x\",\"reasoning\":{}}",
-         "reasoning"},
+        {"{\"model\":\"gpt-4.1\",\"input\":\"x\",\"reasoning\":{"
+         "\"summary\":\"concise\"}}",
+         "reasoning.summary"},
         {"{\"model\":\"gpt-4.1\",\"input\":\"x\",\"tools\":[{\"type\":"
          "\"web_search\"}]}",
          "tools"},
@@ -683,6 +730,7 @@ main(void)
     T_RUN(test_stream);
     T_RUN(test_tools);
     T_RUN(test_reasoning);
+    T_RUN(test_reasoning_effort);
     T_RUN(test_failover_and_broken);
     T_RUN(test_refusals);
     T_RUN(test_embeddings);
