@@ -922,6 +922,7 @@ struct le_hparams {
     /* mixture of experts: each token's FFN is the sum of its n_expert_used
      * best experts' (by the router's softmax), weighted by their
      * probabilities renormalised to sum 1; n_ff is an expert's width */
+#define LE_MAX_EXPERTS 1024
     int32_t n_expert, n_expert_used;
     int expert_norm;      /* 0: the chosen weights not renormalised
                              (qwen2moe) */
@@ -1072,7 +1073,8 @@ struct le_session {
     /* mixture of experts: the router's logits [n_batch][n_expert], each
      * token's experts and weights [n_batch][n_expert_used], the FFN input
      * [n_batch][n_embd], one expert's rows gathered and their output
-     * (both [n_batch][n_embd]) and which tokens they are [n_batch] */
+     * (both [n_batch][n_embd]) and every expert's (token x n_expert_used
+     * + slot) in expert then token order [n_batch][n_expert_used] */
     float *moe_logits, *moe_w, *moe_in, *moe_x, *moe_y;
     int32_t *moe_sel, *moe_rows;
     float *logits;           /* [n_vocab] of the last evaluated token */

@@ -201,12 +201,13 @@ load_hparams(struct le_model *m, char *err, size_t errlen)
                         "supported; mixture-of-experts models run as llama "
                         "(Mixtral), qwen2moe or qwen3moe",
                         arch, arch, u);
-        if (u > 1024 || !arch_u32(g, arch, "expert_used_count", &k) ||
+        if (u > LE_MAX_EXPERTS ||
+            !arch_u32(g, arch, "expert_used_count", &k) ||
             k == 0 || k > u || k > 64)
             return fail(err, errlen, LE_EFORMAT,
                         "model: %s.expert_count %u with expert_used_count "
-                        "%u is out of range (1 to 64 used of at most 1024)",
-                        arch, u, k);
+                        "%u is out of range (1 to 64 used of at most %d)",
+                        arch, u, k, LE_MAX_EXPERTS);
         hp->n_expert = (int32_t)u;
         hp->n_expert_used = (int32_t)k;
     } else if (moe_arch) {
@@ -995,7 +996,7 @@ le_session_new_sized(struct le_model *m, int n_tok, int n_out, int with_kv,
         s->moe_logits = xcalloc(B * NX, sizeof(float), &bad);
         s->moe_w = xcalloc(B * K, sizeof(float), &bad);
         s->moe_sel = xcalloc(B * K, sizeof(int32_t), &bad);
-        s->moe_rows = xcalloc(B, sizeof(int32_t), &bad);
+        s->moe_rows = xcalloc(B * K, sizeof(int32_t), &bad);
         s->moe_in = xcalloc(B * E, sizeof(float), &bad);
         s->moe_x = xcalloc(B * E, sizeof(float), &bad);
         s->moe_y = xcalloc(B * E, sizeof(float), &bad);
@@ -1779,15 +1780,13 @@ moe_route(const float *logits, int n, int k, int norm, int32_t *sel,
         mx = logits[e] > mx ? logits[e] : mx;
     for (int e = 0; e < n; e++)
         sum += expf(logits[e] - mx);
+    unsigned char taken[LE_MAX_EXPERTS] = {0};
     for (int i = 0; i < k; i++) {
         int best = -1;
-        for (int e = 0; e < n; e++) {
-            int taken = 0;
-            for (int j = 0; j < i && !taken; j++)
-                taken = sel[j] == e;
-            if (!taken && (best < 0 || logits[e] > logits[best]))
+        for (int e = 0; e < n; e++)
+            if (!taken[e] && (best < 0 || logits[e] > logits[best]))
                 best = e;
-        }
+        taken[best] = 1;
         sel[i] = best;
         w[i] = expf(logits[best] - mx) / sum;
         wsum += w[i];
@@ -1820,17 +1819,26 @@ moe_ffn(struct le_session *ws, const struct le_layer *L, int nt, int af)
     memcpy(ws->moe_in, ws->xb, (size_t)nt * E * sizeof(float));
     memset(ws->xb, 0, (size_t)nt * E * sizeof(float));
     le_silu_mul_fn silu_mul = le_silu_mul_get();
+    /* each expert's (token, slot) pairs, in token order: a counting sort
+     * of the choices into moe_rows, expert e's at [at[e], at[e + 1]) */
+    int at[LE_MAX_EXPERTS + 1] = {0};
+    for (int i = 0; i < nt * K; i++)
+        at[ws->moe_sel[i] + 1]++;
+    for (int e = 0; e < NX; e++)
+        at[e + 1] += at[e];
+    int fill[LE_MAX_EXPERTS];
+    memcpy(fill, at, (size_t)NX * sizeof(int));
+    for (int i = 0; i < nt * K; i++)
+        ws->moe_rows[fill[ws->moe_sel[i]]++] = i;
     for (int e = 0; e < NX; e++) {
-        int c = 0;
-        for (int t = 0; t < nt; t++)
-            for (int k = 0; k < K; k++)
-                if (ws->moe_sel[(size_t)t * K + k] == e) {
-                    memcpy(ws->moe_x + (size_t)c * E,
-                           ws->moe_in + (size_t)t * E, (size_t)E * sizeof(float));
-                    ws->moe_rows[c++] = t * K + k;
-                }
+        int c = at[e + 1] - at[e];
+        const int32_t *rows = ws->moe_rows + at[e];
         if (c == 0)
             continue;
+        for (int i = 0; i < c; i++)
+            memcpy(ws->moe_x + (size_t)i * E,
+                   ws->moe_in + (size_t)(rows[i] / K) * E,
+                   (size_t)E * sizeof(float));
         qx = -1;
         matmul(ws, &L->exp_gate[e], ws->moe_x, ws->hb, c, c, &qx);
         matmul(ws, &L->exp_up[e], ws->moe_x, ws->hb2, c, c, &qx);
@@ -1838,8 +1846,8 @@ moe_ffn(struct le_session *ws, const struct le_layer *L, int nt, int af)
         qx = -1;
         matmul(ws, &L->exp_down[e], ws->hb, ws->moe_y, c, c, &qx);
         for (int i = 0; i < c; i++) {
-            int t = ws->moe_rows[i] / K;
-            float w = ws->moe_w[ws->moe_rows[i]];
+            int t = rows[i] / K;
+            float w = ws->moe_w[rows[i]];
             float *y = ws->xb + (size_t)t * E;
             const float *ye = ws->moe_y + (size_t)i * E;
             for (int d = 0; d < E; d++)
