@@ -535,7 +535,7 @@ if [ $have_lb = 1 ]; then
 else
     echo "- llama.cpp: not measured in this run (no llama-bench at $LB; set LLAMA_BENCH to one built on this machine to get the column)"
 fi
-echo "- slices: random weights (tool_gguf_gen --seed 1), n_embd 2048, $LAYERS layers, 32 heads (8 kv), n_ff 5632, n_vocab 32000: a $LAYERS-layer slice of a 1B llama with its full embedding and output matrices; full-2048x22: the TinyLlama shape (22 layers, 4 kv heads); every 2-D weight in the named type, norms F32"
+echo "- slices: random weights (tool_gguf_gen --seed 1), n_embd 2048, $LAYERS layers, 32 heads (8 kv), n_ff 5632, n_vocab 32000: a $LAYERS-layer slice of a 1B llama with its full embedding and output matrices; full-2048x22: the TinyLlama shape (22 layers, 4 kv heads); moe-2048x4x8: the 4-layer slice with a mixture of 8 experts of n_ff 2816 in each layer, 2 used a token (Mixtral's layout: a token reads the dense slice's bytes); every 2-D weight in the named type, norms F32"
 echo "- roofline: tg t/s x bytes of weights read per token / the $T-thread bandwidth (100% = generation at the memory limit; on a slice the weights partly stay in the last-level cache, so only the full-size rows mean much)"
 echo
 echo "| model | size | llmux set | llama.cpp build | llmux pp$P t/s | llama.cpp pp$P t/s | pp ratio | llmux tg t/s | llama.cpp tg t/s | tg ratio | llmux roofline | llama.cpp roofline |"
