@@ -903,7 +903,15 @@ struct le_hparams {
     int32_t n_head, n_head_kv, head_dim, n_rot;
     float eps;            /* RMSNorm epsilon */
     float rope_base;      /* rope.freq_base, default 10000 */
-    float rope_scale;     /* 1 / rope.scaling.factor (linear), else 1 */
+    float rope_scale;     /* 1 / rope.scaling.factor (linear, yarn), else
+                             1 */
+    /* YaRN (rope.scaling.type yarn): rotation pair i0 / 2 mixes the
+     * scaled and the unscaled angle by a ramp between yarn_lo and yarn_hi
+     * (from original_context_length, beta_fast 32, beta_slow 1), and cos
+     * and sin are multiplied by yarn_mscale (attn_factor x (1 + 0.1
+     * ln factor)); yarn 0: plain scaling */
+    int yarn;
+    float yarn_lo, yarn_hi, yarn_mscale;
     int rope_neox;        /* 1: rotate halves (qwen2, qwen3, gemma3); 0:
                              adjacent pairs */
     float attn_scale;     /* of q.k: 1 / sqrt(head_dim) (gemma3 27B: 1 /

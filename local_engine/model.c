@@ -300,13 +300,40 @@ load_hparams(struct le_model *m, char *err, size_t errlen)
             if (arch_f32(g, arch, "rope.scaling.factor", &f) && f > 0)
                 factor = f;
         } else if (le_gguf_str_eq(st, "yarn")) {
-            return fail(err, errlen, LE_EFORMAT,
-                        "model: YaRN rope scaling is not supported");
+            hp->yarn = 1;
+            if (arch_f32(g, arch, "rope.scaling.factor", &f) && f > 0)
+                factor = f;
         }
         /* "none", and "llama3" (whose factors come as rope_freqs.weight) */
     }
     if (factor > 0)
         hp->rope_scale = 1.0f / factor;
+    if (hp->yarn) {
+        /* as llama.cpp's ggml_rope_yarn_corr_dims: the pairs that turn
+         * more than beta_fast (32) times over the original context keep
+         * their angle, those under beta_slow (1) take the scaled one */
+        uint32_t oc = (uint32_t)hp->n_ctx_train;
+        if (arch_u32(g, arch, "rope.scaling.original_context_length", &u) &&
+            u > 0)
+            oc = u;
+        float af = 1.0f, nd = (float)hp->n_rot;
+        if (arch_f32(g, arch, "rope.scaling.attn_factor", &f))
+            af = f;
+        if (hp->arch == LE_ARCH_GEMMA2 || hp->arch == LE_ARCH_GEMMA3)
+            return fail(err, errlen, LE_EFORMAT,
+                        "model: YaRN rope scaling on %s is not supported",
+                        arch);
+        if (!(af > 0 && af < 100))
+            return fail(err, errlen, LE_EFORMAT,
+                        "model: bad rope.scaling.attn_factor %g", af);
+        float lo = floorf(nd * logf((float)oc / (32.0f * 2 * (float)M_PI)) /
+                          (2 * logf(hp->rope_base))),
+              hi = ceilf(nd * logf((float)oc / (1.0f * 2 * (float)M_PI)) /
+                         (2 * logf(hp->rope_base)));
+        hp->yarn_lo = lo > 0 ? lo : 0;
+        hp->yarn_hi = hi < nd - 1 ? hi : nd - 1;
+        hp->yarn_mscale = af * (1.0f + 0.1f * logf(1.0f / hp->rope_scale));
+    }
     int g3 = hp->arch == LE_ARCH_GEMMA3, g2 = hp->arch == LE_ARCH_GEMMA2;
     int gemma = g3 || g2;
     hp->rope_neox = hp->arch != LE_ARCH_LLAMA;
@@ -1143,8 +1170,15 @@ rope(const struct le_model *m, float *x, int n_heads, int pos, int layer)
     float theta = (float)pos;
     for (int i0 = 0; i0 < nr; i0 += 2) {
         float ff = m->rope_freqs && !swa ? m->rope_freqs[i0 / 2] : 1.0f;
-        float th = scale * (theta / ff);
-        float c = cosf(th), sn = sinf(th);
+        float ext = theta / ff, th = scale * ext, ms = 1.0f;
+        if (hp->yarn && !swa) { /* llama.cpp's rope_yarn, ext_factor 1 */
+            float y = ((float)(i0 / 2) - hp->yarn_lo) /
+                      fmaxf(0.001f, hp->yarn_hi - hp->yarn_lo);
+            float mix = 1 - fminf(1, fmaxf(0, y));
+            th = th * (1 - mix) + ext * mix;
+            ms = hp->yarn_mscale;
+        }
+        float c = cosf(th) * ms, sn = sinf(th) * ms;
         for (int h = 0; h < n_heads; h++) {
             float *v = x + (size_t)h * hp->head_dim;
             int a = hp->rope_neox ? i0 / 2 : i0;

@@ -1357,6 +1357,10 @@ struct ref_arch {
     /* qwen2moe: q/k/v biases, the chosen weights not renormalised, and a
      * shared expert (R3F wide) weighted by sigmoid(gate . x) */
     int qwen2moe;
+    /* > 0: YaRN with this factor over an original context of yarn_orig
+     * (beta_fast 32, beta_slow 1, attn_factor 1) */
+    double yarn_factor;
+    int yarn_orig;
 };
 
 enum { RX_MAX = 16 };
@@ -1465,12 +1469,25 @@ ref_forward(const char *path, const int32_t *ids, int n,
                                     l),
                              R3HD, 1e-5);
                 for (int i = 0; i < R3HD / 2; i++) { /* NEOX halves */
-                    double th = t * pow(base, -2.0 * i / R3HD);
+                    double th = t * pow(base, -2.0 * i / R3HD), ms = 1;
+                    if (ra->yarn_factor > 0) { /* the YaRN paper's ramp */
+                        double cd = 2 * log(base), oc = ra->yarn_orig,
+                               lo = floor(R3HD * log(oc / (32 * 2 * M_PI)) /
+                                          cd),
+                               hi = ceil(R3HD * log(oc / (2 * M_PI)) / cd);
+                        lo = lo > 0 ? lo : 0;
+                        hi = hi < R3HD - 1 ? hi : R3HD - 1;
+                        double y = (i - lo) / (hi - lo > 0.001 ? hi - lo
+                                                               : 0.001);
+                        double mix = 1 - (y < 0 ? 0 : y > 1 ? 1 : y);
+                        th = th / ra->yarn_factor * (1 - mix) + th * mix;
+                        ms = 1 + 0.1 * log(ra->yarn_factor);
+                    }
                     int i0 = ra->llama ? 2 * i : i,
                         i1 = ra->llama ? 2 * i + 1 : i + R3HD / 2;
                     double a = hv[i0], b = hv[i1];
-                    hv[i0] = a * cos(th) - b * sin(th);
-                    hv[i1] = a * sin(th) + b * cos(th);
+                    hv[i0] = (a * cos(th) - b * sin(th)) * ms;
+                    hv[i1] = (a * sin(th) + b * cos(th)) * ms;
                 }
             }
             for (int i = 0; i < QD && !ra->f32; i++) /* fp16 query */
@@ -1740,6 +1757,39 @@ test_gemma2(void)
     T_CHECK(d < 1e-5);
     T_CHECK(d16 < 1e-3); /* fp16 rounding flips, as gemma3's */
     T_CHECK(dc > 0.05); /* the caps bite, so they are tested */
+}
+
+/* YaRN rope scaling (qwen3, factor 4 over an original 4096 positions:
+ * the ramp spans rotation pairs 2-6 of 8) against the reference's
+ * double-precision angles and the magnitude factor 1 + 0.1 ln 4; without
+ * the scaling the logits move, so it is tested. */
+static void
+test_yarn(void)
+{
+    char p[600];
+    snprintf(p, sizeof(p), "%s/yarn.gguf", g_tmp);
+    struct gguf_w_llama lp;
+    ref_params(&lp, "qwen3", R3L, 17);
+    lp.yarn_factor = 4;
+    lp.yarn_orig = 4096;
+    T_EQ_INT(gguf_w_llama_write(&lp, p), 0);
+    int32_t ids[RT_MAX] = {1, 270, 281, 265, 299, 290, 277, 263};
+    struct ref_arch ra = {.n_layer = R3L, .qk_norm = 1, .f32 = 1,
+                          .yarn_factor = 4, .yarn_orig = 4096},
+                    plain = {.n_layer = R3L, .qk_norm = 1, .f32 = 1};
+    float ref[R3V], ref0[R3V], got[R3V];
+    T_EQ_INT(ref_forward(p, ids, RT_MAX, &ra, ref), 0);
+    T_EQ_INT(ref_forward(p, ids, RT_MAX, &plain, ref0), 0);
+    struct le_model *m = open_model(p, 1, 0, LE_KV_F32);
+    T_CHECK(m != NULL);
+    if (m)
+        T_EQ_INT(logits_after(m, ids, RT_MAX, got), 0);
+    le_model_free(m);
+    double d = rel_diff(ref, got, R3V), d0 = rel_diff(ref, ref0, R3V);
+    fprintf(stderr, "yarn vs reference: %.2g; without the scaling %.2g\n",
+            d, d0);
+    T_CHECK(d < 1e-5);
+    T_CHECK(d0 > 1e-2);
 }
 
 /* The logits after ids (8) of a random llama of type (256 wide, 2
@@ -2129,6 +2179,7 @@ main(void)
     T_RUN(test_gemma3);
     T_RUN(test_gemma2);
     T_RUN(test_moe);
+    T_RUN(test_yarn);
     T_RUN(test_rope_freqs);
     T_RUN(test_all_types);
     T_RUN(test_packed_logits);

@@ -9,6 +9,7 @@
  *                 [--arch llama|qwen3|qwen3moe|qwen2moe|gemma2|gemma3]
  *                 [--head-dim N] [--sliding-window N] [--user-token TOKEN]...
  *                 [--experts N,K] [--n-ff-exp N] [--n-ff-shexp N]
+ *                 [--yarn FACTOR,ORIG_CTX]
  *
  * Every 2-D weight is of --type (norms F32), as gguf_writer.h describes;
  * the same seed and shape give the same float weights at every type;
@@ -24,7 +25,9 @@
  * --experts N,K gives every layer N experts of which K are used (llama:
  * Mixtral's layout; qwen3moe needs them), --n-ff-exp an expert's width
  * apart from --n-ff (expert_feed_forward_length); qwen2moe adds qwen2's
- * biases and a shared expert of --n-ff-shexp (else --n-ff).  The
+ * biases and a shared expert of --n-ff-shexp (else --n-ff); --yarn
+ * writes YaRN rope scaling (rope.scaling.type yarn, its factor and
+ * original_context_length).  The
  * whole file is built in memory before it is written: a 1B-model slice
  * (n_embd 2048, 4 layers, n_vocab 32000) needs about 1.5 GB for a moment.
  * Exit codes: 0 written, 1 the writer failed, 2 usage error.
@@ -51,7 +54,7 @@ usage(FILE *f)
           "[--softcap A,F]\n"
           "                     [--user-token TOKEN]... [--experts N,K] "
           "[--n-ff-exp N]\n"
-          "                     [--n-ff-shexp N]\n"
+          "                     [--n-ff-shexp N] [--yarn FACTOR,ORIG_CTX]\n"
           "TYPE: f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k "
           "q5_k q6_k\n",
           f);
@@ -154,6 +157,13 @@ main(int argc, char **argv)
             }
         } else if (!strcmp(a, "--n-ff-exp")) {
             bad = parse_pos(v, 1 << 18, &p.n_ff_exp);
+        } else if (!strcmp(a, "--yarn")) {
+            /* FACTOR,ORIGINAL_CONTEXT */
+            char *end;
+            p.yarn_factor = strtof(v, &end);
+            bad = *end != ',' || !(p.yarn_factor > 0);
+            if (!bad)
+                bad = parse_pos(end + 1, 1 << 24, &p.yarn_orig);
         } else if (!strcmp(a, "--n-ff-shexp")) {
             bad = parse_pos(v, 1 << 18, &p.n_ff_shexp);
         } else if (!strcmp(a, "--sliding-window")) {

@@ -621,6 +621,13 @@ gguf_w_llama_fill(struct gguf_w *w, const struct gguf_w_llama *p)
     if (gemma2 && p->final_softcap > 0)
         gguf_w_add_f32(w, KEY("final_logit_softcapping"), p->final_softcap);
     gguf_w_add_f32(w, KEY("attention.layer_norm_rms_epsilon"), 1e-5f);
+    if (p->yarn_factor > 0) {
+        gguf_w_add_str(w, KEY("rope.scaling.type"), "yarn");
+        gguf_w_add_f32(w, KEY("rope.scaling.factor"), p->yarn_factor);
+        if (p->yarn_orig > 0)
+            gguf_w_add_u32(w, KEY("rope.scaling.original_context_length"),
+                           (uint32_t)p->yarn_orig);
+    }
     if (NX > 0) {
         gguf_w_add_u32(w, KEY("expert_count"), (uint32_t)NX);
         gguf_w_add_u32(w, KEY("expert_used_count"),

@@ -147,6 +147,10 @@ struct gguf_w_llama {
      * [n_ff_shexp, n_embd], n_ff_shexp as
      * expert_shared_feed_forward_length (0: n_ff, not written) */
     int n_ff_shexp;
+    /* > 0: rope.scaling.type "yarn" with this rope.scaling.factor and
+     * rope.scaling.original_context_length yarn_orig (if > 0) */
+    float yarn_factor;
+    int yarn_orig;
 };
 
 /*
