@@ -866,7 +866,11 @@ enum le_arch {
     LE_ARCH_QWEN3MOE = 5,
     /* qwen2 (biases) with experts, unnormalised weights, and a shared
      * expert gated by a sigmoid */
-    LE_ARCH_QWEN2MOE = 6
+    LE_ARCH_QWEN2MOE = 6,
+    /* Phi-3 / Phi-3.5 / Phi-4-mini: fused attn_qkv and gate+up (read as
+     * views), NEOX rotation with LongRoPE's short / long factors, a
+     * sliding window on every layer */
+    LE_ARCH_PHI3 = 7
 };
 
 struct le_layer {
@@ -911,7 +915,12 @@ struct le_hparams {
      * and sin are multiplied by yarn_mscale (attn_factor x (1 + 0.1
      * ln factor)); yarn 0: plain scaling */
     int yarn;
-    float yarn_lo, yarn_hi, yarn_mscale;
+    float yarn_lo, yarn_hi;
+    /* cos and sin times this: rope.scaling.attn_factor (default 1), for
+     * YaRN times (1 + 0.1 ln factor) */
+    float rope_mscale;
+    int32_t n_ctx_orig;   /* rope.scaling.original_context_length, else
+                             n_ctx_train */
     int rope_neox;        /* 1: rotate halves (qwen2, qwen3, gemma3); 0:
                              adjacent pairs */
     float attn_scale;     /* of q.k: 1 / sqrt(head_dim) (gemma3 27B: 1 /
@@ -919,10 +928,12 @@ struct le_hparams {
     float embd_scale;     /* of the token embeddings (gemma3: sqrt(n_embd)) */
     int gelu;             /* 1: the FFN's gate is GELU (tanh form), else
                              SiLU */
-    /* sliding-window attention (gemma3): layers l with l % swa_pattern <
-     * swa_pattern - 1 attend to their last n_swa positions only and rotate
-     * with base rope_base_swa, unscaled; n_swa 0: none */
+    /* sliding-window attention: layers l with l % swa_pattern <
+     * swa_pattern - 1 (gemma3 6, gemma2 2; 0: every layer, phi3) attend
+     * to their last n_swa positions only; with swa_rope_local (gemma3)
+     * they rotate with base rope_base_swa, unscaled; n_swa 0: none */
     int32_t n_swa, swa_pattern;
+    int swa_rope_local;
     float rope_base_swa;
     float softcap;        /* final logits: softcap * tanh(l / softcap); 0:
                              none */
@@ -970,6 +981,9 @@ struct le_model {
     const struct le_gguf_tensor *output_norm; /* [n_embd] f32 */
     const struct le_gguf_tensor *output;      /* [n_embd] x n_vocab */
     float *rope_freqs;  /* [n_rot/2] llama3 frequency factors or NULL */
+    /* phi3's LongRoPE factors [n_rot/2] or NULL; one of them becomes
+     * rope_freqs once the context is known */
+    const struct le_gguf_tensor *rope_long, *rope_short;
     struct le_layer *layers; /* [n_layer] */
     struct le_pool *pool;
     enum le_chat_template chat;

@@ -159,7 +159,7 @@ want(const struct le_gguf *g, const char *name, int64_t ne0, int64_t ne1,
 /* GGUF's general.architecture of each enum le_arch */
 static const char *const arch_names[] = {"llama",    "qwen2",  "qwen3",
                                          "gemma3",   "gemma2", "qwen3moe",
-                                         "qwen2moe"};
+                                         "qwen2moe", "phi3"};
 #define N_ARCH (sizeof(arch_names) / sizeof(arch_names[0]))
 
 static enum le_status
@@ -182,7 +182,8 @@ load_hparams(struct le_model *m, char *err, size_t errlen)
     if (a == N_ARCH)
         return fail(err, errlen, LE_EFORMAT,
                     "model: architecture '%s' is not supported (llama, "
-                    "qwen2, qwen2moe, qwen3, qwen3moe, gemma2, gemma3)",
+                    "qwen2, qwen2moe, qwen3, qwen3moe, gemma2, gemma3, "
+                    "phi3)",
                     arch);
     hp->arch = (enum le_arch)a;
 
@@ -308,31 +309,35 @@ load_hparams(struct le_model *m, char *err, size_t errlen)
     }
     if (factor > 0)
         hp->rope_scale = 1.0f / factor;
+    /* the context the rotation was trained for (YaRN's ramp, phi3's
+     * long / short factors), and the factor on cos and sin (llama.cpp
+     * applies rope.scaling.attn_factor to every architecture) */
+    hp->n_ctx_orig = hp->n_ctx_train;
+    if (arch_u32(g, arch, "rope.scaling.original_context_length", &u) && u > 0)
+        hp->n_ctx_orig = (int32_t)(u < (1u << 24) ? u : (1u << 24));
+    float af = 1.0f;
+    if (arch_f32(g, arch, "rope.scaling.attn_factor", &f))
+        af = f;
+    if (!(af > 0 && af < 100))
+        return fail(err, errlen, LE_EFORMAT,
+                    "model: bad rope.scaling.attn_factor %g", af);
+    hp->rope_mscale = af;
     if (hp->yarn) {
         /* as llama.cpp's ggml_rope_yarn_corr_dims: the pairs that turn
          * more than beta_fast (32) times over the original context keep
          * their angle, those under beta_slow (1) take the scaled one */
-        uint32_t oc = (uint32_t)hp->n_ctx_train;
-        if (arch_u32(g, arch, "rope.scaling.original_context_length", &u) &&
-            u > 0)
-            oc = u;
-        float af = 1.0f, nd = (float)hp->n_rot;
-        if (arch_f32(g, arch, "rope.scaling.attn_factor", &f))
-            af = f;
+        float oc = (float)hp->n_ctx_orig, nd = (float)hp->n_rot;
         if (hp->arch == LE_ARCH_GEMMA2 || hp->arch == LE_ARCH_GEMMA3)
             return fail(err, errlen, LE_EFORMAT,
                         "model: YaRN rope scaling on %s is not supported",
                         arch);
-        if (!(af > 0 && af < 100))
-            return fail(err, errlen, LE_EFORMAT,
-                        "model: bad rope.scaling.attn_factor %g", af);
-        float lo = floorf(nd * logf((float)oc / (32.0f * 2 * (float)M_PI)) /
+        float lo = floorf(nd * logf(oc / (32.0f * 2 * (float)M_PI)) /
                           (2 * logf(hp->rope_base))),
-              hi = ceilf(nd * logf((float)oc / (1.0f * 2 * (float)M_PI)) /
+              hi = ceilf(nd * logf(oc / (1.0f * 2 * (float)M_PI)) /
                          (2 * logf(hp->rope_base)));
         hp->yarn_lo = lo > 0 ? lo : 0;
         hp->yarn_hi = hi < nd - 1 ? hi : nd - 1;
-        hp->yarn_mscale = af * (1.0f + 0.1f * logf(1.0f / hp->rope_scale));
+        hp->rope_mscale = af * (1.0f + 0.1f * logf(1.0f / hp->rope_scale));
     }
     int g3 = hp->arch == LE_ARCH_GEMMA3, g2 = hp->arch == LE_ARCH_GEMMA2;
     int gemma = g3 || g2;
@@ -348,8 +353,23 @@ load_hparams(struct le_model *m, char *err, size_t errlen)
     hp->gelu = gemma;
     hp->n_swa = 0;
     hp->swa_pattern = 1;
+    hp->swa_rope_local = g3;
     hp->rope_base_swa = hp->rope_base;
     u = 0;
+    int phi3 = hp->arch == LE_ARCH_PHI3;
+    if (phi3 && !arch_u32(g, arch, "attention.sliding_window", &u)) {
+        /* llama.cpp's defaults for the Phi-3 files made before the key */
+        if ((hp->n_layer == 32 || hp->n_layer == 40) && hp->n_ctx_train == 4096)
+            u = 2047;
+        else if (hp->n_layer == 32 && hp->n_head_kv == 32 &&
+                 hp->n_ctx_train == 131072)
+            u = 262144;
+        else if (hp->n_layer == 40 && hp->n_ctx_train == 131072)
+            u = 131072;
+        else
+            return fail(err, errlen, LE_EFORMAT,
+                        "model: phi3.attention.sliding_window is missing");
+    }
     if (gemma && !arch_u32(g, arch, "attention.sliding_window", &u))
         u = g2 ? 4096 : 0; /* gemma2's when its file has none (llama.cpp) */
     if (u) {
@@ -359,7 +379,7 @@ load_hparams(struct le_model *m, char *err, size_t errlen)
         hp->n_swa = (int32_t)u;
         /* gemma3: every 6th layer global, the local ones at base 10000;
          * gemma2: the even layers local, one base */
-        hp->swa_pattern = g3 ? 6 : 2;
+        hp->swa_pattern = g3 ? 6 : g2 ? 2 : 0; /* phi3: every layer */
         if (g3)
             hp->rope_base_swa = 10000.0f;
     }
@@ -376,6 +396,22 @@ load_hparams(struct le_model *m, char *err, size_t errlen)
                     "model: bad final_logit_softcapping or "
                     "attn_logit_softcapping");
     return LE_OK;
+}
+
+/* v = rows [r0, r0 + n) of t (a 2-D or 3-D tensor whose rows are
+ * ne[0] wide), as a 2-D tensor of n rows */
+static void
+row_view(struct le_gguf_tensor *v, const struct le_gguf_tensor *t, int64_t r0,
+         int64_t n)
+{
+    size_t row = le_row_size(t->type, t->ne[0]);
+    *v = *t;
+    v->n_dims = 2;
+    v->ne[1] = n;
+    v->ne[2] = v->ne[3] = 1;
+    v->data = (const uint8_t *)t->data + (size_t)r0 * row;
+    v->offset += (uint64_t)r0 * row;
+    v->nbytes = (size_t)n * row;
 }
 
 static enum le_status
@@ -427,11 +463,24 @@ load_tensors(struct le_model *m, char *err, size_t errlen)
         qkn = hp->arch == LE_ARCH_QWEN3 || hp->arch == LE_ARCH_GEMMA3 ||
               hp->arch == LE_ARCH_QWEN3MOE;
     int32_t NX = hp->n_expert;
-    if (NX > 0) {
-        m->n_xviews = (size_t)hp->n_layer * 3 * (size_t)NX;
+    int phi3 = hp->arch == LE_ARCH_PHI3;
+    /* views per layer: each expert's three, then phi3's q, k, v of its
+     * attn_qkv and gate, up of its ffn_up */
+    size_t XS = 3 * (size_t)NX + (phi3 ? 5 : 0);
+    if (XS > 0) {
+        m->n_xviews = (size_t)hp->n_layer * XS;
         m->xviews = calloc(m->n_xviews, sizeof(*m->xviews));
         if (!m->xviews)
             return LE_ENOMEM;
+    }
+    if (phi3) { /* LongRoPE: le_model_load picks one for its context */
+        m->rope_long = want(g, "rope_factors_long.weight", hp->n_rot / 2, 0,
+                            0, &st, err, errlen);
+        m->rope_short = want(g, "rope_factors_short.weight", hp->n_rot / 2, 0,
+                             0, &st, err, errlen);
+        if ((!m->rope_long && le_gguf_tensor(g, "rope_factors_long.weight")) ||
+            (!m->rope_short && le_gguf_tensor(g, "rope_factors_short.weight")))
+            return st;
     }
     for (int32_t l = 0; l < hp->n_layer; l++) {
         struct le_layer *L = &m->layers[l];
@@ -444,9 +493,31 @@ load_tensors(struct le_model *m, char *err, size_t errlen)
             return st;                                                       \
     } while (0)
         T(attn_norm, "attn_norm.weight", E, 0, 1);
-        T(wq, "attn_q.weight", E, QD, 1);
-        T(wk, "attn_k.weight", E, KD, 1);
-        T(wv, "attn_v.weight", E, KD, 1);
+        struct le_gguf_tensor *pv = m->xviews + (size_t)l * XS + 3 * (size_t)NX;
+        if (phi3) {
+            /* q, k and v are row ranges of attn_qkv, gate and up the two
+             * halves of ffn_up (the first takes the SiLU) */
+            const struct le_gguf_tensor *qkv, *up;
+            snprintf(n, sizeof(n), "blk.%d.attn_qkv.weight", (int)l);
+            if (!(qkv = want(g, n, E, QD + 2 * KD, 1, &st, err, errlen)))
+                return st;
+            snprintf(n, sizeof(n), "blk.%d.ffn_up.weight", (int)l);
+            if (!(up = want(g, n, E, 2 * (int64_t)F, 1, &st, err, errlen)))
+                return st;
+            const int32_t at[5] = {0, QD, QD + KD, 0, F},
+                          rows[5] = {QD, KD, KD, F, F};
+            for (int k = 0; k < 5; k++)
+                row_view(&pv[k], k < 3 ? qkv : up, at[k], rows[k]);
+            L->wq = &pv[0];
+            L->wk = &pv[1];
+            L->wv = &pv[2];
+            L->w_gate = &pv[3];
+            L->w_up = &pv[4];
+        } else {
+            T(wq, "attn_q.weight", E, QD, 1);
+            T(wk, "attn_k.weight", E, KD, 1);
+            T(wv, "attn_v.weight", E, KD, 1);
+        }
         T(bq, "attn_q.bias", QD, 0, bias);
         T(bk, "attn_k.bias", KD, 0, bias);
         T(bv, "attn_v.bias", KD, 0, bias);
@@ -461,8 +532,10 @@ load_tensors(struct le_model *m, char *err, size_t errlen)
         T(wo, "attn_output.weight", QD, E, 1);
         T(ffn_norm, "ffn_norm.weight", E, 0, 1);
         if (NX == 0) {
-            T(w_gate, "ffn_gate.weight", E, F, 1);
-            T(w_up, "ffn_up.weight", E, F, 1);
+            if (!phi3) {
+                T(w_gate, "ffn_gate.weight", E, F, 1);
+                T(w_up, "ffn_up.weight", E, F, 1);
+            }
             T(w_down, "ffn_down.weight", F, E, 1);
             continue;
         }
@@ -492,16 +565,9 @@ load_tensors(struct le_model *m, char *err, size_t errlen)
             if (!t3)
                 return st;
             struct le_gguf_tensor *v =
-                m->xviews + ((size_t)l * 3 + (size_t)k) * (size_t)NX;
-            size_t bytes = le_row_size(t3->type, t3->ne[0]) * (size_t)t3->ne[1];
-            for (int32_t e = 0; e < NX; e++) {
-                v[e] = *t3;
-                v[e].n_dims = 2;
-                v[e].ne[2] = 1;
-                v[e].data = (const uint8_t *)t3->data + (size_t)e * bytes;
-                v[e].offset += (uint64_t)e * bytes;
-                v[e].nbytes = bytes;
-            }
+                m->xviews + (size_t)l * XS + (size_t)k * (size_t)NX;
+            for (int32_t e = 0; e < NX; e++)
+                row_view(&v[e], t3, (int64_t)e * t3->ne[1], t3->ne[1]);
             if (k == 0)
                 L->exp_gate = v;
             else if (k == 1)
@@ -732,6 +798,18 @@ le_model_load(struct le_gguf *g, const struct le_model_params *p,
         st = fail(err, errlen, LE_EINVAL, "model: context %d is too large",
                   m->params.n_ctx);
         goto out;
+    }
+    /* phi3's LongRoPE: the long factors when the context is longer than
+     * the one the rotation was trained for, as llama.cpp picks them */
+    const struct le_gguf_tensor *lr =
+        m->params.n_ctx > m->hp.n_ctx_orig ? m->rope_long : m->rope_short;
+    if (lr && !m->rope_freqs) {
+        m->rope_freqs = malloc((size_t)m->hp.n_rot / 2 * sizeof(float));
+        if (!m->rope_freqs) {
+            st = LE_ENOMEM;
+            goto out;
+        }
+        memcpy(m->rope_freqs, lr->data, (size_t)m->hp.n_rot / 2 * sizeof(float));
     }
     if (m->params.kv_type == LE_KV_Q8_0 &&
         (m->hp.head_dim % 32 || !le_type_get(LE_TYPE_Q8_0) ||
@@ -1155,28 +1233,29 @@ rmsnorm(float *o, const float *x, const float *w, int n, float eps)
 static int
 layer_swa(const struct le_hparams *hp, int l)
 {
-    return hp->n_swa > 0 && l % hp->swa_pattern < hp->swa_pattern - 1;
+    return hp->n_swa > 0 &&
+           (hp->swa_pattern == 0 || l % hp->swa_pattern < hp->swa_pattern - 1);
 }
 
 static void
 rope(const struct le_model *m, float *x, int n_heads, int pos, int layer)
 {
     const struct le_hparams *hp = &m->hp;
-    int nr = hp->n_rot, swa = layer_swa(hp, layer);
-    /* a sliding-window layer: its own base, unscaled (gemma3) */
+    int nr = hp->n_rot, loc = hp->swa_rope_local && layer_swa(hp, layer);
+    /* gemma3's sliding-window layers: their own base, unscaled */
     float theta_scale =
-        powf(swa ? hp->rope_base_swa : hp->rope_base, -2.0f / (float)nr);
-    float scale = swa ? 1.0f : hp->rope_scale;
+        powf(loc ? hp->rope_base_swa : hp->rope_base, -2.0f / (float)nr);
+    float scale = loc ? 1.0f : hp->rope_scale;
     float theta = (float)pos;
     for (int i0 = 0; i0 < nr; i0 += 2) {
-        float ff = m->rope_freqs && !swa ? m->rope_freqs[i0 / 2] : 1.0f;
-        float ext = theta / ff, th = scale * ext, ms = 1.0f;
-        if (hp->yarn && !swa) { /* llama.cpp's rope_yarn, ext_factor 1 */
+        float ff = m->rope_freqs && !loc ? m->rope_freqs[i0 / 2] : 1.0f;
+        float ext = theta / ff, th = scale * ext;
+        float ms = loc ? 1.0f : hp->rope_mscale;
+        if (hp->yarn && !loc) { /* llama.cpp's rope_yarn, ext_factor 1 */
             float y = ((float)(i0 / 2) - hp->yarn_lo) /
                       fmaxf(0.001f, hp->yarn_hi - hp->yarn_lo);
             float mix = 1 - fminf(1, fmaxf(0, y));
             th = th * (1 - mix) + ext * mix;
-            ms = hp->yarn_mscale;
         }
         float c = cosf(th) * ms, sn = sinf(th) * ms;
         for (int h = 0; h < n_heads; h++) {

@@ -1361,6 +1361,12 @@ struct ref_arch {
      * (beta_fast 32, beta_slow 1, attn_factor 1) */
     double yarn_factor;
     int yarn_orig;
+    /* phi3: q, k, v the row ranges of attn_qkv, gate and up the halves
+     * of ffn_up, every layer on the window (n_swa); longrope 1 / 2: the
+     * file's short / long rope factors divide the angles and cos, sin are
+     * times rope_ms */
+    int phi3, longrope;
+    double rope_ms;
 };
 
 enum { RX_MAX = 16 };
@@ -1441,15 +1447,23 @@ ref_forward(const char *path, const int32_t *ids, int n,
             x[i] = emb[(size_t)ids[t] * R3E + i] *
                    (ra->gemma ? sqrt((double)R3E) : 1.0);
         for (int l = 0; l < ra->n_layer; l++) {
-            int swa = ra->gemma && ra->n_swa &&
-                      (ra->gemma2 ? l % 2 == 0 : l % 6 < 5);
+            int swa = (ra->gemma || ra->phi3) && ra->n_swa &&
+                      (ra->phi3 || (ra->gemma2 ? l % 2 == 0 : l % 6 < 5));
             double base = ra->gemma && !ra->gemma2 && !swa ? 1e6 : 10000.0;
             int p0 = swa && t >= ra->n_swa ? t - ra->n_swa + 1 : 0;
             memcpy(xb, x, sizeof(x));
             ref_norm(xb, tf(g, "blk.%d.attn_norm.weight", l), R3E, 1e-5);
-            ref_mv(q, tf(g, "blk.%d.attn_q.weight", l), xb, R3E, QD);
-            ref_mv(k, tf(g, "blk.%d.attn_k.weight", l), xb, R3E, KD);
-            ref_mv(v, tf(g, "blk.%d.attn_v.weight", l), xb, R3E, KD);
+            const float *wqkv = tf(g, "blk.%d.attn_qkv.weight", l);
+            ref_mv(q, ra->phi3 ? wqkv : tf(g, "blk.%d.attn_q.weight", l), xb,
+                   R3E, QD);
+            ref_mv(k,
+                   ra->phi3 ? wqkv + QD * R3E
+                            : tf(g, "blk.%d.attn_k.weight", l),
+                   xb, R3E, KD);
+            ref_mv(v,
+                   ra->phi3 ? wqkv + (QD + KD) * R3E
+                            : tf(g, "blk.%d.attn_v.weight", l),
+                   xb, R3E, KD);
             if (ra->qwen2moe) { /* qwen2's biases */
                 const float *bq = tf(g, "blk.%d.attn_q.bias", l),
                             *bk = tf(g, "blk.%d.attn_k.bias", l),
@@ -1470,6 +1484,13 @@ ref_forward(const char *path, const int32_t *ids, int n,
                              R3HD, 1e-5);
                 for (int i = 0; i < R3HD / 2; i++) { /* NEOX halves */
                     double th = t * pow(base, -2.0 * i / R3HD), ms = 1;
+                    if (ra->longrope) {
+                        th /= tf(g, ra->longrope == 2
+                                        ? "rope_factors_long.weight"
+                                        : "rope_factors_short.weight",
+                                 0)[i];
+                        ms = ra->rope_ms;
+                    }
                     if (ra->yarn_factor > 0) { /* the YaRN paper's ramp */
                         double cd = 2 * log(base), oc = ra->yarn_orig,
                                lo = floor(R3HD * log(oc / (32 * 2 * M_PI)) /
@@ -1533,8 +1554,10 @@ ref_forward(const char *path, const int32_t *ids, int n,
                 ref_moe(g, l, ra, xb, x);
                 continue;
             }
-            ref_mv(hg, tf(g, "blk.%d.ffn_gate.weight", l), xb, R3E, R3F);
-            ref_mv(hu, tf(g, "blk.%d.ffn_up.weight", l), xb, R3E, R3F);
+            const float *wup = tf(g, "blk.%d.ffn_up.weight", l);
+            ref_mv(hg, ra->phi3 ? wup : tf(g, "blk.%d.ffn_gate.weight", l),
+                   xb, R3E, R3F);
+            ref_mv(hu, ra->phi3 ? wup + R3F * R3E : wup, xb, R3E, R3F);
             for (int i = 0; i < R3F; i++) {
                 double a = hg[i];
                 hg[i] = ra->gemma ? 0.5 * a *
@@ -1790,6 +1813,57 @@ test_yarn(void)
             d, d0);
     T_CHECK(d < 1e-5);
     T_CHECK(d0 > 1e-2);
+}
+
+/* phi3: fused attn_qkv and ffn_up read as row views, a window of 3 on
+ * every layer, LongRoPE's short factors for a context within the
+ * original one and the long ones past it, cos and sin times the file's
+ * attn_factor; each against the reference (the window, the factors
+ * and the attn factor each change the logits, so each is tested). */
+static void
+test_phi3(void)
+{
+    char p[600];
+    snprintf(p, sizeof(p), "%s/phi3.gguf", g_tmp);
+    struct gguf_w_llama lp;
+    ref_params(&lp, "phi3", 3, 19);
+    lp.n_swa = 3;
+    lp.longrope_orig = 256;
+    lp.longrope_attn = 1.25f;
+    T_EQ_INT(gguf_w_llama_write(&lp, p), 0);
+    int32_t ids[RT_MAX] = {1, 270, 281, 265, 299, 290, 277, 263};
+    struct ref_arch ra = {.n_layer = 3, .n_swa = 3, .f32 = 1, .phi3 = 1,
+                          .longrope = 1, .rope_ms = 1.25};
+    struct ref_arch rl = ra, nw = ra, r1 = ra;
+    rl.longrope = 2;
+    nw.n_swa = 0;
+    r1.rope_ms = 1;
+    float ref[R3V], refl[R3V], refnw[R3V], ref1[R3V], got[R3V], gotl[R3V];
+    T_EQ_INT(ref_forward(p, ids, RT_MAX, &ra, ref), 0);
+    T_EQ_INT(ref_forward(p, ids, RT_MAX, &rl, refl), 0);
+    T_EQ_INT(ref_forward(p, ids, RT_MAX, &nw, refnw), 0);
+    T_EQ_INT(ref_forward(p, ids, RT_MAX, &r1, ref1), 0);
+    /* a 256-position context: the short factors; 512: the long ones */
+    for (int k = 0; k < 2; k++) {
+        struct le_model *m = open_model(p, 1, k ? 512 : 256, LE_KV_F32);
+        T_CHECK(m != NULL);
+        if (m) {
+            T_CHECK(strstr(le_model_desc(m), "phi3") != NULL);
+            T_EQ_INT(logits_after(m, ids, RT_MAX, k ? gotl : got), 0);
+        }
+        le_model_free(m);
+    }
+    double d = rel_diff(ref, got, R3V), dl = rel_diff(refl, gotl, R3V);
+    fprintf(stderr, "phi3 vs reference: short %.2g, long %.2g; the long "
+                    "factors change %.2g, no window %.2g, no attn factor "
+                    "%.2g\n",
+            d, dl, rel_diff(ref, refl, R3V), rel_diff(ref, refnw, R3V),
+            rel_diff(ref, ref1, R3V));
+    T_CHECK(d < 1e-5);
+    T_CHECK(dl < 1e-5);
+    T_CHECK(rel_diff(ref, refl, R3V) > 1e-2);
+    T_CHECK(rel_diff(ref, refnw, R3V) > 1e-2);
+    T_CHECK(rel_diff(ref, ref1, R3V) > 1e-2);
 }
 
 /* The logits after ids (8) of a random llama of type (256 wide, 2
@@ -2180,6 +2254,7 @@ main(void)
     T_RUN(test_gemma2);
     T_RUN(test_moe);
     T_RUN(test_yarn);
+    T_RUN(test_phi3);
     T_RUN(test_rope_freqs);
     T_RUN(test_all_types);
     T_RUN(test_packed_logits);

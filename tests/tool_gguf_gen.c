@@ -6,10 +6,10 @@
  *                 --n-embd N --n-layer N --n-head N --n-head-kv N
  *                 --n-ff N --n-vocab N [--n-ctx N] [--seed S] [--tied]
  *                 [--chat-template TEXT] [--control TOKEN]...
- *                 [--arch llama|qwen3|qwen3moe|qwen2moe|gemma2|gemma3]
+ *                 [--arch llama|qwen3|qwen3moe|qwen2moe|gemma2|gemma3|phi3]
  *                 [--head-dim N] [--sliding-window N] [--user-token TOKEN]...
  *                 [--experts N,K] [--n-ff-exp N] [--n-ff-shexp N]
- *                 [--yarn FACTOR,ORIG_CTX]
+ *                 [--yarn FACTOR,ORIG_CTX] [--longrope ORIG_CTX,ATTN]
  *
  * Every 2-D weight is of --type (norms F32), as gguf_writer.h describes;
  * the same seed and shape give the same float weights at every type;
@@ -27,7 +27,9 @@
  * apart from --n-ff (expert_feed_forward_length); qwen2moe adds qwen2's
  * biases and a shared expert of --n-ff-shexp (else --n-ff); --yarn
  * writes YaRN rope scaling (rope.scaling.type yarn, its factor and
- * original_context_length).  The
+ * original_context_length); --arch phi3 writes fused attn_qkv and
+ * ffn_up, --sliding-window as its window, and with --longrope its
+ * short / long rope factors, original context and attn_factor.  The
  * whole file is built in memory before it is written: a 1B-model slice
  * (n_embd 2048, 4 layers, n_vocab 32000) needs about 1.5 GB for a moment.
  * Exit codes: 0 written, 1 the writer failed, 2 usage error.
@@ -49,15 +51,29 @@ usage(FILE *f)
           "                     [--n-ctx N] [--seed S] [--tied] "
           "[--chat-template TEXT]\n"
           "                     [--control TOKEN]... "
-          "[--arch llama|qwen3|qwen3moe|qwen2moe|gemma2|gemma3]\n"
+          "[--arch llama|qwen3|qwen3moe|qwen2moe|gemma2|gemma3|phi3]\n"
           "                     [--head-dim N] [--sliding-window N] "
           "[--softcap A,F]\n"
           "                     [--user-token TOKEN]... [--experts N,K] "
           "[--n-ff-exp N]\n"
           "                     [--n-ff-shexp N] [--yarn FACTOR,ORIG_CTX]\n"
+          "                     [--longrope ORIG_CTX,ATTN]\n"
           "TYPE: f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k "
           "q5_k q6_k\n",
           f);
+}
+
+/* "A,B": A copied into first (at most cap - 1 bytes), B returned; NULL
+ * without a comma or with A too long */
+static const char *
+split_comma(const char *v, char *first, size_t cap)
+{
+    const char *c = strchr(v, ',');
+    if (!c || (size_t)(c - v) >= cap)
+        return NULL;
+    memcpy(first, v, (size_t)(c - v));
+    first[c - v] = '\0';
+    return c + 1;
 }
 
 static int
@@ -133,7 +149,8 @@ main(int argc, char **argv)
         } else if (!strcmp(a, "--arch")) {
             bad = strcmp(v, "llama") && strcmp(v, "qwen3") &&
                   strcmp(v, "qwen3moe") && strcmp(v, "qwen2moe") &&
-                  strcmp(v, "gemma3") && strcmp(v, "gemma2");
+                  strcmp(v, "gemma3") && strcmp(v, "gemma2") &&
+                  strcmp(v, "phi3");
             p.arch = v;
         } else if (!strcmp(a, "--softcap")) {
             /* gemma2: attention,final (e.g. 50,30) */
@@ -147,14 +164,9 @@ main(int argc, char **argv)
         } else if (!strcmp(a, "--experts")) {
             /* N,K: N experts a layer, K used a token */
             char nb[16];
-            const char *c = strchr(v, ',');
-            bad = !c || (size_t)(c - v) >= sizeof(nb);
-            if (!bad) {
-                memcpy(nb, v, (size_t)(c - v));
-                nb[c - v] = '\0';
-                bad = parse_pos(nb, 1024, &p.n_expert) ||
-                      parse_pos(c + 1, p.n_expert, &p.n_expert_used);
-            }
+            const char *c = split_comma(v, nb, sizeof(nb));
+            bad = !c || parse_pos(nb, 1024, &p.n_expert) ||
+                  parse_pos(c, p.n_expert, &p.n_expert_used);
         } else if (!strcmp(a, "--n-ff-exp")) {
             bad = parse_pos(v, 1 << 18, &p.n_ff_exp);
         } else if (!strcmp(a, "--yarn")) {
@@ -164,6 +176,14 @@ main(int argc, char **argv)
             bad = *end != ',' || !(p.yarn_factor > 0);
             if (!bad)
                 bad = parse_pos(end + 1, 1 << 24, &p.yarn_orig);
+        } else if (!strcmp(a, "--longrope")) {
+            /* ORIGINAL_CONTEXT,ATTN_FACTOR (phi3) */
+            char nb[16], *end = NULL;
+            const char *c = split_comma(v, nb, sizeof(nb));
+            if (c)
+                p.longrope_attn = strtof(c, &end);
+            bad = !c || parse_pos(nb, 1 << 24, &p.longrope_orig) || *end ||
+                  !(p.longrope_attn > 0);
         } else if (!strcmp(a, "--n-ff-shexp")) {
             bad = parse_pos(v, 1 << 18, &p.n_ff_shexp);
         } else if (!strcmp(a, "--sliding-window")) {

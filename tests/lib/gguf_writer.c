@@ -584,10 +584,12 @@ gguf_w_llama_fill(struct gguf_w *w, const struct gguf_w_llama *p)
     const char *arch = p->arch ? p->arch : "llama";
     int gemma3 = !strcmp(arch, "gemma3"), gemma2 = !strcmp(arch, "gemma2");
     int q3moe = !strcmp(arch, "qwen3moe"), q2moe = !strcmp(arch, "qwen2moe");
+    int phi3 = !strcmp(arch, "phi3");
     int qwen3 = !strcmp(arch, "qwen3") || gemma3 || q3moe; /* q/k norms */
     int NX = p->n_expert, n_ffx = p->n_ff_exp > 0 ? p->n_ff_exp : p->n_ff;
     int n_ffs = p->n_ff_shexp > 0 ? p->n_ff_shexp : p->n_ff;
-    if ((strcmp(arch, "llama") && !qwen3 && !gemma2 && !q2moe) ||
+    if ((strcmp(arch, "llama") && !qwen3 && !gemma2 && !q2moe && !phi3) ||
+        (phi3 && NX > 0) ||
         ((q3moe || q2moe) && NX <= 0) || (NX > 0 && (gemma3 || gemma2)) ||
         NX < 0 ||
         (NX > 0 && (p->n_expert_used <= 0 || p->n_expert_used > NX))) {
@@ -621,6 +623,15 @@ gguf_w_llama_fill(struct gguf_w *w, const struct gguf_w_llama *p)
     if (gemma2 && p->final_softcap > 0)
         gguf_w_add_f32(w, KEY("final_logit_softcapping"), p->final_softcap);
     gguf_w_add_f32(w, KEY("attention.layer_norm_rms_epsilon"), 1e-5f);
+    if (phi3 && p->n_swa > 0)
+        gguf_w_add_u32(w, KEY("attention.sliding_window"), (uint32_t)p->n_swa);
+    if (phi3 && p->longrope_orig > 0) {
+        gguf_w_add_u32(w, KEY("rope.scaling.original_context_length"),
+                       (uint32_t)p->longrope_orig);
+        if (p->longrope_attn > 0)
+            gguf_w_add_f32(w, KEY("rope.scaling.attn_factor"),
+                           p->longrope_attn);
+    }
     if (p->yarn_factor > 0) {
         gguf_w_add_str(w, KEY("rope.scaling.type"), "yarn");
         gguf_w_add_f32(w, KEY("rope.scaling.factor"), p->yarn_factor);
@@ -712,6 +723,24 @@ gguf_w_llama_fill(struct gguf_w *w, const struct gguf_w_llama *p)
     add_weight(w, "output_norm.weight", t, p->n_embd, 1, sd, 2, 1);
     if (!p->tied)
         add_weight(w, "output.weight", t, p->n_embd, p->n_vocab, sd, 3, 0);
+    if (phi3 && p->longrope_orig > 0) {
+        int half = head_dim / 2;
+        float *fs = malloc((size_t)half * 2 * sizeof(float));
+        if (!fs) {
+            w->failed = 1;
+        } else {
+            for (int i = 0; i < half; i++) {
+                fs[i] = 1.0f + (float)i / 8;
+                fs[half + i] = 1.0f + (float)i;
+            }
+            int64_t ne[1] = {half};
+            gguf_w_add_tensor(w, "rope_factors_short.weight", LE_TYPE_F32, 1,
+                              ne, fs);
+            gguf_w_add_tensor(w, "rope_factors_long.weight", LE_TYPE_F32, 1,
+                              ne, fs + half);
+            free(fs);
+        }
+    }
     for (int l = 0; l < p->n_layer; l++) {
         char name[64];
         uint64_t salt = 100 + (uint64_t)l * 16;
@@ -719,9 +748,13 @@ gguf_w_llama_fill(struct gguf_w *w, const struct gguf_w_llama *p)
     snprintf(name, sizeof(name), "blk.%d." suffix, l);                       \
     add_weight(w, name, t, ne0, ne1, sd, salt + k, norm)
         W("attn_norm.weight", p->n_embd, 1, 0, 1);
-        W("attn_q.weight", p->n_embd, n_q, 1, 0);
-        W("attn_k.weight", p->n_embd, n_embd_kv, 2, 0);
-        W("attn_v.weight", p->n_embd, n_embd_kv, 3, 0);
+        if (phi3) {
+            W("attn_qkv.weight", p->n_embd, n_q + 2 * n_embd_kv, 1, 0);
+        } else {
+            W("attn_q.weight", p->n_embd, n_q, 1, 0);
+            W("attn_k.weight", p->n_embd, n_embd_kv, 2, 0);
+            W("attn_v.weight", p->n_embd, n_embd_kv, 3, 0);
+        }
         W("attn_output.weight", n_q, p->n_embd, 4, 0);
         if (q2moe) { /* qwen2's biases, small values around 0 */
             snprintf(name, sizeof(name), "blk.%d.attn_q.bias", l);
@@ -762,8 +795,12 @@ gguf_w_llama_fill(struct gguf_w *w, const struct gguf_w_llama *p)
             }
             continue;
         }
-        W("ffn_gate.weight", p->n_embd, p->n_ff, 6, 0);
-        W("ffn_up.weight", p->n_embd, p->n_ff, 7, 0);
+        if (phi3) {
+            W("ffn_up.weight", p->n_embd, 2 * p->n_ff, 7, 0);
+        } else {
+            W("ffn_gate.weight", p->n_embd, p->n_ff, 6, 0);
+            W("ffn_up.weight", p->n_embd, p->n_ff, 7, 0);
+        }
         W("ffn_down.weight", p->n_ff, p->n_embd, 8, 0);
 #undef W
     }

@@ -151,6 +151,15 @@ struct gguf_w_llama {
      * rope.scaling.original_context_length yarn_orig (if > 0) */
     float yarn_factor;
     int yarn_orig;
+    /* "phi3": blk.N.attn_qkv.weight [n_embd, q + 2 kv] in place of q, k,
+     * v, blk.N.ffn_up.weight [n_embd, 2 n_ff] (gate rows, then up rows)
+     * in place of gate and up, attention.sliding_window n_swa; with
+     * longrope_orig > 0 also rope_factors_short.weight and
+     * rope_factors_long.weight [head_dim / 2] F32 (1 + i / 8 and 1 + i),
+     * rope.scaling.original_context_length longrope_orig and
+     * rope.scaling.attn_factor longrope_attn (if > 0) */
+    int longrope_orig;
+    float longrope_attn;
 };
 
 /*
