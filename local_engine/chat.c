@@ -32,6 +32,8 @@
  *            [TOOL_RESULTS]..[/TOOL_RESULTS], outside any [INST]; a
  *            "tool_calls" turn ends with </s> as an assistant's does)
  *   phi3     <|ROLE|>\nTEXT<|end|>\n ...               gen: <|assistant|>\n
+ *   phi4     <|im_start|>ROLE<|im_sep|>TEXT<|im_end|> ...
+ *            gen: <|im_start|>assistant<|im_sep|>
  *   gemma    <start_of_turn>user\nS\n\nU<end_of_turn>\n<start_of_turn>model\nA<end_of_turn>\n
  *            gen: <start_of_turn>model\n
  *   zephyr   <|ROLE|>\nTEXT</s>\n ...                  gen: <|assistant|>\n
@@ -70,7 +72,7 @@ static const char *const chat_names[] = {
     "phi3",       "gemma",           "zephyr",     "mistral-v3",
     "mistral-v3-tekken", "mistral-v7", "mistral-v7-tekken", "deepseek3",
     "deepseek-r1", "deepseek-r1-thinking", "qwen3", "qwen3-thinking",
-    "qwen2.5"};
+    "qwen2.5", "phi4"};
 
 const char *
 le_chat_template_name(enum le_chat_template t)
@@ -109,6 +111,8 @@ le_chat_detect(const char *t, size_t len)
     /* the generation prompt as the template's string writes it, with the
      * reasoning opened */
     if (has(t, len, "<|im_start|>")) {
+        if (has(t, len, "<|im_sep|>"))
+            return LE_CHAT_PHI4;
         if (has(t, len, QWEN25_SYSTEM))
             return LE_CHAT_QWEN25;
         if (!has(t, len, "<think>") || !has(t, len, "last_query_index"))
@@ -330,6 +334,23 @@ render_chatml(struct chat_buf *b, const struct le_chat_msg *msgs, size_t n,
     }
     if (gen)
         cb_str(b, "<|im_start|>assistant\n");
+}
+
+/* Phi-4's: ChatML's markers, <|im_sep|> after the role, nothing between
+ * turns */
+static void
+render_phi4(struct chat_buf *b, const struct le_chat_msg *msgs, size_t n,
+            int gen)
+{
+    for (size_t i = 0; i < n; i++) {
+        cb_str(b, "<|im_start|>");
+        cb_str(b, role_of(&msgs[i]));
+        cb_str(b, "<|im_sep|>");
+        cb_str(b, content_of(&msgs[i]));
+        cb_str(b, "<|im_end|>");
+    }
+    if (gen)
+        cb_str(b, "<|im_start|>assistant<|im_sep|>");
 }
 
 static void
@@ -683,6 +704,9 @@ le_chat_apply(enum le_chat_template t, const struct le_chat_msg *msgs,
         if (!n_msgs || strcmp(role_of(&msgs[0]), "system"))
             cb_str(&b, "<|im_start|>system\n" QWEN25_SYSTEM "<|im_end|>\n");
         render_chatml(&b, msgs, n_msgs, gen);
+        break;
+    case LE_CHAT_PHI4:
+        render_phi4(&b, msgs, n_msgs, gen);
         break;
     case LE_CHAT_CHATML:
     default:

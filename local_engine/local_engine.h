@@ -146,7 +146,9 @@ enum le_chat_template {
     LE_CHAT_QWEN3_THINKING,
     /* ChatML with Qwen2.5's default system text when the messages have
      * none ("You are Qwen, created by Alibaba Cloud. ...") */
-    LE_CHAT_QWEN25
+    LE_CHAT_QWEN25,
+    /* Phi-4 (14B): <|im_start|>ROLE<|im_sep|>TEXT<|im_end|>, no newlines */
+    LE_CHAT_PHI4
 };
 /* 1 for the mistral templates (any of the five) */
 int le_chat_is_mistral(enum le_chat_template t);

@@ -523,6 +523,29 @@ test_phi3(void)
           "<|assistant|>\n");
 }
 
+/* Phi-4's template: {{'<|im_start|>user<|im_sep|>' + message['content'] +
+ * '<|im_end|>'}} per turn, '<|im_start|>assistant<|im_sep|>' to answer;
+ * told from ChatML by its separator */
+static void
+test_phi4(void)
+{
+#define D(s) le_chat_detect(s, strlen(s))
+    T_EQ_INT(D("{% for message in messages %}{% if (message['role'] == "
+               "'system') %}{{'<|im_start|>system<|im_sep|>' + "
+               "message['content'] + '<|im_end|>'}}{% endif %}{% endfor %}"
+               "{% if add_generation_prompt %}{{ "
+               "'<|im_start|>assistant<|im_sep|>' }}{% endif %}"),
+             LE_CHAT_PHI4);
+#undef D
+    T_EQ_INT(le_chat_template_from_name("phi4"), LE_CHAT_PHI4);
+    check(LE_CHAT_PHI4, conv, N_CONV, 1,
+          "<|im_start|>system<|im_sep|>You are terse.<|im_end|>"
+          "<|im_start|>user<|im_sep|>Hi<|im_end|>"
+          "<|im_start|>assistant<|im_sep|>Hello.<|im_end|>"
+          "<|im_start|>user<|im_sep|>2+2?<|im_end|>"
+          "<|im_start|>assistant<|im_sep|>");
+}
+
 static void
 test_gemma(void)
 {
@@ -568,6 +591,7 @@ main(void)
     T_RUN(test_deepseek_tools);
     T_RUN(test_qwen3);
     T_RUN(test_phi3);
+    T_RUN(test_phi4);
     T_RUN(test_gemma);
     T_RUN(test_zephyr);
     T_RUN(test_empty_and_bad);
