@@ -321,36 +321,23 @@ role_of(const struct le_chat_msg *m)
     return m->role ? m->role : "user";
 }
 
+/* ChatML (sep "\n", end "<|im_end|>\n"), and Phi-4's variant: the same
+ * markers, <|im_sep|> after the role and nothing between turns */
 static void
 render_chatml(struct chat_buf *b, const struct le_chat_msg *msgs, size_t n,
-              int gen)
+              int gen, const char *sep, const char *end)
 {
     for (size_t i = 0; i < n; i++) {
         cb_str(b, "<|im_start|>");
         cb_str(b, role_of(&msgs[i]));
-        cb_str(b, "\n");
+        cb_str(b, sep);
         cb_str(b, content_of(&msgs[i]));
-        cb_str(b, "<|im_end|>\n");
+        cb_str(b, end);
     }
-    if (gen)
-        cb_str(b, "<|im_start|>assistant\n");
-}
-
-/* Phi-4's: ChatML's markers, <|im_sep|> after the role, nothing between
- * turns */
-static void
-render_phi4(struct chat_buf *b, const struct le_chat_msg *msgs, size_t n,
-            int gen)
-{
-    for (size_t i = 0; i < n; i++) {
-        cb_str(b, "<|im_start|>");
-        cb_str(b, role_of(&msgs[i]));
-        cb_str(b, "<|im_sep|>");
-        cb_str(b, content_of(&msgs[i]));
-        cb_str(b, "<|im_end|>");
+    if (gen) {
+        cb_str(b, "<|im_start|>assistant");
+        cb_str(b, sep);
     }
-    if (gen)
-        cb_str(b, "<|im_start|>assistant<|im_sep|>");
 }
 
 static void
@@ -703,14 +690,14 @@ le_chat_apply(enum le_chat_template t, const struct le_chat_msg *msgs,
     case LE_CHAT_QWEN25:
         if (!n_msgs || strcmp(role_of(&msgs[0]), "system"))
             cb_str(&b, "<|im_start|>system\n" QWEN25_SYSTEM "<|im_end|>\n");
-        render_chatml(&b, msgs, n_msgs, gen);
+        render_chatml(&b, msgs, n_msgs, gen, "\n", "<|im_end|>\n");
         break;
     case LE_CHAT_PHI4:
-        render_phi4(&b, msgs, n_msgs, gen);
+        render_chatml(&b, msgs, n_msgs, gen, "<|im_sep|>", "<|im_end|>");
         break;
     case LE_CHAT_CHATML:
     default:
-        render_chatml(&b, msgs, n_msgs, gen);
+        render_chatml(&b, msgs, n_msgs, gen, "\n", "<|im_end|>\n");
         break;
     }
     if (b.bad) {
