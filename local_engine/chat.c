@@ -34,6 +34,10 @@
  *   phi3     <|ROLE|>\nTEXT<|end|>\n ...               gen: <|assistant|>\n
  *   phi4     <|im_start|>ROLE<|im_sep|>TEXT<|im_end|> ...
  *            gen: <|im_start|>assistant<|im_sep|>
+ *   granite  <|start_of_role|>ROLE<|end_of_role|>TEXT<|end_of_text|>\n ...
+ *            gen: <|start_of_role|>assistant<|end_of_role|> (Granite 3.0's
+ *            template; 3.2 and 3.3 write a dated default system text when
+ *            the messages have none, which llmux does not)
  *   gemma    <start_of_turn>user\nS\n\nU<end_of_turn>\n<start_of_turn>model\nA<end_of_turn>\n
  *            gen: <start_of_turn>model\n
  *   zephyr   <|ROLE|>\nTEXT</s>\n ...                  gen: <|assistant|>\n
@@ -72,7 +76,7 @@ static const char *const chat_names[] = {
     "phi3",       "gemma",           "zephyr",     "mistral-v3",
     "mistral-v3-tekken", "mistral-v7", "mistral-v7-tekken", "deepseek3",
     "deepseek-r1", "deepseek-r1-thinking", "qwen3", "qwen3-thinking",
-    "qwen2.5", "phi4"};
+    "qwen2.5", "phi4", "granite"};
 
 const char *
 le_chat_template_name(enum le_chat_template t)
@@ -143,6 +147,8 @@ le_chat_detect(const char *t, size_t len)
             return LE_CHAT_MISTRAL_V3;
         return LE_CHAT_MISTRAL;
     }
+    if (has(t, len, "<|start_of_role|>"))
+        return LE_CHAT_GRANITE;
     if (has(t, len, "<|assistant|>") && has(t, len, "<|end|>"))
         return LE_CHAT_PHI3;
     if (has(t, len, "<start_of_turn>"))
@@ -691,6 +697,17 @@ le_chat_apply(enum le_chat_template t, const struct le_chat_msg *msgs,
         if (!n_msgs || strcmp(role_of(&msgs[0]), "system"))
             cb_str(&b, "<|im_start|>system\n" QWEN25_SYSTEM "<|im_end|>\n");
         render_chatml(&b, msgs, n_msgs, gen, "\n", "<|im_end|>\n");
+        break;
+    case LE_CHAT_GRANITE:
+        for (size_t i = 0; i < n_msgs; i++) {
+            cb_str(&b, "<|start_of_role|>");
+            cb_str(&b, role_of(&msgs[i]));
+            cb_str(&b, "<|end_of_role|>");
+            cb_str(&b, content_of(&msgs[i]));
+            cb_str(&b, "<|end_of_text|>\n");
+        }
+        if (gen)
+            cb_str(&b, "<|start_of_role|>assistant<|end_of_role|>");
         break;
     case LE_CHAT_PHI4:
         render_chatml(&b, msgs, n_msgs, gen, "<|im_sep|>", "<|im_end|>");

@@ -870,7 +870,12 @@ enum le_arch {
     /* Phi-3 / Phi-3.5 / Phi-4-mini: fused attn_qkv and gate+up (read as
      * views), NEOX rotation with LongRoPE's short / long factors, a
      * sliding window on every layer */
-    LE_ARCH_PHI3 = 7
+    LE_ARCH_PHI3 = 7,
+    /* IBM Granite 3.x: llama with four multipliers (embedding_scale,
+     * residual_scale, attention.scale, logit_scale); -moe: with Mixtral's
+     * experts */
+    LE_ARCH_GRANITE = 8,
+    LE_ARCH_GRANITEMOE = 9
 };
 
 struct le_layer {
@@ -946,6 +951,9 @@ struct le_hparams {
     int expert_norm;      /* 0: the chosen weights not renormalised
                              (qwen2moe) */
     int32_t n_ff_shexp;   /* qwen2moe's shared expert's width; 0: none */
+    float residual_scale; /* each branch's output times this before it
+                             joins the residual (granite; else 1) */
+    float logit_scale;    /* the logits times 1 / this (granite; 0: none) */
 };
 
 /* A weight matrix repacked at load (repack.c's layout for pt.type):

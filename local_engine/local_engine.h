@@ -148,7 +148,10 @@ enum le_chat_template {
      * none ("You are Qwen, created by Alibaba Cloud. ...") */
     LE_CHAT_QWEN25,
     /* Phi-4 (14B): <|im_start|>ROLE<|im_sep|>TEXT<|im_end|>, no newlines */
-    LE_CHAT_PHI4
+    LE_CHAT_PHI4,
+    /* IBM Granite 3.x: <|start_of_role|>ROLE<|end_of_role|>TEXT
+     * <|end_of_text|>\n */
+    LE_CHAT_GRANITE
 };
 /* 1 for the mistral templates (any of the five) */
 int le_chat_is_mistral(enum le_chat_template t);

@@ -159,7 +159,8 @@ want(const struct le_gguf *g, const char *name, int64_t ne0, int64_t ne1,
 /* GGUF's general.architecture of each enum le_arch */
 static const char *const arch_names[] = {"llama",    "qwen2",  "qwen3",
                                          "gemma3",   "gemma2", "qwen3moe",
-                                         "qwen2moe", "phi3"};
+                                         "qwen2moe", "phi3",   "granite",
+                                         "granitemoe"};
 #define N_ARCH (sizeof(arch_names) / sizeof(arch_names[0]))
 
 static enum le_status
@@ -183,14 +184,16 @@ load_hparams(struct le_model *m, char *err, size_t errlen)
         return fail(err, errlen, LE_EFORMAT,
                     "model: architecture '%s' is not supported (llama, "
                     "qwen2, qwen2moe, qwen3, qwen3moe, gemma2, gemma3, "
-                    "phi3)",
+                    "phi3, granite, granitemoe)",
                     arch);
     hp->arch = (enum le_arch)a;
 
     uint32_t u;
     /* experts: Mixtral's llama files, qwen3moe and qwen2moe; the others'
      * layouts have none */
-    int moe_arch = hp->arch == LE_ARCH_QWEN3MOE || hp->arch == LE_ARCH_QWEN2MOE;
+    int moe_arch = hp->arch == LE_ARCH_QWEN3MOE ||
+                   hp->arch == LE_ARCH_QWEN2MOE ||
+                   hp->arch == LE_ARCH_GRANITEMOE;
     hp->n_expert = hp->n_expert_used = 0;
     hp->n_ff_shexp = 0;
     hp->expert_norm = hp->arch != LE_ARCH_QWEN2MOE;
@@ -200,7 +203,7 @@ load_hparams(struct le_model *m, char *err, size_t errlen)
             return fail(err, errlen, LE_EFORMAT,
                         "model: %s with experts (%s.expert_count %u) is not "
                         "supported; mixture-of-experts models run as llama "
-                        "(Mixtral), qwen2moe or qwen3moe",
+                        "(Mixtral), qwen2moe, qwen3moe or granitemoe",
                         arch, arch, u);
         if (u > LE_MAX_EXPERTS ||
             !arch_u32(g, arch, "expert_used_count", &k) ||
@@ -341,7 +344,8 @@ load_hparams(struct le_model *m, char *err, size_t errlen)
     }
     int g3 = hp->arch == LE_ARCH_GEMMA3, g2 = hp->arch == LE_ARCH_GEMMA2;
     int gemma = g3 || g2;
-    hp->rope_neox = hp->arch != LE_ARCH_LLAMA;
+    int granite = hp->arch == LE_ARCH_GRANITE || hp->arch == LE_ARCH_GRANITEMOE;
+    hp->rope_neox = hp->arch != LE_ARCH_LLAMA && !granite;
     /* as llama.cpp reads them: gemma3 27B (62 layers) and gemma2 27B (46)
      * scale q.k by their query_pre_attn_scalar, n_embd / n_head, the
      * others by head_dim */
@@ -385,6 +389,25 @@ load_hparams(struct le_model *m, char *err, size_t errlen)
     }
     /* the soft caps: gemma2's defaults (50 and 30) when its file has no
      * key, as llama.cpp's */
+    /* granite's multipliers, all four required as llama.cpp reads them */
+    hp->residual_scale = 1.0f;
+    hp->logit_scale = 0;
+    if (granite) {
+        float es, rs, sc, ls;
+        if (!arch_f32(g, arch, "embedding_scale", &es) ||
+            !arch_f32(g, arch, "residual_scale", &rs) ||
+            !arch_f32(g, arch, "attention.scale", &sc) ||
+            !arch_f32(g, arch, "logit_scale", &ls) || !(es > 0) ||
+            !(rs > 0) || !(sc > 0) || !(ls > 0))
+            return fail(err, errlen, LE_EFORMAT,
+                        "model: %s needs embedding_scale, residual_scale, "
+                        "attention.scale and logit_scale, all positive",
+                        arch);
+        hp->embd_scale = es;
+        hp->residual_scale = rs;
+        hp->attn_scale = sc;
+        hp->logit_scale = ls;
+    }
     hp->softcap = g2 ? 30.0f : 0;
     hp->attn_softcap = g2 ? 50.0f : 0;
     if (gemma && arch_f32(g, arch, "final_logit_softcapping", &f))
@@ -1828,7 +1851,7 @@ tok_steps(void *arg, int ith, int nth)
                 rmsnorm(xb, xb, j->pw, E, hp->eps);
             if (j->add)
                 for (int i = 0; i < E; i++)
-                    x[i] += xb[i];
+                    x[i] += hp->residual_scale * xb[i];
             if (j->w)
                 rmsnorm(xb, x, j->w, E, hp->eps);
             break;
@@ -2174,6 +2197,11 @@ le_model_forward_batch(struct le_session *ws, const struct le_fwd_batch *b,
     int qo = -1;
     if (b->n_out > 0)
         matmul(ws, m->output, ws->xb, b->logits, b->n_out, b->n_out, &qo);
+    if (hp->logit_scale > 0) { /* granite: times 1 / logit_scale */
+        float inv = 1.0f / hp->logit_scale;
+        for (size_t i = 0; i < (size_t)b->n_out * (size_t)hp->n_vocab; i++)
+            b->logits[i] *= inv;
+    }
     if (hp->softcap > 0) /* final_logit_softcapping */
         for (size_t i = 0; i < (size_t)b->n_out * (size_t)hp->n_vocab; i++)
             b->logits[i] = hp->softcap * tanhf(b->logits[i] / hp->softcap);

@@ -523,6 +523,25 @@ test_phi3(void)
           "<|assistant|>\n");
 }
 
+/* Granite 3.0's template: '<|start_of_role|>' + role + '<|end_of_role|>'
+ * + content + '<|end_of_text|>\n' per turn, the generation prompt without
+ * a newline */
+static void
+test_granite(void)
+{
+    static const char tmpl[] = "{{- '<|start_of_role|>system<|end_of_role|>"
+                               "' + message['content'] + "
+                               "'<|end_of_text|>\\n' }}";
+    T_EQ_INT(le_chat_detect(tmpl, strlen(tmpl)), LE_CHAT_GRANITE);
+    T_EQ_INT(le_chat_template_from_name("granite"), LE_CHAT_GRANITE);
+    check(LE_CHAT_GRANITE, conv, N_CONV, 1,
+          "<|start_of_role|>system<|end_of_role|>You are terse.<|end_of_text|>\n"
+          "<|start_of_role|>user<|end_of_role|>Hi<|end_of_text|>\n"
+          "<|start_of_role|>assistant<|end_of_role|>Hello.<|end_of_text|>\n"
+          "<|start_of_role|>user<|end_of_role|>2+2?<|end_of_text|>\n"
+          "<|start_of_role|>assistant<|end_of_role|>");
+}
+
 /* Phi-4's template: {{'<|im_start|>user<|im_sep|>' + message['content'] +
  * '<|im_end|>'}} per turn, '<|im_start|>assistant<|im_sep|>' to answer;
  * told from ChatML by its separator */
@@ -592,6 +611,7 @@ main(void)
     T_RUN(test_qwen3);
     T_RUN(test_phi3);
     T_RUN(test_phi4);
+    T_RUN(test_granite);
     T_RUN(test_gemma);
     T_RUN(test_zephyr);
     T_RUN(test_empty_and_bad);

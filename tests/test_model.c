@@ -1042,6 +1042,11 @@ test_bad_shapes(void)
         {"qwen2", {"expert_count", "expert_used_count"}, {8, 2},
          "qwen2 with experts"},
         {"qwen2moe", {NULL}, {0}, "qwen2moe.expert_count is missing"},
+        {"granite",
+         {"context_length", "embedding_length", "block_count",
+          "feed_forward_length", "attention.head_count"},
+         {64, 32, 1, 64, 4},
+         "needs embedding_scale"},
         {"deepseek2", {NULL}, {0}, "'deepseek2' is not supported"},
         {"mamba", {NULL}, {0}, "mamba"},
     };
@@ -1367,6 +1372,9 @@ struct ref_arch {
      * times rope_ms */
     int phi3, longrope;
     double rope_ms;
+    /* granite (llama's rotation): embeddings x 12, q.k x 0.0625, each
+     * branch x 0.22 into the residual, logits / 8 */
+    int granite;
 };
 
 enum { RX_MAX = 16 };
@@ -1408,7 +1416,7 @@ ref_moe(const struct le_gguf *g, int l, const struct ref_arch *ra,
         ref_mv(o, wd + off, hg, R3F, R3E);
         double w = p[sel[i]] / sum / (ra->qwen2moe ? 1.0 : wsum);
         for (int k = 0; k < R3E; k++)
-            x[k] += w * o[k];
+            x[k] += w * o[k] * (ra->granite ? 0.22 : 1.0);
     }
     if (!ra->qwen2moe)
         return;
@@ -1445,7 +1453,7 @@ ref_forward(const char *path, const int32_t *ids, int n,
     for (int t = 0; rc == 0 && t < n; t++) {
         for (int i = 0; i < R3E; i++)
             x[i] = emb[(size_t)ids[t] * R3E + i] *
-                   (ra->gemma ? sqrt((double)R3E) : 1.0);
+                   (ra->gemma ? sqrt((double)R3E) : ra->granite ? 12.0 : 1.0);
         for (int l = 0; l < ra->n_layer; l++) {
             int swa = (ra->gemma || ra->phi3) && ra->n_swa &&
                       (ra->phi3 || (ra->gemma2 ? l % 2 == 0 : l % 6 < 5));
@@ -1528,7 +1536,7 @@ ref_forward(const char *path, const int32_t *ids, int n,
                     double d = 0;
                     for (int i = 0; i < R3HD; i++)
                         d += q[h * R3HD + i] * kc[l][p][kh * R3HD + i];
-                    sc[p] = d / sqrt((double)R3HD);
+                    sc[p] = ra->granite ? d * 0.0625 : d / sqrt((double)R3HD);
                     if (ra->attn_cap > 0)
                         sc[p] = ra->attn_cap * tanh(sc[p] / ra->attn_cap);
                     mx = sc[p] > mx ? sc[p] : mx;
@@ -1547,7 +1555,7 @@ ref_forward(const char *path, const int32_t *ids, int n,
                 ref_norm(o, tf(g, "blk.%d.post_attention_norm.weight", l),
                          R3E, 1e-5);
             for (int i = 0; i < R3E; i++)
-                x[i] += o[i];
+                x[i] += o[i] * (ra->granite ? 0.22 : 1.0);
             memcpy(xb, x, sizeof(x));
             ref_norm(xb, tf(g, "blk.%d.ffn_norm.weight", l), R3E, 1e-5);
             if (ra->n_expert > 0) {
@@ -1571,7 +1579,7 @@ ref_forward(const char *path, const int32_t *ids, int n,
                 ref_norm(o, tf(g, "blk.%d.post_ffw_norm.weight", l), R3E,
                          1e-5);
             for (int i = 0; i < R3E; i++)
-                x[i] += o[i];
+                x[i] += o[i] * (ra->granite ? 0.22 : 1.0);
         }
     }
     if (rc == 0) {
@@ -1581,7 +1589,8 @@ ref_forward(const char *path, const int32_t *ids, int n,
         for (int i = 0; i < R3V; i++)
             out[i] = (float)(ra->final_cap > 0
                                  ? ra->final_cap * tanh(lg[i] / ra->final_cap)
-                                 : lg[i]);
+                             : ra->granite ? lg[i] / 8
+                                           : lg[i]);
     }
     le_gguf_free(g);
     return rc;
@@ -1864,6 +1873,46 @@ test_phi3(void)
     T_CHECK(rel_diff(ref, refl, R3V) > 1e-2);
     T_CHECK(rel_diff(ref, refnw, R3V) > 1e-2);
     T_CHECK(rel_diff(ref, ref1, R3V) > 1e-2);
+}
+
+/* granite and granitemoe: the llama layout (and Mixtral's experts) with
+ * Granite 3's four multipliers, against the reference; the same file
+ * read without them (as llama) is far off, so they are tested. */
+static void
+test_granite(void)
+{
+    int32_t ids[RT_MAX] = {1, 270, 281, 265, 299, 290, 277, 263};
+    for (int moe = 0; moe < 2; moe++) {
+        char p[600];
+        snprintf(p, sizeof(p), "%s/granite%d.gguf", g_tmp, moe);
+        struct gguf_w_llama lp;
+        ref_params(&lp, moe ? "granitemoe" : "granite", 2, 23);
+        lp.n_expert = moe ? 4 : 0;
+        lp.n_expert_used = moe ? 2 : 0;
+        T_EQ_INT(gguf_w_llama_write(&lp, p), 0);
+        struct ref_arch ra = {.n_layer = 2, .f32 = 1, .llama = 1,
+                              .granite = 1, .n_expert = lp.n_expert,
+                              .n_used = lp.n_expert_used},
+                        plain = ra;
+        plain.granite = 0;
+        float ref[R3V], ref0[R3V], got[R3V];
+        T_EQ_INT(ref_forward(p, ids, RT_MAX, &ra, ref), 0);
+        T_EQ_INT(ref_forward(p, ids, RT_MAX, &plain, ref0), 0);
+        struct le_model *m = open_model(p, 1, 0, LE_KV_F32);
+        T_CHECK(m != NULL);
+        if (m) {
+            T_CHECK(strstr(le_model_desc(m), moe ? "granitemoe" : "granite") !=
+                    NULL);
+            T_EQ_INT(logits_after(m, ids, RT_MAX, got), 0);
+        }
+        le_model_free(m);
+        double d = rel_diff(ref, got, R3V), d0 = rel_diff(ref, ref0, R3V);
+        fprintf(stderr, "%s vs reference: %.2g; without the multipliers "
+                        "%.2g\n",
+                moe ? "granitemoe" : "granite", d, d0);
+        T_CHECK(d < 1e-5);
+        T_CHECK(d0 > 1e-2);
+    }
 }
 
 /* The logits after ids (8) of a random llama of type (256 wide, 2
@@ -2255,6 +2304,7 @@ main(void)
     T_RUN(test_moe);
     T_RUN(test_yarn);
     T_RUN(test_phi3);
+    T_RUN(test_granite);
     T_RUN(test_rope_freqs);
     T_RUN(test_all_types);
     T_RUN(test_packed_logits);

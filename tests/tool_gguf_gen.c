@@ -6,7 +6,8 @@
  *                 --n-embd N --n-layer N --n-head N --n-head-kv N
  *                 --n-ff N --n-vocab N [--n-ctx N] [--seed S] [--tied]
  *                 [--chat-template TEXT] [--control TOKEN]...
- *                 [--arch llama|qwen3|qwen3moe|qwen2moe|gemma2|gemma3|phi3]
+ *                 [--arch llama|qwen3|qwen3moe|qwen2moe|gemma2|gemma3|phi3|
+ *                         granite|granitemoe]
  *                 [--head-dim N] [--sliding-window N] [--user-token TOKEN]...
  *                 [--experts N,K] [--n-ff-exp N] [--n-ff-shexp N]
  *                 [--yarn FACTOR,ORIG_CTX] [--longrope ORIG_CTX,ATTN]
@@ -29,7 +30,8 @@
  * writes YaRN rope scaling (rope.scaling.type yarn, its factor and
  * original_context_length); --arch phi3 writes fused attn_qkv and
  * ffn_up, --sliding-window as its window, and with --longrope its
- * short / long rope factors, original context and attn_factor.  The
+ * short / long rope factors, original context and attn_factor; granite
+ * and granitemoe the llama layout with Granite 3's four multipliers.  The
  * whole file is built in memory before it is written: a 1B-model slice
  * (n_embd 2048, 4 layers, n_vocab 32000) needs about 1.5 GB for a moment.
  * Exit codes: 0 written, 1 the writer failed, 2 usage error.
@@ -51,7 +53,8 @@ usage(FILE *f)
           "                     [--n-ctx N] [--seed S] [--tied] "
           "[--chat-template TEXT]\n"
           "                     [--control TOKEN]... "
-          "[--arch llama|qwen3|qwen3moe|qwen2moe|gemma2|gemma3|phi3]\n"
+          "[--arch llama|qwen3|qwen3moe|qwen2moe|gemma2|gemma3|phi3|\n"
+          "                             granite|granitemoe]\n"
           "                     [--head-dim N] [--sliding-window N] "
           "[--softcap A,F]\n"
           "                     [--user-token TOKEN]... [--experts N,K] "
@@ -150,7 +153,8 @@ main(int argc, char **argv)
             bad = strcmp(v, "llama") && strcmp(v, "qwen3") &&
                   strcmp(v, "qwen3moe") && strcmp(v, "qwen2moe") &&
                   strcmp(v, "gemma3") && strcmp(v, "gemma2") &&
-                  strcmp(v, "phi3");
+                  strcmp(v, "phi3") && strcmp(v, "granite") &&
+                  strcmp(v, "granitemoe");
             p.arch = v;
         } else if (!strcmp(a, "--softcap")) {
             /* gemma2: attention,final (e.g. 50,30) */
@@ -242,7 +246,8 @@ main(int argc, char **argv)
         return 2;
     }
     int moe = p.arch && (!strcmp(p.arch, "qwen3moe") ||
-                         !strcmp(p.arch, "qwen2moe"));
+                         !strcmp(p.arch, "qwen2moe") ||
+                         !strcmp(p.arch, "granitemoe"));
     if (moe && !p.n_expert) {
         fprintf(stderr, "tool_gguf_gen: --arch %s needs --experts\n",
                 p.arch);
@@ -250,7 +255,7 @@ main(int argc, char **argv)
     }
     if (p.n_expert && p.arch && strcmp(p.arch, "llama") && !moe) {
         fprintf(stderr, "tool_gguf_gen: --experts goes with --arch llama, "
-                        "qwen2moe or qwen3moe\n");
+                        "qwen2moe, qwen3moe or granitemoe\n");
         return 2;
     }
     p.chat_template = tmpl;

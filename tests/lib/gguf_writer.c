@@ -585,11 +585,13 @@ gguf_w_llama_fill(struct gguf_w *w, const struct gguf_w_llama *p)
     int gemma3 = !strcmp(arch, "gemma3"), gemma2 = !strcmp(arch, "gemma2");
     int q3moe = !strcmp(arch, "qwen3moe"), q2moe = !strcmp(arch, "qwen2moe");
     int phi3 = !strcmp(arch, "phi3");
+    int granite = !strcmp(arch, "granite"), gmoe = !strcmp(arch, "granitemoe");
     int qwen3 = !strcmp(arch, "qwen3") || gemma3 || q3moe; /* q/k norms */
     int NX = p->n_expert, n_ffx = p->n_ff_exp > 0 ? p->n_ff_exp : p->n_ff;
     int n_ffs = p->n_ff_shexp > 0 ? p->n_ff_shexp : p->n_ff;
-    if ((strcmp(arch, "llama") && !qwen3 && !gemma2 && !q2moe && !phi3) ||
-        (phi3 && NX > 0) ||
+    if ((strcmp(arch, "llama") && !qwen3 && !gemma2 && !q2moe && !phi3 &&
+         !granite && !gmoe) ||
+        (phi3 && NX > 0) || (granite && NX > 0) || (gmoe && NX <= 0) ||
         ((q3moe || q2moe) && NX <= 0) || (NX > 0 && (gemma3 || gemma2)) ||
         NX < 0 ||
         (NX > 0 && (p->n_expert_used <= 0 || p->n_expert_used > NX))) {
@@ -623,6 +625,12 @@ gguf_w_llama_fill(struct gguf_w *w, const struct gguf_w_llama *p)
     if (gemma2 && p->final_softcap > 0)
         gguf_w_add_f32(w, KEY("final_logit_softcapping"), p->final_softcap);
     gguf_w_add_f32(w, KEY("attention.layer_norm_rms_epsilon"), 1e-5f);
+    if (granite || gmoe) { /* Granite 3's multipliers */
+        gguf_w_add_f32(w, KEY("embedding_scale"), 12.0f);
+        gguf_w_add_f32(w, KEY("residual_scale"), 0.22f);
+        gguf_w_add_f32(w, KEY("attention.scale"), 0.0625f);
+        gguf_w_add_f32(w, KEY("logit_scale"), 8.0f);
+    }
     if (phi3 && p->n_swa > 0)
         gguf_w_add_u32(w, KEY("attention.sliding_window"), (uint32_t)p->n_swa);
     if (phi3 && p->longrope_orig > 0) {

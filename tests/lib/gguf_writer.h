@@ -160,6 +160,9 @@ struct gguf_w_llama {
      * rope.scaling.attn_factor longrope_attn (if > 0) */
     int longrope_orig;
     float longrope_attn;
+    /* arch "granite" (dense) and "granitemoe" (experts required): the
+     * llama layout with embedding_scale 12, residual_scale 0.22,
+     * attention.scale 0.0625 and logit_scale 8 */
 };
 
 /*
