@@ -215,8 +215,8 @@ load_hparams(struct le_model *m, char *err, size_t errlen)
         hp->n_expert = (int32_t)u;
         hp->n_expert_used = (int32_t)k;
     } else if (moe_arch) {
-        return fail(err, errlen, LE_EFORMAT, "model: %s.expert_count is missing",
-                    arch);
+        return fail(err, errlen, LE_EFORMAT,
+                    "model: %s.expert_count is missing", arch);
     }
 #define REQ(key, field)                                                      \
     do {                                                                     \
@@ -240,7 +240,8 @@ load_hparams(struct le_model *m, char *err, size_t errlen)
     /* an expert's width when the file gives it apart (qwen3moe,
      * qwen2moe; absent, qwen2moe's is n_ff / expert_used_count, as
      * llama.cpp reads it) */
-    if (hp->n_expert > 0 && arch_u32(g, arch, "expert_feed_forward_length", &u))
+    if (hp->n_expert > 0 &&
+        arch_u32(g, arch, "expert_feed_forward_length", &u))
         REQ("expert_feed_forward_length", n_ff);
     else if (hp->arch == LE_ARCH_QWEN2MOE)
         hp->n_ff /= hp->n_expert_used;
@@ -344,7 +345,8 @@ load_hparams(struct le_model *m, char *err, size_t errlen)
     }
     int g3 = hp->arch == LE_ARCH_GEMMA3, g2 = hp->arch == LE_ARCH_GEMMA2;
     int gemma = g3 || g2;
-    int granite = hp->arch == LE_ARCH_GRANITE || hp->arch == LE_ARCH_GRANITEMOE;
+    int granite =
+        hp->arch == LE_ARCH_GRANITE || hp->arch == LE_ARCH_GRANITEMOE;
     hp->rope_neox = hp->arch != LE_ARCH_LLAMA && !granite;
     /* as llama.cpp reads them: gemma3 27B (62 layers) and gemma2 27B (46)
      * scale q.k by their query_pre_attn_scalar, n_embd / n_head, the
@@ -363,7 +365,8 @@ load_hparams(struct le_model *m, char *err, size_t errlen)
     int phi3 = hp->arch == LE_ARCH_PHI3;
     if (phi3 && !arch_u32(g, arch, "attention.sliding_window", &u)) {
         /* llama.cpp's defaults for the Phi-3 files made before the key */
-        if ((hp->n_layer == 32 || hp->n_layer == 40) && hp->n_ctx_train == 4096)
+        if ((hp->n_layer == 32 || hp->n_layer == 40) &&
+            hp->n_ctx_train == 4096)
             u = 2047;
         else if (hp->n_layer == 32 && hp->n_head_kv == 32 &&
                  hp->n_ctx_train == 131072)
@@ -516,7 +519,8 @@ load_tensors(struct le_model *m, char *err, size_t errlen)
             return st;                                                       \
     } while (0)
         T(attn_norm, "attn_norm.weight", E, 0, 1);
-        struct le_gguf_tensor *pv = m->xviews + (size_t)l * XS + 3 * (size_t)NX;
+        struct le_gguf_tensor *pv =
+            m->xviews + (size_t)l * XS + 3 * (size_t)NX;
         if (phi3) {
             /* q, k and v are row ranges of attn_qkv, gate and up the two
              * halves of ffn_up (the first takes the SiLU) */
@@ -832,7 +836,8 @@ le_model_load(struct le_gguf *g, const struct le_model_params *p,
             st = LE_ENOMEM;
             goto out;
         }
-        memcpy(m->rope_freqs, lr->data, (size_t)m->hp.n_rot / 2 * sizeof(float));
+        memcpy(m->rope_freqs, lr->data,
+               (size_t)m->hp.n_rot / 2 * sizeof(float));
     }
     if (m->params.kv_type == LE_KV_Q8_0 &&
         (m->hp.head_dim % 32 || !le_type_get(LE_TYPE_Q8_0) ||
