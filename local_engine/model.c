@@ -519,8 +519,9 @@ load_tensors(struct le_model *m, char *err, size_t errlen)
             return st;                                                       \
     } while (0)
         T(attn_norm, "attn_norm.weight", E, 0, 1);
+        /* this layer's views (none in a dense non-phi3 file: xviews NULL) */
         struct le_gguf_tensor *pv =
-            m->xviews + (size_t)l * XS + 3 * (size_t)NX;
+            m->xviews ? m->xviews + (size_t)l * XS + 3 * (size_t)NX : NULL;
         if (phi3) {
             /* q, k and v are row ranges of attn_qkv, gate and up the two
              * halves of ffn_up (the first takes the SiLU) */

@@ -119,6 +119,19 @@ seed_gguf() { # dir
             "$gen" --out "$1/tiny_$t.gguf" --type "$t" --n-embd $e --n-layer 1 \
                 --n-head 4 --n-head-kv 2 --n-ff $e --n-vocab 259 --seed 1 >/dev/null 2>&1
         done
+        # the other layouts: experts (Mixtral's, qwen3moe, qwen2moe's
+        # shared one, granitemoe's multipliers), phi3's fused weights and
+        # LongRoPE, YaRN
+        c="--type q8_0 --n-embd 32 --n-layer 1 --n-head 2 --n-head-kv 1 --n-ff 64 --n-vocab 259"
+        "$gen" --out "$1/tiny_mix.gguf" $c --experts 4,2 >/dev/null 2>&1
+        "$gen" --out "$1/tiny_q3m.gguf" $c --arch qwen3moe --experts 4,2 \
+            --n-ff-exp 32 >/dev/null 2>&1
+        "$gen" --out "$1/tiny_q2m.gguf" $c --arch qwen2moe --experts 4,2 \
+            --n-ff-exp 32 --n-ff-shexp 64 >/dev/null 2>&1
+        "$gen" --out "$1/tiny_gran.gguf" $c --arch granitemoe --experts 4,2 >/dev/null 2>&1
+        "$gen" --out "$1/tiny_phi3.gguf" $c --arch phi3 --sliding-window 4 \
+            --longrope 16,1.2 >/dev/null 2>&1
+        "$gen" --out "$1/tiny_yarn.gguf" $c --yarn 4,16 >/dev/null 2>&1
     fi
     # (no real vocabulary file: at 700 KB each run parses 32000 strings and
     # the fuzzer manages a few runs a second; the tokenizer target covers them)
