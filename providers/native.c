@@ -133,7 +133,8 @@ pv_x_emit_delta(struct pv_xstream *s, json_t *delta, const char *finish,
 void
 pv_utf8_repair(struct gx_buf *t)
 {
-    if (!t->len || gx_utf8_valid(t->data, t->len))
+    if (!t->len ||
+        (gx_utf8_valid(t->data, t->len) && !memchr(t->data, 0, t->len)))
         return;
     struct gx_buf o;
     gx_buf_init(&o, t->max);
@@ -142,7 +143,7 @@ pv_utf8_repair(struct gx_buf *t)
     while (i < t->len) {
         unsigned c = p[i];
         size_t l = c < 0x80 ? 1 : c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : 2;
-        if (i + l <= t->len && gx_utf8_valid(t->data + i, l)) {
+        if (c && i + l <= t->len && gx_utf8_valid(t->data + i, l)) {
             gx_buf_append(&o, t->data + i, l);
             i += l;
         } else {

@@ -426,9 +426,10 @@ int pv_gem_event(struct pv_xstream *s, const char *type, const json_t *ev,
  * The first call also sends the role chunk first (through emit). */
 int pv_x_emit_delta(struct pv_xstream *s, json_t *delta, const char *finish,
                     pv_xemit emit, void *ud);
-/* Replaces every byte of t that does not start a valid UTF-8 sequence
- * with U+FFFD (jansson refuses invalid UTF-8; a model's byte tokens can
- * make it). */
+/* Replaces every byte of t that does not start a valid UTF-8 sequence,
+ * and every NUL, with U+FFFD (jansson refuses invalid UTF-8, and \u0000
+ * when it parses an answer again, as the Responses and Messages adapters
+ * do; a model's byte tokens can make either). */
 void pv_utf8_repair(struct gx_buf *t);
 /* One OpenAI logprobs entry {"token", "logprob", "bytes"} of a token's
  * bytes[0..n): the token string repaired as pv_utf8_repair does, the

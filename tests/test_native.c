@@ -855,6 +855,25 @@ test_helpers(void)
     T_EQ_INT(pv_x_data_url("data:image/png,AA", mime, sizeof(mime), &data),
              -1);
     T_EQ_INT(pv_x_data_url("https://x", mime, sizeof(mime), &data), -1);
+    /* a model's byte tokens: a NUL (which the Responses and Messages
+     * adapters could not parse back) and a cut sequence both become
+     * U+FFFD; valid text stays as it is */
+    static const struct {
+        const char *in;
+        size_t n;
+        const char *want;
+    } rp[] = {{"a\0b", 3, "a\xEF\xBF\xBD" "b"},
+              {"x\xC3", 2, "x\xEF\xBF\xBD"},
+              {"\xC3\xA9t\xC3\xA9", 5, "\xC3\xA9t\xC3\xA9"}};
+    for (size_t i = 0; i < sizeof(rp) / sizeof(rp[0]); i++) {
+        struct gx_buf t;
+        gx_buf_init(&t, 64);
+        gx_buf_append(&t, rp[i].in, rp[i].n);
+        pv_utf8_repair(&t);
+        T_EQ_INT(t.len, strlen(rp[i].want));
+        T_CHECK(t.data && !memcmp(t.data, rp[i].want, t.len));
+        gx_buf_cleanup(&t);
+    }
     char list[32] = "";
     for (int i = 0; i < 10; i++)
         pv_x_refuse_add(list, sizeof(list), "param%d", i);
