@@ -875,7 +875,14 @@ enum le_arch {
      * residual_scale, attention.scale, logit_scale); -moe: with Mixtral's
      * experts */
     LE_ARCH_GRANITE = 8,
-    LE_ARCH_GRANITEMOE = 9
+    LE_ARCH_GRANITEMOE = 9,
+    /* OpenAI gpt-oss: biases on q, k, v and the attention's output, a
+     * learned sink logit per head in every softmax, the sliding window on
+     * the even layers, NEOX YaRN rotation; experts chosen by the router's
+     * biased logits, weighted by the softmax of the chosen ones, each
+     * with biased gate, up and down and the clamped SwiGLU (alpha 1.702,
+     * limit 7) */
+    LE_ARCH_GPTOSS = 10
 };
 
 struct le_layer {
@@ -884,6 +891,8 @@ struct le_layer {
     const struct le_gguf_tensor *wk;        /* [n_embd] x n_head_kv*hd */
     const struct le_gguf_tensor *wv;        /* [n_embd] x n_head_kv*hd */
     const struct le_gguf_tensor *bq, *bk, *bv; /* qwen2 biases, f32 */
+    const struct le_gguf_tensor *bo;         /* gpt-oss: [n_embd] f32 */
+    const struct le_gguf_tensor *sinks;      /* gpt-oss: [n_head] f32 */
     /* qwen3, gemma3: RMSNorm weights [head_dim] f32 of every q and k head,
      * applied after the projection and before the rotation */
     const struct le_gguf_tensor *q_norm, *k_norm;
@@ -900,6 +909,10 @@ struct le_layer {
      * 2-D views of the GGUF's 3-D ffn_*_exps tensors (le_model.xviews) */
     const struct le_gguf_tensor *ffn_gate_inp;
     const struct le_gguf_tensor *exp_gate, *exp_up, *exp_down; /* [n_expert] */
+    /* gpt-oss: the router's bias [n_expert] and the experts' biases,
+     * [n_ff] x n_expert (gate, up) and [n_embd] x n_expert (down), f32 */
+    const struct le_gguf_tensor *gate_inp_b, *exp_gate_b, *exp_up_b,
+        *exp_down_b;
     /* qwen2moe's shared expert, every token's: a gate [n_embd] f32 (its
      * output weighted by sigmoid(gate . x)), and gate, up, down of width
      * n_ff_shexp */
@@ -950,6 +963,11 @@ struct le_hparams {
     int32_t n_expert, n_expert_used;
     int expert_norm;      /* 0: the chosen weights not renormalised
                              (qwen2moe) */
+    int expert_topk_softmax; /* 1: the experts of the largest logits,
+                                weighted by the softmax of those logits
+                                only (gpt-oss) */
+    int swiglu_oai;       /* 1: the experts' activation is gpt-oss's
+                             clamped SwiGLU */
     int32_t n_ff_shexp;   /* qwen2moe's shared expert's width; 0: none */
     float residual_scale; /* each branch's output times this before it
                              joins the residual (granite; else 1) */

@@ -160,7 +160,7 @@ want(const struct le_gguf *g, const char *name, int64_t ne0, int64_t ne1,
 static const char *const arch_names[] = {"llama",    "qwen2",  "qwen3",
                                          "gemma3",   "gemma2", "qwen3moe",
                                          "qwen2moe", "phi3",   "granite",
-                                         "granitemoe"};
+                                         "granitemoe", "gpt-oss"};
 #define N_ARCH (sizeof(arch_names) / sizeof(arch_names[0]))
 
 static enum le_status
@@ -184,7 +184,7 @@ load_hparams(struct le_model *m, char *err, size_t errlen)
         return fail(err, errlen, LE_EFORMAT,
                     "model: architecture '%s' is not supported (llama, "
                     "qwen2, qwen2moe, qwen3, qwen3moe, gemma2, gemma3, "
-                    "phi3, granite, granitemoe)",
+                    "phi3, granite, granitemoe, gpt-oss)",
                     arch);
     hp->arch = (enum le_arch)a;
 
@@ -193,17 +193,22 @@ load_hparams(struct le_model *m, char *err, size_t errlen)
      * layouts have none */
     int moe_arch = hp->arch == LE_ARCH_QWEN3MOE ||
                    hp->arch == LE_ARCH_QWEN2MOE ||
-                   hp->arch == LE_ARCH_GRANITEMOE;
+                   hp->arch == LE_ARCH_GRANITEMOE ||
+                   hp->arch == LE_ARCH_GPTOSS;
+    int oss = hp->arch == LE_ARCH_GPTOSS;
     hp->n_expert = hp->n_expert_used = 0;
     hp->n_ff_shexp = 0;
-    hp->expert_norm = hp->arch != LE_ARCH_QWEN2MOE;
+    hp->expert_norm = hp->arch != LE_ARCH_QWEN2MOE && !oss;
+    hp->expert_topk_softmax = oss;
+    hp->swiglu_oai = oss;
     if (arch_u32(g, arch, "expert_count", &u) && u > 0) {
         uint32_t k = 0;
         if (hp->arch != LE_ARCH_LLAMA && !moe_arch)
             return fail(err, errlen, LE_EFORMAT,
                         "model: %s with experts (%s.expert_count %u) is not "
                         "supported; mixture-of-experts models run as llama "
-                        "(Mixtral), qwen2moe, qwen3moe or granitemoe",
+                        "(Mixtral), qwen2moe, qwen3moe, granitemoe or "
+                        "gpt-oss",
                         arch, arch, u);
         if (u > LE_MAX_EXPERTS ||
             !arch_u32(g, arch, "expert_used_count", &k) ||
@@ -245,6 +250,9 @@ load_hparams(struct le_model *m, char *err, size_t errlen)
         REQ("expert_feed_forward_length", n_ff);
     else if (hp->arch == LE_ARCH_QWEN2MOE)
         hp->n_ff /= hp->n_expert_used;
+    else if (oss) /* llama.cpp requires it of gpt-oss */
+        return fail(err, errlen, LE_EFORMAT,
+                    "model: %s.expert_feed_forward_length is missing", arch);
 #undef REQ
     /* bounds that keep every product below in int range (n_head *
      * head_dim, n_batch * n_ff, ...) whatever the metadata says */
@@ -379,6 +387,9 @@ load_hparams(struct le_model *m, char *err, size_t errlen)
     }
     if (gemma && !arch_u32(g, arch, "attention.sliding_window", &u))
         u = g2 ? 4096 : 0; /* gemma2's when its file has none (llama.cpp) */
+    if (oss && (!arch_u32(g, arch, "attention.sliding_window", &u) || !u))
+        return fail(err, errlen, LE_EFORMAT,
+                    "model: gpt-oss.attention.sliding_window is missing");
     if (u) {
         if (u > (1u << 24))
             return fail(err, errlen, LE_EFORMAT,
@@ -386,9 +397,28 @@ load_hparams(struct le_model *m, char *err, size_t errlen)
         hp->n_swa = (int32_t)u;
         /* gemma3: every 6th layer global, the local ones at base 10000;
          * gemma2: the even layers local, one base */
-        hp->swa_pattern = g3 ? 6 : g2 ? 2 : 0; /* phi3: every layer */
+        hp->swa_pattern = g3 ? 6 : g2 || oss ? 2 : 0; /* phi3: all */
         if (g3)
             hp->rope_base_swa = 10000.0f;
+    }
+    if (oss) {
+        /* llama.cpp's default period 2 (the even layers local); a file
+         * may say otherwise, and may give the local layers their own
+         * rope base, which llmux does not implement: refused */
+        uint32_t per;
+        if (arch_u32(g, arch, "attention.sliding_window_pattern", &per)) {
+            if (per > 64)
+                return fail(err, errlen, LE_EFORMAT,
+                            "model: bad attention.sliding_window_pattern %u",
+                            per);
+            hp->swa_pattern = (int)per;
+        }
+        if (arch_f32(g, arch, "rope.freq_base_swa", &f) &&
+            f != hp->rope_base)
+            return fail(err, errlen, LE_EFORMAT,
+                        "model: gpt-oss with rope.freq_base_swa %g apart "
+                        "from rope.freq_base %g is not supported",
+                        f, hp->rope_base);
     }
     /* the soft caps: gemma2's defaults (50 and 30) when its file has no
      * key, as llama.cpp's */
@@ -484,7 +514,9 @@ load_tensors(struct le_model *m, char *err, size_t errlen)
     m->layers = calloc((size_t)hp->n_layer, sizeof(*m->layers));
     if (!m->layers)
         return LE_ENOMEM;
-    int bias = hp->arch == LE_ARCH_QWEN2 || hp->arch == LE_ARCH_QWEN2MOE,
+    int oss = hp->arch == LE_ARCH_GPTOSS;
+    int bias = hp->arch == LE_ARCH_QWEN2 || hp->arch == LE_ARCH_QWEN2MOE ||
+               oss,
         gemma = hp->arch == LE_ARCH_GEMMA3 || hp->arch == LE_ARCH_GEMMA2,
         qkn = hp->arch == LE_ARCH_QWEN3 || hp->arch == LE_ARCH_GEMMA3 ||
               hp->arch == LE_ARCH_QWEN3MOE;
@@ -558,7 +590,14 @@ load_tensors(struct le_model *m, char *err, size_t errlen)
             T(ffn_post_norm, "post_ffw_norm.weight", E, 0, 1);
         }
         T(wo, "attn_output.weight", QD, E, 1);
-        T(ffn_norm, "ffn_norm.weight", E, 0, 1);
+        if (oss) {
+            T(bo, "attn_output.bias", E, 0, 1);
+            T(sinks, "attn_sinks.weight", hp->n_head, 0, 1);
+            /* gpt-oss names its pre-FFN norm post_attention_norm */
+            T(ffn_norm, "post_attention_norm.weight", E, 0, 1);
+        } else {
+            T(ffn_norm, "ffn_norm.weight", E, 0, 1);
+        }
         if (NX == 0) {
             if (!phi3) {
                 T(w_gate, "ffn_gate.weight", E, F, 1);
@@ -568,6 +607,18 @@ load_tensors(struct le_model *m, char *err, size_t errlen)
             continue;
         }
         T(ffn_gate_inp, "ffn_gate_inp.weight", E, NX, 1);
+        if (oss) {
+            T(gate_inp_b, "ffn_gate_inp.bias", NX, 0, 1);
+            T(exp_gate_b, "ffn_gate_exps.bias", F, NX, 1);
+            T(exp_up_b, "ffn_up_exps.bias", F, NX, 1);
+            T(exp_down_b, "ffn_down_exps.bias", E, NX, 1);
+            if (L->exp_gate_b->type != LE_TYPE_F32 ||
+                L->exp_up_b->type != LE_TYPE_F32 ||
+                L->exp_down_b->type != LE_TYPE_F32)
+                return fail(err, errlen, LE_EFORMAT,
+                            "model: blk.%d's expert biases must be f32",
+                            (int)l);
+        }
         if (hp->n_ff_shexp > 0) {
             int32_t FS = hp->n_ff_shexp;
             T(sh_gate_inp, "ffn_gate_inp_shexp.weight", E, 0, 1);
@@ -1642,14 +1693,18 @@ matmul(struct le_session *s, const struct le_gguf_tensor *W, const float *x,
 }
 
 static void
-add_bias(float *y, const struct le_gguf_tensor *b, int n, int n_tok)
+add_bias_f(float *y, const float *bb, int n, int n_tok)
 {
-    if (!b)
-        return;
-    const float *bb = b->data;
     for (int t = 0; t < n_tok; t++)
         for (int i = 0; i < n; i++)
             y[(size_t)t * n + i] += bb[i];
+}
+
+static void
+add_bias(float *y, const struct le_gguf_tensor *b, int n, int n_tok)
+{
+    if (b)
+        add_bias_f(y, b->data, n, n_tok);
 }
 
 /* y += a x.  restrict and the fixed 8-wide inner loop let the compiler
@@ -1719,6 +1774,9 @@ attention_heads(void *arg, int ith, int nth)
     float scale = hp->attn_scale, cap = hp->attn_softcap;
     int swa = layer_swa(hp, j->layer);
     int total = j->b->n_tok * hp->n_head_kv;
+    /* gpt-oss: each head's sink logit joins its softmax with no value */
+    const struct le_gguf_tensor *skt = ws->m->layers[j->layer].sinks;
+    const float *sinks = skt ? skt->data : NULL;
     /* F16 cache: the fused kernels of attn.c where SIMD has them */
     struct le_attn_f16 ak;
     int fused = ws->kv_type == LE_TYPE_F16 && le_attn_f16_get(hd, &ak);
@@ -1748,8 +1806,11 @@ attention_heads(void *arg, int ith, int nth)
                     mx[g] = soft_cap(sc0 + (size_t)g * ws->n_ctx, np, cap);
                 for (int g = 0; g < gn; g++) {
                     float *sc = sc0 + (size_t)g * ws->n_ctx;
+                    float sk = sinks ? sinks[kvh * group + g0 + g] : 0;
+                    if (sinks && sk > mx[g])
+                        mx[g] = sk;
                     exp_sub(sc, np, mx[g]);
-                    double sm = 0;
+                    double sm = sinks ? expf(sk - mx[g]) : 0;
                     for (int p = 0; p < np; p++)
                         sm += sc[p];
                     inv[g] = (float)(1.0 / sm);
@@ -1777,8 +1838,11 @@ attention_heads(void *arg, int ith, int nth)
             }
             if (cap > 0)
                 max = soft_cap(sc, np, cap);
+            float sk = sinks ? sinks[kvh * group + g] : 0;
+            if (sinks && sk > max)
+                max = sk;
             exp_sub(sc, np, max);
-            double sum = 0;
+            double sum = sinks ? expf(sk - max) : 0;
             for (int p = 0; p < np; p++)
                 sum += sc[p];
             float inv = (float)(1.0 / sum);
@@ -1910,6 +1974,22 @@ tok_run(struct le_session *ws, const struct le_fwd_batch *b, enum tok_op op,
     le_pool_run(ws->m->pool, tok_steps, &j, b->n_tok < 4 ? 1 : 0);
 }
 
+/* The k largest of n logits into sel, largest first (the lower index
+ * first among equal ones). */
+static void
+topk_sel(const float *logits, int n, int k, int32_t *sel)
+{
+    unsigned char taken[LE_MAX_EXPERTS] = {0};
+    for (int i = 0; i < k; i++) {
+        int best = -1;
+        for (int e = 0; e < n; e++)
+            if (!taken[e] && (best < 0 || logits[e] > logits[best]))
+                best = e;
+        taken[best] = 1;
+        sel[i] = best;
+    }
+}
+
 /* The router of one token: the softmax of its n logits, the k largest
  * probabilities (the lower index first among equal ones) into sel, and
  * their weights, renormalised to sum 1 when norm, into w. */
@@ -1922,19 +2002,48 @@ moe_route(const float *logits, int n, int k, int norm, int32_t *sel,
         mx = logits[e] > mx ? logits[e] : mx;
     for (int e = 0; e < n; e++)
         sum += expf(logits[e] - mx);
-    unsigned char taken[LE_MAX_EXPERTS] = {0};
+    topk_sel(logits, n, k, sel);
     for (int i = 0; i < k; i++) {
-        int best = -1;
-        for (int e = 0; e < n; e++)
-            if (!taken[e] && (best < 0 || logits[e] > logits[best]))
-                best = e;
-        taken[best] = 1;
-        sel[i] = best;
-        w[i] = expf(logits[best] - mx) / sum;
+        w[i] = expf(logits[sel[i]] - mx) / sum;
         wsum += w[i];
     }
     for (int i = 0; i < k && norm; i++)
         w[i] /= wsum;
+}
+
+/* gpt-oss's router: the k largest logits into sel, the softmax of those
+ * k into w. */
+static void
+moe_route_topk(const float *logits, int n, int k, int32_t *sel, float *w)
+{
+    topk_sel(logits, n, k, sel);
+    float mx = logits[sel[0]], sum = 0;
+    for (int i = 0; i < k; i++) {
+        w[i] = expf(logits[sel[i]] - mx);
+        sum += w[i];
+    }
+    for (int i = 0; i < k; i++)
+        w[i] /= sum;
+}
+
+/* gpt-oss's clamped SwiGLU: h = min(g, 7) sigmoid(1.702 min(g, 7))
+ * (clamp(u, -7, 7) + 1), as llama.cpp's swiglu_oai */
+static void
+swiglu_oai(float *h, const float *u, int n)
+{
+    for (int i = 0; i < n; i++) {
+        float x = h[i] < 7.0f ? h[i] : 7.0f;
+        float y = u[i] < -7.0f ? -7.0f : u[i] > 7.0f ? 7.0f : u[i];
+        h[i] = x / (1.0f + expf(1.702f * -x)) * (y + 1.0f);
+    }
+}
+
+/* each of c rows of n floats in y += row e of the bias matrix b */
+static void
+add_bias_rows(float *y, const struct le_gguf_tensor *b, int e, int n, int c)
+{
+    if (b)
+        add_bias_f(y, (const float *)b->data + (size_t)e * n, n, c);
 }
 
 /* A mixture-of-experts FFN over the batch's normed rows in ws->xb, its
@@ -1955,9 +2064,17 @@ moe_ffn(struct le_session *ws, const struct le_layer *L, int nt, int af)
         K = hp->n_expert_used;
     int qx = -1;
     matmul(ws, L->ffn_gate_inp, ws->xb, ws->moe_logits, nt, af, &qx);
-    for (int t = 0; t < nt; t++)
-        moe_route(ws->moe_logits + (size_t)t * NX, NX, K, hp->expert_norm,
-                  ws->moe_sel + (size_t)t * K, ws->moe_w + (size_t)t * K);
+    add_bias(ws->moe_logits, L->gate_inp_b, NX, nt);
+    for (int t = 0; t < nt; t++) {
+        if (hp->expert_topk_softmax)
+            moe_route_topk(ws->moe_logits + (size_t)t * NX, NX, K,
+                           ws->moe_sel + (size_t)t * K,
+                           ws->moe_w + (size_t)t * K);
+        else
+            moe_route(ws->moe_logits + (size_t)t * NX, NX, K,
+                      hp->expert_norm, ws->moe_sel + (size_t)t * K,
+                      ws->moe_w + (size_t)t * K);
+    }
     memcpy(ws->moe_in, ws->xb, (size_t)nt * E * sizeof(float));
     memset(ws->xb, 0, (size_t)nt * E * sizeof(float));
     le_silu_mul_fn silu_mul = le_silu_mul_get();
@@ -1984,9 +2101,12 @@ moe_ffn(struct le_session *ws, const struct le_layer *L, int nt, int af)
         qx = -1;
         matmul(ws, &L->exp_gate[e], ws->moe_x, ws->hb, c, c, &qx);
         matmul(ws, &L->exp_up[e], ws->moe_x, ws->hb2, c, c, &qx);
-        silu_mul(ws->hb, ws->hb2, c * F);
+        add_bias_rows(ws->hb, L->exp_gate_b, e, F, c);
+        add_bias_rows(ws->hb2, L->exp_up_b, e, F, c);
+        (hp->swiglu_oai ? swiglu_oai : silu_mul)(ws->hb, ws->hb2, c * F);
         qx = -1;
         matmul(ws, &L->exp_down[e], ws->hb, ws->moe_y, c, c, &qx);
+        add_bias_rows(ws->moe_y, L->exp_down_b, e, E, c);
         for (int i = 0; i < c; i++) {
             int t = rows[i] / K;
             float w = ws->moe_w[rows[i]];
@@ -2176,6 +2296,7 @@ le_model_forward_batch(struct le_session *ws, const struct le_fwd_batch *b,
         le_pool_run(m->pool, attention_heads, &aj, att_work < 16384 ? 1 : 0);
         qx = -1;
         matmul(ws, L->wo, ws->att, ws->xb, nt, af, &qx);
+        add_bias(ws->xb, L->bo, E, nt);
         tok_run(ws, b, TOK_NORM, l, 1, L->ffn_norm->data,
                 L->attn_post_norm ? L->attn_post_norm->data : NULL);
         if (hp->n_expert > 0) {

@@ -1375,6 +1375,13 @@ struct ref_arch {
     /* granite (llama's rotation): embeddings x 12, q.k x 0.0625, each
      * branch x 0.22 into the residual, logits / 8 */
     int granite;
+    /* gpt-oss: q/k/v and output biases, the window (n_swa) on the even
+     * layers, the pre-FFN norm named post_attention_norm, the router's
+     * bias, the experts of the n_used largest logits weighted by the
+     * softmax of those, biased experts with the clamped SwiGLU; sinks 1:
+     * each head's sink logit in its softmax (0: left out, to show it
+     * matters) */
+    int oss, sinks;
 };
 
 enum { RX_MAX = 16 };
@@ -1388,6 +1395,9 @@ ref_moe(const struct le_gguf *g, int l, const struct ref_arch *ra,
                                                               sum = 0;
     int NX = ra->n_expert, sel[RX_MAX];
     ref_mv(rl, tf(g, "blk.%d.ffn_gate_inp.weight", l), xb, R3E, NX);
+    const float *rb = tf(g, "blk.%d.ffn_gate_inp.bias", l);
+    for (int e = 0; e < NX && ra->oss; e++)
+        rl[e] += rb[e];
     for (int e = 0; e < NX; e++)
         mx = rl[e] > mx ? rl[e] : mx;
     for (int e = 0; e < NX; e++)
@@ -1406,14 +1416,26 @@ ref_moe(const struct le_gguf *g, int l, const struct ref_arch *ra,
     }
     const float *wg = tf(g, "blk.%d.ffn_gate_exps.weight", l),
                 *wu = tf(g, "blk.%d.ffn_up_exps.weight", l),
-                *wd = tf(g, "blk.%d.ffn_down_exps.weight", l);
+                *wd = tf(g, "blk.%d.ffn_down_exps.weight", l),
+                *bg = tf(g, "blk.%d.ffn_gate_exps.bias", l),
+                *bu = tf(g, "blk.%d.ffn_up_exps.bias", l),
+                *bd = tf(g, "blk.%d.ffn_down_exps.bias", l);
     for (int i = 0; i < ra->n_used; i++) {
         size_t off = (size_t)sel[i] * R3F * R3E;
         ref_mv(hg, wg + off, xb, R3E, R3F);
         ref_mv(hu, wu + off, xb, R3E, R3F);
-        for (int k = 0; k < R3F; k++)
+        for (int k = 0; k < R3F && ra->oss; k++) { /* gpt-oss */
+            double a = hg[k] + bg[sel[i] * R3F + k],
+                   b = hu[k] + bu[sel[i] * R3F + k];
+            a = a < 7 ? a : 7;
+            b = b < -7 ? -7 : b > 7 ? 7 : b;
+            hg[k] = a / (1.0 + exp(-1.702 * a)) * (b + 1);
+        }
+        for (int k = 0; k < R3F && !ra->oss; k++)
             hg[k] = hg[k] / (1.0 + exp(-hg[k])) * hu[k];
         ref_mv(o, wd + off, hg, R3F, R3E);
+        for (int k = 0; k < R3E && ra->oss; k++)
+            o[k] += bd[sel[i] * R3E + k];
         double w = p[sel[i]] / sum / (ra->qwen2moe ? 1.0 : wsum);
         for (int k = 0; k < R3E; k++)
             x[k] += w * o[k] * (ra->granite ? 0.22 : 1.0);
@@ -1455,8 +1477,9 @@ ref_forward(const char *path, const int32_t *ids, int n,
             x[i] = emb[(size_t)ids[t] * R3E + i] *
                    (ra->gemma ? sqrt((double)R3E) : ra->granite ? 12.0 : 1.0);
         for (int l = 0; l < ra->n_layer; l++) {
-            int swa = (ra->gemma || ra->phi3) && ra->n_swa &&
-                      (ra->phi3 || (ra->gemma2 ? l % 2 == 0 : l % 6 < 5));
+            int swa = (ra->gemma || ra->phi3 || ra->oss) && ra->n_swa &&
+                      (ra->phi3 ||
+                       (ra->gemma2 || ra->oss ? l % 2 == 0 : l % 6 < 5));
             double base = ra->gemma && !ra->gemma2 && !swa ? 1e6 : 10000.0;
             int p0 = swa && t >= ra->n_swa ? t - ra->n_swa + 1 : 0;
             memcpy(xb, x, sizeof(x));
@@ -1472,7 +1495,7 @@ ref_forward(const char *path, const int32_t *ids, int n,
                    ra->phi3 ? wqkv + (QD + KD) * R3E
                             : tf(g, "blk.%d.attn_v.weight", l),
                    xb, R3E, KD);
-            if (ra->qwen2moe) { /* qwen2's biases */
+            if (ra->qwen2moe || ra->oss) { /* qwen2's biases */
                 const float *bq = tf(g, "blk.%d.attn_q.bias", l),
                             *bk = tf(g, "blk.%d.attn_k.bias", l),
                             *bv = tf(g, "blk.%d.attn_v.bias", l);
@@ -1541,6 +1564,12 @@ ref_forward(const char *path, const int32_t *ids, int n,
                         sc[p] = ra->attn_cap * tanh(sc[p] / ra->attn_cap);
                     mx = sc[p] > mx ? sc[p] : mx;
                 }
+                /* gpt-oss: the head's sink logit, with no value */
+                double sk = ra->oss && ra->sinks
+                                ? tf(g, "blk.%d.attn_sinks.weight", l)[h]
+                                : -1e300;
+                mx = sk > mx ? sk : mx;
+                sum = exp(sk - mx);
                 for (int p = p0; p <= t; p++)
                     sum += sc[p] = exp(sc[p] - mx);
                 for (int i = 0; i < R3HD; i++) {
@@ -1551,13 +1580,19 @@ ref_forward(const char *path, const int32_t *ids, int n,
                 }
             }
             ref_mv(o, tf(g, "blk.%d.attn_output.weight", l), att, QD, R3E);
+            for (int i = 0; i < R3E && ra->oss; i++)
+                o[i] += tf(g, "blk.%d.attn_output.bias", l)[i];
             if (ra->gemma)
                 ref_norm(o, tf(g, "blk.%d.post_attention_norm.weight", l),
                          R3E, 1e-5);
             for (int i = 0; i < R3E; i++)
                 x[i] += o[i] * (ra->granite ? 0.22 : 1.0);
             memcpy(xb, x, sizeof(x));
-            ref_norm(xb, tf(g, "blk.%d.ffn_norm.weight", l), R3E, 1e-5);
+            ref_norm(xb,
+                     tf(g, ra->oss ? "blk.%d.post_attention_norm.weight"
+                                   : "blk.%d.ffn_norm.weight",
+                        l),
+                     R3E, 1e-5);
             if (ra->n_expert > 0) {
                 ref_moe(g, l, ra, xb, x);
                 continue;
@@ -1913,6 +1948,64 @@ test_granite(void)
         T_CHECK(d < 1e-5);
         T_CHECK(d0 > 1e-2);
     }
+}
+
+/* gpt-oss (3 layers, a window of 3 on layers 0 and 2, 4 experts of
+ * which 2 are used, YaRN x4 over 64 positions) against the reference;
+ * the reference without the sinks and without the window is far off, so
+ * both are tested (the biases and the SwiGLU's clamp were checked
+ * against llama.cpp's text, tests/REFERENCE_NOTES.md).  Its prompt as
+ * one batch equals its single steps. */
+static void
+test_gptoss(void)
+{
+    char p[600];
+    snprintf(p, sizeof(p), "%s/gptoss.gguf", g_tmp);
+    struct gguf_w_llama lp;
+    ref_params(&lp, "gpt-oss", 3, 29);
+    lp.n_swa = 3;
+    lp.n_expert = 4;
+    lp.n_expert_used = 2;
+    lp.yarn_factor = 4;
+    lp.yarn_orig = 64;
+    T_EQ_INT(gguf_w_llama_write(&lp, p), 0);
+    int32_t ids[RT_MAX] = {1, 270, 281, 265, 299, 290, 277, 263};
+    struct ref_arch ra = {.n_layer = 3, .f32 = 1, .oss = 1, .sinks = 1,
+                          .n_swa = 3, .n_expert = 4, .n_used = 2,
+                          .yarn_factor = 4, .yarn_orig = 64},
+                    ns = ra, nw = ra;
+    ns.sinks = 0;
+    nw.n_swa = 0;
+    float ref[R3V], refns[R3V], refnw[R3V], got[R3V];
+    T_EQ_INT(ref_forward(p, ids, RT_MAX, &ra, ref), 0);
+    T_EQ_INT(ref_forward(p, ids, RT_MAX, &ns, refns), 0);
+    T_EQ_INT(ref_forward(p, ids, RT_MAX, &nw, refnw), 0);
+    struct le_model *m = open_model(p, 1, 0, LE_KV_F32);
+    T_CHECK(m != NULL);
+    if (m) {
+        T_CHECK(strstr(le_model_desc(m), "gpt-oss") != NULL);
+        T_EQ_INT(logits_after(m, ids, RT_MAX, got), 0);
+    }
+    le_model_free(m);
+    double d = rel_diff(ref, got, R3V);
+    fprintf(stderr, "gpt-oss vs reference: %.2g; without the sinks %.2g, "
+                    "without the window %.2g\n",
+            d, rel_diff(ref, refns, R3V), rel_diff(ref, refnw, R3V));
+    T_CHECK(d < 1e-5);
+    T_CHECK(rel_diff(ref, refns, R3V) > 1e-2);
+    T_CHECK(rel_diff(ref, refnw, R3V) > 1e-2);
+    /* f16 KV cache (the fused attention kernels): near the reference */
+    m = open_model(p, 2, 0, LE_KV_F16);
+    T_CHECK(m != NULL);
+    if (m)
+        T_EQ_INT(logits_after(m, ids, RT_MAX, got), 0);
+    le_model_free(m);
+    fprintf(stderr, "gpt-oss f16 KV vs reference: %.2g\n",
+            rel_diff(ref, got, R3V));
+    T_CHECK(rel_diff(ref, got, R3V) < 1e-3);
+    float batch[R3V], step[R3V];
+    batch_and_steps(p, "gpt-oss", ids, RT_MAX, batch, step);
+    T_CHECK(memcmp(batch, step, sizeof(batch)) == 0);
 }
 
 /* The logits after ids (8) of a random llama of type (256 wide, 2
@@ -2305,6 +2398,7 @@ main(void)
     T_RUN(test_yarn);
     T_RUN(test_phi3);
     T_RUN(test_granite);
+    T_RUN(test_gptoss);
     T_RUN(test_rope_freqs);
     T_RUN(test_all_types);
     T_RUN(test_packed_logits);

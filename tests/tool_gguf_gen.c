@@ -7,7 +7,7 @@
  *                 --n-ff N --n-vocab N [--n-ctx N] [--seed S] [--tied]
  *                 [--chat-template TEXT] [--control TOKEN]...
  *                 [--arch llama|qwen3|qwen3moe|qwen2moe|gemma2|gemma3|phi3|
- *                         granite|granitemoe]
+ *                         granite|granitemoe|gpt-oss]
  *                 [--head-dim N] [--sliding-window N] [--user-token TOKEN]...
  *                 [--experts N,K] [--n-ff-exp N] [--n-ff-shexp N]
  *                 [--yarn FACTOR,ORIG_CTX] [--longrope ORIG_CTX,ATTN]
@@ -31,7 +31,9 @@
  * original_context_length); --arch phi3 writes fused attn_qkv and
  * ffn_up, --sliding-window as its window, and with --longrope its
  * short / long rope factors, original context and attn_factor; granite
- * and granitemoe the llama layout with Granite 3's four multipliers.  The
+ * and granitemoe the llama layout with Granite 3's four multipliers;
+ * gpt-oss (--experts and --sliding-window needed) its biases, attention
+ * sinks and the router's and experts' biases.  The
  * whole file is built in memory before it is written: a 1B-model slice
  * (n_embd 2048, 4 layers, n_vocab 32000) needs about 1.5 GB for a moment.
  * Exit codes: 0 written, 1 the writer failed, 2 usage error.
@@ -54,7 +56,7 @@ usage(FILE *f)
           "[--chat-template TEXT]\n"
           "                     [--control TOKEN]... "
           "[--arch llama|qwen3|qwen3moe|qwen2moe|gemma2|gemma3|phi3|\n"
-          "                             granite|granitemoe]\n"
+          "                             granite|granitemoe|gpt-oss]\n"
           "                     [--head-dim N] [--sliding-window N] "
           "[--softcap A,F]\n"
           "                     [--user-token TOKEN]... [--experts N,K] "
@@ -154,7 +156,7 @@ main(int argc, char **argv)
                   strcmp(v, "qwen3moe") && strcmp(v, "qwen2moe") &&
                   strcmp(v, "gemma3") && strcmp(v, "gemma2") &&
                   strcmp(v, "phi3") && strcmp(v, "granite") &&
-                  strcmp(v, "granitemoe");
+                  strcmp(v, "granitemoe") && strcmp(v, "gpt-oss");
             p.arch = v;
         } else if (!strcmp(a, "--softcap")) {
             /* gemma2: attention,final (e.g. 50,30) */
@@ -247,7 +249,8 @@ main(int argc, char **argv)
     }
     int moe = p.arch && (!strcmp(p.arch, "qwen3moe") ||
                          !strcmp(p.arch, "qwen2moe") ||
-                         !strcmp(p.arch, "granitemoe"));
+                         !strcmp(p.arch, "granitemoe") ||
+                         !strcmp(p.arch, "gpt-oss"));
     if (moe && !p.n_expert) {
         fprintf(stderr, "tool_gguf_gen: --arch %s needs --experts\n",
                 p.arch);
@@ -255,7 +258,12 @@ main(int argc, char **argv)
     }
     if (p.n_expert && p.arch && strcmp(p.arch, "llama") && !moe) {
         fprintf(stderr, "tool_gguf_gen: --experts goes with --arch llama, "
-                        "qwen2moe, qwen3moe or granitemoe\n");
+                        "qwen2moe, qwen3moe, granitemoe or gpt-oss\n");
+        return 2;
+    }
+    if (p.arch && !strcmp(p.arch, "gpt-oss") && p.n_swa <= 0) {
+        fprintf(stderr, "tool_gguf_gen: --arch gpt-oss needs "
+                        "--sliding-window\n");
         return 2;
     }
     p.chat_template = tmpl;

@@ -586,12 +586,14 @@ gguf_w_llama_fill(struct gguf_w *w, const struct gguf_w_llama *p)
     int q3moe = !strcmp(arch, "qwen3moe"), q2moe = !strcmp(arch, "qwen2moe");
     int phi3 = !strcmp(arch, "phi3");
     int granite = !strcmp(arch, "granite"), gmoe = !strcmp(arch, "granitemoe");
+    int oss = !strcmp(arch, "gpt-oss");
     int qwen3 = !strcmp(arch, "qwen3") || gemma3 || q3moe; /* q/k norms */
     int NX = p->n_expert, n_ffx = p->n_ff_exp > 0 ? p->n_ff_exp : p->n_ff;
     int n_ffs = p->n_ff_shexp > 0 ? p->n_ff_shexp : p->n_ff;
     if ((strcmp(arch, "llama") && !qwen3 && !gemma2 && !q2moe && !phi3 &&
-         !granite && !gmoe) ||
+         !granite && !gmoe && !oss) ||
         (phi3 && NX > 0) || (granite && NX > 0) || (gmoe && NX <= 0) ||
+        (oss && (NX <= 0 || p->n_swa <= 0)) ||
         ((q3moe || q2moe) && NX <= 0) || (NX > 0 && (gemma3 || gemma2)) ||
         NX < 0 ||
         (NX > 0 && (p->n_expert_used <= 0 || p->n_expert_used > NX))) {
@@ -631,7 +633,7 @@ gguf_w_llama_fill(struct gguf_w *w, const struct gguf_w_llama *p)
         gguf_w_add_f32(w, KEY("attention.scale"), 0.0625f);
         gguf_w_add_f32(w, KEY("logit_scale"), 8.0f);
     }
-    if (phi3 && p->n_swa > 0)
+    if ((phi3 || oss) && p->n_swa > 0)
         gguf_w_add_u32(w, KEY("attention.sliding_window"), (uint32_t)p->n_swa);
     if (phi3 && p->longrope_orig > 0) {
         gguf_w_add_u32(w, KEY("rope.scaling.original_context_length"),
@@ -651,7 +653,7 @@ gguf_w_llama_fill(struct gguf_w *w, const struct gguf_w_llama *p)
         gguf_w_add_u32(w, KEY("expert_count"), (uint32_t)NX);
         gguf_w_add_u32(w, KEY("expert_used_count"),
                        (uint32_t)p->n_expert_used);
-        if (p->n_ff_exp > 0 || q2moe)
+        if (p->n_ff_exp > 0 || q2moe || oss)
             gguf_w_add_u32(w, KEY("expert_feed_forward_length"),
                            (uint32_t)n_ffx);
         if (q2moe && p->n_ff_shexp > 0)
@@ -764,7 +766,7 @@ gguf_w_llama_fill(struct gguf_w *w, const struct gguf_w_llama *p)
             W("attn_v.weight", p->n_embd, n_embd_kv, 3, 0);
         }
         W("attn_output.weight", n_q, p->n_embd, 4, 0);
-        if (q2moe) { /* qwen2's biases, small values around 0 */
+        if (q2moe || oss) { /* qwen2's biases, small values around 0 */
             snprintf(name, sizeof(name), "blk.%d.attn_q.bias", l);
             add_weight(w, name, LE_TYPE_F32, n_q, 1, sd, salt + 14, 0);
             snprintf(name, sizeof(name), "blk.%d.attn_k.bias", l);
@@ -772,6 +774,14 @@ gguf_w_llama_fill(struct gguf_w *w, const struct gguf_w_llama *p)
             snprintf(name, sizeof(name), "blk.%d.attn_v.bias", l);
             add_weight(w, name, LE_TYPE_F32, n_embd_kv, 1, sd,
                        salt + 3000, 0);
+        }
+        if (oss) { /* gpt-oss: the output's bias, a sink logit per head */
+            snprintf(name, sizeof(name), "blk.%d.attn_output.bias", l);
+            add_weight(w, name, LE_TYPE_F32, p->n_embd, 1, sd, salt + 3001,
+                       0);
+            snprintf(name, sizeof(name), "blk.%d.attn_sinks.weight", l);
+            add_weight(w, name, LE_TYPE_F32, p->n_head, 1, sd, salt + 3002,
+                       1);
         }
         if (qwen3) {
             W("attn_q_norm.weight", head_dim, 1, 9, 1);
@@ -781,7 +791,11 @@ gguf_w_llama_fill(struct gguf_w *w, const struct gguf_w_llama *p)
             W("post_attention_norm.weight", p->n_embd, 1, 11, 1);
             W("post_ffw_norm.weight", p->n_embd, 1, 12, 1);
         }
-        W("ffn_norm.weight", p->n_embd, 1, 5, 1);
+        if (oss) {
+            W("post_attention_norm.weight", p->n_embd, 1, 5, 1);
+        } else {
+            W("ffn_norm.weight", p->n_embd, 1, 5, 1);
+        }
         if (NX > 0) {
             /* the router stays F32, as llama.cpp's quantiser leaves it */
             snprintf(name, sizeof(name), "blk.%d.ffn_gate_inp.weight", l);
@@ -792,6 +806,19 @@ gguf_w_llama_fill(struct gguf_w *w, const struct gguf_w_llama *p)
             add_weight3(w, name, t, p->n_embd, n_ffx, NX, sd, salt + 7, 0);
             snprintf(name, sizeof(name), "blk.%d.ffn_down_exps.weight", l);
             add_weight3(w, name, t, n_ffx, p->n_embd, NX, sd, salt + 8, 0);
+            if (oss) { /* the router's and the experts' biases */
+                snprintf(name, sizeof(name), "blk.%d.ffn_gate_inp.bias", l);
+                add_weight(w, name, LE_TYPE_F32, NX, 1, sd, salt + 3003, 0);
+                snprintf(name, sizeof(name), "blk.%d.ffn_gate_exps.bias", l);
+                add_weight(w, name, LE_TYPE_F32, n_ffx, NX, sd, salt + 3004,
+                           0);
+                snprintf(name, sizeof(name), "blk.%d.ffn_up_exps.bias", l);
+                add_weight(w, name, LE_TYPE_F32, n_ffx, NX, sd, salt + 3005,
+                           0);
+                snprintf(name, sizeof(name), "blk.%d.ffn_down_exps.bias", l);
+                add_weight(w, name, LE_TYPE_F32, p->n_embd, NX, sd,
+                           salt + 3006, 0);
+            }
             if (q2moe) {
                 uint64_t ss = salt + 2000; /* apart from the others */
                 snprintf(name, sizeof(name),

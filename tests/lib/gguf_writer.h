@@ -163,6 +163,14 @@ struct gguf_w_llama {
     /* arch "granite" (dense) and "granitemoe" (experts required): the
      * llama layout with embedding_scale 12, residual_scale 0.22,
      * attention.scale 0.0625 and logit_scale 8 */
+    /* arch "gpt-oss" (experts required, n_swa > 0): the q, k, v and
+     * output biases blk.N.attn_{q,k,v,output}.bias F32, attention sinks
+     * blk.N.attn_sinks.weight [n_head] F32 (1 +- 0.1), the pre-FFN norm
+     * named post_attention_norm.weight (no ffn_norm), the router's bias
+     * ffn_gate_inp.bias [n_expert] and the experts' biases
+     * ffn_{gate,up}_exps.bias [n_ff_x, n_expert], ffn_down_exps.bias
+     * [n_embd, n_expert] F32, attention.sliding_window n_swa, and
+     * expert_feed_forward_length always written */
 };
 
 /*
