@@ -44,8 +44,27 @@ enum le_type {
     LE_TYPE_Q6_K = 14,
     LE_TYPE_Q8_K = 15,
     LE_TYPE_BF16 = 30,
-    LE_TYPE_COUNT = 31
+    /* OCP microscaling FP4: blocks of 32 E2M1 values (4 bits each, low
+     * nibbles the first 16) sharing an E8M0 power-of-two scale byte
+     * first; gpt-oss's experts */
+    LE_TYPE_MXFP4 = 39,
+    LE_TYPE_COUNT = 40
 };
+
+/* MXFP4's values as integers (twice E2M1's, so that they are whole) and
+ * the block scale of byte e halved to match: 2^(e - 128), exact for
+ * every byte (subnormal for e < 2). */
+extern const int8_t le_mxfp4_values[16];
+static inline float
+le_e8m0_half(uint8_t e)
+{
+    union {
+        uint32_t u;
+        float f;
+    } v;
+    v.u = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
+    return v.f;
+}
 
 /*
  * What the engine needs of a type.  A row of n values (n a multiple of
@@ -88,6 +107,8 @@ const struct le_type_traits *le_type_get_ref(uint32_t type);
  * for Q4_0/Q8_0 (8-lane float accumulation; test_quants.c). */
 void le_vec_dot_q4_0_q8_0_avx2(int n, float *s, const void *x, const void *y);
 void le_vec_dot_q8_0_q8_0_avx2(int n, float *s, const void *x, const void *y);
+void le_vec_dot_mxfp4_q8_0_avx2(int n, float *s, const void *x,
+                                const void *y);
 /* vec_dot_multi for Q4_0 (le_type_traits; bit-identical to the
  * single-row kernel above). */
 void le_vec_dot_q4_0_q8_0_multi_avx2(int n, float *s, size_t bs,

@@ -229,6 +229,15 @@ struct le_block_q8_0 {
 };
 _Static_assert(sizeof(struct le_block_q8_0) == 34, "fp16 scale + 32 int8");
 
+struct le_block_mxfp4 {
+    uint8_t e;          /* E8M0 scale */
+    uint8_t qs[QK / 2]; /* E2M1 codes: values 0-15 low nibbles, 16-31 high */
+};
+_Static_assert(sizeof(struct le_block_mxfp4) == 17, "scale byte + 16 bytes");
+
+const int8_t le_mxfp4_values[16] = {0, 1,  2,  3,  4,  6,  8,  12,
+                                    0, -1, -2, -3, -4, -6, -8, -12};
+
 struct le_block_q8_1 {
     uint16_t d; /* scale */
     uint16_t s; /* d * sum(qs), fp16 */
@@ -654,6 +663,80 @@ q8_0_vec_dot(int n, float *s, const void *vx, const void *vy)
         for (int j = 0; j < QK; j++)
             sumi += x[i].qs[j] * y[i].qs[j];
         sumf += sumi * FP16(x[i].d) * FP16(y[i].d);
+    }
+    *s = sumf;
+}
+
+static void
+mxfp4_to_float(const void *vx, float *y, int64_t k)
+{
+    const struct le_block_mxfp4 *x = vx;
+    for (int64_t i = 0; i < k / QK; i++) {
+        float d = le_e8m0_half(x[i].e);
+        for (int j = 0; j < QK / 2; j++) {
+            y[i * QK + j] = le_mxfp4_values[x[i].qs[j] & 0x0f] * d;
+            y[i * QK + j + QK / 2] = le_mxfp4_values[x[i].qs[j] >> 4] * d;
+        }
+    }
+}
+
+/* The code of the value nearest x / d (the lower code among equal
+ * distances). */
+static uint8_t
+mxfp4_code(float x, float d)
+{
+    int best = 0;
+    float be = fabsf(x);
+    for (int c = 1; c < 16; c++) {
+        float e = fabsf(le_mxfp4_values[c] * d - x);
+        if (e < be) {
+            best = c;
+            be = e;
+        }
+    }
+    return (uint8_t)best;
+}
+
+/* The scale puts the block's largest magnitude at 4 to 8 times it, so
+ * that the largest value, 12, reaches it; non-finite input gives the
+ * scale of the finite ones. */
+static void
+mxfp4_from_float(const float *x, void *vy, int64_t k)
+{
+    struct le_block_mxfp4 *y = vy;
+    for (int64_t i = 0; i < k / QK; i++) {
+        const float *xb = x + i * QK;
+        float amax = 0;
+        for (int j = 0; j < QK; j++)
+            if (isfinite(xb[j]) && fabsf(xb[j]) > amax)
+                amax = fabsf(xb[j]);
+        int e = 0;
+        if (amax > 0) {
+            e = (int)floorf(log2f(amax)) - 2 + 127;
+            e = e < 0 ? 0 : e > 254 ? 254 : e;
+        }
+        float d = le_e8m0_half((uint8_t)e);
+        y[i].e = (uint8_t)e;
+        for (int j = 0; j < QK / 2; j++)
+            y[i].qs[j] = (uint8_t)(mxfp4_code(xb[j], d) |
+                                   mxfp4_code(xb[j + QK / 2], d) << 4);
+    }
+}
+
+/* The block's integer sum times its power-of-two scale (exact), times the
+ * activation's scale. */
+static void
+mxfp4_vec_dot(int n, float *s, const void *vx, const void *vy)
+{
+    const struct le_block_mxfp4 *x = vx;
+    const struct le_block_q8_0 *y = vy;
+    float sumf = 0;
+    for (int i = 0; i < n / QK; i++) {
+        int sumi = 0;
+        for (int j = 0; j < QK / 2; j++)
+            sumi += le_mxfp4_values[x[i].qs[j] & 0x0f] * y[i].qs[j] +
+                    le_mxfp4_values[x[i].qs[j] >> 4] * y[i].qs[j + QK / 2];
+        sumf += sumi * le_e8m0_half(x[i].e) * FP16(y[i].d);
     }
     *s = sumf;
 }
@@ -1157,6 +1240,7 @@ static const struct le_type_traits type_table[LE_TYPE_COUNT] = {
     Q(Q5_K, q5_K, QK_K, Q8_K),
     Q(Q6_K, q6_K, QK_K, Q8_K),
     Q(Q8_K, q8_K, QK_K, Q8_K),
+    Q(MXFP4, mxfp4, QK, Q8_0),
 #undef Q
 };
 
@@ -1256,6 +1340,7 @@ rt_init(void)
     if (isa_use >= LE_ISA_AVX2) {
         rt_table[LE_TYPE_Q4_0].vec_dot = le_vec_dot_q4_0_q8_0_avx2;
         rt_table[LE_TYPE_Q8_0].vec_dot = le_vec_dot_q8_0_q8_0_avx2;
+        rt_table[LE_TYPE_MXFP4].vec_dot = le_vec_dot_mxfp4_q8_0_avx2;
         rt_table[LE_TYPE_Q4_0].vec_dot_multi =
             le_vec_dot_q4_0_q8_0_multi_avx2;
         rt_table[LE_TYPE_Q4_K].vec_dot = le_vec_dot_q4_K_q8_K_avx2;

@@ -44,6 +44,12 @@ struct le_block_q8_0 {
 };
 _Static_assert(sizeof(struct le_block_q8_0) == 34, "as in quants.c");
 
+struct le_block_mxfp4 {
+    uint8_t e;
+    uint8_t qs[16];
+};
+_Static_assert(sizeof(struct le_block_mxfp4) == 17, "as in quants.c");
+
 struct le_block_q4_K {
     uint16_t d, dmin;
     uint8_t scales[12];
@@ -151,30 +157,64 @@ le_vec_dot_q8_0_q8_0_avx2(int n, float *s, const void *vx, const void *vy)
     *s = hsum_ps(_mm256_add_ps(acc0, acc1));
 }
 
-void
-le_vec_dot_q4_0_q8_0_avx2(int n, float *s, const void *vx, const void *vy)
+/* 32 signed bytes of an MXFP4 block: the codes of values 0-15 then
+ * 16-31 looked up in le_mxfp4_values. */
+static inline __m256i
+mxfp4_unpack(const uint8_t *qs)
 {
-    const struct le_block_q4_0 *x = vx;
-    const struct le_block_q8_0 *y = vy;
+    const __m128i lut = _mm_loadu_si128((const __m128i *)le_mxfp4_values);
+    __m128i b = _mm_loadu_si128((const __m128i *)qs);
+    __m128i m4 = _mm_set1_epi8(0x0f);
+    __m128i lo = _mm_shuffle_epi8(lut, _mm_and_si128(b, m4));
+    __m128i hi = _mm_shuffle_epi8(lut, _mm_and_si128(_mm_srli_epi16(b, 4), m4));
+    return _mm256_set_m128i(hi, lo);
+}
+
+/* The Q4_0 and MXFP4 dots with Q8_0 (MX: the second; a constant, so each
+ * caller is its own loop): two blocks a step in two accumulators. */
+static inline __attribute__((always_inline)) void
+dot4_q8_0(int n, float *s, const void *vx, const struct le_block_q8_0 *y,
+          const int MX)
+{
+    const struct le_block_q4_0 *x4 = vx;
+    const struct le_block_mxfp4 *xm = vx;
+#define UNPACK(i) (MX ? mxfp4_unpack(xm[i].qs) : q4_0_unpack(x4[i].qs))
+#define SCALE(i)                                                             \
+    _mm256_set1_ps((MX ? le_e8m0_half(xm[i].e) : h2f(x4[i].d)) *            \
+                   h2f(y[i].d))
     __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
     int nb = n / 32, i = 0;
     for (; i + 1 < nb; i += 2) {
-        __m256i x0 = q4_0_unpack(x[i].qs);
+        __m256i x0 = UNPACK(i);
         __m256i y0 = _mm256_loadu_si256((const __m256i *)y[i].qs);
-        __m256i x1 = q4_0_unpack(x[i + 1].qs);
+        __m256i x1 = UNPACK(i + 1);
         __m256i y1 = _mm256_loadu_si256((const __m256i *)y[i + 1].qs);
-        __m256 d0 = _mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d));
-        __m256 d1 = _mm256_set1_ps(h2f(x[i + 1].d) * h2f(y[i + 1].d));
-        acc0 = _mm256_fmadd_ps(d0, _mm256_cvtepi32_ps(dot_i8(x0, y0)), acc0);
-        acc1 = _mm256_fmadd_ps(d1, _mm256_cvtepi32_ps(dot_i8(x1, y1)), acc1);
+        acc0 = _mm256_fmadd_ps(SCALE(i), _mm256_cvtepi32_ps(dot_i8(x0, y0)),
+                               acc0);
+        acc1 = _mm256_fmadd_ps(SCALE(i + 1),
+                               _mm256_cvtepi32_ps(dot_i8(x1, y1)), acc1);
     }
     if (i < nb) {
-        __m256i x0 = q4_0_unpack(x[i].qs);
+        __m256i x0 = UNPACK(i);
         __m256i y0 = _mm256_loadu_si256((const __m256i *)y[i].qs);
-        __m256 d0 = _mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d));
-        acc0 = _mm256_fmadd_ps(d0, _mm256_cvtepi32_ps(dot_i8(x0, y0)), acc0);
+        acc0 = _mm256_fmadd_ps(SCALE(i), _mm256_cvtepi32_ps(dot_i8(x0, y0)),
+                               acc0);
     }
+#undef UNPACK
+#undef SCALE
     *s = hsum_ps(_mm256_add_ps(acc0, acc1));
+}
+
+void
+le_vec_dot_q4_0_q8_0_avx2(int n, float *s, const void *vx, const void *vy)
+{
+    dot4_q8_0(n, s, vx, vy, 0);
+}
+
+void
+le_vec_dot_mxfp4_q8_0_avx2(int n, float *s, const void *vx, const void *vy)
+{
+    dot4_q8_0(n, s, vx, vy, 1);
 }
 
 /* Int16 element j (0..7) of each 128-bit lane of v, in all of that lane's

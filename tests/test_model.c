@@ -2220,6 +2220,7 @@ test_all_types(void)
         {LE_TYPE_Q6_K, 0.07}, {LE_TYPE_Q5_0, 0.15}, {LE_TYPE_Q5_1, 0.15},
         {LE_TYPE_Q5_K, 0.15}, {LE_TYPE_Q4_0, 0.3},  {LE_TYPE_Q4_1, 0.3},
         {LE_TYPE_Q4_K, 0.3},  {LE_TYPE_Q3_K, 0.6},  {LE_TYPE_Q2_K, 1.0},
+        {LE_TYPE_MXFP4, 0.6},
     };
     struct gguf_w_llama lp = {0};
     lp.n_vocab = 320;

@@ -48,7 +48,7 @@ struct case_ {
 /* Bounds: about 1.5x the error measured with this generator (measured:
  * f16 2.1e-4, bf16 1.7e-3, q8_0 6.4e-3, q4_0 0.10, q4_1 0.084, q5_0 0.051,
  * q5_1 0.041, q2_K 0.35, q3_K 0.166, q4_K 0.085, q5_K 0.042, q6_K 0.022,
- * q8_K 0.011).  The vec_dot bounds are rounding only (float accumulation;
+ * q8_K 0.011, mxfp4 0.128).  The vec_dot bounds are rounding only (float accumulation;
  * for the _1 types also the fp16 rounding of the Q8_1 block sum s, measured
  * up to 2.5e-5). */
 static const struct case_ cases[] = {
@@ -59,7 +59,7 @@ static const struct case_ cases[] = {
     {LE_TYPE_Q5_1, 0.06, 5e-5}, {LE_TYPE_Q2_K, 0.50, 1e-6},
     {LE_TYPE_Q3_K, 0.24, 1e-6}, {LE_TYPE_Q4_K, 0.12, 1e-6},
     {LE_TYPE_Q5_K, 0.06, 1e-6}, {LE_TYPE_Q6_K, 0.03, 1e-6},
-    {LE_TYPE_Q8_K, 0.02, 1e-6},
+    {LE_TYPE_Q8_K, 0.02, 1e-6}, {LE_TYPE_MXFP4, 0.19, 1e-6},
 };
 
 #define N 4096
@@ -78,6 +78,7 @@ test_types_table(void)
         {7, 32, 24, 9},     {8, 32, 34, 8},     {9, 32, 36, 9},
         {10, 256, 84, 15},  {11, 256, 110, 15}, {12, 256, 144, 15},
         {13, 256, 176, 15}, {14, 256, 210, 15}, {15, 256, 292, 15},
+        {39, 32, 17, 8},
     };
     for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
         const struct le_type_traits *tt = le_type_get(want[i].t);
@@ -93,6 +94,8 @@ test_types_table(void)
     T_CHECK(le_type_get(5) == NULL);
     T_CHECK(le_type_get(16) == NULL); /* IQ types: not supported */
     T_CHECK(le_type_get(31) == NULL);
+    T_CHECK(le_type_get(38) == NULL);
+    T_CHECK(le_type_get(40) == NULL);
     T_CHECK(le_type_get(0xffffffffu) == NULL);
     T_EQ_INT(le_row_size(LE_TYPE_Q4_0, 4096), 4096 / 32 * 18);
     T_EQ_INT(le_row_size(LE_TYPE_Q6_K, 512), 2 * 210);
@@ -296,12 +299,14 @@ test_simd_vs_ref(void)
         size_t d_off[2]; /* fp16 fields in a block (0 = none for [1]) */
         int n_d;
         int exact; /* 1: bit for bit; 0: within 1e-5 of sum |products| */
+        int e8m0;  /* 1: a scale byte at 0 (random ones set to 2^-20..2^0) */
     } k[] = {
-        {LE_TYPE_Q4_0, {0, 0}, 1, 0},
-        {LE_TYPE_Q8_0, {0, 0}, 1, 0},
-        {LE_TYPE_Q4_K, {0, 2}, 2, 1},
-        {LE_TYPE_Q6_K, {208, 0}, 1, 1},
-        {LE_TYPE_Q5_K, {0, 2}, 2, 1},
+        {LE_TYPE_Q4_0, {0, 0}, 1, 0, 0},
+        {LE_TYPE_Q8_0, {0, 0}, 1, 0, 0},
+        {LE_TYPE_Q4_K, {0, 2}, 2, 1, 0},
+        {LE_TYPE_Q6_K, {208, 0}, 1, 1, 0},
+        {LE_TYPE_Q5_K, {0, 2}, 2, 1, 0},
+        {LE_TYPE_MXFP4, {0, 0}, 0, 0, 1},
     };
     float *dx = malloc(N * sizeof(float)), *dy = malloc(N * sizeof(float));
     int n_simd = 0;
@@ -329,6 +334,8 @@ test_simd_vs_ref(void)
                 size_t nb = (size_t)n / (size_t)rt->blck_size;
                 for (size_t i = 0; i < nb * rt->type_size; i++)
                     qx[i] = (uint8_t)(frand() * 128 + 128);
+                for (size_t b = 0; k[c].e8m0 && b < nb; b++)
+                    qx[b * rt->type_size] = (uint8_t)(108 + frand() * 10 + 10);
                 for (size_t b = 0; b < nb; b++)
                     for (int f = 0; f < k[c].n_d; f++) {
                         uint16_t h = le_fp32_to_fp16(frand() * 0.01f);
@@ -463,6 +470,91 @@ test_layout_q4_0(void)
     for (int j = 0; j < 16; j++) {
         T_NEAR(y[j], j - 8, 0);
         T_NEAR(y[j + 16], (15 - j) - 8, 0);
+    }
+}
+
+/* MXFP4: value = le_mxfp4_values[code] x 2^(e - 128); every code, and
+ * the scale bytes' extremes (a subnormal, 2^127) */
+static void
+test_layout_mxfp4(void)
+{
+    static const float e2m1[16] = {0,  0.5f,  1,  1.5f,  2,  3,  4,  6,
+                                   -0.f, -0.5f, -1, -1.5f, -2, -3, -4, -6};
+    uint8_t b[17];
+    float y[32];
+    const struct le_type_traits *tt = le_type_get(LE_TYPE_MXFP4);
+    b[0] = 127 + 3; /* E8M0 2^3 */
+    for (int j = 0; j < 16; j++)
+        b[1 + j] = (uint8_t)(j | ((15 - j) << 4));
+    tt->to_float(b, y, 32);
+    for (int j = 0; j < 16; j++) {
+        T_NEAR(y[j], e2m1[j] * 8, 0);
+        T_NEAR(y[j + 16], e2m1[15 - j] * 8, 0);
+    }
+    T_NEAR(le_e8m0_half(0), ldexp(1, -128), 0);
+    T_NEAR(le_e8m0_half(1), ldexp(1, -127), 0);
+    T_NEAR(le_e8m0_half(128), 1, 0);
+    T_NEAR(le_e8m0_half(255), ldexp(1, 127), 0);
+    /* the quantiser's round trip of values on the grid is exact */
+    float x[32], back[32];
+    for (int j = 0; j < 32; j++)
+        x[j] = e2m1[(j * 5) % 16] * 0.25f;
+    x[3] = 6 * 0.25f; /* the largest magnitude sets the scale */
+    tt->from_float(x, b, 32);
+    tt->to_float(b, back, 32);
+    for (int j = 0; j < 32; j++)
+        T_NEAR(back[j], x[j], 0);
+    /* MXFP4 . Q8_0 = sum of value x q times both scales */
+    uint8_t q[34] = {0x00, 0x38}; /* d = 0.5 */
+    for (int j = 0; j < 32; j++)
+        q[2 + j] = (uint8_t)(int8_t)(j * 7 - 100);
+    float s, s_ref;
+    double want = 0;
+    for (int j = 0; j < 32; j++)
+        want += back[j] * (j * 7 - 100) * 0.5;
+    tt->vec_dot(32, &s, b, q);
+    le_type_get_ref(LE_TYPE_MXFP4)->vec_dot(32, &s_ref, b, q);
+    T_NEAR(s, want, 0);
+    T_NEAR(s_ref, want, 0);
+    /* a row whose values Q4_0 holds too (-8..6 times a power of two per
+     * block): the same dot as Q4_0's, bit for bit, at every level */
+    enum { NB = 24 };
+    static const int8_t code_of[13] = {0, 1, 2, 3, 4, -1, 5, -1, 6,
+                                       -1, -1, -1, 7}; /* |value| -> code */
+    uint8_t mx[NB * 17], q4[NB * 18], act[NB * 34];
+    float xa[NB * 32];
+    for (int i = 0; i < NB * 32; i++)
+        xa[i] = frand() * 3;
+    le_type_get(LE_TYPE_Q8_0)->from_float(xa, act, NB * 32);
+    for (int bl = 0; bl < NB; bl++) {
+        int k = bl % 5 - 2; /* scales 2^-2 .. 2^2 */
+        uint16_t h = le_fp32_to_fp16(ldexpf(1, k));
+        q4[bl * 18] = (uint8_t)h;
+        q4[bl * 18 + 1] = (uint8_t)(h >> 8);
+        mx[bl * 17] = (uint8_t)(128 + k);
+        for (int j = 0; j < 16; j++) {
+            int v[2];
+            for (int hf = 0; hf < 2; hf++) {
+                static const int grid[12] = {0,  1,  -1, 2,  -2, 3,
+                                             -3, 4,  -4, 6,  -6, -8};
+                v[hf] = grid[(int)((frand() + 1) * 6) % 12];
+            }
+            q4[bl * 18 + 2 + j] = (uint8_t)((v[0] + 8) | (v[1] + 8) << 4);
+            uint8_t c[2];
+            for (int hf = 0; hf < 2; hf++)
+                c[hf] = (uint8_t)(code_of[abs(v[hf])] | (v[hf] < 0) << 3);
+            mx[bl * 17 + 1 + j] = (uint8_t)(c[0] | c[1] << 4);
+        }
+    }
+    for (int lvl = 0; lvl < 2; lvl++) {
+        const struct le_type_traits *m4 =
+            lvl ? le_type_get(LE_TYPE_MXFP4) : le_type_get_ref(LE_TYPE_MXFP4);
+        const struct le_type_traits *t4 =
+            lvl ? le_type_get(LE_TYPE_Q4_0) : le_type_get_ref(LE_TYPE_Q4_0);
+        float a4, am;
+        t4->vec_dot(NB * 32, &a4, q4, act);
+        m4->vec_dot(NB * 32, &am, mx, act);
+        T_CHECK(memcmp(&a4, &am, sizeof(float)) == 0);
     }
 }
 
@@ -1050,6 +1142,7 @@ main(void)
     T_RUN(test_nonfinite);
     T_RUN(test_layout_q4_0);
     T_RUN(test_layout_q8_0);
+    T_RUN(test_layout_mxfp4);
     T_RUN(test_layout_q5_0);
     T_RUN(test_layout_q4_K);
     T_RUN(test_layout_q6_K);

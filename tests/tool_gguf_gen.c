@@ -9,7 +9,8 @@
  *                 [--arch llama|qwen3|qwen3moe|qwen2moe|gemma2|gemma3|phi3|
  *                         granite|granitemoe|gpt-oss]
  *                 [--head-dim N] [--sliding-window N] [--user-token TOKEN]...
- *                 [--experts N,K] [--n-ff-exp N] [--n-ff-shexp N]
+ *                 [--experts N,K] [--exp-type TYPE] [--n-ff-exp N]
+ *                 [--n-ff-shexp N]
  *                 [--yarn FACTOR,ORIG_CTX] [--longrope ORIG_CTX,ATTN]
  *
  * Every 2-D weight is of --type (norms F32), as gguf_writer.h describes;
@@ -25,7 +26,8 @@
  * --head-dim sets attention.key_length (q then n_head * N wide);
  * --experts N,K gives every layer N experts of which K are used (llama:
  * Mixtral's layout; qwen3moe needs them), --n-ff-exp an expert's width
- * apart from --n-ff (expert_feed_forward_length); qwen2moe adds qwen2's
+ * apart from --n-ff (expert_feed_forward_length), --exp-type their
+ * weights' type apart from --type (gpt-oss's files: mxfp4); qwen2moe adds qwen2's
  * biases and a shared expert of --n-ff-shexp (else --n-ff); --yarn
  * writes YaRN rope scaling (rope.scaling.type yarn, its factor and
  * original_context_length); --arch phi3 writes fused attn_qkv and
@@ -60,11 +62,12 @@ usage(FILE *f)
           "                     [--head-dim N] [--sliding-window N] "
           "[--softcap A,F]\n"
           "                     [--user-token TOKEN]... [--experts N,K] "
+          "[--exp-type TYPE] "
           "[--n-ff-exp N]\n"
           "                     [--n-ff-shexp N] [--yarn FACTOR,ORIG_CTX]\n"
           "                     [--longrope ORIG_CTX,ATTN]\n"
           "TYPE: f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k "
-          "q5_k q6_k\n",
+          "q5_k q6_k mxfp4\n",
           f);
 }
 
@@ -106,7 +109,7 @@ parse_type(const char *s, enum le_type *out)
         {"q5_1", LE_TYPE_Q5_1}, {"q8_0", LE_TYPE_Q8_0},
         {"q2_k", LE_TYPE_Q2_K}, {"q3_k", LE_TYPE_Q3_K},
         {"q4_k", LE_TYPE_Q4_K}, {"q5_k", LE_TYPE_Q5_K},
-        {"q6_k", LE_TYPE_Q6_K},
+        {"q6_k", LE_TYPE_Q6_K}, {"mxfp4", LE_TYPE_MXFP4},
     };
     for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
         if (!strcasecmp(s, types[i].name)) {
@@ -173,6 +176,9 @@ main(int argc, char **argv)
             const char *c = split_comma(v, nb, sizeof(nb));
             bad = !c || parse_pos(nb, 1024, &p.n_expert) ||
                   parse_pos(c, p.n_expert, &p.n_expert_used);
+        } else if (!strcmp(a, "--exp-type")) {
+            bad = parse_type(v, &p.exp_type);
+            p.exp_typed = !bad;
         } else if (!strcmp(a, "--n-ff-exp")) {
             bad = parse_pos(v, 1 << 18, &p.n_ff_exp);
         } else if (!strcmp(a, "--yarn")) {

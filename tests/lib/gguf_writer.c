@@ -800,12 +800,13 @@ gguf_w_llama_fill(struct gguf_w *w, const struct gguf_w_llama *p)
             /* the router stays F32, as llama.cpp's quantiser leaves it */
             snprintf(name, sizeof(name), "blk.%d.ffn_gate_inp.weight", l);
             add_weight(w, name, LE_TYPE_F32, p->n_embd, NX, sd, salt + 13, 0);
+            enum le_type xt = p->exp_typed ? p->exp_type : t;
             snprintf(name, sizeof(name), "blk.%d.ffn_gate_exps.weight", l);
-            add_weight3(w, name, t, p->n_embd, n_ffx, NX, sd, salt + 6, 0);
+            add_weight3(w, name, xt, p->n_embd, n_ffx, NX, sd, salt + 6, 0);
             snprintf(name, sizeof(name), "blk.%d.ffn_up_exps.weight", l);
-            add_weight3(w, name, t, p->n_embd, n_ffx, NX, sd, salt + 7, 0);
+            add_weight3(w, name, xt, p->n_embd, n_ffx, NX, sd, salt + 7, 0);
             snprintf(name, sizeof(name), "blk.%d.ffn_down_exps.weight", l);
-            add_weight3(w, name, t, n_ffx, p->n_embd, NX, sd, salt + 8, 0);
+            add_weight3(w, name, xt, n_ffx, p->n_embd, NX, sd, salt + 8, 0);
             if (oss) { /* the router's and the experts' biases */
                 snprintf(name, sizeof(name), "blk.%d.ffn_gate_inp.bias", l);
                 add_weight(w, name, LE_TYPE_F32, NX, 1, sd, salt + 3003, 0);

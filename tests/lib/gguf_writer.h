@@ -140,6 +140,9 @@ struct gguf_w_llama {
      * n_ff_x is n_ff_exp when > 0 (written as
      * expert_feed_forward_length), else n_ff */
     int n_expert, n_expert_used, n_ff_exp;
+    /* exp_typed: the experts' three tensors are of exp_type, not type */
+    enum le_type exp_type;
+    int exp_typed;
     /* "qwen2moe" (experts required): qwen2's attention, its q/k/v biases
      * blk.N.attn_{q,k,v}.bias F32, expert_feed_forward_length always
      * written, and a shared expert: ffn_gate_inp_shexp [n_embd] F32,
