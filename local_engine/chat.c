@@ -65,9 +65,19 @@
  *   qwen2.5  ChatML, with Qwen2.5's default system turn ("You are Qwen,
  *            created by Alibaba Cloud. You are a helpful assistant.") when
  *            the messages have no system text, as its template
+ *   harmony  <|start|>system<|message|>(identity, knowledge cutoff, date,
+ *            "Reasoning: LEVEL", the valid channels)<|end|>, the first
+ *            system text as <|start|>developer<|message|># Instructions
+ *            \n\nS\n\n<|end|> (later ones as developer turns of their
+ *            own), <|start|>user<|message|>U<|end|>, an assistant's text
+ *            as <|start|>assistant<|channel|>final<|message|>A<|end|>
+ *            (its reasoning is not sent back, as gpt-oss's template drops
+ *            it), other roles <|start|>ROLE<|message|>T<|end|>
+ *            gen: <|start|>assistant
  */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "le_int.h"
 
@@ -76,7 +86,7 @@ static const char *const chat_names[] = {
     "phi3",       "gemma",           "zephyr",     "mistral-v3",
     "mistral-v3-tekken", "mistral-v7", "mistral-v7-tekken", "deepseek3",
     "deepseek-r1", "deepseek-r1-thinking", "qwen3", "qwen3-thinking",
-    "qwen2.5", "phi4", "granite"};
+    "qwen2.5", "phi4", "granite", "harmony"};
 
 const char *
 le_chat_template_name(enum le_chat_template t)
@@ -112,6 +122,8 @@ le_chat_detect(const char *t, size_t len)
 {
     if (!t || !len)
         return LE_CHAT_CHATML;
+    if (has(t, len, "<|start|>") && has(t, len, "<|channel|>"))
+        return LE_CHAT_HARMONY;
     /* the generation prompt as the template's string writes it, with the
      * reasoning opened */
     if (has(t, len, "<|im_start|>")) {
@@ -219,7 +231,8 @@ const char *
 le_chat_reasoning_off(enum le_chat_template t)
 {
     int r = le_chat_reasoning(t);
-    return r == 2   ? "\n</think>\n\n"
+    return r == 3   ? "<|channel|>final<|message|>"
+           : r == 2 ? "\n</think>\n\n"
            : r == 1 ? "<think>\n\n</think>\n\n"
                     : "";
 }
@@ -240,6 +253,8 @@ le_chat_reasoning(enum le_chat_template t)
     case LE_CHAT_QWEN3_THINKING:
     case LE_CHAT_DEEPSEEK_R1_THINKING:
         return 2;
+    case LE_CHAT_HARMONY:
+        return 3;
     default:
         return 0;
     }
@@ -649,10 +664,78 @@ render_qwen3(struct chat_buf *b, const struct le_chat_msg *msgs, size_t n,
                          : "<|im_start|>assistant\n");
 }
 
+const char *const *
+le_chat_markers(enum le_chat_template t)
+{
+    static const char *const none[] = {NULL};
+    static const char *const harmony[] = {
+        "<|start|>", "<|channel|>", "<|message|>", "<|end|>",
+        "<|constrain|>", NULL};
+    return t == LE_CHAT_HARMONY ? harmony : none;
+}
+
+static void
+render_harmony(struct chat_buf *b, const struct le_chat_msg *msgs, size_t n,
+               int gen, const struct le_chat_opts *o)
+{
+    char today[16];
+    const char *date = o ? o->date : NULL;
+    if (!date) {
+        time_t now = time(NULL);
+        struct tm tm;
+        gmtime_r(&now, &tm);
+        strftime(today, sizeof(today), "%Y-%m-%d", &tm);
+        date = today;
+    }
+    cb_str(b, "<|start|>system<|message|>You are ChatGPT, a large language "
+              "model trained by OpenAI.\nKnowledge cutoff: 2024-06\n"
+              "Current date: ");
+    cb_str(b, date);
+    cb_str(b, "\n\nReasoning: ");
+    cb_str(b, o && o->reasoning_effort ? o->reasoning_effort : "medium");
+    cb_str(b, "\n\n# Valid channels: analysis, commentary, final. Channel "
+              "must be included for every message.<|end|>");
+    for (size_t i = 0; i < n; i++) {
+        const char *role = role_of(&msgs[i]), *c = content_of(&msgs[i]);
+        if (!strcmp(role, "system") || !strcmp(role, "developer")) {
+            cb_str(b, "<|start|>developer<|message|>");
+            if (i == 0) {
+                cb_str(b, "# Instructions\n\n");
+                cb_str(b, c);
+                cb_str(b, "\n\n");
+            } else {
+                cb_str(b, c);
+            }
+        } else if (!strcmp(role, "assistant")) {
+            cb_str(b, "<|start|>assistant<|channel|>final<|message|>");
+            const char *think = strstr(c, "</think>");
+            cb_str(b, think ? think + strlen("</think>") : c);
+        } else {
+            cb_str(b, "<|start|>");
+            cb_str(b, role);
+            cb_str(b, "<|message|>");
+            cb_str(b, c);
+        }
+        cb_str(b, "<|end|>");
+    }
+    if (gen)
+        cb_str(b, "<|start|>assistant");
+}
+
 enum le_status
 le_chat_apply(enum le_chat_template t, const struct le_chat_msg *msgs,
               size_t n_msgs, int add_generation_prompt, char **out,
               size_t *out_len)
+{
+    return le_chat_apply_opts(t, msgs, n_msgs, add_generation_prompt, NULL,
+                              out, out_len);
+}
+
+enum le_status
+le_chat_apply_opts(enum le_chat_template t, const struct le_chat_msg *msgs,
+                   size_t n_msgs, int add_generation_prompt,
+                   const struct le_chat_opts *opts, char **out,
+                   size_t *out_len)
 {
     if (!out || (n_msgs && !msgs))
         return LE_EINVAL;
@@ -711,6 +794,9 @@ le_chat_apply(enum le_chat_template t, const struct le_chat_msg *msgs,
         break;
     case LE_CHAT_PHI4:
         render_chatml(&b, msgs, n_msgs, gen, "<|im_sep|>", "<|im_end|>");
+        break;
+    case LE_CHAT_HARMONY:
+        render_harmony(&b, msgs, n_msgs, gen, opts);
         break;
     case LE_CHAT_CHATML:
     default:

@@ -151,7 +151,11 @@ enum le_chat_template {
     LE_CHAT_PHI4,
     /* IBM Granite 3.x: <|start_of_role|>ROLE<|end_of_role|>TEXT
      * <|end_of_text|>\n */
-    LE_CHAT_GRANITE
+    LE_CHAT_GRANITE,
+    /* OpenAI's harmony (gpt-oss): <|start|>ROLE<|message|>TEXT<|end|>
+     * after its system message (date, reasoning level, channels); the
+     * answer comes in channels, analysis (the reasoning) then final */
+    LE_CHAT_HARMONY
 };
 /* 1 for the mistral templates (any of the five) */
 int le_chat_is_mistral(enum le_chat_template t);
@@ -161,12 +165,14 @@ const char *le_chat_default_system(enum le_chat_template t);
 /* Where a reasoning model's answer starts (providers/local.c splits it
  * into reasoning_content and content at "</think>"): 0 no reasoning
  * format, 1 the model may open "<think>" itself (qwen3, deepseek-r1), 2
- * the prompt opened it (qwen3-thinking, deepseek-r1-thinking). */
+ * the prompt opened it (qwen3-thinking, deepseek-r1-thinking), 3 the
+ * answer's channels (harmony: analysis is the reasoning). */
 int le_chat_reasoning(enum le_chat_template t);
 /* What closes the reasoning empty after the generation prompt, to answer
  * without it (Qwen3's template with thinking off: "<think>\n\n</think>\n\n";
- * "\n</think>\n\n" where the prompt opened it), or "" without a
- * reasoning format. */
+ * "\n</think>\n\n" where the prompt opened it; harmony's final channel
+ * opened: "<|channel|>final<|message|>"), or "" without a reasoning
+ * format. */
 const char *le_chat_reasoning_off(enum le_chat_template t);
 /* 1 for the tekken ones, which write no space after their markers
  * ("[INST]U[/INST]", "[TOOL_CALLS][") */
@@ -262,6 +268,23 @@ enum le_status le_chat_apply(enum le_chat_template t,
                              const struct le_chat_msg *msgs, size_t n_msgs,
                              int add_generation_prompt, char **out,
                              size_t *out_len);
+/* What a template may take besides the messages (NULL fields: the
+ * defaults).  harmony: reasoning_effort "low", "medium" (default) or
+ * "high" in its system message, and date ("YYYY-MM-DD", default today
+ * in UTC, as the template's strftime_now). */
+struct le_chat_opts {
+    const char *reasoning_effort;
+    const char *date;
+};
+enum le_status le_chat_apply_opts(enum le_chat_template t,
+                                  const struct le_chat_msg *msgs,
+                                  size_t n_msgs, int add_generation_prompt,
+                                  const struct le_chat_opts *opts,
+                                  char **out, size_t *out_len);
+/* Control tokens of template t's own markers that a vocabulary holds and
+ * the answer's text must show (harmony's channel and message markers, so
+ * that the caller can split the channels): a NULL-terminated list. */
+const char *const *le_chat_markers(enum le_chat_template t);
 
 /* ------------------------------------------------------------------ */
 /* Sampling                                                             */

@@ -821,17 +821,21 @@ set_chat(struct le_model *m)
         m->chat = le_chat_detect(t.ptr, (size_t)t.len);
         m->chat_tools = le_chat_tools_detect(t.ptr, (size_t)t.len);
     }
-    /* the tool format's markers that the vocabulary has as control
-     * tokens (one token each, no text without `special`) */
+    /* the tool format's and the chat format's markers that the
+     * vocabulary has as control tokens (one token each, no text without
+     * `special`) */
     m->n_keep_tok = 0;
-    const char *const *mk = le_chat_tools_markers(m->chat_tools);
-    for (; *mk && m->n_keep_tok < LE_KEEP_TOK_MAX; mk++) {
-        int32_t id;
-        if (le_tokenize(m->vocab, *mk, strlen(*mk), false, true, &id, 1) ==
-                1 &&
-            le_token_to_piece(m->vocab, id, false, NULL, 0) == 0)
-            m->keep_tok[m->n_keep_tok++] = id;
-    }
+    const char *const *lists[2] = {le_chat_tools_markers(m->chat_tools),
+                                   le_chat_markers(m->chat)};
+    for (int k = 0; k < 2; k++)
+        for (const char *const *mk = lists[k];
+             *mk && m->n_keep_tok < LE_KEEP_TOK_MAX; mk++) {
+            int32_t id;
+            if (le_tokenize(m->vocab, *mk, strlen(*mk), false, true, &id,
+                            1) == 1 &&
+                le_token_to_piece(m->vocab, id, false, NULL, 0) == 0)
+                m->keep_tok[m->n_keep_tok++] = id;
+        }
 }
 
 enum le_status

@@ -1736,7 +1736,7 @@ static const struct pre_name pre_names[] = {
 static const char *const eog_texts[] = {
     "<|eot_id|>",      "<|im_end|>", "<|end|>",       "<end_of_turn>",
     "<|endoftext|>",   "<|eom_id|>", "<EOT>",         "_<EOT>",
-    "<|end_of_text|>", "<end_of_utterance>",
+    "<|end_of_text|>", "<end_of_utterance>", "<|return|>", "<|call|>",
     "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>"};
 
 static const char *const eot_texts[] = {
@@ -1978,12 +1978,23 @@ load_merges(struct le_vocab *v, const struct le_gguf *g, char *err,
 static enum le_status
 finish_special(struct le_vocab *v, const struct le_gguf *g)
 {
+    /* harmony's vocabulary (o200k_harmony, gpt-oss): "<|end|>" ends a
+     * message, not the answer, which ends at "<|return|>" or "<|call|>"
+     * (as llama.cpp reads it) */
+    int32_t h_end = -1;
+    if (find_text(v, "<|return|>") >= 0 && find_text(v, "<|call|>") >= 0) {
+        h_end = find_text(v, "<|end|>");
+        if (v->eot >= 0 && v->eot == h_end)
+            v->eot = -1;
+        if (v->eos >= 0 && v->eos == h_end)
+            v->eos = find_text(v, "<|return|>");
+    }
     /* EOT by text when the metadata names none; such tokens are control
      * tokens whatever their type says */
     if (v->eot < 0) {
         for (size_t i = 0; i < sizeof(eot_texts) / sizeof(*eot_texts); i++) {
             int32_t id = find_text(v, eot_texts[i]);
-            if (id >= 0) {
+            if (id >= 0 && id != h_end) {
                 v->eot = id;
                 break;
             }
@@ -1998,7 +2009,7 @@ finish_special(struct le_vocab *v, const struct le_gguf *g)
         return LE_ENOMEM;
     for (size_t i = 0; i < sizeof(eog_texts) / sizeof(*eog_texts); i++) {
         int32_t id = find_text(v, eog_texts[i]);
-        if (id >= 0) {
+        if (id >= 0 && id != h_end) {
             v->eog[v->n_eog++] = id;
             if (!(v->toks[id].attr & TA_CONTROL))
                 v->toks[id].attr = (uint16_t)(v->toks[id].attr | TA_CONTROL);

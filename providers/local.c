@@ -2930,13 +2930,16 @@ lp_prepare_embed(struct lp_engine *e, const json_t *b, struct lp_job *j,
 
 /* reasoning_effort: with a reasoning template (rmode, le_chat_reasoning)
  * "none" and "minimal" turn the reasoning off, "low", "medium" and "high"
- * leave it on (the engine has no finer control: the model decides how
- * long it reasons), absent means on; without one it is refused. */
+ * leave it on (qwen3's and deepseek's have no finer control: the model
+ * decides how long it reasons; harmony's system message names the level,
+ * *level), absent means on; without one it is refused. */
 static int
-read_effort(struct lp_job *j, const json_t *b, int rmode, int *think)
+read_effort(struct lp_job *j, const json_t *b, int rmode, int *think,
+            const char **level)
 {
     const json_t *v = json_object_get(b, "reasoning_effort");
     *think = rmode != 0;
+    *level = NULL;
     if (!v || json_is_null(v))
         return 0;
     const char *s = json_string_value(v);
@@ -2946,14 +2949,16 @@ read_effort(struct lp_job *j, const json_t *b, int rmode, int *think)
     if (!rmode)
         return refuse(j, "reasoning_effort", "unsupported_parameter",
                       "this model's chat template has no reasoning "
-                      "(reasoning_effort needs a qwen3 or deepseek-r1 "
-                      "template)");
+                      "(reasoning_effort needs a qwen3, deepseek-r1 or "
+                      "harmony template)");
     if (!strcmp(s, "none") || !strcmp(s, "minimal"))
         *think = 0;
     else if (strcmp(s, "low") && strcmp(s, "medium") && strcmp(s, "high"))
         return refuse(j, "reasoning_effort", "invalid_value",
                       "reasoning_effort must be none, minimal, low, medium "
                       "or high");
+    else
+        *level = s;
     return 0;
 }
 
@@ -3038,8 +3043,13 @@ lp_prepare(struct lp_engine *e, const json_t *b, struct lp_job *j,
     int constrained = have_format || mode != LP_TOOLS_NONE;
     enum le_chat_template tmpl = le_model_chat_template(e->model);
     int rmode = le_chat_reasoning(tmpl), think = 0;
+    const char *level = NULL;
     if (rc == 0)
-        rc = read_effort(j, b, rmode, &think);
+        rc = read_effort(j, b, rmode, &think, &level);
+    /* harmony: a constrained answer is the final channel's, opened in the
+     * prompt (no analysis first; README) */
+    if (rc == 0 && rmode == 3 && constrained)
+        think = 0;
     if (rc == 0 && think && constrained)
         rc = think_grammar(&pg, rmode);
     if (rc == 0 && constrained && j->n_stops)
@@ -3093,7 +3103,9 @@ lp_prepare(struct lp_engine *e, const json_t *b, struct lp_job *j,
                          cm, texts, &k, le_chat_default_system(tmpl));
     if (rc == 0) {
         size_t plen = 0;
-        if (le_chat_apply(tmpl, cm, k, 1, &j->prompt_text, &plen) != LE_OK)
+        struct le_chat_opts co = {level, NULL};
+        if (le_chat_apply_opts(tmpl, cm, k, 1, &co, &j->prompt_text,
+                               &plen) != LE_OK)
             rc = refuse(j, "messages", "invalid_value",
                         "the messages could not be rendered with the "
                         "model's chat template");

@@ -259,12 +259,20 @@ void pv_gram_literal(struct pv_gram *g, const char *s, size_t n);
  * back (a possible "<think>" or "</think>"), so a cut never splits a
  * character.  state: 0 undecided (mode 1's start), 4 the blanks opening
  * the reasoning, 1 in it, 2 the blanks after it, 3 content.
+ *
+ * Mode 3 is OpenAI's harmony format (gpt-oss): the answer is messages,
+ * each a header up to "<|message|>" ("<|channel|>analysis", later ones
+ * after "<|start|>assistant"), a body, and "<|end|>" between them; the
+ * analysis channel's bodies are the reasoning, every other channel's
+ * (final, commentary) content, and the markers belong to neither.
+ * state: 0 in a header (held in pend), 1 an analysis body, 3 another
+ * body (np: how much of "<|end|>" its text ends with).
  */
 struct pv_think {
     int mode, state;
     /* held back: state 0 the blanks and a prefix of "<think>" (pend);
      * state 1 how much of "</think>" the text ends with (np bytes) */
-    char pend[16];
+    char pend[64];
     size_t np;
 };
 

@@ -12,7 +12,7 @@ pv_think_init(struct pv_think *t, int mode)
 {
     memset(t, 0, sizeof(*t));
     t->mode = mode;
-    t->state = mode == 2 ? 4 : mode == 1 ? 0 : 3;
+    t->state = mode == 2 ? 4 : mode == 1 || mode == 3 ? 0 : 3;
 }
 
 static void
@@ -22,6 +22,60 @@ think_out(struct gx_buf *b, const char *s, size_t n)
         gx_buf_append(b, s, n);
 }
 
+/* mode 3 (harmony): see providers_int.h */
+static void
+harmony_feed(struct pv_think *t, const char *s, size_t n, struct gx_buf *r,
+             struct gx_buf *c, int final)
+{
+    static const char end[] = "<|end|>", msg[] = "<|message|>",
+                      chan[] = "<|channel|>";
+    for (size_t i = 0; i < n; i++) {
+        char ch = s[i];
+        if (t->state == 0) {
+            if (t->np == 0 && ch != '<') { /* no header: plain content */
+                t->state = 3;
+                think_out(c, &ch, 1);
+                continue;
+            }
+            t->pend[t->np++] = ch;
+            size_t ml = sizeof(msg) - 1;
+            if (t->np >= ml && !memcmp(t->pend + t->np - ml, msg, ml)) {
+                const char *ch0 = memmem(t->pend, t->np, chan, 11);
+                int analysis = ch0 && (size_t)(ch0 - t->pend) + 11 + 8 <=
+                                          t->np &&
+                               !memcmp(ch0 + 11, "analysis", 8);
+                t->state = analysis ? 1 : 3;
+                t->np = 0;
+            } else if (t->np == sizeof(t->pend)) {
+                /* not a header after all: content */
+                t->state = 3;
+                think_out(c, t->pend, t->np);
+                t->np = 0;
+            }
+            continue;
+        }
+        struct gx_buf *to = t->state == 1 ? r : c;
+        if (ch == end[t->np]) {
+            if (++t->np == 7) { /* the message ended: a header follows */
+                t->state = 0;
+                t->np = 0;
+            }
+            continue;
+        }
+        think_out(to, end, t->np); /* a prefix that did not match */
+        t->np = ch == '<';
+        if (!t->np)
+            think_out(to, &ch, 1);
+    }
+    if (final && t->np) { /* a cut header's markers are dropped */
+        if (t->state != 0)
+            think_out(t->state == 1 ? r : c, end, t->np);
+        else if (t->np < 2 || memcmp(t->pend, "<|", 2))
+            think_out(c, t->pend, t->np);
+        t->np = 0;
+    }
+}
+
 /* Feeds s[0, n): reasoning bytes to r, content bytes to c (either NULL:
  * only the state moves); final: the answer ended, nothing is held. */
 void
@@ -29,6 +83,10 @@ pv_think_feed(struct pv_think *t, const char *s, size_t n,
               struct gx_buf *r, struct gx_buf *c, int final)
 {
     static const char open[] = "<think>", close[] = "</think>";
+    if (t->mode == 3) {
+        harmony_feed(t, s, n, r, c, final);
+        return;
+    }
     for (size_t i = 0; i < n; i++) {
         char ch = s[i];
         if (t->state == 0) {

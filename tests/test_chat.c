@@ -5,6 +5,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../local_engine/le_int.h"
 #include "harness.h"
@@ -542,6 +543,69 @@ test_granite(void)
           "<|start_of_role|>assistant<|end_of_role|>");
 }
 
+/* gpt-oss's harmony template: its system message with the date and the
+ * reasoning level, the first system text as the developer's
+ * instructions, the assistant's final channel; detected by its markers */
+static void
+test_harmony(void)
+{
+    static const char tmpl[] =
+        "{{- \"<|start|>system<|message|>\" }}{%- if add_generation_prompt "
+        "-%}<|start|>assistant{%- endif -%}{{- \"<|channel|>final"
+        "<|message|>\" + message.content + \"<|end|>\" }}";
+    T_EQ_INT(le_chat_detect(tmpl, strlen(tmpl)), LE_CHAT_HARMONY);
+    T_EQ_INT(le_chat_template_from_name("harmony"), LE_CHAT_HARMONY);
+    T_EQ_INT(le_chat_reasoning(LE_CHAT_HARMONY), 3);
+    T_EQ_STR(le_chat_reasoning_off(LE_CHAT_HARMONY),
+             "<|channel|>final<|message|>");
+    const char *const *mk = le_chat_markers(LE_CHAT_HARMONY);
+    int n = 0;
+    while (mk[n])
+        n++;
+    T_EQ_INT(n, 5);
+    T_CHECK(le_chat_markers(LE_CHAT_CHATML)[0] == NULL);
+#define HARMONY_SYS(date, level)                                             \
+    "<|start|>system<|message|>You are ChatGPT, a large language model "      \
+    "trained by OpenAI.\nKnowledge cutoff: 2024-06\nCurrent date: " date     \
+    "\n\nReasoning: " level "\n\n# Valid channels: analysis, commentary, "   \
+    "final. Channel must be included for every message.<|end|>"
+    struct le_chat_opts o = {"high", "2026-12-05"};
+    char *out = NULL;
+    T_EQ_INT(le_chat_apply_opts(LE_CHAT_HARMONY, conv, N_CONV, 1, &o, &out,
+                                NULL),
+             LE_OK);
+    T_EQ_STR(out ? out : "",
+             HARMONY_SYS("2026-12-05", "high")
+             "<|start|>developer<|message|># Instructions\n\nYou are terse."
+             "\n\n<|end|>"
+             "<|start|>user<|message|>Hi<|end|>"
+             "<|start|>assistant<|channel|>final<|message|>Hello.<|end|>"
+             "<|start|>user<|message|>2+2?<|end|>"
+             "<|start|>assistant");
+    free(out);
+    out = NULL;
+    /* no system text: no developer message; the level's default
+     * "medium"; today's date (UTC) when none is given */
+    T_EQ_INT(le_chat_apply(LE_CHAT_HARMONY, conv + 1, 1, 1, &out, NULL),
+             LE_OK);
+    char day[2][16], want[2][1024];
+    for (int k = 0; k < 2; k++) { /* around a midnight: either day */
+        time_t now = time(NULL) - k * 5;
+        struct tm tm;
+        gmtime_r(&now, &tm);
+        strftime(day[k], sizeof(day[k]), "%Y-%m-%d", &tm);
+        snprintf(want[k], sizeof(want[k]), HARMONY_SYS("%s", "medium"),
+                 day[k]);
+    }
+    T_CHECK(out && (!strncmp(out, want[0], strlen(want[0])) ||
+                    !strncmp(out, want[1], strlen(want[1]))));
+    T_CHECK(out && strstr(out, "<|end|><|start|>user<|message|>Hi<|end|>"
+                               "<|start|>assistant") != NULL);
+    T_CHECK(out && !strstr(out, "developer"));
+    free(out);
+#undef HARMONY_SYS
+}
+
 /* Phi-4's template: {{'<|im_start|>user<|im_sep|>' + message['content'] +
  * '<|im_end|>'}} per turn, '<|im_start|>assistant<|im_sep|>' to answer;
  * told from ChatML by its separator */
@@ -612,6 +676,7 @@ main(void)
     T_RUN(test_phi3);
     T_RUN(test_phi4);
     T_RUN(test_granite);
+    T_RUN(test_harmony);
     T_RUN(test_gemma);
     T_RUN(test_zephyr);
     T_RUN(test_empty_and_bad);

@@ -139,22 +139,7 @@ start(void)
 static json_t *
 post(const char *path, const char *body, long *status, char **raw)
 {
-    char u[256];
-    snprintf(u, sizeof(u), "%s%s", base, path);
-    struct e2e_resp r;
-    json_t *o = NULL;
-    *status = -1;
-    if (raw)
-        *raw = NULL;
-    if (e2e_http("POST", u, body, NULL, 120000, &r) == 0) {
-        *status = r.status;
-        if (raw)
-            *raw = strdup(r.body);
-        else if (!(o = json_loads(r.body, JSON_ALLOW_NUL, NULL)))
-            fprintf(stderr, "not JSON (%ld): %s\n", r.status, r.body);
-    }
-    e2e_resp_free(&r);
-    return o;
+    return e2e_post(base, path, body, status, raw);
 }
 
 static int

@@ -2008,6 +2008,48 @@ test_gptoss(void)
     T_CHECK(memcmp(batch, step, sizeof(batch)) == 0);
 }
 
+/* A harmony vocabulary (o200k_harmony's markers as control tokens) and
+ * template: the channel markers give their text in the answer (so that
+ * the provider can split the channels) while other controls give none;
+ * "<|return|>" and "<|call|>" end an answer and "<|end|>" does not, as
+ * llama.cpp reads such a vocabulary. */
+static void
+test_harmony_vocab(void)
+{
+    static const char *const marks[] = {
+        "<|start|>", "<|channel|>", "<|message|>", "<|end|>",
+        "<|constrain|>", "<|return|>", "<|call|>", "<|endoftext|>", NULL};
+    char p[600];
+    snprintf(p, sizeof(p), "%s/harmony.gguf", g_tmp);
+    struct gguf_w_llama lp;
+    ref_params(&lp, "gpt-oss", 1, 31);
+    lp.n_swa = 4;
+    lp.n_expert = 2;
+    lp.n_expert_used = 1;
+    lp.controls = marks;
+    lp.chat_template = "<|start|>assistant<|channel|>final<|message|>";
+    T_EQ_INT(gguf_w_llama_write(&lp, p), 0);
+    struct le_model *m = open_model(p, 1, 0, LE_KV_F16);
+    T_CHECK(m != NULL);
+    if (!m)
+        return;
+    T_EQ_INT(le_model_chat_template(m), LE_CHAT_HARMONY);
+    for (int i = 0; marks[i]; i++) {
+        int32_t id = R3V - 8 + i;
+        char buf[32];
+        size_t n = le_model_token_to_piece(m, id, 0, buf, sizeof(buf));
+        int shown = i < 5; /* the first five are harmony's markers */
+        T_EQ_INT(n, shown ? strlen(marks[i]) : 0);
+        if (shown && n == strlen(marks[i]))
+            T_CHECK(!memcmp(buf, marks[i], n));
+        T_EQ_INT(le_model_is_eog(m, id),
+                 !strcmp(marks[i], "<|return|>") ||
+                     !strcmp(marks[i], "<|call|>") ||
+                     !strcmp(marks[i], "<|endoftext|>"));
+    }
+    le_model_free(m);
+}
+
 /* The logits after ids (8) of a random llama of type (256 wide, 2
  * layers, n_ff, n_expert experts 2 used if > 0, vocab 330: a partial
  * group of 16 rows) written at path, on 1 and 2 threads, with its
@@ -2400,6 +2442,7 @@ main(void)
     T_RUN(test_phi3);
     T_RUN(test_granite);
     T_RUN(test_gptoss);
+    T_RUN(test_harmony_vocab);
     T_RUN(test_rope_freqs);
     T_RUN(test_all_types);
     T_RUN(test_packed_logits);

@@ -3,7 +3,7 @@
  * (providers/think.c) gives the same parts whether the text arrives whole,
  * a byte at a time, or cut anywhere in two: markers cut across pieces,
  * near-markers ("<</think>", "</thi" at the end, "<thinking>"), blanks
- * around the markers, and the three modes.
+ * around the markers, and the four modes (3: harmony's channels).
  */
 #include <stdio.h>
 #include <string.h>
@@ -33,6 +33,23 @@ static const struct tcase cases[] = {
     {1, "<think>caf\xc3\xa9 </think>\xc3\xa9t\xc3\xa9", "caf\xc3\xa9 ",
      "\xc3\xa9t\xc3\xa9"},
     {0, "<think>x</think>y", "", "<think>x</think>y"},
+    /* harmony (gpt-oss): analysis is the reasoning, final the content */
+    {3,
+     "<|channel|>analysis<|message|>Think <b>.<|end|><|start|>assistant"
+     "<|channel|>final<|message|>Answer <|en d.",
+     "Think <b>.", "Answer <|en d."},
+    {3, "<|channel|>final<|message|>Only<|end", "", "Only<|end"},
+    {3, "Plain text", "", "Plain text"},
+    {3, "<|channel|>analysis<|message|>cut", "cut", ""},
+    {3, "<|channel|>analysis<|message|>R<|end|><|start|>assistant<|chan", "R",
+     ""},
+    {3,
+     "<|channel|>analysis<|message|>a<|end|><|start|>assistant<|channel|>"
+     "commentary<|message|>pre<|end|><|start|>assistant<|channel|>analysis"
+     "<|message|>b<|end|><|start|>assistant<|channel|>final<|message|>c",
+     "ab", "prec"},
+    {3, "<not a header, longer than the sixty-four bytes held for one....>",
+     "", "<not a header, longer than the sixty-four bytes held for one....>"},
 };
 
 /* in split at the offsets cuts[0..n) (increasing) */
@@ -62,7 +79,7 @@ test_splits(void)
 {
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         const struct tcase *t = &cases[i];
-        size_t len = strlen(t->in), cuts[64];
+        size_t len = strlen(t->in), cuts[256];
         int bad = 0;
         /* whole; every single cut; every byte its own piece */
         for (size_t a = 0; a <= len + 1; a++) {
@@ -107,6 +124,17 @@ test_state_only(void)
     T_EQ_INT(k.state, 3);
     pv_think_init(&k, 2);
     T_EQ_INT(k.state, 4);
+    pv_think_init(&k, 3); /* harmony: header, analysis, header, final */
+    T_EQ_INT(k.state, 0);
+    pv_think_feed(&k, "<|channel|>analysis", 19, NULL, NULL, 0);
+    T_EQ_INT(k.state, 0);
+    pv_think_feed(&k, "<|message|>", 11, NULL, NULL, 0);
+    T_EQ_INT(k.state, 1);
+    pv_think_feed(&k, "x<|end|>", 8, NULL, NULL, 0);
+    T_EQ_INT(k.state, 0);
+    pv_think_feed(&k, "<|start|>assistant<|channel|>final<|message|>", 45,
+                  NULL, NULL, 0);
+    T_EQ_INT(k.state, 3);
 }
 
 int

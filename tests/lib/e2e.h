@@ -101,5 +101,11 @@ const char *e2e_env(const char *name, const char *fallback);
  * left out).  The caller owns it.  Needs jansson.h. */
 struct json_t;
 struct json_t *e2e_sse_objects(const char *body);
+/* POST body to base + path (120 s timeout): the response as text in *raw
+ * when raw is not NULL (malloc'd; caller frees), else parsed as JSON and
+ * returned (NULL when not JSON, said on stderr); *status the HTTP status
+ * or -1. */
+struct json_t *e2e_post(const char *base, const char *path, const char *body,
+                        long *status, char **raw);
 
 #endif

@@ -1,0 +1,366 @@
+/*
+ * End to end through the real llmux binary: a gpt-oss model on the local
+ * engine (random weights written here: gpt-oss's layout with MXFP4
+ * experts, a template with harmony's markers, and the markers as
+ * user-defined tokens, so that /v1/completions, which does not parse
+ * control tokens in its prompt, can be given the chat's prompt as text;
+ * o200k_harmony has them as control tokens, which test_model holds to
+ * the same text).
+ *
+ * - The chat prompt is harmony's (system message with today's date and
+ *   the reasoning level, the system text as the developer's
+ *   instructions): its token count equals /v1/completions' for the text
+ *   written here from the format; reasoning_effort low / high name the
+ *   level, none opens the final channel in the prompt, a bad value is
+ *   refused.
+ * - The answer: with logit_bias pushing the markers, the chat answer's
+ *   reasoning_content and content are the raw text's channels (split here
+ *   from the format's rule, not with providers/think.c: bodies after
+ *   "<|channel|>analysis...<|message|>" the reasoning, other bodies the
+ *   content, markers in neither), and the stream's deltas the same;
+ *   "<|return|>" ends the answer (finish_reason stop) and "<|end|>" does
+ *   not.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <jansson.h>
+
+#include "harness.h"
+#include "lib/e2e.h"
+#include "lib/gguf_writer.h"
+
+static struct e2e_proc gw;
+static char base[128];
+
+static const char *tmpl =
+    "{#- harmony #}{{- \"<|start|>system<|message|>\" }}{%- if "
+    "add_generation_prompt -%}<|start|>assistant{%- endif -%}{{- "
+    "\"<|start|>assistant<|channel|>final<|message|>\" + message.content + "
+    "\"<|end|>\" }}";
+/* the vocabulary's last seven ids, in this order */
+static const char *const marks[] = {"<|start|>",    "<|channel|>",
+                                    "<|message|>",  "<|end|>",
+                                    "<|constrain|>", "<|return|>",
+                                    "<|call|>",     NULL};
+enum { NV = 600, ID_START = NV - 7, ID_CHANNEL, ID_MESSAGE, ID_END,
+       ID_CONSTRAIN, ID_RETURN, ID_CALL };
+
+static int
+start(void)
+{
+    char *dir = e2e_temp_dir();
+    char model[512], cfg[2048];
+    snprintf(model, sizeof(model), "%s/oss.gguf", dir);
+    struct gguf_w_llama lp = {0};
+    lp.n_vocab = NV;
+    lp.n_embd = 64;
+    lp.n_layer = 2;
+    lp.n_head = 4;
+    lp.n_head_kv = 2;
+    lp.head_dim = 16;
+    lp.n_ff = 64;
+    lp.n_ctx = 2048;
+    lp.type = LE_TYPE_Q8_0;
+    lp.exp_type = LE_TYPE_MXFP4;
+    lp.exp_typed = 1;
+    lp.n_expert = 4;
+    lp.n_expert_used = 2;
+    lp.n_swa = 8;
+    lp.seed = 41;
+    lp.chat_template = tmpl;
+    lp.user_tokens = marks;
+    lp.arch = "gpt-oss";
+    if (gguf_w_llama_write(&lp, model) != 0)
+        return -1;
+    snprintf(cfg, sizeof(cfg),
+             "{\"listen\": \"127.0.0.1:0\", \"workers\": 1,\n"
+             " \"database\": \"%s/ledger.db\", \"require_keys\": false,\n"
+             " \"providers\": {\n"
+             "  \"oss\": {\"kind\": \"local\", \"model_path\": \"%s\",\n"
+             "   \"threads\": 1, \"context\": 2048, \"parallel\": 2,\n"
+             "   \"models\": {\"oss\": {}}}}}\n",
+             dir, model);
+    free(dir);
+    char *path = e2e_write_temp("harmony.json", cfg);
+    const char *bin = e2e_env("LLMUX_BIN", "build/release/llmux");
+    char *argv[] = {(char *)bin, "serve", "--config", path, NULL};
+    int rc = e2e_start(&gw, argv, "listening on http://127.0.0.1:", 30000);
+    free(path);
+    snprintf(base, sizeof(base), "http://127.0.0.1:%d/v1", gw.port);
+    return rc;
+}
+
+static json_t *
+post(const char *path, const char *body, long *status, char **raw)
+{
+    return e2e_post(base, path, body, status, raw);
+}
+
+static void
+today(char *d, size_t n)
+{
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(d, n, "%Y-%m-%d", &tm);
+}
+
+/* harmony's prompt for a system text and a user turn, as a JSON string
+ * body (escaped newlines) */
+static void
+prompt_json(char *out, size_t n, const char *date, const char *level,
+            const char *sys, const char *user, const char *tail)
+{
+    char dev[512] = "";
+    if (sys)
+        snprintf(dev, sizeof(dev),
+                 "<|start|>developer<|message|># Instructions\\n\\n%s\\n\\n"
+                 "<|end|>",
+                 sys);
+    snprintf(out, n,
+             "<|start|>system<|message|>You are ChatGPT, a large language "
+             "model trained by OpenAI.\\nKnowledge cutoff: 2024-06\\n"
+             "Current date: %s\\n\\nReasoning: %s\\n\\n# Valid channels: "
+             "analysis, commentary, final. Channel must be included for "
+             "every message.<|end|>%s<|start|>user<|message|>%s<|end|>"
+             "<|start|>assistant%s",
+             date, level, dev, user, tail);
+}
+
+static json_int_t
+usage_of(const json_t *o, const char *k)
+{
+    return json_integer_value(json_object_get(json_object_get(o, "usage"), k));
+}
+
+/* The prompt's token count, chat against /v1/completions of the text
+ * written here; same date before and after, or the check is skipped
+ * (a midnight in between). */
+static void
+check_prompt(const char *effort, const char *level, const char *tail)
+{
+    char d0[16], d1[16], p[2048], body[4096], eff[64] = "";
+    if (effort)
+        snprintf(eff, sizeof(eff), ",\"reasoning_effort\":\"%s\"", effort);
+    today(d0, sizeof(d0));
+    snprintf(body, sizeof(body),
+             "{\"model\":\"oss\",\"max_tokens\":1%s,\"messages\":["
+             "{\"role\":\"system\",\"content\":\"Be brief.\"},"
+             "{\"role\":\"user\",\"content\":\"Hi there\"}]}",
+             eff);
+    long st;
+    json_t *chat = post("/chat/completions", body, &st, NULL);
+    T_EQ_INT(st, 200);
+    prompt_json(p, sizeof(p), d0, level, "Be brief.", "Hi there", tail);
+    snprintf(body, sizeof(body),
+             "{\"model\":\"oss\",\"max_tokens\":1,\"prompt\":\"%s\"}", p);
+    json_t *raw = post("/completions", body, &st, NULL);
+    T_EQ_INT(st, 200);
+    today(d1, sizeof(d1));
+    if (!strcmp(d0, d1)) {
+        json_int_t a = usage_of(chat, "prompt_tokens"),
+                   b = usage_of(raw, "prompt_tokens");
+        if (a != b)
+            fprintf(stderr, "effort %s: chat %lld prompt tokens, text %lld\n",
+                    effort ? effort : "-", (long long)a, (long long)b);
+        T_CHECK(a > 50);
+        T_EQ_INT(a, b);
+    }
+    json_decref(chat);
+    json_decref(raw);
+}
+
+static void
+test_prompt(void)
+{
+    check_prompt(NULL, "medium", "");
+    check_prompt("low", "low", "");
+    check_prompt("high", "high", "");
+    /* reasoning off: the final channel opened in the prompt */
+    check_prompt("none", "medium", "<|channel|>final<|message|>");
+    check_prompt("minimal", "medium", "<|channel|>final<|message|>");
+    long st;
+    json_t *o = post("/chat/completions",
+                     "{\"model\":\"oss\",\"max_tokens\":1,"
+                     "\"reasoning_effort\":\"huge\",\"messages\":[{\"role\":"
+                     "\"user\",\"content\":\"Hi\"}]}",
+                     &st, NULL);
+    T_EQ_INT(st, 400);
+    T_CHECK(strstr(json_dumps(o, 0), "reasoning_effort") != NULL);
+    json_decref(o);
+}
+
+/* harmony's rule, written from the format: messages of a header up to
+ * "<|message|>" (within 64 bytes of its "<"), a body up to "<|end|>"; a
+ * body is reasoning when its header names "<|channel|>analysis", else
+ * content; where a header would be, text that does not open with "<" is
+ * a content body, and 64 bytes without "<|message|>" are content too; a
+ * header cut by the end is dropped when it opens with "<|". */
+static void
+ref_split(const char *t, size_t n, char *r, size_t *rl, char *c, size_t *cl)
+{
+    size_t i = 0;
+    *rl = *cl = 0;
+    while (i < n) {
+        int analysis = 0;
+        if (t[i] == '<') {
+            const char *m = NULL;
+            for (size_t k = i; k + 11 <= n && k + 11 <= i + 64; k++)
+                if (!memcmp(t + k, "<|message|>", 11)) {
+                    m = t + k;
+                    break;
+                }
+            if (m) {
+                for (const char *h = t + i; h + 19 <= m; h++)
+                    analysis |= !memcmp(h, "<|channel|>analysis", 19);
+                i = (size_t)(m - t) + 11;
+            } else if (n - i < 64) { /* cut by the end */
+                if (n - i < 2 || memcmp(t + i, "<|", 2)) {
+                    memcpy(c + *cl, t + i, n - i);
+                    *cl += n - i;
+                }
+                return;
+            } else { /* not a header */
+                memcpy(c + *cl, t + i, 64);
+                *cl += 64;
+                i += 64;
+            }
+        }
+        size_t e = i;
+        while (e < n && (n - e < 7 || memcmp(t + e, "<|end|>", 7)))
+            e++;
+        char *to = analysis ? r : c;
+        size_t *tl = analysis ? rl : cl;
+        memcpy(to + *tl, t + i, e - i);
+        *tl += e - i;
+        i = e < n ? e + 7 : n;
+    }
+}
+
+static int
+eq(const json_t *s, const char *want, size_t wl)
+{
+    if (!s || json_is_null(s))
+        return wl == 0;
+    return json_string_length(s) == wl &&
+           (!wl || !memcmp(json_string_value(s), want, wl));
+}
+
+/* One seed: the markers pushed (and "analysis"'s first letters, so that
+ * some headers name it), the chat answer and its stream against the raw
+ * text of the same prompt, seed and bias. */
+static int
+check_seed(int seed, int bias_return)
+{
+    char bias[256], common[512], p[2048], body[4096], d[16];
+    snprintf(bias, sizeof(bias),
+             "{\"%d\":4,\"%d\":4,\"%d\":3,\"%d\":%d,\"%d\":-100}",
+             ID_CHANNEL, ID_MESSAGE, ID_END, ID_RETURN, bias_return ? 3 : -100,
+             ID_CALL);
+    snprintf(common, sizeof(common),
+             "\"model\":\"oss\",\"max_tokens\":48,\"temperature\":1,"
+             "\"seed\":%d,\"logit_bias\":%s",
+             seed, bias);
+    today(d, sizeof(d));
+    prompt_json(p, sizeof(p), d, "medium", NULL, "Q", "");
+    snprintf(body, sizeof(body), "{%s,\"prompt\":\"%s\"}", common, p);
+    long st;
+    json_t *raw = post("/completions", body, &st, NULL);
+    T_EQ_INT(st, 200);
+    const json_t *ch = json_array_get(json_object_get(raw, "choices"), 0);
+    const char *t = json_string_value(json_object_get(ch, "text"));
+    size_t tn = json_string_length(json_object_get(ch, "text"));
+    char r[4096], c[4096];
+    size_t rl, cl;
+    ref_split(t ? t : "", t ? tn : 0, r, &rl, c, &cl);
+    snprintf(body, sizeof(body),
+             "{%s,\"messages\":[{\"role\":\"user\",\"content\":\"Q\"}]}",
+             common);
+    json_t *o = post("/chat/completions", body, &st, NULL);
+    T_EQ_INT(st, 200);
+    const json_t *c0 = json_array_get(json_object_get(o, "choices"), 0);
+    const json_t *msg = json_object_get(c0, "message");
+    int ok = eq(json_object_get(msg, "reasoning_content"), r, rl) &&
+             eq(json_object_get(msg, "content"), c, cl);
+    if (!ok)
+        fprintf(stderr, "seed %d: raw '%.*s'\n reasoning '%s'\n content '%s'\n",
+                seed, (int)tn, t ? t : "",
+                json_string_value(json_object_get(msg, "reasoning_content")),
+                json_string_value(json_object_get(msg, "content")));
+    T_CHECK(ok);
+    /* the same finish as the raw text's: "<|return|>" stops */
+    T_EQ_STR(json_string_value(json_object_get(c0, "finish_reason")),
+             json_string_value(json_object_get(ch, "finish_reason")));
+    int stopped = !strcmp(json_string_value(json_object_get(ch,
+                                                            "finish_reason"))
+                              ? json_string_value(
+                                    json_object_get(ch, "finish_reason"))
+                              : "",
+                          "stop");
+    /* the stream's deltas: the same parts */
+    snprintf(body, sizeof(body),
+             "{%s,\"stream\":true,\"messages\":[{\"role\":\"user\","
+             "\"content\":\"Q\"}]}",
+             common);
+    char *sse = NULL;
+    post("/chat/completions", body, &st, &sse);
+    T_EQ_INT(st, 200);
+    json_t *evs = sse ? e2e_sse_objects(sse) : NULL;
+    char rs[4096], cs[4096];
+    size_t rn = 0, cn = 0, i;
+    json_t *ev;
+    json_array_foreach(evs, i, ev) {
+        const json_t *dl = json_object_get(
+            json_array_get(json_object_get(ev, "choices"), 0), "delta");
+        const json_t *a = json_object_get(dl, "reasoning_content"),
+                     *b = json_object_get(dl, "content");
+        if (a && json_is_string(a) && rn + json_string_length(a) < 4096) {
+            memcpy(rs + rn, json_string_value(a), json_string_length(a));
+            rn += json_string_length(a);
+        }
+        if (b && json_is_string(b) && cn + json_string_length(b) < 4096) {
+            memcpy(cs + cn, json_string_value(b), json_string_length(b));
+            cn += json_string_length(b);
+        }
+    }
+    T_CHECK(rn == rl && !memcmp(rs, r, rl));
+    T_CHECK(cn == cl && !memcmp(cs, c, cl));
+    json_decref(evs);
+    free(sse);
+    json_decref(o);
+    json_decref(raw);
+    return stopped;
+}
+
+static void
+test_channels(void)
+{
+    int stops = 0;
+    for (int s = 1; s <= 12; s++)
+        stops += check_seed(s, 1);
+    /* <|return|> pushed: some answers end there; never pushed, none do
+     * before max_tokens (<|end|> alone does not end one) */
+    fprintf(stderr, "  %d of 12 answers ended at <|return|>\n", stops);
+    T_CHECK(stops > 0);
+    int early = 0;
+    for (int s = 1; s <= 6; s++)
+        early += check_seed(100 + s, 0);
+    T_EQ_INT(early, 0);
+}
+
+int
+main(void)
+{
+    if (start() != 0) {
+        fprintf(stderr, "could not start llmux\n");
+        return 1;
+    }
+    T_RUN(test_prompt);
+    T_RUN(test_channels);
+    T_EQ_INT(e2e_stop(&gw, SIGTERM, 20000), 0);
+    return T_END();
+}
