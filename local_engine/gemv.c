@@ -40,6 +40,14 @@ le_gemv_q4_0_ref(int n, const void *w, size_t gb, int ng,
 }
 
 void
+le_gemv_mxfp4_ref(int n, const void *w, size_t gb, int ng,
+                  const struct le_pack_act *a, int ntok, float *y, size_t ys,
+                  int nr_last)
+{
+    le_gemm_groups(le_gemm_mxfp4_ref, n, w, gb, ng, a, ntok, y, ys, nr_last);
+}
+
+void
 le_gemv_q8_0_ref(int n, const void *w, size_t gb, int ng,
                  const struct le_pack_act *a, int ntok, float *y, size_t ys,
                  int nr_last)
@@ -120,6 +128,8 @@ le_gemv_at_pf(enum le_type t, enum le_isa isa, int l1)
             return l1 ? le_gemv_q4_0_avx512_l1 : le_gemv_q4_0_avx512;
         case LE_TYPE_Q8_0:
             return l1 ? le_gemv_q8_0_avx512_l1 : le_gemv_q8_0_avx512;
+        case LE_TYPE_MXFP4:
+            return l1 ? le_gemv_mxfp4_avx512_l1 : le_gemv_mxfp4_avx512;
         case LE_TYPE_Q4_K:
             return l1 ? le_gemv_q4_K_avx512_l1 : le_gemv_q4_K_avx512;
         case LE_TYPE_Q5_K:
@@ -151,6 +161,7 @@ le_gemv_at_pf(enum le_type t, enum le_isa isa, int l1)
         switch (t) {
         case LE_TYPE_Q4_0: return le_gemv_q4_0_ref;
         case LE_TYPE_Q8_0: return le_gemv_q8_0_ref;
+        case LE_TYPE_MXFP4: return le_gemv_mxfp4_ref;
         case LE_TYPE_Q4_K: return le_gemv_q4_K_ref;
         case LE_TYPE_Q5_K: return le_gemv_q5_K_ref;
         case LE_TYPE_Q6_K: return le_gemv_q6_K_ref;

@@ -747,7 +747,8 @@ pack_weights(struct le_model *m, char *err, size_t errlen)
         const struct le_gguf_tensor *t = cand[i];
         struct le_pack_traits pt;
         if (!le_pack_traits_at(t->type, le_isa_active(), &pt) ||
-            m->packed[slot_of(m, t)])
+            m->packed[slot_of(m, t)] ||
+            !le_pack_accepts(t->type, t->data, t->nbytes))
             continue;
         struct le_packed *P = calloc(1, sizeof(*P));
         if (!P) {

@@ -90,15 +90,18 @@ pf_block(struct le_pf pf, int b)
                      _MM_HINT_T1);
 }
 
-/* ---- Q4_0 and Q8_0 ----
+/* ---- Q4_0, Q8_0 and MXFP4 ----
  * One block of 16 rows becomes 8 unsigned byte vectors u[i], each to be
  * multiplied with the 4 activation quants at qoff[i]: for Q4_0 the low
  * and high nibbles of the 4 chunks (values 4c.. and 16+4c..), for Q8_0 the
- * 8 chunks xor 0x80.  Then sum u*a less bias * (sum of the activation
- * quants): bias 8 for Q4_0's offset, 128 for Q8_0's xor. */
+ * 8 chunks xor 0x80, for MXFP4 the nibbles' values (le_mxfp4_values) plus
+ * 128 by a byte shuffle.  Then sum u*a less bias * (sum of the activation
+ * quants): bias 8 for Q4_0's offset, 128 for Q8_0's xor and MXFP4's +128.
+ * The kind argument Q8 is 0 for Q4_0, 1 for Q8_0, 2 for MXFP4. */
+#define K_MX 2
 
-/* Block bytes of one 16-row group (Q4_0 256, Q8_0 512). */
-#define LEGACY_COL(Q8) ((size_t)((Q8) ? 512 : 256))
+/* Block bytes of one 16-row group (Q4_0 and MXFP4 256, Q8_0 512). */
+#define LEGACY_COL(Q8) ((size_t)((Q8) == 1 ? 512 : 256))
 
 /* The 8 vectors u of the block at wb; pf: prefetch PF_BLOCKS ahead. */
 ALWAYS_INLINE void
@@ -106,7 +109,10 @@ legacy_unpack(const uint8_t *wb, __m512i *u, const int pf, const int Q8)
 {
     const __m512i m4 = _mm512_set1_epi8(0x0f);
     const __m512i x80 = _mm512_set1_epi8((char)0x80);
-    const int nc = Q8 ? 8 : 4; /* 64-byte chunks */
+    /* MXFP4's values + 128, in each 128-bit lane for vpshufb */
+    const __m512i lut = _mm512_set4_epi32(
+        (int)0x74787a7c, (int)0x7d7e7f80, (int)0x8c888684, (int)0x83828180);
+    const int nc = Q8 == 1 ? 8 : 4; /* 64-byte chunks */
     UNROLL
     for (int c = 0; c < nc; c++) {
         if (pf)
@@ -114,8 +120,12 @@ legacy_unpack(const uint8_t *wb, __m512i *u, const int pf, const int Q8)
                                         64 * c),
                          _MM_HINT_T0);
         __m512i v = _mm512_load_si512((const void *)(wb + 64 * c));
-        if (Q8) {
+        if (Q8 == 1) {
             u[c] = _mm512_xor_si512(v, x80);
+        } else if (Q8 == K_MX) {
+            u[2 * c] = _mm512_shuffle_epi8(lut, _mm512_and_si512(v, m4));
+            u[2 * c + 1] = _mm512_shuffle_epi8(
+                lut, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
         } else {
             u[2 * c] = _mm512_and_si512(v, m4);
             u[2 * c + 1] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
@@ -135,7 +145,7 @@ legacy_isum(const __m512i *u, const int G, const struct q8_0_blk *x,
 {
     static const int off4[8] = {0, 16, 4, 20, 8, 24, 12, 28};
     static const int off8[8] = {0, 4, 8, 12, 16, 20, 24, 28};
-    const int *qoff = Q8 ? off8 : off4;
+    const int *qoff = Q8 == 1 ? off8 : off4;
     __m512i b0 = bcast32(bias);
     __m512i s0[2], s1[2];
     UNROLL
@@ -186,6 +196,7 @@ legacy_tile(int nb, const uint8_t *qs, const uint16_t *dw,
             __m512i si;
             legacy_isum(u, 1, &x[t][b],
                         Q8 ? &p[t][b].neg128 : &p[t][b].neg8, &si, Q8, 0);
+            /* (Q8_0 and MXFP4 both carry the +128 bias) */
             __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(si), dv);
             f = _mm512_mul_ps(f, _mm512_set1_ps(p[t][b].d));
             acc[t] = _mm512_add_ps(acc[t], f);
@@ -230,6 +241,13 @@ le_gemm_q8_0_avx512(int n, const void *w, const struct le_pack_act *a,
                     int ntok, float *y, size_t ys, int nr)
 {
     legacy_gemm(n, w, a, ntok, y, ys, nr, 1);
+}
+
+void
+le_gemm_mxfp4_avx512(int n, const void *w, const struct le_pack_act *a,
+                     int ntok, float *y, size_t ys, int nr)
+{
+    legacy_gemm(n, w, a, ntok, y, ys, nr, K_MX);
 }
 
 /* ---- the decode kernel of Q4_0 and Q8_0 (le_gemv_at, gemv.c) ----
@@ -444,6 +462,22 @@ le_gemv_q8_0_avx512(int n, const void *w, size_t gb, int ng,
                     size_t ys, int nr_last)
 {
     dec_run(n, w, gb, ng, a, ntok, y, ys, nr_last, 1, 0);
+}
+
+void
+le_gemv_mxfp4_avx512(int n, const void *w, size_t gb, int ng,
+                     const struct le_pack_act *a, int ntok, float *y,
+                     size_t ys, int nr_last)
+{
+    dec_run(n, w, gb, ng, a, ntok, y, ys, nr_last, K_MX, 0);
+}
+
+void
+le_gemv_mxfp4_avx512_l1(int n, const void *w, size_t gb, int ng,
+                        const struct le_pack_act *a, int ntok, float *y,
+                        size_t ys, int nr_last)
+{
+    dec_run(n, w, gb, ng, a, ntok, y, ys, nr_last, K_MX, 1);
 }
 
 /* ---- Q4_K and Q5_K ---- */

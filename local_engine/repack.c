@@ -22,6 +22,9 @@
  *         values 4c..4c+3, high nibbles 16+4c..16+4c+3
  *   Q8_0  qs[nb][8][16][4] then d[nb][16]     (544 bytes)
  *         chunk c of row r holds values 4c..4c+3
+ *   MXFP4 as Q4_0, the nibbles E2M1 codes, d the power of two 2^(e-128)
+ *         as fp16 (exact: le_pack_accepts takes a tensor only when all
+ *         its scales are 2^-24 .. 2^15)
  *   Q4_K  qs[nsb][4][8][16][4] then per super-block
  *         d[16] dmin[16] sc[8][16] mn[4][16][2]   (2368 bytes = 16 x 148)
  *         chunk (jj, c) of row r holds qs[32jj+4c..+3]: low nibbles are
@@ -130,6 +133,36 @@ static void
 pack_q8_0(const void *src, size_t row_bytes, int nr, int n, void *dst)
 {
     pack_legacy(src, row_bytes, nr, n, dst, 32);
+}
+
+/* MXFP4: a scale byte and 16 bytes of codes a block */
+static void
+pack_mxfp4(const void *src, size_t row_bytes, int nr, int n, void *vdst)
+{
+    int nb = n / 32;
+    uint8_t *qs = vdst;
+    uint16_t *d = (uint16_t *)(qs + (size_t)nb * 256);
+    for (int r = 0; r < nr; r++) {
+        const uint8_t *x = src_row(src, row_bytes, r);
+        for (int b = 0; b < nb; b++) {
+            d[b * R + r] = le_fp32_to_fp16(le_e8m0_half(x[b * 17]));
+            for (int c = 0; c < 4; c++)
+                memcpy(qs + (size_t)b * 256 + c * 64 + r * 4,
+                       x + b * 17 + 1 + 4 * c, 4);
+        }
+    }
+}
+
+int
+le_pack_accepts(enum le_type t, const void *data, size_t nbytes)
+{
+    if (t != LE_TYPE_MXFP4)
+        return 1;
+    const uint8_t *x = data;
+    for (size_t b = 0; b + 17 <= nbytes; b += 17)
+        if (x[b] < 128 - 24 || x[b] > 128 + 15)
+            return 0;
+    return 1;
 }
 
 /* Scale and min j of a Q4_K block (quants.c's k4_scale_min). */
@@ -370,11 +403,14 @@ act_p(const struct le_pack_act *a, int t)
     return a->p + (size_t)t * a->p_row;
 }
 
-/* Q4_0 (q8 = 0: nibbles less 8) and Q8_0 (signed bytes). */
+/* Q4_0 (q8 = 0: nibbles less 8), Q8_0 (1: signed bytes) and MXFP4 (2:
+ * codes of le_mxfp4_values). */
 static void
 gemm_legacy_ref(int n, const void *w, const struct le_pack_act *a, int ntok,
                 float *y, size_t ys, int nr, int q8)
 {
+    int mx = q8 == 2;
+    q8 = q8 == 1;
     int nb = n / 32;
     size_t col = q8 ? 512 : 256;
     const uint8_t *qs = w;
@@ -391,11 +427,15 @@ gemm_legacy_ref(int n, const void *w, const struct le_pack_act *a, int ntok,
                         uint8_t v = qs[(size_t)b * col + c * 64 + r * 4 + k];
                         if (q8)
                             s += (int8_t)v * x[b].qs[4 * c + k];
+                        else if (mx)
+                            s += le_mxfp4_values[v & 15] * x[b].qs[4 * c + k] +
+                                 le_mxfp4_values[v >> 4] *
+                                     x[b].qs[16 + 4 * c + k];
                         else
                             s += (v & 15) * x[b].qs[4 * c + k] +
                                  (v >> 4) * x[b].qs[16 + 4 * c + k];
                     }
-                if (!q8)
+                if (!q8 && !mx)
                     s -= 8 * p[b].sum;
                 sumf += (float)s * le_fp16_to_fp32(d[b * R + r]) * p[b].d;
             }
@@ -416,6 +456,13 @@ le_gemm_q8_0_ref(int n, const void *w, const struct le_pack_act *a, int ntok,
                  float *y, size_t ys, int nr)
 {
     gemm_legacy_ref(n, w, a, ntok, y, ys, nr, 1);
+}
+
+void
+le_gemm_mxfp4_ref(int n, const void *w, const struct le_pack_act *a,
+                  int ntok, float *y, size_t ys, int nr)
+{
+    gemm_legacy_ref(n, w, a, ntok, y, ys, nr, 2);
 }
 
 /* Q4_K and Q5_K (qh != NULL: the 5th bits). */
@@ -571,6 +618,8 @@ le_gemm_bf16_ref(int n, const void *w, const struct le_pack_act *a, int ntok,
 static const struct le_pack_traits pack_ref[] = {
     {LE_TYPE_Q4_0, LE_TYPE_Q8_0, 32, 288, pack_q4_0, le_gemm_q4_0_ref, NULL},
     {LE_TYPE_Q8_0, LE_TYPE_Q8_0, 32, 544, pack_q8_0, le_gemm_q8_0_ref, NULL},
+    {LE_TYPE_MXFP4, LE_TYPE_Q8_0, 32, 288, pack_mxfp4, le_gemm_mxfp4_ref,
+     NULL},
     {LE_TYPE_Q4_K, LE_TYPE_Q8_K, 256, 2048 + LE_PACK_Q4_K_META, pack_q4_K,
      le_gemm_q4_K_ref, NULL},
     {LE_TYPE_Q5_K, LE_TYPE_Q8_K, 256, 2048 + LE_PACK_Q4_K_META + 512,
@@ -590,6 +639,7 @@ gemm_at(enum le_type t, enum le_isa isa)
         switch (t) {
         case LE_TYPE_Q4_0: return le_gemm_q4_0_avx512;
         case LE_TYPE_Q8_0: return le_gemm_q8_0_avx512;
+        case LE_TYPE_MXFP4: return le_gemm_mxfp4_avx512;
         /* prefetch plans as the decode kernels' (gemv.c) */
         case LE_TYPE_Q4_K:
             return le_gemv_l1_prefetch(t, LE_ISA_AVX512) ? le_gemm_q4_K_avx512

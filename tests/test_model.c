@@ -2165,13 +2165,16 @@ test_moe(void)
         le_model_free(m);
     }
     /* quantised: the repacked views against the GGUF rows */
-    static const enum le_type types[] = {LE_TYPE_Q4_K, LE_TYPE_Q4_0};
-    for (int i = 0; i < 2; i++) {
+    static const enum le_type types[] = {LE_TYPE_Q4_K, LE_TYPE_Q4_0,
+                                         LE_TYPE_MXFP4};
+    for (int i = 0; i < 3; i++) {
         snprintf(p, sizeof(p), "%s/moe_q%d.gguf", g_tmp, (int)types[i]);
         size_t packed = packed_vs_rows(types[i], 8, 256, 6, p, ids,
-                                       types[i] != LE_TYPE_Q4_0);
-        /* the experts are repacked: 2 layers x 3 x 6 of 256 x 256 */
-        if (le_isa_active() != LE_ISA_NONE)
+                                       types[i] == LE_TYPE_Q4_K);
+        /* the experts are repacked: 2 layers x 3 x 6 of 256 x 256 (MXFP4
+         * at AVX-512 only) */
+        if (types[i] == LE_TYPE_MXFP4 ? le_isa_active() == LE_ISA_AVX512
+                                      : le_isa_active() != LE_ISA_NONE)
             T_CHECK(packed >= (size_t)36 * le_row_size(types[i], 256) * 256);
     }
     /* an older Mixtral file, one tensor per expert, is refused as such */
