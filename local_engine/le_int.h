@@ -975,6 +975,8 @@ struct le_hparams {
      * ln factor)); yarn 0: plain scaling */
     int yarn;
     float yarn_lo, yarn_hi;
+    float yarn_ext;       /* rope.scaling.yarn_ext_factor (1): the ramp's
+                             weight */
     /* cos and sin times this: rope.scaling.attn_factor (default 1), for
      * YaRN times (1 + 0.1 ln factor) */
     float rope_mscale;

@@ -336,20 +336,46 @@ load_hparams(struct le_model *m, char *err, size_t errlen)
     hp->rope_mscale = af;
     if (hp->yarn) {
         /* as llama.cpp's ggml_rope_yarn_corr_dims: the pairs that turn
-         * more than beta_fast (32) times over the original context keep
-         * their angle, those under beta_slow (1) take the scaled one */
+         * more than beta_fast (default 32) times over the original
+         * context keep their angle, those under beta_slow (1) take the
+         * scaled one; DeepSeek's log multiplier and an own attn factor
+         * are refused, not ignored */
         float oc = (float)hp->n_ctx_orig, nd = (float)hp->n_rot;
+        float bf = 32.0f, bs = 1.0f, x;
         if (hp->arch == LE_ARCH_GEMMA2 || hp->arch == LE_ARCH_GEMMA3)
             return fail(err, errlen, LE_EFORMAT,
                         "model: YaRN rope scaling on %s is not supported",
                         arch);
-        float lo = floorf(nd * logf(oc / (32.0f * 2 * (float)M_PI)) /
+        if ((arch_f32(g, arch, "rope.scaling.yarn_log_multiplier", &x) &&
+             x != 0) ||
+            (arch_f32(g, arch, "rope.scaling.yarn_attn_factor", &x) &&
+             x != 1))
+            return fail(err, errlen, LE_EFORMAT,
+                        "model: YaRN's yarn_log_multiplier and "
+                        "yarn_attn_factor are not supported");
+        if (arch_f32(g, arch, "rope.scaling.yarn_beta_fast", &x))
+            bf = x;
+        if (arch_f32(g, arch, "rope.scaling.yarn_beta_slow", &x))
+            bs = x;
+        hp->yarn_ext = 1.0f;
+        if (arch_f32(g, arch, "rope.scaling.yarn_ext_factor", &x))
+            hp->yarn_ext = x;
+        if (!(bf > 0 && bs > 0 && bf < 1e6f && bs < 1e6f) ||
+            !(hp->yarn_ext >= 0 && hp->yarn_ext <= 1))
+            return fail(err, errlen, LE_EFORMAT,
+                        "model: bad YaRN beta_fast %g, beta_slow %g or "
+                        "ext_factor %g",
+                        bf, bs, hp->yarn_ext);
+        float lo = floorf(nd * logf(oc / (bf * 2 * (float)M_PI)) /
                           (2 * logf(hp->rope_base))),
-              hi = ceilf(nd * logf(oc / (1.0f * 2 * (float)M_PI)) /
+              hi = ceilf(nd * logf(oc / (bs * 2 * (float)M_PI)) /
                          (2 * logf(hp->rope_base)));
         hp->yarn_lo = lo > 0 ? lo : 0;
         hp->yarn_hi = hi < nd - 1 ? hi : nd - 1;
-        hp->rope_mscale = af * (1.0f + 0.1f * logf(1.0f / hp->rope_scale));
+        /* llama.cpp's rope boosts cos and sin only with a ramp */
+        if (hp->yarn_ext != 0)
+            hp->rope_mscale =
+                af * (1.0f + 0.1f * logf(1.0f / hp->rope_scale));
     }
     int g3 = hp->arch == LE_ARCH_GEMMA3, g2 = hp->arch == LE_ARCH_GEMMA2;
     int gemma = g3 || g2;
@@ -1336,10 +1362,10 @@ rope(const struct le_model *m, float *x, int n_heads, int pos, int layer)
         float ff = m->rope_freqs && !loc ? m->rope_freqs[i0 / 2] : 1.0f;
         float ext = theta / ff, th = scale * ext;
         float ms = loc ? 1.0f : hp->rope_mscale;
-        if (hp->yarn && !loc) { /* llama.cpp's rope_yarn, ext_factor 1 */
+        if (hp->yarn && !loc) { /* llama.cpp's rope_yarn */
             float y = ((float)(i0 / 2) - hp->yarn_lo) /
                       fmaxf(0.001f, hp->yarn_hi - hp->yarn_lo);
-            float mix = 1 - fminf(1, fmaxf(0, y));
+            float mix = (1 - fminf(1, fmaxf(0, y))) * hp->yarn_ext;
             th = th * (1 - mix) + ext * mix;
         }
         float c = cosf(th) * ms, sn = sinf(th) * ms;

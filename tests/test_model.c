@@ -2006,6 +2006,24 @@ test_gptoss(void)
     float batch[R3V], step[R3V];
     batch_and_steps(p, "gpt-oss", ids, RT_MAX, batch, step);
     T_CHECK(memcmp(batch, step, sizeof(batch)) == 0);
+    /* YaRN keys llmux does not implement are refused by name, and a
+     * sliding-window base of its own */
+    static const char *const bad[][2] = {
+        {"gpt-oss.rope.scaling.yarn_log_multiplier", "yarn_log_multiplier"},
+        {"gpt-oss.rope.scaling.yarn_attn_factor", "yarn_attn_factor"},
+        {"gpt-oss.rope.freq_base_swa", "freq_base_swa"},
+    };
+    for (int k = 0; k < 3; k++) {
+        struct gguf_w *w = gguf_w_new();
+        T_EQ_INT(gguf_w_llama_fill(w, &lp), 0);
+        gguf_w_add_f32(w, bad[k][0], 0.5f);
+        T_EQ_INT(gguf_w_write_file(w, p), 0);
+        gguf_w_free(w);
+        char err[256] = "";
+        m = NULL;
+        T_EQ_INT(le_model_open(p, NULL, &m, err, sizeof(err)), LE_EFORMAT);
+        T_CHECK(strstr(err, bad[k][1]) != NULL);
+    }
 }
 
 /* A harmony vocabulary (o200k_harmony's markers as control tokens) and
