@@ -147,6 +147,8 @@ le_gemv_at_pf(enum le_type t, enum le_isa isa, int l1)
             return l1 ? le_gemv_q4_0_avx2_l1 : le_gemv_q4_0_avx2;
         case LE_TYPE_Q8_0:
             return l1 ? le_gemv_q8_0_avx2_l1 : le_gemv_q8_0_avx2;
+        case LE_TYPE_MXFP4:
+            return l1 ? le_gemv_mxfp4_avx2_l1 : le_gemv_mxfp4_avx2;
         case LE_TYPE_Q4_K:
             return l1 ? le_gemv_q4_K_avx2_l1 : le_gemv_q4_K_avx2;
         case LE_TYPE_Q5_K:

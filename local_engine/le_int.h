@@ -330,7 +330,8 @@ void le_gemm_q8_0_amx(int n, const void *w, const struct le_pack_act *a,
 void le_gemm_q4_0_avx512(int n, const void *w, const struct le_pack_act *a,
                          int ntok, float *y, size_t ys, int nr);
 /* MXFP4 repacked as Q4_0 (the codes' bytes, the scales 2^(e - 128) as
- * fp16): repack.c's twin and the AVX-512 gemm and decode kernels.  Only
+ * fp16): repack.c's twin and the AVX-512 and AVX2 gemm and decode
+ * kernels.  Only
  * a tensor every scale of which fp16 holds is repacked (le_pack_accepts);
  * the others stay on the per-row vec_dot, with the same floats. */
 void le_gemm_mxfp4_ref(int n, const void *w, const struct le_pack_act *a,
@@ -346,6 +347,14 @@ void le_gemv_mxfp4_avx512(int n, const void *w, size_t gb, int ng,
 void le_gemv_mxfp4_avx512_l1(int n, const void *w, size_t gb, int ng,
                              const struct le_pack_act *a, int ntok, float *y,
                              size_t ys, int nr_last);
+void le_gemm_mxfp4_avx2(int n, const void *w, const struct le_pack_act *a,
+                        int ntok, float *y, size_t ys, int nr);
+void le_gemv_mxfp4_avx2(int n, const void *w, size_t gb, int ng,
+                        const struct le_pack_act *a, int ntok, float *y,
+                        size_t ys, int nr_last);
+void le_gemv_mxfp4_avx2_l1(int n, const void *w, size_t gb, int ng,
+                           const struct le_pack_act *a, int ntok, float *y,
+                           size_t ys, int nr_last);
 /* 1 when the bytes of a tensor of type t (nbytes) can be repacked: all
  * but MXFP4 always; MXFP4 when every block's scale is 2^-24 .. 2^15. */
 int le_pack_accepts(enum le_type t, const void *data, size_t nbytes);

@@ -642,8 +642,10 @@ struct pk_q8_0 {
     int8_t qs[32];
 };
 
-/* Q4_0 (Q8 = 0) and Q8_0 (Q8 = 1): the integer sums of a block per
- * token and half, then the plain C twin's float steps.  NH halves of 8
+/* Q4_0 (Q8 = 0), Q8_0 (Q8 = 1) and MXFP4 (Q8 = 2: its codes' values by a
+ * byte shuffle, then Q8_0's sign trick: pairs <= 2*12*128, eight of them
+ * <= 24576 in int16): the integer sums of a block per token and half,
+ * then the plain C twin's float steps.  NH halves of 8
  * rows from half h0 (both: 16 rows) against NT tokens from t0, NT * NH <=
  * 4: 16 rows x 1-2 tokens stream the group once (generation), 8 rows x 4
  * tokens (prompt batches) make each weight load and unpack serve 4
@@ -658,8 +660,10 @@ plegacy_tile(int nb, const uint8_t *qs, const uint16_t *dw,
              const int NH, float *y, size_t ys, int nr, const int Q8,
              struct le_pf pf, const int L1)
 {
-    const size_t col = Q8 ? 512 : 256;
+    const size_t col = Q8 == 1 ? 512 : 256;
     const __m256i m4 = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+    const __m256i lut = _mm256_broadcastsi128_si256(
+        _mm_loadu_si128((const __m128i *)le_mxfp4_values));
     const struct pk_q8_0 *x[4];
     const struct le_prep_q8_0 *p[4];
     __m256 acc[4][2];
@@ -690,7 +694,29 @@ plegacy_tile(int nb, const uint8_t *qs, const uint16_t *dw,
             for (int k = 0; k < NH; k++) {
                 __m256i v = _mm256_load_si256(
                     (const __m256i *)(wb + 64 * c + 32 * k));
-                if (Q8) {
+                if (Q8 == 2) { /* int16 sums, widened after the block */
+                    __m256i lo = _mm256_shuffle_epi8(
+                        lut, _mm256_and_si256(v, m4));
+                    __m256i hi = _mm256_shuffle_epi8(
+                        lut,
+                        _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+                    __m256i alo = _mm256_sign_epi8(lo, lo),
+                            ahi = _mm256_sign_epi8(hi, hi);
+                    UNROLL
+                    for (int t = 0; t < NT; t++) {
+                        const int8_t *q = x[t][b].qs + 4 * c;
+                        si[t][k] = _mm256_add_epi16(
+                            si[t][k],
+                            _mm256_maddubs_epi16(
+                                alo, _mm256_sign_epi8(bc32(q), lo)));
+                        __asm__("" : "+x"(si[t][k]));
+                        si[t][k] = _mm256_add_epi16(
+                            si[t][k],
+                            _mm256_maddubs_epi16(
+                                ahi, _mm256_sign_epi8(bc32(q + 16), hi)));
+                        __asm__("" : "+x"(si[t][k]));
+                    }
+                } else if (Q8) {
                     __m256i av = _mm256_sign_epi8(v, v);
                     UNROLL
                     for (int t = 0; t < NT; t++) {
@@ -730,6 +756,8 @@ plegacy_tile(int nb, const uint8_t *qs, const uint16_t *dw,
                 if (!Q8)
                     s = _mm256_add_epi32(_mm256_madd_epi16(s, ones),
                                          _mm256_set1_epi32(p[t][b].neg8));
+                else if (Q8 == 2)
+                    s = _mm256_madd_epi16(s, ones);
                 __m256 f = _mm256_mul_ps(_mm256_cvtepi32_ps(s), dv);
                 f = _mm256_mul_ps(f, _mm256_set1_ps(p[t][b].d));
                 acc[t][k] = _mm256_add_ps(acc[t][k], f);
@@ -756,7 +784,7 @@ plegacy_gemm_pf(int n, const void *w, const struct le_pack_act *a, int ntok,
     int nb = n / 32;
     const uint8_t *qs = w;
     const uint16_t *dw =
-        (const uint16_t *)(qs + (size_t)nb * (Q8 ? 512 : 256));
+        (const uint16_t *)(qs + (size_t)nb * (Q8 == 1 ? 512 : 256));
     int t4 = ntok & ~3, t, h, i = 0;
     int nh = nr > 8 ? 2 : 1;
     int np = nh * (t4 / 4) + (ntok - t4) / 2 + (ntok - t4) % 2;
@@ -791,6 +819,13 @@ le_gemm_q8_0_avx2(int n, const void *w, const struct le_pack_act *a,
                   int ntok, float *y, size_t ys, int nr)
 {
     plegacy_gemm(n, w, a, ntok, y, ys, nr, 1);
+}
+
+void
+le_gemm_mxfp4_avx2(int n, const void *w, const struct le_pack_act *a,
+                   int ntok, float *y, size_t ys, int nr)
+{
+    plegacy_gemm(n, w, a, ntok, y, ys, nr, 2);
 }
 
 /* The decode kernel of Q4_0 and Q8_0 at this level (le_gemv_at): a run
@@ -842,6 +877,22 @@ le_gemv_q8_0_avx2(int n, const void *w, size_t gb, int ng,
                   int nr_last)
 {
     plegacy_gemv(n, w, gb, ng, a, ntok, y, ys, nr_last, 1, 0);
+}
+
+void
+le_gemv_mxfp4_avx2(int n, const void *w, size_t gb, int ng,
+                   const struct le_pack_act *a, int ntok, float *y,
+                   size_t ys, int nr_last)
+{
+    plegacy_gemv(n, w, gb, ng, a, ntok, y, ys, nr_last, 2, 0);
+}
+
+void
+le_gemv_mxfp4_avx2_l1(int n, const void *w, size_t gb, int ng,
+                      const struct le_pack_act *a, int ntok, float *y,
+                      size_t ys, int nr_last)
+{
+    plegacy_gemv(n, w, gb, ng, a, ntok, y, ys, nr_last, 2, 1);
 }
 
 /* 8 row scales (bytes) in both int16 halves of each lane. */

@@ -662,6 +662,7 @@ gemm_at(enum le_type t, enum le_isa isa)
         switch (t) {
         case LE_TYPE_Q4_0: return le_gemm_q4_0_avx2;
         case LE_TYPE_Q8_0: return le_gemm_q8_0_avx2;
+        case LE_TYPE_MXFP4: return le_gemm_mxfp4_avx2;
         case LE_TYPE_Q4_K:
             return le_gemv_l1_prefetch(t, LE_ISA_AVX2) ? le_gemm_q4_K_avx2
                                           : le_gemm_q4_K_avx2_l2;
