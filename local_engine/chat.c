@@ -72,7 +72,11 @@
  *            own), <|start|>user<|message|>U<|end|>, an assistant's text
  *            as <|start|>assistant<|channel|>final<|message|>A<|end|>
  *            (its reasoning is not sent back, as gpt-oss's template drops
- *            it), other roles <|start|>ROLE<|message|>T<|end|>
+ *            it), other roles <|start|>ROLE<|message|>T<|end|>, and
+ *            "tool_calls" and "tool" turns as the caller wrote them (whole
+ *            harmony messages); with le_chat_opts.tools, "\nCalls to these
+ *            tools must go to the commentary channel: 'functions'." ends
+ *            the system message and "# Tools\n\n" TOOLS the developer's
  *            gen: <|start|>assistant
  */
 #include <stdlib.h>
@@ -196,6 +200,8 @@ le_chat_tools_detect(const char *t, size_t len)
      * separator, the name and a ```json fence; V3.1's template writes
      * NAME<｜tool▁sep｜>ARGS without a fence and stays on the JSON
      * wrapper (its own chat format is not rendered either) */
+    if (f == LE_CHAT_HARMONY) /* the commentary channel's calls */
+        return LE_TOOLS_HARMONY;
     if ((f == LE_CHAT_DEEPSEEK3 || f == LE_CHAT_DEEPSEEK_R1 ||
          f == LE_CHAT_DEEPSEEK_R1_THINKING) &&
         has(t, len, LE_DS_CALLS_BEGIN) && has(t, len, LE_DS_SEP) &&
@@ -274,6 +280,7 @@ le_chat_tools_name(enum le_chat_tools t)
            : t == LE_TOOLS_MISTRAL ? "mistral"
            : t == LE_TOOLS_MISTRAL_V11 ? "mistral-v11"
            : t == LE_TOOLS_DEEPSEEK    ? "deepseek"
+           : t == LE_TOOLS_HARMONY     ? "harmony"
                                    : "json";
 }
 
@@ -694,15 +701,35 @@ render_harmony(struct chat_buf *b, const struct le_chat_msg *msgs, size_t n,
     cb_str(b, "\n\nReasoning: ");
     cb_str(b, o && o->reasoning_effort ? o->reasoning_effort : "medium");
     cb_str(b, "\n\n# Valid channels: analysis, commentary, final. Channel "
-              "must be included for every message.<|end|>");
+              "must be included for every message.");
+    const char *tools = o ? o->tools : NULL;
+    if (tools)
+        cb_str(b, "\nCalls to these tools must go to the commentary "
+                  "channel: 'functions'.");
+    cb_str(b, "<|end|>");
+    int dev0 = n && (!strcmp(role_of(&msgs[0]), "system") ||
+                     !strcmp(role_of(&msgs[0]), "developer"));
+    if (tools && !dev0) { /* the tools' developer message of their own */
+        cb_str(b, "<|start|>developer<|message|># Tools\n\n");
+        cb_str(b, tools);
+        cb_str(b, "<|end|>");
+    }
     for (size_t i = 0; i < n; i++) {
         const char *role = role_of(&msgs[i]), *c = content_of(&msgs[i]);
+        if (!strcmp(role, "tool_calls") || !strcmp(role, "tool")) {
+            cb_str(b, c); /* whole harmony messages, the caller's */
+            continue;
+        }
         if (!strcmp(role, "system") || !strcmp(role, "developer")) {
             cb_str(b, "<|start|>developer<|message|>");
             if (i == 0) {
                 cb_str(b, "# Instructions\n\n");
                 cb_str(b, c);
                 cb_str(b, "\n\n");
+                if (tools) {
+                    cb_str(b, "# Tools\n\n");
+                    cb_str(b, tools);
+                }
             } else {
                 cb_str(b, c);
             }

@@ -230,10 +230,18 @@ enum le_chat_template le_model_chat_template(const struct le_model *m);
  *           with "\n" between two, then LE_DS_CALLS_END; results as
  *           "tool" turns (le_chat_apply writes the outputs' markers).
  *           The template lists no functions: where they go is the
- *           caller's choice. */
+ *           caller's choice.
+ *   HARMONY the harmony template (gpt-oss): the functions as a
+ *           TypeScript-like namespace in the developer message
+ *           (le_chat_opts.tools, written by the caller), a call as a
+ *           commentary message to=functions.NAME with <|constrain|>json
+ *           and the arguments, ending at <|call|>; the caller writes the
+ *           call turns ("tool_calls") and the results ("tool") in full,
+ *           as harmony messages, which le_chat_apply passes on as they
+ *           are. */
 enum le_chat_tools { LE_TOOLS_JSON = 0, LE_TOOLS_HERMES, LE_TOOLS_LLAMA3,
                      LE_TOOLS_MISTRAL, LE_TOOLS_MISTRAL_V11,
-                     LE_TOOLS_DEEPSEEK };
+                     LE_TOOLS_DEEPSEEK, LE_TOOLS_HARMONY };
 enum le_chat_tools le_chat_tools_detect(const char *tmpl, size_t len);
 const char *le_chat_tools_name(enum le_chat_tools t); /* "json", ... */
 /* The marker texts a call of format t is written with that a vocabulary
@@ -270,11 +278,15 @@ enum le_status le_chat_apply(enum le_chat_template t,
                              size_t *out_len);
 /* What a template may take besides the messages (NULL fields: the
  * defaults).  harmony: reasoning_effort "low", "medium" (default) or
- * "high" in its system message, and date ("YYYY-MM-DD", default today
- * in UTC, as the template's strftime_now). */
+ * "high" in its system message, date ("YYYY-MM-DD", default today in
+ * UTC, as the template's strftime_now), and tools. */
 struct le_chat_opts {
     const char *reasoning_effort;
     const char *date;
+    /* harmony: the functions' namespace text ("## functions\n\n
+     * namespace functions {...} // namespace functions") for the
+     * developer message, or NULL */
+    const char *tools;
 };
 enum le_status le_chat_apply_opts(enum le_chat_template t,
                                   const struct le_chat_msg *msgs,

@@ -217,28 +217,32 @@ struct lp_callfmt {
      * [TOOL_RESULTS]) before the JSON: " ", or "" in the tekken
      * templates */
     const char *msp;
+    /* what a text answer opens with, not part of its content (harmony's
+     * "final<|message|>" after the prompt's "<|channel|>"); "" for the
+     * others, whose text may be anything not starting with `first` */
+    const char *text_open;
 };
 #define LP_MAX_CALLS 8
 static const struct lp_callfmt lp_callfmts[] = {
     [LE_TOOLS_JSON] = {LE_TOOLS_JSON, "{\"name\": \"", "\", \"arguments\": ",
-                       "}", '{', 1, "", "", "", ""},
+                       "}", '{', 1, "", "", "", "", ""},
     [LE_TOOLS_HERMES] = {LE_TOOLS_HERMES, "<tool_call>\n{\"name\": \"",
                          "\", \"arguments\": ", "}\n</tool_call>", '<',
-                         LP_MAX_CALLS, "", "\n", "", ""},
+                         LP_MAX_CALLS, "", "\n", "", "", ""},
     [LE_TOOLS_LLAMA3] = {LE_TOOLS_LLAMA3, "{\"name\": \"",
                          "\", \"parameters\": ", "}", '{', 1, "", "", "",
-                         ""},
+                         "", ""},
     /* [TOOL_CALLS] is one control token in Mistral's vocabularies; the
      * engine gives its text (le_model keep_tok), so the grammar can take
      * it as the model was trained to write it */
     [LE_TOOLS_MISTRAL] = {LE_TOOLS_MISTRAL, "{\"name\": \"",
                           "\", \"arguments\": ", "}", '[', LP_MAX_CALLS,
-                          "[TOOL_CALLS] [", ", ", "]", " "},
+                          "[TOOL_CALLS] [", ", ", "]", " ", ""},
     /* v11 (Small 3.1+): each call [TOOL_CALLS]NAME[ARGS]{...}, one after
      * another with nothing between them; both markers are control tokens
      * the engine gives as text */
     [LE_TOOLS_MISTRAL_V11] = {LE_TOOLS_MISTRAL_V11, "[TOOL_CALLS]", "[ARGS]",
-                              "", '[', LP_MAX_CALLS, "", "", "", ""},
+                              "", '[', LP_MAX_CALLS, "", "", "", "", ""},
     /* DeepSeek V3 / R1: the calls between their markers, each with its
      * type and name and the arguments in a ```json fence, "\n" between
      * two (as the templates write an answer's calls); the markers are
@@ -247,13 +251,20 @@ static const struct lp_callfmt lp_callfmts[] = {
                            LE_DS_CALL_BEGIN "function" LE_DS_SEP,
                            "\n```json\n", "\n```" LE_DS_CALL_END, '<',
                            LP_MAX_CALLS, LE_DS_CALLS_BEGIN, "\n",
-                           LE_DS_CALLS_END, ""},
+                           LE_DS_CALLS_END, "", ""},
+    /* harmony (gpt-oss): after the prompt's "<|channel|>", a call is a
+     * commentary message to the function with its arguments as JSON (one
+     * a message: the model ends it with <|call|>), a text answer the
+     * final channel's message */
+    [LE_TOOLS_HARMONY] = {LE_TOOLS_HARMONY, "commentary to=functions.",
+                          " <|constrain|>json<|message|>", "", 'c', 1, "",
+                          "", "", "", "final<|message|>"},
 };
 /* the same in the tekken templates (Nemo, Small 3): no space after the
  * markers */
 static const struct lp_callfmt lp_mistral_tekken = {
     LE_TOOLS_MISTRAL, "{\"name\": \"", "\", \"arguments\": ", "}", '[',
-    LP_MAX_CALLS, "[TOOL_CALLS][", ", ", "]", ""};
+    LP_MAX_CALLS, "[TOOL_CALLS][", ", ", "]", "", ""};
 
 static const struct lp_callfmt *
 callfmt_of(const struct le_model *m)
@@ -1122,6 +1133,9 @@ stream_tool_output(struct pv_call *call, struct lp_call *lc, int k,
     struct lp_calls *cs = &c->cs;
     shape_decide(lc, c);
     if (c->shape == 1) {
+        size_t to = strlen(lc->fmt->text_open); /* not content */
+        if (c->args_sent < to)
+            c->args_sent = c->acc.len < to ? c->acc.len : to;
         if (c->acc.len > c->args_sent)
             emit_chunk(call, lc, k,
                        json_pack("{s:s%}", "content",
@@ -1199,8 +1213,11 @@ tool_message(const struct lp_call *lc, struct lp_choice *c, int complete,
                          "tool_calls", calls);
     }
     json_decref(calls);
+    size_t to = strlen(lc->fmt->text_open); /* not content */
+    if (c->shape != 1 || c->acc.len < to)
+        to = 0;
     return json_pack("{s:s,s:s%}", "role", "assistant", "content",
-                     c->acc.data ? c->acc.data : "", c->acc.len);
+                     c->acc.data ? c->acc.data + to : "", c->acc.len - to);
 }
 
 /* The error answer of a failed or refused job. */
@@ -2279,8 +2296,14 @@ tools_grammar(struct lp_job *j, struct pv_gram *pg, const struct lp_tool *t,
         gx_buf_printf(&root, " calls{0,%d}", max_calls - 1);
     if (*f->close)
         gx_buf_printf(&root, " c-close");
-    if (mode == LP_TOOLS_AUTO)
+    if (mode == LP_TOOLS_AUTO && *f->text_open) {
+        gx_buf_printf(&root, " | t-open %%free");
+        gx_buf_printf(&pg->text, "t-open ::=");
+        pv_gram_literal(pg, f->text_open, strlen(f->text_open));
+        gx_buf_printf(&pg->text, "\n");
+    } else if (mode == LP_TOOLS_AUTO) {
         gx_buf_printf(&root, " | [^%c] %%free", f->first);
+    }
     gx_buf_printf(&root, "\n");
     if (rc == 0 && root.data)
         gx_buf_append(&pg->text, root.data, root.len);
@@ -2468,15 +2491,65 @@ deepseek_calls(struct gx_buf *b, const json_t *m, const char *text,
     gx_buf_printf(b, "%s", f->close);
 }
 
+/* harmony's answer with calls (render_message): its text as an analysis
+ * message (as gpt-oss's template writes the latest such answer's), then
+ * each call as the commentary message the model writes, ended by
+ * <|call|> (the template writes one call a turn; the others follow the
+ * same way) */
+static void
+harmony_calls(struct gx_buf *b, const json_t *m, const char *text)
+{
+    size_t i;
+    const json_t *c;
+    if (*text)
+        gx_buf_printf(b, "<|start|>assistant<|channel|>analysis<|message|>"
+                         "%s<|end|>",
+                      text);
+    json_array_foreach(json_object_get(m, "tool_calls"), i, c) {
+        const json_t *fn = json_object_get(c, "function");
+        const char *name = json_string_value(json_object_get(fn, "name"));
+        const char *args = json_string_value(json_object_get(fn, "arguments"));
+        gx_buf_printf(b, "<|start|>assistant to=functions.%s<|channel|>"
+                         "commentary json<|message|>%s<|call|>",
+                      name ? name : "", args && *args ? args : "{}");
+    }
+}
+
+/* The function a tool result at msgs[idx] answers: the call of the same
+ * tool_call_id in the answers before it, else the latest call (the
+ * template's rule); NULL when no answer before it has calls. */
+static const char *
+harmony_result_name(const json_t *msgs, size_t idx, const char *id)
+{
+    const char *last = NULL;
+    for (size_t i = idx; i-- > 0;) {
+        const json_t *tc = json_object_get(json_array_get(msgs, i),
+                                           "tool_calls");
+        size_t k;
+        const json_t *c;
+        json_array_foreach(tc, k, c) {
+            const char *name = json_string_value(json_object_get(
+                json_object_get(c, "function"), "name"));
+            const char *cid = json_string_value(json_object_get(c, "id"));
+            if (id && cid && !strcmp(id, cid))
+                return name;
+            if (!last && k + 1 == json_array_size(tc))
+                last = name;
+        }
+    }
+    return last;
+}
+
 /* One message as the chat template sees it, in tool format f: tool
  * results become user turns naming the call (JSON), user turns inside
  * <tool_response> (HERMES), ipython turns (LLAMA3) or [TOOL_RESULTS]
- * (MISTRAL); an assistant's tool calls are written out in the wrapper the
- * model is asked to produce. */
+ * (MISTRAL) or harmony's messages from the function; an assistant's tool
+ * calls are written out in the wrapper the model is asked to produce. */
 static char *
-render_message(struct lp_job *j, const json_t *m, size_t idx,
+render_message(struct lp_job *j, const json_t *msgs, size_t idx,
                const char **role, const struct lp_callfmt *f)
 {
+    const json_t *m = json_array_get(msgs, idx);
     *role = json_string_value(json_object_get(m, "role"));
     if (!*role)
         *role = "user";
@@ -2502,6 +2575,32 @@ render_message(struct lp_job *j, const json_t *m, size_t idx,
         if (!strcmp(*role, "assistant")) /* "tool": its text as it is */
             deepseek_calls(&b, m, text, f);
         *role = !strcmp(*role, "tool") ? "tool" : "tool_calls";
+    } else if (f->kind == LE_TOOLS_HARMONY &&
+               !strcmp(*role, "assistant") && calls) {
+        harmony_calls(&b, m, text);
+        *role = "tool_calls";
+    } else if (f->kind == LE_TOOLS_HARMONY && !strcmp(*role, "tool")) {
+        const char *name = harmony_result_name(
+            msgs, idx,
+            json_string_value(json_object_get(m, "tool_call_id")));
+        json_t *js = json_string(text);
+        char *q = js ? json_dumps(js, JSON_ENCODE_ANY) : NULL;
+        json_decref(js);
+        if (name && q)
+            gx_buf_printf(&b, "<|start|>functions.%s to=assistant<|channel|>"
+                              "commentary<|message|>%s<|end|>",
+                          name, q);
+        free(q);
+        if (!name) {
+            char p[64];
+            snprintf(p, sizeof(p), "messages[%zu]", idx);
+            refuse(j, p, "invalid_value",
+                   "a tool result without an earlier assistant message "
+                   "with tool_calls");
+            gx_buf_cleanup(&b);
+            free(text);
+            return NULL;
+        }
     } else if (!strcmp(*role, "tool") && f->kind == LE_TOOLS_LLAMA3) {
         *role = "ipython";
     } else if (!strcmp(*role, "tool") && f->kind == LE_TOOLS_HERMES) {
@@ -2585,6 +2684,148 @@ deepseek_tools(struct gx_buf *b, const struct lp_tool *t, size_t n,
                   mode == LP_TOOLS_AUTO ? " Otherwise answer in plain text."
                                         : "");
     return b->data;
+}
+
+/* 1 when the schema's required list (req) names k */
+static int
+ts_required(const json_t *req, const char *k)
+{
+    size_t i;
+    const json_t *x;
+    json_array_foreach(req, i, x) if (json_is_string(x) &&
+                                      !strcmp(json_string_value(x), k))
+        return 1;
+    return 0;
+}
+
+/* A JSON Schema as gpt-oss's template writes a parameter's type in
+ * TypeScript: string enums as "a" | "b", arrays of a scalar as T[],
+ * objects with properties as {name?: type, ...}, a list of types joined
+ * by " | ", nullable ones with " | null", anything else any. */
+static void
+ts_type(struct gx_buf *b, const json_t *sc, int depth)
+{
+    const json_t *ty = json_object_get(sc, "type");
+    const char *t = json_string_value(ty);
+    int nullable = json_is_true(json_object_get(sc, "nullable"));
+    if (depth > 8) {
+        gx_buf_printf(b, "any");
+    } else if (t && !strcmp(t, "array")) {
+        const json_t *it = json_object_get(sc, "items");
+        const char *tt = json_string_value(json_object_get(it, "type"));
+        if (!json_is_object(it)) {
+            gx_buf_printf(b, "any[]");
+        } else if (tt && (!strcmp(tt, "string") || !strcmp(tt, "boolean") ||
+                          !strcmp(tt, "number") || !strcmp(tt, "integer"))) {
+            gx_buf_printf(b, "%s[]", !strcmp(tt, "integer") ? "number" : tt);
+        } else {
+            struct gx_buf in;
+            gx_buf_init(&in, 0);
+            ts_type(&in, it, depth + 1);
+            if (!in.data || in.len > 50)
+                gx_buf_printf(b, "any[]");
+            else
+                gx_buf_printf(b, "%s[]", in.data);
+            gx_buf_cleanup(&in);
+        }
+        if (nullable)
+            gx_buf_printf(b, " | null");
+    } else if (json_is_array(ty) && json_array_size(ty)) {
+        size_t i;
+        const json_t *v;
+        json_array_foreach(ty, i, v)
+            gx_buf_printf(b, "%s%s", i ? " | " : "",
+                          json_string_value(v) ? json_string_value(v)
+                                               : "any");
+    } else if (t && !strcmp(t, "string")) {
+        const json_t *en = json_object_get(sc, "enum");
+        if (json_is_array(en) && json_array_size(en)) {
+            size_t i;
+            const json_t *v;
+            json_array_foreach(en, i, v) {
+                char *d = json_dumps(v, JSON_ENCODE_ANY);
+                gx_buf_printf(b, "%s%s", i ? " | " : "", d ? d : "null");
+                free(d);
+            }
+        } else {
+            gx_buf_printf(b, "string%s", nullable ? " | null" : "");
+        }
+    } else if (t && (!strcmp(t, "number") || !strcmp(t, "integer"))) {
+        gx_buf_printf(b, "number");
+    } else if (t && !strcmp(t, "boolean")) {
+        gx_buf_printf(b, "boolean");
+    } else if (t && !strcmp(t, "object")) {
+        const json_t *props = json_object_get(sc, "properties");
+        if (!json_is_object(props) || !json_object_size(props)) {
+            gx_buf_printf(b, "object");
+            return;
+        }
+        const json_t *req = json_object_get(sc, "required");
+        const char *k;
+        const json_t *v;
+        int first = 1;
+        gx_buf_printf(b, "{\n");
+        json_object_foreach((json_t *)props, k, v) {
+            gx_buf_printf(b, "%s%s%s: ", first ? "" : ", ", k,
+                          ts_required(req, k) ? "" : "?");
+            ts_type(b, v, depth + 1);
+            first = 0;
+        }
+        gx_buf_printf(b, "}");
+    } else {
+        gx_buf_printf(b, "any");
+    }
+}
+
+/* harmony's tools (le_chat_opts.tools): the functions namespace as
+ * gpt-oss's template writes it, a comment with the description, then
+ * type NAME = (_: {...}) => any; each parameter after its own
+ * description comment, "?" when not required, its default noted. */
+static char *
+harmony_tools(const struct lp_tool *t, size_t n, enum lp_tools mode,
+              int named)
+{
+    struct gx_buf b;
+    gx_buf_init(&b, 0);
+    gx_buf_printf(&b, "## functions\n\nnamespace functions {\n\n");
+    for (size_t i = 0; i < n; i++) {
+        if (mode == LP_TOOLS_NAMED && (int)i != named)
+            continue;
+        const char *desc =
+            json_string_value(json_object_get(t[i].fn, "description"));
+        const json_t *params = json_object_get(t[i].fn, "parameters");
+        const json_t *props = json_object_get(params, "properties");
+        const json_t *req = json_object_get(params, "required");
+        gx_buf_printf(&b, "// %s\ntype %s = ", desc ? desc : "", t[i].name);
+        if (!json_is_object(props) || !json_object_size(props)) {
+            gx_buf_printf(&b, "() => any;\n\n");
+            continue;
+        }
+        gx_buf_printf(&b, "(_: {\n");
+        const char *k;
+        const json_t *v;
+        json_object_foreach((json_t *)props, k, v) {
+            const char *pd =
+                json_string_value(json_object_get(v, "description"));
+            if (pd)
+                gx_buf_printf(&b, "// %s\n", pd);
+            gx_buf_printf(&b, "%s%s: ", k, ts_required(req, k) ? "" : "?");
+            ts_type(&b, v, 0);
+            const json_t *dv = json_object_get(v, "default");
+            if (dv) {
+                char *d = json_is_string(dv) &&
+                                  json_object_get(v, "enum")
+                              ? strdup(json_string_value(dv))
+                              : json_dumps(dv, JSON_ENCODE_ANY);
+                gx_buf_printf(&b, ", // default: %s", d ? d : "");
+                free(d);
+            }
+            gx_buf_printf(&b, ",\n");
+        }
+        gx_buf_printf(&b, "}) => any;\n\n");
+    }
+    gx_buf_printf(&b, "} // namespace functions");
+    return b.data;
 }
 
 /* The text that tells the model about its tools, in its format f (where
@@ -3075,8 +3316,7 @@ lp_prepare(struct lp_engine *e, const json_t *b, struct lp_job *j,
     /* the messages, then the tools described where the format has them */
     size_t k = 0;
     for (size_t i = 0; rc == 0 && i < n; i++, k++) {
-        texts[k] =
-            render_message(j, json_array_get(msgs, i), i, &cm[k].role, cf);
+        texts[k] = render_message(j, msgs, i, &cm[k].role, cf);
         if (!texts[k])
             rc = j->http_status ? -1 : -2;
         cm[k].content = texts[k];
@@ -3098,12 +3338,17 @@ lp_prepare(struct lp_engine *e, const json_t *b, struct lp_job *j,
             k--;
         }
     }
-    if (rc == 0 && mode != LP_TOOLS_NONE)
+    /* harmony's go to the template (the developer message) */
+    char *htools = NULL;
+    if (rc == 0 && mode != LP_TOOLS_NONE && cf->kind == LE_TOOLS_HARMONY &&
+        !(htools = harmony_tools(tools, n_tools, mode, named)))
+        rc = -2;
+    else if (rc == 0 && mode != LP_TOOLS_NONE && !htools)
         rc = place_tools(cf, tools_prompt(tools, n_tools, mode, named, cf),
                          cm, texts, &k, le_chat_default_system(tmpl));
     if (rc == 0) {
         size_t plen = 0;
-        struct le_chat_opts co = {level, NULL};
+        struct le_chat_opts co = {level, NULL, htools};
         if (le_chat_apply_opts(tmpl, cm, k, 1, &co, &j->prompt_text,
                                &plen) != LE_OK)
             rc = refuse(j, "messages", "invalid_value",
@@ -3114,10 +3359,15 @@ lp_prepare(struct lp_engine *e, const json_t *b, struct lp_job *j,
      * content (a constrained one's grammar lets the reasoning come
      * first: think_grammar); with the reasoning off, it is closed empty
      * in the prompt, as Qwen3's template does with thinking off */
+    free(htools);
     if (rc == 0 && rmode && !think) {
+        /* harmony's tool calls: the channel is the grammar's (the
+         * commentary's call or the final answer) */
+        const char *off = rmode == 3 && mode != LP_TOOLS_NONE
+                              ? "<|channel|>"
+                              : le_chat_reasoning_off(tmpl);
         char *p = NULL;
-        if (asprintf(&p, "%s%s", j->prompt_text,
-                     le_chat_reasoning_off(tmpl)) < 0) {
+        if (asprintf(&p, "%s%s", j->prompt_text, off) < 0) {
             rc = -2;
         } else {
             free(j->prompt_text);

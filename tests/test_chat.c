@@ -569,7 +569,7 @@ test_harmony(void)
     "trained by OpenAI.\nKnowledge cutoff: 2024-06\nCurrent date: " date     \
     "\n\nReasoning: " level "\n\n# Valid channels: analysis, commentary, "   \
     "final. Channel must be included for every message.<|end|>"
-    struct le_chat_opts o = {"high", "2026-12-05"};
+    struct le_chat_opts o = {"high", "2026-12-05", NULL};
     char *out = NULL;
     T_EQ_INT(le_chat_apply_opts(LE_CHAT_HARMONY, conv, N_CONV, 1, &o, &out,
                                 NULL),
@@ -602,6 +602,47 @@ test_harmony(void)
     T_CHECK(out && strstr(out, "<|end|><|start|>user<|message|>Hi<|end|>"
                                "<|start|>assistant") != NULL);
     T_CHECK(out && !strstr(out, "developer"));
+    free(out);
+    /* tools: harmony's own format; the namespace in the developer
+     * message after the instructions (or on its own), the system line
+     * naming the channel, the caller's call and result turns as they are */
+    T_EQ_INT(le_chat_tools_detect(tmpl, strlen(tmpl)), LE_TOOLS_HARMONY);
+    T_EQ_STR(le_chat_tools_name(LE_TOOLS_HARMONY), "harmony");
+    struct le_chat_opts ot = {NULL, "2026-12-05", "NS"};
+    const struct le_chat_msg turns[] = {
+        {"system", "Be brief."},
+        {"user", "Hi"},
+        {"tool_calls", "<|start|>assistant to=functions.f<|channel|>"
+                       "commentary json<|message|>{}<|call|>"},
+        {"tool", "<|start|>functions.f to=assistant<|channel|>commentary"
+                 "<|message|>\"ok\"<|end|>"}};
+    out = NULL;
+    T_EQ_INT(le_chat_apply_opts(LE_CHAT_HARMONY, turns, 4, 1, &ot, &out,
+                                NULL),
+             LE_OK);
+    T_EQ_STR(out ? out : "",
+             "<|start|>system<|message|>You are ChatGPT, a large language "
+             "model trained by OpenAI.\nKnowledge cutoff: 2024-06\nCurrent "
+             "date: 2026-12-05\n\nReasoning: medium\n\n# Valid channels: "
+             "analysis, commentary, final. Channel must be included for "
+             "every message.\nCalls to these tools must go to the "
+             "commentary channel: 'functions'.<|end|>"
+             "<|start|>developer<|message|># Instructions\n\nBe brief.\n\n"
+             "# Tools\n\nNS<|end|>"
+             "<|start|>user<|message|>Hi<|end|>"
+             "<|start|>assistant to=functions.f<|channel|>commentary json"
+             "<|message|>{}<|call|>"
+             "<|start|>functions.f to=assistant<|channel|>commentary"
+             "<|message|>\"ok\"<|end|>"
+             "<|start|>assistant");
+    free(out);
+    out = NULL;
+    T_EQ_INT(le_chat_apply_opts(LE_CHAT_HARMONY, turns + 1, 1, 1, &ot, &out,
+                                NULL),
+             LE_OK);
+    T_CHECK(out && strstr(out, "'functions'.<|end|><|start|>developer"
+                               "<|message|># Tools\n\nNS<|end|><|start|>"
+                               "user<|message|>Hi<|end|>") != NULL);
     free(out);
 #undef HARMONY_SYS
 }

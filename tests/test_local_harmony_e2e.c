@@ -20,6 +20,15 @@
  *   content, markers in neither), and the stream's deltas the same;
  *   "<|return|>" ends the answer (finish_reason stop) and "<|end|>" does
  *   not.
+ * - Tools in harmony's own format: the functions as its TypeScript
+ *   namespace in the developer message, the prompt's "<|channel|>" and a
+ *   call as the commentary message to=functions.NAME (the prompt's token
+ *   count against the text written here); tool_choice required, named and
+ *   auto over many seeds (the random model calls only through the
+ *   grammar): each call names a tool and its arguments parse and keep the
+ *   schema's enum and maxLength; auto's text answers carry no marker; the
+ *   stream gives the same text or call in pieces; a conversation with a call and its result renders as the template's
+ *   messages.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -352,6 +361,213 @@ test_channels(void)
     T_EQ_INT(early, 0);
 }
 
+#define TOOLS                                                              \
+    "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":"         \
+    "\"get_weather\",\"description\":\"Weather of a city\","               \
+    "\"parameters\":{\"type\":\"object\",\"properties\":{\"city\":"       \
+    "{\"type\":\"string\",\"maxLength\":6,\"description\":\"The city\"},"  \
+    "\"unit\":{\"type\":\"string\",\"enum\":[\"c\",\"f\"],"               \
+    "\"default\":\"c\"}},\"required\":[\"city\"],"                        \
+    "\"additionalProperties\":false}}},{\"type\":\"function\","             \
+    "\"function\":{\"name\":\"now\",\"description\":\"The time\"}}]"
+/* the namespace gpt-oss's template writes for TOOLS */
+#define NAMESPACE                                                          \
+    "## functions\\n\\nnamespace functions {\\n\\n// Weather of a city\\n"  \
+    "type get_weather = (_: {\\n// The city\\ncity: string,\\nunit?: "      \
+    "\\\"c\\\" | \\\"f\\\", // default: c,\\n}) => any;\\n\\n// The "     \
+    "time\\ntype now = () => any;\\n\\n} // namespace functions"
+
+/* The tools' prompt: harmony's system line, the developer's tools and
+ * the opened channel, token for token with /v1/completions of the text;
+ * and a conversation with a call and its result. */
+static void
+test_tools_prompt(void)
+{
+    char d0[16], d1[16], body[8192], p[4096];
+    long st;
+    for (int conv = 0; conv < 2; conv++) {
+        today(d0, sizeof(d0));
+        snprintf(body, sizeof(body),
+                 "{\"model\":\"oss\",\"max_tokens\":1,\"tool_choice\":"
+                 "\"required\",%s,\"messages\":[{\"role\":\"user\","
+                 "\"content\":\"Hi\"}%s]}",
+                 TOOLS,
+                 conv ? ",{\"role\":\"assistant\",\"content\":null,"
+                        "\"tool_calls\":[{\"id\":\"c1\",\"type\":"
+                        "\"function\",\"function\":{\"name\":"
+                        "\"get_weather\",\"arguments\":"
+                        "\"{\\\"city\\\":\\\"Oslo\\\"}\"}}]},"
+                        "{\"role\":\"tool\",\"tool_call_id\":\"c1\","
+                        "\"content\":\"-3 C\"}"
+                      : "");
+        json_t *chat = post("/chat/completions", body, &st, NULL);
+        T_EQ_INT(st, 200);
+        snprintf(p, sizeof(p),
+                 "<|start|>system<|message|>You are ChatGPT, a large "
+                 "language model trained by OpenAI.\\nKnowledge cutoff: "
+                 "2024-06\\nCurrent date: %s\\n\\nReasoning: medium\\n\\n"
+                 "# Valid channels: analysis, commentary, final. Channel "
+                 "must be included for every message.\\nCalls to these "
+                 "tools must go to the commentary channel: 'functions'."
+                 "<|end|><|start|>developer<|message|># Tools\\n\\n"
+                 NAMESPACE "<|end|><|start|>user<|message|>Hi<|end|>%s"
+                 "<|start|>assistant<|channel|>",
+                 d0,
+                 conv ? "<|start|>assistant to=functions.get_weather"
+                        "<|channel|>commentary json<|message|>{\\\"city\\\":"
+                        "\\\"Oslo\\\"}<|call|><|start|>functions.get_weather"
+                        " to=assistant<|channel|>commentary<|message|>"
+                        "\\\"-3 C\\\"<|end|>"
+                      : "");
+        snprintf(body, sizeof(body),
+                 "{\"model\":\"oss\",\"max_tokens\":1,\"prompt\":\"%s\"}",
+                 p);
+        json_t *raw = post("/completions", body, &st, NULL);
+        T_EQ_INT(st, 200);
+        today(d1, sizeof(d1));
+        /* "<|call|>" ends an answer, so the vocabulary holds it as a
+         * control token, which /v1/completions reads as text: the tokens
+         * that text takes, less the one it is in the chat's prompt */
+        json_int_t call_extra = 0;
+        if (conv) {
+            json_t *x1 = post("/completions",
+                              "{\"model\":\"oss\",\"max_tokens\":1,"
+                              "\"prompt\":\"}<|call|>\"}",
+                              &st, NULL),
+                   *x0 = post("/completions",
+                              "{\"model\":\"oss\",\"max_tokens\":1,"
+                              "\"prompt\":\"}\"}",
+                              &st, NULL);
+            call_extra = usage_of(x1, "prompt_tokens") -
+                         usage_of(x0, "prompt_tokens") - 1;
+            T_CHECK(call_extra > 0);
+            json_decref(x1);
+            json_decref(x0);
+        }
+        if (!strcmp(d0, d1)) {
+            json_int_t a = usage_of(chat, "prompt_tokens"),
+                       b = usage_of(raw, "prompt_tokens") - call_extra;
+            if (a != b)
+                fprintf(stderr, "tools conv %d: chat %lld, text %lld\n",
+                        conv, (long long)a, (long long)b);
+            T_EQ_INT(a, b);
+        }
+        json_decref(chat);
+        json_decref(raw);
+    }
+}
+
+/* tool_choice mode over seeds: the calls and their arguments */
+static void
+test_tool_calls(void)
+{
+    static const char *const choice[] = {
+        "\"required\"",
+        "{\"type\":\"function\",\"function\":{\"name\":\"get_weather\"}}",
+        "\"auto\""};
+    for (int c = 0; c < 3; c++) {
+        int calls = 0, texts = 0, complete = 0;
+        for (int seed = 1; seed <= 12; seed++) {
+            char body[4096];
+            long st;
+            snprintf(body, sizeof(body),
+                     "{\"model\":\"oss\",\"max_tokens\":300,\"seed\":%d,"
+                     "\"temperature\":1,\"tool_choice\":%s,%s,\"messages\":"
+                     "[{\"role\":\"user\",\"content\":\"Weather?\"}]}",
+                     seed, choice[c], TOOLS);
+            json_t *o = post("/chat/completions", body, &st, NULL);
+            T_EQ_INT(st, 200);
+            const json_t *ch = json_array_get(json_object_get(o, "choices"), 0);
+            const json_t *msg = json_object_get(ch, "message");
+            const char *fin =
+                json_string_value(json_object_get(ch, "finish_reason"));
+            /* the stream: the same text, or the same call in pieces */
+            body[strlen(body) - 1] = '\0';
+            strcat(body, ",\"stream\":true}");
+            char *sse = NULL;
+            post("/chat/completions", body, &st, &sse);
+            json_t *evs = sse ? e2e_sse_objects(sse) : NULL;
+            char scont[4096] = "", sname[64] = "", sargs[4096] = "";
+            size_t ei;
+            json_t *ev;
+            json_array_foreach(evs, ei, ev) {
+                const json_t *dl = json_object_get(
+                    json_array_get(json_object_get(ev, "choices"), 0),
+                    "delta");
+                const char *t =
+                    json_string_value(json_object_get(dl, "content"));
+                const json_t *f0 = json_object_get(
+                    json_array_get(json_object_get(dl, "tool_calls"), 0),
+                    "function");
+                const char *nm =
+                    json_string_value(json_object_get(f0, "name"));
+                const char *ar =
+                    json_string_value(json_object_get(f0, "arguments"));
+                if (t && strlen(scont) + strlen(t) < sizeof(scont))
+                    strcat(scont, t);
+                if (nm)
+                    snprintf(sname, sizeof(sname), "%s", nm);
+                if (ar && strlen(sargs) + strlen(ar) < sizeof(sargs))
+                    strcat(sargs, ar);
+            }
+            const json_t *tc0 = json_object_get(
+                json_array_get(json_object_get(msg, "tool_calls"), 0),
+                "function");
+            if (tc0) {
+                T_EQ_STR(sname, json_string_value(json_object_get(tc0, "name")));
+                T_EQ_STR(sargs,
+                         json_string_value(json_object_get(tc0, "arguments")));
+            } else {
+                T_EQ_STR(scont,
+                         json_string_value(json_object_get(msg, "content")));
+            }
+            json_decref(evs);
+            free(sse);
+            const json_t *tc = json_object_get(msg, "tool_calls");
+            if (json_array_size(tc)) {
+                calls++;
+                const json_t *fn =
+                    json_object_get(json_array_get(tc, 0), "function");
+                const char *name =
+                    json_string_value(json_object_get(fn, "name"));
+                const char *args =
+                    json_string_value(json_object_get(fn, "arguments"));
+                T_CHECK(name && (!strcmp(name, "get_weather") ||
+                                 (c != 1 && !strcmp(name, "now"))));
+                json_t *a = args ? json_loads(args, 0, NULL) : NULL;
+                int whole = fin && !strcmp(fin, "tool_calls");
+                complete += whole;
+                /* cut by max_tokens: a prefix of the arguments */
+                T_CHECK(!whole || json_is_object(a));
+                if (whole && name && !strcmp(name, "get_weather") && a) {
+                    const char *city =
+                        json_string_value(json_object_get(a, "city"));
+                    const char *unit =
+                        json_string_value(json_object_get(a, "unit"));
+                    T_CHECK(city && strlen(city) <= 6 * 4);
+                    T_CHECK(!json_object_get(a, "unit") ||
+                            (unit && (!strcmp(unit, "c") ||
+                                      !strcmp(unit, "f"))));
+                }
+                T_CHECK(whole || (fin && !strcmp(fin, "length")));
+                json_decref(a);
+            } else {
+                texts++;
+                const char *t = json_string_value(json_object_get(msg, "content"));
+                T_CHECK(c == 2);
+                T_CHECK(t && !strstr(t, "final<|message|>"));
+            }
+            json_decref(o);
+        }
+        fprintf(stderr, "  tool_choice %s: %d calls (%d complete), %d texts\n",
+                choice[c], calls, complete, texts);
+        if (c < 2) {
+            T_EQ_INT(calls, 12);
+            T_CHECK(complete > 0);
+        }
+    }
+}
+
 int
 main(void)
 {
@@ -361,6 +577,8 @@ main(void)
     }
     T_RUN(test_prompt);
     T_RUN(test_channels);
+    T_RUN(test_tools_prompt);
+    T_RUN(test_tool_calls);
     T_EQ_INT(e2e_stop(&gw, SIGTERM, 20000), 0);
     return T_END();
 }
