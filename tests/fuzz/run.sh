@@ -114,14 +114,14 @@ seed_gguf() { # dir
     [ -x "$gen" ] || make -s "$gen" >/dev/null 2>&1
     if [ -x "$gen" ]; then
         # small files mutate fast: K-quants need rows of 256, others 32
-        for t in f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k q5_k q6_k; do
+        for t in f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k q5_k q6_k mxfp4; do
             case $t in *_k) e=256 ;; *) e=32 ;; esac
             "$gen" --out "$1/tiny_$t.gguf" --type "$t" --n-embd $e --n-layer 1 \
                 --n-head 4 --n-head-kv 2 --n-ff $e --n-vocab 259 --seed 1 >/dev/null 2>&1
         done
         # the other layouts: experts (Mixtral's, qwen3moe, qwen2moe's
-        # shared one, granitemoe's multipliers), phi3's fused weights and
-        # LongRoPE, YaRN
+        # shared one, granitemoe's multipliers, gpt-oss's biases and sinks
+        # with MXFP4 experts), phi3's fused weights and LongRoPE, YaRN
         c="--type q8_0 --n-embd 32 --n-layer 1 --n-head 2 --n-head-kv 1 --n-ff 64 --n-vocab 259"
         "$gen" --out "$1/tiny_mix.gguf" $c --experts 4,2 >/dev/null 2>&1
         "$gen" --out "$1/tiny_q3m.gguf" $c --arch qwen3moe --experts 4,2 \
@@ -132,6 +132,8 @@ seed_gguf() { # dir
         "$gen" --out "$1/tiny_phi3.gguf" $c --arch phi3 --sliding-window 4 \
             --longrope 16,1.2 >/dev/null 2>&1
         "$gen" --out "$1/tiny_yarn.gguf" $c --yarn 4,16 >/dev/null 2>&1
+        "$gen" --out "$1/tiny_oss.gguf" $c --arch gpt-oss --experts 4,2 \
+            --exp-type mxfp4 --sliding-window 4 --yarn 4,16 >/dev/null 2>&1
     fi
     # (no real vocabulary file: at 700 KB each run parses 32000 strings and
     # the fuzzer manages a few runs a second; the tokenizer target covers them)
