@@ -199,7 +199,9 @@ test_prompt(void)
                      "\"user\",\"content\":\"Hi\"}]}",
                      &st, NULL);
     T_EQ_INT(st, 400);
-    T_CHECK(strstr(json_dumps(o, 0), "reasoning_effort") != NULL);
+    char *d = o ? json_dumps(o, 0) : NULL;
+    T_CHECK(d && strstr(d, "reasoning_effort") != NULL);
+    free(d);
     json_decref(o);
 }
 
