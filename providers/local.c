@@ -307,6 +307,8 @@ struct lp_choice {
     char call_id[80];
     size_t raw_seen;     /* bytes of engine text taken (before repair) */
     size_t lp_next;      /* logprobs: the first entry not yet sent */
+    size_t lp_open;      /* logprobs: bytes of the format's text_open
+                            whose tokens were left out (not content) */
     int64_t lp_chars;    /* /v1/completions: characters of those before */
     int echoed;          /* stream, echo: the prompt's chunk went out */
     struct pv_think tk;  /* a reasoning answer's split (lc->think) */
@@ -1213,9 +1215,11 @@ tool_message(const struct lp_call *lc, struct lp_choice *c, int complete,
                          "tool_calls", calls);
     }
     json_decref(calls);
-    size_t to = strlen(lc->fmt->text_open); /* not content */
-    if (c->shape != 1 || c->acc.len < to)
+    size_t to = strlen(lc->fmt->text_open); /* not content, even cut */
+    if (c->shape != 1)
         to = 0;
+    else if (c->acc.len < to)
+        to = c->acc.len;
     return json_pack("{s:s,s:s%}", "role", "assistant", "content",
                      c->acc.data ? c->acc.data + to : "", c->acc.len - to);
 }
@@ -1408,7 +1412,14 @@ lp_content(const struct lp_call *lc, struct lp_job *j, struct lp_choice *c)
         r = lp_text_content(m, c, NULL, e, n);
     } else {
         json_t *arr = json_array();
-        for (size_t k = 0; k < n; k++) {
+        /* a text answer's opening marker (harmony's final<|message|>) is
+         * not content: neither are its tokens */
+        size_t to = c->shape == 1 ? strlen(lc->fmt->text_open) : 0, k0 = 0;
+        for (; k0 < n && c->lp_open < to; k0++) {
+            char buf[256];
+            c->lp_open += piece_of(m, e[k0].id, buf, sizeof(buf));
+        }
+        for (size_t k = k0; k < n; k++) {
             json_t *o = lp_token(m, e[k].id, e[k].logprob), *top = json_array();
             for (int i = 0; i < e[k].n_top; i++)
                 json_array_append_new(
