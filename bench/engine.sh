@@ -15,7 +15,15 @@
 # ENGINE_BENCH_FULL (default "q4_0"; "" skips them); and a mixture of
 # experts in Mixtral's layout for each type in ENGINE_BENCH_MOE (default
 # "q4_0"; "" skips it): the slice's 4 layers with 8 experts of n_ff 2816,
-# 2 used, so that a token reads the same bytes as the dense slice's.
+# 2 used, so that a token reads the same bytes as the dense slice's;
+# and a gpt-oss slice when ENGINE_BENCH_OSS is not "" (default "q8_0":
+# gpt-oss-20b's shape, 2880 wide, 64 heads of 64 (8 kv), 4 layers of 32
+# experts of 2880 with 4 used, the window 128 on the even layers, n_vocab
+# 32000, every weight of that type but the experts, which are MXFP4 as in
+# the published files), compared only with $LLAMA_BENCH_OSS (default
+# /tmp/llama-new/build/bin/llama-bench: a llama.cpp recent enough to read
+# gpt-oss, which the c392e50 of $LLAMA_BENCH is not; its column says n/a
+# without one).
 # Files are made once and reused.
 #
 # CPU feature sets: llmux runs once per set this CPU and binary offer, each
@@ -74,6 +82,7 @@ LB=${LLAMA_BENCH:-/tmp/llama.cpp/build/bin/llama-bench}
 LB_AVX2=${LLAMA_BENCH_AVX2:-/tmp/llama.cpp/build-avx2/bin/llama-bench}
 LB_AVXVNNI=${LLAMA_BENCH_AVXVNNI:-/tmp/llama.cpp/build-avxvnni/bin/llama-bench}
 LB_NOAMX=${LLAMA_BENCH_NOAMX:-/tmp/llama.cpp/build-noamx/bin/llama-bench}
+LB_OSS=${LLAMA_BENCH_OSS:-/tmp/llama-new/build/bin/llama-bench}
 : "${LLMUX_TEST_DATA:=$(cd .. && pwd)/shared/data}"
 OUT=bench/out/engine.md
 LLMUX="$BUILD/llmux"
@@ -165,6 +174,20 @@ for t in ${ENGINE_BENCH_MOE-q4_0}; do
     f="$MDIR/moe-2048x4x8-$t.gguf"
     gen "$f" "$t" 4 8 2816 --experts 8,2 && models="$models $f"
 done
+OSS=""
+for t in ${ENGINE_BENCH_OSS-q8_0}; do
+    f="$MDIR/oss-2880x4x32-$t-mxfp4.gguf"
+    if [ ! -s "$f" ] && [ -x "$GEN" ]; then
+        echo "engine bench: generating $f"
+        "$GEN" --out "$f.part" --type "$t" --exp-type mxfp4 --arch gpt-oss \
+            --n-embd 2880 --n-layer 4 --n-head 64 --n-head-kv 8 --head-dim 64 \
+            --n-ff 2880 --n-ff-exp 2880 --experts 32,4 --sliding-window 128 \
+            --n-vocab 32000 --n-ctx 2048 --seed 1 && mv "$f.part" "$f" ||
+            rm -f "$f.part"
+    fi
+    [ -s "$f" ] && models="$models $f" && OSS="$OSS $f"
+done
+is_oss() { case " $OSS " in *" $1 "*) return 0 ;; esac; return 1; }
 [ -n "$models" ] || { echo "engine bench: no model"; exit 1; }
 
 # --- runs -----------------------------------------------------------------
@@ -184,6 +207,7 @@ best() {
 have_lb=0
 [ -x "$LB" ] && have_lb=1
 lbc=""
+lbc_oss=""
 # llama.cpp builds: native, and each level build that exists for a set
 # this run measures
 lbpath() { # build -> its llama-bench
@@ -268,8 +292,21 @@ while [ "$rnd" -le "$ROUNDS" ]; do
             eval "btg$k=\$(best \"\${btg$k:-}\" \"\$ltg\")"
             eval "desc$i=\$desc"
         done
+        if is_oss "$m" && [ -x "$LB_OSS" ]; then
+            # gpt-oss: the newer llama.cpp's native build (the header's
+            # build commit stays c392e50's)
+            lbc_keep=$lbc
+            echo "engine bench: round $rnd/$ROUNDS: $(basename "$m") [llama.cpp (gpt-oss) native]"
+            k="${i}_native"
+            run_lb "$m" "lb$k.$rnd" "$LB_OSS"
+            lbc_oss=$lbc
+            lbc=$lbc_keep
+            eval "cbpp$k=\$(best \"\${cbpp$k:-}\" \"\$cpp\")"
+            eval "cbtg$k=\$(best \"\${cbtg$k:-}\" \"\$ctg\")"
+        fi
         for lbb in $lbuilds; do
             [ "$lbb" != native ] && [ "$m" = "$S" ] && continue
+            is_oss "$m" && continue
             echo "engine bench: round $rnd/$ROUNDS: $(basename "$m") [llama.cpp $lbb]"
             k="${i}_$(echo "$lbb" | tr -c 'a-z0-9\n' '_')"
             run_lb "$m" "lb$k.$rnd" "$(lbpath "$lbb")"
@@ -296,7 +333,13 @@ for m in $models; do
         k="${i}_$(echo "$v" | tr -c 'a-z0-9\n' '_')"
         eval "lpp=\${bpp$k:-} ltg=\${btg$k:-}"
         cpp="n/a"; ctg="n/a"; lbb="-"
-        if [ $have_lb = 1 ]; then
+        if is_oss "$m"; then
+            # against the gpt-oss-capable build's native run, every set
+            if [ -x "$LB_OSS" ]; then
+                lbb="native (gpt-oss: ${lbc_oss:-?})"
+                eval "cpp=\${cbpp${i}_native:-} ctg=\${cbtg${i}_native:-}"
+            fi
+        elif [ $have_lb = 1 ]; then
             lbb=$(lbfor "$v")
             kb="${i}_$(echo "$lbb" | tr -c 'a-z0-9\n' '_')"
             eval "cpp=\${cbpp$kb:-} ctg=\${cbtg$kb:-}"
@@ -536,6 +579,15 @@ else
     echo "- llama.cpp: not measured in this run (no llama-bench at $LB; set LLAMA_BENCH to one built on this machine to get the column)"
 fi
 echo "- slices: random weights (tool_gguf_gen --seed 1), n_embd 2048, $LAYERS layers, 32 heads (8 kv), n_ff 5632, n_vocab 32000: a $LAYERS-layer slice of a 1B llama with its full embedding and output matrices; full-2048x22: the TinyLlama shape (22 layers, 4 kv heads); moe-2048x4x8: the 4-layer slice with a mixture of 8 experts of n_ff 2816 in each layer, 2 used a token (Mixtral's layout: a token reads the dense slice's bytes); every 2-D weight in the named type, norms F32"
+if [ -n "$OSS" ]; then
+    if [ -x "$LB_OSS" ]; then
+        osrc="$(dirname "$(dirname "$(dirname "$LB_OSS")")")/SOURCE"
+        [ -f "$osrc" ] && lbc_oss="${lbc_oss:-?}, $(cat "$osrc")"
+        echo "- oss-2880x4x32: gpt-oss-20b's shape in 4 layers (2880 wide, 64 heads of 64, 8 kv, 32 experts of 2880 with 4 used, window 128 on the even layers, n_vocab 32000), its experts MXFP4 and every other weight the named type; llama.cpp c392e50 cannot read gpt-oss, so this row's llama.cpp is $LB_OSS (build ${lbc_oss:-?}, $(lbflags "$LB_OSS")), native only, and every llmux set is compared with it"
+    else
+        echo "- oss-2880x4x32: gpt-oss-20b's shape in 4 layers (see bench/engine.sh); no gpt-oss-capable llama-bench at $LB_OSS (LLAMA_BENCH_OSS), so its llama.cpp column is n/a"
+    fi
+fi
 echo "- roofline: tg t/s x bytes of weights read per token / the $T-thread bandwidth (100% = generation at the memory limit; on a slice the weights partly stay in the last-level cache, so only the full-size rows mean much)"
 echo
 echo "| model | size | llmux set | llama.cpp build | llmux pp$P t/s | llama.cpp pp$P t/s | pp ratio | llmux tg t/s | llama.cpp tg t/s | tg ratio | llmux roofline | llama.cpp roofline |"
