@@ -77,25 +77,6 @@ text_part(const char *s)
     return json_pack("{s:s}", "text", s);
 }
 
-/* The function name of the assistant tool call with this id, or NULL. */
-static const char *
-call_name(const json_t *msgs, size_t before, const char *id)
-{
-    for (size_t i = before; i-- > 0;) {
-        const json_t *tcs = json_object_get(json_array_get(msgs, i),
-                                            "tool_calls");
-        size_t j;
-        const json_t *tc;
-        json_array_foreach(tcs, j, tc) {
-            const char *tid = json_string_value(json_object_get(tc, "id"));
-            if (tid && !strcmp(tid, id))
-                return json_string_value(
-                    json_object_get(json_object_get(tc, "function"), "name"));
-        }
-    }
-    return NULL;
-}
-
 static json_t *
 user_part(const json_t *part, size_t i, size_t j, char *refused, size_t rlen)
 {
@@ -143,7 +124,7 @@ static json_t *
 function_response(const json_t *msgs, size_t i, const char *id,
                   const char *text)
 {
-    const char *name = call_name(msgs, i, id);
+    const char *name = pv_tool_call_name(msgs, i, id, 0);
     if (!name)
         return NULL;
     return json_pack("{s:{s:s,s:{s:s}}}", "functionResponse", "name", name,

@@ -2526,31 +2526,6 @@ harmony_calls(struct gx_buf *b, const json_t *m, const char *text)
     }
 }
 
-/* The function a tool result at msgs[idx] answers: the call of the same
- * tool_call_id in the answers before it, else the latest call (the
- * template's rule); NULL when no answer before it has calls. */
-static const char *
-harmony_result_name(const json_t *msgs, size_t idx, const char *id)
-{
-    const char *last = NULL;
-    for (size_t i = idx; i-- > 0;) {
-        const json_t *tc = json_object_get(json_array_get(msgs, i),
-                                           "tool_calls");
-        size_t k;
-        const json_t *c;
-        json_array_foreach(tc, k, c) {
-            const char *name = json_string_value(json_object_get(
-                json_object_get(c, "function"), "name"));
-            const char *cid = json_string_value(json_object_get(c, "id"));
-            if (id && cid && !strcmp(id, cid))
-                return name;
-            if (!last && k + 1 == json_array_size(tc))
-                last = name;
-        }
-    }
-    return last;
-}
-
 /* One message as the chat template sees it, in tool format f: tool
  * results become user turns naming the call (JSON), user turns inside
  * <tool_response> (HERMES), ipython turns (LLAMA3) or [TOOL_RESULTS]
@@ -2591,9 +2566,9 @@ render_message(struct lp_job *j, const json_t *msgs, size_t idx,
         harmony_calls(&b, m, text);
         *role = "tool_calls";
     } else if (f->kind == LE_TOOLS_HARMONY && !strcmp(*role, "tool")) {
-        const char *name = harmony_result_name(
-            msgs, idx,
-            json_string_value(json_object_get(m, "tool_call_id")));
+        const char *name = pv_tool_call_name(
+            msgs, idx, json_string_value(json_object_get(m, "tool_call_id")),
+            1);
         json_t *js = json_string(text);
         char *q = js ? json_dumps(js, JSON_ENCODE_ANY) : NULL;
         json_decref(js);

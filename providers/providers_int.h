@@ -282,6 +282,13 @@ void pv_think_init(struct pv_think *t, int mode);
 void pv_think_feed(struct pv_think *t, const char *s, size_t n,
                    struct gx_buf *r, struct gx_buf *c, int final);
 
+/* request.c: the function an OpenAI "tool" message at msgs[before]
+ * answers: the name of the call with its tool_call_id id in the
+ * assistant messages before it; else, with latest, the last call of the
+ * nearest one with calls (gpt-oss's template's rule); else NULL. */
+const char *pv_tool_call_name(const json_t *msgs, size_t before,
+                              const char *id, int latest);
+
 /* json_scan.c: a strict non-allocating validator of a chat completion body
  * or stream chunk that reads usage as pv_usage_parse would from the tree
  * json_loadb(flags 0) builds. */

@@ -335,3 +335,26 @@ pv_chat_keep_bytes(struct pv_chat *c, const char *text, size_t len,
     }
     return 0;
 }
+
+const char *
+pv_tool_call_name(const json_t *msgs, size_t before, const char *id,
+                  int latest)
+{
+    const char *last = NULL;
+    for (size_t i = before; i-- > 0;) {
+        const json_t *tcs = json_object_get(json_array_get(msgs, i),
+                                            "tool_calls");
+        size_t j;
+        const json_t *tc;
+        json_array_foreach(tcs, j, tc) {
+            const char *name = json_string_value(
+                json_object_get(json_object_get(tc, "function"), "name"));
+            const char *tid = json_string_value(json_object_get(tc, "id"));
+            if (id && tid && !strcmp(tid, id))
+                return name;
+            if (latest && !last && j + 1 == json_array_size(tcs))
+                last = name;
+        }
+    }
+    return last;
+}
