@@ -22,6 +22,26 @@ think_out(struct gx_buf *b, const char *s, size_t n)
         gx_buf_append(b, s, n);
 }
 
+/* One byte of a body that ends at the marker mk (ml bytes, whose only
+ * '<' is its first): held while it matches (t->np bytes), 1 once all of
+ * mk has come; a held prefix that stops matching goes to `to` as text. */
+static int
+body_byte(struct pv_think *t, char ch, const char *mk, size_t ml,
+          struct gx_buf *to)
+{
+    if (ch == mk[t->np]) {
+        if (++t->np < ml)
+            return 0;
+        t->np = 0;
+        return 1;
+    }
+    think_out(to, mk, t->np);
+    t->np = ch == '<';
+    if (!t->np)
+        think_out(to, &ch, 1);
+    return 0;
+}
+
 /* mode 3 (harmony): see providers_int.h */
 static void
 harmony_feed(struct pv_think *t, const char *s, size_t n, struct gx_buf *r,
@@ -54,18 +74,9 @@ harmony_feed(struct pv_think *t, const char *s, size_t n, struct gx_buf *r,
             }
             continue;
         }
-        struct gx_buf *to = t->state == 1 ? r : c;
-        if (ch == end[t->np]) {
-            if (++t->np == 7) { /* the message ended: a header follows */
-                t->state = 0;
-                t->np = 0;
-            }
-            continue;
-        }
-        think_out(to, end, t->np); /* a prefix that did not match */
-        t->np = ch == '<';
-        if (!t->np)
-            think_out(to, &ch, 1);
+        /* the message ends at <|end|>: a header follows */
+        if (body_byte(t, ch, end, 7, t->state == 1 ? r : c))
+            t->state = 0;
     }
     if (final && t->np) { /* a cut header's markers are dropped */
         if (t->state != 0)
@@ -110,18 +121,7 @@ pv_think_feed(struct pv_think *t, const char *s, size_t n,
         } else if (t->state == 4 && strchr(" \t\r\n", ch)) {
             continue; /* the blanks that open the reasoning */
         } else if (t->state == 1 || t->state == 4) {
-            t->state = 1;
-            if (ch == close[t->np]) {
-                if (++t->np == 8) {
-                    t->state = 2;
-                    t->np = 0;
-                }
-                continue;
-            }
-            think_out(r, close, t->np); /* a prefix that did not match */
-            t->np = ch == '<';
-            if (!t->np)
-                think_out(r, &ch, 1);
+            t->state = body_byte(t, ch, close, 8, r) ? 2 : 1;
         } else if (t->state == 2 && strchr(" \t\r\n", ch)) {
             continue;
         } else {
