@@ -96,9 +96,7 @@ start(void)
              dir, model);
     free(dir);
     char *path = e2e_write_temp("harmony.json", cfg);
-    const char *bin = e2e_env("LLMUX_BIN", "build/release/llmux");
-    char *argv[] = {(char *)bin, "serve", "--config", path, NULL};
-    int rc = e2e_start(&gw, argv, "listening on http://127.0.0.1:", 30000);
+    int rc = e2e_start_llmux(&gw, path, 30000);
     free(path);
     snprintf(base, sizeof(base), "http://127.0.0.1:%d/v1", gw.port);
     return rc;
@@ -458,6 +456,18 @@ test_tools_prompt(void)
         json_decref(chat);
         json_decref(raw);
     }
+    /* a result with no call before it: a 400 naming the message (the
+     * template refuses it too) */
+    json_t *o = post("/chat/completions",
+                     "{\"model\":\"oss\",\"max_tokens\":1,\"messages\":["
+                     "{\"role\":\"user\",\"content\":\"Hi\"},{\"role\":"
+                     "\"tool\",\"tool_call_id\":\"x\",\"content\":\"1\"}]}",
+                     &st, NULL);
+    T_EQ_INT(st, 400);
+    T_EQ_STR(json_string_value(json_object_get(json_object_get(o, "error"),
+                                               "param")),
+             "messages[1]");
+    json_decref(o);
 }
 
 /* tool_choice mode over seeds: the calls and their arguments */

@@ -543,6 +543,16 @@ test_layout_mxfp4(void)
             mx[bl * 17 + 1 + j] = (uint8_t)(c[0] | c[1] << 4);
         }
     }
+    /* repacked only when fp16 holds every scale 2^(e - 128): e 104..143 */
+    T_CHECK(le_pack_accepts(LE_TYPE_MXFP4, mx, sizeof(mx)));
+    mx[17 * 3] = 103;
+    T_CHECK(!le_pack_accepts(LE_TYPE_MXFP4, mx, sizeof(mx)));
+    mx[17 * 3] = 144;
+    T_CHECK(!le_pack_accepts(LE_TYPE_MXFP4, mx, sizeof(mx)));
+    mx[17 * 3] = 143;
+    T_CHECK(le_pack_accepts(LE_TYPE_MXFP4, mx, sizeof(mx)));
+    T_CHECK(le_pack_accepts(LE_TYPE_Q4_0, mx, sizeof(mx)));
+    mx[17 * 3] = (uint8_t)(128 + 3 % 5 - 2); /* as it was */
     for (int lvl = 0; lvl < 2; lvl++) {
         const struct le_type_traits *m4 =
             lvl ? le_type_get(LE_TYPE_MXFP4) : le_type_get_ref(LE_TYPE_MXFP4);

@@ -10,7 +10,10 @@
  * n = 3 streamed (greedy equal to n = 1, seeded different, the usage
  * chunk summing the choices), n = 2 with tools streamed, and
  * logprobs / top_logprobs / n = 9 refused as BadRequestError naming
- * the parameter.  Without node or the installed clients it skips, and
+ * the parameter; and a gpt-oss model (MXFP4 experts, harmony's template
+ * and its markers as control tokens, as o200k_harmony has them): tool
+ * calls in harmony's format, reasoning_effort, a call and its result
+ * sent back, a result without a call refused.  Without node or the installed clients it skips, and
  * fails when LLMUX_REQUIRE_CLIENTS is set (CI).
  */
 #include <stdio.h>
@@ -27,7 +30,7 @@ int
 main(void)
 {
     char model[1024], cfg[8192], rand_model[600], herm_model[600],
-        l3_model[600], mis_model[600], q3t_model[600];
+        l3_model[600], mis_model[600], q3t_model[600], oss_model[600];
     snprintf(model, sizeof(model), "%s/models/stories260K.gguf",
              e2e_env("LLMUX_TEST_DATA", "../shared/data"));
     char *dir = e2e_temp_dir();
@@ -73,6 +76,20 @@ main(void)
     lp.user_tokens = think_toks;
     lp.arch = "qwen3";
     T_EQ_INT(gguf_w_llama_write(&lp, q3t_model), 0);
+    static const char *const oss_controls[] = {
+        "<|start|>", "<|channel|>", "<|message|>", "<|end|>",
+        "<|constrain|>", "<|return|>", "<|call|>", NULL};
+    snprintf(oss_model, sizeof(oss_model), "%s/oss.gguf", dir ? dir : "/tmp");
+    lp.chat_template = "<|start|>assistant<|channel|>final<|message|>";
+    lp.user_tokens = NULL;
+    lp.controls = oss_controls;
+    lp.arch = "gpt-oss";
+    lp.n_expert = 4;
+    lp.n_expert_used = 2;
+    lp.exp_type = LE_TYPE_MXFP4;
+    lp.exp_typed = 1;
+    lp.n_swa = 8;
+    T_EQ_INT(gguf_w_llama_write(&lp, oss_model), 0);
     snprintf(cfg, sizeof(cfg),
              "{\"listen\": \"127.0.0.1:0\", \"workers\": 2,\n"
              " \"database\": \"%s/ledger.db\", \"require_keys\": false,\n"
@@ -93,9 +110,12 @@ main(void)
              "   \"models\": {\"mis\": {}}},\n"
              "  \"q3t\": {\"kind\": \"local\", \"model_path\": \"%s\",\n"
              "   \"threads\": 1, \"context\": 1024, \"parallel\": 2,\n"
-             "   \"models\": {\"q3t\": {}}}}}\n",
+             "   \"models\": {\"q3t\": {}}},\n"
+             "  \"oss\": {\"kind\": \"local\", \"model_path\": \"%s\",\n"
+             "   \"threads\": 1, \"context\": 2048, \"parallel\": 2,\n"
+             "   \"models\": {\"oss\": {}}}}}\n",
              dir ? dir : "/tmp", model, rand_model, herm_model, l3_model,
-             mis_model, q3t_model);
+             mis_model, q3t_model, oss_model);
     char *path = e2e_write_temp("sdk_local.json", cfg);
     const char *bin = e2e_env("LLMUX_BIN", "build/release/llmux");
     char *argv[] = {(char *)bin, "serve", "--config", path, NULL};

@@ -1,7 +1,8 @@
 // The official openai npm SDK against llmux serving its own local engine
 // (driven by tests/test_sdk_local_e2e.c: stories260K as "local", a
 // random-weight model as "rand", and the same with hermes, llama3 and mistral tool
-// formats as "herm", "l3" and "mis", a qwen3 reasoning model as "q3t"), as
+// formats as "herm", "l3" and "mis", a qwen3 reasoning model as "q3t", a
+// gpt-oss model with harmony's template as "oss"), as
 // an app that fails over to the local
 // engine would call it: tool calls with tool_choice required and named,
 // response_format json_schema, streams in parallel, n > 1 (streamed too,
@@ -54,8 +55,9 @@ const weather = {
 // herm, l3 and mis: random models whose templates have the hermes
 // (Qwen2.5), llama3 (3.1+) and mistral (7B v0.3) tool formats: the wrapper
 // the grammar forces is longer
-for (const model of ['local', 'rand', 'herm', 'l3', 'mis']) {
-  const mt = model === 'herm' || model === 'l3' || model === 'mis' ? 300 : 100;
+for (const model of ['local', 'rand', 'herm', 'l3', 'mis', 'oss']) {
+  const mt = model === 'herm' || model === 'l3' || model === 'mis' ||
+             model === 'oss' ? 300 : 100;
   await step(`${model}: tool_choice required`, async () => {
     const r = await client.chat.completions.create({
       model, max_tokens: mt, seed: 7,
@@ -486,6 +488,45 @@ await step('reasoning: the Responses API gives a reasoning item', async () => {
   } catch (e) {
     check(e instanceof OpenAI.BadRequestError && e.param === 'reasoning.summary',
           `responses: reasoning.summary detailed refused by name (${e.param})`);
+  }
+});
+
+// oss: gpt-oss's harmony format; the reasoning level is named in the
+// system message, a call and its result go back as harmony's messages
+await step('harmony: reasoning_effort, a call and its result', async () => {
+  for (const effort of ['low', 'high', 'none']) {
+    const r = await client.chat.completions.create({
+      model: 'oss', max_tokens: 8, seed: 3, reasoning_effort: effort,
+      messages: [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'Hi' }] });
+    check(r.choices.length === 1 && r.usage.prompt_tokens > 50,
+          `harmony: reasoning_effort ${effort} answered (${r.usage.prompt_tokens} prompt tokens)`);
+  }
+  const r = await client.chat.completions.create({
+    model: 'oss', max_tokens: 300, seed: 4, tools: [weather], tool_choice: 'auto',
+    messages: [
+      { role: 'user', content: 'Weather in Oslo?' },
+      { role: 'assistant', content: null, tool_calls: [{ id: 'c1', type: 'function',
+        function: { name: 'get_weather', arguments: '{"city":"Oslo","days":1}' } }] },
+      { role: 'tool', tool_call_id: 'c1', content: 'cold' }] });
+  const c = r.choices[0];
+  check(['stop', 'tool_calls', 'length'].includes(c.finish_reason),
+        `harmony: the answer after a result (${c.finish_reason})`);
+  check(!(c.message.content || '').startsWith('final'), 'harmony: no channel marker in the content');
+  try {
+    await client.chat.completions.create({ model: 'oss', max_tokens: 4,
+      messages: [{ role: 'user', content: 'Hi' }, { role: 'tool', tool_call_id: 'x', content: '1' }] });
+    check(false, 'harmony: a result without a call got a 200');
+  } catch (e) {
+    check(e instanceof OpenAI.BadRequestError && e.param === 'messages[1]',
+          `harmony: a result without a call refused (${e.param})`);
+  }
+  try {
+    await client.chat.completions.create({ model: 'oss', max_tokens: 4, reasoning_effort: 'huge',
+      messages: [{ role: 'user', content: 'Hi' }] });
+    check(false, 'harmony: reasoning_effort huge got a 200');
+  } catch (e) {
+    check(e instanceof OpenAI.BadRequestError && e.param === 'reasoning_effort',
+          `harmony: reasoning_effort huge refused (${e.param})`);
   }
 });
 
