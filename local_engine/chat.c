@@ -38,6 +38,8 @@
  *            gen: <|start_of_role|>assistant<|end_of_role|> (Granite 3.0's
  *            template; 3.2 and 3.3 write a dated default system text when
  *            the messages have none, which llmux does not)
+ *   granite4 the same after Granite 4.0's default system turn when the
+ *            messages start without one (4.1's template has none: granite)
  *   gemma    <start_of_turn>user\nS\n\nU<end_of_turn>\n<start_of_turn>model\nA<end_of_turn>\n
  *            gen: <start_of_turn>model\n
  *   zephyr   <|ROLE|>\nTEXT</s>\n ...                  gen: <|assistant|>\n
@@ -90,7 +92,7 @@ static const char *const chat_names[] = {
     "phi3",       "gemma",           "zephyr",     "mistral-v3",
     "mistral-v3-tekken", "mistral-v7", "mistral-v7-tekken", "deepseek3",
     "deepseek-r1", "deepseek-r1-thinking", "qwen3", "qwen3-thinking",
-    "qwen2.5", "phi4", "granite", "harmony"};
+    "qwen2.5", "phi4", "granite", "harmony", "granite4"};
 
 const char *
 le_chat_template_name(enum le_chat_template t)
@@ -120,6 +122,10 @@ has(const char *t, size_t len, const char *marker)
  * messages start without one */
 #define QWEN25_SYSTEM                                                        \
     "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
+/* Granite 4.0's, when the messages have no system text and no tools */
+#define GRANITE4_SYSTEM                                                      \
+    "You are a helpful assistant. Please ensure responses are "              \
+    "professional, accurate, and safe."
 
 enum le_chat_template
 le_chat_detect(const char *t, size_t len)
@@ -164,7 +170,8 @@ le_chat_detect(const char *t, size_t len)
         return LE_CHAT_MISTRAL;
     }
     if (has(t, len, "<|start_of_role|>"))
-        return LE_CHAT_GRANITE;
+        return has(t, len, GRANITE4_SYSTEM) ? LE_CHAT_GRANITE4
+                                            : LE_CHAT_GRANITE;
     if (has(t, len, "<|assistant|>") && has(t, len, "<|end|>"))
         return LE_CHAT_PHI3;
     if (has(t, len, "<start_of_turn>"))
@@ -202,6 +209,10 @@ le_chat_tools_detect(const char *t, size_t len)
      * wrapper (its own chat format is not rendered either) */
     if (f == LE_CHAT_HARMONY) /* the commentary channel's calls */
         return LE_TOOLS_HARMONY;
+    /* Granite 4.x: hermes's calls in Granite's turns */
+    if ((f == LE_CHAT_GRANITE || f == LE_CHAT_GRANITE4) &&
+        has(t, len, "<tool_call>"))
+        return LE_TOOLS_GRANITE;
     if ((f == LE_CHAT_DEEPSEEK3 || f == LE_CHAT_DEEPSEEK_R1 ||
          f == LE_CHAT_DEEPSEEK_R1_THINKING) &&
         has(t, len, LE_DS_CALLS_BEGIN) && has(t, len, LE_DS_SEP) &&
@@ -219,9 +230,14 @@ le_chat_tools_markers(enum le_chat_tools t)
     static const char *const deepseek[] = {
         LE_DS_CALLS_BEGIN, LE_DS_CALL_BEGIN, LE_DS_SEP, LE_DS_CALL_END,
         LE_DS_CALLS_END, NULL};
+    /* <tool_call> is an ordinary added token in Qwen's vocabularies; a
+     * vocabulary that has it as a control token still shows it */
+    static const char *const hermes[] = {"<tool_call>", "</tool_call>",
+                                         NULL};
     return t == LE_TOOLS_MISTRAL       ? mistral
            : t == LE_TOOLS_MISTRAL_V11 ? v11
            : t == LE_TOOLS_DEEPSEEK    ? deepseek
+           : t == LE_TOOLS_HERMES || t == LE_TOOLS_GRANITE ? hermes
                                        : none;
 }
 
@@ -246,7 +262,9 @@ le_chat_reasoning_off(enum le_chat_template t)
 const char *
 le_chat_default_system(enum le_chat_template t)
 {
-    return t == LE_CHAT_QWEN25 ? QWEN25_SYSTEM : NULL;
+    return t == LE_CHAT_QWEN25     ? QWEN25_SYSTEM
+           : t == LE_CHAT_GRANITE4 ? GRANITE4_SYSTEM
+                                   : NULL;
 }
 
 int
@@ -281,6 +299,7 @@ le_chat_tools_name(enum le_chat_tools t)
            : t == LE_TOOLS_MISTRAL_V11 ? "mistral-v11"
            : t == LE_TOOLS_DEEPSEEK    ? "deepseek"
            : t == LE_TOOLS_HARMONY     ? "harmony"
+           : t == LE_TOOLS_GRANITE     ? "granite"
                                    : "json";
 }
 
@@ -808,6 +827,11 @@ le_chat_apply_opts(enum le_chat_template t, const struct le_chat_msg *msgs,
             cb_str(&b, "<|im_start|>system\n" QWEN25_SYSTEM "<|im_end|>\n");
         render_chatml(&b, msgs, n_msgs, gen, "\n", "<|im_end|>\n");
         break;
+    case LE_CHAT_GRANITE4:
+        if (!n_msgs || strcmp(role_of(&msgs[0]), "system"))
+            cb_str(&b, "<|start_of_role|>system<|end_of_role|>" GRANITE4_SYSTEM
+                       "<|end_of_text|>\n");
+        /* fall through */
     case LE_CHAT_GRANITE:
         for (size_t i = 0; i < n_msgs; i++) {
             cb_str(&b, "<|start_of_role|>");

@@ -149,18 +149,21 @@ enum le_chat_template {
     LE_CHAT_QWEN25,
     /* Phi-4 (14B): <|im_start|>ROLE<|im_sep|>TEXT<|im_end|>, no newlines */
     LE_CHAT_PHI4,
-    /* IBM Granite 3.x: <|start_of_role|>ROLE<|end_of_role|>TEXT
+    /* IBM Granite 3.x and 4.1: <|start_of_role|>ROLE<|end_of_role|>TEXT
      * <|end_of_text|>\n */
     LE_CHAT_GRANITE,
     /* OpenAI's harmony (gpt-oss): <|start|>ROLE<|message|>TEXT<|end|>
      * after its system message (date, reasoning level, channels); the
      * answer comes in channels, analysis (the reasoning) then final */
-    LE_CHAT_HARMONY
+    LE_CHAT_HARMONY,
+    /* Granite 4.0: granite with its default system turn ("You are a
+     * helpful assistant. Please ensure ...") when the messages have none */
+    LE_CHAT_GRANITE4
 };
 /* 1 for the mistral templates (any of the five) */
 int le_chat_is_mistral(enum le_chat_template t);
 /* The system text the template writes when the messages have none
- * (qwen2.5's), or NULL. */
+ * (qwen2.5's, granite4's), or NULL. */
 const char *le_chat_default_system(enum le_chat_template t);
 /* Where a reasoning model's answer starts (providers/local.c splits it
  * into reasoning_content and content at "</think>"): 0 no reasoning
@@ -238,10 +241,16 @@ enum le_chat_template le_model_chat_template(const struct le_model *m);
  *           and the arguments, ending at <|call|>; the caller writes the
  *           call turns ("tool_calls") and the results ("tool") in full,
  *           as harmony messages, which le_chat_apply passes on as they
- *           are. */
+ *           are.
+ *   GRANITE "<tool_call>" in a granite template (Granite 4.0, 4.1): the
+ *           calls as HERMES's; the functions inside <tools></tools> in
+ *           the system turn with Granite's own words around them, a
+ *           turn's results in one user turn, each as
+ *           "\n<tool_response>\nR\n</tool_response>". */
 enum le_chat_tools { LE_TOOLS_JSON = 0, LE_TOOLS_HERMES, LE_TOOLS_LLAMA3,
                      LE_TOOLS_MISTRAL, LE_TOOLS_MISTRAL_V11,
-                     LE_TOOLS_DEEPSEEK, LE_TOOLS_HARMONY };
+                     LE_TOOLS_DEEPSEEK, LE_TOOLS_HARMONY,
+                     LE_TOOLS_GRANITE };
 enum le_chat_tools le_chat_tools_detect(const char *tmpl, size_t len);
 const char *le_chat_tools_name(enum le_chat_tools t); /* "json", ... */
 /* The marker texts a call of format t is written with that a vocabulary

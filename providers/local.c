@@ -259,6 +259,11 @@ static const struct lp_callfmt lp_callfmts[] = {
     [LE_TOOLS_HARMONY] = {LE_TOOLS_HARMONY, "commentary to=functions.",
                           " <|constrain|>json<|message|>", "", 'c', 1, "",
                           "", "", "", "final<|message|>"},
+    /* Granite 4.x: hermes's calls, "\n" between two as its template
+     * writes an assistant turn's */
+    [LE_TOOLS_GRANITE] = {LE_TOOLS_GRANITE, "<tool_call>\n{\"name\": \"",
+                          "\", \"arguments\": ", "}\n</tool_call>", '<',
+                          LP_MAX_CALLS, "", "\n", "", "", ""},
 };
 /* the same in the tekken templates (Nemo, Small 3): no space after the
  * markers */
@@ -2589,8 +2594,12 @@ render_message(struct lp_job *j, const json_t *msgs, size_t idx,
         }
     } else if (!strcmp(*role, "tool") && f->kind == LE_TOOLS_LLAMA3) {
         *role = "ipython";
-    } else if (!strcmp(*role, "tool") && f->kind == LE_TOOLS_HERMES) {
-        gx_buf_printf(&b, "<tool_response>\n%s\n</tool_response>", text);
+    } else if (!strcmp(*role, "tool") && (f->kind == LE_TOOLS_HERMES ||
+                                          f->kind == LE_TOOLS_GRANITE)) {
+        /* Granite's template opens each result with a newline, Qwen's
+         * puts one between two (the merge in lp_build) */
+        gx_buf_printf(&b, "%s<tool_response>\n%s\n</tool_response>",
+                      f->kind == LE_TOOLS_GRANITE ? "\n" : "", text);
         *role = "user";
     } else if (!strcmp(*role, "tool")) {
         const char *id =
@@ -2836,6 +2845,12 @@ tools_prompt(const struct lp_tool *t, size_t n, enum lp_tools mode,
                           "its value}.Do not use variables.\n\n");
     else if (is_mistral_fmt(f))
         gx_buf_printf(&b, "[AVAILABLE_TOOLS]%s[", f->msp);
+    else if (f->kind == LE_TOOLS_GRANITE)
+        gx_buf_printf(&b, "You are a helpful assistant with access to the "
+                          "following tools. You may call one or more tools "
+                          "to assist with the user query.\n\nYou are "
+                          "provided with function signatures within "
+                          "<tools></tools> XML tags:\n<tools>");
     else if (f->kind == LE_TOOLS_DEEPSEEK)
         return deepseek_tools(&b, t, n, mode, named, f);
     else
@@ -2864,7 +2879,9 @@ tools_prompt(const struct lp_tool *t, size_t n, enum lp_tools mode,
         }
         if (d)
             gx_buf_printf(&b, f->kind == LE_TOOLS_JSON      ? "%s\n"
-                              : f->kind == LE_TOOLS_HERMES  ? "\n%s"
+                              : f->kind == LE_TOOLS_HERMES ||
+                                      f->kind == LE_TOOLS_GRANITE
+                                  ? "\n%s"
                               : is_mistral_fmt(f)           ? "%s"
                                                             : "%s\n\n",
                           d);
@@ -2878,15 +2895,24 @@ tools_prompt(const struct lp_tool *t, size_t n, enum lp_tools mode,
                           "within <tool_call></tool_call> XML tags:\n"
                           "<tool_call>\n{\"name\": <function-name>, "
                           "\"arguments\": <args-json-object>}\n</tool_call>");
+    if (f->kind == LE_TOOLS_GRANITE)
+        gx_buf_printf(&b, "\n</tools>\n\nFor each tool call, return a json "
+                          "object with function name and arguments within "
+                          "<tool_call></tool_call> XML tags:\n<tool_call>\n"
+                          "{\"name\": <function-name>, \"arguments\": "
+                          "<args-json-object>}\n</tool_call>. If a tool does "
+                          "not exist in the provided list of tools, notify "
+                          "the user that you do not have the ability to "
+                          "fulfill the request.");
     return b.data;
 }
 
 /* Puts the tools' text (tp, taken) into the k turns of cm / texts (room
  * for two more): MISTRAL as a "tools" turn of its own before the last
  * user turn (as Mistral's v3 template lists them; at the end when there
- * is none); JSON, HERMES and DEEPSEEK after the client's system text
- * (after a newline, a blank line in HERMES and DEEPSEEK), in a system
- * turn of its own when there is none; LLAMA3 before the first user
+ * is none); JSON, HERMES, GRANITE and DEEPSEEK after the client's system
+ * text (after a newline, a blank line in HERMES, GRANITE and DEEPSEEK),
+ * in a system turn of its own when there is none; LLAMA3 before the first user
  * turn's text, with "Environment: ipython" and the date lines starting
  * the system turn (as Llama 3.2's template; the template's blank line
  * after them is trimmed away when the client sends no system text, as
@@ -2925,7 +2951,8 @@ place_tools(const struct lp_callfmt *f, char *tp, struct le_chat_msg *cm,
         int r = llama ? asprintf(&both, "%s\n\n%s", sys_add, texts[0])
                       : asprintf(&both, "%s%s%s", texts[0],
                                  f->kind == LE_TOOLS_HERMES ||
-                                         f->kind == LE_TOOLS_DEEPSEEK
+                                         f->kind == LE_TOOLS_DEEPSEEK ||
+                                         f->kind == LE_TOOLS_GRANITE
                                      ? "\n\n"
                                      : "\n",
                                  sys_add);
@@ -3306,13 +3333,16 @@ lp_prepare(struct lp_engine *e, const json_t *b, struct lp_job *j,
         if (!texts[k])
             rc = j->http_status ? -1 : -2;
         cm[k].content = texts[k];
-        if (rc == 0 && k && cf->kind == LE_TOOLS_HERMES &&
+        if (rc == 0 && k &&
+            (cf->kind == LE_TOOLS_HERMES || cf->kind == LE_TOOLS_GRANITE) &&
             is_role(json_array_get(msgs, i), "tool") &&
             is_role(json_array_get(msgs, i - 1), "tool")) {
             /* results of one turn's calls: one user turn, as Qwen2.5's
-             * template writes them */
+             * and Granite's templates write them */
             char *both = NULL;
-            if (asprintf(&both, "%s\n%s", texts[k - 1], texts[k]) < 0) {
+            if (asprintf(&both, "%s%s%s", texts[k - 1],
+                         cf->kind == LE_TOOLS_HERMES ? "\n" : "",
+                         texts[k]) < 0) {
                 rc = -2;
                 break;
             }
@@ -3331,7 +3361,11 @@ lp_prepare(struct lp_engine *e, const json_t *b, struct lp_job *j,
         rc = -2;
     else if (rc == 0 && mode != LP_TOOLS_NONE && !htools)
         rc = place_tools(cf, tools_prompt(tools, n_tools, mode, named, cf),
-                         cm, texts, &k, le_chat_default_system(tmpl));
+                         cm, texts, &k,
+                         /* Granite's tools take the default's place */
+                         cf->kind == LE_TOOLS_GRANITE
+                             ? NULL
+                             : le_chat_default_system(tmpl));
     if (rc == 0) {
         size_t plen = 0;
         struct le_chat_opts co = {level, NULL, htools};

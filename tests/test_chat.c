@@ -263,7 +263,10 @@ test_tools_detect(void)
     T_EQ_STR(mk[0], "<｜tool▁calls▁begin｜>");
     T_EQ_STR(mk[2], "<｜tool▁sep｜>");
     T_EQ_STR(mk[4], "<｜tool▁calls▁end｜>");
-    T_CHECK(le_chat_tools_markers(LE_TOOLS_HERMES)[0] == NULL);
+    T_EQ_STR(le_chat_tools_markers(LE_TOOLS_HERMES)[0], "<tool_call>");
+    T_EQ_STR(le_chat_tools_markers(LE_TOOLS_GRANITE)[1], "</tool_call>");
+    T_CHECK(le_chat_tools_markers(LE_TOOLS_GRANITE)[2] == NULL);
+    T_CHECK(le_chat_tools_markers(LE_TOOLS_LLAMA3)[0] == NULL);
     T_EQ_STR(le_chat_tools_markers(LE_TOOLS_MISTRAL_V11)[1], "[ARGS]");
     /* mistral's markers in a chatml template */
     T_EQ_INT(D("<|im_start|>[AVAILABLE_TOOLS] [TOOL_CALLS]"), LE_TOOLS_JSON);
@@ -543,6 +546,67 @@ test_granite(void)
           "<|start_of_role|>assistant<|end_of_role|>");
 }
 
+/* Granite 4.0's and 4.1's templates: hermes's <tool_call> in Granite's
+ * turns; 4.0 writes its default system text when the messages have no
+ * system turn (and no tools: then the tools' text is the system turn,
+ * which the caller writes), 4.1 none.  Granite 3.3's <|tool_call|> list is
+ * not spoken (the JSON wrapper). */
+static void
+test_granite4(void)
+{
+    static const char g40[] =
+        "{%- set tools_system_message_prefix = 'You are a helpful assistant "
+        "with access to the following tools. ...' %}{%- set "
+        "g4_default_system_message = 'You are a helpful assistant. Please "
+        "ensure responses are professional, accurate, and safe.' %}{{- "
+        "'<|start_of_role|>system<|end_of_role|>' + ns.system_message + "
+        "'<|end_of_text|>\\n' }}{{- '<tool_call>\\n{\"name\": \"' }}";
+    static const char g41[] =
+        "{%- set tools_system_message_prefix = 'You are a helpful assistant "
+        "with access to the following tools. ...' %}{{- "
+        "'<|start_of_role|>system<|end_of_role|>' + ns.system_message + "
+        "'<|end_of_text|>\\n' }}{{- '<tool_call>\\n{\"name\": \"' }}";
+    static const char g33[] =
+        "{%- set system_message = system_message + \" You are a helpful "
+        "assistant with access to the following tools. When a tool is "
+        "required to answer the user's query, respond only with "
+        "<|tool_call|> followed by a JSON list of tools used.\" %}{{- "
+        "'<|start_of_role|>available_tools<|end_of_role|>' }}";
+    T_EQ_INT(le_chat_detect(g40, strlen(g40)), LE_CHAT_GRANITE4);
+    T_EQ_INT(le_chat_detect(g41, strlen(g41)), LE_CHAT_GRANITE);
+    T_EQ_INT(le_chat_detect(g33, strlen(g33)), LE_CHAT_GRANITE);
+    T_EQ_INT(le_chat_tools_detect(g40, strlen(g40)), LE_TOOLS_GRANITE);
+    T_EQ_INT(le_chat_tools_detect(g41, strlen(g41)), LE_TOOLS_GRANITE);
+    T_EQ_INT(le_chat_tools_detect(g33, strlen(g33)), LE_TOOLS_JSON);
+    T_EQ_STR(le_chat_tools_name(LE_TOOLS_GRANITE), "granite");
+    T_EQ_INT(le_chat_template_from_name("granite4"), LE_CHAT_GRANITE4);
+    T_EQ_STR(le_chat_template_name(LE_CHAT_GRANITE4), "granite4");
+    T_EQ_STR(le_chat_default_system(LE_CHAT_GRANITE4),
+             "You are a helpful assistant. Please ensure responses are "
+             "professional, accurate, and safe.");
+    T_CHECK(le_chat_default_system(LE_CHAT_GRANITE) == NULL);
+    /* with a system turn: as granite */
+    check(LE_CHAT_GRANITE4, conv, N_CONV, 1,
+          "<|start_of_role|>system<|end_of_role|>You are terse.<|end_of_text|>\n"
+          "<|start_of_role|>user<|end_of_role|>Hi<|end_of_text|>\n"
+          "<|start_of_role|>assistant<|end_of_role|>Hello.<|end_of_text|>\n"
+          "<|start_of_role|>user<|end_of_role|>2+2?<|end_of_text|>\n"
+          "<|start_of_role|>assistant<|end_of_role|>");
+    /* without one: the default first */
+    check(LE_CHAT_GRANITE4, conv + 1, N_CONV - 1, 1,
+          "<|start_of_role|>system<|end_of_role|>You are a helpful "
+          "assistant. Please ensure responses are professional, accurate, "
+          "and safe.<|end_of_text|>\n"
+          "<|start_of_role|>user<|end_of_role|>Hi<|end_of_text|>\n"
+          "<|start_of_role|>assistant<|end_of_role|>Hello.<|end_of_text|>\n"
+          "<|start_of_role|>user<|end_of_role|>2+2?<|end_of_text|>\n"
+          "<|start_of_role|>assistant<|end_of_role|>");
+    check(LE_CHAT_GRANITE, conv + 1, N_CONV - 1, 0,
+          "<|start_of_role|>user<|end_of_role|>Hi<|end_of_text|>\n"
+          "<|start_of_role|>assistant<|end_of_role|>Hello.<|end_of_text|>\n"
+          "<|start_of_role|>user<|end_of_role|>2+2?<|end_of_text|>\n");
+}
+
 /* gpt-oss's harmony template: its system message with the date and the
  * reasoning level, the first system text as the developer's
  * instructions, the assistant's final channel; detected by its markers */
@@ -717,6 +781,7 @@ main(void)
     T_RUN(test_phi3);
     T_RUN(test_phi4);
     T_RUN(test_granite);
+    T_RUN(test_granite4);
     T_RUN(test_harmony);
     T_RUN(test_gemma);
     T_RUN(test_zephyr);
