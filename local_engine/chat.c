@@ -36,10 +36,17 @@
  *            gen: <|im_start|>assistant<|im_sep|>
  *   granite  <|start_of_role|>ROLE<|end_of_role|>TEXT<|end_of_text|>\n ...
  *            gen: <|start_of_role|>assistant<|end_of_role|> (Granite 3.0's
- *            template; 3.2 and 3.3 write a dated default system text when
- *            the messages have none, which llmux does not)
+ *            and 4.1's templates; 3.2 writes a dated default system text
+ *            when the messages have none, which llmux does not)
  *   granite4 the same after Granite 4.0's default system turn when the
  *            messages start without one (4.1's template has none: granite)
+ *   granite3.3  the same after Granite 3.3's dated default system turn
+ *            ("Knowledge Cutoff Date: April 2024. Today's Date: December
+ *            05, 2026. You are Granite, developed by IBM. You are a helpful
+ *            AI assistant.") when the messages start without one; with
+ *            tools (le_chat_opts.tools) the turn's last sentence names the
+ *            <|tool_call|> format and an available_tools turn follows it
+ *            (granite too)
  *   gemma    <start_of_turn>user\nS\n\nU<end_of_turn>\n<start_of_turn>model\nA<end_of_turn>\n
  *            gen: <start_of_turn>model\n
  *   zephyr   <|ROLE|>\nTEXT</s>\n ...                  gen: <|assistant|>\n
@@ -81,6 +88,7 @@
  *            the system message and "# Tools\n\n" TOOLS the developer's
  *            gen: <|start|>assistant
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -92,7 +100,7 @@ static const char *const chat_names[] = {
     "phi3",       "gemma",           "zephyr",     "mistral-v3",
     "mistral-v3-tekken", "mistral-v7", "mistral-v7-tekken", "deepseek3",
     "deepseek-r1", "deepseek-r1-thinking", "qwen3", "qwen3-thinking",
-    "qwen2.5", "phi4", "granite", "harmony", "granite4"};
+    "qwen2.5", "phi4", "granite", "harmony", "granite4", "granite3.3"};
 
 const char *
 le_chat_template_name(enum le_chat_template t)
@@ -122,6 +130,17 @@ has(const char *t, size_t len, const char *marker)
  * messages start without one */
 #define QWEN25_SYSTEM                                                        \
     "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
+/* Granite 3.3's, when the messages have no system text: "Knowledge
+ * Cutoff Date: April 2024. Today's Date: " DATE ". You are Granite,
+ * developed by IBM." and one of these */
+#define GRANITE33_DATED "Knowledge Cutoff Date: April 2024. Today's Date: "
+#define GRANITE33_PLAIN " You are a helpful AI assistant."
+#define GRANITE33_TOOLS                                                      \
+    " You are a helpful assistant with access to the following tools. "     \
+    "When a tool is required to answer the user's query, respond only "     \
+    "with <|tool_call|> followed by a JSON list of tools used. If a tool "  \
+    "does not exist in the provided list of tools, notify the user that "   \
+    "you do not have the ability to fulfill the request."
 /* Granite 4.0's, when the messages have no system text and no tools */
 #define GRANITE4_SYSTEM                                                      \
     "You are a helpful assistant. Please ensure responses are "              \
@@ -170,8 +189,9 @@ le_chat_detect(const char *t, size_t len)
         return LE_CHAT_MISTRAL;
     }
     if (has(t, len, "<|start_of_role|>"))
-        return has(t, len, GRANITE4_SYSTEM) ? LE_CHAT_GRANITE4
-                                            : LE_CHAT_GRANITE;
+        return has(t, len, GRANITE4_SYSTEM)   ? LE_CHAT_GRANITE4
+               : has(t, len, GRANITE33_DATED) ? LE_CHAT_GRANITE33
+                                              : LE_CHAT_GRANITE;
     if (has(t, len, "<|assistant|>") && has(t, len, "<|end|>"))
         return LE_CHAT_PHI3;
     if (has(t, len, "<start_of_turn>"))
@@ -209,10 +229,14 @@ le_chat_tools_detect(const char *t, size_t len)
      * wrapper (its own chat format is not rendered either) */
     if (f == LE_CHAT_HARMONY) /* the commentary channel's calls */
         return LE_TOOLS_HARMONY;
-    /* Granite 4.x: hermes's calls in Granite's turns */
+    /* Granite 4.x: hermes's calls in Granite's turns; 3.x: a JSON list
+     * after <|tool_call|>, the functions in an available_tools turn */
     if ((f == LE_CHAT_GRANITE || f == LE_CHAT_GRANITE4) &&
         has(t, len, "<tool_call>"))
         return LE_TOOLS_GRANITE;
+    if ((f == LE_CHAT_GRANITE || f == LE_CHAT_GRANITE33) &&
+        has(t, len, "<|tool_call|>") && has(t, len, "available_tools"))
+        return LE_TOOLS_GRANITE3;
     if ((f == LE_CHAT_DEEPSEEK3 || f == LE_CHAT_DEEPSEEK_R1 ||
          f == LE_CHAT_DEEPSEEK_R1_THINKING) &&
         has(t, len, LE_DS_CALLS_BEGIN) && has(t, len, LE_DS_SEP) &&
@@ -234,10 +258,12 @@ le_chat_tools_markers(enum le_chat_tools t)
      * vocabulary that has it as a control token still shows it */
     static const char *const hermes[] = {"<tool_call>", "</tool_call>",
                                          NULL};
+    static const char *const granite3[] = {"<|tool_call|>", NULL};
     return t == LE_TOOLS_MISTRAL       ? mistral
            : t == LE_TOOLS_MISTRAL_V11 ? v11
            : t == LE_TOOLS_DEEPSEEK    ? deepseek
            : t == LE_TOOLS_HERMES || t == LE_TOOLS_GRANITE ? hermes
+           : t == LE_TOOLS_GRANITE3 ? granite3
                                        : none;
 }
 
@@ -300,6 +326,7 @@ le_chat_tools_name(enum le_chat_tools t)
            : t == LE_TOOLS_DEEPSEEK    ? "deepseek"
            : t == LE_TOOLS_HARMONY     ? "harmony"
            : t == LE_TOOLS_GRANITE     ? "granite"
+           : t == LE_TOOLS_GRANITE3    ? "granite3"
                                    : "json";
 }
 
@@ -700,6 +727,71 @@ le_chat_markers(enum le_chat_template t)
     return t == LE_CHAT_HARMONY ? harmony : none;
 }
 
+/* The day o->date names ("YYYY-MM-DD"), else today in UTC (as the
+ * templates' strftime_now), written by strftime's fmt into out. */
+static void
+chat_date(const struct le_chat_opts *o, const char *fmt, char *out,
+          size_t size)
+{
+    struct tm tm = {0};
+    int y, mo, d;
+    if (o && o->date && sscanf(o->date, "%d-%d-%d", &y, &mo, &d) == 3 &&
+        mo >= 1 && mo <= 12 && d >= 1 && d <= 31) {
+        tm.tm_year = y - 1900;
+        tm.tm_mon = mo - 1;
+        tm.tm_mday = d;
+    } else {
+        time_t now = time(NULL);
+        gmtime_r(&now, &tm);
+    }
+    if (!strftime(out, size, fmt, &tm) && size)
+        out[0] = '\0';
+}
+
+/* Granite 3.0 / 4.1 (granite): the turns as they are; 4.0 (granite4) its
+ * default system turn first when the messages have none; 3.3
+ * (granite3.3) its dated one, which names the tools' call format when
+ * there are tools.  With tools (o->tools) the granite and granite3.3
+ * templates list them in an available_tools turn after the system turn. */
+static void
+granite_turn(struct chat_buf *b, const char *role, const char *text)
+{
+    cb_str(b, "<|start_of_role|>");
+    cb_str(b, role);
+    cb_str(b, "<|end_of_role|>");
+    cb_str(b, text);
+    cb_str(b, "<|end_of_text|>\n");
+}
+
+static void
+render_granite(struct chat_buf *b, const struct le_chat_msg *msgs, size_t n,
+               int gen, enum le_chat_template t,
+               const struct le_chat_opts *o)
+{
+    const char *tools = o && t != LE_CHAT_GRANITE4 ? o->tools : NULL;
+    size_t i = 0;
+    if (n && !strcmp(role_of(&msgs[0]), "system")) {
+        granite_turn(b, "system", content_of(&msgs[0]));
+        i = 1;
+    } else if (t == LE_CHAT_GRANITE4) {
+        granite_turn(b, "system", GRANITE4_SYSTEM);
+    } else if (t == LE_CHAT_GRANITE33) {
+        char day[64];
+        chat_date(o, "%B %d, %Y", day, sizeof(day));
+        cb_str(b, "<|start_of_role|>system<|end_of_role|>" GRANITE33_DATED);
+        cb_str(b, day);
+        cb_str(b, ". You are Granite, developed by IBM.");
+        cb_str(b, tools ? GRANITE33_TOOLS : GRANITE33_PLAIN);
+        cb_str(b, "<|end_of_text|>\n");
+    }
+    if (tools)
+        granite_turn(b, "available_tools", tools);
+    for (; i < n; i++)
+        granite_turn(b, role_of(&msgs[i]), content_of(&msgs[i]));
+    if (gen)
+        cb_str(b, "<|start_of_role|>assistant<|end_of_role|>");
+}
+
 static void
 render_harmony(struct chat_buf *b, const struct le_chat_msg *msgs, size_t n,
                int gen, const struct le_chat_opts *o)
@@ -707,10 +799,7 @@ render_harmony(struct chat_buf *b, const struct le_chat_msg *msgs, size_t n,
     char today[16];
     const char *date = o ? o->date : NULL;
     if (!date) {
-        time_t now = time(NULL);
-        struct tm tm;
-        gmtime_r(&now, &tm);
-        strftime(today, sizeof(today), "%Y-%m-%d", &tm);
+        chat_date(o, "%Y-%m-%d", today, sizeof(today));
         date = today;
     }
     cb_str(b, "<|start|>system<|message|>You are ChatGPT, a large language "
@@ -828,20 +917,9 @@ le_chat_apply_opts(enum le_chat_template t, const struct le_chat_msg *msgs,
         render_chatml(&b, msgs, n_msgs, gen, "\n", "<|im_end|>\n");
         break;
     case LE_CHAT_GRANITE4:
-        if (!n_msgs || strcmp(role_of(&msgs[0]), "system"))
-            cb_str(&b, "<|start_of_role|>system<|end_of_role|>" GRANITE4_SYSTEM
-                       "<|end_of_text|>\n");
-        /* fall through */
+    case LE_CHAT_GRANITE33:
     case LE_CHAT_GRANITE:
-        for (size_t i = 0; i < n_msgs; i++) {
-            cb_str(&b, "<|start_of_role|>");
-            cb_str(&b, role_of(&msgs[i]));
-            cb_str(&b, "<|end_of_role|>");
-            cb_str(&b, content_of(&msgs[i]));
-            cb_str(&b, "<|end_of_text|>\n");
-        }
-        if (gen)
-            cb_str(&b, "<|start_of_role|>assistant<|end_of_role|>");
+        render_granite(&b, msgs, n_msgs, gen, t, opts);
         break;
     case LE_CHAT_PHI4:
         render_chatml(&b, msgs, n_msgs, gen, "<|im_sep|>", "<|im_end|>");

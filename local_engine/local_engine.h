@@ -158,7 +158,11 @@ enum le_chat_template {
     LE_CHAT_HARMONY,
     /* Granite 4.0: granite with its default system turn ("You are a
      * helpful assistant. Please ensure ...") when the messages have none */
-    LE_CHAT_GRANITE4
+    LE_CHAT_GRANITE4,
+    /* Granite 3.3: granite with its dated default system turn when the
+     * messages have none, and the tools (le_chat_opts.tools) as an
+     * available_tools turn after the system turn */
+    LE_CHAT_GRANITE33
 };
 /* 1 for the mistral templates (any of the five) */
 int le_chat_is_mistral(enum le_chat_template t);
@@ -242,6 +246,11 @@ enum le_chat_template le_model_chat_template(const struct le_model *m);
  *           call turns ("tool_calls") and the results ("tool") in full,
  *           as harmony messages, which le_chat_apply passes on as they
  *           are.
+ *   GRANITE3 "<|tool_call|>" and "available_tools" in a granite template
+ *           (Granite 3.x): the functions as a JSON list in an
+ *           available_tools turn (le_chat_opts.tools, written by the
+ *           caller), the calls as <|tool_call|>[{"name": N, "arguments":
+ *           {...}}, ...], results as "tool" turns.
  *   GRANITE "<tool_call>" in a granite template (Granite 4.0, 4.1): the
  *           calls as HERMES's; the functions inside <tools></tools> in
  *           the system turn with Granite's own words around them, a
@@ -250,7 +259,7 @@ enum le_chat_template le_model_chat_template(const struct le_model *m);
 enum le_chat_tools { LE_TOOLS_JSON = 0, LE_TOOLS_HERMES, LE_TOOLS_LLAMA3,
                      LE_TOOLS_MISTRAL, LE_TOOLS_MISTRAL_V11,
                      LE_TOOLS_DEEPSEEK, LE_TOOLS_HARMONY,
-                     LE_TOOLS_GRANITE };
+                     LE_TOOLS_GRANITE, LE_TOOLS_GRANITE3 };
 enum le_chat_tools le_chat_tools_detect(const char *tmpl, size_t len);
 const char *le_chat_tools_name(enum le_chat_tools t); /* "json", ... */
 /* The marker texts a call of format t is written with that a vocabulary
@@ -288,13 +297,15 @@ enum le_status le_chat_apply(enum le_chat_template t,
 /* What a template may take besides the messages (NULL fields: the
  * defaults).  harmony: reasoning_effort "low", "medium" (default) or
  * "high" in its system message, date ("YYYY-MM-DD", default today in
- * UTC, as the template's strftime_now), and tools. */
+ * UTC, as the template's strftime_now), and tools.  granite3.3: the date
+ * (written "December 05, 2026") and tools. */
 struct le_chat_opts {
     const char *reasoning_effort;
     const char *date;
     /* harmony: the functions' namespace text ("## functions\n\n
      * namespace functions {...} // namespace functions") for the
-     * developer message, or NULL */
+     * developer message; granite and granite3.3: the tools' JSON list for
+     * the available_tools turn; or NULL */
     const char *tools;
 };
 enum le_status le_chat_apply_opts(enum le_chat_template t,

@@ -264,6 +264,11 @@ static const struct lp_callfmt lp_callfmts[] = {
     [LE_TOOLS_GRANITE] = {LE_TOOLS_GRANITE, "<tool_call>\n{\"name\": \"",
                           "\", \"arguments\": ", "}\n</tool_call>", '<',
                           LP_MAX_CALLS, "", "\n", "", "", ""},
+    /* Granite 3.x: a JSON list after <|tool_call|> (a control token in
+     * its vocabulary, which the engine gives as text) */
+    [LE_TOOLS_GRANITE3] = {LE_TOOLS_GRANITE3, "{\"name\": \"",
+                           "\", \"arguments\": ", "}", '<', LP_MAX_CALLS,
+                           "<|tool_call|>[", ", ", "]", "", ""},
 };
 /* the same in the tekken templates (Nemo, Small 3): no space after the
  * markers */
@@ -2566,6 +2571,24 @@ render_message(struct lp_job *j, const json_t *msgs, size_t idx,
         if (!strcmp(*role, "assistant")) /* "tool": its text as it is */
             deepseek_calls(&b, m, text, f);
         *role = !strcmp(*role, "tool") ? "tool" : "tool_calls";
+    } else if (f->kind == LE_TOOLS_GRANITE3 &&
+               !strcmp(*role, "assistant") && calls) {
+        /* the text, then the calls' list as the model writes it */
+        size_t i;
+        const json_t *c;
+        gx_buf_printf(&b, "%s%s", text, f->open);
+        json_array_foreach(json_object_get(m, "tool_calls"), i, c) {
+            const json_t *fn = json_object_get(c, "function");
+            const char *name = json_string_value(json_object_get(fn, "name"));
+            const char *args =
+                json_string_value(json_object_get(fn, "arguments"));
+            gx_buf_printf(&b, "%s%s%s%s%s%s", i ? f->sep : "", f->prefix,
+                          name ? name : "", f->mid,
+                          args && *args ? args : "{}", f->suffix);
+        }
+        gx_buf_printf(&b, "%s", f->close);
+    } else if (f->kind == LE_TOOLS_GRANITE3 && !strcmp(*role, "tool")) {
+        gx_buf_printf(&b, "%s", text); /* a "tool" turn, as the template */
     } else if (f->kind == LE_TOOLS_HARMONY &&
                !strcmp(*role, "assistant") && calls) {
         harmony_calls(&b, m, text);
@@ -2770,6 +2793,28 @@ ts_type(struct gx_buf *b, const json_t *sc, int depth)
     } else {
         gx_buf_printf(b, "any");
     }
+}
+
+/* Granite 3.x's tools (le_chat_opts.tools): the list of tool objects as
+ * its template writes `available_tools | tojson(indent=4)`. */
+static char *
+granite3_tools(const struct lp_tool *t, size_t n, enum lp_tools mode,
+               int named)
+{
+    json_t *list = json_array();
+    for (size_t i = 0; list && i < n; i++) {
+        if (mode == LP_TOOLS_NAMED && (int)i != named)
+            continue;
+        if (json_array_append_new(list,
+                                  json_pack("{s:s,s:O}", "type", "function",
+                                            "function", t[i].fn)) != 0) {
+            json_decref(list);
+            return NULL;
+        }
+    }
+    char *d = list ? json_dumps(list, JSON_INDENT(4)) : NULL;
+    json_decref(list);
+    return d;
 }
 
 /* harmony's tools (le_chat_opts.tools): the functions namespace as
@@ -3354,10 +3399,14 @@ lp_prepare(struct lp_engine *e, const json_t *b, struct lp_job *j,
             k--;
         }
     }
-    /* harmony's go to the template (the developer message) */
+    /* harmony's and Granite 3's go to the template (the developer
+     * message, the available_tools turn) */
     char *htools = NULL;
-    if (rc == 0 && mode != LP_TOOLS_NONE && cf->kind == LE_TOOLS_HARMONY &&
-        !(htools = harmony_tools(tools, n_tools, mode, named)))
+    if (rc == 0 && mode != LP_TOOLS_NONE &&
+        (cf->kind == LE_TOOLS_HARMONY || cf->kind == LE_TOOLS_GRANITE3) &&
+        !(htools = cf->kind == LE_TOOLS_HARMONY
+                       ? harmony_tools(tools, n_tools, mode, named)
+                       : granite3_tools(tools, n_tools, mode, named)))
         rc = -2;
     else if (rc == 0 && mode != LP_TOOLS_NONE && !htools)
         rc = place_tools(cf, tools_prompt(tools, n_tools, mode, named, cf),

@@ -19,16 +19,25 @@ static const struct le_chat_msg conv[] = {
 #define N_CONV (sizeof(conv) / sizeof(conv[0]))
 
 static void
-check(enum le_chat_template t, const struct le_chat_msg *m, size_t n,
-      int gen, const char *want)
+check_opts(enum le_chat_template t, const struct le_chat_msg *m, size_t n,
+           int gen, const struct le_chat_opts *o, const char *want)
 {
     char *out = NULL;
     size_t len = 0;
-    T_EQ_INT(le_chat_apply(t, m, n, gen, &out, &len), LE_OK);
+    T_EQ_INT(o ? le_chat_apply_opts(t, m, n, gen, o, &out, &len)
+               : le_chat_apply(t, m, n, gen, &out, &len),
+             LE_OK);
     T_EQ_STR(out, want);
     if (out)
         T_EQ_INT(len, strlen(out));
     free(out);
+}
+
+static void
+check(enum le_chat_template t, const struct le_chat_msg *m, size_t n,
+      int gen, const char *want)
+{
+    check_opts(t, m, n, gen, NULL, want);
 }
 
 static void
@@ -549,8 +558,8 @@ test_granite(void)
 /* Granite 4.0's and 4.1's templates: hermes's <tool_call> in Granite's
  * turns; 4.0 writes its default system text when the messages have no
  * system turn (and no tools: then the tools' text is the system turn,
- * which the caller writes), 4.1 none.  Granite 3.3's <|tool_call|> list is
- * not spoken (the JSON wrapper). */
+ * which the caller writes), 4.1 none.  Granite 3.x's templates call with
+ * a list after <|tool_call|> (granite3). */
 static void
 test_granite4(void)
 {
@@ -577,7 +586,8 @@ test_granite4(void)
     T_EQ_INT(le_chat_detect(g33, strlen(g33)), LE_CHAT_GRANITE);
     T_EQ_INT(le_chat_tools_detect(g40, strlen(g40)), LE_TOOLS_GRANITE);
     T_EQ_INT(le_chat_tools_detect(g41, strlen(g41)), LE_TOOLS_GRANITE);
-    T_EQ_INT(le_chat_tools_detect(g33, strlen(g33)), LE_TOOLS_JSON);
+    /* 3.x's list after <|tool_call|> (the dated text is 3.3's: below) */
+    T_EQ_INT(le_chat_tools_detect(g33, strlen(g33)), LE_TOOLS_GRANITE3);
     T_EQ_STR(le_chat_tools_name(LE_TOOLS_GRANITE), "granite");
     T_EQ_INT(le_chat_template_from_name("granite4"), LE_CHAT_GRANITE4);
     T_EQ_STR(le_chat_template_name(LE_CHAT_GRANITE4), "granite4");
@@ -605,6 +615,69 @@ test_granite4(void)
           "<|start_of_role|>user<|end_of_role|>Hi<|end_of_text|>\n"
           "<|start_of_role|>assistant<|end_of_role|>Hello.<|end_of_text|>\n"
           "<|start_of_role|>user<|end_of_role|>2+2?<|end_of_text|>\n");
+}
+
+/* Granite 3.3's template: its dated default system text when the
+ * messages have none (naming the <|tool_call|> format when there are
+ * tools), the tools' list in an available_tools turn after the system
+ * turn (the granite template lists them there too) */
+static void
+test_granite33(void)
+{
+    static const char tmpl[] =
+        "{%- set system_message = \"Knowledge Cutoff Date: April 2024. "
+        "Today's Date: \" + strftime_now('%B %d, %Y') + \". You are Granite, "
+        "developed by IBM.\" %}{{- '<|start_of_role|>available_tools"
+        "<|end_of_role|>' }} ... <|tool_call|>";
+    T_EQ_INT(le_chat_detect(tmpl, strlen(tmpl)), LE_CHAT_GRANITE33);
+    T_EQ_INT(le_chat_tools_detect(tmpl, strlen(tmpl)), LE_TOOLS_GRANITE3);
+    T_EQ_STR(le_chat_template_name(LE_CHAT_GRANITE33), "granite3.3");
+    T_EQ_STR(le_chat_tools_name(LE_TOOLS_GRANITE3), "granite3");
+    T_EQ_STR(le_chat_tools_markers(LE_TOOLS_GRANITE3)[0], "<|tool_call|>");
+    struct le_chat_opts o = {NULL, "2026-03-07", NULL};
+    check_opts(LE_CHAT_GRANITE33, conv + 1, 2, 1, &o,
+               "<|start_of_role|>system<|end_of_role|>Knowledge Cutoff "
+               "Date: April 2024. Today's Date: March 07, 2026. You are "
+               "Granite, developed by IBM. You are a helpful AI "
+               "assistant.<|end_of_text|>\n"
+               "<|start_of_role|>user<|end_of_role|>Hi<|end_of_text|>\n"
+               "<|start_of_role|>assistant<|end_of_role|>Hello."
+               "<|end_of_text|>\n"
+               "<|start_of_role|>assistant<|end_of_role|>");
+    o.tools = "[T]";
+    check_opts(LE_CHAT_GRANITE33, conv + 1, 1, 1, &o,
+               "<|start_of_role|>system<|end_of_role|>Knowledge Cutoff "
+               "Date: April 2024. Today's Date: March 07, 2026. You are "
+               "Granite, developed by IBM. You are a helpful assistant "
+               "with access to the following tools. When a tool is "
+               "required to answer the user's query, respond only with "
+               "<|tool_call|> followed by a JSON list of tools used. If a "
+               "tool does not exist in the provided list of tools, "
+               "notify the user that you do not have the ability to "
+               "fulfill the request.<|end_of_text|>\n"
+               "<|start_of_role|>available_tools<|end_of_role|>[T]"
+               "<|end_of_text|>\n"
+               "<|start_of_role|>user<|end_of_role|>Hi<|end_of_text|>\n"
+               "<|start_of_role|>assistant<|end_of_role|>");
+    /* a system turn of the client's: as it is, the tools after it */
+    check_opts(LE_CHAT_GRANITE33, conv, 2, 0, &o,
+               "<|start_of_role|>system<|end_of_role|>You are terse."
+               "<|end_of_text|>\n"
+               "<|start_of_role|>available_tools<|end_of_role|>[T]"
+               "<|end_of_text|>\n"
+               "<|start_of_role|>user<|end_of_role|>Hi<|end_of_text|>\n");
+    /* granite (3.0-3.2): no default text, the tools' turn first */
+    check_opts(LE_CHAT_GRANITE, conv + 1, 1, 0, &o,
+               "<|start_of_role|>available_tools<|end_of_role|>[T]"
+               "<|end_of_text|>\n"
+               "<|start_of_role|>user<|end_of_role|>Hi<|end_of_text|>\n");
+    /* granite4 takes no tools' turn (its tools are in the system text) */
+    char *out = NULL;
+    T_EQ_INT(le_chat_apply_opts(LE_CHAT_GRANITE4, conv, 2, 0, &o, &out,
+                                NULL),
+             LE_OK);
+    T_CHECK(out && !strstr(out, "available_tools"));
+    free(out);
 }
 
 /* gpt-oss's harmony template: its system message with the date and the
@@ -782,6 +855,7 @@ main(void)
     T_RUN(test_phi4);
     T_RUN(test_granite);
     T_RUN(test_granite4);
+    T_RUN(test_granite33);
     T_RUN(test_harmony);
     T_RUN(test_gemma);
     T_RUN(test_zephyr);

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <curl/curl.h>
@@ -34,7 +35,8 @@ static char rand_model[256];
  * own (le_chat_tools_detect): Qwen2.5-style chatml + <tool_call>, and
  * Llama 3.2-style ipython turns with {"name", "parameters"} calls */
 static char herm_model[256], l3_model[256], mis_model[256], nemo_model[256],
-    ds_model[256], m11_model[256], dst_model[256], gran_model[256];
+    ds_model[256], m11_model[256], dst_model[256], gran_model[256],
+    g33_model[256];
 /* DeepSeek R1-style (no tool format of its own here: the JSON wrapper) */
 static const char *ds_tmpl =
     "{{bos_token}}{{ns.system_prompt}}{{'<\xef\xbd\x9cUser\xef\xbd\x9c>' + "
@@ -118,6 +120,20 @@ static const char *const gran_controls[] = {
     "<|start_of_role|>", "<|end_of_role|>", "<|end_of_text|>",
     "<tool_call>", "</tool_call>", NULL};
 
+/* Granite 3.3-style: its dated default system text, the tools in an
+ * available_tools turn, calls as a JSON list after the control token
+ * <|tool_call|> (format granite3) */
+static const char *g33_tmpl =
+    "{%- set system_message = \"Knowledge Cutoff Date: April 2024. Today's "
+    "Date: \" + strftime_now('%B %d, %Y') + \". You are Granite, developed "
+    "by IBM.\" %}{%- set system_message = system_message + \" ... respond "
+    "only with <|tool_call|> followed by a JSON list of tools used.\" %}{{- "
+    "'<|start_of_role|>available_tools<|end_of_role|>' }}{{- "
+    "available_tools | tojson(indent=4) }}";
+static const char *const g33_controls[] = {
+    "<|start_of_role|>", "<|end_of_role|>", "<|end_of_text|>",
+    "<|tool_call|>", NULL};
+
 /* A random model (500 tokens, 32 wide, one layer, q8_0) with
  * tokenizer.chat_template tmpl (NULL: none) and the control tokens
  * controls (NULL: none); 0 or -1. */
@@ -158,6 +174,7 @@ start(void)
     snprintf(m11_model, sizeof(m11_model), "%s/m11.gguf", dir);
     snprintf(dst_model, sizeof(dst_model), "%s/dst.gguf", dir);
     snprintf(gran_model, sizeof(gran_model), "%s/gran.gguf", dir);
+    snprintf(g33_model, sizeof(g33_model), "%s/g33.gguf", dir);
     if (write_tmpl_model(herm_model, herm_tmpl, NULL, 77) != 0 ||
         write_tmpl_model(l3_model, l3_tmpl, NULL, 78) != 0 ||
         write_tmpl_model(mis_model, mis_tmpl, mis_controls, 79) != 0 ||
@@ -165,7 +182,8 @@ start(void)
         write_tmpl_model(ds_model, ds_tmpl, NULL, 81) != 0 ||
         write_tmpl_model(m11_model, m11_tmpl, m11_controls, 82) != 0 ||
         write_tmpl_model(dst_model, dst_tmpl, dst_controls, 83) != 0 ||
-        write_tmpl_model(gran_model, gran_tmpl, gran_controls, 84) != 0)
+        write_tmpl_model(gran_model, gran_tmpl, gran_controls, 84) != 0 ||
+        write_tmpl_model(g33_model, g33_tmpl, g33_controls, 85) != 0)
         return -1;
     snprintf(cfg, sizeof(cfg),
              "{\"listen\": \"127.0.0.1:0\", \"workers\": 2,\n"
@@ -199,9 +217,13 @@ start(void)
              "   \"models\": {\"dst\": {}}},\n"
              "  \"gran\": {\"kind\": \"local\", \"model_path\": \"%s\",\n"
              "   \"threads\": 1, \"context\": 2048, \"parallel\": 1,\n"
-             "   \"models\": {\"gran\": {}}}}}\n",
+             "   \"models\": {\"gran\": {}}},\n"
+             "  \"g33\": {\"kind\": \"local\", \"model_path\": \"%s\",\n"
+             "   \"threads\": 1, \"context\": 2048, \"parallel\": 1,\n"
+             "   \"models\": {\"g33\": {}}}}}\n",
              dir, model, rand_model, herm_model, l3_model, mis_model,
-             nemo_model, ds_model, m11_model, dst_model, gran_model);
+             nemo_model, ds_model, m11_model, dst_model, gran_model,
+             g33_model);
     free(dir);
     char *path = e2e_write_temp("structured.json", cfg);
     setenv("LLMUX_LOG", "info", 1); /* the providers' lines at start */
@@ -762,6 +784,9 @@ test_native_prompts(void)
     T_EQ_INT(e2e_log_count(&gw, "chat template granite4, tool calls "
                                 "granite,"),
              1);
+    T_EQ_INT(e2e_log_count(&gw, "chat template granite3.3, tool calls "
+                                "granite3,"),
+             1);
     const char *tool_list =
         "[{\"type\":\"function\",\"function\":{\"name\":\"get_time\","
         "\"parameters\":{\"type\":\"object\",\"properties\":{\"zone\":{"
@@ -997,6 +1022,57 @@ test_native_prompts(void)
         "<|end_of_text|>\n"
         "<|start_of_role|>assistant<|end_of_role|>");
 #undef GRAN_TOOLS
+    /* Granite 3.3: the tools' list as tojson(indent=4) in a turn of its
+     * own after the system turn; a call as the model writes it; a result
+     * as a "tool" turn */
+#define G33_TOOLS                                                          \
+    "<|start_of_role|>available_tools<|end_of_role|>[\n    {\n        "    \
+    "\"type\": \"function\",\n        \"function\": {\n            "       \
+    "\"name\": \"get_time\",\n            \"parameters\": {\n          "   \
+    "      \"type\": \"object\",\n                \"properties\": {\n   "  \
+    "                 \"zone\": {\n                        \"type\": "      \
+    "\"string\"\n                    }\n                }\n            }\n" \
+    "        }\n    }\n]<|end_of_text|>\n"
+    expect_prompt(
+        "g33", g33_model, msgs, tool_list,
+        "<|start_of_role|>system<|end_of_role|>Be brief.<|end_of_text|>\n"
+        G33_TOOLS
+        "<|start_of_role|>user<|end_of_role|>Time?<|end_of_text|>\n"
+        "<|start_of_role|>assistant<|end_of_role|><|tool_call|>[{\"name\": "
+        "\"get_time\", \"arguments\": {\"zone\": \"utc\"}}]"
+        "<|end_of_text|>\n"
+        "<|start_of_role|>tool<|end_of_role|>12:00<|end_of_text|>\n"
+        "<|start_of_role|>user<|end_of_role|>Thanks<|end_of_text|>\n"
+        "<|start_of_role|>assistant<|end_of_role|>");
+    {
+        /* no system text: the dated default naming the call format */
+        char want[4096], day[64];
+        time_t now = time(NULL);
+        struct tm tm;
+        gmtime_r(&now, &tm);
+        strftime(day, sizeof(day), "%B %d, %Y", &tm);
+        snprintf(
+            want, sizeof(want),
+            "<|start_of_role|>system<|end_of_role|>Knowledge Cutoff Date: "
+            "April 2024. Today's Date: %s. You are Granite, developed by "
+            "IBM. You are a helpful assistant with access to the following "
+            "tools. When a tool is required to answer the user's query, "
+            "respond only with <|tool_call|> followed by a JSON list of "
+            "tools used. If a tool does not exist in the provided list of "
+            "tools, notify the user that you do not have the ability to "
+            "fulfill the request.<|end_of_text|>\n" G33_TOOLS
+            "<|start_of_role|>user<|end_of_role|>Time?<|end_of_text|>\n"
+            "<|start_of_role|>assistant<|end_of_role|>Both.<|tool_call|>["
+            "{\"name\": \"get_time\", \"arguments\": {}}, {\"name\": "
+            "\"get_time\", \"arguments\": {\"zone\": \"cet\"}}]"
+            "<|end_of_text|>\n"
+            "<|start_of_role|>tool<|end_of_role|>11:00<|end_of_text|>\n"
+            "<|start_of_role|>tool<|end_of_role|>12:00<|end_of_text|>\n"
+            "<|start_of_role|>assistant<|end_of_role|>",
+            day);
+        expect_prompt("g33", g33_model, two_calls, tool_list, want);
+    }
+#undef G33_TOOLS
     /* no system text of the client's: the format's own system turn */
     expect_prompt(
         "l3", l3_model, "[{\"role\":\"user\",\"content\":\"Hi\"}]", tool_list,
@@ -1050,9 +1126,10 @@ test_ds_markers(void)
 static void
 test_native_calls(void)
 {
-    static const char *const models[] = {"herm", "l3", "rand", "mis",
-                                         "nemo", "m11", "dst", "gran"};
-    for (size_t mi = 0; mi < 8; mi++) {
+    static const char *const models[] = {"herm", "l3",  "rand",
+                                         "mis",  "nemo", "m11",
+                                         "dst",  "gran", "g33"};
+    for (size_t mi = 0; mi < 9; mi++) {
         int calls = 0, texts = 0, multi = 0;
         for (int seed = 0; seed < 12; seed++) {
             const char *choice =
@@ -1130,8 +1207,8 @@ static void
 test_parallel_calls(void)
 {
     static const char *const models[] = {"herm", "rand", "l3", "mis",
-                                         "m11", "dst", "gran"};
-    for (size_t mi = 0; mi < 7; mi++) {
+                                         "m11", "dst", "gran", "g33"};
+    for (size_t mi = 0; mi < 8; mi++) {
         int multi = 0, single = 0, complete = 0;
         for (int seed = 0; seed < 16; seed++) {
             int par = seed % 4 != 3;
@@ -1141,7 +1218,9 @@ test_parallel_calls(void)
                      "\"tools\":%s,\"tool_choice\":\"required\",%s"
                      "\"messages\":[{\"role\":\"user\",\"content\":"
                      "\"Weather in Rome and Oslo?\"}]}",
-                     models[mi], seed, mi == 2 ? 400 : 800, tools,
+                     /* l3's and g33's prompts are long in the 500-token
+                      * vocabulary (the tools' indented JSON) */
+                     models[mi], seed, mi == 2 || mi == 7 ? 400 : 800, tools,
                      par ? "" : "\"parallel_tool_calls\":false,");
             snprintf(streamed, sizeof(streamed), "{\"stream\":true,%s",
                      body + 1);
@@ -1714,6 +1793,7 @@ main(void)
     unlink(m11_model);
     unlink(dst_model);
     unlink(gran_model);
+    unlink(g33_model);
     unlink(nemo_model);
     unlink(ds_model);
     curl_global_cleanup();
