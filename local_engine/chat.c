@@ -40,6 +40,9 @@
  *            when the messages have none, which llmux does not)
  *   granite4 the same after Granite 4.0's default system turn when the
  *            messages start without one (4.1's template has none: granite)
+ *   deepseek2  U: "User: U\n\n", A: "Assistant: A<｜end▁of▁sentence｜>",
+ *            S: "S\n\n", each where it stands; gen: "Assistant:"
+ *            (DeepSeek V2, V2-Lite, Coder-V2)
  *   granite3.3  the same after Granite 3.3's dated default system turn
  *            ("Knowledge Cutoff Date: April 2024. Today's Date: December
  *            05, 2026. You are Granite, developed by IBM. You are a helpful
@@ -100,7 +103,8 @@ static const char *const chat_names[] = {
     "phi3",       "gemma",           "zephyr",     "mistral-v3",
     "mistral-v3-tekken", "mistral-v7", "mistral-v7-tekken", "deepseek3",
     "deepseek-r1", "deepseek-r1-thinking", "qwen3", "qwen3-thinking",
-    "qwen2.5", "phi4", "granite", "harmony", "granite4", "granite3.3"};
+    "qwen2.5", "phi4", "granite", "harmony", "granite4", "granite3.3",
+    "deepseek2"};
 
 const char *
 le_chat_template_name(enum le_chat_template t)
@@ -188,6 +192,10 @@ le_chat_detect(const char *t, size_t len)
             return LE_CHAT_MISTRAL_V3;
         return LE_CHAT_MISTRAL;
     }
+    /* DeepSeek V2's plain "User: " / "Assistant: " turns, by the
+     * literal llama.cpp also tells it by */
+    if (has(t, len, "'Assistant: ' + message['content'] + eos_token"))
+        return LE_CHAT_DEEPSEEK2;
     if (has(t, len, "<|start_of_role|>"))
         return has(t, len, GRANITE4_SYSTEM)   ? LE_CHAT_GRANITE4
                : has(t, len, GRANITE33_DATED) ? LE_CHAT_GRANITE33
@@ -792,6 +800,30 @@ render_granite(struct chat_buf *b, const struct le_chat_msg *msgs, size_t n,
         cb_str(b, "<|start_of_role|>assistant<|end_of_role|>");
 }
 
+/* DeepSeek V2's template: each turn where it stands, a system text as
+ * it is, every role but assistant and system as a user's */
+static void
+render_deepseek2(struct chat_buf *b, const struct le_chat_msg *msgs,
+                 size_t n, int gen)
+{
+    for (size_t i = 0; i < n; i++) {
+        const char *role = role_of(&msgs[i]);
+        if (!strcmp(role, "assistant")) {
+            cb_str(b, "Assistant: ");
+            cb_str(b, content_of(&msgs[i]));
+            cb_str(b, "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81"
+                      "sentence\xef\xbd\x9c>");
+            continue;
+        }
+        if (strcmp(role, "system"))
+            cb_str(b, "User: ");
+        cb_str(b, content_of(&msgs[i]));
+        cb_str(b, "\n\n");
+    }
+    if (gen)
+        cb_str(b, "Assistant:");
+}
+
 static void
 render_harmony(struct chat_buf *b, const struct le_chat_msg *msgs, size_t n,
                int gen, const struct le_chat_opts *o)
@@ -915,6 +947,9 @@ le_chat_apply_opts(enum le_chat_template t, const struct le_chat_msg *msgs,
         if (!n_msgs || strcmp(role_of(&msgs[0]), "system"))
             cb_str(&b, "<|im_start|>system\n" QWEN25_SYSTEM "<|im_end|>\n");
         render_chatml(&b, msgs, n_msgs, gen, "\n", "<|im_end|>\n");
+        break;
+    case LE_CHAT_DEEPSEEK2:
+        render_deepseek2(&b, msgs, n_msgs, gen);
         break;
     case LE_CHAT_GRANITE4:
     case LE_CHAT_GRANITE33:

@@ -932,7 +932,14 @@ enum le_arch {
      * biased logits, weighted by the softmax of the chosen ones, each
      * with biased gate, up and down and the clamped SwiGLU (alpha 1.702,
      * limit 7) */
-    LE_ARCH_GPTOSS = 10
+    LE_ARCH_GPTOSS = 10,
+    /* DeepSeek V2 / V3 (and the files converted as deepseek2: V2-Lite,
+     * Coder-V2-Lite, Moonlight, ...): multi-head latent attention, run
+     * in its absorbed form (below), the first leading_dense_block_count
+     * layers dense, the others experts (softmax or sigmoid router, an
+     * optional selection bias, weights scaled) plus ungated shared
+     * experts */
+    LE_ARCH_DEEPSEEK2 = 11
 };
 
 struct le_layer {
@@ -967,6 +974,19 @@ struct le_layer {
      * output weighted by sigmoid(gate . x)), and gate, up, down of width
      * n_ff_shexp */
     const struct le_gguf_tensor *sh_gate_inp, *sh_gate, *sh_up, *sh_down;
+    /* deepseek2 (multi-head latent attention, absorbed): wq is attn_q or,
+     * with a q LoRA, attn_q_b after wq_a [n_embd] x q_lora and its norm
+     * q_a_norm [q_lora]; wkv_a [n_embd] x (kv_lora + n_rot) gives the
+     * latent c (kv_lora, normed by kv_a_norm) and the shared rotary key
+     * (n_rot); per head h, k_b[h] [mla_nope] x kv_lora takes the head's
+     * nope query into the latent space and v_b[h] [kv_lora] x mla_v the
+     * attention's latent output to the head's value (2-D views of
+     * attn_k_b / attn_v_b, or of attn_kv_b's rows: v_b as they are, k_b
+     * transposed at load, le_model.mla_kb); exp_probs_b [n_expert] f32: the
+     * router's selection bias (V3) */
+    const struct le_gguf_tensor *wq_a, *q_a_norm, *wkv_a, *kv_a_norm;
+    const struct le_gguf_tensor *k_b, *v_b; /* [n_head] each */
+    const struct le_gguf_tensor *exp_probs_b;
 };
 
 struct le_hparams {
@@ -1021,6 +1041,19 @@ struct le_hparams {
     int swiglu_oai;       /* 1: the experts' activation is gpt-oss's
                              clamped SwiGLU */
     int32_t n_ff_shexp;   /* qwen2moe's shared expert's width; 0: none */
+    /* deepseek2: the latent (kv_lora_rank) and q LoRA (0: none) ranks,
+     * each head's nope query / key size and value size; the absorbed
+     * layout has one KV head of head_dim = n_rot + kv_lora: [rotary key
+     * | normed latent], its value the same row (the attention's output
+     * taken from its n_rot-th value on); the queries [rotary | nope
+     * through k_b] */
+    int32_t kv_lora, q_lora, mla_nope, mla_v;
+    /* the dense FFN's width (deepseek2's leading dense layers apart from
+     * the experts' n_ff; n_ff elsewhere) and how many layers lead dense */
+    int32_t n_ff_dense, n_dense_lead;
+    int expert_sigmoid;   /* deepseek2 V3: the router's sigmoid, not its
+                             softmax */
+    float expert_wscale;  /* the chosen experts' weights times this (1) */
     float residual_scale; /* each branch's output times this before it
                              joins the residual (granite; else 1) */
     float logit_scale;    /* the logits times 1 / this (granite; 0: none) */
@@ -1063,6 +1096,10 @@ struct le_model {
      * rope_freqs once the context is known */
     const struct le_gguf_tensor *rope_long, *rope_short;
     struct le_layer *layers; /* [n_layer] */
+    /* deepseek2 files with attn_kv_b: every head's k_b transposed, f32
+     * from an f32 attn_kv_b, else f16 (owned; the views in xviews point
+     * into it) */
+    void *mla_kb;
     struct le_pool *pool;
     enum le_chat_template chat;
     enum le_chat_tools chat_tools;
@@ -1177,6 +1214,9 @@ struct le_session {
      * + slot) in expert then token order [n_batch][n_expert_used] */
     float *moe_logits, *moe_w, *moe_in, *moe_x, *moe_y;
     int32_t *moe_sel, *moe_rows;
+    /* deepseek2: one head's rows gathered for k_b / v_b and their output,
+     * [n_batch][max(kv_lora, q_lora, mla_nope)] each */
+    float *mla_in, *mla_out;
     float *logits;           /* [n_vocab] of the last evaluated token */
     uint8_t *qact;           /* activations in a vec_dot_type, one batch */
     size_t qact_size;

@@ -162,7 +162,11 @@ enum le_chat_template {
     /* Granite 3.3: granite with its dated default system turn when the
      * messages have none, and the tools (le_chat_opts.tools) as an
      * available_tools turn after the system turn */
-    LE_CHAT_GRANITE33
+    LE_CHAT_GRANITE33,
+    /* DeepSeek V2 / V2-Lite / Coder-V2 chat: "User: U\n\nAssistant: A"
+     * + <｜end▁of▁sentence｜>, the system text as it is + "\n\n"; gen:
+     * "Assistant:" */
+    LE_CHAT_DEEPSEEK2
 };
 /* 1 for the mistral templates (any of the five) */
 int le_chat_is_mistral(enum le_chat_template t);

@@ -160,109 +160,18 @@ want(const struct le_gguf *g, const char *name, int64_t ne0, int64_t ne1,
 static const char *const arch_names[] = {"llama",    "qwen2",  "qwen3",
                                          "gemma3",   "gemma2", "qwen3moe",
                                          "qwen2moe", "phi3",   "granite",
-                                         "granitemoe", "gpt-oss"};
+                                         "granitemoe", "gpt-oss",
+                                         "deepseek2"};
 #define N_ARCH (sizeof(arch_names) / sizeof(arch_names[0]))
 
+/* The attention's head sizes of every architecture but deepseek2's
+ * (load_mla): head_count_kv, key_length (value_length equal to it),
+ * rope.dimension_count. */
 static enum le_status
-load_hparams(struct le_model *m, char *err, size_t errlen)
+load_heads(const struct le_gguf *g, const char *arch, struct le_hparams *hp,
+           char *err, size_t errlen)
 {
-    const struct le_gguf *g = m->gguf;
-    struct le_hparams *hp = &m->hp;
-    struct le_gguf_str as;
-    char arch[32];
-    if (!le_gguf_get_str(g, "general.architecture", &as))
-        return fail(err, errlen, LE_EFORMAT,
-                    "model: general.architecture is missing");
-    if (as.len >= sizeof(arch))
-        return fail(err, errlen, LE_EFORMAT, "model: architecture too long");
-    memcpy(arch, as.ptr, as.len);
-    arch[as.len] = '\0';
-    size_t a = 0;
-    while (a < N_ARCH && strcmp(arch, arch_names[a]))
-        a++;
-    if (a == N_ARCH)
-        return fail(err, errlen, LE_EFORMAT,
-                    "model: architecture '%s' is not supported (llama, "
-                    "qwen2, qwen2moe, qwen3, qwen3moe, gemma2, gemma3, "
-                    "phi3, granite, granitemoe, gpt-oss)",
-                    arch);
-    hp->arch = (enum le_arch)a;
-
     uint32_t u;
-    /* experts: Mixtral's llama files, qwen3moe and qwen2moe; the others'
-     * layouts have none */
-    int moe_arch = hp->arch == LE_ARCH_QWEN3MOE ||
-                   hp->arch == LE_ARCH_QWEN2MOE ||
-                   hp->arch == LE_ARCH_GRANITEMOE ||
-                   hp->arch == LE_ARCH_GPTOSS;
-    int oss = hp->arch == LE_ARCH_GPTOSS;
-    hp->n_expert = hp->n_expert_used = 0;
-    hp->n_ff_shexp = 0;
-    hp->expert_norm = hp->arch != LE_ARCH_QWEN2MOE && !oss;
-    hp->expert_topk_softmax = oss;
-    hp->swiglu_oai = oss;
-    if (arch_u32(g, arch, "expert_count", &u) && u > 0) {
-        uint32_t k = 0;
-        if (hp->arch != LE_ARCH_LLAMA && !moe_arch)
-            return fail(err, errlen, LE_EFORMAT,
-                        "model: %s with experts (%s.expert_count %u) is not "
-                        "supported; mixture-of-experts models run as llama "
-                        "(Mixtral), qwen2moe, qwen3moe, granitemoe or "
-                        "gpt-oss",
-                        arch, arch, u);
-        if (u > LE_MAX_EXPERTS ||
-            !arch_u32(g, arch, "expert_used_count", &k) ||
-            k == 0 || k > u || k > 64)
-            return fail(err, errlen, LE_EFORMAT,
-                        "model: %s.expert_count %u with expert_used_count "
-                        "%u is out of range (1 to 64 used of at most %d)",
-                        arch, u, k, LE_MAX_EXPERTS);
-        hp->n_expert = (int32_t)u;
-        hp->n_expert_used = (int32_t)k;
-    } else if (moe_arch) {
-        return fail(err, errlen, LE_EFORMAT,
-                    "model: %s.expert_count is missing", arch);
-    }
-#define REQ(key, field)                                                      \
-    do {                                                                     \
-        if (!arch_u32(g, arch, key, &u) || u == 0 || u > (1u << 24))         \
-            return fail(err, errlen, LE_EFORMAT,                             \
-                        "model: %s.%s is missing or out of range", arch,     \
-                        key);                                                \
-        hp->field = (int32_t)u;                                              \
-    } while (0)
-    REQ("context_length", n_ctx_train);
-    REQ("embedding_length", n_embd);
-    REQ("block_count", n_layer);
-    REQ("feed_forward_length", n_ff);
-    REQ("attention.head_count", n_head);
-    /* qwen2moe's shared expert: its own width, else the dense one */
-    if (hp->arch == LE_ARCH_QWEN2MOE) {
-        hp->n_ff_shexp = hp->n_ff;
-        if (arch_u32(g, arch, "expert_shared_feed_forward_length", &u))
-            REQ("expert_shared_feed_forward_length", n_ff_shexp);
-    }
-    /* an expert's width when the file gives it apart (qwen3moe,
-     * qwen2moe; absent, qwen2moe's is n_ff / expert_used_count, as
-     * llama.cpp reads it) */
-    if (hp->n_expert > 0 &&
-        arch_u32(g, arch, "expert_feed_forward_length", &u))
-        REQ("expert_feed_forward_length", n_ff);
-    else if (hp->arch == LE_ARCH_QWEN2MOE)
-        hp->n_ff /= hp->n_expert_used;
-    else if (oss) /* llama.cpp requires it of gpt-oss */
-        return fail(err, errlen, LE_EFORMAT,
-                    "model: %s.expert_feed_forward_length is missing", arch);
-#undef REQ
-    /* bounds that keep every product below in int range (n_head *
-     * head_dim, n_batch * n_ff, ...) whatever the metadata says */
-    if (hp->n_layer > 4096 || hp->n_embd > 65536 || hp->n_head > 1024 ||
-        hp->n_ff > (1 << 20) || hp->n_ff <= 0 || hp->n_ff_shexp > (1 << 20))
-        return fail(err, errlen, LE_EFORMAT,
-                    "model: hyperparameters out of range (block_count %d, "
-                    "embedding_length %d, head_count %d, "
-                    "feed_forward_length %d)",
-                    hp->n_layer, hp->n_embd, hp->n_head, hp->n_ff);
     hp->n_head_kv = hp->n_head;
     if (arch_u32(g, arch, "attention.head_count_kv", &u))
         hp->n_head_kv = (int32_t)u;
@@ -292,6 +201,247 @@ load_hparams(struct le_model *m, char *err, size_t errlen)
                     "model: rope.dimension_count %d does not fit head size "
                     "%d",
                     hp->n_rot, hp->head_dim);
+    return LE_OK;
+}
+
+/* deepseek2's attention sizes (load_hparams): the latent attention in
+ * its absorbed form, one KV head of n_rot + kv_lora values that every
+ * query head shares.  Both of llama.cpp's layouts: attn_kv_b
+ * (key_length a query head's nope + rope size, value_length its value's)
+ * and the split attn_k_b / attn_v_b (key_length_mla and
+ * value_length_mla those, key_length and value_length the latent's). */
+static enum le_status
+load_mla(const struct le_gguf *g, const char *arch, struct le_hparams *hp,
+         char *err, size_t errlen)
+{
+    uint32_t kl = 0, vl = 0, rot = 0, lora = 0, ql = 0, u;
+    if (!arch_u32(g, arch, "attention.kv_lora_rank", &lora) || !lora ||
+        lora > 8192)
+        return fail(err, errlen, LE_EFORMAT,
+                    "model: %s.attention.kv_lora_rank is missing or out of "
+                    "range",
+                    arch);
+    if (!arch_u32(g, arch, "rope.dimension_count", &rot) || !rot ||
+        rot % 2 || rot > 1024)
+        return fail(err, errlen, LE_EFORMAT,
+                    "model: %s.rope.dimension_count is missing or out of "
+                    "range",
+                    arch);
+    if (arch_u32(g, arch, "attention.q_lora_rank", &ql) && ql > 65536)
+        return fail(err, errlen, LE_EFORMAT,
+                    "model: %s.attention.q_lora_rank %u is out of range",
+                    arch, ql);
+    if (arch_u32(g, arch, "attention.key_length_mla", &kl)) {
+        if (!arch_u32(g, arch, "attention.value_length_mla", &vl) ||
+            (arch_u32(g, arch, "attention.key_length", &u) &&
+             u != lora + rot) ||
+            (arch_u32(g, arch, "attention.value_length", &u) && u != lora))
+            return fail(err, errlen, LE_EFORMAT,
+                        "model: %s's attention.key_length_mla needs "
+                        "value_length_mla, and key_length / value_length "
+                        "of the latent (kv_lora_rank + rope, kv_lora_rank)",
+                        arch);
+    } else if (!arch_u32(g, arch, "attention.key_length", &kl) ||
+               !arch_u32(g, arch, "attention.value_length", &vl)) {
+        return fail(err, errlen, LE_EFORMAT,
+                    "model: %s.attention.key_length or value_length is "
+                    "missing",
+                    arch);
+    }
+    if (kl <= rot || kl - rot > 1024 || !vl || vl > 1024 ||
+        rot + lora > 4096)
+        return fail(err, errlen, LE_EFORMAT,
+                    "model: bad attention sizes (key %u, value %u, rope %u, "
+                    "kv_lora_rank %u)",
+                    kl, vl, rot, lora);
+    hp->kv_lora = (int32_t)lora;
+    hp->q_lora = (int32_t)ql;
+    hp->mla_nope = (int32_t)(kl - rot);
+    hp->mla_v = (int32_t)vl;
+    hp->n_rot = (int32_t)rot;
+    hp->n_head_kv = 1;
+    hp->head_dim = (int32_t)(rot + lora);
+    return LE_OK;
+}
+
+/* deepseek2's router and scales (load_hparams, after the rotation):
+ * expert_gating_func 1 softmax (the default, as llama.cpp for V2 files
+ * without the key) or 2 sigmoid; expert_weights_norm and _scale; grouped
+ * routing refused.  The attention's scale as llama.cpp's (and
+ * DeepSeek's own, when its mscale equals its mscale_all_dim): q.k times
+ * mscale^2 / sqrt(nope + rope), mscale = 1 + yarn_log_multiplier x
+ * ln(factor) (the file's multiplier is 0.1 x mscale_all_dim), and cos
+ * and sin unscaled (YaRN's boost cancelled). */
+static enum le_status
+load_ds_router(const struct le_gguf *g, const char *arch,
+               struct le_hparams *hp, char *err, size_t errlen)
+{
+    uint32_t u, used;
+    float f;
+    bool b;
+    if (arch_u32(g, arch, "expert_gating_func", &u) && u != 1 && u != 2)
+        return fail(err, errlen, LE_EFORMAT,
+                    "model: %s.expert_gating_func %u is not supported "
+                    "(1 softmax, 2 sigmoid)",
+                    arch, u);
+    hp->expert_sigmoid = arch_u32(g, arch, "expert_gating_func", &u) &&
+                         u == 2;
+    if (arch_f32(g, arch, "expert_weights_scale", &f)) {
+        if (!(f > 0 && f < 1e4f))
+            return fail(err, errlen, LE_EFORMAT,
+                        "model: bad %s.expert_weights_scale %g", arch, f);
+        hp->expert_wscale = f;
+    }
+    char key[128];
+    snprintf(key, sizeof(key), "%s.expert_weights_norm", arch);
+    hp->expert_norm = le_gguf_get_bool(g, key, &b) && b;
+    if (arch_u32(g, arch, "expert_group_count", &u) && u > 1 &&
+        (!arch_u32(g, arch, "expert_group_used_count", &used) || used < u))
+        return fail(err, errlen, LE_EFORMAT,
+                    "model: %s's grouped expert routing "
+                    "(expert_group_count %u) is not supported",
+                    arch, u);
+    float x = 0;
+    if (arch_f32(g, arch, "rope.scaling.attn_factor", &f) && f != 1)
+        return fail(err, errlen, LE_EFORMAT,
+                    "model: %s with rope.scaling.attn_factor %g is not "
+                    "supported",
+                    arch, f);
+    arch_f32(g, arch, "rope.scaling.yarn_log_multiplier", &x);
+    if (!(x >= 0 && x < 10))
+        return fail(err, errlen, LE_EFORMAT,
+                    "model: bad %s.rope.scaling.yarn_log_multiplier %g",
+                    arch, x);
+    float lf = logf(1.0f / hp->rope_scale);
+    float ms = 1.0f + x * lf;
+    hp->attn_scale = ms * ms / sqrtf((float)(hp->mla_nope + hp->n_rot));
+    hp->rope_mscale =
+        hp->yarn && hp->yarn_ext != 0 ? 1.0f : 1.0f / (1.0f + 0.1f * lf);
+    return LE_OK;
+}
+
+static enum le_status
+load_hparams(struct le_model *m, char *err, size_t errlen)
+{
+    const struct le_gguf *g = m->gguf;
+    struct le_hparams *hp = &m->hp;
+    struct le_gguf_str as;
+    char arch[32];
+    if (!le_gguf_get_str(g, "general.architecture", &as))
+        return fail(err, errlen, LE_EFORMAT,
+                    "model: general.architecture is missing");
+    if (as.len >= sizeof(arch))
+        return fail(err, errlen, LE_EFORMAT, "model: architecture too long");
+    memcpy(arch, as.ptr, as.len);
+    arch[as.len] = '\0';
+    size_t a = 0;
+    while (a < N_ARCH && strcmp(arch, arch_names[a]))
+        a++;
+    if (a == N_ARCH)
+        return fail(err, errlen, LE_EFORMAT,
+                    "model: architecture '%s' is not supported (llama, "
+                    "qwen2, qwen2moe, qwen3, qwen3moe, gemma2, gemma3, "
+                    "phi3, granite, granitemoe, gpt-oss, deepseek2)",
+                    arch);
+    hp->arch = (enum le_arch)a;
+
+    uint32_t u;
+    /* experts: Mixtral's llama files, qwen3moe and qwen2moe; the others'
+     * layouts have none */
+    int moe_arch = hp->arch == LE_ARCH_QWEN3MOE ||
+                   hp->arch == LE_ARCH_QWEN2MOE ||
+                   hp->arch == LE_ARCH_GRANITEMOE ||
+                   hp->arch == LE_ARCH_GPTOSS ||
+                   hp->arch == LE_ARCH_DEEPSEEK2;
+    int oss = hp->arch == LE_ARCH_GPTOSS, ds = hp->arch == LE_ARCH_DEEPSEEK2;
+    hp->n_expert = hp->n_expert_used = 0;
+    hp->n_ff_shexp = 0;
+    hp->expert_norm = hp->arch != LE_ARCH_QWEN2MOE && !oss && !ds;
+    hp->expert_sigmoid = 0;
+    hp->expert_wscale = 1.0f;
+    hp->expert_topk_softmax = oss;
+    hp->swiglu_oai = oss;
+    if (arch_u32(g, arch, "expert_count", &u) && u > 0) {
+        uint32_t k = 0;
+        if (hp->arch != LE_ARCH_LLAMA && !moe_arch)
+            return fail(err, errlen, LE_EFORMAT,
+                        "model: %s with experts (%s.expert_count %u) is not "
+                        "supported; mixture-of-experts models run as llama "
+                        "(Mixtral), qwen2moe, qwen3moe, granitemoe, "
+                        "gpt-oss or deepseek2",
+                        arch, arch, u);
+        if (u > LE_MAX_EXPERTS ||
+            !arch_u32(g, arch, "expert_used_count", &k) ||
+            k == 0 || k > u || k > 64)
+            return fail(err, errlen, LE_EFORMAT,
+                        "model: %s.expert_count %u with expert_used_count "
+                        "%u is out of range (1 to 64 used of at most %d)",
+                        arch, u, k, LE_MAX_EXPERTS);
+        hp->n_expert = (int32_t)u;
+        hp->n_expert_used = (int32_t)k;
+    } else if (moe_arch) {
+        return fail(err, errlen, LE_EFORMAT,
+                    "model: %s.expert_count is missing", arch);
+    }
+#define REQ(key, field)                                                      \
+    do {                                                                     \
+        if (!arch_u32(g, arch, key, &u) || u == 0 || u > (1u << 24))         \
+            return fail(err, errlen, LE_EFORMAT,                             \
+                        "model: %s.%s is missing or out of range", arch,     \
+                        key);                                                \
+        hp->field = (int32_t)u;                                              \
+    } while (0)
+    REQ("context_length", n_ctx_train);
+    REQ("embedding_length", n_embd);
+    REQ("block_count", n_layer);
+    REQ("feed_forward_length", n_ff);
+    hp->n_ff_dense = hp->n_ff;
+    REQ("attention.head_count", n_head);
+    /* qwen2moe's shared expert: its own width, else the dense one */
+    if (hp->arch == LE_ARCH_QWEN2MOE) {
+        hp->n_ff_shexp = hp->n_ff;
+        if (arch_u32(g, arch, "expert_shared_feed_forward_length", &u))
+            REQ("expert_shared_feed_forward_length", n_ff_shexp);
+    }
+    /* an expert's width when the file gives it apart (qwen3moe,
+     * qwen2moe; absent, qwen2moe's is n_ff / expert_used_count, as
+     * llama.cpp reads it) */
+    if (hp->n_expert > 0 &&
+        arch_u32(g, arch, "expert_feed_forward_length", &u))
+        REQ("expert_feed_forward_length", n_ff);
+    else if (hp->arch == LE_ARCH_QWEN2MOE)
+        hp->n_ff /= hp->n_expert_used;
+    else if (oss || ds) /* llama.cpp requires it of these */
+        return fail(err, errlen, LE_EFORMAT,
+                    "model: %s.expert_feed_forward_length is missing", arch);
+    if (ds) {
+        /* the shared experts: expert_shared_count of the experts' width,
+         * as one FFN, ungated */
+        REQ("expert_shared_count", n_ff_shexp);
+        if (hp->n_ff_shexp > 64)
+            return fail(err, errlen, LE_EFORMAT,
+                        "model: %s.expert_shared_count %d is out of range",
+                        arch, hp->n_ff_shexp);
+        hp->n_ff_shexp *= hp->n_ff;
+        hp->n_dense_lead = 0;
+        if (arch_u32(g, arch, "leading_dense_block_count", &u))
+            hp->n_dense_lead = (int32_t)(u < (1u << 24) ? u : (1u << 24));
+    }
+#undef REQ
+    /* bounds that keep every product below in int range (n_head *
+     * head_dim, n_batch * n_ff, ...) whatever the metadata says */
+    if (hp->n_layer > 4096 || hp->n_embd > 65536 || hp->n_head > 1024 ||
+        hp->n_ff > (1 << 20) || hp->n_ff <= 0 || hp->n_ff_shexp > (1 << 20) ||
+        hp->n_ff_dense > (1 << 20))
+        return fail(err, errlen, LE_EFORMAT,
+                    "model: hyperparameters out of range (block_count %d, "
+                    "embedding_length %d, head_count %d, "
+                    "feed_forward_length %d)",
+                    hp->n_layer, hp->n_embd, hp->n_head, hp->n_ff);
+    enum le_status hst = ds ? load_mla(g, arch, hp, err, errlen)
+                            : load_heads(g, arch, hp, err, errlen);
+    if (hst != LE_OK)
+        return hst;
     hp->eps = 1e-5f;
     float f;
     if (arch_f32(g, arch, "attention.layer_norm_rms_epsilon", &f))
@@ -346,7 +496,8 @@ load_hparams(struct le_model *m, char *err, size_t errlen)
             return fail(err, errlen, LE_EFORMAT,
                         "model: YaRN rope scaling on %s is not supported",
                         arch);
-        if ((arch_f32(g, arch, "rope.scaling.yarn_log_multiplier", &x) &&
+        if ((!ds &&
+             arch_f32(g, arch, "rope.scaling.yarn_log_multiplier", &x) &&
              x != 0) ||
             (arch_f32(g, arch, "rope.scaling.yarn_attn_factor", &x) &&
              x != 1))
@@ -381,7 +532,7 @@ load_hparams(struct le_model *m, char *err, size_t errlen)
     int gemma = g3 || g2;
     int granite =
         hp->arch == LE_ARCH_GRANITE || hp->arch == LE_ARCH_GRANITEMOE;
-    hp->rope_neox = hp->arch != LE_ARCH_LLAMA && !granite;
+    hp->rope_neox = hp->arch != LE_ARCH_LLAMA && !granite && !ds;
     /* as llama.cpp reads them: gemma3 27B (62 layers) and gemma2 27B (46)
      * scale q.k by their query_pre_attn_scalar, n_embd / n_head, the
      * others by head_dim */
@@ -467,6 +618,11 @@ load_hparams(struct le_model *m, char *err, size_t errlen)
         hp->attn_scale = sc;
         hp->logit_scale = ls;
     }
+    if (ds) {
+        enum le_status dst = load_ds_router(g, arch, hp, err, errlen);
+        if (dst != LE_OK)
+            return dst;
+    }
     hp->softcap = g2 ? 30.0f : 0;
     hp->attn_softcap = g2 ? 50.0f : 0;
     if (gemma && arch_f32(g, arch, "final_logit_softcapping", &f))
@@ -494,6 +650,108 @@ row_view(struct le_gguf_tensor *v, const struct le_gguf_tensor *t, int64_t r0,
     v->data = (const uint8_t *)t->data + (size_t)r0 * row;
     v->offset += (uint64_t)r0 * row;
     v->nbytes = (size_t)n * row;
+}
+
+/* deepseek2's attention tensors of layer l (load_tensors); pv: the
+ * layer's 2 x n_head views, k_b's then v_b's.  A file with attn_kv_b
+ * gives v_b as row ranges of it and k_b transposed into m->mla_kb
+ * (allocated at layer 0): a head's k_nope rows are kv_lora wide, the
+ * absorbed product wants kv_lora rows of mla_nope. */
+static enum le_status
+load_mla_layer(struct le_model *m, int32_t l, struct le_gguf_tensor *pv,
+               char *err, size_t errlen)
+{
+    const struct le_gguf *g = m->gguf;
+    const struct le_hparams *hp = &m->hp;
+    struct le_layer *L = &m->layers[l];
+    int32_t E = hp->n_embd, H = hp->n_head, R = hp->n_rot, LR = hp->kv_lora,
+            NP = hp->mla_nope, V = hp->mla_v, QH = H * (NP + R);
+    enum le_status st = LE_EFORMAT;
+    char n[96];
+#define NAME(suffix) (snprintf(n, sizeof(n), "blk.%d.%s", (int)l, suffix), n)
+    if (hp->q_lora > 0) {
+        if (!(L->wq_a = want(g, NAME("attn_q_a.weight"), E, hp->q_lora, 1,
+                             &st, err, errlen)) ||
+            !(L->q_a_norm = want(g, NAME("attn_q_a_norm.weight"),
+                                 hp->q_lora, 0, 1, &st, err, errlen)) ||
+            !(L->wq = want(g, NAME("attn_q_b.weight"), hp->q_lora, QH, 1,
+                           &st, err, errlen)))
+            return st;
+    } else if (!(L->wq = want(g, NAME("attn_q.weight"), E, QH, 1, &st, err,
+                              errlen))) {
+        return st;
+    }
+    if (!(L->wkv_a = want(g, NAME("attn_kv_a_mqa.weight"), E, LR + R, 1, &st,
+                          err, errlen)) ||
+        !(L->kv_a_norm = want(g, NAME("attn_kv_a_norm.weight"), LR, 0, 1,
+                              &st, err, errlen)))
+        return st;
+    struct le_gguf_tensor *kb = pv, *vb = pv + H;
+    L->k_b = kb;
+    L->v_b = vb;
+    if (le_gguf_tensor(g, NAME("attn_k_b.weight"))) {
+        const struct le_gguf_tensor *k3, *v3;
+        if (!(k3 = want3(g, NAME("attn_k_b.weight"), NP, LR, H, 1, &st, err,
+                         errlen)) ||
+            !(v3 = want3(g, NAME("attn_v_b.weight"), LR, V, H, 1, &st, err,
+                         errlen)))
+            return st;
+        for (int32_t h = 0; h < H; h++) {
+            row_view(&kb[h], k3, (int64_t)h * LR, LR);
+            row_view(&vb[h], v3, (int64_t)h * V, V);
+        }
+        return LE_OK;
+    }
+    const struct le_gguf_tensor *kv =
+        want(g, NAME("attn_kv_b.weight"), LR, (int64_t)H * (NP + V), 1, &st,
+             err, errlen);
+#undef NAME
+    if (!kv)
+        return st;
+    /* f16 unless the file's are f32: a quantised attn_kv_b's values are
+     * (nearly always) exact there at half of f32's bytes, which the
+     * generation step reads whole for every head */
+    enum le_type kt = kv->type == LE_TYPE_F32 ? LE_TYPE_F32 : LE_TYPE_F16;
+    size_t per = (size_t)LR * (size_t)NP, /* one head's k_b values */
+        esz = kt == LE_TYPE_F32 ? sizeof(float) : sizeof(uint16_t);
+    if (!m->mla_kb &&
+        !(m->mla_kb = malloc((size_t)hp->n_layer * (size_t)H * per * esz)))
+        return fail(err, errlen, LE_ENOMEM, "model: out of memory");
+    const struct le_type_traits *tt = le_type_get(kv->type);
+    size_t row = le_row_size(kv->type, LR);
+    float *tmp = malloc((size_t)LR * sizeof(float));
+    if (!tmp)
+        return fail(err, errlen, LE_ENOMEM, "model: out of memory");
+    for (int32_t h = 0; h < H; h++) {
+        size_t at = ((size_t)l * (size_t)H + (size_t)h) * per;
+        float *d32 = (float *)m->mla_kb + at;
+        uint16_t *d16 = (uint16_t *)m->mla_kb + at;
+        for (int32_t i = 0; i < NP; i++) {
+            tt->to_float((const uint8_t *)kv->data +
+                             ((size_t)h * (size_t)(NP + V) + (size_t)i) * row,
+                         tmp, LR);
+            for (int32_t j = 0; j < LR; j++) {
+                size_t o = (size_t)j * (size_t)NP + (size_t)i;
+                if (kt == LE_TYPE_F32)
+                    d32[o] = tmp[j];
+                else
+                    d16[o] = le_fp32_to_fp16(tmp[j]);
+            }
+        }
+        struct le_gguf_tensor *t = &kb[h];
+        memset(t, 0, sizeof(*t));
+        t->name = kv->name;
+        t->n_dims = 2;
+        t->ne[0] = NP;
+        t->ne[1] = LR;
+        t->ne[2] = t->ne[3] = 1;
+        t->type = kt;
+        t->data = kt == LE_TYPE_F32 ? (const void *)d32 : (const void *)d16;
+        t->nbytes = per * esz;
+        row_view(&vb[h], kv, (int64_t)h * (NP + V) + NP, V);
+    }
+    free(tmp);
+    return LE_OK;
 }
 
 static enum le_status
@@ -547,10 +805,14 @@ load_tensors(struct le_model *m, char *err, size_t errlen)
         qkn = hp->arch == LE_ARCH_QWEN3 || hp->arch == LE_ARCH_GEMMA3 ||
               hp->arch == LE_ARCH_QWEN3MOE;
     int32_t NX = hp->n_expert;
-    int phi3 = hp->arch == LE_ARCH_PHI3;
+    int phi3 = hp->arch == LE_ARCH_PHI3, ds = hp->arch == LE_ARCH_DEEPSEEK2;
     /* views per layer: each expert's three, then phi3's q, k, v of its
-     * attn_qkv and gate, up of its ffn_up */
-    size_t XS = 3 * (size_t)NX + (phi3 ? 5 : 0);
+     * attn_qkv and gate, up of its ffn_up, or deepseek2's k_b and v_b of
+     * every head */
+    size_t XS = 3 * (size_t)NX + (phi3 ? 5 : 0) +
+                (ds ? 2 * (size_t)hp->n_head : 0);
+    /* deepseek2's attention output's width (every head's value) */
+    int32_t WO = ds ? hp->n_head * hp->mla_v : QD;
     if (XS > 0) {
         m->n_xviews = (size_t)hp->n_layer * XS;
         m->xviews = calloc(m->n_xviews, sizeof(*m->xviews));
@@ -580,7 +842,11 @@ load_tensors(struct le_model *m, char *err, size_t errlen)
         /* this layer's views (none in a dense non-phi3 file: xviews NULL) */
         struct le_gguf_tensor *pv =
             m->xviews ? m->xviews + (size_t)l * XS + 3 * (size_t)NX : NULL;
-        if (phi3) {
+        if (ds) {
+            st = load_mla_layer(m, l, pv, err, errlen);
+            if (st != LE_OK)
+                return st;
+        } else if (phi3) {
             /* q, k and v are row ranges of attn_qkv, gate and up the two
              * halves of ffn_up (the first takes the SiLU) */
             const struct le_gguf_tensor *qkv, *up;
@@ -615,7 +881,7 @@ load_tensors(struct le_model *m, char *err, size_t errlen)
             T(attn_post_norm, "post_attention_norm.weight", E, 0, 1);
             T(ffn_post_norm, "post_ffw_norm.weight", E, 0, 1);
         }
-        T(wo, "attn_output.weight", QD, E, 1);
+        T(wo, "attn_output.weight", WO, E, 1);
         if (oss) {
             T(bo, "attn_output.bias", E, 0, 1);
             T(sinks, "attn_sinks.weight", hp->n_head, 0, 1);
@@ -624,15 +890,18 @@ load_tensors(struct le_model *m, char *err, size_t errlen)
         } else {
             T(ffn_norm, "ffn_norm.weight", E, 0, 1);
         }
-        if (NX == 0) {
+        if (NX == 0 || (ds && l < hp->n_dense_lead)) {
+            int32_t FD = hp->n_ff_dense; /* n_ff but in deepseek2 */
             if (!phi3) {
-                T(w_gate, "ffn_gate.weight", E, F, 1);
-                T(w_up, "ffn_up.weight", E, F, 1);
+                T(w_gate, "ffn_gate.weight", E, FD, 1);
+                T(w_up, "ffn_up.weight", E, FD, 1);
             }
-            T(w_down, "ffn_down.weight", F, E, 1);
+            T(w_down, "ffn_down.weight", FD, E, 1);
             continue;
         }
         T(ffn_gate_inp, "ffn_gate_inp.weight", E, NX, 1);
+        if (ds)
+            T(exp_probs_b, "exp_probs_b.bias", NX, 0, 0);
         if (oss) {
             T(gate_inp_b, "ffn_gate_inp.bias", NX, 0, 1);
             T(exp_gate_b, "ffn_gate_exps.bias", F, NX, 1);
@@ -647,7 +916,8 @@ load_tensors(struct le_model *m, char *err, size_t errlen)
         }
         if (hp->n_ff_shexp > 0) {
             int32_t FS = hp->n_ff_shexp;
-            T(sh_gate_inp, "ffn_gate_inp_shexp.weight", E, 0, 1);
+            if (!ds) /* deepseek2's shared experts have no gate */
+                T(sh_gate_inp, "ffn_gate_inp_shexp.weight", E, 0, 1);
             T(sh_gate, "ffn_gate_shexp.weight", E, FS, 1);
             T(sh_up, "ffn_up_shexp.weight", E, FS, 1);
             T(sh_down, "ffn_down_shexp.weight", FS, E, 1);
@@ -737,7 +1007,10 @@ pack_weights(struct le_model *m, char *err, size_t errlen)
     if (le_isa_active() == LE_ISA_NONE)
         return LE_OK; /* plain C: the per-row path over the GGUF bytes */
     size_t NX = (size_t)m->hp.n_expert;
-    size_t cap = (size_t)m->hp.n_layer * (8 + 3 * NX) + 1, n = 0, nc = 0;
+    size_t cap = (size_t)m->hp.n_layer *
+                     (8 + 3 * NX + 2 + 2 * (size_t)m->hp.n_head) +
+                 1,
+           n = 0, nc = 0;
     const struct le_gguf_tensor **list = calloc(cap, sizeof(*list));
     const struct le_gguf_tensor **cand = calloc(cap, sizeof(*cand));
     m->n_slots = (size_t)g->n_tensors + m->n_xviews;
@@ -760,10 +1033,20 @@ pack_weights(struct le_model *m, char *err, size_t errlen)
         for (int k = 0; k < 4; k++)
             if (x[k])
                 cand[nc++] = x[k];
-        for (size_t e = 0; e < NX; e++) {
+        for (size_t e = 0; L->exp_gate && e < NX; e++) {
             cand[nc++] = &L->exp_gate[e];
             cand[nc++] = &L->exp_up[e];
             cand[nc++] = &L->exp_down[e];
+        }
+        /* deepseek2: the q LoRA's first half, the latent's projection,
+         * every head's k_b and v_b */
+        if (L->wq_a)
+            cand[nc++] = L->wq_a;
+        if (L->wkv_a)
+            cand[nc++] = L->wkv_a;
+        for (int h = 0; L->k_b && h < m->hp.n_head; h++) {
+            cand[nc++] = &L->k_b[h];
+            cand[nc++] = &L->v_b[h];
         }
     }
     cand[nc++] = m->output;
@@ -1049,6 +1332,7 @@ le_model_free(struct le_model *m)
     free_packed(m);
     free(m->layers);
     free(m->xviews);
+    free(m->mla_kb);
     free(m->rope_freqs);
     le_gguf_free(m->gguf);
     free(m);
@@ -1137,6 +1421,8 @@ le_session_free(struct le_session *s)
     free(s->moe_in);
     free(s->moe_x);
     free(s->moe_y);
+    free(s->mla_in);
+    free(s->mla_out);
     free(s->logits);
     free(s->qact);
     free(s->qprep);
@@ -1178,6 +1464,7 @@ le_session_new_sized(struct le_model *m, int n_tok, int n_out, int with_kv,
     size_t NO = (size_t)(n_out > 0 ? n_out : 0);
     size_t E = (size_t)hp->n_embd,
            F = (size_t)(hp->n_ff > hp->n_ff_shexp ? hp->n_ff : hp->n_ff_shexp);
+    F = F > (size_t)hp->n_ff_dense ? F : (size_t)hp->n_ff_dense;
     size_t QD = (size_t)hp->n_head * (size_t)hp->head_dim;
     size_t KD = (size_t)hp->n_head_kv * (size_t)hp->head_dim;
     size_t NT = (size_t)le_pool_size(m->pool);
@@ -1216,6 +1503,15 @@ le_session_new_sized(struct le_model *m, int n_tok, int n_out, int with_kv,
         s->moe_in = xcalloc(B * E, sizeof(float), &bad);
         s->moe_x = xcalloc(B * E, sizeof(float), &bad);
         s->moe_y = xcalloc(B * E, sizeof(float), &bad);
+    }
+    size_t ML = 0; /* deepseek2's per-head rows */
+    if (hp->arch == LE_ARCH_DEEPSEEK2 && B) {
+        ML = (size_t)hp->kv_lora;
+        ML = ML > (size_t)hp->q_lora ? ML : (size_t)hp->q_lora;
+        ML = ML > (size_t)hp->mla_nope ? ML : (size_t)hp->mla_nope;
+        ML = ML > (size_t)hp->mla_v ? ML : (size_t)hp->mla_v;
+        s->mla_in = xcalloc(B * ML, sizeof(float), &bad);
+        s->mla_out = xcalloc(B * ML, sizeof(float), &bad);
     }
     s->logits = xcalloc(NO * (size_t)hp->n_vocab, sizeof(float), &bad);
     /* activations quantised for the widest input (n_embd, q dim or n_ff)
@@ -1935,7 +2231,9 @@ tok_steps(void *arg, int ith, int nth)
     struct le_session *ws = j->ws;
     const struct le_model *m = ws->m;
     const struct le_hparams *hp = &m->hp;
-    int nt = j->b->n_tok, E = hp->n_embd, F = hp->n_ff;
+    /* TOK_SILU: a dense FFN's width (deepseek2's leading layers' apart
+     * from its experts') */
+    int nt = j->b->n_tok, E = hp->n_embd, F = hp->n_ff_dense;
     int QD = hp->n_head * hp->head_dim, KD = hp->n_head_kv * hp->head_dim;
     int t0 = (int)((int64_t)nt * ith / nth);
     int t1 = (int)((int64_t)nt * (ith + 1) / nth);
@@ -2042,6 +2340,42 @@ moe_route(const float *logits, int n, int k, int norm, int32_t *sel,
         w[i] /= wsum;
 }
 
+/* deepseek2's router: each expert's probability (the softmax of the
+ * logits, or each one's sigmoid), the k largest of them plus the
+ * selection bias (NULL: none) into sel (the lower index first among
+ * equal ones), their probabilities into w, renormalised to sum 1 when
+ * norm, times scale; as llama.cpp's build_moe_ffn. */
+static void
+moe_route_ds(const float *logits, int n, int k, int sigmoid,
+             const float *bias, int norm, float scale, float *probs,
+             float *biased, int32_t *sel, float *w)
+{
+    if (sigmoid) {
+        for (int e = 0; e < n; e++)
+            probs[e] = 1.0f / (1.0f + expf(-logits[e]));
+    } else {
+        float mx = logits[0], sum = 0;
+        for (int e = 1; e < n; e++)
+            mx = logits[e] > mx ? logits[e] : mx;
+        for (int e = 0; e < n; e++)
+            sum += probs[e] = expf(logits[e] - mx);
+        for (int e = 0; e < n; e++)
+            probs[e] /= sum;
+    }
+    const float *pick = probs;
+    if (bias) {
+        for (int e = 0; e < n; e++)
+            biased[e] = probs[e] + bias[e];
+        pick = biased;
+    }
+    topk_sel(pick, n, k, sel);
+    float wsum = 0;
+    for (int i = 0; i < k; i++)
+        wsum += w[i] = probs[sel[i]];
+    for (int i = 0; i < k; i++)
+        w[i] = (norm ? w[i] / wsum : w[i]) * scale;
+}
+
 /* gpt-oss's router: the k largest logits into sel, the softmax of those
  * k into w. */
 static void
@@ -2096,8 +2430,16 @@ moe_ffn(struct le_session *ws, const struct le_layer *L, int nt, int af)
     int qx = -1;
     matmul(ws, L->ffn_gate_inp, ws->xb, ws->moe_logits, nt, af, &qx);
     add_bias(ws->moe_logits, L->gate_inp_b, NX, nt);
+    float probs[LE_MAX_EXPERTS], biased[LE_MAX_EXPERTS];
     for (int t = 0; t < nt; t++) {
-        if (hp->expert_topk_softmax)
+        if (hp->arch == LE_ARCH_DEEPSEEK2)
+            moe_route_ds(ws->moe_logits + (size_t)t * NX, NX, K,
+                         hp->expert_sigmoid,
+                         L->exp_probs_b ? L->exp_probs_b->data : NULL,
+                         hp->expert_norm, hp->expert_wscale, probs, biased,
+                         ws->moe_sel + (size_t)t * K,
+                         ws->moe_w + (size_t)t * K);
+        else if (hp->expert_topk_softmax)
             moe_route_topk(ws->moe_logits + (size_t)t * NX, NX, K,
                            ws->moe_sel + (size_t)t * K,
                            ws->moe_w + (size_t)t * K);
@@ -2150,7 +2492,8 @@ moe_ffn(struct le_session *ws, const struct le_layer *L, int nt, int af)
     if (!L->sh_gate)
         return;
     /* qwen2moe's shared expert over every row, weighted by the sigmoid of
-     * its gate's dot with the row, added after the experts */
+     * its gate's dot with the row, added after the experts (deepseek2's,
+     * without a gate, as they are) */
     int FS = hp->n_ff_shexp;
     qx = -1;
     matmul(ws, L->sh_gate, ws->moe_in, ws->hb, nt, af, &qx);
@@ -2158,17 +2501,90 @@ moe_ffn(struct le_session *ws, const struct le_layer *L, int nt, int af)
     silu_mul(ws->hb, ws->hb2, nt * FS);
     qx = -1;
     matmul(ws, L->sh_down, ws->hb, ws->moe_y, nt, af, &qx);
-    const float *gw = L->sh_gate_inp->data;
+    const float *gw = L->sh_gate_inp ? L->sh_gate_inp->data : NULL;
     for (int t = 0; t < nt; t++) {
         const float *xi = ws->moe_in + (size_t)t * E;
         float dot = 0;
-        for (int d = 0; d < E; d++)
+        for (int d = 0; gw && d < E; d++)
             dot += gw[d] * xi[d];
-        float g = 1.0f / (1.0f + expf(-dot));
+        float g = gw ? 1.0f / (1.0f + expf(-dot)) : 1.0f;
         float *y = ws->xb + (size_t)t * E;
         const float *ys = ws->moe_y + (size_t)t * E;
         for (int d = 0; d < E; d++)
             y[d] += g * ys[d];
+    }
+}
+
+/* deepseek2's queries and key in the absorbed layout (le_int.h): q into
+ * ws->att, the LoRA's half through ws->mla_in; the latent and rotary key
+ * into ws->k as [rotary | normed latent], ws->v the same row (its values
+ * from n_rot on are the latent, the rest unused); per head, the query
+ * [rotary | k_b[h] . nope] into ws->q. */
+static void
+mla_qkv(struct le_session *ws, const struct le_layer *L, int nt, int af)
+{
+    const struct le_hparams *hp = &ws->m->hp;
+    int H = hp->n_head, R = hp->n_rot, LR = hp->kv_lora, NP = hp->mla_nope,
+        QL = hp->q_lora, HD = hp->head_dim, QH = NP + R;
+    float *raw = ws->att; /* [nt][H * QH] until the attention */
+    int qx = -1;
+    if (L->wq_a) {
+        matmul(ws, L->wq_a, ws->xb, ws->mla_in, nt, af, &qx);
+        for (int t = 0; t < nt; t++)
+            rmsnorm(ws->mla_in + (size_t)t * QL, ws->mla_in + (size_t)t * QL,
+                    L->q_a_norm->data, QL, hp->eps);
+        int qa = -1;
+        matmul(ws, L->wq, ws->mla_in, raw, nt, af, &qa);
+        qx = -1; /* the activations' scratch now holds q_a's */
+    } else {
+        matmul(ws, L->wq, ws->xb, raw, nt, af, &qx);
+    }
+    matmul(ws, L->wkv_a, ws->xb, ws->k, nt, af, &qx);
+    float pe[1024];
+    for (int t = 0; t < nt; t++) {
+        float *k = ws->k + (size_t)t * HD;
+        memcpy(pe, k + LR, (size_t)R * sizeof(float));
+        memmove(k + R, k, (size_t)LR * sizeof(float));
+        rmsnorm(k + R, k + R, L->kv_a_norm->data, LR, hp->eps);
+        memcpy(k, pe, (size_t)R * sizeof(float));
+        memcpy(ws->v + (size_t)t * HD, k, (size_t)HD * sizeof(float));
+    }
+    for (int h = 0; h < H; h++) {
+        for (int t = 0; t < nt; t++)
+            memcpy(ws->mla_in + (size_t)t * NP,
+                   raw + (size_t)t * H * QH + (size_t)h * QH,
+                   (size_t)NP * sizeof(float));
+        int qk = -1;
+        matmul(ws, &L->k_b[h], ws->mla_in, ws->mla_out, nt, nt, &qk);
+        for (int t = 0; t < nt; t++) {
+            float *q = ws->q + ((size_t)t * H + (size_t)h) * HD;
+            memcpy(q, raw + (size_t)t * H * QH + (size_t)h * QH + NP,
+                   (size_t)R * sizeof(float));
+            memcpy(q + R, ws->mla_out + (size_t)t * LR,
+                   (size_t)LR * sizeof(float));
+        }
+    }
+}
+
+/* deepseek2 after the attention: each head's latent output (ws->att,
+ * from n_rot on) through v_b[h], the heads' values side by side into
+ * ws->q ([nt][n_head * mla_v], attn_output's input). */
+static void
+mla_values(struct le_session *ws, const struct le_layer *L, int nt)
+{
+    const struct le_hparams *hp = &ws->m->hp;
+    int H = hp->n_head, R = hp->n_rot, LR = hp->kv_lora, V = hp->mla_v,
+        HD = hp->head_dim;
+    for (int h = 0; h < H; h++) {
+        for (int t = 0; t < nt; t++)
+            memcpy(ws->mla_in + (size_t)t * LR,
+                   ws->att + ((size_t)t * H + (size_t)h) * HD + R,
+                   (size_t)LR * sizeof(float));
+        int qv = -1;
+        matmul(ws, &L->v_b[h], ws->mla_in, ws->mla_out, nt, nt, &qv);
+        for (int t = 0; t < nt; t++)
+            memcpy(ws->q + ((size_t)t * H + (size_t)h) * V,
+                   ws->mla_out + (size_t)t * V, (size_t)V * sizeof(float));
     }
 }
 
@@ -2316,21 +2732,27 @@ le_model_forward_batch(struct le_session *ws, const struct le_fwd_batch *b,
     for (int l = 0; l < hp->n_layer; l++) {
         const struct le_layer *L = &m->layers[l];
         int qx = -1; /* ws->xb changed */
-        matmul(ws, L->wq, ws->xb, ws->q, nt, af, &qx);
-        matmul(ws, L->wk, ws->xb, ws->k, nt, af, &qx);
-        matmul(ws, L->wv, ws->xb, ws->v, nt, af, &qx);
-        add_bias(ws->q, L->bq, QD, nt);
-        add_bias(ws->k, L->bk, KD, nt);
-        add_bias(ws->v, L->bv, KD, nt);
+        if (L->wkv_a) { /* deepseek2 */
+            mla_qkv(ws, L, nt, af);
+        } else {
+            matmul(ws, L->wq, ws->xb, ws->q, nt, af, &qx);
+            matmul(ws, L->wk, ws->xb, ws->k, nt, af, &qx);
+            matmul(ws, L->wv, ws->xb, ws->v, nt, af, &qx);
+            add_bias(ws->q, L->bq, QD, nt);
+            add_bias(ws->k, L->bk, KD, nt);
+            add_bias(ws->v, L->bv, KD, nt);
+        }
         tok_run(ws, b, TOK_ROPE, l, 0, NULL, NULL);
         struct att_job aj = {ws, b, l};
         le_pool_run(m->pool, attention_heads, &aj, att_work < 16384 ? 1 : 0);
+        if (L->wkv_a)
+            mla_values(ws, L, nt);
         qx = -1;
-        matmul(ws, L->wo, ws->att, ws->xb, nt, af, &qx);
+        matmul(ws, L->wo, L->wkv_a ? ws->q : ws->att, ws->xb, nt, af, &qx);
         add_bias(ws->xb, L->bo, E, nt);
         tok_run(ws, b, TOK_NORM, l, 1, L->ffn_norm->data,
                 L->attn_post_norm ? L->attn_post_norm->data : NULL);
-        if (hp->n_expert > 0) {
+        if (L->ffn_gate_inp) {
             moe_ffn(ws, L, nt, af);
         } else {
             qx = -1;

@@ -617,6 +617,27 @@ test_granite4(void)
           "<|start_of_role|>user<|end_of_role|>2+2?<|end_of_text|>\n");
 }
 
+/* DeepSeek V2's template (V2-Lite-Chat's): plain "User: " and
+ * "Assistant: " turns, the system text first as it is */
+static void
+test_deepseek2(void)
+{
+    static const char tmpl[] =
+        "{{ bos_token }}{% for message in messages %}{% if message['role'] "
+        "== 'user' %}{{ 'User: ' + message['content'] + '\\n\\n' }}{% elif "
+        "message['role'] == 'assistant' %}{{ 'Assistant: ' + "
+        "message['content'] + eos_token }}{% elif message['role'] == "
+        "'system' %}{{ message['content'] + '\\n\\n' }}{% endif %}{% endfor "
+        "%}{% if add_generation_prompt %}{{ 'Assistant:' }}{% endif %}";
+    T_EQ_INT(le_chat_detect(tmpl, strlen(tmpl)), LE_CHAT_DEEPSEEK2);
+    T_EQ_INT(le_chat_template_from_name("deepseek2"), LE_CHAT_DEEPSEEK2);
+    T_EQ_INT(le_chat_tools_detect(tmpl, strlen(tmpl)), LE_TOOLS_JSON);
+    check(LE_CHAT_DEEPSEEK2, conv, N_CONV, 1,
+          "You are terse.\n\nUser: Hi\n\nAssistant: Hello."
+          "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence"
+          "\xef\xbd\x9c>User: 2+2?\n\nAssistant:");
+}
+
 /* Granite 3.3's template: its dated default system text when the
  * messages have none (naming the <|tool_call|> format when there are
  * tools), the tools' list in an available_tools turn after the system
@@ -856,6 +877,7 @@ main(void)
     T_RUN(test_granite);
     T_RUN(test_granite4);
     T_RUN(test_granite33);
+    T_RUN(test_deepseek2);
     T_RUN(test_harmony);
     T_RUN(test_gemma);
     T_RUN(test_zephyr);

@@ -7,11 +7,15 @@
  *                 --n-ff N --n-vocab N [--n-ctx N] [--seed S] [--tied]
  *                 [--chat-template TEXT] [--control TOKEN]...
  *                 [--arch llama|qwen3|qwen3moe|qwen2moe|gemma2|gemma3|phi3|
- *                         granite|granitemoe|gpt-oss]
+ *                         granite|granitemoe|gpt-oss|deepseek2]
  *                 [--head-dim N] [--sliding-window N] [--user-token TOKEN]...
  *                 [--experts N,K] [--exp-type TYPE] [--n-ff-exp N]
  *                 [--n-ff-shexp N]
  *                 [--yarn FACTOR,ORIG_CTX] [--longrope ORIG_CTX,ATTN]
+ *                 [--kv-lora N] [--q-lora N] [--ds-heads NOPE,ROPE,V]
+ *                 [--dense-lead N] [--n-shared N] [--ds-wscale F]
+ *                 [--ds-wnorm] [--ds-gating softmax|sigmoid]
+ *                 [--ds-probs-b] [--ds-mla] [--yarn-log-mul F]
  *
  * Every 2-D weight is of --type (norms F32), as gguf_writer.h describes;
  * the same seed and shape give the same float weights at every type;
@@ -35,7 +39,19 @@
  * short / long rope factors, original context and attn_factor; granite
  * and granitemoe the llama layout with Granite 3's four multipliers;
  * gpt-oss (--experts and --sliding-window needed) its biases, attention
- * sinks and the router's and experts' biases.  The
+ * sinks and the router's and experts' biases; deepseek2 (--experts,
+ * --n-ff-exp, --kv-lora and --ds-heads needed; --n-head-kv optional and
+ * ignored) DeepSeek-V2 / V3 with Multi-head Latent Attention: --kv-lora
+ * the kv latent rank, --q-lora the q one (none: attn_q directly),
+ * --ds-heads each head's unrotated q/k, rotated q/k and v sizes,
+ * --dense-lead the leading layers with a dense FFN of --n-ff,
+ * --n-shared the shared experts (default 1), --ds-wscale the experts'
+ * weight scale (default 1), --ds-wnorm normalised expert weights,
+ * --ds-gating the router's function (unset: the key not written),
+ * --ds-probs-b the selection bias exp_probs_b, --yarn-log-mul
+ * rope.scaling.yarn_log_multiplier (default 0), and --ds-mla the split
+ * attn_k_b / attn_v_b layout of newer llama.cpp in place of attn_kv_b
+ * (the same network from the same seed).  The
  * whole file is built in memory before it is written: a 1B-model slice
  * (n_embd 2048, 4 layers, n_vocab 32000) needs about 1.5 GB for a moment.
  * Exit codes: 0 written, 1 the writer failed, 2 usage error.
@@ -58,7 +74,8 @@ usage(FILE *f)
           "[--chat-template TEXT]\n"
           "                     [--control TOKEN]... "
           "[--arch llama|qwen3|qwen3moe|qwen2moe|gemma2|gemma3|phi3|\n"
-          "                             granite|granitemoe|gpt-oss]\n"
+          "                             granite|granitemoe|gpt-oss|"
+          "deepseek2]\n"
           "                     [--head-dim N] [--sliding-window N] "
           "[--softcap A,F]\n"
           "                     [--user-token TOKEN]... [--experts N,K] "
@@ -66,6 +83,13 @@ usage(FILE *f)
           "[--n-ff-exp N]\n"
           "                     [--n-ff-shexp N] [--yarn FACTOR,ORIG_CTX]\n"
           "                     [--longrope ORIG_CTX,ATTN]\n"
+          "  deepseek2:         --kv-lora N --ds-heads NOPE,ROPE,V "
+          "[--q-lora N]\n"
+          "                     [--dense-lead N] [--n-shared N] "
+          "[--ds-wscale F] [--ds-wnorm]\n"
+          "                     [--ds-gating softmax|sigmoid] "
+          "[--ds-probs-b] [--ds-mla]\n"
+          "                     [--yarn-log-mul F]\n"
           "TYPE: f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k "
           "q5_k q6_k mxfp4\n",
           f);
@@ -85,14 +109,33 @@ split_comma(const char *v, char *first, size_t cap)
 }
 
 static int
-parse_pos(const char *s, long hi, int *out)
+parse_range(const char *s, long lo, long hi, int *out)
 {
     char *end;
     errno = 0;
     long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < 1 || v > hi)
+    if (errno || end == s || *end || v < lo || v > hi)
         return -1;
     *out = (int)v;
+    return 0;
+}
+
+static int
+parse_pos(const char *s, long hi, int *out)
+{
+    return parse_range(s, 1, hi, out);
+}
+
+/* a finite float, all of s */
+static int
+parse_float(const char *s, float *out)
+{
+    char *end;
+    errno = 0;
+    float v = strtof(s, &end);
+    if (errno || end == s || *end || !(v - v == 0))
+        return -1;
+    *out = v;
     return 0;
 }
 
@@ -127,7 +170,7 @@ main(int argc, char **argv)
     int n_ctl = 0, n_usr = 0;
     struct gguf_w_llama p;
     memset(&p, 0, sizeof(p));
-    int have_type = 0;
+    int have_type = 0, ds_opt = 0; /* ds_opt: a deepseek2 option seen */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -138,6 +181,16 @@ main(int argc, char **argv)
         }
         if (!strcmp(a, "--tied")) {
             p.tied = 1;
+            continue;
+        }
+        /* deepseek2's flags */
+        int *flag = !strcmp(a, "--ds-wnorm")     ? &p.ds_wnorm
+                    : !strcmp(a, "--ds-probs-b") ? &p.ds_probs_b
+                    : !strcmp(a, "--ds-mla")     ? &p.ds_mla
+                                                 : NULL;
+        if (flag) {
+            *flag = 1;
+            ds_opt = 1;
             continue;
         }
         if (!v) {
@@ -159,7 +212,8 @@ main(int argc, char **argv)
                   strcmp(v, "qwen3moe") && strcmp(v, "qwen2moe") &&
                   strcmp(v, "gemma3") && strcmp(v, "gemma2") &&
                   strcmp(v, "phi3") && strcmp(v, "granite") &&
-                  strcmp(v, "granitemoe") && strcmp(v, "gpt-oss");
+                  strcmp(v, "granitemoe") && strcmp(v, "gpt-oss") &&
+                  strcmp(v, "deepseek2");
             p.arch = v;
         } else if (!strcmp(a, "--softcap")) {
             /* gemma2: attention,final (e.g. 50,30) */
@@ -196,6 +250,39 @@ main(int argc, char **argv)
                 p.longrope_attn = strtof(c, &end);
             bad = !c || parse_pos(nb, 1 << 24, &p.longrope_orig) || *end ||
                   !(p.longrope_attn > 0);
+        } else if (!strcmp(a, "--kv-lora")) {
+            bad = parse_pos(v, 1 << 16, &p.kv_lora);
+            ds_opt = 1;
+        } else if (!strcmp(a, "--q-lora")) {
+            bad = parse_pos(v, 1 << 16, &p.q_lora);
+            ds_opt = 1;
+        } else if (!strcmp(a, "--ds-heads")) {
+            /* NOPE,ROPE,V */
+            char nb[16], rb[16];
+            const char *c = split_comma(v, nb, sizeof(nb));
+            const char *d = c ? split_comma(c, rb, sizeof(rb)) : NULL;
+            bad = !d || parse_pos(nb, 1024, &p.ds_nope) ||
+                  parse_pos(rb, 1024, &p.ds_rope) || p.ds_rope % 2 ||
+                  parse_pos(d, 1024, &p.ds_v);
+            ds_opt = 1;
+        } else if (!strcmp(a, "--dense-lead")) {
+            bad = parse_range(v, 0, 1024, &p.n_dense_lead);
+            ds_opt = 1;
+        } else if (!strcmp(a, "--n-shared")) {
+            bad = parse_pos(v, 64, &p.n_shared);
+            ds_opt = 1;
+        } else if (!strcmp(a, "--ds-wscale")) {
+            bad = parse_float(v, &p.ds_wscale) || !(p.ds_wscale > 0);
+            ds_opt = 1;
+        } else if (!strcmp(a, "--ds-gating")) {
+            p.ds_gating = !strcmp(v, "softmax")   ? 1
+                          : !strcmp(v, "sigmoid") ? 2
+                                                  : 0;
+            bad = !p.ds_gating;
+            ds_opt = 1;
+        } else if (!strcmp(a, "--yarn-log-mul")) {
+            bad = parse_float(v, &p.yarn_log_mul) || p.yarn_log_mul < 0;
+            ds_opt = 1;
         } else if (!strcmp(a, "--n-ff-shexp")) {
             bad = parse_pos(v, 1 << 18, &p.n_ff_shexp);
         } else if (!strcmp(a, "--sliding-window")) {
@@ -238,15 +325,17 @@ main(int argc, char **argv)
         }
         i++;
     }
+    int ds2 = p.arch && !strcmp(p.arch, "deepseek2");
     if (!out || !have_type || !p.n_embd || !p.n_layer || !p.n_head ||
-        !p.n_head_kv || !p.n_ff || !p.n_vocab) {
+        (!p.n_head_kv && !ds2) || !p.n_ff || !p.n_vocab) {
         fprintf(stderr, "tool_gguf_gen: --out, --type and every --n-* "
                         "shape option are required\n\n");
         usage(stderr);
         return 2;
     }
-    if (p.n_vocab < 259 + n_ctl + n_usr || (!p.head_dim && p.n_embd % p.n_head) ||
-        p.n_head % p.n_head_kv) {
+    if (p.n_vocab < 259 + n_ctl + n_usr ||
+        (!ds2 && ((!p.head_dim && p.n_embd % p.n_head) ||
+                  p.n_head % p.n_head_kv))) {
         fprintf(stderr, "tool_gguf_gen: need n_vocab >= 259 (and one more "
                         "for each --control and --user-token), n_embd a multiple of n_head "
                         "(without --head-dim), n_head a multiple of "
@@ -256,7 +345,7 @@ main(int argc, char **argv)
     int moe = p.arch && (!strcmp(p.arch, "qwen3moe") ||
                          !strcmp(p.arch, "qwen2moe") ||
                          !strcmp(p.arch, "granitemoe") ||
-                         !strcmp(p.arch, "gpt-oss"));
+                         !strcmp(p.arch, "gpt-oss") || ds2);
     if (moe && !p.n_expert) {
         fprintf(stderr, "tool_gguf_gen: --arch %s needs --experts\n",
                 p.arch);
@@ -265,6 +354,19 @@ main(int argc, char **argv)
     if (p.n_expert && p.arch && strcmp(p.arch, "llama") && !moe) {
         fprintf(stderr, "tool_gguf_gen: --experts goes with --arch llama, "
                         "qwen2moe, qwen3moe, granitemoe or gpt-oss\n");
+        return 2;
+    }
+    if (ds_opt && !ds2) {
+        fprintf(stderr, "tool_gguf_gen: --kv-lora, --q-lora, --ds-*, "
+                        "--dense-lead, --n-shared and --yarn-log-mul go "
+                        "with --arch deepseek2\n");
+        return 2;
+    }
+    if (ds2 && (!p.n_ff_exp || !p.kv_lora || !p.ds_nope || p.head_dim ||
+                p.n_dense_lead > p.n_layer)) {
+        fprintf(stderr, "tool_gguf_gen: --arch deepseek2 needs --n-ff-exp, "
+                        "--kv-lora and --ds-heads, no --head-dim, and "
+                        "--dense-lead at most --n-layer\n");
         return 2;
     }
     if (p.arch && !strcmp(p.arch, "gpt-oss") && p.n_swa <= 0) {

@@ -121,7 +121,8 @@ seed_gguf() { # dir
         done
         # the other layouts: experts (Mixtral's, qwen3moe, qwen2moe's
         # shared one, granitemoe's multipliers, gpt-oss's biases and sinks
-        # with MXFP4 experts), phi3's fused weights and LongRoPE, YaRN
+        # with MXFP4 experts, deepseek2's), phi3's fused weights and
+        # LongRoPE, YaRN
         c="--type q8_0 --n-embd 32 --n-layer 1 --n-head 2 --n-head-kv 1 --n-ff 64 --n-vocab 259"
         "$gen" --out "$1/tiny_mix.gguf" $c --experts 4,2 >/dev/null 2>&1
         "$gen" --out "$1/tiny_q3m.gguf" $c --arch qwen3moe --experts 4,2 \
@@ -134,6 +135,16 @@ seed_gguf() { # dir
         "$gen" --out "$1/tiny_yarn.gguf" $c --yarn 4,16 >/dev/null 2>&1
         "$gen" --out "$1/tiny_oss.gguf" $c --arch gpt-oss --experts 4,2 \
             --exp-type mxfp4 --sliding-window 4 --yarn 4,16 >/dev/null 2>&1
+        # deepseek2 in both attention layouts (latent attention, a dense
+        # first layer, V3's sigmoid router with its bias, YaRN)
+        "$gen" --out "$1/tiny_ds.gguf" $c --arch deepseek2 --experts 4,2 \
+            --n-layer 2 --n-ff-exp 32 --kv-lora 32 --q-lora 32 \
+            --ds-heads 16,8,16 --dense-lead 1 >/dev/null 2>&1
+        "$gen" --out "$1/tiny_ds3.gguf" $c --arch deepseek2 --experts 4,2 \
+            --n-layer 2 --n-ff-exp 32 --kv-lora 32 --ds-heads 16,8,16 \
+            --dense-lead 1 --ds-mla --ds-gating sigmoid --ds-probs-b \
+            --ds-wnorm --ds-wscale 2.5 --yarn 4,16 --yarn-log-mul 0.07 \
+            >/dev/null 2>&1
     fi
     # (no real vocabulary file: at 700 KB each run parses 32000 strings and
     # the fuzzer manages a few runs a second; the tokenizer target covers them)

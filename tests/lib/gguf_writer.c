@@ -499,7 +499,30 @@ xs_uniform(uint64_t *s) /* [-1, 1) */
 }
 
 /* Each tensor gets its own stream (seed mixed with the tensor's number),
- * so values do not depend on the order or type of other tensors. */
+ * so values do not depend on the order or type of other tensors: x[i] =
+ * center + amp * uniform[-1, 1) for n floats. */
+static void
+fill_stream(float *x, size_t n, uint64_t seed, uint64_t salt, float center,
+            float amp)
+{
+    uint64_t s = seed * 0x9e3779b97f4a7c15ull + salt * 0xbf58476d1ce4e5b9ull;
+    s ^= s >> 31;
+    if (s == 0)
+        s = 0x2545f4914f6cdd1dull;
+    for (int i = 0; i < 8; i++)
+        xs_next(&s);
+    for (size_t i = 0; i < n; i++)
+        x[i] = center + amp * xs_uniform(&s);
+}
+
+/* type, or F32 when rows of ne0 do not fill whole blocks of it */
+static enum le_type
+weight_type(enum le_type type, int64_t ne0)
+{
+    const struct le_type_traits *tt = le_type_get((uint32_t)type);
+    return !tt || ne0 % tt->blck_size != 0 ? LE_TYPE_F32 : type;
+}
+
 static void
 add_weight3(struct gguf_w *w, const char *name, enum le_type type,
             int64_t ne0, int64_t ne1, int64_t ne2, uint64_t seed,
@@ -511,19 +534,10 @@ add_weight3(struct gguf_w *w, const char *name, enum le_type type,
         w->failed = 1;
         return;
     }
-    uint64_t s = seed * 0x9e3779b97f4a7c15ull + salt * 0xbf58476d1ce4e5b9ull;
-    s ^= s >> 31;
-    if (s == 0)
-        s = 0x2545f4914f6cdd1dull;
-    for (int i = 0; i < 8; i++)
-        xs_next(&s);
-    float a = is_norm ? 0.1f : 1.0f / sqrtf((float)ne0);
-    for (size_t i = 0; i < n; i++)
-        x[i] = (is_norm ? 1.0f : 0.0f) + a * xs_uniform(&s);
+    fill_stream(x, n, seed, salt, is_norm ? 1.0f : 0.0f,
+                is_norm ? 0.1f : 1.0f / sqrtf((float)ne0));
     int64_t ne[3] = {ne0, ne1, ne2};
-    const struct le_type_traits *tt = le_type_get((uint32_t)type);
-    if (is_norm || !tt || ne0 % tt->blck_size != 0)
-        type = LE_TYPE_F32;
+    type = is_norm ? LE_TYPE_F32 : weight_type(type, ne0);
     gguf_w_add_tensor(w, name, type, ne2 > 1 ? 3 : ne1 == 1 ? 1 : 2, ne, x);
     free(x);
 }
@@ -568,20 +582,104 @@ make_piece(int i, char *buf, size_t cap)
     snprintf(buf, cap, "%sw%d", sp, i);
 }
 
+/* deepseek2's attention of layer l, attn_output included.  kv_b is drawn
+ * once as the legacy matrix W (H * (nope + v) rows of kv_lora floats,
+ * row h * (nope + v) + i) and written as it is (ds_mla 0) or cut into
+ * k_b[h][j][i] = W[h * (nope + v) + i][j] and v_b[h][vv][j] =
+ * W[h * (nope + v) + nope + vv][j] (ds_mla 1), so the two layouts hold
+ * the same floats from the same stream. */
+static void
+ds2_attention(struct gguf_w *w, const struct gguf_w_llama *p, int l,
+              uint64_t salt)
+{
+    enum le_type t = p->type;
+    uint64_t sd = p->seed;
+    int64_t E = p->n_embd, H = p->n_head, L = p->kv_lora;
+    int64_t nope = p->ds_nope, rope = p->ds_rope, nv = p->ds_v;
+    char name[64];
+#define NAME(suffix) (snprintf(name, sizeof(name), "blk.%d." suffix, l), name)
+    if (p->q_lora > 0) {
+        add_weight(w, NAME("attn_q_a.weight"), t, E, p->q_lora, sd,
+                   salt + 4001, 0);
+        add_weight(w, NAME("attn_q_a_norm.weight"), t, p->q_lora, 1, sd,
+                   salt + 4002, 1);
+        add_weight(w, NAME("attn_q_b.weight"), t, p->q_lora,
+                   H * (nope + rope), sd, salt + 4003, 0);
+    } else {
+        add_weight(w, NAME("attn_q.weight"), t, E, H * (nope + rope), sd,
+                   salt + 1, 0);
+    }
+    add_weight(w, NAME("attn_kv_a_mqa.weight"), t, E, L + rope, sd,
+               salt + 4004, 0);
+    add_weight(w, NAME("attn_kv_a_norm.weight"), t, L, 1, sd, salt + 4005,
+               1);
+    size_t rows = (size_t)(H * (nope + nv)), n = rows * (size_t)L;
+    float *kv = malloc(n * sizeof(float));
+    float *kb = p->ds_mla ? malloc(n * sizeof(float)) : NULL;
+    if (!kv || (p->ds_mla && !kb)) {
+        w->failed = 1;
+    } else {
+        fill_stream(kv, n, sd, salt + 4006, 0.0f, 1.0f / sqrtf((float)L));
+        if (!p->ds_mla) {
+            int64_t ne[2] = {L, (int64_t)rows};
+            gguf_w_add_tensor(w, NAME("attn_kv_b.weight"), weight_type(t, L),
+                              2, ne, kv);
+        } else {
+            /* kb: k_b [nope, L, H] then v_b [L, nv, H] */
+            float *vb = kb + (size_t)(H * L * nope);
+            for (int64_t h = 0; h < H; h++) {
+                const float *wh = kv + (size_t)(h * (nope + nv) * L);
+                for (int64_t j = 0; j < L; j++)
+                    for (int64_t i = 0; i < nope; i++)
+                        kb[(size_t)((h * L + j) * nope + i)] =
+                            wh[(size_t)(i * L + j)];
+                memcpy(vb + (size_t)(h * nv * L), wh + (size_t)(nope * L),
+                       (size_t)(nv * L) * sizeof(float));
+            }
+            int64_t nek[3] = {nope, L, H}, nev[3] = {L, nv, H};
+            gguf_w_add_tensor(w, NAME("attn_k_b.weight"),
+                              weight_type(t, nope), 3, nek, kb);
+            gguf_w_add_tensor(w, NAME("attn_v_b.weight"), weight_type(t, L),
+                              3, nev, vb);
+        }
+    }
+    free(kv);
+    free(kb);
+    add_weight(w, NAME("attn_output.weight"), t, H * nv, E, sd, salt + 4,
+               0);
+#undef NAME
+}
+
 int
 gguf_w_llama_fill(struct gguf_w *w, const struct gguf_w_llama *p)
 {
     if (!w)
         return -1;
+    const char *arch = p->arch ? p->arch : "llama";
+    int ds2 = !strcmp(arch, "deepseek2"); /* no n_head_kv, own head sizes */
     if (p->n_vocab < 259 || p->n_embd <= 0 || p->n_layer <= 0 ||
-        p->n_head <= 0 || p->n_head_kv <= 0 || p->n_ff <= 0 ||
-        (!p->head_dim && p->n_embd % p->n_head != 0) || p->head_dim < 0 ||
-        p->head_dim % 2 || p->n_head % p->n_head_kv != 0 ||
-        !le_type_get((uint32_t)p->type)) {
+        p->n_head <= 0 || p->n_ff <= 0 || p->head_dim < 0 ||
+        p->head_dim % 2 || !le_type_get((uint32_t)p->type) ||
+        (!ds2 && (p->n_head_kv <= 0 || p->n_head % p->n_head_kv != 0 ||
+                  (!p->head_dim && p->n_embd % p->n_head != 0)))) {
         w->failed = 1;
         return -1;
     }
-    const char *arch = p->arch ? p->arch : "llama";
+    int n_shared = p->n_shared > 0 ? p->n_shared : 1;
+    if (ds2 ? p->n_expert <= 0 || p->n_ff_exp <= 0 || p->kv_lora <= 0 ||
+                  p->q_lora < 0 || p->ds_nope <= 0 || p->ds_rope <= 0 ||
+                  p->ds_rope % 2 || p->ds_v <= 0 || p->head_dim ||
+                  p->n_dense_lead < 0 || p->n_dense_lead > p->n_layer ||
+                  p->n_shared < 0 || !(p->ds_wscale >= 0) ||
+                  p->ds_gating < 0 || p->ds_gating > 2 ||
+                  (p->ds_mla != 0 && p->ds_mla != 1)
+            : p->kv_lora || p->q_lora || p->ds_nope || p->ds_rope ||
+                  p->ds_v || p->n_dense_lead || p->n_shared ||
+                  p->ds_wscale != 0 || p->ds_wnorm || p->ds_gating ||
+                  p->ds_probs_b || p->ds_mla || p->yarn_log_mul != 0) {
+        w->failed = 1; /* deepseek2's fields set wrong, or on another arch */
+        return -1;
+    }
     int gemma3 = !strcmp(arch, "gemma3"), gemma2 = !strcmp(arch, "gemma2");
     int q3moe = !strcmp(arch, "qwen3moe"), q2moe = !strcmp(arch, "qwen2moe");
     int phi3 = !strcmp(arch, "phi3");
@@ -591,7 +689,7 @@ gguf_w_llama_fill(struct gguf_w *w, const struct gguf_w_llama *p)
     int NX = p->n_expert, n_ffx = p->n_ff_exp > 0 ? p->n_ff_exp : p->n_ff;
     int n_ffs = p->n_ff_shexp > 0 ? p->n_ff_shexp : p->n_ff;
     if ((strcmp(arch, "llama") && !qwen3 && !gemma2 && !q2moe && !phi3 &&
-         !granite && !gmoe && !oss) ||
+         !granite && !gmoe && !oss && !ds2) ||
         (phi3 && NX > 0) || (granite && NX > 0) || (gmoe && NX <= 0) ||
         (oss && (NX <= 0 || p->n_swa <= 0)) ||
         ((q3moe || q2moe) && NX <= 0) || (NX > 0 && (gemma3 || gemma2)) ||
@@ -612,12 +710,32 @@ gguf_w_llama_fill(struct gguf_w *w, const struct gguf_w_llama *p)
     gguf_w_add_u32(w, KEY("block_count"), (uint32_t)p->n_layer);
     gguf_w_add_u32(w, KEY("feed_forward_length"), (uint32_t)p->n_ff);
     gguf_w_add_u32(w, KEY("attention.head_count"), (uint32_t)p->n_head);
-    gguf_w_add_u32(w, KEY("attention.head_count_kv"), (uint32_t)p->n_head_kv);
+    if (ds2 && p->ds_mla) { /* MLA: one latent "kv head" of kv_lora */
+        gguf_w_add_u32(w, KEY("attention.head_count_kv"), 1);
+        gguf_w_add_u32(w, KEY("attention.key_length"),
+                       (uint32_t)(p->kv_lora + p->ds_rope));
+        gguf_w_add_u32(w, KEY("attention.value_length"),
+                       (uint32_t)p->kv_lora);
+        gguf_w_add_u32(w, KEY("attention.key_length_mla"),
+                       (uint32_t)(p->ds_nope + p->ds_rope));
+        gguf_w_add_u32(w, KEY("attention.value_length_mla"),
+                       (uint32_t)p->ds_v);
+    } else if (ds2) { /* legacy: decompressed to n_head full heads */
+        gguf_w_add_u32(w, KEY("attention.head_count_kv"),
+                       (uint32_t)p->n_head);
+        gguf_w_add_u32(w, KEY("attention.key_length"),
+                       (uint32_t)(p->ds_nope + p->ds_rope));
+        gguf_w_add_u32(w, KEY("attention.value_length"), (uint32_t)p->ds_v);
+    } else {
+        gguf_w_add_u32(w, KEY("attention.head_count_kv"),
+                       (uint32_t)p->n_head_kv);
+    }
     if (p->head_dim > 0) {
         gguf_w_add_u32(w, KEY("attention.key_length"), (uint32_t)head_dim);
         gguf_w_add_u32(w, KEY("attention.value_length"), (uint32_t)head_dim);
     }
-    gguf_w_add_u32(w, KEY("rope.dimension_count"), (uint32_t)head_dim);
+    gguf_w_add_u32(w, KEY("rope.dimension_count"),
+                   (uint32_t)(ds2 ? p->ds_rope : head_dim));
     gguf_w_add_f32(w, KEY("rope.freq_base"), gemma3 ? 1e6f : 10000.0f);
     if ((gemma3 || gemma2) && p->n_swa > 0)
         gguf_w_add_u32(w, KEY("attention.sliding_window"),
@@ -659,6 +777,24 @@ gguf_w_llama_fill(struct gguf_w *w, const struct gguf_w_llama *p)
         if (q2moe && p->n_ff_shexp > 0)
             gguf_w_add_u32(w, KEY("expert_shared_feed_forward_length"),
                            (uint32_t)p->n_ff_shexp);
+    }
+    if (ds2) {
+        gguf_w_add_u32(w, KEY("attention.kv_lora_rank"),
+                       (uint32_t)p->kv_lora);
+        if (p->q_lora > 0)
+            gguf_w_add_u32(w, KEY("attention.q_lora_rank"),
+                           (uint32_t)p->q_lora);
+        gguf_w_add_u32(w, KEY("leading_dense_block_count"),
+                       (uint32_t)p->n_dense_lead);
+        gguf_w_add_u32(w, KEY("expert_shared_count"), (uint32_t)n_shared);
+        gguf_w_add_f32(w, KEY("expert_weights_scale"),
+                       p->ds_wscale > 0 ? p->ds_wscale : 1.0f);
+        gguf_w_add_bool(w, KEY("expert_weights_norm"), p->ds_wnorm);
+        if (p->ds_gating)
+            gguf_w_add_u32(w, KEY("expert_gating_func"),
+                           (uint32_t)p->ds_gating);
+        gguf_w_add_f32(w, KEY("rope.scaling.yarn_log_multiplier"),
+                       p->yarn_log_mul);
     }
 #undef KEY
 
@@ -758,14 +894,18 @@ gguf_w_llama_fill(struct gguf_w *w, const struct gguf_w_llama *p)
     snprintf(name, sizeof(name), "blk.%d." suffix, l);                       \
     add_weight(w, name, t, ne0, ne1, sd, salt + k, norm)
         W("attn_norm.weight", p->n_embd, 1, 0, 1);
-        if (phi3) {
+        if (ds2) {
+            ds2_attention(w, p, l, salt);
+        } else if (phi3) {
             W("attn_qkv.weight", p->n_embd, n_q + 2 * n_embd_kv, 1, 0);
         } else {
             W("attn_q.weight", p->n_embd, n_q, 1, 0);
             W("attn_k.weight", p->n_embd, n_embd_kv, 2, 0);
             W("attn_v.weight", p->n_embd, n_embd_kv, 3, 0);
         }
-        W("attn_output.weight", n_q, p->n_embd, 4, 0);
+        if (!ds2) {
+            W("attn_output.weight", n_q, p->n_embd, 4, 0);
+        }
         if (q2moe || oss) { /* qwen2's biases, small values around 0 */
             snprintf(name, sizeof(name), "blk.%d.attn_q.bias", l);
             add_weight(w, name, LE_TYPE_F32, n_q, 1, sd, salt + 14, 0);
@@ -796,7 +936,7 @@ gguf_w_llama_fill(struct gguf_w *w, const struct gguf_w_llama *p)
         } else {
             W("ffn_norm.weight", p->n_embd, 1, 5, 1);
         }
-        if (NX > 0) {
+        if (NX > 0 && !(ds2 && l < p->n_dense_lead)) {
             /* the router stays F32, as llama.cpp's quantiser leaves it */
             snprintf(name, sizeof(name), "blk.%d.ffn_gate_inp.weight", l);
             add_weight(w, name, LE_TYPE_F32, p->n_embd, NX, sd, salt + 13, 0);
@@ -828,6 +968,26 @@ gguf_w_llama_fill(struct gguf_w *w, const struct gguf_w_llama *p)
                 W("ffn_gate_shexp.weight", p->n_embd, n_ffs, 2001, 0);
                 W("ffn_up_shexp.weight", p->n_embd, n_ffs, 2002, 0);
                 W("ffn_down_shexp.weight", n_ffs, p->n_embd, 2003, 0);
+            }
+            if (ds2) { /* the selection bias, n_shared fused shared experts */
+                int n_sh = n_ffx * n_shared;
+                if (p->ds_probs_b) {
+                    float *b = malloc((size_t)NX * sizeof(float));
+                    int64_t ne[1] = {NX};
+                    if (!b) {
+                        w->failed = 1;
+                    } else {
+                        fill_stream(b, (size_t)NX, sd, salt + 4007, 0.0f,
+                                    0.05f);
+                        snprintf(name, sizeof(name),
+                                 "blk.%d.exp_probs_b.bias", l);
+                        gguf_w_add_tensor(w, name, LE_TYPE_F32, 1, ne, b);
+                        free(b);
+                    }
+                }
+                W("ffn_gate_shexp.weight", p->n_embd, n_sh, 4008, 0);
+                W("ffn_up_shexp.weight", p->n_embd, n_sh, 4009, 0);
+                W("ffn_down_shexp.weight", n_sh, p->n_embd, 4010, 0);
             }
             continue;
         }

@@ -174,6 +174,40 @@ struct gguf_w_llama {
      * ffn_{gate,up}_exps.bias [n_ff_x, n_expert], ffn_down_exps.bias
      * [n_embd, n_expert] F32, attention.sliding_window n_swa, and
      * expert_feed_forward_length always written */
+    /* arch "deepseek2" (DeepSeek-V2 / V3, Multi-head Latent Attention;
+     * experts and n_ff_exp required, n_head_kv ignored, head_dim must be
+     * 0): tensors as gguf_w_llama_fill lists them; the layers from
+     * n_dense_lead on have the experts (n_ff_exp wide) and n_shared
+     * shared ones fused in ffn_{gate,up,down}_shexp of n_ff_exp *
+     * n_shared.  ds_mla 0 is the
+     * legacy layout, attn_kv_b, with attention.head_count_kv n_head,
+     * key_length ds_nope + ds_rope and value_length ds_v; ds_mla 1 the
+     * split one, attn_k_b and attn_v_b cut from the very same kv_b floats
+     * (k_b each head's k_nope rows transposed, v_b its v rows as they
+     * are), with head_count_kv 1, key_length kv_lora + ds_rope,
+     * value_length kv_lora, key_length_mla ds_nope + ds_rope and
+     * value_length_mla ds_v.  Both layouts from one seed are the same
+     * network (exactly at F32; a quantised type may fall back to F32 in
+     * one layout and not in the other, as ne[0] differs).  The fields
+     * below must stay 0 for every other arch. */
+    int kv_lora;      /* attention.kv_lora_rank (> 0) */
+    int q_lora;       /* attention.q_lora_rank; 0: attn_q directly, no
+                         attn_q_a / attn_q_b and the key not written */
+    int ds_nope, ds_rope, ds_v; /* per-head sizes (> 0) of q/k's unrotated
+                                   and rotated parts (ds_rope even, as
+                                   rope.dimension_count) and of v */
+    int n_dense_lead; /* leading_dense_block_count: layers 0 .. n - 1
+                         have a dense FFN of n_ff (0 .. n_layer) */
+    int n_shared;     /* expert_shared_count; 0 means 1 */
+    float ds_wscale;  /* expert_weights_scale; 0 means 1.0 */
+    int ds_wnorm;     /* expert_weights_norm (bool, always written) */
+    int ds_gating;    /* expert_gating_func: 1 softmax, 2 sigmoid; 0: the
+                         key not written */
+    int ds_probs_b;   /* 1: blk.N.exp_probs_b.bias [n_expert] F32, +-0.05,
+                         on the MoE layers */
+    int ds_mla;       /* 1: the split layout (attn_k_b, attn_v_b) */
+    float yarn_log_mul; /* rope.scaling.yarn_log_multiplier, always
+                           written (llama.cpp of early 2025 needs it) */
 };
 
 /*
@@ -211,7 +245,22 @@ struct gguf_w_llama {
  *     blk.N.ffn_gate.weight [n_embd, n_ff]        type
  *     blk.N.ffn_up.weight   [n_embd, n_ff]        type
  *     blk.N.ffn_down.weight [n_ff, n_embd]        type
- *   with n_embd_kv = head_dim * n_head_kv.  A weight whose ne[0] is
+ *   with n_embd_kv = head_dim * n_head_kv.  deepseek2 in place of
+ *   attn_q, k, v (H = n_head, L = kv_lora):
+ *     blk.N.attn_q_a.weight [n_embd, q_lora], attn_q_a_norm.weight
+ *       [q_lora] F32, attn_q_b.weight [q_lora, H*(ds_nope+ds_rope)]
+ *       (q_lora > 0), else attn_q.weight [n_embd, H*(ds_nope+ds_rope)]
+ *     blk.N.attn_kv_a_mqa.weight [n_embd, L + ds_rope]
+ *     blk.N.attn_kv_a_norm.weight [L] F32
+ *     blk.N.attn_kv_b.weight [L, H*(ds_nope+ds_v)] (row h*(ds_nope+ds_v)
+ *       + i: head h's k_nope row i < ds_nope, then its ds_v v rows), or
+ *       attn_k_b.weight [ds_nope, L, H] and attn_v_b.weight [L, ds_v, H]
+ *     blk.N.attn_output.weight [H*ds_v, n_embd]
+ *     and on the MoE layers (N >= n_dense_lead) also
+ *     blk.N.exp_probs_b.bias [n_expert] F32 (ds_probs_b),
+ *     blk.N.ffn_{gate,up}_shexp.weight [n_embd, n_ff_exp*n_shared],
+ *     blk.N.ffn_down_shexp.weight [n_ff_exp*n_shared, n_embd].
+ *   A weight whose ne[0] is
  *   not a multiple of type's block size is stored F32 instead (as
  *   llama.cpp's quantiser falls back).
  *
