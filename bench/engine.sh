@@ -23,7 +23,12 @@
 # the published files), compared only with $LLAMA_BENCH_OSS (default
 # /tmp/llama-new/build/bin/llama-bench: a llama.cpp recent enough to read
 # gpt-oss, which the c392e50 of $LLAMA_BENCH is not; its column says n/a
-# without one).
+# without one); and a DeepSeek-V2-Lite-like slice for each type in
+# ENGINE_BENCH_DS (default "q4_0"; "" skips it): 2048 wide, 16 heads
+# (nope 128, rope 64, value 128), latent 512, q LoRA 1536 (llama.cpp
+# c392e50 reads a q LoRA only, or 27 layers), 4 layers of which the first
+# dense (n_ff 10944) and the others 64 experts of 1408 with 6 used and 2
+# shared, n_vocab 32000, in the attn_kv_b layout c392e50 reads.
 # Files are made once and reused.
 #
 # CPU feature sets: llmux runs once per set this CPU and binary offer, each
@@ -173,6 +178,19 @@ done
 for t in ${ENGINE_BENCH_MOE-q4_0}; do
     f="$MDIR/moe-2048x4x8-$t.gguf"
     gen "$f" "$t" 4 8 2816 --experts 8,2 && models="$models $f"
+done
+for t in ${ENGINE_BENCH_DS-q4_0}; do
+    f="$MDIR/ds2-2048x4x64-$t.gguf"
+    if [ ! -s "$f" ] && [ -x "$GEN" ]; then
+        echo "engine bench: generating $f"
+        "$GEN" --out "$f.part" --type "$t" --arch deepseek2 --n-embd 2048 \
+            --n-layer 4 --n-head 16 --n-head-kv 16 --n-ff 10944 \
+            --n-vocab 32000 --n-ctx 2048 --experts 64,6 --n-ff-exp 1408 \
+            --kv-lora 512 --q-lora 1536 --ds-heads 128,64,128 \
+            --dense-lead 1 --n-shared 2 --seed 1 && mv "$f.part" "$f" ||
+            rm -f "$f.part"
+    fi
+    [ -s "$f" ] && models="$models $f"
 done
 OSS=""
 for t in ${ENGINE_BENCH_OSS-q8_0}; do
@@ -578,7 +596,7 @@ if [ $have_lb = 1 ]; then
 else
     echo "- llama.cpp: not measured in this run (no llama-bench at $LB; set LLAMA_BENCH to one built on this machine to get the column)"
 fi
-echo "- slices: random weights (tool_gguf_gen --seed 1), n_embd 2048, $LAYERS layers, 32 heads (8 kv), n_ff 5632, n_vocab 32000: a $LAYERS-layer slice of a 1B llama with its full embedding and output matrices; full-2048x22: the TinyLlama shape (22 layers, 4 kv heads); moe-2048x4x8: the 4-layer slice with a mixture of 8 experts of n_ff 2816 in each layer, 2 used a token (Mixtral's layout: a token reads the dense slice's bytes); every 2-D weight in the named type, norms F32"
+echo "- slices: random weights (tool_gguf_gen --seed 1), n_embd 2048, $LAYERS layers, 32 heads (8 kv), n_ff 5632, n_vocab 32000: a $LAYERS-layer slice of a 1B llama with its full embedding and output matrices; full-2048x22: the TinyLlama shape (22 layers, 4 kv heads); moe-2048x4x8: the 4-layer slice with a mixture of 8 experts of n_ff 2816 in each layer, 2 used a token (Mixtral's layout: a token reads the dense slice's bytes); every 2-D weight in the named type, norms F32; ds2-2048x4x64: a DeepSeek-V2-Lite-like deepseek2 slice (2048 wide, 16 heads with latent attention of 512, q LoRA 1536, the first of 4 layers dense, the others 64 experts of 1408 with 6 used and 2 shared, n_vocab 32000, the attn_kv_b layout)"
 if [ -n "$OSS" ]; then
     if [ -x "$LB_OSS" ]; then
         osrc="$(dirname "$(dirname "$(dirname "$LB_OSS")")")/SOURCE"
