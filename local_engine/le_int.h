@@ -1215,8 +1215,11 @@ struct le_session {
     float *moe_logits, *moe_w, *moe_in, *moe_x, *moe_y;
     int32_t *moe_sel, *moe_rows;
     /* deepseek2: one head's rows gathered for k_b / v_b and their output,
-     * [n_batch][max(kv_lora, q_lora, mla_nope)] each */
+     * [n_batch][max(kv_lora, q_lora, mla_nope, mla_v)] each, or a
+     * generation step's every head's, [n_head][<= GEMV_MAX_TOK tokens]
+     * [max(kv_lora, mla_nope, mla_v)] */
     float *mla_in, *mla_out;
+    size_t mla_cap;          /* floats in each */
     float *logits;           /* [n_vocab] of the last evaluated token */
     uint8_t *qact;           /* activations in a vec_dot_type, one batch */
     size_t qact_size;

@@ -156,6 +156,10 @@ want(const struct le_gguf *g, const char *name, int64_t ne0, int64_t ne1,
     return want3(g, name, ne0, ne1, 0, required, st, err, errlen);
 }
 
+/* Rows up to which a product over repacked weights takes le_gemv_at's
+ * decode kernel (generation steps, with a few prompt tokens). */
+#define GEMV_MAX_TOK 16
+
 /* GGUF's general.architecture of each enum le_arch */
 static const char *const arch_names[] = {"llama",    "qwen2",  "qwen3",
                                          "gemma3",   "gemma2", "qwen3moe",
@@ -394,6 +398,16 @@ load_hparams(struct le_model *m, char *err, size_t errlen)
     REQ("context_length", n_ctx_train);
     REQ("embedding_length", n_embd);
     REQ("block_count", n_layer);
+    /* multi-token-prediction layers after the model's own (DeepSeek V3,
+     * GLM-4.x files): not run, as llama.cpp does not for generation */
+    if (arch_u32(g, arch, "nextn_predict_layers", &u) && u > 0) {
+        if (u >= (uint32_t)hp->n_layer)
+            return fail(err, errlen, LE_EFORMAT,
+                        "model: %s.nextn_predict_layers %u leaves no layer "
+                        "of block_count %d",
+                        arch, u, hp->n_layer);
+        hp->n_layer -= (int32_t)u;
+    }
     REQ("feed_forward_length", n_ff);
     hp->n_ff_dense = hp->n_ff;
     REQ("attention.head_count", n_head);
@@ -1510,8 +1524,18 @@ le_session_new_sized(struct le_model *m, int n_tok, int n_out, int with_kv,
         ML = ML > (size_t)hp->q_lora ? ML : (size_t)hp->q_lora;
         ML = ML > (size_t)hp->mla_nope ? ML : (size_t)hp->mla_nope;
         ML = ML > (size_t)hp->mla_v ? ML : (size_t)hp->mla_v;
-        s->mla_in = xcalloc(B * ML, sizeof(float), &bad);
-        s->mla_out = xcalloc(B * ML, sizeof(float), &bad);
+        /* and a generation step's every head at once (mla_heads):
+         * [n_head][up to GEMV_MAX_TOK tokens][the widest of a head's] */
+        size_t HW = (size_t)hp->kv_lora;
+        HW = HW > (size_t)hp->mla_nope ? HW : (size_t)hp->mla_nope;
+        HW = HW > (size_t)hp->mla_v ? HW : (size_t)hp->mla_v;
+        size_t HT = B < GEMV_MAX_TOK ? B : GEMV_MAX_TOK;
+        size_t MN = B * ML > HT * (size_t)hp->n_head * HW
+                        ? B * ML
+                        : HT * (size_t)hp->n_head * HW;
+        s->mla_cap = MN;
+        s->mla_in = xcalloc(MN, sizeof(float), &bad);
+        s->mla_out = xcalloc(MN, sizeof(float), &bad);
     }
     s->logits = xcalloc(NO * (size_t)hp->n_vocab, sizeof(float), &bad);
     /* activations quantised for the widest input (n_embd, q dim or n_ff)
@@ -1688,9 +1712,6 @@ struct mm_job {
     int amx;            /* weight type if le_gemm_amx takes it, else -1 */
 };
 
-/* Rows up to which a product over repacked weights takes le_gemv_at's
- * decode kernel (generation steps, with a few prompt tokens). */
-#define GEMV_MAX_TOK 16
 
 static void
 matmul_rows(void *arg, int ith, int nth)
@@ -2515,6 +2536,104 @@ moe_ffn(struct le_session *ws, const struct le_layer *L, int nt, int af)
     }
 }
 
+/* deepseek2's per-head products of a generation step in one pool job:
+ * head h's rows of ws->mla_in ([h][t], n_in each) through W[h] into
+ * ws->mla_out ([h][t], n_out each), all heads' activations quantised in
+ * one pass, each worker taking whole heads.  The same kernels and rows
+ * as matmul's, so the same floats; 32 products a layer as 2 pool jobs
+ * instead of 64 (the quantisation's and the product's each).  Only when
+ * every head's weight is repacked with the same kernel and its rows fit
+ * the scratch (mla_heads_ok). */
+struct mlh_job {
+    const struct le_gguf_tensor *W;
+    struct le_session *ws;
+    le_gemv_fn gemv;
+    struct le_pack_act act;
+    int n_tok, H;
+    atomic_int next;
+};
+
+static void
+mla_heads_run(void *arg, int ith, int nth)
+{
+    (void)ith;
+    (void)nth;
+    struct mlh_job *j = arg;
+    const struct le_model *m = j->ws->m;
+    for (;;) {
+        int h = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
+        if (h >= j->H)
+            return;
+        const struct le_packed *P = m->packed[slot_of(m, &j->W[h])];
+        int ng = (P->n_out + LE_PACK_ROWS - 1) / LE_PACK_ROWS;
+        int nr_last = P->n_out - (ng - 1) * LE_PACK_ROWS;
+        size_t r0 = (size_t)h * (size_t)j->n_tok;
+        struct le_pack_act a = j->act;
+        a.q += r0 * a.q_row;
+        if (a.p)
+            a.p += r0 * a.p_row;
+        float *y = j->ws->mla_out + r0 * (size_t)P->n_out;
+        if (j->gemv)
+            j->gemv(P->n_in, P->data, P->group_bytes, ng, &a, j->n_tok, y,
+                    (size_t)P->n_out, nr_last);
+        else
+            le_gemm_groups(P->pt.gemm, P->n_in, P->data, P->group_bytes, ng,
+                           &a, j->n_tok, y, (size_t)P->n_out, nr_last);
+    }
+}
+
+static int
+mla_heads_ok(const struct le_session *ws, const struct le_gguf_tensor *W,
+             int nt)
+{
+    const struct le_model *m = ws->m;
+    int H = m->hp.n_head, n_in = (int)W[0].ne[0], n_out = (int)W[0].ne[1];
+    const struct le_type_traits *tt = le_type_get(W[0].type);
+    if (!m->packed || nt > GEMV_MAX_TOK || nt > ws->n_batch ||
+        tt->vec_dot_type == LE_TYPE_F32 ||
+        (size_t)H * (size_t)nt * (size_t)(n_in > n_out ? n_in : n_out) >
+            ws->mla_cap ||
+        (size_t)H * (size_t)nt *
+                le_row_size(tt->vec_dot_type, (int64_t)n_in) >
+            ws->qact_size ||
+        (size_t)H * (size_t)nt * ws->qprep_row >
+            (size_t)ws->n_batch * (ws->qprep_row + 64))
+        return 0;
+    for (int h = 0; h < H; h++) {
+        const struct le_packed *P = m->packed[slot_of(m, &W[h])];
+        if (!P || P->pt.type != m->packed[slot_of(m, &W[0])]->pt.type)
+            return 0;
+    }
+    return 1;
+}
+
+static void
+mla_heads(struct le_session *ws, const struct le_gguf_tensor *W, int nt)
+{
+    const struct le_model *m = ws->m;
+    const struct le_type_traits *tt = le_type_get(W[0].type);
+    const struct le_packed *P0 = m->packed[slot_of(m, &W[0])];
+    int H = m->hp.n_head, n_in = (int)W[0].ne[0];
+    size_t x_row = le_row_size(tt->vec_dot_type, (int64_t)n_in);
+    int prep = le_pack_prep_size(tt->vec_dot_type, n_in) > 0;
+    struct le_quant_job qj = {.vdt = tt->vec_dot_type,
+                              .x = ws->mla_in,
+                              .n = n_in,
+                              .n_rows = H * nt,
+                              .q = ws->qact,
+                              .q_row = x_row,
+                              .p = prep ? ws->qprep : NULL,
+                              .p_row = ws->qprep_row,
+                              .t = NULL,
+                              .t_from = H * nt};
+    le_pool_run(m->pool, le_quant_rows, &qj, H * nt < 4 ? 1 : 0);
+    struct mlh_job j = {W, ws, le_gemv_at(P0->pt.type, le_isa_active()),
+                        {ws->qact, x_row, prep ? ws->qprep : NULL,
+                         ws->qprep_row, NULL},
+                        nt, H, 0};
+    le_pool_run(m->pool, mla_heads_run, &j, 0);
+}
+
 /* deepseek2's queries and key in the absorbed layout (le_int.h): q into
  * ws->att, the LoRA's half through ws->mla_in; the latent and rotary key
  * into ws->k as [rotary | normed latent], ws->v the same row (its values
@@ -2549,20 +2668,31 @@ mla_qkv(struct le_session *ws, const struct le_layer *L, int nt, int af)
         memcpy(k, pe, (size_t)R * sizeof(float));
         memcpy(ws->v + (size_t)t * HD, k, (size_t)HD * sizeof(float));
     }
-    for (int h = 0; h < H; h++) {
-        for (int t = 0; t < nt; t++)
-            memcpy(ws->mla_in + (size_t)t * NP,
-                   raw + (size_t)t * H * QH + (size_t)h * QH,
-                   (size_t)NP * sizeof(float));
-        int qk = -1;
-        matmul(ws, &L->k_b[h], ws->mla_in, ws->mla_out, nt, nt, &qk);
-        for (int t = 0; t < nt; t++) {
-            float *q = ws->q + ((size_t)t * H + (size_t)h) * HD;
-            memcpy(q, raw + (size_t)t * H * QH + (size_t)h * QH + NP,
-                   (size_t)R * sizeof(float));
-            memcpy(q + R, ws->mla_out + (size_t)t * LR,
-                   (size_t)LR * sizeof(float));
+    /* all heads in one product (mla_heads), or head by head; rows of
+     * head h at [h][t] either way (h 0 when one at a time) */
+    int all = mla_heads_ok(ws, L->k_b, nt);
+    for (int h0 = 0; h0 < H; h0 += all ? H : 1) {
+        int nh = all ? H : 1;
+        for (int h = h0; h < h0 + nh; h++)
+            for (int t = 0; t < nt; t++)
+                memcpy(ws->mla_in + ((size_t)(h - h0) * nt + t) * NP,
+                       raw + (size_t)t * H * QH + (size_t)h * QH,
+                       (size_t)NP * sizeof(float));
+        if (all) {
+            mla_heads(ws, L->k_b, nt);
+        } else {
+            int qk = -1;
+            matmul(ws, &L->k_b[h0], ws->mla_in, ws->mla_out, nt, nt, &qk);
         }
+        for (int h = h0; h < h0 + nh; h++)
+            for (int t = 0; t < nt; t++) {
+                float *q = ws->q + ((size_t)t * H + (size_t)h) * HD;
+                memcpy(q, raw + (size_t)t * H * QH + (size_t)h * QH + NP,
+                       (size_t)R * sizeof(float));
+                memcpy(q + R,
+                       ws->mla_out + ((size_t)(h - h0) * nt + t) * LR,
+                       (size_t)LR * sizeof(float));
+            }
     }
 }
 
@@ -2575,16 +2705,25 @@ mla_values(struct le_session *ws, const struct le_layer *L, int nt)
     const struct le_hparams *hp = &ws->m->hp;
     int H = hp->n_head, R = hp->n_rot, LR = hp->kv_lora, V = hp->mla_v,
         HD = hp->head_dim;
-    for (int h = 0; h < H; h++) {
-        for (int t = 0; t < nt; t++)
-            memcpy(ws->mla_in + (size_t)t * LR,
-                   ws->att + ((size_t)t * H + (size_t)h) * HD + R,
-                   (size_t)LR * sizeof(float));
-        int qv = -1;
-        matmul(ws, &L->v_b[h], ws->mla_in, ws->mla_out, nt, nt, &qv);
-        for (int t = 0; t < nt; t++)
-            memcpy(ws->q + ((size_t)t * H + (size_t)h) * V,
-                   ws->mla_out + (size_t)t * V, (size_t)V * sizeof(float));
+    int all = mla_heads_ok(ws, L->v_b, nt);
+    for (int h0 = 0; h0 < H; h0 += all ? H : 1) {
+        int nh = all ? H : 1;
+        for (int h = h0; h < h0 + nh; h++)
+            for (int t = 0; t < nt; t++)
+                memcpy(ws->mla_in + ((size_t)(h - h0) * nt + t) * LR,
+                       ws->att + ((size_t)t * H + (size_t)h) * HD + R,
+                       (size_t)LR * sizeof(float));
+        if (all) {
+            mla_heads(ws, L->v_b, nt);
+        } else {
+            int qv = -1;
+            matmul(ws, &L->v_b[h0], ws->mla_in, ws->mla_out, nt, nt, &qv);
+        }
+        for (int h = h0; h < h0 + nh; h++)
+            for (int t = 0; t < nt; t++)
+                memcpy(ws->q + ((size_t)t * H + (size_t)h) * V,
+                       ws->mla_out + ((size_t)(h - h0) * nt + t) * V,
+                       (size_t)V * sizeof(float));
     }
 }
 

@@ -2327,6 +2327,36 @@ test_deepseek2(void)
         /* 0.017 and 0.047 measured (the sigmoid router's near ties) */
         T_CHECK(rel_diff(ref, got, R3V) < (c ? 0.15 : 0.05));
     }
+    /* a multi-token-prediction layer after the model's own (V3's and
+     * GLM's files) is left out: the same logits as without it */
+    {
+        char pa[600], pb[600];
+        snprintf(pa, sizeof(pa), "%s/ds_mtp.gguf", g_tmp);
+        snprintf(pb, sizeof(pb), "%s/ds_nomtp.gguf", g_tmp);
+        struct gguf_w_llama lm;
+        ds_params(&lm, &cfg[1], 1, 47);
+        T_EQ_INT(gguf_w_llama_write(&lm, pb), 0);
+        lm.n_layer = DSL + 1;
+        struct gguf_w *w = gguf_w_new();
+        T_EQ_INT(gguf_w_llama_fill(w, &lm), 0);
+        gguf_w_add_u32(w, "deepseek2.nextn_predict_layers", 1);
+        T_EQ_INT(gguf_w_write_file(w, pa), 0);
+        gguf_w_free(w);
+        float la[R3V], lb[R3V];
+        memset(la, 0, sizeof(la));
+        memset(lb, 0xff, sizeof(lb));
+        struct le_model *ma = open_model(pa, 1, 0, LE_KV_F32),
+                        *mb = open_model(pb, 1, 0, LE_KV_F32);
+        T_CHECK(ma && mb);
+        if (ma && mb) {
+            T_EQ_INT(logits_after(ma, ids, RT_MAX, la), 0);
+            T_EQ_INT(logits_after(mb, ids, RT_MAX, lb), 0);
+            T_CHECK(memcmp(la, lb, sizeof(la)) == 0);
+            T_CHECK(strstr(le_model_desc(ma), "3 layers") != NULL);
+        }
+        le_model_free(ma);
+        le_model_free(mb);
+    }
     /* what llmux does not implement is refused by name: grouped routing,
      * another gating function, an attn_factor of its own */
     char p[600], err[256];
