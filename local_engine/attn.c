@@ -115,7 +115,10 @@ le_attn_f16_get(int hd, struct le_attn_f16 *out)
     for (size_t i = 0; i < sizeof(level) / sizeof(level[0]); i++) {
         if (le_isa_active() < level[i].isa)
             continue;
+        /* the values kernels take any multiple of their block (64 / 32
+         * values; the ref otherwise), the scores ones 64 and 128 only */
         out->to_f16 = level[i].k.to_f16;
+        out->values = level[i].k.values;
         if (hd != 64 && hd != 128)
             return 0;
         *out = level[i].k;

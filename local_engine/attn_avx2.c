@@ -210,7 +210,7 @@ le_attn_values_f16_avx2(int hd, int g, int n, const float *w, size_t wst,
                         const float *inv, const uint8_t *v, size_t vs,
                         float *out)
 {
-    if (hd != 64 && hd != 128) {
+    if (hd % 32 != 0) { /* 32 values a block */
         le_attn_values_f16_ref(hd, g, n, w, wst, inv, v, vs, out);
         return;
     }

@@ -214,7 +214,7 @@ le_attn_values_f16_avx512(int hd, int g, int n, const float *w, size_t wst,
                           const float *inv, const uint8_t *v, size_t vs,
                           float *out)
 {
-    if (hd != 64 && hd != 128) {
+    if (hd % 64 != 0) { /* 64 values a block: 64, 128, deepseek2's 576 */
         le_attn_values_f16_ref(hd, g, n, w, wst, inv, v, vs, out);
         return;
     }

@@ -410,8 +410,9 @@ void le_gemm_bf16_avx512(int n, const void *w, const struct le_pack_act *a,
  * head's result is the same bits whatever g (a call for g heads is g
  * calls for one).  to_f16: y[i] = le_fp32_to_fp16(x[i]), i < n, bit
  * for bit, any n.  le_attn_f16_get: the kernels for head size hd at the
- * active ISA level (1: SIMD scores and values, 0: the plain C twins;
- * to_f16 is SIMD at any hd where the level has it). */
+ * active ISA level (1: SIMD scores and values, 0: the plain C twin's
+ * scores; to_f16 and values are the level's at any hd, values SIMD for
+ * hd a multiple of its block: 64 values AVX-512, 32 AVX2). */
 struct le_attn_f16 {
     void (*scores)(int hd, int g, int n, const uint16_t *q, const uint8_t *k,
                    size_t ks, float scale, float *sc, size_t scs, float *mx,

@@ -2101,6 +2101,49 @@ soft_cap(float *sc, int n, float cap)
     return mx;
 }
 
+/* What one query head's scores need (attention_heads, head_scores). */
+struct att_head {
+    const struct le_session *ws;
+    const struct le_type_traits *kt, *qt;
+    uint8_t *qh; /* the thread's query row in the vec_dot type */
+    size_t head_bytes;
+    float scale, cap;
+    const float *sinks;
+    int hd, group;
+    le_exp_sub_fn exp_sub;
+};
+
+/* Query head g (of KV head kvh's group, the token's q at qoff) against
+ * np cached positions by the KV type's vec_dot: sc[p] = exp(score - max)
+ * (gemma2's cap on the scores, gpt-oss's sink in the maximum); returns
+ * the softmax's 1 / sum (the sink's term included). */
+static float
+head_scores(const struct att_head *a, const struct le_session *s,
+            size_t layer_off, int kvh, size_t qoff, int g, int np, float *sc)
+{
+    a->qt->from_float(a->ws->q + qoff + (size_t)g * a->hd, a->qh, a->hd);
+    float max = -INFINITY;
+    for (int p = 0; p < np; p++) {
+        const uint8_t *kr = s->kv_k + layer_off + (size_t)p * s->kv_row +
+                            (size_t)kvh * a->head_bytes;
+        float d;
+        a->kt->vec_dot(a->hd, &d, kr, a->qh);
+        sc[p] = d * a->scale;
+        if (sc[p] > max)
+            max = sc[p];
+    }
+    if (a->cap > 0)
+        max = soft_cap(sc, np, a->cap);
+    float sk = a->sinks ? a->sinks[kvh * a->group + g] : 0;
+    if (a->sinks && sk > max)
+        max = sk;
+    a->exp_sub(sc, np, max);
+    double sum = a->sinks ? expf(sk - max) : 0;
+    for (int p = 0; p < np; p++)
+        sum += sc[p];
+    return (float)(1.0 / sum);
+}
+
 /* Work items are (token, KV head): the query heads sharing a KV head walk
  * its positions together (attn.c), up to ATT_GROUP_MAX at a time; per
  * thread scratch: att_rows rows of n_ctx scores and as many query heads
@@ -2129,6 +2172,8 @@ attention_heads(void *arg, int ith, int nth)
     struct le_attn_f16 ak;
     int fused = ws->kv_type == LE_TYPE_F16 && le_attn_f16_get(hd, &ak);
     le_exp_sub_fn exp_sub = le_exp_sub_get();
+    const struct att_head ah = {ws, kt, qt, qh, head_bytes, scale, cap,
+                                sinks, hd, group, exp_sub};
     for (int i = ith; i < total; i += nth) {
         int t = i / hp->n_head_kv, kvh = i % hp->n_head_kv;
         const struct le_session *s = tok_seq(j->b, t);
@@ -2168,32 +2213,31 @@ attention_heads(void *arg, int ith, int nth)
             }
             continue;
         }
+        if (ws->kv_type == LE_TYPE_F16) {
+            /* a head size the fused scores do not take (deepseek2's
+             * 576): each head's scores by the F16 vec_dot, then the
+             * values of up to ATT_GROUP_MAX heads in one walk of the V
+             * rows (each converted once; the same sums as the loop
+             * below) */
+            for (int g0 = 0; g0 < group; g0 += ATT_GROUP_MAX) {
+                int gn = group - g0 < ATT_GROUP_MAX ? group - g0
+                                                    : ATT_GROUP_MAX;
+                float inv[ATT_GROUP_MAX];
+                for (int g = 0; g < gn; g++) {
+                    float *sc = sc0 + (size_t)g * ws->n_ctx;
+                    inv[g] = head_scores(&ah, s, layer_off, kvh, qoff,
+                                         g0 + g, np, sc);
+                }
+                ak.values(hd, gn, np, sc0, ws->n_ctx, inv,
+                          s->kv_v + layer_off + (size_t)kvh * head_bytes,
+                          s->kv_row, ws->att + qoff + (size_t)g0 * hd);
+            }
+            continue;
+        }
         for (int g = 0; g < group; g++) {
-            const float *q = ws->q + qoff + (size_t)g * hd;
             float *out = ws->att + qoff + (size_t)g * hd;
             float *sc = sc0;
-            qt->from_float(q, qh, hd);
-            float max = -INFINITY;
-            for (int p = 0; p < np; p++) {
-                const uint8_t *kr = s->kv_k + layer_off +
-                                    (size_t)p * s->kv_row +
-                                    (size_t)kvh * head_bytes;
-                float d;
-                kt->vec_dot(hd, &d, kr, qh);
-                sc[p] = d * scale;
-                if (sc[p] > max)
-                    max = sc[p];
-            }
-            if (cap > 0)
-                max = soft_cap(sc, np, cap);
-            float sk = sinks ? sinks[kvh * group + g] : 0;
-            if (sinks && sk > max)
-                max = sk;
-            exp_sub(sc, np, max);
-            double sum = sinks ? expf(sk - max) : 0;
-            for (int p = 0; p < np; p++)
-                sum += sc[p];
-            float inv = (float)(1.0 / sum);
+            float inv = head_scores(&ah, s, layer_off, kvh, qoff, g, np, sc);
             memset(out, 0, (size_t)hd * sizeof(float));
             for (int p = 0; p < np; p++) {
                 const uint8_t *vrw = s->kv_v + layer_off +

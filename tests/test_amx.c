@@ -554,6 +554,59 @@ test_attn_f16(void)
     T_EQ_INT(bad_vgroup, 0);
 }
 
+/* The values kernels at head sizes the fused scores do not take (any
+ * multiple of their block: deepseek2's 576, gemma's 256, 96 at AVX2):
+ * bit for bit the twin, whatever the number of heads a call. */
+static void
+test_attn_values_wide(void)
+{
+    struct le_attn_f16 kern[2];
+    int nk = 0;
+#if defined(__x86_64__)
+    if (le_isa_supported(LE_ISA_AVX2))
+        kern[nk++] = (struct le_attn_f16){le_attn_scores_f16_avx2,
+                                          le_attn_values_f16_avx2,
+                                          le_attn_to_f16_avx2};
+    if (le_isa_supported(LE_ISA_AVX512))
+        kern[nk++] = (struct le_attn_f16){le_attn_scores_f16_avx512,
+                                          le_attn_values_f16_avx512,
+                                          le_attn_to_f16_avx512};
+#endif
+    static const int hds[] = {96, 192, 256, 576};
+    static const int ns[] = {1, 2, 7, 16, 33};
+    enum { GMAX = 8 };
+    int bad = 0, runs = 0;
+    for (int c = 0; c < nk; c++)
+        for (size_t hi = 0; hi < sizeof(hds) / sizeof(hds[0]); hi++)
+            for (size_t ni = 0; ni < sizeof(ns) / sizeof(ns[0]); ni++) {
+                int hd = hds[hi], n = ns[ni], scs = n + 1;
+                size_t vs = (size_t)hd * 2 + 6; /* rows apart, as a cache */
+                uint8_t *v = malloc(vs * (size_t)n);
+                float *w = malloc((size_t)GMAX * scs * sizeof(float));
+                float *o0 = malloc((size_t)GMAX * hd * sizeof(float));
+                float *o1 = malloc((size_t)GMAX * hd * sizeof(float));
+                float inv[GMAX];
+                for (int p = 0; p < n; p++)
+                    for (int i = 0; i < hd; i++)
+                        memcpy(v + (size_t)p * vs + 2 * (size_t)i,
+                               &(uint16_t){le_fp32_to_fp16(
+                                   ldexpf(frand(), (int)(rng % 9) - 4))},
+                               2);
+                for (int i = 0; i < GMAX * scs; i++)
+                    w[i] = fabsf(frand());
+                for (int h = 0; h < GMAX; h++)
+                    inv[h] = 0.29f + 0.013f * h;
+                for (int g = 1; g <= GMAX; g++, runs++) {
+                    le_attn_values_f16_ref(hd, g, n, w, scs, inv, v, vs, o0);
+                    kern[c].values(hd, g, n, w, scs, inv, v, vs, o1);
+                    bad += !same_bits(o0, o1, (size_t)g * hd);
+                }
+                free(v), free(w), free(o0), free(o1);
+            }
+    fprintf(stderr, "test_amx: wide attention values: %d runs\n", runs);
+    T_EQ_INT(bad, 0);
+}
+
 static uint32_t
 f2u(float f)
 {
@@ -749,6 +802,7 @@ main(void)
     T_RUN(test_quant_tiles);
     T_RUN(test_refuses);
     T_RUN(test_attn_f16);
+    T_RUN(test_attn_values_wide);
     T_RUN(test_attn_to_f16);
     T_RUN(test_attn_levels);
     return T_END();
