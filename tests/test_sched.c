@@ -50,6 +50,47 @@ random_llama_x(enum le_type type, uint64_t seed, int n_embd, int n_expert)
     return m;
 }
 
+/* A random deepseek2 (latent attention of 64 with a q LoRA, 4 heads of
+ * 32 + 32 with values of 32, the first of 2 layers dense, then 8 experts
+ * of which 2 and a shared one), n_ctx 256: its generation steps take the
+ * per-head products of all heads at once, its prompt pieces head by
+ * head. */
+static struct le_model *
+random_ds2(enum le_type type, uint64_t seed)
+{
+    struct gguf_w_llama lp = {0};
+    lp.arch = "deepseek2";
+    lp.n_vocab = 300;
+    lp.n_embd = 128;
+    lp.n_layer = 2;
+    lp.n_head = 4;
+    lp.n_head_kv = 4;
+    lp.n_ff = 256;
+    lp.n_ctx = 256;
+    lp.type = type;
+    lp.seed = seed;
+    lp.n_expert = 8;
+    lp.n_expert_used = 2;
+    lp.n_ff_exp = 64;
+    lp.kv_lora = 64;
+    lp.q_lora = 64;
+    lp.ds_nope = 32;
+    lp.ds_rope = 32;
+    lp.ds_v = 32;
+    lp.n_dense_lead = 1;
+    lp.n_shared = 1;
+    lp.ds_mla = 1;
+    char path[256];
+    snprintf(path, sizeof(path), "/tmp/llmux_sched_ds_%d_%llu.gguf",
+             (int)getpid(), (unsigned long long)seed);
+    struct le_model *m = NULL;
+    if (gguf_w_llama_write(&lp, path) != 0 ||
+        le_model_open(path, NULL, &m, NULL, 0) != LE_OK)
+        m = NULL;
+    unlink(path);
+    return m;
+}
+
 static struct le_model *
 random_llama(enum le_type type, uint64_t seed, int n_embd)
 {
@@ -304,6 +345,13 @@ test_alone_vs_batched(void)
         check_alone_vs_batched(x, "random q4_0, 8 experts");
         le_model_free(x);
     }
+    /* deepseek2: a step's heads of every sequence in one product */
+    struct le_model *d = random_ds2(LE_TYPE_Q8_0, 95);
+    T_CHECK(d != NULL);
+    if (d) {
+        check_alone_vs_batched(d, "random q8_0 deepseek2");
+        le_model_free(d);
+    }
 }
 
 /* Prompts that join while another sequence generates (their tails then
@@ -425,6 +473,13 @@ test_join_while_generating(void)
             continue;
         check_join_while_generating(r, "wide random", 16, jl);
         le_model_free(r);
+    }
+    /* deepseek2: joiners' pieces head by head, the steps all heads */
+    struct le_model *d = random_ds2(LE_TYPE_Q4_0, 96);
+    T_CHECK(d != NULL);
+    if (d) {
+        check_join_while_generating(d, "random q4_0 deepseek2", 16, jl);
+        le_model_free(d);
     }
 }
 
