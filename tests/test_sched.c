@@ -22,6 +22,23 @@
 #define MAX_OUT 128
 #define JOIN_MAX 176 /* prompt tokens of a joiner */
 
+/* The model lp describes, written to a temporary file, opened and the
+ * file removed; NULL on failure. */
+static struct le_model *
+open_written(const struct gguf_w_llama *lp)
+{
+    char path[256];
+    snprintf(path, sizeof(path), "/tmp/llmux_sched_%d_%s_%llu.gguf",
+             (int)getpid(), lp->arch ? lp->arch : "llama",
+             (unsigned long long)lp->seed);
+    struct le_model *m = NULL;
+    if (gguf_w_llama_write(lp, path) != 0 ||
+        le_model_open(path, NULL, &m, NULL, 0) != LE_OK)
+        m = NULL;
+    unlink(path);
+    return m;
+}
+
 /* A random llama of n_embd (n_ff twice that), n_ctx 256; n_expert > 0:
  * a mixture of that many experts a layer, 2 used (Mixtral's layout). */
 static struct le_model *
@@ -39,15 +56,7 @@ random_llama_x(enum le_type type, uint64_t seed, int n_embd, int n_expert)
     lp.seed = seed;
     lp.n_expert = n_expert;
     lp.n_expert_used = n_expert ? 2 : 0;
-    char path[256];
-    snprintf(path, sizeof(path), "/tmp/llmux_sched_%d_%llu.gguf",
-             (int)getpid(), (unsigned long long)seed);
-    struct le_model *m = NULL;
-    if (gguf_w_llama_write(&lp, path) != 0 ||
-        le_model_open(path, NULL, &m, NULL, 0) != LE_OK)
-        m = NULL;
-    unlink(path);
-    return m;
+    return open_written(&lp);
 }
 
 /* A random deepseek2 (latent attention of 64 with a q LoRA, 4 heads of
@@ -80,15 +89,7 @@ random_ds2(enum le_type type, uint64_t seed)
     lp.n_dense_lead = 1;
     lp.n_shared = 1;
     lp.ds_mla = 1;
-    char path[256];
-    snprintf(path, sizeof(path), "/tmp/llmux_sched_ds_%d_%llu.gguf",
-             (int)getpid(), (unsigned long long)seed);
-    struct le_model *m = NULL;
-    if (gguf_w_llama_write(&lp, path) != 0 ||
-        le_model_open(path, NULL, &m, NULL, 0) != LE_OK)
-        m = NULL;
-    unlink(path);
-    return m;
+    return open_written(&lp);
 }
 
 static struct le_model *
