@@ -30,7 +30,8 @@ int
 main(void)
 {
     char model[1024], cfg[8192], rand_model[600], herm_model[600],
-        l3_model[600], mis_model[600], q3t_model[600], oss_model[600];
+        l3_model[600], mis_model[600], q3t_model[600], oss_model[600],
+        gran_model[600], g33_model[600], ds_model[600];
     snprintf(model, sizeof(model), "%s/models/stories260K.gguf",
              e2e_env("LLMUX_TEST_DATA", "../shared/data"));
     char *dir = e2e_temp_dir();
@@ -46,6 +47,7 @@ main(void)
     lp.n_ctx = 2048;
     lp.type = LE_TYPE_Q8_0;
     lp.seed = 777;
+    const struct gguf_w_llama base = lp; /* the shape the others share */
     T_EQ_INT(gguf_w_llama_write(&lp, rand_model), 0);
     /* the same with chat templates whose markers choose the hermes
      * (Qwen2.5) and llama3 (3.1+) tool formats */
@@ -90,6 +92,42 @@ main(void)
     lp.exp_typed = 1;
     lp.n_swa = 8;
     T_EQ_INT(gguf_w_llama_write(&lp, oss_model), 0);
+    /* Granite 4's and 3.3's templates (granite and granite3 tool
+     * formats, their markers control tokens), and a deepseek2 model with
+     * DeepSeek V2's template */
+    struct gguf_w_llama lg = base;
+    lg.seed = 778;
+    static const char *const gran_controls[] = {
+        "<|start_of_role|>", "<|end_of_role|>", "<|end_of_text|>",
+        "<tool_call>", "</tool_call>", "<|tool_call|>", NULL};
+    lg.controls = gran_controls;
+    snprintf(gran_model, sizeof(gran_model), "%s/gran.gguf",
+             dir ? dir : "/tmp");
+    lg.chat_template = "'<|start_of_role|>system<|end_of_role|>' ... 'You "
+                       "are a helpful assistant. Please ensure responses "
+                       "are professional, accurate, and safe.' ... "
+                       "'<tool_call>\\n{\"name\": \"'";
+    T_EQ_INT(gguf_w_llama_write(&lg, gran_model), 0);
+    snprintf(g33_model, sizeof(g33_model), "%s/g33.gguf", dir ? dir : "/tmp");
+    lg.chat_template = "\"Knowledge Cutoff Date: April 2024. Today's Date: "
+                       "\" ... '<|start_of_role|>available_tools"
+                       "<|end_of_role|>' ... <|tool_call|>";
+    T_EQ_INT(gguf_w_llama_write(&lg, g33_model), 0);
+    snprintf(ds_model, sizeof(ds_model), "%s/ds.gguf", dir ? dir : "/tmp");
+    lg.controls = NULL;
+    lg.chat_template = "{{ 'Assistant: ' + message['content'] + eos_token }}";
+    lg.arch = "deepseek2";
+    lg.n_layer = 2;
+    lg.n_expert = 4;
+    lg.n_expert_used = 2;
+    lg.n_ff_exp = 32;
+    lg.kv_lora = 32;
+    lg.ds_nope = 16;
+    lg.ds_rope = 8;
+    lg.ds_v = 16;
+    lg.n_dense_lead = 1;
+    lg.ds_mla = 1;
+    T_EQ_INT(gguf_w_llama_write(&lg, ds_model), 0);
     snprintf(cfg, sizeof(cfg),
              "{\"listen\": \"127.0.0.1:0\", \"workers\": 2,\n"
              " \"database\": \"%s/ledger.db\", \"require_keys\": false,\n"
@@ -113,9 +151,19 @@ main(void)
              "   \"models\": {\"q3t\": {}}},\n"
              "  \"oss\": {\"kind\": \"local\", \"model_path\": \"%s\",\n"
              "   \"threads\": 1, \"context\": 2048, \"parallel\": 2,\n"
-             "   \"models\": {\"oss\": {}}}}}\n",
+             "   \"models\": {\"oss\": {}}},\n"
+             "  \"gran\": {\"kind\": \"local\", \"model_path\": \"%s\",\n"
+             "   \"threads\": 1, \"context\": 2048, \"parallel\": 2,\n"
+             "   \"models\": {\"gran\": {}}},\n"
+             "  \"g33\": {\"kind\": \"local\", \"model_path\": \"%s\",\n"
+             "   \"threads\": 1, \"context\": 2048, \"parallel\": 2,\n"
+             "   \"models\": {\"g33\": {}}},\n"
+             "  \"ds\": {\"kind\": \"local\", \"model_path\": \"%s\",\n"
+             "   \"threads\": 1, \"context\": 2048, \"parallel\": 2,\n"
+             "   \"models\": {\"ds\": {}}}}}\n",
              dir ? dir : "/tmp", model, rand_model, herm_model, l3_model,
-             mis_model, q3t_model, oss_model);
+             mis_model, q3t_model, oss_model, gran_model, g33_model,
+             ds_model);
     char *path = e2e_write_temp("sdk_local.json", cfg);
     const char *bin = e2e_env("LLMUX_BIN", "build/release/llmux");
     char *argv[] = {(char *)bin, "serve", "--config", path, NULL};

@@ -55,9 +55,10 @@ const weather = {
 // herm, l3 and mis: random models whose templates have the hermes
 // (Qwen2.5), llama3 (3.1+) and mistral (7B v0.3) tool formats: the wrapper
 // the grammar forces is longer
-for (const model of ['local', 'rand', 'herm', 'l3', 'mis', 'oss']) {
-  const mt = model === 'herm' || model === 'l3' || model === 'mis' ||
-             model === 'oss' ? 300 : 100;
+// gran and g33: Granite 4's and 3.3's templates (<tool_call> and
+// <|tool_call|>[...] calls), ds: a deepseek2 model (latent attention)
+for (const model of ['local', 'rand', 'herm', 'l3', 'mis', 'oss', 'gran', 'g33', 'ds']) {
+  const mt = ['herm', 'l3', 'mis', 'oss', 'gran', 'g33'].includes(model) ? 300 : 100;
   await step(`${model}: tool_choice required`, async () => {
     const r = await client.chat.completions.create({
       model, max_tokens: mt, seed: 7,
@@ -292,7 +293,7 @@ await step('responses logprobs', async () => {
 // one answer, as the SDK reads them (message.tool_calls; streamed, deltas
 // told apart by index), the same streamed and not; parallel_tool_calls
 // false: one.
-for (const pm of ['herm', 'mis']) await step(`${pm}: several tool calls in one answer`, async () => {
+for (const pm of ['herm', 'mis', 'gran', 'g33']) await step(`${pm}: several tool calls in one answer`, async () => {
   let several = 0;
   for (let seed = 1; seed <= 8; seed++) {
     const req = { model: pm, max_tokens: 900, seed,
@@ -326,6 +327,29 @@ for (const pm of ['herm', 'mis']) await step(`${pm}: several tool calls in one a
           `${pm} seed ${seed}: parallel_tool_calls false gives one call`);
   }
   check(several >= 1, `${pm}: some answer has several calls (${several} of 8)`);
+});
+
+// Granite 4 and 3.3: a call, its result sent back as the SDK writes the
+// turns, then another answer (the result turns are the templates')
+for (const gm of ['gran', 'g33']) await step(`${gm}: a call and its result sent back`, async () => {
+  const msgs = [{ role: 'user', content: 'Weather in Oslo?' }];
+  const r = await client.chat.completions.create({ model: gm, max_tokens: 300, seed: 5,
+    messages: msgs, tools: [weather], tool_choice: 'required' });
+  const c = r.choices[0];
+  check(c.finish_reason === 'tool_calls', `${gm}: the first answer is a call (${c.finish_reason})`);
+  if (c.finish_reason !== 'tool_calls') return;
+  msgs.push(c.message);
+  for (const t of c.message.tool_calls)
+    msgs.push({ role: 'tool', tool_call_id: t.id, content: '{"temp": 3}' });
+  const r2 = await client.chat.completions.create({ model: gm, max_tokens: 12, seed: 5,
+    messages: msgs, tools: [weather], tool_choice: 'none' });
+  check(r2.choices[0].message.tool_calls === undefined && typeof r2.choices[0].message.content === 'string',
+        `${gm}: the answer after the result is text`);
+  // against the question alone (tool_choice none shows no tools either)
+  const r0 = await client.chat.completions.create({ model: gm, max_tokens: 1,
+    messages: msgs.slice(0, 1), tools: [weather], tool_choice: 'none' });
+  check(r2.usage.prompt_tokens > r0.usage.prompt_tokens + 10,
+        `${gm}: the call and its result are in the prompt (${r2.usage.prompt_tokens} vs ${r0.usage.prompt_tokens})`);
 });
 
 // logprobs with tools: a tool call's tokens are not content, so a call
