@@ -2571,22 +2571,6 @@ render_message(struct lp_job *j, const json_t *msgs, size_t idx,
         if (!strcmp(*role, "assistant")) /* "tool": its text as it is */
             deepseek_calls(&b, m, text, f);
         *role = !strcmp(*role, "tool") ? "tool" : "tool_calls";
-    } else if (f->kind == LE_TOOLS_GRANITE3 &&
-               !strcmp(*role, "assistant") && calls) {
-        /* the text, then the calls' list as the model writes it */
-        size_t i;
-        const json_t *c;
-        gx_buf_printf(&b, "%s%s", text, f->open);
-        json_array_foreach(json_object_get(m, "tool_calls"), i, c) {
-            const json_t *fn = json_object_get(c, "function");
-            const char *name = json_string_value(json_object_get(fn, "name"));
-            const char *args =
-                json_string_value(json_object_get(fn, "arguments"));
-            gx_buf_printf(&b, "%s%s%s%s%s%s", i ? f->sep : "", f->prefix,
-                          name ? name : "", f->mid,
-                          args && *args ? args : "{}", f->suffix);
-        }
-        gx_buf_printf(&b, "%s", f->close);
     } else if (f->kind == LE_TOOLS_GRANITE3 && !strcmp(*role, "tool")) {
         gx_buf_printf(&b, "%s", text); /* a "tool" turn, as the template */
     } else if (f->kind == LE_TOOLS_HARMONY &&
@@ -2631,7 +2615,11 @@ render_message(struct lp_job *j, const json_t *msgs, size_t idx,
                       id ? " " : "", id ? id : "", text);
         *role = "user";
     } else if (!strcmp(*role, "assistant") && calls) {
-        gx_buf_printf(&b, "%s", text);
+        /* the text, then the calls as the model writes them: granite3's
+         * list (its open, sep and close), else each on a line of its own
+         * after the text or another call */
+        int list = f->kind == LE_TOOLS_GRANITE3;
+        gx_buf_printf(&b, "%s%s", text, list ? f->open : "");
         size_t i;
         const json_t *c;
         json_array_foreach(json_object_get(m, "tool_calls"), i, c) {
@@ -2639,10 +2627,13 @@ render_message(struct lp_job *j, const json_t *msgs, size_t idx,
             const char *name = json_string_value(json_object_get(fn, "name"));
             const char *args =
                 json_string_value(json_object_get(fn, "arguments"));
-            gx_buf_printf(&b, "%s%s%s%s%s%s", b.len ? "\n" : "", f->prefix,
-                          name ? name : "", f->mid,
+            gx_buf_printf(&b, "%s%s%s%s%s%s",
+                          list ? (i ? f->sep : "") : b.len ? "\n" : "",
+                          f->prefix, name ? name : "", f->mid,
                           args && *args ? args : "{}", f->suffix);
         }
+        if (list)
+            gx_buf_printf(&b, "%s", f->close);
     } else if (strcmp(*role, "system") && strcmp(*role, "user") &&
                strcmp(*role, "assistant")) {
         char p[64];
