@@ -68,6 +68,12 @@
  *            R<｜tool▁output▁end｜>, \n<｜tool▁output▁begin｜>R2.., and
  *            <｜tool▁outputs▁end｜> in place of the next <｜Assistant｜>;
  *            see render_deepseek3)
+ *   deepseek3.1  S<｜User｜>U<｜Assistant｜></think>A<｜end▁of▁sentence｜>
+ *            gen (after a user turn only): <｜Assistant｜></think>, or
+ *            <｜Assistant｜><think> with le_chat_opts.reasoning_effort
+ *            (DeepSeek V3.1; results <｜tool▁output▁begin｜>R
+ *            <｜tool▁output▁end｜>, the answer after them with no header;
+ *            see render_deepseek31)
  *   qwen3    ChatML; an assistant's reasoning (up to its last </think>,
  *            the text after it without leading newlines) is dropped in
  *            the turns up to the last user query (a user turn that is not
@@ -104,7 +110,7 @@ static const char *const chat_names[] = {
     "mistral-v3-tekken", "mistral-v7", "mistral-v7-tekken", "deepseek3",
     "deepseek-r1", "deepseek-r1-thinking", "qwen3", "qwen3-thinking",
     "qwen2.5", "phi4", "granite", "harmony", "granite4", "granite3.3",
-    "deepseek2"};
+    "deepseek2", "deepseek3.1"};
 
 const char *
 le_chat_template_name(enum le_chat_template t)
@@ -170,6 +176,11 @@ le_chat_detect(const char *t, size_t len)
                                                         : LE_CHAT_QWEN3;
     }
     if (has(t, len, "<\xef\xbd\x9cUser\xef\xbd\x9c>") &&
+        has(t, len, "<\xef\xbd\x9c" "Assistant\xef\xbd\x9c>") &&
+        (has(t, len, "Assistant\xef\xbd\x9c></think>'") ||
+         has(t, len, "Assistant\xef\xbd\x9c><think></think>'")))
+        return LE_CHAT_DEEPSEEK31; /* V3.1's (llama.cpp's copy: <think>) */
+    if (has(t, len, "<\xef\xbd\x9cUser\xef\xbd\x9c>") &&
         has(t, len, "<\xef\xbd\x9c" "Assistant\xef\xbd\x9c>"))
         return has(t, len, "Assistant\xef\xbd\x9c><think>\\n'")
                    ? LE_CHAT_DEEPSEEK_R1_THINKING
@@ -232,9 +243,11 @@ le_chat_tools_detect(const char *t, size_t len)
         return has(t, len, "[ARGS]") ? LE_TOOLS_MISTRAL_V11
                                      : LE_TOOLS_MISTRAL;
     /* DeepSeek V3's and R1's (their distills' too): the type, the
-     * separator, the name and a ```json fence; V3.1's template writes
-     * NAME<｜tool▁sep｜>ARGS without a fence and stays on the JSON
-     * wrapper (its own chat format is not rendered either) */
+     * separator, the name and a ```json fence (below); V3.1's
+     * NAME<｜tool▁sep｜>ARGS without a fence */
+    if (f == LE_CHAT_DEEPSEEK31 && has(t, len, LE_DS_CALLS_BEGIN) &&
+        has(t, len, LE_DS_SEP))
+        return LE_TOOLS_DEEPSEEK31;
     if (f == LE_CHAT_HARMONY) /* the commentary channel's calls */
         return LE_TOOLS_HARMONY;
     /* Granite 4.x: hermes's calls in Granite's turns; 3.x: a JSON list
@@ -269,7 +282,7 @@ le_chat_tools_markers(enum le_chat_tools t)
     static const char *const granite3[] = {"<|tool_call|>", NULL};
     return t == LE_TOOLS_MISTRAL       ? mistral
            : t == LE_TOOLS_MISTRAL_V11 ? v11
-           : t == LE_TOOLS_DEEPSEEK    ? deepseek
+           : t == LE_TOOLS_DEEPSEEK || t == LE_TOOLS_DEEPSEEK31 ? deepseek
            : t == LE_TOOLS_HERMES || t == LE_TOOLS_GRANITE ? hermes
            : t == LE_TOOLS_GRANITE3 ? granite3
                                        : none;
@@ -313,6 +326,8 @@ le_chat_reasoning(enum le_chat_template t)
         return 2;
     case LE_CHAT_HARMONY:
         return 3;
+    case LE_CHAT_DEEPSEEK31:
+        return 4;
     default:
         return 0;
     }
@@ -335,6 +350,7 @@ le_chat_tools_name(enum le_chat_tools t)
            : t == LE_TOOLS_HARMONY     ? "harmony"
            : t == LE_TOOLS_GRANITE     ? "granite"
            : t == LE_TOOLS_GRANITE3    ? "granite3"
+           : t == LE_TOOLS_DEEPSEEK31  ? "deepseek3.1"
                                    : "json";
 }
 
@@ -598,6 +614,26 @@ render_gemma(struct chat_buf *b, const struct le_chat_msg *msgs, size_t n,
         cb_str(b, "<start_of_turn>model\n");
 }
 
+/* DeepSeek's turn markers */
+#define DS_USER LE_DS_("User")
+#define DS_ASST LE_DS_("Assistant")
+#define DS_EOS LE_DS_("end" LE_DS__ "of" LE_DS__ "sentence")
+
+/* DeepSeek's templates: every system text first, a blank line between
+ * two */
+static void
+ds_system(struct chat_buf *b, const struct le_chat_msg *msgs, size_t n)
+{
+    int first = 1;
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(role_of(&msgs[i]), "system")) {
+            if (!first)
+                cb_str(b, "\n\n");
+            cb_str(b, content_of(&msgs[i]));
+            first = 0;
+        }
+}
+
 /* DeepSeek V3's and R1's templates (V3-0324's and R1-0528's, which
  * render the cases the first ones got wrong the way those would have):
  * "tool_calls" turns (the caller's text: the answer's text, then the
@@ -615,18 +651,8 @@ static void
 render_deepseek3(struct chat_buf *b, const struct le_chat_msg *msgs,
                  size_t n, int gen)
 {
-    static const char user[] = "<\xef\xbd\x9cUser\xef\xbd\x9c>",
-                      asst[] = "<\xef\xbd\x9c" "Assistant\xef\xbd\x9c>",
-                      eos[] = "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81"
-                              "sentence\xef\xbd\x9c>";
-    int first = 1, in_outputs = 0, outputs_first = 1;
-    for (size_t i = 0; i < n; i++)
-        if (!strcmp(role_of(&msgs[i]), "system")) {
-            if (!first)
-                cb_str(b, "\n\n");
-            cb_str(b, content_of(&msgs[i]));
-            first = 0;
-        }
+    int in_outputs = 0, outputs_first = 1;
+    ds_system(b, msgs, n);
     for (size_t i = 0; i < n; i++) {
         const char *role = role_of(&msgs[i]), *c = content_of(&msgs[i]);
         int calls = !strcmp(role, "tool_calls");
@@ -634,9 +660,9 @@ render_deepseek3(struct chat_buf *b, const struct le_chat_msg *msgs,
             continue;
         if (calls || !strcmp(role, "assistant")) {
             const char *think = calls ? NULL : strstr(c, "</think>");
-            cb_str(b, in_outputs ? LE_DS_OUTPUTS_END : asst);
+            cb_str(b, in_outputs ? LE_DS_OUTPUTS_END : DS_ASST);
             cb_str(b, think ? think + strlen("</think>") : c);
-            cb_str(b, eos);
+            cb_str(b, DS_EOS);
             in_outputs = 0;
             outputs_first |= calls;
         } else if (!strcmp(role, "tool")) {
@@ -647,7 +673,7 @@ render_deepseek3(struct chat_buf *b, const struct le_chat_msg *msgs,
             in_outputs = 1;
             outputs_first = 0;
         } else {
-            cb_str(b, user);
+            cb_str(b, DS_USER);
             cb_str(b, c);
             in_outputs = 0;
         }
@@ -655,7 +681,56 @@ render_deepseek3(struct chat_buf *b, const struct le_chat_msg *msgs,
     if (in_outputs)
         cb_str(b, LE_DS_OUTPUTS_END);
     else if (gen)
-        cb_str(b, asst);
+        cb_str(b, DS_ASST);
+}
+
+/* DeepSeek V3.1's template (its model card's non-thinking prefix, which
+ * llama.cpp's copy writes "<think></think>"): after a user turn the
+ * answer opens <｜Assistant｜></think> (a "tool_calls" turn too: the
+ * caller's text, the answer's and its calls as the model writes them),
+ * a result is <｜tool▁output▁begin｜>R<｜tool▁output▁end｜> with nothing
+ * around it, and the answer after results follows them directly (the
+ * text as it is, no <｜Assistant｜>): the generation prompt is written
+ * only after a user turn, "<｜Assistant｜></think>", or
+ * "<｜Assistant｜><think>" when thinking (a reasoning_effort). */
+static void
+render_deepseek31(struct chat_buf *b, const struct le_chat_msg *msgs,
+                  size_t n, int gen, int think)
+{
+    int last_user = 0, after_tool = 0;
+    ds_system(b, msgs, n);
+    for (size_t i = 0; i < n; i++) {
+        const char *role = role_of(&msgs[i]), *c = content_of(&msgs[i]);
+        int calls = !strcmp(role, "tool_calls");
+        if (!strcmp(role, "system"))
+            continue;
+        if (calls || !strcmp(role, "assistant")) {
+            const char *end = calls || after_tool ? NULL
+                                                  : strstr(c, "</think>");
+            if (last_user) {
+                cb_str(b, DS_ASST);
+                cb_str(b, "</think>");
+            }
+            cb_str(b, end ? end + strlen("</think>") : c);
+            cb_str(b, DS_EOS);
+            last_user = after_tool = 0;
+        } else if (!strcmp(role, "tool")) {
+            cb_str(b, LE_DS_OUTPUT_BEGIN);
+            cb_str(b, c);
+            cb_str(b, LE_DS_OUTPUT_END);
+            last_user = 0;
+            after_tool = 1;
+        } else {
+            cb_str(b, DS_USER);
+            cb_str(b, c);
+            last_user = 1;
+            after_tool = 0;
+        }
+    }
+    if (gen && last_user) {
+        cb_str(b, DS_ASST);
+        cb_str(b, think ? "<think>" : "</think>");
+    }
 }
 
 static int
@@ -950,6 +1025,10 @@ le_chat_apply_opts(enum le_chat_template t, const struct le_chat_msg *msgs,
         break;
     case LE_CHAT_DEEPSEEK2:
         render_deepseek2(&b, msgs, n_msgs, gen);
+        break;
+    case LE_CHAT_DEEPSEEK31:
+        render_deepseek31(&b, msgs, n_msgs, gen,
+                          opts && opts->reasoning_effort);
         break;
     case LE_CHAT_GRANITE4:
     case LE_CHAT_GRANITE33:

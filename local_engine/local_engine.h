@@ -166,7 +166,12 @@ enum le_chat_template {
     /* DeepSeek V2 / V2-Lite / Coder-V2 chat: "User: U\n\nAssistant: A"
      * + <｜end▁of▁sentence｜>, the system text as it is + "\n\n"; gen:
      * "Assistant:" */
-    LE_CHAT_DEEPSEEK2
+    LE_CHAT_DEEPSEEK2,
+    /* DeepSeek V3.1 (and V3.1-Terminus): deepseek3's turns with a
+     * "</think>" after <｜Assistant｜> (no reasoning; "<think>" with
+     * le_chat_opts.reasoning_effort), results without the outputs'
+     * markers and answered without a new <｜Assistant｜> */
+    LE_CHAT_DEEPSEEK31
 };
 /* 1 for the mistral templates (any of the five) */
 int le_chat_is_mistral(enum le_chat_template t);
@@ -177,13 +182,16 @@ const char *le_chat_default_system(enum le_chat_template t);
  * into reasoning_content and content at "</think>"): 0 no reasoning
  * format, 1 the model may open "<think>" itself (qwen3, deepseek-r1), 2
  * the prompt opened it (qwen3-thinking, deepseek-r1-thinking), 3 the
- * answer's channels (harmony: analysis is the reasoning). */
+ * answer's channels (harmony: analysis is the reasoning), 4 off unless
+ * asked for, then opened by the prompt (deepseek3.1: le_chat_opts'
+ * reasoning_effort makes its generation prompt end "<think>" instead of
+ * "</think>"; the answer's "</think>" is followed by no blank line). */
 int le_chat_reasoning(enum le_chat_template t);
 /* What closes the reasoning empty after the generation prompt, to answer
  * without it (Qwen3's template with thinking off: "<think>\n\n</think>\n\n";
  * "\n</think>\n\n" where the prompt opened it; harmony's final channel
  * opened: "<|channel|>final<|message|>"), or "" without a reasoning
- * format. */
+ * format or when the template closes it itself (deepseek3.1). */
 const char *le_chat_reasoning_off(enum le_chat_template t);
 /* 1 for the tekken ones, which write no space after their markers
  * ("[INST]U[/INST]", "[TOOL_CALLS][") */
@@ -259,11 +267,16 @@ enum le_chat_template le_model_chat_template(const struct le_model *m);
  *           calls as HERMES's; the functions inside <tools></tools> in
  *           the system turn with Granite's own words around them, a
  *           turn's results in one user turn, each as
- *           "\n<tool_response>\nR\n</tool_response>". */
+ *           "\n<tool_response>\nR\n</tool_response>".
+ *   DEEPSEEK31 "<｜tool▁sep｜>" in a deepseek3.1 template (V3.1): each call
+ *           LE_DS_CALL_BEGIN NAME LE_DS_SEP {...} LE_DS_CALL_END with
+ *           nothing between two, inside LE_DS_CALLS_BEGIN ..
+ *           LE_DS_CALLS_END; results as "tool" turns. */
 enum le_chat_tools { LE_TOOLS_JSON = 0, LE_TOOLS_HERMES, LE_TOOLS_LLAMA3,
                      LE_TOOLS_MISTRAL, LE_TOOLS_MISTRAL_V11,
                      LE_TOOLS_DEEPSEEK, LE_TOOLS_HARMONY,
-                     LE_TOOLS_GRANITE, LE_TOOLS_GRANITE3 };
+                     LE_TOOLS_GRANITE, LE_TOOLS_GRANITE3,
+                     LE_TOOLS_DEEPSEEK31 };
 enum le_chat_tools le_chat_tools_detect(const char *tmpl, size_t len);
 const char *le_chat_tools_name(enum le_chat_tools t); /* "json", ... */
 /* The marker texts a call of format t is written with that a vocabulary

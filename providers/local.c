@@ -252,6 +252,12 @@ static const struct lp_callfmt lp_callfmts[] = {
                            "\n```json\n", "\n```" LE_DS_CALL_END, '<',
                            LP_MAX_CALLS, LE_DS_CALLS_BEGIN, "\n",
                            LE_DS_CALLS_END, "", ""},
+    /* DeepSeek V3.1: each call between its markers, the name, the
+     * separator and the arguments' JSON, nothing between two (its model
+     * card: "chain them directly without separators or spaces") */
+    [LE_TOOLS_DEEPSEEK31] = {LE_TOOLS_DEEPSEEK31, LE_DS_CALL_BEGIN,
+                             LE_DS_SEP, LE_DS_CALL_END, '<', LP_MAX_CALLS,
+                             LE_DS_CALLS_BEGIN, "", LE_DS_CALLS_END, "", ""},
     /* harmony (gpt-oss): after the prompt's "<|channel|>", a call is a
      * commentary message to the function with its arguments as JSON (one
      * a message: the model ends it with <|call|>), a text answer the
@@ -2565,7 +2571,8 @@ render_message(struct lp_job *j, const json_t *msgs, size_t idx,
                      f->kind == LE_TOOLS_MISTRAL_V11);
         if (!result) /* written as is, then </s> (chat.c) */
             *role = "tool_calls";
-    } else if (f->kind == LE_TOOLS_DEEPSEEK &&
+    } else if ((f->kind == LE_TOOLS_DEEPSEEK ||
+                f->kind == LE_TOOLS_DEEPSEEK31) &&
                (!strcmp(*role, "tool") ||
                 (!strcmp(*role, "assistant") && calls))) {
         if (!strcmp(*role, "assistant")) /* "tool": its text as it is */
@@ -2664,11 +2671,14 @@ is_role(const json_t *m, const char *role)
  * functions, so they go at the end of the system text (place_tools) in
  * the shape DeepSeek documents for V3.1 ("## Tools", a "### NAME"
  * section with the description and the parameters' schema a tool), then
- * the call format with its markers. */
+ * the call format with its markers: V3 / R1's in llmux's words, V3.1's
+ * as its model card writes them (its rules; every tool a description
+ * line, the schema as Python's json.dumps writes it: ASCII). */
 static char *
 deepseek_tools(struct gx_buf *b, const struct lp_tool *t, size_t n,
                enum lp_tools mode, int named, const struct lp_callfmt *f)
 {
+    int v31 = f->kind == LE_TOOLS_DEEPSEEK31;
     gx_buf_printf(b, "## Tools\nYou have access to the following tools:\n");
     for (size_t i = 0; i < n; i++) {
         if (mode == LP_TOOLS_NAMED && (int)i != named)
@@ -2676,22 +2686,36 @@ deepseek_tools(struct gx_buf *b, const struct lp_tool *t, size_t n,
         const char *desc =
             json_string_value(json_object_get(t[i].fn, "description"));
         const json_t *params = json_object_get(t[i].fn, "parameters");
-        char *d = params && !json_is_null(params) ? json_dumps(params, 0)
-                                                  : NULL;
+        char *d = params && !json_is_null(params)
+                      ? json_dumps(params, v31 ? JSON_ENSURE_ASCII : 0)
+                      : NULL;
         gx_buf_printf(b, "\n### %s\n", t[i].name);
-        if (desc)
-            gx_buf_printf(b, "Description: %s\n\n", desc);
+        if (desc || v31)
+            gx_buf_printf(b, "Description: %s\n\n", desc ? desc : "");
         gx_buf_printf(b, "Parameters: %s\n", d ? d : "{}");
         free(d);
     }
-    gx_buf_printf(b,
-                  "\nTo call tools, answer with %s%sTOOL_NAME%sARGUMENTS%s"
-                  "%s: the arguments a JSON object; several calls each "
-                  "from %s to %s, a new line between two.%s",
-                  f->open, f->prefix, f->mid, f->suffix, f->close,
-                  LE_DS_CALL_BEGIN, LE_DS_CALL_END,
-                  mode == LP_TOOLS_AUTO ? " Otherwise answer in plain text."
-                                        : "");
+    if (v31)
+        gx_buf_printf(b,
+                      "\nIMPORTANT: ALWAYS adhere to this exact format for "
+                      "tool use:\n%s%stool_call_name%stool_call_arguments%s"
+                      "{additional_tool_calls}%s\n\nWhere:\n- "
+                      "`tool_call_name` must be an exact match to one of the "
+                      "available tools\n- `tool_call_arguments` must be "
+                      "valid JSON that strictly follows the tool's "
+                      "Parameters Schema\n- For multiple tool calls, chain "
+                      "them directly without separators or spaces",
+                      f->open, f->prefix, f->mid, f->suffix, f->close);
+    else
+        gx_buf_printf(b,
+                      "\nTo call tools, answer with %s%sTOOL_NAME%s"
+                      "ARGUMENTS%s%s: the arguments a JSON object; several "
+                      "calls each from %s to %s, a new line between two.%s",
+                      f->open, f->prefix, f->mid, f->suffix, f->close,
+                      LE_DS_CALL_BEGIN, LE_DS_CALL_END,
+                      mode == LP_TOOLS_AUTO
+                          ? " Otherwise answer in plain text."
+                          : "");
     return b->data;
 }
 
@@ -2887,7 +2911,8 @@ tools_prompt(const struct lp_tool *t, size_t n, enum lp_tools mode,
                           "to assist with the user query.\n\nYou are "
                           "provided with function signatures within "
                           "<tools></tools> XML tags:\n<tools>");
-    else if (f->kind == LE_TOOLS_DEEPSEEK)
+    else if (f->kind == LE_TOOLS_DEEPSEEK ||
+             f->kind == LE_TOOLS_DEEPSEEK31)
         return deepseek_tools(&b, t, n, mode, named, f);
     else
         gx_buf_printf(&b,
@@ -2988,6 +3013,7 @@ place_tools(const struct lp_callfmt *f, char *tp, struct le_chat_msg *cm,
                       : asprintf(&both, "%s%s%s", texts[0],
                                  f->kind == LE_TOOLS_HERMES ||
                                          f->kind == LE_TOOLS_DEEPSEEK ||
+                                         f->kind == LE_TOOLS_DEEPSEEK31 ||
                                          f->kind == LE_TOOLS_GRANITE
                                      ? "\n\n"
                                      : "\n",
@@ -3228,7 +3254,7 @@ read_effort(struct lp_job *j, const json_t *b, int rmode, int *think,
             const char **level)
 {
     const json_t *v = json_object_get(b, "reasoning_effort");
-    *think = rmode != 0;
+    *think = rmode != 0 && rmode != 4; /* deepseek3.1: off unless asked */
     *level = NULL;
     if (!v || json_is_null(v))
         return 0;
@@ -3239,8 +3265,8 @@ read_effort(struct lp_job *j, const json_t *b, int rmode, int *think,
     if (!rmode)
         return refuse(j, "reasoning_effort", "unsupported_parameter",
                       "this model's chat template has no reasoning "
-                      "(reasoning_effort needs a qwen3, deepseek-r1 or "
-                      "harmony template)");
+                      "(reasoning_effort needs a qwen3, deepseek-r1, "
+                      "deepseek3.1 or harmony template)");
     if (!strcmp(s, "none") || !strcmp(s, "minimal"))
         *think = 0;
     else if (strcmp(s, "low") && strcmp(s, "medium") && strcmp(s, "high"))
@@ -3249,6 +3275,22 @@ read_effort(struct lp_job *j, const json_t *b, int rmode, int *think,
                       "or high");
     else
         *level = s;
+    *think = *level != NULL;
+    return 0;
+}
+
+/* 1 when the last message that is not a system text is a user's: where
+ * DeepSeek V3.1's template writes a generation prompt (after results the
+ * answer follows them, with no reasoning) */
+static int
+ends_with_user(const json_t *msgs)
+{
+    for (size_t i = json_array_size(msgs); i-- > 0;) {
+        const json_t *m = json_array_get(msgs, i);
+        if (is_role(m, "system") || is_role(m, "developer"))
+            continue;
+        return is_role(m, "user");
+    }
     return 0;
 }
 
@@ -3277,10 +3319,10 @@ think_grammar(struct pv_gram *pg, int rmode)
         if (k < 7)
             gx_buf_printf(t, "think-%d", k + 1);
         else
-            gx_buf_printf(t, "\"\\n\\n\" answ");
+            gx_buf_printf(t, rmode == 4 ? "answ" : "\"\\n\\n\" answ");
         gx_buf_printf(t, " | [^%c<] think-0\n", c);
     }
-    gx_buf_printf(t, rmode == 2 ? "root ::= think-0\n"
+    gx_buf_printf(t, rmode == 2 || rmode == 4 ? "root ::= think-0\n"
                                 : "root ::= \"<think>\" think-0 | answ\n");
     return t->data ? 0 : -2;
 }
@@ -3336,6 +3378,8 @@ lp_prepare(struct lp_engine *e, const json_t *b, struct lp_job *j,
     const char *level = NULL;
     if (rc == 0)
         rc = read_effort(j, b, rmode, &think, &level);
+    if (rc == 0 && rmode == 4 && !ends_with_user(msgs))
+        think = 0, level = NULL;
     /* harmony: a constrained answer is the final channel's, opened in the
      * prompt (no analysis first; README) */
     if (rc == 0 && rmode == 3 && constrained)
@@ -3402,9 +3446,11 @@ lp_prepare(struct lp_engine *e, const json_t *b, struct lp_job *j,
     else if (rc == 0 && mode != LP_TOOLS_NONE && !htools)
         rc = place_tools(cf, tools_prompt(tools, n_tools, mode, named, cf),
                          cm, texts, &k,
-                         /* Granite's tools take the default's place */
-                         cf->kind == LE_TOOLS_GRANITE
-                             ? NULL
+                         /* Granite's tools take the default's place;
+                          * V3.1's model card writes them after the system
+                          * text and a blank line, an empty one too */
+                         cf->kind == LE_TOOLS_GRANITE     ? NULL
+                         : cf->kind == LE_TOOLS_DEEPSEEK31 ? ""
                              : le_chat_default_system(tmpl));
     if (rc == 0) {
         size_t plen = 0;

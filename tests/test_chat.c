@@ -229,7 +229,7 @@ test_tools_detect(void)
              LE_TOOLS_MISTRAL_V11);
     T_EQ_STR(le_chat_tools_name(LE_TOOLS_MISTRAL_V11), "mistral-v11");
     /* DeepSeek V3-0324's and R1's (and the distills') templates, as
-     * they write a call; V3.1's has no fence and no type (not spoken);
+     * they write a call; V3.1's has no fence and no type;
      * the markers in another family's template do not count */
     const char *ds_v3 =
         "{{'<｜User｜>' + message['content'] + '<｜Assistant｜>'}}... "
@@ -256,7 +256,8 @@ test_tools_detect(void)
     T_EQ_INT(D(ds_r1), LE_TOOLS_DEEPSEEK);
     T_EQ_INT(le_chat_detect(ds_r1, strlen(ds_r1)),
              LE_CHAT_DEEPSEEK_R1_THINKING);
-    T_EQ_INT(D(ds_v31), LE_TOOLS_JSON);
+    T_EQ_INT(D(ds_v31), LE_TOOLS_DEEPSEEK31);
+    T_EQ_INT(le_chat_detect(ds_v31, strlen(ds_v31)), LE_CHAT_DEEPSEEK31);
     T_EQ_INT(D("<|im_start|> <｜tool▁calls▁begin｜><｜tool▁sep｜> ```json"),
              LE_TOOLS_JSON);
     /* DeepSeek's template without its tool markers (older, or edited) */
@@ -469,6 +470,88 @@ test_deepseek_tools(void)
           "<｜tool▁calls▁end｜><｜end▁of▁sentence｜><｜tool▁outputs▁begin｜>"
           "<｜tool▁output▁begin｜>R<｜tool▁output▁end｜><｜tool▁outputs▁end｜>");
 #undef CALL
+}
+
+/* DeepSeek V3.1's template (the original's, which llama.cpp's copy
+ * edits to "<think></think>"): the expected texts are what Python's
+ * jinja2 renders of it for the same messages (as transformers does) */
+static void
+test_deepseek31(void)
+{
+#define U "<｜User｜>"
+#define A "<｜Assistant｜>"
+#define E "<｜end▁of▁sentence｜>"
+#define CALL(n, a) "<｜tool▁call▁begin｜>" n "<｜tool▁sep｜>" a "<｜tool▁call▁end｜>"
+#define OUT(r) "<｜tool▁output▁begin｜>" r "<｜tool▁output▁end｜>"
+    /* the template's lines that tell it, both spellings; R1's is not */
+    static const char orig[] =
+        "{%- if ns.is_last_user -%}{{'<｜Assistant｜>'}}{%- if "
+        "message['prefix'] is defined and message['prefix'] and thinking "
+        "-%}{{'<think>'}}{%- else -%}{{'</think>'}}{%- endif -%}"
+        "{{'<｜User｜>' + message['content']}}"
+        "{%- if ns.is_last_user -%}{{'<｜Assistant｜></think>'}}",
+                      edited[] =
+        "{{'<｜User｜>' + message['content']}}"
+        "{%- if ns.is_last_user -%}{{'<｜Assistant｜><think></think>'}}"
+        "{{'<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>'+ tool['function']"
+        "['name'] + '<｜tool▁sep｜>' + tool['function']['arguments'] | "
+        "tojson + '<｜tool▁call▁end｜>'}}";
+    T_EQ_INT(le_chat_detect(orig, strlen(orig)), LE_CHAT_DEEPSEEK31);
+    T_EQ_INT(le_chat_detect(edited, strlen(edited)), LE_CHAT_DEEPSEEK31);
+    T_EQ_INT(le_chat_tools_detect(edited, strlen(edited)),
+             LE_TOOLS_DEEPSEEK31);
+    /* no tool markers in the snippet: the wrapper */
+    T_EQ_INT(le_chat_tools_detect(orig, strlen(orig)), LE_TOOLS_JSON);
+    T_EQ_INT(le_chat_template_from_name("deepseek3.1"), LE_CHAT_DEEPSEEK31);
+    T_EQ_STR(le_chat_tools_name(LE_TOOLS_DEEPSEEK31), "deepseek3.1");
+    T_EQ_STR(le_chat_tools_markers(LE_TOOLS_DEEPSEEK31)[2],
+             "<｜tool▁sep｜>");
+    T_EQ_INT(le_chat_reasoning(LE_CHAT_DEEPSEEK31), 4);
+    T_EQ_STR(le_chat_reasoning_off(LE_CHAT_DEEPSEEK31), "");
+    check(LE_CHAT_DEEPSEEK31, conv, N_CONV, 1,
+          "You are terse." U "Hi" A "</think>Hello." E U "2+2?" A "</think>");
+    struct le_chat_opts think = {"high", NULL, NULL};
+    check_opts(LE_CHAT_DEEPSEEK31, conv, N_CONV, 1, &think,
+               "You are terse." U "Hi" A "</think>Hello." E U "2+2?" A
+               "<think>");
+    static const struct le_chat_msg r[] = {
+        {"system", "S1"}, {"user", "Q"},
+        {"assistant", "<think>\nhm\n</think>\n\nFour."}, {"system", "S2"},
+        {"user", "Q2"}};
+    check(LE_CHAT_DEEPSEEK31, r, 5, 0,
+          "S1\n\nS2" U "Q" A "</think>\n\nFour." E U "Q2");
+    /* calls, results, the answer after them (no header, its text as it
+     * is), a second round; a prompt ending with results gets no
+     * generation prompt, thinking or not */
+    static const struct le_chat_msg m[] = {
+        {"system", "S"},
+        {"user", "Q"},
+        {"tool_calls", "Two.<｜tool▁calls▁begin｜>" CALL("f", "{}")
+                       CALL("g", "{\"x\": 1}") "<｜tool▁calls▁end｜>"},
+        {"tool", "R1"},
+        {"tool", "R2"},
+        {"assistant", "<think>hm</think>Done."},
+        {"user", "Q2"},
+        {"tool_calls", "<｜tool▁calls▁begin｜>" CALL("f", "{}")
+                       "<｜tool▁calls▁end｜>"},
+        {"tool", "R3"}};
+#define FIRST                                                              \
+    "S" U "Q" A "</think>Two.<｜tool▁calls▁begin｜>" CALL("f", "{}")          \
+    CALL("g", "{\"x\": 1}") "<｜tool▁calls▁end｜>" E OUT("R1") OUT("R2")    \
+    "<think>hm</think>Done." E U "Q2"
+    check(LE_CHAT_DEEPSEEK31, m, 9, 1,
+          FIRST A "</think><｜tool▁calls▁begin｜>" CALL("f", "{}")
+          "<｜tool▁calls▁end｜>" E OUT("R3"));
+    check_opts(LE_CHAT_DEEPSEEK31, m, 9, 1, &think,
+               FIRST A "</think><｜tool▁calls▁begin｜>" CALL("f", "{}")
+               "<｜tool▁calls▁end｜>" E OUT("R3"));
+    check(LE_CHAT_DEEPSEEK31, m, 7, 1, FIRST A "</think>");
+#undef FIRST
+#undef OUT
+#undef CALL
+#undef E
+#undef A
+#undef U
 }
 
 /* Qwen3: reasoning dropped up to the last user query, kept after it (a
@@ -871,6 +954,7 @@ main(void)
     T_RUN(test_mistral_versions);
     T_RUN(test_deepseek3);
     T_RUN(test_deepseek_tools);
+    T_RUN(test_deepseek31);
     T_RUN(test_qwen3);
     T_RUN(test_phi3);
     T_RUN(test_phi4);

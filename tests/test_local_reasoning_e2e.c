@@ -71,6 +71,16 @@ static const char *const ds_toks[] = {
     "<｜tool▁call▁end｜>", "<｜tool▁calls▁end｜>", "<think>", "</think>",
     NULL};
 #define END_THINK_ID 499 /* the vocabulary's last id */
+/* DeepSeek V3.1's (its original's lines): "</think>" after
+ * <｜Assistant｜> unless thinking, its call format, the same tokens */
+static const char *ds31_tmpl =
+    "{{'<｜User｜>' + message['content']}}{%- if ns.is_last_user -%}"
+    "{{'<｜Assistant｜></think>'}}{%- endif -%}{{'<｜tool▁calls▁begin｜>"
+    "<｜tool▁call▁begin｜>'+ tool['function']['name'] + '<｜tool▁sep｜>' + "
+    "tool['function']['arguments'] + '<｜tool▁call▁end｜>'}}{{'"
+    "<｜tool▁output▁begin｜>' + message['content'] + "
+    "'<｜tool▁output▁end｜>'}}{%- if not thinking -%}{{'</think>'}}{%- "
+    "else -%}{{'<think>'}}";
 
 static int
 write_model(const char *path, const char *tmpl, const char *const *utoks,
@@ -97,15 +107,17 @@ static int
 start(void)
 {
     char *dir = e2e_temp_dir();
-    char q3t[512], q3[512], q25[512], dsr[512], cfg[4096];
+    char q3t[512], q3[512], q25[512], dsr[512], ds31[512], cfg[4096];
     snprintf(q3t, sizeof(q3t), "%s/q3t.gguf", dir);
     snprintf(dsr, sizeof(dsr), "%s/dsr.gguf", dir);
     snprintf(q3, sizeof(q3), "%s/q3.gguf", dir);
     snprintf(q25, sizeof(q25), "%s/q25.gguf", dir);
+    snprintf(ds31, sizeof(ds31), "%s/ds31.gguf", dir);
     if (write_model(q3t, q3t_tmpl, think_toks, 91) != 0 ||
         write_model(q3, q3_tmpl, think_toks, 92) ||
         write_model(q25, q25_tmpl, think_toks, 93) ||
-        write_model(dsr, dsr_tmpl, ds_toks, 94))
+        write_model(dsr, dsr_tmpl, ds_toks, 94) ||
+        write_model(ds31, ds31_tmpl, ds_toks, 95))
         return -1;
     snprintf(cfg, sizeof(cfg),
              "{\"listen\": \"127.0.0.1:0\", \"workers\": 1,\n"
@@ -122,8 +134,11 @@ start(void)
              "   \"models\": {\"q25\": {}}},\n"
              "  \"dsr\": {\"kind\": \"local\", \"model_path\": \"%s\",\n"
              "   \"threads\": 1, \"context\": 2048, \"parallel\": 1,\n"
-             "   \"models\": {\"dsr\": {}}}}}\n",
-             dir, q3t, q3, q25, dsr);
+             "   \"models\": {\"dsr\": {}}},\n"
+             "  \"ds31\": {\"kind\": \"local\", \"model_path\": \"%s\",\n"
+             "   \"threads\": 1, \"context\": 2048, \"parallel\": 1,\n"
+             "   \"models\": {\"ds31\": {}}}}}\n",
+             dir, q3t, q3, q25, dsr, ds31);
     free(dir);
     char *path = e2e_write_temp("reasoning.json", cfg);
     const char *bin = e2e_env("LLMUX_BIN", "build/release/llmux");
@@ -164,6 +179,8 @@ ref_split(int mode, const char *t, size_t n, struct split *s)
     memset(s, 0, sizeof(*s));
     s->c = t;
     s->cl = n;
+    if (mode == 0) /* no reasoning: all content */
+        return;
     if (mode == 1) {
         while (i < n && is_blank(t[i]))
             i++;
@@ -233,20 +250,23 @@ token_bytes(const json_t *tok, const char *at, size_t n)
 }
 
 /* One seed of model (mode) with bias on </think>: the chat answer to
- * msgs (NULL: one user turn "Q"; and its stream) against /v1/completions'
- * raw text of prompt (what msgs render to); 1 when the raw text closed
- * the reasoning. */
+ * msgs (NULL: one user turn "Q"; and its stream) with the chat body's
+ * members extra (NULL: none) against /v1/completions' raw text of
+ * prompt (what msgs render to); 1 when the raw text closed the
+ * reasoning. */
 static int
 check_seed(const char *model, int mode, const char *prompt, int seed,
-           int bias, const char *msgs)
+           int bias, const char *msgs, const char *extra)
 {
-    char common[256], body[2048];
+    char common[256], chat[512], body[2048];
     if (!msgs)
         msgs = "[{\"role\":\"user\",\"content\":\"Q\"}]";
     snprintf(common, sizeof(common),
              "\"model\":\"%s\",\"max_tokens\":40,\"temperature\":1,"
              "\"seed\":%d,\"logit_bias\":{\"%d\":%d}",
              model, seed, END_THINK_ID, bias);
+    snprintf(chat, sizeof(chat), "%s%s%s", common, extra ? "," : "",
+             extra ? extra : "");
     snprintf(body, sizeof(body),
              "{%s,\"logprobs\":1,\"prompt\":\"%s\"}", common, prompt);
     long st;
@@ -267,7 +287,7 @@ check_seed(const char *model, int mode, const char *prompt, int seed,
                        at < want.rend;
          k++, rt_want++)
         at += token_bytes(json_array_get(toks, k), t + at, tn - at);
-    snprintf(body, sizeof(body), "{%s,\"messages\":%s}", common, msgs);
+    snprintf(body, sizeof(body), "{%s,\"messages\":%s}", chat, msgs);
     json_t *o = post("/chat/completions", body, &st, NULL);
     T_EQ_INT(st, 200);
     const json_t *msg = json_object_get(
@@ -289,7 +309,7 @@ check_seed(const char *model, int mode, const char *prompt, int seed,
     snprintf(body, sizeof(body),
              "{%s,\"stream\":true,\"stream_options\":{\"include_usage\":"
              "true},\"messages\":%s}",
-             common, msgs);
+             chat, msgs);
     char *sse = NULL;
     post("/chat/completions", body, &st, &sse);
     T_EQ_INT(st, 200);
@@ -337,7 +357,7 @@ test_thinking_split(void)
 {
     int closed = 0;
     for (int seed = 0; seed < 8; seed++)
-        closed += check_seed("q3t", 2, Q3T_PROMPT, seed, 3, NULL);
+        closed += check_seed("q3t", 2, Q3T_PROMPT, seed, 3, NULL, NULL);
     fprintf(stderr, "q3t: %d of 8 answers closed their reasoning\n", closed);
     T_CHECK(closed >= 2); /* the split was exercised, not only its lack */
     T_CHECK(closed <= 7); /* and an answer that never closes it */
@@ -348,7 +368,7 @@ test_hybrid_no_reasoning(void)
 {
     /* the model may open "<think>"; these answers do not: all content */
     for (int seed = 0; seed < 4; seed++)
-        check_seed("q3", 1, Q3_PROMPT, seed, 0, NULL);
+        check_seed("q3", 1, Q3_PROMPT, seed, 0, NULL, NULL);
 }
 
 /* json_object on the thinking model: the grammar lets the reasoning come
@@ -400,7 +420,7 @@ test_constrained_thinking(void)
  * format): the reasoning, then the call; the stream gives the same
  * reasoning and call */
 static void
-tools_thinking(const char *model)
+tools_thinking(const char *model, const char *extra)
 {
     static const char tools[] =
         "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"get\","
@@ -412,9 +432,9 @@ tools_thinking(const char *model)
         char body[1024];
         snprintf(body, sizeof(body),
                  "{\"model\":\"%s\",\"max_tokens\":80,\"seed\":%d,"
-                 "\"temperature\":1,\"logit_bias\":{\"%d\":4},%s,"
+                 "\"temperature\":1,\"logit_bias\":{\"%d\":4},%s,%s"
                  "\"messages\":[{\"role\":\"user\",\"content\":\"Q\"}]}",
-                 model, seed, END_THINK_ID, tools);
+                 model, seed, END_THINK_ID, tools, extra);
         long st;
         json_t *o = post("/chat/completions", body, &st, NULL);
         T_EQ_INT(st, 200);
@@ -436,10 +456,10 @@ tools_thinking(const char *model)
         /* the stream: the same reasoning and the same call */
         snprintf(body, sizeof(body),
                  "{\"model\":\"%s\",\"max_tokens\":80,\"seed\":%d,"
-                 "\"temperature\":1,\"logit_bias\":{\"%d\":4},%s,"
+                 "\"temperature\":1,\"logit_bias\":{\"%d\":4},%s,%s"
                  "\"stream\":true,\"messages\":[{\"role\":\"user\","
                  "\"content\":\"Q\"}]}",
-                 model, seed, END_THINK_ID, tools);
+                 model, seed, END_THINK_ID, tools, extra);
         char *sse = NULL;
         post("/chat/completions", body, &st, &sse);
         json_t *evs = sse ? e2e_sse_objects(sse) : NULL;
@@ -479,8 +499,10 @@ tools_thinking(const char *model)
 static void
 test_tools_thinking(void)
 {
-    tools_thinking("q3t");
-    tools_thinking("dsr");
+    tools_thinking("q3t", "");
+    tools_thinking("dsr", "");
+    /* V3.1 asked to reason: the grammar lets it, then its own call */
+    tools_thinking("ds31", "\"reasoning_effort\":\"high\",");
 }
 
 /* DeepSeek R1 after a call and its result: the prompt ends with the
@@ -505,11 +527,48 @@ test_ds_result_turn(void)
         "<｜tool▁output▁end｜><｜tool▁outputs▁end｜><think>\\n";
     int closed = 0;
     for (int seed = 0; seed < 4; seed++)
-        closed += check_seed("dsr", 2, prompt, seed, 3, msgs);
+        closed += check_seed("dsr", 2, prompt, seed, 3, msgs, NULL);
     fprintf(stderr, "dsr after a result: %d of 4 closed their reasoning\n",
             closed);
 }
 
+/* DeepSeek V3.1: no reasoning unless asked (the prompt closes it with
+ * "</think>", and a "</think>" the answer writes is content); with
+ * reasoning_effort the prompt opens "<think>" and the answer splits at
+ * its "</think>"; after a result the template writes no generation
+ * prompt: the answer follows the results and is all content, with
+ * reasoning_effort too.  Each against the raw text of that prompt. */
+static void
+test_ds31(void)
+{
+#define DS31_Q "<｜User｜>Q<｜Assistant｜>"
+    static const char high[] = "\"reasoning_effort\":\"high\"";
+    for (int seed = 0; seed < 4; seed++)
+        check_seed("ds31", 0, DS31_Q "</think>", seed, 3, NULL, NULL);
+    for (int seed = 0; seed < 2; seed++)
+        check_seed("ds31", 0, DS31_Q "</think>", seed, 3, NULL,
+                   "\"reasoning_effort\":\"none\"");
+    int closed = 0;
+    for (int seed = 0; seed < 8; seed++)
+        closed += check_seed("ds31", 2, DS31_Q "<think>", seed, 3, NULL, high);
+    fprintf(stderr, "ds31 reasoning: %d of 8 closed their reasoning\n",
+            closed);
+    T_CHECK(closed >= 2);
+    static const char msgs[] =
+        "[{\"role\":\"user\",\"content\":\"Q\"},{\"role\":\"assistant\","
+        "\"content\":null,\"tool_calls\":[{\"id\":\"c1\",\"type\":"
+        "\"function\",\"function\":{\"name\":\"get\",\"arguments\":"
+        "\"{\\\"u\\\": \\\"c\\\"}\"}}]},"
+        "{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"content\":\"5\"}]";
+    static const char prompt[] =
+        DS31_Q "</think><｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get"
+        "<｜tool▁sep｜>{\\\"u\\\": \\\"c\\\"}<｜tool▁call▁end｜>"
+        "<｜tool▁calls▁end｜><｜end▁of▁sentence｜><｜tool▁output▁begin｜>5"
+        "<｜tool▁output▁end｜>";
+    for (int seed = 0; seed < 3; seed++)
+        check_seed("ds31", 0, prompt, seed, 3, msgs, high);
+#undef DS31_Q
+}
 
 /* reasoning_effort none: the reasoning closed empty in the prompt, none in
  * the answer; other values keep it; a bad one is refused */
@@ -653,6 +712,7 @@ main(void)
     T_RUN(test_constrained_thinking);
     T_RUN(test_tools_thinking);
     T_RUN(test_ds_result_turn);
+    T_RUN(test_ds31);
     T_RUN(test_effort);
     T_RUN(test_qwen25_default_system);
     T_EQ_INT(e2e_stop(&gw, SIGTERM, 20000), 0);

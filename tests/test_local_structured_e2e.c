@@ -36,6 +36,7 @@ static char rand_model[256];
  * Llama 3.2-style ipython turns with {"name", "parameters"} calls */
 static char herm_model[256], l3_model[256], mis_model[256], nemo_model[256],
     ds_model[256], m11_model[256], dst_model[256], gran_model[256],
+    d31_model[256],
     g33_model[256];
 /* DeepSeek R1-style (no tool format of its own here: the JSON wrapper) */
 static const char *ds_tmpl =
@@ -104,6 +105,17 @@ static const char *dst_tmpl =
 static const char *const dst_controls[] = {
     "<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>",
     "<｜tool▁call▁end｜>", "<｜tool▁calls▁end｜>", NULL};
+
+/* DeepSeek V3.1's (its original's lines): the name, the separator and
+ * the arguments without a fence (format deepseek3.1), the same control
+ * tokens */
+static const char *d31_tmpl =
+    "{{'<｜User｜>' + message['content']}}{%- if ns.is_last_user -%}"
+    "{{'<｜Assistant｜></think>'}}{%- endif -%}{{'<｜tool▁calls▁begin｜>"
+    "<｜tool▁call▁begin｜>'+ tool['function']['name'] + '<｜tool▁sep｜>' + "
+    "tool['function']['arguments'] + '<｜tool▁call▁end｜>'}}{{'"
+    "<｜tool▁calls▁end｜><｜end▁of▁sentence｜>'}}{{'<｜tool▁output▁begin｜>' "
+    "+ message['content'] + '<｜tool▁output▁end｜>'}}";
 
 /* Granite 4.0-style: its default system text, hermes's calls in
  * Granite's turns (format granite); the markers control tokens, as
@@ -175,6 +187,7 @@ start(void)
     snprintf(dst_model, sizeof(dst_model), "%s/dst.gguf", dir);
     snprintf(gran_model, sizeof(gran_model), "%s/gran.gguf", dir);
     snprintf(g33_model, sizeof(g33_model), "%s/g33.gguf", dir);
+    snprintf(d31_model, sizeof(d31_model), "%s/d31.gguf", dir);
     if (write_tmpl_model(herm_model, herm_tmpl, NULL, 77) != 0 ||
         write_tmpl_model(l3_model, l3_tmpl, NULL, 78) != 0 ||
         write_tmpl_model(mis_model, mis_tmpl, mis_controls, 79) != 0 ||
@@ -183,7 +196,8 @@ start(void)
         write_tmpl_model(m11_model, m11_tmpl, m11_controls, 82) != 0 ||
         write_tmpl_model(dst_model, dst_tmpl, dst_controls, 83) != 0 ||
         write_tmpl_model(gran_model, gran_tmpl, gran_controls, 84) != 0 ||
-        write_tmpl_model(g33_model, g33_tmpl, g33_controls, 85) != 0)
+        write_tmpl_model(g33_model, g33_tmpl, g33_controls, 85) != 0 ||
+        write_tmpl_model(d31_model, d31_tmpl, dst_controls, 86) != 0)
         return -1;
     snprintf(cfg, sizeof(cfg),
              "{\"listen\": \"127.0.0.1:0\", \"workers\": 2,\n"
@@ -220,10 +234,13 @@ start(void)
              "   \"models\": {\"gran\": {}}},\n"
              "  \"g33\": {\"kind\": \"local\", \"model_path\": \"%s\",\n"
              "   \"threads\": 1, \"context\": 2048, \"parallel\": 1,\n"
-             "   \"models\": {\"g33\": {}}}}}\n",
+             "   \"models\": {\"g33\": {}}},\n"
+             "  \"d31\": {\"kind\": \"local\", \"model_path\": \"%s\",\n"
+             "   \"threads\": 1, \"context\": 2048, \"parallel\": 1,\n"
+             "   \"models\": {\"d31\": {}}}}}\n",
              dir, model, rand_model, herm_model, l3_model, mis_model,
              nemo_model, ds_model, m11_model, dst_model, gran_model,
-             g33_model);
+             g33_model, d31_model);
     free(dir);
     char *path = e2e_write_temp("structured.json", cfg);
     setenv("LLMUX_LOG", "info", 1); /* the providers' lines at start */
@@ -787,6 +804,9 @@ test_native_prompts(void)
     T_EQ_INT(e2e_log_count(&gw, "chat template granite3.3, tool calls "
                                 "granite3,"),
              1);
+    T_EQ_INT(e2e_log_count(&gw, "chat template deepseek3.1, tool calls "
+                                "deepseek3.1,"),
+             1);
     const char *tool_list =
         "[{\"type\":\"function\",\"function\":{\"name\":\"get_time\","
         "\"parameters\":{\"type\":\"object\",\"properties\":{\"zone\":{"
@@ -962,6 +982,39 @@ test_native_prompts(void)
         "<｜tool▁output▁end｜><｜tool▁outputs▁end｜>");
 #undef DS_TOOLS
 #undef DS_CALL
+    /* deepseek3.1: the tools as V3.1's model card writes them, after the
+     * system text and a blank line (an empty one too), each call's name,
+     * separator and arguments, nothing between two calls or around the
+     * results, no generation prompt after results */
+#define D31_CALL(n, a)                                                     \
+    "<｜tool▁call▁begin｜>" n "<｜tool▁sep｜>" a "<｜tool▁call▁end｜>"
+#define D31_TOOLS                                                          \
+    "## Tools\nYou have access to the following tools:\n\n### get_time\n" \
+    "Description: \n\nParameters: {\"type\": \"object\", \"properties\": " \
+    "{\"zone\": {\"type\": \"string\"}}}\n\nIMPORTANT: ALWAYS adhere to "  \
+    "this exact format for tool use:\n<｜tool▁calls▁begin｜>"               \
+    D31_CALL("tool_call_name", "tool_call_arguments")                      \
+    "{additional_tool_calls}<｜tool▁calls▁end｜>\n\nWhere:\n- "             \
+    "`tool_call_name` must be an exact match to one of the available "     \
+    "tools\n- `tool_call_arguments` must be valid JSON that strictly "     \
+    "follows the tool's Parameters Schema\n- For multiple tool calls, "    \
+    "chain them directly without separators or spaces"
+    expect_prompt(
+        "d31", d31_model, msgs, tool_list,
+        "Be brief.\n\n" D31_TOOLS "<｜User｜>Time?<｜Assistant｜></think>"
+        "<｜tool▁calls▁begin｜>" D31_CALL("get_time", "{\"zone\": \"utc\"}")
+        "<｜tool▁calls▁end｜><｜end▁of▁sentence｜><｜tool▁output▁begin｜>"
+        "12:00<｜tool▁output▁end｜><｜User｜>Thanks<｜Assistant｜></think>");
+    expect_prompt(
+        "d31", d31_model, two_calls, tool_list,
+        "\n\n" D31_TOOLS "<｜User｜>Time?<｜Assistant｜></think>Both."
+        "<｜tool▁calls▁begin｜>" D31_CALL("get_time", "{}")
+        D31_CALL("get_time", "{\"zone\": \"cet\"}")
+        "<｜tool▁calls▁end｜><｜end▁of▁sentence｜><｜tool▁output▁begin｜>"
+        "11:00<｜tool▁output▁end｜><｜tool▁output▁begin｜>12:00"
+        "<｜tool▁output▁end｜>");
+#undef D31_TOOLS
+#undef D31_CALL
     /* a result whose text is JSON goes in as that value, not a string */
     expect_prompt(
         "nemo", nemo_model,
@@ -1115,6 +1168,13 @@ test_ds_markers(void)
     T_EQ_INT(le_model_token_to_piece(m, 2, 0, piece, sizeof(piece)), 0);
     T_EQ_INT(le_model_token_to_piece(m, 2, 1, piece, sizeof(piece)), 4);
     le_model_free(m);
+    m = NULL;
+    T_EQ_INT(le_model_open_vocab(d31_model, &m, err, sizeof(err)), LE_OK);
+    if (!m)
+        return;
+    T_EQ_INT(le_model_chat_template(m), LE_CHAT_DEEPSEEK31);
+    T_EQ_INT(le_model_chat_tools(m), LE_TOOLS_DEEPSEEK31);
+    le_model_free(m);
 }
 
 /* Calls on herm, l3 and rand (llmux's own JSON wrapper) with required,
@@ -1128,8 +1188,8 @@ test_native_calls(void)
 {
     static const char *const models[] = {"herm", "l3",  "rand",
                                          "mis",  "nemo", "m11",
-                                         "dst",  "gran", "g33"};
-    for (size_t mi = 0; mi < 9; mi++) {
+                                         "dst",  "gran", "g33", "d31"};
+    for (size_t mi = 0; mi < 10; mi++) {
         int calls = 0, texts = 0, multi = 0;
         for (int seed = 0; seed < 12; seed++) {
             const char *choice =
@@ -1207,8 +1267,9 @@ static void
 test_parallel_calls(void)
 {
     static const char *const models[] = {"herm", "rand", "l3", "mis",
-                                         "m11", "dst", "gran", "g33"};
-    for (size_t mi = 0; mi < 8; mi++) {
+                                         "m11", "dst", "gran", "g33",
+                                         "d31"};
+    for (size_t mi = 0; mi < 9; mi++) {
         int multi = 0, single = 0, complete = 0;
         for (int seed = 0; seed < 16; seed++) {
             int par = seed % 4 != 3;
@@ -1794,6 +1855,7 @@ main(void)
     unlink(dst_model);
     unlink(gran_model);
     unlink(g33_model);
+    unlink(d31_model);
     unlink(nemo_model);
     unlink(ds_model);
     curl_global_cleanup();
