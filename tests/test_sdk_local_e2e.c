@@ -29,9 +29,9 @@ static struct e2e_proc gw;
 int
 main(void)
 {
-    char model[1024], cfg[8192], rand_model[600], herm_model[600],
+    char model[1024], cfg[12288], rand_model[600], herm_model[600],
         l3_model[600], mis_model[600], q3t_model[600], oss_model[600],
-        gran_model[600], g33_model[600], ds_model[600];
+        gran_model[600], g33_model[600], ds_model[600], d31_model[600];
     snprintf(model, sizeof(model), "%s/models/stories260K.gguf",
              e2e_env("LLMUX_TEST_DATA", "../shared/data"));
     char *dir = e2e_temp_dir();
@@ -128,6 +128,18 @@ main(void)
     lg.n_dense_lead = 1;
     lg.ds_mla = 1;
     T_EQ_INT(gguf_w_llama_write(&lg, ds_model), 0);
+    /* DeepSeek V3.1's template (its tool format) on the same network,
+     * the markers control tokens */
+    static const char *const ds_controls[] = {
+        "<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>",
+        "<｜tool▁call▁end｜>", "<｜tool▁calls▁end｜>", NULL};
+    snprintf(d31_model, sizeof(d31_model), "%s/d31.gguf", dir ? dir : "/tmp");
+    lg.controls = ds_controls;
+    lg.chat_template =
+        "{{'<｜User｜>' + message['content']}}{{'<｜Assistant｜></think>'}}"
+        "{{'<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>'+ tool['function']"
+        "['name'] + '<｜tool▁sep｜>' + tool['function']['arguments']}}";
+    T_EQ_INT(gguf_w_llama_write(&lg, d31_model), 0);
     snprintf(cfg, sizeof(cfg),
              "{\"listen\": \"127.0.0.1:0\", \"workers\": 2,\n"
              " \"database\": \"%s/ledger.db\", \"require_keys\": false,\n"
@@ -160,10 +172,13 @@ main(void)
              "   \"models\": {\"g33\": {}}},\n"
              "  \"ds\": {\"kind\": \"local\", \"model_path\": \"%s\",\n"
              "   \"threads\": 1, \"context\": 2048, \"parallel\": 2,\n"
-             "   \"models\": {\"ds\": {}}}}}\n",
+             "   \"models\": {\"ds\": {}}},\n"
+             "  \"d31\": {\"kind\": \"local\", \"model_path\": \"%s\",\n"
+             "   \"threads\": 1, \"context\": 2048, \"parallel\": 2,\n"
+             "   \"models\": {\"d31\": {}}}}}\n",
              dir ? dir : "/tmp", model, rand_model, herm_model, l3_model,
              mis_model, q3t_model, oss_model, gran_model, g33_model,
-             ds_model);
+             ds_model, d31_model);
     char *path = e2e_write_temp("sdk_local.json", cfg);
     const char *bin = e2e_env("LLMUX_BIN", "build/release/llmux");
     char *argv[] = {(char *)bin, "serve", "--config", path, NULL};

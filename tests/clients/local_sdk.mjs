@@ -56,9 +56,10 @@ const weather = {
 // (Qwen2.5), llama3 (3.1+) and mistral (7B v0.3) tool formats: the wrapper
 // the grammar forces is longer
 // gran and g33: Granite 4's and 3.3's templates (<tool_call> and
-// <|tool_call|>[...] calls), ds: a deepseek2 model (latent attention)
-for (const model of ['local', 'rand', 'herm', 'l3', 'mis', 'oss', 'gran', 'g33', 'ds']) {
-  const mt = ['herm', 'l3', 'mis', 'oss', 'gran', 'g33'].includes(model) ? 300 : 100;
+// <|tool_call|>[...] calls), ds: a deepseek2 model (latent attention),
+// d31: the same with DeepSeek V3.1's template and call format
+for (const model of ['local', 'rand', 'herm', 'l3', 'mis', 'oss', 'gran', 'g33', 'ds', 'd31']) {
+  const mt = ['herm', 'l3', 'mis', 'oss', 'gran', 'g33', 'd31'].includes(model) ? 300 : 100;
   await step(`${model}: tool_choice required`, async () => {
     const r = await client.chat.completions.create({
       model, max_tokens: mt, seed: 7,
@@ -293,7 +294,7 @@ await step('responses logprobs', async () => {
 // one answer, as the SDK reads them (message.tool_calls; streamed, deltas
 // told apart by index), the same streamed and not; parallel_tool_calls
 // false: one.
-for (const pm of ['herm', 'mis', 'gran', 'g33']) await step(`${pm}: several tool calls in one answer`, async () => {
+for (const pm of ['herm', 'mis', 'gran', 'g33', 'd31']) await step(`${pm}: several tool calls in one answer`, async () => {
   let several = 0;
   for (let seed = 1; seed <= 8; seed++) {
     const req = { model: pm, max_tokens: 900, seed,
@@ -329,9 +330,10 @@ for (const pm of ['herm', 'mis', 'gran', 'g33']) await step(`${pm}: several tool
   check(several >= 1, `${pm}: some answer has several calls (${several} of 8)`);
 });
 
-// Granite 4 and 3.3: a call, its result sent back as the SDK writes the
-// turns, then another answer (the result turns are the templates')
-for (const gm of ['gran', 'g33']) await step(`${gm}: a call and its result sent back`, async () => {
+// Granite 4 and 3.3, DeepSeek V3.1: a call, its result sent back as the
+// SDK writes the turns, then another answer (the result turns are the
+// templates')
+for (const gm of ['gran', 'g33', 'd31']) await step(`${gm}: a call and its result sent back`, async () => {
   const msgs = [{ role: 'user', content: 'Weather in Oslo?' }];
   const r = await client.chat.completions.create({ model: gm, max_tokens: 300, seed: 5,
     messages: msgs, tools: [weather], tool_choice: 'required' });
