@@ -70,10 +70,16 @@
  *            see render_deepseek3)
  *   deepseek3.1  S<｜User｜>U<｜Assistant｜></think>A<｜end▁of▁sentence｜>
  *            gen (after a user turn only): <｜Assistant｜></think>, or
- *            <｜Assistant｜><think> with le_chat_opts.reasoning_effort
+ *            <｜Assistant｜><think> with le_chat_opts.reasoning > 0
  *            (DeepSeek V3.1; results <｜tool▁output▁begin｜>R
  *            <｜tool▁output▁end｜>, the answer after them with no header;
  *            see render_deepseek31)
+ *   glm4.7   [gMASK]<sop><|system|>S<|user|>U<|assistant|></think>A
+ *            gen: <|assistant|><think>, or <|assistant|></think> with
+ *            le_chat_opts.reasoning < 0 (GLM-4.7-Flash; the answer's
+ *            text stripped, its reasoning kept after the last user turn
+ *            as <think>R</think>; results <|observation|><tool_response>
+ *            R</tool_response>..; see render_glm47)
  *   qwen3    ChatML; an assistant's reasoning (up to its last </think>,
  *            the text after it without leading newlines) is dropped in
  *            the turns up to the last user query (a user turn that is not
@@ -110,7 +116,7 @@ static const char *const chat_names[] = {
     "mistral-v3-tekken", "mistral-v7", "mistral-v7-tekken", "deepseek3",
     "deepseek-r1", "deepseek-r1-thinking", "qwen3", "qwen3-thinking",
     "qwen2.5", "phi4", "granite", "harmony", "granite4", "granite3.3",
-    "deepseek2", "deepseek3.1"};
+    "deepseek2", "deepseek3.1", "glm4.7"};
 
 const char *
 le_chat_template_name(enum le_chat_template t)
@@ -211,6 +217,8 @@ le_chat_detect(const char *t, size_t len)
         return has(t, len, GRANITE4_SYSTEM)   ? LE_CHAT_GRANITE4
                : has(t, len, GRANITE33_DATED) ? LE_CHAT_GRANITE33
                                               : LE_CHAT_GRANITE;
+    if (has(t, len, "[gMASK]<sop>") && has(t, len, "<|assistant|>"))
+        return LE_CHAT_GLM47;
     if (has(t, len, "<|assistant|>") && has(t, len, "<|end|>"))
         return LE_CHAT_PHI3;
     if (has(t, len, "<start_of_turn>"))
@@ -328,6 +336,8 @@ le_chat_reasoning(enum le_chat_template t)
         return 3;
     case LE_CHAT_DEEPSEEK31:
         return 4;
+    case LE_CHAT_GLM47:
+        return 5;
     default:
         return 0;
     }
@@ -692,7 +702,7 @@ render_deepseek3(struct chat_buf *b, const struct le_chat_msg *msgs,
  * around it, and the answer after results follows them directly (the
  * text as it is, no <｜Assistant｜>): the generation prompt is written
  * only after a user turn, "<｜Assistant｜></think>", or
- * "<｜Assistant｜><think>" when thinking (a reasoning_effort). */
+ * "<｜Assistant｜><think>" when thinking (le_chat_opts.reasoning > 0). */
 static void
 render_deepseek31(struct chat_buf *b, const struct le_chat_msg *msgs,
                   size_t n, int gen, int think)
@@ -899,6 +909,74 @@ render_deepseek2(struct chat_buf *b, const struct le_chat_msg *msgs,
         cb_str(b, "Assistant:");
 }
 
+/* the text of [a, b) without the blanks Python's strip() drops at either
+ * end, into b */
+static void
+cb_stripped(struct chat_buf *b, const char *a, const char *z)
+{
+    while (a < z && strchr(" \t\n\r\v\f", *a))
+        a++;
+    while (z > a && strchr(" \t\n\r\v\f", z[-1]))
+        z--;
+    cb_add(b, a, (size_t)(z - a));
+}
+
+/* GLM-4.7-Flash's template: "[gMASK]<sop>", each turn its marker and its
+ * text as it is, an answer's reasoning (before its first "</think>",
+ * after the last "<think>" there) kept as <think>R</think> after the last
+ * user turn and written "</think>" before it or when empty, its text
+ * (after the last "</think>") stripped; a turn's results after one
+ * <|observation|>, each <tool_response>R</tool_response>; gen:
+ * <|assistant|> and "<think>" (think) or "</think>". */
+static void
+render_glm47(struct chat_buf *b, const struct le_chat_msg *msgs, size_t n,
+             int gen, int think)
+{
+    size_t last_user = (size_t)-1;
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(role_of(&msgs[i]), "user"))
+            last_user = i;
+    cb_str(b, "[gMASK]<sop>");
+    for (size_t i = 0; i < n; i++) {
+        const char *role = role_of(&msgs[i]), *c = content_of(&msgs[i]);
+        if (!strcmp(role, "assistant")) {
+            const char *end = strstr(c, "</think>"), *text = c;
+            cb_str(b, "<|assistant|>");
+            if (end) {
+                const char *r0 = c, *r1 = end;
+                for (const char *p = c; (p = strstr(p, "<think>")) && p < end;
+                     p++)
+                    r0 = p + strlen("<think>");
+                text = last_think_end(c) + strlen("</think>");
+                while (r0 < r1 && *r0 == '\n') /* rstrip / lstrip('\n') */
+                    r0++;
+                while (r1 > r0 && r1[-1] == '\n')
+                    r1--;
+                if (r1 > r0 && (last_user == (size_t)-1 || i > last_user)) {
+                    cb_str(b, "<think>");
+                    cb_stripped(b, r0, r1);
+                    cb_str(b, "</think>");
+                    end = NULL;
+                }
+            }
+            if (end || text == c)
+                cb_str(b, "</think>");
+            cb_stripped(b, text, text + strlen(text));
+        } else if (!strcmp(role, "tool")) {
+            if (!i || strcmp(role_of(&msgs[i - 1]), "tool"))
+                cb_str(b, "<|observation|>");
+            cb_str(b, "<tool_response>");
+            cb_str(b, c);
+            cb_str(b, "</tool_response>");
+        } else {
+            cb_str(b, !strcmp(role, "system") ? "<|system|>" : "<|user|>");
+            cb_str(b, c);
+        }
+    }
+    if (gen)
+        cb_str(b, think ? "<|assistant|><think>" : "<|assistant|></think>");
+}
+
 static void
 render_harmony(struct chat_buf *b, const struct le_chat_msg *msgs, size_t n,
                int gen, const struct le_chat_opts *o)
@@ -1028,7 +1106,10 @@ le_chat_apply_opts(enum le_chat_template t, const struct le_chat_msg *msgs,
         break;
     case LE_CHAT_DEEPSEEK31:
         render_deepseek31(&b, msgs, n_msgs, gen,
-                          opts && opts->reasoning_effort);
+                          opts && opts->reasoning > 0);
+        break;
+    case LE_CHAT_GLM47:
+        render_glm47(&b, msgs, n_msgs, gen, !opts || opts->reasoning >= 0);
         break;
     case LE_CHAT_GRANITE4:
     case LE_CHAT_GRANITE33:

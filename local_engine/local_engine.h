@@ -171,7 +171,12 @@ enum le_chat_template {
      * "</think>" after <｜Assistant｜> (no reasoning; "<think>" with
      * le_chat_opts.reasoning_effort), results without the outputs'
      * markers and answered without a new <｜Assistant｜> */
-    LE_CHAT_DEEPSEEK31
+    LE_CHAT_DEEPSEEK31,
+    /* GLM-4.7-Flash (and the "[gMASK]<sop>" GLM templates):
+     * [gMASK]<sop><|system|>S<|user|>U<|assistant|></think>A, the
+     * generation prompt <|assistant|><think> (reasoning on, by default) or
+     * <|assistant|></think> (le_chat_opts.reasoning < 0) */
+    LE_CHAT_GLM47
 };
 /* 1 for the mistral templates (any of the five) */
 int le_chat_is_mistral(enum le_chat_template t);
@@ -184,14 +189,16 @@ const char *le_chat_default_system(enum le_chat_template t);
  * the prompt opened it (qwen3-thinking, deepseek-r1-thinking), 3 the
  * answer's channels (harmony: analysis is the reasoning), 4 off unless
  * asked for, then opened by the prompt (deepseek3.1: le_chat_opts'
- * reasoning_effort makes its generation prompt end "<think>" instead of
- * "</think>"; the answer's "</think>" is followed by no blank line). */
+ * reasoning > 0 makes its generation prompt end "<think>" instead of
+ * "</think>"; the answer's "</think>" is followed by no blank line), 5
+ * the same on unless turned off (glm4.7: reasoning < 0 closes it). */
 int le_chat_reasoning(enum le_chat_template t);
 /* What closes the reasoning empty after the generation prompt, to answer
  * without it (Qwen3's template with thinking off: "<think>\n\n</think>\n\n";
  * "\n</think>\n\n" where the prompt opened it; harmony's final channel
  * opened: "<|channel|>final<|message|>"), or "" without a reasoning
- * format or when the template closes it itself (deepseek3.1). */
+ * format or when the template closes it itself (deepseek3.1, glm4.7:
+ * le_chat_opts.reasoning). */
 const char *le_chat_reasoning_off(enum le_chat_template t);
 /* 1 for the tekken ones, which write no space after their markers
  * ("[INST]U[/INST]", "[TOOL_CALLS][") */
@@ -324,6 +331,11 @@ struct le_chat_opts {
      * developer message; granite and granite3.3: the tools' JSON list for
      * the available_tools turn; or NULL */
     const char *tools;
+    /* the templates whose generation prompt opens or closes the
+     * reasoning (deepseek3.1, glm4.7): > 0 opened ("<think>"), < 0
+     * closed ("</think>"), 0 the template's default (deepseek3.1 closed,
+     * glm4.7 opened) */
+    int reasoning;
 };
 enum le_status le_chat_apply_opts(enum le_chat_template t,
                                   const struct le_chat_msg *msgs,

@@ -3266,7 +3266,7 @@ read_effort(struct lp_job *j, const json_t *b, int rmode, int *think,
         return refuse(j, "reasoning_effort", "unsupported_parameter",
                       "this model's chat template has no reasoning "
                       "(reasoning_effort needs a qwen3, deepseek-r1, "
-                      "deepseek3.1 or harmony template)");
+                      "deepseek3.1, glm4.7 or harmony template)");
     if (!strcmp(s, "none") || !strcmp(s, "minimal"))
         *think = 0;
     else if (strcmp(s, "low") && strcmp(s, "medium") && strcmp(s, "high"))
@@ -3319,10 +3319,10 @@ think_grammar(struct pv_gram *pg, int rmode)
         if (k < 7)
             gx_buf_printf(t, "think-%d", k + 1);
         else
-            gx_buf_printf(t, rmode == 4 ? "answ" : "\"\\n\\n\" answ");
+            gx_buf_printf(t, rmode >= 4 ? "answ" : "\"\\n\\n\" answ");
         gx_buf_printf(t, " | [^%c<] think-0\n", c);
     }
-    gx_buf_printf(t, rmode == 2 || rmode == 4 ? "root ::= think-0\n"
+    gx_buf_printf(t, rmode == 2 || rmode >= 4 ? "root ::= think-0\n"
                                 : "root ::= \"<think>\" think-0 | answ\n");
     return t->data ? 0 : -2;
 }
@@ -3454,7 +3454,9 @@ lp_prepare(struct lp_engine *e, const json_t *b, struct lp_job *j,
                              : le_chat_default_system(tmpl));
     if (rc == 0) {
         size_t plen = 0;
-        struct le_chat_opts co = {level, NULL, htools};
+        /* deepseek3.1 and glm4.7: their prompt opens or closes it */
+        struct le_chat_opts co = {level, NULL, htools,
+                                  rmode < 4 ? 0 : think ? 1 : -1};
         if (le_chat_apply_opts(tmpl, cm, k, 1, &co, &j->prompt_text,
                                &plen) != LE_OK)
             rc = refuse(j, "messages", "invalid_value",

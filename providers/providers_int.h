@@ -252,8 +252,9 @@ void pv_gram_literal(struct pv_gram *g, const char *s, size_t n);
 /*
  * A reasoning model's answer (le_chat_reasoning) split as it arrives into
  * its reasoning and its content: mode 1 the answer may open with
- * "<think>" (after blanks), mode 2 (and 4, deepseek3.1 asked to
- * reason) it starts inside the reasoning (the prompt opened it); the reasoning ends at the first "</think>", and the
+ * "<think>" (after blanks), mode 2 (and 4 and 5, deepseek3.1 and
+ * glm4.7 reasoning) it starts inside the reasoning (the prompt opened
+ * it); the reasoning ends at the first "</think>", and the
  * blanks after it and those that open the reasoning belong to neither
  * (the templates write "\n" and "\n\n" there).  Only ASCII is ever held
  * back (a possible "<think>" or "</think>"), so a cut never splits a

@@ -12,7 +12,7 @@ pv_think_init(struct pv_think *t, int mode)
 {
     memset(t, 0, sizeof(*t));
     t->mode = mode;
-    t->state = mode == 2 || mode == 4 ? 4 : mode == 1 || mode == 3 ? 0 : 3;
+    t->state = mode == 2 || mode >= 4 ? 4 : mode == 1 || mode == 3 ? 0 : 3;
 }
 
 static void

@@ -510,7 +510,7 @@ test_deepseek31(void)
     T_EQ_STR(le_chat_reasoning_off(LE_CHAT_DEEPSEEK31), "");
     check(LE_CHAT_DEEPSEEK31, conv, N_CONV, 1,
           "You are terse." U "Hi" A "</think>Hello." E U "2+2?" A "</think>");
-    struct le_chat_opts think = {"high", NULL, NULL};
+    struct le_chat_opts think = {"high", NULL, NULL, 1};
     check_opts(LE_CHAT_DEEPSEEK31, conv, N_CONV, 1, &think,
                "You are terse." U "Hi" A "</think>Hello." E U "2+2?" A
                "<think>");
@@ -552,6 +552,64 @@ test_deepseek31(void)
 #undef E
 #undef A
 #undef U
+}
+
+/* GLM-4.7-Flash's template: the expected texts are what Python's jinja2
+ * renders of it (llama.cpp's copy, models/templates/GLM-4.7-Flash.jinja)
+ * for the same messages, enable_thinking unset or false */
+static void
+test_glm47(void)
+{
+    static const char tmpl[] =
+        "[gMASK]<sop>\n{%- if tools -%}\n<|system|>\n# Tools\n...{%- elif "
+        "m.role == 'assistant' -%}\n<|assistant|>\n{%- set "
+        "reasoning_content = '' %}...<arg_key>{{ k }}</arg_key>...{%- if "
+        "add_generation_prompt -%}\n    <|assistant|>{{- '</think>' if "
+        "(enable_thinking is defined and not enable_thinking) else "
+        "'<think>' -}}";
+    T_EQ_INT(le_chat_detect(tmpl, strlen(tmpl)), LE_CHAT_GLM47);
+    T_EQ_INT(le_chat_tools_detect(tmpl, strlen(tmpl)), LE_TOOLS_JSON);
+    T_EQ_INT(le_chat_template_from_name("glm4.7"), LE_CHAT_GLM47);
+    T_EQ_STR(le_chat_template_name(LE_CHAT_GLM47), "glm4.7");
+    T_EQ_INT(le_chat_reasoning(LE_CHAT_GLM47), 5);
+    T_EQ_STR(le_chat_reasoning_off(LE_CHAT_GLM47), "");
+    /* without "[gMASK]<sop>": zephyr's markers, as before */
+    T_EQ_INT(le_chat_detect("<|user|>\n<|assistant|>\n", 21),
+             LE_CHAT_ZEPHYR);
+    check(LE_CHAT_GLM47, conv, N_CONV, 1,
+          "[gMASK]<sop><|system|>You are terse.<|user|>Hi<|assistant|>"
+          "</think>Hello.<|user|>2+2?<|assistant|><think>");
+    struct le_chat_opts off = {NULL, NULL, NULL, -1};
+    check_opts(LE_CHAT_GLM47, conv, N_CONV, 1, &off,
+               "[gMASK]<sop><|system|>You are terse.<|user|>Hi<|assistant|>"
+               "</think>Hello.<|user|>2+2?<|assistant|></think>");
+    /* reasoning dropped before the last user turn, kept after it */
+    static const struct le_chat_msg r[] = {
+        {"user", "Q"},
+        {"assistant", "<think>\nhm\n</think>\n\nFour."},
+        {"user", "Q2"},
+        {"assistant", "<think>\nmore\n</think>\n\nFive. "}};
+    check(LE_CHAT_GLM47, r, 4, 0,
+          "[gMASK]<sop><|user|>Q<|assistant|></think>Four.<|user|>Q2"
+          "<|assistant|><think>more</think>Five.");
+    /* an empty reasoning, results after one <|observation|>, the
+     * reasoning before the first </think> after its last <think>, the
+     * text after the last </think> */
+    static const struct le_chat_msg t[] = {
+        {"system", "S"},
+        {"user", "Q"},
+        {"assistant", "<think>\n</think>\n x "},
+        {"tool", "R1"},
+        {"tool", "R2"},
+        {"assistant", "a<think>\n r \n</think>b</think>\n c "},
+        {"system", "S2"}};
+    check(LE_CHAT_GLM47, t, 7, 1,
+          "[gMASK]<sop><|system|>S<|user|>Q<|assistant|></think>x"
+          "<|observation|><tool_response>R1</tool_response><tool_response>"
+          "R2</tool_response><|assistant|><think>r</think>c<|system|>S2"
+          "<|assistant|><think>");
+    static const struct le_chat_msg a[] = {{"assistant", "<think>r</think>z"}};
+    check(LE_CHAT_GLM47, a, 1, 0, "[gMASK]<sop><|assistant|><think>r</think>z");
 }
 
 /* Qwen3: reasoning dropped up to the last user query, kept after it (a
@@ -738,7 +796,7 @@ test_granite33(void)
     T_EQ_STR(le_chat_template_name(LE_CHAT_GRANITE33), "granite3.3");
     T_EQ_STR(le_chat_tools_name(LE_TOOLS_GRANITE3), "granite3");
     T_EQ_STR(le_chat_tools_markers(LE_TOOLS_GRANITE3)[0], "<|tool_call|>");
-    struct le_chat_opts o = {NULL, "2026-03-07", NULL};
+    struct le_chat_opts o = {NULL, "2026-03-07", NULL, 0};
     check_opts(LE_CHAT_GRANITE33, conv + 1, 2, 1, &o,
                "<|start_of_role|>system<|end_of_role|>Knowledge Cutoff "
                "Date: April 2024. Today's Date: March 07, 2026. You are "
@@ -810,7 +868,7 @@ test_harmony(void)
     "trained by OpenAI.\nKnowledge cutoff: 2024-06\nCurrent date: " date     \
     "\n\nReasoning: " level "\n\n# Valid channels: analysis, commentary, "   \
     "final. Channel must be included for every message.<|end|>"
-    struct le_chat_opts o = {"high", "2026-12-05", NULL};
+    struct le_chat_opts o = {"high", "2026-12-05", NULL, 0};
     char *out = NULL;
     T_EQ_INT(le_chat_apply_opts(LE_CHAT_HARMONY, conv, N_CONV, 1, &o, &out,
                                 NULL),
@@ -849,7 +907,7 @@ test_harmony(void)
      * naming the channel, the caller's call and result turns as they are */
     T_EQ_INT(le_chat_tools_detect(tmpl, strlen(tmpl)), LE_TOOLS_HARMONY);
     T_EQ_STR(le_chat_tools_name(LE_TOOLS_HARMONY), "harmony");
-    struct le_chat_opts ot = {NULL, "2026-12-05", "NS"};
+    struct le_chat_opts ot = {NULL, "2026-12-05", "NS", 0};
     const struct le_chat_msg turns[] = {
         {"system", "Be brief."},
         {"user", "Hi"},
@@ -955,6 +1013,7 @@ main(void)
     T_RUN(test_deepseek3);
     T_RUN(test_deepseek_tools);
     T_RUN(test_deepseek31);
+    T_RUN(test_glm47);
     T_RUN(test_qwen3);
     T_RUN(test_phi3);
     T_RUN(test_phi4);

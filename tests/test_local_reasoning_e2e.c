@@ -66,6 +66,17 @@ static const char *dsr_tmpl =
     "[-1] -%}{{'<｜Assistant｜>' + content + '<｜end▁of▁sentence｜>'}}"
     "{%- if add_generation_prompt and not ns.is_tool -%}"
     "{{'<｜Assistant｜><think>\\n'}}";
+/* GLM-4.7-Flash's (its lines that tell it), its markers user-defined
+ * tokens, "</think>" the last */
+static const char *glm_tmpl =
+    "[gMASK]<sop>\n{%- if tools -%}\n<|system|>\n# Tools\n...{%- elif "
+    "m.role == 'assistant' -%}\n<|assistant|>\n...<arg_key>{{ k }}"
+    "</arg_key>...{%- if add_generation_prompt -%}\n    <|assistant|>{{- "
+    "'</think>' if (enable_thinking is defined and not enable_thinking) "
+    "else '<think>' -}}";
+static const char *const glm_toks[] = {
+    "[gMASK]", "<sop>", "<|system|>", "<|user|>", "<|assistant|>",
+    "<|observation|>", "<think>", "</think>", NULL};
 static const char *const ds_toks[] = {
     "<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>",
     "<｜tool▁call▁end｜>", "<｜tool▁calls▁end｜>", "<think>", "</think>",
@@ -107,17 +118,20 @@ static int
 start(void)
 {
     char *dir = e2e_temp_dir();
-    char q3t[512], q3[512], q25[512], dsr[512], ds31[512], cfg[4096];
+    char q3t[512], q3[512], q25[512], dsr[512], ds31[512], glm[512],
+        cfg[6144];
     snprintf(q3t, sizeof(q3t), "%s/q3t.gguf", dir);
     snprintf(dsr, sizeof(dsr), "%s/dsr.gguf", dir);
     snprintf(q3, sizeof(q3), "%s/q3.gguf", dir);
     snprintf(q25, sizeof(q25), "%s/q25.gguf", dir);
     snprintf(ds31, sizeof(ds31), "%s/ds31.gguf", dir);
+    snprintf(glm, sizeof(glm), "%s/glm.gguf", dir);
     if (write_model(q3t, q3t_tmpl, think_toks, 91) != 0 ||
         write_model(q3, q3_tmpl, think_toks, 92) ||
         write_model(q25, q25_tmpl, think_toks, 93) ||
         write_model(dsr, dsr_tmpl, ds_toks, 94) ||
-        write_model(ds31, ds31_tmpl, ds_toks, 95))
+        write_model(ds31, ds31_tmpl, ds_toks, 95) ||
+        write_model(glm, glm_tmpl, glm_toks, 96))
         return -1;
     snprintf(cfg, sizeof(cfg),
              "{\"listen\": \"127.0.0.1:0\", \"workers\": 1,\n"
@@ -137,8 +151,11 @@ start(void)
              "   \"models\": {\"dsr\": {}}},\n"
              "  \"ds31\": {\"kind\": \"local\", \"model_path\": \"%s\",\n"
              "   \"threads\": 1, \"context\": 2048, \"parallel\": 1,\n"
-             "   \"models\": {\"ds31\": {}}}}}\n",
-             dir, q3t, q3, q25, dsr, ds31);
+             "   \"models\": {\"ds31\": {}}},\n"
+             "  \"glm\": {\"kind\": \"local\", \"model_path\": \"%s\",\n"
+             "   \"threads\": 1, \"context\": 2048, \"parallel\": 1,\n"
+             "   \"models\": {\"glm\": {}}}}}\n",
+             dir, q3t, q3, q25, dsr, ds31, glm);
     free(dir);
     char *path = e2e_write_temp("reasoning.json", cfg);
     const char *bin = e2e_env("LLMUX_BIN", "build/release/llmux");
@@ -503,6 +520,7 @@ test_tools_thinking(void)
     tools_thinking("dsr", "");
     /* V3.1 asked to reason: the grammar lets it, then its own call */
     tools_thinking("ds31", "\"reasoning_effort\":\"high\",");
+    tools_thinking("glm", "");
 }
 
 /* DeepSeek R1 after a call and its result: the prompt ends with the
@@ -568,6 +586,28 @@ test_ds31(void)
     for (int seed = 0; seed < 3; seed++)
         check_seed("ds31", 0, prompt, seed, 3, msgs, high);
 #undef DS31_Q
+}
+
+/* GLM-4.7-Flash: reasoning on unless turned off, the prompt opening it
+ * ("<think>") or closing it ("</think>"); the answer's "</think>" needs no
+ * blank line after it */
+static void
+test_glm47(void)
+{
+#define GLM_Q "[gMASK]<sop><|user|>Q<|assistant|>"
+    int closed = 0;
+    for (int seed = 0; seed < 8; seed++)
+        closed += check_seed("glm", 2, GLM_Q "<think>", seed, 3, NULL, NULL);
+    fprintf(stderr, "glm reasoning: %d of 8 closed their reasoning\n",
+            closed);
+    T_CHECK(closed >= 2);
+    for (int seed = 0; seed < 3; seed++)
+        check_seed("glm", 0, GLM_Q "</think>", seed, 3, NULL,
+                   "\"reasoning_effort\":\"none\"");
+    for (int seed = 0; seed < 2; seed++)
+        check_seed("glm", 2, GLM_Q "<think>", seed, 3, NULL,
+                   "\"reasoning_effort\":\"low\"");
+#undef GLM_Q
 }
 
 /* reasoning_effort none: the reasoning closed empty in the prompt, none in
@@ -713,6 +753,7 @@ main(void)
     T_RUN(test_tools_thinking);
     T_RUN(test_ds_result_turn);
     T_RUN(test_ds31);
+    T_RUN(test_glm47);
     T_RUN(test_effort);
     T_RUN(test_qwen25_default_system);
     T_EQ_INT(e2e_stop(&gw, SIGTERM, 20000), 0);
