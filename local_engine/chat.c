@@ -253,6 +253,10 @@ le_chat_tools_detect(const char *t, size_t len)
     /* DeepSeek V3's and R1's (their distills' too): the type, the
      * separator, the name and a ```json fence (below); V3.1's
      * NAME<｜tool▁sep｜>ARGS without a fence */
+    /* GLM-4.7-Flash's XML pairs */
+    if (f == LE_CHAT_GLM47 && has(t, len, "<tool_call>") &&
+        has(t, len, "<arg_key>") && has(t, len, "<arg_value>"))
+        return LE_TOOLS_GLM;
     if (f == LE_CHAT_DEEPSEEK31 && has(t, len, LE_DS_CALLS_BEGIN) &&
         has(t, len, LE_DS_SEP))
         return LE_TOOLS_DEEPSEEK31;
@@ -288,11 +292,15 @@ le_chat_tools_markers(enum le_chat_tools t)
     static const char *const hermes[] = {"<tool_call>", "</tool_call>",
                                          NULL};
     static const char *const granite3[] = {"<|tool_call|>", NULL};
+    static const char *const glm[] = {"<tool_call>", "</tool_call>",
+                                      "<arg_key>", "</arg_key>",
+                                      "<arg_value>", "</arg_value>", NULL};
     return t == LE_TOOLS_MISTRAL       ? mistral
            : t == LE_TOOLS_MISTRAL_V11 ? v11
            : t == LE_TOOLS_DEEPSEEK || t == LE_TOOLS_DEEPSEEK31 ? deepseek
            : t == LE_TOOLS_HERMES || t == LE_TOOLS_GRANITE ? hermes
            : t == LE_TOOLS_GRANITE3 ? granite3
+           : t == LE_TOOLS_GLM      ? glm
                                        : none;
 }
 
@@ -361,6 +369,7 @@ le_chat_tools_name(enum le_chat_tools t)
            : t == LE_TOOLS_GRANITE     ? "granite"
            : t == LE_TOOLS_GRANITE3    ? "granite3"
            : t == LE_TOOLS_DEEPSEEK31  ? "deepseek3.1"
+           : t == LE_TOOLS_GLM         ? "glm"
                                    : "json";
 }
 

@@ -278,12 +278,16 @@ enum le_chat_template le_model_chat_template(const struct le_model *m);
  *   DEEPSEEK31 "<｜tool▁sep｜>" in a deepseek3.1 template (V3.1): each call
  *           LE_DS_CALL_BEGIN NAME LE_DS_SEP {...} LE_DS_CALL_END with
  *           nothing between two, inside LE_DS_CALLS_BEGIN ..
- *           LE_DS_CALLS_END; results as "tool" turns. */
+ *           LE_DS_CALLS_END; results as "tool" turns.
+ *   GLM     "<arg_key>" in a glm4.7 template (GLM-4.7-Flash): each call
+ *           <tool_call>NAME<arg_key>K</arg_key><arg_value>V</arg_value>..
+ *           </tool_call> (V a text parameter's text, else its JSON),
+ *           nothing between two; results as "tool" turns. */
 enum le_chat_tools { LE_TOOLS_JSON = 0, LE_TOOLS_HERMES, LE_TOOLS_LLAMA3,
                      LE_TOOLS_MISTRAL, LE_TOOLS_MISTRAL_V11,
                      LE_TOOLS_DEEPSEEK, LE_TOOLS_HARMONY,
                      LE_TOOLS_GRANITE, LE_TOOLS_GRANITE3,
-                     LE_TOOLS_DEEPSEEK31 };
+                     LE_TOOLS_DEEPSEEK31, LE_TOOLS_GLM };
 enum le_chat_tools le_chat_tools_detect(const char *tmpl, size_t len);
 const char *le_chat_tools_name(enum le_chat_tools t); /* "json", ... */
 /* The marker texts a call of format t is written with that a vocabulary

@@ -559,6 +559,210 @@ gs_schema(struct gs *g, const json_t *s, char *name, int depth)
     free(alts);
 }
 
+/* A compiler writing on pg's text (its rules numbered after pg's), for
+ * the schema document doc; NULL out of memory (err set). */
+static struct gs *
+gs_begin(struct pv_gram *pg, const json_t *doc, char *err, size_t errlen)
+{
+    struct gs *g = calloc(1, sizeof(*g));
+    if (!g) {
+        gx_errf(err, errlen, "out of memory");
+        return NULL;
+    }
+    g->out = pg->text;
+    g->doc = doc;
+    g->n_rules = pg->n_rules;
+    g->err = err;
+    g->errlen = errlen;
+    return g;
+}
+
+/* Hands g's text back to pg and frees g: 0, or -1 (err set) when it
+ * failed or ran out of memory. */
+static int
+gs_end(struct pv_gram *pg, struct gs *g, char *err, size_t errlen)
+{
+    pg->text = g->out;
+    pg->n_rules = g->n_rules;
+    int failed = g->failed;
+    free(g);
+    if (!failed && !pg->text.data) {
+        gx_errf(err, errlen, "out of memory");
+        return -1;
+    }
+    return failed ? -1 : 0;
+}
+
+int
+pv_schema_is_text(const json_t *s)
+{
+    const json_t *t = json_object_get(s, "type");
+    const json_t *en = json_object_get(s, "enum");
+    const json_t *cst = json_object_get(s, "const");
+    if (cst)
+        return json_is_string(cst);
+    if (en) {
+        size_t i;
+        const json_t *v;
+        json_array_foreach(en, i, v) if (!json_is_string(v)) return 0;
+        return json_is_array(en) && json_array_size(en) > 0;
+    }
+    if (json_object_get(s, "anyOf") || json_object_get(s, "$ref"))
+        return 0;
+    if (json_is_array(t) && json_array_size(t) == 1)
+        t = json_array_get(t, 0);
+    return json_is_string(t) && !strcmp(json_string_value(t), "string");
+}
+
+/* GLM's XML values (pv_gram_xml_args): xv-0 any text up to and with
+ * "</arg_value>" (xv-k: k of its bytes seen), xc one character that is
+ * not '<' (a bounded string's) */
+static void
+gs_xml_common(struct pv_gram *pg)
+{
+    static const char close[] = "</arg_value>";
+    struct gx_buf *b = &pg->text;
+    if (pg->xml)
+        return;
+    pg->xml = 1;
+    gx_buf_printf(b, "xc ::= [^<\\x80-\\xff] | j-u8\n"
+                     "xv-0 ::= [^<] xv-0 | \"<\" xv-1\n");
+    for (int k = 1; k < 12; k++) {
+        char c = close[k];
+        gx_buf_printf(b, "xv-%d ::= \"<\" xv-1 | \"%c\"", k, c);
+        if (k < 11)
+            gx_buf_printf(b, " xv-%d", k + 1);
+        gx_buf_printf(b, " | [^%c<] xv-0\n", c);
+    }
+}
+
+/* A text value as GLM writes it (s a string schema: pv_schema_is_text):
+ * its enum or const values, or its characters (none '<' when bounded),
+ * then "</arg_value>" */
+static void
+gs_xml_text(struct gs *g, struct pv_gram *pg, const json_t *s, char *name)
+{
+    const json_t *cst = json_object_get(s, "const");
+    const json_t *en = json_object_get(s, "enum");
+    json_int_t lo = gs_count(g, s, "minLength", 0, GS_MAX_LENGTH);
+    json_int_t hi = gs_count(g, s, "maxLength", -1, GS_MAX_LENGTH);
+    if (g->failed)
+        return;
+    if (!cst && !en && lo == 0 && hi < 0) {
+        snprintf(name, 24, "xv-0");
+        return;
+    }
+    gs_rule(g, name);
+    if (cst || en) {
+        size_t n = cst ? 1 : json_array_size(en);
+        if (n > GS_MAX_ENUM) {
+            gs_fail(g, "%s",
+                    "'enum' with more than 1000 values is not supported by "
+                    "the local engine");
+            return;
+        }
+        gx_buf_printf(&g->out, " (");
+        for (size_t i = 0; i < n; i++) {
+            const json_t *v = cst ? cst : json_array_get(en, i);
+            if (i)
+                gx_buf_printf(&g->out, " |");
+            gs_lit(&g->out, json_string_value(v), json_string_length(v));
+        }
+        gx_buf_printf(&g->out, ")");
+    } else if (hi >= 0 && hi < lo) {
+        gs_fail(g, "%s", "'maxLength' is below 'minLength'");
+        return;
+    } else {
+        gx_buf_printf(&g->out, " xc");
+        gs_repeat(&g->out, lo, hi);
+    }
+    gx_buf_printf(&g->out, " \"</arg_value>\"\n");
+    (void)pg;
+}
+
+int
+pv_gram_xml_args(struct pv_gram *pg, const json_t *schema, char name[24],
+                 char *err, size_t errlen)
+{
+    name[0] = '\0';
+    if (!schema || json_is_true(schema) ||
+        (json_is_object(schema) && json_object_size(schema) == 0))
+        schema = NULL; /* any object: any pairs, as text */
+    const json_t *t = json_object_get(schema, "type");
+    if (schema && (!json_is_object(schema) ||
+                   (t && !(json_is_string(t) &&
+                           !strcmp(json_string_value(t), "object"))) ||
+                   json_object_get(schema, "anyOf") ||
+                   json_object_get(schema, "$ref") ||
+                   json_object_get(schema, "enum") ||
+                   json_object_get(schema, "const"))) {
+        gx_errf(err, errlen, "GLM's tool calls take an object of named "
+                             "parameters (type object with properties)");
+        return -1;
+    }
+    /* the JSON grammar of the whole schema: every keyword checked, and
+     * the rules of the values that are not text */
+    char whole[24];
+    if (schema && pv_gram_schema(pg, schema, whole, err, errlen) != 0)
+        return -1;
+    gs_xml_common(pg);
+    struct gs *g = gs_begin(pg, schema, err, errlen);
+    if (!g)
+        return -1;
+    const json_t *props = json_object_get(schema, "properties");
+    const json_t *req = json_object_get(schema, "required");
+    const json_t *addl = json_object_get(schema, "additionalProperties");
+    size_t np = json_object_size(props), n = 0;
+    const char *key;
+    const json_t *ps;
+    char(*vals)[24] = calloc(np + json_array_size(req) + 1, sizeof(*vals));
+    const char **keys = calloc(np + json_array_size(req) + 1, sizeof(*keys));
+    if (!vals || !keys)
+        gs_fail(g, "%s", "out of memory");
+    json_object_foreach((json_t *)props, key, ps) {
+        if (g->failed)
+            break;
+        size_t mark = gs_path_push(g, "properties");
+        gs_path_push(g, key);
+        if (strchr(key, '<'))
+            gs_fail(g, "%s", "a parameter name with '<' cannot be written "
+                             "in GLM's XML calls");
+        else if (pv_schema_is_text(ps))
+            gs_xml_text(g, pg, ps, vals[n]);
+        else { /* its JSON, then the closing tag */
+            char v[24];
+            gs_schema(g, ps, v, 1);
+            gs_rule(g, vals[n]);
+            gx_buf_printf(&g->out, " %s \"</arg_value>\"\n", v);
+        }
+        g->path[mark] = 0;
+        keys[n++] = key;
+    }
+    for (size_t i = 0; !g->failed && i < json_array_size(req); i++) {
+        const char *rk = json_string_value(json_array_get(req, i));
+        if (rk && !json_object_get(props, rk) && !strchr(rk, '<')) {
+            snprintf(vals[n], 24, "xv-0"); /* not listed: text */
+            keys[n++] = rk;
+        }
+    }
+    if (!g->failed) {
+        gs_rule(g, name);
+        for (size_t i = 0; i < n; i++) {
+            gs_lit(&g->out, "<arg_key>", 9);
+            gs_lit(&g->out, keys[i], strlen(keys[i]));
+            gs_lit(&g->out, "</arg_key><arg_value>", 21);
+            gx_buf_printf(&g->out, "%s", vals[i]);
+        }
+        if (!np && !json_is_false(addl)) /* any pairs, their values text */
+            gx_buf_printf(&g->out, " ( \"<arg_key>\" [^<]+ "
+                                   "\"</arg_key><arg_value>\" xv-0 )*");
+        gx_buf_printf(&g->out, "\n");
+    }
+    free(vals);
+    free(keys);
+    return gs_end(pg, g, err, errlen);
+}
+
 void
 pv_gram_init(struct pv_gram *pg)
 {
@@ -577,26 +781,11 @@ int
 pv_gram_schema(struct pv_gram *pg, const json_t *schema, char name[24],
                char *err, size_t errlen)
 {
-    struct gs *g = calloc(1, sizeof(*g));
-    if (!g) {
-        gx_errf(err, errlen, "out of memory");
+    struct gs *g = gs_begin(pg, schema, err, errlen);
+    if (!g)
         return -1;
-    }
-    g->out = pg->text;
-    g->doc = schema;
-    g->n_rules = pg->n_rules;
-    g->err = err;
-    g->errlen = errlen;
     gs_schema(g, schema, name, 0);
-    pg->text = g->out;
-    pg->n_rules = g->n_rules;
-    int failed = g->failed;
-    free(g);
-    if (!failed && !pg->text.data) {
-        gx_errf(err, errlen, "out of memory");
-        return -1;
-    }
-    return failed ? -1 : 0;
+    return gs_end(pg, g, err, errlen);
 }
 
 void

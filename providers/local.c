@@ -104,6 +104,9 @@ struct lp_job {
     int n_choices; /* choice 0's job: the request's n (1 by default) */
     /* Input, owned. */
     char *prompt_text;
+    /* GLM's XML calls: per tool, per listed parameter, whether its value
+     * is written as text (true) or JSON (false); moved to the call */
+    json_t *xml_keys;
     int32_t *ids; /* a token-id prompt, used instead of prompt_text */
     size_t n_ids;
     /* choice 0's job: the prompts after the first (lp_prepare_text), each
@@ -258,6 +261,12 @@ static const struct lp_callfmt lp_callfmts[] = {
     [LE_TOOLS_DEEPSEEK31] = {LE_TOOLS_DEEPSEEK31, LE_DS_CALL_BEGIN,
                              LE_DS_SEP, LE_DS_CALL_END, '<', LP_MAX_CALLS,
                              LE_DS_CALLS_BEGIN, "", LE_DS_CALLS_END, "", ""},
+    /* GLM-4.7-Flash: <tool_call>NAME, then its arguments as XML pairs
+     * <arg_key>K</arg_key><arg_value>V</arg_value> (V a text parameter's
+     * text, else its JSON), nothing between two calls; the arguments are
+     * returned as the JSON object they stand for (glm_args_json) */
+    [LE_TOOLS_GLM] = {LE_TOOLS_GLM, "<tool_call>", "", "</tool_call>", '<',
+                      LP_MAX_CALLS, "", "", "", "", ""},
     /* harmony (gpt-oss): after the prompt's "<|channel|>", a call is a
      * commentary message to the function with its arguments as JSON (one
      * a message: the model ends it with <|call|>), a text answer the
@@ -346,6 +355,7 @@ struct lp_call {
     int b64;      /* its encoding_format base64 */
     int client_include_usage;
     int think; /* le_chat_reasoning's mode for this answer, 0: none */
+    json_t *xml_keys; /* GLM: its job's (lp_job.xml_keys), owned */
     char id[96];
     char model[128];
     int64_t created;
@@ -365,6 +375,7 @@ job_unref(struct lp_job *j)
         return;
     pthread_mutex_destroy(&j->mu);
     free(j->prompt_text);
+    json_decref(j->xml_keys);
     free(j->ids);
     for (size_t i = 0; i < j->n_more_prompts; i++) {
         free(j->more_prompts[i].text);
@@ -1047,8 +1058,11 @@ call_head(const struct lp_callfmt *f, struct lp_calls *cs, const char *acc,
     }
     if (len < h + pl || memcmp(acc + h, f->prefix, pl))
         return 0;
-    const char *mid = memmem(acc + h + pl, len - h - pl, f->mid,
-                             strlen(f->mid));
+    /* GLM's name ends at its arguments' (or closing) tag */
+    const char *mid = f->kind == LE_TOOLS_GLM
+                          ? memchr(acc + h + pl, '<', len - h - pl)
+                          : memmem(acc + h + pl, len - h - pl, f->mid,
+                                   strlen(f->mid));
     if (!mid)
         return 0;
     size_t nl = (size_t)(mid - acc) - h - pl;
@@ -1091,6 +1105,124 @@ call_next(const struct lp_callfmt *f, struct lp_calls *cs, const char *acc,
     cs->head = next;
     cs->args_start = 0;
     return 1;
+}
+
+/* JSON string text of the bytes s[0, n) (not validated: the engine's text
+ * is UTF-8) into out */
+static void
+json_escape_into(struct gx_buf *out, const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        const char *e = ch == '"'    ? "\\\""
+                        : ch == '\\' ? "\\\\"
+                        : ch == '\n'  ? "\\n"
+                        : ch == '\r'  ? "\\r"
+                        : ch == '\t'  ? "\\t"
+                        : ch == '\b'  ? "\\b"
+                        : ch == '\f'  ? "\\f"
+                                      : NULL;
+        if (e)
+            gx_buf_append(out, e, 2);
+        else if (ch < 0x20)
+            gx_buf_printf(out, "\\u%04x", ch);
+        else
+            gx_buf_append(out, (const char *)&ch, 1);
+    }
+}
+
+/* GLM's XML arguments x[0, n) (a call's, from the '<' after its name)
+ * as the JSON object they stand for, as far as they are known, appended
+ * to out: a longer x gives a longer text that starts with this one (a
+ * stream sends the difference).  A value is its parameter's text, JSON
+ * quoted, when keys (the tool's, lp_job.xml_keys) says so or does not
+ * list it, else its JSON as it is; unless final, the end of a text that
+ * may start its closing tag is held back.  1 once "</tool_call>" closes
+ * them, *end at it. */
+static int
+glm_args_json(const json_t *keys, const char *x, size_t n, int final,
+              struct gx_buf *out, size_t *end)
+{
+    static const char ak[] = "<arg_key>", ake[] = "</arg_key>",
+                      av[] = "<arg_value>", ave[] = "</arg_value>",
+                      tc[] = "</tool_call>";
+#define AT(p, lit) ((p) + sizeof(lit) - 1 <= n && \
+                    !memcmp(x + (p), lit, sizeof(lit) - 1))
+    size_t p = 0;
+    gx_buf_append(out, "{", 1);
+    for (int first = 1;; first = 0) {
+        if (AT(p, tc)) {
+            gx_buf_append(out, "}", 1);
+            *end = p;
+            return 1;
+        }
+        if (!AT(p, ak))
+            return 0;
+        size_t k0 = p + sizeof(ak) - 1;
+        const char *ke = memmem(x + k0, n - k0, ake, sizeof(ake) - 1);
+        if (!ke)
+            return 0;
+        size_t kl = (size_t)(ke - x) - k0;
+        char *key = strndup(x + k0, kl);
+        if (!key)
+            return 0;
+        const json_t *jv = json_object_get(keys, key);
+        int text = !jv || json_is_true(jv);
+        if (!first)
+            gx_buf_append(out, ", ", 2);
+        gx_buf_append(out, "\"", 1);
+        json_escape_into(out, key, kl);
+        gx_buf_append(out, "\": ", 3);
+        free(key);
+        p = k0 + kl + sizeof(ake) - 1;
+        if (!AT(p, av))
+            return 0;
+        p += sizeof(av) - 1;
+        size_t ve;
+        if (text) {
+            const char *c = memmem(x + p, n - p, ave, sizeof(ave) - 1);
+            size_t vl = c ? (size_t)(c - x) - p : n - p;
+            for (size_t h = vl > 11 ? vl - 11 : 0; !c && !final && h < vl;
+                 h++)
+                if (!memcmp(x + p + h, ave, vl - h)) { /* its start */
+                    vl = h;
+                    break;
+                }
+            gx_buf_append(out, "\"", 1);
+            json_escape_into(out, x + p, vl);
+            if (!c)
+                return 0;
+            gx_buf_append(out, "\"", 1);
+            ve = p + vl;
+        } else {
+            struct lp_calls js = {0};
+            js.scan = p;
+            int closed = args_scan(&js, x, n, final);
+            ve = closed ? js.args_end : n;
+            gx_buf_append(out, x + p, ve - p);
+            if (!closed)
+                return 0;
+        }
+        if (!AT(ve, ave))
+            return 0;
+        p = ve + sizeof(ave) - 1;
+    }
+#undef AT
+}
+
+/* Bytes at the end of s[0, n) that start a UTF-8 character not yet
+ * complete */
+static size_t
+utf8_partial(const char *s, size_t n)
+{
+    size_t k = 0;
+    while (k < n && k < 4 && ((unsigned char)s[n - 1 - k] & 0xC0) == 0x80)
+        k++;
+    if (k == n)
+        return 0;
+    unsigned char lead = (unsigned char)s[n - 1 - k];
+    size_t want = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+    return want > k + 1 ? k + 1 : 0;
 }
 
 /* Call i's id: choice's own (call_<request id>[_<choice>]) for the first,
@@ -1182,6 +1314,29 @@ stream_tool_output(struct pv_call *call, struct lp_call *lc, int k,
                 return;
             }
         }
+        if (lc->fmt->kind == LE_TOOLS_GLM) { /* its JSON, as it grows */
+            struct gx_buf js;
+            gx_buf_init(&js, 0);
+            size_t xe = 0;
+            int closed = glm_args_json(
+                json_object_get(lc->xml_keys, cs->name),
+                c->acc.data + cs->args_start, c->acc.len - cs->args_start,
+                final, &js, &xe);
+            size_t end = js.len;
+            if (closed)
+                cs->args_end = cs->args_start + xe;
+            else if (!final)
+                end -= utf8_partial(js.data, js.len);
+            if (js.data && end > c->args_sent) {
+                emit_tool_delta(call, lc, k, cs->n - 1, j, NULL,
+                                js.data + c->args_sent, end - c->args_sent);
+                c->args_sent = end;
+            }
+            gx_buf_cleanup(&js);
+            if (!closed || !call_next(lc->fmt, cs, c->acc.data, c->acc.len))
+                return;
+            continue;
+        }
         int closed = cs->args_end || args_scan(cs, c->acc.data, c->acc.len,
                                                final);
         /* the arguments so far; acc is UTF-8 (job_take repairs it): the
@@ -1213,15 +1368,30 @@ tool_message(const struct lp_call *lc, struct lp_choice *c, int complete,
     json_t *calls = json_array();
     while (c->shape == 2 && calls &&
            call_head(lc->fmt, &cs, c->acc.data, c->acc.len)) {
-        int closed = args_scan(&cs, c->acc.data, c->acc.len, 1);
-        size_t end = closed ? cs.args_end : c->acc.len;
+        int closed;
+        size_t end;
+        struct gx_buf js;
+        gx_buf_init(&js, 0);
+        if (lc->fmt->kind == LE_TOOLS_GLM) { /* its XML's JSON */
+            size_t xe = 0;
+            closed = glm_args_json(json_object_get(lc->xml_keys, cs.name),
+                                   c->acc.data + cs.args_start,
+                                   c->acc.len - cs.args_start, 1, &js, &xe);
+            cs.args_end = cs.args_start + xe;
+        } else {
+            closed = args_scan(&cs, c->acc.data, c->acc.len, 1);
+            end = closed ? cs.args_end : c->acc.len;
+            gx_buf_append(&js, c->acc.data + cs.args_start,
+                          end - cs.args_start);
+        }
         char id[96];
         call_id_of(c, cs.n - 1, id, sizeof(id));
         json_array_append_new(
             calls, json_pack("{s:s,s:s,s:{s:s,s:s%}}", "id", id, "type",
                              "function", "function", "name", cs.name,
-                             "arguments", c->acc.data + cs.args_start,
-                             end - cs.args_start));
+                             "arguments", js.data ? js.data : "",
+                             js.data ? js.len : 0));
+        gx_buf_cleanup(&js);
         if (!closed || !call_next(lc->fmt, &cs, c->acc.data, c->acc.len))
             break;
     }
@@ -1792,6 +1962,10 @@ lp_release_jobs(struct pv_call *call)
         gx_buf_cleanup(&lc->ch[k].acc);
         gx_buf_cleanup(&lc->ch[k].racc);
     }
+    if (lc) {
+        json_decref(lc->xml_keys);
+        lc->xml_keys = NULL;
+    }
     if (!lc || !lc->job)
         return;
     for (int k = 0; k <= lc->n_more; k++) {
@@ -2288,7 +2462,11 @@ tools_grammar(struct lp_job *j, struct pv_gram *pg, const struct lp_tool *t,
         snprintf(p, sizeof(p), "tools[%zu].function.parameters", i);
         if (!params) {
             rc = -2;
-        } else if (pv_gram_schema(pg, params, name, msg, sizeof(msg)) != 0) {
+        } else if (f->kind == LE_TOOLS_GLM
+                       ? pv_gram_xml_args(pg, params, name, msg,
+                                          sizeof(msg)) != 0
+                       : pv_gram_schema(pg, params, name, msg,
+                                        sizeof(msg)) != 0) {
             rc = refuse(j, p, "unsupported_value", "%s: %s", p, msg);
         } else {
             char head[192];
@@ -2337,6 +2515,30 @@ tools_grammar(struct lp_job *j, struct pv_gram *pg, const struct lp_tool *t,
     gx_buf_cleanup(&root);
 #undef ROOT_HEAD
     return rc;
+}
+
+/* GLM: which listed parameters of each tool are written as text
+ * (j->xml_keys, glm_args_json); 0 or -2 */
+static int
+glm_keys(struct lp_job *j, const struct lp_tool *t, size_t n)
+{
+    json_t *all = json_object();
+    for (size_t i = 0; all && i < n; i++) {
+        json_t *keys = json_object();
+        const char *k;
+        const json_t *ps;
+        json_object_foreach(
+            json_object_get(json_object_get(t[i].fn, "parameters"),
+                            "properties"),
+            k, ps) json_object_set_new(keys, k,
+                                       json_boolean(pv_schema_is_text(ps)));
+        if (!keys || json_object_set_new(all, t[i].name, keys) != 0) {
+            json_decref(all);
+            all = NULL;
+        }
+    }
+    j->xml_keys = all;
+    return all ? 0 : -2;
 }
 
 /* The grammar of response_format; 0 with *have = 0 for text. */
@@ -2518,6 +2720,44 @@ deepseek_calls(struct gx_buf *b, const json_t *m, const char *text,
     gx_buf_printf(b, "%s", f->close);
 }
 
+/* GLM's answer with calls (render_message): its text without the blanks
+ * at its end (its template strips it), then each call as the model
+ * writes it, a string argument as its text and any other as JSON (", "
+ * and ": "), as GLM-4.7-Flash's template; arguments that are not a JSON
+ * object give the call no pairs. */
+static void
+glm_calls(struct gx_buf *b, const json_t *m, const char *text)
+{
+    size_t tl = strlen(text), i;
+    while (tl && strchr(" \t\n\r\v\f", text[tl - 1]))
+        tl--;
+    gx_buf_append(b, text, tl);
+    const json_t *c;
+    json_array_foreach(json_object_get(m, "tool_calls"), i, c) {
+        const json_t *fn = json_object_get(c, "function");
+        const char *name = json_string_value(json_object_get(fn, "name"));
+        const char *args = json_string_value(json_object_get(fn, "arguments"));
+        json_t *a = args ? json_loads(args, 0, NULL) : NULL;
+        gx_buf_printf(b, "<tool_call>%s", name ? name : "");
+        const char *k;
+        json_t *v;
+        json_object_foreach(a, k, v) {
+            gx_buf_printf(b, "<arg_key>%s</arg_key><arg_value>", k);
+            if (json_is_string(v)) {
+                gx_buf_append(b, json_string_value(v), json_string_length(v));
+            } else {
+                char *d = json_dumps(v, JSON_ENCODE_ANY);
+                if (d)
+                    gx_buf_printf(b, "%s", d);
+                free(d);
+            }
+            gx_buf_printf(b, "</arg_value>");
+        }
+        json_decref(a);
+        gx_buf_printf(b, "</tool_call>");
+    }
+}
+
 /* harmony's answer with calls (render_message): its text as an analysis
  * message (as gpt-oss's template writes the latest such answer's), then
  * each call as the commentary message the model writes, ended by
@@ -2606,6 +2846,11 @@ render_message(struct lp_job *j, const json_t *msgs, size_t idx,
             free(text);
             return NULL;
         }
+    } else if (f->kind == LE_TOOLS_GLM && !strcmp(*role, "assistant") &&
+               calls) {
+        glm_calls(&b, m, text);
+    } else if (f->kind == LE_TOOLS_GLM && !strcmp(*role, "tool")) {
+        /* a "tool" turn (chat.c writes GLM's tags) */
     } else if (!strcmp(*role, "tool") && f->kind == LE_TOOLS_LLAMA3) {
         *role = "ipython";
     } else if (!strcmp(*role, "tool") && (f->kind == LE_TOOLS_HERMES ||
@@ -2716,6 +2961,38 @@ deepseek_tools(struct gx_buf *b, const struct lp_tool *t, size_t n,
                       mode == LP_TOOLS_AUTO
                           ? " Otherwise answer in plain text."
                           : "");
+    return b->data;
+}
+
+/* GLM-4.7-Flash's tools text into b (returned), as its template writes
+ * its system turn: the tools' objects a line each (JSON with ", " and
+ * ": ", not ASCII-escaped) inside <tools></tools>, then the XML call
+ * format */
+static char *
+glm_tools(struct gx_buf *b, const struct lp_tool *t, size_t n,
+          enum lp_tools mode, int named)
+{
+    gx_buf_printf(b, "\n# Tools\n\nYou may call one or more functions to "
+                     "assist with the user query.\n\nYou are provided with "
+                     "function signatures within <tools></tools> XML tags:"
+                     "\n<tools>\n");
+    for (size_t i = 0; i < n; i++) {
+        if (mode == LP_TOOLS_NAMED && (int)i != named)
+            continue;
+        json_t *tool = json_pack("{s:s,s:O}", "type", "function",
+                                 "function", t[i].fn);
+        char *d = tool ? json_dumps(tool, 0) : NULL;
+        json_decref(tool);
+        if (d)
+            gx_buf_printf(b, "%s\n", d);
+        free(d);
+    }
+    gx_buf_printf(b, "</tools>\n\nFor each function call, output the "
+                     "function name and arguments within the following XML "
+                     "format:\n<tool_call>{function-name}<arg_key>"
+                     "{arg-key-1}</arg_key><arg_value>{arg-value-1}"
+                     "</arg_value><arg_key>{arg-key-2}</arg_key><arg_value>"
+                     "{arg-value-2}</arg_value>...</tool_call>");
     return b->data;
 }
 
@@ -2914,6 +3191,8 @@ tools_prompt(const struct lp_tool *t, size_t n, enum lp_tools mode,
     else if (f->kind == LE_TOOLS_DEEPSEEK ||
              f->kind == LE_TOOLS_DEEPSEEK31)
         return deepseek_tools(&b, t, n, mode, named, f);
+    else if (f->kind == LE_TOOLS_GLM)
+        return glm_tools(&b, t, n, mode, named);
     else
         gx_buf_printf(&b,
                       "You can call functions. To call one, reply with "
@@ -2971,7 +3250,8 @@ tools_prompt(const struct lp_tool *t, size_t n, enum lp_tools mode,
 /* Puts the tools' text (tp, taken) into the k turns of cm / texts (room
  * for two more): MISTRAL as a "tools" turn of its own before the last
  * user turn (as Mistral's v3 template lists them; at the end when there
- * is none); JSON, HERMES, GRANITE and DEEPSEEK after the client's system
+ * is none); GLM as a system turn of its own before every turn (as
+ * GLM-4.7-Flash's template); JSON, HERMES, GRANITE and DEEPSEEK after the client's system
  * text (after a newline, a blank line in HERMES, GRANITE and DEEPSEEK),
  * in a system turn of its own when there is none; LLAMA3 before the first user
  * turn's text, with "Environment: ipython" and the date lines starting
@@ -2986,16 +3266,17 @@ place_tools(const struct lp_callfmt *f, char *tp, struct le_chat_msg *cm,
 {
     if (!tp)
         return -2;
-    if (is_mistral_fmt(f)) {
+    if (is_mistral_fmt(f) || f->kind == LE_TOOLS_GLM) {
+        /* GLM's: a system turn of their own before every turn */
         size_t u = *k;
         while (u > 0 && strcmp(cm[u - 1].role, "user"))
             u--;
-        u = u ? u - 1 : *k;
+        u = f->kind == LE_TOOLS_GLM ? 0 : u ? u - 1 : *k;
         memmove(cm + u + 1, cm + u, (*k - u) * sizeof(*cm));
         memmove(texts + u + 1, texts + u, (*k - u) * sizeof(*texts));
         (*k)++;
         texts[u] = tp;
-        cm[u].role = "tools";
+        cm[u].role = f->kind == LE_TOOLS_GLM ? "system" : "tools";
         cm[u].content = tp;
         return 0;
     }
@@ -3372,6 +3653,8 @@ lp_prepare(struct lp_engine *e, const json_t *b, struct lp_job *j,
     if (rc == 0 && mode != LP_TOOLS_NONE)
         rc = tools_grammar(j, &pg, tools, n_tools, mode, named, max_calls,
                            cf);
+    if (rc == 0 && mode != LP_TOOLS_NONE && cf->kind == LE_TOOLS_GLM)
+        rc = glm_keys(j, tools, n_tools);
     int constrained = have_format || mode != LP_TOOLS_NONE;
     enum le_chat_template tmpl = le_model_chat_template(e->model);
     int rmode = le_chat_reasoning(tmpl), think = 0;
@@ -3583,6 +3866,8 @@ lp_start(struct pv_loop *loop, const struct pv_request *req,
     lc->job = j;
     lc->tools = mode;
     lc->think = j->tk.mode;
+    lc->xml_keys = j->xml_keys;
+    j->xml_keys = NULL;
     lc->fmt = callfmt_of(e->model);
     lc->stream = req->stream;
     lc->text_api = text_api;

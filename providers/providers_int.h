@@ -241,12 +241,28 @@ void pv_loop_settle(struct pv_loop *loop);
 struct pv_gram {
     struct gx_buf text;
     int n_rules;
+    int xml; /* GLM's XML value rules written (pv_gram_xml_args) */
 };
 void pv_gram_init(struct pv_gram *g);
 void pv_gram_cleanup(struct pv_gram *g);
 int pv_gram_schema(struct pv_gram *g, const json_t *schema, char name[24],
                    char *err, size_t errlen);
 void pv_gram_literal(struct pv_gram *g, const char *s, size_t n);
+/* 1 when schema s takes strings only (type "string", or an enum or const
+ * of strings): GLM's XML calls write such a value as its text, any other
+ * as JSON. */
+int pv_schema_is_text(const json_t *s);
+/* The rule (name) of a tool's arguments (schema, an object's; NULL or {}:
+ * any) as GLM's XML calls write them: each listed property in order,
+ * <arg_key>K</arg_key><arg_value>V</arg_value>, V its text for a text
+ * schema (pv_schema_is_text: any text without "</arg_value>", or without
+ * '<' when it has a length bound; an enum's or const's text) else its
+ * JSON; a required name not listed, and any name when the schema lists
+ * none and allows others, with a text value.  name "" when there are no
+ * arguments.  0, or -1 with err set (the schema is not an object's, a
+ * name holds '<', or what pv_gram_schema refuses). */
+int pv_gram_xml_args(struct pv_gram *g, const json_t *schema, char name[24],
+                     char *err, size_t errlen);
 
 /* think.c */
 /*

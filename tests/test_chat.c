@@ -568,7 +568,23 @@ test_glm47(void)
         "(enable_thinking is defined and not enable_thinking) else "
         "'<think>' -}}";
     T_EQ_INT(le_chat_detect(tmpl, strlen(tmpl)), LE_CHAT_GLM47);
+    /* its XML calls: <tool_call>, <arg_key> and <arg_value> */
     T_EQ_INT(le_chat_tools_detect(tmpl, strlen(tmpl)), LE_TOOLS_JSON);
+    static const char calls[] =
+        "[gMASK]<sop>{%- if tools -%}<|system|>\n# Tools ... "
+        "<tool_call>{function-name}<arg_key>{arg-key-1}</arg_key>"
+        "<arg_value>{arg-value-1}</arg_value>...</tool_call>{%- endif -%}"
+        "<|assistant|>";
+    T_EQ_INT(le_chat_tools_detect(calls, strlen(calls)), LE_TOOLS_GLM);
+    T_EQ_STR(le_chat_tools_name(LE_TOOLS_GLM), "glm");
+    const char *const *mk = le_chat_tools_markers(LE_TOOLS_GLM);
+    T_EQ_STR(mk[0], "<tool_call>");
+    T_EQ_STR(mk[5], "</arg_value>");
+    T_CHECK(mk[6] == NULL);
+    /* the same markers in a template of another family */
+    T_EQ_INT(le_chat_tools_detect("<|im_start|><tool_call><arg_key>"
+                                  "<arg_value>", 43),
+             LE_TOOLS_HERMES);
     T_EQ_INT(le_chat_template_from_name("glm4.7"), LE_CHAT_GLM47);
     T_EQ_STR(le_chat_template_name(LE_CHAT_GLM47), "glm4.7");
     T_EQ_INT(le_chat_reasoning(LE_CHAT_GLM47), 5);

@@ -70,13 +70,16 @@ static const char *dsr_tmpl =
  * tokens, "</think>" the last */
 static const char *glm_tmpl =
     "[gMASK]<sop>\n{%- if tools -%}\n<|system|>\n# Tools\n...{%- elif "
-    "m.role == 'assistant' -%}\n<|assistant|>\n...<arg_key>{{ k }}"
-    "</arg_key>...{%- if add_generation_prompt -%}\n    <|assistant|>{{- "
-    "'</think>' if (enable_thinking is defined and not enable_thinking) "
-    "else '<think>' -}}";
+    "m.role == 'assistant' -%}\n<|assistant|>\n...'<tool_call>' + tc.name"
+    "...<arg_key>{{ k }}</arg_key><arg_value>...{%- if "
+    "add_generation_prompt -%}\n    <|assistant|>{{- '</think>' if "
+    "(enable_thinking is defined and not enable_thinking) else '<think>' "
+    "-}}";
 static const char *const glm_toks[] = {
     "[gMASK]", "<sop>", "<|system|>", "<|user|>", "<|assistant|>",
-    "<|observation|>", "<think>", "</think>", NULL};
+    "<|observation|>", "<tool_call>", "</tool_call>", "<arg_key>",
+    "</arg_key>", "<arg_value>", "</arg_value>", "<think>", "</think>",
+    NULL};
 static const char *const ds_toks[] = {
     "<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>",
     "<｜tool▁call▁end｜>", "<｜tool▁calls▁end｜>", "<think>", "</think>",
@@ -520,7 +523,7 @@ test_tools_thinking(void)
     tools_thinking("dsr", "");
     /* V3.1 asked to reason: the grammar lets it, then its own call */
     tools_thinking("ds31", "\"reasoning_effort\":\"high\",");
-    tools_thinking("glm", "");
+    tools_thinking("glm", ""); /* its XML calls after the reasoning */
 }
 
 /* DeepSeek R1 after a call and its result: the prompt ends with the

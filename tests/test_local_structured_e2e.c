@@ -36,7 +36,7 @@ static char rand_model[256];
  * Llama 3.2-style ipython turns with {"name", "parameters"} calls */
 static char herm_model[256], l3_model[256], mis_model[256], nemo_model[256],
     ds_model[256], m11_model[256], dst_model[256], gran_model[256],
-    d31_model[256],
+    d31_model[256], glm_model[256], glmx_model[256],
     g33_model[256];
 /* DeepSeek R1-style (no tool format of its own here: the JSON wrapper) */
 static const char *ds_tmpl =
@@ -117,6 +117,21 @@ static const char *d31_tmpl =
     "<｜tool▁calls▁end｜><｜end▁of▁sentence｜>'}}{{'<｜tool▁output▁begin｜>' "
     "+ message['content'] + '<｜tool▁output▁end｜>'}}";
 
+/* GLM-4.7-Flash's (its lines that tell it): calls as XML pairs (format
+ * glm), its markers control tokens */
+static const char *glm_tmpl =
+    "[gMASK]<sop>\n{%- if tools -%}\n<|system|>\n# Tools\n...<tool_call>"
+    "{function-name}<arg_key>{arg-key-1}</arg_key><arg_value>{arg-value-1}"
+    "</arg_value>...</tool_call>{%- endif -%}...<|assistant|>\n...";
+/* the same without the tool markers: the tags spelled out in pieces */
+static const char *const glmx_controls[] = {
+    "[gMASK]", "<sop>", "<|system|>", "<|user|>", "<|assistant|>",
+    "<|observation|>", NULL};
+static const char *const glm_controls[] = {
+    "[gMASK]", "<sop>", "<|system|>", "<|user|>", "<|assistant|>",
+    "<|observation|>", "<tool_call>", "</tool_call>", "<arg_key>",
+    "</arg_key>", "<arg_value>", "</arg_value>", NULL};
+
 /* Granite 4.0-style: its default system text, hermes's calls in
  * Granite's turns (format granite); the markers control tokens, as
  * <tool_call> may be in a vocabulary (the engine must give its text) */
@@ -188,6 +203,8 @@ start(void)
     snprintf(gran_model, sizeof(gran_model), "%s/gran.gguf", dir);
     snprintf(g33_model, sizeof(g33_model), "%s/g33.gguf", dir);
     snprintf(d31_model, sizeof(d31_model), "%s/d31.gguf", dir);
+    snprintf(glm_model, sizeof(glm_model), "%s/glm.gguf", dir);
+    snprintf(glmx_model, sizeof(glmx_model), "%s/glmx.gguf", dir);
     if (write_tmpl_model(herm_model, herm_tmpl, NULL, 77) != 0 ||
         write_tmpl_model(l3_model, l3_tmpl, NULL, 78) != 0 ||
         write_tmpl_model(mis_model, mis_tmpl, mis_controls, 79) != 0 ||
@@ -197,7 +214,9 @@ start(void)
         write_tmpl_model(dst_model, dst_tmpl, dst_controls, 83) != 0 ||
         write_tmpl_model(gran_model, gran_tmpl, gran_controls, 84) != 0 ||
         write_tmpl_model(g33_model, g33_tmpl, g33_controls, 85) != 0 ||
-        write_tmpl_model(d31_model, d31_tmpl, dst_controls, 86) != 0)
+        write_tmpl_model(d31_model, d31_tmpl, dst_controls, 86) != 0 ||
+        write_tmpl_model(glm_model, glm_tmpl, glm_controls, 87) != 0 ||
+        write_tmpl_model(glmx_model, glm_tmpl, glmx_controls, 88) != 0)
         return -1;
     snprintf(cfg, sizeof(cfg),
              "{\"listen\": \"127.0.0.1:0\", \"workers\": 2,\n"
@@ -237,10 +256,16 @@ start(void)
              "   \"models\": {\"g33\": {}}},\n"
              "  \"d31\": {\"kind\": \"local\", \"model_path\": \"%s\",\n"
              "   \"threads\": 1, \"context\": 2048, \"parallel\": 1,\n"
-             "   \"models\": {\"d31\": {}}}}}\n",
+             "   \"models\": {\"d31\": {}}},\n"
+             "  \"glm\": {\"kind\": \"local\", \"model_path\": \"%s\",\n"
+             "   \"threads\": 1, \"context\": 2048, \"parallel\": 1,\n"
+             "   \"models\": {\"glm\": {}}},\n"
+             "  \"glmx\": {\"kind\": \"local\", \"model_path\": \"%s\",\n"
+             "   \"threads\": 1, \"context\": 2048, \"parallel\": 1,\n"
+             "   \"models\": {\"glmx\": {}}}}}\n",
              dir, model, rand_model, herm_model, l3_model, mis_model,
              nemo_model, ds_model, m11_model, dst_model, gran_model,
-             g33_model, d31_model);
+             g33_model, d31_model, glm_model, glmx_model);
     free(dir);
     char *path = e2e_write_temp("structured.json", cfg);
     setenv("LLMUX_LOG", "info", 1); /* the providers' lines at start */
@@ -807,6 +832,7 @@ test_native_prompts(void)
     T_EQ_INT(e2e_log_count(&gw, "chat template deepseek3.1, tool calls "
                                 "deepseek3.1,"),
              1);
+    T_EQ_INT(e2e_log_count(&gw, "chat template glm4.7, tool calls glm,"), 2);
     const char *tool_list =
         "[{\"type\":\"function\",\"function\":{\"name\":\"get_time\","
         "\"parameters\":{\"type\":\"object\",\"properties\":{\"zone\":{"
@@ -1015,6 +1041,34 @@ test_native_prompts(void)
         "<｜tool▁output▁end｜>");
 #undef D31_TOOLS
 #undef D31_CALL
+    /* glm: the tools in a system turn of their own first, the calls as
+     * XML pairs, a turn's results after one <|observation|>; the texts
+     * jinja2 renders of GLM-4.7-Flash's template for these messages */
+#define GLM_TOOLS                                                          \
+    "[gMASK]<sop><|system|>\n# Tools\n\nYou may call one or more "        \
+    "functions to assist with the user query.\n\nYou are provided with "  \
+    "function signatures within <tools></tools> XML tags:\n<tools>\n"     \
+    "{\"type\": \"function\", \"function\": {\"name\": \"get_time\", "     \
+    "\"parameters\": {\"type\": \"object\", \"properties\": {\"zone\": " \
+    "{\"type\": \"string\"}}}}}\n</tools>\n\nFor each function call, "     \
+    "output the function name and arguments within the following XML "   \
+    "format:\n<tool_call>{function-name}<arg_key>{arg-key-1}</arg_key>"   \
+    "<arg_value>{arg-value-1}</arg_value><arg_key>{arg-key-2}</arg_key>"  \
+    "<arg_value>{arg-value-2}</arg_value>...</tool_call>"
+    expect_prompt(
+        "glm", glm_model, msgs, tool_list,
+        GLM_TOOLS "<|system|>Be brief.<|user|>Time?<|assistant|></think>"
+        "<tool_call>get_time<arg_key>zone</arg_key><arg_value>utc"
+        "</arg_value></tool_call><|observation|><tool_response>12:00"
+        "</tool_response><|user|>Thanks<|assistant|><think>");
+    expect_prompt(
+        "glm", glm_model, two_calls, tool_list,
+        GLM_TOOLS "<|user|>Time?<|assistant|></think>Both.<tool_call>"
+        "get_time</tool_call><tool_call>get_time<arg_key>zone</arg_key>"
+        "<arg_value>cet</arg_value></tool_call><|observation|>"
+        "<tool_response>11:00</tool_response><tool_response>12:00"
+        "</tool_response><|assistant|><think>");
+#undef GLM_TOOLS
     /* a result whose text is JSON goes in as that value, not a string */
     expect_prompt(
         "nemo", nemo_model,
@@ -1188,8 +1242,9 @@ test_native_calls(void)
 {
     static const char *const models[] = {"herm", "l3",  "rand",
                                          "mis",  "nemo", "m11",
-                                         "dst",  "gran", "g33", "d31"};
-    for (size_t mi = 0; mi < 10; mi++) {
+                                         "dst",  "gran", "g33", "d31",
+                                         "glm"};
+    for (size_t mi = 0; mi < 11; mi++) {
         int calls = 0, texts = 0, multi = 0;
         for (int seed = 0; seed < 12; seed++) {
             const char *choice =
@@ -1198,11 +1253,14 @@ test_native_calls(void)
                                   "\"name\":\"get_weather\"}}"
                                 : "\"auto\"";
             char body[4096];
+            /* glm reasons first by default (its answers here would
+             * not close it) */
             snprintf(body, sizeof(body),
                      "{\"model\":\"%s\",\"seed\":%d,\"max_tokens\":400,"
-                     "\"tools\":%s,\"tool_choice\":%s,%%s\"messages\":[{"
+                     "\"tools\":%s,\"tool_choice\":%s,%s%%s\"messages\":[{"
                      "\"role\":\"user\",\"content\":\"Weather in Rome?\"}]}",
-                     models[mi], seed, tools, choice);
+                     models[mi], seed, tools, choice,
+                     mi == 10 ? "\"reasoning_effort\":\"none\"," : "");
             char plain[4096], streamed[4096];
             snprintf(plain, sizeof(plain), body, "");
             snprintf(streamed, sizeof(streamed), body, "\"stream\":true,");
@@ -1268,21 +1326,22 @@ test_parallel_calls(void)
 {
     static const char *const models[] = {"herm", "rand", "l3", "mis",
                                          "m11", "dst", "gran", "g33",
-                                         "d31"};
-    for (size_t mi = 0; mi < 9; mi++) {
+                                         "d31", "glm"};
+    for (size_t mi = 0; mi < 10; mi++) {
         int multi = 0, single = 0, complete = 0;
         for (int seed = 0; seed < 16; seed++) {
             int par = seed % 4 != 3;
             char body[4096], streamed[4200];
             snprintf(body, sizeof(body),
                      "{\"model\":\"%s\",\"seed\":%d,\"max_tokens\":%d,"
-                     "\"tools\":%s,\"tool_choice\":\"required\",%s"
+                     "\"tools\":%s,\"tool_choice\":\"required\",%s%s"
                      "\"messages\":[{\"role\":\"user\",\"content\":"
                      "\"Weather in Rome and Oslo?\"}]}",
                      /* l3's and g33's prompts are long in the 500-token
                       * vocabulary (the tools' indented JSON) */
                      models[mi], seed, mi == 2 || mi == 7 ? 400 : 800, tools,
-                     par ? "" : "\"parallel_tool_calls\":false,");
+                     par ? "" : "\"parallel_tool_calls\":false,",
+                     mi == 9 ? "\"reasoning_effort\":\"none\"," : "");
             snprintf(streamed, sizeof(streamed), "{\"stream\":true,%s",
                      body + 1);
             long st;
@@ -1318,6 +1377,126 @@ test_parallel_calls(void)
             T_CHECK(multi >= 2);
         else
             T_EQ_INT(multi, 0);
+    }
+}
+
+/* GLM's XML calls with values of every kind: a text (any text up to its
+ * closing tag, quotes and backslashes in it escaped in the JSON; glm's
+ * unbounded, "</arg_value>" one token favoured by logit_bias so that it
+ * ends; glmx's at most 6 characters, the tags spelled out in pieces,
+ * which the stream holds back while they may be a closing tag), an
+ * integer, an array and an object (their JSON as it is).  Each complete
+ * call's arguments are a JSON object of the schema, the same streamed
+ * (the stream's deltas are the JSON as it grows). */
+static void
+glm_values(const char *model, const char *path, const char *title)
+{
+    struct le_model *m = NULL;
+    char err[256], plan[1024];
+    int32_t close = 0;
+    T_EQ_INT(le_model_open_vocab(path, &m, err, sizeof(err)), LE_OK);
+    int single = m && le_model_tokenize(m, "</arg_value>", 12, 0, 1, &close,
+                                        1) == 1;
+    le_model_free(m);
+    snprintf(plan, sizeof(plan),
+        "[{\"type\":\"function\",\"function\":{\"name\":\"plan\","
+        "\"parameters\":{\"type\":\"object\",\"properties\":{"
+        "\"title\":%s,\"days\":{\"type\":"
+        "\"integer\"},\"tags\":{\"type\":\"array\",\"items\":{\"enum\":"
+        "[\"a\",\"b\"]},\"maxItems\":3},\"opt\":{\"type\":\"object\","
+        "\"properties\":{\"x\":{\"type\":\"boolean\"}},\"required\":"
+        "[\"x\"],\"additionalProperties\":false}},\"required\":[\"title\","
+        "\"days\",\"tags\",\"opt\"],\"additionalProperties\":false}}}]",
+        title);
+    int complete = 0;
+    for (int seed = 0; seed < 12; seed++) {
+        char body[4096], streamed[4200];
+        snprintf(body, sizeof(body),
+                 "{\"model\":\"%s\",\"seed\":%d,\"max_tokens\":300,"
+                 "\"temperature\":1,\"logit_bias\":{\"%d\":%d},"
+                 "\"reasoning_effort\":\"none\",\"tools\":%s,"
+                 "\"tool_choice\":\"required\",\"parallel_tool_calls\":"
+                 "false,\"messages\":[{\"role\":\"user\",\"content\":"
+                 "\"Plan a trip\"}]}",
+                 model, seed, close, single ? 3 : 0, plan);
+        snprintf(streamed, sizeof(streamed), "{\"stream\":true,%s", body + 1);
+        long st;
+        json_t *o = post(body, &st);
+        T_EQ_INT(st, 200);
+        const json_t *ch = choice0(o);
+        const char *fr =
+            json_string_value(json_object_get(ch, "finish_reason"));
+        const json_t *tcs =
+            json_object_get(json_object_get(ch, "message"), "tool_calls");
+        if (fr && !strcmp(fr, "tool_calls")) {
+            complete++;
+            const char *args = json_string_value(json_object_get(
+                json_object_get(json_array_get(tcs, 0), "function"),
+                "arguments"));
+            json_t *a = args ? json_loads(args, 0, NULL) : NULL;
+            const json_t *tags = json_object_get(a, "tags");
+            const json_t *opt = json_object_get(a, "opt");
+            int ok = json_is_object(a) && json_object_size(a) == 4 &&
+                     json_is_string(json_object_get(a, "title")) &&
+                     json_is_integer(json_object_get(a, "days")) &&
+                     json_is_array(tags) && json_array_size(tags) <= 3 &&
+                     json_is_object(opt) && json_object_size(opt) == 1 &&
+                     json_is_boolean(json_object_get(opt, "x"));
+            for (size_t i = 0; ok && i < json_array_size(tags); i++) {
+                const char *t = json_string_value(json_array_get(tags, i));
+                ok = t && (!strcmp(t, "a") || !strcmp(t, "b"));
+            }
+            if (!ok)
+                fprintf(stderr, "glm seed %d: bad arguments %s\n", seed,
+                        args ? args : "(none)");
+            T_CHECK(ok);
+            json_decref(a);
+        } else {
+            T_EQ_STR(fr, "length");
+        }
+        struct call_stream cs;
+        call_stream_post(streamed, &cs);
+        T_CHECK(cs.done);
+        T_EQ_STR(cs.fin, fr ? fr : "?");
+        calls_same(&cs, tcs);
+        json_decref(cs.calls);
+        json_decref(o);
+    }
+    fprintf(stderr, "  %s values: %d of 12 complete calls\n", model,
+            complete);
+    T_CHECK(complete >= 3);
+}
+
+static void
+test_glm_values(void)
+{
+    glm_values("glm", glm_model, "{\"type\":\"string\"}");
+    glm_values("glmx", glmx_model, "{\"type\":\"string\",\"maxLength\":6}");
+    /* what its XML cannot carry is refused, naming the tool's schema */
+    static const char *const bad[] = {
+        "{\"type\":\"array\"}",
+        "{\"type\":\"object\",\"properties\":{\"a<b\":{\"type\":"
+        "\"string\"}}}",
+        "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":"
+        "\"string\",\"pattern\":\"x\"}}}"};
+    for (size_t i = 0; i < 3; i++) {
+        char body[1024];
+        snprintf(body, sizeof(body),
+                 "{\"model\":\"glm\",\"max_tokens\":5,\"tools\":[{"
+                 "\"type\":\"function\",\"function\":{\"name\":\"f\","
+                 "\"parameters\":%s}}],\"tool_choice\":\"required\","
+                 "\"messages\":[{\"role\":\"user\",\"content\":\"Q\"}]}",
+                 bad[i]);
+        long st;
+        json_t *o = post(body, &st);
+        T_EQ_INT(st, 400);
+        const json_t *e = json_object_get(o, "error");
+        T_EQ_STR(json_string_value(json_object_get(e, "param")),
+                 "tools[0].function.parameters");
+        const char *msg = json_string_value(json_object_get(e, "message"));
+        T_CHECK(msg && (i == 2 ? strstr(msg, "pattern") != NULL
+                               : strstr(msg, "GLM") != NULL));
+        json_decref(o);
     }
 }
 
@@ -1838,6 +2017,7 @@ main(void)
     T_RUN(test_tool_stream);
     T_RUN(test_native_prompts);
     T_RUN(test_ds_markers);
+    T_RUN(test_glm_values);
     T_RUN(test_native_calls);
     T_RUN(test_parallel_calls);
     T_RUN(test_auto_none_and_turns);
@@ -1856,6 +2036,8 @@ main(void)
     unlink(gran_model);
     unlink(g33_model);
     unlink(d31_model);
+    unlink(glm_model);
+    unlink(glmx_model);
     unlink(nemo_model);
     unlink(ds_model);
     curl_global_cleanup();

@@ -31,7 +31,8 @@ main(void)
 {
     char model[1024], cfg[12288], rand_model[600], herm_model[600],
         l3_model[600], mis_model[600], q3t_model[600], oss_model[600],
-        gran_model[600], g33_model[600], ds_model[600], d31_model[600];
+        gran_model[600], g33_model[600], ds_model[600], d31_model[600],
+        glm_model[600];
     snprintf(model, sizeof(model), "%s/models/stories260K.gguf",
              e2e_env("LLMUX_TEST_DATA", "../shared/data"));
     char *dir = e2e_temp_dir();
@@ -140,6 +141,18 @@ main(void)
         "{{'<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>'+ tool['function']"
         "['name'] + '<｜tool▁sep｜>' + tool['function']['arguments']}}";
     T_EQ_INT(gguf_w_llama_write(&lg, d31_model), 0);
+    /* GLM-4.7-Flash's template (XML calls) on the same network */
+    static const char *const glm_controls[] = {
+        "[gMASK]", "<sop>", "<|system|>", "<|user|>", "<|assistant|>",
+        "<|observation|>", "<tool_call>", "</tool_call>", "<arg_key>",
+        "</arg_key>", "<arg_value>", "</arg_value>", NULL};
+    snprintf(glm_model, sizeof(glm_model), "%s/glm.gguf", dir ? dir : "/tmp");
+    lg.controls = glm_controls;
+    lg.chat_template =
+        "[gMASK]<sop>{%- if tools -%}<|system|>\n# Tools ... <tool_call>"
+        "{function-name}<arg_key>{arg-key-1}</arg_key><arg_value>"
+        "{arg-value-1}</arg_value>...</tool_call>{%- endif -%}<|assistant|>";
+    T_EQ_INT(gguf_w_llama_write(&lg, glm_model), 0);
     snprintf(cfg, sizeof(cfg),
              "{\"listen\": \"127.0.0.1:0\", \"workers\": 2,\n"
              " \"database\": \"%s/ledger.db\", \"require_keys\": false,\n"
@@ -175,10 +188,13 @@ main(void)
              "   \"models\": {\"ds\": {}}},\n"
              "  \"d31\": {\"kind\": \"local\", \"model_path\": \"%s\",\n"
              "   \"threads\": 1, \"context\": 2048, \"parallel\": 2,\n"
-             "   \"models\": {\"d31\": {}}}}}\n",
+             "   \"models\": {\"d31\": {}}},\n"
+             "  \"glm\": {\"kind\": \"local\", \"model_path\": \"%s\",\n"
+             "   \"threads\": 1, \"context\": 2048, \"parallel\": 2,\n"
+             "   \"models\": {\"glm\": {}}}}}\n",
              dir ? dir : "/tmp", model, rand_model, herm_model, l3_model,
              mis_model, q3t_model, oss_model, gran_model, g33_model,
-             ds_model, d31_model);
+             ds_model, d31_model, glm_model);
     char *path = e2e_write_temp("sdk_local.json", cfg);
     const char *bin = e2e_env("LLMUX_BIN", "build/release/llmux");
     char *argv[] = {(char *)bin, "serve", "--config", path, NULL};

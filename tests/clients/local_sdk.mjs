@@ -57,12 +57,16 @@ const weather = {
 // the grammar forces is longer
 // gran and g33: Granite 4's and 3.3's templates (<tool_call> and
 // <|tool_call|>[...] calls), ds: a deepseek2 model (latent attention),
-// d31: the same with DeepSeek V3.1's template and call format
-for (const model of ['local', 'rand', 'herm', 'l3', 'mis', 'oss', 'gran', 'g33', 'ds', 'd31']) {
-  const mt = ['herm', 'l3', 'mis', 'oss', 'gran', 'g33', 'd31'].includes(model) ? 300 : 100;
+// d31: the same with DeepSeek V3.1's template and call format, glm: with
+// GLM-4.7-Flash's (XML calls; it reasons first unless reasoning_effort
+// none, and a random model's reasoning would not end)
+const noThink = (model) => (model === 'glm' ? { reasoning_effort: 'none' } : {});
+for (const model of ['local', 'rand', 'herm', 'l3', 'mis', 'oss', 'gran', 'g33', 'ds', 'd31', 'glm']) {
+  // glm's calls are longer (the tags around each value)
+  const mt = model === 'glm' ? 800 : ['herm', 'l3', 'mis', 'oss', 'gran', 'g33', 'd31'].includes(model) ? 300 : 100;
   await step(`${model}: tool_choice required`, async () => {
     const r = await client.chat.completions.create({
-      model, max_tokens: mt, seed: 7,
+      model, max_tokens: mt, seed: 7, ...noThink(model),
       messages: [{ role: 'user', content: 'What is the weather in Paris?' }],
       tools: [weather], tool_choice: 'required',
     });
@@ -79,7 +83,7 @@ for (const model of ['local', 'rand', 'herm', 'l3', 'mis', 'oss', 'gran', 'g33',
 
   await step(`${model}: tool_choice named, streamed`, async () => {
     const stream = await client.chat.completions.create({
-      model, max_tokens: mt, seed: 8, stream: true,
+      model, max_tokens: mt, seed: 8, stream: true, ...noThink(model),
       messages: [{ role: 'user', content: 'Weather?' }],
       tools: [weather], tool_choice: { type: 'function', function: { name: 'get_weather' } },
     });
@@ -102,7 +106,7 @@ for (const model of ['local', 'rand', 'herm', 'l3', 'mis', 'oss', 'gran', 'g33',
 
   await step(`${model}: json_schema`, async () => {
     const r = await client.chat.completions.create({
-      model, max_tokens: 200, seed: 9,
+      model, max_tokens: 200, seed: 9, ...noThink(model),
       messages: [{ role: 'user', content: 'A pet as JSON' }],
       response_format: { type: 'json_schema', json_schema: { name: 'pet', strict: true, schema: {
         type: 'object',
@@ -294,10 +298,10 @@ await step('responses logprobs', async () => {
 // one answer, as the SDK reads them (message.tool_calls; streamed, deltas
 // told apart by index), the same streamed and not; parallel_tool_calls
 // false: one.
-for (const pm of ['herm', 'mis', 'gran', 'g33', 'd31']) await step(`${pm}: several tool calls in one answer`, async () => {
+for (const pm of ['herm', 'mis', 'gran', 'g33', 'd31', 'glm']) await step(`${pm}: several tool calls in one answer`, async () => {
   let several = 0;
   for (let seed = 1; seed <= 8; seed++) {
-    const req = { model: pm, max_tokens: 900, seed,
+    const req = { model: pm, max_tokens: 900, seed, ...noThink(pm),
                   messages: [{ role: 'user', content: 'Weather in Paris and Oslo?' }],
                   tools: [weather], tool_choice: 'required' };
     const r = await client.chat.completions.create(req);
@@ -333,10 +337,10 @@ for (const pm of ['herm', 'mis', 'gran', 'g33', 'd31']) await step(`${pm}: sever
 // Granite 4 and 3.3, DeepSeek V3.1: a call, its result sent back as the
 // SDK writes the turns, then another answer (the result turns are the
 // templates')
-for (const gm of ['gran', 'g33', 'd31']) await step(`${gm}: a call and its result sent back`, async () => {
+for (const gm of ['gran', 'g33', 'd31', 'glm']) await step(`${gm}: a call and its result sent back`, async () => {
   const msgs = [{ role: 'user', content: 'Weather in Oslo?' }];
   const r = await client.chat.completions.create({ model: gm, max_tokens: 300, seed: 5,
-    messages: msgs, tools: [weather], tool_choice: 'required' });
+    messages: msgs, tools: [weather], tool_choice: 'required', ...noThink(gm) });
   const c = r.choices[0];
   check(c.finish_reason === 'tool_calls', `${gm}: the first answer is a call (${c.finish_reason})`);
   if (c.finish_reason !== 'tool_calls') return;
@@ -344,12 +348,12 @@ for (const gm of ['gran', 'g33', 'd31']) await step(`${gm}: a call and its resul
   for (const t of c.message.tool_calls)
     msgs.push({ role: 'tool', tool_call_id: t.id, content: '{"temp": 3}' });
   const r2 = await client.chat.completions.create({ model: gm, max_tokens: 12, seed: 5,
-    messages: msgs, tools: [weather], tool_choice: 'none' });
+    messages: msgs, tools: [weather], tool_choice: 'none', ...noThink(gm) });
   check(r2.choices[0].message.tool_calls === undefined && typeof r2.choices[0].message.content === 'string',
         `${gm}: the answer after the result is text`);
   // against the question alone (tool_choice none shows no tools either)
   const r0 = await client.chat.completions.create({ model: gm, max_tokens: 1,
-    messages: msgs.slice(0, 1), tools: [weather], tool_choice: 'none' });
+    messages: msgs.slice(0, 1), tools: [weather], tool_choice: 'none', ...noThink(gm) });
   check(r2.usage.prompt_tokens > r0.usage.prompt_tokens + 10,
         `${gm}: the call and its result are in the prompt (${r2.usage.prompt_tokens} vs ${r0.usage.prompt_tokens})`);
 });
