@@ -2075,7 +2075,7 @@ le_vocab_load(const struct le_gguf *g, struct le_vocab **out, char *err,
         err[0] = 0;
     if (!g || !out)
         return LE_EINVAL;
-    struct le_gguf_str model, pre;
+    struct le_gguf_str model, pre = {0};
     if (!le_gguf_get_str(g, "tokenizer.ggml.model", &model))
         return fail(err, errlen, LE_EFORMAT,
                     "%s: no tokenizer.ggml.model in the file", "tokenizer");
@@ -2140,6 +2140,12 @@ le_vocab_load(const struct le_gguf *g, struct le_vocab **out, char *err,
         goto out;
 
     set_special_id(g, "tokenizer.ggml.bos_token_id", v->n, &v->bos);
+    /* GLM's (glm4, chatglm-bpe): no BOS, whatever the file names (its
+     * converter names [gMASK]), as llama.cpp: the chat templates write
+     * "[gMASK]<sop>" themselves */
+    if (v->kind == VK_BPE && pre.ptr &&
+        (le_gguf_str_eq(pre, "glm4") || le_gguf_str_eq(pre, "chatglm-bpe")))
+        v->bos = -1;
     set_special_id(g, "tokenizer.ggml.eos_token_id", v->n, &v->eos);
     set_special_id(g, "tokenizer.ggml.eot_token_id", v->n, &v->eot);
     set_special_id(g, "tokenizer.ggml.eom_token_id", v->n, &v->eom);

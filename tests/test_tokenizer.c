@@ -525,6 +525,13 @@ test_bpe_merges_and_flags(void)
         T_EQ_STR(ids_str(vf.v, "", true, false), "256 257");
         close_vocab(&vf);
     }
+    /* GLM's: no BOS even when the file asks for one (its templates
+     * write [gMASK]<sop>) */
+    if (synth_bpe("glm4", ex, 7, m, 3, 1, -1, &vf) == 0) {
+        T_EQ_INT(le_vocab_bos(vf.v), -1);
+        T_EQ_STR(ids_str(vf.v, "abc", true, false), "260");
+        close_vocab(&vf);
+    }
     /* llama3 family: BOS by default, whole-word tokens skip the merges */
     if (synth_bpe("llama-bpe", ex, 7, m, 1, -1, -1, &vf) == 0) {
         T_EQ_STR(ids_str(vf.v, "abc", true, false), "256 260");
