@@ -190,6 +190,7 @@ static int
 load_ref(const char *model, struct ref *r)
 {
     char path[512];
+    memset(r, 0, sizeof(*r)); /* also when the file is missing */
     snprintf(path, sizeof(path), "%s/models/reference_greedy_outputs.json",
              data_dir());
     char *js = slurp(path, NULL);
@@ -199,7 +200,6 @@ load_ref(const char *model, struct ref *r)
     snprintf(key, sizeof(key), "\"%s\"", model);
     const char *obj = strstr(js, key);
     int rc = -1;
-    memset(r, 0, sizeof(*r));
     if (obj) {
         int bos = -1;
         const char *bp = strstr(obj, "\"bos_token_id\"");
