@@ -616,7 +616,8 @@ pv_schema_is_text(const json_t *s)
 
 /* GLM's XML values (pv_gram_xml_args): xv-0 any text up to and with
  * "</arg_value>" (xv-k: k of its bytes seen), xc one character that is
- * not '<' (a bounded string's) */
+ * not '<' (a bounded string's); never a NUL, which the JSON the text
+ * becomes could only spell \u0000 (jansson refuses it) */
 static void
 gs_xml_common(struct pv_gram *pg)
 {
@@ -625,14 +626,14 @@ gs_xml_common(struct pv_gram *pg)
     if (pg->xml)
         return;
     pg->xml = 1;
-    gx_buf_printf(b, "xc ::= [^<\\x80-\\xff] | j-u8\n"
-                     "xv-0 ::= [^<] xv-0 | \"<\" xv-1\n");
+    gx_buf_printf(b, "xc ::= [^<\\x00\\x80-\\xff] | j-u8\n"
+                     "xv-0 ::= [^<\\x00] xv-0 | \"<\" xv-1\n");
     for (int k = 1; k < 12; k++) {
         char c = close[k];
         gx_buf_printf(b, "xv-%d ::= \"<\" xv-1 | \"%c\"", k, c);
         if (k < 11)
             gx_buf_printf(b, " xv-%d", k + 1);
-        gx_buf_printf(b, " | [^%c<] xv-0\n", c);
+        gx_buf_printf(b, " | [^%c<\\x00] xv-0\n", c);
     }
 }
 
@@ -754,7 +755,7 @@ pv_gram_xml_args(struct pv_gram *pg, const json_t *schema, char name[24],
             gx_buf_printf(&g->out, "%s", vals[i]);
         }
         if (!np && !json_is_false(addl)) /* any pairs, their values text */
-            gx_buf_printf(&g->out, " ( \"<arg_key>\" [^<]+ "
+            gx_buf_printf(&g->out, " ( \"<arg_key>\" [^<\\x00]+ "
                                    "\"</arg_key><arg_value>\" xv-0 )*");
         gx_buf_printf(&g->out, "\n");
     }

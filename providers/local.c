@@ -264,7 +264,7 @@ static const struct lp_callfmt lp_callfmts[] = {
     /* GLM-4.7-Flash: <tool_call>NAME, then its arguments as XML pairs
      * <arg_key>K</arg_key><arg_value>V</arg_value> (V a text parameter's
      * text, else its JSON), nothing between two calls; the arguments are
-     * returned as the JSON object they stand for (glm_args_json) */
+     * returned as the JSON object they stand for (pv_glm_args_json) */
     [LE_TOOLS_GLM] = {LE_TOOLS_GLM, "<tool_call>", "", "</tool_call>", '<',
                       LP_MAX_CALLS, "", "", "", "", ""},
     /* harmony (gpt-oss): after the prompt's "<|channel|>", a call is a
@@ -309,14 +309,14 @@ is_mistral_fmt(const struct lp_callfmt *f)
     return f->kind == LE_TOOLS_MISTRAL || f->kind == LE_TOOLS_MISTRAL_V11;
 }
 
-/* A tool-call output read as it grows (call_head, args_scan, call_next):
- * the call at acc offset `head`, its arguments from args_start (0: its
- * head is not complete yet) to args_end (0: not yet seen), a JSON value
- * scanned up to `scan` with the state below. */
+/* A tool-call output read as it grows (call_head, pv_json_end,
+ * call_next): the call at acc offset `head`, its arguments from
+ * args_start (0: its head is not complete yet) to js.end (0: not yet
+ * seen), their JSON value scanned up to js.scan. */
 struct lp_calls {
     int n;               /* calls whose head is complete */
-    size_t head, args_start, args_end, scan;
-    int depth, in_str, esc, scalar, started;
+    size_t head, args_start;
+    struct pv_jend js;   /* the arguments' JSON: js.end once closed */
     char name[128];      /* the current call's */
 };
 
@@ -978,7 +978,7 @@ usage_json(const struct le_gen_result *r, int think, int64_t rt)
  * opening), then the arguments (one JSON value), then its suffix, and a
  * next call (parallel_tool_calls) follow after the format's separator.
  * So the name is known as soon as the mid has arrived, and the arguments
- * end where their JSON value closes (args_scan: no suffix can occur
+ * end where their JSON value closes (pv_json_end: no suffix can occur
  * inside, and nothing has to be held back).
  */
 static void
@@ -989,58 +989,6 @@ shape_decide(const struct lp_call *lc, struct lp_choice *c)
     c->shape =
         lc->tools == LP_TOOLS_AUTO && c->acc.data[0] != lc->fmt->first ? 1
                                                                        : 2;
-}
-
-/* Scans the arguments' JSON value in acc[cs->scan, len): 1 with
- * cs->args_end set once it has closed (a bare number or literal closes
- * at the first byte that cannot continue it, or at the end of a final
- * output). */
-static int
-args_scan(struct lp_calls *cs, const char *acc, size_t len, int final)
-{
-    for (; cs->scan < len; cs->scan++) {
-        unsigned char ch = (unsigned char)acc[cs->scan];
-        if (cs->in_str) {
-            if (cs->esc) {
-                cs->esc = 0;
-            } else if (ch == '\\') {
-                cs->esc = 1;
-            } else if (ch == '"') {
-                cs->in_str = 0;
-                if (cs->depth == 0)
-                    goto closed;
-            }
-            continue;
-        }
-        if (cs->scalar) {
-            if ((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'z') ||
-                ch == '.' || ch == '+' || ch == '-' || ch == 'E')
-                continue;
-            cs->args_end = cs->scan;
-            return 1;
-        }
-        if (ch == '"') {
-            cs->in_str = 1;
-            cs->started = 1;
-        } else if (ch == '{' || ch == '[') {
-            cs->depth++;
-            cs->started = 1;
-        } else if (ch == '}' || ch == ']') {
-            if (--cs->depth <= 0)
-                goto closed;
-        } else if (ch != ' ' && ch != '\n' && ch != '\t' && ch != '\r' &&
-                   !cs->started) {
-            cs->scalar = cs->started = 1;
-        }
-    }
-    if (final && cs->scalar) {
-        cs->args_end = len;
-        return 1;
-    }
-    return 0;
-closed:
-    cs->args_end = ++cs->scan;
-    return 1;
 }
 
 /* Reads the next call of acc (format f) from cs->head: 1 with cs->name,
@@ -1070,9 +1018,9 @@ call_head(const struct lp_callfmt *f, struct lp_calls *cs, const char *acc,
         return 0;
     memcpy(cs->name, acc + h + pl, nl);
     cs->name[nl] = 0;
-    cs->args_start = cs->scan = (size_t)(mid - acc) + strlen(f->mid);
-    cs->args_end = 0;
-    cs->depth = cs->in_str = cs->esc = cs->scalar = cs->started = 0;
+    cs->args_start = (size_t)(mid - acc) + strlen(f->mid);
+    memset(&cs->js, 0, sizeof(cs->js));
+    cs->js.scan = cs->args_start;
     cs->n++;
     return 1;
 }
@@ -1085,8 +1033,8 @@ call_next(const struct lp_callfmt *f, struct lp_calls *cs, const char *acc,
           size_t len)
 {
     size_t sl = strlen(f->suffix), sepl = strlen(f->sep);
-    const char *sx = len > cs->args_end
-                         ? memmem(acc + cs->args_end, len - cs->args_end,
+    const char *sx = len > cs->js.end
+                         ? memmem(acc + cs->js.end, len - cs->js.end,
                                   f->suffix, sl)
                          : NULL;
     size_t next = sx ? (size_t)(sx - acc) + sl : len;
@@ -1105,124 +1053,6 @@ call_next(const struct lp_callfmt *f, struct lp_calls *cs, const char *acc,
     cs->head = next;
     cs->args_start = 0;
     return 1;
-}
-
-/* JSON string text of the bytes s[0, n) (not validated: the engine's text
- * is UTF-8) into out */
-static void
-json_escape_into(struct gx_buf *out, const char *s, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        unsigned char ch = (unsigned char)s[i];
-        const char *e = ch == '"'    ? "\\\""
-                        : ch == '\\' ? "\\\\"
-                        : ch == '\n'  ? "\\n"
-                        : ch == '\r'  ? "\\r"
-                        : ch == '\t'  ? "\\t"
-                        : ch == '\b'  ? "\\b"
-                        : ch == '\f'  ? "\\f"
-                                      : NULL;
-        if (e)
-            gx_buf_append(out, e, 2);
-        else if (ch < 0x20)
-            gx_buf_printf(out, "\\u%04x", ch);
-        else
-            gx_buf_append(out, (const char *)&ch, 1);
-    }
-}
-
-/* GLM's XML arguments x[0, n) (a call's, from the '<' after its name)
- * as the JSON object they stand for, as far as they are known, appended
- * to out: a longer x gives a longer text that starts with this one (a
- * stream sends the difference).  A value is its parameter's text, JSON
- * quoted, when keys (the tool's, lp_job.xml_keys) says so or does not
- * list it, else its JSON as it is; unless final, the end of a text that
- * may start its closing tag is held back.  1 once "</tool_call>" closes
- * them, *end at it. */
-static int
-glm_args_json(const json_t *keys, const char *x, size_t n, int final,
-              struct gx_buf *out, size_t *end)
-{
-    static const char ak[] = "<arg_key>", ake[] = "</arg_key>",
-                      av[] = "<arg_value>", ave[] = "</arg_value>",
-                      tc[] = "</tool_call>";
-#define AT(p, lit) ((p) + sizeof(lit) - 1 <= n && \
-                    !memcmp(x + (p), lit, sizeof(lit) - 1))
-    size_t p = 0;
-    gx_buf_append(out, "{", 1);
-    for (int first = 1;; first = 0) {
-        if (AT(p, tc)) {
-            gx_buf_append(out, "}", 1);
-            *end = p;
-            return 1;
-        }
-        if (!AT(p, ak))
-            return 0;
-        size_t k0 = p + sizeof(ak) - 1;
-        const char *ke = memmem(x + k0, n - k0, ake, sizeof(ake) - 1);
-        if (!ke)
-            return 0;
-        size_t kl = (size_t)(ke - x) - k0;
-        char *key = strndup(x + k0, kl);
-        if (!key)
-            return 0;
-        const json_t *jv = json_object_get(keys, key);
-        int text = !jv || json_is_true(jv);
-        if (!first)
-            gx_buf_append(out, ", ", 2);
-        gx_buf_append(out, "\"", 1);
-        json_escape_into(out, key, kl);
-        gx_buf_append(out, "\": ", 3);
-        free(key);
-        p = k0 + kl + sizeof(ake) - 1;
-        if (!AT(p, av))
-            return 0;
-        p += sizeof(av) - 1;
-        size_t ve;
-        if (text) {
-            const char *c = memmem(x + p, n - p, ave, sizeof(ave) - 1);
-            size_t vl = c ? (size_t)(c - x) - p : n - p;
-            for (size_t h = vl > 11 ? vl - 11 : 0; !c && !final && h < vl;
-                 h++)
-                if (!memcmp(x + p + h, ave, vl - h)) { /* its start */
-                    vl = h;
-                    break;
-                }
-            gx_buf_append(out, "\"", 1);
-            json_escape_into(out, x + p, vl);
-            if (!c)
-                return 0;
-            gx_buf_append(out, "\"", 1);
-            ve = p + vl;
-        } else {
-            struct lp_calls js = {0};
-            js.scan = p;
-            int closed = args_scan(&js, x, n, final);
-            ve = closed ? js.args_end : n;
-            gx_buf_append(out, x + p, ve - p);
-            if (!closed)
-                return 0;
-        }
-        if (!AT(ve, ave))
-            return 0;
-        p = ve + sizeof(ave) - 1;
-    }
-#undef AT
-}
-
-/* Bytes at the end of s[0, n) that start a UTF-8 character not yet
- * complete */
-static size_t
-utf8_partial(const char *s, size_t n)
-{
-    size_t k = 0;
-    while (k < n && k < 4 && ((unsigned char)s[n - 1 - k] & 0xC0) == 0x80)
-        k++;
-    if (k == n)
-        return 0;
-    unsigned char lead = (unsigned char)s[n - 1 - k];
-    size_t want = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
-    return want > k + 1 ? k + 1 : 0;
 }
 
 /* Call i's id: choice's own (call_<request id>[_<choice>]) for the first,
@@ -1318,15 +1148,15 @@ stream_tool_output(struct pv_call *call, struct lp_call *lc, int k,
             struct gx_buf js;
             gx_buf_init(&js, 0);
             size_t xe = 0;
-            int closed = glm_args_json(
+            int closed = pv_glm_args_json(
                 json_object_get(lc->xml_keys, cs->name),
                 c->acc.data + cs->args_start, c->acc.len - cs->args_start,
                 final, &js, &xe);
             size_t end = js.len;
             if (closed)
-                cs->args_end = cs->args_start + xe;
+                cs->js.end = cs->args_start + xe;
             else if (!final)
-                end -= utf8_partial(js.data, js.len);
+                end -= pv_utf8_partial(js.data, js.len);
             if (js.data && end > c->args_sent) {
                 emit_tool_delta(call, lc, k, cs->n - 1, j, NULL,
                                 js.data + c->args_sent, end - c->args_sent);
@@ -1337,13 +1167,13 @@ stream_tool_output(struct pv_call *call, struct lp_call *lc, int k,
                 return;
             continue;
         }
-        int closed = cs->args_end || args_scan(cs, c->acc.data, c->acc.len,
-                                               final);
+        int closed = cs->js.end ||
+                     pv_json_end(&cs->js, c->acc.data, c->acc.len, final);
         /* the arguments so far; acc is UTF-8 (job_take repairs it): the
          * cut moves back to a character's first byte, or the delta would
          * not be a JSON string (and the arguments would lose the split
          * character) */
-        size_t end = closed ? cs->args_end : final ? c->acc.len : cs->scan;
+        size_t end = closed ? cs->js.end : final ? c->acc.len : cs->js.scan;
         while (!closed && end > cs->args_start && end < c->acc.len &&
                ((unsigned char)c->acc.data[end] & 0xC0) == 0x80)
             end--;
@@ -1374,13 +1204,14 @@ tool_message(const struct lp_call *lc, struct lp_choice *c, int complete,
         gx_buf_init(&js, 0);
         if (lc->fmt->kind == LE_TOOLS_GLM) { /* its XML's JSON */
             size_t xe = 0;
-            closed = glm_args_json(json_object_get(lc->xml_keys, cs.name),
-                                   c->acc.data + cs.args_start,
-                                   c->acc.len - cs.args_start, 1, &js, &xe);
-            cs.args_end = cs.args_start + xe;
+            closed = pv_glm_args_json(json_object_get(lc->xml_keys, cs.name),
+                                      c->acc.data + cs.args_start,
+                                      c->acc.len - cs.args_start, 1, &js,
+                                      &xe);
+            cs.js.end = cs.args_start + xe;
         } else {
-            closed = args_scan(&cs, c->acc.data, c->acc.len, 1);
-            end = closed ? cs.args_end : c->acc.len;
+            closed = pv_json_end(&cs.js, c->acc.data, c->acc.len, 1);
+            end = closed ? cs.js.end : c->acc.len;
             gx_buf_append(&js, c->acc.data + cs.args_start,
                           end - cs.args_start);
         }
@@ -2518,7 +2349,7 @@ tools_grammar(struct lp_job *j, struct pv_gram *pg, const struct lp_tool *t,
 }
 
 /* GLM: which listed parameters of each tool are written as text
- * (j->xml_keys, glm_args_json); 0 or -2 */
+ * (j->xml_keys, pv_glm_args_json); 0 or -2 */
 static int
 glm_keys(struct lp_job *j, const struct lp_tool *t, size_t n)
 {

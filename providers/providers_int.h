@@ -264,6 +264,33 @@ int pv_schema_is_text(const json_t *s);
 int pv_gram_xml_args(struct pv_gram *g, const json_t *schema, char name[24],
                      char *err, size_t errlen);
 
+/* tool_args.c */
+/* Where a JSON value ends, read as it arrives: from scan (set it to the
+ * value's first byte, the rest 0) in buf[0, len); 1 with end set once it
+ * has closed (a bare number or literal closes at the first byte that
+ * cannot continue it, or at len when final).  Not a validator: the
+ * grammar made the value. */
+struct pv_jend {
+    size_t scan, end;
+    int depth, in_str, esc, scalar, started;
+};
+int pv_json_end(struct pv_jend *s, const char *buf, size_t len, int final);
+/* GLM's XML arguments x[0, n) (a call's, from the '<' after its name:
+ * <arg_key>K</arg_key><arg_value>V</arg_value>... </tool_call>) as the
+ * JSON object they stand for, as far as they are known, appended to out:
+ * a longer x gives a longer text that starts with this one (a stream
+ * sends the difference), and final (the output ended) only adds what was
+ * held back.  A value is its parameter's text, JSON-quoted, when keys
+ * (the tool's: name -> true for text, false for JSON) says so or does
+ * not list it, else its JSON as it is; unless final, the end of a text
+ * that may be starting its closing tag is held back.  1 once
+ * "</tool_call>" closes them, *end its offset. */
+int pv_glm_args_json(const json_t *keys, const char *x, size_t n, int final,
+                     struct gx_buf *out, size_t *end);
+/* Bytes at the end of s[0, n) that begin a UTF-8 character not yet
+ * complete (0 when it ends on a whole one). */
+size_t pv_utf8_partial(const char *s, size_t n);
+
 /* think.c */
 /*
  * A reasoning model's answer (le_chat_reasoning) split as it arrives into

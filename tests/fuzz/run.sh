@@ -60,6 +60,7 @@ sources_for() {
     responses) echo gateway/responses.c gateway/embeddings.c providers/request.c providers/json_scan.c common/common.c ;;
     scrub) echo providers/scrub.c common/common.c ;;
     json_schema) echo providers/json_schema.c common/common.c local_engine/*.c ;;
+    tool_args) echo providers/tool_args.c common/common.c ;;
     config) echo config/*.c pricing/*.c common/*.c ;;
     conn) echo gateway/conn.c common/common.c ;;
     # the translations link the provider layer (loop.c pulls in every kind)
@@ -70,7 +71,7 @@ sources_for() {
 }
 libs_for() {
     case "$1" in
-    config | json_scan | chat_request | json_schema) pkg-config --libs jansson sqlite3 libpq 2>/dev/null || echo "-ljansson -lsqlite3 -lpq" ;;
+    config | json_scan | chat_request | json_schema | tool_args) pkg-config --libs jansson sqlite3 libpq 2>/dev/null || echo "-ljansson -lsqlite3 -lpq" ;;
     responses) pkg-config --libs jansson 2>/dev/null || echo -ljansson ;;
     conn) echo "$(pkg-config --libs libevent 2>/dev/null || echo -levent) -lhttp_parser" ;;
     native | messages) pkg-config --libs libevent libevent_pthreads libcurl jansson sqlite3 libpq 2>/dev/null ;;
@@ -79,7 +80,7 @@ libs_for() {
 }
 pkg_cflags_for() {
     case "$1" in
-    config | json_scan | chat_request | json_schema) pkg-config --cflags jansson sqlite3 libpq 2>/dev/null ;;
+    config | json_scan | chat_request | json_schema | tool_args) pkg-config --cflags jansson sqlite3 libpq 2>/dev/null ;;
     responses) pkg-config --cflags jansson libevent libcurl sqlite3 libpq 2>/dev/null ;;
     # conn.c's framing only (gw_hparse), without the server around it
     conn) echo "$(pkg-config --cflags jansson libevent 2>/dev/null) -DGW_HPARSE_ONLY" ;;
@@ -205,6 +206,10 @@ seed_json_schema() {
     printf '{"type":"object","properties":{"a":{"type":"string","maxLength":5},"b":{"enum":[1,"x",null]},"c":{"type":"array","items":{"$ref":"#/$defs/n"},"maxItems":2}},"required":["a"],"additionalProperties":false,"$defs":{"n":{"anyOf":[{"type":"integer"},{"type":["boolean","null"]}]}}}' >"$1/obj"
     printf '{"type":"string","pattern":"x"}' >"$1/refused"
 }
+seed_tool_args() {
+    printf '<arg_key>s</arg_key><arg_value>a "q" </arg_va <b></arg_value><arg_key>n</arg_key><arg_value>[1, {"a": "</arg_value>"}]</arg_value><arg_key>x</arg_key><arg_value>7</arg_value></tool_call>' >"$1/pairs"
+    printf '</tool_call>' >"$1/empty"
+}
 seed_native() {
     printf '\000{"model":"m","max_tokens":5,"messages":[{"role":"system","content":"s"},{"role":"user","content":[{"type":"text","text":"x"},{"type":"image_url","image_url":{"url":"data:image/png;base64,AA"}}]},{"role":"assistant","tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c1","content":"r"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}],"tool_choice":"required","stop":["x"]}' >"$1/request"
     printf '\001{"type":"message","id":"m","model":"c","content":[{"type":"text","text":"hi"},{"type":"tool_use","id":"t","name":"f","input":{"a":1}}],"stop_reason":"tool_use","usage":{"input_tokens":3,"cache_creation_input_tokens":2,"cache_read_input_tokens":1,"output_tokens":4}}' >"$1/anth_answer"
@@ -286,6 +291,7 @@ fuzz_$n: build failed"
         scrub) seed_scrub "$corpus" ;;
         grammar) seed_grammar "$corpus" ;;
         json_schema) seed_json_schema "$corpus" ;;
+        tool_args) seed_tool_args "$corpus" ;;
         native) seed_native "$corpus" ;;
         responses) seed_responses "$corpus" ;;
         messages) seed_messages "$corpus" ;;

@@ -1,0 +1,168 @@
+/*
+ * tool_args.c: a tool call's arguments read as the model writes them
+ * (providers/local.c): where a JSON value ends, and GLM's XML argument
+ * pairs as the JSON object they stand for.  Both work on a growing
+ * output: called again with more of it, they go on or start over and
+ * give the same answer as one call on the whole.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "providers_int.h"
+
+int
+pv_json_end(struct pv_jend *cs, const char *acc, size_t len, int final)
+{
+    for (; cs->scan < len; cs->scan++) {
+        unsigned char ch = (unsigned char)acc[cs->scan];
+        if (cs->in_str) {
+            if (cs->esc) {
+                cs->esc = 0;
+            } else if (ch == '\\') {
+                cs->esc = 1;
+            } else if (ch == '"') {
+                cs->in_str = 0;
+                if (cs->depth == 0)
+                    goto closed;
+            }
+            continue;
+        }
+        if (cs->scalar) {
+            if ((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'z') ||
+                ch == '.' || ch == '+' || ch == '-' || ch == 'E')
+                continue;
+            cs->end = cs->scan;
+            return 1;
+        }
+        if (ch == '"') {
+            cs->in_str = 1;
+            cs->started = 1;
+        } else if (ch == '{' || ch == '[') {
+            cs->depth++;
+            cs->started = 1;
+        } else if (ch == '}' || ch == ']') {
+            if (--cs->depth <= 0)
+                goto closed;
+        } else if (ch != ' ' && ch != '\n' && ch != '\t' && ch != '\r' &&
+                   !cs->started) {
+            cs->scalar = cs->started = 1;
+        }
+    }
+    if (final && cs->scalar) {
+        cs->end = len;
+        return 1;
+    }
+    return 0;
+closed:
+    cs->end = ++cs->scan;
+    return 1;
+}
+
+/* JSON string text of the bytes s[0, n) (not validated: the engine's text
+ * is UTF-8) into out */
+static void
+json_escape_into(struct gx_buf *out, const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        const char *e = ch == '"'    ? "\\\""
+                        : ch == '\\' ? "\\\\"
+                        : ch == '\n'  ? "\\n"
+                        : ch == '\r'  ? "\\r"
+                        : ch == '\t'  ? "\\t"
+                        : ch == '\b'  ? "\\b"
+                        : ch == '\f'  ? "\\f"
+                                      : NULL;
+        if (e)
+            gx_buf_append(out, e, 2);
+        else if (ch < 0x20)
+            gx_buf_printf(out, "\\u%04x", ch);
+        else
+            gx_buf_append(out, (const char *)&ch, 1);
+    }
+}
+
+int
+pv_glm_args_json(const json_t *keys, const char *x, size_t n, int final,
+                 struct gx_buf *out, size_t *end)
+{
+    static const char ak[] = "<arg_key>", ake[] = "</arg_key>",
+                      av[] = "<arg_value>", ave[] = "</arg_value>",
+                      tc[] = "</tool_call>";
+#define AT(p, lit) ((p) + sizeof(lit) - 1 <= n && \
+                    !memcmp(x + (p), lit, sizeof(lit) - 1))
+    size_t p = 0;
+    gx_buf_append(out, "{", 1);
+    for (int first = 1;; first = 0) {
+        if (AT(p, tc)) {
+            gx_buf_append(out, "}", 1);
+            *end = p;
+            return 1;
+        }
+        if (!AT(p, ak))
+            return 0;
+        size_t k0 = p + sizeof(ak) - 1;
+        const char *ke = memmem(x + k0, n - k0, ake, sizeof(ake) - 1);
+        if (!ke)
+            return 0;
+        size_t kl = (size_t)(ke - x) - k0;
+        char *key = strndup(x + k0, kl);
+        if (!key)
+            return 0;
+        const json_t *jv = json_object_get(keys, key);
+        int text = !jv || json_is_true(jv);
+        if (!first)
+            gx_buf_append(out, ", ", 2);
+        gx_buf_append(out, "\"", 1);
+        json_escape_into(out, x + k0, kl); /* key may stop at a NUL */
+        gx_buf_append(out, "\": ", 3);
+        free(key);
+        p = k0 + kl + sizeof(ake) - 1;
+        if (!AT(p, av))
+            return 0;
+        p += sizeof(av) - 1;
+        size_t ve;
+        if (text) {
+            const char *c = memmem(x + p, n - p, ave, sizeof(ave) - 1);
+            size_t vl = c ? (size_t)(c - x) - p : n - p;
+            for (size_t h = vl > 11 ? vl - 11 : 0; !c && !final && h < vl;
+                 h++)
+                if (!memcmp(x + p + h, ave, vl - h)) { /* its start */
+                    vl = h;
+                    break;
+                }
+            gx_buf_append(out, "\"", 1);
+            json_escape_into(out, x + p, vl);
+            if (!c)
+                return 0;
+            gx_buf_append(out, "\"", 1);
+            ve = p + vl;
+        } else {
+            struct pv_jend js = {0};
+            js.scan = p;
+            int closed = pv_json_end(&js, x, n, final);
+            ve = closed ? js.end : n;
+            gx_buf_append(out, x + p, ve - p);
+            if (!closed)
+                return 0;
+        }
+        if (!AT(ve, ave))
+            return 0;
+        p = ve + sizeof(ave) - 1;
+    }
+#undef AT
+}
+
+size_t
+pv_utf8_partial(const char *s, size_t n)
+{
+    size_t k = 0;
+    while (k < n && k < 4 && ((unsigned char)s[n - 1 - k] & 0xC0) == 0x80)
+        k++;
+    if (k == n)
+        return 0;
+    unsigned char lead = (unsigned char)s[n - 1 - k];
+    size_t want = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+    return want > k + 1 ? k + 1 : 0;
+}
+

@@ -1,0 +1,183 @@
+/*
+ * test_tool_args: providers/tool_args.c, a tool call's arguments read as
+ * they are written.  GLM's XML pairs give the exact JSON expected (texts
+ * JSON-quoted with their escapes, JSON values as they are, parameters the
+ * keys do not list as text), a cut output gives what is known so far,
+ * and every prefix of an output gives a prefix of the whole's answer (a
+ * stream's deltas add up to the non-stream arguments); pv_json_end finds
+ * where values end; pv_utf8_partial finds a cut character.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "../providers/providers_int.h"
+#include "harness.h"
+
+static json_t *keys; /* s and t text, n and o JSON */
+
+/* The JSON pv_glm_args_json gives for x (static buffer); *closed set */
+static const char *
+glm(const char *x, size_t n, int final, int *closed, size_t *end)
+{
+    static char out[4096];
+    struct gx_buf b;
+    gx_buf_init(&b, 0);
+    size_t e = 0;
+    int c = pv_glm_args_json(keys, x, n, final, &b, &e);
+    snprintf(out, sizeof(out), "%.*s", (int)b.len, b.data ? b.data : "");
+    gx_buf_cleanup(&b);
+    if (closed)
+        *closed = c;
+    if (end)
+        *end = e;
+    return out;
+}
+
+static void
+test_glm_whole(void)
+{
+    int closed;
+    size_t end;
+    static const char x[] =
+        "<arg_key>s</arg_key><arg_value>a \"q\" \\ b\n\t\x01 \xc3\xa9<b> </a"
+        "</arg_value><arg_key>n</arg_key><arg_value>-12.5e3</arg_value>"
+        "<arg_key>o</arg_key><arg_value>{\"k\": [1, \"</arg_value>\"]}"
+        "</arg_value><arg_key>z</arg_key><arg_value>7</arg_value>"
+        "</tool_call><tool_call>next";
+    const char *j = glm(x, strlen(x), 1, &closed, &end);
+    T_EQ_STR(j, "{\"s\": \"a \\\"q\\\" \\\\ b\\n\\t\\u0001 \xc3\xa9<b> </a\", "
+                "\"n\": -12.5e3, \"o\": {\"k\": [1, \"</arg_value>\"]}, "
+                "\"z\": \"7\"}");
+    T_EQ_INT(closed, 1);
+    T_EQ_INT(end, strstr(x, "</tool_call>") - x);
+    json_t *v = json_loads(j, 0, NULL);
+    T_CHECK(json_is_object(v));
+    T_EQ_STR(json_string_value(json_object_get(v, "s")),
+             "a \"q\" \\ b\n\t\x01 \xc3\xa9<b> </a");
+    json_decref(v);
+    /* no arguments */
+    T_EQ_STR(glm("</tool_call>", 12, 0, &closed, &end), "{}");
+    T_EQ_INT(closed, 1);
+    T_EQ_INT(end, 0);
+    /* not arguments at all: nothing past the opening brace */
+    T_EQ_STR(glm("<arg_kex>", 9, 1, &closed, NULL), "{");
+    T_EQ_INT(closed, 0);
+    T_EQ_STR(glm("", 0, 1, &closed, NULL), "{");
+}
+
+static void
+test_glm_cut(void)
+{
+    int closed;
+    /* a text cut inside its closing tag: held back unless final */
+    static const char t[] = "<arg_key>t</arg_key><arg_value>ab</arg_va";
+    T_EQ_STR(glm(t, strlen(t), 0, &closed, NULL), "{\"t\": \"ab");
+    T_EQ_INT(closed, 0);
+    T_EQ_STR(glm(t, strlen(t), 1, &closed, NULL), "{\"t\": \"ab</arg_va");
+    /* "<" that turns out not to be the tag is text after all */
+    static const char u[] = "<arg_key>t</arg_key><arg_value>a<b";
+    T_EQ_STR(glm(u, strlen(u), 0, NULL, NULL), "{\"t\": \"a<b");
+    static const char u2[] = "<arg_key>t</arg_key><arg_value>a<";
+    T_EQ_STR(glm(u2, strlen(u2), 0, NULL, NULL), "{\"t\": \"a");
+    /* a number cut: what there is of it */
+    static const char n[] = "<arg_key>n</arg_key><arg_value>12";
+    T_EQ_STR(glm(n, strlen(n), 0, NULL, NULL), "{\"n\": 12");
+    T_EQ_STR(glm(n, strlen(n), 1, NULL, NULL), "{\"n\": 12");
+    /* a key cut: not yet written */
+    static const char k[] = "<arg_key>lon";
+    T_EQ_STR(glm(k, strlen(k), 1, NULL, NULL), "{");
+    static const char k2[] = "<arg_key>t</arg_key><arg_val";
+    T_EQ_STR(glm(k2, strlen(k2), 0, NULL, NULL), "{\"t\": ");
+}
+
+/* Every prefix of x, not final, gives a prefix of the whole's final
+ * answer, and longer prefixes longer or equal ones. */
+static void
+check_prefixes(const char *x)
+{
+    size_t n = strlen(x);
+    char whole[4096], prev[4096] = "";
+    snprintf(whole, sizeof(whole), "%s", glm(x, n, 1, NULL, NULL));
+    int ok = 1;
+    for (size_t k = 0; k <= n && ok; k++) {
+        const char *p = glm(x, k, 0, NULL, NULL);
+        ok = !strncmp(whole, p, strlen(p)) &&
+             !strncmp(p, prev, strlen(prev));
+        if (!ok)
+            fprintf(stderr, "prefix %zu of '%s': '%s' (whole '%s', before "
+                            "'%s')\n",
+                    k, x, p, whole, prev);
+        snprintf(prev, sizeof(prev), "%s", p);
+    }
+    T_CHECK(ok);
+}
+
+static void
+test_glm_prefixes(void)
+{
+    check_prefixes("<arg_key>s</arg_key><arg_value>x</arg_valu y <</ <"
+                   "/arg_value</arg_value><arg_key>n</arg_key><arg_value>"
+                   "[1, {\"a\": \"b\\\"]\"}]</arg_value></tool_call>");
+    check_prefixes("<arg_key>o</arg_key><arg_value>true</arg_value>"
+                   "<arg_key>q</arg_key><arg_value></arg_value></tool_call>");
+    check_prefixes("<arg_key>t</arg_key><arg_value>\xe2\x82\xac</a");
+}
+
+static void
+test_json_end(void)
+{
+    static const struct {
+        const char *s;
+        int final, closed;
+        size_t end;
+    } cases[] = {
+        {"{\"a\": \"}\"} tail", 0, 1, 10},
+        {"[1, [2]]x", 0, 1, 8},
+        {"\"a\\\"b\"", 0, 1, 6},
+        {"123<", 0, 1, 3},
+        {"123", 0, 0, 0},
+        {"123", 1, 1, 3},
+        {"  true ", 0, 1, 6},
+        {"{\"a\": ", 1, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct pv_jend js = {0};
+        int c = pv_json_end(&js, cases[i].s, strlen(cases[i].s),
+                            cases[i].final);
+        T_EQ_INT(c, cases[i].closed);
+        if (c)
+            T_EQ_INT(js.end, cases[i].end);
+    }
+    /* fed in two pieces: the same end */
+    struct pv_jend js = {0};
+    const char *s = "{\"k\": [1, 2]} after";
+    T_EQ_INT(pv_json_end(&js, s, 7, 0), 0);
+    T_EQ_INT(pv_json_end(&js, s, strlen(s), 0), 1);
+    T_EQ_INT(js.end, 13);
+}
+
+static void
+test_utf8_partial(void)
+{
+    T_EQ_INT(pv_utf8_partial("ab", 2), 0);
+    T_EQ_INT(pv_utf8_partial("a\xe2\x82", 3), 2);
+    T_EQ_INT(pv_utf8_partial("a\xe2\x82\xac", 4), 0);
+    T_EQ_INT(pv_utf8_partial("\xf0\x9f", 2), 2);
+    T_EQ_INT(pv_utf8_partial("\xc3", 1), 1);
+    T_EQ_INT(pv_utf8_partial("", 0), 0);
+}
+
+int
+main(void)
+{
+    keys = json_pack("{s:b,s:b,s:b,s:b}", "s", 1, "t", 1, "n", 0, "o", 0);
+    T_RUN(test_glm_whole);
+    T_RUN(test_glm_cut);
+    T_RUN(test_glm_prefixes);
+    T_RUN(test_json_end);
+    T_RUN(test_utf8_partial);
+    json_decref(keys);
+    return T_END();
+}
