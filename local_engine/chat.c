@@ -234,9 +234,13 @@ le_chat_tools_detect(const char *t, size_t len)
     if (!t || !len)
         return LE_TOOLS_JSON;
     enum le_chat_template f = le_chat_detect(t, len);
-    if ((f == LE_CHAT_CHATML || f == LE_CHAT_QWEN3 ||
-         f == LE_CHAT_QWEN3_THINKING || f == LE_CHAT_QWEN25) &&
-        has(t, len, "<tool_call>"))
+    int chatml = f == LE_CHAT_CHATML || f == LE_CHAT_QWEN3 ||
+                 f == LE_CHAT_QWEN3_THINKING || f == LE_CHAT_QWEN25;
+    /* Qwen3-Coder's XML calls inside <tool_call> */
+    if (chatml && has(t, len, "<tool_call>") && has(t, len, "<function=") &&
+        has(t, len, "<parameter="))
+        return LE_TOOLS_QWEN3_CODER;
+    if (chatml && has(t, len, "<tool_call>"))
         return LE_TOOLS_HERMES;
     /* Meta's JSON call format (3.1, 3.2, 3.3); not a llama3-based
      * template of another format that also speaks of ipython, such as
@@ -298,7 +302,9 @@ le_chat_tools_markers(enum le_chat_tools t)
     return t == LE_TOOLS_MISTRAL       ? mistral
            : t == LE_TOOLS_MISTRAL_V11 ? v11
            : t == LE_TOOLS_DEEPSEEK || t == LE_TOOLS_DEEPSEEK31 ? deepseek
-           : t == LE_TOOLS_HERMES || t == LE_TOOLS_GRANITE ? hermes
+           : t == LE_TOOLS_HERMES || t == LE_TOOLS_GRANITE ||
+                   t == LE_TOOLS_QWEN3_CODER
+               ? hermes
            : t == LE_TOOLS_GRANITE3 ? granite3
            : t == LE_TOOLS_GLM      ? glm
                                        : none;
@@ -370,6 +376,7 @@ le_chat_tools_name(enum le_chat_tools t)
            : t == LE_TOOLS_GRANITE3    ? "granite3"
            : t == LE_TOOLS_DEEPSEEK31  ? "deepseek3.1"
            : t == LE_TOOLS_GLM         ? "glm"
+           : t == LE_TOOLS_QWEN3_CODER ? "qwen3-coder"
                                    : "json";
 }
 

@@ -282,12 +282,19 @@ enum le_chat_template le_model_chat_template(const struct le_model *m);
  *   GLM     "<arg_key>" in a glm4.7 template (GLM-4.7-Flash): each call
  *           <tool_call>NAME<arg_key>K</arg_key><arg_value>V</arg_value>..
  *           </tool_call> (V a text parameter's text, else its JSON),
- *           nothing between two; results as "tool" turns. */
+ *           nothing between two; results as "tool" turns.
+ *   QWEN3_CODER "<function=" and "<parameter=" in a ChatML template
+ *           (Qwen3-Coder): each call <tool_call>\n<function=NAME>\n then
+ *           <parameter=K>\nV\n</parameter>\n each, </function>\n
+ *           </tool_call> ("\n" between two; V a text parameter's text,
+ *           else its JSON); results as user turns of <tool_response>
+ *           blocks. */
 enum le_chat_tools { LE_TOOLS_JSON = 0, LE_TOOLS_HERMES, LE_TOOLS_LLAMA3,
                      LE_TOOLS_MISTRAL, LE_TOOLS_MISTRAL_V11,
                      LE_TOOLS_DEEPSEEK, LE_TOOLS_HARMONY,
                      LE_TOOLS_GRANITE, LE_TOOLS_GRANITE3,
-                     LE_TOOLS_DEEPSEEK31, LE_TOOLS_GLM };
+                     LE_TOOLS_DEEPSEEK31, LE_TOOLS_GLM,
+                     LE_TOOLS_QWEN3_CODER };
 enum le_chat_tools le_chat_tools_detect(const char *tmpl, size_t len);
 const char *le_chat_tools_name(enum le_chat_tools t); /* "json", ... */
 /* The marker texts a call of format t is written with that a vocabulary

@@ -614,34 +614,61 @@ pv_schema_is_text(const json_t *s)
     return json_is_string(t) && !strcmp(json_string_value(t), "string");
 }
 
-/* GLM's XML values (pv_gram_xml_args): xv-0 any text up to and with
- * "</arg_value>" (xv-k: k of its bytes seen), xc one character that is
- * not '<' (a bounded string's); never a NUL, which the JSON the text
- * becomes could only spell \u0000 (jansson refuses it) */
+/* A byte as a grammar set member */
 static void
-gs_xml_common(struct pv_gram *pg)
+gs_set_byte(struct gx_buf *b, unsigned char c)
 {
-    static const char close[] = "</arg_value>";
+    gx_buf_printf(b, "\\x%02x", c);
+}
+
+/* The XML values of format f (pv_gram_xml_args), T its tag letter: T-v-0
+ * any text up to and with f's close (T-v-k: k of its bytes seen, a
+ * mismatch going back to 0, or to 1 on its first byte), T-c one
+ * character that is not the close's first byte (a bounded string's);
+ * never a NUL, which the JSON the text becomes could only spell \u0000
+ * (jansson refuses it) */
+static void
+gs_xml_common(struct pv_gram *pg, const struct pv_xml_fmt *f)
+{
+    const char *close = f->close;
+    size_t L = strlen(close);
+    int bit = f->tag[0] == 'x' ? 1 : 2;
+    unsigned char c0 = (unsigned char)close[0];
     struct gx_buf *b = &pg->text;
-    if (pg->xml)
+    if (pg->xml & bit)
         return;
-    pg->xml = 1;
-    gx_buf_printf(b, "xc ::= [^<\\x00\\x80-\\xff] | j-u8\n"
-                     "xv-0 ::= [^<\\x00] xv-0 | \"<\" xv-1\n");
-    for (int k = 1; k < 12; k++) {
-        char c = close[k];
-        gx_buf_printf(b, "xv-%d ::= \"<\" xv-1 | \"%c\"", k, c);
-        if (k < 11)
-            gx_buf_printf(b, " xv-%d", k + 1);
-        gx_buf_printf(b, " | [^%c<\\x00] xv-0\n", c);
+    pg->xml |= bit;
+    gx_buf_printf(b, "%sc ::= [^", f->tag);
+    gs_set_byte(b, c0);
+    gx_buf_printf(b, "\\x00\\x80-\\xff] | j-u8\n%sv-0 ::= [^", f->tag);
+    gs_set_byte(b, c0);
+    gx_buf_printf(b, "\\x00] %sv-0 |", f->tag);
+    gs_lit(b, close, 1);
+    gx_buf_printf(b, "%sv-1\n", f->tag);
+    for (size_t k = 1; k < L; k++) {
+        unsigned char c = (unsigned char)close[k];
+        gx_buf_printf(b, "%sv-%zu ::=", f->tag, k);
+        gs_lit(b, close + k, 1);
+        if (k + 1 < L)
+            gx_buf_printf(b, "%sv-%zu", f->tag, k + 1);
+        if (c != c0) {
+            gx_buf_printf(b, " |");
+            gs_lit(b, close, 1);
+            gx_buf_printf(b, "%sv-1", f->tag);
+        }
+        gx_buf_printf(b, " | [^");
+        gs_set_byte(b, c);
+        gs_set_byte(b, c0);
+        gx_buf_printf(b, "\\x00] %sv-0\n", f->tag);
     }
 }
 
-/* A text value as GLM writes it (s a string schema: pv_schema_is_text):
- * its enum or const values, or its characters (none '<' when bounded),
- * then "</arg_value>" */
+/* A text value of format f (s a string schema: pv_schema_is_text): its
+ * enum or const values, or its characters (none the close's first byte
+ * when bounded), then f's close */
 static void
-gs_xml_text(struct gs *g, struct pv_gram *pg, const json_t *s, char *name)
+gs_xml_text(struct gs *g, const struct pv_xml_fmt *f, const json_t *s,
+            char *name)
 {
     const json_t *cst = json_object_get(s, "const");
     const json_t *en = json_object_get(s, "enum");
@@ -650,7 +677,7 @@ gs_xml_text(struct gs *g, struct pv_gram *pg, const json_t *s, char *name)
     if (g->failed)
         return;
     if (!cst && !en && lo == 0 && hi < 0) {
-        snprintf(name, 24, "xv-0");
+        snprintf(name, 24, "%sv-0", f->tag);
         return;
     }
     gs_rule(g, name);
@@ -674,16 +701,17 @@ gs_xml_text(struct gs *g, struct pv_gram *pg, const json_t *s, char *name)
         gs_fail(g, "%s", "'maxLength' is below 'minLength'");
         return;
     } else {
-        gx_buf_printf(&g->out, " xc");
+        gx_buf_printf(&g->out, " %sc", f->tag);
         gs_repeat(&g->out, lo, hi);
     }
-    gx_buf_printf(&g->out, " \"</arg_value>\"\n");
-    (void)pg;
+    gs_lit(&g->out, f->close, strlen(f->close));
+    gx_buf_printf(&g->out, "\n");
 }
 
 int
-pv_gram_xml_args(struct pv_gram *pg, const json_t *schema, char name[24],
-                 char *err, size_t errlen)
+pv_gram_xml_args(struct pv_gram *pg, const json_t *schema,
+                 const struct pv_xml_fmt *f, char name[24], char *err,
+                 size_t errlen)
 {
     name[0] = '\0';
     if (!schema || json_is_true(schema) ||
@@ -697,8 +725,9 @@ pv_gram_xml_args(struct pv_gram *pg, const json_t *schema, char name[24],
                    json_object_get(schema, "$ref") ||
                    json_object_get(schema, "enum") ||
                    json_object_get(schema, "const"))) {
-        gx_errf(err, errlen, "GLM's tool calls take an object of named "
-                             "parameters (type object with properties)");
+        gx_errf(err, errlen, "%s's tool calls take an object of named "
+                             "parameters (type object with properties)",
+                f->who);
         return -1;
     }
     /* the JSON grammar of the whole schema: every keyword checked, and
@@ -706,7 +735,7 @@ pv_gram_xml_args(struct pv_gram *pg, const json_t *schema, char name[24],
     char whole[24];
     if (schema && pv_gram_schema(pg, schema, whole, err, errlen) != 0)
         return -1;
-    gs_xml_common(pg);
+    gs_xml_common(pg, f);
     struct gs *g = gs_begin(pg, schema, err, errlen);
     if (!g)
         return -1;
@@ -725,38 +754,50 @@ pv_gram_xml_args(struct pv_gram *pg, const json_t *schema, char name[24],
             break;
         size_t mark = gs_path_push(g, "properties");
         gs_path_push(g, key);
-        if (strchr(key, '<'))
-            gs_fail(g, "%s", "a parameter name with '<' cannot be written "
-                             "in GLM's XML calls");
-        else if (pv_schema_is_text(ps))
-            gs_xml_text(g, pg, ps, vals[n]);
-        else { /* its JSON, then the closing tag */
+        if (strchr(key, f->key_mid[0]) || strchr(key, '<')) {
+            char m[128];
+            snprintf(m, sizeof(m), "a parameter name with '%c' or '<' "
+                                   "cannot be written in %s's XML calls",
+                     f->key_mid[0], f->who);
+            gs_fail(g, "%s", m);
+        } else if (pv_schema_is_text(ps)) {
+            gs_xml_text(g, f, ps, vals[n]);
+        } else { /* its JSON, then the closing tag */
             char v[24];
             gs_schema(g, ps, v, 1);
             gs_rule(g, vals[n]);
-            gx_buf_printf(&g->out, " %s \"</arg_value>\"\n", v);
+            gx_buf_printf(&g->out, " %s", v);
+            gs_lit(&g->out, f->close, strlen(f->close));
+            gx_buf_printf(&g->out, "\n");
         }
         g->path[mark] = 0;
         keys[n++] = key;
     }
     for (size_t i = 0; !g->failed && i < json_array_size(req); i++) {
         const char *rk = json_string_value(json_array_get(req, i));
-        if (rk && !json_object_get(props, rk) && !strchr(rk, '<')) {
-            snprintf(vals[n], 24, "xv-0"); /* not listed: text */
+        if (rk && !json_object_get(props, rk) &&
+            !strchr(rk, f->key_mid[0]) && !strchr(rk, '<')) {
+            snprintf(vals[n], 24, "%sv-0", f->tag); /* not listed: text */
             keys[n++] = rk;
         }
     }
     if (!g->failed) {
         gs_rule(g, name);
         for (size_t i = 0; i < n; i++) {
-            gs_lit(&g->out, "<arg_key>", 9);
+            gs_lit(&g->out, f->key_open, strlen(f->key_open));
             gs_lit(&g->out, keys[i], strlen(keys[i]));
-            gs_lit(&g->out, "</arg_key><arg_value>", 21);
+            gs_lit(&g->out, f->key_mid, strlen(f->key_mid));
             gx_buf_printf(&g->out, "%s", vals[i]);
         }
-        if (!np && !json_is_false(addl)) /* any pairs, their values text */
-            gx_buf_printf(&g->out, " ( \"<arg_key>\" [^<\\x00]+ "
-                                   "\"</arg_key><arg_value>\" xv-0 )*");
+        if (!np && !json_is_false(addl)) { /* any pairs, their values text */
+            gx_buf_printf(&g->out, " (");
+            gs_lit(&g->out, f->key_open, strlen(f->key_open));
+            gx_buf_printf(&g->out, "[^<");
+            gs_set_byte(&g->out, (unsigned char)f->key_mid[0]);
+            gx_buf_printf(&g->out, "\\x00]+");
+            gs_lit(&g->out, f->key_mid, strlen(f->key_mid));
+            gx_buf_printf(&g->out, "%sv-0 )*", f->tag);
+        }
         gx_buf_printf(&g->out, "\n");
     }
     free(vals);

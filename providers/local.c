@@ -264,9 +264,16 @@ static const struct lp_callfmt lp_callfmts[] = {
     /* GLM-4.7-Flash: <tool_call>NAME, then its arguments as XML pairs
      * <arg_key>K</arg_key><arg_value>V</arg_value> (V a text parameter's
      * text, else its JSON), nothing between two calls; the arguments are
-     * returned as the JSON object they stand for (pv_glm_args_json) */
+     * returned as the JSON object they stand for (pv_xml_args_json) */
     [LE_TOOLS_GLM] = {LE_TOOLS_GLM, "<tool_call>", "", "</tool_call>", '<',
                       LP_MAX_CALLS, "", "", "", "", ""},
+    /* Qwen3-Coder: <tool_call>\n<function=NAME>\n, its arguments as
+     * <parameter=K>\nV\n</parameter>\n each, </function>\n</tool_call>,
+     * "\n" between two calls, as its template writes an answer's */
+    [LE_TOOLS_QWEN3_CODER] = {LE_TOOLS_QWEN3_CODER,
+                              "<tool_call>\n<function=", ">\n",
+                              "</function>\n</tool_call>", '<',
+                              LP_MAX_CALLS, "", "\n", "", "", ""},
     /* harmony (gpt-oss): after the prompt's "<|channel|>", a call is a
      * commentary message to the function with its arguments as JSON (one
      * a message: the model ends it with <|call|>), a text answer the
@@ -290,6 +297,15 @@ static const struct lp_callfmt lp_callfmts[] = {
 static const struct lp_callfmt lp_mistral_tekken = {
     LE_TOOLS_MISTRAL, "{\"name\": \"", "\", \"arguments\": ", "}", '[',
     LP_MAX_CALLS, "[TOOL_CALLS][", ", ", "]", "", ""};
+
+/* The XML argument format of f's calls (tool_args.c), or NULL: JSON */
+static const struct pv_xml_fmt *
+xml_of(const struct lp_callfmt *f)
+{
+    return f->kind == LE_TOOLS_GLM           ? &pv_xml_glm
+           : f->kind == LE_TOOLS_QWEN3_CODER ? &pv_xml_qwen3_coder
+                                             : NULL;
+}
 
 static const struct lp_callfmt *
 callfmt_of(const struct le_model *m)
@@ -1144,12 +1160,12 @@ stream_tool_output(struct pv_call *call, struct lp_call *lc, int k,
                 return;
             }
         }
-        if (lc->fmt->kind == LE_TOOLS_GLM) { /* its JSON, as it grows */
+        if (xml_of(lc->fmt)) { /* its JSON, as it grows */
             struct gx_buf js;
             gx_buf_init(&js, 0);
             size_t xe = 0;
-            int closed = pv_glm_args_json(
-                json_object_get(lc->xml_keys, cs->name),
+            int closed = pv_xml_args_json(
+                xml_of(lc->fmt), json_object_get(lc->xml_keys, cs->name),
                 c->acc.data + cs->args_start, c->acc.len - cs->args_start,
                 final, &js, &xe);
             size_t end = js.len;
@@ -1202,9 +1218,10 @@ tool_message(const struct lp_call *lc, struct lp_choice *c, int complete,
         size_t end;
         struct gx_buf js;
         gx_buf_init(&js, 0);
-        if (lc->fmt->kind == LE_TOOLS_GLM) { /* its XML's JSON */
+        if (xml_of(lc->fmt)) { /* its XML's JSON */
             size_t xe = 0;
-            closed = pv_glm_args_json(json_object_get(lc->xml_keys, cs.name),
+            closed = pv_xml_args_json(xml_of(lc->fmt),
+                                      json_object_get(lc->xml_keys, cs.name),
                                       c->acc.data + cs.args_start,
                                       c->acc.len - cs.args_start, 1, &js,
                                       &xe);
@@ -2293,8 +2310,8 @@ tools_grammar(struct lp_job *j, struct pv_gram *pg, const struct lp_tool *t,
         snprintf(p, sizeof(p), "tools[%zu].function.parameters", i);
         if (!params) {
             rc = -2;
-        } else if (f->kind == LE_TOOLS_GLM
-                       ? pv_gram_xml_args(pg, params, name, msg,
+        } else if (xml_of(f)
+                       ? pv_gram_xml_args(pg, params, xml_of(f), name, msg,
                                           sizeof(msg)) != 0
                        : pv_gram_schema(pg, params, name, msg,
                                         sizeof(msg)) != 0) {
@@ -2349,7 +2366,7 @@ tools_grammar(struct lp_job *j, struct pv_gram *pg, const struct lp_tool *t,
 }
 
 /* GLM: which listed parameters of each tool are written as text
- * (j->xml_keys, pv_glm_args_json); 0 or -2 */
+ * (j->xml_keys, pv_xml_args_json); 0 or -2 */
 static int
 glm_keys(struct lp_job *j, const struct lp_tool *t, size_t n)
 {
@@ -2551,29 +2568,42 @@ deepseek_calls(struct gx_buf *b, const json_t *m, const char *text,
     gx_buf_printf(b, "%s", f->close);
 }
 
-/* GLM's answer with calls (render_message): its text without the blanks
- * at its end (its template strips it), then each call as the model
- * writes it, a string argument as its text and any other as JSON (", "
- * and ": "), as GLM-4.7-Flash's template; arguments that are not a JSON
- * object give the call no pairs. */
+/* An answer with calls in an XML format (render_message), as the model
+ * writes it: GLM's text without the blanks at its end (its template
+ * strips it) and the calls after it; Qwen3-Coder's text stripped and a
+ * blank line after it when there is any, "\n" between two calls.  A
+ * string argument is written as its text and any other as JSON (", "
+ * and ": "), as their templates; arguments that are not a JSON object
+ * give the call no pairs. */
 static void
-glm_calls(struct gx_buf *b, const json_t *m, const char *text)
+xml_calls(struct gx_buf *b, const json_t *m, const char *text,
+          const struct lp_callfmt *f)
 {
+    const struct pv_xml_fmt *x = xml_of(f);
     size_t tl = strlen(text), i;
     while (tl && strchr(" \t\n\r\v\f", text[tl - 1]))
         tl--;
-    gx_buf_append(b, text, tl);
+    if (f->kind == LE_TOOLS_QWEN3_CODER) {
+        while (tl && strchr(" \t\n\r\v\f", *text))
+            text++, tl--;
+        gx_buf_append(b, text, tl);
+        if (tl)
+            gx_buf_append(b, "\n\n", 2);
+    } else {
+        gx_buf_append(b, text, tl);
+    }
     const json_t *c;
     json_array_foreach(json_object_get(m, "tool_calls"), i, c) {
         const json_t *fn = json_object_get(c, "function");
         const char *name = json_string_value(json_object_get(fn, "name"));
         const char *args = json_string_value(json_object_get(fn, "arguments"));
         json_t *a = args ? json_loads(args, 0, NULL) : NULL;
-        gx_buf_printf(b, "<tool_call>%s", name ? name : "");
+        gx_buf_printf(b, "%s%s%s%s", i ? f->sep : "", f->prefix,
+                      name ? name : "", f->mid);
         const char *k;
         json_t *v;
         json_object_foreach(a, k, v) {
-            gx_buf_printf(b, "<arg_key>%s</arg_key><arg_value>", k);
+            gx_buf_printf(b, "%s%s%s", x->key_open, k, x->key_mid);
             if (json_is_string(v)) {
                 gx_buf_append(b, json_string_value(v), json_string_length(v));
             } else {
@@ -2582,10 +2612,10 @@ glm_calls(struct gx_buf *b, const json_t *m, const char *text)
                     gx_buf_printf(b, "%s", d);
                 free(d);
             }
-            gx_buf_printf(b, "</arg_value>");
+            gx_buf_printf(b, "%s", x->close);
         }
         json_decref(a);
-        gx_buf_printf(b, "</tool_call>");
+        gx_buf_printf(b, "%s", f->suffix);
     }
 }
 
@@ -2677,11 +2707,14 @@ render_message(struct lp_job *j, const json_t *msgs, size_t idx,
             free(text);
             return NULL;
         }
-    } else if (f->kind == LE_TOOLS_GLM && !strcmp(*role, "assistant") &&
-               calls) {
-        glm_calls(&b, m, text);
+    } else if (xml_of(f) && !strcmp(*role, "assistant") && calls) {
+        xml_calls(&b, m, text, f);
     } else if (f->kind == LE_TOOLS_GLM && !strcmp(*role, "tool")) {
         /* a "tool" turn (chat.c writes GLM's tags) */
+    } else if (f->kind == LE_TOOLS_QWEN3_CODER && !strcmp(*role, "tool")) {
+        /* one user turn for a turn's results (lp_prepare merges them) */
+        gx_buf_printf(&b, "<tool_response>\n%s\n</tool_response>\n", text);
+        *role = "user";
     } else if (!strcmp(*role, "tool") && f->kind == LE_TOOLS_LLAMA3) {
         *role = "ipython";
     } else if (!strcmp(*role, "tool") && (f->kind == LE_TOOLS_HERMES ||
@@ -2824,6 +2857,153 @@ glm_tools(struct gx_buf *b, const struct lp_tool *t, size_t n,
                      "{arg-key-1}</arg_key><arg_value>{arg-value-1}"
                      "</arg_value><arg_key>{arg-key-2}</arg_key><arg_value>"
                      "{arg-value-2}</arg_value>...</tool_call>");
+    return b->data;
+}
+
+/* Python's repr() of v into b (strings in single quotes, True, False,
+ * None), what Jinja's |string writes of a list or a scalar */
+static void
+py_repr(struct gx_buf *b, const json_t *v, int top)
+{
+    size_t i;
+    const char *k;
+    const json_t *x;
+    if (json_is_string(v))
+        gx_buf_printf(b, top ? "%s" : "'%s'", json_string_value(v));
+    else if (json_is_true(v))
+        gx_buf_printf(b, "True");
+    else if (json_is_false(v))
+        gx_buf_printf(b, "False");
+    else if (json_is_null(v))
+        gx_buf_printf(b, "None");
+    else if (json_is_array(v)) {
+        gx_buf_printf(b, "[");
+        json_array_foreach(v, i, x) {
+            gx_buf_printf(b, i ? ", " : "");
+            py_repr(b, x, 0);
+        }
+        gx_buf_printf(b, "]");
+    } else if (json_is_object(v)) {
+        gx_buf_printf(b, "{");
+        i = 0;
+        json_object_foreach((json_t *)v, k, x) {
+            gx_buf_printf(b, "%s'%s': ", i++ ? ", " : "", k);
+            py_repr(b, x, 0);
+        }
+        gx_buf_printf(b, "}");
+    } else {
+        char *d = json_dumps(v, JSON_ENCODE_ANY);
+        gx_buf_printf(b, "%s", d ? d : "");
+        free(d);
+    }
+}
+
+/* Qwen3-Coder's render_extra_keys: each member of o not in handled (a
+ * NULL-terminated list) as "\n<K>V</K>", V an object's or a list's JSON,
+ * else the value as Jinja's |string writes it */
+static void
+qc_extra(struct gx_buf *b, const json_t *o, const char *const *handled)
+{
+    const char *k;
+    const json_t *v;
+    json_object_foreach((json_t *)o, k, v) {
+        int skip = 0;
+        for (size_t i = 0; handled[i] && !skip; i++)
+            skip = !strcmp(k, handled[i]);
+        if (skip)
+            continue;
+        gx_buf_printf(b, "\n<%s>", k);
+        if (json_is_object(v) || json_is_array(v)) {
+            char *d = json_dumps(v, 0);
+            gx_buf_printf(b, "%s", d ? d : "");
+            free(d);
+        } else {
+            py_repr(b, v, 1);
+        }
+        gx_buf_printf(b, "</%s>", k);
+    }
+}
+
+/* the text of s without the blanks at either end (Jinja's trim) */
+static void
+qc_trimmed(struct gx_buf *b, const char *s)
+{
+    size_t n = strlen(s);
+    while (n && strchr(" \t\n\r\v\f", *s))
+        s++, n--;
+    while (n && strchr(" \t\n\r\v\f", s[n - 1]))
+        n--;
+    gx_buf_append(b, s, n);
+}
+
+/* Qwen3-Coder's tools text into b (returned), as its template writes it
+ * after the system text: each function and each of its parameters in
+ * XML (name, type, description, their other keys), then the call format
+ * and its reminder */
+static char *
+qwen3_coder_tools(struct gx_buf *b, const struct lp_tool *t, size_t n,
+                  enum lp_tools mode, int named)
+{
+    static const char *const fn_keys[] = {"type", "name", "description",
+                                          "parameters", NULL};
+    static const char *const par_keys[] = {"type", "properties", NULL};
+    static const char *const p_keys[] = {"name", "type", "description",
+                                         NULL};
+    gx_buf_printf(b, "# Tools\n\nYou have access to the following tools:"
+                     "\n\n<tools>");
+    for (size_t i = 0; i < n; i++) {
+        if (mode == LP_TOOLS_NAMED && (int)i != named)
+            continue;
+        const json_t *desc = json_object_get(t[i].fn, "description");
+        const json_t *params = json_object_get(t[i].fn, "parameters");
+        const json_t *props = json_object_get(params, "properties");
+        gx_buf_printf(b, "\n<function>\n<name>%s</name>", t[i].name);
+        if (json_is_string(desc)) {
+            gx_buf_printf(b, "\n<description>");
+            qc_trimmed(b, json_string_value(desc));
+            gx_buf_printf(b, "</description>");
+        }
+        gx_buf_printf(b, "\n<parameters>");
+        const char *k;
+        const json_t *pf;
+        json_object_foreach((json_t *)props, k, pf) {
+            const json_t *ty = json_object_get(pf, "type");
+            const json_t *pd = json_object_get(pf, "description");
+            gx_buf_printf(b, "\n<parameter>\n<name>%s</name>", k);
+            if (ty) {
+                gx_buf_printf(b, "\n<type>");
+                py_repr(b, ty, 1);
+                gx_buf_printf(b, "</type>");
+            }
+            if (json_is_string(pd)) {
+                gx_buf_printf(b, "\n<description>");
+                qc_trimmed(b, json_string_value(pd));
+                gx_buf_printf(b, "</description>");
+            }
+            qc_extra(b, pf, p_keys);
+            gx_buf_printf(b, "\n</parameter>");
+        }
+        if (json_is_object(params))
+            qc_extra(b, params, par_keys);
+        gx_buf_printf(b, "\n</parameters>");
+        qc_extra(b, t[i].fn, fn_keys);
+        gx_buf_printf(b, "\n</function>");
+    }
+    gx_buf_printf(
+        b, "\n</tools>\n\nIf you choose to call a tool ONLY reply in the "
+           "following format with NO suffix:\n\n<tool_call>\n<function="
+           "example_function_name>\n<parameter=example_parameter_1>\n"
+           "value_1\n</parameter>\n<parameter=example_parameter_2>\n"
+           "value_2\n</parameter>\n</function>\n</tool_call>\n\n"
+           "<IMPORTANT>\nReminder:\n- Function calls MUST follow the "
+           "specified format: the tool calling block MUST begin with an "
+           "opening <tool_call> tag and end with a closing </tool_call> "
+           "tag.\n- Required parameters MUST be specified\n- You may "
+           "provide optional reasoning for your function call in natural "
+           "language BEFORE the function call, but NOT after\n- If there "
+           "is no function call available, answer the question like normal "
+           "with your current knowledge and do not tell the user about "
+           "function calls\n</IMPORTANT>");
     return b->data;
 }
 
@@ -3024,6 +3204,8 @@ tools_prompt(const struct lp_tool *t, size_t n, enum lp_tools mode,
         return deepseek_tools(&b, t, n, mode, named, f);
     else if (f->kind == LE_TOOLS_GLM)
         return glm_tools(&b, t, n, mode, named);
+    else if (f->kind == LE_TOOLS_QWEN3_CODER)
+        return qwen3_coder_tools(&b, t, n, mode, named);
     else
         gx_buf_printf(&b,
                       "You can call functions. To call one, reply with "
@@ -3126,7 +3308,8 @@ place_tools(const struct lp_callfmt *f, char *tp, struct le_chat_msg *cm,
                                  f->kind == LE_TOOLS_HERMES ||
                                          f->kind == LE_TOOLS_DEEPSEEK ||
                                          f->kind == LE_TOOLS_DEEPSEEK31 ||
-                                         f->kind == LE_TOOLS_GRANITE
+                                         f->kind == LE_TOOLS_GRANITE ||
+                                         f->kind == LE_TOOLS_QWEN3_CODER
                                      ? "\n\n"
                                      : "\n",
                                  sys_add);
@@ -3484,7 +3667,7 @@ lp_prepare(struct lp_engine *e, const json_t *b, struct lp_job *j,
     if (rc == 0 && mode != LP_TOOLS_NONE)
         rc = tools_grammar(j, &pg, tools, n_tools, mode, named, max_calls,
                            cf);
-    if (rc == 0 && mode != LP_TOOLS_NONE && cf->kind == LE_TOOLS_GLM)
+    if (rc == 0 && mode != LP_TOOLS_NONE && xml_of(cf))
         rc = glm_keys(j, tools, n_tools);
     int constrained = have_format || mode != LP_TOOLS_NONE;
     enum le_chat_template tmpl = le_model_chat_template(e->model);
@@ -3528,11 +3711,12 @@ lp_prepare(struct lp_engine *e, const json_t *b, struct lp_job *j,
             rc = j->http_status ? -1 : -2;
         cm[k].content = texts[k];
         if (rc == 0 && k &&
-            (cf->kind == LE_TOOLS_HERMES || cf->kind == LE_TOOLS_GRANITE) &&
+            (cf->kind == LE_TOOLS_HERMES || cf->kind == LE_TOOLS_GRANITE ||
+             cf->kind == LE_TOOLS_QWEN3_CODER) &&
             is_role(json_array_get(msgs, i), "tool") &&
             is_role(json_array_get(msgs, i - 1), "tool")) {
-            /* results of one turn's calls: one user turn, as Qwen2.5's
-             * and Granite's templates write them */
+            /* results of one turn's calls: one user turn, as Qwen2.5's,
+             * Granite's and Qwen3-Coder's templates write them */
             char *both = NULL;
             if (asprintf(&both, "%s%s%s", texts[k - 1],
                          cf->kind == LE_TOOLS_HERMES ? "\n" : "",
@@ -3565,6 +3749,9 @@ lp_prepare(struct lp_engine *e, const json_t *b, struct lp_job *j,
                           * text and a blank line, an empty one too */
                          cf->kind == LE_TOOLS_GRANITE     ? NULL
                          : cf->kind == LE_TOOLS_DEEPSEEK31 ? ""
+                         : cf->kind == LE_TOOLS_QWEN3_CODER
+                             ? "You are Qwen, a helpful AI assistant that "
+                               "can interact with a computer to solve tasks."
                              : le_chat_default_system(tmpl));
     if (rc == 0) {
         size_t plen = 0;

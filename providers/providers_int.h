@@ -238,6 +238,7 @@ void pv_loop_settle(struct pv_loop *loop);
  * it returns -1 with a sentence naming the keyword and where it is.  The
  * caller then appends its own `root ::= ...` line (pv_gram_literal writes
  * a quoted literal) and parses text with le_grammar_parse. */
+struct pv_xml_fmt; /* tool_args.c */
 struct pv_gram {
     struct gx_buf text;
     int n_rules;
@@ -253,16 +254,17 @@ void pv_gram_literal(struct pv_gram *g, const char *s, size_t n);
  * as JSON. */
 int pv_schema_is_text(const json_t *s);
 /* The rule (name) of a tool's arguments (schema, an object's; NULL or {}:
- * any) as GLM's XML calls write them: each listed property in order,
- * <arg_key>K</arg_key><arg_value>V</arg_value>, V its text for a text
- * schema (pv_schema_is_text: any text without "</arg_value>", or without
- * '<' when it has a length bound; an enum's or const's text) else its
- * JSON; a required name not listed, and any name when the schema lists
- * none and allows others, with a text value.  name "" when there are no
- * arguments.  0, or -1 with err set (the schema is not an object's, a
- * name holds '<', or what pv_gram_schema refuses). */
-int pv_gram_xml_args(struct pv_gram *g, const json_t *schema, char name[24],
-                     char *err, size_t errlen);
+ * any) as XML format f writes them (tool_args.c: GLM's, Qwen3-Coder's):
+ * each listed property in order, KEY_OPEN K KEY_MID V CLOSE, V its text
+ * for a text schema (pv_schema_is_text: any text without the close or a
+ * NUL, or without the close's first byte when it has a length bound; an
+ * enum's or const's text) else its JSON; a required name not listed, and
+ * any name when the schema lists none and allows others, with a text
+ * value.  0, or -1 with err set (the schema is not an object's, a name
+ * holds '<' or KEY_MID's first byte, or what pv_gram_schema refuses). */
+int pv_gram_xml_args(struct pv_gram *g, const json_t *schema,
+                     const struct pv_xml_fmt *f, char name[24], char *err,
+                     size_t errlen);
 
 /* tool_args.c */
 /* Where a JSON value ends, read as it arrives: from scan (set it to the
@@ -275,18 +277,28 @@ struct pv_jend {
     int depth, in_str, esc, scalar, started;
 };
 int pv_json_end(struct pv_jend *s, const char *buf, size_t len, int final);
-/* GLM's XML arguments x[0, n) (a call's, from the '<' after its name:
- * <arg_key>K</arg_key><arg_value>V</arg_value>... </tool_call>) as the
- * JSON object they stand for, as far as they are known, appended to out:
- * a longer x gives a longer text that starts with this one (a stream
- * sends the difference), and final (the output ended) only adds what was
- * held back.  A value is its parameter's text, JSON-quoted, when keys
- * (the tool's: name -> true for text, false for JSON) says so or does
- * not list it, else its JSON as it is; unless final, the end of a text
- * that may be starting its closing tag is held back.  1 once
- * "</tool_call>" closes them, *end its offset. */
-int pv_glm_args_json(const json_t *keys, const char *x, size_t n, int final,
-                     struct gx_buf *out, size_t *end);
+/* A format of XML argument pairs: each KEY_OPEN K KEY_MID V CLOSE, END
+ * after the last (GLM's: <arg_key>K</arg_key><arg_value>V</arg_value>
+ * .. </tool_call>; Qwen3-Coder's: <parameter=K>\nV\n</parameter>\n ..
+ * </function>). */
+struct pv_xml_fmt {
+    const char *key_open, *key_mid, *close, *end;
+    const char *tag; /* its grammar rules' letter (pv_gram_xml_args) */
+    const char *who; /* the model family, for messages */
+};
+extern const struct pv_xml_fmt pv_xml_glm, pv_xml_qwen3_coder;
+/* The XML arguments x[0, n) of format f (a call's, from just after its
+ * name) as the JSON object they stand for, as far as they are known,
+ * appended to out: a longer x gives a longer text that starts with this
+ * one (a stream sends the difference), and final (the output ended) only
+ * adds what was held back.  A value is its parameter's text, JSON-quoted,
+ * when keys (the tool's: name -> true for text, false for JSON) says so
+ * or does not list it, else its JSON as it is; unless final, the end of
+ * a text that may be starting its closing tag is held back.  1 once f's
+ * END closes them, *end its offset. */
+int pv_xml_args_json(const struct pv_xml_fmt *f, const json_t *keys,
+                     const char *x, size_t n, int final, struct gx_buf *out,
+                     size_t *end);
 /* Bytes at the end of s[0, n) that begin a UTF-8 character not yet
  * complete (0 when it ends on a whole one). */
 size_t pv_utf8_partial(const char *s, size_t n);

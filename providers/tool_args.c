@@ -1,7 +1,8 @@
 /*
  * tool_args.c: a tool call's arguments read as the model writes them
- * (providers/local.c): where a JSON value ends, and GLM's XML argument
- * pairs as the JSON object they stand for.  Both work on a growing
+ * (providers/local.c): where a JSON value ends, and the XML argument
+ * pairs of GLM's and Qwen3-Coder's calls as the JSON object they stand
+ * for.  Both work on a growing
  * output: called again with more of it, they go on or start over and
  * give the same answer as one call on the whole.
  */
@@ -82,27 +83,33 @@ json_escape_into(struct gx_buf *out, const char *s, size_t n)
     }
 }
 
+const struct pv_xml_fmt pv_xml_glm = {
+    "<arg_key>", "</arg_key><arg_value>", "</arg_value>", "</tool_call>",
+    "x", "GLM"};
+const struct pv_xml_fmt pv_xml_qwen3_coder = {
+    "<parameter=", ">\n", "\n</parameter>\n", "</function>", "q",
+    "Qwen3-Coder"};
+
 int
-pv_glm_args_json(const json_t *keys, const char *x, size_t n, int final,
-                 struct gx_buf *out, size_t *end)
+pv_xml_args_json(const struct pv_xml_fmt *f, const json_t *keys,
+                 const char *x, size_t n, int final, struct gx_buf *out,
+                 size_t *end)
 {
-    static const char ak[] = "<arg_key>", ake[] = "</arg_key>",
-                      av[] = "<arg_value>", ave[] = "</arg_value>",
-                      tc[] = "</tool_call>";
-#define AT(p, lit) ((p) + sizeof(lit) - 1 <= n && \
-                    !memcmp(x + (p), lit, sizeof(lit) - 1))
+    size_t ko = strlen(f->key_open), km = strlen(f->key_mid),
+           cl = strlen(f->close), el = strlen(f->end);
+#define AT(p, lit, l) ((p) + (l) <= n && !memcmp(x + (p), lit, l))
     size_t p = 0;
     gx_buf_append(out, "{", 1);
     for (int first = 1;; first = 0) {
-        if (AT(p, tc)) {
+        if (AT(p, f->end, el)) {
             gx_buf_append(out, "}", 1);
             *end = p;
             return 1;
         }
-        if (!AT(p, ak))
+        if (!AT(p, f->key_open, ko))
             return 0;
-        size_t k0 = p + sizeof(ak) - 1;
-        const char *ke = memmem(x + k0, n - k0, ake, sizeof(ake) - 1);
+        size_t k0 = p + ko;
+        const char *ke = memmem(x + k0, n - k0, f->key_mid, km);
         if (!ke)
             return 0;
         size_t kl = (size_t)(ke - x) - k0;
@@ -117,17 +124,14 @@ pv_glm_args_json(const json_t *keys, const char *x, size_t n, int final,
         json_escape_into(out, x + k0, kl); /* key may stop at a NUL */
         gx_buf_append(out, "\": ", 3);
         free(key);
-        p = k0 + kl + sizeof(ake) - 1;
-        if (!AT(p, av))
-            return 0;
-        p += sizeof(av) - 1;
+        p = k0 + kl + km;
         size_t ve;
         if (text) {
-            const char *c = memmem(x + p, n - p, ave, sizeof(ave) - 1);
+            const char *c = memmem(x + p, n - p, f->close, cl);
             size_t vl = c ? (size_t)(c - x) - p : n - p;
-            for (size_t h = vl > 11 ? vl - 11 : 0; !c && !final && h < vl;
-                 h++)
-                if (!memcmp(x + p + h, ave, vl - h)) { /* its start */
+            for (size_t h = vl >= cl ? vl - cl + 1 : 0;
+                 !c && !final && h < vl; h++)
+                if (!memcmp(x + p + h, f->close, vl - h)) { /* its start */
                     vl = h;
                     break;
                 }
@@ -146,9 +150,9 @@ pv_glm_args_json(const json_t *keys, const char *x, size_t n, int final,
             if (!closed)
                 return 0;
         }
-        if (!AT(ve, ave))
+        if (!AT(ve, f->close, cl))
             return 0;
-        p = ve + sizeof(ave) - 1;
+        p = ve + cl;
     }
 #undef AT
 }

@@ -581,6 +581,16 @@ test_glm47(void)
     T_EQ_STR(mk[0], "<tool_call>");
     T_EQ_STR(mk[5], "</arg_value>");
     T_CHECK(mk[6] == NULL);
+    /* Qwen3-Coder's: ChatML with <function= and <parameter= inside
+     * <tool_call> (hermes without them) */
+    static const char q3c[] =
+        "{{- '<|im_start|>' + message.role }}{{- '\\n<tool_call>\\n"
+        "<function=' + tool_call.name + '>\\n' }}{{- '<parameter=' + "
+        "args_name + '>\\n' }}";
+    T_EQ_INT(le_chat_detect(q3c, strlen(q3c)), LE_CHAT_CHATML);
+    T_EQ_INT(le_chat_tools_detect(q3c, strlen(q3c)), LE_TOOLS_QWEN3_CODER);
+    T_EQ_STR(le_chat_tools_name(LE_TOOLS_QWEN3_CODER), "qwen3-coder");
+    T_EQ_STR(le_chat_tools_markers(LE_TOOLS_QWEN3_CODER)[0], "<tool_call>");
     /* the same markers in a template of another family */
     T_EQ_INT(le_chat_tools_detect("<|im_start|><tool_call><arg_key>"
                                   "<arg_value>", 43),

@@ -36,7 +36,7 @@ static char rand_model[256];
  * Llama 3.2-style ipython turns with {"name", "parameters"} calls */
 static char herm_model[256], l3_model[256], mis_model[256], nemo_model[256],
     ds_model[256], m11_model[256], dst_model[256], gran_model[256],
-    d31_model[256], glm_model[256], glmx_model[256],
+    d31_model[256], glm_model[256], glmx_model[256], q3c_model[256],
     g33_model[256];
 /* DeepSeek R1-style (no tool format of its own here: the JSON wrapper) */
 static const char *ds_tmpl =
@@ -123,6 +123,15 @@ static const char *glm_tmpl =
     "[gMASK]<sop>\n{%- if tools -%}\n<|system|>\n# Tools\n...<tool_call>"
     "{function-name}<arg_key>{arg-key-1}</arg_key><arg_value>{arg-value-1}"
     "</arg_value>...</tool_call>{%- endif -%}...<|assistant|>\n...";
+/* Qwen3-Coder's (its lines that tell it): ChatML, XML calls inside
+ * <tool_call> (format qwen3-coder); no control tokens, the tags spelled
+ * out */
+static const char *q3c_tmpl =
+    "{{- \"<|im_start|>system\\nYou are Qwen, a helpful AI assistant that "
+    "can interact with a computer to solve tasks.\" }}...{{- "
+    "'\\n<tool_call>\\n<function=' + tool_call.name + '>\\n' }}...{{- "
+    "'<parameter=' + args_name + '>\\n' }}";
+
 /* the same without the tool markers: the tags spelled out in pieces */
 static const char *const glmx_controls[] = {
     "[gMASK]", "<sop>", "<|system|>", "<|user|>", "<|assistant|>",
@@ -205,6 +214,7 @@ start(void)
     snprintf(d31_model, sizeof(d31_model), "%s/d31.gguf", dir);
     snprintf(glm_model, sizeof(glm_model), "%s/glm.gguf", dir);
     snprintf(glmx_model, sizeof(glmx_model), "%s/glmx.gguf", dir);
+    snprintf(q3c_model, sizeof(q3c_model), "%s/q3c.gguf", dir);
     if (write_tmpl_model(herm_model, herm_tmpl, NULL, 77) != 0 ||
         write_tmpl_model(l3_model, l3_tmpl, NULL, 78) != 0 ||
         write_tmpl_model(mis_model, mis_tmpl, mis_controls, 79) != 0 ||
@@ -216,7 +226,8 @@ start(void)
         write_tmpl_model(g33_model, g33_tmpl, g33_controls, 85) != 0 ||
         write_tmpl_model(d31_model, d31_tmpl, dst_controls, 86) != 0 ||
         write_tmpl_model(glm_model, glm_tmpl, glm_controls, 87) != 0 ||
-        write_tmpl_model(glmx_model, glm_tmpl, glmx_controls, 88) != 0)
+        write_tmpl_model(glmx_model, glm_tmpl, glmx_controls, 88) != 0 ||
+        write_tmpl_model(q3c_model, q3c_tmpl, NULL, 89) != 0)
         return -1;
     snprintf(cfg, sizeof(cfg),
              "{\"listen\": \"127.0.0.1:0\", \"workers\": 2,\n"
@@ -262,10 +273,13 @@ start(void)
              "   \"models\": {\"glm\": {}}},\n"
              "  \"glmx\": {\"kind\": \"local\", \"model_path\": \"%s\",\n"
              "   \"threads\": 1, \"context\": 2048, \"parallel\": 1,\n"
-             "   \"models\": {\"glmx\": {}}}}}\n",
+             "   \"models\": {\"glmx\": {}}},\n"
+             "  \"q3c\": {\"kind\": \"local\", \"model_path\": \"%s\",\n"
+             "   \"threads\": 1, \"context\": 2048, \"parallel\": 1,\n"
+             "   \"models\": {\"q3c\": {}}}}}\n",
              dir, model, rand_model, herm_model, l3_model, mis_model,
              nemo_model, ds_model, m11_model, dst_model, gran_model,
-             g33_model, d31_model, glm_model, glmx_model);
+             g33_model, d31_model, glm_model, glmx_model, q3c_model);
     free(dir);
     char *path = e2e_write_temp("structured.json", cfg);
     setenv("LLMUX_LOG", "info", 1); /* the providers' lines at start */
@@ -833,6 +847,9 @@ test_native_prompts(void)
                                 "deepseek3.1,"),
              1);
     T_EQ_INT(e2e_log_count(&gw, "chat template glm4.7, tool calls glm,"), 2);
+    T_EQ_INT(e2e_log_count(&gw, "chat template chatml, tool calls "
+                                "qwen3-coder,"),
+             1);
     const char *tool_list =
         "[{\"type\":\"function\",\"function\":{\"name\":\"get_time\","
         "\"parameters\":{\"type\":\"object\",\"properties\":{\"zone\":{"
@@ -1069,6 +1086,77 @@ test_native_prompts(void)
         "<tool_response>11:00</tool_response><tool_response>12:00"
         "</tool_response><|assistant|><think>");
 #undef GLM_TOOLS
+    /* qwen3-coder: the functions in XML after the client's system text
+     * (or its default one), calls as <function=..> and <parameter=..>
+     * blocks, a turn's results in one user turn; the texts jinja2
+     * renders of Qwen3-Coder's template for these messages */
+#define Q3C_RULES                                                          \
+    "\n</tools>\n\nIf you choose to call a tool ONLY reply in the "        \
+    "following format with NO suffix:\n\n<tool_call>\n<function="          \
+    "example_function_name>\n<parameter=example_parameter_1>\nvalue_1\n"  \
+    "</parameter>\n<parameter=example_parameter_2>\nvalue_2\n</parameter>" \
+    "\n</function>\n</tool_call>\n\n<IMPORTANT>\nReminder:\n- Function "  \
+    "calls MUST follow the specified format: the tool calling block MUST " \
+    "begin with an opening <tool_call> tag and end with a closing "        \
+    "</tool_call> tag.\n- Required parameters MUST be specified\n- You "   \
+    "may provide optional reasoning for your function call in natural "    \
+    "language BEFORE the function call, but NOT after\n- If there is no "  \
+    "function call available, answer the question like normal with your " \
+    "current knowledge and do not tell the user about function calls\n"   \
+    "</IMPORTANT><|im_end|>\n"
+#define Q3C_TOOLS                                                          \
+    "\n\n# Tools\n\nYou have access to the following tools:\n\n<tools>\n"  \
+    "<function>\n<name>get_time</name>\n<parameters>\n<parameter>\n<name>"  \
+    "zone</name>\n<type>string</type>\n</parameter>\n</parameters>\n"      \
+    "</function>" Q3C_RULES
+#define Q3C_SYS                                                            \
+    "<|im_start|>system\nYou are Qwen, a helpful AI assistant that can "   \
+    "interact with a computer to solve tasks."
+    expect_prompt(
+        "q3c", q3c_model, msgs, tool_list,
+        "<|im_start|>system\nBe brief." Q3C_TOOLS
+        "<|im_start|>user\nTime?<|im_end|>\n<|im_start|>assistant\n"
+        "<tool_call>\n<function=get_time>\n<parameter=zone>\nutc\n"
+        "</parameter>\n</function>\n</tool_call><|im_end|>\n"
+        "<|im_start|>user\n<tool_response>\n12:00\n</tool_response>\n"
+        "<|im_end|>\n<|im_start|>user\nThanks<|im_end|>\n"
+        "<|im_start|>assistant\n");
+    expect_prompt(
+        "q3c", q3c_model, two_calls, tool_list,
+        Q3C_SYS Q3C_TOOLS "<|im_start|>user\nTime?<|im_end|>\n"
+        "<|im_start|>assistant\nBoth.\n\n<tool_call>\n<function=get_time>\n"
+        "</function>\n</tool_call>\n<tool_call>\n<function=get_time>\n"
+        "<parameter=zone>\ncet\n</parameter>\n</function>\n</tool_call>"
+        "<|im_end|>\n<|im_start|>user\n<tool_response>\n11:00\n"
+        "</tool_response>\n<tool_response>\n12:00\n</tool_response>\n"
+        "<|im_end|>\n<|im_start|>assistant\n");
+    /* a richer function: its description trimmed, a list type and the
+     * parameters' other keys as the template's |string and tojson write
+     * them */
+    expect_prompt(
+        "q3c", q3c_model, "[{\"role\":\"user\",\"content\":\"Q\"}]",
+        "[{\"type\":\"function\",\"function\":{\"name\":\"plan\","
+        "\"description\":\" Plan it. \",\"strict\":true,\"parameters\":{"
+        "\"type\":\"object\",\"properties\":{\"title\":{\"type\":["
+        "\"string\",\"null\"],\"description\":\"T\",\"maxLength\":5},"
+        "\"tags\":{\"type\":\"array\",\"items\":{\"enum\":[\"a\",\"b\"]}},"
+        "\"on\":{\"type\":\"boolean\",\"default\":false}},\"required\":"
+        "[\"title\"],\"additionalProperties\":false}}}]",
+        Q3C_SYS "\n\n# Tools\n\nYou have access to the following tools:"
+        "\n\n<tools>\n<function>\n<name>plan</name>\n<description>Plan it."
+        "</description>\n<parameters>\n<parameter>\n<name>title</name>\n"
+        "<type>['string', 'null']</type>\n<description>T</description>\n"
+        "<maxLength>5</maxLength>\n</parameter>\n<parameter>\n<name>tags"
+        "</name>\n<type>array</type>\n<items>{\"enum\": [\"a\", \"b\"]}"
+        "</items>\n</parameter>\n<parameter>\n<name>on</name>\n<type>"
+        "boolean</type>\n<default>False</default>\n</parameter>\n<required>"
+        "[\"title\"]</required>\n<additionalProperties>False"
+        "</additionalProperties>\n</parameters>\n<strict>True</strict>\n"
+        "</function>" Q3C_RULES "<|im_start|>user\nQ<|im_end|>\n"
+        "<|im_start|>assistant\n");
+#undef Q3C_SYS
+#undef Q3C_TOOLS
+#undef Q3C_RULES
     /* a result whose text is JSON goes in as that value, not a string */
     expect_prompt(
         "nemo", nemo_model,
@@ -1243,8 +1331,8 @@ test_native_calls(void)
     static const char *const models[] = {"herm", "l3",  "rand",
                                          "mis",  "nemo", "m11",
                                          "dst",  "gran", "g33", "d31",
-                                         "glm"};
-    for (size_t mi = 0; mi < 11; mi++) {
+                                         "glm",  "q3c"};
+    for (size_t mi = 0; mi < 12; mi++) {
         int calls = 0, texts = 0, multi = 0;
         for (int seed = 0; seed < 12; seed++) {
             const char *choice =
@@ -1326,8 +1414,8 @@ test_parallel_calls(void)
 {
     static const char *const models[] = {"herm", "rand", "l3", "mis",
                                          "m11", "dst", "gran", "g33",
-                                         "d31", "glm"};
-    for (size_t mi = 0; mi < 10; mi++) {
+                                         "d31", "glm", "q3c"};
+    for (size_t mi = 0; mi < 11; mi++) {
         int multi = 0, single = 0, complete = 0;
         for (int seed = 0; seed < 16; seed++) {
             int par = seed % 4 != 3;
@@ -1380,16 +1468,18 @@ test_parallel_calls(void)
     }
 }
 
-/* GLM's XML calls with values of every kind: a text (any text up to its
- * closing tag, quotes and backslashes in it escaped in the JSON; glm's
- * unbounded, "</arg_value>" one token favoured by logit_bias so that it
- * ends; glmx's at most 6 characters, the tags spelled out in pieces,
- * which the stream holds back while they may be a closing tag), an
- * integer, an array and an object (their JSON as it is).  Each complete
+/* XML calls (GLM's; Qwen3-Coder's, q3c) with values of every kind: a
+ * text (any text up to its closing tag, quotes and backslashes in it
+ * escaped in the JSON; glm's unbounded, "</arg_value>" one token
+ * favoured by logit_bias so that it ends; glmx's and q3c's at most 6
+ * characters, the tags spelled out in pieces, which the stream holds
+ * back while they may be a closing tag), an integer, an array and an
+ * object (their JSON as it is).  Each complete
  * call's arguments are a JSON object of the schema, the same streamed
  * (the stream's deltas are the JSON as it grows). */
 static void
-glm_values(const char *model, const char *path, const char *title)
+glm_values(const char *model, const char *path, const char *title,
+           int reasons)
 {
     struct le_model *m = NULL;
     char err[256], plan[1024];
@@ -1414,11 +1504,12 @@ glm_values(const char *model, const char *path, const char *title)
         snprintf(body, sizeof(body),
                  "{\"model\":\"%s\",\"seed\":%d,\"max_tokens\":300,"
                  "\"temperature\":1,\"logit_bias\":{\"%d\":%d},"
-                 "\"reasoning_effort\":\"none\",\"tools\":%s,"
+                 "%s\"tools\":%s,"
                  "\"tool_choice\":\"required\",\"parallel_tool_calls\":"
                  "false,\"messages\":[{\"role\":\"user\",\"content\":"
                  "\"Plan a trip\"}]}",
-                 model, seed, close, single ? 3 : 0, plan);
+                 model, seed, close, single ? 3 : 0,
+                 reasons ? "\"reasoning_effort\":\"none\"," : "", plan);
         snprintf(streamed, sizeof(streamed), "{\"stream\":true,%s", body + 1);
         long st;
         json_t *o = post(body, &st);
@@ -1470,8 +1561,10 @@ glm_values(const char *model, const char *path, const char *title)
 static void
 test_glm_values(void)
 {
-    glm_values("glm", glm_model, "{\"type\":\"string\"}");
-    glm_values("glmx", glmx_model, "{\"type\":\"string\",\"maxLength\":6}");
+    glm_values("glm", glm_model, "{\"type\":\"string\"}", 1);
+    glm_values("glmx", glmx_model, "{\"type\":\"string\",\"maxLength\":6}",
+               1);
+    glm_values("q3c", q3c_model, "{\"type\":\"string\",\"maxLength\":6}", 0);
     /* what its XML cannot carry is refused, naming the tool's schema */
     static const char *const bad[] = {
         "{\"type\":\"array\"}",
@@ -2038,6 +2131,7 @@ main(void)
     unlink(d31_model);
     unlink(glm_model);
     unlink(glmx_model);
+    unlink(q3c_model);
     unlink(nemo_model);
     unlink(ds_model);
     curl_global_cleanup();

@@ -32,7 +32,7 @@ main(void)
     char model[1024], cfg[12288], rand_model[600], herm_model[600],
         l3_model[600], mis_model[600], q3t_model[600], oss_model[600],
         gran_model[600], g33_model[600], ds_model[600], d31_model[600],
-        glm_model[600];
+        glm_model[600], q3c_model[600];
     snprintf(model, sizeof(model), "%s/models/stories260K.gguf",
              e2e_env("LLMUX_TEST_DATA", "../shared/data"));
     char *dir = e2e_temp_dir();
@@ -153,6 +153,15 @@ main(void)
         "{function-name}<arg_key>{arg-key-1}</arg_key><arg_value>"
         "{arg-value-1}</arg_value>...</tool_call>{%- endif -%}<|assistant|>";
     T_EQ_INT(gguf_w_llama_write(&lg, glm_model), 0);
+    /* Qwen3-Coder's template (XML calls in <tool_call>), no control
+     * tokens: the tags spelled out */
+    snprintf(q3c_model, sizeof(q3c_model), "%s/q3c.gguf", dir ? dir : "/tmp");
+    lg.controls = NULL;
+    lg.chat_template =
+        "<|im_start|>system\\nYou are Qwen ... '\\n<tool_call>\\n"
+        "<function=' + tool_call.name + '>\\n' ... '<parameter=' + "
+        "args_name + '>\\n'";
+    T_EQ_INT(gguf_w_llama_write(&lg, q3c_model), 0);
     snprintf(cfg, sizeof(cfg),
              "{\"listen\": \"127.0.0.1:0\", \"workers\": 2,\n"
              " \"database\": \"%s/ledger.db\", \"require_keys\": false,\n"
@@ -191,10 +200,13 @@ main(void)
              "   \"models\": {\"d31\": {}}},\n"
              "  \"glm\": {\"kind\": \"local\", \"model_path\": \"%s\",\n"
              "   \"threads\": 1, \"context\": 2048, \"parallel\": 2,\n"
-             "   \"models\": {\"glm\": {}}}}}\n",
+             "   \"models\": {\"glm\": {}}},\n"
+             "  \"q3c\": {\"kind\": \"local\", \"model_path\": \"%s\",\n"
+             "   \"threads\": 1, \"context\": 2048, \"parallel\": 2,\n"
+             "   \"models\": {\"q3c\": {}}}}}\n",
              dir ? dir : "/tmp", model, rand_model, herm_model, l3_model,
              mis_model, q3t_model, oss_model, gran_model, g33_model,
-             ds_model, d31_model, glm_model);
+             ds_model, d31_model, glm_model, q3c_model);
     char *path = e2e_write_temp("sdk_local.json", cfg);
     const char *bin = e2e_env("LLMUX_BIN", "build/release/llmux");
     char *argv[] = {(char *)bin, "serve", "--config", path, NULL};

@@ -16,8 +16,10 @@
 #include "harness.h"
 
 static json_t *keys; /* s and t text, n and o JSON */
+static const struct pv_xml_fmt *fmt = &pv_xml_glm;
 
-/* The JSON pv_glm_args_json gives for x (static buffer); *closed set */
+/* The JSON pv_xml_args_json gives for x in fmt (static buffer); *closed
+ * set */
 static const char *
 glm(const char *x, size_t n, int final, int *closed, size_t *end)
 {
@@ -25,7 +27,7 @@ glm(const char *x, size_t n, int final, int *closed, size_t *end)
     struct gx_buf b;
     gx_buf_init(&b, 0);
     size_t e = 0;
-    int c = pv_glm_args_json(keys, x, n, final, &b, &e);
+    int c = pv_xml_args_json(fmt, keys, x, n, final, &b, &e);
     snprintf(out, sizeof(out), "%.*s", (int)b.len, b.data ? b.data : "");
     gx_buf_cleanup(&b);
     if (closed)
@@ -89,7 +91,9 @@ test_glm_cut(void)
     static const char k[] = "<arg_key>lon";
     T_EQ_STR(glm(k, strlen(k), 1, NULL, NULL), "{");
     static const char k2[] = "<arg_key>t</arg_key><arg_val";
-    T_EQ_STR(glm(k2, strlen(k2), 0, NULL, NULL), "{\"t\": ");
+    T_EQ_STR(glm(k2, strlen(k2), 0, NULL, NULL), "{");
+    static const char k3[] = "<arg_key>t</arg_key><arg_value>";
+    T_EQ_STR(glm(k3, strlen(k3), 0, NULL, NULL), "{\"t\": \"");
 }
 
 /* Every prefix of x, not final, gives a prefix of the whole's final
@@ -123,6 +127,35 @@ test_glm_prefixes(void)
     check_prefixes("<arg_key>o</arg_key><arg_value>true</arg_value>"
                    "<arg_key>q</arg_key><arg_value></arg_value></tool_call>");
     check_prefixes("<arg_key>t</arg_key><arg_value>\xe2\x82\xac</a");
+}
+
+/* Qwen3-Coder's pairs: <parameter=K>\nV\n</parameter>\n, </function>
+ * after them; a text's own newlines kept, its last one before the close
+ * not part of it */
+static void
+test_qwen3_coder(void)
+{
+    int closed;
+    size_t end;
+    fmt = &pv_xml_qwen3_coder;
+    static const char x[] =
+        "<parameter=s>\nline 1\n\nline \"2\"\n\n</parameter>\n"
+        "<parameter=n>\n[1, 2]\n</parameter>\n<parameter=o>\n-3\n"
+        "</parameter>\n</function>\n</tool_call>";
+    T_EQ_STR(glm(x, strlen(x), 1, &closed, &end),
+             "{\"s\": \"line 1\\n\\nline \\\"2\\\"\\n\", \"n\": [1, 2], "
+             "\"o\": -3}");
+    T_EQ_INT(closed, 1);
+    T_EQ_INT(end, strstr(x, "</function>") - x);
+    T_EQ_STR(glm("</function>", 11, 0, &closed, NULL), "{}");
+    T_EQ_INT(closed, 1);
+    /* a text cut at a newline: held back (it may start the close) */
+    static const char c[] = "<parameter=s>\nab\n";
+    T_EQ_STR(glm(c, strlen(c), 0, NULL, NULL), "{\"s\": \"ab");
+    T_EQ_STR(glm(c, strlen(c), 1, NULL, NULL), "{\"s\": \"ab\\n");
+    check_prefixes(x);
+    check_prefixes("<parameter=t>\n\n</param\n</parameter>\n</functio");
+    fmt = &pv_xml_glm;
 }
 
 static void
@@ -176,6 +209,7 @@ main(void)
     T_RUN(test_glm_whole);
     T_RUN(test_glm_cut);
     T_RUN(test_glm_prefixes);
+    T_RUN(test_qwen3_coder);
     T_RUN(test_json_end);
     T_RUN(test_utf8_partial);
     json_decref(keys);

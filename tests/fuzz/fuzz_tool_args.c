@@ -1,6 +1,7 @@
 /*
- * libFuzzer target for providers/tool_args.c: arbitrary bytes as GLM's
- * XML arguments (and as a JSON value for pv_json_end).
+ * libFuzzer target for providers/tool_args.c: arbitrary bytes as GLM's or
+ * Qwen3-Coder's XML arguments (the first byte picks which) and as a JSON
+ * value for pv_json_end.
  *
  * Checks, beyond ASan/UBSan: every prefix of the input, read as an output
  * still growing, gives a prefix of what the whole gives once final (what
@@ -19,13 +20,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static json_t *keys;
 
+static const struct pv_xml_fmt *fmt;
+
 /* x[0, n)'s JSON into b (reset first) */
 static void
 run(struct gx_buf *b, const char *x, size_t n, int final)
 {
     size_t end = 0;
     gx_buf_reset(b);
-    pv_glm_args_json(keys, x, n, final, b, &end);
+    pv_xml_args_json(fmt, keys, x, n, final, b, &end);
     if (end > n)
         abort();
 }
@@ -35,9 +38,12 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (!keys)
         keys = json_pack("{s:b,s:b,s:b}", "s", 1, "n", 0, "o", 0);
-    if (size > 4096)
+    if (size < 1 || size > 4096)
         return 0;
-    const char *x = (const char *)data;
+    /* the first byte picks the format */
+    fmt = data[0] & 1 ? &pv_xml_qwen3_coder : &pv_xml_glm;
+    const char *x = (const char *)data + 1;
+    size--;
     struct gx_buf whole, part, prev;
     gx_buf_init(&whole, 0);
     gx_buf_init(&part, 0);

@@ -207,8 +207,9 @@ seed_json_schema() {
     printf '{"type":"string","pattern":"x"}' >"$1/refused"
 }
 seed_tool_args() {
-    printf '<arg_key>s</arg_key><arg_value>a "q" </arg_va <b></arg_value><arg_key>n</arg_key><arg_value>[1, {"a": "</arg_value>"}]</arg_value><arg_key>x</arg_key><arg_value>7</arg_value></tool_call>' >"$1/pairs"
-    printf '</tool_call>' >"$1/empty"
+    printf '\000<arg_key>s</arg_key><arg_value>a "q" </arg_va <b></arg_value><arg_key>n</arg_key><arg_value>[1, {"a": "</arg_value>"}]</arg_value><arg_key>x</arg_key><arg_value>7</arg_value></tool_call>' >"$1/pairs"
+    printf '\000</tool_call>' >"$1/empty"
+    printf '\001<parameter=s>\nline\n\n</param\n</parameter>\n<parameter=n>\n{"a": [1]}\n</parameter>\n</function>' >"$1/qwen"
 }
 seed_native() {
     printf '\000{"model":"m","max_tokens":5,"messages":[{"role":"system","content":"s"},{"role":"user","content":[{"type":"text","text":"x"},{"type":"image_url","image_url":{"url":"data:image/png;base64,AA"}}]},{"role":"assistant","tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c1","content":"r"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}],"tool_choice":"required","stop":["x"]}' >"$1/request"
