@@ -249,10 +249,13 @@ le_chat_tools_detect(const char *t, size_t len)
         has(t, len, "dictionary of argument name"))
         return LE_TOOLS_LLAMA3;
     /* Mistral's v3 tokenizer format (7B v0.3, Nemo): a JSON list after
-     * [TOOL_CALLS]; v11's (Small 3.1+) [TOOL_CALLS]NAME[ARGS]{...} */
+     * [TOOL_CALLS]; v11's (Small 3.1+) [TOOL_CALLS]NAME[ARGS]{...};
+     * Small 3.2's with [CALL_ID]ID before [ARGS] */
     if (le_chat_is_mistral(f) && has(t, len, "[TOOL_CALLS]") &&
         has(t, len, "[AVAILABLE_TOOLS]"))
-        return has(t, len, "[ARGS]") ? LE_TOOLS_MISTRAL_V11
+        return has(t, len, "[CALL_ID]") && has(t, len, "[ARGS]")
+                   ? LE_TOOLS_MISTRAL_CALL_ID
+               : has(t, len, "[ARGS]") ? LE_TOOLS_MISTRAL_V11
                                      : LE_TOOLS_MISTRAL;
     /* DeepSeek V3's and R1's (their distills' too): the type, the
      * separator, the name and a ```json fence (below); V3.1's
@@ -288,6 +291,8 @@ le_chat_tools_markers(enum le_chat_tools t)
     static const char *const none[] = {NULL};
     static const char *const mistral[] = {"[TOOL_CALLS]", NULL};
     static const char *const v11[] = {"[TOOL_CALLS]", "[ARGS]", NULL};
+    static const char *const call_id[] = {"[TOOL_CALLS]", "[CALL_ID]",
+                                          "[ARGS]", NULL};
     static const char *const deepseek[] = {
         LE_DS_CALLS_BEGIN, LE_DS_CALL_BEGIN, LE_DS_SEP, LE_DS_CALL_END,
         LE_DS_CALLS_END, NULL};
@@ -301,6 +306,7 @@ le_chat_tools_markers(enum le_chat_tools t)
                                       "<arg_value>", "</arg_value>", NULL};
     return t == LE_TOOLS_MISTRAL       ? mistral
            : t == LE_TOOLS_MISTRAL_V11 ? v11
+           : t == LE_TOOLS_MISTRAL_CALL_ID ? call_id
            : t == LE_TOOLS_DEEPSEEK || t == LE_TOOLS_DEEPSEEK31 ? deepseek
            : t == LE_TOOLS_HERMES || t == LE_TOOLS_GRANITE ||
                    t == LE_TOOLS_QWEN3_CODER
@@ -370,6 +376,7 @@ le_chat_tools_name(enum le_chat_tools t)
            : t == LE_TOOLS_LLAMA3  ? "llama3"
            : t == LE_TOOLS_MISTRAL ? "mistral"
            : t == LE_TOOLS_MISTRAL_V11 ? "mistral-v11"
+           : t == LE_TOOLS_MISTRAL_CALL_ID ? "mistral-call-id"
            : t == LE_TOOLS_DEEPSEEK    ? "deepseek"
            : t == LE_TOOLS_HARMONY     ? "harmony"
            : t == LE_TOOLS_GRANITE     ? "granite"

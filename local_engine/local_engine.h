@@ -288,13 +288,17 @@ enum le_chat_template le_model_chat_template(const struct le_model *m);
  *           <parameter=K>\nV\n</parameter>\n each, </function>\n
  *           </tool_call> ("\n" between two; V a text parameter's text,
  *           else its JSON); results as user turns of <tool_response>
- *           blocks. */
+ *           blocks.
+ *   MISTRAL_CALL_ID "[CALL_ID]" besides v11's markers (Mistral Small
+ *           3.2's template): each call [TOOL_CALLS]NAME[CALL_ID]ID[ARGS]
+ *           {...} (ID 9 of [a-zA-Z0-9]), results [TOOL_RESULTS]ID
+ *           [TOOL_CONTENT]R[/TOOL_RESULTS]. */
 enum le_chat_tools { LE_TOOLS_JSON = 0, LE_TOOLS_HERMES, LE_TOOLS_LLAMA3,
                      LE_TOOLS_MISTRAL, LE_TOOLS_MISTRAL_V11,
                      LE_TOOLS_DEEPSEEK, LE_TOOLS_HARMONY,
                      LE_TOOLS_GRANITE, LE_TOOLS_GRANITE3,
                      LE_TOOLS_DEEPSEEK31, LE_TOOLS_GLM,
-                     LE_TOOLS_QWEN3_CODER };
+                     LE_TOOLS_QWEN3_CODER, LE_TOOLS_MISTRAL_CALL_ID };
 enum le_chat_tools le_chat_tools_detect(const char *tmpl, size_t len);
 const char *le_chat_tools_name(enum le_chat_tools t); /* "json", ... */
 /* The marker texts a call of format t is written with that a vocabulary

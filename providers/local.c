@@ -246,6 +246,11 @@ static const struct lp_callfmt lp_callfmts[] = {
      * the engine gives as text */
     [LE_TOOLS_MISTRAL_V11] = {LE_TOOLS_MISTRAL_V11, "[TOOL_CALLS]", "[ARGS]",
                               "", '[', LP_MAX_CALLS, "", "", "", "", ""},
+    /* Small 3.2: [TOOL_CALLS]NAME[CALL_ID] then the model's 9-character
+     * id and [ARGS] (call_head skips them), then the arguments */
+    [LE_TOOLS_MISTRAL_CALL_ID] = {LE_TOOLS_MISTRAL_CALL_ID, "[TOOL_CALLS]",
+                                  "[CALL_ID]", "", '[', LP_MAX_CALLS, "",
+                                  "", "", "", ""},
     /* DeepSeek V3 / R1: the calls between their markers, each with its
      * type and name and the arguments in a ```json fence, "\n" between
      * two (as the templates write an answer's calls); the markers are
@@ -322,7 +327,8 @@ callfmt_of(const struct le_model *m)
 static int
 is_mistral_fmt(const struct lp_callfmt *f)
 {
-    return f->kind == LE_TOOLS_MISTRAL || f->kind == LE_TOOLS_MISTRAL_V11;
+    return f->kind == LE_TOOLS_MISTRAL || f->kind == LE_TOOLS_MISTRAL_V11 ||
+           f->kind == LE_TOOLS_MISTRAL_CALL_ID;
 }
 
 /* A tool-call output read as it grows (call_head, pv_json_end,
@@ -1034,7 +1040,13 @@ call_head(const struct lp_callfmt *f, struct lp_calls *cs, const char *acc,
         return 0;
     memcpy(cs->name, acc + h + pl, nl);
     cs->name[nl] = 0;
-    cs->args_start = (size_t)(mid - acc) + strlen(f->mid);
+    size_t start = (size_t)(mid - acc) + strlen(f->mid);
+    if (f->kind == LE_TOOLS_MISTRAL_CALL_ID) { /* the id, then [ARGS] */
+        if (len < start + 15 || memcmp(acc + start + 9, "[ARGS]", 6))
+            return 0; /* nothing set: the head is not complete yet */
+        start += 15;
+    }
+    cs->args_start = start;
     memset(&cs->js, 0, sizeof(cs->js));
     cs->js.scan = cs->args_start;
     cs->n++;
@@ -2322,6 +2334,10 @@ tools_grammar(struct lp_job *j, struct pv_gram *pg, const struct lp_tool *t,
                               t[i].name, f->mid);
             gx_buf_printf(&pg->text, "call-%zu ::=", i);
             pv_gram_literal(pg, head, (size_t)hl);
+            if (f->kind == LE_TOOLS_MISTRAL_CALL_ID) { /* the call's id */
+                gx_buf_printf(&pg->text, " [a-zA-Z0-9]{9}");
+                pv_gram_literal(pg, "[ARGS]", 6);
+            }
             gx_buf_printf(&pg->text, "%s", name);
             pv_gram_literal(pg, f->suffix, strlen(f->suffix));
             gx_buf_printf(&pg->text, "\n");
@@ -2500,11 +2516,20 @@ mistral_id(const char *id, char out[10])
  * written as they are between the [INST] turns (chat.c). */
 static void
 mistral_turn(struct gx_buf *b, const json_t *m, const char *text,
-             int is_result, const char *sp, int v11)
+             int is_result, const char *sp, enum le_chat_tools kind)
 {
     char mid[10];
+    int v11 = kind == LE_TOOLS_MISTRAL_V11,
+        call_id = kind == LE_TOOLS_MISTRAL_CALL_ID;
     if (v11 && is_result) { /* no ids in v11 */
         gx_buf_printf(b, "[TOOL_RESULTS]%s[/TOOL_RESULTS]", text);
+        return;
+    }
+    if (call_id && is_result) { /* Small 3.2: the id, then the content */
+        mistral_id(json_string_value(json_object_get(m, "tool_call_id")),
+                   mid);
+        gx_buf_printf(b, "[TOOL_RESULTS]%s[TOOL_CONTENT]%s[/TOOL_RESULTS]",
+                      mid, text);
         return;
     }
     if (is_result) {
@@ -2523,15 +2548,19 @@ mistral_turn(struct gx_buf *b, const json_t *m, const char *text,
     }
     size_t i;
     const json_t *c;
-    /* v11: the assistant's text, then each call; v3: the calls' list */
-    gx_buf_printf(b, v11 ? "%s" : "[TOOL_CALLS]%s[", v11 ? text : sp);
+    /* v11: the assistant's text, then each call; Small 3.2: each call
+     * with its id (its template drops the text); v3: the calls' list */
+    if (!call_id)
+        gx_buf_printf(b, v11 ? "%s" : "[TOOL_CALLS]%s[", v11 ? text : sp);
     json_array_foreach(json_object_get(m, "tool_calls"), i, c) {
         const json_t *fn = json_object_get(c, "function");
         const char *name = json_string_value(json_object_get(fn, "name"));
         const char *args = json_string_value(json_object_get(fn, "arguments"));
-        if (v11) {
-            gx_buf_printf(b, "[TOOL_CALLS]%s[ARGS]%s", name ? name : "",
-                          args && *args ? args : "{}");
+        if (v11 || call_id) {
+            mistral_id(json_string_value(json_object_get(c, "id")), mid);
+            gx_buf_printf(b, "[TOOL_CALLS]%s%s%s[ARGS]%s",
+                          name ? name : "", call_id ? "[CALL_ID]" : "",
+                          call_id ? mid : "", args && *args ? args : "{}");
             continue;
         }
         mistral_id(json_string_value(json_object_get(c, "id")), mid);
@@ -2540,7 +2569,7 @@ mistral_turn(struct gx_buf *b, const json_t *m, const char *text,
                       i ? ", " : "", name ? name : "",
                       args && *args ? args : "{}", mid);
     }
-    if (!v11)
+    if (!v11 && !call_id)
         gx_buf_printf(b, "]");
 }
 
@@ -2668,8 +2697,7 @@ render_message(struct lp_job *j, const json_t *msgs, size_t idx,
                (!strcmp(*role, "tool") ||
                 (!strcmp(*role, "assistant") && calls))) {
         int result = !strcmp(*role, "tool");
-        mistral_turn(&b, m, text, result, f->msp,
-                     f->kind == LE_TOOLS_MISTRAL_V11);
+        mistral_turn(&b, m, text, result, f->msp, f->kind);
         if (!result) /* written as is, then </s> (chat.c) */
             *role = "tool_calls";
     } else if ((f->kind == LE_TOOLS_DEEPSEEK ||

@@ -228,6 +228,15 @@ test_tools_detect(void)
                "'[ARGS]' + arguments"),
              LE_TOOLS_MISTRAL_V11);
     T_EQ_STR(le_chat_tools_name(LE_TOOLS_MISTRAL_V11), "mistral-v11");
+    /* Mistral Small 3.2's: [CALL_ID] besides v11's markers */
+    const char *m32 =
+        "{{- '[SYSTEM_PROMPT]' + system_prompt + '[/SYSTEM_PROMPT]' }}{{- "
+        "'[AVAILABLE_TOOLS]' + tools|tojson + '[/AVAILABLE_TOOLS]' }}{{- "
+        "'[INST]' }}{{- '[TOOL_CALLS]' + tool_call.function.name }}{{- "
+        "'[CALL_ID]' + tool_call.id }}{{- '[ARGS]' + args|tojson }}";
+    T_EQ_INT(D(m32), LE_TOOLS_MISTRAL_CALL_ID);
+    T_EQ_STR(le_chat_tools_name(LE_TOOLS_MISTRAL_CALL_ID), "mistral-call-id");
+    T_EQ_STR(le_chat_tools_markers(LE_TOOLS_MISTRAL_CALL_ID)[1], "[CALL_ID]");
     /* DeepSeek V3-0324's and R1's (and the distills') templates, as
      * they write a call; V3.1's has no fence and no type;
      * the markers in another family's template do not count */

@@ -37,6 +37,7 @@ static char rand_model[256];
 static char herm_model[256], l3_model[256], mis_model[256], nemo_model[256],
     ds_model[256], m11_model[256], dst_model[256], gran_model[256],
     d31_model[256], glm_model[256], glmx_model[256], q3c_model[256],
+    m32_model[256],
     g33_model[256];
 /* DeepSeek R1-style (no tool format of its own here: the JSON wrapper) */
 static const char *ds_tmpl =
@@ -88,6 +89,21 @@ static const char *const m11_controls[] = {
     "[INST]", "[/INST]", "[TOOL_CALLS]", "[AVAILABLE_TOOLS]",
     "[/AVAILABLE_TOOLS]", "[TOOL_RESULTS]", "[/TOOL_RESULTS]",
     "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]", "[ARGS]", NULL};
+
+/* Mistral Small 3.2's: v11's markers and [CALL_ID] (format
+ * mistral-call-id) */
+static const char *m32_tmpl =
+    "{{- '[SYSTEM_PROMPT]' + system_prompt + '[/SYSTEM_PROMPT]' }}...{{- "
+    "'[AVAILABLE_TOOLS]' + tools|tojson + '[/AVAILABLE_TOOLS]' }}{{- "
+    "'[INST]' }}...{{- '[TOOL_CALLS]' + tool_call.function.name }}...{{- "
+    "'[CALL_ID]' + tool_call.id }}{{- '[ARGS]' + tool_call['function']"
+    "['arguments']|tojson }}...{{- '[TOOL_RESULTS]' + message.tool_call_id "
+    "+ '[TOOL_CONTENT]' + content|string + '[/TOOL_RESULTS]' }}";
+static const char *const m32_controls[] = {
+    "[INST]", "[/INST]", "[TOOL_CALLS]", "[AVAILABLE_TOOLS]",
+    "[/AVAILABLE_TOOLS]", "[TOOL_RESULTS]", "[/TOOL_RESULTS]",
+    "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]", "[ARGS]", "[CALL_ID]",
+    "[TOOL_CONTENT]", NULL};
 
 /* DeepSeek V3-0324-style with its tool markers (format deepseek), the
  * markers control tokens of the vocabulary (dst_controls): in DeepSeek's
@@ -215,6 +231,7 @@ start(void)
     snprintf(glm_model, sizeof(glm_model), "%s/glm.gguf", dir);
     snprintf(glmx_model, sizeof(glmx_model), "%s/glmx.gguf", dir);
     snprintf(q3c_model, sizeof(q3c_model), "%s/q3c.gguf", dir);
+    snprintf(m32_model, sizeof(m32_model), "%s/m32.gguf", dir);
     if (write_tmpl_model(herm_model, herm_tmpl, NULL, 77) != 0 ||
         write_tmpl_model(l3_model, l3_tmpl, NULL, 78) != 0 ||
         write_tmpl_model(mis_model, mis_tmpl, mis_controls, 79) != 0 ||
@@ -227,7 +244,8 @@ start(void)
         write_tmpl_model(d31_model, d31_tmpl, dst_controls, 86) != 0 ||
         write_tmpl_model(glm_model, glm_tmpl, glm_controls, 87) != 0 ||
         write_tmpl_model(glmx_model, glm_tmpl, glmx_controls, 88) != 0 ||
-        write_tmpl_model(q3c_model, q3c_tmpl, NULL, 89) != 0)
+        write_tmpl_model(q3c_model, q3c_tmpl, NULL, 89) != 0 ||
+        write_tmpl_model(m32_model, m32_tmpl, m32_controls, 90) != 0)
         return -1;
     snprintf(cfg, sizeof(cfg),
              "{\"listen\": \"127.0.0.1:0\", \"workers\": 2,\n"
@@ -276,10 +294,14 @@ start(void)
              "   \"models\": {\"glmx\": {}}},\n"
              "  \"q3c\": {\"kind\": \"local\", \"model_path\": \"%s\",\n"
              "   \"threads\": 1, \"context\": 2048, \"parallel\": 1,\n"
-             "   \"models\": {\"q3c\": {}}}}}\n",
+             "   \"models\": {\"q3c\": {}}},\n"
+             "  \"m32\": {\"kind\": \"local\", \"model_path\": \"%s\",\n"
+             "   \"threads\": 1, \"context\": 2048, \"parallel\": 1,\n"
+             "   \"models\": {\"m32\": {}}}}}\n",
              dir, model, rand_model, herm_model, l3_model, mis_model,
              nemo_model, ds_model, m11_model, dst_model, gran_model,
-             g33_model, d31_model, glm_model, glmx_model, q3c_model);
+             g33_model, d31_model, glm_model, glmx_model, q3c_model,
+             m32_model);
     free(dir);
     char *path = e2e_write_temp("structured.json", cfg);
     setenv("LLMUX_LOG", "info", 1); /* the providers' lines at start */
@@ -850,6 +872,9 @@ test_native_prompts(void)
     T_EQ_INT(e2e_log_count(&gw, "chat template chatml, tool calls "
                                 "qwen3-coder,"),
              1);
+    T_EQ_INT(e2e_log_count(&gw, "chat template mistral-v7-tekken, tool "
+                                "calls mistral-call-id,"),
+             1);
     const char *tool_list =
         "[{\"type\":\"function\",\"function\":{\"name\":\"get_time\","
         "\"parameters\":{\"type\":\"object\",\"properties\":{\"zone\":{"
@@ -1157,6 +1182,47 @@ test_native_prompts(void)
 #undef Q3C_SYS
 #undef Q3C_TOOLS
 #undef Q3C_RULES
+    /* mistral-call-id (Small 3.2): each call with the id its results
+     * carry, the results' content after [TOOL_CONTENT], the turn's text
+     * not written (as its template; the texts jinja2 renders of it, the
+     * roles alternating as it requires) */
+#define M32_TOOLS                                                          \
+    "[AVAILABLE_TOOLS][{\"type\": \"function\", \"function\": {\"name\": " \
+    "\"get_time\", \"parameters\": {\"type\": \"object\", \"properties\": " \
+    "{\"zone\": {\"type\": \"string\"}}}}}][/AVAILABLE_TOOLS]"
+    expect_prompt(
+        "m32", m32_model,
+        "[{\"role\":\"system\",\"content\":\"Be brief.\"},"
+        "{\"role\":\"user\",\"content\":\"Time?\"},"
+        "{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":"
+        "\"call_1\",\"type\":\"function\",\"function\":{\"name\":"
+        "\"get_time\",\"arguments\":\"{\\\"zone\\\": \\\"utc\\\"}\"}}]},"
+        "{\"role\":\"tool\",\"tool_call_id\":\"call_1\",\"content\":"
+        "\"12:00\"},{\"role\":\"assistant\",\"content\":\"Noon.\"},"
+        "{\"role\":\"user\",\"content\":\"Thanks\"}]",
+        tool_list,
+        "[SYSTEM_PROMPT]Be brief.[/SYSTEM_PROMPT][INST]Time?[/INST]"
+        "[TOOL_CALLS]get_time[CALL_ID]9Gd2dIMCT[ARGS]{\"zone\": \"utc\"}</s>"
+        "[TOOL_RESULTS]9Gd2dIMCT[TOOL_CONTENT]12:00[/TOOL_RESULTS]Noon.</s>"
+        M32_TOOLS "[INST]Thanks[/INST]");
+    expect_prompt(
+        "m32", m32_model,
+        "[{\"role\":\"system\",\"content\":\"S\"},"
+        "{\"role\":\"user\",\"content\":\"Time?\"},"
+        "{\"role\":\"assistant\",\"content\":\"Both.\",\"tool_calls\":["
+        "{\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":"
+        "\"get_time\",\"arguments\":\"{}\"}},"
+        "{\"id\":\"c2\",\"type\":\"function\",\"function\":{\"name\":"
+        "\"get_time\",\"arguments\":\"{\\\"zone\\\": \\\"cet\\\"}\"}}]},"
+        "{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"content\":\"11:00\"},"
+        "{\"role\":\"tool\",\"tool_call_id\":\"c2\",\"content\":\"12:00\"}]",
+        tool_list,
+        "[SYSTEM_PROMPT]S[/SYSTEM_PROMPT]" M32_TOOLS "[INST]Time?[/INST]"
+        "[TOOL_CALLS]get_time[CALL_ID]7pPNQO8GX[ARGS]{}[TOOL_CALLS]get_time"
+        "[CALL_ID]wCBTlKcFX[ARGS]{\"zone\": \"cet\"}</s>[TOOL_RESULTS]"
+        "7pPNQO8GX[TOOL_CONTENT]11:00[/TOOL_RESULTS][TOOL_RESULTS]wCBTlKcFX"
+        "[TOOL_CONTENT]12:00[/TOOL_RESULTS]");
+#undef M32_TOOLS
     /* a result whose text is JSON goes in as that value, not a string */
     expect_prompt(
         "nemo", nemo_model,
@@ -1331,8 +1397,8 @@ test_native_calls(void)
     static const char *const models[] = {"herm", "l3",  "rand",
                                          "mis",  "nemo", "m11",
                                          "dst",  "gran", "g33", "d31",
-                                         "glm",  "q3c"};
-    for (size_t mi = 0; mi < 12; mi++) {
+                                         "glm",  "q3c", "m32"};
+    for (size_t mi = 0; mi < 13; mi++) {
         int calls = 0, texts = 0, multi = 0;
         for (int seed = 0; seed < 12; seed++) {
             const char *choice =
@@ -1343,11 +1409,13 @@ test_native_calls(void)
             char body[4096];
             /* glm reasons first by default (its answers here would
              * not close it) */
+            /* m32's calls are long (each with its id): up to 8 of
+             * them need more room */
             snprintf(body, sizeof(body),
-                     "{\"model\":\"%s\",\"seed\":%d,\"max_tokens\":400,"
+                     "{\"model\":\"%s\",\"seed\":%d,\"max_tokens\":%d,"
                      "\"tools\":%s,\"tool_choice\":%s,%s%%s\"messages\":[{"
                      "\"role\":\"user\",\"content\":\"Weather in Rome?\"}]}",
-                     models[mi], seed, tools, choice,
+                     models[mi], seed, mi == 12 ? 800 : 400, tools, choice,
                      mi == 10 ? "\"reasoning_effort\":\"none\"," : "");
             char plain[4096], streamed[4096];
             snprintf(plain, sizeof(plain), body, "");
@@ -1386,9 +1454,9 @@ test_native_calls(void)
                 /* auto gave text: never starting like a call */
                 const char *c = msg_content(ch);
                 texts++;
-                T_CHECK(*c != (mi == 0 || mi >= 6 ? '<'
-                               : mi >= 3         ? '['
-                                                 : '{'));
+                T_CHECK(*c != (mi == 0 || (mi >= 6 && mi != 12) ? '<'
+                               : mi >= 3                          ? '['
+                                                                  : '{'));
                 T_CHECK(!json_object_get(msg, "tool_calls"));
             } else {
                 T_EQ_STR(fr, "length");
@@ -1414,8 +1482,8 @@ test_parallel_calls(void)
 {
     static const char *const models[] = {"herm", "rand", "l3", "mis",
                                          "m11", "dst", "gran", "g33",
-                                         "d31", "glm", "q3c"};
-    for (size_t mi = 0; mi < 11; mi++) {
+                                         "d31", "glm", "q3c", "m32"};
+    for (size_t mi = 0; mi < 12; mi++) {
         int multi = 0, single = 0, complete = 0;
         for (int seed = 0; seed < 16; seed++) {
             int par = seed % 4 != 3;
@@ -2132,6 +2200,7 @@ main(void)
     unlink(glm_model);
     unlink(glmx_model);
     unlink(q3c_model);
+    unlink(m32_model);
     unlink(nemo_model);
     unlink(ds_model);
     curl_global_cleanup();

@@ -61,10 +61,11 @@ const weather = {
 // GLM-4.7-Flash's (XML calls; it reasons first unless reasoning_effort
 // none, and a random model's reasoning would not end)
 const noThink = (model) => (model === 'glm' ? { reasoning_effort: 'none' } : {});
-// q3c: Qwen3-Coder's template (XML calls inside <tool_call>)
-for (const model of ['local', 'rand', 'herm', 'l3', 'mis', 'oss', 'gran', 'g33', 'ds', 'd31', 'glm', 'q3c']) {
-  // glm's and q3c's calls are longer (the tags around each value)
-  const mt = ['glm', 'q3c'].includes(model) ? 800 : ['herm', 'l3', 'mis', 'oss', 'gran', 'g33', 'd31'].includes(model) ? 300 : 100;
+// q3c: Qwen3-Coder's template (XML calls inside <tool_call>), m32:
+// Mistral Small 3.2's (calls with ids)
+for (const model of ['local', 'rand', 'herm', 'l3', 'mis', 'oss', 'gran', 'g33', 'ds', 'd31', 'glm', 'q3c', 'm32']) {
+  // glm's, q3c's and m32's calls are longer (tags, ids)
+  const mt = ['glm', 'q3c', 'm32'].includes(model) ? 800 : ['herm', 'l3', 'mis', 'oss', 'gran', 'g33', 'd31'].includes(model) ? 300 : 100;
   await step(`${model}: tool_choice required`, async () => {
     const r = await client.chat.completions.create({
       model, max_tokens: mt, seed: 7, ...noThink(model),
@@ -299,7 +300,7 @@ await step('responses logprobs', async () => {
 // one answer, as the SDK reads them (message.tool_calls; streamed, deltas
 // told apart by index), the same streamed and not; parallel_tool_calls
 // false: one.
-for (const pm of ['herm', 'mis', 'gran', 'g33', 'd31', 'glm', 'q3c']) await step(`${pm}: several tool calls in one answer`, async () => {
+for (const pm of ['herm', 'mis', 'gran', 'g33', 'd31', 'glm', 'q3c', 'm32']) await step(`${pm}: several tool calls in one answer`, async () => {
   let several = 0;
   for (let seed = 1; seed <= 8; seed++) {
     const req = { model: pm, max_tokens: 900, seed, ...noThink(pm),
@@ -338,9 +339,9 @@ for (const pm of ['herm', 'mis', 'gran', 'g33', 'd31', 'glm', 'q3c']) await step
 // Granite 4 and 3.3, DeepSeek V3.1: a call, its result sent back as the
 // SDK writes the turns, then another answer (the result turns are the
 // templates')
-for (const gm of ['gran', 'g33', 'd31', 'glm', 'q3c']) await step(`${gm}: a call and its result sent back`, async () => {
+for (const gm of ['gran', 'g33', 'd31', 'glm', 'q3c', 'm32']) await step(`${gm}: a call and its result sent back`, async () => {
   const msgs = [{ role: 'user', content: 'Weather in Oslo?' }];
-  const r = await client.chat.completions.create({ model: gm, max_tokens: 300, seed: 5,
+  const r = await client.chat.completions.create({ model: gm, max_tokens: gm === 'm32' ? 800 : 300, seed: 5,
     messages: msgs, tools: [weather], tool_choice: 'required', ...noThink(gm) });
   const c = r.choices[0];
   check(c.finish_reason === 'tool_calls', `${gm}: the first answer is a call (${c.finish_reason})`);
