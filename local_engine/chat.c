@@ -1065,6 +1065,80 @@ render_harmony(struct chat_buf *b, const struct le_chat_msg *msgs, size_t n,
         cb_str(b, "<|start|>assistant");
 }
 
+/* A Jinja string literal at *p (quote ' or "), its escapes read, into b;
+ * *p past it.  0, or -1 when it does not close. */
+static int
+jinja_literal(struct chat_buf *b, const char **p, const char *end)
+{
+    char q = **p;
+    const char *s = *p + 1;
+    for (; s < end && *s != q; s++) {
+        char c = *s;
+        if (c == '\\' && s + 1 < end) {
+            c = *++s;
+            c = c == 'n' ? '\n' : c == 't' ? '\t' : c == 'r' ? '\r' : c;
+        }
+        cb_add(b, &c, 1);
+    }
+    if (s >= end)
+        return -1;
+    *p = s + 1;
+    return 0;
+}
+
+char *
+le_chat_default_eval(const char *t, size_t len, const char *date)
+{
+    static const char key[] = "set default_system_message = ",
+                      tkey[] = "set today = strftime_now(";
+    const char *end = t ? t + len : NULL;
+    const char *p = t ? memmem(t, len, key, sizeof(key) - 1) : NULL;
+    if (!p)
+        return NULL;
+    p += sizeof(key) - 1;
+    /* today's format, as the template's strftime_now writes it */
+    char fmt[32] = "";
+    const char *tp = memmem(t, len, tkey, sizeof(tkey) - 1);
+    if (tp) {
+        tp += sizeof(tkey) - 1;
+        struct chat_buf f = {0};
+        if ((*tp == '"' || *tp == '\'') && jinja_literal(&f, &tp, end) == 0 &&
+            f.p && f.len < sizeof(fmt))
+            snprintf(fmt, sizeof(fmt), "%s", f.p);
+        free(f.p);
+    }
+    struct chat_buf b = {0};
+    cb_add(&b, "", 0);
+    for (;;) {
+        while (p < end && *p == ' ')
+            p++;
+        if (p < end && (*p == '"' || *p == '\'')) {
+            if (jinja_literal(&b, &p, end) != 0)
+                break;
+        } else if (p + 5 <= end && !memcmp(p, "today", 5) && fmt[0]) {
+            struct le_chat_opts o = {NULL, date, NULL, 0};
+            char day[64];
+            chat_date(&o, fmt, day, sizeof(day));
+            cb_str(&b, day);
+            p += 5;
+        } else {
+            break; /* another name or form: not read */
+        }
+        while (p < end && *p == ' ')
+            p++;
+        if (p < end && *p == '+') {
+            p++;
+            continue;
+        }
+        if (p + 1 < end && (!memcmp(p, "%}", 2) || !memcmp(p, "-%", 2)) &&
+            b.len && !b.bad)
+            return b.p;
+        break;
+    }
+    free(b.p);
+    return NULL;
+}
+
 enum le_status
 le_chat_apply(enum le_chat_template t, const struct le_chat_msg *msgs,
               size_t n_msgs, int add_generation_prompt, char **out,

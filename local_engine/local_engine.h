@@ -178,6 +178,15 @@ enum le_chat_template {
      * <|assistant|></think> (le_chat_opts.reasoning < 0) */
     LE_CHAT_GLM47
 };
+/* The system text template tmpl (len bytes) writes when the messages
+ * have none, read from its `set default_system_message = ...` (Mistral's
+ * templates: Small 3.x, Devstral, Magistral): string literals joined by
+ * `+`, and `today` as the template's strftime_now format writes date
+ * ("YYYY-MM-DD"; NULL: today in UTC).  malloc'd (caller frees), or NULL
+ * when it defines none, an empty one, or one of another form. */
+char *le_chat_default_eval(const char *tmpl, size_t len, const char *date);
+/* The same for model m's own template. */
+char *le_model_default_system(const struct le_model *m, const char *date);
 /* 1 for the mistral templates (any of the five) */
 int le_chat_is_mistral(enum le_chat_template t);
 /* The system text the template writes when the messages have none

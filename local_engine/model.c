@@ -1400,6 +1400,15 @@ le_model_chat_tools(const struct le_model *m)
     return m->chat_tools;
 }
 
+char *
+le_model_default_system(const struct le_model *m, const char *date)
+{
+    struct le_gguf_str t;
+    if (!m || !le_gguf_get_str(m->gguf, "tokenizer.chat_template", &t))
+        return NULL;
+    return le_chat_default_eval(t.ptr, (size_t)t.len, date);
+}
+
 /* ------------------------------------------------------------------ */
 /* Sessions                                                             */
 

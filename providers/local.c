@@ -3660,9 +3660,10 @@ lp_prepare(struct lp_engine *e, const json_t *b, struct lp_job *j,
     enum lp_tools mode = LP_TOOLS_NONE;
     const json_t *msgs = json_object_get(b, "messages");
     size_t n = json_array_size(msgs);
-    /* room for a system turn and a user turn of the tools (place_tools) */
-    struct le_chat_msg *cm = calloc(n + 2, sizeof(*cm));
-    char **texts = calloc(n + 2, sizeof(char *));
+    /* room for a system turn and a user turn of the tools (place_tools)
+     * and the template's default system turn */
+    struct le_chat_msg *cm = calloc(n + 3, sizeof(*cm));
+    char **texts = calloc(n + 3, sizeof(char *));
     const struct lp_callfmt *cf = callfmt_of(e->model);
     struct pv_gram pg;
     pv_gram_init(&pg);
@@ -3760,6 +3761,20 @@ lp_prepare(struct lp_engine *e, const json_t *b, struct lp_job *j,
             k--;
         }
     }
+    /* Mistral's templates that define a default system text write it
+     * when the messages start without one (today's date in it) */
+    if (rc == 0 && le_chat_is_mistral(tmpl) &&
+        (k == 0 || strcmp(cm[0].role, "system"))) {
+        char *def = le_model_default_system(e->model, NULL);
+        if (def) {
+            memmove(cm + 1, cm, k * sizeof(*cm));
+            memmove(texts + 1, texts, k * sizeof(*texts));
+            texts[0] = def;
+            cm[0].role = "system";
+            cm[0].content = def;
+            k++;
+        }
+    }
     /* harmony's and Granite 3's go to the template (the developer
      * message, the available_tools turn) */
     char *htools = NULL;
@@ -3813,7 +3828,7 @@ lp_prepare(struct lp_engine *e, const json_t *b, struct lp_job *j,
     } else if (rc == 0) {
         pv_think_init(&j->tk, rmode);
     }
-    for (size_t i = 0; texts && i < n + 2; i++)
+    for (size_t i = 0; texts && i < n + 3; i++)
         free(texts[i]);
     free(texts);
     free(cm);

@@ -563,6 +563,36 @@ test_deepseek31(void)
 #undef U
 }
 
+/* A Mistral template's default system text: its literals joined, escapes
+ * read, today as its strftime_now format writes the date */
+static void
+test_default_system(void)
+{
+    static const char m32[] =
+        "{%- set today = strftime_now(\"%Y-%m-%d\") %}\n{%- set "
+        "default_system_message = \"You are Mistral Small 3.\\nThe current "
+        "date is \" + today + \".\\n\\nSay \\\"hi\\\".\" %}\n{{- bos_token }}";
+    char *d = le_chat_default_eval(m32, strlen(m32), "2026-03-07");
+    T_EQ_STR(d, "You are Mistral Small 3.\nThe current date is 2026-03-07."
+                "\n\nSay \"hi\".");
+    free(d);
+    static const char dev[] =
+        "{%- set default_system_message = 'You are Devstral.\\n* don\\'t "
+        "\\\"guess\\\"' %}";
+    d = le_chat_default_eval(dev, strlen(dev), NULL);
+    T_EQ_STR(d, "You are Devstral.\n* don't \"guess\"");
+    free(d);
+    /* none, an empty one, another name, an unclosed literal: NULL */
+    static const char *const bad[] = {
+        "{{ bos_token }}[INST]",
+        "{%- set default_system_message = '' %}",
+        "{%- set default_system_message = 'a' + yesterday %}",
+        "{%- set default_system_message = 'a' + today %}", /* no format */
+        "{%- set default_system_message = 'abc"};
+    for (size_t i = 0; i < 5; i++)
+        T_CHECK(le_chat_default_eval(bad[i], strlen(bad[i]), NULL) == NULL);
+}
+
 /* GLM-4.7-Flash's template: the expected texts are what Python's jinja2
  * renders of it (llama.cpp's copy, models/templates/GLM-4.7-Flash.jinja)
  * for the same messages, enable_thinking unset or false */
@@ -1049,6 +1079,7 @@ main(void)
     T_RUN(test_deepseek_tools);
     T_RUN(test_deepseek31);
     T_RUN(test_glm47);
+    T_RUN(test_default_system);
     T_RUN(test_qwen3);
     T_RUN(test_phi3);
     T_RUN(test_phi4);

@@ -93,6 +93,9 @@ static const char *const m11_controls[] = {
 /* Mistral Small 3.2's: v11's markers and [CALL_ID] (format
  * mistral-call-id) */
 static const char *m32_tmpl =
+    "{%- set today = strftime_now(\"%Y-%m-%d\") %}{%- set "
+    "default_system_message = \"You are Mistral Small 3. The current date "
+    "is \" + today + \".\\n\\nUse the tools.\" %}"
     "{{- '[SYSTEM_PROMPT]' + system_prompt + '[/SYSTEM_PROMPT]' }}...{{- "
     "'[AVAILABLE_TOOLS]' + tools|tojson + '[/AVAILABLE_TOOLS]' }}{{- "
     "'[INST]' }}...{{- '[TOOL_CALLS]' + tool_call.function.name }}...{{- "
@@ -1222,6 +1225,22 @@ test_native_prompts(void)
         "[CALL_ID]wCBTlKcFX[ARGS]{\"zone\": \"cet\"}</s>[TOOL_RESULTS]"
         "7pPNQO8GX[TOOL_CONTENT]11:00[/TOOL_RESULTS][TOOL_RESULTS]wCBTlKcFX"
         "[TOOL_CONTENT]12:00[/TOOL_RESULTS]");
+    {
+        /* no system text: the template's default, dated */
+        char want[2048], day[32];
+        time_t now = time(NULL);
+        struct tm tm;
+        gmtime_r(&now, &tm);
+        strftime(day, sizeof(day), "%Y-%m-%d", &tm);
+        snprintf(want, sizeof(want),
+                 "[SYSTEM_PROMPT]You are Mistral Small 3. The current date "
+                 "is %s.\n\nUse the tools.[/SYSTEM_PROMPT]" M32_TOOLS
+                 "[INST]Time?[/INST]",
+                 day);
+        expect_prompt("m32", m32_model,
+                      "[{\"role\":\"user\",\"content\":\"Time?\"}]",
+                      tool_list, want);
+    }
 #undef M32_TOOLS
     /* a result whose text is JSON goes in as that value, not a string */
     expect_prompt(
