@@ -104,8 +104,8 @@ struct lp_job {
     int n_choices; /* choice 0's job: the request's n (1 by default) */
     /* Input, owned. */
     char *prompt_text;
-    /* GLM's XML calls: per tool, per listed parameter, whether its value
-     * is written as text (true) or JSON (false); moved to the call */
+    /* the XML formats' calls: per tool, per listed parameter, whether its
+     * value is written as text (true) or JSON (false); moved to the call */
     json_t *xml_keys;
     int32_t *ids; /* a token-id prompt, used instead of prompt_text */
     size_t n_ids;
@@ -377,7 +377,7 @@ struct lp_call {
     int b64;      /* its encoding_format base64 */
     int client_include_usage;
     int think; /* le_chat_reasoning's mode for this answer, 0: none */
-    json_t *xml_keys; /* GLM: its job's (lp_job.xml_keys), owned */
+    json_t *xml_keys; /* XML formats: its job's (lp_job.xml_keys), owned */
     char id[96];
     char model[128];
     int64_t created;
@@ -2381,10 +2381,11 @@ tools_grammar(struct lp_job *j, struct pv_gram *pg, const struct lp_tool *t,
     return rc;
 }
 
-/* GLM: which listed parameters of each tool are written as text
- * (j->xml_keys, pv_xml_args_json); 0 or -2 */
+/* The XML formats (GLM's, Qwen3-Coder's): which listed parameters of
+ * each tool are written as text (j->xml_keys, pv_xml_args_json); 0 or
+ * -2 */
 static int
-glm_keys(struct lp_job *j, const struct lp_tool *t, size_t n)
+xml_keys_of(struct lp_job *j, const struct lp_tool *t, size_t n)
 {
     json_t *all = json_object();
     for (size_t i = 0; all && i < n; i++) {
@@ -3697,7 +3698,7 @@ lp_prepare(struct lp_engine *e, const json_t *b, struct lp_job *j,
         rc = tools_grammar(j, &pg, tools, n_tools, mode, named, max_calls,
                            cf);
     if (rc == 0 && mode != LP_TOOLS_NONE && xml_of(cf))
-        rc = glm_keys(j, tools, n_tools);
+        rc = xml_keys_of(j, tools, n_tools);
     int constrained = have_format || mode != LP_TOOLS_NONE;
     enum le_chat_template tmpl = le_model_chat_template(e->model);
     int rmode = le_chat_reasoning(tmpl), think = 0;
