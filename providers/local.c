@@ -3763,10 +3763,16 @@ lp_prepare(struct lp_engine *e, const json_t *b, struct lp_job *j,
         }
     }
     /* Mistral's templates that define a default system text write it
-     * when the messages start without one (today's date in it) */
+     * when the messages start without one (today's date in it); not
+     * Magistral's, which asks for reasoning in [THINK] or <think>, a
+     * split llmux does not make (its content would carry the reasoning) */
     if (rc == 0 && le_chat_is_mistral(tmpl) &&
         (k == 0 || strcmp(cm[0].role, "system"))) {
         char *def = le_model_default_system(e->model, NULL);
+        if (def && (strstr(def, "[THINK]") || strstr(def, "<think>"))) {
+            free(def);
+            def = NULL;
+        }
         if (def) {
             memmove(cm + 1, cm, k * sizeof(*cm));
             memmove(texts + 1, texts, k * sizeof(*texts));

@@ -37,7 +37,7 @@ static char rand_model[256];
 static char herm_model[256], l3_model[256], mis_model[256], nemo_model[256],
     ds_model[256], m11_model[256], dst_model[256], gran_model[256],
     d31_model[256], glm_model[256], glmx_model[256], q3c_model[256],
-    m32_model[256],
+    m32_model[256], mag_model[256],
     g33_model[256];
 /* DeepSeek R1-style (no tool format of its own here: the JSON wrapper) */
 static const char *ds_tmpl =
@@ -102,6 +102,14 @@ static const char *m32_tmpl =
     "'[CALL_ID]' + tool_call.id }}{{- '[ARGS]' + tool_call['function']"
     "['arguments']|tojson }}...{{- '[TOOL_RESULTS]' + message.tool_call_id "
     "+ '[TOOL_CONTENT]' + content|string + '[/TOOL_RESULTS]' }}";
+/* Magistral-style: its default asks for reasoning in [THINK] (not
+ * written) */
+static const char *mag_tmpl =
+    "{%- set default_system_message = 'First draft your thinking process "
+    "[THINK]like this[/THINK], then answer.' %}{{- '[SYSTEM_PROMPT]' + "
+    "system_message + '[/SYSTEM_PROMPT]' }}{{- '[INST]' }}...{{- "
+    "'[AVAILABLE_TOOLS]' + tools|tojson + '[/AVAILABLE_TOOLS]' }}...{{- "
+    "'[TOOL_CALLS]' + name + '[ARGS]' + args }}";
 static const char *const m32_controls[] = {
     "[INST]", "[/INST]", "[TOOL_CALLS]", "[AVAILABLE_TOOLS]",
     "[/AVAILABLE_TOOLS]", "[TOOL_RESULTS]", "[/TOOL_RESULTS]",
@@ -235,6 +243,7 @@ start(void)
     snprintf(glmx_model, sizeof(glmx_model), "%s/glmx.gguf", dir);
     snprintf(q3c_model, sizeof(q3c_model), "%s/q3c.gguf", dir);
     snprintf(m32_model, sizeof(m32_model), "%s/m32.gguf", dir);
+    snprintf(mag_model, sizeof(mag_model), "%s/mag.gguf", dir);
     if (write_tmpl_model(herm_model, herm_tmpl, NULL, 77) != 0 ||
         write_tmpl_model(l3_model, l3_tmpl, NULL, 78) != 0 ||
         write_tmpl_model(mis_model, mis_tmpl, mis_controls, 79) != 0 ||
@@ -248,7 +257,8 @@ start(void)
         write_tmpl_model(glm_model, glm_tmpl, glm_controls, 87) != 0 ||
         write_tmpl_model(glmx_model, glm_tmpl, glmx_controls, 88) != 0 ||
         write_tmpl_model(q3c_model, q3c_tmpl, NULL, 89) != 0 ||
-        write_tmpl_model(m32_model, m32_tmpl, m32_controls, 90) != 0)
+        write_tmpl_model(m32_model, m32_tmpl, m32_controls, 90) != 0 ||
+        write_tmpl_model(mag_model, mag_tmpl, m32_controls, 91) != 0)
         return -1;
     snprintf(cfg, sizeof(cfg),
              "{\"listen\": \"127.0.0.1:0\", \"workers\": 2,\n"
@@ -300,11 +310,14 @@ start(void)
              "   \"models\": {\"q3c\": {}}},\n"
              "  \"m32\": {\"kind\": \"local\", \"model_path\": \"%s\",\n"
              "   \"threads\": 1, \"context\": 2048, \"parallel\": 1,\n"
-             "   \"models\": {\"m32\": {}}}}}\n",
+             "   \"models\": {\"m32\": {}}},\n"
+             "  \"mag\": {\"kind\": \"local\", \"model_path\": \"%s\",\n"
+             "   \"threads\": 1, \"context\": 2048, \"parallel\": 1,\n"
+             "   \"models\": {\"mag\": {}}}}}\n",
              dir, model, rand_model, herm_model, l3_model, mis_model,
              nemo_model, ds_model, m11_model, dst_model, gran_model,
              g33_model, d31_model, glm_model, glmx_model, q3c_model,
-             m32_model);
+             m32_model, mag_model);
     free(dir);
     char *path = e2e_write_temp("structured.json", cfg);
     setenv("LLMUX_LOG", "info", 1); /* the providers' lines at start */
@@ -854,7 +867,7 @@ test_native_prompts(void)
              1);
     T_EQ_INT(e2e_log_count(&gw, "chat template mistral-v7-tekken, tool "
                                 "calls mistral-v11,"),
-             1);
+             2); /* m11 and mag */
     T_EQ_INT(e2e_log_count(&gw, "chat template deepseek3, tool calls json,"),
              1);
     T_EQ_INT(e2e_log_count(&gw, "chat template deepseek3, tool calls "
@@ -1240,6 +1253,10 @@ test_native_prompts(void)
         expect_prompt("m32", m32_model,
                       "[{\"role\":\"user\",\"content\":\"Time?\"}]",
                       tool_list, want);
+        /* Magistral's default asks for [THINK] reasoning: not written */
+        expect_prompt("mag", mag_model,
+                      "[{\"role\":\"user\",\"content\":\"Time?\"}]",
+                      tool_list, M32_TOOLS "[INST]Time?[/INST]");
     }
 #undef M32_TOOLS
     /* a result whose text is JSON goes in as that value, not a string */
@@ -2220,6 +2237,7 @@ main(void)
     unlink(glmx_model);
     unlink(q3c_model);
     unlink(m32_model);
+    unlink(mag_model);
     unlink(nemo_model);
     unlink(ds_model);
     curl_global_cleanup();
