@@ -3877,6 +3877,7 @@ pv_local_count_tokens(const struct pv_registry *r,
         rc = -1;
     }
     free(j->prompt_text);
+    json_decref(j->xml_keys);
     le_grammar_free(j->grammar);
     for (size_t i = 0; i < j->n_stops; i++)
         free(j->stops[i]);

@@ -1662,9 +1662,48 @@ glm_values(const char *model, const char *path, const char *title,
     T_CHECK(complete >= 3);
 }
 
+/* Anthropic's count_tokens on an XML-format model with tools: the
+ * prompt a generation would see, as the chat request's prompt_tokens */
+static void
+glm_count_tokens(void)
+{
+    char curl[300];
+    snprintf(curl, sizeof(curl), "http://127.0.0.1:%d/v1/messages/count_tokens",
+             gw.port);
+    struct e2e_resp r;
+    T_EQ_INT(e2e_http("POST", curl,
+                      "{\"model\":\"glm\",\"tools\":[{\"name\":\"f\","
+                      "\"input_schema\":{\"type\":\"object\",\"properties\":"
+                      "{\"a\":{\"type\":\"string\"},\"n\":{\"type\":"
+                      "\"integer\"}}}}],\"messages\":[{\"role\":\"user\","
+                      "\"content\":\"Q\"}]}",
+                      NULL, 30000, &r),
+             0);
+    T_EQ_INT(r.status, 200);
+    json_t *cj = json_loads(r.body ? r.body : "", 0, NULL);
+    json_int_t counted =
+        json_integer_value(json_object_get(cj, "input_tokens"));
+    json_decref(cj);
+    e2e_resp_free(&r);
+    long st;
+    json_t *o = post("{\"model\":\"glm\",\"max_tokens\":1,\"tools\":[{"
+                     "\"type\":\"function\",\"function\":{\"name\":\"f\","
+                     "\"parameters\":{\"type\":\"object\",\"properties\":{"
+                     "\"a\":{\"type\":\"string\"},\"n\":{\"type\":"
+                     "\"integer\"}}}}}],\"messages\":[{\"role\":\"user\","
+                     "\"content\":\"Q\"}]}",
+                     &st);
+    T_EQ_INT(st, 200);
+    T_EQ_INT(counted, json_integer_value(json_object_get(
+                          json_object_get(o, "usage"), "prompt_tokens")));
+    T_CHECK(counted > 100);
+    json_decref(o);
+}
+
 static void
 test_glm_values(void)
 {
+    glm_count_tokens();
     glm_values("glm", glm_model, "{\"type\":\"string\"}", 1);
     glm_values("glmx", glmx_model, "{\"type\":\"string\",\"maxLength\":6}",
                1);
