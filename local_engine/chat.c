@@ -429,15 +429,22 @@ is_space(char c)
            c == '\f';
 }
 
+/* the text of [a, z) without the blanks Python's strip() drops at either
+ * end, into b */
+static void
+cb_trim_range(struct chat_buf *b, const char *a, const char *z)
+{
+    while (a < z && is_space(*a))
+        a++;
+    while (z > a && is_space(z[-1]))
+        z--;
+    cb_add(b, a, (size_t)(z - a));
+}
+
 static void
 cb_trim(struct chat_buf *b, const char *s)
 {
-    size_t n = strlen(s);
-    while (n && is_space(*s))
-        s++, n--;
-    while (n && is_space(s[n - 1]))
-        n--;
-    cb_add(b, s, n);
+    cb_trim_range(b, s, s + strlen(s));
 }
 
 static const char *
@@ -919,8 +926,7 @@ render_deepseek2(struct chat_buf *b, const struct le_chat_msg *msgs,
         if (!strcmp(role, "assistant")) {
             cb_str(b, "Assistant: ");
             cb_str(b, content_of(&msgs[i]));
-            cb_str(b, "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81"
-                      "sentence\xef\xbd\x9c>");
+            cb_str(b, DS_EOS);
             continue;
         }
         if (strcmp(role, "system"))
@@ -930,18 +936,6 @@ render_deepseek2(struct chat_buf *b, const struct le_chat_msg *msgs,
     }
     if (gen)
         cb_str(b, "Assistant:");
-}
-
-/* the text of [a, b) without the blanks Python's strip() drops at either
- * end, into b */
-static void
-cb_stripped(struct chat_buf *b, const char *a, const char *z)
-{
-    while (a < z && strchr(" \t\n\r\v\f", *a))
-        a++;
-    while (z > a && strchr(" \t\n\r\v\f", z[-1]))
-        z--;
-    cb_add(b, a, (size_t)(z - a));
 }
 
 /* GLM-4.7-Flash's template: "[gMASK]<sop>", each turn its marker and its
@@ -977,14 +971,14 @@ render_glm47(struct chat_buf *b, const struct le_chat_msg *msgs, size_t n,
                     r1--;
                 if (r1 > r0 && (last_user == (size_t)-1 || i > last_user)) {
                     cb_str(b, "<think>");
-                    cb_stripped(b, r0, r1);
+                    cb_trim_range(b, r0, r1);
                     cb_str(b, "</think>");
                     end = NULL;
                 }
             }
             if (end || text == c)
                 cb_str(b, "</think>");
-            cb_stripped(b, text, text + strlen(text));
+            cb_trim(b, text);
         } else if (!strcmp(role, "tool")) {
             if (!i || strcmp(role_of(&msgs[i - 1]), "tool"))
                 cb_str(b, "<|observation|>");

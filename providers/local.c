@@ -360,6 +360,8 @@ struct lp_choice {
     int echoed;          /* stream, echo: the prompt's chunk went out */
     struct pv_think tk;  /* a reasoning answer's split (lc->think) */
     struct gx_buf racc;  /* non-stream: its reasoning */
+    struct pv_xml_read xr; /* stream, XML formats: the current call's */
+    struct gx_buf xjs;     /* arguments read so far, and their JSON */
 };
 
 /* The worker side of a call. */
@@ -1161,6 +1163,8 @@ stream_tool_output(struct pv_call *call, struct lp_call *lc, int k,
                 emit_tool_delta(call, lc, k, cs->n - 1, j, cs->name, NULL,
                                 0);
                 c->args_sent = 0;
+                memset(&c->xr, 0, sizeof(c->xr));
+                gx_buf_reset(&c->xjs);
             } else {
                 /* cut before the first call's name: as text (a later
                  * call's partial head is dropped) */
@@ -1172,25 +1176,22 @@ stream_tool_output(struct pv_call *call, struct lp_call *lc, int k,
                 return;
             }
         }
-        if (xml_of(lc->fmt)) { /* its JSON, as it grows */
-            struct gx_buf js;
-            gx_buf_init(&js, 0);
-            size_t xe = 0;
-            int closed = pv_xml_args_json(
+        if (xml_of(lc->fmt)) { /* its JSON, read on as it grows */
+            struct gx_buf *js = &c->xjs;
+            int closed = pv_xml_args_read(
                 xml_of(lc->fmt), json_object_get(lc->xml_keys, cs->name),
                 c->acc.data + cs->args_start, c->acc.len - cs->args_start,
-                final, &js, &xe);
-            size_t end = js.len;
+                final, js, &c->xr);
+            size_t end = js->len;
             if (closed)
-                cs->js.end = cs->args_start + xe;
+                cs->js.end = cs->args_start + c->xr.end;
             else if (!final)
-                end -= pv_utf8_partial(js.data, js.len);
-            if (js.data && end > c->args_sent) {
+                end -= pv_utf8_partial(js->data, js->len);
+            if (js->data && end > c->args_sent) {
                 emit_tool_delta(call, lc, k, cs->n - 1, j, NULL,
-                                js.data + c->args_sent, end - c->args_sent);
+                                js->data + c->args_sent, end - c->args_sent);
                 c->args_sent = end;
             }
-            gx_buf_cleanup(&js);
             if (!closed || !call_next(lc->fmt, cs, c->acc.data, c->acc.len))
                 return;
             continue;
@@ -1821,6 +1822,7 @@ lp_release_jobs(struct pv_call *call)
     for (int k = 0; lc && k < LP_N_MAX; k++) {
         gx_buf_cleanup(&lc->ch[k].acc);
         gx_buf_cleanup(&lc->ch[k].racc);
+        gx_buf_cleanup(&lc->ch[k].xjs);
     }
     if (lc) {
         json_decref(lc->xml_keys);
@@ -2598,6 +2600,20 @@ deepseek_calls(struct gx_buf *b, const json_t *m, const char *text,
     gx_buf_printf(b, "%s", f->close);
 }
 
+/* s without the blanks at its end, and at its start too with lead (Python's
+ * rstrip, strip); *n its length */
+static const char *
+trim_blanks(const char *s, size_t *n, int lead)
+{
+    size_t l = strlen(s);
+    while (lead && l && strchr(" \t\n\r\v\f", *s))
+        s++, l--;
+    while (l && strchr(" \t\n\r\v\f", s[l - 1]))
+        l--;
+    *n = l;
+    return s;
+}
+
 /* An answer with calls in an XML format (render_message), as the model
  * writes it: GLM's text without the blanks at its end (its template
  * strips it) and the calls after it; Qwen3-Coder's text stripped and a
@@ -2610,18 +2626,12 @@ xml_calls(struct gx_buf *b, const json_t *m, const char *text,
           const struct lp_callfmt *f)
 {
     const struct pv_xml_fmt *x = xml_of(f);
-    size_t tl = strlen(text), i;
-    while (tl && strchr(" \t\n\r\v\f", text[tl - 1]))
-        tl--;
-    if (f->kind == LE_TOOLS_QWEN3_CODER) {
-        while (tl && strchr(" \t\n\r\v\f", *text))
-            text++, tl--;
-        gx_buf_append(b, text, tl);
-        if (tl)
-            gx_buf_append(b, "\n\n", 2);
-    } else {
-        gx_buf_append(b, text, tl);
-    }
+    int qwen = f->kind == LE_TOOLS_QWEN3_CODER;
+    size_t tl, i;
+    text = trim_blanks(text, &tl, qwen);
+    gx_buf_append(b, text, tl);
+    if (qwen && tl)
+        gx_buf_append(b, "\n\n", 2);
     const json_t *c;
     json_array_foreach(json_object_get(m, "tool_calls"), i, c) {
         const json_t *fn = json_object_get(c, "function");
@@ -2957,11 +2967,8 @@ qc_extra(struct gx_buf *b, const json_t *o, const char *const *handled)
 static void
 qc_trimmed(struct gx_buf *b, const char *s)
 {
-    size_t n = strlen(s);
-    while (n && strchr(" \t\n\r\v\f", *s))
-        s++, n--;
-    while (n && strchr(" \t\n\r\v\f", s[n - 1]))
-        n--;
+    size_t n;
+    s = trim_blanks(s, &n, 1);
     gx_buf_append(b, s, n);
 }
 
@@ -3955,6 +3962,7 @@ lp_start(struct pv_loop *loop, const struct pv_request *req,
             snprintf(c->call_id + l, sizeof(c->call_id) - (size_t)l, "_%d",
                      k);
         gx_buf_init(&c->acc, 64 * 1024 * 1024);
+        gx_buf_init(&c->xjs, 64 * 1024 * 1024);
         gx_buf_init(&c->racc, 64 * 1024 * 1024);
         pv_think_init(&c->tk, lc->think);
     }

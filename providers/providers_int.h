@@ -299,6 +299,19 @@ extern const struct pv_xml_fmt pv_xml_glm, pv_xml_qwen3_coder;
 int pv_xml_args_json(const struct pv_xml_fmt *f, const json_t *keys,
                      const char *x, size_t n, int final, struct gx_buf *out,
                      size_t *end);
+/* The same read as it arrives: each call appends to out what the longer
+ * x adds, going on from st (zeroed before the first call; x the same
+ * bytes as before and more), so that a stream does not read its call
+ * again for every token.  1 once closed, st->end at END. */
+enum { XR_BEGIN = 0, XR_PAIR, XR_TEXT, XR_JSON, XR_CLOSE, XR_DONE };
+struct pv_xml_read {
+    int stage, first;   /* XR_*; no pair written yet */
+    size_t p, end;      /* where to go on in x; END's offset once closed */
+    struct pv_jend js;  /* XR_JSON: the value's scan */
+};
+int pv_xml_args_read(const struct pv_xml_fmt *f, const json_t *keys,
+                     const char *x, size_t n, int final, struct gx_buf *out,
+                     struct pv_xml_read *st);
 /* Bytes at the end of s[0, n) that begin a UTF-8 character not yet
  * complete (0 when it ends on a whole one). */
 size_t pv_utf8_partial(const char *s, size_t n);

@@ -91,70 +91,102 @@ const struct pv_xml_fmt pv_xml_qwen3_coder = {
     "Qwen3-Coder"};
 
 int
-pv_xml_args_json(const struct pv_xml_fmt *f, const json_t *keys,
+pv_xml_args_read(const struct pv_xml_fmt *f, const json_t *keys,
                  const char *x, size_t n, int final, struct gx_buf *out,
-                 size_t *end)
+                 struct pv_xml_read *st)
 {
     size_t ko = strlen(f->key_open), km = strlen(f->key_mid),
            cl = strlen(f->close), el = strlen(f->end);
 #define AT(p, lit, l) ((p) + (l) <= n && !memcmp(x + (p), lit, l))
-    size_t p = 0;
-    gx_buf_append(out, "{", 1);
-    for (int first = 1;; first = 0) {
-        if (AT(p, f->end, el)) {
-            gx_buf_append(out, "}", 1);
-            *end = p;
-            return 1;
+    if (st->stage == XR_BEGIN) {
+        gx_buf_append(out, "{", 1);
+        st->stage = XR_PAIR;
+        st->first = 1;
+    }
+    for (;;) {
+        size_t p = st->p;
+        switch (st->stage) {
+        case XR_PAIR: { /* a pair's head, or the end */
+            if (AT(p, f->end, el)) {
+                gx_buf_append(out, "}", 1);
+                st->end = p;
+                st->stage = XR_DONE;
+                return 1;
+            }
+            if (!AT(p, f->key_open, ko))
+                return 0;
+            size_t k0 = p + ko;
+            const char *ke = memmem(x + k0, n - k0, f->key_mid, km);
+            if (!ke)
+                return 0;
+            size_t kl = (size_t)(ke - x) - k0;
+            char *key = strndup(x + k0, kl);
+            if (!key)
+                return 0;
+            const json_t *jv = json_object_get(keys, key);
+            int text = !jv || json_is_true(jv);
+            free(key);
+            gx_buf_append(out, st->first ? "\"" : ", \"", st->first ? 1 : 3);
+            json_escape_into(out, x + k0, kl); /* key may stop at a NUL */
+            gx_buf_append(out, text ? "\": \"" : "\": ", text ? 4 : 3);
+            st->first = 0;
+            st->p = k0 + kl + km;
+            memset(&st->js, 0, sizeof(st->js));
+            st->js.scan = st->p;
+            st->stage = text ? XR_TEXT : XR_JSON;
+            break;
         }
-        if (!AT(p, f->key_open, ko))
-            return 0;
-        size_t k0 = p + ko;
-        const char *ke = memmem(x + k0, n - k0, f->key_mid, km);
-        if (!ke)
-            return 0;
-        size_t kl = (size_t)(ke - x) - k0;
-        char *key = strndup(x + k0, kl);
-        if (!key)
-            return 0;
-        const json_t *jv = json_object_get(keys, key);
-        int text = !jv || json_is_true(jv);
-        if (!first)
-            gx_buf_append(out, ", ", 2);
-        gx_buf_append(out, "\"", 1);
-        json_escape_into(out, x + k0, kl); /* key may stop at a NUL */
-        gx_buf_append(out, "\": ", 3);
-        free(key);
-        p = k0 + kl + km;
-        size_t ve;
-        if (text) {
+        case XR_TEXT: { /* a text up to its close; the end of it that may
+                           be starting the close held back */
             const char *c = memmem(x + p, n - p, f->close, cl);
             size_t vl = c ? (size_t)(c - x) - p : n - p;
             for (size_t h = vl >= cl ? vl - cl + 1 : 0;
                  !c && !final && h < vl; h++)
-                if (!memcmp(x + p + h, f->close, vl - h)) { /* its start */
+                if (!memcmp(x + p + h, f->close, vl - h)) {
                     vl = h;
                     break;
                 }
-            gx_buf_append(out, "\"", 1);
             json_escape_into(out, x + p, vl);
+            st->p = p + vl;
             if (!c)
                 return 0;
             gx_buf_append(out, "\"", 1);
-            ve = p + vl;
-        } else {
-            struct pv_jend js = {0};
-            js.scan = p;
-            int closed = pv_json_end(&js, x, n, final);
-            ve = closed ? js.end : n;
+            st->p += cl;
+            st->stage = XR_PAIR;
+            break;
+        }
+        case XR_JSON: { /* a JSON value as it is, then its close */
+            int closed = pv_json_end(&st->js, x, n, final);
+            size_t ve = closed ? st->js.end : n;
             gx_buf_append(out, x + p, ve - p);
+            st->p = ve;
             if (!closed)
                 return 0;
+            st->stage = XR_CLOSE;
+            break;
         }
-        if (!AT(ve, f->close, cl))
-            return 0;
-        p = ve + cl;
+        case XR_CLOSE:
+            if (!AT(p, f->close, cl))
+                return 0;
+            st->p = p + cl;
+            st->stage = XR_PAIR;
+            break;
+        default: /* XR_DONE */
+            return 1;
+        }
     }
 #undef AT
+}
+
+int
+pv_xml_args_json(const struct pv_xml_fmt *f, const json_t *keys,
+                 const char *x, size_t n, int final, struct gx_buf *out,
+                 size_t *end)
+{
+    struct pv_xml_read st = {0};
+    int closed = pv_xml_args_read(f, keys, x, n, final, out, &st);
+    *end = st.end;
+    return closed;
 }
 
 size_t

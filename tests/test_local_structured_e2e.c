@@ -795,6 +795,16 @@ test_tool_stream(void)
 /* The prompt a chat body renders to, checked through its usage: the
  * request's prompt_tokens equal the count of want (what the format's
  * published template writes) tokenized by the model's vocabulary. */
+/* today in UTC, as strftime's fmt writes it (the templates' dates) */
+static void
+utc_today(const char *fmt, char *out, size_t size)
+{
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(out, size, fmt, &tm);
+}
+
 static void
 expect_prompt(const char *model, const char *path, const char *msgs,
               const char *tool_list, const char *want)
@@ -1241,10 +1251,7 @@ test_native_prompts(void)
     {
         /* no system text: the template's default, dated */
         char want[2048], day[32];
-        time_t now = time(NULL);
-        struct tm tm;
-        gmtime_r(&now, &tm);
-        strftime(day, sizeof(day), "%Y-%m-%d", &tm);
+        utc_today("%Y-%m-%d", day, sizeof(day));
         snprintf(want, sizeof(want),
                  "[SYSTEM_PROMPT]You are Mistral Small 3. The current date "
                  "is %s.\n\nUse the tools.[/SYSTEM_PROMPT]" M32_TOOLS
@@ -1344,10 +1351,7 @@ test_native_prompts(void)
     {
         /* no system text: the dated default naming the call format */
         char want[4096], day[64];
-        time_t now = time(NULL);
-        struct tm tm;
-        gmtime_r(&now, &tm);
-        strftime(day, sizeof(day), "%B %d, %Y", &tm);
+        utc_today("%B %d, %Y", day, sizeof(day));
         snprintf(
             want, sizeof(want),
             "<|start_of_role|>system<|end_of_role|>Knowledge Cutoff Date: "

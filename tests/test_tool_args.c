@@ -105,17 +105,28 @@ check_prefixes(const char *x)
     char whole[4096], prev[4096] = "";
     snprintf(whole, sizeof(whole), "%s", glm(x, n, 1, NULL, NULL));
     int ok = 1;
+    /* read as it arrives (pv_xml_args_read going on): the same texts */
+    struct pv_xml_read st = {0};
+    struct gx_buf inc;
+    gx_buf_init(&inc, 0);
     for (size_t k = 0; k <= n && ok; k++) {
         const char *p = glm(x, k, 0, NULL, NULL);
+        pv_xml_args_read(fmt, keys, x, k, 0, &inc, &st);
         ok = !strncmp(whole, p, strlen(p)) &&
-             !strncmp(p, prev, strlen(prev));
+             !strncmp(p, prev, strlen(prev)) && inc.len == strlen(p) &&
+             !memcmp(inc.data ? inc.data : "", p, inc.len);
         if (!ok)
             fprintf(stderr, "prefix %zu of '%s': '%s' (whole '%s', before "
-                            "'%s')\n",
-                    k, x, p, whole, prev);
+                            "'%s', read on '%.*s')\n",
+                    k, x, p, whole, prev, (int)inc.len,
+                    inc.data ? inc.data : "");
         snprintf(prev, sizeof(prev), "%s", p);
     }
+    /* the end of the output: what was held back, as the whole's */
+    pv_xml_args_read(fmt, keys, x, n, 1, &inc, &st);
+    ok = ok && inc.len == strlen(whole) && !memcmp(inc.data, whole, inc.len);
     T_CHECK(ok);
+    gx_buf_cleanup(&inc);
 }
 
 static void
