@@ -27,6 +27,9 @@
  *            last user turn; the assistant's text is trimmed in v3)
  *   mistral-v7         [SYSTEM_PROMPT] S[/SYSTEM_PROMPT][INST] U[/INST] A</s>
  *   mistral-v7-tekken  [SYSTEM_PROMPT]S[/SYSTEM_PROMPT][INST]U[/INST]A</s>
+ *   magistral          as mistral-v7-tekken; the answer may reason in
+ *            [THINK]...[/THINK] first (le_chat_reasoning 6), as the
+ *            template's default system text asks
  *            (all mistral ones: "tools", "tool" and "tool_calls" turns are
  *            their content as it is, e.g. [AVAILABLE_TOOLS]..,
  *            [TOOL_RESULTS]..[/TOOL_RESULTS], outside any [INST]; a
@@ -116,7 +119,7 @@ static const char *const chat_names[] = {
     "mistral-v3-tekken", "mistral-v7", "mistral-v7-tekken", "deepseek3",
     "deepseek-r1", "deepseek-r1-thinking", "qwen3", "qwen3-thinking",
     "qwen2.5", "phi4", "granite", "harmony", "granite4", "granite3.3",
-    "deepseek2", "deepseek3.1", "glm4.7"};
+    "deepseek2", "deepseek3.1", "glm4.7", "magistral"};
 
 const char *
 le_chat_template_name(enum le_chat_template t)
@@ -200,6 +203,17 @@ le_chat_detect(const char *t, size_t len)
         /* tekken writes the marker as a string of its own, '[INST]' +
          * content; the SentencePiece ones '[INST] ' + content */
         int tekken = has(t, len, "\"[INST]\"") || has(t, len, "'[INST]'");
+        if (has(t, len, "[SYSTEM_PROMPT]") && tekken &&
+            has(t, len, "[THINK]")) {
+            /* Magistral's and Ministral 3 Reasoning's default system text
+             * asks for [THINK] reasoning (not merely a template that
+             * writes a client's thinking blocks back) */
+            char *d = le_chat_default_eval(t, len, "2000-01-01");
+            int think = d && strstr(d, "[THINK]") && strstr(d, "[/THINK]");
+            free(d);
+            if (think)
+                return LE_CHAT_MAGISTRAL;
+        }
         if (has(t, len, "[SYSTEM_PROMPT]"))
             return tekken ? LE_CHAT_MISTRAL_V7_TEKKEN : LE_CHAT_MISTRAL_V7;
         if (tekken)
@@ -285,6 +299,16 @@ le_chat_tools_detect(const char *t, size_t len)
     return LE_TOOLS_JSON;
 }
 
+int
+le_chat_tools_first(const char *t, size_t len)
+{
+    if (!t || !le_chat_is_mistral(le_chat_detect(t, len)))
+        return 0;
+    const char *tl = memmem(t, len, "[AVAILABLE_TOOLS]", 17),
+               *loop = memmem(t, len, "for message in", 14);
+    return tl && loop && tl < loop;
+}
+
 const char *const *
 le_chat_tools_markers(enum le_chat_tools t)
 {
@@ -321,7 +345,7 @@ le_chat_is_mistral(enum le_chat_template t)
 {
     return t == LE_CHAT_MISTRAL || t == LE_CHAT_MISTRAL_V3 ||
            t == LE_CHAT_MISTRAL_V3_TEKKEN || t == LE_CHAT_MISTRAL_V7 ||
-           t == LE_CHAT_MISTRAL_V7_TEKKEN;
+           t == LE_CHAT_MISTRAL_V7_TEKKEN || t == LE_CHAT_MAGISTRAL;
 }
 
 const char *
@@ -329,6 +353,7 @@ le_chat_reasoning_off(enum le_chat_template t)
 {
     int r = le_chat_reasoning(t);
     return r == 3   ? "<|channel|>final<|message|>"
+           : r == 6 ? "[THINK][/THINK]"
            : r == 2 ? "\n</think>\n\n"
            : r == 1 ? "<think>\n\n</think>\n\n"
                     : "";
@@ -358,6 +383,8 @@ le_chat_reasoning(enum le_chat_template t)
         return 4;
     case LE_CHAT_GLM47:
         return 5;
+    case LE_CHAT_MAGISTRAL:
+        return 6;
     default:
         return 0;
     }
@@ -366,7 +393,8 @@ le_chat_reasoning(enum le_chat_template t)
 int
 le_chat_is_tekken(enum le_chat_template t)
 {
-    return t == LE_CHAT_MISTRAL_V3_TEKKEN || t == LE_CHAT_MISTRAL_V7_TEKKEN;
+    return t == LE_CHAT_MISTRAL_V3_TEKKEN || t == LE_CHAT_MISTRAL_V7_TEKKEN ||
+           t == LE_CHAT_MAGISTRAL;
 }
 
 const char *
@@ -549,7 +577,8 @@ render_mistral(struct chat_buf *b, const struct le_chat_msg *msgs, size_t n,
                enum le_chat_template t)
 {
     int v3 = t == LE_CHAT_MISTRAL_V3, v7 = t == LE_CHAT_MISTRAL_V7 ||
-                                           t == LE_CHAT_MISTRAL_V7_TEKKEN;
+                                           t == LE_CHAT_MISTRAL_V7_TEKKEN ||
+                                           t == LE_CHAT_MAGISTRAL;
     const char *sp = le_chat_is_tekken(t) ? "" : " ";
     /* the system text (several: joined by a blank line): in front of the
      * first user turn (mistral), the last (v3), or a [SYSTEM_PROMPT] turn
@@ -847,7 +876,10 @@ le_chat_markers(enum le_chat_template t)
     static const char *const harmony[] = {
         "<|start|>", "<|channel|>", "<|message|>", "<|end|>",
         "<|constrain|>", NULL};
-    return t == LE_CHAT_HARMONY ? harmony : none;
+    static const char *const magistral[] = {"[THINK]", "[/THINK]", NULL};
+    return t == LE_CHAT_HARMONY     ? harmony
+           : t == LE_CHAT_MAGISTRAL ? magistral
+                                    : none;
 }
 
 /* The day o->date names ("YYYY-MM-DD"), else today in UTC (as the
@@ -1165,6 +1197,7 @@ le_chat_apply_opts(enum le_chat_template t, const struct le_chat_msg *msgs,
     case LE_CHAT_MISTRAL_V3_TEKKEN:
     case LE_CHAT_MISTRAL_V7:
     case LE_CHAT_MISTRAL_V7_TEKKEN:
+    case LE_CHAT_MAGISTRAL:
         render_mistral(&b, msgs, n_msgs, t);
         break;
     case LE_CHAT_PHI3:

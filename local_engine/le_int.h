@@ -1104,6 +1104,7 @@ struct le_model {
     struct le_pool *pool;
     enum le_chat_template chat;
     enum le_chat_tools chat_tools;
+    int tools_first; /* le_chat_tools_first of its template */
     /* control tokens whose text le_model_token_to_piece gives even
      * without `special`: the tool format's call markers
      * (le_chat_tools_markers) when the vocabulary has them as such

@@ -176,7 +176,11 @@ enum le_chat_template {
      * [gMASK]<sop><|system|>S<|user|>U<|assistant|></think>A, the
      * generation prompt <|assistant|><think> (reasoning on, by default) or
      * <|assistant|></think> (le_chat_opts.reasoning < 0) */
-    LE_CHAT_GLM47
+    LE_CHAT_GLM47,
+    /* Mistral's reasoning models (Magistral Small 2507 / 2509, Ministral
+     * 3 Reasoning): mistral-v7-tekken whose default system text asks for
+     * the reasoning in [THINK]...[/THINK] before the answer */
+    LE_CHAT_MAGISTRAL
 };
 /* The system text template tmpl (len bytes) writes when the messages
  * have none, read from its `set default_system_message = ...` (Mistral's
@@ -187,7 +191,7 @@ enum le_chat_template {
 char *le_chat_default_eval(const char *tmpl, size_t len, const char *date);
 /* The same for model m's own template. */
 char *le_model_default_system(const struct le_model *m, const char *date);
-/* 1 for the mistral templates (any of the five) */
+/* 1 for the mistral templates (any of the five, and magistral) */
 int le_chat_is_mistral(enum le_chat_template t);
 /* The system text the template writes when the messages have none
  * (qwen2.5's, granite4's), or NULL. */
@@ -200,12 +204,14 @@ const char *le_chat_default_system(enum le_chat_template t);
  * asked for, then opened by the prompt (deepseek3.1: le_chat_opts'
  * reasoning > 0 makes its generation prompt end "<think>" instead of
  * "</think>"; the answer's "</think>" is followed by no blank line), 5
- * the same on unless turned off (glm4.7: reasoning < 0 closes it). */
+ * the same on unless turned off (glm4.7: reasoning < 0 closes it), 6
+ * as 1 with Mistral's markers, "[THINK]" and "[/THINK]" (magistral). */
 int le_chat_reasoning(enum le_chat_template t);
 /* What closes the reasoning empty after the generation prompt, to answer
  * without it (Qwen3's template with thinking off: "<think>\n\n</think>\n\n";
  * "\n</think>\n\n" where the prompt opened it; harmony's final channel
- * opened: "<|channel|>final<|message|>"), or "" without a reasoning
+ * opened: "<|channel|>final<|message|>"; magistral's "[THINK][/THINK]"),
+ * or "" without a reasoning
  * format or when the template closes it itself (deepseek3.1, glm4.7:
  * le_chat_opts.reasoning). */
 const char *le_chat_reasoning_off(enum le_chat_template t);
@@ -331,6 +337,12 @@ const char *const *le_chat_tools_markers(enum le_chat_tools t);
 #define LE_DS_OUTPUT_BEGIN LE_DS_("tool" LE_DS__ "output" LE_DS__ "begin")
 #define LE_DS_OUTPUT_END LE_DS_("tool" LE_DS__ "output" LE_DS__ "end")
 enum le_chat_tools le_model_chat_tools(const struct le_model *m);
+/* 1 when a mistral template lists the tools ([AVAILABLE_TOOLS]) before
+ * its loop over the messages, right after the first system text
+ * (Ministral 3, unsloth's Devstral), 0 when it lists them where the loop
+ * reaches the last user turn (7B v0.3, Nemo, Small 3.x) */
+int le_chat_tools_first(const char *tmpl, size_t len);
+int le_model_tools_first(const struct le_model *m);
 
 /*
  * Renders messages into a prompt string (malloc'd, NUL-terminated, caller

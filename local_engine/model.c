@@ -1144,6 +1144,7 @@ set_chat(struct le_model *m)
     if (le_gguf_get_str(m->gguf, "tokenizer.chat_template", &t)) {
         m->chat = le_chat_detect(t.ptr, (size_t)t.len);
         m->chat_tools = le_chat_tools_detect(t.ptr, (size_t)t.len);
+        m->tools_first = le_chat_tools_first(t.ptr, (size_t)t.len);
     }
     /* the tool format's and the chat format's markers that the
      * vocabulary has as control tokens (one token each, no text without
@@ -1398,6 +1399,12 @@ enum le_chat_tools
 le_model_chat_tools(const struct le_model *m)
 {
     return m->chat_tools;
+}
+
+int
+le_model_tools_first(const struct le_model *m)
+{
+    return m->tools_first;
 }
 
 char *

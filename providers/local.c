@@ -3299,7 +3299,8 @@ tools_prompt(const struct lp_tool *t, size_t n, enum lp_tools mode,
 /* Puts the tools' text (tp, taken) into the k turns of cm / texts (room
  * for two more): MISTRAL as a "tools" turn of its own before the last
  * user turn (as Mistral's v3 template lists them; at the end when there
- * is none); GLM as a system turn of its own before every turn (as
+ * is none), or with first (le_model_tools_first: Ministral 3, Devstral)
+ * after the first system turn, else first of all; GLM as a system turn of its own before every turn (as
  * GLM-4.7-Flash's template); JSON, HERMES, GRANITE and DEEPSEEK after the client's system
  * text (after a newline, a blank line in HERMES, GRANITE and DEEPSEEK),
  * in a system turn of its own when there is none; LLAMA3 before the first user
@@ -3311,7 +3312,7 @@ tools_prompt(const struct lp_tool *t, size_t n, enum lp_tools mode,
  * 0, or -2 out of memory (tp freed either way). */
 static int
 place_tools(const struct lp_callfmt *f, char *tp, struct le_chat_msg *cm,
-            char **texts, size_t *k, const char *dflt)
+            char **texts, size_t *k, const char *dflt, int first)
 {
     if (!tp)
         return -2;
@@ -3320,7 +3321,10 @@ place_tools(const struct lp_callfmt *f, char *tp, struct le_chat_msg *cm,
         size_t u = *k;
         while (u > 0 && strcmp(cm[u - 1].role, "user"))
             u--;
-        u = f->kind == LE_TOOLS_GLM ? 0 : u ? u - 1 : *k;
+        u = f->kind == LE_TOOLS_GLM ? 0
+            : first                  ? (*k && !strcmp(cm[0].role, "system"))
+            : u                      ? u - 1
+                                     : *k;
         memmove(cm + u + 1, cm + u, (*k - u) * sizeof(*cm));
         memmove(texts + u + 1, texts + u, (*k - u) * sizeof(*texts));
         (*k)++;
@@ -3597,7 +3601,8 @@ read_effort(struct lp_job *j, const json_t *b, int rmode, int *think,
         return refuse(j, "reasoning_effort", "unsupported_parameter",
                       "this model's chat template has no reasoning "
                       "(reasoning_effort needs a qwen3, deepseek-r1, "
-                      "deepseek3.1, glm4.7 or harmony template)");
+                      "deepseek3.1, glm4.7, magistral or harmony "
+                      "template)");
     if (!strcmp(s, "none") || !strcmp(s, "minimal"))
         *think = 0;
     else if (strcmp(s, "low") && strcmp(s, "medium") && strcmp(s, "high"))
@@ -3629,7 +3634,8 @@ ends_with_user(const json_t *msgs)
  * "answ") after the reasoning: "<think>" (mode 1: optional) then any
  * text without "</think>" (the states of its matcher, think-1 .. 7 after
  * that many of its bytes), "</think>", the template's blank line, the
- * answer.  0, or -2 out of memory. */
+ * answer; magistral's (mode 6) the same with "[THINK]" and "[/THINK]",
+ * the answer right after it.  0, or -2 out of memory. */
 static int
 think_grammar(struct pv_gram *pg, int rmode)
 {
@@ -3642,19 +3648,24 @@ think_grammar(struct pv_gram *pg, int rmode)
     if (!at)
         return -2; /* out of memory: our grammars always have a root */
     memcpy(at, "answ", 4); /* the root rule becomes "answ" */
-    static const char close[] = "</think>";
-    gx_buf_printf(t, "think-0 ::= [^<] think-0 | \"<\" think-1\n");
+    /* both closes are 8 bytes whose first occurs nowhere else in them */
+    const char *close = rmode == 6 ? "[/THINK]" : "</think>";
+    char c0 = close[0];
+    gx_buf_printf(t, "think-0 ::= [^%c] think-0 | \"%c\" think-1\n", c0,
+                  c0);
     for (int k = 1; k < 8; k++) {
         char c = close[k];
-        gx_buf_printf(t, "think-%d ::= \"<\" think-1 | \"%c\" ", k, c);
+        gx_buf_printf(t, "think-%d ::= \"%c\" think-1 | \"%c\" ", k, c0, c);
         if (k < 7)
             gx_buf_printf(t, "think-%d", k + 1);
         else
             gx_buf_printf(t, rmode >= 4 ? "answ" : "\"\\n\\n\" answ");
-        gx_buf_printf(t, " | [^%c<] think-0\n", c);
+        gx_buf_printf(t, " | [^%c%c] think-0\n", c, c0);
     }
-    gx_buf_printf(t, rmode == 2 || rmode >= 4 ? "root ::= think-0\n"
-                                : "root ::= \"<think>\" think-0 | answ\n");
+    gx_buf_printf(t, rmode == 2 || rmode == 4 || rmode == 5
+                         ? "root ::= think-0\n"
+                     : rmode == 6 ? "root ::= \"[THINK]\" think-0 | answ\n"
+                                  : "root ::= \"<think>\" think-0 | answ\n");
     return t->data ? 0 : -2;
 }
 
@@ -3770,13 +3781,15 @@ lp_prepare(struct lp_engine *e, const json_t *b, struct lp_job *j,
         }
     }
     /* Mistral's templates that define a default system text write it
-     * when the messages start without one (today's date in it); not
-     * Magistral's, which asks for reasoning in [THINK] or <think>, a
-     * split llmux does not make (its content would carry the reasoning) */
+     * when the messages start without one (today's date in it); one that
+     * asks for reasoning only where llmux splits it off (magistral's
+     * [THINK]), not Magistral Small 2506's <think> (its content would
+     * carry the reasoning) */
     if (rc == 0 && le_chat_is_mistral(tmpl) &&
         (k == 0 || strcmp(cm[0].role, "system"))) {
         char *def = le_model_default_system(e->model, NULL);
-        if (def && (strstr(def, "[THINK]") || strstr(def, "<think>"))) {
+        if (def && tmpl != LE_CHAT_MAGISTRAL &&
+            (strstr(def, "[THINK]") || strstr(def, "<think>"))) {
             free(def);
             def = NULL;
         }
@@ -3809,12 +3822,15 @@ lp_prepare(struct lp_engine *e, const json_t *b, struct lp_job *j,
                          : cf->kind == LE_TOOLS_QWEN3_CODER
                              ? "You are Qwen, a helpful AI assistant that "
                                "can interact with a computer to solve tasks."
-                             : le_chat_default_system(tmpl));
+                             : le_chat_default_system(tmpl),
+                         le_model_tools_first(e->model));
     if (rc == 0) {
         size_t plen = 0;
         /* deepseek3.1 and glm4.7: their prompt opens or closes it */
         struct le_chat_opts co = {level, NULL, htools,
-                                  rmode < 4 ? 0 : think ? 1 : -1};
+                                  rmode != 4 && rmode != 5 ? 0
+                                  : think                  ? 1
+                                                           : -1};
         if (le_chat_apply_opts(tmpl, cm, k, 1, &co, &j->prompt_text,
                                &plen) != LE_OK)
             rc = refuse(j, "messages", "invalid_value",

@@ -322,7 +322,8 @@ size_t pv_utf8_partial(const char *s, size_t n);
  * its reasoning and its content: mode 1 the answer may open with
  * "<think>" (after blanks), mode 2 (and 4 and 5, deepseek3.1 and
  * glm4.7 reasoning) it starts inside the reasoning (the prompt opened
- * it); the reasoning ends at the first "</think>", and the
+ * it), mode 6 as 1 with "[THINK]" and "[/THINK]" (magistral); the
+ * reasoning ends at the first "</think>", and the
  * blanks after it and those that open the reasoning belong to neither
  * (the templates write "\n" and "\n\n" there).  Only ASCII is ever held
  * back (a possible "<think>" or "</think>"), so a cut never splits a

@@ -12,7 +12,9 @@ pv_think_init(struct pv_think *t, int mode)
 {
     memset(t, 0, sizeof(*t));
     t->mode = mode;
-    t->state = mode == 2 || mode >= 4 ? 4 : mode == 1 || mode == 3 ? 0 : 3;
+    t->state = mode == 2 || mode == 4 || mode == 5       ? 4
+               : mode == 1 || mode == 3 || mode == 6 ? 0
+                                                     : 3;
 }
 
 static void
@@ -22,9 +24,10 @@ think_out(struct gx_buf *b, const char *s, size_t n)
         gx_buf_append(b, s, n);
 }
 
-/* One byte of a body that ends at the marker mk (ml bytes, whose only
- * '<' is its first): held while it matches (t->np bytes), 1 once all of
- * mk has come; a held prefix that stops matching goes to `to` as text. */
+/* One byte of a body that ends at the marker mk (ml bytes, whose first
+ * byte, '<' or '[', occurs nowhere else in it): held while it matches
+ * (t->np bytes), 1 once all of mk has come; a held prefix that stops
+ * matching goes to `to` as text. */
 static int
 body_byte(struct pv_think *t, char ch, const char *mk, size_t ml,
           struct gx_buf *to)
@@ -36,7 +39,7 @@ body_byte(struct pv_think *t, char ch, const char *mk, size_t ml,
         return 1;
     }
     think_out(to, mk, t->np);
-    t->np = ch == '<';
+    t->np = ch == mk[0];
     if (!t->np)
         think_out(to, &ch, 1);
     return 0;
@@ -93,7 +96,10 @@ void
 pv_think_feed(struct pv_think *t, const char *s, size_t n,
               struct gx_buf *r, struct gx_buf *c, int final)
 {
-    static const char open[] = "<think>", close[] = "</think>";
+    /* Mistral's markers are as long as the others: "[THINK]" (7 bytes),
+     * "[/THINK]" (8) */
+    const char *open = t->mode == 6 ? "[THINK]" : "<think>",
+               *close = t->mode == 6 ? "[/THINK]" : "</think>";
     if (t->mode == 3) {
         harmony_feed(t, s, n, r, c, final);
         return;

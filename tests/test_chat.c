@@ -593,6 +593,62 @@ test_default_system(void)
         T_CHECK(le_chat_default_eval(bad[i], strlen(bad[i]), NULL) == NULL);
 }
 
+/* Mistral's reasoning templates (Magistral Small 2507 / 2509, Ministral 3
+ * Reasoning): v7-tekken's turns, told apart by a default system text
+ * that asks for [THINK] reasoning; the tools listed before the messages'
+ * loop go right after the first system text (Ministral 3's and
+ * unsloth's Devstral templates), elsewhere before the last user turn */
+static void
+test_magistral(void)
+{
+    static const char m3r[] =
+        "{%- set default_system_message = '# HOW YOU SHOULD THINK AND "
+        "ANSWER\\n\\nFirst draft your thinking process:[THINK]Your "
+        "thoughts.[/THINK]Here, provide a self-contained response.' %}"
+        "{{- bos_token }}{%- if messages[0]['role'] == 'system' %}{{- "
+        "'[SYSTEM_PROMPT]' -}}...{%- set tools_definition = "
+        "'[AVAILABLE_TOOLS]' + (tools| tojson) + '[/AVAILABLE_TOOLS]' %}"
+        "{%- for message in loop_messages %}{{- '[INST]' + "
+        "message['content'] + '[/INST]' }}...{{- '[THINK]' + "
+        "block['thinking'] + '[/THINK]' }}...{{- name + '[ARGS]' + "
+        "arguments }}...{{- '[TOOL_CALLS]' }}";
+    T_EQ_INT(le_chat_detect(m3r, strlen(m3r)), LE_CHAT_MAGISTRAL);
+    T_EQ_INT(le_chat_tools_detect(m3r, strlen(m3r)), LE_TOOLS_MISTRAL_V11);
+    T_EQ_INT(le_chat_tools_first(m3r, strlen(m3r)), 1);
+    /* a template that only writes a client's thinking blocks back, its
+     * default text asking for none: plain v7-tekken */
+    static const char inst[] =
+        "{%- set default_system_message = 'You are Ministral 3.' %}{{- "
+        "'[SYSTEM_PROMPT]' + system_message + '[/SYSTEM_PROMPT]' }}{%- for "
+        "message in loop_messages %}{{- '[INST]' + message['content'] + "
+        "'[/INST]' }}...{{- '[THINK]' + block['thinking'] + '[/THINK]' }}";
+    T_EQ_INT(le_chat_detect(inst, strlen(inst)), LE_CHAT_MISTRAL_V7_TEKKEN);
+    T_EQ_INT(le_chat_tools_first(inst, strlen(inst)), 0);
+    /* Small 3.2's: the tools inside the loop, at the last user turn */
+    static const char m32[] =
+        "{{- '[SYSTEM_PROMPT]' + system_prompt + '[/SYSTEM_PROMPT]' }}{%- "
+        "for message in loop_messages %}{%- if message['role'] == 'user' %}"
+        "{%- if tools is not none and (message == user_messages[-1]) %}{{- "
+        "'[AVAILABLE_TOOLS]' + tools|tojson + '[/AVAILABLE_TOOLS]' }}{{- "
+        "'[INST]' + message['content'] + '[/INST]' }}";
+    T_EQ_INT(le_chat_tools_first(m32, strlen(m32)), 0);
+    /* not a mistral template at all */
+    static const char cml[] = "[AVAILABLE_TOOLS] {% for message in "
+                              "messages %}<|im_start|>";
+    T_EQ_INT(le_chat_tools_first(cml, strlen(cml)), 0);
+    T_EQ_INT(le_chat_template_from_name("magistral"), LE_CHAT_MAGISTRAL);
+    T_EQ_STR(le_chat_template_name(LE_CHAT_MAGISTRAL), "magistral");
+    T_EQ_INT(le_chat_reasoning(LE_CHAT_MAGISTRAL), 6);
+    T_EQ_STR(le_chat_reasoning_off(LE_CHAT_MAGISTRAL), "[THINK][/THINK]");
+    T_CHECK(le_chat_is_mistral(LE_CHAT_MAGISTRAL) &&
+            le_chat_is_tekken(LE_CHAT_MAGISTRAL));
+    /* the turns are v7-tekken's (jinja2's rendering of Ministral 3
+     * Reasoning's template, after its BOS) */
+    check(LE_CHAT_MAGISTRAL, conv, N_CONV, 1,
+          "[SYSTEM_PROMPT]You are terse.[/SYSTEM_PROMPT][INST]Hi[/INST]"
+          "Hello.</s>[INST]2+2?[/INST]");
+}
+
 /* GLM-4.7-Flash's template: the expected texts are what Python's jinja2
  * renders of it (llama.cpp's copy, models/templates/GLM-4.7-Flash.jinja)
  * for the same messages, enable_thinking unset or false */
@@ -1079,6 +1135,7 @@ main(void)
     T_RUN(test_deepseek_tools);
     T_RUN(test_deepseek31);
     T_RUN(test_glm47);
+    T_RUN(test_magistral);
     T_RUN(test_default_system);
     T_RUN(test_qwen3);
     T_RUN(test_phi3);

@@ -96,6 +96,26 @@ static const char *ds31_tmpl =
     "'<｜tool▁output▁end｜>'}}{%- if not thinking -%}{{'</think>'}}{%- "
     "else -%}{{'<think>'}}";
 
+/* Ministral 3 Reasoning's (its lines that tell it: a default system
+ * text asking for [THINK] reasoning, the tools listed before the
+ * messages' loop), Mistral's markers user-defined tokens, so that
+ * /v1/completions reads them in its raw text too ("[/THINK]" the last,
+ * END_THINK_ID, "[THINK]" before it; test_local_structured_e2e has them
+ * as the control tokens they are in Mistral's tekken vocabulary) */
+static const char *magi_tmpl =
+    "{%- set default_system_message = 'Think first:[THINK]a draft[/THINK]"
+    "then answer.' %}{{- '[SYSTEM_PROMPT]' + system_message + "
+    "'[/SYSTEM_PROMPT]' }}{%- set tools_definition = '[AVAILABLE_TOOLS]' + "
+    "(tools| tojson) + '[/AVAILABLE_TOOLS]' %}{%- for message in "
+    "loop_messages %}{{- '[INST]' + message['content'] + '[/INST]' }}..."
+    "{{- '[TOOL_CALLS]' }}{{- name + '[ARGS]' + arguments }}...{{- "
+    "'[TOOL_RESULTS]' + message['content']|string + '[/TOOL_RESULTS]' }}";
+static const char *const magi_toks[] = {
+    "[INST]", "[/INST]", "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]",
+    "[TOOL_CALLS]", "[ARGS]", "[AVAILABLE_TOOLS]", "[/AVAILABLE_TOOLS]",
+    "[TOOL_RESULTS]", "[/TOOL_RESULTS]", "[THINK]", "[/THINK]", NULL};
+#define OPEN_THINK_ID 498 /* magi's "[THINK]" */
+
 static int
 write_model(const char *path, const char *tmpl, const char *const *utoks,
             uint64_t seed)
@@ -122,19 +142,21 @@ start(void)
 {
     char *dir = e2e_temp_dir();
     char q3t[512], q3[512], q25[512], dsr[512], ds31[512], glm[512],
-        cfg[6144];
+        magi[512], cfg[6144];
     snprintf(q3t, sizeof(q3t), "%s/q3t.gguf", dir);
     snprintf(dsr, sizeof(dsr), "%s/dsr.gguf", dir);
     snprintf(q3, sizeof(q3), "%s/q3.gguf", dir);
     snprintf(q25, sizeof(q25), "%s/q25.gguf", dir);
     snprintf(ds31, sizeof(ds31), "%s/ds31.gguf", dir);
     snprintf(glm, sizeof(glm), "%s/glm.gguf", dir);
+    snprintf(magi, sizeof(magi), "%s/magi.gguf", dir);
     if (write_model(q3t, q3t_tmpl, think_toks, 91) != 0 ||
         write_model(q3, q3_tmpl, think_toks, 92) ||
         write_model(q25, q25_tmpl, think_toks, 93) ||
         write_model(dsr, dsr_tmpl, ds_toks, 94) ||
         write_model(ds31, ds31_tmpl, ds_toks, 95) ||
-        write_model(glm, glm_tmpl, glm_toks, 96))
+        write_model(glm, glm_tmpl, glm_toks, 96) ||
+        write_model(magi, magi_tmpl, magi_toks, 97))
         return -1;
     snprintf(cfg, sizeof(cfg),
              "{\"listen\": \"127.0.0.1:0\", \"workers\": 1,\n"
@@ -157,8 +179,11 @@ start(void)
              "   \"models\": {\"ds31\": {}}},\n"
              "  \"glm\": {\"kind\": \"local\", \"model_path\": \"%s\",\n"
              "   \"threads\": 1, \"context\": 2048, \"parallel\": 1,\n"
-             "   \"models\": {\"glm\": {}}}}}\n",
-             dir, q3t, q3, q25, dsr, ds31, glm);
+             "   \"models\": {\"glm\": {}}},\n"
+             "  \"magi\": {\"kind\": \"local\", \"model_path\": \"%s\",\n"
+             "   \"threads\": 1, \"context\": 2048, \"parallel\": 1,\n"
+             "   \"models\": {\"magi\": {}}}}}\n",
+             dir, q3t, q3, q25, dsr, ds31, glm, magi);
     free(dir);
     char *path = e2e_write_temp("reasoning.json", cfg);
     const char *bin = e2e_env("LLMUX_BIN", "build/release/llmux");
@@ -186,7 +211,8 @@ is_blank(char c)
 /* The split the answer should get, from the raw text t[0, n) (the
  * reference, written here from the rule, not with providers/think.c):
  * mode 2 starts in the reasoning, mode 1 when t opens with blanks and
- * "<think>"; *rend: bytes of t up to the end of "</think>" (n if none) */
+ * "<think>", mode 6 the same with "[THINK]" ... "[/THINK]"; *rend: bytes
+ * of t up to the end of "</think>" (n if none) */
 struct split {
     const char *r, *c;
     size_t rl, cl, rend;
@@ -199,12 +225,15 @@ ref_split(int mode, const char *t, size_t n, struct split *s)
     memset(s, 0, sizeof(*s));
     s->c = t;
     s->cl = n;
+    /* magistral's (mode 6) markers, as long as the others */
+    const char *open = mode == 6 ? "[THINK]" : "<think>",
+               *close = mode == 6 ? "[/THINK]" : "</think>";
     if (mode == 0) /* no reasoning: all content */
         return;
-    if (mode == 1) {
+    if (mode == 1 || mode == 6) {
         while (i < n && is_blank(t[i]))
             i++;
-        if (n - i < 7 || memcmp(t + i, "<think>", 7))
+        if (n - i < 7 || memcmp(t + i, open, 7))
             return;
         i += 7;
     }
@@ -212,7 +241,7 @@ ref_split(int mode, const char *t, size_t n, struct split *s)
         i++;
     s->r = t + i;
     size_t e = i;
-    while (e + 8 <= n && memcmp(t + e, "</think>", 8))
+    while (e + 8 <= n && memcmp(t + e, close, 8))
         e++;
     if (e + 8 > n) { /* no end: all reasoning */
         s->rl = n - i;
@@ -269,22 +298,23 @@ token_bytes(const json_t *tok, const char *at, size_t n)
     return b;
 }
 
-/* One seed of model (mode) with bias on </think>: the chat answer to
+/* One seed of model (mode) with bias on the close of its reasoning
+ * (END_THINK_ID) and obias on magi's "[THINK]": the chat answer to
  * msgs (NULL: one user turn "Q"; and its stream) with the chat body's
  * members extra (NULL: none) against /v1/completions' raw text of
  * prompt (what msgs render to); 1 when the raw text closed the
  * reasoning. */
 static int
-check_seed(const char *model, int mode, const char *prompt, int seed,
-           int bias, const char *msgs, const char *extra)
+check_seed_ob(const char *model, int mode, const char *prompt, int seed,
+              int bias, int obias, const char *msgs, const char *extra)
 {
     char common[256], chat[512], body[2048];
     if (!msgs)
         msgs = "[{\"role\":\"user\",\"content\":\"Q\"}]";
     snprintf(common, sizeof(common),
              "\"model\":\"%s\",\"max_tokens\":40,\"temperature\":1,"
-             "\"seed\":%d,\"logit_bias\":{\"%d\":%d}",
-             model, seed, END_THINK_ID, bias);
+             "\"seed\":%d,\"logit_bias\":{\"%d\":%d,\"%d\":%d}",
+             model, seed, END_THINK_ID, bias, OPEN_THINK_ID, obias);
     snprintf(chat, sizeof(chat), "%s%s%s", common, extra ? "," : "",
              extra ? extra : "");
     snprintf(body, sizeof(body),
@@ -335,22 +365,11 @@ check_seed(const char *model, int mode, const char *prompt, int seed,
     T_EQ_INT(st, 200);
     json_t *evs = sse ? e2e_sse_objects(sse) : NULL;
     char *rs = calloc(1, 4096), *cs = calloc(1, 4096);
-    size_t rn = 0, cn = 0, i;
+    size_t rn = rs ? e2e_sse_deltas(evs, "reasoning_content", rs, 4096) : 0,
+           cn = cs ? e2e_sse_deltas(evs, "content", cs, 4096) : 0, i;
     json_int_t srt = -1;
     json_t *ev;
     json_array_foreach(evs, i, ev) {
-        const json_t *d = json_object_get(
-            json_array_get(json_object_get(ev, "choices"), 0), "delta");
-        const json_t *a = json_object_get(d, "reasoning_content"),
-                     *b = json_object_get(d, "content");
-        if (a && rn + json_string_length(a) < 4096) {
-            memcpy(rs + rn, json_string_value(a), json_string_length(a));
-            rn += json_string_length(a);
-        }
-        if (b && cn + json_string_length(b) < 4096) {
-            memcpy(cs + cn, json_string_value(b), json_string_length(b));
-            cn += json_string_length(b);
-        }
         if (json_object_get(ev, "usage"))
             srt = reasoning_tokens(ev);
     }
@@ -361,11 +380,20 @@ check_seed(const char *model, int mode, const char *prompt, int seed,
     free(cs);
     json_decref(evs);
     free(sse);
-    int closed = want.rend < tn || (want.rend == tn && want.rl + 8 <= tn &&
-                                    !memcmp(t + tn - 8, "</think>", 8));
+    int closed = want.rend < tn ||
+                 (want.rend == tn && want.rl + 8 <= tn &&
+                  !memcmp(t + tn - 8, mode == 6 ? "[/THINK]" : "</think>", 8));
     json_decref(o);
     json_decref(raw);
     return closed;
+}
+
+/* check_seed_ob without a bias on "[THINK]" */
+static int
+check_seed(const char *model, int mode, const char *prompt, int seed,
+           int bias, const char *msgs, const char *extra)
+{
+    return check_seed_ob(model, mode, prompt, seed, bias, 0, msgs, extra);
 }
 
 #define Q3T_PROMPT                                                          \
@@ -440,7 +468,7 @@ test_constrained_thinking(void)
  * format): the reasoning, then the call; the stream gives the same
  * reasoning and call */
 static void
-tools_thinking(const char *model, const char *extra)
+tools_thinking(const char *model, const char *extra, int obias)
 {
     static const char tools[] =
         "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"get\","
@@ -452,9 +480,10 @@ tools_thinking(const char *model, const char *extra)
         char body[1024];
         snprintf(body, sizeof(body),
                  "{\"model\":\"%s\",\"max_tokens\":80,\"seed\":%d,"
-                 "\"temperature\":1,\"logit_bias\":{\"%d\":4},%s,%s"
-                 "\"messages\":[{\"role\":\"user\",\"content\":\"Q\"}]}",
-                 model, seed, END_THINK_ID, tools, extra);
+                 "\"temperature\":1,\"logit_bias\":{\"%d\":4,\"%d\":%d},"
+                 "%s,%s\"messages\":[{\"role\":\"user\",\"content\":\"Q\"}]}",
+                 model, seed, END_THINK_ID, OPEN_THINK_ID, obias, tools,
+                 extra);
         long st;
         json_t *o = post("/chat/completions", body, &st, NULL);
         T_EQ_INT(st, 200);
@@ -476,10 +505,11 @@ tools_thinking(const char *model, const char *extra)
         /* the stream: the same reasoning and the same call */
         snprintf(body, sizeof(body),
                  "{\"model\":\"%s\",\"max_tokens\":80,\"seed\":%d,"
-                 "\"temperature\":1,\"logit_bias\":{\"%d\":4},%s,%s"
-                 "\"stream\":true,\"messages\":[{\"role\":\"user\","
+                 "\"temperature\":1,\"logit_bias\":{\"%d\":4,\"%d\":%d},"
+                 "%s,%s\"stream\":true,\"messages\":[{\"role\":\"user\","
                  "\"content\":\"Q\"}]}",
-                 model, seed, END_THINK_ID, tools, extra);
+                 model, seed, END_THINK_ID, OPEN_THINK_ID, obias, tools,
+                 extra);
         char *sse = NULL;
         post("/chat/completions", body, &st, &sse);
         json_t *evs = sse ? e2e_sse_objects(sse) : NULL;
@@ -519,11 +549,13 @@ tools_thinking(const char *model, const char *extra)
 static void
 test_tools_thinking(void)
 {
-    tools_thinking("q3t", "");
-    tools_thinking("dsr", "");
+    tools_thinking("q3t", "", 0);
+    tools_thinking("dsr", "", 0);
     /* V3.1 asked to reason: the grammar lets it, then its own call */
-    tools_thinking("ds31", "\"reasoning_effort\":\"high\",");
-    tools_thinking("glm", ""); /* its XML calls after the reasoning */
+    tools_thinking("ds31", "\"reasoning_effort\":\"high\",", 0);
+    tools_thinking("glm", "", 0); /* its XML calls after the reasoning */
+    /* Mistral's [TOOL_CALLS]NAME[ARGS]{...} after [THINK]...[/THINK] */
+    tools_thinking("magi", "", 6);
 }
 
 /* DeepSeek R1 after a call and its result: the prompt ends with the
@@ -611,6 +643,41 @@ test_glm47(void)
         check_seed("glm", 2, GLM_Q "<think>", seed, 3, NULL,
                    "\"reasoning_effort\":\"low\"");
 #undef GLM_Q
+}
+
+/* Magistral / Ministral 3 Reasoning: the default system text (which
+ * asks for [THINK] reasoning) written when the messages have none; the
+ * answer may open "[THINK]" (control tokens, their text shown) and
+ * splits at "[/THINK]", the answer right after it; one that opens none
+ * is all content; reasoning_effort none closes it empty in the prompt.
+ * Each against the raw text of that prompt. */
+static void
+test_magistral(void)
+{
+#define MAGI_SYS                                                           \
+    "[SYSTEM_PROMPT]Think first:[THINK]a draft[/THINK]then answer."        \
+    "[/SYSTEM_PROMPT]"
+    int closed = 0;
+    for (int seed = 0; seed < 8; seed++)
+        closed += check_seed_ob("magi", 6, MAGI_SYS "[INST]Q[/INST]", seed, 3,
+                                6, NULL, NULL);
+    fprintf(stderr, "magi reasoning: %d of 8 closed their reasoning\n",
+            closed);
+    T_CHECK(closed >= 2);
+    for (int seed = 0; seed < 3; seed++) /* rarely opened: content */
+        check_seed_ob("magi", 6, MAGI_SYS "[INST]Q[/INST]", seed, 3, 0, NULL,
+                      NULL);
+    for (int seed = 0; seed < 3; seed++)
+        check_seed_ob("magi", 0, MAGI_SYS "[INST]Q[/INST][THINK][/THINK]",
+                      seed, 3, 6, NULL, "\"reasoning_effort\":\"none\"");
+    /* the client's system text in the default's place */
+    for (int seed = 0; seed < 2; seed++)
+        check_seed_ob("magi", 6, "[SYSTEM_PROMPT]S[/SYSTEM_PROMPT][INST]Q"
+                      "[/INST]", seed, 3, 6,
+                      "[{\"role\":\"system\",\"content\":\"S\"},"
+                      "{\"role\":\"user\",\"content\":\"Q\"}]",
+                      "\"reasoning_effort\":\"high\"");
+#undef MAGI_SYS
 }
 
 /* reasoning_effort none: the reasoning closed empty in the prompt, none in
@@ -757,6 +824,7 @@ main(void)
     T_RUN(test_ds_result_turn);
     T_RUN(test_ds31);
     T_RUN(test_glm47);
+    T_RUN(test_magistral);
     T_RUN(test_effort);
     T_RUN(test_qwen25_default_system);
     T_EQ_INT(e2e_stop(&gw, SIGTERM, 20000), 0);

@@ -102,14 +102,25 @@ static const char *m32_tmpl =
     "'[CALL_ID]' + tool_call.id }}{{- '[ARGS]' + tool_call['function']"
     "['arguments']|tojson }}...{{- '[TOOL_RESULTS]' + message.tool_call_id "
     "+ '[TOOL_CONTENT]' + content|string + '[/TOOL_RESULTS]' }}";
-/* Magistral-style: its default asks for reasoning in [THINK] (not
- * written) */
+/* Ministral 3 Reasoning's (magistral): its default asks for reasoning in
+ * [THINK], the tools are listed before the messages' loop (after the
+ * first system text), v11's calls, results without ids; [THINK] and
+ * [/THINK] control tokens (mag_controls) */
 static const char *mag_tmpl =
     "{%- set default_system_message = 'First draft your thinking process "
-    "[THINK]like this[/THINK], then answer.' %}{{- '[SYSTEM_PROMPT]' + "
-    "system_message + '[/SYSTEM_PROMPT]' }}{{- '[INST]' }}...{{- "
-    "'[AVAILABLE_TOOLS]' + tools|tojson + '[/AVAILABLE_TOOLS]' }}...{{- "
-    "'[TOOL_CALLS]' + name + '[ARGS]' + args }}";
+    "[THINK]like this[/THINK], then answer.' %}{{- bos_token }}{%- if "
+    "messages[0]['role'] == 'system' %}{{- '[SYSTEM_PROMPT]' -}}...{%- set "
+    "tools_definition = '[AVAILABLE_TOOLS]' + (tools| tojson) + "
+    "'[/AVAILABLE_TOOLS]' %}{%- for message in loop_messages %}{{- '[INST]' "
+    "+ message['content'] + '[/INST]' }}...{{- '[THINK]' + "
+    "block['thinking'] + '[/THINK]' }}...{{- '[TOOL_CALLS]' }}...{{- name + "
+    "'[ARGS]' + arguments }}...{{- '[TOOL_RESULTS]' + "
+    "message['content']|string + '[/TOOL_RESULTS]' }}";
+static const char *const mag_controls[] = {
+    "[INST]", "[/INST]", "[TOOL_CALLS]", "[AVAILABLE_TOOLS]",
+    "[/AVAILABLE_TOOLS]", "[TOOL_RESULTS]", "[/TOOL_RESULTS]",
+    "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]", "[ARGS]", "[THINK]", "[/THINK]",
+    NULL};
 static const char *const m32_controls[] = {
     "[INST]", "[/INST]", "[TOOL_CALLS]", "[AVAILABLE_TOOLS]",
     "[/AVAILABLE_TOOLS]", "[TOOL_RESULTS]", "[/TOOL_RESULTS]",
@@ -258,7 +269,7 @@ start(void)
         write_tmpl_model(glmx_model, glm_tmpl, glmx_controls, 88) != 0 ||
         write_tmpl_model(q3c_model, q3c_tmpl, NULL, 89) != 0 ||
         write_tmpl_model(m32_model, m32_tmpl, m32_controls, 90) != 0 ||
-        write_tmpl_model(mag_model, mag_tmpl, m32_controls, 91) != 0)
+        write_tmpl_model(mag_model, mag_tmpl, mag_controls, 91) != 0)
         return -1;
     snprintf(cfg, sizeof(cfg),
              "{\"listen\": \"127.0.0.1:0\", \"workers\": 2,\n"
@@ -833,6 +844,44 @@ expect_prompt(const char *model, const char *path, const char *msgs,
     json_decref(o);
 }
 
+/* 1 when model's prompt for a second turn reuses all of the first
+ * turn's prompt from the prefix cache (cached_tokens), 0 when less, -1
+ * on an error */
+static int
+next_turn_cached(const char *model, const char *tool_list)
+{
+    static const char one[] =
+        "[{\"role\":\"system\",\"content\":\"S\"},{\"role\":\"user\","
+        "\"content\":\"Time?\"}]";
+    static const char two[] =
+        "[{\"role\":\"system\",\"content\":\"S\"},{\"role\":\"user\","
+        "\"content\":\"Time?\"},{\"role\":\"assistant\",\"content\":"
+        "\"Noon.\"},{\"role\":\"user\",\"content\":\"Thanks\"}]";
+    json_int_t n[2] = {-1, -1}, cached = -1;
+    for (int i = 0; i < 2; i++) {
+        char body[4096];
+        snprintf(body, sizeof(body),
+                 "{\"model\":\"%s\",\"max_tokens\":1,\"tools\":%s,"
+                 "\"messages\":%s}",
+                 model, tool_list, i ? two : one);
+        long st;
+        json_t *o = post(body, &st);
+        const json_t *u = json_object_get(o, "usage");
+        n[i] = json_integer_value(json_object_get(u, "prompt_tokens"));
+        if (i)
+            cached = json_integer_value(json_object_get(
+                json_object_get(u, "prompt_tokens_details"),
+                "cached_tokens"));
+        json_decref(o);
+        if (st != 200)
+            return -1;
+    }
+    fprintf(stderr, "  %s: turn 1 %lld prompt tokens, turn 2 %lld of which "
+                    "%lld cached\n",
+            model, (long long)n[0], (long long)n[1], (long long)cached);
+    return cached >= n[0] - 1 && cached < n[1] ? 1 : 0;
+}
+
 /* The end of the hermes system turn listing get_time (as Qwen2.5's
  * template writes it) */
 #define HERM_TOOLS                                                         \
@@ -877,7 +926,10 @@ test_native_prompts(void)
              1);
     T_EQ_INT(e2e_log_count(&gw, "chat template mistral-v7-tekken, tool "
                                 "calls mistral-v11,"),
-             2); /* m11 and mag */
+             1);
+    T_EQ_INT(e2e_log_count(&gw, "chat template magistral, tool calls "
+                                "mistral-v11,"),
+             1);
     T_EQ_INT(e2e_log_count(&gw, "chat template deepseek3, tool calls json,"),
              1);
     T_EQ_INT(e2e_log_count(&gw, "chat template deepseek3, tool calls "
@@ -1212,12 +1264,9 @@ test_native_prompts(void)
      * carry, the results' content after [TOOL_CONTENT], the turn's text
      * not written (as its template; the texts jinja2 renders of it, the
      * roles alternating as it requires) */
-#define M32_TOOLS                                                          \
-    "[AVAILABLE_TOOLS][{\"type\": \"function\", \"function\": {\"name\": " \
-    "\"get_time\", \"parameters\": {\"type\": \"object\", \"properties\": " \
-    "{\"zone\": {\"type\": \"string\"}}}}}][/AVAILABLE_TOOLS]"
-    expect_prompt(
-        "m32", m32_model,
+    /* a call, its result, a reply and a new turn; two calls and their
+     * results (after the list's opening and any system text) */
+    static const char m_reply[] =
         "[{\"role\":\"system\",\"content\":\"Be brief.\"},"
         "{\"role\":\"user\",\"content\":\"Time?\"},"
         "{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":"
@@ -1225,7 +1274,23 @@ test_native_prompts(void)
         "\"get_time\",\"arguments\":\"{\\\"zone\\\": \\\"utc\\\"}\"}}]},"
         "{\"role\":\"tool\",\"tool_call_id\":\"call_1\",\"content\":"
         "\"12:00\"},{\"role\":\"assistant\",\"content\":\"Noon.\"},"
-        "{\"role\":\"user\",\"content\":\"Thanks\"}]",
+        "{\"role\":\"user\",\"content\":\"Thanks\"}]";
+#define M_TWO_CALLS                                                        \
+    "{\"role\":\"user\",\"content\":\"Time?\"},"                             \
+    "{\"role\":\"assistant\",\"content\":\"Both.\",\"tool_calls\":["          \
+    "{\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":"          \
+    "\"get_time\",\"arguments\":\"{}\"}},"                                  \
+    "{\"id\":\"c2\",\"type\":\"function\",\"function\":{\"name\":"          \
+    "\"get_time\",\"arguments\":\"{\\\"zone\\\": \\\"cet\\\"}\"}}]},"       \
+    "{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"content\":\"11:00\"},"     \
+    "{\"role\":\"tool\",\"tool_call_id\":\"c2\",\"content\":\"12:00\"}]"
+#define M32_TOOLS                                                          \
+    "[AVAILABLE_TOOLS][{\"type\": \"function\", \"function\": {\"name\": " \
+    "\"get_time\", \"parameters\": {\"type\": \"object\", \"properties\": " \
+    "{\"zone\": {\"type\": \"string\"}}}}}][/AVAILABLE_TOOLS]"
+    expect_prompt(
+        "m32", m32_model,
+        m_reply,
         tool_list,
         "[SYSTEM_PROMPT]Be brief.[/SYSTEM_PROMPT][INST]Time?[/INST]"
         "[TOOL_CALLS]get_time[CALL_ID]9Gd2dIMCT[ARGS]{\"zone\": \"utc\"}</s>"
@@ -1233,15 +1298,7 @@ test_native_prompts(void)
         M32_TOOLS "[INST]Thanks[/INST]");
     expect_prompt(
         "m32", m32_model,
-        "[{\"role\":\"system\",\"content\":\"S\"},"
-        "{\"role\":\"user\",\"content\":\"Time?\"},"
-        "{\"role\":\"assistant\",\"content\":\"Both.\",\"tool_calls\":["
-        "{\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":"
-        "\"get_time\",\"arguments\":\"{}\"}},"
-        "{\"id\":\"c2\",\"type\":\"function\",\"function\":{\"name\":"
-        "\"get_time\",\"arguments\":\"{\\\"zone\\\": \\\"cet\\\"}\"}}]},"
-        "{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"content\":\"11:00\"},"
-        "{\"role\":\"tool\",\"tool_call_id\":\"c2\",\"content\":\"12:00\"}]",
+        "[{\"role\":\"system\",\"content\":\"S\"}," M_TWO_CALLS,
         tool_list,
         "[SYSTEM_PROMPT]S[/SYSTEM_PROMPT]" M32_TOOLS "[INST]Time?[/INST]"
         "[TOOL_CALLS]get_time[CALL_ID]7pPNQO8GX[ARGS]{}[TOOL_CALLS]get_time"
@@ -1260,12 +1317,39 @@ test_native_prompts(void)
         expect_prompt("m32", m32_model,
                       "[{\"role\":\"user\",\"content\":\"Time?\"}]",
                       tool_list, want);
-        /* Magistral's default asks for [THINK] reasoning: not written */
-        expect_prompt("mag", mag_model,
-                      "[{\"role\":\"user\",\"content\":\"Time?\"}]",
-                      tool_list, M32_TOOLS "[INST]Time?[/INST]");
     }
+    /* magistral (Ministral 3 Reasoning): the default, which asks for
+     * [THINK] reasoning, written (llmux splits it off); the tools after
+     * the first system text; v11's calls, results without ids (the texts
+     * jinja2 renders of its template for the same messages) */
+#define MAG_SYS                                                            \
+    "[SYSTEM_PROMPT]First draft your thinking process [THINK]like this"   \
+    "[/THINK], then answer.[/SYSTEM_PROMPT]"
+    expect_prompt("mag", mag_model,
+                  "[{\"role\":\"user\",\"content\":\"Time?\"}]", tool_list,
+                  MAG_SYS M32_TOOLS "[INST]Time?[/INST]");
+    expect_prompt(
+        "mag", mag_model,
+        m_reply,
+        tool_list,
+        "[SYSTEM_PROMPT]Be brief.[/SYSTEM_PROMPT]" M32_TOOLS
+        "[INST]Time?[/INST][TOOL_CALLS]get_time[ARGS]{\"zone\": \"utc\"}</s>"
+        "[TOOL_RESULTS]12:00[/TOOL_RESULTS]Noon.</s>[INST]Thanks[/INST]");
+    expect_prompt(
+        "mag", mag_model,
+        "[" M_TWO_CALLS,
+        tool_list,
+        MAG_SYS M32_TOOLS "[INST]Time?[/INST]Both.[TOOL_CALLS]get_time[ARGS]{}"
+        "[TOOL_CALLS]get_time[ARGS]{\"zone\": \"cet\"}</s>[TOOL_RESULTS]"
+        "11:00[/TOOL_RESULTS][TOOL_RESULTS]12:00[/TOOL_RESULTS]");
+#undef MAG_SYS
 #undef M32_TOOLS
+#undef M_TWO_CALLS
+    /* where the tools stand, seen in the prefix cache: after the first
+     * system text (mag) the next turn's prompt starts with all of this
+     * one's, before the last user turn (m32) it does not */
+    T_CHECK(next_turn_cached("mag", tool_list) == 1);
+    T_CHECK(next_turn_cached("m32", tool_list) == 0);
     /* a result whose text is JSON goes in as that value, not a string */
     expect_prompt(
         "nemo", nemo_model,
@@ -1437,8 +1521,8 @@ test_native_calls(void)
     static const char *const models[] = {"herm", "l3",  "rand",
                                          "mis",  "nemo", "m11",
                                          "dst",  "gran", "g33", "d31",
-                                         "glm",  "q3c", "m32"};
-    for (size_t mi = 0; mi < 13; mi++) {
+                                         "glm",  "q3c", "m32", "mag"};
+    for (size_t mi = 0; mi < 14; mi++) {
         int calls = 0, texts = 0, multi = 0;
         for (int seed = 0; seed < 12; seed++) {
             const char *choice =
@@ -1447,8 +1531,8 @@ test_native_calls(void)
                                   "\"name\":\"get_weather\"}}"
                                 : "\"auto\"";
             char body[4096];
-            /* glm reasons first by default (its answers here would
-             * not close it) */
+            /* glm and mag reason first by default (their answers here
+             * would not close it) */
             /* m32's calls are long (each with its id): up to 8 of
              * them need more room */
             snprintf(body, sizeof(body),
@@ -1456,7 +1540,8 @@ test_native_calls(void)
                      "\"tools\":%s,\"tool_choice\":%s,%s%%s\"messages\":[{"
                      "\"role\":\"user\",\"content\":\"Weather in Rome?\"}]}",
                      models[mi], seed, mi == 12 ? 800 : 400, tools, choice,
-                     mi == 10 ? "\"reasoning_effort\":\"none\"," : "");
+                     mi == 10 || mi == 13 ? "\"reasoning_effort\":\"none\","
+                                          : "");
             char plain[4096], streamed[4096];
             snprintf(plain, sizeof(plain), body, "");
             snprintf(streamed, sizeof(streamed), body, "\"stream\":true,");
@@ -1494,9 +1579,9 @@ test_native_calls(void)
                 /* auto gave text: never starting like a call */
                 const char *c = msg_content(ch);
                 texts++;
-                T_CHECK(*c != (mi == 0 || (mi >= 6 && mi != 12) ? '<'
-                               : mi >= 3                          ? '['
-                                                                  : '{'));
+                T_CHECK(*c != (mi == 0 || (mi >= 6 && mi < 12) ? '<'
+                               : mi >= 3                         ? '['
+                                                                 : '{'));
                 T_CHECK(!json_object_get(msg, "tool_calls"));
             } else {
                 T_EQ_STR(fr, "length");
@@ -1520,10 +1605,11 @@ test_native_calls(void)
 static void
 test_parallel_calls(void)
 {
-    static const char *const models[] = {"herm", "rand", "l3", "mis",
-                                         "m11", "dst", "gran", "g33",
-                                         "d31", "glm", "q3c", "m32"};
-    for (size_t mi = 0; mi < 12; mi++) {
+    static const char *const models[] = {"herm", "rand", "l3",  "mis",
+                                         "m11",  "dst",  "gran", "g33",
+                                         "d31",  "glm",  "q3c", "m32",
+                                         "mag"};
+    for (size_t mi = 0; mi < 13; mi++) {
         int multi = 0, single = 0, complete = 0;
         for (int seed = 0; seed < 16; seed++) {
             int par = seed % 4 != 3;
@@ -1537,7 +1623,8 @@ test_parallel_calls(void)
                       * vocabulary (the tools' indented JSON) */
                      models[mi], seed, mi == 2 || mi == 7 ? 400 : 800, tools,
                      par ? "" : "\"parallel_tool_calls\":false,",
-                     mi == 9 ? "\"reasoning_effort\":\"none\"," : "");
+                     mi == 9 || mi == 12 ? "\"reasoning_effort\":\"none\","
+                                         : "");
             snprintf(streamed, sizeof(streamed), "{\"stream\":true,%s",
                      body + 1);
             long st;
@@ -1574,6 +1661,52 @@ test_parallel_calls(void)
         else
             T_EQ_INT(multi, 0);
     }
+}
+
+/* magistral's [THINK] and [/THINK] are control tokens of its vocabulary:
+ * their text must come out for the answer to split (favoured here by
+ * logit_bias, ids 498 and 499); the stream gives the same parts */
+static void
+test_magistral_markers(void)
+{
+    int split = 0;
+    for (int seed = 0; seed < 6; seed++) {
+        char body[512];
+        snprintf(body, sizeof(body),
+                 "{\"model\":\"mag\",\"seed\":%d,\"max_tokens\":30,"
+                 "\"temperature\":1,\"logit_bias\":{\"498\":6,\"499\":4},"
+                 "%%s\"messages\":[{\"role\":\"user\",\"content\":\"Q\"}]}",
+                 seed);
+        char plain[600], streamed[600];
+        snprintf(plain, sizeof(plain), body, "");
+        snprintf(streamed, sizeof(streamed), body, "\"stream\":true,");
+        long st;
+        json_t *o = post(plain, &st);
+        T_EQ_INT(st, 200);
+        const json_t *msg = json_object_get(choice0(o), "message");
+        const char *r =
+            json_string_value(json_object_get(msg, "reasoning_content"));
+        const char *c = json_string_value(json_object_get(msg, "content"));
+        if (r) {
+            split++;
+            /* the open marker is neither's; the first close ends it */
+            T_CHECK(!strstr(r, "[/THINK]"));
+            T_CHECK(!c || strncmp(c, "[/THINK]", 8));
+        }
+        struct e2e_resp sr;
+        T_EQ_INT(e2e_http("POST", url, streamed, NULL, 120000, &sr), 0);
+        json_t *evs = e2e_sse_objects(sr.body ? sr.body : "");
+        char rs[8192], cs[8192];
+        size_t rn = e2e_sse_deltas(evs, "reasoning_content", rs, sizeof(rs)),
+               cn = e2e_sse_deltas(evs, "content", cs, sizeof(cs));
+        T_CHECK(rn == (r ? strlen(r) : 0) && (!rn || !memcmp(rs, r, rn)));
+        T_CHECK(cn == (c ? strlen(c) : 0) && (!cn || !memcmp(cs, c, cn)));
+        json_decref(evs);
+        e2e_resp_free(&sr);
+        json_decref(o);
+    }
+    fprintf(stderr, "  mag: %d of 6 answers reasoned in [THINK]\n", split);
+    T_CHECK(split >= 2);
 }
 
 /* XML calls (GLM's; Qwen3-Coder's, q3c) with values of every kind: a
@@ -2256,6 +2389,7 @@ main(void)
     T_RUN(test_tool_calls);
     T_RUN(test_tool_stream);
     T_RUN(test_native_prompts);
+    T_RUN(test_magistral_markers);
     T_RUN(test_ds_markers);
     T_RUN(test_glm_values);
     T_RUN(test_native_calls);

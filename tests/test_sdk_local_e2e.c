@@ -32,7 +32,7 @@ main(void)
     char model[1024], cfg[12288], rand_model[600], herm_model[600],
         l3_model[600], mis_model[600], q3t_model[600], oss_model[600],
         gran_model[600], g33_model[600], ds_model[600], d31_model[600],
-        glm_model[600], q3c_model[600], m32_model[600];
+        glm_model[600], q3c_model[600], m32_model[600], mag_model[600];
     snprintf(model, sizeof(model), "%s/models/stories260K.gguf",
              e2e_env("LLMUX_TEST_DATA", "../shared/data"));
     char *dir = e2e_temp_dir();
@@ -81,6 +81,23 @@ main(void)
                        "'[CALL_ID]' + tool_call.id ... '[ARGS]' + args";
     lp.controls = m32_controls;
     T_EQ_INT(gguf_w_llama_write(&lp, m32_model), 0);
+    /* Ministral 3 Reasoning's (magistral: a default system text asking
+     * for [THINK] reasoning, the tools before the messages' loop);
+     * [THINK] and [/THINK] control tokens, ids 498 and 499 */
+    static const char *const mag_controls[] = {
+        "[INST]", "[/INST]", "[TOOL_CALLS]", "[AVAILABLE_TOOLS]",
+        "[/AVAILABLE_TOOLS]", "[TOOL_RESULTS]", "[/TOOL_RESULTS]",
+        "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]", "[ARGS]", "[THINK]",
+        "[/THINK]", NULL};
+    snprintf(mag_model, sizeof(mag_model), "%s/mag.gguf", dir ? dir : "/tmp");
+    lp.chat_template =
+        "{%- set default_system_message = 'Draft your thinking [THINK]like "
+        "this[/THINK], then answer.' %}'[SYSTEM_PROMPT]' ... {%- set "
+        "tools_definition = '[AVAILABLE_TOOLS]' + (tools| tojson) %} {%- for "
+        "message in loop_messages %}'[INST]' ... '[TOOL_CALLS]' ... name + "
+        "'[ARGS]' + arguments";
+    lp.controls = mag_controls;
+    T_EQ_INT(gguf_w_llama_write(&lp, mag_model), 0);
     /* a qwen3 reasoning model (Thinking-2507's template), "<think>" and
      * "</think>" user-defined tokens (ids 498, 499) as in Qwen3's */
     static const char *const think_toks[] = {"<think>", "</think>", NULL};
@@ -218,10 +235,14 @@ main(void)
              "   \"models\": {\"q3c\": {}}},\n"
              "  \"m32\": {\"kind\": \"local\", \"model_path\": \"%s\",\n"
              "   \"threads\": 1, \"context\": 2048, \"parallel\": 2,\n"
-             "   \"models\": {\"m32\": {}}}}}\n",
+             "   \"models\": {\"m32\": {}}},\n"
+             "  \"mag\": {\"kind\": \"local\", \"model_path\": \"%s\",\n"
+             "   \"threads\": 1, \"context\": 2048, \"parallel\": 2,\n"
+             "   \"models\": {\"mag\": {}}}}}\n",
              dir ? dir : "/tmp", model, rand_model, herm_model, l3_model,
              mis_model, q3t_model, oss_model, gran_model, g33_model,
-             ds_model, d31_model, glm_model, q3c_model, m32_model);
+             ds_model, d31_model, glm_model, q3c_model, m32_model,
+             mag_model);
     char *path = e2e_write_temp("sdk_local.json", cfg);
     const char *bin = e2e_env("LLMUX_BIN", "build/release/llmux");
     char *argv[] = {(char *)bin, "serve", "--config", path, NULL};

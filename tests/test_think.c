@@ -3,7 +3,8 @@
  * (providers/think.c) gives the same parts whether the text arrives whole,
  * a byte at a time, or cut anywhere in two: markers cut across pieces,
  * near-markers ("<</think>", "</thi" at the end, "<thinking>"), blanks
- * around the markers, and the four modes (3: harmony's channels).
+ * around the markers, and the modes (3: harmony's channels; 6:
+ * Mistral's [THINK] markers).
  */
 #include <stdio.h>
 #include <string.h>
@@ -33,6 +34,15 @@ static const struct tcase cases[] = {
     {1, "<think>caf\xc3\xa9 </think>\xc3\xa9t\xc3\xa9", "caf\xc3\xa9 ",
      "\xc3\xa9t\xc3\xa9"},
     {0, "<think>x</think>y", "", "<think>x</think>y"},
+    /* magistral: Mistral's markers, the answer right after [/THINK] */
+    {6, "[THINK]R [a] [/TH[/THINK]C", "R [a] [/TH", "C"},
+    {6, "[THINK]x[[/THINK]", "x[", ""},
+    {6, "\n[THINK]R[/THINK]\n\nC [THINK]", "R", "C [THINK]"},
+    {6, "Plain [THINK]", "", "Plain [THINK]"},
+    {6, "[THIN", "", "[THIN"},
+    {6, "<think>x</think>y", "", "<think>x</think>y"},
+    {6, "[THINK]cut [/THI", "cut [/THI", ""},
+    {1, "<think>x[/THINK]y", "x[/THINK]y", ""},
     /* harmony (gpt-oss): analysis is the reasoning, final the content */
     {3,
      "<|channel|>analysis<|message|>Think <b>.<|end|><|start|>assistant"

@@ -60,10 +60,11 @@ const weather = {
 // d31: the same with DeepSeek V3.1's template and call format, glm: with
 // GLM-4.7-Flash's (XML calls; it reasons first unless reasoning_effort
 // none, and a random model's reasoning would not end)
-const noThink = (model) => (model === 'glm' ? { reasoning_effort: 'none' } : {});
+const noThink = (model) => (['glm', 'mag'].includes(model) ? { reasoning_effort: 'none' } : {});
 // q3c: Qwen3-Coder's template (XML calls inside <tool_call>), m32:
-// Mistral Small 3.2's (calls with ids)
-for (const model of ['local', 'rand', 'herm', 'l3', 'mis', 'oss', 'gran', 'g33', 'ds', 'd31', 'glm', 'q3c', 'm32']) {
+// Mistral Small 3.2's (calls with ids), mag: Ministral 3 Reasoning's
+// (magistral: [THINK] reasoning, which it does first unless none)
+for (const model of ['local', 'rand', 'herm', 'l3', 'mis', 'oss', 'gran', 'g33', 'ds', 'd31', 'glm', 'q3c', 'm32', 'mag']) {
   // glm's, q3c's and m32's calls are longer (tags, ids)
   const mt = ['glm', 'q3c', 'm32'].includes(model) ? 800 : ['herm', 'l3', 'mis', 'oss', 'gran', 'g33', 'd31'].includes(model) ? 300 : 100;
   await step(`${model}: tool_choice required`, async () => {
@@ -300,7 +301,7 @@ await step('responses logprobs', async () => {
 // one answer, as the SDK reads them (message.tool_calls; streamed, deltas
 // told apart by index), the same streamed and not; parallel_tool_calls
 // false: one.
-for (const pm of ['herm', 'mis', 'gran', 'g33', 'd31', 'glm', 'q3c', 'm32']) await step(`${pm}: several tool calls in one answer`, async () => {
+for (const pm of ['herm', 'mis', 'gran', 'g33', 'd31', 'glm', 'q3c', 'm32', 'mag']) await step(`${pm}: several tool calls in one answer`, async () => {
   let several = 0;
   for (let seed = 1; seed <= 8; seed++) {
     const req = { model: pm, max_tokens: 900, seed, ...noThink(pm),
@@ -339,9 +340,9 @@ for (const pm of ['herm', 'mis', 'gran', 'g33', 'd31', 'glm', 'q3c', 'm32']) awa
 // Granite 4 and 3.3, DeepSeek V3.1: a call, its result sent back as the
 // SDK writes the turns, then another answer (the result turns are the
 // templates')
-for (const gm of ['gran', 'g33', 'd31', 'glm', 'q3c', 'm32']) await step(`${gm}: a call and its result sent back`, async () => {
+for (const gm of ['gran', 'g33', 'd31', 'glm', 'q3c', 'm32', 'mag']) await step(`${gm}: a call and its result sent back`, async () => {
   const msgs = [{ role: 'user', content: 'Weather in Oslo?' }];
-  const r = await client.chat.completions.create({ model: gm, max_tokens: gm === 'm32' ? 800 : 300, seed: 5,
+  const r = await client.chat.completions.create({ model: gm, max_tokens: ['m32', 'mag'].includes(gm) ? 800 : 300, seed: 5,
     messages: msgs, tools: [weather], tool_choice: 'required', ...noThink(gm) });
   const c = r.choices[0];
   check(c.finish_reason === 'tool_calls', `${gm}: the first answer is a call (${c.finish_reason})`);
@@ -358,6 +359,32 @@ for (const gm of ['gran', 'g33', 'd31', 'glm', 'q3c', 'm32']) await step(`${gm}:
     messages: msgs.slice(0, 1), tools: [weather], tool_choice: 'none', ...noThink(gm) });
   check(r2.usage.prompt_tokens > r0.usage.prompt_tokens + 10,
         `${gm}: the call and its result are in the prompt (${r2.usage.prompt_tokens} vs ${r0.usage.prompt_tokens})`);
+});
+
+// magistral's reasoning as the SDK reads it: message.reasoning_content
+// (the text in [THINK]...[/THINK], control tokens favoured here by
+// logit_bias) apart from content, the stream's reasoning_content deltas
+// the same
+await step('mag: reasoning_content in [THINK]', async () => {
+  let split = 0;
+  for (let seed = 0; seed < 8; seed++) {
+    const req = { model: 'mag', max_tokens: 30, seed, temperature: 1, logit_bias: { 498: 8, 499: 4 },
+                  messages: [{ role: 'user', content: 'Q' }] };
+    const m = (await client.chat.completions.create(req)).choices[0].message;
+    let rs = '', cs = '';
+    for await (const chunk of await client.chat.completions.create({ ...req, stream: true })) {
+      const d = chunk.choices[0]?.delta;
+      rs += d?.reasoning_content ?? '';
+      cs += d?.content ?? '';
+    }
+    check(rs === (m.reasoning_content ?? '') && cs === (m.content ?? ''),
+          `mag seed ${seed}: the stream's reasoning and content equal the answer's`);
+    if (typeof m.reasoning_content === 'string') {
+      split++;
+      check(!m.reasoning_content.includes('[/THINK]'), `mag seed ${seed}: the reasoning ends at the first [/THINK]`);
+    }
+  }
+  check(split >= 2, `mag: answers that reasoned (${split} of 8)`);
 });
 
 // logprobs with tools: a tool call's tokens are not content, so a call

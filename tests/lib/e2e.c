@@ -501,6 +501,27 @@ e2e_sse_objects(const char *body)
     return a;
 }
 
+size_t
+e2e_sse_deltas(const json_t *evs, const char *field, char *out, size_t cap)
+{
+    size_t n = 0, i;
+    const json_t *ev;
+    json_array_foreach(evs, i, ev) {
+        const json_t *f = json_object_get(
+            json_object_get(json_array_get(json_object_get(ev, "choices"), 0),
+                            "delta"),
+            field);
+        size_t l = json_string_length(f);
+        if (json_is_string(f) && n + l < cap) {
+            memcpy(out + n, json_string_value(f), l);
+            n += l;
+        }
+    }
+    if (cap)
+        out[n] = '\0';
+    return n;
+}
+
 json_t *
 e2e_post(const char *base, const char *path, const char *body, long *status,
          char **raw)

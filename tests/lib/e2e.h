@@ -101,6 +101,12 @@ const char *e2e_env(const char *name, const char *fallback);
  * left out).  The caller owns it.  Needs jansson.h. */
 struct json_t;
 struct json_t *e2e_sse_objects(const char *body);
+/* The text of the first choice's delta.FIELD ("content",
+ * "reasoning_content") over the events evs (e2e_sse_objects) joined into
+ * out[0, cap): its length (at most cap - 1; a NUL follows; bytes past it
+ * are left out). */
+size_t e2e_sse_deltas(const struct json_t *evs, const char *field,
+                      char *out, size_t cap);
 /* POST body to base + path (120 s timeout): the response as text in *raw
  * when raw is not NULL (malloc'd; caller frees), else parsed as JSON and
  * returned (NULL when not JSON, said on stderr); *status the HTTP status
