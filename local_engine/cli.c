@@ -166,7 +166,7 @@ run_usage(FILE *f)
           "timings on stderr.\n"
           "  --model FILE   GGUF model (llama and Mixtral, qwen2, qwen2moe,\n"
           "                 qwen3, qwen3moe, gemma2, gemma3, phi3, granite,\n"
-          "                 granitemoe, gpt-oss)\n"
+          "                 granitemoe, gpt-oss, deepseek2, mistral3)\n"
           "  -p PROMPT      prompt text (default: empty, BOS only)\n"
           "  --chat         wrap the prompt as one user message in the\n"
           "                 model's chat template\n"

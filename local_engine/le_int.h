@@ -940,7 +940,12 @@ enum le_arch {
      * layers dense, the others experts (softmax or sigmoid router, an
      * optional selection bias, weights scaled) plus ungated shared
      * experts */
-    LE_ARCH_DEEPSEEK2 = 11
+    LE_ARCH_DEEPSEEK2 = 11,
+    /* Ministral 3 (3B / 8B / 14B): the llama layout and rotation (and
+     * Mixtral's experts if the file has them), YaRN whose
+     * yarn_log_multiplier (mscale_all_dim) divides the magnitude boost,
+     * and Llama 4's attention temperature (le_hparams.attn_temp) */
+    LE_ARCH_MISTRAL3 = 12
 };
 
 struct le_layer {
@@ -1008,8 +1013,19 @@ struct le_hparams {
     float yarn_ext;       /* rope.scaling.yarn_ext_factor (1): the ramp's
                              weight */
     /* cos and sin times this: rope.scaling.attn_factor (default 1), for
-     * YaRN times (1 + 0.1 ln factor) */
+     * YaRN with a ramp times m(factor, 1) / m(factor, yarn_log_multiplier)
+     * where m(s, k) = 1 + 0.1 k ln s for s > 1, else 1 (mistral3's
+     * multiplier; 0 or absent leaves the divisor out; deepseek2 sets its
+     * own in load_ds_router) */
     float rope_mscale;
+    /* Llama 4's attention temperature (attention.temperature_scale of
+     * mistral3 and deepseek2; 0: off): each query at position pos is
+     * multiplied, after its rotation, by 1 + attn_temp x
+     * ln(floor(pos / attn_temp_floor) + 1), so positions under
+     * attn_temp_floor (mistral3: the original context; deepseek2:
+     * attention.temperature_length) are unchanged */
+    float attn_temp;
+    int32_t attn_temp_floor;
     int32_t n_ctx_orig;   /* rope.scaling.original_context_length, else
                              n_ctx_train */
     int rope_neox;        /* 1: rotate halves (qwen2, qwen3, gemma3); 0:

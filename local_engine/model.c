@@ -17,6 +17,9 @@
  *     q_h = rmsnorm(q_h) * q_norm, k_h likewise per head   (qwen3)
  *     rope(q, k, pos)   llama: adjacent pairs (GGML "normal" mode);
  *                       qwen2, qwen3: halves (GGML NEOX mode)
+ *     q *= 1 + beta ln(floor(pos / floor_len) + 1)  (the attention
+ *                       temperature of mistral3 and deepseek2 files that
+ *                       have one)
  *     K/V cache[pos] = k, v (f16 or q8_0)
  *     att_h = softmax(q_h . K[kv(h)][0..pos] / sqrt(hd)) V[kv(h)]   (GQA)
  *     x += Wo att
@@ -165,7 +168,7 @@ static const char *const arch_names[] = {"llama",    "qwen2",  "qwen3",
                                          "gemma3",   "gemma2", "qwen3moe",
                                          "qwen2moe", "phi3",   "granite",
                                          "granitemoe", "gpt-oss",
-                                         "deepseek2"};
+                                         "deepseek2", "mistral3"};
 #define N_ARCH (sizeof(arch_names) / sizeof(arch_names[0]))
 
 /* The attention's head sizes of every architecture but deepseek2's
@@ -324,6 +327,58 @@ load_ds_router(const struct le_gguf *g, const char *arch,
     return LE_OK;
 }
 
+/* YaRN's magnitude m(s, k) as llama.cpp's llama_context computes it
+ * (transformers' get_mscale): 1 + 0.1 k ln s for a factor s past 1, else
+ * 1 */
+static float
+yarn_m(float s, float k)
+{
+    return s <= 1.0f ? 1.0f : 0.1f * k * logf(s) + 1.0f;
+}
+
+/* Llama 4's attention temperature (load_hparams): mistral3's beta over
+ * the original context (llama.cpp's n_ctx_orig_yarn, context_length when
+ * the file has no original_context_length, refused when it says 0);
+ * deepseek2's (Mistral Large 3) over attention.temperature_length,
+ * which llama.cpp needs (it stops on 0 at its first batch) and llmux
+ * requires.  The other architectures' llama.cpp graphs do not read the
+ * key, so neither does llmux. */
+static enum le_status
+load_attn_temp(const struct le_gguf *g, const char *arch,
+               struct le_hparams *hp, char *err, size_t errlen)
+{
+    float f;
+    uint32_t u;
+    hp->attn_temp = 0;
+    hp->attn_temp_floor = 0;
+    if ((hp->arch != LE_ARCH_MISTRAL3 && hp->arch != LE_ARCH_DEEPSEEK2) ||
+        !arch_f32(g, arch, "attention.temperature_scale", &f) || f == 0)
+        return LE_OK;
+    if (!(f > -100 && f < 100))
+        return fail(err, errlen, LE_EFORMAT,
+                    "model: bad %s.attention.temperature_scale %g", arch, f);
+    if (hp->arch == LE_ARCH_DEEPSEEK2) {
+        if (!arch_u32(g, arch, "attention.temperature_length", &u) || !u)
+            return fail(err, errlen, LE_EFORMAT,
+                        "model: %s.attention.temperature_scale needs "
+                        "%s.attention.temperature_length (the positions "
+                        "of one temperature step), missing or 0",
+                        arch, arch);
+        hp->attn_temp_floor = (int32_t)(u < (1u << 24) ? u : (1u << 24));
+    } else {
+        if (arch_u32(g, arch, "rope.scaling.original_context_length", &u) &&
+            !u)
+            return fail(err, errlen, LE_EFORMAT,
+                        "model: %s.attention.temperature_scale needs "
+                        "rope.scaling.original_context_length (the "
+                        "positions of one temperature step), and it is 0",
+                        arch);
+        hp->attn_temp_floor = hp->n_ctx_orig;
+    }
+    hp->attn_temp = f;
+    return LE_OK;
+}
+
 static enum le_status
 load_hparams(struct le_model *m, char *err, size_t errlen)
 {
@@ -345,19 +400,21 @@ load_hparams(struct le_model *m, char *err, size_t errlen)
         return fail(err, errlen, LE_EFORMAT,
                     "model: architecture '%s' is not supported (llama, "
                     "qwen2, qwen2moe, qwen3, qwen3moe, gemma2, gemma3, "
-                    "phi3, granite, granitemoe, gpt-oss, deepseek2)",
+                    "phi3, granite, granitemoe, gpt-oss, deepseek2, "
+                    "mistral3)",
                     arch);
     hp->arch = (enum le_arch)a;
 
     uint32_t u;
-    /* experts: Mixtral's llama files, qwen3moe and qwen2moe; the others'
-     * layouts have none */
+    /* experts: Mixtral's llama files (and mistral3's, llama's layout),
+     * qwen3moe and qwen2moe; the others' layouts have none */
     int moe_arch = hp->arch == LE_ARCH_QWEN3MOE ||
                    hp->arch == LE_ARCH_QWEN2MOE ||
                    hp->arch == LE_ARCH_GRANITEMOE ||
                    hp->arch == LE_ARCH_GPTOSS ||
                    hp->arch == LE_ARCH_DEEPSEEK2;
     int oss = hp->arch == LE_ARCH_GPTOSS, ds = hp->arch == LE_ARCH_DEEPSEEK2;
+    int m3 = hp->arch == LE_ARCH_MISTRAL3;
     hp->n_expert = hp->n_expert_used = 0;
     hp->n_ff_shexp = 0;
     hp->expert_norm = hp->arch != LE_ARCH_QWEN2MOE && !oss && !ds;
@@ -367,12 +424,12 @@ load_hparams(struct le_model *m, char *err, size_t errlen)
     hp->swiglu_oai = oss;
     if (arch_u32(g, arch, "expert_count", &u) && u > 0) {
         uint32_t k = 0;
-        if (hp->arch != LE_ARCH_LLAMA && !moe_arch)
+        if (hp->arch != LE_ARCH_LLAMA && !m3 && !moe_arch)
             return fail(err, errlen, LE_EFORMAT,
                         "model: %s with experts (%s.expert_count %u) is not "
                         "supported; mixture-of-experts models run as llama "
-                        "(Mixtral), qwen2moe, qwen3moe, granitemoe, "
-                        "gpt-oss or deepseek2",
+                        "(Mixtral), mistral3, qwen2moe, qwen3moe, "
+                        "granitemoe, gpt-oss or deepseek2",
                         arch, arch, u);
         if (u > LE_MAX_EXPERTS ||
             !arch_u32(g, arch, "expert_used_count", &k) ||
@@ -502,22 +559,31 @@ load_hparams(struct le_model *m, char *err, size_t errlen)
         /* as llama.cpp's ggml_rope_yarn_corr_dims: the pairs that turn
          * more than beta_fast (default 32) times over the original
          * context keep their angle, those under beta_slow (1) take the
-         * scaled one; DeepSeek's log multiplier and an own attn factor
-         * are refused, not ignored */
+         * scaled one.  The log multiplier: deepseek2's in
+         * load_ds_router, mistral3's below; llama.cpp reads it for no
+         * other architecture here, so a file that has one elsewhere is
+         * refused rather than read in a way nothing else does; an own
+         * attn factor is refused, not ignored */
         float oc = (float)hp->n_ctx_orig, nd = (float)hp->n_rot;
-        float bf = 32.0f, bs = 1.0f, x;
+        float bf = 32.0f, bs = 1.0f, x, lm = 0;
         if (hp->arch == LE_ARCH_GEMMA2 || hp->arch == LE_ARCH_GEMMA3)
             return fail(err, errlen, LE_EFORMAT,
                         "model: YaRN rope scaling on %s is not supported",
                         arch);
-        if ((!ds &&
+        if (m3 && arch_f32(g, arch, "rope.scaling.yarn_log_multiplier", &lm) &&
+            !(lm >= 0 && lm < 10))
+            return fail(err, errlen, LE_EFORMAT,
+                        "model: bad %s.rope.scaling.yarn_log_multiplier %g",
+                        arch, lm);
+        if ((!ds && !m3 &&
              arch_f32(g, arch, "rope.scaling.yarn_log_multiplier", &x) &&
              x != 0) ||
             (arch_f32(g, arch, "rope.scaling.yarn_attn_factor", &x) &&
              x != 1))
             return fail(err, errlen, LE_EFORMAT,
-                        "model: YaRN's yarn_log_multiplier and "
-                        "yarn_attn_factor are not supported");
+                        "model: YaRN's yarn_log_multiplier (on %s) and "
+                        "yarn_attn_factor are not supported",
+                        arch);
         if (arch_f32(g, arch, "rope.scaling.yarn_beta_fast", &x))
             bf = x;
         if (arch_f32(g, arch, "rope.scaling.yarn_beta_slow", &x))
@@ -537,16 +603,29 @@ load_hparams(struct le_model *m, char *err, size_t errlen)
                          (2 * logf(hp->rope_base)));
         hp->yarn_lo = lo > 0 ? lo : 0;
         hp->yarn_hi = hi < nd - 1 ? hi : nd - 1;
-        /* llama.cpp's rope boosts cos and sin only with a ramp */
+        /* llama.cpp's rope boosts cos and sin only with a ramp, by
+         * m(factor, 1), which a log multiplier (mscale_all_dim; 1 in
+         * Ministral 3, so no boost) divides by its own m */
+        float fs = 1.0f / hp->rope_scale;
         if (hp->yarn_ext != 0)
             hp->rope_mscale =
-                af * (1.0f + 0.1f * logf(1.0f / hp->rope_scale));
+                af * yarn_m(fs, 1.0f) / (lm != 0 ? yarn_m(fs, lm) : 1.0f);
     }
+    enum le_status tst = load_attn_temp(g, arch, hp, err, errlen);
+    if (tst != LE_OK)
+        return tst;
     int g3 = hp->arch == LE_ARCH_GEMMA3, g2 = hp->arch == LE_ARCH_GEMMA2;
     int gemma = g3 || g2;
     int granite =
         hp->arch == LE_ARCH_GRANITE || hp->arch == LE_ARCH_GRANITEMOE;
-    hp->rope_neox = hp->arch != LE_ARCH_LLAMA && !granite && !ds;
+    hp->rope_neox = hp->arch != LE_ARCH_LLAMA && !granite && !ds && !m3;
+    /* llama.cpp's mistral3 graph rotates whole heads (it stops on any
+     * other rope.dimension_count) */
+    if (m3 && hp->n_rot != hp->head_dim)
+        return fail(err, errlen, LE_EFORMAT,
+                    "model: %s.rope.dimension_count %d is not the head size "
+                    "%d",
+                    arch, hp->n_rot, hp->head_dim);
     /* as llama.cpp reads them: gemma3 27B (62 layers) and gemma2 27B (46)
      * scale q.k by their query_pre_attn_scalar, n_embd / n_head, the
      * others by head_dim */
@@ -1717,6 +1796,24 @@ rope(const struct le_model *m, float *x, int n_heads, int pos, int layer)
     }
 }
 
+/* Llama 4's attention temperature (le_hparams.attn_temp) on one token's
+ * n query values at position pos, the factor computed as llama.cpp's
+ * graph input is (the position over the floor length in float, the
+ * logarithm in double).  The first floor's factor is exactly 1: no pass
+ * over q for the positions of the original context. */
+static void
+attn_temp_q(const struct le_hparams *hp, float *q, int n, int pos)
+{
+    float b = floorf((float)pos / (float)hp->attn_temp_floor);
+    if (b == 0)
+        return;
+    float s = (float)(log((double)b + 1.0) * hp->attn_temp + 1.0);
+    if (s == 1.0f)
+        return;
+    for (int i = 0; i < n; i++)
+        q[i] *= s;
+}
+
 struct mm_job {
     const struct le_type_traits *tt;
     const uint8_t *w;   /* rows of the weight */
@@ -2275,7 +2372,8 @@ attention_heads(void *arg, int ith, int nth)
  * spinning meanwhile (another 7%).
  *   TOK_NORM:  [x[t] += xb[t] when add;] xb[t] = rmsnorm(x[t], w) (w NULL:
  *              the add only)
- *   TOK_ROPE:  [qwen3: q[t], k[t] head norms;] rope of q[t], k[t]; k[t],
+ *   TOK_ROPE:  [qwen3: q[t], k[t] head norms;] rope of q[t], k[t]
+ *              [q[t] times its position's attention temperature]; k[t],
  *              v[t] into the token's KV cells
  *   TOK_SILU:  hb[t] = silu(hb[t]) * hb2[t] (act.c)
  */
@@ -2352,6 +2450,8 @@ tok_steps(void *arg, int ith, int nth)
                 }
             }
             rope(m, ws->q + (size_t)t * QD, hp->n_head, pos, j->layer);
+            if (hp->attn_temp != 0) /* every attention path's queries */
+                attn_temp_q(hp, ws->q + (size_t)t * QD, QD, pos);
             rope(m, ws->k + (size_t)t * KD, hp->n_head_kv, pos, j->layer);
             size_t off =
                 ((size_t)j->layer * s->n_ctx + (size_t)pos) * s->kv_row;
