@@ -21,7 +21,10 @@
  *     forward written in the test; the norms are required;
  *   - gemma3 (embedding scale, post norms, GELU, a sliding window on 5 of
  *     6 layers with their own rope base): the same reference, with and
- *     without the window.
+ *     without the window;
+ *   - mistral3 (YaRN with its log multiplier, the attention temperature
+ *     over a prompt three times the original context) and deepseek2 with
+ *     that temperature: the same references, with and without it.
  */
 #include <dirent.h>
 #include <pthread.h>
@@ -1373,6 +1376,9 @@ ref_topk(const double *p, int n, int k, int *sel)
 
 enum { R3E = 32, R3H = 4, R3KV = 2, R3HD = 16, R3F = 48, R3V = 300,
        R3L = 2, R3T = 6, RL_MAX = 6, RT_MAX = 8 };
+/* the references' capacity in tokens (RT_MAX: most tests' prompt; the
+ * attention temperature's test needs several steps of its floor) */
+enum { RT_CAP = 48 };
 
 /* What the reference computes: qwen3 (2 layers), or gemma3 (gemma set:
  * 6 layers, the embeddings scaled by sqrt(n_embd), post norms, GELU,
@@ -1416,7 +1422,20 @@ struct ref_arch {
      * each head's sink logit in its softmax (0: left out, to show it
      * matters) */
     int oss, sinks;
+    /* mistral3 (llama set): YaRN's boost m(factor, 1) divided by
+     * m(factor, yarn_log_mul) (0: not divided; m(s, k) = 1 + 0.1 k ln s),
+     * and with temp_beta each query after its rotation times 1 +
+     * temp_beta ln(floor(t / temp_floor) + 1) */
+    double yarn_log_mul, temp_beta;
+    int temp_floor;
 };
+
+/* YaRN's magnitude, transformers' get_mscale */
+static double
+ref_mscale(double s, double k)
+{
+    return s <= 1 ? 1.0 : 1 + 0.1 * k * log(s);
+}
 
 enum { RX_MAX = 16 };
 
@@ -1490,11 +1509,11 @@ ref_forward(const char *path, const int32_t *ids, int n,
     if (le_gguf_open(path, LE_GGUF_READ, &g, err, sizeof(err)) != LE_OK)
         return -1;
     enum { QD = R3H * R3HD, KD = R3KV * R3HD };
-    static double kc[RL_MAX][RT_MAX][KD], vc[RL_MAX][RT_MAX][KD];
+    static double kc[RL_MAX][RT_CAP][KD], vc[RL_MAX][RT_CAP][KD];
     double x[R3E], xb[R3E], q[QD], k[KD], v[KD], att[QD], o[R3E];
     double hg[R3F], hu[R3F];
     const float *emb = tf(g, "token_embd.weight", 0);
-    int rc = emb && n <= RT_MAX && ra->n_layer <= RL_MAX &&
+    int rc = emb && n <= RT_CAP && ra->n_layer <= RL_MAX &&
                      ra->n_expert <= RX_MAX
                  ? 0
                  : -1;
@@ -1551,7 +1570,11 @@ ref_forward(const char *path, const int32_t *ids, int n,
                     if (ra->yarn_factor > 0) {
                         th = ref_yarn(th, i, R3HD, base, ra->yarn_factor,
                                       ra->yarn_orig);
-                        ms = 1 + 0.1 * log(ra->yarn_factor);
+                        ms = ref_mscale(ra->yarn_factor, 1) /
+                             (ra->yarn_log_mul != 0
+                                  ? ref_mscale(ra->yarn_factor,
+                                               ra->yarn_log_mul)
+                                  : 1.0);
                     }
                     int i0 = ra->llama ? 2 * i : i,
                         i1 = ra->llama ? 2 * i + 1 : i + R3HD / 2;
@@ -1560,6 +1583,9 @@ ref_forward(const char *path, const int32_t *ids, int n,
                     hv[i1] = (a * sin(th) + b * cos(th)) * ms;
                 }
             }
+            for (int i = 0; i < QD && ra->temp_beta != 0; i++)
+                q[i] *= 1 + ra->temp_beta *
+                                log(floor((double)t / ra->temp_floor) + 1);
             for (int i = 0; i < QD && !ra->f32; i++) /* fp16 query */
                 q[i] = le_fp16_to_fp32(le_fp32_to_fp16((float)q[i]));
             for (int i = 0; i < KD; i++) { /* the f16 KV cache */
@@ -1572,7 +1598,7 @@ ref_forward(const char *path, const int32_t *ids, int n,
             }
             for (int h = 0; h < R3H; h++) {
                 int kh = h / (R3H / R3KV);
-                double sc[RT_MAX], mx = -1e300, sum = 0;
+                double sc[RT_CAP], mx = -1e300, sum = 0;
                 for (int p = p0; p <= t; p++) {
                     double d = 0;
                     for (int i = 0; i < R3HD; i++)
@@ -1877,6 +1903,174 @@ test_yarn(void)
     T_CHECK(d0 > 1e-2);
 }
 
+/* mistral3 (Ministral 3): llama's layout and rotation, YaRN x2 over an
+ * original 16 positions with Ministral's log multiplier 1 (which cancels
+ * the magnitude boost), and the attention temperature (beta 0.5, one step
+ * every 16 positions) over a 48-token prompt, so that three steps are
+ * used; dense and with Mixtral's experts.  Each against the reference on
+ * an F32 cache and, on the F16 one, as one batch and as single steps.
+ * Without the temperature and without the multiplier the logits move, so
+ * both are tested; the original context's positions are left exactly as
+ * they were (the factor there is 1, and no pass multiplies by it). */
+enum { M3T = 48, M3O = 16 };
+
+/* The file lp describes with one key more (the u32 u when u32, else the
+ * f32 f), written to path: refused (LE_EFORMAT) by an error naming
+ * want. */
+static void
+refused_with(const struct gguf_w_llama *lp, const char *path,
+             const char *key, int u32, uint32_t u, float f, const char *want)
+{
+    struct gguf_w *w = gguf_w_new();
+    T_EQ_INT(gguf_w_llama_fill(w, lp), 0);
+    if (u32)
+        gguf_w_add_u32(w, key, u);
+    else
+        gguf_w_add_f32(w, key, f);
+    T_EQ_INT(gguf_w_write_file(w, path), 0);
+    gguf_w_free(w);
+    struct le_model *m = NULL;
+    char err[256] = "";
+    T_EQ_INT(le_model_open(path, NULL, &m, err, sizeof(err)), LE_EFORMAT);
+    if (!strstr(err, want))
+        fprintf(stderr, "  %s: '%s' does not name %s\n", key, err, want);
+    T_CHECK(strstr(err, want) != NULL);
+    le_model_free(m);
+}
+
+static void
+m3_params(struct gguf_w_llama *lp, int n_expert, float beta, float log_mul,
+          uint64_t seed)
+{
+    ref_params(lp, "mistral3", 2, seed);
+    lp->n_ctx = 64;
+    lp->yarn_factor = 2;
+    lp->yarn_orig = M3O;
+    lp->yarn_log_mul = log_mul;
+    lp->attn_temp = beta;
+    lp->n_expert = n_expert;
+    lp->n_expert_used = n_expert ? 2 : 0;
+}
+
+/* the logits after ids[0, n) of the file at path (one thread, a context
+ * of n_ctx, cache kv) into out; 0 or -1 */
+static int
+file_logits(const char *path, int n_ctx, enum le_kv_type kv,
+            const int32_t *ids, int n, float *out)
+{
+    struct le_model *m = open_model(path, 1, n_ctx, kv);
+    int rc = m ? logits_after(m, ids, (size_t)n, out) : -1;
+    le_model_free(m);
+    return rc;
+}
+
+static void
+test_mistral3(void)
+{
+    int32_t ids[M3T];
+    for (int i = 0; i < M3T; i++)
+        ids[i] = i ? 259 + (i * 17) % (R3V - 259) : 1;
+    for (int moe = 0; moe < 2; moe++) {
+        char p[600], p0[600], pl[600];
+        snprintf(p, sizeof(p), "%s/mistral3_%d.gguf", g_tmp, moe);
+        snprintf(p0, sizeof(p0), "%s/mistral3_%d_notemp.gguf", g_tmp, moe);
+        snprintf(pl, sizeof(pl), "%s/mistral3_%d_nolm.gguf", g_tmp, moe);
+        struct gguf_w_llama lp;
+        uint64_t seed = 31 + (uint64_t)moe;
+        m3_params(&lp, moe ? 4 : 0, 0.0f, 1.0f, seed);
+        T_EQ_INT(gguf_w_llama_write(&lp, p0), 0);
+        m3_params(&lp, moe ? 4 : 0, 0.5f, 0.0f, seed);
+        T_EQ_INT(gguf_w_llama_write(&lp, pl), 0);
+        m3_params(&lp, moe ? 4 : 0, 0.5f, 1.0f, seed);
+        T_EQ_INT(gguf_w_llama_write(&lp, p), 0);
+        struct ref_arch ra = {.n_layer = 2, .f32 = 1, .llama = 1,
+                              .n_expert = lp.n_expert,
+                              .n_used = lp.n_expert_used, .yarn_factor = 2,
+                              .yarn_orig = M3O, .yarn_log_mul = 1,
+                              .temp_beta = 0.5, .temp_floor = M3O};
+        struct ref_arch r0 = ra, rl = ra, r16 = ra;
+        r0.temp_beta = 0;
+        rl.yarn_log_mul = 0;
+        r16.f32 = 0;
+        float ref[R3V], ref0[R3V], refl[R3V], ref16[R3V], got[R3V],
+            got0[R3V], gotl[R3V];
+        T_EQ_INT(ref_forward(p, ids, M3T, &ra, ref), 0);
+        T_EQ_INT(ref_forward(p, ids, M3T, &r0, ref0), 0);
+        T_EQ_INT(ref_forward(p, ids, M3T, &rl, refl), 0);
+        T_EQ_INT(ref_forward(p, ids, M3T, &r16, ref16), 0);
+        T_EQ_INT(file_logits(p, 0, LE_KV_F32, ids, M3T, got), 0);
+        T_EQ_INT(file_logits(p0, 0, LE_KV_F32, ids, M3T, got0), 0);
+        T_EQ_INT(file_logits(pl, 0, LE_KV_F32, ids, M3T, gotl), 0);
+        double d = rel_diff(ref, got, R3V), d0 = rel_diff(ref0, got0, R3V),
+               dl = rel_diff(refl, gotl, R3V);
+        fprintf(stderr, "mistral3%s vs reference: %.2g, without the "
+                        "temperature %.2g, without the log multiplier "
+                        "%.2g; the temperature changes %.2g (the engine's "
+                        "%.2g), the multiplier %.2g\n",
+                moe ? " (experts)" : "", d, d0, dl, rel_diff(ref, ref0, R3V),
+                rel_diff(got, got0, R3V), rel_diff(ref, refl, R3V));
+        T_CHECK(d < 1e-5);
+        T_CHECK(d0 < 1e-5);
+        T_CHECK(dl < 1e-5);
+        T_CHECK(rel_diff(ref, ref0, R3V) > 1e-2);
+        T_CHECK(rel_diff(got, got0, R3V) > 1e-2);
+        T_CHECK(rel_diff(ref, refl, R3V) > 1e-2);
+        /* within the first step: the same bits with and without */
+        T_EQ_INT(file_logits(p, 0, LE_KV_F32, ids, M3O, got), 0);
+        T_EQ_INT(file_logits(p0, 0, LE_KV_F32, ids, M3O, got0), 0);
+        T_CHECK(memcmp(got, got0, sizeof(got)) == 0);
+        /* the F16 cache: batch and steps the same bits, near the
+         * reference with its fp16 rounding */
+        float batch[R3V], step[R3V];
+        batch_and_steps(p, "mistral3", ids, M3T, batch, step);
+        T_CHECK(memcmp(batch, step, sizeof(batch)) == 0);
+        fprintf(stderr, "mistral3%s f16 KV vs reference: %.2g\n",
+                moe ? " (experts)" : "", rel_diff(ref16, batch, R3V));
+        T_CHECK(rel_diff(ref16, batch, R3V) < 1e-3);
+    }
+    /* without original_context_length the steps are context_length's
+     * (llama.cpp's n_ctx_orig_yarn); no YaRN here */
+    char p[600];
+    snprintf(p, sizeof(p), "%s/mistral3_ctx.gguf", g_tmp);
+    struct gguf_w_llama lp;
+    ref_params(&lp, "mistral3", 2, 37);
+    lp.n_ctx = M3O;
+    lp.attn_temp = 0.5f;
+    T_EQ_INT(gguf_w_llama_write(&lp, p), 0);
+    struct ref_arch rc = {.n_layer = 2, .f32 = 1, .llama = 1,
+                          .temp_beta = 0.5, .temp_floor = M3O};
+    float ref[R3V], got[R3V];
+    T_EQ_INT(ref_forward(p, ids, M3T, &rc, ref), 0);
+    T_EQ_INT(file_logits(p, 64, LE_KV_F32, ids, M3T, got), 0);
+    fprintf(stderr, "mistral3 steps of context_length vs reference: %.2g\n",
+            rel_diff(ref, got, R3V));
+    T_CHECK(rel_diff(ref, got, R3V) < 1e-5);
+    /* refused by name: the temperature over an original context of 0, a
+     * negative log multiplier, and a log multiplier on llama (which
+     * llama.cpp does not read) */
+    static const struct {
+        const char *arch, *key, *want;
+        int u32;
+        float f;
+    } bad[] = {
+        {"mistral3", "mistral3.rope.scaling.original_context_length",
+         "original_context_length", 1, 0},
+        {"mistral3", "mistral3.rope.scaling.yarn_log_multiplier",
+         "yarn_log_multiplier", 0, -1.0f},
+        {"llama", "llama.rope.scaling.yarn_log_multiplier",
+         "yarn_log_multiplier (on llama)", 0, 1.0f},
+    };
+    for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
+        m3_params(&lp, 0, 0.5f, 0.0f, 37);
+        lp.arch = bad[k].arch;
+        lp.yarn_orig = 0; /* the key only as the table adds it */
+        if (strcmp(bad[k].arch, "mistral3"))
+            lp.attn_temp = 0;
+        refused_with(&lp, p, bad[k].key, bad[k].u32, 0, bad[k].f,
+                     bad[k].want);
+    }
+}
+
 /* phi3: fused attn_qkv and ffn_up read as row views, a window of 3 on
  * every layer, LongRoPE's short factors for a context within the
  * original one and the long ones past it, cos and sin times the file's
@@ -2031,17 +2225,8 @@ test_gptoss(void)
         {"gpt-oss.rope.scaling.yarn_attn_factor", "yarn_attn_factor"},
         {"gpt-oss.rope.freq_base_swa", "freq_base_swa"},
     };
-    for (int k = 0; k < 3; k++) {
-        struct gguf_w *w = gguf_w_new();
-        T_EQ_INT(gguf_w_llama_fill(w, &lp), 0);
-        gguf_w_add_f32(w, bad[k][0], 0.5f);
-        T_EQ_INT(gguf_w_write_file(w, p), 0);
-        gguf_w_free(w);
-        char err[256] = "";
-        m = NULL;
-        T_EQ_INT(le_model_open(p, NULL, &m, err, sizeof(err)), LE_EFORMAT);
-        T_CHECK(strstr(err, bad[k][1]) != NULL);
-    }
+    for (int k = 0; k < 3; k++)
+        refused_with(&lp, p, bad[k][0], 0, 0, 0.5f, bad[k][1]);
 }
 
 /* ------------------------------------------------------------------ */
@@ -2060,6 +2245,10 @@ struct ds_ref {
     int q_lora, sigmoid, probs_b, norm, shared;
     double wscale, yarn_factor, log_mul;
     int yarn_orig;
+    /* Mistral Large 3's attention temperature: every query (nope and
+     * rope parts) times 1 + temp ln(floor(t / temp_len) + 1) */
+    double temp;
+    int temp_len;
 };
 
 static void
@@ -2086,11 +2275,11 @@ ds_ref_forward(const char *path, const int32_t *ids, int n,
     if (le_gguf_open(path, LE_GGUF_READ, &g, err, sizeof(err)) != LE_OK)
         return -1;
     enum { QW = DSNP + DSR, KW = DSNP + DSV };
-    static double kc[DSL][RT_MAX][DSH][QW], vc[DSL][RT_MAX][DSH][DSV];
+    static double kc[DSL][RT_CAP][DSH][QW], vc[DSL][RT_CAP][DSH][DSV];
     double x[DSE], xb[DSE], qa[DSQL], q[DSH * QW], kva[DSLR + DSR],
         kv[DSH * KW], att[DSH * DSV], o[DSE];
     const float *emb = tf(g, "token_embd.weight", 0);
-    int rc = emb && n <= RT_MAX ? 0 : -1;
+    int rc = emb && n <= RT_CAP ? 0 : -1;
     double lf = ra->yarn_factor > 0 ? log(ra->yarn_factor) : 0,
            ms = 1 + ra->log_mul * lf,
            scale = ms * ms / sqrt((double)(DSNP + DSR));
@@ -2131,6 +2320,9 @@ ds_ref_forward(const char *path, const int32_t *ids, int n,
                     v[2 * i + 1] = a * sin(th) + b * cos(th);
                 }
             }
+            for (int i = 0; i < DSH * QW && ra->temp != 0; i++)
+                q[i] *= 1 + ra->temp *
+                                log(floor((double)t / ra->temp_len) + 1);
             for (int h = 0; h < DSH; h++) {
                 for (int i = 0; i < DSNP; i++)
                     kc[l][t][h][i] = kv[h * KW + i];
@@ -2140,7 +2332,7 @@ ds_ref_forward(const char *path, const int32_t *ids, int n,
                     vc[l][t][h][i] = kv[h * KW + DSNP + i];
             }
             for (int h = 0; h < DSH; h++) {
-                double sc[RT_MAX], mx = -1e300, sum = 0;
+                double sc[RT_CAP], mx = -1e300, sum = 0;
                 for (int p = 0; p <= t; p++) {
                     double d = 0;
                     for (int i = 0; i < QW; i++)
@@ -2243,6 +2435,8 @@ ds_params(struct gguf_w_llama *lp, const struct ds_ref *ra, int mla,
     lp->yarn_factor = (float)ra->yarn_factor;
     lp->yarn_orig = ra->yarn_orig;
     lp->yarn_log_mul = (float)ra->log_mul;
+    lp->attn_temp = (float)ra->temp;
+    lp->attn_temp_len = ra->temp_len;
 }
 
 static void
@@ -2373,20 +2567,41 @@ test_deepseek2(void)
         {"deepseek2.expert_gating_func", "expert_gating_func 3", 3, 0},
         {"deepseek2.rope.scaling.attn_factor", "attn_factor", 0, 2.0f},
     };
-    for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
-        struct gguf_w *w = gguf_w_new();
-        T_EQ_INT(gguf_w_llama_fill(w, &lp), 0);
-        if (bad[k].u)
-            gguf_w_add_u32(w, bad[k].key, bad[k].u);
-        else
-            gguf_w_add_f32(w, bad[k].key, bad[k].f);
-        T_EQ_INT(gguf_w_write_file(w, p), 0);
-        gguf_w_free(w);
-        struct le_model *m = NULL;
-        err[0] = '\0';
-        T_EQ_INT(le_model_open(p, NULL, &m, err, sizeof(err)), LE_EFORMAT);
-        T_CHECK(strstr(err, bad[k].want) != NULL);
+    for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++)
+        refused_with(&lp, p, bad[k].key, bad[k].u != 0, bad[k].u, bad[k].f,
+                     bad[k].want);
+    /* Mistral Large 3's attention temperature (beta 0.5, a step every 3
+     * positions, so 8 tokens take three), both layouts: against the
+     * reference (of the attn_kv_b file, the split one the same network),
+     * and the temperature changes the logits; without temperature_length
+     * the file is refused by name */
+    const struct ds_ref ct = {.q_lora = 1, .shared = 1, .wscale = 1.0,
+                              .temp = 0.5, .temp_len = 3};
+    struct ds_ref c0 = ct;
+    c0.temp = 0;
+    float ref[R3V], ref0[R3V], got[R3V];
+    for (int mla = 0; mla < 2; mla++) {
+        ds_params(&lp, &ct, mla, 43);
+        T_EQ_INT(gguf_w_llama_write(&lp, p), 0);
+        if (!mla) {
+            T_EQ_INT(ds_ref_forward(p, ids, RT_MAX, &ct, ref), 0);
+            T_EQ_INT(ds_ref_forward(p, ids, RT_MAX, &c0, ref0), 0);
+        }
+        T_EQ_INT(file_logits(p, 0, LE_KV_F32, ids, RT_MAX, got), 0);
+        fprintf(stderr, "deepseek2 with the attention temperature (%s) vs "
+                        "reference: %.2g; the temperature changes %.2g\n",
+                mla ? "split" : "attn_kv_b", rel_diff(ref, got, R3V),
+                rel_diff(ref, ref0, R3V));
+        T_CHECK(rel_diff(ref, got, R3V) < 1e-5);
+        T_CHECK(rel_diff(ref, ref0, R3V) > 1e-2);
     }
+    ds_params(&lp, &ct, 1, 43);
+    lp.attn_temp_len = 0;
+    T_EQ_INT(gguf_w_llama_write(&lp, p), 0);
+    struct le_model *m = NULL;
+    err[0] = '\0';
+    T_EQ_INT(le_model_open(p, NULL, &m, err, sizeof(err)), LE_EFORMAT);
+    T_CHECK(strstr(err, "temperature_length") != NULL);
 }
 
 /* A harmony vocabulary (o200k_harmony's markers as control tokens) and
@@ -2821,6 +3036,7 @@ main(void)
     T_RUN(test_gemma2);
     T_RUN(test_moe);
     T_RUN(test_yarn);
+    T_RUN(test_mistral3);
     T_RUN(test_phi3);
     T_RUN(test_granite);
     T_RUN(test_gptoss);

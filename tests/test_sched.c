@@ -39,23 +39,32 @@ open_written(const struct gguf_w_llama *lp)
     return m;
 }
 
-/* A random llama of n_embd (n_ff twice that), n_ctx 256; n_expert > 0:
- * a mixture of that many experts a layer, 2 used (Mixtral's layout). */
+/* The shape of the random models below: a llama of n_embd (n_ff twice
+ * that), 2 layers of 4 heads (2 KV), 300 tokens, n_ctx 256; n_expert >
+ * 0: a mixture of that many experts a layer, 2 used (Mixtral's layout). */
+static void
+random_lp(struct gguf_w_llama *lp, enum le_type type, uint64_t seed,
+          int n_embd, int n_expert)
+{
+    memset(lp, 0, sizeof(*lp));
+    lp->n_vocab = 300;
+    lp->n_embd = n_embd;
+    lp->n_layer = 2;
+    lp->n_head = 4;
+    lp->n_head_kv = 2;
+    lp->n_ff = 2 * n_embd;
+    lp->n_ctx = 256;
+    lp->type = type;
+    lp->seed = seed;
+    lp->n_expert = n_expert;
+    lp->n_expert_used = n_expert ? 2 : 0;
+}
+
 static struct le_model *
 random_llama_x(enum le_type type, uint64_t seed, int n_embd, int n_expert)
 {
-    struct gguf_w_llama lp = {0};
-    lp.n_vocab = 300;
-    lp.n_embd = n_embd;
-    lp.n_layer = 2;
-    lp.n_head = 4;
-    lp.n_head_kv = 2;
-    lp.n_ff = 2 * n_embd;
-    lp.n_ctx = 256;
-    lp.type = type;
-    lp.seed = seed;
-    lp.n_expert = n_expert;
-    lp.n_expert_used = n_expert ? 2 : 0;
+    struct gguf_w_llama lp;
+    random_lp(&lp, type, seed, n_embd, n_expert);
     return open_written(&lp);
 }
 
@@ -67,19 +76,9 @@ random_llama_x(enum le_type type, uint64_t seed, int n_embd, int n_expert)
 static struct le_model *
 random_ds2(enum le_type type, uint64_t seed)
 {
-    struct gguf_w_llama lp = {0};
+    struct gguf_w_llama lp;
+    random_lp(&lp, type, seed, 128, 8);
     lp.arch = "deepseek2";
-    lp.n_vocab = 300;
-    lp.n_embd = 128;
-    lp.n_layer = 2;
-    lp.n_head = 4;
-    lp.n_head_kv = 4;
-    lp.n_ff = 256;
-    lp.n_ctx = 256;
-    lp.type = type;
-    lp.seed = seed;
-    lp.n_expert = 8;
-    lp.n_expert_used = 2;
     lp.n_ff_exp = 64;
     lp.kv_lora = 64;
     lp.q_lora = 64;
@@ -89,6 +88,23 @@ random_ds2(enum le_type type, uint64_t seed)
     lp.n_dense_lead = 1;
     lp.n_shared = 1;
     lp.ds_mla = 1;
+    return open_written(&lp);
+}
+
+/* A random mistral3 (the llama layout, 64 wide) with YaRN x2 over an
+ * original 8 positions and the attention temperature (beta 0.5), which
+ * then scales the queries a step every 8 positions: a sequence's
+ * positions in a batch decide its factors. */
+static struct le_model *
+random_mistral3(enum le_type type, uint64_t seed)
+{
+    struct gguf_w_llama lp;
+    random_lp(&lp, type, seed, 64, 0);
+    lp.arch = "mistral3";
+    lp.yarn_factor = 2;
+    lp.yarn_orig = 8;
+    lp.yarn_log_mul = 1;
+    lp.attn_temp = 0.5f;
     return open_written(&lp);
 }
 
@@ -352,6 +368,14 @@ test_alone_vs_batched(void)
     if (d) {
         check_alone_vs_batched(d, "random q8_0 deepseek2");
         le_model_free(d);
+    }
+    /* mistral3's attention temperature: each token's factor from its own
+     * position, whichever sequence and step it comes in */
+    struct le_model *t = random_mistral3(LE_TYPE_Q8_0, 97);
+    T_CHECK(t != NULL);
+    if (t) {
+        check_alone_vs_batched(t, "random q8_0 mistral3");
+        le_model_free(t);
     }
 }
 
@@ -922,6 +946,17 @@ test_forward_bits(void)
             check_split_bits(r);
             check_alone_vs_batched(r, "wide random");
             le_model_free(r);
+        }
+    }
+    /* mistral3: the temperature's factors by position in a batch of two
+     * sequences (positions 5 and 0-31: four steps of 8) */
+    for (int k = 0; k < 2; k++) {
+        struct le_model *t = random_mistral3(types[k], 81 + k);
+        T_CHECK(t != NULL);
+        if (t) {
+            check_forward_bits(t);
+            check_split_bits(t);
+            le_model_free(t);
         }
     }
     /* one where AMX and per-row differ (test_join_amx_model checks it) */

@@ -7,7 +7,7 @@
  *                 --n-ff N --n-vocab N [--n-ctx N] [--seed S] [--tied]
  *                 [--chat-template TEXT] [--control TOKEN]...
  *                 [--arch llama|qwen3|qwen3moe|qwen2moe|gemma2|gemma3|phi3|
- *                         granite|granitemoe|gpt-oss|deepseek2]
+ *                         granite|granitemoe|gpt-oss|deepseek2|mistral3]
  *                 [--head-dim N] [--sliding-window N] [--user-token TOKEN]...
  *                 [--experts N,K] [--exp-type TYPE] [--n-ff-exp N]
  *                 [--n-ff-shexp N]
@@ -16,6 +16,7 @@
  *                 [--dense-lead N] [--n-shared N] [--ds-wscale F]
  *                 [--ds-wnorm] [--ds-gating softmax|sigmoid]
  *                 [--ds-probs-b] [--ds-mla] [--yarn-log-mul F]
+ *                 [--attn-temp BETA] [--attn-temp-len N]
  *
  * Every 2-D weight is of --type (norms F32), as gguf_writer.h describes;
  * the same seed and shape give the same float weights at every type;
@@ -28,9 +29,9 @@
  * --sliding-window its window; gemma2 the post norms and window, and
  * with --softcap A,F its attention and final logit caps);
  * --head-dim sets attention.key_length (q then n_head * N wide);
- * --experts N,K gives every layer N experts of which K are used (llama:
- * Mixtral's layout; qwen3moe needs them), --n-ff-exp an expert's width
- * apart from --n-ff (expert_feed_forward_length), --exp-type their
+ * --experts N,K gives every layer N experts of which K are used (llama,
+ * mistral3: Mixtral's layout; qwen3moe needs them), --n-ff-exp an
+ * expert's width apart from --n-ff (expert_feed_forward_length), --exp-type their
  * weights' type apart from --type (gpt-oss's files: mxfp4); qwen2moe adds qwen2's
  * biases and a shared expert of --n-ff-shexp (else --n-ff); --yarn
  * writes YaRN rope scaling (rope.scaling.type yarn, its factor and
@@ -51,7 +52,13 @@
  * --ds-probs-b the selection bias exp_probs_b, --yarn-log-mul
  * rope.scaling.yarn_log_multiplier (default 0), and --ds-mla the split
  * attn_k_b / attn_v_b layout of newer llama.cpp in place of attn_kv_b
- * (the same network from the same seed).  The
+ * (the same network from the same seed).  --arch mistral3 (Ministral 3)
+ * writes the llama layout under mistral3's keys; with it --yarn-log-mul
+ * writes rope.scaling.yarn_log_multiplier (mscale_all_dim, 1 in
+ * Ministral 3) and --attn-temp the attention temperature's beta
+ * (attention.temperature_scale; its step is --yarn's original context,
+ * else --n-ctx).  --attn-temp goes with deepseek2 too, with
+ * --attn-temp-len its step (attention.temperature_length).  The
  * whole file is built in memory before it is written: a 1B-model slice
  * (n_embd 2048, 4 layers, n_vocab 32000) needs about 1.5 GB for a moment.
  * Exit codes: 0 written, 1 the writer failed, 2 usage error.
@@ -75,7 +82,7 @@ usage(FILE *f)
           "                     [--control TOKEN]... "
           "[--arch llama|qwen3|qwen3moe|qwen2moe|gemma2|gemma3|phi3|\n"
           "                             granite|granitemoe|gpt-oss|"
-          "deepseek2]\n"
+          "deepseek2|mistral3]\n"
           "                     [--head-dim N] [--sliding-window N] "
           "[--softcap A,F]\n"
           "                     [--user-token TOKEN]... [--experts N,K] "
@@ -89,7 +96,9 @@ usage(FILE *f)
           "[--ds-wscale F] [--ds-wnorm]\n"
           "                     [--ds-gating softmax|sigmoid] "
           "[--ds-probs-b] [--ds-mla]\n"
-          "                     [--yarn-log-mul F]\n"
+          "                     [--yarn-log-mul F] [--attn-temp BETA "
+          "--attn-temp-len N]\n"
+          "  mistral3:          [--yarn-log-mul F] [--attn-temp BETA]\n"
           "TYPE: f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k "
           "q5_k q6_k mxfp4\n",
           f);
@@ -170,7 +179,9 @@ main(int argc, char **argv)
     int n_ctl = 0, n_usr = 0;
     struct gguf_w_llama p;
     memset(&p, 0, sizeof(p));
-    int have_type = 0, ds_opt = 0; /* ds_opt: a deepseek2 option seen */
+    /* ds_opt: a deepseek2 option seen; lm_opt: --yarn-log-mul or
+     * --attn-temp (deepseek2 or mistral3) */
+    int have_type = 0, ds_opt = 0, lm_opt = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -213,7 +224,7 @@ main(int argc, char **argv)
                   strcmp(v, "gemma3") && strcmp(v, "gemma2") &&
                   strcmp(v, "phi3") && strcmp(v, "granite") &&
                   strcmp(v, "granitemoe") && strcmp(v, "gpt-oss") &&
-                  strcmp(v, "deepseek2");
+                  strcmp(v, "deepseek2") && strcmp(v, "mistral3");
             p.arch = v;
         } else if (!strcmp(a, "--softcap")) {
             /* gemma2: attention,final (e.g. 50,30) */
@@ -282,6 +293,12 @@ main(int argc, char **argv)
             ds_opt = 1;
         } else if (!strcmp(a, "--yarn-log-mul")) {
             bad = parse_float(v, &p.yarn_log_mul) || p.yarn_log_mul < 0;
+            lm_opt = 1;
+        } else if (!strcmp(a, "--attn-temp")) {
+            bad = parse_float(v, &p.attn_temp);
+            lm_opt = 1;
+        } else if (!strcmp(a, "--attn-temp-len")) {
+            bad = parse_pos(v, 1 << 24, &p.attn_temp_len);
             ds_opt = 1;
         } else if (!strcmp(a, "--n-ff-shexp")) {
             bad = parse_pos(v, 1 << 18, &p.n_ff_shexp);
@@ -351,15 +368,27 @@ main(int argc, char **argv)
                 p.arch);
         return 2;
     }
-    if (p.n_expert && p.arch && strcmp(p.arch, "llama") && !moe) {
+    int m3 = p.arch && !strcmp(p.arch, "mistral3");
+    if (p.n_expert && p.arch && strcmp(p.arch, "llama") && !m3 && !moe) {
         fprintf(stderr, "tool_gguf_gen: --experts goes with --arch llama, "
-                        "qwen2moe, qwen3moe, granitemoe or gpt-oss\n");
+                        "mistral3, qwen2moe, qwen3moe, granitemoe or "
+                        "gpt-oss\n");
         return 2;
     }
     if (ds_opt && !ds2) {
         fprintf(stderr, "tool_gguf_gen: --kv-lora, --q-lora, --ds-*, "
-                        "--dense-lead, --n-shared and --yarn-log-mul go "
+                        "--dense-lead, --n-shared and --attn-temp-len go "
                         "with --arch deepseek2\n");
+        return 2;
+    }
+    if (lm_opt && !ds2 && !m3) {
+        fprintf(stderr, "tool_gguf_gen: --yarn-log-mul and --attn-temp go "
+                        "with --arch deepseek2 or mistral3\n");
+        return 2;
+    }
+    if (ds2 && p.attn_temp != 0 && !p.attn_temp_len) {
+        fprintf(stderr, "tool_gguf_gen: --attn-temp with --arch deepseek2 "
+                        "needs --attn-temp-len\n");
         return 2;
     }
     if (ds2 && (!p.n_ff_exp || !p.kv_lora || !p.ds_nope || p.head_dim ||

@@ -657,6 +657,7 @@ gguf_w_llama_fill(struct gguf_w *w, const struct gguf_w_llama *p)
         return -1;
     const char *arch = p->arch ? p->arch : "llama";
     int ds2 = !strcmp(arch, "deepseek2"); /* no n_head_kv, own head sizes */
+    int m3 = !strcmp(arch, "mistral3");
     if (p->n_vocab < 259 || p->n_embd <= 0 || p->n_layer <= 0 ||
         p->n_head <= 0 || p->n_ff <= 0 || p->head_dim < 0 ||
         p->head_dim % 2 || !le_type_get((uint32_t)p->type) ||
@@ -676,8 +677,16 @@ gguf_w_llama_fill(struct gguf_w *w, const struct gguf_w_llama *p)
             : p->kv_lora || p->q_lora || p->ds_nope || p->ds_rope ||
                   p->ds_v || p->n_dense_lead || p->n_shared ||
                   p->ds_wscale != 0 || p->ds_wnorm || p->ds_gating ||
-                  p->ds_probs_b || p->ds_mla || p->yarn_log_mul != 0) {
+                  p->ds_probs_b || p->ds_mla ||
+                  (p->yarn_log_mul != 0 && !m3)) {
         w->failed = 1; /* deepseek2's fields set wrong, or on another arch */
+        return -1;
+    }
+    /* the attention temperature: mistral3's and deepseek2's only, its
+     * length deepseek2's */
+    if ((p->attn_temp != 0 && !m3 && !ds2) || p->attn_temp_len < 0 ||
+        (p->attn_temp_len && !ds2) || !(p->yarn_log_mul >= 0)) {
+        w->failed = 1;
         return -1;
     }
     int gemma3 = !strcmp(arch, "gemma3"), gemma2 = !strcmp(arch, "gemma2");
@@ -689,7 +698,7 @@ gguf_w_llama_fill(struct gguf_w *w, const struct gguf_w_llama *p)
     int NX = p->n_expert, n_ffx = p->n_ff_exp > 0 ? p->n_ff_exp : p->n_ff;
     int n_ffs = p->n_ff_shexp > 0 ? p->n_ff_shexp : p->n_ff;
     if ((strcmp(arch, "llama") && !qwen3 && !gemma2 && !q2moe && !phi3 &&
-         !granite && !gmoe && !oss && !ds2) ||
+         !granite && !gmoe && !oss && !ds2 && !m3) ||
         (phi3 && NX > 0) || (granite && NX > 0) || (gmoe && NX <= 0) ||
         (oss && (NX <= 0 || p->n_swa <= 0)) ||
         ((q3moe || q2moe) && NX <= 0) || (NX > 0 && (gemma3 || gemma2)) ||
@@ -767,6 +776,14 @@ gguf_w_llama_fill(struct gguf_w *w, const struct gguf_w_llama *p)
             gguf_w_add_u32(w, KEY("rope.scaling.original_context_length"),
                            (uint32_t)p->yarn_orig);
     }
+    if (m3 && p->yarn_log_mul != 0)
+        gguf_w_add_f32(w, KEY("rope.scaling.yarn_log_multiplier"),
+                       p->yarn_log_mul);
+    if (p->attn_temp != 0)
+        gguf_w_add_f32(w, KEY("attention.temperature_scale"), p->attn_temp);
+    if (p->attn_temp_len > 0)
+        gguf_w_add_u32(w, KEY("attention.temperature_length"),
+                       (uint32_t)p->attn_temp_len);
     if (NX > 0) {
         gguf_w_add_u32(w, KEY("expert_count"), (uint32_t)NX);
         gguf_w_add_u32(w, KEY("expert_used_count"),

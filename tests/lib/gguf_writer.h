@@ -206,8 +206,16 @@ struct gguf_w_llama {
     int ds_probs_b;   /* 1: blk.N.exp_probs_b.bias [n_expert] F32, +-0.05,
                          on the MoE layers */
     int ds_mla;       /* 1: the split layout (attn_k_b, attn_v_b) */
-    float yarn_log_mul; /* rope.scaling.yarn_log_multiplier, always
-                           written (llama.cpp of early 2025 needs it) */
+    float yarn_log_mul; /* rope.scaling.yarn_log_multiplier: deepseek2
+                           always writes it (llama.cpp of early 2025 needs
+                           it), mistral3 when not 0; >= 0, 0 elsewhere */
+    /* arch "mistral3" (Ministral 3): the llama layout (and Mixtral's
+     * experts) under mistral3's keys.  attn_temp, when not 0, is written
+     * as attention.temperature_scale (mistral3 and deepseek2 only), and
+     * attn_temp_len, when > 0, as attention.temperature_length
+     * (deepseek2 only; mistral3's steps are its original context) */
+    float attn_temp;
+    int attn_temp_len;
 };
 
 /*
