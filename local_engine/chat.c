@@ -119,7 +119,7 @@ static const char *const chat_names[] = {
     "mistral-v3-tekken", "mistral-v7", "mistral-v7-tekken", "deepseek3",
     "deepseek-r1", "deepseek-r1-thinking", "qwen3", "qwen3-thinking",
     "qwen2.5", "phi4", "granite", "harmony", "granite4", "granite3.3",
-    "deepseek2", "deepseek3.1", "glm4.7", "magistral"};
+    "deepseek2", "deepseek3.1", "glm4.7", "magistral", "kimi"};
 
 const char *
 le_chat_template_name(enum le_chat_template t)
@@ -172,6 +172,8 @@ le_chat_detect(const char *t, size_t len)
         return LE_CHAT_CHATML;
     if (has(t, len, "<|start|>") && has(t, len, "<|channel|>"))
         return LE_CHAT_HARMONY;
+    if (has(t, len, "<|im_user|>") && has(t, len, "<|im_middle|>"))
+        return LE_CHAT_KIMI;
     /* the generation prompt as the template's string writes it, with the
      * reasoning opened */
     if (has(t, len, "<|im_start|>")) {
@@ -281,6 +283,10 @@ le_chat_tools_detect(const char *t, size_t len)
     if (f == LE_CHAT_DEEPSEEK31 && has(t, len, LE_DS_CALLS_BEGIN) &&
         has(t, len, LE_DS_SEP))
         return LE_TOOLS_DEEPSEEK31;
+    /* Kimi K2's sections of calls */
+    if (f == LE_CHAT_KIMI && has(t, len, LE_KIMI_CALLS_BEGIN) &&
+        has(t, len, LE_KIMI_ARGS_BEGIN))
+        return LE_TOOLS_KIMI;
     if (f == LE_CHAT_HARMONY) /* the commentary channel's calls */
         return LE_TOOLS_HARMONY;
     /* Granite 4.x: hermes's calls in Granite's turns; 3.x: a JSON list
@@ -328,7 +334,11 @@ le_chat_tools_markers(enum le_chat_tools t)
     static const char *const glm[] = {"<tool_call>", "</tool_call>",
                                       "<arg_key>", "</arg_key>",
                                       "<arg_value>", "</arg_value>", NULL};
-    return t == LE_TOOLS_MISTRAL       ? mistral
+    static const char *const kimi[] = {
+        LE_KIMI_CALLS_BEGIN, LE_KIMI_CALL_BEGIN, LE_KIMI_ARGS_BEGIN,
+        LE_KIMI_CALL_END, LE_KIMI_CALLS_END, NULL};
+    return t == LE_TOOLS_KIMI          ? kimi
+           : t == LE_TOOLS_MISTRAL     ? mistral
            : t == LE_TOOLS_MISTRAL_V11 ? v11
            : t == LE_TOOLS_MISTRAL_CALL_ID ? call_id
            : t == LE_TOOLS_DEEPSEEK || t == LE_TOOLS_DEEPSEEK31 ? deepseek
@@ -412,6 +422,7 @@ le_chat_tools_name(enum le_chat_tools t)
            : t == LE_TOOLS_DEEPSEEK31  ? "deepseek3.1"
            : t == LE_TOOLS_GLM         ? "glm"
            : t == LE_TOOLS_QWEN3_CODER ? "qwen3-coder"
+           : t == LE_TOOLS_KIMI        ? "kimi"
                                    : "json";
 }
 
@@ -903,6 +914,34 @@ chat_date(const struct le_chat_opts *o, const char *fmt, char *out,
         out[0] = '\0';
 }
 
+/* Moonshot's turns (kimi): each message under its role's marker and
+ * name; an assistant's calls ("tool_calls", written as the model writes
+ * them) as an assistant's turn, results ("tool") and the tools' list
+ * ("tools", the tool_declare turn) as system-marker turns */
+static void
+render_kimi(struct chat_buf *b, const struct le_chat_msg *msgs, size_t n,
+            int gen)
+{
+    for (size_t i = 0; i < n; i++) {
+        const char *role = role_of(&msgs[i]);
+        if (!strcmp(role, "user"))
+            cb_str(b, "<|im_user|>user");
+        else if (!strcmp(role, "assistant") || !strcmp(role, "tool_calls"))
+            cb_str(b, "<|im_assistant|>assistant");
+        else if (!strcmp(role, "tools"))
+            cb_str(b, "<|im_system|>tool_declare");
+        else {
+            cb_str(b, "<|im_system|>");
+            cb_str(b, role);
+        }
+        cb_str(b, "<|im_middle|>");
+        cb_str(b, content_of(&msgs[i]));
+        cb_str(b, "<|im_end|>");
+    }
+    if (gen)
+        cb_str(b, "<|im_assistant|>assistant<|im_middle|>");
+}
+
 /* Granite 3.0 / 4.1 (granite): the turns as they are; 4.0 (granite4) its
  * default system turn first when the messages have none; 3.3
  * (granite3.3) its dated one, which names the tools' call format when
@@ -1112,6 +1151,25 @@ jinja_literal(struct chat_buf *b, const char **p, const char *end)
     return 0;
 }
 
+/* Moonshot's default system text: written as is after its system
+ * header, up to <|im_end|>, where the messages have none */
+static char *
+kimi_default(const char *t, size_t len)
+{
+    static const char head[] = "<|im_system|>system<|im_middle|>";
+    const char *end = t + len;
+    for (const char *p = t; (p = memmem(p, (size_t)(end - p), head,
+                                        sizeof(head) - 1)) != NULL;) {
+        p += sizeof(head) - 1;
+        const char *e = memmem(p, (size_t)(end - p), "<|im_end|>", 10);
+        /* a literal text, not the message's content ({{ ... }}) */
+        if (e && e > p && !memchr(p, '{', (size_t)(e - p)) &&
+            !memchr(p, '<', (size_t)(e - p)))
+            return strndup(p, (size_t)(e - p));
+    }
+    return NULL;
+}
+
 char *
 le_chat_default_eval(const char *t, size_t len, const char *date)
 {
@@ -1119,6 +1177,8 @@ le_chat_default_eval(const char *t, size_t len, const char *date)
                       tkey[] = "set today = strftime_now(";
     const char *end = t ? t + len : NULL;
     const char *p = t ? memmem(t, len, key, sizeof(key) - 1) : NULL;
+    if (!p && t && le_chat_detect(t, len) == LE_CHAT_KIMI)
+        return kimi_default(t, len);
     if (!p)
         return NULL;
     p += sizeof(key) - 1;
@@ -1231,6 +1291,9 @@ le_chat_apply_opts(enum le_chat_template t, const struct le_chat_msg *msgs,
     case LE_CHAT_DEEPSEEK31:
         render_deepseek31(&b, msgs, n_msgs, gen,
                           opts && opts->reasoning > 0);
+        break;
+    case LE_CHAT_KIMI:
+        render_kimi(&b, msgs, n_msgs, gen);
         break;
     case LE_CHAT_GLM47:
         render_glm47(&b, msgs, n_msgs, gen, !opts || opts->reasoning >= 0);

@@ -180,14 +180,22 @@ enum le_chat_template {
     /* Mistral's reasoning models (Magistral Small 2507 / 2509, Ministral
      * 3 Reasoning): mistral-v7-tekken whose default system text asks for
      * the reasoning in [THINK]...[/THINK] before the answer */
-    LE_CHAT_MAGISTRAL
+    LE_CHAT_MAGISTRAL,
+    /* Moonshot's (Kimi K2, Moonlight): <|im_system|>system<|im_middle|>S
+     * <|im_end|><|im_user|>user<|im_middle|>U<|im_end|><|im_assistant|>
+     * assistant<|im_middle|>A<|im_end|>, the template's default system
+     * text (le_chat_default_eval) when the messages have none; gen:
+     * <|im_assistant|>assistant<|im_middle|> */
+    LE_CHAT_KIMI
 };
 /* The system text template tmpl (len bytes) writes when the messages
  * have none, read from its `set default_system_message = ...` (Mistral's
  * templates: Small 3.x, Devstral, Magistral): string literals joined by
  * `+`, and `today` as the template's strftime_now format writes date
- * ("YYYY-MM-DD"; NULL: today in UTC).  malloc'd (caller frees), or NULL
- * when it defines none, an empty one, or one of another form. */
+ * ("YYYY-MM-DD"; NULL: today in UTC); or Moonshot's (kimi), the text its
+ * template writes as is between "<|im_system|>system<|im_middle|>" and
+ * "<|im_end|>".  malloc'd (caller frees), or NULL when it defines none, an
+ * empty one, or one of another form. */
 char *le_chat_default_eval(const char *tmpl, size_t len, const char *date);
 /* The same for model m's own template. */
 char *le_model_default_system(const struct le_model *m, const char *date);
@@ -307,13 +315,21 @@ enum le_chat_template le_model_chat_template(const struct le_model *m);
  *   MISTRAL_CALL_ID "[CALL_ID]" besides v11's markers (Mistral Small
  *           3.2's template): each call [TOOL_CALLS]NAME[CALL_ID]ID[ARGS]
  *           {...} (ID 9 of [a-zA-Z0-9]), results [TOOL_RESULTS]ID
- *           [TOOL_CONTENT]R[/TOOL_RESULTS]. */
+ *           [TOOL_CONTENT]R[/TOOL_RESULTS].
+ *   KIMI    Kimi K2's (kimi template with <|tool_calls_section_begin|>):
+ *           the tools' JSON list in a tool_declare turn first of all;
+ *           calls <|tool_calls_section_begin|> then each
+ *           <|tool_call_begin|>functions.NAME:N<|tool_call_argument_begin|>
+ *           {...}<|tool_call_end|> (N counting the conversation's calls
+ *           from 0), <|tool_calls_section_end|>; results as tool turns
+ *           "## Return of functions.NAME:N\nR", the calls' ids in order. */
 enum le_chat_tools { LE_TOOLS_JSON = 0, LE_TOOLS_HERMES, LE_TOOLS_LLAMA3,
                      LE_TOOLS_MISTRAL, LE_TOOLS_MISTRAL_V11,
                      LE_TOOLS_DEEPSEEK, LE_TOOLS_HARMONY,
                      LE_TOOLS_GRANITE, LE_TOOLS_GRANITE3,
                      LE_TOOLS_DEEPSEEK31, LE_TOOLS_GLM,
-                     LE_TOOLS_QWEN3_CODER, LE_TOOLS_MISTRAL_CALL_ID };
+                     LE_TOOLS_QWEN3_CODER, LE_TOOLS_MISTRAL_CALL_ID,
+                     LE_TOOLS_KIMI };
 enum le_chat_tools le_chat_tools_detect(const char *tmpl, size_t len);
 const char *le_chat_tools_name(enum le_chat_tools t); /* "json", ... */
 /* The marker texts a call of format t is written with that a vocabulary
@@ -336,6 +352,12 @@ const char *const *le_chat_tools_markers(enum le_chat_tools t);
 #define LE_DS_OUTPUTS_END LE_DS_("tool" LE_DS__ "outputs" LE_DS__ "end")
 #define LE_DS_OUTPUT_BEGIN LE_DS_("tool" LE_DS__ "output" LE_DS__ "begin")
 #define LE_DS_OUTPUT_END LE_DS_("tool" LE_DS__ "output" LE_DS__ "end")
+/* Kimi K2's call markers (one special token each in its vocabulary) */
+#define LE_KIMI_CALLS_BEGIN "<|tool_calls_section_begin|>"
+#define LE_KIMI_CALLS_END "<|tool_calls_section_end|>"
+#define LE_KIMI_CALL_BEGIN "<|tool_call_begin|>"
+#define LE_KIMI_ARGS_BEGIN "<|tool_call_argument_begin|>"
+#define LE_KIMI_CALL_END "<|tool_call_end|>"
 enum le_chat_tools le_model_chat_tools(const struct le_model *m);
 /* 1 when a mistral template lists the tools ([AVAILABLE_TOOLS]) before
  * its loop over the messages, right after the first system text

@@ -279,6 +279,13 @@ static const struct lp_callfmt lp_callfmts[] = {
                               "<tool_call>\n<function=", ">\n",
                               "</function>\n</tool_call>", '<',
                               LP_MAX_CALLS, "", "\n", "", "", ""},
+    /* Kimi K2: the calls inside their section's markers, each
+     * functions.NAME:N (N the model's count; call_head skips it and the
+     * argument marker), nothing between two; the markers are single
+     * tokens the engine gives as text */
+    [LE_TOOLS_KIMI] = {LE_TOOLS_KIMI, LE_KIMI_CALL_BEGIN "functions.", ":",
+                       LE_KIMI_CALL_END, '<', LP_MAX_CALLS,
+                       LE_KIMI_CALLS_BEGIN, "", LE_KIMI_CALLS_END, "", ""},
     /* harmony (gpt-oss): after the prompt's "<|channel|>", a call is a
      * commentary message to the function with its arguments as JSON (one
      * a message: the model ends it with <|call|>), a text answer the
@@ -1047,6 +1054,14 @@ call_head(const struct lp_callfmt *f, struct lp_calls *cs, const char *acc,
         if (len < start + 15 || memcmp(acc + start + 9, "[ARGS]", 6))
             return 0; /* nothing set: the head is not complete yet */
         start += 15;
+    }
+    if (f->kind == LE_TOOLS_KIMI) { /* the call's number, then its marker */
+        size_t al = strlen(LE_KIMI_ARGS_BEGIN);
+        const char *a = memmem(acc + start, len - start, LE_KIMI_ARGS_BEGIN,
+                               al);
+        if (!a)
+            return 0;
+        start = (size_t)(a - acc) + al;
     }
     cs->args_start = start;
     memset(&cs->js, 0, sizeof(cs->js));
@@ -2340,6 +2355,11 @@ tools_grammar(struct lp_job *j, struct pv_gram *pg, const struct lp_tool *t,
                 gx_buf_printf(&pg->text, " [a-zA-Z0-9]{9}");
                 pv_gram_literal(pg, "[ARGS]", 6);
             }
+            if (f->kind == LE_TOOLS_KIMI) { /* the call's number */
+                gx_buf_printf(&pg->text, " [0-9]{1,3}");
+                pv_gram_literal(pg, LE_KIMI_ARGS_BEGIN,
+                                strlen(LE_KIMI_ARGS_BEGIN));
+            }
             gx_buf_printf(&pg->text, "%s", name);
             pv_gram_literal(pg, f->suffix, strlen(f->suffix));
             gx_buf_printf(&pg->text, "\n");
@@ -2659,6 +2679,69 @@ xml_calls(struct gx_buf *b, const json_t *m, const char *text,
     }
 }
 
+/* Kimi K2's turns of calls and results (render_message), as its
+ * template writes them: an answer's text, then its calls' section, each
+ * call numbered by the calls of the conversation before it
+ * (functions.NAME:N); a result "## Return of ID\nR", ID the next call's
+ * not yet answered in the order the calls came (the template's queue),
+ * functions.NAME:N of its own (NAME the message's name, else "unknown")
+ * past them. */
+static int is_role(const json_t *m, const char *role);
+
+static void
+kimi_turn(struct gx_buf *b, const json_t *msgs, size_t idx, const char *text)
+{
+    const json_t *m = json_array_get(msgs, idx);
+    size_t n_calls = 0, n_results = 0, i, k;
+    const json_t *p, *c;
+    /* the calls before this message and its results' place among them */
+    char qid[160] = "";
+    json_array_foreach(msgs, i, p) {
+        if (i >= idx)
+            break;
+        if (is_role(p, "tool")) {
+            n_results++;
+            continue;
+        }
+        json_array_foreach(json_object_get(p, "tool_calls"), k, c) n_calls++;
+    }
+    if (is_role(m, "tool")) {
+        size_t at = 0, want = n_results;
+        json_array_foreach(msgs, i, p) {
+            if (i >= idx || qid[0])
+                break;
+            json_array_foreach(json_object_get(p, "tool_calls"), k, c) {
+                if (at++ != want)
+                    continue;
+                const char *nm = json_string_value(json_object_get(
+                    json_object_get(c, "function"), "name"));
+                snprintf(qid, sizeof(qid), "functions.%s:%zu", nm ? nm : "",
+                         want);
+                break;
+            }
+        }
+        if (!qid[0]) {
+            const char *nm = json_string_value(json_object_get(m, "name"));
+            snprintf(qid, sizeof(qid), "functions.%s:%zu",
+                     nm ? nm : "unknown", n_calls);
+        }
+        gx_buf_printf(b, "## Return of %s\n%s", qid, text);
+        return;
+    }
+    gx_buf_printf(b, "%s" LE_KIMI_CALLS_BEGIN, text);
+    json_array_foreach(json_object_get(m, "tool_calls"), i, c) {
+        const json_t *fn = json_object_get(c, "function");
+        const char *name = json_string_value(json_object_get(fn, "name"));
+        const char *args = json_string_value(json_object_get(fn, "arguments"));
+        gx_buf_printf(b,
+                      LE_KIMI_CALL_BEGIN "functions.%s:%zu" LE_KIMI_ARGS_BEGIN
+                                         "%s" LE_KIMI_CALL_END,
+                      name ? name : "", n_calls + i,
+                      args && *args ? args : "{}");
+    }
+    gx_buf_printf(b, LE_KIMI_CALLS_END);
+}
+
 /* harmony's answer with calls (render_message): its text as an analysis
  * message (as gpt-oss's template writes the latest such answer's), then
  * each call as the commentary message the model writes, ended by
@@ -2746,6 +2829,12 @@ render_message(struct lp_job *j, const json_t *msgs, size_t idx,
             free(text);
             return NULL;
         }
+    } else if (f->kind == LE_TOOLS_KIMI &&
+               (!strcmp(*role, "tool") ||
+                (!strcmp(*role, "assistant") && calls))) {
+        kimi_turn(&b, msgs, idx, text);
+        if (calls) /* an assistant's turn (chat.c) */
+            *role = "tool_calls";
     } else if (xml_of(f) && !strcmp(*role, "assistant") && calls) {
         xml_calls(&b, m, text, f);
     } else if (f->kind == LE_TOOLS_GLM && !strcmp(*role, "tool")) {
@@ -3229,6 +3318,8 @@ tools_prompt(const struct lp_tool *t, size_t n, enum lp_tools mode,
                           "its value}.Do not use variables.\n\n");
     else if (is_mistral_fmt(f))
         gx_buf_printf(&b, "[AVAILABLE_TOOLS]%s[", f->msp);
+    else if (f->kind == LE_TOOLS_KIMI)
+        gx_buf_printf(&b, "[");
     else if (f->kind == LE_TOOLS_GRANITE)
         gx_buf_printf(&b, "You are a helpful assistant with access to the "
                           "following tools. You may call one or more tools "
@@ -3255,7 +3346,8 @@ tools_prompt(const struct lp_tool *t, size_t n, enum lp_tools mode,
         if (mode == LP_TOOLS_NAMED && (int)i != named)
             continue;
         char *d = NULL;
-        if (is_mistral_fmt(f) && listed++)
+        int list = is_mistral_fmt(f) || f->kind == LE_TOOLS_KIMI;
+        if (list && listed++)
             gx_buf_printf(&b, ", ");
         if (f->kind == LE_TOOLS_JSON) {
             d = json_dumps(t[i].fn, JSON_COMPACT);
@@ -3271,13 +3363,15 @@ tools_prompt(const struct lp_tool *t, size_t n, enum lp_tools mode,
                               : f->kind == LE_TOOLS_HERMES ||
                                       f->kind == LE_TOOLS_GRANITE
                                   ? "\n%s"
-                              : is_mistral_fmt(f)           ? "%s"
+                              : list                        ? "%s"
                                                             : "%s\n\n",
                           d);
         free(d);
     }
     if (is_mistral_fmt(f))
         gx_buf_printf(&b, "][/AVAILABLE_TOOLS]");
+    else if (f->kind == LE_TOOLS_KIMI)
+        gx_buf_printf(&b, "]");
     if (f->kind == LE_TOOLS_HERMES)
         gx_buf_printf(&b, "\n</tools>\n\nFor each function call, return a "
                           "json object with function name and arguments "
@@ -3316,12 +3410,14 @@ place_tools(const struct lp_callfmt *f, char *tp, struct le_chat_msg *cm,
 {
     if (!tp)
         return -2;
-    if (is_mistral_fmt(f) || f->kind == LE_TOOLS_GLM) {
-        /* GLM's: a system turn of their own before every turn */
+    int kimi = f->kind == LE_TOOLS_KIMI;
+    if (is_mistral_fmt(f) || f->kind == LE_TOOLS_GLM || kimi) {
+        /* GLM's: a system turn of their own before every turn; Kimi's
+         * tool_declare turn too */
         size_t u = *k;
         while (u > 0 && strcmp(cm[u - 1].role, "user"))
             u--;
-        u = f->kind == LE_TOOLS_GLM ? 0
+        u = f->kind == LE_TOOLS_GLM || kimi ? 0
             : first                  ? (*k && !strcmp(cm[0].role, "system"))
             : u                      ? u - 1
                                      : *k;
@@ -3781,11 +3877,12 @@ lp_prepare(struct lp_engine *e, const json_t *b, struct lp_job *j,
         }
     }
     /* Mistral's templates that define a default system text write it
-     * when the messages start without one (today's date in it); one that
+     * when the messages start without one (today's date in it), and
+     * Moonshot's (kimi) the one their template writes then; one that
      * asks for reasoning only where llmux splits it off (magistral's
      * [THINK]), not Magistral Small 2506's <think> (its content would
      * carry the reasoning) */
-    if (rc == 0 && le_chat_is_mistral(tmpl) &&
+    if (rc == 0 && (le_chat_is_mistral(tmpl) || tmpl == LE_CHAT_KIMI) &&
         (k == 0 || strcmp(cm[0].role, "system"))) {
         char *def = le_model_default_system(e->model, NULL);
         if (def && tmpl != LE_CHAT_MAGISTRAL &&

@@ -649,6 +649,71 @@ test_magistral(void)
           "Hello.</s>[INST]2+2?[/INST]");
 }
 
+/* Moonshot's templates (kimi: Kimi K2, Moonlight): the turns under
+ * their role markers, the default system text read from the template's
+ * own literal; K2's call markers make its tool format kimi (the expected
+ * texts are jinja2's renderings of llama.cpp's Kimi-K2-Instruct.jinja,
+ * but for the newline its whitespace leaves after the default system
+ * turn, README) */
+static void
+test_kimi(void)
+{
+    static const char k2[] =
+        "{%- if tools -%}\n  <|im_system|>tool_declare<|im_middle|>{{ tools "
+        "| tojson }}<|im_end|>\n{%- endif -%}\n{% for message in messages "
+        "%}\n  {%- if loop.first and messages[0]['role'] != 'system' -%}\n"
+        "  <|im_system|>system<|im_middle|>You are Kimi, an AI assistant "
+        "created by Moonshot AI.<|im_end|>\n  {% endif %}...<|im_user|>{{"
+        "role_name}}<|im_middle|>...<|im_assistant|>{{role_name}}"
+        "<|im_middle|>...<|tool_calls_section_begin|>...<|tool_call_begin|>"
+        "{{ formatted_id }}<|tool_call_argument_begin|>...<|tool_call_end|>"
+        "...<|tool_calls_section_end|>";
+    T_EQ_INT(le_chat_detect(k2, strlen(k2)), LE_CHAT_KIMI);
+    T_EQ_INT(le_chat_tools_detect(k2, strlen(k2)), LE_TOOLS_KIMI);
+    char *d = le_chat_default_eval(k2, strlen(k2), NULL);
+    T_EQ_STR(d, "You are Kimi, an AI assistant created by Moonshot AI.");
+    free(d);
+    /* Moonlight's: the same turns, its own default, no call markers */
+    static const char moon[] =
+        "{%- for message in messages -%}{%- if loop.first and messages[0]"
+        "['role'] != 'system' -%}<|im_system|>system<|im_middle|>You are a "
+        "helpful assistant provided by Moonshot-AI.<|im_end|>{%- endif -%}"
+        "{%- if message['role'] == 'system' -%}<|im_system|>{%- endif -%}"
+        "{%- if message['role'] == 'user' -%}<|im_user|>{%- endif -%}{%- "
+        "if message['role'] == 'assistant' -%}<|im_assistant|>{%- endif -%}"
+        "{{ message['role'] }}<|im_middle|>{{message['content']}}<|im_end|>"
+        "{%- endfor -%}";
+    T_EQ_INT(le_chat_detect(moon, strlen(moon)), LE_CHAT_KIMI);
+    T_EQ_INT(le_chat_tools_detect(moon, strlen(moon)), LE_TOOLS_JSON);
+    d = le_chat_default_eval(moon, strlen(moon), NULL);
+    T_EQ_STR(d, "You are a helpful assistant provided by Moonshot-AI.");
+    free(d);
+    T_EQ_INT(le_chat_template_from_name("kimi"), LE_CHAT_KIMI);
+    T_EQ_STR(le_chat_template_name(LE_CHAT_KIMI), "kimi");
+    T_EQ_STR(le_chat_tools_name(LE_TOOLS_KIMI), "kimi");
+    T_EQ_INT(le_chat_reasoning(LE_CHAT_KIMI), 0);
+    check(LE_CHAT_KIMI, conv, N_CONV, 1,
+          "<|im_system|>system<|im_middle|>You are terse.<|im_end|>"
+          "<|im_user|>user<|im_middle|>Hi<|im_end|><|im_assistant|>assistant"
+          "<|im_middle|>Hello.<|im_end|><|im_user|>user<|im_middle|>2+2?"
+          "<|im_end|><|im_assistant|>assistant<|im_middle|>");
+    /* the turns the local provider writes: the tools' declaration, an
+     * answer with its calls, a result */
+    static const struct le_chat_msg t[] = {
+        {"tools", "[T]"},
+        {"user", "Q"},
+        {"tool_calls", "<|tool_calls_section_begin|>C"
+                       "<|tool_calls_section_end|>"},
+        {"tool", "## Return of functions.f:0\nR"},
+    };
+    check(LE_CHAT_KIMI, t, 4, 0,
+          "<|im_system|>tool_declare<|im_middle|>[T]<|im_end|><|im_user|>user"
+          "<|im_middle|>Q<|im_end|><|im_assistant|>assistant<|im_middle|>"
+          "<|tool_calls_section_begin|>C<|tool_calls_section_end|><|im_end|>"
+          "<|im_system|>tool<|im_middle|>## Return of functions.f:0\nR"
+          "<|im_end|>");
+}
+
 /* GLM-4.7-Flash's template: the expected texts are what Python's jinja2
  * renders of it (llama.cpp's copy, models/templates/GLM-4.7-Flash.jinja)
  * for the same messages, enable_thinking unset or false */
@@ -1136,6 +1201,7 @@ main(void)
     T_RUN(test_deepseek31);
     T_RUN(test_glm47);
     T_RUN(test_magistral);
+    T_RUN(test_kimi);
     T_RUN(test_default_system);
     T_RUN(test_qwen3);
     T_RUN(test_phi3);

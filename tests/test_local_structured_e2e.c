@@ -37,7 +37,7 @@ static char rand_model[256];
 static char herm_model[256], l3_model[256], mis_model[256], nemo_model[256],
     ds_model[256], m11_model[256], dst_model[256], gran_model[256],
     d31_model[256], glm_model[256], glmx_model[256], q3c_model[256],
-    m32_model[256], mag_model[256],
+    m32_model[256], mag_model[256], kimi_model[256], moon_model[256],
     g33_model[256];
 /* DeepSeek R1-style (no tool format of its own here: the JSON wrapper) */
 static const char *ds_tmpl =
@@ -126,6 +126,32 @@ static const char *const m32_controls[] = {
     "[/AVAILABLE_TOOLS]", "[TOOL_RESULTS]", "[/TOOL_RESULTS]",
     "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]", "[ARGS]", "[CALL_ID]",
     "[TOOL_CONTENT]", NULL};
+
+/* Kimi K2 Instruct's (kimi: its turns' markers, its default system text,
+ * the tools declared first of all, each call functions.NAME:N between
+ * its markers), the markers control tokens; Moonlight's (the same turns,
+ * no calls of its own: the JSON wrapper) */
+static const char *kimi_tmpl =
+    "{%- if tools -%}\n  <|im_system|>tool_declare<|im_middle|>{{ tools | "
+    "tojson }}<|im_end|>\n{%- endif -%}\n{% for message in messages %}\n  "
+    "{%- if loop.first and messages[0]['role'] != 'system' -%}\n  "
+    "<|im_system|>system<|im_middle|>You are Kimi, an AI assistant created "
+    "by Moonshot AI.<|im_end|>\n  {% endif %}...<|im_user|>{{role_name}}"
+    "<|im_middle|>...<|im_assistant|>{{role_name}}<|im_middle|>..."
+    "<|tool_calls_section_begin|>...<|tool_call_begin|>{{ formatted_id }}"
+    "<|tool_call_argument_begin|>...<|tool_call_end|>..."
+    "<|tool_calls_section_end|>...## Return of {{ tool_call_id }}";
+static const char *moon_tmpl =
+    "{%- if loop.first and messages[0]['role'] != 'system' -%}<|im_system|>"
+    "system<|im_middle|>You are a helpful assistant provided by Moonshot-AI."
+    "<|im_end|>{%- endif -%}{%- if message['role'] == 'user' -%}<|im_user|>"
+    "{%- endif -%}{{ message['role'] }}<|im_middle|>{{message['content']}}"
+    "<|im_end|>";
+static const char *const kimi_controls[] = {
+    "<|im_system|>", "<|im_user|>", "<|im_assistant|>", "<|im_middle|>",
+    "<|im_end|>", "<|tool_calls_section_begin|>",
+    "<|tool_calls_section_end|>", "<|tool_call_begin|>",
+    "<|tool_call_argument_begin|>", "<|tool_call_end|>", NULL};
 
 /* DeepSeek V3-0324-style with its tool markers (format deepseek), the
  * markers control tokens of the vocabulary (dst_controls): in DeepSeek's
@@ -233,7 +259,7 @@ write_tmpl_model(const char *path, const char *tmpl,
 static int
 start(void)
 {
-    char model[1024], cfg[8192];
+    char model[1024], cfg[12288];
     snprintf(model, sizeof(model), "%s/models/stories260K.gguf",
              e2e_env("LLMUX_TEST_DATA", "../shared/data"));
     char *dir = e2e_temp_dir();
@@ -255,6 +281,8 @@ start(void)
     snprintf(q3c_model, sizeof(q3c_model), "%s/q3c.gguf", dir);
     snprintf(m32_model, sizeof(m32_model), "%s/m32.gguf", dir);
     snprintf(mag_model, sizeof(mag_model), "%s/mag.gguf", dir);
+    snprintf(kimi_model, sizeof(kimi_model), "%s/kimi.gguf", dir);
+    snprintf(moon_model, sizeof(moon_model), "%s/moon.gguf", dir);
     if (write_tmpl_model(herm_model, herm_tmpl, NULL, 77) != 0 ||
         write_tmpl_model(l3_model, l3_tmpl, NULL, 78) != 0 ||
         write_tmpl_model(mis_model, mis_tmpl, mis_controls, 79) != 0 ||
@@ -269,7 +297,9 @@ start(void)
         write_tmpl_model(glmx_model, glm_tmpl, glmx_controls, 88) != 0 ||
         write_tmpl_model(q3c_model, q3c_tmpl, NULL, 89) != 0 ||
         write_tmpl_model(m32_model, m32_tmpl, m32_controls, 90) != 0 ||
-        write_tmpl_model(mag_model, mag_tmpl, mag_controls, 91) != 0)
+        write_tmpl_model(mag_model, mag_tmpl, mag_controls, 91) != 0 ||
+        write_tmpl_model(kimi_model, kimi_tmpl, kimi_controls, 92) != 0 ||
+        write_tmpl_model(moon_model, moon_tmpl, kimi_controls, 93) != 0)
         return -1;
     snprintf(cfg, sizeof(cfg),
              "{\"listen\": \"127.0.0.1:0\", \"workers\": 2,\n"
@@ -324,11 +354,17 @@ start(void)
              "   \"models\": {\"m32\": {}}},\n"
              "  \"mag\": {\"kind\": \"local\", \"model_path\": \"%s\",\n"
              "   \"threads\": 1, \"context\": 2048, \"parallel\": 1,\n"
-             "   \"models\": {\"mag\": {}}}}}\n",
+             "   \"models\": {\"mag\": {}}},\n"
+             "  \"kimi\": {\"kind\": \"local\", \"model_path\": \"%s\",\n"
+             "   \"threads\": 1, \"context\": 2048, \"parallel\": 1,\n"
+             "   \"models\": {\"kimi\": {}}},\n"
+             "  \"moon\": {\"kind\": \"local\", \"model_path\": \"%s\",\n"
+             "   \"threads\": 1, \"context\": 2048, \"parallel\": 1,\n"
+             "   \"models\": {\"moon\": {}}}}}\n",
              dir, model, rand_model, herm_model, l3_model, mis_model,
              nemo_model, ds_model, m11_model, dst_model, gran_model,
              g33_model, d31_model, glm_model, glmx_model, q3c_model,
-             m32_model, mag_model);
+             m32_model, mag_model, kimi_model, moon_model);
     free(dir);
     char *path = e2e_write_temp("structured.json", cfg);
     setenv("LLMUX_LOG", "info", 1); /* the providers' lines at start */
@@ -822,9 +858,10 @@ expect_prompt(const char *model, const char *path, const char *msgs,
 {
     char body[8192];
     snprintf(body, sizeof(body),
-             "{\"model\":\"%s\",\"max_tokens\":1,\"tools\":%s,"
+             "{\"model\":\"%s\",\"max_tokens\":1,%s%s%s"
              "\"messages\":%s}",
-             model, tool_list, msgs);
+             model, tool_list ? "\"tools\":" : "", tool_list ? tool_list : "",
+             tool_list ? "," : "", msgs);
     long st;
     json_t *o = post(body, &st);
     T_EQ_INT(st, 200);
@@ -930,6 +967,8 @@ test_native_prompts(void)
     T_EQ_INT(e2e_log_count(&gw, "chat template magistral, tool calls "
                                 "mistral-v11,"),
              1);
+    T_EQ_INT(e2e_log_count(&gw, "chat template kimi, tool calls kimi,"), 1);
+    T_EQ_INT(e2e_log_count(&gw, "chat template kimi, tool calls json,"), 1);
     T_EQ_INT(e2e_log_count(&gw, "chat template deepseek3, tool calls json,"),
              1);
     T_EQ_INT(e2e_log_count(&gw, "chat template deepseek3, tool calls "
@@ -1350,6 +1389,124 @@ test_native_prompts(void)
      * one's, before the last user turn (m32) it does not */
     T_CHECK(next_turn_cached("mag", tool_list) == 1);
     T_CHECK(next_turn_cached("m32", tool_list) == 0);
+    /* kimi (Kimi K2 Instruct): the tools declared first, calls numbered
+     * across the conversation, results named by the calls' ids in order
+     * (jinja2's rendering of llama.cpp's Kimi-K2-Instruct.jinja for the
+     * same messages, content "" for null) */
+#define KIMI_TOOLS                                                         \
+    "<|im_system|>tool_declare<|im_middle|>[{\"type\": \"function\", "     \
+    "\"function\": {\"name\": \"get_time\", \"parameters\": {\"type\": "   \
+    "\"object\", \"properties\": {\"zone\": {\"type\": \"string\"}}}}}]"   \
+    "<|im_end|>"
+    expect_prompt(
+        "kimi", kimi_model,
+        "[{\"role\":\"system\",\"content\":\"Be brief.\"},"
+        "{\"role\":\"user\",\"content\":\"Time?\"},"
+        "{\"role\":\"assistant\",\"content\":null,\"tool_calls\":["
+        "{\"id\":\"call_1\",\"type\":\"function\",\"function\":{\"name\":"
+        "\"get_time\",\"arguments\":\"{\\\"zone\\\": \\\"utc\\\"}\"}},"
+        "{\"id\":\"call_2\",\"type\":\"function\",\"function\":{\"name\":"
+        "\"get_time\",\"arguments\":\"{}\"}}]},"
+        "{\"role\":\"tool\",\"tool_call_id\":\"call_1\",\"content\":\"12:00\"},"
+        "{\"role\":\"tool\",\"tool_call_id\":\"call_2\",\"content\":\"13:00\"},"
+        "{\"role\":\"assistant\",\"content\":\"Noon.\"},"
+        "{\"role\":\"user\",\"content\":\"Again?\"},"
+        "{\"role\":\"assistant\",\"content\":\"Sure.\",\"tool_calls\":["
+        "{\"id\":\"call_3\",\"type\":\"function\",\"function\":{\"name\":"
+        "\"get_time\",\"arguments\":\"{}\"}}]},"
+        "{\"role\":\"tool\",\"tool_call_id\":\"call_3\",\"content\":\"14:00\"}]",
+        tool_list,
+        KIMI_TOOLS "<|im_system|>system<|im_middle|>Be brief.<|im_end|>"
+        "<|im_user|>user<|im_middle|>Time?<|im_end|><|im_assistant|>"
+        "assistant<|im_middle|><|tool_calls_section_begin|>"
+        "<|tool_call_begin|>functions.get_time:0<|tool_call_argument_begin|>"
+        "{\"zone\": \"utc\"}<|tool_call_end|><|tool_call_begin|>"
+        "functions.get_time:1<|tool_call_argument_begin|>{}<|tool_call_end|>"
+        "<|tool_calls_section_end|><|im_end|><|im_system|>tool<|im_middle|>"
+        "## Return of functions.get_time:0\n12:00<|im_end|><|im_system|>tool"
+        "<|im_middle|>## Return of functions.get_time:1\n13:00<|im_end|>"
+        "<|im_assistant|>assistant<|im_middle|>Noon.<|im_end|><|im_user|>user"
+        "<|im_middle|>Again?<|im_end|><|im_assistant|>assistant<|im_middle|>"
+        "Sure.<|tool_calls_section_begin|><|tool_call_begin|>"
+        "functions.get_time:2<|tool_call_argument_begin|>{}<|tool_call_end|>"
+        "<|tool_calls_section_end|><|im_end|><|im_system|>tool<|im_middle|>"
+        "## Return of functions.get_time:2\n14:00<|im_end|><|im_assistant|>"
+        "assistant<|im_middle|>");
+    /* without a system text: the template's default after the tools (its
+     * newline after that turn is not written: README) */
+    expect_prompt("kimi", kimi_model,
+                  "[{\"role\":\"user\",\"content\":\"Time?\"}]", tool_list,
+                  KIMI_TOOLS "<|im_system|>system<|im_middle|>You are Kimi, "
+                  "an AI assistant created by Moonshot AI.<|im_end|>"
+                  "<|im_user|>user<|im_middle|>Time?<|im_end|>"
+                  "<|im_assistant|>assistant<|im_middle|>");
+    {
+        /* eleven calls: the numbers count across the conversation (the
+         * last is 10, two digits, where a count per answer gives 0) */
+        char many[8192], want[8192];
+        size_t ml = 0, wl = 0;
+        ml += (size_t)snprintf(many + ml, sizeof(many) - ml,
+                               "[{\"role\":\"user\",\"content\":\"Q\"},"
+                               "{\"role\":\"assistant\",\"content\":\"\","
+                               "\"tool_calls\":[");
+        wl += (size_t)snprintf(want + wl, sizeof(want) - wl,
+                               KIMI_TOOLS "<|im_system|>system<|im_middle|>"
+                               "You are Kimi, an AI assistant created by "
+                               "Moonshot AI.<|im_end|><|im_user|>user"
+                               "<|im_middle|>Q<|im_end|><|im_assistant|>"
+                               "assistant<|im_middle|>"
+                               "<|tool_calls_section_begin|>");
+        for (int i = 0; i < 10; i++) {
+            ml += (size_t)snprintf(many + ml, sizeof(many) - ml,
+                                   "%s{\"id\":\"c%d\",\"type\":\"function\","
+                                   "\"function\":{\"name\":\"get_time\","
+                                   "\"arguments\":\"{}\"}}",
+                                   i ? "," : "", i);
+            wl += (size_t)snprintf(want + wl, sizeof(want) - wl,
+                                   "<|tool_call_begin|>functions.get_time:%d"
+                                   "<|tool_call_argument_begin|>{}"
+                                   "<|tool_call_end|>",
+                                   i);
+        }
+        ml += (size_t)snprintf(many + ml, sizeof(many) - ml, "]}");
+        wl += (size_t)snprintf(want + wl, sizeof(want) - wl,
+                               "<|tool_calls_section_end|><|im_end|>");
+        for (int i = 0; i < 10; i++) {
+            ml += (size_t)snprintf(many + ml, sizeof(many) - ml,
+                                   ",{\"role\":\"tool\",\"tool_call_id\":"
+                                   "\"c%d\",\"content\":\"r\"}",
+                                   i);
+            wl += (size_t)snprintf(want + wl, sizeof(want) - wl,
+                                   "<|im_system|>tool<|im_middle|>## Return "
+                                   "of functions.get_time:%d\nr<|im_end|>",
+                                   i);
+        }
+        snprintf(many + ml, sizeof(many) - ml,
+                 ",{\"role\":\"assistant\",\"content\":\"\",\"tool_calls\":["
+                 "{\"id\":\"c10\",\"type\":\"function\",\"function\":{"
+                 "\"name\":\"get_time\",\"arguments\":\"{}\"}}]},"
+                 "{\"role\":\"tool\",\"tool_call_id\":\"c10\",\"content\":"
+                 "\"r\"}]");
+        snprintf(want + wl, sizeof(want) - wl,
+                 "<|im_assistant|>assistant<|im_middle|>"
+                 "<|tool_calls_section_begin|><|tool_call_begin|>"
+                 "functions.get_time:10<|tool_call_argument_begin|>{}"
+                 "<|tool_call_end|><|tool_calls_section_end|><|im_end|>"
+                 "<|im_system|>tool<|im_middle|>## Return of "
+                 "functions.get_time:10\nr<|im_end|><|im_assistant|>"
+                 "assistant<|im_middle|>");
+        expect_prompt("kimi", kimi_model, many, tool_list, want);
+    }
+#undef KIMI_TOOLS
+    /* Moonlight: its default system text, its turns */
+    expect_prompt("moon", moon_model,
+                  "[{\"role\":\"user\",\"content\":\"Hi there, who are "
+                  "you and what can you do for me today?\"}]",
+                  NULL,
+                  "<|im_system|>system<|im_middle|>You are a helpful "
+                  "assistant provided by Moonshot-AI.<|im_end|><|im_user|>user"
+                  "<|im_middle|>Hi there, who are you and what can you do for "
+                  "me today?<|im_end|><|im_assistant|>assistant<|im_middle|>");
     /* a result whose text is JSON goes in as that value, not a string */
     expect_prompt(
         "nemo", nemo_model,
@@ -1521,8 +1678,11 @@ test_native_calls(void)
     static const char *const models[] = {"herm", "l3",  "rand",
                                          "mis",  "nemo", "m11",
                                          "dst",  "gran", "g33", "d31",
-                                         "glm",  "q3c", "m32", "mag"};
-    for (size_t mi = 0; mi < 14; mi++) {
+                                         "glm",  "q3c", "m32", "mag",
+                                         "kimi"};
+    /* the first byte of each one's calls, which auto's text never has */
+    static const char first[] = "<{{[[[<<<<<<[[<";
+    for (size_t mi = 0; mi < 15; mi++) {
         int calls = 0, texts = 0, multi = 0;
         for (int seed = 0; seed < 12; seed++) {
             const char *choice =
@@ -1579,9 +1739,7 @@ test_native_calls(void)
                 /* auto gave text: never starting like a call */
                 const char *c = msg_content(ch);
                 texts++;
-                T_CHECK(*c != (mi == 0 || (mi >= 6 && mi < 12) ? '<'
-                               : mi >= 3                         ? '['
-                                                                 : '{'));
+                T_CHECK(*c != first[mi]);
                 T_CHECK(!json_object_get(msg, "tool_calls"));
             } else {
                 T_EQ_STR(fr, "length");
@@ -1608,8 +1766,8 @@ test_parallel_calls(void)
     static const char *const models[] = {"herm", "rand", "l3",  "mis",
                                          "m11",  "dst",  "gran", "g33",
                                          "d31",  "glm",  "q3c", "m32",
-                                         "mag"};
-    for (size_t mi = 0; mi < 13; mi++) {
+                                         "mag",  "kimi"};
+    for (size_t mi = 0; mi < 14; mi++) {
         int multi = 0, single = 0, complete = 0;
         for (int seed = 0; seed < 16; seed++) {
             int par = seed % 4 != 3;
@@ -2415,6 +2573,8 @@ main(void)
     unlink(q3c_model);
     unlink(m32_model);
     unlink(mag_model);
+    unlink(kimi_model);
+    unlink(moon_model);
     unlink(nemo_model);
     unlink(ds_model);
     curl_global_cleanup();

@@ -32,7 +32,8 @@ main(void)
     char model[1024], cfg[12288], rand_model[600], herm_model[600],
         l3_model[600], mis_model[600], q3t_model[600], oss_model[600],
         gran_model[600], g33_model[600], ds_model[600], d31_model[600],
-        glm_model[600], q3c_model[600], m32_model[600], mag_model[600];
+        glm_model[600], q3c_model[600], m32_model[600], mag_model[600],
+        kimi_model[600];
     snprintf(model, sizeof(model), "%s/models/stories260K.gguf",
              e2e_env("LLMUX_TEST_DATA", "../shared/data"));
     char *dir = e2e_temp_dir();
@@ -98,6 +99,23 @@ main(void)
         "'[ARGS]' + arguments";
     lp.controls = mag_controls;
     T_EQ_INT(gguf_w_llama_write(&lp, mag_model), 0);
+    /* Kimi K2's (kimi: its turns, the tools declared first, calls
+     * functions.NAME:N between its markers, control tokens) */
+    static const char *const kimi_controls[] = {
+        "<|im_system|>", "<|im_user|>", "<|im_assistant|>", "<|im_middle|>",
+        "<|im_end|>", "<|tool_calls_section_begin|>",
+        "<|tool_calls_section_end|>", "<|tool_call_begin|>",
+        "<|tool_call_argument_begin|>", "<|tool_call_end|>", NULL};
+    snprintf(kimi_model, sizeof(kimi_model), "%s/kimi.gguf",
+             dir ? dir : "/tmp");
+    lp.chat_template =
+        "<|im_system|>tool_declare<|im_middle|>{{ tools | tojson }}"
+        "<|im_end|> <|im_system|>system<|im_middle|>You are Kimi."
+        "<|im_end|> <|im_user|>{{role_name}}<|im_middle|> "
+        "<|tool_calls_section_begin|><|tool_call_begin|>{{ formatted_id }}"
+        "<|tool_call_argument_begin|> <|tool_call_end|>";
+    lp.controls = kimi_controls;
+    T_EQ_INT(gguf_w_llama_write(&lp, kimi_model), 0);
     /* a qwen3 reasoning model (Thinking-2507's template), "<think>" and
      * "</think>" user-defined tokens (ids 498, 499) as in Qwen3's */
     static const char *const think_toks[] = {"<think>", "</think>", NULL};
@@ -238,11 +256,14 @@ main(void)
              "   \"models\": {\"m32\": {}}},\n"
              "  \"mag\": {\"kind\": \"local\", \"model_path\": \"%s\",\n"
              "   \"threads\": 1, \"context\": 2048, \"parallel\": 2,\n"
-             "   \"models\": {\"mag\": {}}}}}\n",
+             "   \"models\": {\"mag\": {}}},\n"
+             "  \"kimi\": {\"kind\": \"local\", \"model_path\": \"%s\",\n"
+             "   \"threads\": 1, \"context\": 2048, \"parallel\": 2,\n"
+             "   \"models\": {\"kimi\": {}}}}}\n",
              dir ? dir : "/tmp", model, rand_model, herm_model, l3_model,
              mis_model, q3t_model, oss_model, gran_model, g33_model,
              ds_model, d31_model, glm_model, q3c_model, m32_model,
-             mag_model);
+             mag_model, kimi_model);
     char *path = e2e_write_temp("sdk_local.json", cfg);
     const char *bin = e2e_env("LLMUX_BIN", "build/release/llmux");
     char *argv[] = {(char *)bin, "serve", "--config", path, NULL};

@@ -63,10 +63,11 @@ const weather = {
 const noThink = (model) => (['glm', 'mag'].includes(model) ? { reasoning_effort: 'none' } : {});
 // q3c: Qwen3-Coder's template (XML calls inside <tool_call>), m32:
 // Mistral Small 3.2's (calls with ids), mag: Ministral 3 Reasoning's
-// (magistral: [THINK] reasoning, which it does first unless none)
-for (const model of ['local', 'rand', 'herm', 'l3', 'mis', 'oss', 'gran', 'g33', 'ds', 'd31', 'glm', 'q3c', 'm32', 'mag']) {
-  // glm's, q3c's and m32's calls are longer (tags, ids)
-  const mt = ['glm', 'q3c', 'm32'].includes(model) ? 800 : ['herm', 'l3', 'mis', 'oss', 'gran', 'g33', 'd31'].includes(model) ? 300 : 100;
+// (magistral: [THINK] reasoning, which it does first unless none),
+// kimi: Kimi K2's (calls functions.NAME:N inside their section)
+for (const model of ['local', 'rand', 'herm', 'l3', 'mis', 'oss', 'gran', 'g33', 'ds', 'd31', 'glm', 'q3c', 'm32', 'mag', 'kimi']) {
+  // glm's, q3c's, m32's and kimi's calls are longer (tags, ids)
+  const mt = ['glm', 'q3c', 'm32', 'kimi'].includes(model) ? 800 : ['herm', 'l3', 'mis', 'oss', 'gran', 'g33', 'd31'].includes(model) ? 300 : 100;
   await step(`${model}: tool_choice required`, async () => {
     const r = await client.chat.completions.create({
       model, max_tokens: mt, seed: 7, ...noThink(model),
@@ -301,7 +302,7 @@ await step('responses logprobs', async () => {
 // one answer, as the SDK reads them (message.tool_calls; streamed, deltas
 // told apart by index), the same streamed and not; parallel_tool_calls
 // false: one.
-for (const pm of ['herm', 'mis', 'gran', 'g33', 'd31', 'glm', 'q3c', 'm32', 'mag']) await step(`${pm}: several tool calls in one answer`, async () => {
+for (const pm of ['herm', 'mis', 'gran', 'g33', 'd31', 'glm', 'q3c', 'm32', 'mag', 'kimi']) await step(`${pm}: several tool calls in one answer`, async () => {
   let several = 0;
   for (let seed = 1; seed <= 8; seed++) {
     const req = { model: pm, max_tokens: 900, seed, ...noThink(pm),
@@ -340,9 +341,9 @@ for (const pm of ['herm', 'mis', 'gran', 'g33', 'd31', 'glm', 'q3c', 'm32', 'mag
 // Granite 4 and 3.3, DeepSeek V3.1: a call, its result sent back as the
 // SDK writes the turns, then another answer (the result turns are the
 // templates')
-for (const gm of ['gran', 'g33', 'd31', 'glm', 'q3c', 'm32', 'mag']) await step(`${gm}: a call and its result sent back`, async () => {
+for (const gm of ['gran', 'g33', 'd31', 'glm', 'q3c', 'm32', 'mag', 'kimi']) await step(`${gm}: a call and its result sent back`, async () => {
   const msgs = [{ role: 'user', content: 'Weather in Oslo?' }];
-  const r = await client.chat.completions.create({ model: gm, max_tokens: ['m32', 'mag'].includes(gm) ? 800 : 300, seed: 5,
+  const r = await client.chat.completions.create({ model: gm, max_tokens: ['m32', 'mag', 'kimi'].includes(gm) ? 800 : 300, seed: 5,
     messages: msgs, tools: [weather], tool_choice: 'required', ...noThink(gm) });
   const c = r.choices[0];
   check(c.finish_reason === 'tool_calls', `${gm}: the first answer is a call (${c.finish_reason})`);
