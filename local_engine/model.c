@@ -560,22 +560,29 @@ load_hparams(struct le_model *m, char *err, size_t errlen)
          * more than beta_fast (default 32) times over the original
          * context keep their angle, those under beta_slow (1) take the
          * scaled one.  The log multiplier: deepseek2's in
-         * load_ds_router, mistral3's below; llama.cpp reads it for no
-         * other architecture here, so a file that has one elsewhere is
-         * refused rather than read in a way nothing else does; an own
-         * attn factor is refused, not ignored */
+         * load_ds_router, mistral3's and llama's below.  llama.cpp reads
+         * it for mistral3 only; llama files carry one when its converter
+         * wrote a Mistral-format model with YaRN but no temperature
+         * (mscale_all_dim, 1 or 0), and llama.cpp then boosts cos and sin
+         * as if there were none.  llmux applies it as the model's config
+         * means it (transformers' yarn: m(f, 1) / m(f, mscale_all_dim))
+         * rather than refuse such files or silently drop the key;
+         * elsewhere, where no converter writes it, it is refused, and so
+         * is an own attn factor */
         float oc = (float)hp->n_ctx_orig, nd = (float)hp->n_rot;
         float bf = 32.0f, bs = 1.0f, x, lm = 0;
         if (hp->arch == LE_ARCH_GEMMA2 || hp->arch == LE_ARCH_GEMMA3)
             return fail(err, errlen, LE_EFORMAT,
                         "model: YaRN rope scaling on %s is not supported",
                         arch);
-        if (m3 && arch_f32(g, arch, "rope.scaling.yarn_log_multiplier", &lm) &&
+        int lm_arch = m3 || hp->arch == LE_ARCH_LLAMA;
+        if (lm_arch &&
+            arch_f32(g, arch, "rope.scaling.yarn_log_multiplier", &lm) &&
             !(lm >= 0 && lm < 10))
             return fail(err, errlen, LE_EFORMAT,
                         "model: bad %s.rope.scaling.yarn_log_multiplier %g",
                         arch, lm);
-        if ((!ds && !m3 &&
+        if ((!ds && !lm_arch &&
              arch_f32(g, arch, "rope.scaling.yarn_log_multiplier", &x) &&
              x != 0) ||
             (arch_f32(g, arch, "rope.scaling.yarn_attn_factor", &x) &&

@@ -2045,9 +2045,29 @@ test_mistral3(void)
     fprintf(stderr, "mistral3 steps of context_length vs reference: %.2g\n",
             rel_diff(ref, got, R3V));
     T_CHECK(rel_diff(ref, got, R3V) < 1e-5);
+    /* a llama file with YaRN's log multiplier (a Mistral-format model as
+     * llama.cpp's converter writes it without a temperature): applied as
+     * on mistral3, which it changes */
+    snprintf(p, sizeof(p), "%s/llama_lm.gguf", g_tmp);
+    m3_params(&lp, 0, 0.0f, 1.0f, 41);
+    lp.arch = "llama";
+    T_EQ_INT(gguf_w_llama_write(&lp, p), 0);
+    struct ref_arch rlm = {.n_layer = 2, .f32 = 1, .llama = 1,
+                           .yarn_factor = 2, .yarn_orig = M3O,
+                           .yarn_log_mul = 1},
+                    rno = rlm;
+    rno.yarn_log_mul = 0;
+    float refno[R3V];
+    T_EQ_INT(ref_forward(p, ids, M3T, &rlm, ref), 0);
+    T_EQ_INT(ref_forward(p, ids, M3T, &rno, refno), 0);
+    T_EQ_INT(file_logits(p, 0, LE_KV_F32, ids, M3T, got), 0);
+    fprintf(stderr, "llama with a YaRN log multiplier vs reference: %.2g "
+                    "(the multiplier changes %.2g)\n",
+            rel_diff(ref, got, R3V), rel_diff(ref, refno, R3V));
+    T_CHECK(rel_diff(ref, got, R3V) < 1e-5);
+    T_CHECK(rel_diff(ref, refno, R3V) > 1e-2);
     /* refused by name: the temperature over an original context of 0, a
-     * negative log multiplier, and a log multiplier on llama (which
-     * llama.cpp does not read) */
+     * negative log multiplier, on mistral3 and on llama */
     static const struct {
         const char *arch, *key, *want;
         int u32;
@@ -2058,7 +2078,7 @@ test_mistral3(void)
         {"mistral3", "mistral3.rope.scaling.yarn_log_multiplier",
          "yarn_log_multiplier", 0, -1.0f},
         {"llama", "llama.rope.scaling.yarn_log_multiplier",
-         "yarn_log_multiplier (on llama)", 0, 1.0f},
+         "yarn_log_multiplier", 0, -1.0f},
     };
     for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
         m3_params(&lp, 0, 0.5f, 0.0f, 37);

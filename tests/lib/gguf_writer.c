@@ -678,7 +678,7 @@ gguf_w_llama_fill(struct gguf_w *w, const struct gguf_w_llama *p)
                   p->ds_v || p->n_dense_lead || p->n_shared ||
                   p->ds_wscale != 0 || p->ds_wnorm || p->ds_gating ||
                   p->ds_probs_b || p->ds_mla ||
-                  (p->yarn_log_mul != 0 && !m3)) {
+                  (p->yarn_log_mul != 0 && !m3 && strcmp(arch, "llama"))) {
         w->failed = 1; /* deepseek2's fields set wrong, or on another arch */
         return -1;
     }
@@ -776,7 +776,7 @@ gguf_w_llama_fill(struct gguf_w *w, const struct gguf_w_llama *p)
             gguf_w_add_u32(w, KEY("rope.scaling.original_context_length"),
                            (uint32_t)p->yarn_orig);
     }
-    if (m3 && p->yarn_log_mul != 0)
+    if (!ds2 && p->yarn_log_mul != 0) /* mistral3 or llama */
         gguf_w_add_f32(w, KEY("rope.scaling.yarn_log_multiplier"),
                        p->yarn_log_mul);
     if (p->attn_temp != 0)

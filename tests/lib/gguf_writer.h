@@ -208,7 +208,8 @@ struct gguf_w_llama {
     int ds_mla;       /* 1: the split layout (attn_k_b, attn_v_b) */
     float yarn_log_mul; /* rope.scaling.yarn_log_multiplier: deepseek2
                            always writes it (llama.cpp of early 2025 needs
-                           it), mistral3 when not 0; >= 0, 0 elsewhere */
+                           it), mistral3 and llama (a Mistral-format
+                           conversion) when not 0; >= 0, 0 elsewhere */
     /* arch "mistral3" (Ministral 3): the llama layout (and Mixtral's
      * experts) under mistral3's keys.  attn_temp, when not 0, is written
      * as attention.temperature_scale (mistral3 and deepseek2 only), and
