@@ -1227,11 +1227,17 @@ struct le_session {
     float *hb, *hb2;         /* [n_batch][n_ff] */
     /* mixture of experts: the router's logits [n_batch][n_expert], each
      * token's experts and weights [n_batch][n_expert_used], the FFN input
-     * [n_batch][n_embd], one expert's rows gathered and their output
+     * [n_batch][n_embd], one expert's rows gathered (or a step's every
+     * chosen expert's, moe_group) and their output
      * (both [n_batch][n_embd]) and every expert's (token x n_expert_used
      * + slot) in expert then token order [n_batch][n_expert_used] */
     float *moe_logits, *moe_w, *moe_in, *moe_x, *moe_y;
     int32_t *moe_sel, *moe_rows;
+    /* 1: a step's experts one after another (moe_each), never all at once
+     * (moe_group); LLMUX_MOE_EACH=1 at the session's start, for the tests
+     * that compare the two */
+    int moe_group_off;
+    uint64_t moe_grouped; /* the steps' MoE layers that took moe_group */
     /* deepseek2: one head's rows gathered for k_b / v_b and their output,
      * [n_batch][max(kv_lora, q_lora, mla_nope, mla_v)] each, or a
      * generation step's every head's, [n_head][<= GEMV_MAX_TOK tokens]

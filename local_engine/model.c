@@ -1587,6 +1587,8 @@ le_session_new_sized(struct le_model *m, int n_tok, int n_out, int with_kv,
     s->m = m;
     s->n_ctx = m->params.n_ctx;
     s->n_batch = (int32_t)B;
+    const char *me = getenv("LLMUX_MOE_EACH");
+    s->moe_group_off = me && !strcmp(me, "1");
     s->kv_type = m->params.kv_type == LE_KV_Q8_0   ? LE_TYPE_Q8_0
                  : m->params.kv_type == LE_KV_F32 ? LE_TYPE_F32
                                                   : LE_TYPE_F16;
@@ -2599,6 +2601,167 @@ add_bias_rows(float *y, const struct le_gguf_tensor *b, int e, int n, int c)
         add_bias_f(y, (const float *)b->data + (size_t)e * n, n, c);
 }
 
+/* A generation step's experts in a few pool jobs (moe_ffn): every chosen
+ * expert's rows gathered at once (ws->moe_x, expert e's at [at[e],
+ * at[e + 1])), quantised in one pass, their gate and up products as one
+ * job and their down products as another, each worker taking whole
+ * (expert, weight) products from a counter.  The same kernels over the
+ * same rows as matmul's (the decode kernel for up to GEMV_MAX_TOK rows,
+ * else the type's groups; the same floats either way, le_int.h), so the
+ * same bits; what changes is the pool's wake-ups: a step of K experts
+ * ran 3 K products, each with its own (and its quantisation's). */
+/* One repacked weight P over c rows of the quantised activations act
+ * from row r0 into y (c rows of P's n_out): the decode kernel for up to
+ * GEMV_MAX_TOK rows, else the type's groups (the same floats either way,
+ * le_int.h); on the calling thread */
+static void
+packed_rows(const struct le_packed *P, const struct le_pack_act *act,
+            size_t r0, int c, float *y)
+{
+    int ng = (P->n_out + LE_PACK_ROWS - 1) / LE_PACK_ROWS;
+    int nr_last = P->n_out - (ng - 1) * LE_PACK_ROWS;
+    struct le_pack_act a = *act;
+    a.q += r0 * a.q_row;
+    if (a.p)
+        a.p += r0 * a.p_row;
+    le_gemv_fn gemv = le_gemv_at(P->pt.type, le_isa_active());
+    if (gemv && c <= GEMV_MAX_TOK)
+        gemv(P->n_in, P->data, P->group_bytes, ng, &a, c, y,
+             (size_t)P->n_out, nr_last);
+    else
+        le_gemm_groups(P->pt.gemm, P->n_in, P->data, P->group_bytes, ng, &a,
+                       c, y, (size_t)P->n_out, nr_last);
+}
+
+struct moe_job {
+    struct le_session *ws;
+    const struct le_gguf_tensor *W[2]; /* the experts of one or two weights */
+    float *y[2];                       /* their outputs, rows as x's */
+    const int *at;
+    int units[2 * LE_MAX_EXPERTS]; /* (e << 1) | weight */
+    int n_units;
+    struct le_pack_act act;
+    atomic_int next;
+};
+
+static void
+moe_run(void *arg, int ith, int nth)
+{
+    (void)ith;
+    (void)nth;
+    struct moe_job *j = arg;
+    const struct le_model *m = j->ws->m;
+    for (;;) {
+        int u = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
+        if (u >= j->n_units)
+            return;
+        int e = j->units[u] >> 1, w = j->units[u] & 1;
+        const struct le_packed *P = m->packed[slot_of(m, &j->W[w][e])];
+        int r0 = j->at[e];
+        packed_rows(P, &j->act, (size_t)r0, j->at[e + 1] - r0,
+                    j->y[w] + (size_t)r0 * (size_t)P->n_out);
+    }
+}
+
+/* 1 when a step's n_rows (token, expert) rows can take moe_group: they
+ * fit the session's scratch, and every expert of W (n of them) is
+ * repacked, its activations quantised (not F32) to one type, the same
+ * for each of the n_w weights of W[] */
+static int
+moe_group_ok(const struct le_session *ws, const struct le_gguf_tensor *const *W,
+             int n_w, int n, int n_rows)
+{
+    const struct le_model *m = ws->m;
+    if (!m->packed || n_rows > ws->n_batch || ws->moe_group_off)
+        return 0;
+    int vdt = -1;
+    for (int w = 0; w < n_w; w++)
+        for (int e = 0; e < n; e++) {
+            const struct le_packed *P = m->packed[slot_of(m, &W[w][e])];
+            int t = (int)le_type_get(W[w][e].type)->vec_dot_type;
+            if (!P || t == LE_TYPE_F32 || (vdt >= 0 && t != vdt))
+                return 0;
+            vdt = t;
+        }
+    return 1;
+}
+
+/* The products of W[0..n_w) (the experts of gate and up, or of down)
+ * over x's rows, expert e's at [at[e], at[e + 1]) (n_in wide), into
+ * y[w] (rows as x's): x quantised once, then one job (moe_run). */
+static void
+moe_group(struct le_session *ws, const struct le_gguf_tensor *const *W,
+          float *const *y, int n_w, const float *x, const int *at, int n)
+{
+    const struct le_model *m = ws->m;
+    const struct le_type_traits *tt = le_type_get(W[0][0].type);
+    int n_in = (int)W[0][0].ne[0], n_rows = at[n];
+    size_t x_row = le_row_size(tt->vec_dot_type, (int64_t)n_in);
+    int prep = le_pack_prep_size(tt->vec_dot_type, n_in) > 0;
+    struct le_quant_job qj = {.vdt = tt->vec_dot_type,
+                              .x = x,
+                              .n = n_in,
+                              .n_rows = n_rows,
+                              .q = ws->qact,
+                              .q_row = x_row,
+                              .p = prep ? ws->qprep : NULL,
+                              .p_row = ws->qprep_row,
+                              .t = NULL,
+                              .t_from = n_rows};
+    le_pool_run(m->pool, le_quant_rows, &qj, n_rows < 4 ? 1 : 0);
+    struct moe_job j = {.ws = ws,
+                        .W = {W[0], n_w > 1 ? W[1] : NULL},
+                        .y = {y[0], n_w > 1 ? y[1] : NULL},
+                        .at = at,
+                        .n_units = 0,
+                        .act = {ws->qact, x_row, prep ? ws->qprep : NULL,
+                                ws->qprep_row, NULL}};
+    atomic_init(&j.next, 0);
+    for (int e = 0; e < n; e++)
+        for (int w = 0; w < n_w && at[e + 1] > at[e]; w++)
+            j.units[j.n_units++] = (e << 1) | w;
+    le_pool_run(m->pool, moe_run, &j, j.n_units < 2 ? 1 : 0);
+}
+
+/* moe_ffn's experts one after another, each as matmul's products over
+ * its rows (expert e's at moe_rows [at[e], at[e + 1])) */
+static void
+moe_each(struct le_session *ws, const struct le_layer *L, int nt,
+         const int *at, le_silu_mul_fn silu_mul)
+{
+    const struct le_hparams *hp = &ws->m->hp;
+    int E = hp->n_embd, F = hp->n_ff, NX = hp->n_expert,
+        K = hp->n_expert_used, qx;
+    (void)nt;
+    for (int e = 0; e < NX; e++) {
+        int c = at[e + 1] - at[e];
+        const int32_t *rows = ws->moe_rows + at[e];
+        if (c == 0)
+            continue;
+        for (int i = 0; i < c; i++)
+            memcpy(ws->moe_x + (size_t)i * E,
+                   ws->moe_in + (size_t)(rows[i] / K) * E,
+                   (size_t)E * sizeof(float));
+        qx = -1;
+        matmul(ws, &L->exp_gate[e], ws->moe_x, ws->hb, c, c, &qx);
+        matmul(ws, &L->exp_up[e], ws->moe_x, ws->hb2, c, c, &qx);
+        add_bias_rows(ws->hb, L->exp_gate_b, e, F, c);
+        add_bias_rows(ws->hb2, L->exp_up_b, e, F, c);
+        (hp->swiglu_oai ? swiglu_oai : silu_mul)(ws->hb, ws->hb2, c * F);
+        qx = -1;
+        matmul(ws, &L->exp_down[e], ws->hb, ws->moe_y, c, c, &qx);
+        add_bias_rows(ws->moe_y, L->exp_down_b, e, E, c);
+        for (int i = 0; i < c; i++) {
+            int t = rows[i] / K;
+            float w = ws->moe_w[rows[i]];
+            float *y = ws->xb + (size_t)t * E;
+            const float *ye = ws->moe_y + (size_t)i * E;
+            for (int d = 0; d < E; d++)
+                y[d] += w * ye[d];
+        }
+    }
+}
+
 /* A mixture-of-experts FFN over the batch's normed rows in ws->xb, its
  * output left in ws->xb: each expert's gate, up and down products run
  * once over the rows of the tokens that chose it (gathered in token
@@ -2650,32 +2813,34 @@ moe_ffn(struct le_session *ws, const struct le_layer *L, int nt, int af)
     memcpy(fill, at, (size_t)NX * sizeof(int));
     for (int i = 0; i < nt * K; i++)
         ws->moe_rows[fill[ws->moe_sel[i]]++] = i;
-    for (int e = 0; e < NX; e++) {
-        int c = at[e + 1] - at[e];
-        const int32_t *rows = ws->moe_rows + at[e];
-        if (c == 0)
-            continue;
-        for (int i = 0; i < c; i++)
+    const struct le_gguf_tensor *gu[2] = {L->exp_gate, L->exp_up},
+                                *dn[1] = {L->exp_down};
+    if (!L->exp_gate_b && !L->exp_up_b && !L->exp_down_b &&
+        !hp->swiglu_oai && moe_group_ok(ws, gu, 2, NX, nt * K) &&
+        moe_group_ok(ws, dn, 1, NX, nt * K)) {
+        /* every chosen expert at once (moe_group); rows as moe_rows */
+        ws->moe_grouped++;
+        for (int i = 0; i < nt * K; i++)
             memcpy(ws->moe_x + (size_t)i * E,
-                   ws->moe_in + (size_t)(rows[i] / K) * E,
+                   ws->moe_in + (size_t)(ws->moe_rows[i] / K) * E,
                    (size_t)E * sizeof(float));
-        qx = -1;
-        matmul(ws, &L->exp_gate[e], ws->moe_x, ws->hb, c, c, &qx);
-        matmul(ws, &L->exp_up[e], ws->moe_x, ws->hb2, c, c, &qx);
-        add_bias_rows(ws->hb, L->exp_gate_b, e, F, c);
-        add_bias_rows(ws->hb2, L->exp_up_b, e, F, c);
-        (hp->swiglu_oai ? swiglu_oai : silu_mul)(ws->hb, ws->hb2, c * F);
-        qx = -1;
-        matmul(ws, &L->exp_down[e], ws->hb, ws->moe_y, c, c, &qx);
-        add_bias_rows(ws->moe_y, L->exp_down_b, e, E, c);
-        for (int i = 0; i < c; i++) {
-            int t = rows[i] / K;
-            float w = ws->moe_w[rows[i]];
-            float *y = ws->xb + (size_t)t * E;
-            const float *ye = ws->moe_y + (size_t)i * E;
-            for (int d = 0; d < E; d++)
-                y[d] += w * ye[d];
-        }
+        float *yg[2] = {ws->hb, ws->hb2}, *yd[1] = {ws->moe_y};
+        moe_group(ws, gu, yg, 2, ws->moe_x, at, NX);
+        for (int e = 0; e < NX; e++) /* each expert's rows, as moe_each */
+            silu_mul(ws->hb + (size_t)at[e] * F, ws->hb2 + (size_t)at[e] * F,
+                     (at[e + 1] - at[e]) * F);
+        moe_group(ws, dn, yd, 1, ws->hb, at, NX);
+        for (int e = 0; e < NX; e++)
+            for (int i = at[e]; i < at[e + 1]; i++) {
+                int t = ws->moe_rows[i] / K;
+                float w = ws->moe_w[ws->moe_rows[i]];
+                float *y = ws->xb + (size_t)t * E;
+                const float *ye = ws->moe_y + (size_t)i * E;
+                for (int d = 0; d < E; d++)
+                    y[d] += w * ye[d];
+            }
+    } else {
+        moe_each(ws, L, nt, at, silu_mul);
     }
     if (!L->sh_gate)
         return;
@@ -2714,7 +2879,6 @@ moe_ffn(struct le_session *ws, const struct le_layer *L, int nt, int af)
 struct mlh_job {
     const struct le_gguf_tensor *W;
     struct le_session *ws;
-    le_gemv_fn gemv;
     struct le_pack_act act;
     int n_tok, H;
     atomic_int next;
@@ -2732,20 +2896,9 @@ mla_heads_run(void *arg, int ith, int nth)
         if (h >= j->H)
             return;
         const struct le_packed *P = m->packed[slot_of(m, &j->W[h])];
-        int ng = (P->n_out + LE_PACK_ROWS - 1) / LE_PACK_ROWS;
-        int nr_last = P->n_out - (ng - 1) * LE_PACK_ROWS;
         size_t r0 = (size_t)h * (size_t)j->n_tok;
-        struct le_pack_act a = j->act;
-        a.q += r0 * a.q_row;
-        if (a.p)
-            a.p += r0 * a.p_row;
-        float *y = j->ws->mla_out + r0 * (size_t)P->n_out;
-        if (j->gemv)
-            j->gemv(P->n_in, P->data, P->group_bytes, ng, &a, j->n_tok, y,
-                    (size_t)P->n_out, nr_last);
-        else
-            le_gemm_groups(P->pt.gemm, P->n_in, P->data, P->group_bytes, ng,
-                           &a, j->n_tok, y, (size_t)P->n_out, nr_last);
+        packed_rows(P, &j->act, r0, j->n_tok,
+                    j->ws->mla_out + r0 * (size_t)P->n_out);
     }
 }
 
@@ -2779,7 +2932,6 @@ mla_heads(struct le_session *ws, const struct le_gguf_tensor *W, int nt)
 {
     const struct le_model *m = ws->m;
     const struct le_type_traits *tt = le_type_get(W[0].type);
-    const struct le_packed *P0 = m->packed[slot_of(m, &W[0])];
     int H = m->hp.n_head, n_in = (int)W[0].ne[0];
     size_t x_row = le_row_size(tt->vec_dot_type, (int64_t)n_in);
     int prep = le_pack_prep_size(tt->vec_dot_type, n_in) > 0;
@@ -2794,7 +2946,7 @@ mla_heads(struct le_session *ws, const struct le_gguf_tensor *W, int nt)
                               .t = NULL,
                               .t_from = H * nt};
     le_pool_run(m->pool, le_quant_rows, &qj, H * nt < 4 ? 1 : 0);
-    struct mlh_job j = {W, ws, le_gemv_at(P0->pt.type, le_isa_active()),
+    struct mlh_job j = {W, ws,
                         {ws->qact, x_row, prep ? ws->qprep : NULL,
                          ws->qprep_row, NULL},
                         nt, H, 0};

@@ -968,6 +968,76 @@ test_forward_bits(void)
     }
 }
 
+/* A mixture-of-experts model's logits after a 20-token prompt and 6
+ * single-token steps (the scheduler's generation steps), into out (7
+ * rows of V); *grouped: its layers that took all experts at once */
+static void
+moe_logits(struct le_model *m, float *out, uint64_t *grouped)
+{
+    int32_t V = le_model_n_vocab(m), a[26];
+    prompt(a, 26, V, 57);
+    struct le_session *s = NULL;
+    T_EQ_INT(le_session_new(m, &s, NULL, 0), LE_OK);
+    *grouped = 0;
+    if (!s)
+        return;
+    T_EQ_INT(le_session_decode(s, a, 20, NULL, 0), LE_OK);
+    memcpy(out, le_session_logits(s), (size_t)V * sizeof(float));
+    for (int t = 20; t < 26; t++) {
+        T_EQ_INT(le_session_decode(s, a + t, 1, NULL, 0), LE_OK);
+        memcpy(out + (size_t)(t - 19) * V, le_session_logits(s),
+               (size_t)V * sizeof(float));
+    }
+    *grouped = s->moe_grouped;
+    le_session_free(s);
+}
+
+/* A step's experts all at once (moe_group: one quantisation and two pool
+ * jobs) give the same bits as one after another (LLMUX_MOE_EACH=1), on
+ * Mixtral's layout and deepseek2's (a shared expert, a dense first
+ * layer), and alone as batched (check_forward_bits, check_split_bits,
+ * check_alone_vs_batched) */
+static void
+test_moe_grouped(void)
+{
+    const enum le_type types[] = {LE_TYPE_Q8_0, LE_TYPE_Q4_0};
+    for (int k = 0; k < 2; k++)
+        for (int ds = 0; ds < 2; ds++) {
+            struct le_model *m = ds ? random_ds2(types[k], 101 + k)
+                                    : random_llama_x(types[k], 103 + k, 128,
+                                                     8);
+            T_CHECK(m != NULL);
+            if (!m)
+                continue;
+            int32_t V = le_model_n_vocab(m);
+            float *g = malloc((size_t)7 * V * sizeof(float)),
+                  *e = malloc((size_t)7 * V * sizeof(float));
+            uint64_t ng = 0, ne = 0;
+            if (g && e) {
+                unsetenv("LLMUX_MOE_EACH");
+                moe_logits(m, g, &ng);
+                setenv("LLMUX_MOE_EACH", "1", 1);
+                moe_logits(m, e, &ne);
+                unsetenv("LLMUX_MOE_EACH");
+                T_CHECK(memcmp(g, e, (size_t)7 * V * sizeof(float)) == 0);
+            }
+            fprintf(stderr, "moe %s %s: %llu layers' experts at once, %llu "
+                            "with LLMUX_MOE_EACH=1\n",
+                    ds ? "deepseek2" : "mixtral", k ? "q4_0" : "q8_0",
+                    (unsigned long long)ng, (unsigned long long)ne);
+            /* every step's MoE layers (2 of mixtral's, 1 of deepseek2's) */
+            T_EQ_INT(ng, ds ? 7 : 14);
+            T_EQ_INT(ne, 0);
+            check_forward_bits(m);
+            check_split_bits(m);
+            check_alone_vs_batched(m, ds ? "deepseek2 experts"
+                                         : "mixtral experts");
+            free(g);
+            free(e);
+            le_model_free(m);
+        }
+}
+
 /* ---- prompt log-probabilities (on_prompt_logprob) ---------------- */
 
 #define PLP_MAX 128
@@ -1321,6 +1391,7 @@ int
 main(void)
 {
     T_RUN(test_forward_bits);
+    T_RUN(test_moe_grouped);
     T_RUN(test_alone_vs_batched);
     T_RUN(test_burst);
     T_RUN(test_join_while_generating);
