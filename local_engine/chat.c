@@ -1177,7 +1177,9 @@ le_chat_default_eval(const char *t, size_t len, const char *date)
                       tkey[] = "set today = strftime_now(";
     const char *end = t ? t + len : NULL;
     const char *p = t ? memmem(t, len, key, sizeof(key) - 1) : NULL;
-    if (!p && t && le_chat_detect(t, len) == LE_CHAT_KIMI)
+    /* Moonshot's markers (le_chat_detect's test, not a call to it: it
+     * reads a mistral template's default through this function) */
+    if (!p && t && has(t, len, "<|im_user|>") && has(t, len, "<|im_middle|>"))
         return kimi_default(t, len);
     if (!p)
         return NULL;

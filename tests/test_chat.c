@@ -624,6 +624,13 @@ test_magistral(void)
         "'[/INST]' }}...{{- '[THINK]' + block['thinking'] + '[/THINK]' }}";
     T_EQ_INT(le_chat_detect(inst, strlen(inst)), LE_CHAT_MISTRAL_V7_TEKKEN);
     T_EQ_INT(le_chat_tools_first(inst, strlen(inst)), 0);
+    /* and one with no default text at all (read through
+     * le_chat_default_eval, which must not come back here) */
+    static const char nodef[] =
+        "{{- '[SYSTEM_PROMPT]' + system_message + '[/SYSTEM_PROMPT]' }}{{- "
+        "'[INST]' + message['content'] + '[/INST]' }}...{{- '[THINK]' + "
+        "block['thinking'] + '[/THINK]' }}";
+    T_EQ_INT(le_chat_detect(nodef, strlen(nodef)), LE_CHAT_MISTRAL_V7_TEKKEN);
     /* Small 3.2's: the tools inside the loop, at the last user turn */
     static const char m32[] =
         "{{- '[SYSTEM_PROMPT]' + system_prompt + '[/SYSTEM_PROMPT]' }}{%- "
