@@ -1164,7 +1164,7 @@ kimi_default(const char *t, size_t len)
         const char *e = memmem(p, (size_t)(end - p), "<|im_end|>", 10);
         /* a literal text, not the message's content ({{ ... }}) */
         if (e && e > p && !memchr(p, '{', (size_t)(e - p)) &&
-            !memchr(p, '<', (size_t)(e - p)))
+            !memchr(p, '<', (size_t)(e - p)) && !memchr(p, 0, (size_t)(e - p)))
             return strndup(p, (size_t)(e - p));
     }
     return NULL;
@@ -1190,8 +1190,8 @@ le_chat_default_eval(const char *t, size_t len, const char *date)
     if (tp) {
         tp += sizeof(tkey) - 1;
         struct chat_buf f = {0};
-        if ((*tp == '"' || *tp == '\'') && jinja_literal(&f, &tp, end) == 0 &&
-            f.p && f.len < sizeof(fmt))
+        if (tp < end && (*tp == '"' || *tp == '\'') &&
+            jinja_literal(&f, &tp, end) == 0 && f.p && f.len < sizeof(fmt))
             snprintf(fmt, sizeof(fmt), "%s", f.p);
         free(f.p);
     }
@@ -1218,8 +1218,9 @@ le_chat_default_eval(const char *t, size_t len, const char *date)
             p++;
             continue;
         }
+        /* a NUL would end the text early where it is used (fuzzing) */
         if (p + 1 < end && (!memcmp(p, "%}", 2) || !memcmp(p, "-%", 2)) &&
-            b.len && !b.bad)
+            b.len && !b.bad && !memchr(b.p, 0, b.len))
             return b.p;
         break;
     }

@@ -591,6 +591,22 @@ test_default_system(void)
         "{%- set default_system_message = 'abc"};
     for (size_t i = 0; i < 5; i++)
         T_CHECK(le_chat_default_eval(bad[i], strlen(bad[i]), NULL) == NULL);
+    /* strftime_now( at the very end: nothing read past it (fuzzing
+     * found the read; ASan shows it on a copy without the NUL) */
+    static const char cut[] = "{%- set default_system_message = 'a' + "
+                              "today %}{%- set today = strftime_now(";
+    char *cp = malloc(sizeof(cut) - 1);
+    if (cp) {
+        memcpy(cp, cut, sizeof(cut) - 1);
+        T_CHECK(le_chat_default_eval(cp, sizeof(cut) - 1, NULL) == NULL);
+        free(cp);
+    }
+    /* a NUL in the text (fuzzing found it: the text read as empty) */
+    static const char nul[] = "{%- set default_system_message = '\0hi' %}";
+    T_CHECK(le_chat_default_eval(nul, sizeof(nul) - 1, NULL) == NULL);
+    static const char knul[] = "<|im_user|><|im_system|>system<|im_middle|>"
+                               "a\0b<|im_end|>";
+    T_CHECK(le_chat_default_eval(knul, sizeof(knul) - 1, NULL) == NULL);
 }
 
 /* Mistral's reasoning templates (Magistral Small 2507 / 2509, Ministral 3

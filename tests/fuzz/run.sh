@@ -211,6 +211,15 @@ seed_tool_args() {
     printf '\000</tool_call>' >"$1/empty"
     printf '\001<parameter=s>\nline\n\n</param\n</parameter>\n<parameter=n>\n{"a": [1]}\n</parameter>\n</function>' >"$1/qwen"
 }
+seed_chat_template() { # template texts (the lines that tell each kind)
+    printf "{%%- set default_system_message = 'Think [THINK]x[/THINK].' %%}{{- '[SYSTEM_PROMPT]' + s + '[/SYSTEM_PROMPT]' }}{%%- set t = '[AVAILABLE_TOOLS]' %%}{%%- for message in loop_messages %%}{{- '[INST]' + c + '[/INST]' }}[TOOL_CALLS] [ARGS]" >"$1/magistral"
+    printf "{{- '[SYSTEM_PROMPT]' + s + '[/SYSTEM_PROMPT]' }}{{- '[INST]' + c + '[/INST]' }}{{- '[THINK]' + b + '[/THINK]' }}" >"$1/nodefault"
+    printf '<|im_system|>tool_declare<|im_middle|>{{ tools }}<|im_end|><|im_system|>system<|im_middle|>You are Kimi.<|im_end|><|im_user|>user<|im_middle|><|tool_calls_section_begin|><|tool_call_argument_begin|>' >"$1/kimi"
+    printf "{%%- set today = strftime_now(\"%%Y-%%m-%%d\") %%}{%%- set default_system_message = \"Today is \" + today + \".\" %%}[SYSTEM_PROMPT] '[INST]' [TOOL_CALLS] [CALL_ID] [ARGS] [AVAILABLE_TOOLS]" >"$1/m32"
+    printf "[gMASK]<sop><|assistant|><tool_call><arg_key><arg_value>" >"$1/glm"
+    printf "<|im_start|>assistant\\n<think>\\n' <tool_call> <function= <parameter=" >"$1/qwen"
+    printf "<\357\275\234User\357\275\234><\357\275\234Assistant\357\275\234></think>'" >"$1/ds31"
+}
 seed_native() {
     printf '\000{"model":"m","max_tokens":5,"messages":[{"role":"system","content":"s"},{"role":"user","content":[{"type":"text","text":"x"},{"type":"image_url","image_url":{"url":"data:image/png;base64,AA"}}]},{"role":"assistant","tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c1","content":"r"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}],"tool_choice":"required","stop":["x"]}' >"$1/request"
     printf '\001{"type":"message","id":"m","model":"c","content":[{"type":"text","text":"hi"},{"type":"tool_use","id":"t","name":"f","input":{"a":1}}],"stop_reason":"tool_use","usage":{"input_tokens":3,"cache_creation_input_tokens":2,"cache_read_input_tokens":1,"output_tokens":4}}' >"$1/anth_answer"
@@ -293,6 +302,7 @@ fuzz_$n: build failed"
         grammar) seed_grammar "$corpus" ;;
         json_schema) seed_json_schema "$corpus" ;;
         tool_args) seed_tool_args "$corpus" ;;
+        chat_template) seed_chat_template "$corpus" ;;
         native) seed_native "$corpus" ;;
         responses) seed_responses "$corpus" ;;
         messages) seed_messages "$corpus" ;;
