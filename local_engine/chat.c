@@ -30,6 +30,8 @@
  *   magistral          as mistral-v7-tekken; the answer may reason in
  *            [THINK]...[/THINK] first (le_chat_reasoning 6), as the
  *            template's default system text asks
+ *   magistral-2506     the same in <think>...</think> and a blank line
+ *            (le_chat_reasoning 1, qwen3's)
  *            (all mistral ones: "tools", "tool" and "tool_calls" turns are
  *            their content as it is, e.g. [AVAILABLE_TOOLS]..,
  *            [TOOL_RESULTS]..[/TOOL_RESULTS], outside any [INST]; a
@@ -119,7 +121,8 @@ static const char *const chat_names[] = {
     "mistral-v3-tekken", "mistral-v7", "mistral-v7-tekken", "deepseek3",
     "deepseek-r1", "deepseek-r1-thinking", "qwen3", "qwen3-thinking",
     "qwen2.5", "phi4", "granite", "harmony", "granite4", "granite3.3",
-    "deepseek2", "deepseek3.1", "glm4.7", "magistral", "kimi"};
+    "deepseek2", "deepseek3.1", "glm4.7", "magistral", "magistral-2506",
+    "kimi"};
 
 const char *
 le_chat_template_name(enum le_chat_template t)
@@ -215,6 +218,15 @@ le_chat_detect(const char *t, size_t len)
             free(d);
             if (think)
                 return LE_CHAT_MAGISTRAL;
+        }
+        if (has(t, len, "[SYSTEM_PROMPT]") && tekken &&
+            has(t, len, "<think>")) {
+            /* Magistral Small 2506's asks for it in <think> tags */
+            char *d = le_chat_default_eval(t, len, "2000-01-01");
+            int think = d && strstr(d, "<think>") && strstr(d, "</think>");
+            free(d);
+            if (think)
+                return LE_CHAT_MAGISTRAL_2506;
         }
         if (has(t, len, "[SYSTEM_PROMPT]"))
             return tekken ? LE_CHAT_MISTRAL_V7_TEKKEN : LE_CHAT_MISTRAL_V7;
@@ -355,7 +367,8 @@ le_chat_is_mistral(enum le_chat_template t)
 {
     return t == LE_CHAT_MISTRAL || t == LE_CHAT_MISTRAL_V3 ||
            t == LE_CHAT_MISTRAL_V3_TEKKEN || t == LE_CHAT_MISTRAL_V7 ||
-           t == LE_CHAT_MISTRAL_V7_TEKKEN || t == LE_CHAT_MAGISTRAL;
+           t == LE_CHAT_MISTRAL_V7_TEKKEN || t == LE_CHAT_MAGISTRAL ||
+           t == LE_CHAT_MAGISTRAL_2506;
 }
 
 const char *
@@ -383,6 +396,7 @@ le_chat_reasoning(enum le_chat_template t)
     switch (t) {
     case LE_CHAT_QWEN3:
     case LE_CHAT_DEEPSEEK_R1:
+    case LE_CHAT_MAGISTRAL_2506:
         return 1;
     case LE_CHAT_QWEN3_THINKING:
     case LE_CHAT_DEEPSEEK_R1_THINKING:
@@ -404,7 +418,7 @@ int
 le_chat_is_tekken(enum le_chat_template t)
 {
     return t == LE_CHAT_MISTRAL_V3_TEKKEN || t == LE_CHAT_MISTRAL_V7_TEKKEN ||
-           t == LE_CHAT_MAGISTRAL;
+           t == LE_CHAT_MAGISTRAL || t == LE_CHAT_MAGISTRAL_2506;
 }
 
 const char *
@@ -589,7 +603,8 @@ render_mistral(struct chat_buf *b, const struct le_chat_msg *msgs, size_t n,
 {
     int v3 = t == LE_CHAT_MISTRAL_V3, v7 = t == LE_CHAT_MISTRAL_V7 ||
                                            t == LE_CHAT_MISTRAL_V7_TEKKEN ||
-                                           t == LE_CHAT_MAGISTRAL;
+                                           t == LE_CHAT_MAGISTRAL ||
+                                           t == LE_CHAT_MAGISTRAL_2506;
     const char *sp = le_chat_is_tekken(t) ? "" : " ";
     /* the system text (several: joined by a blank line): in front of the
      * first user turn (mistral), the last (v3), or a [SYSTEM_PROMPT] turn
@@ -1261,6 +1276,7 @@ le_chat_apply_opts(enum le_chat_template t, const struct le_chat_msg *msgs,
     case LE_CHAT_MISTRAL_V7:
     case LE_CHAT_MISTRAL_V7_TEKKEN:
     case LE_CHAT_MAGISTRAL:
+    case LE_CHAT_MAGISTRAL_2506:
         render_mistral(&b, msgs, n_msgs, t);
         break;
     case LE_CHAT_PHI3:

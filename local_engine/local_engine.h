@@ -181,6 +181,10 @@ enum le_chat_template {
      * 3 Reasoning): mistral-v7-tekken whose default system text asks for
      * the reasoning in [THINK]...[/THINK] before the answer */
     LE_CHAT_MAGISTRAL,
+    /* Magistral Small 2506: mistral-v7-tekken whose default system text
+     * asks for the reasoning in <think>...</think> and a blank line, as
+     * qwen3's (le_chat_reasoning 1) */
+    LE_CHAT_MAGISTRAL_2506,
     /* Moonshot's (Kimi K2, Moonlight): <|im_system|>system<|im_middle|>S
      * <|im_end|><|im_user|>user<|im_middle|>U<|im_end|><|im_assistant|>
      * assistant<|im_middle|>A<|im_end|>, the template's default system

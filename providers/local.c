@@ -3697,8 +3697,8 @@ read_effort(struct lp_job *j, const json_t *b, int rmode, int *think,
         return refuse(j, "reasoning_effort", "unsupported_parameter",
                       "this model's chat template has no reasoning "
                       "(reasoning_effort needs a qwen3, deepseek-r1, "
-                      "deepseek3.1, glm4.7, magistral or harmony "
-                      "template)");
+                      "deepseek3.1, glm4.7, magistral, magistral-2506 or "
+                      "harmony template)");
     if (!strcmp(s, "none") || !strcmp(s, "minimal"))
         *think = 0;
     else if (strcmp(s, "low") && strcmp(s, "medium") && strcmp(s, "high"))
@@ -3880,12 +3880,12 @@ lp_prepare(struct lp_engine *e, const json_t *b, struct lp_job *j,
      * when the messages start without one (today's date in it), and
      * Moonshot's (kimi) the one their template writes then; one that
      * asks for reasoning only where llmux splits it off (magistral's
-     * [THINK]), not Magistral Small 2506's <think> (its content would
-     * carry the reasoning) */
+     * [THINK], magistral-2506's <think>), not where the template is not
+     * read as a reasoning one (its content would carry the reasoning) */
     if (rc == 0 && (le_chat_is_mistral(tmpl) || tmpl == LE_CHAT_KIMI) &&
         (k == 0 || strcmp(cm[0].role, "system"))) {
         char *def = le_model_default_system(e->model, NULL);
-        if (def && tmpl != LE_CHAT_MAGISTRAL &&
+        if (def && !le_chat_reasoning(tmpl) &&
             (strstr(def, "[THINK]") || strstr(def, "<think>"))) {
             free(def);
             def = NULL;

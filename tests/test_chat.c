@@ -659,6 +659,24 @@ test_magistral(void)
     static const char cml[] = "[AVAILABLE_TOOLS] {% for message in "
                               "messages %}<|im_start|>";
     T_EQ_INT(le_chat_tools_first(cml, strlen(cml)), 0);
+    /* Magistral Small 2506's: the same turns, its default asking for
+     * <think> tags (qwen3's reasoning rules) */
+    static const char m2506[] =
+        "{%- set default_system_message = 'Draft first.\\n\\nYour thinking "
+        "process must follow the template below:\\n<think>\\nYour thoughts"
+        "\\n</think>\\n\\nHere, a summary.' %}{{- '[SYSTEM_PROMPT]' + "
+        "system_message + '[/SYSTEM_PROMPT]' }}{%- for message in "
+        "loop_messages %}{{- '[INST]' + message['content'] + '[/INST]' }}";
+    T_EQ_INT(le_chat_detect(m2506, strlen(m2506)), LE_CHAT_MAGISTRAL_2506);
+    T_EQ_INT(le_chat_reasoning(LE_CHAT_MAGISTRAL_2506), 1);
+    T_EQ_STR(le_chat_reasoning_off(LE_CHAT_MAGISTRAL_2506),
+             "<think>\n\n</think>\n\n");
+    T_EQ_STR(le_chat_template_name(LE_CHAT_MAGISTRAL_2506), "magistral-2506");
+    T_CHECK(le_chat_is_mistral(LE_CHAT_MAGISTRAL_2506) &&
+            le_chat_is_tekken(LE_CHAT_MAGISTRAL_2506));
+    check(LE_CHAT_MAGISTRAL_2506, conv, N_CONV, 1,
+          "[SYSTEM_PROMPT]You are terse.[/SYSTEM_PROMPT][INST]Hi[/INST]"
+          "Hello.</s>[INST]2+2?[/INST]");
     T_EQ_INT(le_chat_template_from_name("magistral"), LE_CHAT_MAGISTRAL);
     T_EQ_STR(le_chat_template_name(LE_CHAT_MAGISTRAL), "magistral");
     T_EQ_INT(le_chat_reasoning(LE_CHAT_MAGISTRAL), 6);

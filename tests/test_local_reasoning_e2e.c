@@ -115,6 +115,16 @@ static const char *const magi_toks[] = {
     "[TOOL_CALLS]", "[ARGS]", "[AVAILABLE_TOOLS]", "[/AVAILABLE_TOOLS]",
     "[TOOL_RESULTS]", "[/TOOL_RESULTS]", "[THINK]", "[/THINK]", NULL};
 #define OPEN_THINK_ID 498 /* magi's "[THINK]" */
+/* Magistral Small 2506's (magistral-2506): its default asks for the
+ * reasoning in <think> tags, "<think>" and "</think>" the last ids */
+static const char *m2506_tmpl =
+    "{%- set default_system_message = 'Think first:<think>a draft</think>"
+    "then answer.' %}{{- '[SYSTEM_PROMPT]' + system_message + "
+    "'[/SYSTEM_PROMPT]' }}{%- for message in loop_messages %}{{- '[INST]' "
+    "+ message['content'] + '[/INST]' }}";
+static const char *const m2506_toks[] = {
+    "[INST]", "[/INST]", "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]", "<think>",
+    "</think>", NULL};
 
 static int
 write_model(const char *path, const char *tmpl, const char *const *utoks,
@@ -142,7 +152,7 @@ start(void)
 {
     char *dir = e2e_temp_dir();
     char q3t[512], q3[512], q25[512], dsr[512], ds31[512], glm[512],
-        magi[512], cfg[6144];
+        magi[512], m2506[512], cfg[6144];
     snprintf(q3t, sizeof(q3t), "%s/q3t.gguf", dir);
     snprintf(dsr, sizeof(dsr), "%s/dsr.gguf", dir);
     snprintf(q3, sizeof(q3), "%s/q3.gguf", dir);
@@ -150,13 +160,15 @@ start(void)
     snprintf(ds31, sizeof(ds31), "%s/ds31.gguf", dir);
     snprintf(glm, sizeof(glm), "%s/glm.gguf", dir);
     snprintf(magi, sizeof(magi), "%s/magi.gguf", dir);
+    snprintf(m2506, sizeof(m2506), "%s/m2506.gguf", dir);
     if (write_model(q3t, q3t_tmpl, think_toks, 91) != 0 ||
         write_model(q3, q3_tmpl, think_toks, 92) ||
         write_model(q25, q25_tmpl, think_toks, 93) ||
         write_model(dsr, dsr_tmpl, ds_toks, 94) ||
         write_model(ds31, ds31_tmpl, ds_toks, 95) ||
         write_model(glm, glm_tmpl, glm_toks, 96) ||
-        write_model(magi, magi_tmpl, magi_toks, 97))
+        write_model(magi, magi_tmpl, magi_toks, 97) ||
+        write_model(m2506, m2506_tmpl, m2506_toks, 98))
         return -1;
     snprintf(cfg, sizeof(cfg),
              "{\"listen\": \"127.0.0.1:0\", \"workers\": 1,\n"
@@ -182,8 +194,11 @@ start(void)
              "   \"models\": {\"glm\": {}}},\n"
              "  \"magi\": {\"kind\": \"local\", \"model_path\": \"%s\",\n"
              "   \"threads\": 1, \"context\": 2048, \"parallel\": 1,\n"
-             "   \"models\": {\"magi\": {}}}}}\n",
-             dir, q3t, q3, q25, dsr, ds31, glm, magi);
+             "   \"models\": {\"magi\": {}}},\n"
+             "  \"m2506\": {\"kind\": \"local\", \"model_path\": \"%s\",\n"
+             "   \"threads\": 1, \"context\": 2048, \"parallel\": 1,\n"
+             "   \"models\": {\"m2506\": {}}}}}\n",
+             dir, q3t, q3, q25, dsr, ds31, glm, magi, m2506);
     free(dir);
     char *path = e2e_write_temp("reasoning.json", cfg);
     const char *bin = e2e_env("LLMUX_BIN", "build/release/llmux");
@@ -678,6 +693,21 @@ test_magistral(void)
                       "{\"role\":\"user\",\"content\":\"Q\"}]",
                       "\"reasoning_effort\":\"high\"");
 #undef MAGI_SYS
+    /* Magistral Small 2506: its default written, the answer's <think>
+     * (optional, as qwen3's) split off, none closing it in the prompt */
+#define M2506_Q                                                            \
+    "[SYSTEM_PROMPT]Think first:<think>a draft</think>then answer."        \
+    "[/SYSTEM_PROMPT][INST]Q[/INST]"
+    closed = 0;
+    for (int seed = 0; seed < 6; seed++)
+        closed += check_seed_ob("m2506", 1, M2506_Q, seed, 3, 6, NULL, NULL);
+    fprintf(stderr, "m2506 reasoning: %d of 6 closed their reasoning\n",
+            closed);
+    T_CHECK(closed >= 2);
+    for (int seed = 0; seed < 2; seed++)
+        check_seed_ob("m2506", 0, M2506_Q "<think>\\n\\n</think>\\n\\n",
+                      seed, 3, 6, NULL, "\"reasoning_effort\":\"none\"");
+#undef M2506_Q
 }
 
 /* reasoning_effort none: the reasoning closed empty in the prompt, none in
