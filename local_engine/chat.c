@@ -209,24 +209,17 @@ le_chat_detect(const char *t, size_t len)
          * content; the SentencePiece ones '[INST] ' + content */
         int tekken = has(t, len, "\"[INST]\"") || has(t, len, "'[INST]'");
         if (has(t, len, "[SYSTEM_PROMPT]") && tekken &&
-            has(t, len, "[THINK]")) {
+            (has(t, len, "[THINK]") || has(t, len, "<think>"))) {
             /* Magistral's and Ministral 3 Reasoning's default system text
-             * asks for [THINK] reasoning (not merely a template that
-             * writes a client's thinking blocks back) */
+             * asks for [THINK] reasoning, Magistral Small 2506's for
+             * <think> tags (not merely a template that writes a client's
+             * thinking blocks back) */
             char *d = le_chat_default_eval(t, len, "2000-01-01");
-            int think = d && strstr(d, "[THINK]") && strstr(d, "[/THINK]");
+            int brackets = d && strstr(d, "[THINK]") && strstr(d, "[/THINK]"),
+                tags = d && strstr(d, "<think>") && strstr(d, "</think>");
             free(d);
-            if (think)
-                return LE_CHAT_MAGISTRAL;
-        }
-        if (has(t, len, "[SYSTEM_PROMPT]") && tekken &&
-            has(t, len, "<think>")) {
-            /* Magistral Small 2506's asks for it in <think> tags */
-            char *d = le_chat_default_eval(t, len, "2000-01-01");
-            int think = d && strstr(d, "<think>") && strstr(d, "</think>");
-            free(d);
-            if (think)
-                return LE_CHAT_MAGISTRAL_2506;
+            if (brackets || tags)
+                return brackets ? LE_CHAT_MAGISTRAL : LE_CHAT_MAGISTRAL_2506;
         }
         if (has(t, len, "[SYSTEM_PROMPT]"))
             return tekken ? LE_CHAT_MISTRAL_V7_TEKKEN : LE_CHAT_MISTRAL_V7;
