@@ -347,6 +347,11 @@ struct lp_calls {
     size_t head, args_start;
     struct pv_jend js;   /* the arguments' JSON: js.end once closed */
     char name[128];      /* the current call's */
+    /* mistral-call-id: the id the model wrote for each call, returned as
+     * "call_" + it so that the next turn writes the answer back as it was
+     * generated (mistral_id); "" when it repeats an earlier call's
+     * (llmux's own id then) */
+    char ids[LP_MAX_CALLS][10];
 };
 
 /* One choice's output on the worker (n > 1: one per choice). */
@@ -1053,6 +1058,14 @@ call_head(const struct lp_callfmt *f, struct lp_calls *cs, const char *acc,
     if (f->kind == LE_TOOLS_MISTRAL_CALL_ID) { /* the id, then [ARGS] */
         if (len < start + 15 || memcmp(acc + start + 9, "[ARGS]", 6))
             return 0; /* nothing set: the head is not complete yet */
+        if (cs->n < LP_MAX_CALLS) {
+            char *id = cs->ids[cs->n];
+            memcpy(id, acc + start, 9);
+            id[9] = 0;
+            for (int i = 0; i < cs->n; i++)
+                if (!strcmp(cs->ids[i], id))
+                    id[0] = 0;
+        }
         start += 15;
     }
     if (f->kind == LE_TOOLS_KIMI) { /* the call's number, then its marker */
@@ -1100,12 +1113,16 @@ call_next(const struct lp_callfmt *f, struct lp_calls *cs, const char *acc,
     return 1;
 }
 
-/* Call i's id: choice's own (call_<request id>[_<choice>]) for the first,
- * "-<i>" after it for the later ones. */
+/* Call i's id: "call_" + the one the model wrote (cs: mistral-call-id),
+ * else choice's own (call_<request id>[_<choice>]) for the first, "-<i>"
+ * after it for the later ones. */
 static void
-call_id_of(const struct lp_choice *c, int i, char *buf, size_t cap)
+call_id_of(const struct lp_choice *c, const struct lp_calls *cs, int i,
+           char *buf, size_t cap)
 {
-    if (i == 0)
+    if (i < LP_MAX_CALLS && cs->ids[i][0])
+        snprintf(buf, cap, "call_%s", cs->ids[i]);
+    else if (i == 0)
         snprintf(buf, cap, "%s", c->call_id);
     else
         snprintf(buf, cap, "%s-%d", c->call_id, i);
@@ -1133,7 +1150,7 @@ emit_tool_delta(struct pv_call *call, struct lp_call *lc, int k, int i,
     json_t *tc = json_pack("{s:i}", "index", i);
     if (name) {
         char id[96];
-        call_id_of(&lc->ch[k], i, id, sizeof(id));
+        call_id_of(&lc->ch[k], &lc->ch[k].cs, i, id, sizeof(id));
         json_object_set_new(fn, "name", json_string(name));
         json_object_set_new(tc, "id", json_string(id));
         json_object_set_new(tc, "type", json_string("function"));
@@ -1261,7 +1278,7 @@ tool_message(const struct lp_call *lc, struct lp_choice *c, int complete,
                           end - cs.args_start);
         }
         char id[96];
-        call_id_of(c, cs.n - 1, id, sizeof(id));
+        call_id_of(c, &cs, cs.n - 1, id, sizeof(id));
         json_array_append_new(
             calls, json_pack("{s:s,s:s,s:{s:s,s:s%}}", "id", id, "type",
                              "function", "function", "name", cs.name,
@@ -2513,22 +2530,6 @@ message_text(struct lp_job *j, const json_t *content, size_t idx)
     return b.data;
 }
 
-/* A call id as Mistral's template requires it: 9 characters [a-zA-Z0-9]
- * (the template refuses others), the same for the same id (64-bit FNV-1a
- * in base 62), so a call and its result still name each other. */
-static void
-mistral_id(const char *id, char out[10])
-{
-    static const char b62[] =
-        "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
-    uint64_t h = 14695981039346656037ULL;
-    for (const unsigned char *p = (const unsigned char *)(id ? id : "");
-         *p; p++)
-        h = (h ^ *p) * 1099511628211ULL;
-    for (int i = 0; i < 9; i++, h /= 62)
-        out[i] = b62[h % 62];
-    out[9] = 0;
-}
 
 /* Mistral's turns of tool calls and results (render_message): an
  * assistant's calls as [TOOL_CALLS] [{"name", "arguments", "id"}, ...]
@@ -2549,14 +2550,14 @@ mistral_turn(struct gx_buf *b, const json_t *m, const char *text,
         return;
     }
     if (call_id && is_result) { /* Small 3.2: the id, then the content */
-        mistral_id(json_string_value(json_object_get(m, "tool_call_id")),
+        pv_mistral_id(json_string_value(json_object_get(m, "tool_call_id")),
                    mid);
         gx_buf_printf(b, "[TOOL_RESULTS]%s[TOOL_CONTENT]%s[/TOOL_RESULTS]",
                       mid, text);
         return;
     }
     if (is_result) {
-        mistral_id(json_string_value(json_object_get(m, "tool_call_id")),
+        pv_mistral_id(json_string_value(json_object_get(m, "tool_call_id")),
                    mid);
         json_t *c = json_loads(text, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES,
                                NULL);
@@ -2580,13 +2581,13 @@ mistral_turn(struct gx_buf *b, const json_t *m, const char *text,
         const char *name = json_string_value(json_object_get(fn, "name"));
         const char *args = json_string_value(json_object_get(fn, "arguments"));
         if (v11 || call_id) {
-            mistral_id(json_string_value(json_object_get(c, "id")), mid);
+            pv_mistral_id(json_string_value(json_object_get(c, "id")), mid);
             gx_buf_printf(b, "[TOOL_CALLS]%s%s%s[ARGS]%s",
                           name ? name : "", call_id ? "[CALL_ID]" : "",
                           call_id ? mid : "", args && *args ? args : "{}");
             continue;
         }
-        mistral_id(json_string_value(json_object_get(c, "id")), mid);
+        pv_mistral_id(json_string_value(json_object_get(c, "id")), mid);
         gx_buf_printf(b, "%s{\"name\": \"%s\", \"arguments\": %s, \"id\": "
                          "\"%s\"}",
                       i ? ", " : "", name ? name : "",

@@ -316,6 +316,12 @@ int pv_xml_args_read(const struct pv_xml_fmt *f, const json_t *keys,
  * complete (0 when it ends on a whole one). */
 size_t pv_utf8_partial(const char *s, size_t n);
 
+/* A tool call id as Mistral's templates require it, 9 characters
+ * [a-zA-Z0-9] into out: the model's own for "call_" and 9 such (a Small
+ * 3.2 answer's call as the local provider returned it), else the same 9
+ * for the same id (a hash), so a call and its result name each other. */
+void pv_mistral_id(const char *id, char out[10]);
+
 /* think.c */
 /*
  * A reasoning model's answer (le_chat_reasoning) split as it arrives into

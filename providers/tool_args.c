@@ -4,8 +4,10 @@
  * pairs of GLM's and Qwen3-Coder's calls as the JSON object they stand
  * for.  Both work on a growing
  * output: called again with more of it, they go on or start over and
- * give the same answer as one call on the whole.
+ * give the same answer as one call on the whole.  And Mistral's call ids
+ * (pv_mistral_id).
  */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -202,3 +204,27 @@ pv_utf8_partial(const char *s, size_t n)
     return want > k + 1 ? k + 1 : 0;
 }
 
+/* A call id as Mistral's template requires it: 9 characters [a-zA-Z0-9]
+ * (the template refuses others): the model's own for "call_" and 9 such
+ * (what a Small 3.2 answer's call was returned with: local.c's
+ * call_id_of), any
+ * other the same for the same id (64-bit FNV-1a in base 62), so a call
+ * and its result still name each other. */
+void
+pv_mistral_id(const char *id, char out[10])
+{
+    static const char b62[] =
+        "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+    if (id && strlen(id) == 14 && !strncmp(id, "call_", 5) &&
+        strspn(id + 5, b62) == 9) {
+        memcpy(out, id + 5, 10);
+        return;
+    }
+    uint64_t h = 14695981039346656037ULL;
+    for (const unsigned char *p = (const unsigned char *)(id ? id : "");
+         *p; p++)
+        h = (h ^ *p) * 1099511628211ULL;
+    for (int i = 0; i < 9; i++, h /= 62)
+        out[i] = b62[h % 62];
+    out[9] = 0;
+}

@@ -797,6 +797,27 @@ calls_same(const struct call_stream *cs, const json_t *tcs)
     }
 }
 
+/* Small 3.2's calls (mistral-call-id) come back with the id the model
+ * wrote, "call_" and 9 of [a-zA-Z0-9] (the one a repeat of an earlier
+ * call's id gets is llmux's own), the same streamed as not: how many of
+ * tcs's have one. */
+static int
+m32_ids(const struct call_stream *cs, const json_t *tcs)
+{
+    int n = 0;
+    for (size_t i = 0; i < json_array_size(tcs); i++) {
+        const char *a = json_string_value(
+                       json_object_get(json_array_get(tcs, i), "id")),
+                   *b = json_string_value(
+                       json_object_get(json_array_get(cs->calls, i), "id"));
+        T_CHECK(a && b && !strcmp(a, b));
+        n += a && strlen(a) == 14 && !strncmp(a, "call_", 5) &&
+             strspn(a + 5, "0123456789abcdefghijklmnopqrstuvwxyz"
+                           "ABCDEFGHIJKLMNOPQRSTUVWXYZ") == 9;
+    }
+    return n;
+}
+
 /* POSTs a streamed request (200 expected) and reads its answer into cs. */
 static void
 call_stream_post(const char *body, struct call_stream *cs)
@@ -1682,6 +1703,7 @@ test_native_calls(void)
                                          "kimi"};
     /* the first byte of each one's calls, which auto's text never has */
     static const char first[] = "<{{[[[<<<<<<[[<";
+    int model_ids = 0;
     for (size_t mi = 0; mi < 15; mi++) {
         int calls = 0, texts = 0, multi = 0;
         for (int seed = 0; seed < 12; seed++) {
@@ -1735,6 +1757,8 @@ test_native_calls(void)
                 }
                 T_EQ_INT(cs.content, 0);
                 calls_same(&cs, tcs);
+                if (!strcmp(models[mi], "m32"))
+                    model_ids += m32_ids(&cs, tcs);
             } else if (seed % 3 == 2 && msg_content(ch)) {
                 /* auto gave text: never starting like a call */
                 const char *c = msg_content(ch);
@@ -1752,6 +1776,9 @@ test_native_calls(void)
                 models[mi], calls, multi, texts);
         T_CHECK(calls >= 5);
     }
+    fprintf(stderr, "  m32: %d calls returned with the model's own id\n",
+            model_ids);
+    T_CHECK(model_ids >= 5);
 }
 
 /* parallel_tool_calls: up to 8 calls an answer in the hermes format,

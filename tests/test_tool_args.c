@@ -213,6 +213,32 @@ test_utf8_partial(void)
     T_EQ_INT(pv_utf8_partial("", 0), 0);
 }
 
+/* Mistral's 9-character call ids: a Small 3.2 answer's own (returned as
+ * "call_" + it) back as it was, any other id the same 9 for the same id */
+static void
+test_mistral_id(void)
+{
+    char a[10], b[10];
+    pv_mistral_id("call_AbCdEfGh9", a);
+    T_EQ_STR(a, "AbCdEfGh9");
+    pv_mistral_id("call_1", a);
+    pv_mistral_id("call_1", b);
+    T_EQ_STR(a, b);
+    T_EQ_INT((int)strlen(a), 9);
+    T_EQ_INT((int)strspn(a, "0123456789abcdefghijklmnopqrstuvwxyz"
+                            "ABCDEFGHIJKLMNOPQRSTUVWXYZ"),
+             9);
+    /* not of that form: hashed (a bare 9, a longer tail, another char) */
+    static const char *const other[] = {"AbCdEfGh9", "call_AbCdEfGh9x",
+                                        "call_AbCd-fGh9", NULL};
+    for (int i = 0; other[i]; i++) {
+        pv_mistral_id(other[i], a);
+        T_CHECK(strlen(a) == 9 && strcmp(a, "AbCdEfGh9") != 0);
+    }
+    pv_mistral_id(NULL, a);
+    T_EQ_INT((int)strlen(a), 9);
+}
+
 int
 main(void)
 {
@@ -223,6 +249,7 @@ main(void)
     T_RUN(test_qwen3_coder);
     T_RUN(test_json_end);
     T_RUN(test_utf8_partial);
+    T_RUN(test_mistral_id);
     json_decref(keys);
     return T_END();
 }
