@@ -2633,6 +2633,32 @@ packed_rows(const struct le_packed *P, const struct le_pack_act *act,
                        c, y, (size_t)P->n_out, nr_last);
 }
 
+/* x's n_rows rows (n_in wide) quantised at once for W's repacked
+ * kernels (W's vec_dot type, the prep rows when it has them) into the
+ * session's scratch, in one pool job; *act set to read them */
+static void
+quant_for_packed(struct le_session *ws, const struct le_gguf_tensor *W,
+                 const float *x, int n_rows, struct le_pack_act *act)
+{
+    const struct le_type_traits *tt = le_type_get(W->type);
+    int n_in = (int)W->ne[0];
+    size_t x_row = le_row_size(tt->vec_dot_type, (int64_t)n_in);
+    int prep = le_pack_prep_size(tt->vec_dot_type, n_in) > 0;
+    struct le_quant_job qj = {.vdt = tt->vec_dot_type,
+                              .x = x,
+                              .n = n_in,
+                              .n_rows = n_rows,
+                              .q = ws->qact,
+                              .q_row = x_row,
+                              .p = prep ? ws->qprep : NULL,
+                              .p_row = ws->qprep_row,
+                              .t = NULL,
+                              .t_from = n_rows};
+    le_pool_run(ws->m->pool, le_quant_rows, &qj, n_rows < 4 ? 1 : 0);
+    *act = (struct le_pack_act){ws->qact, x_row, prep ? ws->qprep : NULL,
+                                ws->qprep_row, NULL};
+}
+
 struct moe_job {
     struct le_session *ws;
     const struct le_gguf_tensor *W[2]; /* the experts of one or two weights */
@@ -2693,55 +2719,56 @@ static void
 moe_group(struct le_session *ws, const struct le_gguf_tensor *const *W,
           float *const *y, int n_w, const float *x, const int *at, int n)
 {
-    const struct le_model *m = ws->m;
-    const struct le_type_traits *tt = le_type_get(W[0][0].type);
-    int n_in = (int)W[0][0].ne[0], n_rows = at[n];
-    size_t x_row = le_row_size(tt->vec_dot_type, (int64_t)n_in);
-    int prep = le_pack_prep_size(tt->vec_dot_type, n_in) > 0;
-    struct le_quant_job qj = {.vdt = tt->vec_dot_type,
-                              .x = x,
-                              .n = n_in,
-                              .n_rows = n_rows,
-                              .q = ws->qact,
-                              .q_row = x_row,
-                              .p = prep ? ws->qprep : NULL,
-                              .p_row = ws->qprep_row,
-                              .t = NULL,
-                              .t_from = n_rows};
-    le_pool_run(m->pool, le_quant_rows, &qj, n_rows < 4 ? 1 : 0);
     struct moe_job j = {.ws = ws,
                         .W = {W[0], n_w > 1 ? W[1] : NULL},
                         .y = {y[0], n_w > 1 ? y[1] : NULL},
                         .at = at,
-                        .n_units = 0,
-                        .act = {ws->qact, x_row, prep ? ws->qprep : NULL,
-                                ws->qprep_row, NULL}};
+                        .n_units = 0};
+    quant_for_packed(ws, &W[0][0], x, at[n], &j.act);
     atomic_init(&j.next, 0);
     for (int e = 0; e < n; e++)
         for (int w = 0; w < n_w && at[e + 1] > at[e]; w++)
             j.units[j.n_units++] = (e << 1) | w;
-    le_pool_run(m->pool, moe_run, &j, j.n_units < 2 ? 1 : 0);
+    le_pool_run(ws->m->pool, moe_run, &j, j.n_units < 2 ? 1 : 0);
+}
+
+/* moe_ffn's expert rows: gather (to 1) copies the FFN input of the
+ * tokens of rows[0, c) (moe_rows entries) into x; add (to 0) adds each
+ * row of y times its weight to its token's output in ws->xb */
+static void
+moe_rows_io(struct le_session *ws, const int32_t *rows, int c, float *x,
+            const float *y, int gather)
+{
+    int E = ws->m->hp.n_embd, K = ws->m->hp.n_expert_used;
+    for (int i = 0; i < c; i++) {
+        int t = rows[i] / K;
+        if (gather) {
+            memcpy(x + (size_t)i * E, ws->moe_in + (size_t)t * E,
+                   (size_t)E * sizeof(float));
+            continue;
+        }
+        float w = ws->moe_w[rows[i]];
+        float *o = ws->xb + (size_t)t * E;
+        const float *ye = y + (size_t)i * E;
+        for (int d = 0; d < E; d++)
+            o[d] += w * ye[d];
+    }
 }
 
 /* moe_ffn's experts one after another, each as matmul's products over
  * its rows (expert e's at moe_rows [at[e], at[e + 1])) */
 static void
-moe_each(struct le_session *ws, const struct le_layer *L, int nt,
-         const int *at, le_silu_mul_fn silu_mul)
+moe_each(struct le_session *ws, const struct le_layer *L, const int *at,
+         le_silu_mul_fn silu_mul)
 {
     const struct le_hparams *hp = &ws->m->hp;
-    int E = hp->n_embd, F = hp->n_ff, NX = hp->n_expert,
-        K = hp->n_expert_used, qx;
-    (void)nt;
+    int E = hp->n_embd, F = hp->n_ff, NX = hp->n_expert, qx;
     for (int e = 0; e < NX; e++) {
         int c = at[e + 1] - at[e];
         const int32_t *rows = ws->moe_rows + at[e];
         if (c == 0)
             continue;
-        for (int i = 0; i < c; i++)
-            memcpy(ws->moe_x + (size_t)i * E,
-                   ws->moe_in + (size_t)(rows[i] / K) * E,
-                   (size_t)E * sizeof(float));
+        moe_rows_io(ws, rows, c, ws->moe_x, NULL, 1);
         qx = -1;
         matmul(ws, &L->exp_gate[e], ws->moe_x, ws->hb, c, c, &qx);
         matmul(ws, &L->exp_up[e], ws->moe_x, ws->hb2, c, c, &qx);
@@ -2751,14 +2778,7 @@ moe_each(struct le_session *ws, const struct le_layer *L, int nt,
         qx = -1;
         matmul(ws, &L->exp_down[e], ws->hb, ws->moe_y, c, c, &qx);
         add_bias_rows(ws->moe_y, L->exp_down_b, e, E, c);
-        for (int i = 0; i < c; i++) {
-            int t = rows[i] / K;
-            float w = ws->moe_w[rows[i]];
-            float *y = ws->xb + (size_t)t * E;
-            const float *ye = ws->moe_y + (size_t)i * E;
-            for (int d = 0; d < E; d++)
-                y[d] += w * ye[d];
-        }
+        moe_rows_io(ws, rows, c, NULL, ws->moe_y, 0);
     }
 }
 
@@ -2820,27 +2840,17 @@ moe_ffn(struct le_session *ws, const struct le_layer *L, int nt, int af)
         moe_group_ok(ws, dn, 1, NX, nt * K)) {
         /* every chosen expert at once (moe_group); rows as moe_rows */
         ws->moe_grouped++;
-        for (int i = 0; i < nt * K; i++)
-            memcpy(ws->moe_x + (size_t)i * E,
-                   ws->moe_in + (size_t)(ws->moe_rows[i] / K) * E,
-                   (size_t)E * sizeof(float));
+        moe_rows_io(ws, ws->moe_rows, nt * K, ws->moe_x, NULL, 1);
         float *yg[2] = {ws->hb, ws->hb2}, *yd[1] = {ws->moe_y};
         moe_group(ws, gu, yg, 2, ws->moe_x, at, NX);
         for (int e = 0; e < NX; e++) /* each expert's rows, as moe_each */
             silu_mul(ws->hb + (size_t)at[e] * F, ws->hb2 + (size_t)at[e] * F,
                      (at[e + 1] - at[e]) * F);
         moe_group(ws, dn, yd, 1, ws->hb, at, NX);
-        for (int e = 0; e < NX; e++)
-            for (int i = at[e]; i < at[e + 1]; i++) {
-                int t = ws->moe_rows[i] / K;
-                float w = ws->moe_w[ws->moe_rows[i]];
-                float *y = ws->xb + (size_t)t * E;
-                const float *ye = ws->moe_y + (size_t)i * E;
-                for (int d = 0; d < E; d++)
-                    y[d] += w * ye[d];
-            }
+        /* in expert order, as moe_each */
+        moe_rows_io(ws, ws->moe_rows, nt * K, NULL, ws->moe_y, 0);
     } else {
-        moe_each(ws, L, nt, at, silu_mul);
+        moe_each(ws, L, at, silu_mul);
     }
     if (!L->sh_gate)
         return;
@@ -2930,27 +2940,10 @@ mla_heads_ok(const struct le_session *ws, const struct le_gguf_tensor *W,
 static void
 mla_heads(struct le_session *ws, const struct le_gguf_tensor *W, int nt)
 {
-    const struct le_model *m = ws->m;
-    const struct le_type_traits *tt = le_type_get(W[0].type);
-    int H = m->hp.n_head, n_in = (int)W[0].ne[0];
-    size_t x_row = le_row_size(tt->vec_dot_type, (int64_t)n_in);
-    int prep = le_pack_prep_size(tt->vec_dot_type, n_in) > 0;
-    struct le_quant_job qj = {.vdt = tt->vec_dot_type,
-                              .x = ws->mla_in,
-                              .n = n_in,
-                              .n_rows = H * nt,
-                              .q = ws->qact,
-                              .q_row = x_row,
-                              .p = prep ? ws->qprep : NULL,
-                              .p_row = ws->qprep_row,
-                              .t = NULL,
-                              .t_from = H * nt};
-    le_pool_run(m->pool, le_quant_rows, &qj, H * nt < 4 ? 1 : 0);
-    struct mlh_job j = {W, ws,
-                        {ws->qact, x_row, prep ? ws->qprep : NULL,
-                         ws->qprep_row, NULL},
-                        nt, H, 0};
-    le_pool_run(m->pool, mla_heads_run, &j, 0);
+    int H = ws->m->hp.n_head;
+    struct mlh_job j = {W, ws, {0}, nt, H, 0};
+    quant_for_packed(ws, &W[0], ws->mla_in, H * nt, &j.act);
+    le_pool_run(ws->m->pool, mla_heads_run, &j, 0);
 }
 
 /* deepseek2's queries and key in the absorbed layout (le_int.h): q into
