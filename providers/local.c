@@ -1320,10 +1320,16 @@ job_error(struct pv_call *call, struct lp_call *lc, struct lp_job *j)
         status = 400;
         code = "context_length_exceeded";
     }
-    /* a 4xx is the caller's: PV_ERR_STATUS reaches the client as it is
-     * (not retried elsewhere: another target would refuse it too) */
+    /* a 4xx is the caller's: PV_ERR_STATUS reaches the client as it is,
+     * not retried elsewhere (another target would refuse it too), unless
+     * it is this engine's own limit (a parameter or value it does not
+     * implement, a context too short): then the next target is tried */
     call->res.outcome = status ? PV_ERR_STATUS : PV_ERR_INTERNAL;
     call->res.http_status = status ? status : 500;
+    call->res.other_may_serve =
+        status == 400 && (!strcmp(code, "unsupported_parameter") ||
+                          !strcmp(code, "unsupported_value") ||
+                          !strcmp(code, "context_length_exceeded"));
     if (j->st == LE_EBUSY)
         call->res.retry_after_s = 1;
     snprintf(call->res.detail, sizeof(call->res.detail), "%s", j->err);

@@ -269,7 +269,12 @@ char *rt_plan_explain(const struct rt_plan *plan, const struct cfg *c,
  *     timeouts, malformed bodies, statuses in retry_on_status, and an
  *     upstream 401/403 (a provider fault); an attempt that could not be
  *     started counts as failed too.  Anything else ends the run
- *     (RT_DO_PASS).
+ *     (RT_DO_PASS), except a target's own-limit refusal (a 4xx with
+ *     pv_result.other_may_serve: the local engine's unsupported
+ *     parameter or value, or a prompt past its context): the next target
+ *     is started at once (no backoff); with none left the refusal is
+ *     passed on when every attempt was one, else the run fails (502) with
+ *     each reason in run.log.
  *   - after a retryable failure, with no rival running, the next target is
  *     started after a backoff of backoff_ms doubled per attempt made so far
  *     (the first retry waits backoff_ms), capped at RT_BACKOFF_MAX_MS,
@@ -326,6 +331,9 @@ struct rt_run {
                                 Retry-After (e.g. a full local engine) */
     int64_t retry_after_s;   /* smallest Retry-After of those 429s (or
                                 503s), 0 */
+    int all_refused;         /* every attempt so far ended with a target's
+                                own-limit refusal (pv_result's
+                                other_may_serve) */
     int64_t wait_until_us;   /* backoff: no start before this */
     uint64_t rng;            /* backoff jitter (xorshift64), never 0 */
     char log[768];           /* "gpt-4.1@relay: status 503; ..." */

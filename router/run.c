@@ -35,6 +35,7 @@ rt_run_init(struct rt_run *run, const struct cfg *c,
     run->all_timeouts = 1;
     run->all_rate_limited = 1;
     run->all_busy = 1;
+    run->all_refused = 1;
     run->rng = seed ? seed : 0x9E3779B97F4A7C15ull;
 }
 
@@ -235,6 +236,7 @@ rt_run_begun(struct rt_run *run, int slot, int ok, const char *reason,
                                run->plan->targets[run->slot_target[slot]],
                                name, sizeof(name)),
                 reason ? reason : "could not start");
+        run->all_refused = 0;
         note_failure(run, 0, 0, 0, 0);
         after_failure(run, now_us, st);
         return;
@@ -303,7 +305,12 @@ rt_run_result(struct rt_run *run, int slot, const struct pv_result *res,
     char name[160];
     rt_target_name(run->cfg, run->plan->targets[run->slot_target[slot]],
                    name, sizeof(name));
-    if (res->outcome == PV_ERR_STATUS)
+    int refused = res->outcome == PV_ERR_STATUS && res->other_may_serve &&
+                  res->http_status >= 400 && res->http_status < 500;
+    if (refused)
+        log_add(run, "%s: status %d (%s)", name, res->http_status,
+                res->detail[0] ? res->detail : "cannot serve this request");
+    else if (res->outcome == PV_ERR_STATUS)
         log_add(run, "%s: status %d", name, res->http_status);
     else
         log_add(run, "%s: %s", name, pv_outcome_str(res->outcome));
@@ -314,6 +321,29 @@ rt_run_result(struct rt_run *run, int slot, const struct pv_result *res,
     int busy = res->outcome == PV_ERR_STATUS && res->http_status == 503 &&
                res->retry_after_s > 0;
     note_failure(run, timeout, rl, busy, res->retry_after_s);
+    if (!refused)
+        run->all_refused = 0;
+    if (refused && run->winner != slot) {
+        /* This target's own limit (a parameter it does not implement, a
+         * context too short): the next target may serve the request, at
+         * once (no backoff: nothing is overloaded).  With none left, the
+         * refusal itself goes to the client when every attempt was one
+         * (it says what no target could do), else the run fails as any
+         * other, its log naming each attempt's reason. */
+        if (n_running(run))
+            return; /* the hedged rival decides first */
+        if (can_start(run)) {
+            rt_run_next(run, now_us, st);
+            return;
+        }
+        if (run->all_refused) {
+            final(run, slot, RT_DO_PASS, st);
+            st->status = res->http_status;
+            return;
+        }
+        give_up(run, st);
+        return;
+    }
     if (run->winner == slot) {
         /* Bytes reached the client: no failover. */
         final(run, slot, RT_DO_BROKEN, st);

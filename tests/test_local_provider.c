@@ -151,10 +151,11 @@ test_stream(void)
 static void
 test_context_limit(void)
 {
-    /* context 256: a prompt of ~400 tokens cannot fit. */
+    /* context 256: a prompt of ~400 tokens cannot fit.  Aimed at that
+     * provider alone, the refusal reaches the client. */
     char *big = malloc(8192);
-    strcpy(big, "{\"model\":\"local\",\"messages\":[{\"role\":\"user\","
-                "\"content\":\"");
+    strcpy(big, "{\"model\":\"local@local\",\"messages\":[{\"role\":"
+                "\"user\",\"content\":\"");
     for (int i = 0; i < 400; i++)
         strcat(big, "once ");
     strcat(big, "\"}]}");
@@ -167,7 +168,22 @@ test_context_limit(void)
              "context_length_exceeded");
     json_decref(o);
     free(raw);
-    free(big);
+    /* The bare name is every provider's model "local": the next ones,
+     * with 2048 positions, serve it (README "Failover": the local
+     * engine's own limits move on). */
+    memmove(big + 15, big + 21, strlen(big + 21) + 1); /* drop "@local" */
+    T_CHECK(strncmp(big, "{\"model\":\"local\",", 17) == 0);
+    struct e2e_resp r;
+    T_EQ_INT(e2e_http("POST", url, big, NULL, 60000, &r), 0);
+    T_EQ_INT(r.status, 200);
+    if (r.status != 200)
+        fprintf(stderr, "  %s\n", r.body ? r.body : "");
+    char pv[64] = "";
+    e2e_header(&r, "x-llmux-provider", pv, sizeof(pv));
+    T_CHECK(strcmp(pv, "local") != 0 && pv[0]);
+    e2e_header(&r, "x-llmux-attempts", pv, sizeof(pv));
+    T_CHECK(atoi(pv) >= 2);
+    e2e_resp_free(&r);
 }
 
 static size_t

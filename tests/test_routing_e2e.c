@@ -768,6 +768,124 @@ expect_check(const char *routes, const char *provider_extra,
                 reason, code, out);
 }
 
+/* POSTs a chat body to gateway b; 0 on a transport success. */
+static int
+post_chat(const char *b, const char *body, struct e2e_resp *r)
+{
+    char url[256];
+    snprintf(url, sizeof(url), "%s/v1/chat/completions", b);
+    return e2e_http("POST", url, body, NULL, 60000, r);
+}
+
+/* The local engine's own limits are failed over (README "Failover"): a
+ * parameter it does not implement, or a prompt past its context, moves
+ * the request to the next target at once; the refusal reaches the client
+ * only when no target could serve (every attempt a refusal), and after a
+ * real failure the run fails with both reasons.  A request error the
+ * local engine finds (a value out of range) still ends the run there.
+ * A gateway of its own: the local engine (stories260K, a 64-position
+ * context) in front of the fake provider. */
+static void
+test_local_refusal_fails_over(void)
+{
+    char model[512], prov[4096];
+    snprintf(model, sizeof(model), "%s/models/stories260K.gguf",
+             e2e_env("LLMUX_TEST_DATA", "../shared/data"));
+    snprintf(prov, sizeof(prov),
+             "  \"loc\": {\"kind\": \"local\", \"model_path\": \"%s\", "
+             "\"threads\": 1, \"context\": 64, \"parallel\": 1, "
+             "\"models\": {\"l\": {}}}",
+             model);
+    add_provider(prov, sizeof(prov), "lok", NULL, NULL, 1, 1);
+    add_provider(prov, sizeof(prov), "l500", "status=500", NULL, 1, 1);
+    struct e2e_proc lgw;
+    char lbase[128];
+    memset(&lgw, 0, sizeof(lgw));
+    int started = start_llmux(
+        &lgw, lbase, sizeof(lbase), "localfo.json", prov,
+        "  \"lfo\": {\"targets\": [\"l@loc\", \"m@lok\"]},\n"
+        "  \"lonly\": {\"targets\": [\"l@loc\"]},\n"
+        "  \"lback\": {\"targets\": [\"m@l500\", \"l@loc\"]}",
+        "{\"max_attempts\": 3, \"backoff_ms\": 1, \"circuit_failures\": "
+        "1000}");
+    T_EQ_INT(started, 0);
+    if (started != 0)
+        return;
+    long ok0 = fake_count("lok");
+    struct e2e_resp r;
+    /* the local engine serves what it can: no failover */
+    T_EQ_INT(post_chat(lbase,
+                       "{\"model\":\"lfo\",\"max_tokens\":4,"
+                       "\"messages\":[{\"role\":\"user\",\"content\":"
+                       "\"Once\"}]}",
+                       &r),
+             0);
+    T_EQ_INT(r.status, 200);
+    T_EQ_STR(hdr(&r, "x-llmux-provider"), "loc");
+    T_EQ_STR(hdr(&r, "x-llmux-attempts"), "1");
+    e2e_resp_free(&r);
+    /* a parameter it does not implement: the fake serves it, second */
+    const char *unsup = "{\"model\":\"%s\",\"max_tokens\":4,%s"
+                        "\"web_search_options\":{},"
+                        "\"messages\":[{\"role\":\"user\",\"content\":"
+                        "\"Once\"}]}";
+    char body[4096];
+    for (int stream = 0; stream < 2; stream++) {
+        snprintf(body, sizeof(body), unsup, "lfo",
+                 stream ? "\"stream\":true," : "");
+        T_EQ_INT(post_chat(lbase, body, &r), 0);
+        T_EQ_INT(r.status, 200);
+        T_EQ_STR(hdr(&r, "x-llmux-provider"), "lok");
+        T_EQ_STR(hdr(&r, "x-llmux-attempts"), "2");
+        if (stream)
+            T_CHECK(r.body && strstr(r.body, "data: [DONE]") != NULL);
+        e2e_resp_free(&r);
+    }
+    T_EQ_INT(fake_count("lok") - ok0, 2);
+    /* a prompt past the 64-position context: the fake serves it */
+    char longp[2048] = "";
+    for (int i = 0; i < 40; i++)
+        strcat(longp, "Once upon a time ");
+    snprintf(body, sizeof(body),
+             "{\"model\":\"lfo\",\"max_tokens\":4,\"messages\":[{\"role\":"
+             "\"user\",\"content\":\"%s\"}]}",
+             longp);
+    T_EQ_INT(post_chat(lbase, body, &r), 0);
+    T_EQ_INT(r.status, 200);
+    T_EQ_STR(hdr(&r, "x-llmux-provider"), "lok");
+    e2e_resp_free(&r);
+    T_EQ_INT(fake_count("lok") - ok0, 3);
+    /* no other target: the refusal, naming the parameter, as before */
+    snprintf(body, sizeof(body), unsup, "lonly", "");
+    T_EQ_INT(post_chat(lbase, body, &r), 0);
+    T_EQ_INT(r.status, 400);
+    T_CHECK(r.body && strstr(r.body, "unsupported_parameter") &&
+            strstr(r.body, "web_search_options"));
+    e2e_resp_free(&r);
+    /* after a real failure the fallback's refusal fails the run: 502
+     * naming both attempts */
+    snprintf(body, sizeof(body), unsup, "lback", "");
+    T_EQ_INT(post_chat(lbase, body, &r), 0);
+    T_EQ_INT(r.status, 502);
+    T_EQ_STR(hdr(&r, "x-llmux-attempts"), "2");
+    T_CHECK(r.body && strstr(r.body, "m@l500: status 500") &&
+            strstr(r.body, "l@loc: status 400") &&
+            strstr(r.body, "web_search_options"));
+    e2e_resp_free(&r);
+    /* a bad value is the request's fault: not failed over */
+    T_EQ_INT(post_chat(lbase,
+                       "{\"model\":\"lfo\",\"max_tokens\":4,"
+                       "\"top_p\":7,\"messages\":[{\"role\":\"user\","
+                       "\"content\":\"Once\"}]}",
+                       &r),
+             0);
+    T_EQ_INT(r.status, 400);
+    T_EQ_STR(hdr(&r, "x-llmux-attempts"), "1");
+    e2e_resp_free(&r);
+    T_EQ_INT(fake_count("lok") - ok0, 3);
+    T_EQ_INT(e2e_stop(&lgw, SIGTERM, 10000), 0);
+}
+
 static void
 test_check_bad_configs(void)
 {
@@ -813,6 +931,7 @@ main(void)
     T_RUN(test_failover_429_retry_after);
     T_RUN(test_no_failover_on_400);
     T_RUN(test_all_fail);
+    T_RUN(test_local_refusal_fails_over);
     T_RUN(test_cost_policy);
     T_RUN(test_latency_policy);
     T_RUN(test_weighted_policy);

@@ -171,6 +171,85 @@ test_non_retryable_passes(void)
     T_EQ_INT(st.status, 502);
 }
 
+/* A target's own-limit refusal (other_may_serve: the local engine's
+ * unsupported parameter or value, a prompt past its context) starts the
+ * next target at once; with none left the refusal is passed on when every
+ * attempt was one, else the run fails with each reason in the log.  A
+ * plain 400 still ends the run. */
+static void
+test_refusal_moves_on(void)
+{
+    struct rt_plan p;
+    struct rt_run run;
+    struct rt_step st;
+    plan_of(&p, 3, 3);
+    struct pv_result ref = res_of(PV_ERR_STATUS, 400, -1);
+    ref.other_may_serve = 1;
+    snprintf(ref.detail, sizeof(ref.detail),
+             "the local engine does not support the parameter 'x'");
+    /* refused, then the next target at once (no WAIT), which answers */
+    int s = first(&run, cfg, &p, 1, &st);
+    rt_run_result(&run, s, &ref, T0 + 5, &st);
+    s = begin(&run, &st, T0 + 5, 1);
+    struct pv_result ok = res_of(PV_OK, 200, -1);
+    rt_run_result(&run, s, &ok, T0 + 10, &st);
+    T_EQ_INT(st.what, RT_DO_DELIVER);
+    T_EQ_INT(run.attempts, 2);
+    T_EQ_STR(run.log, "m1@a: status 400 (the local engine does not support "
+                      "the parameter 'x')");
+    /* every target refuses: the last refusal is passed on */
+    plan_of(&p, 2, 3);
+    s = first(&run, cfg, &p, 1, &st);
+    rt_run_result(&run, s, &ref, T0 + 5, &st);
+    s = begin(&run, &st, T0 + 5, 1);
+    rt_run_result(&run, s, &ref, T0 + 10, &st);
+    T_EQ_INT(st.what, RT_DO_PASS);
+    T_EQ_INT(st.status, 400);
+    T_EQ_INT(st.slot, s);
+    /* the only target refuses: passed on as before */
+    plan_of(&p, 1, 3);
+    s = first(&run, cfg, &p, 1, &st);
+    rt_run_result(&run, s, &ref, T0 + 5, &st);
+    T_EQ_INT(st.what, RT_DO_PASS);
+    T_EQ_INT(st.status, 400);
+    /* a failure, then the fallback refuses: the run fails (502), the log
+     * naming both */
+    plan_of(&p, 2, 3);
+    s = first(&run, cfg, &p, 1, &st);
+    struct pv_result r503 = res_of(PV_ERR_STATUS, 503, -1);
+    rt_run_result(&run, s, &r503, T0 + 5, &st);
+    T_EQ_INT(st.what, RT_DO_WAIT);
+    int64_t t = st.at_us;
+    rt_run_next(&run, t, &st);
+    s = begin(&run, &st, t, 1);
+    rt_run_result(&run, s, &ref, t + 5, &st);
+    T_EQ_INT(st.what, RT_DO_FAIL);
+    T_EQ_INT(st.status, 502);
+    T_EQ_STR(st.code, "upstream_failed");
+    T_EQ_STR(run.log, "m1@a: status 503; m2@a: status 400 (the local engine "
+                      "does not support the parameter 'x')");
+    /* a refusal, then a failure with nothing left: 502 as well */
+    s = first(&run, cfg, &p, 1, &st);
+    rt_run_result(&run, s, &ref, T0 + 5, &st);
+    s = begin(&run, &st, T0 + 5, 1);
+    rt_run_result(&run, s, &r503, T0 + 10, &st);
+    T_EQ_INT(st.what, RT_DO_FAIL);
+    T_EQ_INT(st.status, 502);
+    /* max_attempts still bounds the run: the refusal is passed on */
+    plan_of(&p, 3, 1);
+    s = first(&run, cfg, &p, 1, &st);
+    rt_run_result(&run, s, &ref, T0 + 5, &st);
+    T_EQ_INT(st.what, RT_DO_PASS);
+    T_EQ_INT(st.status, 400);
+    /* without the flag a 400 ends the run (test_non_retryable_passes) */
+    plan_of(&p, 3, 3);
+    s = first(&run, cfg, &p, 1, &st);
+    ref.other_may_serve = 0;
+    rt_run_result(&run, s, &ref, T0 + 5, &st);
+    T_EQ_INT(st.what, RT_DO_PASS);
+    T_EQ_INT(run.attempts, 1);
+}
+
 /* An upstream 401/403 is a provider fault: failover, never passed on. */
 static void
 test_provider_fault_fails_over(void)
@@ -477,6 +556,7 @@ main(void)
     T_RUN(test_retryable_status_backoff);
     T_RUN(test_backoff_cap);
     T_RUN(test_non_retryable_passes);
+    T_RUN(test_refusal_moves_on);
     T_RUN(test_provider_fault_fails_over);
     T_RUN(test_all_rate_limited);
     T_RUN(test_all_busy);
