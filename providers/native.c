@@ -766,6 +766,8 @@ x_on_finish(struct pv_call *c)
         json_decref(j);
         c->res.body = x->out;
         c->res.body_len = n;
+        c->res.other_may_serve =
+            status == 400 && pv_error_is_context(x->body.data, x->body.len);
         return;
     }
     if (x->stream) {
@@ -867,6 +869,8 @@ x_refuse_cb(evutil_socket_t fd, short what, void *arg)
     x->out = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
     c->res.http_status = 400;
+    /* what this kind cannot carry another target may serve */
+    c->res.other_may_serve = 1;
     if (x->out) {
         c->res.outcome = PV_ERR_STATUS;
         c->res.body = x->out;

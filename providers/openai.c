@@ -187,6 +187,26 @@ detail_add_message(struct pv_call *c, const struct oa_call *oa)
     json_decref(j);
 }
 
+int
+pv_error_is_context(const char *body, size_t len)
+{
+    json_t *j = body && len ? json_loadb(body, len, 0, NULL) : NULL;
+    const json_t *e = json_object_get(j, "error");
+    const char *code = json_string_value(json_object_get(e, "code"));
+    const char *type = json_string_value(json_object_get(e, "type"));
+    const char *msg = json_is_string(e)
+                          ? json_string_value(e)
+                          : json_string_value(json_object_get(e, "message"));
+    int hit = (code && !strcmp(code, "context_length_exceeded")) ||
+              (type && !strcmp(type, "exceed_context_size_error")) ||
+              (msg && (strstr(msg, "maximum context length") ||
+                       strstr(msg, "exceeds the available context size") ||
+                       !strncmp(msg, "prompt is too long", 18) ||
+                       strstr(msg, "exceeds the maximum number of tokens")));
+    json_decref(j);
+    return hit;
+}
+
 static void
 oa_on_finish(struct pv_call *c)
 {
@@ -201,6 +221,8 @@ oa_on_finish(struct pv_call *c)
         pv_scrub(c->scrub, c->res.detail, strlen(c->res.detail));
         c->res.body = oa->body.data ? oa->body.data : "";
         c->res.body_len = oa->body.len;
+        c->res.other_may_serve =
+            status == 400 && pv_error_is_context(oa->body.data, oa->body.len);
         return;
     }
     if (oa->stream) {

@@ -85,11 +85,13 @@ struct pv_result {
     int64_t total_us;     /* request start to done */
     char detail[256];     /* human sentence; never contains a secret */
     /* 1 when a PV_ERR_STATUS 4xx is this target's own limit, not a fault
-     * of the request: a parameter or value it does not implement, or a
-     * prompt longer than its context (the local engine's
-     * unsupported_parameter, unsupported_value and
-     * context_length_exceeded).  Another target may serve the request,
-     * so the router moves on to the next one (router.h, the run). */
+     * of the request: a parameter or value it does not implement (the
+     * local engine's unsupported_parameter and unsupported_value, what
+     * a native translation refuses before sending), or a prompt longer
+     * than its context (the local engine's context_length_exceeded, an
+     * upstream's 400 that says so: pv_error_is_context).  Another target
+     * may serve the request, so the router moves on to the next one
+     * (router.h, the run). */
     int other_may_serve;
     /* Upstream headers for the client, "name: value\n" lines with lower
      * case names: every x-ratelimit-* header, and the upstream's own

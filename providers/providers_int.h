@@ -82,6 +82,15 @@ struct pv_http_hooks {
     void (*free_impl)(struct pv_call *call);
 };
 
+/* 1 when an upstream's error body says the prompt does not fit the
+ * model's context (openai.c): OpenAI's code context_length_exceeded,
+ * llama-server's type exceed_context_size_error (or its message, "exceeds
+ * the available context size"), or the message of vLLM and DeepSeek
+ * ("maximum context length"), Anthropic ("prompt is too long") or Gemini
+ * ("exceeds the maximum number of tokens").  Such a 400 sets
+ * pv_result.other_may_serve: a target with a longer context may serve. */
+int pv_error_is_context(const char *body, size_t len);
+
 struct pv_call {
     const struct pv_ops *ops;
     struct pv_loop *loop;

@@ -270,8 +270,8 @@ char *rt_plan_explain(const struct rt_plan *plan, const struct cfg *c,
  *     upstream 401/403 (a provider fault); an attempt that could not be
  *     started counts as failed too.  Anything else ends the run
  *     (RT_DO_PASS), except a target's own-limit refusal (a 4xx with
- *     pv_result.other_may_serve: the local engine's unsupported
- *     parameter or value, or a prompt past its context): the next target
+ *     pv_result.other_may_serve: an unsupported parameter or value, a
+ *     prompt past the model's context): the next target
  *     is started at once (no backoff); with none left the refusal is
  *     passed on when every attempt was one, else the run fails (502) with
  *     each reason in run.log.

@@ -117,6 +117,36 @@ start_main(void)
     add_provider(prov, sizeof(prov), "wb", NULL, NULL, 1, 1);
     add_provider(prov, sizeof(prov), "sdead", "reset", NULL, 1, 1);
     add_provider(prov, sizeof(prov), "sdead2", "status=503", NULL, 1, 1);
+    add_provider(prov, sizeof(prov), "ctxo",
+                 "status=400;message=This model's maximum context length is "
+                 "8192 tokens. However, your messages resulted in 9000 "
+                 "tokens.",
+                 NULL, 1, 1);
+    add_provider(prov, sizeof(prov), "ctxl",
+                 "status=400;message=the request exceeds the available "
+                 "context size",
+                 NULL, 1, 1);
+    /* the native kinds: their own error shapes, and what the Anthropic
+     * translation cannot carry (refused before sending) */
+    size_t off = strlen(prov);
+    snprintf(prov + off, sizeof(prov) - off,
+             ",\n  \"ctxa\": {\"kind\": \"anthropic\", \"base_url\": "
+             "\"http://127.0.0.1:%d\", \"api_key\": \"sk-ant-routing-0123\", "
+             "\"headers\": {\"X-Fake\": \"status=400;message=prompt is too "
+             "long: 210000 tokens > 200000 maximum\"}, \"models\": {\"m\": "
+             "{\"upstream\": \"m-ctxa\", \"input_per_mtok\": 1, "
+             "\"output_per_mtok\": 1}}},\n"
+             "  \"ctxg\": {\"kind\": \"gemini\", \"base_url\": "
+             "\"http://127.0.0.1:%d\", \"api_key\": \"AIza-routing-0123456\", "
+             "\"headers\": {\"X-Fake\": \"status=400;message=The input token "
+             "count (1234) exceeds the maximum number of tokens allowed "
+             "(1000).\"}, \"models\": {\"m\": {\"upstream\": \"m-ctxg\", "
+             "\"input_per_mtok\": 1, \"output_per_mtok\": 1}}},\n"
+             "  \"anth\": {\"kind\": \"anthropic\", \"base_url\": "
+             "\"http://127.0.0.1:%d\", \"api_key\": \"sk-ant-routing-0123\", "
+             "\"models\": {\"m\": {\"upstream\": \"m-anth\", "
+             "\"input_per_mtok\": 1, \"output_per_mtok\": 1}}}",
+             fake.port, fake.port, fake.port);
     const char *routes =
         "  \"f500\": {\"targets\": [\"m@s500\", \"m@ok\"]},\n"
         "  \"f503\": {\"targets\": [\"m@s503\", \"m@ok\"]},\n"
@@ -133,7 +163,10 @@ start_main(void)
         "\"m@lfast\"]},\n"
         "  \"w\": {\"policy\": \"weighted\", \"targets\": [\"m@wa\", "
         "\"m@wb\"], \"weights\": [1, 3]},\n"
-        "  \"sfo\": {\"targets\": [\"m@sdead\", \"m@sdead2\", \"m@ok\"]}";
+        "  \"sfo\": {\"targets\": [\"m@sdead\", \"m@sdead2\", \"m@ok\"]},\n"
+        "  \"fctx\": {\"targets\": [\"m@ctxo\", \"m@ctxl\", \"m@ok\"]},\n"
+        "  \"fctxn\": {\"targets\": [\"m@ctxa\", \"m@ctxg\", \"m@ok\"]},\n"
+        "  \"fanth\": {\"targets\": [\"m@anth\", \"m@ok\"]}";
     char fo[256];
     snprintf(fo, sizeof(fo),
              "{\"max_attempts\": 3, \"backoff_ms\": 10, "
@@ -324,6 +357,44 @@ test_no_failover_on_400(void)
     e2e_resp_free(&r);
     T_EQ_INT(fake_count("s400") - b0, 1);
     T_EQ_INT(fake_count("ok") - ok0, 0);
+}
+
+/* A 400 that says the prompt does not fit the model's context (OpenAI's
+ * code, llama-server's message, Anthropic's and Gemini's own shapes) and
+ * a parameter the Anthropic translation cannot carry move on to the next
+ * target (README "Failover"); a plain 400 does not (above). */
+static void
+test_failover_context_and_refusal(void)
+{
+    long ok0 = fake_count("ok");
+    struct e2e_resp r;
+    const char *routes[] = {"fctx", "fctxn"};
+    for (int i = 0; i < 2; i++) {
+        T_EQ_INT(chat(base, routes[i], "hello", i, &r), 0);
+        T_EQ_INT(r.status, 200);
+        T_EQ_STR(hdr(&r, "x-llmux-provider"), "ok");
+        T_EQ_STR(hdr(&r, "x-llmux-attempts"), "3");
+        e2e_resp_free(&r);
+    }
+    T_EQ_INT(fake_count("ctxo"), 1);
+    T_EQ_INT(fake_count("ctxa"), 1);
+    T_EQ_INT(fake_count("ctxg"), 1);
+    /* logit_bias: the Anthropic kind refuses it before sending */
+    char url[256];
+    snprintf(url, sizeof(url), "%s/v1/chat/completions", base);
+    long a0 = fake_count("anth");
+    T_EQ_INT(e2e_http("POST", url,
+                      "{\"model\":\"fanth\",\"logit_bias\":{\"1\":1},"
+                      "\"messages\":[{\"role\":\"user\",\"content\":"
+                      "\"hi\"}]}",
+                      NULL, 20000, &r),
+             0);
+    T_EQ_INT(r.status, 200);
+    T_EQ_STR(hdr(&r, "x-llmux-provider"), "ok");
+    T_EQ_STR(hdr(&r, "x-llmux-attempts"), "2");
+    e2e_resp_free(&r);
+    T_EQ_INT(fake_count("anth") - a0, 0);
+    T_EQ_INT(fake_count("ok") - ok0, 3);
 }
 
 static void
@@ -930,6 +1001,7 @@ main(void)
     T_RUN(test_failover_kinds);
     T_RUN(test_failover_429_retry_after);
     T_RUN(test_no_failover_on_400);
+    T_RUN(test_failover_context_and_refusal);
     T_RUN(test_all_fail);
     T_RUN(test_local_refusal_fails_over);
     T_RUN(test_cost_policy);
