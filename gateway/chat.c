@@ -863,6 +863,17 @@ pass_on(struct gw_req *r, const struct pv_result *res, int status,
     finish_error(r, status, "upstream_error", "upstream_rejected", msg);
 }
 
+/* The attempt's outcome word for metrics and traces: "refused" for a
+ * target's refusal of what it cannot do (failed over, router.h), else
+ * providers.h's. */
+static const char *
+attempt_outcome(const struct pv_result *res)
+{
+    if (res->outcome == PV_ERR_STATUS && res->other_may_serve)
+        return "refused";
+    return pv_outcome_str(res->outcome);
+}
+
 /* The attempt's child span, when the request is traced. */
 static void
 trace_attempt(struct gw_req *r, const struct gw_try *t,
@@ -873,8 +884,7 @@ trace_attempt(struct gw_req *r, const struct gw_try *t,
     char tname[256];
     snprintf(tname, sizeof(tname), "%s@%s", t->model->name, t->prov->name);
     gw_otel_attempt(r->w->srv->otel, &r->trace, tname, t->prov->name,
-                    t->start_ns, res->http_status,
-                    pv_outcome_str(res->outcome));
+                    t->start_ns, res->http_status, attempt_outcome(res));
 }
 
 /* The winner's upstream headers (res->headers, NUL-terminated), cut to
@@ -897,7 +907,7 @@ on_done(void *ud, const struct pv_result *res)
     int me = (int)(t - r->tries);
     t->call = NULL; /* the loop frees it after we return */
     rt_report_pv(r->gen->router, &t->att, r->gen->cfg, res);
-    gw_obs_attempt(r->w, t->prov->name, pv_outcome_str(res->outcome));
+    gw_obs_attempt(r->w, t->prov->name, attempt_outcome(res));
     trace_attempt(r, t, res);
     if (r->client_gone)
         return; /* the row was logged when the client left */

@@ -9,7 +9,7 @@
  * additions; not yet measured) and an attempt once; /metrics takes
  * it while it copies the table out.  Label values come only from the
  * config (route, provider, model names), numbers (status) and the fixed
- * outcome words of providers.h; a model name not in the config becomes
+ * outcome words of providers.h (and chat.c's "refused"); a model name not in the config becomes
  * "other", and past GW_OBS_MAX_SERIES every new tuple lands in one
  * "other" series, so the table never grows without bound.
  *

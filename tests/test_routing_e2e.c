@@ -954,6 +954,16 @@ test_local_refusal_fails_over(void)
     T_EQ_STR(hdr(&r, "x-llmux-attempts"), "1");
     e2e_resp_free(&r);
     T_EQ_INT(fake_count("lok") - ok0, 3);
+    /* /metrics tells the five refusals from the one request error */
+    char murl[256];
+    snprintf(murl, sizeof(murl), "%s/metrics", lbase);
+    T_EQ_INT(e2e_http("GET", murl, NULL, NULL, 5000, &r), 0);
+    T_CHECK(r.body && strstr(r.body, "llmux_upstream_attempts_total{provider="
+                                     "\"loc\",outcome=\"refused\"} 5\n"));
+    T_CHECK(r.body &&
+            strstr(r.body, "llmux_upstream_attempts_total{provider=\"loc\","
+                           "outcome=\"upstream_error_status\"} 1\n"));
+    e2e_resp_free(&r);
     T_EQ_INT(e2e_stop(&lgw, SIGTERM, 10000), 0);
 }
 
