@@ -184,6 +184,7 @@ test_context_limit(void)
     e2e_header(&r, "x-llmux-attempts", pv, sizeof(pv));
     T_CHECK(atoi(pv) >= 2);
     e2e_resp_free(&r);
+    free(big);
 }
 
 static size_t
