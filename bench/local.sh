@@ -38,21 +38,28 @@ TOOL="$BUILD/tests/tool_sched_bench"
 OUT=bench/out/local.md
 mkdir -p bench/out "$MDIR"
 [ -x "$GEN" ] && [ -x "$TOOL" ] || { echo "local bench: build the tools first"; exit 1; }
+# gen FILE LAYERS KV_HEADS: a random-weight q4_0 llama of the 1B's shape,
+# once (the engine bench's files are the same).
+gen() {
+    [ -f "$1" ] && return 0
+    echo "local bench: generating $1"
+    "$GEN" --out "$1.part" --type q4_0 --n-embd 2048 --n-layer "$2" \
+        --n-head 32 --n-head-kv "$3" --n-ff 5632 --n-vocab 32000 \
+        --n-ctx 2048 --seed 1 && mv "$1.part" "$1" || { rm -f "$1.part"; exit 1; }
+}
+# runs FILE N: N tool_sched_bench JSON lines, one per run, back to back.
+runs() {
+    k=0
+    while [ "$k" -lt "$2" ]; do
+        "$TOOL" "$1" --threads "$T" --gen 64 --prefix 1500 || { echo "local bench: failed on $1" >&2; exit 1; }
+        k=$((k + 1))
+    done
+}
 f="$MDIR/slice-2048x${LAYERS}-q4_0.gguf"
-if [ ! -f "$f" ]; then
-    echo "local bench: generating $f"
-    "$GEN" --out "$f.part" --type q4_0 --n-embd 2048 --n-layer "$LAYERS" \
-        --n-head 32 --n-head-kv 8 --n-ff 5632 --n-vocab 32000 \
-        --n-ctx 2048 --seed 1 && mv "$f.part" "$f" || { rm -f "$f.part"; exit 1; }
-fi
+gen "$f" "$LAYERS" 8
 FULL_RUNS=${LOCAL_BENCH_FULL_RUNS:-3}
 ff="$MDIR/full-2048x22-q4_0.gguf"
-if [ "$FULL_RUNS" -gt 0 ] && [ ! -f "$ff" ]; then
-    echo "local bench: generating $ff"
-    "$GEN" --out "$ff.part" --type q4_0 --n-embd 2048 --n-layer 22 \
-        --n-head 32 --n-head-kv 4 --n-ff 5632 --n-vocab 32000 \
-        --n-ctx 2048 --seed 1 && mv "$ff.part" "$ff" || { rm -f "$ff.part"; exit 1; }
-fi
+[ "$FULL_RUNS" -gt 0 ] && gen "$ff" 22 4
 load=$(cut -d' ' -f1-3 /proc/loadavg)
 # LOCAL_BENCH_RUNS runs (default 5) back to back: one stream's own rate
 # moves by up to 1.5x between identical runs (the host's memory speed
@@ -60,22 +67,9 @@ load=$(cut -d' ' -f1-3 /proc/loadavg)
 # 4-stream ratio is the median, a second table every run's ratios, and in
 # how many runs each target held.
 RUNS=${LOCAL_BENCH_RUNS:-5}
-ALL=""
-i=0
-while [ "$i" -lt "$RUNS" ]; do
-    one=$("$TOOL" "$f" --threads "$T" --gen 64 --prefix 1500) || { echo "local bench: failed"; exit 1; }
-    ALL="$ALL$one
-"
-    i=$((i + 1))
-done
+ALL=$(runs "$f" "$RUNS") || exit 1
 FALL=""
-i=0
-while [ "$i" -lt "$FULL_RUNS" ]; do
-    one=$("$TOOL" "$ff" --threads "$T" --gen 64 --prefix 1500) || { echo "local bench: failed (full model)"; exit 1; }
-    FALL="$FALL$one
-"
-    i=$((i + 1))
-done
+[ "$FULL_RUNS" -gt 0 ] && { FALL=$(runs "$ff" "$FULL_RUNS") || exit 1; }
 j=$(printf '%s' "$ALL" | python3 -c '
 import json, sys
 runs = [json.loads(l) for l in sys.stdin if l.strip()]
