@@ -869,7 +869,7 @@ pass_on(struct gw_req *r, const struct pv_result *res, int status,
 static const char *
 attempt_outcome(const struct pv_result *res)
 {
-    if (res->outcome == PV_ERR_STATUS && res->other_may_serve)
+    if (rt_is_refusal(res))
         return "refused";
     return pv_outcome_str(res->outcome);
 }

@@ -716,6 +716,13 @@ rt_report(struct rt_router *rt, struct rt_attempt *a, enum rt_outcome outcome,
     report(rt, a, outcome, ttfb_us, total_us, retry_after_s, 0);
 }
 
+int
+rt_is_refusal(const struct pv_result *res)
+{
+    return res->outcome == PV_ERR_STATUS && res->other_may_serve &&
+           res->http_status >= 400 && res->http_status < 500;
+}
+
 enum rt_outcome
 rt_outcome_of(const struct cfg *c, const struct pv_result *res)
 {

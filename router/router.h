@@ -221,6 +221,11 @@ void rt_report(struct rt_router *rt, struct rt_attempt *a,
 void rt_report_pv(struct rt_router *rt, struct rt_attempt *a,
                   const struct cfg *c, const struct pv_result *res);
 
+/* 1 when res is a target's refusal of what it cannot do (a 4xx with
+ * pv_result.other_may_serve): the run moves on to the next target (see
+ * "the run of a request"), and metrics and traces name it "refused". */
+int rt_is_refusal(const struct pv_result *res);
+
 /* The outcome rt_report_pv would use (for callers that report later). */
 enum rt_outcome rt_outcome_of(const struct cfg *c,
                               const struct pv_result *res);

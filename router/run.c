@@ -305,8 +305,7 @@ rt_run_result(struct rt_run *run, int slot, const struct pv_result *res,
     char name[160];
     rt_target_name(run->cfg, run->plan->targets[run->slot_target[slot]],
                    name, sizeof(name));
-    int refused = res->outcome == PV_ERR_STATUS && res->other_may_serve &&
-                  res->http_status >= 400 && res->http_status < 500;
+    int refused = rt_is_refusal(res);
     if (refused)
         log_add(run, "%s: status %d (%s)", name, res->http_status,
                 res->detail[0] ? res->detail : "cannot serve this request");
