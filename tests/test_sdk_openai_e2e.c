@@ -8,7 +8,8 @@
  * AuthenticationError, 404 NotFoundError, 400 BadRequestError),
  * responses.create on every provider kind, with a function tool and its
  * function_call_output round trip, responses.stream (function tool and
- * text), embeddings.create (base64, the SDK's default, and float),
+ * text), a parameter the local engine does not implement failed over to
+ * the next target (and its 400 alone), embeddings.create (base64, the SDK's default, and float),
  * completions.create (and a stream), models.retrieve and models.list;
  * completions and embeddings served by the local engine.
  * This side checks the ledger saw the SDK's requests under its key, and
@@ -64,7 +65,9 @@ main(void)
              "  \"local\": {\"kind\": \"local\", \"model_path\": \"%s\",\n"
              "   \"threads\": 1, \"context\": 512, \"parallel\": 1}},\n"
              " \"routes\": {\"fo\": {\"policy\": \"priority\", \"targets\": "
-             "[\"gpt-4.1@oa\"]}}}\n",
+             "[\"gpt-4.1@oa\"]},\n"
+             "  \"lfirst\": {\"policy\": \"priority\", \"targets\": "
+             "[\"local@local\", \"gpt-4.1@oa\"]}}}\n",
              db, p, p, p, model);
     char *path = e2e_write_temp("sdk_openai.json", cfg);
     const char *bin = e2e_env("LLMUX_BIN", "build/release/llmux");
@@ -117,6 +120,12 @@ main(void)
                  "status = 404",
                  key_id);
         T_EQ_INT(e2e_db_int(db, sql), 0); /* unknown models: no row */
+        /* the local engine's refusal went on to the fake, streamed and
+         * not, and alone reached the SDK as a BadRequestError */
+        T_CHECK(out && strstr(out, "ok   refusal: two attempts"));
+        T_CHECK(out && strstr(out, "ok   refusal stream: two attempts"));
+        T_CHECK(out &&
+                strstr(out, "ok   refusal alone: BadRequestError naming"));
         /* the local kind served completions (2) and embeddings (2) */
         T_CHECK(out && strstr(out, "ok   local embeddings: base64 decodes"));
         T_CHECK(out && strstr(out, "ok   local completions stream"));

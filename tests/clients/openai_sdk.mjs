@@ -47,6 +47,33 @@ await step('chat non-stream', async () => {
   check(typeof request_id === 'string' && request_id.length > 0, 'chat: request id');
 });
 
+await step('local refusal failed over', async () => {
+  // a route with the local engine first: what it does not implement goes
+  // to the next target (README "Failover"), streamed and not
+  const body = {
+    model: 'lfirst',
+    messages: [{ role: 'user', content: 'Hello' }],
+    web_search_options: {},
+  };
+  const { data, response } = await client.chat.completions.create(body).withResponse();
+  check(data.choices[0].message.content === 'Hello from fake provider', 'refusal: the next target answers');
+  check(response.headers.get('x-llmux-provider') === 'oa', 'refusal: x-llmux-provider oa');
+  check(response.headers.get('x-llmux-attempts') === '2', 'refusal: two attempts');
+  const s = await client.chat.completions.create({ ...body, stream: true }).withResponse();
+  let text = '';
+  for await (const chunk of s.data) text += chunk.choices[0]?.delta?.content ?? '';
+  check(text === 'Hello from fake provider', 'refusal stream: the next target answers');
+  check(s.response.headers.get('x-llmux-attempts') === '2', 'refusal stream: two attempts');
+  // the local engine alone: its 400 names the parameter
+  try {
+    await client.chat.completions.create({ ...body, model: 'local@local' });
+    check(false, 'refusal alone: no error');
+  } catch (e) {
+    check(e instanceof OpenAI.BadRequestError && e.code === 'unsupported_parameter' &&
+          e.param === 'web_search_options', 'refusal alone: BadRequestError naming the parameter');
+  }
+});
+
 await step('chat stream', async () => {
   const stream = await client.chat.completions.create({
     model: 'gpt-4.1',
